@@ -1,0 +1,295 @@
+/*
+ * memgrad.h - the public C API of memgrad.
+ *
+ * memgrad builds a static forward graph, appends its gradient graph with
+ * mg_gradients(), compiles a linear schedule for the tensors the caller wants,
+ * and runs it from a ref-counted buffer pool.
+ *
+ * Conventions (igraph style):
+ *   - every call that can fail returns an mg_status (MG_OK == 0) or, for
+ *     builder calls, a tensor id that is MG_NO_TENSOR on failure;
+ *   - on failure a readable message naming the op or tensor is kept per
+ *     thread and read back with mg_last_error();
+ *   - a builder call given MG_NO_TENSOR as an input returns MG_NO_TENSOR and
+ *     keeps the earlier message, so nested builder calls report the first
+ *     error, not a cascade.
+ *   - memory the caller hands in (inputs, parameters, output buffers) is
+ *     borrowed: memgrad never frees it and writes only the outputs asked for.
+ */
+#ifndef MEMGRAD_H
+#define MEMGRAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MG_VERSION_MAJOR 0
+#define MG_VERSION_MINOR 1
+#define MG_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------ errors */
+
+typedef enum mg_status {
+    MG_OK = 0,
+    MG_ERR_INVALID_ARG,  /* NULL pointer, bad count, bad attribute value */
+    MG_ERR_SHAPE,        /* shapes that do not fit the op */
+    MG_ERR_DTYPE,        /* dtypes that do not fit the op */
+    MG_ERR_UNKNOWN_ID,   /* a tensor id that is not in the graph */
+    MG_ERR_CYCLE,        /* the graph is not acyclic */
+    MG_ERR_NOMEM,        /* an allocation failed or the pool limit was hit */
+    MG_ERR_UNBOUND,      /* a leaf the schedule reads has no memory bound */
+    MG_ERR_NOT_DIFFERENTIABLE, /* a gradient through an op that has none */
+    MG_ERR_UNSUPPORTED,  /* valid request that this build cannot do yet */
+    MG_ERR_INTERNAL
+} mg_status;
+
+/* A constant string naming the status, e.g. "shape mismatch". */
+const char *mg_status_str(mg_status s);
+/* The message of the last failed call on this thread ("" if none). */
+const char *mg_last_error(void);
+void mg_clear_error(void);
+
+/* ------------------------------------------------------------------ tensors */
+
+typedef enum mg_dtype {
+    MG_F32 = 0,
+    MG_F64 = 1,
+    MG_I32 = 2 /* integer class labels; not differentiable */
+} mg_dtype;
+
+#define MG_MAX_DIMS 8
+/* Tensor ids are small non-negative integers, dense in creation order. */
+typedef int32_t mg_tensor;
+#define MG_NO_TENSOR ((mg_tensor)-1)
+
+typedef struct mg_graph mg_graph;
+
+const char *mg_dtype_name(mg_dtype d);
+size_t mg_dtype_size(mg_dtype d);
+
+mg_graph *mg_graph_new(void); /* NULL on allocation failure */
+void mg_graph_free(mg_graph *g); /* NULL is accepted */
+int32_t mg_graph_num_tensors(const mg_graph *g);
+
+/* Leaves. Inputs and parameters get their memory from the caller at run
+ * time; shape entries must be >= 1; ndim 0 is a scalar. */
+mg_tensor mg_input(mg_graph *g, const char *name, mg_dtype dtype, int ndim,
+                   const int64_t *shape);
+mg_tensor mg_param(mg_graph *g, const char *name, mg_dtype dtype, int ndim,
+                   const int64_t *shape);
+/* A tensor of the given shape filled with one value, computed by the graph. */
+mg_tensor mg_fill(mg_graph *g, mg_dtype dtype, int ndim, const int64_t *shape,
+                  double value);
+
+/* Introspection. Each returns MG_ERR_UNKNOWN_ID for a bad id. */
+mg_status mg_tensor_shape(const mg_graph *g, mg_tensor t, int *ndim,
+                          int64_t shape[MG_MAX_DIMS]);
+mg_status mg_tensor_dtype(const mg_graph *g, mg_tensor t, mg_dtype *dtype);
+int64_t mg_tensor_numel(const mg_graph *g, mg_tensor t); /* -1 if bad id */
+size_t mg_tensor_nbytes(const mg_graph *g, mg_tensor t); /* 0 if bad id */
+const char *mg_tensor_name(const mg_graph *g, mg_tensor t); /* NULL if none */
+mg_status mg_tensor_set_name(mg_graph *g, mg_tensor t, const char *name);
+const char *mg_tensor_op_name(const mg_graph *g, mg_tensor t); /* "matmul" */
+mg_tensor mg_tensor_find(const mg_graph *g, const char *name);
+/* True for tensors that mg_gradients appended. */
+int mg_tensor_is_backward(const mg_graph *g, mg_tensor t);
+
+/* Rewire input `slot` of the op producing `t` to read `src` instead. The
+ * shape rule is checked again; this is how importers and rewriters edit a
+ * graph, and it is the one way to create a cycle, which mg_plan_compile and
+ * mg_gradients then report as MG_ERR_CYCLE. */
+mg_status mg_tensor_set_input(mg_graph *g, mg_tensor t, int slot,
+                              mg_tensor src);
+
+/* ------------------------------------------------------------------ ops
+ * Every op builds one output tensor and checks shapes and dtypes now. */
+
+/* Matrix product. 2-D: [M,K] x [K,N]. Batched: a is [..., M, K]; b is either
+ * [..., K, N] with the same leading dims or 2-D (shared across the batch).
+ * trans_a / trans_b transpose the last two dims of a / b first. */
+mg_tensor mg_matmul(mg_graph *g, mg_tensor a, mg_tensor b, int trans_a,
+                    int trans_b);
+
+/* Elementwise with numpy broadcasting. */
+mg_tensor mg_add(mg_graph *g, mg_tensor a, mg_tensor b);
+mg_tensor mg_sub(mg_graph *g, mg_tensor a, mg_tensor b);
+mg_tensor mg_mul(mg_graph *g, mg_tensor a, mg_tensor b);
+mg_tensor mg_div(mg_graph *g, mg_tensor a, mg_tensor b);
+
+mg_tensor mg_neg(mg_graph *g, mg_tensor x);
+mg_tensor mg_relu(mg_graph *g, mg_tensor x);
+mg_tensor mg_gelu(mg_graph *g, mg_tensor x); /* tanh approximation */
+mg_tensor mg_tanh(mg_graph *g, mg_tensor x);
+mg_tensor mg_sigmoid(mg_graph *g, mg_tensor x);
+mg_tensor mg_exp(mg_graph *g, mg_tensor x);
+mg_tensor mg_log(mg_graph *g, mg_tensor x);
+mg_tensor mg_sqrt(mg_graph *g, mg_tensor x);
+mg_tensor mg_scale(mg_graph *g, mg_tensor x, double alpha); /* alpha * x */
+
+/* Reductions over the listed axes (negative axes count from the end; no
+ * axes at all means every axis). keepdims keeps reduced axes as size 1. */
+mg_tensor mg_sum(mg_graph *g, mg_tensor x, int naxes, const int *axes,
+                 int keepdims);
+mg_tensor mg_mean(mg_graph *g, mg_tensor x, int naxes, const int *axes,
+                  int keepdims);
+/* Repeat x along size-1 (or missing leading) dims to reach `shape`. */
+mg_tensor mg_broadcast_to(mg_graph *g, mg_tensor x, int ndim,
+                          const int64_t *shape);
+
+/* Shape ops. reshape keeps the element count; permute takes perm[ndim]. */
+mg_tensor mg_reshape(mg_graph *g, mg_tensor x, int ndim, const int64_t *shape);
+mg_tensor mg_permute(mg_graph *g, mg_tensor x, const int *perm);
+/* Swap two axes: a permute. */
+mg_tensor mg_transpose(mg_graph *g, mg_tensor x, int axis0, int axis1);
+
+/* Softmax and log-softmax along one axis (negative counts from the end). */
+mg_tensor mg_softmax(mg_graph *g, mg_tensor x, int axis);
+mg_tensor mg_log_softmax(mg_graph *g, mg_tensor x, int axis);
+
+/* Inverted dropout: keeps each element with probability 1-p and scales it by
+ * 1/(1-p). The mask is a pure function of (run seed, op seed, op offset,
+ * element index) through a counter-based RNG, so running the op again, or a
+ * recomputed copy of it, gives the same mask bit for bit. The graph hands
+ * every dropout op its own offset range; `seed` tells ops apart further. */
+mg_tensor mg_dropout(mg_graph *g, mg_tensor x, double p, uint64_t seed);
+
+/* Mean cross-entropy of logits [N, C] against int32 labels [N]: a scalar.
+ * A label outside [0, C) makes the run fail with MG_ERR_INVALID_ARG. */
+mg_tensor mg_cross_entropy(mg_graph *g, mg_tensor logits, mg_tensor labels);
+/* Mean squared error over all elements: a scalar. */
+mg_tensor mg_mse(mg_graph *g, mg_tensor pred, mg_tensor target);
+
+/* ------------------------------------------------------------------ gradients */
+
+typedef enum mg_ckpt_policy {
+    MG_CKPT_NONE = 0,       /* plain backprop: every activation kept */
+    MG_CKPT_COLLECTION = 1, /* the tensors listed by the caller */
+    MG_CKPT_MEMORY = 2,     /* articulation points about sqrt(n) apart */
+    MG_CKPT_SPEED = 3       /* keep matmul/conv outputs */
+} mg_ckpt_policy;
+
+typedef struct mg_checkpoints {
+    mg_ckpt_policy policy;
+    const mg_tensor *tensors; /* for MG_CKPT_COLLECTION */
+    int n_tensors;
+} mg_checkpoints;
+
+/*
+ * Append the gradient graph of ys with respect to xs and store in
+ * grads_out[i] the tensor holding d(sum_j <grad_ys[j], ys[j]>)/d xs[i].
+ *
+ *   ys, n_ys       tensors to differentiate (float dtypes), n_ys >= 1
+ *   grad_ys        NULL, or n_ys seed gradients (same shape and dtype as the
+ *                  matching y); MG_NO_TENSOR in a slot, or grad_ys NULL,
+ *                  means "ones", which is allowed only for a y with one
+ *                  element
+ *   xs, n_xs       inputs or parameters (or any float tensor), n_xs >= 1
+ *   checkpoints    NULL or policy MG_CKPT_NONE for plain backprop
+ *   grads_out      n_xs tensor ids written on success only
+ *
+ * Gradients from fan-out are summed. An x that no y depends on gets a
+ * zero-filled tensor of its shape (as jax.grad does), never MG_NO_TENSOR.
+ * On failure the graph is left as it was before the call.
+ */
+mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
+                       const mg_tensor *grad_ys, const mg_tensor *xs, int n_xs,
+                       const mg_checkpoints *checkpoints, mg_tensor *grads_out);
+
+/* ------------------------------------------------------------------ output */
+
+/* A readable dump: one line per tensor with id, name, op, inputs, shape. */
+mg_status mg_graph_dump(const mg_graph *g, FILE *out);
+/* Graphviz DOT: ops as boxes, leaves as ellipses, backward ops shaded. */
+mg_status mg_graph_write_dot(const mg_graph *g, FILE *out);
+
+/* ------------------------------------------------------------------ plans */
+
+/* Caller memory for one tensor: the data of an input or parameter (read
+ * only), or the buffer an output is written into. Borrowed, never freed. */
+typedef struct mg_binding {
+    mg_tensor tensor;
+    void *data;
+} mg_binding;
+
+typedef struct mg_plan mg_plan;
+
+typedef struct mg_plan_options {
+    /* Extra tensors to keep after the run besides the outputs, e.g. an
+     * intermediate gradient (the retain_grad of PyTorch/DeZero). Everything
+     * else is released right after its last reader. */
+    const mg_tensor *retain;
+    int n_retain;
+    /* Set for a forward-only (no_grad) run: compiling fails with
+     * MG_ERR_INVALID_ARG if an output needs a backward op. */
+    int no_grad;
+} mg_plan_options;
+
+/* Compile a linear schedule that computes `outputs` (and opts->retain).
+ * Only the ops they need are scheduled; opts may be NULL. The plan refers to
+ * g, which must outlive it and must not be edited while it is in use. */
+mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
+                          int n_outputs, const mg_plan_options *opts,
+                          mg_plan **out);
+void mg_plan_free(mg_plan *p);
+int mg_plan_num_steps(const mg_plan *p);
+/* The peak of pool bytes in use that mg_exec_run(p, binds, n_binds) will
+ * reach, computed from the schedule's liveness before anything runs (in
+ * mg_pool_size_class units). Outputs the caller binds memory for are not in
+ * the pool and do not count; binds may be NULL. Returns 0 if p is NULL. */
+size_t mg_plan_predicted_peak(const mg_plan *p, const mg_binding *binds,
+                              int n_binds);
+/* The plan's ops in order with the buffers each step releases. */
+mg_status mg_plan_dump(const mg_plan *p, FILE *out);
+
+/* ------------------------------------------------------------------ running */
+
+typedef struct mg_exec mg_exec;
+
+typedef enum mg_device { MG_DEVICE_CPU = 0, MG_DEVICE_CUDA = 1 } mg_device;
+
+typedef struct mg_exec_options {
+    mg_device device;
+    /* Upper bound on pool bytes in use; 0 means no bound. An allocation past
+     * it fails with MG_ERR_NOMEM as a real out-of-memory would. */
+    size_t max_bytes;
+} mg_exec_options;
+
+/* opts may be NULL for the CPU with no limit. */
+mg_status mg_exec_new(const mg_exec_options *opts, mg_exec **out);
+void mg_exec_free(mg_exec *ex);
+
+/* Run the plan. Every input/parameter the plan reads must be bound. `seed`
+ * feeds the dropout RNG: the same seed gives the same masks. Outputs and
+ * retained tensors that were not bound stay in the pool, readable with
+ * mg_exec_tensor_data, until mg_exec_release or the next run. */
+mg_status mg_exec_run(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
+                      int n_binds, uint64_t seed);
+/* Pointer to the kept value of an output or retained tensor after a run. */
+mg_status mg_exec_tensor_data(mg_exec *ex, mg_tensor t, const void **data);
+/* Return kept outputs to the pool. */
+void mg_exec_release(mg_exec *ex);
+
+typedef struct mg_pool_stats {
+    size_t bytes_in_use;      /* handed out now (size-class rounded) */
+    size_t peak_bytes_in_use; /* since creation or the last reset */
+    size_t bytes_reserved;    /* in use plus cached free blocks */
+    uint64_t alloc_calls;     /* requests to the pool */
+    uint64_t cache_hits;      /* requests served from cached blocks */
+    uint64_t system_allocs;   /* requests that went to the system */
+} mg_pool_stats;
+
+mg_status mg_exec_pool_stats(const mg_exec *ex, mg_pool_stats *out);
+void mg_exec_pool_reset_peak(mg_exec *ex);
+/* Give cached free blocks back to the system. */
+void mg_exec_pool_trim(mg_exec *ex);
+/* The size a request of `nbytes` occupies in the pool (its size class). */
+size_t mg_pool_size_class(size_t nbytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Install the Debian packages memgrad needs to build and test, skipping apt
+# entirely when they are all present. Idempotent; quiet unless it installs.
+#
+#   build-essential cmake pkg-config     toolchain
+#   libigraph-dev libopenblas-dev        libraries memgrad links
+#   check (pulls libsubunit-dev)         unit tests
+#   libglpk-dev libarpack2-dev libplfit-dev libgmp-dev libxml2-dev gfortran
+#       libraries that `pkg-config --static igraph openblas` names
+#       (igraph's and OpenBLAS's Libs.private); libigraph-dev does not
+#       depend on them, and the install_consumer test links that way.
+set -euo pipefail
+
+packages=(
+    build-essential cmake pkg-config
+    libigraph-dev libopenblas-dev
+    check libsubunit-dev
+    libglpk-dev libarpack2-dev libplfit-dev libgmp-dev libxml2-dev gfortran
+)
+
+missing=()
+for p in "${packages[@]}"; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    if [ "$status" != "install ok installed" ]; then
+        missing+=("$p")
+    fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+    exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+    as_root=()
+elif command -v sudo >/dev/null 2>&1; then
+    as_root=(sudo)
+else
+    echo "install-deps.sh: missing packages: ${missing[*]}" >&2
+    echo "install-deps.sh: not root and no sudo; install them and rerun" >&2
+    exit 1
+fi
+
+echo "install-deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" apt-get update -qq
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Build and test memgrad twice: a plain build in build/ and an
+# AddressSanitizer + UBSan build in build-asan/. Exits non-zero on the first
+# failing step.   usage: bash scripts/test.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+jobs=2
+
+bash scripts/install-deps.sh
+
+echo "== build/ (RelWithDebInfo)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DMG_BUILD_TESTS=ON -DMG_BUILD_EXAMPLES=ON -DMG_SANITIZE=OFF
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+echo "== build-asan/ (Debug, -fsanitize=address,undefined)"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug \
+    -DMG_BUILD_TESTS=ON -DMG_BUILD_EXAMPLES=ON -DMG_SANITIZE=ON
+cmake --build build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:allocator_may_return_null=1 \
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j"$jobs"
+
+echo "== all tests passed"

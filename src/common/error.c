@@ -1,0 +1,107 @@
+/*
+ * error.c - status strings and the per-thread last-error message.
+ *
+ * The message lives in thread-local storage so that two threads building
+ * or running graphs never see each other's errors.
+ */
+#include "ir.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local char last_error[1024];
+
+const char *mg_status_str(mg_status s) {
+    switch (s) {
+    case MG_OK: return "ok";
+    case MG_ERR_INVALID_ARG: return "invalid argument";
+    case MG_ERR_SHAPE: return "shape mismatch";
+    case MG_ERR_DTYPE: return "dtype mismatch";
+    case MG_ERR_UNKNOWN_ID: return "unknown tensor id";
+    case MG_ERR_CYCLE: return "graph has a cycle";
+    case MG_ERR_NOMEM: return "out of memory";
+    case MG_ERR_UNBOUND: return "tensor has no memory bound";
+    case MG_ERR_NOT_DIFFERENTIABLE: return "op is not differentiable";
+    case MG_ERR_UNSUPPORTED: return "not supported";
+    case MG_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown status";
+}
+
+const char *mg_last_error(void) { return last_error; }
+
+void mg_clear_error(void) { last_error[0] = '\0'; }
+
+mg_status mg_set_errorv(mg_status s, const char *fmt, va_list ap) {
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    return s;
+}
+
+mg_status mg_set_error(mg_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    mg_set_errorv(s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+const char *mg_dtype_name(mg_dtype d) {
+    switch (d) {
+    case MG_F32: return "f32";
+    case MG_F64: return "f64";
+    case MG_I32: return "i32";
+    }
+    return "?";
+}
+
+size_t mg_dtype_size(mg_dtype d) {
+    switch (d) {
+    case MG_F32: return 4;
+    case MG_F64: return 8;
+    case MG_I32: return 4;
+    }
+    return 0;
+}
+
+int64_t mg_tdesc_numel(const mg_tdesc *d) {
+    int64_t n = 1;
+    for (int i = 0; i < d->ndim; i++) n *= d->shape[i];
+    return n;
+}
+
+size_t mg_tdesc_nbytes(const mg_tdesc *d) {
+    return (size_t)mg_tdesc_numel(d) * mg_dtype_size(d->dtype);
+}
+
+bool mg_tdesc_same_shape(const mg_tdesc *a, const mg_tdesc *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+char *mg_shape_str(const mg_tdesc *d, char *buf, size_t len) {
+    size_t used = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < d->ndim && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%lld",
+                                 i ? "," : "", (long long)d->shape[i]);
+    if (used < len) snprintf(buf + used, len - used, "]");
+    return buf;
+}
+
+/* splitmix64's finalizer: a bijective mixer with full avalanche. Keying it
+ * with a per-op key and the element counter gives a counter-based stream
+ * (as Philox does for cuRAND) that any backend can evaluate in O(1). */
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+uint64_t mg_rng_hash(uint64_t key, uint64_t counter) {
+    return mix64(key ^ mix64(counter + 0x9e3779b97f4a7c15ULL));
+}
+
+uint64_t mg_rng_key(uint64_t run_seed, uint64_t op_seed) {
+    return mix64(mix64(run_seed) ^ (op_seed + 0x632be59bd9b4e019ULL));
+}

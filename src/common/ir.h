@@ -1,0 +1,107 @@
+/*
+ * ir.h - the vocabulary shared by the graph, the rewriter and the backends:
+ * the op enum, tensor descriptors, op attributes and error helpers.
+ *
+ * Kernels see only these types, never a graph: a backend is handed an op
+ * code, its attributes and descriptors plus pointers for inputs and output.
+ */
+#ifndef MG_IR_H
+#define MG_IR_H
+
+#include "memgrad.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+#define MG_MAX_INPUTS 4
+
+/* One line per op: enum suffix and printed name. The op table in
+ * src/graph/op_table.c and each backend's kernel table are indexed by it.
+ * Ops after DROPOUT that end in _GRAD are backward helpers built only by
+ * gradient rules. */
+#define MG_OP_LIST(X)                 \
+    X(INPUT, "input")                 \
+    X(PARAM, "param")                 \
+    X(FILL, "fill")                   \
+    X(MATMUL, "matmul")               \
+    X(ADD, "add")                     \
+    X(SUB, "sub")                     \
+    X(MUL, "mul")                     \
+    X(DIV, "div")                     \
+    X(NEG, "neg")                     \
+    X(RELU, "relu")                   \
+    X(GELU, "gelu")                   \
+    X(TANH, "tanh")                   \
+    X(SIGMOID, "sigmoid")             \
+    X(EXP, "exp")                     \
+    X(LOG, "log")                     \
+    X(SQRT, "sqrt")                   \
+    X(SCALE, "scale")                 \
+    X(SUM, "sum")                     \
+    X(MEAN, "mean")                   \
+    X(BROADCAST_TO, "broadcast_to")   \
+    X(RESHAPE, "reshape")             \
+    X(PERMUTE, "permute")             \
+    X(SOFTMAX, "softmax")             \
+    X(LOG_SOFTMAX, "log_softmax")     \
+    X(DROPOUT, "dropout")             \
+    X(CROSS_ENTROPY, "cross_entropy") \
+    X(MSE, "mse")                     \
+    X(RELU_GRAD, "relu_grad")         \
+    X(GELU_GRAD, "gelu_grad")         \
+    X(TANH_GRAD, "tanh_grad")         \
+    X(SIGMOID_GRAD, "sigmoid_grad")   \
+    X(CROSS_ENTROPY_GRAD, "cross_entropy_grad")
+
+typedef enum mg_op {
+#define MG_OP_ENUM(e, s) MG_OP_##e,
+    MG_OP_LIST(MG_OP_ENUM)
+#undef MG_OP_ENUM
+        MG_OP_COUNT
+} mg_op;
+
+/* dtype and static shape of a tensor. ndim 0 is a scalar. */
+typedef struct mg_tdesc {
+    mg_dtype dtype;
+    int ndim;
+    int64_t shape[MG_MAX_DIMS];
+} mg_tdesc;
+
+/* Attributes of every op in one flat struct; each op reads its own fields. */
+typedef struct mg_attrs {
+    int trans_a, trans_b;         /* matmul */
+    int naxes;                    /* sum, mean: sorted, non-negative, unique */
+    int axes[MG_MAX_DIMS];
+    int keepdims;
+    int perm[MG_MAX_DIMS];        /* permute */
+    int axis;                     /* softmax, log_softmax: non-negative */
+    int ndim;                     /* reshape, broadcast_to, fill: target */
+    int64_t shape[MG_MAX_DIMS];
+    double alpha;                 /* scale factor; fill value */
+    double p;                     /* dropout probability */
+    uint64_t seed, offset;        /* dropout: op seed and RNG counter base */
+} mg_attrs;
+
+int64_t mg_tdesc_numel(const mg_tdesc *d);
+size_t mg_tdesc_nbytes(const mg_tdesc *d);
+bool mg_tdesc_same_shape(const mg_tdesc *a, const mg_tdesc *b);
+/* Writes "[2,3,4]" into buf. Returns buf. */
+char *mg_shape_str(const mg_tdesc *d, char *buf, size_t len);
+const char *mg_op_str(mg_op op);
+
+/* Record a message for mg_last_error() and return s. */
+mg_status mg_set_error(mg_status s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+mg_status mg_set_errorv(mg_status s, const char *fmt, va_list ap);
+
+/* Counter-based RNG: a pure function of (key, counter). Used by dropout on
+ * every backend so that masks agree across devices and recomputation. */
+uint64_t mg_rng_hash(uint64_t key, uint64_t counter);
+/* The dropout key of an op: mixes the run seed and the op's own seed. */
+uint64_t mg_rng_key(uint64_t run_seed, uint64_t op_seed);
+/* A uniform double in [0, 1) with 53 random bits from a hash. */
+static inline double mg_rng_uniform(uint64_t h) {
+    return (double)(h >> 11) * (1.0 / 9007199254740992.0);
+}
+
+#endif

@@ -1,0 +1,52 @@
+/*
+ * backend.h - what the executor needs from a device: memory and kernels.
+ *
+ * A backend is a struct of function pointers (as in ggml-backend). The
+ * executor and the pool call only these; the CPU backend lives in
+ * cpu_backend.c, the CUDA one in cuda/. Kernels get descriptors and
+ * pointers, never the graph.
+ */
+#ifndef MG_BACKEND_H
+#define MG_BACKEND_H
+
+#include "../common/ir.h"
+
+typedef struct mg_kbuf {
+    void *data;
+    mg_tdesc d;
+} mg_kbuf;
+
+typedef struct mg_kargs {
+    mg_op op;
+    const mg_attrs *attrs;
+    int n_in;
+    mg_kbuf in[MG_MAX_INPUTS];
+    mg_kbuf out;
+    uint64_t run_seed;
+    /* A kernel that fails (a label out of range, say) writes why here. */
+    char *why;
+    size_t why_len;
+} mg_kargs;
+
+typedef mg_status (*mg_kernel_fn)(const mg_kargs *a);
+
+typedef struct mg_backend {
+    const char *name;
+    /* Device memory. alloc returns NULL on failure. */
+    void *(*alloc)(void *ctx, size_t nbytes);
+    void (*free)(void *ctx, void *ptr);
+    mg_status (*copy_to_host)(void *ctx, void *dst, const void *src, size_t n);
+    mg_status (*copy_from_host)(void *ctx, void *dst, const void *src,
+                                size_t n);
+    /* Run one op; a backend dispatches through its own kernel table. */
+    mg_status (*run_op)(void *ctx, const mg_kargs *a);
+    mg_status (*synchronize)(void *ctx);
+    void (*destroy)(void *ctx);
+    void *ctx;
+} mg_backend;
+
+/* The CPU backend. Its kernel table has an entry for every op. */
+mg_status mg_backend_cpu_init(mg_backend *out);
+extern const mg_kernel_fn mg_cpu_kernels[MG_OP_COUNT];
+
+#endif

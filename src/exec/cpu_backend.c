@@ -1,0 +1,73 @@
+/*
+ * cpu_backend.c - the CPU device: host memory and dispatch through the CPU
+ * kernel table. It keeps no state, so ctx stays NULL.
+ */
+#include "cpu_kernels.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A cache line: keeps SIMD loads aligned and stops two pool buffers from
+ * sharing a line. */
+#define CPU_ALIGN ((size_t)64)
+
+static void *cpu_alloc(void *ctx, size_t nbytes) {
+    (void)ctx;
+    if (nbytes > SIZE_MAX - (CPU_ALIGN - 1)) return NULL;
+    /* aligned_alloc wants a multiple of the alignment, and may return NULL
+     * for 0, which the pool would take for an allocation failure. */
+    size_t rounded = (nbytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
+    return aligned_alloc(CPU_ALIGN, rounded ? rounded : CPU_ALIGN);
+}
+
+static void cpu_free(void *ctx, void *ptr) {
+    (void)ctx;
+    free(ptr);
+}
+
+static mg_status cpu_copy(void *ctx, void *dst, const void *src, size_t n) {
+    (void)ctx;
+    if (n) memcpy(dst, src, n);
+    return MG_OK;
+}
+
+static mg_status cpu_run_op(void *ctx, const mg_kargs *a) {
+    (void)ctx;
+    if ((unsigned)a->op >= (unsigned)MG_OP_COUNT)
+        return mg_set_error(MG_ERR_UNSUPPORTED,
+                            "cpu backend: op code %d is out of range",
+                            (int)a->op);
+    mg_kernel_fn k = mg_cpu_kernels[a->op];
+    if (!k)
+        return mg_set_error(MG_ERR_UNSUPPORTED,
+                            "cpu backend: no kernel for op %s",
+                            mg_op_str(a->op));
+    return k(a);
+}
+
+/* Kernels run to completion before run_op returns. */
+static mg_status cpu_synchronize(void *ctx) {
+    (void)ctx;
+    return MG_OK;
+}
+
+static void cpu_destroy(void *ctx) { (void)ctx; }
+
+mg_status mg_backend_cpu_init(mg_backend *out) {
+    if (!out)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_backend_cpu_init: out is NULL");
+    *out = (mg_backend){
+        .name = "cpu",
+        .alloc = cpu_alloc,
+        .free = cpu_free,
+        .copy_to_host = cpu_copy,
+        .copy_from_host = cpu_copy,
+        .run_op = cpu_run_op,
+        .synchronize = cpu_synchronize,
+        .destroy = cpu_destroy,
+        .ctx = NULL,
+    };
+    return MG_OK;
+}

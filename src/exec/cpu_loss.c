@@ -1,0 +1,88 @@
+/*
+ * cpu_loss.c - the scalar losses (cross-entropy over int32 labels, mean
+ * squared error) and the fused gradient of cross-entropy.
+ */
+#include "cpu_kernels.h"
+
+#include <inttypes.h>
+
+/* Both cross-entropy kernels index logits with the labels, so both check
+ * every label before reading anything. */
+static mg_status check_labels(const mg_kargs *ka, const int32_t *labels,
+                              int64_t rows, int64_t classes) {
+    for (int64_t r = 0; r < rows; r++)
+        if (labels[r] < 0 || labels[r] >= classes)
+            return mg_cpu_fail(ka, MG_ERR_INVALID_ARG,
+                               "label %" PRId32 " at row %" PRId64
+                               " is outside [0, %" PRId64 ")",
+                               labels[r], r, classes);
+    return MG_OK;
+}
+
+/* loss = mean over rows of logsumexp(row) - row[label];
+ * grad = (softmax(row) - onehot(label)) * gy / rows. */
+#define LOSS_DEF(T, SUF)                                                      \
+    static mg_status cross_entropy_##SUF(const T *x, const int32_t *labels,   \
+                                         T *y, int64_t rows, int64_t c) {     \
+        T s = 0;                                                              \
+        for (int64_t r = 0; r < rows; r++, x += c)                            \
+            s += mg_cpu_logsumexp_minus_##SUF(x, c, 1, x[labels[r]]);         \
+        y[0] = s / (T)rows;                                                   \
+        return MG_OK;                                                         \
+    }                                                                         \
+    static mg_status cross_entropy_grad_##SUF(const T *gy, const T *x,        \
+                                              const int32_t *labels, T *g,    \
+                                              int64_t rows, int64_t c) {      \
+        const T scale = gy[0] / (T)rows;                                      \
+        for (int64_t r = 0; r < rows; r++, x += c, g += c) {                  \
+            mg_cpu_softmax_row_##SUF(x, g, c, 1, 0);                          \
+            g[labels[r]] -= 1;                                                \
+            for (int64_t i = 0; i < c; i++) g[i] *= scale;                    \
+        }                                                                     \
+        return MG_OK;                                                         \
+    }                                                                         \
+    static mg_status mse_##SUF(const T *p, const T *t, T *y, int64_t n) {     \
+        T s = 0;                                                              \
+        for (int64_t i = 0; i < n; i++) {                                     \
+            const T e = p[i] - t[i];                                          \
+            s += e * e;                                                       \
+        }                                                                     \
+        y[0] = s / (T)n;                                                      \
+        return MG_OK;                                                         \
+    }
+MG_CPU_FLOAT_TYPES(LOSS_DEF)
+
+/* Logits [N, C] and labels [N] from input slots `lo` and `lo + 1`. */
+static mg_status ce_dims(const mg_kargs *ka, int lo, int64_t *rows,
+                         int64_t *classes) {
+    const mg_tdesc *dl = &ka->in[lo].d;
+    if (dl->ndim != 2)
+        return mg_cpu_fail(ka, MG_ERR_SHAPE,
+                           "logits must be [N, C], got %d dims", dl->ndim);
+    *rows = dl->shape[0];
+    *classes = dl->shape[1];
+    return check_labels(ka, ka->in[lo + 1].data, *rows, *classes);
+}
+
+mg_status mg_cpu_cross_entropy(const mg_kargs *ka) {
+    int64_t rows = 0, c = 0;
+    mg_status s = ce_dims(ka, 0, &rows, &c);
+    if (s != MG_OK) return s;
+    return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, cross_entropy, ka->in[0].data,
+                           ka->in[1].data, ka->out.data, rows, c);
+}
+
+mg_status mg_cpu_cross_entropy_grad(const mg_kargs *ka) {
+    int64_t rows = 0, c = 0;
+    mg_status s = ce_dims(ka, 1, &rows, &c);
+    if (s != MG_OK) return s;
+    return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, cross_entropy_grad,
+                           ka->in[0].data, ka->in[1].data, ka->in[2].data,
+                           ka->out.data, rows, c);
+}
+
+mg_status mg_cpu_mse(const mg_kargs *ka) {
+    return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, mse, ka->in[0].data,
+                           ka->in[1].data, ka->out.data,
+                           mg_tdesc_numel(&ka->in[0].d));
+}

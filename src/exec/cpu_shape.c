@@ -1,0 +1,67 @@
+/*
+ * cpu_shape.c - ops that move data without computing on it: reshape,
+ * permute and broadcast_to. They work on element sizes rather than dtypes,
+ * so they handle i32 labels as well as floats.
+ */
+#include "cpu_kernels.h"
+
+#include <string.h>
+
+/* y[i] = x[offset of i], walking y in order; the layout holds x's strides. */
+#define GATHER_DEF(U, BYTES)                                                  \
+    static void gather_##BYTES(const U *x, U *restrict y,                     \
+                               const mg_cpu_layout *l) {                      \
+        int64_t idx[MG_MAX_DIMS] = {0}, off[2] = {0, 0};                      \
+        const int last = l->ndim - 1;                                         \
+        const int64_t n = l->shape[last], rows = mg_cpu_layout_rows(l);       \
+        const int64_t sx = l->stride[0][last];                                \
+        for (int64_t r = 0; r < rows; r++, y += n) {                          \
+            const U *px = x + off[0];                                         \
+            for (int64_t i = 0; i < n; i++) y[i] = px[i * sx];                \
+            mg_cpu_layout_next(l, idx, off);                                  \
+        }                                                                     \
+    }
+GATHER_DEF(uint32_t, 4)
+GATHER_DEF(uint64_t, 8)
+
+static mg_status gather(const mg_kargs *ka, mg_cpu_layout *l) {
+    mg_cpu_layout_coalesce(l);
+    switch (mg_dtype_size(ka->out.d.dtype)) {
+    case 4: gather_4(ka->in[0].data, ka->out.data, l); return MG_OK;
+    case 8: gather_8(ka->in[0].data, ka->out.data, l); return MG_OK;
+    default: return mg_cpu_bad_dtype(ka, ka->out.d.dtype);
+    }
+}
+
+mg_status mg_cpu_reshape(const mg_kargs *ka) {
+    memcpy(ka->out.data, ka->in[0].data, mg_tdesc_nbytes(&ka->out.d));
+    return MG_OK;
+}
+
+mg_status mg_cpu_broadcast_to(const mg_kargs *ka) {
+    mg_cpu_layout l;
+    mg_cpu_layout_init(&l, &ka->out.d);
+    mg_cpu_layout_broadcast(&l, 0, &ka->in[0].d);
+    return gather(ka, &l);
+}
+
+mg_status mg_cpu_permute(const mg_kargs *ka) {
+    const mg_tdesc *dx = &ka->in[0].d;
+    int64_t xstride[MG_MAX_DIMS];
+    int64_t step = 1;
+    for (int i = dx->ndim - 1; i >= 0; i--) {
+        xstride[i] = step;
+        step *= dx->shape[i];
+    }
+    mg_cpu_layout l;
+    mg_cpu_layout_init(&l, &ka->out.d);
+    for (int i = 0; i < dx->ndim; i++) {
+        const int p = ka->attrs->perm[i];
+        if (p < 0 || p >= dx->ndim)
+            return mg_cpu_fail(ka, MG_ERR_INVALID_ARG,
+                               "perm[%d] = %d is outside [0, %d)", i, p,
+                               dx->ndim);
+        l.stride[0][i] = xstride[p];
+    }
+    return gather(ka, &l);
+}

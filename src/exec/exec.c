@@ -1,0 +1,279 @@
+/*
+ * exec.c - the executor: walks a compiled plan on a backend, allocating
+ * each computed tensor from the pool and returning it after its last
+ * reader, exactly as the plan says.
+ *
+ * Ownership: memory in bindings belongs to the caller. Leaves are only
+ * read; a bound output is the only caller memory ever written. Pool blocks
+ * belong to the executor; outputs left in the pool are kept until
+ * mg_exec_release or the next run.
+ */
+#include "../rewrite/schedule.h"
+#include "pool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct mg_kept {
+    mg_tensor t;
+    void *data;
+    size_t nbytes;
+    bool pooled; /* false: caller memory (a bound output or a leaf) */
+} mg_kept;
+
+struct mg_exec {
+    mg_backend backend;
+    mg_pool pool;
+    void **buf; /* per tensor id during a run */
+    int32_t buf_cap;
+    mg_kept *kept;
+    int32_t n_kept;
+};
+
+mg_status mg_exec_new(const mg_exec_options *opts, mg_exec **out) {
+    if (!out) return mg_set_error(MG_ERR_INVALID_ARG, "mg_exec_new: out is NULL");
+    *out = NULL;
+    mg_device dev = opts ? opts->device : MG_DEVICE_CPU;
+    if (dev != MG_DEVICE_CPU)
+        return mg_set_error(dev == MG_DEVICE_CUDA ? MG_ERR_UNSUPPORTED
+                                                  : MG_ERR_INVALID_ARG,
+                            "mg_exec_new: device %d is not available in this "
+                            "build (only the CPU is)", (int)dev);
+    mg_exec *ex = calloc(1, sizeof *ex);
+    if (!ex) return mg_set_error(MG_ERR_NOMEM, "mg_exec_new: out of memory");
+    mg_status s = mg_backend_cpu_init(&ex->backend);
+    if (s != MG_OK) {
+        free(ex);
+        return s;
+    }
+    mg_pool_init(&ex->pool, &ex->backend, opts ? opts->max_bytes : 0);
+    *out = ex;
+    return MG_OK;
+}
+
+void mg_exec_release(mg_exec *ex) {
+    if (!ex) return;
+    for (int32_t i = 0; i < ex->n_kept; i++)
+        if (ex->kept[i].pooled)
+            mg_pool_free(&ex->pool, ex->kept[i].data, ex->kept[i].nbytes);
+    free(ex->kept);
+    ex->kept = NULL;
+    ex->n_kept = 0;
+}
+
+void mg_exec_free(mg_exec *ex) {
+    if (!ex) return;
+    mg_exec_release(ex);
+    mg_pool_destroy(&ex->pool);
+    if (ex->backend.destroy) ex->backend.destroy(ex->backend.ctx);
+    free(ex->buf);
+    free(ex);
+}
+
+static bool ranges_overlap(const void *a, size_t na, const void *b, size_t nb) {
+    uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
+    return pa < pb + nb && pb < pa + na;
+}
+
+/* Check bindings and write caller pointers into ex->buf. */
+static mg_status bind(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
+                      int n_binds) {
+    const mg_graph *g = p->g;
+    char label[160];
+    if (n_binds < 0 || (n_binds > 0 && !binds))
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_exec_run: %d bindings with a NULL list",
+                            n_binds);
+    for (int i = 0; i < n_binds; i++) {
+        mg_tensor t = binds[i].tensor;
+        if (t < 0 || t >= p->n_tensors)
+            return mg_set_error(MG_ERR_UNKNOWN_ID,
+                                "mg_exec_run: binding %d names tensor id %d, "
+                                "which the plan does not know",
+                                i, (int)t);
+        mg_graph_tensor_label(g, t, label, sizeof label);
+        if (!binds[i].data)
+            return mg_set_error(MG_ERR_INVALID_ARG,
+                                "mg_exec_run: binding for %s has NULL data",
+                                label);
+        uint8_t role = p->role[t];
+        /* A leaf the plan does not read may be bound and is ignored, so
+         * one binding list serves a forward and a training plan alike. */
+        bool leaf = (mg_op_table[g->nodes[t].op].flags & MG_OPF_LEAF) != 0;
+        if (!leaf && !(role & MG_ROLE_KEPT))
+            return mg_set_error(
+                MG_ERR_INVALID_ARG,
+                "mg_exec_run: %s is %s; only inputs, parameters, outputs and "
+                "retained tensors take caller memory",
+                label, role ? "an intermediate of the plan" : "not in the plan");
+        if (ex->buf[t])
+            return mg_set_error(MG_ERR_INVALID_ARG,
+                                "mg_exec_run: %s is bound twice", label);
+        ex->buf[t] = binds[i].data;
+    }
+    /* A bound output must not alias a leaf it would overwrite mid-run. */
+    for (int i = 0; i < n_binds; i++) {
+        if (!(p->role[binds[i].tensor] & MG_ROLE_COMPUTED)) continue;
+        size_t no = mg_tdesc_nbytes(&g->nodes[binds[i].tensor].d);
+        for (int j = 0; j < n_binds; j++) {
+            if (j == i) continue;
+            size_t nj = mg_tdesc_nbytes(&g->nodes[binds[j].tensor].d);
+            if (ranges_overlap(binds[i].data, no, binds[j].data, nj)) {
+                char other[160];
+                return mg_set_error(
+                    MG_ERR_INVALID_ARG,
+                    "mg_exec_run: output %s overlaps the memory bound to %s",
+                    mg_graph_tensor_label(g, binds[i].tensor, label,
+                                          sizeof label),
+                    mg_graph_tensor_label(g, binds[j].tensor, other,
+                                          sizeof other));
+            }
+        }
+    }
+    for (int32_t i = 0; i < p->n_leaves; i++)
+        if (!ex->buf[p->leaves[i]])
+            return mg_set_error(
+                MG_ERR_UNBOUND, "mg_exec_run: %s has no memory bound",
+                mg_graph_tensor_label(g, p->leaves[i], label, sizeof label));
+    return MG_OK;
+}
+
+static mg_status run_step(mg_exec *ex, const mg_plan *p, mg_tensor t,
+                          uint64_t seed, bool *pooled) {
+    const mg_node *n = &p->g->nodes[t];
+    char label[160];
+    size_t nbytes = mg_tdesc_nbytes(&n->d);
+    *pooled = false;
+    if (!ex->buf[t]) {
+        ex->buf[t] = mg_pool_alloc(&ex->pool, nbytes);
+        if (!ex->buf[t])
+            return mg_set_error(
+                MG_ERR_NOMEM,
+                "mg_exec_run: out of memory allocating %zu bytes for %s "
+                "(%zu in use, limit %zu)",
+                nbytes, mg_graph_tensor_label(p->g, t, label, sizeof label),
+                ex->pool.stats.bytes_in_use, ex->pool.max_bytes);
+        *pooled = true;
+    }
+    char why[256] = "";
+    mg_kargs a = {.op = n->op, .attrs = &n->attrs, .n_in = n->n_in,
+                  .out = {ex->buf[t], n->d}, .run_seed = seed,
+                  .why = why, .why_len = sizeof why};
+    for (int i = 0; i < n->n_in; i++)
+        a.in[i] = (mg_kbuf){ex->buf[n->in[i]], p->g->nodes[n->in[i]].d};
+    mg_status s = ex->backend.run_op(ex->backend.ctx, &a);
+    if (s != MG_OK)
+        return mg_set_error(s, "mg_exec_run: %s failed: %s",
+                            mg_graph_tensor_label(p->g, t, label, sizeof label),
+                            why[0] ? why : mg_last_error());
+    return MG_OK;
+}
+
+/* After a failure: give back every pool block this run still holds. */
+static void unwind(mg_exec *ex, const mg_plan *p, const bool *pooled_by_run) {
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        mg_tensor t = p->steps[s];
+        if (pooled_by_run[s] && ex->buf[t])
+            mg_pool_free(&ex->pool, ex->buf[t],
+                         mg_tdesc_nbytes(&p->g->nodes[t].d));
+    }
+}
+
+static mg_status keep_outputs(mg_exec *ex, const mg_plan *p,
+                              const bool *pooled_by_run, const int32_t *step_of) {
+    ex->kept = malloc((size_t)(p->n_kept ? p->n_kept : 1) * sizeof *ex->kept);
+    if (!ex->kept)
+        return mg_set_error(MG_ERR_NOMEM, "mg_exec_run: out of memory");
+    for (int32_t k = 0; k < p->n_kept; k++) {
+        mg_tensor t = p->kept[k];
+        bool pooled = step_of[k] >= 0 && pooled_by_run[step_of[k]];
+        ex->kept[ex->n_kept++] = (mg_kept){
+            t, ex->buf[t], mg_tdesc_nbytes(&p->g->nodes[t].d), pooled};
+    }
+    return MG_OK;
+}
+
+static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed,
+                          bool *pooled_by_run, int32_t *step_of) {
+    for (int32_t k = 0; k < p->n_kept; k++) step_of[k] = -1;
+    mg_status s = MG_OK;
+    for (int32_t st = 0; st < p->n_steps && s == MG_OK; st++) {
+        mg_tensor t = p->steps[st];
+        s = run_step(ex, p, t, seed, &pooled_by_run[st]);
+        if (s != MG_OK) break;
+        if (p->role[t] & MG_ROLE_KEPT)
+            for (int32_t k = 0; k < p->n_kept; k++)
+                if (p->kept[k] == t) step_of[k] = st;
+        for (int32_t r = p->release_start[st]; r < p->release_start[st + 1];
+             r++) {
+            mg_tensor dead = p->release[r];
+            mg_pool_free(&ex->pool, ex->buf[dead],
+                         mg_tdesc_nbytes(&p->g->nodes[dead].d));
+            ex->buf[dead] = NULL;
+        }
+    }
+    if (s == MG_OK) s = ex->backend.synchronize(ex->backend.ctx);
+    if (s == MG_OK) s = keep_outputs(ex, p, pooled_by_run, step_of);
+    if (s != MG_OK) unwind(ex, p, pooled_by_run);
+    return s;
+}
+
+mg_status mg_exec_run(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
+                      int n_binds, uint64_t seed) {
+    if (!ex || !p)
+        return mg_set_error(MG_ERR_INVALID_ARG, "mg_exec_run: %s is NULL",
+                            ex ? "plan" : "executor");
+    mg_exec_release(ex);
+    if (p->n_tensors > ex->buf_cap) {
+        void **buf = realloc(ex->buf, (size_t)p->n_tensors * sizeof *buf);
+        if (!buf) return mg_set_error(MG_ERR_NOMEM, "mg_exec_run: out of memory");
+        ex->buf = buf;
+        ex->buf_cap = p->n_tensors;
+    }
+    memset(ex->buf, 0, (size_t)p->n_tensors * sizeof *ex->buf);
+    mg_status s = bind(ex, p, binds, n_binds);
+    if (s != MG_OK) return s;
+    bool *pooled_by_run = calloc((size_t)(p->n_steps ? p->n_steps : 1), 1);
+    int32_t *step_of =
+        malloc((size_t)(p->n_kept ? p->n_kept : 1) * sizeof *step_of);
+    if (!pooled_by_run || !step_of)
+        s = mg_set_error(MG_ERR_NOMEM, "mg_exec_run: out of memory");
+    else
+        s = run_plan(ex, p, seed, pooled_by_run, step_of);
+    free(pooled_by_run);
+    free(step_of);
+    return s;
+}
+
+mg_status mg_exec_tensor_data(mg_exec *ex, mg_tensor t, const void **data) {
+    if (!ex || !data)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_exec_tensor_data: %s is NULL",
+                            ex ? "data" : "executor");
+    for (int32_t i = 0; i < ex->n_kept; i++)
+        if (ex->kept[i].t == t) {
+            *data = ex->kept[i].data;
+            return MG_OK;
+        }
+    return mg_set_error(MG_ERR_UNKNOWN_ID,
+                        "mg_exec_tensor_data: tensor %d is not an output or "
+                        "retained tensor of the last run",
+                        (int)t);
+}
+
+mg_status mg_exec_pool_stats(const mg_exec *ex, mg_pool_stats *out) {
+    if (!ex || !out)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_exec_pool_stats: %s is NULL",
+                            ex ? "out" : "executor");
+    *out = ex->pool.stats;
+    return MG_OK;
+}
+
+void mg_exec_pool_reset_peak(mg_exec *ex) {
+    if (ex) ex->pool.stats.peak_bytes_in_use = ex->pool.stats.bytes_in_use;
+}
+
+void mg_exec_pool_trim(mg_exec *ex) {
+    if (ex) mg_pool_trim(&ex->pool);
+}

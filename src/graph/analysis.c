@@ -1,0 +1,185 @@
+/*
+ * analysis.c - graph analysis on igraph: topological order and cycle
+ * detection, and the ancestor marking that schedules are built from.
+ *
+ * Debian's igraph is built without thread safety (IGRAPH_THREAD_SAFE 0), and
+ * its default error handler aborts the process. Every igraph call therefore
+ * runs inside igraph_guard_enter/leave: a process-wide mutex, with igraph's
+ * error and warning handlers switched to "ignore" and restored afterwards,
+ * so that igraph reports errors as return codes and never touches stderr.
+ */
+#include "graph.h"
+
+#include <igraph.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+static pthread_mutex_t igraph_lock = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct igraph_guard {
+    igraph_error_handler_t *old_error;
+    igraph_warning_handler_t *old_warning;
+} igraph_guard;
+
+static void igraph_guard_enter(igraph_guard *gd) {
+    pthread_mutex_lock(&igraph_lock);
+    gd->old_error = igraph_set_error_handler(igraph_error_handler_ignore);
+    gd->old_warning = igraph_set_warning_handler(igraph_warning_handler_ignore);
+}
+
+static void igraph_guard_leave(igraph_guard *gd) {
+    igraph_set_warning_handler(gd->old_warning);
+    igraph_set_error_handler(gd->old_error);
+    pthread_mutex_unlock(&igraph_lock);
+}
+
+void mg_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
+                             int n_roots, bool *needed) {
+    /* Iterative DFS; `needed` doubles as the visited set, so a cycle made
+     * with mg_tensor_set_input cannot make it loop. The stack holds each
+     * node at most once. */
+    mg_tensor *stack = malloc((size_t)(g->n ? g->n : 1) * sizeof *stack);
+    int32_t top = 0;
+    if (!stack) {
+        /* Fall back to marking everything: correct, only less economical. */
+        for (int32_t i = 0; i < g->n; i++) needed[i] = true;
+        return;
+    }
+    for (int i = 0; i < n_roots; i++)
+        if (!needed[roots[i]]) {
+            needed[roots[i]] = true;
+            stack[top++] = roots[i];
+        }
+    while (top > 0) {
+        const mg_node *n = &g->nodes[stack[--top]];
+        for (int k = 0; k < n->n_in; k++)
+            if (!needed[n->in[k]]) {
+                needed[n->in[k]] = true;
+                stack[top++] = n->in[k];
+            }
+    }
+    free(stack);
+}
+
+/* Name one op that lies on a cycle: an end of an edge in igraph's feedback
+ * arc set (the edges whose removal makes the graph acyclic). */
+static mg_status report_cycle(const mg_graph *g, const igraph_t *ig,
+                              const mg_tensor *ids) {
+    igraph_vector_int_t fas;
+    char label[160];
+    if (igraph_vector_int_init(&fas, 0) == IGRAPH_SUCCESS) {
+        if (igraph_feedback_arc_set(ig, &fas, NULL, IGRAPH_FAS_APPROX_EADES) ==
+                IGRAPH_SUCCESS &&
+            igraph_vector_int_size(&fas) > 0) {
+            igraph_integer_t from, to;
+            igraph_edge(ig, VECTOR(fas)[0], &from, &to);
+            igraph_vector_int_destroy(&fas);
+            char label2[160];
+            return mg_set_error(
+                MG_ERR_CYCLE,
+                "graph has a cycle: %s reads %s, which depends on it",
+                mg_graph_tensor_label(g, ids[to], label, sizeof label),
+                mg_graph_tensor_label(g, ids[from], label2, sizeof label2));
+        }
+        igraph_vector_int_destroy(&fas);
+    }
+    return mg_set_error(MG_ERR_CYCLE, "graph has a cycle");
+}
+
+static mg_status igraph_failed(igraph_error_t e, const char *what) {
+    if (e == IGRAPH_ENOMEM)
+        return mg_set_error(MG_ERR_NOMEM, "%s: out of memory in igraph", what);
+    return mg_set_error(MG_ERR_INTERNAL, "%s: igraph error: %s", what,
+                        igraph_strerror(e));
+}
+
+/* Creation order is topological unless mg_tensor_set_input rewired a node
+ * to read a later one. When it holds we keep it: it is the order the caller
+ * wrote the model in, and mg_gradients appends backward ops in the order
+ * that keeps liveness short. */
+static bool creation_order_is_topological(const mg_graph *g,
+                                          const bool *include) {
+    for (int32_t i = 0; i < g->n; i++) {
+        if (include && !include[i]) continue;
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] >= i) return false;
+    }
+    return true;
+}
+
+mg_status mg_graph_topo_order(const mg_graph *g, const bool *include,
+                              mg_tensor *order, int32_t *n_order) {
+    if (creation_order_is_topological(g, include)) {
+        int32_t k = 0;
+        for (int32_t i = 0; i < g->n; i++)
+            if (!include || include[i]) order[k++] = i;
+        *n_order = k;
+        return MG_OK;
+    }
+    /* Map included nodes to dense igraph vertex ids and back. */
+    int32_t *vid = malloc((size_t)(g->n ? g->n : 1) * sizeof *vid);
+    mg_tensor *ids = malloc((size_t)(g->n ? g->n : 1) * sizeof *ids);
+    if (!vid || !ids) {
+        free(vid);
+        free(ids);
+        return mg_set_error(MG_ERR_NOMEM, "topological order: out of memory");
+    }
+    int32_t nv = 0;
+    igraph_integer_t ne = 0;
+    for (int32_t i = 0; i < g->n; i++) {
+        vid[i] = -1;
+        if (include && !include[i]) continue;
+        vid[i] = nv;
+        ids[nv++] = i;
+        ne += g->nodes[i].n_in;
+    }
+
+    mg_status s = MG_OK;
+    igraph_guard gd;
+    igraph_guard_enter(&gd);
+    igraph_vector_int_t edges, res;
+    igraph_t ig;
+    bool edges_ok = false, res_ok = false, ig_ok = false;
+    igraph_error_t e = igraph_vector_int_init(&edges, 2 * ne);
+    if (e == IGRAPH_SUCCESS) {
+        edges_ok = true;
+        igraph_integer_t k = 0;
+        for (int32_t v = 0; v < nv; v++) {
+            const mg_node *n = &g->nodes[ids[v]];
+            for (int j = 0; j < n->n_in; j++) {
+                if (vid[n->in[j]] < 0) continue; /* input outside the set */
+                VECTOR(edges)[k++] = vid[n->in[j]];
+                VECTOR(edges)[k++] = v;
+            }
+        }
+        e = igraph_vector_int_resize(&edges, k);
+    }
+    if (e == IGRAPH_SUCCESS && (e = igraph_create(&ig, &edges, nv, 1)) ==
+                                   IGRAPH_SUCCESS)
+        ig_ok = true;
+    if (e == IGRAPH_SUCCESS &&
+        (e = igraph_vector_int_init(&res, 0)) == IGRAPH_SUCCESS)
+        res_ok = true;
+    if (e == IGRAPH_SUCCESS) {
+        igraph_bool_t dag = 0;
+        e = igraph_is_dag(&ig, &dag);
+        if (e == IGRAPH_SUCCESS && !dag) {
+            s = report_cycle(g, &ig, ids);
+        } else if (e == IGRAPH_SUCCESS) {
+            e = igraph_topological_sorting(&ig, &res, IGRAPH_OUT);
+            if (e == IGRAPH_SUCCESS) {
+                *n_order = (int32_t)igraph_vector_int_size(&res);
+                for (int32_t i = 0; i < *n_order; i++)
+                    order[i] = ids[VECTOR(res)[i]];
+            }
+        }
+    }
+    if (e != IGRAPH_SUCCESS) s = igraph_failed(e, "topological order");
+    if (res_ok) igraph_vector_int_destroy(&res);
+    if (ig_ok) igraph_destroy(&ig);
+    if (edges_ok) igraph_vector_int_destroy(&edges);
+    igraph_guard_leave(&gd);
+    free(vid);
+    free(ids);
+    return s;
+}

@@ -1,0 +1,382 @@
+/*
+ * graph.c - the graph IR: node storage, leaves, the generic node builder
+ * that checks ids and runs an op's shape rule, introspection and editing.
+ *
+ * Ops are appended in creation order, so a graph built only through the
+ * builder is already topologically sorted; mg_tensor_set_input can break
+ * that, which is why schedules take their order from analysis.c.
+ */
+#include "graph.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+mg_graph *mg_graph_new(void) {
+    mg_graph *g = calloc(1, sizeof *g);
+    if (!g) mg_set_error(MG_ERR_NOMEM, "mg_graph_new: out of memory");
+    return g;
+}
+
+void mg_graph_free(mg_graph *g) {
+    if (!g) return;
+    for (int32_t i = 0; i < g->n; i++) free(g->nodes[i].name);
+    free(g->nodes);
+    free(g);
+}
+
+int32_t mg_graph_num_tensors(const mg_graph *g) { return g ? g->n : 0; }
+
+void mg_graph_truncate(mg_graph *g, int32_t n) {
+    for (int32_t i = n; i < g->n; i++) free(g->nodes[i].name);
+    if (n < g->n) g->n = n;
+}
+
+const char *mg_graph_tensor_label(const mg_graph *g, mg_tensor t, char *buf,
+                                  size_t len) {
+    if (!g || t < 0 || t >= g->n) {
+        snprintf(buf, len, "#%d", (int)t);
+        return buf;
+    }
+    const mg_node *n = &g->nodes[t];
+    if (n->name)
+        snprintf(buf, len, "'%s' (#%d %s)", n->name, (int)t, mg_op_str(n->op));
+    else
+        snprintf(buf, len, "#%d (%s)", (int)t, mg_op_str(n->op));
+    return buf;
+}
+
+mg_status mg_graph_check_id(const mg_graph *g, mg_tensor t, const char *what) {
+    if (!g) return mg_set_error(MG_ERR_INVALID_ARG, "%s: graph is NULL", what);
+    if (t < 0 || t >= g->n)
+        return mg_set_error(MG_ERR_UNKNOWN_ID,
+                            "%s: tensor id %d is not in the graph (it has %d "
+                            "tensors)",
+                            what, (int)t, (int)g->n);
+    return MG_OK;
+}
+
+static mg_status graph_reserve(mg_graph *g) {
+    if (g->n < g->cap) return MG_OK;
+    int32_t cap = g->cap ? g->cap * 2 : 64;
+    mg_node *nodes = realloc(g->nodes, (size_t)cap * sizeof *nodes);
+    if (!nodes)
+        return mg_set_error(MG_ERR_NOMEM, "graph: out of memory growing to %d "
+                            "tensors", (int)cap);
+    g->nodes = nodes;
+    g->cap = cap;
+    return MG_OK;
+}
+
+/* "matmul(#0 'x' [2,3] f32, #1 'w' [4,5] f32)" for shape errors. */
+static void describe_call(const mg_graph *g, mg_op op, int n_in,
+                          const mg_tensor *in, char *buf, size_t len) {
+    size_t used = (size_t)snprintf(buf, len, "%s(", mg_op_str(op));
+    for (int i = 0; i < n_in && used < len; i++) {
+        const mg_node *n = &g->nodes[in[i]];
+        char shape[128];
+        used += (size_t)snprintf(buf + used, len - used, "%s#%d%s%s%s %s %s",
+                                 i ? ", " : "", (int)in[i],
+                                 n->name ? " '" : "", n->name ? n->name : "",
+                                 n->name ? "'" : "",
+                                 mg_shape_str(&n->d, shape, sizeof shape),
+                                 mg_dtype_name(n->d.dtype));
+    }
+    if (used < len) snprintf(buf + used, len - used, ")");
+}
+
+static mg_status check_inputs(const mg_graph *g, mg_op op, int n_in,
+                              const mg_tensor *in) {
+    const mg_op_def *def = &mg_op_table[op];
+    if (n_in != def->n_inputs)
+        return mg_set_error(MG_ERR_INVALID_ARG, "%s: takes %d inputs, got %d",
+                            def->name, def->n_inputs, n_in);
+    if (n_in > 0 && !in)
+        return mg_set_error(MG_ERR_INVALID_ARG, "%s: inputs are NULL",
+                            def->name);
+    for (int i = 0; i < n_in; i++) {
+        if (in[i] < 0 || in[i] >= g->n)
+            return mg_set_error(MG_ERR_UNKNOWN_ID,
+                                "%s: input %d is tensor id %d, which is not in "
+                                "the graph (it has %d tensors)",
+                                def->name, i, (int)in[i], (int)g->n);
+    }
+    return MG_OK;
+}
+
+static mg_status infer_node(const mg_graph *g, mg_op op, int n_in,
+                            const mg_tensor *in, const mg_attrs *attrs,
+                            mg_tdesc *out) {
+    const mg_op_def *def = &mg_op_table[op];
+    mg_tdesc in_d[MG_MAX_INPUTS] = {0};
+    for (int i = 0; i < n_in; i++) in_d[i] = g->nodes[in[i]].d;
+    char why[256] = "";
+    mg_status s = def->infer(in_d, n_in, attrs, out, why, sizeof why);
+    if (s != MG_OK) {
+        char call[768];
+        describe_call(g, op, n_in, in, call, sizeof call);
+        return mg_set_error(s, "%s: %s", call, why[0] ? why : mg_status_str(s));
+    }
+    return MG_OK;
+}
+
+mg_tensor mg_graph_add_node(mg_graph *g, mg_op op, int n_in,
+                            const mg_tensor *in, const mg_attrs *attrs) {
+    if (!g) {
+        mg_set_error(MG_ERR_INVALID_ARG, "%s: graph is NULL", mg_op_str(op));
+        return MG_NO_TENSOR;
+    }
+    /* A failed inner builder call already said why; keep its message. */
+    for (int i = 0; i < n_in; i++)
+        if (in && in[i] == MG_NO_TENSOR) return MG_NO_TENSOR;
+    if (check_inputs(g, op, n_in, in) != MG_OK) return MG_NO_TENSOR;
+
+    mg_attrs zero;
+    memset(&zero, 0, sizeof zero);
+    if (!attrs) attrs = &zero;
+    mg_tdesc out;
+    memset(&out, 0, sizeof out);
+    if (infer_node(g, op, n_in, in, attrs, &out) != MG_OK) return MG_NO_TENSOR;
+    if (graph_reserve(g) != MG_OK) return MG_NO_TENSOR;
+
+    mg_node *n = &g->nodes[g->n];
+    memset(n, 0, sizeof *n);
+    n->op = op;
+    n->d = out;
+    n->n_in = n_in;
+    for (int i = 0; i < n_in; i++) n->in[i] = in[i];
+    n->attrs = *attrs;
+    n->flags = g->building_flags;
+    return g->n++;
+}
+
+mg_tensor mg_op_build(mg_graph *g, mg_op op, int n_in, const mg_tensor *in,
+                      const mg_attrs *attrs) {
+    return mg_graph_add_node(g, op, n_in, in, attrs);
+}
+
+/* ---- leaves -------------------------------------------------------------- */
+
+static mg_tensor add_leaf(mg_graph *g, mg_op op, const char *name,
+                          mg_dtype dtype, int ndim, const int64_t *shape) {
+    const char *what = mg_op_str(op);
+    if (!g) {
+        mg_set_error(MG_ERR_INVALID_ARG, "%s '%s': graph is NULL", what,
+                     name ? name : "");
+        return MG_NO_TENSOR;
+    }
+    if (dtype != MG_F32 && dtype != MG_F64 && dtype != MG_I32) {
+        mg_set_error(MG_ERR_DTYPE, "%s '%s': unknown dtype %d", what,
+                     name ? name : "", (int)dtype);
+        return MG_NO_TENSOR;
+    }
+    if (ndim < 0 || ndim > MG_MAX_DIMS || (ndim > 0 && !shape)) {
+        mg_set_error(MG_ERR_INVALID_ARG,
+                     "%s '%s': ndim %d needs a shape of 0..%d dims", what,
+                     name ? name : "", ndim, MG_MAX_DIMS);
+        return MG_NO_TENSOR;
+    }
+    mg_tdesc d = {.dtype = dtype, .ndim = ndim};
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        /* Reject sizes whose byte count would overflow size_t. */
+        if (shape[i] < 1 || numel > (INT64_MAX / 8) / shape[i]) {
+            mg_set_error(MG_ERR_SHAPE,
+                         "%s '%s': dim %d has size %lld (sizes must be >= 1 "
+                         "and the tensor must fit in memory)",
+                         what, name ? name : "", i, (long long)shape[i]);
+            return MG_NO_TENSOR;
+        }
+        numel *= shape[i];
+        d.shape[i] = shape[i];
+    }
+    if (graph_reserve(g) != MG_OK) return MG_NO_TENSOR;
+    char *copy = NULL;
+    if (name && !(copy = strdup(name))) {
+        mg_set_error(MG_ERR_NOMEM, "%s '%s': out of memory", what, name);
+        return MG_NO_TENSOR;
+    }
+    mg_node *n = &g->nodes[g->n];
+    memset(n, 0, sizeof *n);
+    n->op = op;
+    n->d = d;
+    n->name = copy;
+    n->flags = g->building_flags;
+    return g->n++;
+}
+
+mg_tensor mg_input(mg_graph *g, const char *name, mg_dtype dtype, int ndim,
+                   const int64_t *shape) {
+    return add_leaf(g, MG_OP_INPUT, name, dtype, ndim, shape);
+}
+
+mg_tensor mg_param(mg_graph *g, const char *name, mg_dtype dtype, int ndim,
+                   const int64_t *shape) {
+    return add_leaf(g, MG_OP_PARAM, name, dtype, ndim, shape);
+}
+
+/* ---- introspection ------------------------------------------------------- */
+
+mg_status mg_tensor_shape(const mg_graph *g, mg_tensor t, int *ndim,
+                          int64_t shape[MG_MAX_DIMS]) {
+    mg_status s = mg_graph_check_id(g, t, "mg_tensor_shape");
+    if (s != MG_OK) return s;
+    if (!ndim || !shape)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_tensor_shape: output pointer is NULL");
+    *ndim = g->nodes[t].d.ndim;
+    for (int i = 0; i < *ndim; i++) shape[i] = g->nodes[t].d.shape[i];
+    return MG_OK;
+}
+
+mg_status mg_tensor_dtype(const mg_graph *g, mg_tensor t, mg_dtype *dtype) {
+    mg_status s = mg_graph_check_id(g, t, "mg_tensor_dtype");
+    if (s != MG_OK) return s;
+    if (!dtype)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_tensor_dtype: output pointer is NULL");
+    *dtype = g->nodes[t].d.dtype;
+    return MG_OK;
+}
+
+int64_t mg_tensor_numel(const mg_graph *g, mg_tensor t) {
+    if (mg_graph_check_id(g, t, "mg_tensor_numel") != MG_OK) return -1;
+    return mg_tdesc_numel(&g->nodes[t].d);
+}
+
+size_t mg_tensor_nbytes(const mg_graph *g, mg_tensor t) {
+    if (mg_graph_check_id(g, t, "mg_tensor_nbytes") != MG_OK) return 0;
+    return mg_tdesc_nbytes(&g->nodes[t].d);
+}
+
+const char *mg_tensor_name(const mg_graph *g, mg_tensor t) {
+    if (mg_graph_check_id(g, t, "mg_tensor_name") != MG_OK) return NULL;
+    return g->nodes[t].name;
+}
+
+mg_status mg_tensor_set_name(mg_graph *g, mg_tensor t, const char *name) {
+    mg_status s = mg_graph_check_id(g, t, "mg_tensor_set_name");
+    if (s != MG_OK) return s;
+    char *copy = NULL;
+    if (name && !(copy = strdup(name)))
+        return mg_set_error(MG_ERR_NOMEM, "mg_tensor_set_name: out of memory");
+    free(g->nodes[t].name);
+    g->nodes[t].name = copy;
+    return MG_OK;
+}
+
+const char *mg_tensor_op_name(const mg_graph *g, mg_tensor t) {
+    if (mg_graph_check_id(g, t, "mg_tensor_op_name") != MG_OK) return NULL;
+    return mg_op_str(g->nodes[t].op);
+}
+
+mg_tensor mg_tensor_find(const mg_graph *g, const char *name) {
+    if (!g || !name) {
+        mg_set_error(MG_ERR_INVALID_ARG, "mg_tensor_find: %s is NULL",
+                     g ? "name" : "graph");
+        return MG_NO_TENSOR;
+    }
+    for (int32_t i = 0; i < g->n; i++)
+        if (g->nodes[i].name && strcmp(g->nodes[i].name, name) == 0) return i;
+    mg_set_error(MG_ERR_UNKNOWN_ID, "mg_tensor_find: no tensor named '%s'",
+                 name);
+    return MG_NO_TENSOR;
+}
+
+int mg_tensor_is_backward(const mg_graph *g, mg_tensor t) {
+    if (!g || t < 0 || t >= g->n) return 0;
+    return (g->nodes[t].flags & MG_NODE_BACKWARD) != 0;
+}
+
+mg_status mg_tensor_set_input(mg_graph *g, mg_tensor t, int slot,
+                              mg_tensor src) {
+    mg_status s = mg_graph_check_id(g, t, "mg_tensor_set_input");
+    if (s != MG_OK) return s;
+    if ((s = mg_graph_check_id(g, src, "mg_tensor_set_input (source)")) !=
+        MG_OK)
+        return s;
+    mg_node *n = &g->nodes[t];
+    char label[160];
+    if (slot < 0 || slot >= n->n_in)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_tensor_set_input: %s has %d inputs, no slot %d",
+                            mg_graph_tensor_label(g, t, label, sizeof label),
+                            n->n_in, slot);
+    mg_tensor in[MG_MAX_INPUTS];
+    memcpy(in, n->in, sizeof in);
+    in[slot] = src;
+    mg_tdesc out;
+    if ((s = infer_node(g, n->op, n->n_in, in, &n->attrs, &out)) != MG_OK)
+        return s;
+    if (!mg_tdesc_same_shape(&out, &n->d) || out.dtype != n->d.dtype)
+        return mg_set_error(MG_ERR_SHAPE,
+                            "mg_tensor_set_input: rewiring %s would change its "
+                            "shape or dtype",
+                            mg_graph_tensor_label(g, t, label, sizeof label));
+    n->in[slot] = src;
+    return MG_OK;
+}
+
+/* ---- cost ---------------------------------------------------------------- */
+
+void mg_graph_op_cost(const mg_graph *g, mg_tensor t, double *flops,
+                      double *bytes) {
+    const mg_node *n = &g->nodes[t];
+    const mg_op_def *def = &mg_op_table[n->op];
+    mg_tdesc in[MG_MAX_INPUTS];
+    double moved = (double)mg_tdesc_nbytes(&n->d);
+    for (int i = 0; i < n->n_in; i++) {
+        in[i] = g->nodes[n->in[i]].d;
+        moved += (double)mg_tdesc_nbytes(&in[i]);
+    }
+    if (flops)
+        *flops = def->flops ? def->flops(in, n->n_in, &n->attrs, &n->d)
+                            : def->flops_per_elem *
+                                  (double)mg_tdesc_numel(&n->d);
+    if (bytes) *bytes = (def->flags & MG_OPF_LEAF) ? 0.0 : moved;
+}
+
+/* ---- text and DOT -------------------------------------------------------- */
+
+mg_status mg_graph_dump(const mg_graph *g, FILE *out) {
+    if (!g || !out)
+        return mg_set_error(MG_ERR_INVALID_ARG, "mg_graph_dump: %s is NULL",
+                            g ? "out" : "graph");
+    for (int32_t i = 0; i < g->n; i++) {
+        const mg_node *n = &g->nodes[i];
+        char shape[128];
+        fprintf(out, "%%%d = %s(", (int)i, mg_op_str(n->op));
+        for (int k = 0; k < n->n_in; k++)
+            fprintf(out, "%s%%%d", k ? ", " : "", (int)n->in[k]);
+        fprintf(out, ") %s %s", mg_shape_str(&n->d, shape, sizeof shape),
+                mg_dtype_name(n->d.dtype));
+        if (n->name) fprintf(out, " '%s'", n->name);
+        if (n->flags & MG_NODE_BACKWARD) fprintf(out, " [backward]");
+        fputc('\n', out);
+    }
+    return MG_OK;
+}
+
+mg_status mg_graph_write_dot(const mg_graph *g, FILE *out) {
+    if (!g || !out)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_graph_write_dot: %s is NULL",
+                            g ? "out" : "graph");
+    fprintf(out, "digraph memgrad {\n  rankdir=TB;\n  node [fontsize=10];\n");
+    for (int32_t i = 0; i < g->n; i++) {
+        const mg_node *n = &g->nodes[i];
+        char shape[128];
+        bool leaf = (mg_op_table[n->op].flags & MG_OPF_LEAF) != 0;
+        fprintf(out, "  t%d [label=\"%s%s%s\\n%s %s\" shape=%s%s];\n", (int)i,
+                n->name ? n->name : "", n->name ? "\\n" : "", mg_op_str(n->op),
+                mg_shape_str(&n->d, shape, sizeof shape),
+                mg_dtype_name(n->d.dtype), leaf ? "ellipse" : "box",
+                (n->flags & MG_NODE_BACKWARD)
+                    ? " style=filled fillcolor=lightgrey"
+                    : "");
+        for (int k = 0; k < n->n_in; k++)
+            fprintf(out, "  t%d -> t%d;\n", (int)n->in[k], (int)i);
+    }
+    fprintf(out, "}\n");
+    return MG_OK;
+}

@@ -1,0 +1,207 @@
+/*
+ * ops_elementwise.c - binary ops with numpy broadcasting, unary float ops,
+ * the activation-gradient helper ops, and sum_to, which undoes a
+ * broadcast on the way back.
+ */
+#include "ops_internal.h"
+
+#include <stdio.h>
+
+/* ---- shape rules --------------------------------------------------------- */
+
+bool mg_shape_broadcasts_to(const mg_tdesc *from, const mg_tdesc *to) {
+    int lead = to->ndim - from->ndim;
+    if (lead < 0) return false;
+    for (int i = 0; i < from->ndim; i++)
+        if (from->shape[i] != 1 && from->shape[i] != to->shape[lead + i])
+            return false;
+    return true;
+}
+
+mg_status mg_binary_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                          mg_tdesc *out, char *why, size_t len) {
+    (void)n_in, (void)a;
+    mg_status s = mg_float_pair_check(&in[0], "a", &in[1], "b", why, len);
+    if (s != MG_OK) return s;
+    int nd = in[0].ndim > in[1].ndim ? in[0].ndim : in[1].ndim;
+    out->dtype = in[0].dtype;
+    out->ndim = nd;
+    for (int i = 0; i < nd; i++) {
+        /* Aligned from the right; a missing leading dim counts as 1. */
+        int ia = i - (nd - in[0].ndim), ib = i - (nd - in[1].ndim);
+        int64_t da = ia >= 0 ? in[0].shape[ia] : 1;
+        int64_t db = ib >= 0 ? in[1].shape[ib] : 1;
+        if (da != db && da != 1 && db != 1) {
+            snprintf(why, len,
+                     "shapes do not broadcast: dim %d of the result would be "
+                     "%lld from a and %lld from b",
+                     i, (long long)da, (long long)db);
+            return MG_ERR_SHAPE;
+        }
+        out->shape[i] = da == 1 ? db : da;
+    }
+    return MG_OK;
+}
+
+mg_status mg_unary_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                         mg_tdesc *out, char *why, size_t len) {
+    (void)n_in, (void)a;
+    *out = in[0];
+    return mg_float_check(&in[0], "x", why, len);
+}
+
+/* relu_grad(gy, x) and its kin: two float tensors of one shape. */
+mg_status mg_pair_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                        mg_tdesc *out, char *why, size_t len) {
+    (void)n_in, (void)a;
+    mg_status s = mg_float_pair_check(&in[0], "gy", &in[1], "x", why, len);
+    if (s != MG_OK) return s;
+    if (!mg_tdesc_same_shape(&in[0], &in[1])) {
+        snprintf(why, len, "gy and x must have the same shape");
+        return MG_ERR_SHAPE;
+    }
+    *out = in[0];
+    return MG_OK;
+}
+
+/* ---- builders ------------------------------------------------------------ */
+
+static mg_tensor binary_build(mg_graph *g, mg_op op, mg_tensor a,
+                              mg_tensor b) {
+    const mg_tensor in[2] = {a, b};
+    return mg_graph_add_node(g, op, 2, in, NULL);
+}
+
+static mg_tensor unary_build(mg_graph *g, mg_op op, mg_tensor x,
+                             double alpha) {
+    mg_attrs at = {0};
+    at.alpha = alpha;
+    return mg_graph_add_node(g, op, 1, &x, &at);
+}
+
+mg_tensor mg_add(mg_graph *g, mg_tensor a, mg_tensor b) {
+    return binary_build(g, MG_OP_ADD, a, b);
+}
+mg_tensor mg_sub(mg_graph *g, mg_tensor a, mg_tensor b) {
+    return binary_build(g, MG_OP_SUB, a, b);
+}
+mg_tensor mg_mul(mg_graph *g, mg_tensor a, mg_tensor b) {
+    return binary_build(g, MG_OP_MUL, a, b);
+}
+mg_tensor mg_div(mg_graph *g, mg_tensor a, mg_tensor b) {
+    return binary_build(g, MG_OP_DIV, a, b);
+}
+
+mg_tensor mg_neg(mg_graph *g, mg_tensor x) {
+    return unary_build(g, MG_OP_NEG, x, 0);
+}
+mg_tensor mg_relu(mg_graph *g, mg_tensor x) {
+    return unary_build(g, MG_OP_RELU, x, 0);
+}
+mg_tensor mg_gelu(mg_graph *g, mg_tensor x) {
+    return unary_build(g, MG_OP_GELU, x, 0);
+}
+mg_tensor mg_tanh(mg_graph *g, mg_tensor x) {
+    return unary_build(g, MG_OP_TANH, x, 0);
+}
+mg_tensor mg_sigmoid(mg_graph *g, mg_tensor x) {
+    return unary_build(g, MG_OP_SIGMOID, x, 0);
+}
+mg_tensor mg_exp(mg_graph *g, mg_tensor x) {
+    return unary_build(g, MG_OP_EXP, x, 0);
+}
+mg_tensor mg_log(mg_graph *g, mg_tensor x) {
+    return unary_build(g, MG_OP_LOG, x, 0);
+}
+mg_tensor mg_sqrt(mg_graph *g, mg_tensor x) {
+    return unary_build(g, MG_OP_SQRT, x, 0);
+}
+mg_tensor mg_scale(mg_graph *g, mg_tensor x, double alpha) {
+    return unary_build(g, MG_OP_SCALE, x, alpha);
+}
+
+mg_tensor mg_sum_to(mg_graph *g, mg_tensor t, const mg_tdesc *shape) {
+    const mg_tdesc *td = mg_arg_desc(g, t, "sum_to");
+    if (!td) return MG_NO_TENSOR;
+    if (!shape) {
+        mg_set_error(MG_ERR_INVALID_ARG, "sum_to: shape is NULL");
+        return MG_NO_TENSOR;
+    }
+    /* Copies: shape may point into g->nodes, which building moves. */
+    const mg_tdesc from = *td, want = *shape;
+    if (mg_tdesc_same_shape(&from, &want)) return t;
+    if (!mg_shape_broadcasts_to(&want, &from)) {
+        char a[128], b[128];
+        mg_set_error(MG_ERR_SHAPE, "sum_to: %s does not broadcast to %s",
+                     mg_shape_str(&want, a, sizeof a),
+                     mg_shape_str(&from, b, sizeof b));
+        return MG_NO_TENSOR;
+    }
+    /* Summing a size-1 dim changes nothing, so those are left to the
+     * reshape at the end. */
+    int axes[MG_MAX_DIMS], n = 0, lead = from.ndim - want.ndim;
+    for (int i = 0; i < from.ndim; i++)
+        if (from.shape[i] != 1 && (i < lead || want.shape[i - lead] == 1))
+            axes[n++] = i;
+    return mg_reshape_as(g, n ? mg_sum(g, t, n, axes, 0) : t, &want);
+}
+
+/* ---- gradient rules ------------------------------------------------------ */
+
+mg_status mg_binary_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                         const bool *need, mg_tensor *gin) {
+    const mg_node n = g->nodes[y];
+    const mg_tensor a = n.in[0], b = n.in[1];
+    const mg_tdesc ad = g->nodes[a].d, bd = g->nodes[b].d;
+    /* Gradients at the broadcast shape; sub and div negate b's after the
+     * sum, where it has fewer elements. */
+    mg_tensor ga = gy, gb = gy;
+    bool neg_b = n.op == MG_OP_SUB || n.op == MG_OP_DIV;
+    switch (n.op) {
+    case MG_OP_MUL:
+        if (need[0]) ga = mg_mul(g, gy, b);
+        if (need[1]) gb = mg_mul(g, gy, a);
+        break;
+    case MG_OP_DIV: /* d(a/b)/db = -y/b */
+        if (need[0]) ga = mg_div(g, gy, b);
+        if (need[1]) gb = mg_div(g, mg_mul(g, gy, y), b);
+        break;
+    default: break;
+    }
+    if (need[0]) gin[0] = mg_sum_to(g, ga, &ad);
+    if (need[1]) {
+        gin[1] = mg_sum_to(g, gb, &bd);
+        if (neg_b) gin[1] = mg_neg(g, gin[1]);
+    }
+    return mg_grad_status(2, need, gin);
+}
+
+static mg_tensor helper_build(mg_graph *g, mg_op op, mg_tensor gy,
+                              mg_tensor x) {
+    const mg_tensor in[2] = {gy, x};
+    return mg_graph_add_node(g, op, 2, in, NULL);
+}
+
+mg_status mg_unary_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                        const bool *need, mg_tensor *gin) {
+    const mg_node n = g->nodes[y];
+    const mg_tensor x = n.in[0];
+    if (!need[0]) return MG_OK;
+    switch (n.op) {
+    case MG_OP_NEG: gin[0] = mg_neg(g, gy); break;
+    case MG_OP_RELU: gin[0] = helper_build(g, MG_OP_RELU_GRAD, gy, x); break;
+    case MG_OP_GELU: gin[0] = helper_build(g, MG_OP_GELU_GRAD, gy, x); break;
+    case MG_OP_TANH: gin[0] = helper_build(g, MG_OP_TANH_GRAD, gy, y); break;
+    case MG_OP_SIGMOID:
+        gin[0] = helper_build(g, MG_OP_SIGMOID_GRAD, gy, y);
+        break;
+    case MG_OP_EXP: gin[0] = mg_mul(g, gy, y); break;
+    case MG_OP_LOG: gin[0] = mg_div(g, gy, x); break;
+    case MG_OP_SQRT: gin[0] = mg_div(g, mg_scale(g, gy, 0.5), y); break;
+    case MG_OP_SCALE: gin[0] = mg_scale(g, gy, n.attrs.alpha); break;
+    default:
+        return mg_set_error(MG_ERR_INTERNAL, "%s: not a unary op",
+                            mg_op_str(n.op));
+    }
+    return mg_grad_status(1, need, gin);
+}

@@ -1,0 +1,118 @@
+/*
+ * ops_internal.h - private to the op files: the shape, gradient and cost
+ * rules that the op table in op_table.c points at, and the checks those
+ * rules share so that every op words the same mistake the same way.
+ */
+#ifndef MG_OPS_INTERNAL_H
+#define MG_OPS_INTERNAL_H
+
+#include "graph.h"
+
+/* fill has no input to take a dtype from and mg_attrs has no dtype field,
+ * so its dtype travels in the one attribute fill does not otherwise use. */
+#define MG_FILL_DTYPE(attrs) ((attrs).axis)
+
+/* ---- shared checks (op_table.c) ------------------------------------------ */
+
+/* Descriptor of a builder argument read before mg_graph_add_node, or NULL
+ * (with the error set, or kept if t is MG_NO_TENSOR). Copy what you need:
+ * the pointer dies with the next node added. */
+const mg_tdesc *mg_arg_desc(const mg_graph *g, mg_tensor t, const char *op);
+/* Copy a caller's target shape into attributes; errors name op. */
+mg_status mg_attrs_shape_set(mg_attrs *a, int ndim, const int64_t *shape,
+                             const char *op);
+/* Shape rule checks that leave a reason in why. */
+mg_status mg_shape_check(int ndim, const int64_t *shape, char *why,
+                         size_t len);
+mg_status mg_float_check(const mg_tdesc *d, const char *what, char *why,
+                         size_t len);
+mg_status mg_float_pair_check(const mg_tdesc *a, const char *a_what,
+                              const mg_tdesc *b, const char *b_what, char *why,
+                              size_t len);
+/* Gradient rules chain builder calls (MG_NO_TENSOR passes through) and
+ * check only their results here. */
+mg_status mg_grad_status(int n, const bool *need, const mg_tensor *gin);
+
+/* Negative axes count from the end; one still out of range is kept as
+ * given, so the shape rule reports the caller's own number. */
+static inline int mg_axis_wrap(int axis, int ndim) {
+    return axis < 0 && axis >= -ndim ? axis + ndim : axis;
+}
+
+/* ---- ops_elementwise.c --------------------------------------------------- */
+bool mg_shape_broadcasts_to(const mg_tdesc *from, const mg_tdesc *to);
+mg_status mg_binary_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                          mg_tdesc *out, char *why, size_t len);
+mg_status mg_unary_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                         mg_tdesc *out, char *why, size_t len);
+mg_status mg_pair_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                        mg_tdesc *out, char *why, size_t len);
+mg_status mg_binary_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                         const bool *need, mg_tensor *gin);
+mg_status mg_unary_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                        const bool *need, mg_tensor *gin);
+
+/* ---- ops_matmul.c -------------------------------------------------------- */
+mg_status mg_matmul_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                          mg_tdesc *out, char *why, size_t len);
+mg_status mg_matmul_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                         const bool *need, mg_tensor *gin);
+double mg_matmul_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                       const mg_tdesc *out);
+
+/* ---- ops_reduce.c -------------------------------------------------------- */
+mg_status mg_reduce_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                          mg_tdesc *out, char *why, size_t len);
+mg_status mg_reduce_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                         const bool *need, mg_tensor *gin);
+double mg_reduce_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                       const mg_tdesc *out);
+mg_status mg_broadcast_to_infer(const mg_tdesc *in, int n_in,
+                                const mg_attrs *a, mg_tdesc *out, char *why,
+                                size_t len);
+mg_status mg_broadcast_to_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                               const bool *need, mg_tensor *gin);
+
+/* ---- ops_shape.c --------------------------------------------------------- */
+/* Reshape t to d's shape, or return t if it already has it. */
+mg_tensor mg_reshape_as(mg_graph *g, mg_tensor t, const mg_tdesc *d);
+mg_status mg_reshape_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                           mg_tdesc *out, char *why, size_t len);
+mg_status mg_reshape_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                          const bool *need, mg_tensor *gin);
+mg_status mg_permute_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                           mg_tdesc *out, char *why, size_t len);
+mg_status mg_permute_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                          const bool *need, mg_tensor *gin);
+mg_status mg_fill_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                        mg_tdesc *out, char *why, size_t len);
+
+/* ---- ops_softmax.c ------------------------------------------------------- */
+mg_status mg_softmax_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                           mg_tdesc *out, char *why, size_t len);
+mg_status mg_softmax_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                          const bool *need, mg_tensor *gin);
+
+/* ---- ops_random.c -------------------------------------------------------- */
+mg_status mg_dropout_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                           mg_tdesc *out, char *why, size_t len);
+mg_status mg_dropout_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                          const bool *need, mg_tensor *gin);
+
+/* ---- ops_loss.c ---------------------------------------------------------- */
+mg_status mg_cross_entropy_infer(const mg_tdesc *in, int n_in,
+                                 const mg_attrs *a, mg_tdesc *out, char *why,
+                                 size_t len);
+mg_status mg_cross_entropy_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                                const bool *need, mg_tensor *gin);
+mg_status mg_ce_grad_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                           mg_tdesc *out, char *why, size_t len);
+mg_status mg_mse_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                       mg_tdesc *out, char *why, size_t len);
+mg_status mg_mse_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                      const bool *need, mg_tensor *gin);
+/* Cost per element of the first input (for ops with scalar outputs). */
+double mg_loss_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                     const mg_tdesc *out);
+
+#endif

@@ -1,0 +1,136 @@
+/*
+ * ops_shape.c - ops that only move or relabel elements (reshape, permute
+ * and transpose, which is a permute) and fill, which makes a constant.
+ * Tensors are always dense, so each of these is a copy at run time.
+ */
+#include "ops_internal.h"
+
+#include <stdio.h>
+
+mg_status mg_reshape_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                           mg_tdesc *out, char *why, size_t len) {
+    (void)n_in;
+    mg_status s = mg_float_check(&in[0], "x", why, len);
+    if (s == MG_OK) s = mg_shape_check(a->ndim, a->shape, why, len);
+    if (s != MG_OK) return s;
+    out->dtype = in[0].dtype;
+    out->ndim = a->ndim;
+    for (int i = 0; i < a->ndim; i++) out->shape[i] = a->shape[i];
+    if (mg_tdesc_numel(out) != mg_tdesc_numel(&in[0])) {
+        char buf[128];
+        snprintf(why, len, "x has %lld elements but shape %s has %lld",
+                 (long long)mg_tdesc_numel(&in[0]),
+                 mg_shape_str(out, buf, sizeof buf),
+                 (long long)mg_tdesc_numel(out));
+        return MG_ERR_SHAPE;
+    }
+    return MG_OK;
+}
+
+mg_tensor mg_reshape(mg_graph *g, mg_tensor x, int ndim, const int64_t *shape) {
+    mg_attrs at = {0};
+    if (x == MG_NO_TENSOR ||
+        mg_attrs_shape_set(&at, ndim, shape, "reshape") != MG_OK)
+        return MG_NO_TENSOR;
+    return mg_graph_add_node(g, MG_OP_RESHAPE, 1, &x, &at);
+}
+
+mg_tensor mg_reshape_as(mg_graph *g, mg_tensor t, const mg_tdesc *d) {
+    if (t == MG_NO_TENSOR || mg_tdesc_same_shape(&g->nodes[t].d, d)) return t;
+    return mg_reshape(g, t, d->ndim, d->shape);
+}
+
+mg_status mg_reshape_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                          const bool *need, mg_tensor *gin) {
+    const mg_tdesc xd = g->nodes[g->nodes[y].in[0]].d;
+    if (need[0]) gin[0] = mg_reshape_as(g, gy, &xd);
+    return mg_grad_status(1, need, gin);
+}
+
+mg_status mg_permute_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                           mg_tdesc *out, char *why, size_t len) {
+    (void)n_in;
+    mg_status s = mg_float_check(&in[0], "x", why, len);
+    if (s != MG_OK) return s;
+    const int nd = in[0].ndim;
+    bool seen[MG_MAX_DIMS] = {false};
+    for (int i = 0; i < nd; i++) {
+        int p = a->perm[i];
+        if (p < 0 || p >= nd || seen[p]) {
+            snprintf(why, len, "perm is not a permutation of 0..%d (entry %d "
+                     "is %d)", nd - 1, i, p);
+            return MG_ERR_INVALID_ARG;
+        }
+        seen[p] = true;
+        out->shape[i] = in[0].shape[p];
+    }
+    out->dtype = in[0].dtype;
+    out->ndim = nd;
+    return MG_OK;
+}
+
+mg_tensor mg_permute(mg_graph *g, mg_tensor x, const int *perm) {
+    const mg_tdesc *xd = mg_arg_desc(g, x, "permute");
+    if (!xd) return MG_NO_TENSOR;
+    if (!perm && xd->ndim > 0) {
+        mg_set_error(MG_ERR_INVALID_ARG, "permute: perm is NULL");
+        return MG_NO_TENSOR;
+    }
+    mg_attrs at = {0};
+    for (int i = 0; i < xd->ndim; i++) at.perm[i] = perm[i];
+    return mg_graph_add_node(g, MG_OP_PERMUTE, 1, &x, &at);
+}
+
+mg_tensor mg_transpose(mg_graph *g, mg_tensor x, int axis0, int axis1) {
+    const mg_tdesc *xd = mg_arg_desc(g, x, "transpose");
+    if (!xd) return MG_NO_TENSOR;
+    const int nd = xd->ndim;
+    int a0 = mg_axis_wrap(axis0, nd), a1 = mg_axis_wrap(axis1, nd);
+    if (a0 < 0 || a0 >= nd || a1 < 0 || a1 >= nd) {
+        mg_set_error(MG_ERR_INVALID_ARG,
+                     "transpose: axes %d and %d must be in -%d..%d", axis0,
+                     axis1, nd, nd - 1);
+        return MG_NO_TENSOR;
+    }
+    int perm[MG_MAX_DIMS];
+    for (int i = 0; i < nd; i++) perm[i] = i;
+    perm[a0] = a1;
+    perm[a1] = a0;
+    return mg_permute(g, x, perm);
+}
+
+mg_status mg_permute_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                          const bool *need, mg_tensor *gin) {
+    const mg_node n = g->nodes[y];
+    int inv[MG_MAX_DIMS];
+    for (int i = 0; i < n.d.ndim; i++) inv[n.attrs.perm[i]] = i;
+    if (need[0]) gin[0] = mg_permute(g, gy, inv);
+    return mg_grad_status(1, need, gin);
+}
+
+mg_status mg_fill_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                        mg_tdesc *out, char *why, size_t len) {
+    (void)in, (void)n_in;
+    int dtype = MG_FILL_DTYPE(*a);
+    if (dtype != MG_F32 && dtype != MG_F64) {
+        snprintf(why, len, "dtype must be f32 or f64, not %s",
+                 mg_dtype_name((mg_dtype)dtype));
+        return MG_ERR_DTYPE;
+    }
+    mg_status s = mg_shape_check(a->ndim, a->shape, why, len);
+    if (s != MG_OK) return s;
+    out->dtype = (mg_dtype)dtype;
+    out->ndim = a->ndim;
+    for (int i = 0; i < a->ndim; i++) out->shape[i] = a->shape[i];
+    return MG_OK;
+}
+
+mg_tensor mg_fill(mg_graph *g, mg_dtype dtype, int ndim, const int64_t *shape,
+                  double value) {
+    mg_attrs at = {0};
+    if (mg_attrs_shape_set(&at, ndim, shape, "fill") != MG_OK)
+        return MG_NO_TENSOR;
+    MG_FILL_DTYPE(at) = (int)dtype;
+    at.alpha = value;
+    return mg_graph_add_node(g, MG_OP_FILL, 0, NULL, &at);
+}

@@ -1,0 +1,51 @@
+/*
+ * ops_softmax.c - softmax and log-softmax along one axis. Their gradients
+ * are composed from existing ops, so neither needs a backward kernel.
+ */
+#include "ops_internal.h"
+
+#include <stdio.h>
+
+mg_status mg_softmax_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                           mg_tdesc *out, char *why, size_t len) {
+    (void)n_in;
+    mg_status s = mg_float_check(&in[0], "x", why, len);
+    if (s != MG_OK) return s;
+    if (a->axis < 0 || a->axis >= in[0].ndim) {
+        snprintf(why, len, "axis %d is out of range for %d dims", a->axis,
+                 in[0].ndim);
+        return MG_ERR_INVALID_ARG;
+    }
+    *out = in[0];
+    return MG_OK;
+}
+
+static mg_tensor softmax_build(mg_graph *g, mg_op op, mg_tensor x, int axis) {
+    const mg_tdesc *xd = mg_arg_desc(g, x, mg_op_str(op));
+    if (!xd) return MG_NO_TENSOR;
+    mg_attrs at = {0};
+    at.axis = mg_axis_wrap(axis, xd->ndim);
+    return mg_graph_add_node(g, op, 1, &x, &at);
+}
+
+mg_tensor mg_softmax(mg_graph *g, mg_tensor x, int axis) {
+    return softmax_build(g, MG_OP_SOFTMAX, x, axis);
+}
+
+mg_tensor mg_log_softmax(mg_graph *g, mg_tensor x, int axis) {
+    return softmax_build(g, MG_OP_LOG_SOFTMAX, x, axis);
+}
+
+mg_status mg_softmax_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                          const bool *need, mg_tensor *gin) {
+    const mg_node n = g->nodes[y];
+    const int axis = n.attrs.axis;
+    if (!need[0]) return MG_OK;
+    if (n.op == MG_OP_SOFTMAX) /* y * (gy - sum(gy * y)) */
+        gin[0] = mg_mul(g, y, mg_sub(g, gy,
+                                     mg_sum(g, mg_mul(g, gy, y), 1, &axis, 1)));
+    else /* gy - exp(y) * sum(gy) */
+        gin[0] = mg_sub(g, gy, mg_mul(g, mg_exp(g, y),
+                                      mg_sum(g, gy, 1, &axis, 1)));
+    return mg_grad_status(1, need, gin);
+}

@@ -1,0 +1,229 @@
+/*
+ * autodiff.c - mg_gradients: reverse-mode differentiation that appends the
+ * gradient graph to the forward graph.
+ *
+ * Gradients are graph ops built by each op's gradient rule (the op table),
+ * so the backward pass is an ordinary part of the graph: the planner
+ * schedules it, and the checkpointing rewriter can recompute through it.
+ * Nothing here knows a particular op.
+ */
+#include "../graph/graph.h"
+#include "rewrite.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool is_float(mg_dtype d) { return d == MG_F32 || d == MG_F64; }
+
+static mg_status check_args(const mg_graph *g, const mg_tensor *ys, int n_ys,
+                            const mg_tensor *grad_ys, const mg_tensor *xs,
+                            int n_xs, const mg_tensor *grads_out) {
+    if (!g) return mg_set_error(MG_ERR_INVALID_ARG, "mg_gradients: graph is NULL");
+    if (!ys || n_ys < 1)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_gradients: needs at least one y (got %s, %d)",
+                            ys ? "ys" : "NULL", n_ys);
+    if (!xs || n_xs < 1)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_gradients: needs at least one x (got %s, %d)",
+                            xs ? "xs" : "NULL", n_xs);
+    if (!grads_out)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_gradients: grads_out is NULL");
+    char label[160];
+    mg_status s;
+    for (int j = 0; j < n_ys; j++) {
+        if ((s = mg_graph_check_id(g, ys[j], "mg_gradients (y)")) != MG_OK)
+            return s;
+        const mg_node *y = &g->nodes[ys[j]];
+        if (!is_float(y->d.dtype))
+            return mg_set_error(MG_ERR_DTYPE,
+                                "mg_gradients: y %s is %s; only float tensors "
+                                "can be differentiated",
+                                mg_graph_tensor_label(g, ys[j], label,
+                                                      sizeof label),
+                                mg_dtype_name(y->d.dtype));
+        mg_tensor seed = grad_ys ? grad_ys[j] : MG_NO_TENSOR;
+        if (seed == MG_NO_TENSOR) {
+            if (mg_tdesc_numel(&y->d) != 1) {
+                char shape[128];
+                return mg_set_error(
+                    MG_ERR_SHAPE,
+                    "mg_gradients: y %s has shape %s; a y with more than one "
+                    "element needs a seed gradient in grad_ys",
+                    mg_graph_tensor_label(g, ys[j], label, sizeof label),
+                    mg_shape_str(&y->d, shape, sizeof shape));
+            }
+            continue;
+        }
+        if ((s = mg_graph_check_id(g, seed, "mg_gradients (grad_ys)")) != MG_OK)
+            return s;
+        const mg_node *sd = &g->nodes[seed];
+        if (!mg_tdesc_same_shape(&sd->d, &y->d) || sd->d.dtype != y->d.dtype) {
+            char a[128], b[128], label2[160];
+            return mg_set_error(
+                sd->d.dtype != y->d.dtype ? MG_ERR_DTYPE : MG_ERR_SHAPE,
+                "mg_gradients: seed %s is %s %s but y %s is %s %s",
+                mg_graph_tensor_label(g, seed, label2, sizeof label2),
+                mg_shape_str(&sd->d, a, sizeof a), mg_dtype_name(sd->d.dtype),
+                mg_graph_tensor_label(g, ys[j], label, sizeof label),
+                mg_shape_str(&y->d, b, sizeof b), mg_dtype_name(y->d.dtype));
+        }
+    }
+    for (int i = 0; i < n_xs; i++) {
+        if ((s = mg_graph_check_id(g, xs[i], "mg_gradients (x)")) != MG_OK)
+            return s;
+        if (!is_float(g->nodes[xs[i]].d.dtype))
+            return mg_set_error(
+                MG_ERR_DTYPE,
+                "mg_gradients: x %s is %s; gradients exist only for float "
+                "tensors",
+                mg_graph_tensor_label(g, xs[i], label, sizeof label),
+                mg_dtype_name(g->nodes[xs[i]].d.dtype));
+    }
+    return MG_OK;
+}
+
+/* Add a contribution to the gradient accumulated for tensor t. Fan-out
+ * contributions arrive in reverse topological order of their consumers, so
+ * the sum is built in the same order every time. */
+static mg_status accumulate(mg_graph *g, mg_tensor *gsum, mg_tensor t,
+                            mg_tensor contrib) {
+    if (contrib == MG_NO_TENSOR) return MG_ERR_INTERNAL;
+    if (gsum[t] == MG_NO_TENSOR) {
+        gsum[t] = contrib;
+        return MG_OK;
+    }
+    mg_tensor sum = mg_add(g, gsum[t], contrib);
+    if (sum == MG_NO_TENSOR) return MG_ERR_INTERNAL;
+    gsum[t] = sum;
+    return MG_OK;
+}
+
+/* Status to return after a builder gave MG_NO_TENSOR: its message is set. */
+static mg_status builder_failed(void) {
+    return mg_last_error()[0] ? MG_ERR_INTERNAL : mg_set_error(
+        MG_ERR_INTERNAL, "mg_gradients: a gradient op could not be built");
+}
+
+/* Backpropagate over `order` (topological, ancestors of the ys) with
+ * `relevant` marking the nodes on a path from some x to some y. */
+static mg_status backprop(mg_graph *g, const mg_tensor *order, int32_t n_order,
+                          const bool *relevant, mg_tensor *gsum) {
+    char label[160];
+    for (int32_t k = n_order - 1; k >= 0; k--) {
+        mg_tensor v = order[k];
+        if (!relevant[v] || gsum[v] == MG_NO_TENSOR) continue;
+        /* Copy what we need: building ops may move g->nodes. */
+        const mg_node node = g->nodes[v];
+        const mg_op_def *def = &mg_op_table[node.op];
+        bool need[MG_MAX_INPUTS] = {false};
+        bool any = false;
+        for (int i = 0; i < node.n_in; i++) {
+            need[i] = relevant[node.in[i]] &&
+                      !(def->no_grad_inputs & (1u << i)) &&
+                      is_float(g->nodes[node.in[i]].d.dtype);
+            any = any || need[i];
+        }
+        if (!any) continue;
+        if (!def->grad)
+            return mg_set_error(MG_ERR_NOT_DIFFERENTIABLE,
+                                "mg_gradients: op %s has no gradient rule",
+                                mg_graph_tensor_label(g, v, label,
+                                                      sizeof label));
+        mg_tensor gin[MG_MAX_INPUTS];
+        for (int i = 0; i < MG_MAX_INPUTS; i++) gin[i] = MG_NO_TENSOR;
+        mg_status s = def->grad(g, v, gsum[v], need, gin);
+        if (s != MG_OK) return s;
+        for (int i = 0; i < node.n_in; i++) {
+            if (!need[i]) continue;
+            if (gin[i] == MG_NO_TENSOR) return builder_failed();
+            if ((s = accumulate(g, gsum, node.in[i], gin[i])) != MG_OK)
+                return builder_failed();
+        }
+    }
+    return MG_OK;
+}
+
+static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
+                                 const mg_tensor *grad_ys, const mg_tensor *xs,
+                                 int n_xs, mg_tensor *result,
+                                 mg_tensor *gsum, bool *marks, bool *relevant,
+                                 mg_tensor *order) {
+    const int32_t n = g->n;
+    int32_t n_order = 0;
+    mg_graph_mark_ancestors(g, ys, n_ys, marks);
+    mg_status s = mg_graph_topo_order(g, marks, order, &n_order);
+    if (s != MG_OK) return s;
+
+    /* relevant = depends on some x (and, being in `order`, feeds some y). */
+    for (int i = 0; i < n_xs; i++) relevant[xs[i]] = marks[xs[i]];
+    for (int32_t k = 0; k < n_order; k++) {
+        const mg_node *nd = &g->nodes[order[k]];
+        for (int i = 0; i < nd->n_in && !relevant[order[k]]; i++)
+            relevant[order[k]] = relevant[nd->in[i]];
+    }
+    for (int32_t i = 0; i < n; i++) gsum[i] = MG_NO_TENSOR;
+
+    for (int j = 0; j < n_ys; j++) {
+        if (!relevant[ys[j]]) continue;
+        const mg_node *y = &g->nodes[ys[j]];
+        mg_tensor seed = grad_ys ? grad_ys[j] : MG_NO_TENSOR;
+        if (seed == MG_NO_TENSOR) {
+            mg_tdesc d = y->d;
+            seed = mg_fill(g, d.dtype, d.ndim, d.shape, 1.0);
+            if (seed == MG_NO_TENSOR) return builder_failed();
+        }
+        if (accumulate(g, gsum, ys[j], seed) != MG_OK) return builder_failed();
+    }
+    if ((s = backprop(g, order, n_order, relevant, gsum)) != MG_OK) return s;
+
+    for (int i = 0; i < n_xs; i++) {
+        result[i] = gsum[xs[i]];
+        if (result[i] != MG_NO_TENSOR) continue;
+        /* No y depends on this x: its gradient is zero, as in jax.grad. */
+        mg_tdesc d = g->nodes[xs[i]].d;
+        result[i] = mg_fill(g, d.dtype, d.ndim, d.shape, 0.0);
+        if (result[i] == MG_NO_TENSOR) return builder_failed();
+    }
+    return MG_OK;
+}
+
+mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
+                       const mg_tensor *grad_ys, const mg_tensor *xs, int n_xs,
+                       const mg_checkpoints *checkpoints, mg_tensor *grads_out) {
+    mg_status s = check_args(g, ys, n_ys, grad_ys, xs, n_xs, grads_out);
+    if (s != MG_OK) return s;
+    if ((s = mg_checkpoints_check(g, checkpoints)) != MG_OK) return s;
+
+    const int32_t n_before = g->n;
+    const uint64_t rng_before = g->rng_offset;
+    const unsigned flags_before = g->building_flags;
+    size_t n = (size_t)(n_before ? n_before : 1);
+    mg_tensor *gsum = malloc(n * sizeof *gsum);
+    mg_tensor *order = malloc(n * sizeof *order);
+    mg_tensor *result = malloc((size_t)n_xs * sizeof *result);
+    bool *marks = calloc(n, sizeof *marks);
+    bool *relevant = calloc(n, sizeof *relevant);
+    if (!gsum || !order || !result || !marks || !relevant) {
+        s = mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
+    } else {
+        g->building_flags |= MG_NODE_BACKWARD;
+        s = gradients_build(g, ys, n_ys, grad_ys, xs, n_xs, result, gsum,
+                            marks, relevant, order);
+        g->building_flags = flags_before;
+    }
+    if (s == MG_OK) {
+        memcpy(grads_out, result, (size_t)n_xs * sizeof *result);
+    } else {
+        /* Leave the graph as the caller had it. */
+        mg_graph_truncate(g, n_before);
+        g->rng_offset = rng_before;
+    }
+    free(gsum);
+    free(order);
+    free(result);
+    free(marks);
+    free(relevant);
+    return s;
+}

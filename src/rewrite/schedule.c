@@ -1,0 +1,221 @@
+/*
+ * schedule.c - compile the tensors a caller wants into a linear schedule
+ * and predict its peak memory exactly.
+ *
+ * Only the ancestors of the requested tensors are scheduled, in
+ * topological order. Each computed buffer is released right after the step
+ * that reads it last, unless the caller keeps it (an output, or a tensor
+ * retained like PyTorch's retain_grad). The executor follows the same
+ * alloc-run-release sequence that mg_plan_predicted_peak simulates, so the
+ * pool's measured peak equals the prediction.
+ */
+#include "schedule.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static mg_status check_list(const mg_graph *g, const mg_tensor *ts, int n,
+                            const char *what) {
+    if (n < 0 || (n > 0 && !ts))
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_plan_compile: %d %s with a %s list", n, what,
+                            ts ? "non-NULL" : "NULL");
+    for (int i = 0; i < n; i++) {
+        mg_status s = mg_graph_check_id(g, ts[i], "mg_plan_compile");
+        if (s != MG_OK) return s;
+    }
+    return MG_OK;
+}
+
+void mg_plan_free(mg_plan *p) {
+    if (!p) return;
+    free(p->role);
+    free(p->steps);
+    free(p->release_start);
+    free(p->release);
+    free(p->leaves);
+    free(p->kept);
+    free(p);
+}
+
+static mg_status plan_alloc(mg_plan *p, int32_t n, int n_kept) {
+    size_t sz = (size_t)(n ? n : 1);
+    p->role = calloc(sz, sizeof *p->role);
+    p->steps = malloc(sz * sizeof *p->steps);
+    p->release_start = malloc((sz + 1) * sizeof *p->release_start);
+    p->release = malloc(sz * sizeof *p->release);
+    p->leaves = malloc(sz * sizeof *p->leaves);
+    p->kept = malloc((size_t)(n_kept ? n_kept : 1) * sizeof *p->kept);
+    if (!p->role || !p->steps || !p->release_start || !p->release ||
+        !p->leaves || !p->kept)
+        return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
+                            "a plan over %d tensors", (int)n);
+    return MG_OK;
+}
+
+static void plan_add_kept(mg_plan *p, const mg_tensor *ts, int n) {
+    for (int i = 0; i < n; i++) {
+        if (p->role[ts[i]] & MG_ROLE_KEPT) continue;
+        p->role[ts[i]] |= MG_ROLE_KEPT;
+        p->kept[p->n_kept++] = ts[i];
+    }
+}
+
+/* Fill steps, leaves and release lists from a topological order. */
+static mg_status plan_build(mg_plan *p, const mg_tensor *order,
+                            int32_t n_order, int32_t *last_read) {
+    const mg_graph *g = p->g;
+    for (int32_t k = 0; k < n_order; k++) {
+        mg_tensor t = order[k];
+        if (mg_op_table[g->nodes[t].op].flags & MG_OPF_LEAF) {
+            p->role[t] |= MG_ROLE_LEAF;
+            p->leaves[p->n_leaves++] = t;
+        } else {
+            p->role[t] |= MG_ROLE_COMPUTED;
+            p->steps[p->n_steps++] = t;
+        }
+    }
+    for (int32_t i = 0; i < p->n_tensors; i++) last_read[i] = -1;
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        const mg_node *n = &g->nodes[p->steps[s]];
+        for (int k = 0; k < n->n_in; k++) last_read[n->in[k]] = s;
+    }
+    /* Bucket releases by step: count, prefix-sum, then place. */
+    memset(p->release_start, 0, ((size_t)p->n_steps + 1) * sizeof(int32_t));
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        mg_tensor t = p->steps[s];
+        if (p->role[t] & MG_ROLE_KEPT) continue;
+        if (last_read[t] < 0) /* read by no one: nothing else needs it */
+            last_read[t] = s;
+        p->release_start[last_read[t] + 1]++;
+    }
+    for (int32_t s = 0; s < p->n_steps; s++)
+        p->release_start[s + 1] += p->release_start[s];
+    int32_t *fill = malloc(((size_t)p->n_steps + 1) * sizeof *fill);
+    if (!fill) return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory");
+    memcpy(fill, p->release_start, ((size_t)p->n_steps + 1) * sizeof *fill);
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        mg_tensor t = p->steps[s];
+        if (p->role[t] & MG_ROLE_KEPT) continue;
+        p->release[fill[last_read[t]]++] = t;
+    }
+    free(fill);
+    return MG_OK;
+}
+
+static mg_status check_no_grad(const mg_plan *p) {
+    for (int32_t s = 0; s < p->n_steps; s++)
+        if (p->g->nodes[p->steps[s]].flags & MG_NODE_BACKWARD) {
+            char label[160];
+            return mg_set_error(
+                MG_ERR_INVALID_ARG,
+                "mg_plan_compile: no_grad plan needs backward op %s",
+                mg_graph_tensor_label(p->g, p->steps[s], label, sizeof label));
+        }
+    return MG_OK;
+}
+
+mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
+                          int n_outputs, const mg_plan_options *opts,
+                          mg_plan **out) {
+    if (!out)
+        return mg_set_error(MG_ERR_INVALID_ARG, "mg_plan_compile: out is NULL");
+    *out = NULL;
+    if (!g) return mg_set_error(MG_ERR_INVALID_ARG, "mg_plan_compile: graph is NULL");
+    if (n_outputs < 1)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_plan_compile: needs at least one output");
+    mg_status s = check_list(g, outputs, n_outputs, "outputs");
+    const mg_tensor *retain = opts ? opts->retain : NULL;
+    int n_retain = opts ? opts->n_retain : 0;
+    if (s == MG_OK) s = check_list(g, retain, n_retain, "retained tensors");
+    if (s != MG_OK) return s;
+
+    mg_plan *p = calloc(1, sizeof *p);
+    if (!p) return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory");
+    p->g = g;
+    p->n_tensors = g->n;
+    size_t sz = (size_t)(g->n ? g->n : 1);
+    bool *needed = calloc(sz, sizeof *needed);
+    mg_tensor *order = malloc(sz * sizeof *order);
+    int32_t *last_read = malloc(sz * sizeof *last_read);
+    int32_t n_order = 0;
+    s = plan_alloc(p, g->n, n_outputs + n_retain);
+    if (s == MG_OK && (!needed || !order || !last_read))
+        s = mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory");
+    if (s == MG_OK) {
+        mg_graph_mark_ancestors(g, outputs, n_outputs, needed);
+        mg_graph_mark_ancestors(g, retain, n_retain, needed);
+        s = mg_graph_topo_order(g, needed, order, &n_order);
+    }
+    if (s == MG_OK) {
+        plan_add_kept(p, outputs, n_outputs);
+        plan_add_kept(p, retain, n_retain);
+        s = plan_build(p, order, n_order, last_read);
+    }
+    if (s == MG_OK && opts && opts->no_grad) s = check_no_grad(p);
+    free(needed);
+    free(order);
+    free(last_read);
+    if (s != MG_OK) {
+        mg_plan_free(p);
+        return s;
+    }
+    *out = p;
+    return MG_OK;
+}
+
+int mg_plan_num_steps(const mg_plan *p) { return p ? p->n_steps : 0; }
+
+bool mg_bindings_cover(const mg_binding *binds, int n_binds, mg_tensor t) {
+    for (int i = 0; i < n_binds; i++)
+        if (binds[i].tensor == t) return true;
+    return false;
+}
+
+size_t mg_plan_predicted_peak(const mg_plan *p, const mg_binding *binds,
+                              int n_binds) {
+    if (!p) return 0;
+    if (!binds) n_binds = 0;
+    /* Caller-bound outputs never enter the pool. Only kept tensors may be
+     * bound, so checking the kept list against binds is enough. */
+    bool *bound = calloc((size_t)(p->n_tensors ? p->n_tensors : 1), 1);
+    if (!bound) return 0;
+    for (int32_t k = 0; k < p->n_kept; k++)
+        bound[p->kept[k]] = mg_bindings_cover(binds, n_binds, p->kept[k]);
+    size_t in_use = 0, peak = 0;
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        mg_tensor t = p->steps[s];
+        if (!bound[t]) {
+            in_use += mg_pool_size_class(mg_tdesc_nbytes(&p->g->nodes[t].d));
+            if (in_use > peak) peak = in_use;
+        }
+        for (int32_t r = p->release_start[s]; r < p->release_start[s + 1]; r++)
+            in_use -= mg_pool_size_class(
+                mg_tdesc_nbytes(&p->g->nodes[p->release[r]].d));
+    }
+    free(bound);
+    return peak;
+}
+
+mg_status mg_plan_dump(const mg_plan *p, FILE *out) {
+    if (!p || !out)
+        return mg_set_error(MG_ERR_INVALID_ARG, "mg_plan_dump: %s is NULL",
+                            p ? "out" : "plan");
+    char label[160];
+    fprintf(out, "plan: %d steps, %d leaves, %d kept, predicted peak %zu "
+            "bytes\n", (int)p->n_steps, (int)p->n_leaves, (int)p->n_kept,
+            mg_plan_predicted_peak(p, NULL, 0));
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        fprintf(out, "%5d  %s", (int)s,
+                mg_graph_tensor_label(p->g, p->steps[s], label, sizeof label));
+        if (p->release_start[s] < p->release_start[s + 1]) {
+            fprintf(out, "  release");
+            for (int32_t r = p->release_start[s]; r < p->release_start[s + 1];
+                 r++)
+                fprintf(out, " %%%d", (int)p->release[r]);
+        }
+        fputc('\n', out);
+    }
+    return MG_OK;
+}

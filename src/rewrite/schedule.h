@@ -1,0 +1,36 @@
+/*
+ * schedule.h - the compiled plan: one linear order of ops, the last reader
+ * of every buffer, and what the caller must bind. The executor only walks
+ * it; every decision about order and lifetime is made here.
+ */
+#ifndef MG_SCHEDULE_H
+#define MG_SCHEDULE_H
+
+#include "../graph/graph.h"
+
+enum {
+    MG_ROLE_NONE = 0,     /* not read or computed by the plan */
+    MG_ROLE_LEAF = 1,     /* caller memory, read by some step */
+    MG_ROLE_COMPUTED = 2, /* written by a step */
+    MG_ROLE_KEPT = 4      /* output or retained: not released by the run */
+};
+
+struct mg_plan {
+    const mg_graph *g;
+    int32_t n_tensors; /* graph size when compiled; ids below it are valid */
+    uint8_t *role;     /* per tensor id, MG_ROLE_* bits */
+    int32_t n_steps;
+    mg_tensor *steps;  /* computed tensors in execution order */
+    /* After step s, release release[release_start[s] .. release_start[s+1]) */
+    int32_t *release_start;
+    mg_tensor *release;
+    int32_t n_leaves;
+    mg_tensor *leaves; /* leaves some step reads, or that are outputs */
+    int32_t n_kept;
+    mg_tensor *kept;   /* outputs then retained, without repeats */
+};
+
+/* True if a binding in binds[] gives memory for t. */
+bool mg_bindings_cover(const mg_binding *binds, int n_binds, mg_tensor t);
+
+#endif
