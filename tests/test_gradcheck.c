@@ -115,6 +115,8 @@ static const bcase bcases[] = {
     {3, {3, 1, 4}, 2, {2, 4}, "[3,1,4] . [2,4]"},
     {2, {2, 1}, 3, {2, 2, 3}, "[2,1] . [2,2,3]"},
     {1, {1}, 2, {2, 3}, "[1] . [2,3]"},
+    {4, {2, 1, 3, 1}, 3, {4, 1, 5}, "[2,1,3,1] . [4,1,5]"},
+    {0, {0}, 0, {0}, "scalar . scalar"},
 };
 #define N_BCASES ((int)(sizeof bcases / sizeof bcases[0]))
 
@@ -211,6 +213,32 @@ START_TEST(test_gc_unary_chain) {
                            one));
     gc_check(&c, y);
     gc_end(&c);
+}
+END_TEST
+
+/* unary ops and reductions on a 0-d scalar */
+START_TEST(test_gc_scalar_ops) {
+    for (int op = 0; op < 6; op++) {
+        static const char *names[6] = {"tanh(scalar)",    "log(scalar)",
+                                       "sqrt(scalar)",    "sum(scalar)",
+                                       "mse(scalar, scalar)",
+                                       "sigmoid(reshape([1,1]->scalar))"};
+        gc_ctx c;
+        gc_begin(&c, names[op], 860 + op);
+        mg_tensor x = op == 5 ? gc_x_range(&c, 2, S(1, 1), 0.3, 3.0)
+                              : gc_x_range(&c, 0, NULL, 0.3, 3.0);
+        mg_tensor y;
+        switch (op) {
+        case 0: y = mg_tanh(c.g, x); break;
+        case 1: y = mg_log(c.g, x); break;
+        case 2: y = mg_sqrt(c.g, x); break;
+        case 3: y = mg_exp(c.g, mg_sum(c.g, x, 0, NULL, 0)); break;
+        case 4: y = mg_mse(c.g, x, gc_x(&c, 0, NULL)); break;
+        default: y = mg_sigmoid(c.g, mg_reshape(c.g, x, 0, NULL)); break;
+        }
+        gc_check(&c, y);
+        gc_end(&c);
+    }
 }
 END_TEST
 
@@ -314,6 +342,21 @@ START_TEST(test_gc_permute) {
         /* a non-linear consumer so the permuted layout matters twice */
         mg_tensor y = mg_permute(c.g, x, perms[k]);
         gc_check(&c, mg_mul(c.g, y, y));
+        gc_end(&c);
+    }
+}
+END_TEST
+
+START_TEST(test_gc_permute_4d) {
+    static const int perms[3][4] = {{3, 1, 0, 2}, {0, 1, 3, 2}, {3, 2, 1, 0}};
+    for (int k = 0; k < 3; k++) {
+        char name[64];
+        gc_ctx c;
+        snprintf(name, sizeof name, "permute {%d,%d,%d,%d} of [2,3,2,4]",
+                 perms[k][0], perms[k][1], perms[k][2], perms[k][3]);
+        gc_begin(&c, name, 1250 + k);
+        mg_tensor x = gc_x(&c, 4, S(2, 3, 2, 4));
+        gc_check(&c, mg_permute(c.g, x, perms[k]));
         gc_end(&c);
     }
 }
@@ -461,6 +504,43 @@ START_TEST(test_gc_unused_x) {
     free(grads[0]);
     free(grads[1]);
     gc_end(&c);
+}
+END_TEST
+
+/* xs may be any float tensor: the gradient w.r.t. an intermediate h = 3x
+ * of L = sum(tanh(h) * W) is W (1 - tanh(h)^2), and dL/dx = 3 dL/dh */
+START_TEST(test_gc_intermediate_x) {
+    double xv[6], wv[6], gh[6], gx[6];
+    th_rng r;
+    th_rng_init(&r, 1950);
+    th_fill_f64(&r, xv, 6, -1, 1, 0);
+    th_fill_f64(&r, wv, 6, -1, 1, 0);
+    mg_graph *g = mg_graph_new();
+    ck_assert(g != NULL);
+    mg_tensor x = mg_input(g, "x", MG_F64, 2, S(2, 3));
+    mg_tensor w = mg_input(g, "w", MG_F64, 2, S(2, 3));
+    mg_tensor h = mg_scale(g, x, 3.0);
+    mg_tensor L = mg_sum(g, mg_mul(g, mg_tanh(g, h), w), 0, NULL, 0);
+    TH_OK_T("L", L);
+    mg_tensor xs[2] = {h, x}, grads[2];
+    ck_assert_msg(mg_gradients(g, &L, 1, NULL, xs, 2, NULL, grads) == MG_OK,
+                  "mg_gradients w.r.t. an intermediate failed: %s",
+                  mg_last_error());
+    mg_binding b[2] = {{x, xv}, {w, wv}};
+    void *bufs[2] = {gh, gx};
+    TH_RUN_OK("gradient w.r.t. intermediate", g, 2, grads, bufs, 2, b, 0);
+    for (int i = 0; i < 6; i++) {
+        double t = tanh(3.0 * xv[i]);
+        double e = wv[i] * (1 - t * t);
+        ck_assert_msg(fabs(gh[i] - e) <= 1e-12 * (1 + fabs(e)),
+                      "dL/dh[%d] (h = 3x intermediate): got %.17g, expected "
+                      "%.17g",
+                      i, gh[i], e);
+        ck_assert_msg(fabs(gx[i] - 3 * e) <= 1e-12 * (1 + fabs(e)),
+                      "dL/dx[%d]: got %.17g, expected %.17g", i, gx[i],
+                      3 * e);
+    }
+    mg_graph_free(g);
 }
 END_TEST
 
@@ -676,6 +756,7 @@ static Suite *gradcheck_suite(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_gc_unary);
     tcase_add_test(tc, test_gc_unary_chain);
+    tcase_add_test(tc, test_gc_scalar_ops);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("reduce");
@@ -689,6 +770,7 @@ static Suite *gradcheck_suite(void) {
     tcase_add_test(tc, test_gc_broadcast_to);
     tcase_add_test(tc, test_gc_reshape);
     tcase_add_test(tc, test_gc_permute);
+    tcase_add_test(tc, test_gc_permute_4d);
     tcase_add_test(tc, test_gc_transpose);
     suite_add_tcase(s, tc);
 
@@ -712,6 +794,7 @@ static Suite *gradcheck_suite(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_gc_fan_out);
     tcase_add_test(tc, test_gc_unused_x);
+    tcase_add_test(tc, test_gc_intermediate_x);
     tcase_add_test(tc, test_gc_two_ys);
     tcase_add_test(tc, test_gc_grad_ys_seed);
     tcase_add_test(tc, test_gc_checkpoints_none_identical);

@@ -398,6 +398,83 @@ START_TEST(test_binary_3d_broadcast_ref) {
 }
 END_TEST
 
+/* general numpy broadcasting vs a naive index loop, 4-D shapes */
+static void unravel(int64_t idx, int nd, const int64_t *shape, int64_t *ix) {
+    for (int d = nd - 1; d >= 0; d--) {
+        ix[d] = idx % shape[d];
+        idx /= shape[d];
+    }
+}
+
+/* offset in a tensor of (nd, shape) aligned right to an out index ix[ndo] */
+static int64_t bcast_off(int nd, const int64_t *shape, int ndo,
+                         const int64_t *ix) {
+    int64_t off = 0;
+    for (int d = 0; d < nd; d++) {
+        int64_t i = shape[d] == 1 ? 0 : ix[ndo - nd + d];
+        off = off * shape[d] + i;
+    }
+    return off;
+}
+
+START_TEST(test_binary_random_broadcast_ref) {
+    static const struct {
+        int nda;
+        int64_t sa[4];
+        int ndb;
+        int64_t sb[4];
+        int ndo;
+        int64_t so[4];
+    } cases[] = {
+        {4, {2, 1, 3, 1}, 3, {4, 1, 5}, 4, {2, 4, 3, 5}},
+        {3, {1, 4, 1}, 4, {3, 2, 1, 5}, 4, {3, 2, 4, 5}},
+        {4, {2, 3, 4, 5}, 1, {5}, 4, {2, 3, 4, 5}},
+        {2, {4, 1}, 4, {2, 3, 4, 6}, 4, {2, 3, 4, 6}},
+        {4, {2, 3, 4, 5}, 4, {2, 3, 4, 5}, 4, {2, 3, 4, 5}},
+    };
+    th_rng r;
+    th_rng_init(&r, 21);
+    double a[120], b[144], e[144];
+    for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
+        int64_t na = th_numel(cases[k].nda, cases[k].sa);
+        int64_t nb = th_numel(cases[k].ndb, cases[k].sb);
+        int64_t no = th_numel(cases[k].ndo, cases[k].so);
+        rand_vals(&r, a, na, -2, 2);
+        rand_vals(&r, b, nb, 0.5, 2);
+        for (int op = 0; op < 4; op++) {
+            for (int64_t i = 0; i < no; i++) {
+                int64_t ix[4];
+                unravel(i, cases[k].ndo, cases[k].so, ix);
+                double x = a[bcast_off(cases[k].nda, cases[k].sa,
+                                       cases[k].ndo, ix)];
+                double y = b[bcast_off(cases[k].ndb, cases[k].sb,
+                                       cases[k].ndo, ix)];
+                e[i] = op == 0   ? x + y
+                       : op == 1 ? x - y
+                       : op == 2 ? x * y
+                                 : x / y;
+            }
+            for (int di = 0; di < 2; di++) {
+                char what[96];
+                static const char *names[4] = {"add", "sub", "mul", "div"};
+                snprintf(what, sizeof what, "%s broadcast case %d", names[op],
+                         k);
+                fw f;
+                fw_begin(&f, dtypes[di]);
+                mg_tensor ta = fw_in(&f, cases[k].nda, cases[k].sa, a);
+                mg_tensor tb = fw_in(&f, cases[k].ndb, cases[k].sb, b);
+                mg_tensor y = op == 0   ? mg_add(f.g, ta, tb)
+                              : op == 1 ? mg_sub(f.g, ta, tb)
+                              : op == 2 ? mg_mul(f.g, ta, tb)
+                                        : mg_div(f.g, ta, tb);
+                fw_check(&f, what, y, cases[k].ndo, cases[k].so, e);
+                fw_end(&f);
+            }
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_binary_errors) {
     mg_graph *g = mg_graph_new();
     ck_assert(g != NULL);
@@ -559,6 +636,61 @@ START_TEST(test_mean_axes) {
                  S(1, 1, 1), D(11.5));
         fw_end(&f);
     }
+}
+END_TEST
+
+/* every axis subset of [3,5,7], keepdims 0/1, sum and mean, against a
+ * naive loop */
+START_TEST(test_reduce_random_ref) {
+    const int64_t sh[3] = {3, 5, 7};
+    double x[105], e[105];
+    th_rng r;
+    th_rng_init(&r, 31);
+    rand_vals(&r, x, 105, -2, 2);
+    for (int mask = 1; mask < 8; mask++)
+        for (int keep = 0; keep < 2; keep++)
+            for (int mean = 0; mean < 2; mean++) {
+                int axes[3], na = 0, ndo = 0;
+                int64_t so[3], sk[3]; /* out shape, keepdims shape */
+                int64_t cnt = 1;
+                for (int d = 0; d < 3; d++) {
+                    if (mask & (1 << d)) {
+                        /* list as negative axes for odd masks */
+                        axes[na++] = (mask & 1) ? d - 3 : d;
+                        sk[d] = 1;
+                        cnt *= sh[d];
+                        if (keep)
+                            so[ndo++] = 1;
+                    } else {
+                        sk[d] = sh[d];
+                        so[ndo++] = sh[d];
+                    }
+                }
+                int64_t no = th_numel(3, sk);
+                for (int64_t i = 0; i < no; i++)
+                    e[i] = 0;
+                for (int64_t i = 0; i < 105; i++) {
+                    int64_t ix[3];
+                    unravel(i, 3, sh, ix);
+                    e[bcast_off(3, sk, 3, ix)] += x[i];
+                }
+                if (mean)
+                    for (int64_t i = 0; i < no; i++)
+                        e[i] /= (double)cnt;
+                for (int di = 0; di < 2; di++) {
+                    char what[96];
+                    snprintf(what, sizeof what,
+                             "%s of [3,5,7] over axis mask %d keepdims %d",
+                             mean ? "mean" : "sum", mask, keep);
+                    fw f;
+                    fw_begin(&f, dtypes[di]);
+                    mg_tensor t = fw_in(&f, 3, sh, x);
+                    mg_tensor y = mean ? mg_mean(f.g, t, na, axes, keep)
+                                       : mg_sum(f.g, t, na, axes, keep);
+                    fw_check_tol(&f, what, y, ndo, so, e, 20);
+                    fw_end(&f);
+                }
+            }
 }
 END_TEST
 
@@ -737,6 +869,53 @@ START_TEST(test_softmax_middle_axis_ref) {
         fw_check_tol(&f, "log_softmax axis -2 of [2,3,2]",
                      mg_log_softmax(f.g, t, -2), 3, S(2, 3, 2), lsm, 2);
         fw_end(&f);
+    }
+}
+END_TEST
+
+START_TEST(test_softmax_size1_axis) {
+    for (int di = 0; di < 2; di++) {
+        fw f;
+        fw_begin(&f, dtypes[di]);
+        mg_tensor x = fw_in(&f, 2, S(3, 1), D(-5, 0, 7));
+        fw_check(&f, "softmax over a size-1 axis", mg_softmax(f.g, x, 1), 2,
+                 S(3, 1), D(1, 1, 1));
+        fw_check(&f, "log_softmax over a size-1 axis",
+                 mg_log_softmax(f.g, x, -1), 2, S(3, 1), D(0, 0, 0));
+        fw_end(&f);
+    }
+}
+END_TEST
+
+/* 4-D permutations against a naive index loop */
+START_TEST(test_permute_random_ref) {
+    static const int perms[4][4] = {
+        {3, 1, 0, 2}, {0, 1, 3, 2}, {3, 2, 1, 0}, {1, 3, 0, 2}};
+    const int64_t sh[4] = {2, 3, 4, 5};
+    double x[120], e[120];
+    for (int i = 0; i < 120; i++)
+        x[i] = i;
+    for (int k = 0; k < 4; k++) {
+        int64_t so[4];
+        for (int d = 0; d < 4; d++)
+            so[d] = sh[perms[k][d]];
+        for (int64_t i = 0; i < 120; i++) {
+            int64_t io[4], ix[4];
+            unravel(i, 4, so, io);
+            for (int d = 0; d < 4; d++)
+                ix[perms[k][d]] = io[d];
+            e[i] = x[((ix[0] * 3 + ix[1]) * 4 + ix[2]) * 5 + ix[3]];
+        }
+        for (int di = 0; di < 2; di++) {
+            char what[64];
+            snprintf(what, sizeof what, "permute {%d,%d,%d,%d} of [2,3,4,5]",
+                     perms[k][0], perms[k][1], perms[k][2], perms[k][3]);
+            fw f;
+            fw_begin(&f, dtypes[di]);
+            mg_tensor t = fw_in(&f, 4, sh, x);
+            fw_check(&f, what, mg_permute(f.g, t, perms[k]), 4, so, e);
+            fw_end(&f);
+        }
     }
 }
 END_TEST
@@ -1030,6 +1209,41 @@ START_TEST(test_mse) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ binding
+ * The header asks that every input the plan reads be bound; binding an input
+ * that this plan happens not to read (another output's input, or a leaf a
+ * gradient rule did not need) must not make the run fail. */
+
+START_TEST(test_bind_unread_input) {
+    mg_graph *g = mg_graph_new();
+    ck_assert(g != NULL);
+    double xv[3] = {1, -2, 3}, zv[3] = {4, 5, 6}, out[3] = {0, 0, 0};
+    mg_tensor x = mg_input(g, "x", MG_F64, 1, S(3));
+    mg_tensor z = mg_input(g, "z", MG_F64, 1, S(3));
+    mg_tensor y = mg_neg(g, x);
+    TH_OK_T("neg", y);
+    mg_plan *p = NULL;
+    mg_exec *ex = NULL;
+    ck_assert_msg(mg_plan_compile(g, &y, 1, NULL, &p) == MG_OK, "%s",
+                  mg_last_error());
+    ck_assert_msg(mg_exec_new(NULL, &ex) == MG_OK, "%s", mg_last_error());
+    mg_binding b[3] = {{x, xv}, {z, zv}, {y, out}};
+    mg_status st = mg_exec_run(ex, p, b, 3, 0);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", mg_last_error());
+    mg_exec_free(ex);
+    mg_plan_free(p);
+    mg_graph_free(g);
+    ck_assert_msg(st == MG_OK,
+                  "plan for neg(x) with inputs x and z both bound: run "
+                  "returned %s (%s); binding an input the plan does not read "
+                  "should be accepted",
+                  mg_status_str(st), msg);
+    ck_assert_msg(out[0] == -1 && out[1] == 2 && out[2] == -3,
+                  "neg: got %g %g %g", out[0], out[1], out[2]);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ suite */
 
 static Suite *ops_forward_suite(void) {
@@ -1048,6 +1262,7 @@ static Suite *ops_forward_suite(void) {
     tcase_add_test(tc, test_binary_outer_broadcast);
     tcase_add_test(tc, test_binary_scalar);
     tcase_add_test(tc, test_binary_3d_broadcast_ref);
+    tcase_add_test(tc, test_binary_random_broadcast_ref);
     tcase_add_test(tc, test_binary_errors);
     suite_add_tcase(s, tc);
 
@@ -1061,6 +1276,7 @@ static Suite *ops_forward_suite(void) {
     tcase_add_test(tc, test_sum_axes);
     tcase_add_test(tc, test_sum_axes_unsorted);
     tcase_add_test(tc, test_mean_axes);
+    tcase_add_test(tc, test_reduce_random_ref);
     tcase_add_test(tc, test_reduce_errors);
     suite_add_tcase(s, tc);
 
@@ -1068,6 +1284,7 @@ static Suite *ops_forward_suite(void) {
     tcase_add_test(tc, test_broadcast_to);
     tcase_add_test(tc, test_reshape);
     tcase_add_test(tc, test_permute_transpose);
+    tcase_add_test(tc, test_permute_random_ref);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("softmax");
@@ -1075,6 +1292,7 @@ static Suite *ops_forward_suite(void) {
     tcase_add_test(tc, test_softmax_first_axis);
     tcase_add_test(tc, test_softmax_middle_axis_ref);
     tcase_add_test(tc, test_softmax_large_inputs);
+    tcase_add_test(tc, test_softmax_size1_axis);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("fill");
@@ -1095,6 +1313,10 @@ static Suite *ops_forward_suite(void) {
     tcase_add_test(tc, test_cross_entropy_bad_label);
     tcase_add_test(tc, test_cross_entropy_errors);
     tcase_add_test(tc, test_mse);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("binding");
+    tcase_add_test(tc, test_bind_unread_input);
     suite_add_tcase(s, tc);
 
     return s;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 static _Thread_local char last_error[1024];
+static _Thread_local mg_status last_status;
 
 const char *mg_status_str(mg_status s) {
     switch (s) {
@@ -30,10 +31,16 @@ const char *mg_status_str(mg_status s) {
 
 const char *mg_last_error(void) { return last_error; }
 
-void mg_clear_error(void) { last_error[0] = '\0'; }
+void mg_clear_error(void) {
+    last_error[0] = '\0';
+    last_status = MG_OK;
+}
+
+mg_status mg_last_status(void) { return last_status; }
 
 mg_status mg_set_errorv(mg_status s, const char *fmt, va_list ap) {
     vsnprintf(last_error, sizeof last_error, fmt, ap);
+    last_status = s;
     return s;
 }
 

@@ -76,6 +76,7 @@ typedef struct mg_attrs {
     int perm[MG_MAX_DIMS];        /* permute */
     int axis;                     /* softmax, log_softmax: non-negative */
     int ndim;                     /* reshape, broadcast_to, fill: target */
+    mg_dtype dtype;               /* fill: element type */
     int64_t shape[MG_MAX_DIMS];
     double alpha;                 /* scale factor; fill value */
     double p;                     /* dropout probability */
@@ -93,6 +94,9 @@ const char *mg_op_str(mg_op op);
 mg_status mg_set_error(mg_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 mg_status mg_set_errorv(mg_status s, const char *fmt, va_list ap);
+/* The status recorded with the last message on this thread: lets a caller
+ * pass on why a builder returned MG_NO_TENSOR. */
+mg_status mg_last_status(void);
 
 /* Counter-based RNG: a pure function of (key, counter). Used by dropout on
  * every backend so that masks agree across devices and recomputation. */

@@ -142,16 +142,13 @@ mg_status mg_float_pair_check(const mg_tdesc *a, const char *a_what,
 mg_status mg_grad_status(int n, const bool *need, const mg_tensor *gin) {
     for (int i = 0; i < n; i++) {
         if (!need[i] || gin[i] != MG_NO_TENSOR) continue;
-        /* The failing builder set the message but the status is not kept;
-         * on a valid forward graph only running out of memory is expected,
-         * anything else is a broken rule. */
-        const char *msg = mg_last_error();
-        if (!msg[0])
-            return mg_set_error(MG_ERR_INTERNAL,
-                                "a gradient rule built no tensor for input %d",
-                                i);
-        return strstr(msg, mg_status_str(MG_ERR_NOMEM)) ? MG_ERR_NOMEM
-                                                         : MG_ERR_INTERNAL;
+        /* The failing builder recorded why. */
+        mg_status s = mg_last_status();
+        return s != MG_OK ? s
+                          : mg_set_error(MG_ERR_INTERNAL,
+                                         "a gradient rule built no tensor "
+                                         "for input %d",
+                                         i);
     }
     return MG_OK;
 }

@@ -8,10 +8,6 @@
 
 #include "graph.h"
 
-/* fill has no input to take a dtype from and mg_attrs has no dtype field,
- * so its dtype travels in the one attribute fill does not otherwise use. */
-#define MG_FILL_DTYPE(attrs) ((attrs).axis)
-
 /* ---- shared checks (op_table.c) ------------------------------------------ */
 
 /* Descriptor of a builder argument read before mg_graph_add_node, or NULL

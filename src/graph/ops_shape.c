@@ -111,7 +111,7 @@ mg_status mg_permute_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
 mg_status mg_fill_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                         mg_tdesc *out, char *why, size_t len) {
     (void)in, (void)n_in;
-    int dtype = MG_FILL_DTYPE(*a);
+    int dtype = a->dtype;
     if (dtype != MG_F32 && dtype != MG_F64) {
         snprintf(why, len, "dtype must be f32 or f64, not %s",
                  mg_dtype_name((mg_dtype)dtype));
@@ -130,7 +130,7 @@ mg_tensor mg_fill(mg_graph *g, mg_dtype dtype, int ndim, const int64_t *shape,
     mg_attrs at = {0};
     if (mg_attrs_shape_set(&at, ndim, shape, "fill") != MG_OK)
         return MG_NO_TENSOR;
-    MG_FILL_DTYPE(at) = (int)dtype;
+    at.dtype = dtype;
     at.alpha = value;
     return mg_graph_add_node(g, MG_OP_FILL, 0, NULL, &at);
 }

@@ -102,8 +102,10 @@ static mg_status accumulate(mg_graph *g, mg_tensor *gsum, mg_tensor t,
 
 /* Status to return after a builder gave MG_NO_TENSOR: its message is set. */
 static mg_status builder_failed(void) {
-    return mg_last_error()[0] ? MG_ERR_INTERNAL : mg_set_error(
-        MG_ERR_INTERNAL, "mg_gradients: a gradient op could not be built");
+    mg_status s = mg_last_status();
+    return s != MG_OK ? s
+                      : mg_set_error(MG_ERR_INTERNAL, "mg_gradients: a "
+                                     "gradient op could not be built");
 }
 
 /* Backpropagate over `order` (topological, ancestors of the ys) with
