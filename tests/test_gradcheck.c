@@ -728,6 +728,123 @@ START_TEST(test_gc_errors) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ f32
+ * The backward kernels also exist in MG_F32: the f32 gradient of each op
+ * must match the (FD-checked) f64 one to f32 accuracy. */
+
+#define F32_NOPS 17
+static const char *f32_names[F32_NOPS] = {
+    "matmul",  "add [3,4]+[4]", "sub [3,1]-[3,4]", "mul [3,4]*[3,1]",
+    "div",     "neg",          "relu",          "gelu",
+    "tanh",    "sigmoid",      "exp",           "log",
+    "sqrt",    "scale",        "softmax(0)",    "log_softmax(-1)",
+    "cross_entropy"};
+
+/* grads of L = sum(op(a, b) * W) w.r.t. a and b, copied out as doubles */
+static void f32_grads(mg_dtype dt, int op, const double *av,
+                      const double *bv, const double *wv, double *ga,
+                      double *gb) {
+    int64_t sb[2] = {op == 0 ? 4 : 3, op == 0 ? 5 : (op == 2 || op == 3) ? 1 : 4};
+    int ndb = op == 1 ? 1 : 2;
+    const int64_t *sbp = op == 1 ? S(4) : sb;
+    int64_t nb = th_numel(ndb, sbp);
+    mg_graph *g = mg_graph_new();
+    ck_assert(g != NULL);
+    mg_tensor a = mg_input(g, "a", dt, 2, S(3, 4));
+    mg_tensor b = mg_input(g, "b", dt, ndb, sbp);
+    mg_tensor lab = mg_input(g, "lab", MG_I32, 1, S(3));
+    mg_tensor y;
+    switch (op) {
+    case 0: y = mg_matmul(g, a, b, 0, 0); break;
+    case 1: y = mg_add(g, a, b); break;
+    case 2: y = mg_sub(g, b, a); break;
+    case 3: y = mg_mul(g, a, b); break;
+    case 4: y = mg_div(g, a, b); break;
+    case 5: y = mg_neg(g, a); break;
+    case 6: y = mg_relu(g, a); break;
+    case 7: y = mg_gelu(g, a); break;
+    case 8: y = mg_tanh(g, a); break;
+    case 9: y = mg_sigmoid(g, a); break;
+    case 10: y = mg_exp(g, a); break;
+    case 11: y = mg_log(g, b); break;
+    case 12: y = mg_sqrt(g, b); break;
+    case 13: y = mg_scale(g, a, 0.7); break;
+    case 14: y = mg_softmax(g, a, 0); break;
+    case 15: y = mg_log_softmax(g, a, -1); break;
+    default: y = mg_cross_entropy(g, a, lab); break;
+    }
+    ck_assert_msg(y != MG_NO_TENSOR, "%s: %s", f32_names[op], mg_last_error());
+    int nd;
+    int64_t sy[MG_MAX_DIMS];
+    ck_assert(mg_tensor_shape(g, y, &nd, sy) == MG_OK);
+    mg_tensor w = mg_input(g, "w", dt, nd, sy);
+    mg_tensor L = mg_sum(g, mg_mul(g, y, w), 0, NULL, 0);
+    TH_OK_T(f32_names[op], L);
+    mg_tensor xs[2] = {a, b}, gr[2];
+    mg_status st = mg_gradients(g, &L, 1, NULL, xs, 2, NULL, gr);
+    ck_assert_msg(st == MG_OK, "%s (%s): mg_gradients failed: %s",
+                  f32_names[op], mg_dtype_name(dt), mg_last_error());
+    size_t es = mg_dtype_size(dt);
+    void *ad = malloc(12 * es), *bd = malloc((size_t)nb * es);
+    void *wd = malloc((size_t)th_numel(nd, sy) * es);
+    void *gad = malloc(12 * es), *gbd = malloc((size_t)nb * es);
+    ck_assert(ad && bd && wd && gad && gbd);
+    for (int i = 0; i < 12; i++) {
+        if (dt == MG_F32) ((float *)ad)[i] = (float)av[i];
+        else ((double *)ad)[i] = av[i];
+    }
+    for (int64_t i = 0; i < nb; i++) {
+        if (dt == MG_F32) ((float *)bd)[i] = (float)bv[i];
+        else ((double *)bd)[i] = bv[i];
+    }
+    for (int64_t i = 0; i < th_numel(nd, sy); i++) {
+        if (dt == MG_F32) ((float *)wd)[i] = (float)wv[i];
+        else ((double *)wd)[i] = wv[i];
+    }
+    int32_t labv[3] = {2, 0, 3};
+    mg_binding bnd[4] = {{a, ad}, {b, bd}, {w, wd}, {lab, labv}};
+    void *outs[2] = {gad, gbd};
+    mg_status rs = th_run(g, 2, gr, outs, 4, bnd, 5);
+    if (rs == MG_OK) {
+        for (int i = 0; i < 12; i++)
+            ga[i] = dt == MG_F32 ? ((float *)gad)[i] : ((double *)gad)[i];
+        for (int64_t i = 0; i < nb; i++)
+            gb[i] = dt == MG_F32 ? ((float *)gbd)[i] : ((double *)gbd)[i];
+    }
+    free(ad); free(bd); free(wd); free(gad); free(gbd);
+    mg_graph_free(g);
+    ck_assert_msg(rs == MG_OK, "%s (%s): gradient run failed: %s",
+                  f32_names[op], mg_dtype_name(dt), th_errmsg);
+}
+
+START_TEST(test_f32_grads_match_f64) {
+    th_rng r;
+    th_rng_init(&r, 3000);
+    double av[12], bv[20], wv[20];
+    double ga32[12], gb32[20], ga64[12], gb64[20];
+    for (int op = 0; op < F32_NOPS; op++) {
+        /* values exactly representable in f32 */
+        for (int i = 0; i < 12; i++)
+            av[i] = (double)(float)th_rng_range(&r, -2, 2, 1e-2);
+        for (int i = 0; i < 20; i++) {
+            bv[i] = (double)(float)th_rng_range(&r, 0.5, 2, 0);
+            wv[i] = (double)(float)th_rng_range(&r, -1, 1, 0);
+        }
+        f32_grads(MG_F64, op, av, bv, wv, ga64, gb64);
+        f32_grads(MG_F32, op, av, bv, wv, ga32, gb32);
+        int64_t nb = op == 0 ? 20 : op == 1 ? 4 : (op == 2 || op == 3) ? 3 : 12;
+        for (int i = 0; i < 12; i++)
+            ck_assert_msg(fabs(ga32[i] - ga64[i]) <= 1e-5 + 1e-4 * fabs(ga64[i]),
+                          "%s: f32 gradient of a[%d] is %.9g, f64 gives %.17g",
+                          f32_names[op], i, ga32[i], ga64[i]);
+        for (int64_t i = 0; i < nb; i++)
+            ck_assert_msg(fabs(gb32[i] - gb64[i]) <= 1e-5 + 1e-4 * fabs(gb64[i]),
+                          "%s: f32 gradient of b[%lld] is %.9g, f64 gives %.17g",
+                          f32_names[op], (long long)i, gb32[i], gb64[i]);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------ suite */
 
 static Suite *gradcheck_suite(void) {
@@ -800,6 +917,10 @@ static Suite *gradcheck_suite(void) {
     tcase_add_test(tc, test_gc_checkpoints_none_identical);
     tcase_add_test(tc, test_gc_checkpoints_same_graph);
     tcase_add_test(tc, test_gc_errors);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("f32");
+    tcase_add_test(tc, test_f32_grads_match_f64);
     suite_add_tcase(s, tc);
 
     return s;

@@ -85,7 +85,7 @@ UNARY_OPS(UNARY_KERNEL)
     X(sub, a - b)                                                             \
     X(mul, a * b)                                                             \
     X(div, a / b)                                                             \
-    X(relu_grad, b > 0 ? a : (T)0)          /* (gy, x) */                     \
+    X(relu_grad, b > 0 ? a : (T)0)          /* (gy, y) */                     \
     X(gelu_grad, a * GELU_DERIV(b))         /* (gy, x) */                     \
     X(tanh_grad, a * ((T)1 - b * b))        /* (gy, y) */                     \
     X(sigmoid_grad, a * b * ((T)1 - b))     /* (gy, y) */

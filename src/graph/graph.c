@@ -150,11 +150,6 @@ mg_tensor mg_graph_add_node(mg_graph *g, mg_op op, int n_in,
     return g->n++;
 }
 
-mg_tensor mg_op_build(mg_graph *g, mg_op op, int n_in, const mg_tensor *in,
-                      const mg_attrs *attrs) {
-    return mg_graph_add_node(g, op, n_in, in, attrs);
-}
-
 /* ---- leaves -------------------------------------------------------------- */
 
 static mg_tensor add_leaf(mg_graph *g, mg_op op, const char *name,

@@ -92,8 +92,6 @@ mg_tensor mg_sum_to(mg_graph *g, mg_tensor t, const mg_tdesc *shape);
  * forward mask through it. */
 mg_tensor mg_dropout_at(mg_graph *g, mg_tensor x, double p, uint64_t seed,
                         uint64_t offset);
-mg_tensor mg_op_build(mg_graph *g, mg_op op, int n_in, const mg_tensor *in,
-                      const mg_attrs *attrs);
 
 /* Flops and bytes moved to compute tensor t from its inputs. */
 void mg_graph_op_cost(const mg_graph *g, mg_tensor t, double *flops,

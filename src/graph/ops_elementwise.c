@@ -189,7 +189,9 @@ mg_status mg_unary_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
     if (!need[0]) return MG_OK;
     switch (n.op) {
     case MG_OP_NEG: gin[0] = mg_neg(g, gy); break;
-    case MG_OP_RELU: gin[0] = helper_build(g, MG_OP_RELU_GRAD, gy, x); break;
+    /* relu reads its output (y > 0 iff x > 0), as PyTorch does: a
+     * recomputed segment then keeps one tensor per layer, not two. */
+    case MG_OP_RELU: gin[0] = helper_build(g, MG_OP_RELU_GRAD, gy, y); break;
     case MG_OP_GELU: gin[0] = helper_build(g, MG_OP_GELU_GRAD, gy, x); break;
     case MG_OP_TANH: gin[0] = helper_build(g, MG_OP_TANH_GRAD, gy, y); break;
     case MG_OP_SIGMOID:
