@@ -182,7 +182,7 @@ int main(int argc, char **argv) {
     const struct { const char *name; mg_ckpt_policy policy; } policies[] = {
         {"none", MG_CKPT_NONE}, {"memory", MG_CKPT_MEMORY}, {"speed", MG_CKPT_SPEED}};
     for (size_t i = 0; i < sizeof policies / sizeof *policies; i++) {
-        mg_checkpoints ck = {policies[i].policy, NULL, 0};
+        mg_checkpoints ck = {.policy = policies[i].policy, .tensors = NULL, .n_tensors = 0};
         mlp m;
         mg_status gs;
         mlp_build(&m, depth, width, batch, classes, &ck, &gs);

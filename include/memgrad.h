@@ -97,6 +97,10 @@ const char *mg_tensor_op_name(const mg_graph *g, mg_tensor t); /* "matmul" */
 mg_tensor mg_tensor_find(const mg_graph *g, const char *name);
 /* True for tensors that mg_gradients appended. */
 int mg_tensor_is_backward(const mg_graph *g, mg_tensor t);
+/* The inputs of the op producing t: their count (-1 for a bad id), and
+ * input k (MG_NO_TENSOR if out of range). */
+int mg_tensor_num_inputs(const mg_graph *g, mg_tensor t);
+mg_tensor mg_tensor_input(const mg_graph *g, mg_tensor t, int k);
 
 /* Rewire input `slot` of the op producing `t` to read `src` instead. The
  * shape rule is checked again; this is how importers and rewriters edit a
@@ -163,6 +167,43 @@ mg_tensor mg_cross_entropy(mg_graph *g, mg_tensor logits, mg_tensor labels);
 /* Mean squared error over all elements: a scalar. */
 mg_tensor mg_mse(mg_graph *g, mg_tensor pred, mg_tensor target);
 
+/* ------------------------------------------------------------------ ops for
+ * convolutional networks and transformers. Images are NCHW; every spatial
+ * argument comes as an (h, w) pair. */
+
+/* 2-D cross-correlation (PyTorch's conv2d) of x [N, C, H, W] with
+ * w [O, C/groups, KH, KW]: y is [N, O, OH, OW] with
+ * OH = (H + 2 pad_h - dilation_h (KH - 1) - 1) / stride_h + 1 (floored),
+ * likewise OW. Strides and dilations >= 1, pads >= 0, groups >= 1 dividing
+ * C and O. No bias: add one of shape [O, 1, 1], which broadcasts. */
+mg_tensor mg_conv2d(mg_graph *g, mg_tensor x, mg_tensor w, int stride_h,
+                    int stride_w, int pad_h, int pad_w, int dilation_h,
+                    int dilation_w, int groups);
+
+/* Max and average pooling of x [N, C, H, W] over kernel_h x kernel_w
+ * windows; the output size follows conv2d's rule with dilation 1. Padding
+ * may be at most half the kernel, so every window holds part of x. Max
+ * pooling never picks padding; on ties its gradient goes to the first
+ * maximum in row-major window order, deterministically. Average pooling
+ * divides by kernel_h * kernel_w, padding included (PyTorch's default
+ * count_include_pad = True). */
+mg_tensor mg_max_pool2d(mg_graph *g, mg_tensor x, int kernel_h, int kernel_w,
+                        int stride_h, int stride_w, int pad_h, int pad_w);
+mg_tensor mg_avg_pool2d(mg_graph *g, mg_tensor x, int kernel_h, int kernel_w,
+                        int stride_h, int stride_w, int pad_h, int pad_w);
+
+/* Batch normalisation in training mode: x [N, C, ...] is normalised per
+ * channel with the mean and biased variance of the batch (over every axis
+ * but 1), then y = xhat * gamma[c] + beta[c]; gamma and beta are [C].
+ * eps >= 0 is added to the variance. There are no running statistics:
+ * an evaluation-mode batchnorm is an affine op (mul and add) of its own. */
+mg_tensor mg_batchnorm(mg_graph *g, mg_tensor x, mg_tensor gamma,
+                       mg_tensor beta, double eps);
+/* Layer normalisation over the last n_norm_axes axes of x (1..ndim), with
+ * gamma and beta of the shape of those axes. */
+mg_tensor mg_layernorm(mg_graph *g, mg_tensor x, mg_tensor gamma,
+                       mg_tensor beta, int n_norm_axes, double eps);
+
 /* ------------------------------------------------------------------ gradients */
 
 typedef enum mg_ckpt_policy {
@@ -172,11 +213,44 @@ typedef enum mg_ckpt_policy {
     MG_CKPT_SPEED = 3       /* keep matmul/conv outputs */
 } mg_ckpt_policy;
 
+/*
+ * What the forward pass keeps for the backward pass. Forward tensors that
+ * are not kept are freed after their last forward reader, and the backward
+ * pass reads recomputed copies instead: each segment between kept tensors is
+ * recomputed once, just before the backward ops that need it. Copies replay
+ * dropout's seed and offset, so gradients equal plain backprop's bit for bit.
+ *
+ *   MG_CKPT_COLLECTION  keep the listed tensors plus every tensor tagged with
+ *                       mg_tensor_set_checkpoint. Each must be a computed
+ *                       tensor that some y depends on, and not a y.
+ *   MG_CKPT_MEMORY      keep about sqrt(n) tensors: articulation points of
+ *                       the forward graph (igraph), and where the graph has
+ *                       too few of them (skip connections), the smallest
+ *                       topological cut in each stretch (docs/checkpointing.md)
+ *   MG_CKPT_SPEED       keep the outputs of expensive ops (matmul, conv) and
+ *                       recompute the cheap ones between them
+ * The ys are always kept; so is an op that cannot be recomputed safely.
+ */
 typedef struct mg_checkpoints {
     mg_ckpt_policy policy;
     const mg_tensor *tensors; /* for MG_CKPT_COLLECTION */
     int n_tensors;
+    /* MG_CKPT_MEMORY: tensors smaller than this are never chosen (0: any) */
+    size_t min_bytes;
 } mg_checkpoints;
+
+/* Tag t (a computed tensor) for MG_CKPT_COLLECTION, or untag it (on = 0). */
+mg_status mg_tensor_set_checkpoint(mg_graph *g, mg_tensor t, int on);
+/* True if t is tagged, or was chosen as a checkpoint by mg_gradients. */
+int mg_tensor_is_checkpoint(const mg_graph *g, mg_tensor t);
+/* True if t is a recomputed copy that mg_gradients made; then
+ * mg_tensor_recompute_source gives the forward tensor it recomputes. */
+int mg_tensor_is_recompute(const mg_graph *g, mg_tensor t);
+mg_tensor mg_tensor_recompute_source(const mg_graph *g, mg_tensor t);
+/* The checkpoints chosen by mg_gradients calls on g, in id order: writes up
+ * to cap ids to out (out may be NULL when cap is 0) and returns how many
+ * there are, or -1 if g is NULL. */
+int mg_graph_checkpoints(const mg_graph *g, mg_tensor *out, int cap);
 
 /*
  * Append the gradient graph of ys with respect to xs and store in
@@ -203,7 +277,8 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
 
 /* A readable dump: one line per tensor with id, name, op, inputs, shape. */
 mg_status mg_graph_dump(const mg_graph *g, FILE *out);
-/* Graphviz DOT: ops as boxes, leaves as ellipses, backward ops shaded. */
+/* Graphviz DOT: ops as boxes, leaves as ellipses, backward ops shaded,
+ * checkpoints drawn bold, recomputed copies dashed. */
 mg_status mg_graph_write_dot(const mg_graph *g, FILE *out);
 
 /* ------------------------------------------------------------------ plans */
@@ -226,6 +301,10 @@ typedef struct mg_plan_options {
     /* Set for a forward-only (no_grad) run: compiling fails with
      * MG_ERR_INVALID_ARG if an output needs a backward op. */
     int no_grad;
+    /* Compile as if mg_gradients had kept every activation: ops read the
+     * forward tensors instead of their recomputed copies. Same values; the
+     * plain-backprop schedule, to compare memory and time against. */
+    int without_recompute;
 } mg_plan_options;
 
 /* Compile a linear schedule that computes `outputs` (and opts->retain).
@@ -244,6 +323,25 @@ size_t mg_plan_predicted_peak(const mg_plan *p, const mg_binding *binds,
                               int n_binds);
 /* The plan's ops in order with the buffers each step releases. */
 mg_status mg_plan_dump(const mg_plan *p, FILE *out);
+
+/* What a plan does, counted over its steps. Forward steps are those
+ * mg_gradients did not add; recompute steps are the copies it made. */
+typedef struct mg_plan_summary {
+    int n_steps, n_forward, n_recompute, n_backward;
+    int n_segments;    /* runs of consecutive recompute steps */
+    int n_checkpoints; /* chosen checkpoints the plan computes */
+    double forward_flops, recompute_flops, backward_flops;
+    size_t predicted_peak;                   /* with the given bindings */
+    size_t predicted_peak_without_recompute; /* same, plain backprop */
+} mg_plan_summary;
+
+mg_status mg_plan_summarize(const mg_plan *p, const mg_binding *binds,
+                            int n_binds, mg_plan_summary *out);
+/* A readable report: the checkpoints, each recompute segment, recomputed
+ * ops and flops as a fraction of one forward pass, and the predicted peak
+ * beside plain backprop's. */
+mg_status mg_plan_report(const mg_plan *p, const mg_binding *binds,
+                         int n_binds, FILE *out);
 
 /* ------------------------------------------------------------------ running */
 

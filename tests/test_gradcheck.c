@@ -613,7 +613,7 @@ static mg_tensor build_net(gc_ctx *c) {
 START_TEST(test_gc_checkpoints_none_identical) {
     gc_ctx c1, c2;
     double *g1[GC_MAX_LEAVES], *g2[GC_MAX_LEAVES];
-    mg_checkpoints none = {MG_CKPT_NONE, NULL, 0};
+    mg_checkpoints none = {.policy = MG_CKPT_NONE, .tensors = NULL, .n_tensors = 0};
 
     gc_begin(&c1, "net, checkpoints NULL", 2200);
     c1.run_seed = 11;
@@ -655,7 +655,7 @@ START_TEST(test_gc_checkpoints_same_graph) {
     for (int i = 0; i < c.n; i++)
         if (c.is_x[i])
             xs[nx++] = c.t[i];
-    mg_checkpoints none = {MG_CKPT_NONE, NULL, 0};
+    mg_checkpoints none = {.policy = MG_CKPT_NONE, .tensors = NULL, .n_tensors = 0};
     ck_assert_msg(mg_gradients(c.g, &L, 1, NULL, xs, nx, NULL, ga) == MG_OK,
                   "mg_gradients (NULL) failed: %s", mg_last_error());
     ck_assert_msg(mg_gradients(c.g, &L, 1, NULL, xs, nx, &none, gb) == MG_OK,

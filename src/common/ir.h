@@ -17,8 +17,8 @@
 
 /* One line per op: enum suffix and printed name. The op table in
  * src/graph/op_table.c and each backend's kernel table are indexed by it.
- * Ops after DROPOUT that end in _GRAD are backward helpers built only by
- * gradient rules. */
+ * Ops after DROPOUT whose names contain _GRAD are backward helpers built
+ * only by gradient rules. */
 #define MG_OP_LIST(X)                 \
     X(INPUT, "input")                 \
     X(PARAM, "param")                 \
@@ -51,7 +51,20 @@
     X(GELU_GRAD, "gelu_grad")         \
     X(TANH_GRAD, "tanh_grad")         \
     X(SIGMOID_GRAD, "sigmoid_grad")   \
-    X(CROSS_ENTROPY_GRAD, "cross_entropy_grad")
+    X(CROSS_ENTROPY_GRAD, "cross_entropy_grad") \
+    X(CONV2D, "conv2d")               \
+    X(MAX_POOL2D, "max_pool2d")       \
+    X(AVG_POOL2D, "avg_pool2d")       \
+    X(BATCHNORM, "batchnorm")         \
+    X(LAYERNORM, "layernorm")         \
+    X(CONV2D_GRAD_INPUT, "conv2d_grad_input") \
+    X(CONV2D_GRAD_WEIGHT, "conv2d_grad_weight") \
+    X(MAX_POOL2D_GRAD, "max_pool2d_grad") \
+    X(AVG_POOL2D_GRAD, "avg_pool2d_grad") \
+    X(BATCHNORM_GRAD_INPUT, "batchnorm_grad_input") \
+    X(BATCHNORM_GRAD_GAMMA, "batchnorm_grad_gamma") \
+    X(LAYERNORM_GRAD_INPUT, "layernorm_grad_input") \
+    X(LAYERNORM_GRAD_GAMMA, "layernorm_grad_gamma")
 
 typedef enum mg_op {
 #define MG_OP_ENUM(e, s) MG_OP_##e,
@@ -81,6 +94,16 @@ typedef struct mg_attrs {
     double alpha;                 /* scale factor; fill value */
     double p;                     /* dropout probability */
     uint64_t seed, offset;        /* dropout: op seed and RNG counter base */
+    /* conv2d, pools and their gradient ops, as (h, w) pairs. Pools set
+     * dilation to 1 so that one window rule serves them all. */
+    int stride[2], pad[2], dilation[2];
+    int kernel[2];                /* pool window; conv2d_grad_weight: w's */
+    int groups;                   /* conv2d: channel groups */
+    double eps;                   /* batchnorm, layernorm: added to variance */
+    int n_norm_axes;              /* layernorm: trailing axes normalised */
+    /* ndim/shape above also carry the output shape of ops that cannot infer
+     * it from their inputs: conv2d_grad_input and avg_pool2d_grad (x's
+     * shape). */
 } mg_attrs;
 
 int64_t mg_tdesc_numel(const mg_tdesc *d);

@@ -41,6 +41,19 @@ const mg_kernel_fn mg_cpu_kernels[MG_OP_COUNT] = {
     [MG_OP_TANH_GRAD] = mg_cpu_tanh_grad,
     [MG_OP_SIGMOID_GRAD] = mg_cpu_sigmoid_grad,
     [MG_OP_CROSS_ENTROPY_GRAD] = mg_cpu_cross_entropy_grad,
+    [MG_OP_CONV2D] = mg_cpu_conv2d,
+    [MG_OP_MAX_POOL2D] = mg_cpu_max_pool2d,
+    [MG_OP_AVG_POOL2D] = mg_cpu_avg_pool2d,
+    [MG_OP_BATCHNORM] = mg_cpu_norm,
+    [MG_OP_LAYERNORM] = mg_cpu_norm,
+    [MG_OP_CONV2D_GRAD_INPUT] = mg_cpu_conv2d_grad_input,
+    [MG_OP_CONV2D_GRAD_WEIGHT] = mg_cpu_conv2d_grad_weight,
+    [MG_OP_MAX_POOL2D_GRAD] = mg_cpu_max_pool2d_grad,
+    [MG_OP_AVG_POOL2D_GRAD] = mg_cpu_avg_pool2d_grad,
+    [MG_OP_BATCHNORM_GRAD_INPUT] = mg_cpu_norm_grad_input,
+    [MG_OP_BATCHNORM_GRAD_GAMMA] = mg_cpu_norm_grad_gamma,
+    [MG_OP_LAYERNORM_GRAD_INPUT] = mg_cpu_norm_grad_input,
+    [MG_OP_LAYERNORM_GRAD_GAMMA] = mg_cpu_norm_grad_gamma,
 };
 
 mg_status mg_cpu_fail(const mg_kargs *a, mg_status s, const char *fmt, ...) {

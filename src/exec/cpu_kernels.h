@@ -108,5 +108,16 @@ mg_status mg_cpu_gelu_grad(const mg_kargs *a);
 mg_status mg_cpu_tanh_grad(const mg_kargs *a);
 mg_status mg_cpu_sigmoid_grad(const mg_kargs *a);
 mg_status mg_cpu_cross_entropy_grad(const mg_kargs *a);
+mg_status mg_cpu_conv2d(const mg_kargs *a);
+mg_status mg_cpu_conv2d_grad_input(const mg_kargs *a);
+mg_status mg_cpu_conv2d_grad_weight(const mg_kargs *a);
+mg_status mg_cpu_max_pool2d(const mg_kargs *a);
+mg_status mg_cpu_avg_pool2d(const mg_kargs *a);
+mg_status mg_cpu_max_pool2d_grad(const mg_kargs *a);
+mg_status mg_cpu_avg_pool2d_grad(const mg_kargs *a);
+/* batchnorm and layernorm share kernels that read a->op */
+mg_status mg_cpu_norm(const mg_kargs *a);
+mg_status mg_cpu_norm_grad_input(const mg_kargs *a);
+mg_status mg_cpu_norm_grad_gamma(const mg_kargs *a);
 
 #endif

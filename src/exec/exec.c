@@ -24,7 +24,8 @@ typedef struct mg_kept {
 struct mg_exec {
     mg_backend backend;
     mg_pool pool;
-    void **buf; /* per tensor id during a run */
+    void **buf;   /* per tensor id during a run */
+    bool *pooled; /* per tensor id: buf came from the pool this run */
     int32_t buf_cap;
     mg_kept *kept;
     int32_t n_kept;
@@ -67,12 +68,58 @@ void mg_exec_free(mg_exec *ex) {
     mg_pool_destroy(&ex->pool);
     if (ex->backend.destroy) ex->backend.destroy(ex->backend.ctx);
     free(ex->buf);
+    free(ex->pooled);
     free(ex);
 }
 
-static bool ranges_overlap(const void *a, size_t na, const void *b, size_t nb) {
-    uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
-    return pa < pb + nb && pb < pa + na;
+typedef struct bound_range {
+    uintptr_t lo, hi; /* [lo, hi) */
+    int bind;         /* index into the bindings */
+} bound_range;
+
+static int compare_ranges(const void *a, const void *b) {
+    uintptr_t x = ((const bound_range *)a)->lo, y = ((const bound_range *)b)->lo;
+    return (x > y) - (x < y);
+}
+
+/* A bound output must not overlap any other binding: it would overwrite an
+ * input mid-run, or another output. Sorting by address finds any overlap
+ * between neighbours in O(b log b). */
+static mg_status check_overlaps(const mg_plan *p, const mg_binding *binds,
+                                int n_binds) {
+    bound_range *r = malloc((size_t)(n_binds ? n_binds : 1) * sizeof *r);
+    if (!r) return mg_set_error(MG_ERR_NOMEM, "mg_exec_run: out of memory");
+    for (int i = 0; i < n_binds; i++) {
+        uintptr_t lo = (uintptr_t)binds[i].data;
+        r[i] = (bound_range){lo,
+                             lo + mg_tdesc_nbytes(&p->g->nodes[binds[i].tensor].d),
+                             i};
+    }
+    qsort(r, (size_t)n_binds, sizeof *r, compare_ranges);
+    mg_status s = MG_OK;
+    uintptr_t reach = 0;
+    int reach_bind = -1;
+    for (int i = 0; i < n_binds && s == MG_OK; i++) {
+        if (reach_bind >= 0 && r[i].lo < reach) {
+            mg_tensor a = binds[reach_bind].tensor, b = binds[r[i].bind].tensor;
+            bool a_out = (p->role[a] & MG_ROLE_COMPUTED) != 0;
+            bool b_out = (p->role[b] & MG_ROLE_COMPUTED) != 0;
+            if (a_out || b_out) {
+                char la[160], lb[160];
+                s = mg_set_error(
+                    MG_ERR_INVALID_ARG,
+                    "mg_exec_run: output %s overlaps the memory bound to %s",
+                    mg_graph_tensor_label(p->g, a_out ? a : b, la, sizeof la),
+                    mg_graph_tensor_label(p->g, a_out ? b : a, lb, sizeof lb));
+            }
+        }
+        if (r[i].hi > reach || reach_bind < 0) {
+            reach = r[i].hi;
+            reach_bind = r[i].bind;
+        }
+    }
+    free(r);
+    return s;
 }
 
 /* Check bindings and write caller pointers into ex->buf. */
@@ -111,25 +158,8 @@ static mg_status bind(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
                                 "mg_exec_run: %s is bound twice", label);
         ex->buf[t] = binds[i].data;
     }
-    /* A bound output must not alias a leaf it would overwrite mid-run. */
-    for (int i = 0; i < n_binds; i++) {
-        if (!(p->role[binds[i].tensor] & MG_ROLE_COMPUTED)) continue;
-        size_t no = mg_tdesc_nbytes(&g->nodes[binds[i].tensor].d);
-        for (int j = 0; j < n_binds; j++) {
-            if (j == i) continue;
-            size_t nj = mg_tdesc_nbytes(&g->nodes[binds[j].tensor].d);
-            if (ranges_overlap(binds[i].data, no, binds[j].data, nj)) {
-                char other[160];
-                return mg_set_error(
-                    MG_ERR_INVALID_ARG,
-                    "mg_exec_run: output %s overlaps the memory bound to %s",
-                    mg_graph_tensor_label(g, binds[i].tensor, label,
-                                          sizeof label),
-                    mg_graph_tensor_label(g, binds[j].tensor, other,
-                                          sizeof other));
-            }
-        }
-    }
+    mg_status s = check_overlaps(p, binds, n_binds);
+    if (s != MG_OK) return s;
     for (int32_t i = 0; i < p->n_leaves; i++)
         if (!ex->buf[p->leaves[i]])
             return mg_set_error(
@@ -139,11 +169,10 @@ static mg_status bind(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
 }
 
 static mg_status run_step(mg_exec *ex, const mg_plan *p, mg_tensor t,
-                          uint64_t seed, bool *pooled) {
+                          uint64_t seed) {
     const mg_node *n = &p->g->nodes[t];
     char label[160];
     size_t nbytes = mg_tdesc_nbytes(&n->d);
-    *pooled = false;
     if (!ex->buf[t]) {
         ex->buf[t] = mg_pool_alloc(&ex->pool, nbytes);
         if (!ex->buf[t])
@@ -153,14 +182,16 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p, mg_tensor t,
                 "(%zu in use, limit %zu)",
                 nbytes, mg_graph_tensor_label(p->g, t, label, sizeof label),
                 ex->pool.stats.bytes_in_use, ex->pool.max_bytes);
-        *pooled = true;
+        ex->pooled[t] = true;
     }
     char why[256] = "";
     mg_kargs a = {.op = n->op, .attrs = &n->attrs, .n_in = n->n_in,
                   .out = {ex->buf[t], n->d}, .run_seed = seed,
                   .why = why, .why_len = sizeof why};
-    for (int i = 0; i < n->n_in; i++)
-        a.in[i] = (mg_kbuf){ex->buf[n->in[i]], p->g->nodes[n->in[i]].d};
+    for (int i = 0; i < n->n_in; i++) {
+        mg_tensor in = mg_plan_input(p, t, i);
+        a.in[i] = (mg_kbuf){ex->buf[in], p->g->nodes[in].d};
+    }
     mg_status s = ex->backend.run_op(ex->backend.ctx, &a);
     if (s != MG_OK)
         return mg_set_error(s, "mg_exec_run: %s failed: %s",
@@ -170,40 +201,32 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p, mg_tensor t,
 }
 
 /* After a failure: give back every pool block this run still holds. */
-static void unwind(mg_exec *ex, const mg_plan *p, const bool *pooled_by_run) {
-    for (int32_t s = 0; s < p->n_steps; s++) {
-        mg_tensor t = p->steps[s];
-        if (pooled_by_run[s] && ex->buf[t])
+static void unwind(mg_exec *ex, const mg_plan *p) {
+    for (int32_t st = 0; st < p->n_steps; st++) {
+        mg_tensor t = p->steps[st];
+        if (ex->pooled[t] && ex->buf[t])
             mg_pool_free(&ex->pool, ex->buf[t],
                          mg_tdesc_nbytes(&p->g->nodes[t].d));
     }
 }
 
-static mg_status keep_outputs(mg_exec *ex, const mg_plan *p,
-                              const bool *pooled_by_run, const int32_t *step_of) {
+static mg_status keep_outputs(mg_exec *ex, const mg_plan *p) {
     ex->kept = malloc((size_t)(p->n_kept ? p->n_kept : 1) * sizeof *ex->kept);
     if (!ex->kept)
         return mg_set_error(MG_ERR_NOMEM, "mg_exec_run: out of memory");
     for (int32_t k = 0; k < p->n_kept; k++) {
         mg_tensor t = p->kept[k];
-        bool pooled = step_of[k] >= 0 && pooled_by_run[step_of[k]];
         ex->kept[ex->n_kept++] = (mg_kept){
-            t, ex->buf[t], mg_tdesc_nbytes(&p->g->nodes[t].d), pooled};
+            t, ex->buf[t], mg_tdesc_nbytes(&p->g->nodes[t].d), ex->pooled[t]};
     }
     return MG_OK;
 }
 
-static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed,
-                          bool *pooled_by_run, int32_t *step_of) {
-    for (int32_t k = 0; k < p->n_kept; k++) step_of[k] = -1;
+static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed) {
     mg_status s = MG_OK;
     for (int32_t st = 0; st < p->n_steps && s == MG_OK; st++) {
-        mg_tensor t = p->steps[st];
-        s = run_step(ex, p, t, seed, &pooled_by_run[st]);
+        s = run_step(ex, p, p->steps[st], seed);
         if (s != MG_OK) break;
-        if (p->role[t] & MG_ROLE_KEPT)
-            for (int32_t k = 0; k < p->n_kept; k++)
-                if (p->kept[k] == t) step_of[k] = st;
         for (int32_t r = p->release_start[st]; r < p->release_start[st + 1];
              r++) {
             mg_tensor dead = p->release[r];
@@ -213,8 +236,8 @@ static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed,
         }
     }
     if (s == MG_OK) s = ex->backend.synchronize(ex->backend.ctx);
-    if (s == MG_OK) s = keep_outputs(ex, p, pooled_by_run, step_of);
-    if (s != MG_OK) unwind(ex, p, pooled_by_run);
+    if (s == MG_OK) s = keep_outputs(ex, p);
+    if (s != MG_OK) unwind(ex, p);
     return s;
 }
 
@@ -226,23 +249,18 @@ mg_status mg_exec_run(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
     mg_exec_release(ex);
     if (p->n_tensors > ex->buf_cap) {
         void **buf = realloc(ex->buf, (size_t)p->n_tensors * sizeof *buf);
-        if (!buf) return mg_set_error(MG_ERR_NOMEM, "mg_exec_run: out of memory");
-        ex->buf = buf;
+        if (buf) ex->buf = buf;
+        bool *pooled = realloc(ex->pooled, (size_t)p->n_tensors);
+        if (pooled) ex->pooled = pooled;
+        if (!buf || !pooled)
+            return mg_set_error(MG_ERR_NOMEM, "mg_exec_run: out of memory");
         ex->buf_cap = p->n_tensors;
     }
     memset(ex->buf, 0, (size_t)p->n_tensors * sizeof *ex->buf);
+    memset(ex->pooled, 0, (size_t)p->n_tensors);
     mg_status s = bind(ex, p, binds, n_binds);
     if (s != MG_OK) return s;
-    bool *pooled_by_run = calloc((size_t)(p->n_steps ? p->n_steps : 1), 1);
-    int32_t *step_of =
-        malloc((size_t)(p->n_kept ? p->n_kept : 1) * sizeof *step_of);
-    if (!pooled_by_run || !step_of)
-        s = mg_set_error(MG_ERR_NOMEM, "mg_exec_run: out of memory");
-    else
-        s = run_plan(ex, p, seed, pooled_by_run, step_of);
-    free(pooled_by_run);
-    free(step_of);
-    return s;
+    return run_plan(ex, p, seed);
 }
 
 mg_status mg_exec_tensor_data(mg_exec *ex, mg_tensor t, const void **data) {

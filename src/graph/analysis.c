@@ -33,8 +33,15 @@ static void igraph_guard_leave(igraph_guard *gd) {
     pthread_mutex_unlock(&igraph_lock);
 }
 
+static mg_tensor input_of(const mg_graph *g, const mg_tensor *remap,
+                          mg_tensor t, int k) {
+    mg_tensor in = g->nodes[t].in[k];
+    return remap ? remap[in] : in;
+}
+
 void mg_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
-                             int n_roots, bool *needed) {
+                             int n_roots, const mg_tensor *remap,
+                             bool *needed) {
     /* Iterative DFS; `needed` doubles as the visited set, so a cycle made
      * with mg_tensor_set_input cannot make it loop. The stack holds each
      * node at most once. */
@@ -51,12 +58,14 @@ void mg_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
             stack[top++] = roots[i];
         }
     while (top > 0) {
-        const mg_node *n = &g->nodes[stack[--top]];
-        for (int k = 0; k < n->n_in; k++)
-            if (!needed[n->in[k]]) {
-                needed[n->in[k]] = true;
-                stack[top++] = n->in[k];
+        mg_tensor t = stack[--top];
+        for (int k = 0; k < g->nodes[t].n_in; k++) {
+            mg_tensor in = input_of(g, remap, t, k);
+            if (!needed[in]) {
+                needed[in] = true;
+                stack[top++] = in;
             }
+        }
     }
     free(stack);
 }
@@ -98,32 +107,22 @@ static mg_status igraph_failed(igraph_error_t e, const char *what) {
  * wrote the model in, and mg_gradients appends backward ops in the order
  * that keeps liveness short. */
 static bool creation_order_is_topological(const mg_graph *g,
-                                          const bool *include) {
+                                          const bool *include,
+                                          const mg_tensor *remap) {
     for (int32_t i = 0; i < g->n; i++) {
         if (include && !include[i]) continue;
         for (int k = 0; k < g->nodes[i].n_in; k++)
-            if (g->nodes[i].in[k] >= i) return false;
+            if (input_of(g, remap, i, k) >= i) return false;
     }
     return true;
 }
 
-mg_status mg_graph_topo_order(const mg_graph *g, const bool *include,
-                              mg_tensor *order, int32_t *n_order) {
-    if (creation_order_is_topological(g, include)) {
-        int32_t k = 0;
-        for (int32_t i = 0; i < g->n; i++)
-            if (!include || include[i]) order[k++] = i;
-        *n_order = k;
-        return MG_OK;
-    }
-    /* Map included nodes to dense igraph vertex ids and back. */
-    int32_t *vid = malloc((size_t)(g->n ? g->n : 1) * sizeof *vid);
-    mg_tensor *ids = malloc((size_t)(g->n ? g->n : 1) * sizeof *ids);
-    if (!vid || !ids) {
-        free(vid);
-        free(ids);
-        return mg_set_error(MG_ERR_NOMEM, "topological order: out of memory");
-    }
+/* The directed (or undirected) igraph graph on the included nodes, with
+ * ids[v] the node of igraph vertex v. vid and ids have room for g->n. */
+static igraph_error_t build_igraph(const mg_graph *g, const bool *include,
+                                   const mg_tensor *remap, bool directed,
+                                   int32_t *vid, mg_tensor *ids,
+                                   igraph_t *ig) {
     int32_t nv = 0;
     igraph_integer_t ne = 0;
     for (int32_t i = 0; i < g->n; i++) {
@@ -133,30 +132,92 @@ mg_status mg_graph_topo_order(const mg_graph *g, const bool *include,
         ids[nv++] = i;
         ne += g->nodes[i].n_in;
     }
+    igraph_vector_int_t edges;
+    IGRAPH_CHECK(igraph_vector_int_init(&edges, 2 * ne));
+    IGRAPH_FINALLY(igraph_vector_int_destroy, &edges);
+    igraph_integer_t k = 0;
+    for (int32_t v = 0; v < nv; v++) {
+        for (int j = 0; j < g->nodes[ids[v]].n_in; j++) {
+            mg_tensor in = input_of(g, remap, ids[v], j);
+            if (vid[in] < 0) continue; /* input outside the set */
+            VECTOR(edges)[k++] = vid[in];
+            VECTOR(edges)[k++] = v;
+        }
+    }
+    IGRAPH_CHECK(igraph_vector_int_resize(&edges, k));
+    IGRAPH_CHECK(igraph_create(ig, &edges, nv, directed));
+    igraph_vector_int_destroy(&edges);
+    IGRAPH_FINALLY_CLEAN(1);
+    return IGRAPH_SUCCESS;
+}
 
+static int compare_ids(const void *a, const void *b) {
+    mg_tensor x = *(const mg_tensor *)a, y = *(const mg_tensor *)b;
+    return (x > y) - (x < y);
+}
+
+mg_status mg_graph_articulation_points(const mg_graph *g, const bool *include,
+                                       mg_tensor *out, int32_t *n_out) {
+    int32_t *vid = malloc((size_t)(g->n ? g->n : 1) * sizeof *vid);
+    mg_tensor *ids = malloc((size_t)(g->n ? g->n : 1) * sizeof *ids);
+    if (!vid || !ids) {
+        free(vid);
+        free(ids);
+        return mg_set_error(MG_ERR_NOMEM, "articulation points: out of memory");
+    }
     mg_status s = MG_OK;
     igraph_guard gd;
     igraph_guard_enter(&gd);
-    igraph_vector_int_t edges, res;
     igraph_t ig;
-    bool edges_ok = false, res_ok = false, ig_ok = false;
-    igraph_error_t e = igraph_vector_int_init(&edges, 2 * ne);
+    igraph_vector_int_t res;
+    igraph_error_t e = build_igraph(g, include, NULL, false, vid, ids, &ig);
     if (e == IGRAPH_SUCCESS) {
-        edges_ok = true;
-        igraph_integer_t k = 0;
-        for (int32_t v = 0; v < nv; v++) {
-            const mg_node *n = &g->nodes[ids[v]];
-            for (int j = 0; j < n->n_in; j++) {
-                if (vid[n->in[j]] < 0) continue; /* input outside the set */
-                VECTOR(edges)[k++] = vid[n->in[j]];
-                VECTOR(edges)[k++] = v;
+        e = igraph_vector_int_init(&res, 0);
+        if (e == IGRAPH_SUCCESS) {
+            e = igraph_articulation_points(&ig, &res);
+            if (e == IGRAPH_SUCCESS) {
+                *n_out = (int32_t)igraph_vector_int_size(&res);
+                for (int32_t i = 0; i < *n_out; i++)
+                    out[i] = ids[VECTOR(res)[i]];
             }
+            igraph_vector_int_destroy(&res);
         }
-        e = igraph_vector_int_resize(&edges, k);
+        igraph_destroy(&ig);
     }
-    if (e == IGRAPH_SUCCESS && (e = igraph_create(&ig, &edges, nv, 1)) ==
-                                   IGRAPH_SUCCESS)
-        ig_ok = true;
+    if (e != IGRAPH_SUCCESS) s = igraph_failed(e, "articulation points");
+    igraph_guard_leave(&gd);
+    free(vid);
+    free(ids);
+    if (s == MG_OK) /* igraph lists them in search order */
+        qsort(out, (size_t)*n_out, sizeof *out, compare_ids);
+    return s;
+}
+
+mg_status mg_graph_topo_order(const mg_graph *g, const bool *include,
+                              const mg_tensor *remap, mg_tensor *order,
+                              int32_t *n_order) {
+    if (creation_order_is_topological(g, include, remap)) {
+        int32_t k = 0;
+        for (int32_t i = 0; i < g->n; i++)
+            if (!include || include[i]) order[k++] = i;
+        *n_order = k;
+        return MG_OK;
+    }
+    int32_t *vid = malloc((size_t)(g->n ? g->n : 1) * sizeof *vid);
+    mg_tensor *ids = malloc((size_t)(g->n ? g->n : 1) * sizeof *ids);
+    if (!vid || !ids) {
+        free(vid);
+        free(ids);
+        return mg_set_error(MG_ERR_NOMEM, "topological order: out of memory");
+    }
+    mg_status s = MG_OK;
+    igraph_guard gd;
+    igraph_guard_enter(&gd);
+    igraph_vector_int_t res;
+    igraph_t ig;
+    bool res_ok = false, ig_ok = false;
+    igraph_error_t e = build_igraph(g, include, remap, true, vid, ids, &ig);
+    if (e == IGRAPH_SUCCESS) ig_ok = true;
     if (e == IGRAPH_SUCCESS &&
         (e = igraph_vector_int_init(&res, 0)) == IGRAPH_SUCCESS)
         res_ok = true;
@@ -177,7 +238,6 @@ mg_status mg_graph_topo_order(const mg_graph *g, const bool *include,
     if (e != IGRAPH_SUCCESS) s = igraph_failed(e, "topological order");
     if (res_ok) igraph_vector_int_destroy(&res);
     if (ig_ok) igraph_destroy(&ig);
-    if (edges_ok) igraph_vector_int_destroy(&edges);
     igraph_guard_leave(&gd);
     free(vid);
     free(ids);

@@ -131,12 +131,16 @@ mg_tensor mg_graph_add_node(mg_graph *g, mg_op op, int n_in,
         if (in && in[i] == MG_NO_TENSOR) return MG_NO_TENSOR;
     if (check_inputs(g, op, n_in, in) != MG_OK) return MG_NO_TENSOR;
 
-    mg_attrs zero;
-    memset(&zero, 0, sizeof zero);
-    if (!attrs) attrs = &zero;
+    /* Copies: in and attrs may point into g->nodes, which growing moves. */
+    mg_tensor ins[MG_MAX_INPUTS];
+    for (int i = 0; i < n_in && i < MG_MAX_INPUTS; i++) ins[i] = in[i];
+    in = ins;
+    mg_attrs a;
+    if (attrs) a = *attrs;
+    else memset(&a, 0, sizeof a);
     mg_tdesc out;
     memset(&out, 0, sizeof out);
-    if (infer_node(g, op, n_in, in, attrs, &out) != MG_OK) return MG_NO_TENSOR;
+    if (infer_node(g, op, n_in, in, &a, &out) != MG_OK) return MG_NO_TENSOR;
     if (graph_reserve(g) != MG_OK) return MG_NO_TENSOR;
 
     mg_node *n = &g->nodes[g->n];
@@ -145,8 +149,9 @@ mg_tensor mg_graph_add_node(mg_graph *g, mg_op op, int n_in,
     n->d = out;
     n->n_in = n_in;
     for (int i = 0; i < n_in; i++) n->in[i] = in[i];
-    n->attrs = *attrs;
+    n->attrs = a;
     n->flags = g->building_flags;
+    n->orig = MG_NO_TENSOR;
     return g->n++;
 }
 
@@ -197,6 +202,7 @@ static mg_tensor add_leaf(mg_graph *g, mg_op op, const char *name,
     n->d = d;
     n->name = copy;
     n->flags = g->building_flags;
+    n->orig = MG_NO_TENSOR;
     return g->n++;
 }
 
@@ -283,6 +289,71 @@ int mg_tensor_is_backward(const mg_graph *g, mg_tensor t) {
     return (g->nodes[t].flags & MG_NODE_BACKWARD) != 0;
 }
 
+int mg_tensor_num_inputs(const mg_graph *g, mg_tensor t) {
+    if (mg_graph_check_id(g, t, "mg_tensor_num_inputs") != MG_OK) return -1;
+    return g->nodes[t].n_in;
+}
+
+mg_tensor mg_tensor_input(const mg_graph *g, mg_tensor t, int k) {
+    if (mg_graph_check_id(g, t, "mg_tensor_input") != MG_OK)
+        return MG_NO_TENSOR;
+    if (k < 0 || k >= g->nodes[t].n_in) {
+        char label[160];
+        mg_set_error(MG_ERR_INVALID_ARG, "mg_tensor_input: %s has %d inputs, "
+                     "no input %d",
+                     mg_graph_tensor_label(g, t, label, sizeof label),
+                     g->nodes[t].n_in, k);
+        return MG_NO_TENSOR;
+    }
+    return g->nodes[t].in[k];
+}
+
+mg_status mg_tensor_set_checkpoint(mg_graph *g, mg_tensor t, int on) {
+    mg_status s = mg_graph_check_id(g, t, "mg_tensor_set_checkpoint");
+    if (s != MG_OK) return s;
+    if (mg_op_table[g->nodes[t].op].flags & MG_OPF_LEAF) {
+        char label[160];
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_tensor_set_checkpoint: %s is caller memory, "
+                            "always available; only computed tensors can be "
+                            "checkpoints",
+                            mg_graph_tensor_label(g, t, label, sizeof label));
+    }
+    if (on) g->nodes[t].flags |= MG_NODE_CHECKPOINT;
+    else g->nodes[t].flags &= ~(unsigned)MG_NODE_CHECKPOINT;
+    return MG_OK;
+}
+
+int mg_tensor_is_checkpoint(const mg_graph *g, mg_tensor t) {
+    if (!g || t < 0 || t >= g->n) return 0;
+    return (g->nodes[t].flags & (MG_NODE_CHECKPOINT | MG_NODE_CHOSEN)) != 0;
+}
+
+int mg_tensor_is_recompute(const mg_graph *g, mg_tensor t) {
+    if (!g || t < 0 || t >= g->n) return 0;
+    return (g->nodes[t].flags & MG_NODE_RECOMPUTE) != 0;
+}
+
+mg_tensor mg_tensor_recompute_source(const mg_graph *g, mg_tensor t) {
+    if (mg_graph_check_id(g, t, "mg_tensor_recompute_source") != MG_OK)
+        return MG_NO_TENSOR;
+    return g->nodes[t].orig;
+}
+
+int mg_graph_checkpoints(const mg_graph *g, mg_tensor *out, int cap) {
+    if (!g) {
+        mg_set_error(MG_ERR_INVALID_ARG, "mg_graph_checkpoints: graph is NULL");
+        return -1;
+    }
+    int n = 0;
+    for (int32_t i = 0; i < g->n; i++) {
+        if (!(g->nodes[i].flags & MG_NODE_CHOSEN)) continue;
+        if (out && n < cap) out[n] = i;
+        n++;
+    }
+    return n;
+}
+
 mg_status mg_tensor_set_input(mg_graph *g, mg_tensor t, int slot,
                               mg_tensor src) {
     mg_status s = mg_graph_check_id(g, t, "mg_tensor_set_input");
@@ -347,9 +418,22 @@ mg_status mg_graph_dump(const mg_graph *g, FILE *out) {
                 mg_dtype_name(n->d.dtype));
         if (n->name) fprintf(out, " '%s'", n->name);
         if (n->flags & MG_NODE_BACKWARD) fprintf(out, " [backward]");
+        if (n->flags & (MG_NODE_CHOSEN | MG_NODE_CHECKPOINT))
+            fprintf(out, " [checkpoint]");
+        if (n->flags & MG_NODE_RECOMPUTE)
+            fprintf(out, " [recomputes %%%d]", (int)n->orig);
         fputc('\n', out);
     }
     return MG_OK;
+}
+
+/* Names are the caller's strings: quote what DOT would misread. */
+static void write_dot_escaped(FILE *out, const char *s) {
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', out);
+        if (*s == '\n') fputs("\\n", out);
+        else fputc(*s, out);
+    }
 }
 
 mg_status mg_graph_write_dot(const mg_graph *g, FILE *out) {
@@ -362,13 +446,21 @@ mg_status mg_graph_write_dot(const mg_graph *g, FILE *out) {
         const mg_node *n = &g->nodes[i];
         char shape[128];
         bool leaf = (mg_op_table[n->op].flags & MG_OPF_LEAF) != 0;
-        fprintf(out, "  t%d [label=\"%s%s%s\\n%s %s\" shape=%s%s];\n", (int)i,
-                n->name ? n->name : "", n->name ? "\\n" : "", mg_op_str(n->op),
+        const char *style = "";
+        if (n->flags & (MG_NODE_CHOSEN | MG_NODE_CHECKPOINT))
+            style = " style=bold penwidth=3";
+        else if (n->flags & MG_NODE_RECOMPUTE)
+            style = " style=dashed";
+        else if (n->flags & MG_NODE_BACKWARD)
+            style = " style=filled fillcolor=lightgrey";
+        fprintf(out, "  t%d [label=\"", (int)i);
+        if (n->name) {
+            write_dot_escaped(out, n->name);
+            fputs("\\n", out);
+        }
+        fprintf(out, "%s\\n%s %s\" shape=%s%s];\n", mg_op_str(n->op),
                 mg_shape_str(&n->d, shape, sizeof shape),
-                mg_dtype_name(n->d.dtype), leaf ? "ellipse" : "box",
-                (n->flags & MG_NODE_BACKWARD)
-                    ? " style=filled fillcolor=lightgrey"
-                    : "");
+                mg_dtype_name(n->d.dtype), leaf ? "ellipse" : "box", style);
         for (int k = 0; k < n->n_in; k++)
             fprintf(out, "  t%d -> t%d;\n", (int)n->in[k], (int)i);
     }

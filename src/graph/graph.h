@@ -11,8 +11,10 @@
 #include "../common/ir.h"
 
 enum {
-    MG_NODE_BACKWARD = 1u << 0, /* appended by mg_gradients */
-    MG_NODE_CHECKPOINT = 1u << 1 /* tagged by the caller as a checkpoint */
+    MG_NODE_BACKWARD = 1u << 0,   /* appended by mg_gradients */
+    MG_NODE_CHECKPOINT = 1u << 1, /* tagged by the caller as a checkpoint */
+    MG_NODE_CHOSEN = 1u << 2,     /* kept by a checkpoint policy */
+    MG_NODE_RECOMPUTE = 1u << 3   /* a recomputed copy of node `orig` */
 };
 
 typedef struct mg_node {
@@ -23,6 +25,7 @@ typedef struct mg_node {
     mg_attrs attrs;
     char *name; /* owned, may be NULL */
     unsigned flags;
+    mg_tensor orig; /* MG_NODE_RECOMPUTE: the forward node it recomputes */
 } mg_node;
 
 struct mg_graph {
@@ -37,7 +40,8 @@ struct mg_graph {
 enum {
     MG_OPF_LEAF = 1u << 0,     /* input or parameter: memory from the caller */
     MG_OPF_RANDOM = 1u << 1,   /* reads the RNG: recompute must replay it */
-    MG_OPF_NO_RECOMPUTE = 1u << 2 /* side effects: always keep the output */
+    MG_OPF_NO_RECOMPUTE = 1u << 2, /* side effects: always keep the output */
+    MG_OPF_EXPENSIVE = 1u << 3     /* kept by MG_CKPT_SPEED (matmul, conv) */
 };
 
 /* Shape rule: fill out from the inputs and attributes, or return an error
@@ -49,7 +53,9 @@ typedef mg_status (*mg_infer_fn)(const mg_tdesc *in, int n_in,
 /* Gradient rule, written with builder calls on g. y is the op's output
  * tensor, gy its gradient. For each input i with need[i] set, store the
  * gradient in gin[i] (same shape as input i). Return MG_OK or the failing
- * builder's status. */
+ * builder's status. A rule reads the op's inputs from g->nodes[y].in during
+ * the call and nowhere else: under checkpointing, the rewriter hands it a
+ * node whose inputs are recomputed copies. */
 typedef mg_status (*mg_grad_fn)(mg_graph *g, mg_tensor y, mg_tensor gy,
                                 const bool *need, mg_tensor *gin);
 
@@ -100,14 +106,23 @@ void mg_graph_op_cost(const mg_graph *g, mg_tensor t, double *flops,
 /* ---- analysis (igraph) --------------------------------------------------- */
 
 /* Topological order of the nodes marked in `include` (all when NULL),
+ * reading inputs through remap as mg_graph_mark_ancestors does,
  * written to order[] with its length in *n_order. Fails with MG_ERR_CYCLE
  * naming an op on a cycle. Runs igraph with its error handler switched off
  * so that nothing aborts the process. */
 mg_status mg_graph_topo_order(const mg_graph *g, const bool *include,
-                              mg_tensor *order, int32_t *n_order);
+                              const mg_tensor *remap, mg_tensor *order,
+                              int32_t *n_order);
 /* Mark in `needed` (length g->n, zeroed by the caller) every node the given
- * roots depend on, roots included. */
+ * roots depend on, roots included. With remap (NULL: none), node i's input
+ * j is read as remap[in[j]]. */
 void mg_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
-                             int n_roots, bool *needed);
+                             int n_roots, const mg_tensor *remap,
+                             bool *needed);
+/* Articulation points of the undirected graph on the nodes in `include`
+ * (edges between included nodes only), written to out[] (room for g->n)
+ * with their count in *n_out, in id order. igraph does the work. */
+mg_status mg_graph_articulation_points(const mg_graph *g, const bool *include,
+                                       mg_tensor *out, int32_t *n_out);
 
 #endif

@@ -111,4 +111,63 @@ mg_status mg_mse_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
 double mg_loss_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
                      const mg_tdesc *out);
 
+/* ---- ops_conv.c ---------------------------------------------------------- */
+/* Shape rule of a sliding window over x [N, C, H, W] with a's stride, pad
+ * and dilation: checks them and writes [N, C, OH, OW] into out. */
+mg_status mg_window_shape(const mg_tdesc *x, const int kernel[2],
+                          const mg_attrs *a, mg_tdesc *out, char *why,
+                          size_t len);
+/* A gradient op's gy must match the output its forward op would have. */
+mg_status mg_grad_shape_check(const mg_tdesc *gy, const mg_tdesc *want,
+                              char *why, size_t len);
+mg_status mg_conv2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                          mg_tdesc *out, char *why, size_t len);
+mg_status mg_conv2d_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                         const bool *need, mg_tensor *gin);
+double mg_conv2d_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                       const mg_tdesc *out);
+mg_status mg_conv2d_grad_input_infer(const mg_tdesc *in, int n_in,
+                                     const mg_attrs *a, mg_tdesc *out,
+                                     char *why, size_t len);
+double mg_conv2d_grad_input_flops(const mg_tdesc *in, int n_in,
+                                  const mg_attrs *a, const mg_tdesc *out);
+mg_status mg_conv2d_grad_weight_infer(const mg_tdesc *in, int n_in,
+                                      const mg_attrs *a, mg_tdesc *out,
+                                      char *why, size_t len);
+double mg_conv2d_grad_weight_flops(const mg_tdesc *in, int n_in,
+                                   const mg_attrs *a, const mg_tdesc *out);
+
+/* ---- ops_pool.c ---------------------------------------------------------- */
+mg_status mg_pool2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                          mg_tdesc *out, char *why, size_t len);
+mg_status mg_pool2d_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                         const bool *need, mg_tensor *gin);
+double mg_pool2d_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                       const mg_tdesc *out);
+mg_status mg_max_pool2d_grad_infer(const mg_tdesc *in, int n_in,
+                                   const mg_attrs *a, mg_tdesc *out, char *why,
+                                   size_t len);
+mg_status mg_avg_pool2d_grad_infer(const mg_tdesc *in, int n_in,
+                                   const mg_attrs *a, mg_tdesc *out, char *why,
+                                   size_t len);
+double mg_pool2d_grad_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                            const mg_tdesc *out);
+
+/* ---- ops_norm.c ---------------------------------------------------------- */
+#define MG_NORM_INFER_DECL(name)                                              \
+    mg_status mg_##name##_infer(const mg_tdesc *in, int n_in,                 \
+                                const mg_attrs *a, mg_tdesc *out, char *why,  \
+                                size_t len);
+MG_NORM_INFER_DECL(batchnorm)
+MG_NORM_INFER_DECL(layernorm)
+MG_NORM_INFER_DECL(batchnorm_grad_input)
+MG_NORM_INFER_DECL(layernorm_grad_input)
+MG_NORM_INFER_DECL(batchnorm_grad_gamma)
+MG_NORM_INFER_DECL(layernorm_grad_gamma)
+#undef MG_NORM_INFER_DECL
+mg_status mg_norm_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                       const bool *need, mg_tensor *gin);
+double mg_norm_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                     const mg_tdesc *out);
+
 #endif

@@ -108,10 +108,40 @@ static mg_status builder_failed(void) {
                                      "gradient op could not be built");
 }
 
+/* Run v's gradient rule on recomputed values. A recomputed v is its copy,
+ * whose inputs are copies already. A kept v is read as it is, but its
+ * inputs are shown to the rule as their copies for the length of the call
+ * (rules read inputs from the node, see graph.h), so the backward ops never
+ * read a forward tensor the forward pass has released. */
+static mg_status call_grad_rule(mg_graph *g, mg_recompute *r, mg_tensor v,
+                                mg_tensor gy, const bool *need,
+                                mg_tensor *gin) {
+    const mg_op_def *def = &mg_op_table[g->nodes[v].op];
+    if (!r) return def->grad(g, v, gy, need, gin);
+    if (!r->keep[v]) {
+        mg_tensor c = mg_recompute_get(g, r, v);
+        return c == MG_NO_TENSOR ? builder_failed()
+                                 : def->grad(g, c, gy, need, gin);
+    }
+    const int n_in = g->nodes[v].n_in;
+    mg_tensor saved[MG_MAX_INPUTS], shown[MG_MAX_INPUTS];
+    for (int k = 0; k < n_in; k++) {
+        saved[k] = g->nodes[v].in[k];
+        shown[k] = mg_recompute_get(g, r, saved[k]);
+        if (shown[k] == MG_NO_TENSOR) return builder_failed();
+    }
+    for (int k = 0; k < n_in; k++) g->nodes[v].in[k] = shown[k];
+    mg_status s = def->grad(g, v, gy, need, gin);
+    for (int k = 0; k < n_in; k++) g->nodes[v].in[k] = saved[k];
+    return s;
+}
+
 /* Backpropagate over `order` (topological, ancestors of the ys) with
- * `relevant` marking the nodes on a path from some x to some y. */
+ * `relevant` marking the nodes on a path from some x to some y. With r,
+ * rules read recomputed copies of the forward tensors r does not keep. */
 static mg_status backprop(mg_graph *g, const mg_tensor *order, int32_t n_order,
-                          const bool *relevant, mg_tensor *gsum) {
+                          const bool *relevant, mg_recompute *r,
+                          mg_tensor *gsum) {
     char label[160];
     for (int32_t k = n_order - 1; k >= 0; k--) {
         mg_tensor v = order[k];
@@ -135,7 +165,7 @@ static mg_status backprop(mg_graph *g, const mg_tensor *order, int32_t n_order,
                                                       sizeof label));
         mg_tensor gin[MG_MAX_INPUTS];
         for (int i = 0; i < MG_MAX_INPUTS; i++) gin[i] = MG_NO_TENSOR;
-        mg_status s = def->grad(g, v, gsum[v], need, gin);
+        mg_status s = call_grad_rule(g, r, v, gsum[v], need, gin);
         if (s != MG_OK) return s;
         for (int i = 0; i < node.n_in; i++) {
             if (!need[i]) continue;
@@ -147,28 +177,95 @@ static mg_status backprop(mg_graph *g, const mg_tensor *order, int32_t n_order,
     return MG_OK;
 }
 
+/* Scratch arrays of one mg_gradients call, indexed by tensor id (the
+ * graph as it was before the call). */
+typedef struct ad_work {
+    mg_tensor *gsum, *order, *copy, *stack;
+    bool *marks, *relevant, *forward, *is_y, *keep, *chosen;
+    int32_t n_order;
+} ad_work;
+
+static mg_status work_alloc(ad_work *w, int32_t n_nodes) {
+    size_t n = (size_t)(n_nodes ? n_nodes : 1);
+    memset(w, 0, sizeof *w);
+    w->gsum = malloc(n * sizeof *w->gsum);
+    w->order = malloc(n * sizeof *w->order);
+    w->copy = malloc(n * sizeof *w->copy);
+    w->stack = malloc(n * sizeof *w->stack);
+    w->marks = calloc(n, sizeof *w->marks);
+    w->relevant = calloc(n, sizeof *w->relevant);
+    w->forward = calloc(n, sizeof *w->forward);
+    w->is_y = calloc(n, sizeof *w->is_y);
+    w->keep = calloc(n, sizeof *w->keep);
+    w->chosen = calloc(n, sizeof *w->chosen);
+    if (!w->gsum || !w->order || !w->copy || !w->stack || !w->marks ||
+        !w->relevant || !w->forward || !w->is_y || !w->keep || !w->chosen)
+        return mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
+    for (size_t i = 0; i < n; i++) w->gsum[i] = w->copy[i] = MG_NO_TENSOR;
+    return MG_OK;
+}
+
+static void work_free(ad_work *w) {
+    free(w->gsum);
+    free(w->order);
+    free(w->copy);
+    free(w->stack);
+    free(w->marks);
+    free(w->relevant);
+    free(w->forward);
+    free(w->is_y);
+    free(w->keep);
+    free(w->chosen);
+}
+
+/* Order the ancestors of the ys, mark which depend on an x, and let the
+ * policy decide what the forward pass keeps. */
+static mg_status analyse(const mg_graph *g, const mg_tensor *ys, int n_ys,
+                         const mg_tensor *xs, int n_xs,
+                         const mg_checkpoints *ckpt, ad_work *w) {
+    mg_graph_mark_ancestors(g, ys, n_ys, NULL, w->marks);
+    mg_status s = mg_graph_topo_order(g, w->marks, NULL, w->order, &w->n_order);
+    if (s != MG_OK) return s;
+    /* relevant = depends on some x (and, being in `order`, feeds some y). */
+    for (int i = 0; i < n_xs; i++) w->relevant[xs[i]] = w->marks[xs[i]];
+    for (int32_t k = 0; k < w->n_order; k++) {
+        mg_tensor t = w->order[k];
+        const mg_node *nd = &g->nodes[t];
+        for (int i = 0; i < nd->n_in && !w->relevant[t]; i++)
+            w->relevant[t] = w->relevant[nd->in[i]];
+        w->forward[t] = !(mg_op_table[nd->op].flags & MG_OPF_LEAF);
+    }
+    bool any = false;
+    for (int j = 0; j < n_ys; j++) {
+        w->is_y[ys[j]] = true;
+        any = any || w->relevant[ys[j]];
+    }
+    if (!any) {
+        char label[160];
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_gradients: no y depends on any x (e.g. y %s), "
+                            "so every gradient would be zero",
+                            mg_graph_tensor_label(g, ys[0], label,
+                                                  sizeof label));
+    }
+    return mg_checkpoints_choose(g, ckpt, w->order, w->n_order, w->forward,
+                                 w->is_y, w->keep, w->chosen);
+}
+
 static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
                                  const mg_tensor *grad_ys, const mg_tensor *xs,
-                                 int n_xs, mg_tensor *result,
-                                 mg_tensor *gsum, bool *marks, bool *relevant,
-                                 mg_tensor *order) {
+                                 int n_xs, const mg_checkpoints *ckpt,
+                                 ad_work *w, mg_tensor *result) {
     const int32_t n = g->n;
-    int32_t n_order = 0;
-    mg_graph_mark_ancestors(g, ys, n_ys, marks);
-    mg_status s = mg_graph_topo_order(g, marks, order, &n_order);
+    mg_status s = analyse(g, ys, n_ys, xs, n_xs, ckpt, w);
     if (s != MG_OK) return s;
-
-    /* relevant = depends on some x (and, being in `order`, feeds some y). */
-    for (int i = 0; i < n_xs; i++) relevant[xs[i]] = marks[xs[i]];
-    for (int32_t k = 0; k < n_order; k++) {
-        const mg_node *nd = &g->nodes[order[k]];
-        for (int i = 0; i < nd->n_in && !relevant[order[k]]; i++)
-            relevant[order[k]] = relevant[nd->in[i]];
-    }
-    for (int32_t i = 0; i < n; i++) gsum[i] = MG_NO_TENSOR;
+    bool recompute = false;
+    for (int32_t t = 0; t < n && !recompute; t++)
+        recompute = w->forward[t] && !w->keep[t];
+    mg_recompute r = {w->keep, w->copy, w->stack, n};
 
     for (int j = 0; j < n_ys; j++) {
-        if (!relevant[ys[j]]) continue;
+        if (!w->relevant[ys[j]]) continue;
         const mg_node *y = &g->nodes[ys[j]];
         mg_tensor seed = grad_ys ? grad_ys[j] : MG_NO_TENSOR;
         if (seed == MG_NO_TENSOR) {
@@ -176,12 +273,15 @@ static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
             seed = mg_fill(g, d.dtype, d.ndim, d.shape, 1.0);
             if (seed == MG_NO_TENSOR) return builder_failed();
         }
-        if (accumulate(g, gsum, ys[j], seed) != MG_OK) return builder_failed();
+        if (accumulate(g, w->gsum, ys[j], seed) != MG_OK)
+            return builder_failed();
     }
-    if ((s = backprop(g, order, n_order, relevant, gsum)) != MG_OK) return s;
+    s = backprop(g, w->order, w->n_order, w->relevant, recompute ? &r : NULL,
+                 w->gsum);
+    if (s != MG_OK) return s;
 
     for (int i = 0; i < n_xs; i++) {
-        result[i] = gsum[xs[i]];
+        result[i] = w->gsum[xs[i]];
         if (result[i] != MG_NO_TENSOR) continue;
         /* No y depends on this x: its gradient is zero, as in jax.grad. */
         mg_tdesc d = g->nodes[xs[i]].d;
@@ -201,31 +301,27 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
     const int32_t n_before = g->n;
     const uint64_t rng_before = g->rng_offset;
     const unsigned flags_before = g->building_flags;
-    size_t n = (size_t)(n_before ? n_before : 1);
-    mg_tensor *gsum = malloc(n * sizeof *gsum);
-    mg_tensor *order = malloc(n * sizeof *order);
+    ad_work w;
     mg_tensor *result = malloc((size_t)n_xs * sizeof *result);
-    bool *marks = calloc(n, sizeof *marks);
-    bool *relevant = calloc(n, sizeof *relevant);
-    if (!gsum || !order || !result || !marks || !relevant) {
+    s = work_alloc(&w, n_before);
+    if (s == MG_OK && !result)
         s = mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
-    } else {
+    if (s == MG_OK) {
         g->building_flags |= MG_NODE_BACKWARD;
-        s = gradients_build(g, ys, n_ys, grad_ys, xs, n_xs, result, gsum,
-                            marks, relevant, order);
+        s = gradients_build(g, ys, n_ys, grad_ys, xs, n_xs, checkpoints, &w,
+                            result);
         g->building_flags = flags_before;
     }
     if (s == MG_OK) {
         memcpy(grads_out, result, (size_t)n_xs * sizeof *result);
+        for (int32_t t = 0; t < n_before; t++)
+            if (w.chosen[t]) g->nodes[t].flags |= MG_NODE_CHOSEN;
     } else {
         /* Leave the graph as the caller had it. */
         mg_graph_truncate(g, n_before);
         g->rng_offset = rng_before;
     }
-    free(gsum);
-    free(order);
+    work_free(&w);
     free(result);
-    free(marks);
-    free(relevant);
     return s;
 }

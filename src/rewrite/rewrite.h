@@ -11,4 +11,27 @@
  * MG_CKPT_NONE mean plain backprop. */
 mg_status mg_checkpoints_check(const mg_graph *g, const mg_checkpoints *c);
 
+/* Decide what the forward pass keeps. order: the ancestors of the ys in
+ * topological order; forward[t]: t is a computed tensor among them;
+ * is_y[t]: t is a y. On return keep[t] says t is never recomputed and
+ * chosen[t] that the policy picked it (what mg_graph_checkpoints reports).
+ * Policy none keeps everything. */
+mg_status mg_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
+                                const mg_tensor *order, int32_t n_order,
+                                const bool *forward, const bool *is_y,
+                                bool *keep, bool *chosen);
+
+/* Recomputed copies, made on demand while backprop runs. */
+typedef struct mg_recompute {
+    const bool *keep; /* tensors read as they are */
+    mg_tensor *copy;  /* per forward tensor: its copy, or MG_NO_TENSOR */
+    mg_tensor *stack; /* scratch, room for g->n entries at creation */
+    int32_t n;        /* graph size when backprop began */
+} mg_recompute;
+
+/* The tensor the backward pass should read for forward tensor t: t itself
+ * when it is kept or a leaf, else its copy, made now (with copies of what
+ * it needs) if it does not exist yet. MG_NO_TENSOR on failure. */
+mg_tensor mg_recompute_get(mg_graph *g, mg_recompute *r, mg_tensor t);
+
 #endif

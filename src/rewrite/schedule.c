@@ -35,6 +35,7 @@ void mg_plan_free(mg_plan *p) {
     free(p->release);
     free(p->leaves);
     free(p->kept);
+    free(p->remap);
     free(p);
 }
 
@@ -46,8 +47,9 @@ static mg_status plan_alloc(mg_plan *p, int32_t n, int n_kept) {
     p->release = malloc(sz * sizeof *p->release);
     p->leaves = malloc(sz * sizeof *p->leaves);
     p->kept = malloc((size_t)(n_kept ? n_kept : 1) * sizeof *p->kept);
+    p->remap = malloc(sz * sizeof *p->remap);
     if (!p->role || !p->steps || !p->release_start || !p->release ||
-        !p->leaves || !p->kept)
+        !p->leaves || !p->kept || !p->remap)
         return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
                             "a plan over %d tensors", (int)n);
     return MG_OK;
@@ -76,10 +78,9 @@ static mg_status plan_build(mg_plan *p, const mg_tensor *order,
         }
     }
     for (int32_t i = 0; i < p->n_tensors; i++) last_read[i] = -1;
-    for (int32_t s = 0; s < p->n_steps; s++) {
-        const mg_node *n = &g->nodes[p->steps[s]];
-        for (int k = 0; k < n->n_in; k++) last_read[n->in[k]] = s;
-    }
+    for (int32_t s = 0; s < p->n_steps; s++)
+        for (int k = 0; k < g->nodes[p->steps[s]].n_in; k++)
+            last_read[mg_plan_input(p, p->steps[s], k)] = s;
     /* Bucket releases by step: count, prefix-sum, then place. */
     memset(p->release_start, 0, ((size_t)p->n_steps + 1) * sizeof(int32_t));
     for (int32_t s = 0; s < p->n_steps; s++) {
@@ -144,9 +145,14 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
     if (s == MG_OK && (!needed || !order || !last_read))
         s = mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory");
     if (s == MG_OK) {
-        mg_graph_mark_ancestors(g, outputs, n_outputs, needed);
-        mg_graph_mark_ancestors(g, retain, n_retain, needed);
-        s = mg_graph_topo_order(g, needed, order, &n_order);
+        bool undo = opts && opts->without_recompute;
+        for (int32_t t = 0; t < g->n; t++)
+            p->remap[t] = undo && (g->nodes[t].flags & MG_NODE_RECOMPUTE)
+                              ? g->nodes[t].orig
+                              : t;
+        mg_graph_mark_ancestors(g, outputs, n_outputs, p->remap, needed);
+        mg_graph_mark_ancestors(g, retain, n_retain, p->remap, needed);
+        s = mg_graph_topo_order(g, needed, p->remap, order, &n_order);
     }
     if (s == MG_OK) {
         plan_add_kept(p, outputs, n_outputs);
@@ -167,22 +173,17 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
 
 int mg_plan_num_steps(const mg_plan *p) { return p ? p->n_steps : 0; }
 
-bool mg_bindings_cover(const mg_binding *binds, int n_binds, mg_tensor t) {
-    for (int i = 0; i < n_binds; i++)
-        if (binds[i].tensor == t) return true;
-    return false;
-}
-
 size_t mg_plan_predicted_peak(const mg_plan *p, const mg_binding *binds,
                               int n_binds) {
     if (!p) return 0;
     if (!binds) n_binds = 0;
-    /* Caller-bound outputs never enter the pool. Only kept tensors may be
-     * bound, so checking the kept list against binds is enough. */
+    /* Caller-bound outputs never enter the pool. */
     bool *bound = calloc((size_t)(p->n_tensors ? p->n_tensors : 1), 1);
     if (!bound) return 0;
-    for (int32_t k = 0; k < p->n_kept; k++)
-        bound[p->kept[k]] = mg_bindings_cover(binds, n_binds, p->kept[k]);
+    for (int i = 0; i < n_binds; i++)
+        if (binds[i].tensor >= 0 && binds[i].tensor < p->n_tensors &&
+            (p->role[binds[i].tensor] & MG_ROLE_KEPT))
+            bound[binds[i].tensor] = true;
     size_t in_use = 0, peak = 0;
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_tensor t = p->steps[s];

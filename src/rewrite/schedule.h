@@ -28,9 +28,15 @@ struct mg_plan {
     mg_tensor *leaves; /* leaves some step reads, or that are outputs */
     int32_t n_kept;
     mg_tensor *kept;   /* outputs then retained, without repeats */
+    /* Inputs are read through this map: identity, or with
+     * without_recompute, each recomputed copy -> its forward tensor. */
+    mg_tensor *remap;
 };
 
-/* True if a binding in binds[] gives memory for t. */
-bool mg_bindings_cover(const mg_binding *binds, int n_binds, mg_tensor t);
+/* Input k of the node of tensor t, as this plan reads it. */
+static inline mg_tensor mg_plan_input(const mg_plan *p, mg_tensor t, int k) {
+    return p->remap[p->g->nodes[t].in[k]];
+}
+
 
 #endif

@@ -1,0 +1,171 @@
+/*
+ * cpu_conv.c - conv2d and its two gradient ops by im2col and BLAS GEMM.
+ * For each (batch item, group) the input windows are unfolded into a
+ * column matrix [C/groups * KH * KW, OH * OW], so that
+ *   conv2d:             y  = W  . col(x)
+ *   conv2d_grad_input:  dx = col2im(W^T . gy)
+ *   conv2d_grad_weight: dW += gy . col(x)^T   (summed over the batch)
+ * The column matrix is scratch memory outside the pool (see docs/ops.md);
+ * a 1x1 kernel with stride 1 and no padding needs none, since there x
+ * already is its own column matrix.
+ */
+#include "cpu_kernels.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum conv_mode { CONV_FORWARD, CONV_GRAD_INPUT, CONV_GRAD_WEIGHT };
+
+typedef struct conv_dims {
+    int64_t n, c, h, w;   /* x */
+    int64_t o, oh, ow;    /* y */
+    int kh, kw, sh, sw, ph, pw, dh, dw;
+    int64_t groups, cg, og; /* channels per group of x and of y */
+    int k, p, m;          /* GEMM sizes: rows of col, cols of col, og */
+    int direct;           /* 1x1, stride 1, no padding: col is x itself */
+} conv_dims;
+
+/* col[(c*KH + i)*KW + j][oy*OW + ox] = x[c][oy*SH - PH + i*DH][ox*SW - PW +
+ * j*DW], or 0 in the padding; col2im adds the entries back into x. Both walk
+ * col in order and skip the rows of x that fall into the padding. */
+#define CONV_DEF(T, SUF, GEMM)                                                \
+    static void im2col_##SUF(const T *x, T *col, const conv_dims *d) {        \
+        for (int64_t c = 0; c < d->cg; c++)                                   \
+            for (int i = 0; i < d->kh; i++)                                   \
+                for (int j = 0; j < d->kw; j++)                               \
+                    for (int64_t oy = 0; oy < d->oh; oy++, col += d->ow) {    \
+                        const int64_t iy = oy * d->sh - d->ph + i * d->dh;    \
+                        const bool in_y = iy >= 0 && iy < d->h;               \
+                        const T *row = x + (c * d->h + (in_y ? iy : 0)) * d->w;\
+                        for (int64_t ox = 0; ox < d->ow; ox++) {              \
+                            const int64_t ix = ox * d->sw - d->pw + j * d->dw;\
+                            col[ox] = in_y && ix >= 0 && ix < d->w ? row[ix]  \
+                                                                   : (T)0;    \
+                        }                                                     \
+                    }                                                         \
+    }                                                                         \
+    static void col2im_##SUF(const T *col, T *x, const conv_dims *d) {        \
+        for (int64_t c = 0; c < d->cg; c++)                                   \
+            for (int i = 0; i < d->kh; i++)                                   \
+                for (int j = 0; j < d->kw; j++)                               \
+                    for (int64_t oy = 0; oy < d->oh; oy++, col += d->ow) {    \
+                        const int64_t iy = oy * d->sh - d->ph + i * d->dh;    \
+                        if (iy < 0 || iy >= d->h) continue;                   \
+                        T *row = x + (c * d->h + iy) * d->w;                  \
+                        for (int64_t ox = 0; ox < d->ow; ox++) {              \
+                            const int64_t ix = ox * d->sw - d->pw + j * d->dw;\
+                            if (ix >= 0 && ix < d->w) row[ix] += col[ox];     \
+                        }                                                     \
+                    }                                                         \
+    }                                                                         \
+    /* (a, b) are (x, w), (gy, w) or (gy, x) by mode; out is y, dx or dw. */  \
+    static mg_status conv_##SUF(const T *a, const T *b, T *out, T *col,       \
+                                const conv_dims *d, enum conv_mode mode) {    \
+        const int64_t xs = d->cg * d->h * d->w, ys = (int64_t)d->m * d->p;    \
+        const int64_t ws = (int64_t)d->m * d->k;                              \
+        const int64_t nx = d->n * d->c * d->h * d->w;                         \
+        if (mode == CONV_GRAD_INPUT) memset(out, 0, (size_t)nx * sizeof(T));  \
+        if (mode == CONV_GRAD_WEIGHT)                                         \
+            memset(out, 0, (size_t)(ws * d->groups) * sizeof(T));             \
+        for (int64_t n = 0; n < d->n; n++)                                    \
+            for (int64_t g = 0; g < d->groups; g++) {                         \
+                const int64_t e = n * d->groups + g; /* (n, g) block */       \
+                switch (mode) {                                               \
+                case CONV_FORWARD: {                                          \
+                    const T *cx = d->direct ? a + e * xs : col;               \
+                    if (!d->direct) im2col_##SUF(a + e * xs, col, d);         \
+                    GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, d->m,     \
+                         d->p, d->k, 1, b + g * ws, d->k, cx, d->p, 0,        \
+                         out + e * ys, d->p);                                 \
+                    break;                                                    \
+                }                                                             \
+                case CONV_GRAD_INPUT: {                                       \
+                    T *cx = d->direct ? out + e * xs : col;                   \
+                    GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, d->k, d->p, \
+                         d->m, 1, b + g * ws, d->k, a + e * ys, d->p, 0, cx,  \
+                         d->p);                                               \
+                    if (!d->direct) col2im_##SUF(col, out + e * xs, d);       \
+                    break;                                                    \
+                }                                                             \
+                case CONV_GRAD_WEIGHT: {                                      \
+                    const T *cx = d->direct ? b + e * xs : col;               \
+                    if (!d->direct) im2col_##SUF(b + e * xs, col, d);         \
+                    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, d->m, d->k, \
+                         d->p, 1, a + e * ys, d->p, cx, d->p, 1,              \
+                         out + g * ws, d->k);                                 \
+                    break;                                                    \
+                }                                                             \
+                }                                                             \
+            }                                                                 \
+        return MG_OK;                                                         \
+    }
+CONV_DEF(float, f32, cblas_sgemm)
+CONV_DEF(double, f64, cblas_dgemm)
+
+/* Sizes from x [N,C,H,W], y [N,O,OH,OW] and w [O,C/groups,KH,KW]. */
+static mg_status conv_setup(const mg_kargs *ka, const mg_tdesc *x,
+                            const mg_tdesc *y, const mg_tdesc *w,
+                            conv_dims *d) {
+    const mg_attrs *at = ka->attrs;
+    if (x->ndim != 4 || y->ndim != 4 || w->ndim != 4 || at->groups < 1)
+        return mg_cpu_fail(ka, MG_ERR_SHAPE,
+                           "conv2d kernels need 4-D tensors and groups >= 1");
+    *d = (conv_dims){
+        .n = x->shape[0], .c = x->shape[1], .h = x->shape[2],
+        .w = x->shape[3], .o = y->shape[1], .oh = y->shape[2],
+        .ow = y->shape[3], .kh = (int)w->shape[2], .kw = (int)w->shape[3],
+        .sh = at->stride[0], .sw = at->stride[1], .ph = at->pad[0],
+        .pw = at->pad[1], .dh = at->dilation[0], .dw = at->dilation[1],
+        .groups = at->groups,
+    };
+    d->cg = d->c / d->groups;
+    d->og = d->o / d->groups;
+    const int64_t k = d->cg * d->kh * d->kw, p = d->oh * d->ow;
+    if (k > INT_MAX || p > INT_MAX || d->og > INT_MAX)
+        return mg_cpu_fail(ka, MG_ERR_UNSUPPORTED,
+                           "conv2d GEMM sizes exceed the BLAS int range");
+    d->k = (int)k;
+    d->p = (int)p;
+    d->m = (int)d->og;
+    d->direct = d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 &&
+                d->ph == 0 && d->pw == 0;
+    return MG_OK;
+}
+
+static mg_status conv_run(const mg_kargs *ka, const mg_tdesc *x,
+                          const mg_tdesc *y, const mg_tdesc *w,
+                          enum conv_mode mode) {
+    conv_dims d;
+    mg_status s = conv_setup(ka, x, y, w, &d);
+    if (s != MG_OK) return s;
+    const mg_dtype dt = ka->out.d.dtype;
+    void *col = NULL;
+    if (!d.direct) {
+        const size_t n = (size_t)d.k * (size_t)d.p;
+        col = malloc(n * mg_dtype_size(dt));
+        if (!col)
+            return mg_cpu_fail(ka, MG_ERR_NOMEM,
+                               "out of memory for a %zu-element im2col "
+                               "buffer", n);
+    }
+    s = MG_CPU_BY_DTYPE(ka, dt, conv, ka->in[0].data, ka->in[1].data,
+                        ka->out.data, col, &d, mode);
+    free(col);
+    return s;
+}
+
+mg_status mg_cpu_conv2d(const mg_kargs *ka) {
+    return conv_run(ka, &ka->in[0].d, &ka->out.d, &ka->in[1].d, CONV_FORWARD);
+}
+
+mg_status mg_cpu_conv2d_grad_input(const mg_kargs *ka) {
+    return conv_run(ka, &ka->out.d, &ka->in[0].d, &ka->in[1].d,
+                    CONV_GRAD_INPUT);
+}
+
+mg_status mg_cpu_conv2d_grad_weight(const mg_kargs *ka) {
+    return conv_run(ka, &ka->in[1].d, &ka->in[0].d, &ka->out.d,
+                    CONV_GRAD_WEIGHT);
+}

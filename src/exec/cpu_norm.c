@@ -1,0 +1,158 @@
+/*
+ * cpu_norm.c - batchnorm and layernorm, forward and backward, as one
+ * kernel family. x is viewed as [A, B, C] and normalised per group b over
+ * its A * C elements:
+ *   batchnorm  A = N, B = channels, C = spatial size; gamma indexed by b
+ *   layernorm  A = 1, B = rows,     C = normalised size; gamma by c
+ * Statistics are recomputed per group in every kernel with two passes
+ * (mean, then the biased variance of x - mean), which keeps the variance
+ * accurate when |mean| is large against the spread.
+ *
+ * With xhat = (x - mean) * rstd and h = gy * gamma, the gradients are
+ *   dx     = rstd * (h - mean(h) - xhat * mean(h * xhat))   per group
+ *   dgamma = sum of gy * xhat over everything gamma is broadcast along
+ */
+#include "cpu_kernels.h"
+
+#include <string.h>
+#include <tgmath.h>
+
+typedef struct norm_dims {
+    int64_t a, b, c;
+    int gamma_by_c; /* layernorm: gamma varies along c, not b */
+    double eps;
+} norm_dims;
+
+#define NORM_DEF(T, SUF)                                                      \
+    static void stats_##SUF(const T *x, const norm_dims *d, int64_t b,        \
+                            T *mean, T *rstd) {                               \
+        const T count = (T)(d->a * d->c);                                     \
+        T s = 0, v = 0;                                                       \
+        for (int64_t i = 0; i < d->a; i++) {                                  \
+            const T *r = x + (i * d->b + b) * d->c;                           \
+            for (int64_t j = 0; j < d->c; j++) s += r[j];                     \
+        }                                                                     \
+        const T m = s / count;                                                \
+        for (int64_t i = 0; i < d->a; i++) {                                  \
+            const T *r = x + (i * d->b + b) * d->c;                           \
+            for (int64_t j = 0; j < d->c; j++) v += (r[j] - m) * (r[j] - m);  \
+        }                                                                     \
+        *mean = m;                                                            \
+        *rstd = (T)1 / sqrt(v / count + (T)d->eps);                           \
+    }                                                                         \
+    static mg_status norm_fwd_##SUF(const T *x, const T *gamma,               \
+                                    const T *beta, T *y, const norm_dims *d) {\
+        for (int64_t b = 0; b < d->b; b++) {                                  \
+            T m, rs;                                                          \
+            stats_##SUF(x, d, b, &m, &rs);                                    \
+            for (int64_t i = 0; i < d->a; i++) {                              \
+                const int64_t o = (i * d->b + b) * d->c;                      \
+                for (int64_t j = 0; j < d->c; j++) {                          \
+                    const int64_t k = d->gamma_by_c ? j : b;                  \
+                    y[o + j] = (x[o + j] - m) * rs * gamma[k] + beta[k];      \
+                }                                                             \
+            }                                                                 \
+        }                                                                     \
+        return MG_OK;                                                         \
+    }                                                                         \
+    static mg_status norm_grad_input_##SUF(const T *gy, const T *x,           \
+                                           const T *gamma, T *dx,             \
+                                           const norm_dims *d) {              \
+        const T count = (T)(d->a * d->c);                                     \
+        for (int64_t b = 0; b < d->b; b++) {                                  \
+            T m, rs, sh = 0, shx = 0;                                         \
+            stats_##SUF(x, d, b, &m, &rs);                                    \
+            for (int64_t i = 0; i < d->a; i++) {                              \
+                const int64_t o = (i * d->b + b) * d->c;                      \
+                for (int64_t j = 0; j < d->c; j++) {                          \
+                    const T h = gy[o + j] * gamma[d->gamma_by_c ? j : b];     \
+                    sh += h;                                                  \
+                    shx += h * (x[o + j] - m) * rs;                           \
+                }                                                             \
+            }                                                                 \
+            sh /= count;                                                      \
+            shx /= count;                                                     \
+            for (int64_t i = 0; i < d->a; i++) {                              \
+                const int64_t o = (i * d->b + b) * d->c;                      \
+                for (int64_t j = 0; j < d->c; j++) {                          \
+                    const T h = gy[o + j] * gamma[d->gamma_by_c ? j : b];     \
+                    dx[o + j] = rs * (h - sh - (x[o + j] - m) * rs * shx);    \
+                }                                                             \
+            }                                                                 \
+        }                                                                     \
+        return MG_OK;                                                         \
+    }                                                                         \
+    static mg_status norm_grad_gamma_##SUF(const T *gy, const T *x, T *dg,    \
+                                           const norm_dims *d) {              \
+        memset(dg, 0, (size_t)(d->gamma_by_c ? d->c : d->b) * sizeof(T));     \
+        for (int64_t b = 0; b < d->b; b++) {                                  \
+            T m, rs;                                                          \
+            stats_##SUF(x, d, b, &m, &rs);                                    \
+            for (int64_t i = 0; i < d->a; i++) {                              \
+                const int64_t o = (i * d->b + b) * d->c;                      \
+                for (int64_t j = 0; j < d->c; j++)                            \
+                    dg[d->gamma_by_c ? j : b] +=                              \
+                        gy[o + j] * ((x[o + j] - m) * rs);                    \
+            }                                                                 \
+        }                                                                     \
+        return MG_OK;                                                         \
+    }
+MG_CPU_FLOAT_TYPES(NORM_DEF)
+
+/* The [A, B, C] view of x for the op; layernorm ops name theirs. */
+static mg_status norm_setup(const mg_kargs *ka, const mg_tdesc *x,
+                            bool layer, norm_dims *d) {
+    const mg_attrs *at = ka->attrs;
+    const int n = layer ? at->n_norm_axes : 1;
+    if (n < 1 || n > x->ndim || x->ndim < (layer ? 1 : 2))
+        return mg_cpu_fail(ka, MG_ERR_SHAPE,
+                           "cannot normalise %d axes of a %d-D tensor", n,
+                           x->ndim);
+    int64_t inner = 1;
+    for (int i = layer ? x->ndim - n : 2; i < x->ndim; i++)
+        inner *= x->shape[i];
+    const int64_t numel = mg_tdesc_numel(x);
+    *d = (norm_dims){
+        .a = layer ? 1 : x->shape[0],
+        .b = layer ? numel / inner : x->shape[1],
+        .c = inner,
+        .gamma_by_c = layer,
+        .eps = at->eps,
+    };
+    return MG_OK;
+}
+
+static bool is_layer(mg_op op) {
+    return op == MG_OP_LAYERNORM || op == MG_OP_LAYERNORM_GRAD_INPUT ||
+           op == MG_OP_LAYERNORM_GRAD_GAMMA;
+}
+
+/* batchnorm and layernorm: (x, gamma, beta) */
+mg_status mg_cpu_norm(const mg_kargs *ka) {
+    norm_dims d;
+    mg_status s = norm_setup(ka, &ka->in[0].d, is_layer(ka->op), &d);
+    return s != MG_OK ? s
+                      : MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, norm_fwd,
+                                        ka->in[0].data, ka->in[1].data,
+                                        ka->in[2].data, ka->out.data, &d);
+}
+
+/* (gy, x, gamma) -> dx */
+mg_status mg_cpu_norm_grad_input(const mg_kargs *ka) {
+    norm_dims d;
+    mg_status s = norm_setup(ka, &ka->in[1].d, is_layer(ka->op), &d);
+    return s != MG_OK ? s
+                      : MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, norm_grad_input,
+                                        ka->in[0].data, ka->in[1].data,
+                                        ka->in[2].data, ka->out.data, &d);
+}
+
+/* (gy, x) -> dgamma */
+mg_status mg_cpu_norm_grad_gamma(const mg_kargs *ka) {
+    norm_dims d;
+    mg_status s = norm_setup(ka, &ka->in[1].d, is_layer(ka->op), &d);
+    return s != MG_OK ? s
+                      : MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, norm_grad_gamma,
+                                        ka->in[0].data, ka->in[1].data,
+                                        ka->out.data, &d);
+}

@@ -1,0 +1,203 @@
+/*
+ * ops_conv.c - 2-D convolution of NCHW tensors (stride, padding, dilation,
+ * groups) and its two backward helper ops, plus the sliding-window shape
+ * rule that the pooling ops share. conv2d has no bias: a bias is an add
+ * that broadcasts [O,1,1] over the output.
+ */
+#include "ops_internal.h"
+
+#include <limits.h>
+#include <stdio.h>
+
+/* Output length of one axis; 0 when even one window does not fit. */
+static int64_t window_len(int64_t in, int k, int stride, int pad, int dil) {
+    const int64_t room = in + 2 * (int64_t)pad - (int64_t)dil * (k - 1) - 1;
+    return room < 0 ? 0 : room / stride + 1;
+}
+
+mg_status mg_window_shape(const mg_tdesc *x, const int kernel[2],
+                          const mg_attrs *a, mg_tdesc *out, char *why,
+                          size_t len) {
+    char buf[128];
+    mg_status s = mg_float_check(x, "x", why, len);
+    if (s != MG_OK) return s;
+    if (x->ndim != 4) {
+        snprintf(why, len, "x must be 4-D [N, C, H, W], not %s",
+                 mg_shape_str(x, buf, sizeof buf));
+        return MG_ERR_SHAPE;
+    }
+    for (int i = 0; i < 2; i++) {
+        const char *axis = i ? "w" : "h";
+        if (kernel[i] < 1 || a->stride[i] < 1 || a->dilation[i] < 1 ||
+            a->pad[i] < 0) {
+            snprintf(why, len,
+                     "kernel_%s = %d, stride_%s = %d and dilation_%s = %d "
+                     "must be >= 1 and pad_%s = %d >= 0",
+                     axis, kernel[i], axis, a->stride[i], axis,
+                     a->dilation[i], axis, a->pad[i]);
+            return MG_ERR_INVALID_ARG;
+        }
+        const int64_t n = window_len(x->shape[2 + i], kernel[i], a->stride[i],
+                                     a->pad[i], a->dilation[i]);
+        if (n < 1) {
+            snprintf(why, len,
+                     "a window of %d (dilation %d) does not fit along %s = "
+                     "%lld with padding %d",
+                     kernel[i], a->dilation[i], axis,
+                     (long long)x->shape[2 + i], a->pad[i]);
+            return MG_ERR_SHAPE;
+        }
+        out->shape[2 + i] = n;
+    }
+    out->dtype = x->dtype;
+    out->ndim = 4;
+    out->shape[0] = x->shape[0];
+    out->shape[1] = x->shape[1];
+    return MG_OK;
+}
+
+/* Checks the output of a gradient op's forward against its gy. */
+mg_status mg_grad_shape_check(const mg_tdesc *gy, const mg_tdesc *want,
+                              char *why, size_t len) {
+    mg_status s = mg_float_pair_check(gy, "gy", want, "the forward output",
+                                      why, len);
+    if (s == MG_OK && !mg_tdesc_same_shape(gy, want)) {
+        char a[128], b[128];
+        snprintf(why, len, "gy is %s but the forward output would be %s",
+                 mg_shape_str(gy, a, sizeof a), mg_shape_str(want, b, sizeof b));
+        s = MG_ERR_SHAPE;
+    }
+    return s;
+}
+
+mg_status mg_conv2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                          mg_tdesc *out, char *why, size_t len) {
+    (void)n_in;
+    const mg_tdesc *x = &in[0], *w = &in[1];
+    char buf[128];
+    mg_status s = mg_float_pair_check(x, "x", w, "w", why, len);
+    if (s != MG_OK) return s;
+    if (w->ndim != 4) {
+        snprintf(why, len, "w must be 4-D [O, C/groups, KH, KW], not %s",
+                 mg_shape_str(w, buf, sizeof buf));
+        return MG_ERR_SHAPE;
+    }
+    if (w->shape[2] > INT_MAX || w->shape[3] > INT_MAX) {
+        snprintf(why, len, "the kernel of w is too large");
+        return MG_ERR_SHAPE;
+    }
+    const int kernel[2] = {(int)w->shape[2], (int)w->shape[3]};
+    if ((s = mg_window_shape(x, kernel, a, out, why, len)) != MG_OK) return s;
+    const int64_t c = x->shape[1], o = w->shape[0], gr = a->groups;
+    if (gr < 1 || c % gr != 0 || o % gr != 0) {
+        snprintf(why, len,
+                 "groups = %lld must be >= 1 and divide both the %lld input "
+                 "and the %lld output channels",
+                 (long long)gr, (long long)c, (long long)o);
+        return MG_ERR_INVALID_ARG;
+    }
+    if (w->shape[1] * gr != c) {
+        snprintf(why, len,
+                 "channel mismatch: x has %lld channels, so w must have %lld "
+                 "per group, not %lld",
+                 (long long)c, (long long)(c / gr), (long long)w->shape[1]);
+        return MG_ERR_SHAPE;
+    }
+    out->shape[1] = o;
+    return MG_OK;
+}
+
+/* conv2d_grad_input(gy, w): x's shape is in the attributes. */
+mg_status mg_conv2d_grad_input_infer(const mg_tdesc *in, int n_in,
+                                     const mg_attrs *a, mg_tdesc *out,
+                                     char *why, size_t len) {
+    mg_tdesc fwd[2] = {{.dtype = in[0].dtype, .ndim = a->ndim}, in[1]}, y;
+    for (int i = 0; i < a->ndim; i++) fwd[0].shape[i] = a->shape[i];
+    mg_status s = mg_conv2d_infer(fwd, n_in, a, &y, why, len);
+    if (s == MG_OK) s = mg_grad_shape_check(&in[0], &y, why, len);
+    if (s == MG_OK) *out = fwd[0];
+    return s;
+}
+
+/* conv2d_grad_weight(gy, x): w's kernel size is in the attributes. */
+mg_status mg_conv2d_grad_weight_infer(const mg_tdesc *in, int n_in,
+                                      const mg_attrs *a, mg_tdesc *out,
+                                      char *why, size_t len) {
+    if (in[0].ndim != 4 || in[1].ndim != 4 || a->groups < 1) {
+        snprintf(why, len, "gy and x must be 4-D and groups >= 1");
+        return MG_ERR_SHAPE;
+    }
+    const mg_tdesc w = {.dtype = in[1].dtype, .ndim = 4,
+                        .shape = {in[0].shape[1], in[1].shape[1] / a->groups,
+                                  a->kernel[0], a->kernel[1]}};
+    mg_tdesc fwd[2] = {in[1], w}, y;
+    mg_status s = mg_conv2d_infer(fwd, n_in, a, &y, why, len);
+    if (s == MG_OK) s = mg_grad_shape_check(&in[0], &y, why, len);
+    if (s == MG_OK) *out = w;
+    return s;
+}
+
+/* The GEMM work of a convolution with output y and weight w: each output
+ * element is a dot product over C/groups * KH * KW. The op and both of its
+ * gradients do the same amount. */
+static double conv_flops(const mg_tdesc *y, const mg_tdesc *w) {
+    return 2.0 * (double)mg_tdesc_numel(y) * (double)mg_tdesc_numel(w) /
+           (double)w->shape[0];
+}
+
+double mg_conv2d_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                       const mg_tdesc *out) {
+    (void)n_in, (void)a;
+    return conv_flops(out, &in[1]);
+}
+
+double mg_conv2d_grad_input_flops(const mg_tdesc *in, int n_in,
+                                  const mg_attrs *a, const mg_tdesc *out) {
+    (void)n_in, (void)a, (void)out;
+    return conv_flops(&in[0], &in[1]);
+}
+
+double mg_conv2d_grad_weight_flops(const mg_tdesc *in, int n_in,
+                                   const mg_attrs *a, const mg_tdesc *out) {
+    (void)n_in, (void)a;
+    return conv_flops(&in[0], out);
+}
+
+mg_tensor mg_conv2d(mg_graph *g, mg_tensor x, mg_tensor w, int stride_h,
+                    int stride_w, int pad_h, int pad_w, int dilation_h,
+                    int dilation_w, int groups) {
+    mg_attrs at = {0};
+    at.stride[0] = stride_h;
+    at.stride[1] = stride_w;
+    at.pad[0] = pad_h;
+    at.pad[1] = pad_w;
+    at.dilation[0] = dilation_h;
+    at.dilation[1] = dilation_w;
+    at.groups = groups;
+    const mg_tensor in[2] = {x, w};
+    return mg_graph_add_node(g, MG_OP_CONV2D, 2, in, &at);
+}
+
+/* dx is the transposed convolution of gy with w, dw correlates gy with x;
+ * both are helper ops so that no flipped or dilated copy of w or gy is
+ * ever materialised. */
+mg_status mg_conv2d_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                         const bool *need, mg_tensor *gin) {
+    const mg_node n = g->nodes[y];
+    const mg_tdesc xd = g->nodes[n.in[0]].d, wd = g->nodes[n.in[1]].d;
+    mg_attrs at = n.attrs;
+    if (need[0]) {
+        const mg_tensor in[2] = {gy, n.in[1]};
+        gin[0] = mg_attrs_shape_set(&at, xd.ndim, xd.shape, "conv2d") == MG_OK
+                     ? mg_graph_add_node(g, MG_OP_CONV2D_GRAD_INPUT, 2, in,
+                                         &at)
+                     : MG_NO_TENSOR;
+    }
+    if (need[1]) {
+        const mg_tensor in[2] = {gy, n.in[0]};
+        at.kernel[0] = (int)wd.shape[2];
+        at.kernel[1] = (int)wd.shape[3];
+        gin[1] = mg_graph_add_node(g, MG_OP_CONV2D_GRAD_WEIGHT, 2, in, &at);
+    }
+    return mg_grad_status(2, need, gin);
+}

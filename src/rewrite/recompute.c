@@ -1,0 +1,66 @@
+/*
+ * recompute.c - recomputed copies of forward tensors for the backward
+ * pass.
+ *
+ * A copy has the op and attributes of its forward tensor and reads kept
+ * tensors (checkpoints, leaves) or other copies, never a forward tensor
+ * that is not kept: the forward pass can then release those after their
+ * last forward reader. Copies are made on demand while backprop walks the
+ * graph backwards, so each segment's copies are appended just before the
+ * backward ops that first need them, and creation order is already the
+ * schedule: forward, then per segment (last first) recompute + backward.
+ * Same op, same attributes, same inputs bit for bit: dropout replays its
+ * seed and offset, and the copy equals the original exactly.
+ */
+#include "rewrite.h"
+
+static bool needs_copy(const mg_graph *g, const mg_recompute *r, mg_tensor t) {
+    return t < r->n && !r->keep[t] &&
+           !(mg_op_table[g->nodes[t].op].flags & MG_OPF_LEAF);
+}
+
+static mg_tensor resolved(const mg_graph *g, const mg_recompute *r,
+                          mg_tensor t) {
+    return needs_copy(g, r, t) ? r->copy[t] : t;
+}
+
+/* Append the copy of u; its inputs' copies exist already. */
+static mg_tensor make_copy(mg_graph *g, mg_recompute *r, mg_tensor u) {
+    /* Locals: adding a node may move g->nodes. */
+    const mg_op op = g->nodes[u].op;
+    const int n_in = g->nodes[u].n_in;
+    const mg_attrs attrs = g->nodes[u].attrs;
+    mg_tensor in[MG_MAX_INPUTS];
+    for (int k = 0; k < n_in; k++) in[k] = resolved(g, r, g->nodes[u].in[k]);
+    mg_tensor c = mg_graph_add_node(g, op, n_in, in, &attrs);
+    if (c == MG_NO_TENSOR) return c;
+    g->nodes[c].flags |= MG_NODE_RECOMPUTE;
+    g->nodes[c].orig = u;
+    r->copy[u] = c;
+    return c;
+}
+
+mg_tensor mg_recompute_get(mg_graph *g, mg_recompute *r, mg_tensor t) {
+    if (!needs_copy(g, r, t) || r->copy[t] != MG_NO_TENSOR)
+        return resolved(g, r, t);
+    /* Post-order walk with an explicit stack: a segment can be thousands
+     * of ops long, too deep for recursion. The stack is the current path,
+     * so it never holds more than r->n entries. */
+    int32_t top = 0;
+    r->stack[top++] = t;
+    while (top > 0) {
+        mg_tensor u = r->stack[top - 1];
+        bool pushed = false;
+        for (int k = 0; k < g->nodes[u].n_in && !pushed; k++) {
+            mg_tensor v = g->nodes[u].in[k];
+            if (needs_copy(g, r, v) && r->copy[v] == MG_NO_TENSOR) {
+                r->stack[top++] = v;
+                pushed = true;
+            }
+        }
+        if (pushed) continue;
+        top--;
+        if (make_copy(g, r, u) == MG_NO_TENSOR) return MG_NO_TENSOR;
+    }
+    return r->copy[t];
+}

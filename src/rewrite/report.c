@@ -1,0 +1,124 @@
+/*
+ * report.c - what a plan does, for people and for the bench tools: forward,
+ * recompute and backward steps with their flops, the checkpoints and the
+ * recompute segments, and the predicted peak beside plain backprop's.
+ */
+#include "schedule.h"
+
+#include <stdlib.h>
+
+typedef enum step_kind { STEP_FORWARD, STEP_RECOMPUTE, STEP_BACKWARD } step_kind;
+
+static step_kind kind_of(const mg_node *n) {
+    if (n->flags & MG_NODE_RECOMPUTE) return STEP_RECOMPUTE;
+    if (n->flags & MG_NODE_BACKWARD) return STEP_BACKWARD;
+    return STEP_FORWARD;
+}
+
+mg_status mg_plan_summarize(const mg_plan *p, const mg_binding *binds,
+                            int n_binds, mg_plan_summary *out) {
+    if (!p || !out)
+        return mg_set_error(MG_ERR_INVALID_ARG, "mg_plan_summarize: %s is NULL",
+                            p ? "out" : "plan");
+    mg_plan_summary s = {.n_steps = p->n_steps};
+    step_kind prev = STEP_FORWARD;
+    for (int32_t i = 0; i < p->n_steps; i++) {
+        const mg_node *n = &p->g->nodes[p->steps[i]];
+        double flops = 0;
+        mg_graph_op_cost(p->g, p->steps[i], &flops, NULL);
+        step_kind k = kind_of(n);
+        if (k == STEP_RECOMPUTE) {
+            s.n_recompute++;
+            s.recompute_flops += flops;
+            if (prev != STEP_RECOMPUTE) s.n_segments++;
+        } else if (k == STEP_BACKWARD) {
+            s.n_backward++;
+            s.backward_flops += flops;
+        } else {
+            s.n_forward++;
+            s.forward_flops += flops;
+        }
+        if (n->flags & MG_NODE_CHOSEN) s.n_checkpoints++;
+        prev = k;
+    }
+    s.predicted_peak = mg_plan_predicted_peak(p, binds, n_binds);
+    /* Plain backprop's figure: the same outputs, read without copies. */
+    mg_plan_options o = {.without_recompute = 1};
+    mg_plan *plain = NULL;
+    mg_status st = mg_plan_compile(p->g, p->kept, p->n_kept, &o, &plain);
+    if (st != MG_OK) return st;
+    s.predicted_peak_without_recompute =
+        mg_plan_predicted_peak(plain, binds, n_binds);
+    mg_plan_free(plain);
+    *out = s;
+    return MG_OK;
+}
+
+static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
+
+static void report_checkpoints(const mg_plan *p, FILE *out) {
+    const int shown_max = 16;
+    int shown = 0;
+    char label[160], shape[128];
+    for (int32_t i = 0; i < p->n_steps; i++) {
+        const mg_node *n = &p->g->nodes[p->steps[i]];
+        if (!(n->flags & MG_NODE_CHOSEN)) continue;
+        if (shown++ < shown_max)
+            fprintf(out, "  %s %s %zu bytes\n",
+                    mg_graph_tensor_label(p->g, p->steps[i], label,
+                                          sizeof label),
+                    mg_shape_str(&n->d, shape, sizeof shape),
+                    mg_tdesc_nbytes(&n->d));
+    }
+    if (shown > shown_max) fprintf(out, "  ... and %d more\n", shown - shown_max);
+}
+
+static void report_segments(const mg_plan *p, FILE *out) {
+    const int shown_max = 16;
+    int seg = 0;
+    for (int32_t i = 0; i < p->n_steps;) {
+        if (kind_of(&p->g->nodes[p->steps[i]]) != STEP_RECOMPUTE) {
+            i++;
+            continue;
+        }
+        int32_t j = i;
+        double flops = 0, f;
+        for (; j < p->n_steps &&
+               kind_of(&p->g->nodes[p->steps[j]]) == STEP_RECOMPUTE;
+             j++) {
+            mg_graph_op_cost(p->g, p->steps[j], &f, NULL);
+            flops += f;
+        }
+        if (seg++ < shown_max)
+            fprintf(out, "  segment %d: steps %d-%d, %d ops, %.3g flops\n",
+                    seg, (int)i, (int)j - 1, (int)(j - i), flops);
+        i = j;
+    }
+    if (seg > shown_max) fprintf(out, "  ... and %d more\n", seg - shown_max);
+}
+
+mg_status mg_plan_report(const mg_plan *p, const mg_binding *binds,
+                         int n_binds, FILE *out) {
+    if (!out)
+        return mg_set_error(MG_ERR_INVALID_ARG, "mg_plan_report: out is NULL");
+    mg_plan_summary s;
+    mg_status st = mg_plan_summarize(p, binds, n_binds, &s);
+    if (st != MG_OK) return st;
+    fprintf(out, "plan: %d steps: %d forward, %d recompute, %d backward\n",
+            s.n_steps, s.n_forward, s.n_recompute, s.n_backward);
+    fprintf(out, "checkpoints: %d\n", s.n_checkpoints);
+    report_checkpoints(p, out);
+    fprintf(out, "recompute segments: %d\n", s.n_segments);
+    report_segments(p, out);
+    fprintf(out, "recomputed: %d ops, %.3g flops = %.3f of one forward pass "
+            "(%.3g flops)\n", s.n_recompute, s.recompute_flops,
+            s.forward_flops > 0 ? s.recompute_flops / s.forward_flops : 0.0,
+            s.forward_flops);
+    fprintf(out, "predicted peak: %.3f MiB; plain backprop: %.3f MiB (%.3fx)\n",
+            mib(s.predicted_peak), mib(s.predicted_peak_without_recompute),
+            s.predicted_peak_without_recompute
+                ? (double)s.predicted_peak /
+                      (double)s.predicted_peak_without_recompute
+                : 1.0);
+    return MG_OK;
+}

@@ -1,0 +1,450 @@
+/*
+ * test_ops_nn_forward.c - forward values of the network ops of issue 3
+ * (conv2d, pooling, normalisation, concat/slice/pad, embedding, causal
+ * mask, attention, global pooling, flatten) against numbers worked out by
+ * hand or against naive loops written here independently of the kernels,
+ * in MG_F32 and MG_F64.
+ */
+#include "helpers.h"
+
+#define S(...) ((const int64_t[]){__VA_ARGS__})
+#define D(...) ((const double[]){__VA_ARGS__})
+
+/* ------------------------------------------------------------------ fixture
+ * A graph of one dtype; float inputs take double data converted to it, and
+ * nn_expect runs one output and compares it with doubles. */
+
+#define NN_MAX 24
+typedef struct nn {
+    mg_graph *g;
+    mg_dtype dt;
+    int n;
+    mg_binding b[NN_MAX];
+} nn;
+
+static void nn_begin(nn *t, mg_dtype dt) {
+    memset(t, 0, sizeof *t);
+    t->dt = dt;
+    t->g = mg_graph_new();
+    ck_assert(t->g != NULL);
+}
+
+static void nn_end(nn *t) {
+    for (int i = 0; i < t->n; i++) free(t->b[i].data);
+    mg_graph_free(t->g);
+}
+
+static mg_tensor nn_leaf(nn *t, mg_dtype dt, int nd, const int64_t *sh,
+                         const double *v) {
+    ck_assert(t->n < NN_MAX);
+    mg_tensor x = mg_input(t->g, NULL, dt, nd, sh);
+    TH_OK_T("input", x);
+    int64_t n = th_numel(nd, sh);
+    void *d = malloc((size_t)n * mg_dtype_size(dt));
+    ck_assert(d != NULL);
+    for (int64_t i = 0; i < n; i++) {
+        if (dt == MG_F32) ((float *)d)[i] = (float)v[i];
+        else if (dt == MG_F64) ((double *)d)[i] = v[i];
+        else ((int32_t *)d)[i] = (int32_t)v[i];
+    }
+    t->b[t->n++] = (mg_binding){x, d};
+    return x;
+}
+
+static mg_tensor nn_in(nn *t, int nd, const int64_t *sh, const double *v) {
+    return nn_leaf(t, t->dt, nd, sh, v);
+}
+
+/* Runs y; returns the run status and leaves the values in got. */
+static mg_status nn_try(nn *t, mg_tensor y, double *got) {
+    int64_t n = mg_tensor_numel(t->g, y);
+    ck_assert(n > 0);
+    void *buf = malloc((size_t)n * mg_dtype_size(t->dt));
+    ck_assert(buf != NULL);
+    void *bufs[1] = {buf};
+    mg_status st = th_run(t->g, 1, &y, bufs, t->n, t->b, 0);
+    for (int64_t i = 0; st == MG_OK && i < n; i++)
+        got[i] = t->dt == MG_F32 ? ((float *)buf)[i] : ((double *)buf)[i];
+    free(buf);
+    return st;
+}
+
+/* Runs y and checks its shape and every value (tolerance scaled by the
+ * dtype: f32 values carry about 1e-7 relative rounding per operation). */
+static void nn_expect(nn *t, const char *what, mg_tensor y, int nd,
+                      const int64_t *sh, const double *want, double tol) {
+    char name[200];
+    snprintf(name, sizeof name, "%s (%s)", what, mg_dtype_name(t->dt));
+    TH_OK_T(name, y);
+    th_check_shape(name, t->g, y, nd, sh);
+    int64_t n = th_numel(nd, sh);
+    double *got = malloc((size_t)n * sizeof *got);
+    ck_assert(got != NULL);
+    mg_status st = nn_try(t, y, got);
+    if (st != MG_OK) free(got);
+    ck_assert_msg(st == MG_OK, "%s: run failed: %s", name, th_errmsg);
+    double scale = t->dt == MG_F32 ? 1.0 : 1e-8;
+    th_check_f64(name, got, want, n, tol * scale, tol * scale);
+    free(got);
+}
+
+/* d <seed, y> / d x: a gradient through the op under test. */
+static mg_tensor nn_grad(nn *t, mg_tensor y, mg_tensor seed, mg_tensor x) {
+    mg_tensor gx = MG_NO_TENSOR;
+    mg_status st = mg_gradients(t->g, &y, 1, &seed, &x, 1, NULL, &gx);
+    ck_assert_msg(st == MG_OK, "mg_gradients: %s", mg_last_error());
+    return gx;
+}
+
+static void rand_vals(th_rng *r, double *v, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        v[i] = (double)(float)th_rng_range(r, -2, 2, 0);
+}
+
+static const mg_dtype dtypes[2] = {MG_F32, MG_F64};
+
+/* ------------------------------------------------------------------ conv2d */
+
+typedef struct conv_case {
+    int64_t n, c, h, w, o, kh, kw;
+    int sh, sw, ph, pw, dh, dw, groups;
+} conv_case;
+
+/* Direct 7-loop convolution, independent of im2col. */
+static void ref_conv(const conv_case *k, const double *x, const double *w,
+                     double *y, int64_t oh, int64_t ow) {
+    const int64_t cg = k->c / k->groups, og = k->o / k->groups;
+    for (int64_t n = 0; n < k->n; n++)
+        for (int64_t o = 0; o < k->o; o++)
+            for (int64_t i = 0; i < oh; i++)
+                for (int64_t j = 0; j < ow; j++) {
+                    double s = 0;
+                    for (int64_t ci = 0; ci < cg; ci++)
+                        for (int64_t a = 0; a < k->kh; a++)
+                            for (int64_t b = 0; b < k->kw; b++) {
+                                int64_t iy = i * k->sh - k->ph + a * k->dh;
+                                int64_t ix = j * k->sw - k->pw + b * k->dw;
+                                if (iy < 0 || iy >= k->h || ix < 0 ||
+                                    ix >= k->w)
+                                    continue;
+                                int64_t c = (o / og) * cg + ci;
+                                s += x[((n * k->c + c) * k->h + iy) * k->w +
+                                       ix] *
+                                     w[((o * cg + ci) * k->kh + a) * k->kw + b];
+                            }
+                    *y++ = s;
+                }
+}
+
+START_TEST(test_conv2d_hand) {
+    /* x = 1..9 in 3x3, w = [[1, 0], [0, -1]]: each window gives
+     * x[i][j] - x[i+1][j+1] = -4. With pad 1 and stride 2 the windows start
+     * at -1 and 1 and only taps inside x count: -x00, -x02, -x20 and
+     * x11 - x22. */
+    for (int d = 0; d < 2; d++) {
+        nn t;
+        nn_begin(&t, dtypes[d]);
+        mg_tensor x = nn_in(&t, 4, S(1, 1, 3, 3), D(1, 2, 3, 4, 5, 6, 7, 8, 9));
+        mg_tensor w = nn_in(&t, 4, S(1, 1, 2, 2), D(1, 0, 0, -1));
+        nn_expect(&t, "conv2d valid", mg_conv2d(t.g, x, w, 1, 1, 0, 0, 1, 1, 1),
+                  4, S(1, 1, 2, 2), D(-4, -4, -4, -4), 1e-6);
+        nn_expect(&t, "conv2d pad 1 stride 2",
+                  mg_conv2d(t.g, x, w, 2, 2, 1, 1, 1, 1, 1), 4, S(1, 1, 2, 2),
+                  D(-1, -3, -7, -4), 1e-6);
+        /* dilation 2: the only window is x00 - x22 = -8 */
+        nn_expect(&t, "conv2d dilation 2",
+                  mg_conv2d(t.g, x, w, 1, 1, 0, 0, 2, 2, 1), 4, S(1, 1, 1, 1),
+                  D(-8), 1e-6);
+        nn_end(&t);
+    }
+}
+END_TEST
+
+static const conv_case conv_cases[] = {
+    {2, 3, 5, 6, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1},
+    {2, 4, 7, 6, 6, 3, 2, 2, 1, 1, 2, 1, 1, 2}, /* groups, asymmetric */
+    {1, 3, 9, 8, 3, 3, 3, 2, 3, 2, 1, 2, 1, 3}, /* depthwise, dilated */
+    {2, 2, 4, 4, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1}, /* 1x1: no im2col */
+    {1, 2, 5, 5, 2, 1, 1, 2, 2, 1, 0, 1, 1, 1}, /* 1x1 strided, padded */
+    {1, 6, 5, 7, 4, 2, 3, 1, 2, 1, 1, 2, 2, 2}, /* everything at once */
+};
+
+START_TEST(test_conv2d_random_ref) {
+    th_rng r;
+    th_rng_init(&r, 31);
+    for (size_t k = 0; k < sizeof conv_cases / sizeof conv_cases[0]; k++) {
+        const conv_case *c = &conv_cases[k];
+        const int64_t oh = (c->h + 2 * c->ph - c->dh * (c->kh - 1) - 1) / c->sh + 1;
+        const int64_t ow = (c->w + 2 * c->pw - c->dw * (c->kw - 1) - 1) / c->sw + 1;
+        const int64_t xs[4] = {c->n, c->c, c->h, c->w};
+        const int64_t ws[4] = {c->o, c->c / c->groups, c->kh, c->kw};
+        const int64_t ys[4] = {c->n, c->o, oh, ow};
+        double *x = malloc(sizeof(double) * (size_t)th_numel(4, xs));
+        double *w = malloc(sizeof(double) * (size_t)th_numel(4, ws));
+        double *y = malloc(sizeof(double) * (size_t)th_numel(4, ys));
+        double *yb = malloc(sizeof(double) * (size_t)th_numel(4, ys));
+        double bias[8];
+        ck_assert(x && w && y && yb);
+        rand_vals(&r, x, th_numel(4, xs));
+        rand_vals(&r, w, th_numel(4, ws));
+        rand_vals(&r, bias, c->o);
+        ref_conv(c, x, w, y, oh, ow);
+        for (int64_t i = 0; i < th_numel(4, ys); i++)
+            yb[i] = y[i] + bias[(i / (oh * ow)) % c->o];
+        for (int d = 0; d < 2; d++) {
+            char what[64];
+            snprintf(what, sizeof what, "conv2d case %zu", k);
+            nn t;
+            nn_begin(&t, dtypes[d]);
+            mg_tensor xt = nn_in(&t, 4, xs, x), wt = nn_in(&t, 4, ws, w);
+            mg_tensor bt = nn_in(&t, 3, S(c->o, 1, 1), bias);
+            mg_tensor yt = mg_conv2d(t.g, xt, wt, c->sh, c->sw, c->ph, c->pw,
+                                     c->dh, c->dw, c->groups);
+            nn_expect(&t, what, yt, 4, ys, y, 1e-5);
+            snprintf(what, sizeof what, "conv2d case %zu + bias", k);
+            nn_expect(&t, what, mg_add(t.g, yt, bt), 4, ys, yb, 1e-5);
+            nn_end(&t);
+        }
+        free(x), free(w), free(y), free(yb);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ pooling */
+
+static const double iota16[16] = {1, 2,  3,  4,  5,  6,  7,  8,
+                                  9, 10, 11, 12, 13, 14, 15, 16};
+
+START_TEST(test_pool_hand) {
+    for (int d = 0; d < 2; d++) {
+        nn t;
+        nn_begin(&t, dtypes[d]);
+        mg_tensor x = nn_in(&t, 4, S(1, 1, 4, 4), iota16);
+        nn_expect(&t, "max_pool2d 2x2/2", mg_max_pool2d(t.g, x, 2, 2, 2, 2, 0, 0),
+                  4, S(1, 1, 2, 2), D(6, 8, 14, 16), 0);
+        nn_expect(&t, "avg_pool2d 2x2/2", mg_avg_pool2d(t.g, x, 2, 2, 2, 2, 0, 0),
+                  4, S(1, 1, 2, 2), D(3.5, 5.5, 11.5, 13.5), 0);
+        /* 1x3 windows, stride (3, 1): rows 0 and 3, columns 0..1 */
+        nn_expect(&t, "max_pool2d 1x3 stride 3x1",
+                  mg_max_pool2d(t.g, x, 1, 3, 3, 1, 0, 0), 4, S(1, 1, 2, 2),
+                  D(3, 4, 15, 16), 0);
+        /* all negative with padding: padding (0) must never win */
+        mg_tensor neg = nn_in(&t, 4, S(1, 1, 3, 3),
+                              D(-1, -2, -3, -4, -5, -6, -7, -8, -9));
+        nn_expect(&t, "max_pool2d of negatives, pad 1",
+                  mg_max_pool2d(t.g, neg, 3, 3, 1, 1, 1, 1), 4, S(1, 1, 3, 3),
+                  D(-1, -1, -2, -1, -1, -2, -4, -4, -5), 0);
+        /* count_include_pad: a corner window of ones holds 4 of 9 */
+        mg_tensor ones = nn_in(&t, 4, S(1, 1, 3, 3), D(1, 1, 1, 1, 1, 1, 1, 1, 1));
+        nn_expect(&t, "avg_pool2d counts padding",
+                  mg_avg_pool2d(t.g, ones, 3, 3, 1, 1, 1, 1), 4, S(1, 1, 3, 3),
+                  D(4 / 9.0, 6 / 9.0, 4 / 9.0, 6 / 9.0, 1, 6 / 9.0, 4 / 9.0,
+                    6 / 9.0, 4 / 9.0),
+                  1e-6);
+        nn_end(&t);
+    }
+}
+END_TEST
+
+/* Ties go to the first maximum in row-major window order, in the forward
+ * value and in the gradient; overlapping windows add up. */
+START_TEST(test_max_pool_ties) {
+    for (int d = 0; d < 2; d++) {
+        nn t;
+        nn_begin(&t, dtypes[d]);
+        mg_tensor x = nn_in(&t, 4, S(1, 1, 2, 4), D(1, 1, 2, 0, 1, 0, 2, 2));
+        mg_tensor gy = nn_in(&t, 4, S(1, 1, 1, 2), D(10, 20));
+        mg_tensor y = mg_max_pool2d(t.g, x, 2, 2, 2, 2, 0, 0);
+        nn_expect(&t, "max_pool2d ties", y, 4, S(1, 1, 1, 2), D(1, 2), 0);
+        nn_expect(&t, "max_pool2d_grad ties", nn_grad(&t, y, gy, x), 4,
+                  S(1, 1, 2, 4), D(10, 0, 20, 0, 0, 0, 0, 0), 0);
+        /* a flat row, windows of 2 with stride 1: each picks its left end */
+        mg_tensor flat = nn_in(&t, 4, S(1, 1, 1, 4), D(3, 3, 3, 3));
+        mg_tensor g3 = nn_in(&t, 4, S(1, 1, 1, 3), D(1, 2, 4));
+        mg_tensor y3 = mg_max_pool2d(t.g, flat, 1, 2, 1, 1, 0, 0);
+        nn_expect(&t, "max_pool2d_grad overlapping ties",
+                  nn_grad(&t, y3, g3, flat), 4, S(1, 1, 1, 4), D(1, 2, 4, 0), 0);
+        /* overlapping windows that share their maximum add up there */
+        mg_tensor peak = nn_in(&t, 4, S(1, 1, 1, 4), D(0, 5, 1, 0));
+        mg_tensor yp = mg_max_pool2d(t.g, peak, 1, 2, 1, 1, 0, 0);
+        nn_expect(&t, "max_pool2d_grad shared max", nn_grad(&t, yp, g3, peak),
+                  4, S(1, 1, 1, 4), D(0, 3, 4, 0), 0);
+        nn_end(&t);
+    }
+}
+END_TEST
+
+typedef struct pool_case {
+    int64_t n, c, h, w;
+    int kh, kw, sh, sw, ph, pw;
+} pool_case;
+
+static void ref_pool(const pool_case *k, const double *x, double *mx,
+                     double *av, int64_t oh, int64_t ow) {
+    for (int64_t p = 0; p < k->n * k->c; p++, x += k->h * k->w)
+        for (int64_t i = 0; i < oh; i++)
+            for (int64_t j = 0; j < ow; j++) {
+                double m = -INFINITY, s = 0;
+                for (int a = 0; a < k->kh; a++)
+                    for (int b = 0; b < k->kw; b++) {
+                        int64_t iy = i * k->sh - k->ph + a;
+                        int64_t ix = j * k->sw - k->pw + b;
+                        if (iy < 0 || iy >= k->h || ix < 0 || ix >= k->w)
+                            continue;
+                        m = fmax(m, x[iy * k->w + ix]);
+                        s += x[iy * k->w + ix];
+                    }
+                *mx++ = m;
+                *av++ = s / (k->kh * k->kw);
+            }
+}
+
+START_TEST(test_pool_random_ref) {
+    static const pool_case cases[] = {
+        {2, 3, 5, 6, 2, 2, 2, 2, 0, 0}, {1, 2, 7, 5, 3, 2, 2, 1, 1, 1},
+        {2, 1, 6, 6, 3, 3, 1, 1, 1, 1}, {1, 2, 5, 8, 1, 4, 1, 3, 0, 2},
+    };
+    th_rng r;
+    th_rng_init(&r, 47);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const pool_case *c = &cases[k];
+        const int64_t oh = (c->h + 2 * c->ph - c->kh) / c->sh + 1;
+        const int64_t ow = (c->w + 2 * c->pw - c->kw) / c->sw + 1;
+        const int64_t xs[4] = {c->n, c->c, c->h, c->w}, ys[4] = {c->n, c->c, oh, ow};
+        double x[300], mx[300], av[300];
+        ck_assert(th_numel(4, xs) <= 300);
+        rand_vals(&r, x, th_numel(4, xs));
+        ref_pool(c, x, mx, av, oh, ow);
+        for (int d = 0; d < 2; d++) {
+            char what[64];
+            nn t;
+            nn_begin(&t, dtypes[d]);
+            mg_tensor xt = nn_in(&t, 4, xs, x);
+            snprintf(what, sizeof what, "max_pool2d case %zu", k);
+            nn_expect(&t, what, mg_max_pool2d(t.g, xt, c->kh, c->kw, c->sh,
+                                              c->sw, c->ph, c->pw),
+                      4, ys, mx, 0);
+            snprintf(what, sizeof what, "avg_pool2d case %zu", k);
+            nn_expect(&t, what, mg_avg_pool2d(t.g, xt, c->kh, c->kw, c->sh,
+                                              c->sw, c->ph, c->pw),
+                      4, ys, av, 1e-6);
+            nn_end(&t);
+        }
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ norms */
+
+START_TEST(test_norm_hand) {
+    /* batchnorm channels {1,3} and {2,6}: means 2 and 4, biased variances 1
+     * and 4, so xhat = [[-1,-1],[1,1]] */
+    for (int d = 0; d < 2; d++) {
+        nn t;
+        nn_begin(&t, dtypes[d]);
+        mg_tensor x = nn_in(&t, 2, S(2, 2), D(1, 2, 3, 6));
+        mg_tensor gm = nn_in(&t, 1, S(2), D(2, 3)), bt = nn_in(&t, 1, S(2), D(1, -1));
+        nn_expect(&t, "batchnorm [2,2]", mg_batchnorm(t.g, x, gm, bt, 0), 2,
+                  S(2, 2), D(-1, -4, 3, 2), 1e-6);
+        /* layernorm of 1..4: mean 2.5, variance 1.25 */
+        mg_tensor r = nn_in(&t, 2, S(1, 4), D(1, 2, 3, 4));
+        mg_tensor g4 = nn_in(&t, 1, S(4), D(1, 1, 2, 2));
+        mg_tensor b4 = nn_in(&t, 1, S(4), D(0, 0, 0, 1));
+        const double s = 1 / sqrt(1.25 + 0.25);
+        nn_expect(&t, "layernorm [1,4] eps 0.25",
+                  mg_layernorm(t.g, r, g4, b4, 1, 0.25), 2, S(1, 4),
+                  D(-1.5 * s, -0.5 * s, 2 * 0.5 * s, 2 * 1.5 * s + 1), 1e-6);
+        nn_end(&t);
+    }
+}
+END_TEST
+
+/* y[a, b, c] normalised per group b over (a, c); gamma by b or by c. */
+static void ref_norm(const double *x, const double *gm, const double *bt,
+                     double *y, int64_t na, int64_t nb, int64_t nc,
+                     int gamma_by_c, double eps) {
+    for (int64_t b = 0; b < nb; b++) {
+        double m = 0, v = 0;
+        for (int64_t a = 0; a < na; a++)
+            for (int64_t c = 0; c < nc; c++) m += x[(a * nb + b) * nc + c];
+        m /= (double)(na * nc);
+        for (int64_t a = 0; a < na; a++)
+            for (int64_t c = 0; c < nc; c++) {
+                double e = x[(a * nb + b) * nc + c] - m;
+                v += e * e;
+            }
+        v /= (double)(na * nc);
+        for (int64_t a = 0; a < na; a++)
+            for (int64_t c = 0; c < nc; c++) {
+                int64_t i = (a * nb + b) * nc + c, k = gamma_by_c ? c : b;
+                y[i] = (x[i] - m) / sqrt(v + eps) * gm[k] + bt[k];
+            }
+    }
+}
+
+START_TEST(test_norm_random_ref) {
+    static const int64_t xs[3] = {3, 4, 6};
+    th_rng r;
+    th_rng_init(&r, 59);
+    double x[72], gm[72], bt[72], y[72];
+    rand_vals(&r, x, 72);
+    rand_vals(&r, gm, 72);
+    rand_vals(&r, bt, 72);
+    for (int d = 0; d < 2; d++) {
+        nn t;
+        nn_begin(&t, dtypes[d]);
+        mg_tensor xt = nn_in(&t, 4, S(3, 4, 2, 3), x);
+        mg_tensor g4 = nn_in(&t, 1, S(4), gm), b4 = nn_in(&t, 1, S(4), bt);
+        ref_norm(x, gm, bt, y, 3, 4, 6, 0, 1e-5);
+        nn_expect(&t, "batchnorm [3,4,2,3]", mg_batchnorm(t.g, xt, g4, b4, 1e-5),
+                  4, S(3, 4, 2, 3), y, 1e-5);
+        mg_tensor x2 = nn_in(&t, 2, S(12, 6), x);
+        mg_tensor g6 = nn_in(&t, 1, S(6), gm), b6 = nn_in(&t, 1, S(6), bt);
+        ref_norm(x, gm, bt, y, 12, 6, 1, 0, 1e-3);
+        nn_expect(&t, "batchnorm [12,6]", mg_batchnorm(t.g, x2, g6, b6, 1e-3),
+                  2, S(12, 6), y, 1e-5);
+        mg_tensor xl = nn_in(&t, 3, xs, x);
+        for (int n = 1; n <= 3; n++) {
+            char what[48];
+            int64_t inner = th_numel(n, xs + 3 - n);
+            mg_tensor gl = nn_in(&t, n, xs + 3 - n, gm);
+            mg_tensor bl = nn_in(&t, n, xs + 3 - n, bt);
+            ref_norm(x, gm, bt, y, 1, 72 / inner, inner, 1, 1e-5);
+            snprintf(what, sizeof what, "layernorm [3,4,6] over %d axes", n);
+            nn_expect(&t, what, mg_layernorm(t.g, xl, gl, bl, n, 1e-5), 3, xs,
+                      y, 1e-5);
+        }
+        nn_end(&t);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ suite */
+
+static Suite *nn_forward_suite(void) {
+    Suite *s = suite_create("ops_nn_forward");
+    TCase *tc = tcase_create("conv2d");
+    tcase_add_test(tc, test_conv2d_hand);
+    tcase_add_test(tc, test_conv2d_random_ref);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pool");
+    tcase_add_test(tc, test_pool_hand);
+    tcase_add_test(tc, test_max_pool_ties);
+    tcase_add_test(tc, test_pool_random_ref);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("norm");
+    tcase_add_test(tc, test_norm_hand);
+    tcase_add_test(tc, test_norm_random_ref);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(nn_forward_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
