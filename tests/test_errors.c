@@ -343,6 +343,38 @@ START_TEST(test_exec_device) {
 }
 END_TEST
 
+START_TEST(test_introspection_and_report_errors) {
+    mg_graph *g = mg_graph_new();
+    mg_tensor x = mg_input(g, "x", MG_F32, 1, s3);
+    mg_tensor y = mg_relu(g, x);
+    ck_assert_int_eq(mg_tensor_num_inputs(g, y), 1);
+    ck_assert_int_eq(mg_tensor_input(g, y, 0), x);
+    mg_clear_error();
+    ck_assert_int_eq(mg_tensor_num_inputs(g, 50), -1);
+    ck_assert_msg(strstr(mg_last_error(), "50") != NULL, "%s", mg_last_error());
+    EXPECT_NO_TENSOR(mg_tensor_input(g, y, 1), "no input 1");
+    EXPECT_NO_TENSOR(mg_tensor_input(g, 9, 0), "9");
+    EXPECT_NO_TENSOR(mg_tensor_recompute_source(g, 9), "9");
+    ck_assert_int_eq(mg_tensor_recompute_source(g, y), MG_NO_TENSOR);
+    ck_assert_int_eq(mg_tensor_is_recompute(g, 9), 0);
+    ck_assert_int_eq(mg_tensor_is_checkpoint(NULL, 0), 0);
+    EXPECT_ERR(mg_tensor_set_checkpoint(g, 12, 1), MG_ERR_UNKNOWN_ID, "12");
+    EXPECT_ERR(mg_tensor_set_checkpoint(NULL, 0, 1), MG_ERR_INVALID_ARG,
+               "NULL");
+    ck_assert_int_eq(mg_graph_checkpoints(NULL, NULL, 0), -1);
+    ck_assert_int_eq(mg_graph_checkpoints(g, NULL, 0), 0);
+    mg_plan *p = NULL;
+    ck_assert(mg_plan_compile(g, &y, 1, NULL, &p) == MG_OK);
+    EXPECT_ERR(mg_plan_report(p, NULL, 0, NULL), MG_ERR_INVALID_ARG, "NULL");
+    EXPECT_ERR(mg_plan_report(NULL, NULL, 0, stdout), MG_ERR_INVALID_ARG,
+               "NULL");
+    EXPECT_ERR(mg_plan_dump(NULL, stdout), MG_ERR_INVALID_ARG, "NULL");
+    ck_assert_uint_eq(mg_plan_predicted_peak(NULL, NULL, 0), 0);
+    mg_plan_free(p);
+    mg_graph_free(g);
+}
+END_TEST
+
 static void *other_thread(void *arg) {
     (void)arg;
     /* A fresh thread has no error, whatever the main thread did. */
@@ -382,6 +414,7 @@ int main(void) {
     tcase_add_test(tc, test_kernel_error_label_range);
     tcase_add_test(tc, test_exec_device);
     tcase_add_test(tc, test_error_is_per_thread);
+    tcase_add_test(tc, test_introspection_and_report_errors);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
