@@ -204,6 +204,43 @@ mg_tensor mg_batchnorm(mg_graph *g, mg_tensor x, mg_tensor gamma,
 mg_tensor mg_layernorm(mg_graph *g, mg_tensor x, mg_tensor gamma,
                        mg_tensor beta, int n_norm_axes, double eps);
 
+/* Join n >= 1 tensors along axis (negative counts from the end); all other
+ * dims must match. The op takes two inputs, so n tensors make n - 1 concat
+ * ops chained left to right, each a full copy of what it has so far (join
+ * many at once by concatenating balanced pairs yourself if that matters).
+ * n == 1 returns xs[0] itself. */
+mg_tensor mg_concat(mg_graph *g, int n, const mg_tensor *xs, int axis);
+/* Narrow x to [start, start + length) along axis (PyTorch's narrow). */
+mg_tensor mg_slice(mg_graph *g, mg_tensor x, int axis, int64_t start,
+                   int64_t length);
+/* Zero padding: before[i] and after[i] (>= 0) zeros around axis i; either
+ * array may be NULL for none. Its gradient is a slice, and slice's a pad. */
+mg_tensor mg_pad(mg_graph *g, mg_tensor x, const int64_t *before,
+                 const int64_t *after);
+
+/* Rows of table [V, D] (float) picked by int32 indices of any shape (up to
+ * MG_MAX_DIMS - 1 dims): y is [..., D]. The table's gradient adds the rows
+ * of gy in index order, so repeated indices sum deterministically. An index
+ * outside [0, V) makes the run fail with MG_ERR_INVALID_ARG. */
+mg_tensor mg_embedding(mg_graph *g, mg_tensor table, mg_tensor indices);
+
+/* Over the last two axes [L1, L2] of x, entries above the diagonal (column
+ * j > row i) become `value`; the others are x's. The gradient is gy with
+ * those entries zeroed. */
+mg_tensor mg_causal_mask(mg_graph *g, mg_tensor x, double value);
+/* Scaled dot-product attention softmax(q k^T * scale [+ causal mask]) v,
+ * built from matmul, scale, causal_mask and softmax ops (no op of its own).
+ * q is [..., Lq, d], k [..., Lk, d], v [..., Lk, dv] with equal leading
+ * dims; y is [..., Lq, dv]. scale 0 means 1/sqrt(d). causal masks column
+ * j > row i with -inf, aligned at the top left like PyTorch's is_causal. */
+mg_tensor mg_attention(mg_graph *g, mg_tensor q, mg_tensor k, mg_tensor v,
+                       int causal, double scale);
+/* Mean over H and W of x [N, C, H, W]: [N, C]. A mean op. */
+mg_tensor mg_global_avg_pool2d(mg_graph *g, mg_tensor x);
+/* Merge axes start_axis.. (negative counts from the end) into one: a
+ * reshape, e.g. [N, C, H, W] with start_axis 1 gives [N, C*H*W]. */
+mg_tensor mg_flatten(mg_graph *g, mg_tensor x, int start_axis);
+
 /* ------------------------------------------------------------------ gradients */
 
 typedef enum mg_ckpt_policy {
@@ -349,6 +386,7 @@ typedef struct mg_exec mg_exec;
 
 typedef enum mg_device { MG_DEVICE_CPU = 0, MG_DEVICE_CUDA = 1 } mg_device;
 
+/* With MG_DEVICE_CUDA, bindings and mg_exec_tensor_data are device pointers. */
 typedef struct mg_exec_options {
     mg_device device;
     /* Upper bound on pool bytes in use; 0 means no bound. An allocation past

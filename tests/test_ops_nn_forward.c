@@ -30,7 +30,8 @@ static void nn_begin(nn *t, mg_dtype dt) {
 }
 
 static void nn_end(nn *t) {
-    for (int i = 0; i < t->n; i++) free(t->b[i].data);
+    for (int i = 0; i < t->n; i++)
+        free(t->b[i].data);
     mg_graph_free(t->g);
 }
 
@@ -43,9 +44,12 @@ static mg_tensor nn_leaf(nn *t, mg_dtype dt, int nd, const int64_t *sh,
     void *d = malloc((size_t)n * mg_dtype_size(dt));
     ck_assert(d != NULL);
     for (int64_t i = 0; i < n; i++) {
-        if (dt == MG_F32) ((float *)d)[i] = (float)v[i];
-        else if (dt == MG_F64) ((double *)d)[i] = v[i];
-        else ((int32_t *)d)[i] = (int32_t)v[i];
+        if (dt == MG_F32)
+            ((float *)d)[i] = (float)v[i];
+        else if (dt == MG_F64)
+            ((double *)d)[i] = v[i];
+        else
+            ((int32_t *)d)[i] = (int32_t)v[i];
     }
     t->b[t->n++] = (mg_binding){x, d};
     return x;
@@ -53,6 +57,10 @@ static mg_tensor nn_leaf(nn *t, mg_dtype dt, int nd, const int64_t *sh,
 
 static mg_tensor nn_in(nn *t, int nd, const int64_t *sh, const double *v) {
     return nn_leaf(t, t->dt, nd, sh, v);
+}
+
+static mg_tensor nn_idx(nn *t, int nd, const int64_t *sh, const double *v) {
+    return nn_leaf(t, MG_I32, nd, sh, v);
 }
 
 /* Runs y; returns the run status and leaves the values in got. */
@@ -81,7 +89,8 @@ static void nn_expect(nn *t, const char *what, mg_tensor y, int nd,
     double *got = malloc((size_t)n * sizeof *got);
     ck_assert(got != NULL);
     mg_status st = nn_try(t, y, got);
-    if (st != MG_OK) free(got);
+    if (st != MG_OK)
+        free(got);
     ck_assert_msg(st == MG_OK, "%s: run failed: %s", name, th_errmsg);
     double scale = t->dt == MG_F32 ? 1.0 : 1e-8;
     th_check_f64(name, got, want, n, tol * scale, tol * scale);
@@ -174,8 +183,10 @@ START_TEST(test_conv2d_random_ref) {
     th_rng_init(&r, 31);
     for (size_t k = 0; k < sizeof conv_cases / sizeof conv_cases[0]; k++) {
         const conv_case *c = &conv_cases[k];
-        const int64_t oh = (c->h + 2 * c->ph - c->dh * (c->kh - 1) - 1) / c->sh + 1;
-        const int64_t ow = (c->w + 2 * c->pw - c->dw * (c->kw - 1) - 1) / c->sw + 1;
+        const int64_t oh =
+            (c->h + 2 * c->ph - c->dh * (c->kh - 1) - 1) / c->sh + 1;
+        const int64_t ow =
+            (c->w + 2 * c->pw - c->dw * (c->kw - 1) - 1) / c->sw + 1;
         const int64_t xs[4] = {c->n, c->c, c->h, c->w};
         const int64_t ws[4] = {c->o, c->c / c->groups, c->kh, c->kw};
         const int64_t ys[4] = {c->n, c->o, oh, ow};
@@ -220,22 +231,25 @@ START_TEST(test_pool_hand) {
         nn t;
         nn_begin(&t, dtypes[d]);
         mg_tensor x = nn_in(&t, 4, S(1, 1, 4, 4), iota16);
-        nn_expect(&t, "max_pool2d 2x2/2", mg_max_pool2d(t.g, x, 2, 2, 2, 2, 0, 0),
-                  4, S(1, 1, 2, 2), D(6, 8, 14, 16), 0);
-        nn_expect(&t, "avg_pool2d 2x2/2", mg_avg_pool2d(t.g, x, 2, 2, 2, 2, 0, 0),
-                  4, S(1, 1, 2, 2), D(3.5, 5.5, 11.5, 13.5), 0);
+        nn_expect(&t, "max_pool2d 2x2/2",
+                  mg_max_pool2d(t.g, x, 2, 2, 2, 2, 0, 0), 4, S(1, 1, 2, 2),
+                  D(6, 8, 14, 16), 0);
+        nn_expect(&t, "avg_pool2d 2x2/2",
+                  mg_avg_pool2d(t.g, x, 2, 2, 2, 2, 0, 0), 4, S(1, 1, 2, 2),
+                  D(3.5, 5.5, 11.5, 13.5), 0);
         /* 1x3 windows, stride (3, 1): rows 0 and 3, columns 0..1 */
         nn_expect(&t, "max_pool2d 1x3 stride 3x1",
                   mg_max_pool2d(t.g, x, 1, 3, 3, 1, 0, 0), 4, S(1, 1, 2, 2),
                   D(3, 4, 15, 16), 0);
         /* all negative with padding: padding (0) must never win */
-        mg_tensor neg = nn_in(&t, 4, S(1, 1, 3, 3),
-                              D(-1, -2, -3, -4, -5, -6, -7, -8, -9));
+        mg_tensor neg =
+            nn_in(&t, 4, S(1, 1, 3, 3), D(-1, -2, -3, -4, -5, -6, -7, -8, -9));
         nn_expect(&t, "max_pool2d of negatives, pad 1",
                   mg_max_pool2d(t.g, neg, 3, 3, 1, 1, 1, 1), 4, S(1, 1, 3, 3),
                   D(-1, -1, -2, -1, -1, -2, -4, -4, -5), 0);
         /* count_include_pad: a corner window of ones holds 4 of 9 */
-        mg_tensor ones = nn_in(&t, 4, S(1, 1, 3, 3), D(1, 1, 1, 1, 1, 1, 1, 1, 1));
+        mg_tensor ones =
+            nn_in(&t, 4, S(1, 1, 3, 3), D(1, 1, 1, 1, 1, 1, 1, 1, 1));
         nn_expect(&t, "avg_pool2d counts padding",
                   mg_avg_pool2d(t.g, ones, 3, 3, 1, 1, 1, 1), 4, S(1, 1, 3, 3),
                   D(4 / 9.0, 6 / 9.0, 4 / 9.0, 6 / 9.0, 1, 6 / 9.0, 4 / 9.0,
@@ -263,7 +277,8 @@ START_TEST(test_max_pool_ties) {
         mg_tensor g3 = nn_in(&t, 4, S(1, 1, 1, 3), D(1, 2, 4));
         mg_tensor y3 = mg_max_pool2d(t.g, flat, 1, 2, 1, 1, 0, 0);
         nn_expect(&t, "max_pool2d_grad overlapping ties",
-                  nn_grad(&t, y3, g3, flat), 4, S(1, 1, 1, 4), D(1, 2, 4, 0), 0);
+                  nn_grad(&t, y3, g3, flat), 4, S(1, 1, 1, 4), D(1, 2, 4, 0),
+                  0);
         /* overlapping windows that share their maximum add up there */
         mg_tensor peak = nn_in(&t, 4, S(1, 1, 1, 4), D(0, 5, 1, 0));
         mg_tensor yp = mg_max_pool2d(t.g, peak, 1, 2, 1, 1, 0, 0);
@@ -301,8 +316,10 @@ static void ref_pool(const pool_case *k, const double *x, double *mx,
 
 START_TEST(test_pool_random_ref) {
     static const pool_case cases[] = {
-        {2, 3, 5, 6, 2, 2, 2, 2, 0, 0}, {1, 2, 7, 5, 3, 2, 2, 1, 1, 1},
-        {2, 1, 6, 6, 3, 3, 1, 1, 1, 1}, {1, 2, 5, 8, 1, 4, 1, 3, 0, 2},
+        {2, 3, 5, 6, 2, 2, 2, 2, 0, 0},
+        {1, 2, 7, 5, 3, 2, 2, 1, 1, 1},
+        {2, 1, 6, 6, 3, 3, 1, 1, 1, 1},
+        {1, 2, 5, 8, 1, 4, 1, 3, 0, 2},
     };
     th_rng r;
     th_rng_init(&r, 47);
@@ -310,7 +327,8 @@ START_TEST(test_pool_random_ref) {
         const pool_case *c = &cases[k];
         const int64_t oh = (c->h + 2 * c->ph - c->kh) / c->sh + 1;
         const int64_t ow = (c->w + 2 * c->pw - c->kw) / c->sw + 1;
-        const int64_t xs[4] = {c->n, c->c, c->h, c->w}, ys[4] = {c->n, c->c, oh, ow};
+        const int64_t xs[4] = {c->n, c->c, c->h, c->w},
+                      ys[4] = {c->n, c->c, oh, ow};
         double x[300], mx[300], av[300];
         ck_assert(th_numel(4, xs) <= 300);
         rand_vals(&r, x, th_numel(4, xs));
@@ -321,12 +339,14 @@ START_TEST(test_pool_random_ref) {
             nn_begin(&t, dtypes[d]);
             mg_tensor xt = nn_in(&t, 4, xs, x);
             snprintf(what, sizeof what, "max_pool2d case %zu", k);
-            nn_expect(&t, what, mg_max_pool2d(t.g, xt, c->kh, c->kw, c->sh,
-                                              c->sw, c->ph, c->pw),
+            nn_expect(&t, what,
+                      mg_max_pool2d(t.g, xt, c->kh, c->kw, c->sh, c->sw, c->ph,
+                                    c->pw),
                       4, ys, mx, 0);
             snprintf(what, sizeof what, "avg_pool2d case %zu", k);
-            nn_expect(&t, what, mg_avg_pool2d(t.g, xt, c->kh, c->kw, c->sh,
-                                              c->sw, c->ph, c->pw),
+            nn_expect(&t, what,
+                      mg_avg_pool2d(t.g, xt, c->kh, c->kw, c->sh, c->sw, c->ph,
+                                    c->pw),
                       4, ys, av, 1e-6);
             nn_end(&t);
         }
@@ -343,7 +363,8 @@ START_TEST(test_norm_hand) {
         nn t;
         nn_begin(&t, dtypes[d]);
         mg_tensor x = nn_in(&t, 2, S(2, 2), D(1, 2, 3, 6));
-        mg_tensor gm = nn_in(&t, 1, S(2), D(2, 3)), bt = nn_in(&t, 1, S(2), D(1, -1));
+        mg_tensor gm = nn_in(&t, 1, S(2), D(2, 3)),
+                  bt = nn_in(&t, 1, S(2), D(1, -1));
         nn_expect(&t, "batchnorm [2,2]", mg_batchnorm(t.g, x, gm, bt, 0), 2,
                   S(2, 2), D(-1, -4, 3, 2), 1e-6);
         /* layernorm of 1..4: mean 2.5, variance 1.25 */
@@ -366,7 +387,8 @@ static void ref_norm(const double *x, const double *gm, const double *bt,
     for (int64_t b = 0; b < nb; b++) {
         double m = 0, v = 0;
         for (int64_t a = 0; a < na; a++)
-            for (int64_t c = 0; c < nc; c++) m += x[(a * nb + b) * nc + c];
+            for (int64_t c = 0; c < nc; c++)
+                m += x[(a * nb + b) * nc + c];
         m /= (double)(na * nc);
         for (int64_t a = 0; a < na; a++)
             for (int64_t c = 0; c < nc; c++) {
@@ -396,8 +418,9 @@ START_TEST(test_norm_random_ref) {
         mg_tensor xt = nn_in(&t, 4, S(3, 4, 2, 3), x);
         mg_tensor g4 = nn_in(&t, 1, S(4), gm), b4 = nn_in(&t, 1, S(4), bt);
         ref_norm(x, gm, bt, y, 3, 4, 6, 0, 1e-5);
-        nn_expect(&t, "batchnorm [3,4,2,3]", mg_batchnorm(t.g, xt, g4, b4, 1e-5),
-                  4, S(3, 4, 2, 3), y, 1e-5);
+        nn_expect(&t, "batchnorm [3,4,2,3]",
+                  mg_batchnorm(t.g, xt, g4, b4, 1e-5), 4, S(3, 4, 2, 3), y,
+                  1e-5);
         mg_tensor x2 = nn_in(&t, 2, S(12, 6), x);
         mg_tensor g6 = nn_in(&t, 1, S(6), gm), b6 = nn_in(&t, 1, S(6), bt);
         ref_norm(x, gm, bt, y, 12, 6, 1, 0, 1e-3);
@@ -419,6 +442,218 @@ START_TEST(test_norm_random_ref) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ concat,
+ * slice, pad */
+
+START_TEST(test_concat_hand) {
+    for (int d = 0; d < 2; d++) {
+        nn t;
+        nn_begin(&t, dtypes[d]);
+        mg_tensor a = nn_in(&t, 2, S(2, 2), D(1, 2, 3, 4));
+        mg_tensor b = nn_in(&t, 2, S(2, 1), D(9, 8));
+        mg_tensor c = nn_in(&t, 2, S(1, 2), D(5, 6));
+        nn_expect(&t, "concat axis 1",
+                  mg_concat(t.g, 2, (mg_tensor[]){a, b}, 1), 2, S(2, 3),
+                  D(1, 2, 9, 3, 4, 8), 0);
+        nn_expect(&t, "concat axis 0",
+                  mg_concat(t.g, 2, (mg_tensor[]){a, c}, 0), 2, S(3, 2),
+                  D(1, 2, 3, 4, 5, 6), 0);
+        nn_expect(&t, "concat of 4 along -1",
+                  mg_concat(t.g, 4, (mg_tensor[]){b, a, b, a}, -1), 2, S(2, 6),
+                  D(9, 1, 2, 9, 1, 2, 8, 3, 4, 8, 3, 4), 0);
+        ck_assert(mg_concat(t.g, 1, &a, 0) == a);
+        nn_end(&t);
+    }
+}
+END_TEST
+
+START_TEST(test_slice_pad_hand) {
+    for (int d = 0; d < 2; d++) {
+        nn t;
+        nn_begin(&t, dtypes[d]);
+        mg_tensor x = nn_in(&t, 2, S(2, 3), D(1, 2, 3, 4, 5, 6));
+        nn_expect(&t, "slice axis 1 [1, 3)", mg_slice(t.g, x, 1, 1, 2), 2,
+                  S(2, 2), D(2, 3, 5, 6), 0);
+        nn_expect(&t, "slice axis -1 [2, 3)", mg_slice(t.g, x, -1, 2, 1), 2,
+                  S(2, 1), D(3, 6), 0);
+        nn_expect(&t, "slice axis 0 [1, 2)", mg_slice(t.g, x, 0, 1, 1), 2,
+                  S(1, 3), D(4, 5, 6), 0);
+        nn_expect(&t, "pad {1,0} {0,2}", mg_pad(t.g, x, S(1, 0), S(0, 2)), 2,
+                  S(3, 5), D(0, 0, 0, 0, 0, 1, 2, 3, 0, 0, 4, 5, 6, 0, 0), 0);
+        nn_expect(&t, "pad after only", mg_pad(t.g, x, NULL, S(1, 1)), 2,
+                  S(3, 4), D(1, 2, 3, 0, 4, 5, 6, 0, 0, 0, 0, 0), 0);
+        nn_end(&t);
+    }
+}
+END_TEST
+
+/* y = pad(x) then z = slice(y) on 4-D data, both against index loops */
+START_TEST(test_slice_pad_random_ref) {
+    static const int64_t xs[4] = {2, 3, 4, 5}, bf[4] = {0, 1, 2, 1},
+                         af[4] = {1, 0, 1, 3};
+    int64_t ys[4];
+    for (int i = 0; i < 4; i++)
+        ys[i] = xs[i] + bf[i] + af[i];
+    th_rng r;
+    th_rng_init(&r, 71);
+    double x[120], y[800], z[800];
+    ck_assert(th_numel(4, ys) <= 800);
+    rand_vals(&r, x, 120);
+    int64_t n = th_numel(4, ys), k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t ix[4], rem = i, src = 0;
+        int inside = 1;
+        for (int a = 3; a >= 0; a--)
+            ix[a] = rem % ys[a], rem /= ys[a];
+        for (int a = 0; a < 4; a++) {
+            int64_t v = ix[a] - bf[a];
+            inside &= v >= 0 && v < xs[a];
+            src = src * xs[a] + v;
+        }
+        y[i] = inside ? x[src] : 0;
+        /* slice axis 2 of y at [1, 4) */
+        if (ix[2] >= 1 && ix[2] < 4)
+            z[k++] = y[i];
+    }
+    for (int d = 0; d < 2; d++) {
+        nn t;
+        nn_begin(&t, dtypes[d]);
+        mg_tensor xt = nn_in(&t, 4, xs, x);
+        mg_tensor yt = mg_pad(t.g, xt, bf, af);
+        nn_expect(&t, "pad 4-D", yt, 4, ys, y, 0);
+        nn_expect(&t, "slice of pad 4-D", mg_slice(t.g, yt, 2, 1, 3), 4,
+                  S(ys[0], ys[1], 3, ys[3]), z, 0);
+        nn_end(&t);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------ embedding */
+
+START_TEST(test_embedding) {
+    static const double table[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    for (int d = 0; d < 2; d++) {
+        nn t;
+        nn_begin(&t, dtypes[d]);
+        mg_tensor tb = nn_in(&t, 2, S(4, 3), table);
+        mg_tensor idx = nn_idx(&t, 2, S(2, 2), D(3, 0, 1, 3));
+        mg_tensor y = mg_embedding(t.g, tb, idx);
+        nn_expect(&t, "embedding [2,2] of [4,3]", y, 3, S(2, 2, 3),
+                  D(10, 11, 12, 1, 2, 3, 4, 5, 6, 10, 11, 12), 0);
+        /* row 3 is picked twice: its gradient is the sum of both rows */
+        mg_tensor gy =
+            nn_in(&t, 3, S(2, 2, 3), D(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20, 30));
+        nn_expect(&t, "embedding_grad with a repeated index",
+                  nn_grad(&t, y, gy, tb), 2, S(4, 3),
+                  D(4, 5, 6, 7, 8, 9, 0, 0, 0, 11, 22, 33), 0);
+        mg_tensor one = nn_idx(&t, 0, NULL, D(2));
+        nn_expect(&t, "embedding of a scalar index", mg_embedding(t.g, tb, one),
+                  1, S(3), D(7, 8, 9), 0);
+        nn_end(&t);
+    }
+}
+END_TEST
+
+START_TEST(test_embedding_bad_index) {
+    static const double bad[2][3] = {{0, 4, 1}, {2, -1, 0}};
+    for (int k = 0; k < 2; k++) {
+        nn t;
+        nn_begin(&t, MG_F32);
+        mg_tensor tb = nn_in(&t, 2, S(4, 2), D(1, 2, 3, 4, 5, 6, 7, 8));
+        mg_tensor idx = nn_idx(&t, 1, S(3), bad[k]);
+        double got[6];
+        mg_status st = nn_try(&t, mg_embedding(t.g, tb, idx), got);
+        char want[64];
+        snprintf(want, sizeof want, "index %d at position 1 is outside [0, 4)",
+                 (int)bad[k][1]);
+        ck_assert_msg(st == MG_ERR_INVALID_ARG && strstr(th_errmsg, want) &&
+                          strstr(th_errmsg, "embedding"),
+                      "embedding with index %d: %s (%s)", (int)bad[k][1],
+                      mg_status_str(st), th_errmsg);
+        nn_end(&t);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------ attention
+ * and the small builders */
+
+START_TEST(test_causal_mask_and_builders) {
+    for (int d = 0; d < 2; d++) {
+        nn t;
+        nn_begin(&t, dtypes[d]);
+        mg_tensor x =
+            nn_in(&t, 3, S(2, 2, 3), D(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12));
+        nn_expect(&t, "causal_mask [2,2,3]", mg_causal_mask(t.g, x, -7), 3,
+                  S(2, 2, 3), D(1, -7, -7, 4, 5, -7, 7, -7, -7, 10, 11, -7), 0);
+        mg_tensor im = nn_in(&t, 4, S(1, 2, 2, 2), D(1, 2, 3, 4, 5, 7, 9, 11));
+        nn_expect(&t, "global_avg_pool2d", mg_global_avg_pool2d(t.g, im), 2,
+                  S(1, 2), D(2.5, 8), 0);
+        nn_expect(&t, "flatten from 1", mg_flatten(t.g, im, 1), 2, S(1, 8),
+                  D(1, 2, 3, 4, 5, 7, 9, 11), 0);
+        nn_expect(&t, "flatten from -2", mg_flatten(t.g, x, -2), 2, S(2, 6),
+                  D(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12), 0);
+        nn_end(&t);
+    }
+}
+END_TEST
+
+/* softmax(q k^T * scale, masked) v per batch entry, by loops */
+static void ref_attention(const double *q, const double *k, const double *v,
+                          double *y, int64_t batch, int64_t lq, int64_t lk,
+                          int64_t dk, int64_t dv, int causal, double scale) {
+    for (int64_t b = 0; b < batch; b++)
+        for (int64_t i = 0; i < lq; i++) {
+            double s[16], m = -INFINITY, z = 0;
+            for (int64_t j = 0; j < lk; j++) {
+                s[j] = 0;
+                for (int64_t e = 0; e < dk; e++)
+                    s[j] += q[(b * lq + i) * dk + e] * k[(b * lk + j) * dk + e];
+                s[j] = causal && j > i ? -INFINITY : s[j] * scale;
+                m = fmax(m, s[j]);
+            }
+            for (int64_t j = 0; j < lk; j++)
+                z += s[j] = exp(s[j] - m);
+            for (int64_t e = 0; e < dv; e++) {
+                double acc = 0;
+                for (int64_t j = 0; j < lk; j++)
+                    acc += s[j] / z * v[(b * lk + j) * dv + e];
+                y[(b * lq + i) * dv + e] = acc;
+            }
+        }
+}
+
+START_TEST(test_attention_ref) {
+    th_rng r;
+    th_rng_init(&r, 83);
+    double q[48], k[80], v[60], y[48];
+    rand_vals(&r, q, 48);
+    rand_vals(&r, k, 80);
+    rand_vals(&r, v, 60);
+    for (int causal = 0; causal < 2; causal++)
+        for (int d = 0; d < 2; d++) {
+            char what[64];
+            nn t;
+            nn_begin(&t, dtypes[d]);
+            /* [2 batch, 2 heads] x Lq 3, Lk 5, d 4, dv 3; scale 0 = 1/2 */
+            mg_tensor qt = nn_in(&t, 4, S(2, 2, 3, 4), q);
+            mg_tensor kt = nn_in(&t, 4, S(2, 2, 5, 4), k);
+            mg_tensor vt = nn_in(&t, 4, S(2, 2, 5, 3), v);
+            ref_attention(q, k, v, y, 4, 3, 5, 4, 3, causal, 0.5);
+            snprintf(what, sizeof what, "attention causal=%d", causal);
+            nn_expect(&t, what, mg_attention(t.g, qt, kt, vt, causal, 0), 4,
+                      S(2, 2, 3, 3), y, 1e-5);
+            /* self-attention of one sequence, explicit scale */
+            mg_tensor st = nn_in(&t, 2, S(4, 3), q);
+            ref_attention(q, q, q, y, 1, 4, 4, 3, 3, causal, 0.3);
+            snprintf(what, sizeof what, "self-attention causal=%d", causal);
+            nn_expect(&t, what, mg_attention(t.g, st, st, st, causal, 0.3), 2,
+                      S(4, 3), y, 1e-5);
+            nn_end(&t);
+        }
+}
+END_TEST
+
 /* ------------------------------------------------------------------ suite */
 
 static Suite *nn_forward_suite(void) {
@@ -437,6 +672,22 @@ static Suite *nn_forward_suite(void) {
     tc = tcase_create("norm");
     tcase_add_test(tc, test_norm_hand);
     tcase_add_test(tc, test_norm_random_ref);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("slice");
+    tcase_add_test(tc, test_concat_hand);
+    tcase_add_test(tc, test_slice_pad_hand);
+    tcase_add_test(tc, test_slice_pad_random_ref);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("embedding");
+    tcase_add_test(tc, test_embedding);
+    tcase_add_test(tc, test_embedding_bad_index);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("attention");
+    tcase_add_test(tc, test_causal_mask_and_builders);
+    tcase_add_test(tc, test_attention_ref);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -96,19 +96,5 @@ char *mg_shape_str(const mg_tdesc *d, char *buf, size_t len) {
     return buf;
 }
 
-/* splitmix64's finalizer: a bijective mixer with full avalanche. Keying it
- * with a per-op key and the element counter gives a counter-based stream
- * (as Philox does for cuRAND) that any backend can evaluate in O(1). */
-static uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-uint64_t mg_rng_hash(uint64_t key, uint64_t counter) {
-    return mix64(key ^ mix64(counter + 0x9e3779b97f4a7c15ULL));
-}
-
-uint64_t mg_rng_key(uint64_t run_seed, uint64_t op_seed) {
-    return mix64(mix64(run_seed) ^ (op_seed + 0x632be59bd9b4e019ULL));
-}
+/* The dropout RNG (mg_rng_hash, mg_rng_key) lives in rng.h as inline
+ * functions, shared with the CUDA kernels. */

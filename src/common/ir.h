@@ -57,6 +57,11 @@
     X(AVG_POOL2D, "avg_pool2d")       \
     X(BATCHNORM, "batchnorm")         \
     X(LAYERNORM, "layernorm")         \
+    X(CONCAT, "concat")               \
+    X(SLICE, "slice")                 \
+    X(PAD, "pad")                     \
+    X(EMBEDDING, "embedding")         \
+    X(CAUSAL_MASK, "causal_mask")     \
     X(CONV2D_GRAD_INPUT, "conv2d_grad_input") \
     X(CONV2D_GRAD_WEIGHT, "conv2d_grad_weight") \
     X(MAX_POOL2D_GRAD, "max_pool2d_grad") \
@@ -64,7 +69,8 @@
     X(BATCHNORM_GRAD_INPUT, "batchnorm_grad_input") \
     X(BATCHNORM_GRAD_GAMMA, "batchnorm_grad_gamma") \
     X(LAYERNORM_GRAD_INPUT, "layernorm_grad_input") \
-    X(LAYERNORM_GRAD_GAMMA, "layernorm_grad_gamma")
+    X(LAYERNORM_GRAD_GAMMA, "layernorm_grad_gamma") \
+    X(EMBEDDING_GRAD, "embedding_grad")
 
 typedef enum mg_op {
 #define MG_OP_ENUM(e, s) MG_OP_##e,
@@ -101,9 +107,12 @@ typedef struct mg_attrs {
     int groups;                   /* conv2d: channel groups */
     double eps;                   /* batchnorm, layernorm: added to variance */
     int n_norm_axes;              /* layernorm: trailing axes normalised */
+    /* slice: where the window starts in x; pad: where x starts in y */
+    int64_t start[MG_MAX_DIMS];
     /* ndim/shape above also carry the output shape of ops that cannot infer
-     * it from their inputs: conv2d_grad_input and avg_pool2d_grad (x's
-     * shape). */
+     * it from their inputs: slice and pad, conv2d_grad_input and
+     * avg_pool2d_grad (x's shape), embedding_grad (the table's). concat's
+     * axis is in axis. */
 } mg_attrs;
 
 int64_t mg_tdesc_numel(const mg_tdesc *d);
@@ -121,14 +130,9 @@ mg_status mg_set_errorv(mg_status s, const char *fmt, va_list ap);
  * pass on why a builder returned MG_NO_TENSOR. */
 mg_status mg_last_status(void);
 
-/* Counter-based RNG: a pure function of (key, counter). Used by dropout on
- * every backend so that masks agree across devices and recomputation. */
-uint64_t mg_rng_hash(uint64_t key, uint64_t counter);
-/* The dropout key of an op: mixes the run seed and the op's own seed. */
-uint64_t mg_rng_key(uint64_t run_seed, uint64_t op_seed);
-/* A uniform double in [0, 1) with 53 random bits from a hash. */
-static inline double mg_rng_uniform(uint64_t h) {
-    return (double)(h >> 11) * (1.0 / 9007199254740992.0);
-}
+/* Counter-based RNG (mg_rng_hash, mg_rng_key, mg_rng_uniform): pure
+ * inline functions in rng.h, shared with the CUDA kernels. Used by dropout
+ * on every backend so that masks agree across devices and recomputation. */
+#include "rng.h"
 
 #endif

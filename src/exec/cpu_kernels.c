@@ -4,6 +4,7 @@
  */
 #include "cpu_kernels.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -46,6 +47,11 @@ const mg_kernel_fn mg_cpu_kernels[MG_OP_COUNT] = {
     [MG_OP_AVG_POOL2D] = mg_cpu_avg_pool2d,
     [MG_OP_BATCHNORM] = mg_cpu_norm,
     [MG_OP_LAYERNORM] = mg_cpu_norm,
+    [MG_OP_CONCAT] = mg_cpu_concat,
+    [MG_OP_SLICE] = mg_cpu_slice,
+    [MG_OP_PAD] = mg_cpu_pad,
+    [MG_OP_EMBEDDING] = mg_cpu_embedding,
+    [MG_OP_CAUSAL_MASK] = mg_cpu_causal_mask,
     [MG_OP_CONV2D_GRAD_INPUT] = mg_cpu_conv2d_grad_input,
     [MG_OP_CONV2D_GRAD_WEIGHT] = mg_cpu_conv2d_grad_weight,
     [MG_OP_MAX_POOL2D_GRAD] = mg_cpu_max_pool2d_grad,
@@ -54,6 +60,7 @@ const mg_kernel_fn mg_cpu_kernels[MG_OP_COUNT] = {
     [MG_OP_BATCHNORM_GRAD_GAMMA] = mg_cpu_norm_grad_gamma,
     [MG_OP_LAYERNORM_GRAD_INPUT] = mg_cpu_norm_grad_input,
     [MG_OP_LAYERNORM_GRAD_GAMMA] = mg_cpu_norm_grad_gamma,
+    [MG_OP_EMBEDDING_GRAD] = mg_cpu_embedding_grad,
 };
 
 mg_status mg_cpu_fail(const mg_kargs *a, mg_status s, const char *fmt, ...) {
@@ -69,6 +76,18 @@ mg_status mg_cpu_fail(const mg_kargs *a, mg_status s, const char *fmt, ...) {
 mg_status mg_cpu_bad_dtype(const mg_kargs *a, mg_dtype d) {
     return mg_cpu_fail(a, MG_ERR_DTYPE, "the CPU kernel has no %s version",
                        mg_dtype_name(d));
+}
+
+mg_status mg_cpu_check_indices(const mg_kargs *a, const int32_t *idx,
+                               int64_t n, int64_t bound, const char *what,
+                               const char *where) {
+    for (int64_t p = 0; p < n; p++)
+        if (idx[p] < 0 || idx[p] >= bound)
+            return mg_cpu_fail(a, MG_ERR_INVALID_ARG,
+                               "%s %" PRId32 " at %s %" PRId64
+                               " is outside [0, %" PRId64 ")",
+                               what, idx[p], where, p, bound);
+    return MG_OK;
 }
 
 void mg_cpu_layout_init(mg_cpu_layout *l, const mg_tdesc *d) {

@@ -24,6 +24,13 @@
 mg_status mg_cpu_fail(const mg_kargs *a, mg_status s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 mg_status mg_cpu_bad_dtype(const mg_kargs *a, mg_dtype d);
+/* Kernels that index with int32 data check all of it before reading
+ * anything: fails unless every idx[p] is in [0, bound), naming an entry as
+ * `what` and its place as `where` ("index 7 at position 2 is outside
+ * [0, 5)"). */
+mg_status mg_cpu_check_indices(const mg_kargs *a, const int32_t *idx,
+                               int64_t n, int64_t bound, const char *what,
+                               const char *where);
 
 /*
  * A contiguous iteration domain of `ndim` dims plus the element strides at
@@ -119,5 +126,11 @@ mg_status mg_cpu_avg_pool2d_grad(const mg_kargs *a);
 mg_status mg_cpu_norm(const mg_kargs *a);
 mg_status mg_cpu_norm_grad_input(const mg_kargs *a);
 mg_status mg_cpu_norm_grad_gamma(const mg_kargs *a);
+mg_status mg_cpu_concat(const mg_kargs *a);
+mg_status mg_cpu_slice(const mg_kargs *a);
+mg_status mg_cpu_pad(const mg_kargs *a);
+mg_status mg_cpu_embedding(const mg_kargs *a);
+mg_status mg_cpu_embedding_grad(const mg_kargs *a);
+mg_status mg_cpu_causal_mask(const mg_kargs *a);
 
 #endif

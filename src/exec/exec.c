@@ -10,6 +10,9 @@
  */
 #include "../rewrite/schedule.h"
 #include "pool.h"
+#ifdef MG_HAVE_CUDA
+#include "../../cuda/backend_cuda.h"
+#endif
 
 #include <stdlib.h>
 #include <string.h>
@@ -35,14 +38,27 @@ mg_status mg_exec_new(const mg_exec_options *opts, mg_exec **out) {
     if (!out) return mg_set_error(MG_ERR_INVALID_ARG, "mg_exec_new: out is NULL");
     *out = NULL;
     mg_device dev = opts ? opts->device : MG_DEVICE_CPU;
-    if (dev != MG_DEVICE_CPU)
-        return mg_set_error(dev == MG_DEVICE_CUDA ? MG_ERR_UNSUPPORTED
-                                                  : MG_ERR_INVALID_ARG,
-                            "mg_exec_new: device %d is not available in this "
-                            "build (only the CPU is)", (int)dev);
+    if (dev != MG_DEVICE_CPU && dev != MG_DEVICE_CUDA)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_exec_new: unknown device %d", (int)dev);
+#ifndef MG_HAVE_CUDA
+    if (dev == MG_DEVICE_CUDA)
+        return mg_set_error(MG_ERR_UNSUPPORTED,
+                            "mg_exec_new: no CUDA device: memgrad was built "
+                            "without CUDA");
+#else
+    if (dev == MG_DEVICE_CUDA && mg_cuda_device_count() <= 0)
+        return mg_set_error(MG_ERR_UNSUPPORTED,
+                            "mg_exec_new: no CUDA device found");
+#endif
     mg_exec *ex = calloc(1, sizeof *ex);
     if (!ex) return mg_set_error(MG_ERR_NOMEM, "mg_exec_new: out of memory");
+#ifdef MG_HAVE_CUDA
+    mg_status s = dev == MG_DEVICE_CUDA ? mg_backend_cuda_init(&ex->backend)
+                                        : mg_backend_cpu_init(&ex->backend);
+#else
     mg_status s = mg_backend_cpu_init(&ex->backend);
+#endif
     if (s != MG_OK) {
         free(ex);
         return s;

@@ -15,17 +15,25 @@ static int64_t window_len(int64_t in, int k, int stride, int pad, int dil) {
     return room < 0 ? 0 : room / stride + 1;
 }
 
+mg_status mg_rank_check(const mg_tdesc *d, const char *what,
+                        const char *layout, char *why, size_t len) {
+    mg_status s = mg_float_check(d, what, why, len);
+    int ndim = 1;
+    for (const char *c = layout; *c; c++) ndim += *c == ',';
+    if (s == MG_OK && d->ndim != ndim) {
+        char buf[128];
+        snprintf(why, len, "%s must be %d-D %s, not %s", what, ndim, layout,
+                 mg_shape_str(d, buf, sizeof buf));
+        s = MG_ERR_SHAPE;
+    }
+    return s;
+}
+
 mg_status mg_window_shape(const mg_tdesc *x, const int kernel[2],
                           const mg_attrs *a, mg_tdesc *out, char *why,
                           size_t len) {
-    char buf[128];
-    mg_status s = mg_float_check(x, "x", why, len);
+    mg_status s = mg_rank_check(x, "x", "[N, C, H, W]", why, len);
     if (s != MG_OK) return s;
-    if (x->ndim != 4) {
-        snprintf(why, len, "x must be 4-D [N, C, H, W], not %s",
-                 mg_shape_str(x, buf, sizeof buf));
-        return MG_ERR_SHAPE;
-    }
     for (int i = 0; i < 2; i++) {
         const char *axis = i ? "w" : "h";
         if (kernel[i] < 1 || a->stride[i] < 1 || a->dilation[i] < 1 ||
@@ -64,9 +72,22 @@ mg_status mg_grad_shape_check(const mg_tdesc *gy, const mg_tdesc *want,
     if (s == MG_OK && !mg_tdesc_same_shape(gy, want)) {
         char a[128], b[128];
         snprintf(why, len, "gy is %s but the forward output would be %s",
-                 mg_shape_str(gy, a, sizeof a), mg_shape_str(want, b, sizeof b));
+                 mg_shape_str(gy, a, sizeof a),
+                 mg_shape_str(want, b, sizeof b));
         s = MG_ERR_SHAPE;
     }
+    return s;
+}
+
+mg_status mg_grad_infer_via(mg_infer_fn forward, const mg_tdesc *in,
+                            int n_in, const mg_attrs *a, mg_tdesc *out,
+                            char *why, size_t len) {
+    mg_tdesc fwd[MG_MAX_INPUTS] = {{.dtype = in[0].dtype, .ndim = a->ndim}}, y;
+    for (int i = 0; i < a->ndim; i++) fwd[0].shape[i] = a->shape[i];
+    for (int i = 1; i < n_in; i++) fwd[i] = in[i];
+    mg_status s = forward(fwd, n_in, a, &y, why, len);
+    if (s == MG_OK) s = mg_grad_shape_check(&in[0], &y, why, len);
+    if (s == MG_OK) *out = fwd[0];
     return s;
 }
 
@@ -74,14 +95,10 @@ mg_status mg_conv2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                           mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
     const mg_tdesc *x = &in[0], *w = &in[1];
-    char buf[128];
     mg_status s = mg_float_pair_check(x, "x", w, "w", why, len);
+    if (s == MG_OK)
+        s = mg_rank_check(w, "w", "[O, C/groups, KH, KW]", why, len);
     if (s != MG_OK) return s;
-    if (w->ndim != 4) {
-        snprintf(why, len, "w must be 4-D [O, C/groups, KH, KW], not %s",
-                 mg_shape_str(w, buf, sizeof buf));
-        return MG_ERR_SHAPE;
-    }
     if (w->shape[2] > INT_MAX || w->shape[3] > INT_MAX) {
         snprintf(why, len, "the kernel of w is too large");
         return MG_ERR_SHAPE;
@@ -111,12 +128,7 @@ mg_status mg_conv2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 mg_status mg_conv2d_grad_input_infer(const mg_tdesc *in, int n_in,
                                      const mg_attrs *a, mg_tdesc *out,
                                      char *why, size_t len) {
-    mg_tdesc fwd[2] = {{.dtype = in[0].dtype, .ndim = a->ndim}, in[1]}, y;
-    for (int i = 0; i < a->ndim; i++) fwd[0].shape[i] = a->shape[i];
-    mg_status s = mg_conv2d_infer(fwd, n_in, a, &y, why, len);
-    if (s == MG_OK) s = mg_grad_shape_check(&in[0], &y, why, len);
-    if (s == MG_OK) *out = fwd[0];
-    return s;
+    return mg_grad_infer_via(mg_conv2d_infer, in, n_in, a, out, why, len);
 }
 
 /* conv2d_grad_weight(gy, x): w's kernel size is in the attributes. */

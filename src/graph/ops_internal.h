@@ -112,6 +112,10 @@ double mg_loss_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
                      const mg_tdesc *out);
 
 /* ---- ops_conv.c ---------------------------------------------------------- */
+/* A float tensor whose rank is the number of dims named in layout, e.g.
+ * "[N, C, H, W]"; the message quotes the layout. */
+mg_status mg_rank_check(const mg_tdesc *d, const char *what,
+                        const char *layout, char *why, size_t len);
 /* Shape rule of a sliding window over x [N, C, H, W] with a's stride, pad
  * and dilation: checks them and writes [N, C, OH, OW] into out. */
 mg_status mg_window_shape(const mg_tdesc *x, const int kernel[2],
@@ -120,6 +124,12 @@ mg_status mg_window_shape(const mg_tdesc *x, const int kernel[2],
 /* A gradient op's gy must match the output its forward op would have. */
 mg_status mg_grad_shape_check(const mg_tdesc *gy, const mg_tdesc *want,
                               char *why, size_t len);
+/* Shape rule of a gradient op (gy, in[1..]) whose output is input 0 of its
+ * forward op, with that input's shape kept in a->ndim/shape: runs the
+ * forward rule on (that input, in[1..]) and checks gy against its output. */
+mg_status mg_grad_infer_via(mg_infer_fn forward, const mg_tdesc *in,
+                            int n_in, const mg_attrs *a, mg_tdesc *out,
+                            char *why, size_t len);
 mg_status mg_conv2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                           mg_tdesc *out, char *why, size_t len);
 mg_status mg_conv2d_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
@@ -169,5 +179,36 @@ mg_status mg_norm_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
                        const bool *need, mg_tensor *gin);
 double mg_norm_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
                      const mg_tdesc *out);
+
+/* ---- ops_slice.c --------------------------------------------------------- */
+mg_status mg_slice_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                         mg_tdesc *out, char *why, size_t len);
+mg_status mg_pad_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                       mg_tdesc *out, char *why, size_t len);
+/* Gradient of slice (a pad) and of pad (a slice). */
+mg_status mg_window_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                         const bool *need, mg_tensor *gin);
+mg_status mg_concat_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                          mg_tdesc *out, char *why, size_t len);
+mg_status mg_concat_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                         const bool *need, mg_tensor *gin);
+
+/* ---- ops_embedding.c ----------------------------------------------------- */
+mg_status mg_embedding_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                             mg_tdesc *out, char *why, size_t len);
+mg_status mg_embedding_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                            const bool *need, mg_tensor *gin);
+mg_status mg_embedding_grad_infer(const mg_tdesc *in, int n_in,
+                                  const mg_attrs *a, mg_tdesc *out, char *why,
+                                  size_t len);
+double mg_embedding_grad_flops(const mg_tdesc *in, int n_in,
+                               const mg_attrs *a, const mg_tdesc *out);
+
+/* ---- ops_attention.c ----------------------------------------------------- */
+mg_status mg_causal_mask_infer(const mg_tdesc *in, int n_in,
+                               const mg_attrs *a, mg_tdesc *out, char *why,
+                               size_t len);
+mg_status mg_causal_mask_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                              const bool *need, mg_tensor *gin);
 
 #endif

@@ -29,7 +29,8 @@ static mg_status param_desc(const mg_tdesc *x, const mg_attrs *a, bool layer,
         if (layer)
             snprintf(why, len, "n_norm_axes = %d is not in 1..%d", n, x->ndim);
         else
-            snprintf(why, len, "x must have at least 2 dims [N, C, ...], not %s",
+            snprintf(why, len,
+                     "x must have at least 2 dims [N, C, ...], not %s",
                      mg_shape_str(x, buf, sizeof buf));
         return layer ? MG_ERR_INVALID_ARG : MG_ERR_SHAPE;
     }

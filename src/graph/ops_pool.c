@@ -40,12 +40,7 @@ mg_status mg_max_pool2d_grad_infer(const mg_tdesc *in, int n_in,
 mg_status mg_avg_pool2d_grad_infer(const mg_tdesc *in, int n_in,
                                    const mg_attrs *a, mg_tdesc *out, char *why,
                                    size_t len) {
-    mg_tdesc x = {.dtype = in[0].dtype, .ndim = a->ndim}, y;
-    for (int i = 0; i < a->ndim; i++) x.shape[i] = a->shape[i];
-    mg_status s = mg_pool2d_infer(&x, n_in, a, &y, why, len);
-    if (s == MG_OK) s = mg_grad_shape_check(&in[0], &y, why, len);
-    if (s == MG_OK) *out = x;
-    return s;
+    return mg_grad_infer_via(mg_pool2d_infer, in, n_in, a, out, why, len);
 }
 
 /* One visit per window element; a window per output element forward, per

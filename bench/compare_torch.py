@@ -1,0 +1,504 @@
+#!/usr/bin/python3
+"""compare_torch.py - memgrad beside PyTorch on the CPU, on the same work.
+
+Runs with Debian's python3-torch (bench/setup.sh installs it). Invoke it as
+/usr/bin/python3 (the shebang does): a `python3` earlier on PATH may be an
+interpreter without torch.
+
+    /usr/bin/python3 bench/compare_torch.py [--mg-bench build/mg-bench]
+        [--model mlp] [--depths 64,1024] [--batch 1024] [--width 256]
+        [--repeat 3] [--threads 2] [--csv bench/results/torch-cpu.csv]
+
+For each depth it runs four cases, each in its own fresh process:
+
+  torch-plain       plain backprop in PyTorch
+  torch-checkpoint  torch.utils.checkpoint.checkpoint_sequential with
+                    round(sqrt(depth)) segments
+  memgrad-none      mg-bench step --policy none
+  memgrad-memory    mg-bench step --policy memory
+
+Same model, same weights, same input. This script draws the input, the
+labels and the weights from numpy with a fixed seed and writes them to one
+raw file in memgrad's parameter order (x f32 [batch, width], labels int32
+[batch], then w0 [in, out] f32, b0, w1, b1, ...; see bench/models.c). Both
+sides read that file: `mg-bench step --load FILE --save-grads OUT` and the
+PyTorch worker (nn.Linear stores the transpose of memgrad's [in, out]
+weight, so it loads w.T and writes grad.T back). Gradients come back in the
+same layout and are compared here.
+
+What a step is, on both sides: forward and backward of the mean
+cross-entropy, gradients of every weight and bias written to buffers that
+exist before the step (memgrad binds them as caller memory; PyTorch's .grad
+tensors are allocated and zeroed before timing, and zeroed again outside the
+timed region before each step, because PyTorch accumulates into .grad). No
+optimizer update. One untimed first step, then --repeat timed steps
+(time.perf_counter / CLOCK_MONOTONIC); the median is reported.
+
+Threads, for fairness: both sides use the same OpenBLAS (Debian's torch
+links libblas.so.3, which is OpenBLAS here, as memgrad does). Each worker
+process gets OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=--threads, and the PyTorch
+worker also calls torch.set_num_threads(same). The default is 1: on the
+2-core machine the results were taken on, 2 threads made PyTorch's OpenMP
+pool and OpenBLAS's pthread pool spin against each other (depth 16: 800 ms
+a step at 2 threads, 290 ms with OMP_WAIT_POLICY=PASSIVE, 200 ms at 1
+thread), which measures the thread pools, not the work. memgrad's
+elementwise kernels are single-threaded anyway.
+
+Memory, measured two ways:
+
+  rss_delta_bytes   whole-process peak RSS during the first step minus RSS
+                    just before it, on both sides. Each case runs in its own
+                    process; before the measurement each process has its
+                    weights, inputs and gradient buffers resident and has run
+                    a tiny matmul forward/backward, so OpenBLAS and the
+                    autograd engine have made their one-time allocations.
+                    The peak is VmHWM after resetting it through
+                    /proc/self/clear_refs (Linux >= 4.0). Every worker runs
+                    with glibc's mmap threshold fixed at 64 KiB
+                    (MALLOC_MMAP_THRESHOLD_): PyTorch frees each tensor to
+                    glibc, and with the default dynamic threshold freed
+                    1 MiB blocks stay in a fragmented heap, which made the
+                    checkpointed run's RSS look larger than plain
+                    backprop's. memgrad's pool keeps its freed blocks
+                    either way. RSS counts pages, so it is a user's view,
+                    not an exact byte count.
+  activation_peak_bytes
+                    memgrad: the pool's measured peak in one step (every
+                    activation, recomputed value and temporary). PyTorch: the
+                    peak of bytes held by autograd's saved tensors, tracked
+                    with torch.autograd.graph.saved_tensors_hooks: a tensor's
+                    storage counts from when autograd saves it until the
+                    graph releases it (parameters excluded; a storage saved
+                    twice counts once), including tensors saved while
+                    checkpoint_sequential recomputes a segment. This leaves
+                    out PyTorch's transient outputs and gradients, so it is a
+                    lower bound on PyTorch's activation memory, measured in a
+                    separate untimed step.
+
+Gradient check: for every parameter tensor the normwise relative
+difference ||g - g_ref|| / ||g_ref||, largest over all parameters:
+max_rel_grad_diff against PyTorch plain backprop in f32 (what the issue
+asks), and max_rel_grad_diff_f64 against PyTorch plain backprop in f64 (a
+separate process), which says whose f32 rounding the difference is. An
+elementwise max|g - g_ref| / max|g_ref| would be dominated by ReLU units
+whose pre-activation is within rounding of zero and flips between two f32
+computations; that is not a bug on either side. grad_diff_vs_own_plain
+compares each side's checkpointed gradients with its own plain backprop
+(0: bit for bit the same).
+
+The results table goes to stdout and --csv (default
+bench/results/torch-cpu.csv); progress to stderr.
+"""
+
+import argparse
+import csv
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MLP_CLASSES = 10  # as in bench/models.c
+
+
+# --------------------------------------------------------------- the models
+# Each model: how to draw its data and weights in memgrad's order, and how to
+# build the PyTorch module from them. ResNet goes here once memgrad has a
+# builder for it (bench/models.c).
+
+def mlp_layout(depth, batch, width):
+    """[(name, shape, dtype)] in memgrad's file order (bench/models.c)."""
+    out = [("x", (batch, width), "float32"), ("labels", (batch,), "int32")]
+    for layer in range(depth):
+        n_out = MLP_CLASSES if layer == depth - 1 else width
+        out.append((f"w{layer}", (width, n_out), "float32"))
+        out.append((f"b{layer}", (n_out,), "float32"))
+    return out
+
+
+def mlp_draw(layout, width, seed):
+    """The arrays of `layout`: x U(-1,1), labels in [0,10), weights
+    U(-sqrt(6/width), sqrt(6/width)), biases U(-0.01,0.01), as mg-bench
+    draws them (from another generator)."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    bound = math.sqrt(6.0 / width)
+    out = []
+    for name, shape, dtype in layout:
+        if name == "labels":
+            a = rng.integers(0, MLP_CLASSES, shape)
+        elif name == "x":
+            a = rng.uniform(-1, 1, shape)
+        elif name[0] == "w":
+            a = rng.uniform(-bound, bound, shape)
+        else:
+            a = rng.uniform(-0.01, 0.01, shape)
+        out.append((name, a.astype(dtype)))
+    return out
+
+
+def mlp_torch(depth, batch, width, arrays):
+    """(list of layer modules, x, labels, [(param, memgrad layout fn)])."""
+    import torch
+    from torch import nn
+    x = torch.from_numpy(arrays[0][1].copy())
+    labels = torch.from_numpy(arrays[1][1].astype("int64"))
+    layers, params = [], []
+    for layer in range(depth):
+        w = arrays[2 + 2 * layer][1]
+        b = arrays[3 + 2 * layer][1]
+        lin = nn.Linear(w.shape[0], w.shape[1])
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(w.T.copy()))
+            lin.bias.copy_(torch.from_numpy(b))
+        params.append((lin.weight, lambda g: g.t()))
+        params.append((lin.bias, lambda g: g))
+        layers.append(nn.Sequential(lin, nn.ReLU()) if layer < depth - 1
+                      else lin)
+    return layers, x, labels, params
+
+
+# name: (layout(depth, batch, width), draw(layout, width, seed), torch)
+MODELS = {"mlp": (mlp_layout, mlp_draw, mlp_torch)}
+
+
+# --------------------------------------------------------------- measuring
+
+def proc_status_bytes(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def reset_rss_peak():
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+class SavedBytes:
+    """Peak of storage bytes held by autograd's saved tensors."""
+
+    def __init__(self, params):
+        import torch
+        self.torch = torch
+        self.param_ptrs = {p.storage().data_ptr() for p in params}
+        self.count = {}
+        self.live = 0
+        self.peak = 0
+
+    def hooks(self):
+        tracker = self
+
+        class Held:
+            __slots__ = ("t", "ptr")
+
+            def __init__(self, t, ptr):
+                self.t, self.ptr = t, ptr
+
+            def __del__(self):
+                if self.ptr is None:
+                    return
+                c = tracker.count[self.ptr]
+                c[0] -= 1
+                if c[0] == 0:
+                    tracker.live -= c[1]
+                    del tracker.count[self.ptr]
+
+        def pack(t):
+            st = t.storage()
+            ptr = st.data_ptr()
+            if ptr in tracker.param_ptrs or st.nbytes() == 0:
+                return Held(t, None)
+            c = tracker.count.setdefault(ptr, [0, st.nbytes()])
+            if c[0] == 0:
+                tracker.live += c[1]
+                tracker.peak = max(tracker.peak, tracker.live)
+            c[0] += 1
+            return Held(t, ptr)
+
+        def unpack(h):
+            return h.t
+
+        return self.torch.autograd.graph.saved_tensors_hooks(pack, unpack)
+
+
+def torch_worker(a):
+    """One PyTorch case in this process; prints one JSON line."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.checkpoint import checkpoint_sequential
+    torch.set_num_threads(a.threads)
+    layout, _, build = MODELS[a.model]
+    arrays = read_arrays(a.load, layout(a.depth, a.batch, a.width), np)
+    layers, x, labels, params = build(a.depth, a.batch, a.width, arrays)
+    model = torch.nn.Sequential(*layers)
+    if a.worker == "f64":
+        # The reference for the gradient check: plain backprop in double.
+        model.double()
+        x = x.double()
+    segments = max(1, round(math.sqrt(a.depth)))
+    for p, _ in params:
+        p.grad = torch.zeros_like(p)
+
+    def step():
+        if a.worker == "checkpoint":
+            # Reentrant checkpointing (the only kind checkpoint_sequential
+            # has in torch 1.13) needs an input that requires grad, or the
+            # parameters get no gradient.
+            xin = x.detach().requires_grad_(True)
+            out = checkpoint_sequential(model, segments, xin)
+        else:
+            out = model(x)
+        loss = F.cross_entropy(out, labels)
+        loss.backward()
+        return float(loss)
+
+    def zero_grads():
+        for p, _ in params:
+            p.grad.zero_()
+
+    # One-time allocations of OpenBLAS and autograd, off the measurement.
+    tiny = torch.nn.Linear(64, 64)
+    tiny(torch.randn(64, 64)).sum().backward()
+    del tiny
+
+    zero_grads()
+    rss_before = proc_status_bytes("VmRSS")
+    have_hwm = reset_rss_peak()
+    loss = step()
+    rss_peak = proc_status_bytes("VmHWM") if have_hwm else 0
+
+    times = []
+    for _ in range(a.repeat if a.worker != "f64" else 0):
+        zero_grads()
+        t0 = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - t0) * 1e3)
+
+    with open(a.save_grads, "wb") as f:
+        for p, layout in params:
+            f.write(layout(p.grad).contiguous().numpy().astype(np.float64)
+                    .tobytes())
+    if a.worker == "f64":
+        print(json.dumps({"loss": loss}))
+        return
+
+    zero_grads()
+    saved = SavedBytes([p for p, _ in params])
+    with saved.hooks():
+        step()
+    print(json.dumps({"loss": loss, "times": times,
+                      "time_ms_median": statistics.median(times),
+                      "rss_before_bytes": rss_before,
+                      "rss_peak_bytes": rss_peak,
+                      "activation_peak_bytes": saved.peak,
+                      "segments": segments if a.worker == "checkpoint" else 0}))
+
+
+def read_arrays(path, layout, np):
+    """The arrays of `layout`, read back to back from path."""
+    out = []
+    with open(path, "rb") as f:
+        for name, shape, dtype in layout:
+            n = math.prod(shape) * np.dtype(dtype).itemsize
+            buf = f.read(n)
+            if len(buf) != n:
+                sys.exit(f"compare_torch.py: {path} is too short for {name}")
+            out.append((name, np.frombuffer(buf, dtype=dtype).reshape(shape)))
+    return out
+
+
+# --------------------------------------------------------------- driver
+
+def run(cmd, env):
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        sys.stderr.write(p.stderr)
+        sys.exit(f"compare_torch.py: failed ({p.returncode}): "
+                 f"{' '.join(cmd)}")
+    return p.stdout
+
+
+def max_rel_diff(np, a, b, shapes):
+    """Largest over parameter tensors of ||a - b|| / ||b|| (2-norms)."""
+    worst, off = 0.0, 0
+    for n in shapes:
+        x = a[off:off + n].astype(np.float64)
+        y = b[off:off + n].astype(np.float64)
+        off += n
+        scale = float(np.linalg.norm(y))
+        d = float(np.linalg.norm(x - y))
+        worst = max(worst, d / scale if scale > 0 else d)
+    return worst
+
+
+def main():
+    ap = argparse.ArgumentParser(
+        description="memgrad beside PyTorch (CPU): same model, weights and "
+                    "input; time, memory and gradients. See the module "
+                    "docstring for how each number is measured.")
+    ap.add_argument("--mg-bench", default=os.path.join(ROOT, "build",
+                                                       "mg-bench"),
+                    help="the mg-bench binary (default: build/mg-bench)")
+    ap.add_argument("--model", default="mlp",
+                    help="model (known: " + ",".join(MODELS) + ")")
+    ap.add_argument("--depths", default="64,1024")
+    ap.add_argument("--batch", type=int, default=1024)
+    ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="timed steps per case (default 3)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="OpenBLAS / OpenMP / torch threads on both sides "
+                         "(default 1; see the module docstring)")
+    ap.add_argument("--csv", default=os.path.join(HERE, "results",
+                                                  "torch-cpu.csv"))
+    ap.add_argument("--seed", type=int, default=0)
+    # Internal: one PyTorch case, run by the driver in a fresh process.
+    ap.add_argument("--worker", choices=["plain", "checkpoint", "f64"],
+                    help=argparse.SUPPRESS)
+    ap.add_argument("--depth", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--load", help=argparse.SUPPRESS)
+    ap.add_argument("--save-grads", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.model not in MODELS:
+        ap.error(f"unknown model '{a.model}'; known: {','.join(MODELS)}")
+    if a.worker:
+        return torch_worker(a)
+
+    import numpy as np
+    try:
+        depths = [int(d) for d in a.depths.split(",")]
+    except ValueError:
+        ap.error(f"bad --depths '{a.depths}'")
+    if any(d < 1 for d in depths) or a.batch < 1 or a.width < 1 \
+            or a.repeat < 1 or a.threads < 1:
+        ap.error("depths, batch, width, repeat and threads must be >= 1")
+    if not os.access(a.mg_bench, os.X_OK):
+        ap.error(f"no mg-bench at {a.mg_bench}; build it (cmake) or pass "
+                 "--mg-bench")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(a.threads),
+               OMP_NUM_THREADS=str(a.threads),
+               MALLOC_MMAP_THRESHOLD_=str(64 * 1024))
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mg-compare-") as tmp:
+        for depth in depths:
+            layout, draw, _ = MODELS[a.model]
+            arrays = draw(layout(depth, a.batch, a.width), a.width, a.seed)
+            init = os.path.join(tmp, "init.bin")
+            with open(init, "wb") as f:
+                for _, arr in arrays:
+                    f.write(arr.tobytes())
+            shapes = [arr.size for _, arr in arrays[2:]]
+            param_bytes = 4 * sum(shapes)
+            common = ["--depth", str(depth), "--batch", str(a.batch),
+                      "--width", str(a.width), "--repeat", str(a.repeat),
+                      "--load", init]
+            results = {}
+            for case in ["torch-plain", "torch-checkpoint", "memgrad-none",
+                         "memgrad-memory"]:
+                print(f"[compare] {a.model} depth {depth}: {case}",
+                      file=sys.stderr, flush=True)
+                grads = os.path.join(tmp, case + ".grads")
+                if case.startswith("torch"):
+                    out = run([sys.executable, os.path.abspath(__file__),
+                               "--worker", case.split("-")[1], "--model",
+                               a.model, "--threads", str(a.threads),
+                               "--save-grads", grads] + common, env)
+                    r = json.loads(out.strip().splitlines()[-1])
+                else:
+                    out = run([a.mg_bench, "step", "--model", a.model,
+                               "--policy", case.split("-")[1],
+                               "--save-grads", grads] + common, env)
+                    kv = dict(line.split("=", 1)
+                              for line in out.strip().splitlines())
+                    r = {"loss": float(kv["loss"]),
+                         "time_ms_median": float(kv["time_ms_median"]),
+                         "rss_before_bytes": int(kv["rss_before_bytes"]),
+                         "rss_peak_bytes": int(kv["rss_peak_bytes"]),
+                         "activation_peak_bytes": int(kv["peak_bytes"]),
+                         "segments": 0}
+                r["grads"] = np.fromfile(
+                    grads, dtype=np.float64 if case.startswith("torch")
+                    else np.float32)
+                results[case] = r
+            print(f"[compare] {a.model} depth {depth}: f64 reference",
+                  file=sys.stderr, flush=True)
+            f64 = os.path.join(tmp, "f64.grads")
+            run([sys.executable, os.path.abspath(__file__), "--worker", "f64",
+                 "--model", a.model, "--threads", str(a.threads),
+                 "--save-grads", f64] + common, env)
+            ref64 = np.fromfile(f64, dtype=np.float64)
+            ref = results["torch-plain"]["grads"]
+            for case, r in results.items():
+                torch_ref = results["torch-checkpoint" if case ==
+                                    "memgrad-memory" else "torch-plain"]
+                own = results["memgrad-none" if case.startswith("memgrad")
+                              else "torch-plain"]["grads"]
+                rows.append({
+                    "model": a.model, "case": case, "depth": depth,
+                    "batch": a.batch, "width": a.width,
+                    "threads": a.threads,
+                    "segments": r["segments"],
+                    "loss": f"{r['loss']:.6f}",
+                    "time_ms_median": f"{r['time_ms_median']:.1f}",
+                    "time_ratio_vs_torch":
+                        f"{r['time_ms_median'] / torch_ref['time_ms_median']:.3f}",
+                    "vs": "torch-checkpoint" if case == "memgrad-memory"
+                          else "torch-plain",
+                    "activation_peak_bytes": r["activation_peak_bytes"],
+                    "rss_delta_bytes":
+                        max(0, r["rss_peak_bytes"] - r["rss_before_bytes"]),
+                    "rss_ratio_vs_torch": "%.3f" % (
+                        max(1, r["rss_peak_bytes"] - r["rss_before_bytes"]) /
+                        max(1, torch_ref["rss_peak_bytes"]
+                            - torch_ref["rss_before_bytes"])),
+                    "param_bytes": param_bytes,
+                    "max_rel_grad_diff":
+                        f"{max_rel_diff(np, r['grads'], ref, shapes):.3g}",
+                    "max_rel_grad_diff_f64":
+                        f"{max_rel_diff(np, r['grads'], ref64, shapes):.3g}",
+                    "grad_diff_vs_own_plain": f"{max_rel_diff(np, r['grads'], own, shapes):.3g}",
+                })
+    cols = ["model", "case", "depth", "batch", "width", "threads", "segments",
+            "loss", "time_ms_median", "vs", "time_ratio_vs_torch",
+            "activation_peak_bytes", "rss_delta_bytes", "rss_ratio_vs_torch",
+            "param_bytes", "max_rel_grad_diff", "max_rel_grad_diff_f64",
+            "grad_diff_vs_own_plain"]
+    os.makedirs(os.path.dirname(os.path.abspath(a.csv)), exist_ok=True)
+    with open(a.csv, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows)
+    mib = 1024.0 * 1024.0
+    print(f"# {a.model}, batch {a.batch}, width {a.width}, f32, "
+          f"{a.threads} threads; ratios: memgrad-none vs torch-plain, "
+          "memgrad-memory vs torch-checkpoint")
+    print(f"{'case':<17} {'depth':>5} {'time_ms':>9} {'t/torch':>8} "
+          f"{'act_MiB':>9} {'rss_MiB':>9} {'rss/torch':>9} "
+          f"{'grad_diff':>10} {'vs_f64':>9} {'vs_own':>7}")
+    for r in rows:
+        print(f"{r['case']:<17} {r['depth']:>5} {r['time_ms_median']:>9} "
+              f"{r['time_ratio_vs_torch']:>8} "
+              f"{r['activation_peak_bytes'] / mib:>9.1f} "
+              f"{r['rss_delta_bytes'] / mib:>9.1f} "
+              f"{r['rss_ratio_vs_torch']:>9} {r['max_rel_grad_diff']:>10} "
+              f"{r['max_rel_grad_diff_f64']:>9} "
+              f"{r['grad_diff_vs_own_plain']:>7}")
+    print(f"# csv: {a.csv}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# bench/gpu_run.sh - everything issue 5 still needs from a machine with an
+# NVIDIA GPU (H100/H200, sm_90, CUDA 12.x/13), in one command:
+#
+#   bash bench/gpu_run.sh            # from anywhere; needs cmake, nvcc, the
+#                                    # library's deps (scripts/install-deps.sh)
+#
+# It builds a Release tree with the CUDA backend, runs the whole ctest suite,
+# runs tests/test_cuda verbosely (every op forward and backward against the
+# CPU, checkpointed == plain gradients bit for bit, pool peak == prediction,
+# 1000 steps without growth, clean out-of-memory and bad-label errors), then
+# mg-bench --device cuda and the PyTorch comparison on the GPU when those
+# tools support it. Logs go to bench/results/gpu-<date>/ with nvidia-smi's
+# output; commit that folder. Exit status: 0 only if the build, ctest and
+# test_cuda all passed on a real device.
+#
+# env: MG_BUILD_DIR (default build-gpu), CUDAARCHS (default 90),
+#      MG_GPU_SANITIZE=1 also runs test_cuda under compute-sanitizer.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+stamp=$(date +%Y%m%d-%H%M%S)
+out="bench/results/gpu-$stamp"
+build=${MG_BUILD_DIR:-build-gpu}
+arch=${CUDAARCHS:-90}
+jobs=$(nproc 2>/dev/null || echo 4)
+mkdir -p "$out"
+exec > >(tee -a "$out/run.log") 2>&1
+
+status=0
+step() { echo; echo "== $*"; }
+fail() { echo "FAIL: $*"; status=1; }
+
+step "machine"
+date -u +%Y-%m-%dT%H:%M:%SZ
+uname -a
+git rev-parse HEAD 2>/dev/null && git status --short | head -20
+nvidia-smi | tee "$out/nvidia-smi.txt" || fail "nvidia-smi failed: no driver or no GPU"
+nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap \
+    --format=csv | tee "$out/gpu.csv"
+nvcc --version | tee "$out/nvcc.txt" || fail "nvcc not found"
+
+step "configure and build ($build, CUDA architectures $arch)"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMG_WITH_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="$arch" 2>&1 | tee "$out/configure.log"
+grep -q "memgrad: CUDA backend ON" "$out/configure.log" ||
+    fail "CMake did not enable the CUDA backend (see configure.log)"
+if ! cmake --build "$build" -j"$jobs" > "$out/build.log" 2>&1; then
+    tail -50 "$out/build.log"
+    fail "build failed (see build.log)"
+    exit 1
+fi
+
+step "ctest (every test, the GPU one included)"
+ctest --test-dir "$build" --output-on-failure -j"$jobs" 2>&1 |
+    tee "$out/ctest.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || fail "ctest failed"
+
+step "test_cuda, verbose"
+CK_VERBOSITY=verbose "$build/test_cuda" 2>&1 | tee "$out/test_cuda.log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || fail "test_cuda failed"
+if grep -q "skipped: no CUDA device" "$out/test_cuda.log"; then
+    fail "test_cuda found no CUDA device: the GPU tests did not run"
+fi
+
+if [ "${MG_GPU_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+    step "test_cuda under compute-sanitizer (memcheck)"
+    compute-sanitizer --tool memcheck --leak-check full "$build/test_cuda" \
+        > "$out/test_cuda_memcheck.log" 2>&1 || fail "compute-sanitizer found errors"
+    tail -5 "$out/test_cuda_memcheck.log"
+fi
+
+step "mg-bench on the GPU"
+if [ -x "$build/mg-bench" ] && "$build/mg-bench" --help 2>&1 | grep -q -- "--device"; then
+    "$build/mg-bench" --device cuda --csv "$out/mg_bench_cuda.csv" 2>&1 |
+        tee "$out/mg_bench_cuda.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || fail "mg-bench --device cuda failed"
+    "$build/mg-bench" --csv "$out/mg_bench_cpu.csv" > "$out/mg_bench_cpu.log" 2>&1 ||
+        echo "note: mg-bench on the CPU failed (see mg_bench_cpu.log)"
+else
+    echo "not run: mg-bench has no --device option yet (issue 6); rerun this" \
+         "script once it does" | tee "$out/mg_bench_cuda.log"
+fi
+
+step "PyTorch comparison on the GPU"
+if grep -q -- "--device" bench/compare_torch.py 2>/dev/null &&
+   python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    python3 bench/compare_torch.py --device cuda --mg-bench "$build/mg-bench" \
+        --csv "$out/compare_torch_cuda.csv" 2>&1 | tee "$out/compare_torch_cuda.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || fail "compare_torch.py --device cuda failed"
+else
+    echo "not run: bench/compare_torch.py has no --device option or torch" \
+         "has no CUDA here" | tee "$out/compare_torch_cuda.log"
+fi
+
+step "summary"
+nvidia-smi --query-gpu=name --format=csv,noheader | head -1
+if [ "$status" -eq 0 ]; then
+    echo "gpu_run: all passed; logs in $out"
+else
+    echo "gpu_run: FAILURES; logs in $out"
+fi
+exit "$status"

@@ -1,0 +1,274 @@
+/*
+ * backend_cuda.cu - the CUDA device: cudaMalloc'd memory for the pool,
+ * copies, and dispatch through the CUDA kernel table on one stream with
+ * one cuBLAS handle. Every CUDA and cuBLAS call is checked; a failure
+ * becomes an mg_ status with a message, never an abort.
+ */
+#include "cuda_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- failures ------------------------------------------------------------ */
+
+mg_status cu_fail(const mg_kargs *a, mg_status s, const char *fmt, ...) {
+    if (a && a->why && a->why_len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(a->why, a->why_len, fmt, ap);
+        va_end(ap);
+    }
+    return s;
+}
+
+static mg_status cuda_status(cudaError_t e) {
+    return e == cudaErrorMemoryAllocation ? MG_ERR_NOMEM : MG_ERR_INTERNAL;
+}
+
+mg_status cu_check(const mg_kargs *a, cudaError_t e, const char *what) {
+    if (e == cudaSuccess) return MG_OK;
+    return cu_fail(a, cuda_status(e), "CUDA error in %s: %s (%s)", what,
+                   cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+mg_status cu_check_launch(const mg_kargs *a, const char *what) {
+    return cu_check(a, cudaGetLastError(), what);
+}
+
+mg_status cu_check_blas(const mg_kargs *a, cublasStatus_t e,
+                        const char *what) {
+    if (e == CUBLAS_STATUS_SUCCESS) return MG_OK;
+    return cu_fail(a,
+                   e == CUBLAS_STATUS_ALLOC_FAILED ? MG_ERR_NOMEM
+                                                   : MG_ERR_INTERNAL,
+                   "cuBLAS error in %s: %s", what, cublasGetStatusString(e));
+}
+
+void *cu_scratch(cu_ctx *c, const mg_kargs *a, size_t nbytes) {
+    if (nbytes <= c->scratch_cap && c->scratch) return c->scratch;
+    /* cudaFree waits for the kernels that may still read the old buffer. */
+    if (c->scratch) cudaFree(c->scratch);
+    c->scratch = NULL;
+    c->scratch_cap = 0;
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, nbytes ? nbytes : 256);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* not sticky: clear it */
+        cu_fail(a, MG_ERR_NOMEM,
+                "out of device memory for %zu bytes of scratch (%s)", nbytes,
+                cudaGetErrorString(e));
+        return NULL;
+    }
+    c->scratch = p;
+    c->scratch_cap = nbytes;
+    return p;
+}
+
+/* ---- the kernel table ---------------------------------------------------- */
+
+static cu_kernel_fn kernels[MG_OP_COUNT];
+static int kernels_ready;
+
+static void kernels_init(void) {
+    if (kernels_ready) return;
+    cu_kernel_fn *t = kernels;
+    t[MG_OP_FILL] = cu_fill;
+    t[MG_OP_MATMUL] = cu_matmul;
+    t[MG_OP_ADD] = t[MG_OP_SUB] = t[MG_OP_MUL] = t[MG_OP_DIV] = cu_binary;
+    t[MG_OP_RELU_GRAD] = t[MG_OP_GELU_GRAD] = cu_binary;
+    t[MG_OP_TANH_GRAD] = t[MG_OP_SIGMOID_GRAD] = cu_binary;
+    t[MG_OP_NEG] = t[MG_OP_RELU] = t[MG_OP_GELU] = t[MG_OP_TANH] = cu_unary;
+    t[MG_OP_SIGMOID] = t[MG_OP_EXP] = t[MG_OP_LOG] = t[MG_OP_SQRT] = cu_unary;
+    t[MG_OP_SCALE] = cu_unary;
+    t[MG_OP_SUM] = cu_sum;
+    t[MG_OP_MEAN] = cu_mean;
+    t[MG_OP_BROADCAST_TO] = cu_broadcast_to;
+    t[MG_OP_RESHAPE] = cu_reshape;
+    t[MG_OP_PERMUTE] = cu_permute;
+    t[MG_OP_SOFTMAX] = cu_softmax;
+    t[MG_OP_LOG_SOFTMAX] = cu_log_softmax;
+    t[MG_OP_DROPOUT] = cu_dropout;
+    t[MG_OP_CROSS_ENTROPY] = cu_cross_entropy;
+    t[MG_OP_MSE] = cu_mse;
+    t[MG_OP_CROSS_ENTROPY_GRAD] = cu_cross_entropy_grad;
+    t[MG_OP_CONV2D] = cu_conv2d;
+    t[MG_OP_MAX_POOL2D] = cu_max_pool2d;
+    t[MG_OP_AVG_POOL2D] = cu_avg_pool2d;
+    t[MG_OP_BATCHNORM] = t[MG_OP_LAYERNORM] = cu_norm;
+    t[MG_OP_CONCAT] = cu_concat;
+    t[MG_OP_SLICE] = cu_slice;
+    t[MG_OP_PAD] = cu_pad;
+    t[MG_OP_CONV2D_GRAD_INPUT] = cu_conv2d_grad_input;
+    t[MG_OP_CONV2D_GRAD_WEIGHT] = cu_conv2d_grad_weight;
+    t[MG_OP_MAX_POOL2D_GRAD] = cu_max_pool2d_grad;
+    t[MG_OP_AVG_POOL2D_GRAD] = cu_avg_pool2d_grad;
+    t[MG_OP_BATCHNORM_GRAD_INPUT] = cu_norm_grad_input;
+    t[MG_OP_LAYERNORM_GRAD_INPUT] = cu_norm_grad_input;
+    t[MG_OP_BATCHNORM_GRAD_GAMMA] = cu_norm_grad_gamma;
+    t[MG_OP_LAYERNORM_GRAD_GAMMA] = cu_norm_grad_gamma;
+    t[MG_OP_EMBEDDING] = cu_embedding;
+    t[MG_OP_EMBEDDING_GRAD] = cu_embedding_grad;
+    t[MG_OP_CAUSAL_MASK] = cu_causal_mask;
+    kernels_ready = 1;
+}
+
+extern "C" int mg_cuda_has_kernel(mg_op op) {
+    if ((unsigned)op >= (unsigned)MG_OP_COUNT) return 0;
+    if (op == MG_OP_INPUT || op == MG_OP_PARAM) return 1;
+    kernels_init();
+    return kernels[op] != NULL;
+}
+
+/* ---- the backend --------------------------------------------------------- */
+
+static void *cuda_alloc(void *ctx, size_t nbytes) {
+    (void)ctx;
+    void *p = NULL;
+    if (cudaMalloc(&p, nbytes ? nbytes : 256) != cudaSuccess) {
+        cudaGetLastError(); /* an allocation failure is not sticky */
+        return NULL;        /* the pool trims its cache and retries */
+    }
+    return p;
+}
+
+static void cuda_free(void *ctx, void *ptr) {
+    (void)ctx;
+    if (ptr && cudaFree(ptr) != cudaSuccess) cudaGetLastError();
+}
+
+static mg_status copy(void *ctx, void *dst, const void *src, size_t n,
+                      cudaMemcpyKind kind, const char *what) {
+    cu_ctx *c = (cu_ctx *)ctx;
+    if (!n) return MG_OK;
+    cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, c->stream);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
+    if (e != cudaSuccess)
+        return mg_set_error(cuda_status(e), "cuda backend: %s of %zu bytes "
+                            "failed: %s", what, n, cudaGetErrorString(e));
+    return MG_OK;
+}
+
+static mg_status cuda_copy_to_host(void *ctx, void *dst, const void *src,
+                                   size_t n) {
+    return copy(ctx, dst, src, n, cudaMemcpyDeviceToHost, "copy to host");
+}
+
+static mg_status cuda_copy_from_host(void *ctx, void *dst, const void *src,
+                                     size_t n) {
+    return copy(ctx, dst, src, n, cudaMemcpyHostToDevice, "copy from host");
+}
+
+static mg_status cuda_run_op(void *ctx, const mg_kargs *a) {
+    cu_ctx *c = (cu_ctx *)ctx;
+    if ((unsigned)a->op >= (unsigned)MG_OP_COUNT)
+        return mg_set_error(MG_ERR_UNSUPPORTED,
+                            "cuda backend: op code %d is out of range",
+                            (int)a->op);
+    cu_kernel_fn k = kernels[a->op];
+    if (!k)
+        return mg_set_error(MG_ERR_UNSUPPORTED,
+                            "cuda backend: no kernel for op %s",
+                            mg_op_str(a->op));
+    mg_status s = k(c, a);
+    if (s == MG_OK) s = cu_check_launch(a, mg_op_str(a->op));
+    if (s == MG_OK && c->sync_each_op)
+        s = cu_check(a, cudaStreamSynchronize(c->stream), mg_op_str(a->op));
+    return s;
+}
+
+static mg_status cuda_synchronize(void *ctx) {
+    cu_ctx *c = (cu_ctx *)ctx;
+    cudaError_t e = cudaStreamSynchronize(c->stream);
+    if (e != cudaSuccess)
+        return mg_set_error(cuda_status(e),
+                            "cuda backend: a kernel failed: %s (%s); set "
+                            "MG_CUDA_SYNC=1 to find which op",
+                            cudaGetErrorString(e), cudaGetErrorName(e));
+    return MG_OK;
+}
+
+static void cuda_destroy(void *ctx) {
+    cu_ctx *c = (cu_ctx *)ctx;
+    if (!c) return;
+    if (c->stream) cudaStreamSynchronize(c->stream);
+    if (c->scratch) cudaFree(c->scratch);
+    if (c->flag) cudaFree(c->flag);
+    if (c->blas) cublasDestroy(c->blas);
+    if (c->stream) cudaStreamDestroy(c->stream);
+    cudaGetLastError();
+    free(c);
+}
+
+extern "C" int mg_cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+extern "C" mg_status mg_backend_cuda_init(mg_backend *out) {
+    if (!out)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_backend_cuda_init: out is NULL");
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        cudaGetLastError();
+        return mg_set_error(MG_ERR_UNSUPPORTED,
+                            "mg_exec_new: no CUDA device (%s)",
+                            e != cudaSuccess ? cudaGetErrorString(e)
+                                             : "device count is 0");
+    }
+    kernels_init();
+    cu_ctx *c = (cu_ctx *)calloc(1, sizeof *c);
+    if (!c) return mg_set_error(MG_ERR_NOMEM, "mg_backend_cuda_init: out of "
+                                "memory");
+    const char *sync = getenv("MG_CUDA_SYNC");
+    c->sync_each_op = sync && sync[0] == '1';
+    const char *step = "cudaGetDevice";
+    cublasStatus_t b = CUBLAS_STATUS_SUCCESS;
+    e = cudaGetDevice(&c->device);
+    if (e == cudaSuccess) {
+        step = "cudaStreamCreate";
+        /* A blocking stream: it waits for work the caller queued on the
+         * legacy default stream (cudaMemcpy of inputs) and vice versa. */
+        e = cudaStreamCreate(&c->stream);
+    }
+    if (e == cudaSuccess) {
+        step = "cudaMalloc";
+        e = cudaMalloc((void **)&c->flag, sizeof(int));
+    }
+    if (e == cudaSuccess) {
+        b = cublasCreate(&c->blas);
+        step = "cublasCreate";
+        if (b == CUBLAS_STATUS_SUCCESS) b = cublasSetStream(c->blas, c->stream);
+        /* Plain IEEE float32 GEMMs: no TF32, so results match the CPU. */
+        if (b == CUBLAS_STATUS_SUCCESS)
+            b = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH);
+        if (b == CUBLAS_STATUS_SUCCESS)
+            b = cublasSetPointerMode(c->blas, CUBLAS_POINTER_MODE_HOST);
+    }
+    if (e != cudaSuccess || b != CUBLAS_STATUS_SUCCESS) {
+        mg_status s = e != cudaSuccess ? cuda_status(e) : MG_ERR_INTERNAL;
+        mg_set_error(s, "mg_backend_cuda_init: %s failed: %s", step,
+                     e != cudaSuccess ? cudaGetErrorString(e)
+                                      : cublasGetStatusString(b));
+        cuda_destroy(c);
+        return s;
+    }
+    memset(out, 0, sizeof *out);
+    out->name = "cuda";
+    out->alloc = cuda_alloc;
+    out->free = cuda_free;
+    out->copy_to_host = cuda_copy_to_host;
+    out->copy_from_host = cuda_copy_from_host;
+    out->run_op = cuda_run_op;
+    out->synchronize = cuda_synchronize;
+    out->destroy = cuda_destroy;
+    out->ctx = c;
+    return MG_OK;
+}

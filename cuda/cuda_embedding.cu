@@ -1,0 +1,154 @@
+/*
+ * cuda_embedding.cu - embedding, its gradient, and causal_mask.
+ *
+ * The indices are copied to the host once per op: they are checked there
+ * with the CPU's own check (same message), and the gradient's scatter-add
+ * becomes a gather: positions are bucketed by index on the host (a stable
+ * counting sort), and one thread per table element sums its rows of gy in
+ * position order, as the CPU does, with no atomics.
+ */
+#include "cuda_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Host copy of the n indices in a->in[1], checked against bound. */
+static mg_status host_indices(cu_ctx *c, const mg_kargs *a, int64_t bound,
+                              int32_t **out) {
+    const int64_t n = mg_tdesc_numel(&a->in[1].d);
+    int32_t *h = (int32_t *)malloc((size_t)(n ? n : 1) * sizeof *h);
+    if (!h) return cu_fail(a, MG_ERR_NOMEM, "out of host memory for indices");
+    mg_status s = cu_check(a, cudaMemcpyAsync(h, a->in[1].data,
+                                              (size_t)n * sizeof *h,
+                                              cudaMemcpyDeviceToHost,
+                                              c->stream),
+                           "index copy");
+    if (s == MG_OK)
+        s = cu_check(a, cudaStreamSynchronize(c->stream), "index copy");
+    if (s == MG_OK)
+        s = mg_cpu_check_indices(a, h, n, bound, "index", "position");
+    if (s != MG_OK) {
+        free(h);
+        return s;
+    }
+    *out = h;
+    return MG_OK;
+}
+
+template <typename U>
+__global__ void k_embedding(const U *table, const int32_t *idx, U *y,
+                            int64_t n, int64_t dim) {
+    CU_FOR(e, n * dim) y[e] = table[(int64_t)idx[e / dim] * dim + e % dim];
+}
+
+mg_status cu_embedding(cu_ctx *c, const mg_kargs *a) {
+    const mg_tdesc *td = &a->in[0].d;
+    const int64_t n = mg_tdesc_numel(&a->in[1].d), dim = td->shape[1];
+    int32_t *h = NULL;
+    mg_status s = host_indices(c, a, td->shape[0], &h);
+    if (s != MG_OK) return s;
+    free(h);
+    const int32_t *idx = (const int32_t *)a->in[1].data;
+    switch (mg_dtype_size(td->dtype)) {
+    case 4:
+        k_embedding<uint32_t><<<cu_blocks(n * dim), CU_THREADS, 0,
+                                c->stream>>>((const uint32_t *)a->in[0].data,
+                                             idx, (uint32_t *)a->out.data, n,
+                                             dim);
+        return MG_OK;
+    case 8:
+        k_embedding<uint64_t><<<cu_blocks(n * dim), CU_THREADS, 0,
+                                c->stream>>>((const uint64_t *)a->in[0].data,
+                                             idx, (uint64_t *)a->out.data, n,
+                                             dim);
+        return MG_OK;
+    default:
+        return cu_fail(a, MG_ERR_DTYPE, "the CUDA kernel has no %s version",
+                       mg_dtype_name(td->dtype));
+    }
+}
+
+/* gt[v][j] = sum over k in [start[v], start[v+1]) of gy[order[k]][j] */
+template <typename T>
+__global__ void k_embedding_grad(const T *gy, const int64_t *start,
+                                 const int64_t *order, T *gt, int64_t rows,
+                                 int64_t dim) {
+    CU_FOR(e, rows * dim) {
+        const int64_t v = e / dim, j = e % dim;
+        T s = 0;
+        for (int64_t k = start[v]; k < start[v + 1]; k++)
+            s += gy[order[k] * dim + j];
+        gt[e] = s;
+    }
+}
+
+mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
+    const mg_tdesc *td = &a->out.d;
+    const int64_t n = mg_tdesc_numel(&a->in[1].d);
+    const int64_t rows = td->shape[0], dim = td->shape[1];
+    int32_t *h = NULL;
+    mg_status s = host_indices(c, a, rows, &h);
+    if (s != MG_OK) return s;
+    /* CSR by a stable counting sort: start[rows + 1], then order[n] */
+    const size_t words = (size_t)(rows + 1 + n);
+    int64_t *csr = (int64_t *)calloc(words, sizeof *csr);
+    if (!csr) {
+        free(h);
+        return cu_fail(a, MG_ERR_NOMEM, "out of host memory for indices");
+    }
+    int64_t *start = csr, *order = csr + rows + 1;
+    for (int64_t p = 0; p < n; p++) start[h[p] + 1]++;
+    for (int64_t v = 0; v < rows; v++) start[v + 1] += start[v];
+    int64_t *fill = (int64_t *)malloc((size_t)(rows ? rows : 1) * sizeof *fill);
+    if (!fill) {
+        free(h);
+        free(csr);
+        return cu_fail(a, MG_ERR_NOMEM, "out of host memory for indices");
+    }
+    memcpy(fill, start, (size_t)rows * sizeof *fill);
+    for (int64_t p = 0; p < n; p++) order[fill[h[p]]++] = p;
+    free(fill);
+    free(h);
+    int64_t *d = (int64_t *)cu_scratch(c, a, words * sizeof *csr);
+    if (!d) {
+        free(csr);
+        return MG_ERR_NOMEM;
+    }
+    s = cu_check(a, cudaMemcpyAsync(d, csr, words * sizeof *csr,
+                                    cudaMemcpyHostToDevice, c->stream),
+                 "index upload");
+    if (s == MG_OK)
+        s = cu_check(a, cudaStreamSynchronize(c->stream), "index upload");
+    free(csr);
+    if (s != MG_OK) return s;
+    CU_BY_FLOAT(a, td->dtype,
+                k_embedding_grad<T><<<cu_blocks(rows * dim), CU_THREADS, 0,
+                                      c->stream>>>((const T *)a->in[0].data,
+                                                   d, d + rows + 1,
+                                                   (T *)a->out.data, rows,
+                                                   dim));
+    return MG_OK;
+}
+
+/* Over the last two axes [rows, cols]: j > i takes value, the rest x. */
+template <typename T>
+__global__ void k_causal_mask(const T *x, T *y, int64_t n, int64_t rows,
+                              int64_t cols, T v) {
+    CU_FOR(e, n) {
+        const int64_t j = e % cols, i = (e / cols) % rows;
+        y[e] = j > i ? v : x[e];
+    }
+}
+
+mg_status cu_causal_mask(cu_ctx *c, const mg_kargs *a) {
+    const mg_tdesc *d = &a->out.d;
+    if (d->ndim < 2)
+        return cu_fail(a, MG_ERR_SHAPE, "causal_mask needs 2 or more dims");
+    const int64_t rows = d->shape[d->ndim - 2], cols = d->shape[d->ndim - 1];
+    const int64_t n = mg_tdesc_numel(d);
+    CU_BY_FLOAT(a, d->dtype,
+                k_causal_mask<T><<<cu_blocks(n), CU_THREADS, 0, c->stream>>>(
+                    (const T *)a->in[0].data, (T *)a->out.data, n, rows, cols,
+                    (T)a->attrs->alpha));
+    return MG_OK;
+}

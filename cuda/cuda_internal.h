@@ -1,0 +1,146 @@
+/*
+ * cuda_internal.h - private to the CUDA backend (the .cu files in cuda/): the backend
+ * context, the kernel signature, failure helpers and launch helpers that
+ * the kernel files share. Included only by .cu files (C++).
+ *
+ * Every kernel is deterministic (no floating-point atomics; gathers instead
+ * of scatters), so a recomputed op gives the same bits as the original, and
+ * checkpointed gradients equal plain ones on the GPU as on the CPU.
+ */
+#ifndef MG_CUDA_INTERNAL_H
+#define MG_CUDA_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "exec/backend.h"
+#include "exec/cpu_kernels.h" /* mg_cpu_layout: shared host-side helpers */
+#include "backend_cuda.h"
+}
+
+typedef struct cu_ctx {
+    int device;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    /* Grow-only scratch outside the pool (im2col columns, per-row partial
+     * results, norm statistics), as the CPU's im2col buffer is outside it. */
+    void *scratch;
+    size_t scratch_cap;
+    int *flag;        /* device int: first bad row of a label check, or -1 */
+    int sync_each_op; /* MG_CUDA_SYNC=1: synchronise after every op */
+} cu_ctx;
+
+typedef mg_status (*cu_kernel_fn)(cu_ctx *c, const mg_kargs *a);
+
+/* A reason in a->why (the executor adds op and tensor names) and s. */
+mg_status cu_fail(const mg_kargs *a, mg_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Checks a CUDA runtime result / the last launch / a cuBLAS result. */
+mg_status cu_check(const mg_kargs *a, cudaError_t e, const char *what);
+mg_status cu_check_launch(const mg_kargs *a, const char *what);
+mg_status cu_check_blas(const mg_kargs *a, cublasStatus_t e, const char *what);
+/* At least nbytes of scratch; NULL with a->why set on failure. */
+void *cu_scratch(cu_ctx *c, const mg_kargs *a, size_t nbytes);
+
+#define CU_THREADS 256
+/* Blocks for a grid-stride loop over n elements. */
+static inline unsigned cu_blocks(int64_t n) {
+    int64_t b = (n + CU_THREADS - 1) / CU_THREADS;
+    if (b < 1) b = 1;
+    if (b > 65535 * 8) b = 65535 * 8;
+    return (unsigned)b;
+}
+static inline unsigned cu_grid_rows(int64_t rows) {
+    return (unsigned)(rows < 1 ? 1 : rows > 65535 * 8 ? 65535 * 8 : rows);
+}
+
+#define CU_FOR(i, n)                                                          \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+         i += (int64_t)blockDim.x * gridDim.x)
+
+/* Dispatch on a float dtype: the statements run with T defined. */
+#define CU_BY_FLOAT(a, dtype, ...)                                            \
+    do {                                                                      \
+        if ((dtype) == MG_F32) {                                              \
+            typedef float T;                                                  \
+            __VA_ARGS__;                                                             \
+        } else if ((dtype) == MG_F64) {                                       \
+            typedef double T;                                                 \
+            __VA_ARGS__;                                                             \
+        } else {                                                              \
+            return cu_fail((a), MG_ERR_DTYPE,                                 \
+                           "the CUDA kernel has no %s version",               \
+                           mg_dtype_name(dtype));                             \
+        }                                                                     \
+    } while (0)
+
+/* Deterministic block-wide sum (fixed tree order); every thread gets it.
+ * sh has blockDim.x entries; blockDim.x is a power of two. */
+template <typename T> __device__ T cu_block_sum(T v, T *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    T r = sh[0];
+    __syncthreads();
+    return r;
+}
+template <typename T> __device__ T cu_block_max(T v, T *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s && sh[threadIdx.x + s] > sh[threadIdx.x])
+            sh[threadIdx.x] = sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    T r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+/* Shared memory for cu_block_* of T (one extern array per kernel file). */
+#define CU_SHARED(T, name)                                                    \
+    extern __shared__ __align__(16) unsigned char name##_raw[];                             \
+    T *name = reinterpret_cast<T *>(name##_raw)
+
+/* Kernels, by file. */
+/* cuda_elementwise.cu */
+mg_status cu_fill(cu_ctx *, const mg_kargs *);
+mg_status cu_unary(cu_ctx *, const mg_kargs *);  /* reads a->op */
+mg_status cu_binary(cu_ctx *, const mg_kargs *); /* reads a->op */
+mg_status cu_broadcast_to(cu_ctx *, const mg_kargs *);
+mg_status cu_reshape(cu_ctx *, const mg_kargs *);
+mg_status cu_permute(cu_ctx *, const mg_kargs *);
+mg_status cu_dropout(cu_ctx *, const mg_kargs *);
+mg_status cu_concat(cu_ctx *, const mg_kargs *);
+mg_status cu_slice(cu_ctx *, const mg_kargs *);
+mg_status cu_pad(cu_ctx *, const mg_kargs *);
+/* cuda_reduce.cu */
+mg_status cu_sum(cu_ctx *, const mg_kargs *);
+mg_status cu_mean(cu_ctx *, const mg_kargs *);
+mg_status cu_softmax(cu_ctx *, const mg_kargs *);
+mg_status cu_log_softmax(cu_ctx *, const mg_kargs *);
+mg_status cu_cross_entropy(cu_ctx *, const mg_kargs *);
+mg_status cu_cross_entropy_grad(cu_ctx *, const mg_kargs *);
+mg_status cu_mse(cu_ctx *, const mg_kargs *);
+mg_status cu_norm(cu_ctx *, const mg_kargs *);
+mg_status cu_norm_grad_input(cu_ctx *, const mg_kargs *);
+mg_status cu_norm_grad_gamma(cu_ctx *, const mg_kargs *);
+/* cuda_embedding.cu */
+mg_status cu_embedding(cu_ctx *, const mg_kargs *);
+mg_status cu_embedding_grad(cu_ctx *, const mg_kargs *);
+mg_status cu_causal_mask(cu_ctx *, const mg_kargs *);
+/* cuda_matmul.cu */
+mg_status cu_matmul(cu_ctx *, const mg_kargs *);
+mg_status cu_conv2d(cu_ctx *, const mg_kargs *);
+mg_status cu_conv2d_grad_input(cu_ctx *, const mg_kargs *);
+mg_status cu_conv2d_grad_weight(cu_ctx *, const mg_kargs *);
+mg_status cu_max_pool2d(cu_ctx *, const mg_kargs *);
+mg_status cu_avg_pool2d(cu_ctx *, const mg_kargs *);
+mg_status cu_max_pool2d_grad(cu_ctx *, const mg_kargs *);
+mg_status cu_avg_pool2d_grad(cu_ctx *, const mg_kargs *);
+
+#endif

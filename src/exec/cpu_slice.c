@@ -1,0 +1,77 @@
+/*
+ * cpu_slice.c - slice, pad and concat, which all copy one box of elements
+ * from a dense source into a dense destination at some corner. They move
+ * bytes, not values, so one code path serves every dtype.
+ */
+#include "cpu_kernels.h"
+
+#include <string.h>
+
+static void dense_strides(const mg_tdesc *d, int64_t *stride) {
+    int64_t step = 1;
+    for (int i = d->ndim - 1; i >= 0; i--) {
+        stride[i] = step;
+        step *= d->shape[i];
+    }
+}
+
+/* Copies the box of shape box->shape from src at src_at to dst at dst_at
+ * (NULL: the origin). Coalescing turns runs that are contiguous in both
+ * tensors into one memcpy. */
+static void copy_box(const mg_kbuf *src, const int64_t *src_at,
+                     const mg_kbuf *dst, const int64_t *dst_at,
+                     const mg_tdesc *box) {
+    const size_t es = mg_dtype_size(dst->d.dtype);
+    int64_t ss[MG_MAX_DIMS], ds[MG_MAX_DIMS], base[2] = {0, 0};
+    dense_strides(&src->d, ss);
+    dense_strides(&dst->d, ds);
+    mg_cpu_layout l;
+    mg_cpu_layout_init(&l, box);
+    for (int i = 0; i < box->ndim; i++) {
+        l.stride[0][i] = ss[i];
+        l.stride[1][i] = ds[i];
+        base[0] += (src_at ? src_at[i] : 0) * ss[i];
+        base[1] += (dst_at ? dst_at[i] : 0) * ds[i];
+    }
+    mg_cpu_layout_coalesce(&l);
+    const int last = l.ndim - 1;
+    const int64_t n = l.shape[last], rows = mg_cpu_layout_rows(&l);
+    const int64_t s1 = l.stride[0][last], d1 = l.stride[1][last];
+    int64_t idx[MG_MAX_DIMS] = {0}, off[2] = {0, 0};
+    for (int64_t r = 0; r < rows; r++) {
+        const char *s =
+            (const char *)src->data + (size_t)(base[0] + off[0]) * es;
+        char *d = (char *)dst->data + (size_t)(base[1] + off[1]) * es;
+        if (s1 == 1 && d1 == 1) {
+            memcpy(d, s, (size_t)n * es);
+        } else { /* a box one element wide along x's last axis */
+            for (int64_t i = 0; i < n; i++)
+                memcpy(d + (size_t)(i * d1) * es, s + (size_t)(i * s1) * es,
+                       es);
+        }
+        mg_cpu_layout_next(&l, idx, off);
+    }
+}
+
+mg_status mg_cpu_slice(const mg_kargs *ka) {
+    copy_box(&ka->in[0], ka->attrs->start, &ka->out, NULL, &ka->out.d);
+    return MG_OK;
+}
+
+mg_status mg_cpu_pad(const mg_kargs *ka) {
+    memset(ka->out.data, 0, mg_tdesc_nbytes(&ka->out.d));
+    copy_box(&ka->in[0], NULL, &ka->out, ka->attrs->start, &ka->in[0].d);
+    return MG_OK;
+}
+
+mg_status mg_cpu_concat(const mg_kargs *ka) {
+    const int ax = ka->attrs->axis;
+    if (ax < 0 || ax >= ka->out.d.ndim)
+        return mg_cpu_fail(ka, MG_ERR_INVALID_ARG,
+                           "axis %d is outside [0, %d)", ax, ka->out.d.ndim);
+    int64_t at[MG_MAX_DIMS] = {0};
+    at[ax] = ka->in[0].d.shape[ax];
+    copy_box(&ka->in[0], NULL, &ka->out, NULL, &ka->in[0].d);
+    copy_box(&ka->in[1], NULL, &ka->out, at, &ka->in[1].d);
+    return MG_OK;
+}

@@ -1,0 +1,61 @@
+/*
+ * ops_embedding.c - embedding lookup: rows of a float table [V, D] gathered
+ * by int32 indices of any shape, and its gradient, a scatter-add of gy into
+ * a zero table done by a helper op in a fixed order.
+ */
+#include "ops_internal.h"
+
+#include <stdio.h>
+
+mg_status mg_embedding_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                             mg_tdesc *out, char *why, size_t len) {
+    (void)n_in, (void)a;
+    const mg_tdesc *table = &in[0], *idx = &in[1];
+    mg_status s = mg_rank_check(table, "table", "[V, D]", why, len);
+    if (s != MG_OK) return s;
+    if (idx->dtype != MG_I32) {
+        snprintf(why, len, "indices must be i32, not %s",
+                 mg_dtype_name(idx->dtype));
+        return MG_ERR_DTYPE;
+    }
+    if (idx->ndim >= MG_MAX_DIMS) {
+        snprintf(why, len, "indices may have at most %d dims", MG_MAX_DIMS - 1);
+        return MG_ERR_SHAPE;
+    }
+    *out = *idx;
+    out->dtype = table->dtype;
+    out->shape[out->ndim++] = table->shape[1];
+    return MG_OK;
+}
+
+/* embedding_grad(gy, idx): the table's shape is in the attributes. */
+mg_status mg_embedding_grad_infer(const mg_tdesc *in, int n_in,
+                                  const mg_attrs *a, mg_tdesc *out, char *why,
+                                  size_t len) {
+    return mg_grad_infer_via(mg_embedding_infer, in, n_in, a, out, why, len);
+}
+
+/* One add per element of gy. */
+double mg_embedding_grad_flops(const mg_tdesc *in, int n_in,
+                               const mg_attrs *a, const mg_tdesc *out) {
+    (void)n_in, (void)a, (void)out;
+    return (double)mg_tdesc_numel(&in[0]);
+}
+
+mg_tensor mg_embedding(mg_graph *g, mg_tensor table, mg_tensor indices) {
+    const mg_tensor in[2] = {table, indices};
+    return mg_graph_add_node(g, MG_OP_EMBEDDING, 2, in, NULL);
+}
+
+/* The indices are in no_grad_inputs: only the table gets a gradient. */
+mg_status mg_embedding_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+                            const bool *need, mg_tensor *gin) {
+    const mg_node n = g->nodes[y];
+    const mg_tdesc td = g->nodes[n.in[0]].d;
+    mg_attrs at = {0};
+    const mg_tensor in[2] = {gy, n.in[1]};
+    if (need[0] &&
+        mg_attrs_shape_set(&at, td.ndim, td.shape, "embedding") == MG_OK)
+        gin[0] = mg_graph_add_node(g, MG_OP_EMBEDDING_GRAD, 2, in, &at);
+    return mg_grad_status(1, need, gin);
+}

@@ -1,0 +1,626 @@
+/*
+ * test_cuda.c - the CUDA backend against the CPU backend.
+ *
+ * Without a CUDA device (or in a build without CUDA) it prints
+ * "skipped: no CUDA device" and checks only that mg_exec_new refuses
+ * MG_DEVICE_CUDA with MG_ERR_UNSUPPORTED and a message, and (with CUDA
+ * built in) that the CUDA kernel table covers every op.
+ *
+ * With a device: every op forward and backward matches the CPU (normalised
+ * error <= 1e-5 in f32; cuBLAS runs without TF32), dropout masks equal the
+ * CPU's bit for bit, checkpointed gradients equal plain ones bit for bit on
+ * the GPU, the pool's measured peak equals the plan's prediction, 1000
+ * repeated steps do not grow reserved or device memory, a cudaMalloc
+ * failure is a clean MG_ERR_NOMEM, and a bad label is a clean error.
+ */
+#include "helpers.h"
+
+#include "common/ir.h"
+
+#ifdef MG_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "../cuda/backend_cuda.h"
+#endif
+
+static int n_devices(void) {
+#ifdef MG_HAVE_CUDA
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+#else
+    return 0;
+#endif
+}
+
+/* Runs on every machine: without a device the CUDA exec is refused. */
+START_TEST(test_exec_new_cuda) {
+    mg_exec *ex = NULL;
+    mg_exec_options o = {.device = MG_DEVICE_CUDA};
+    mg_clear_error();
+    mg_status s = mg_exec_new(&o, &ex);
+    if (n_devices() == 0) {
+        ck_assert_int_eq(s, MG_ERR_UNSUPPORTED);
+        ck_assert_ptr_null(ex);
+        ck_assert_msg(strstr(mg_last_error(), "CUDA") != NULL, "message: %s",
+                      mg_last_error());
+    } else {
+        ck_assert_msg(s == MG_OK, "%s", mg_last_error());
+        mg_exec_free(ex);
+    }
+}
+END_TEST
+
+#ifdef MG_HAVE_CUDA
+
+/* Needs no device: the kernel table has an entry for every op. */
+START_TEST(test_kernel_table_complete) {
+    for (int op = 0; op < MG_OP_COUNT; op++)
+        ck_assert_msg(mg_cuda_has_kernel((mg_op)op),
+                      "the CUDA backend has no kernel for op %s",
+                      mg_op_str((mg_op)op));
+}
+END_TEST
+
+#define CU_OK(call)                                                           \
+    do {                                                                      \
+        cudaError_t e_ = (call);                                              \
+        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call,                     \
+                      cudaGetErrorString(e_));                                \
+    } while (0)
+
+static void *dev_copy(const void *host, size_t n) {
+    void *d = NULL;
+    CU_OK(cudaMalloc(&d, n ? n : 1));
+    if (n) CU_OK(cudaMemcpy(d, host, n, cudaMemcpyHostToDevice));
+    return d;
+}
+
+static mg_exec *cuda_exec(size_t max_bytes) {
+    mg_exec *ex = NULL;
+    mg_exec_options o = {.device = MG_DEVICE_CUDA, .max_bytes = max_bytes};
+    ck_assert_msg(mg_exec_new(&o, &ex) == MG_OK, "%s", mg_last_error());
+    return ex;
+}
+
+/* ---- every op, forward and backward, against the CPU -------------------- */
+
+#define MAX_LEAVES 8
+#define MAX_OUTS 12
+
+typedef struct op_case {
+    mg_graph *g;
+    const char *name;
+    int n_leaves;
+    mg_tensor leaves[MAX_LEAVES];
+    void *host[MAX_LEAVES];
+    int n_outs;
+    mg_tensor outs[MAX_OUTS];
+    int exact_forward; /* dropout: bit-equal, not just close */
+} op_case;
+
+static bool ops_seen[MG_OP_COUNT];
+static th_rng rng;
+
+static mg_tensor leaf(op_case *c, mg_dtype dt, int ndim, const int64_t *sh,
+                      double lo, double hi) {
+    char name[16];
+    snprintf(name, sizeof name, "in%d", c->n_leaves);
+    mg_tensor t = mg_input(c->g, name, dt, ndim, sh);
+    TH_OK_T(name, t);
+    int64_t n = th_numel(ndim, sh);
+    void *h = malloc((size_t)n * mg_dtype_size(dt) + 1);
+    if (dt == MG_I32)
+        for (int64_t i = 0; i < n; i++)
+            ((int32_t *)h)[i] = (int32_t)(th_rng_next(&rng) % (uint64_t)hi);
+    else
+        th_fill_f32(&rng, h, n, lo, hi, 0.05);
+    c->leaves[c->n_leaves] = t;
+    c->host[c->n_leaves++] = h;
+    return t;
+}
+
+static mg_tensor fin(op_case *c, int ndim, const int64_t *sh) {
+    return leaf(c, MG_F32, ndim, sh, -2, 2);
+}
+
+static mg_tensor pos(op_case *c, int ndim, const int64_t *sh) {
+    return leaf(c, MG_F32, ndim, sh, 0.5, 2);
+}
+
+/* Outputs: y and, through loss = sum(y * r) with r random, the gradient of
+ * every float leaf. */
+static void finish(op_case *c, mg_tensor y) {
+    TH_OK_T(c->name, y);
+    int nd;
+    int64_t sh[MG_MAX_DIMS];
+    ck_assert(mg_tensor_shape(c->g, y, &nd, sh) == MG_OK);
+    mg_tensor xs[MAX_LEAVES];
+    int n_xs = 0;
+    for (int i = 0; i < c->n_leaves; i++) {
+        mg_dtype dt;
+        mg_tensor_dtype(c->g, c->leaves[i], &dt);
+        if (dt == MG_F32) xs[n_xs++] = c->leaves[i];
+    }
+    mg_tensor r = fin(c, nd, sh);
+    mg_tensor loss = mg_sum(c->g, mg_mul(c->g, y, r), 0, NULL, 0);
+    TH_OK_T(c->name, loss);
+    c->outs[c->n_outs++] = y;
+    ck_assert_msg(mg_gradients(c->g, &loss, 1, NULL, xs, n_xs, NULL,
+                               c->outs + 1) == MG_OK,
+                  "%s: %s", c->name, mg_last_error());
+    c->n_outs += n_xs;
+    for (int i = 0; i < mg_graph_num_tensors(c->g); i++) {
+        const char *op = mg_tensor_op_name(c->g, i);
+        for (int k = 0; k < MG_OP_COUNT; k++)
+            if (op && strcmp(op, mg_op_str((mg_op)k)) == 0) ops_seen[k] = true;
+    }
+}
+
+/* Runs c on the CPU (host) or the GPU (device buffers); out[i] gets host
+ * copies of the outputs. */
+static void run_case(op_case *c, int gpu, float **out) {
+    mg_plan *p = NULL;
+    ck_assert_msg(mg_plan_compile(c->g, c->outs, c->n_outs, NULL, &p) == MG_OK,
+                  "%s: %s", c->name, mg_last_error());
+    mg_exec *ex = NULL;
+    if (gpu) ex = cuda_exec(0);
+    else ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
+    mg_binding b[MAX_LEAVES + MAX_OUTS];
+    void *dev[MAX_LEAVES + MAX_OUTS] = {0};
+    for (int i = 0; i < c->n_leaves; i++) {
+        size_t n = mg_tensor_nbytes(c->g, c->leaves[i]);
+        dev[i] = gpu ? dev_copy(c->host[i], n) : c->host[i];
+        b[i] = (mg_binding){c->leaves[i], dev[i]};
+    }
+    for (int j = 0; j < c->n_outs; j++) {
+        size_t n = mg_tensor_nbytes(c->g, c->outs[j]);
+        out[j] = malloc(n + 1);
+        void *o = out[j];
+        if (gpu) CU_OK(cudaMalloc(&o, n + 1));
+        dev[c->n_leaves + j] = o;
+        b[c->n_leaves + j] = (mg_binding){c->outs[j], o};
+    }
+    int n_in = c->n_leaves;
+    mg_status s = th_exec_run_lenient(ex, p, b, &n_in, c->n_outs, 1234);
+    ck_assert_msg(s == MG_OK, "%s on %s: %s", c->name, gpu ? "cuda" : "cpu",
+                  mg_last_error());
+    if (gpu) {
+        for (int j = 0; j < c->n_outs; j++) {
+            CU_OK(cudaMemcpy(out[j], dev[c->n_leaves + j],
+                             mg_tensor_nbytes(c->g, c->outs[j]),
+                             cudaMemcpyDeviceToHost));
+        }
+        for (int i = 0; i < c->n_leaves + c->n_outs; i++) cudaFree(dev[i]);
+    }
+    mg_exec_free(ex);
+    mg_plan_free(p);
+}
+
+static void check_case(op_case *c) {
+    float *cpu[MAX_OUTS], *gpu[MAX_OUTS];
+    run_case(c, 0, cpu);
+    run_case(c, 1, gpu);
+    for (int j = 0; j < c->n_outs; j++) {
+        int64_t n = mg_tensor_numel(c->g, c->outs[j]);
+        if (j == 0 && c->exact_forward)
+            ck_assert_msg(memcmp(cpu[j], gpu[j], (size_t)n * 4) == 0,
+                          "%s: forward differs from the CPU bit-wise",
+                          c->name);
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double d = (double)gpu[j][i] - (double)cpu[j][i];
+            num += d * d;
+            den += (double)cpu[j][i] * cpu[j][i];
+        }
+        double err = sqrt(num) / (den > 0 ? sqrt(den) : 1e-30);
+        ck_assert_msg(err <= 1e-5 || (den == 0 && num == 0),
+                      "%s: output %d (%s): normalised error %.3g vs the CPU",
+                      c->name, j, j ? "gradient" : "forward", err);
+        free(cpu[j]);
+        free(gpu[j]);
+    }
+    for (int i = 0; i < c->n_leaves; i++) free(c->host[i]);
+    mg_graph_free(c->g);
+}
+
+#define CASE(label)                                                           \
+    for (op_case c_ = {.g = mg_graph_new(), .name = (label)}, *c = &c_; c;    \
+         check_case(c), c = NULL)
+
+static const int64_t s34[] = {3, 4}, s4[] = {4}, s234[] = {2, 3, 4},
+                     s31[] = {3, 1}, s14[] = {1, 4}, s35[] = {3, 5};
+
+START_TEST(test_every_op_matches_cpu) {
+    th_rng_init(&rng, 5);
+    memset(ops_seen, 0, sizeof ops_seen);
+    /* matmul: 2-D, transposed, batched, shared 2-D operand */
+    for (int v = 0; v < 5; v++) CASE("matmul") {
+            const int ta = v == 1 || v == 4, tb = v == 2 || v == 4;
+            const int64_t a2[] = {ta ? 5 : 4, ta ? 4 : 5},
+                          b2[] = {tb ? 3 : 5, tb ? 5 : 3},
+                          a3[] = {2, ta ? 5 : 4, ta ? 4 : 5},
+                          b3[] = {2, tb ? 3 : 5, tb ? 5 : 3};
+            mg_tensor a = v >= 3 ? fin(c, 3, a3) : fin(c, 2, a2);
+            mg_tensor b = v == 4 ? fin(c, 3, b3) : fin(c, 2, b2);
+            finish(c, mg_matmul(c->g, a, b, ta, tb));
+        }
+    CASE("add") finish(c, mg_add(c->g, fin(c, 2, s34), fin(c, 1, s4)));
+    CASE("sub") finish(c, mg_sub(c->g, fin(c, 3, s234), fin(c, 2, s31)));
+    CASE("mul") finish(c, mg_mul(c->g, fin(c, 2, s31), fin(c, 2, s14)));
+    CASE("div") finish(c, mg_div(c->g, fin(c, 2, s34), pos(c, 2, s34)));
+    CASE("neg") finish(c, mg_neg(c->g, fin(c, 2, s35)));
+    CASE("relu") finish(c, mg_relu(c->g, fin(c, 2, s35)));
+    CASE("gelu") finish(c, mg_gelu(c->g, fin(c, 2, s35)));
+    CASE("tanh") finish(c, mg_tanh(c->g, fin(c, 2, s35)));
+    CASE("sigmoid") finish(c, mg_sigmoid(c->g, fin(c, 2, s35)));
+    CASE("exp") finish(c, mg_exp(c->g, fin(c, 2, s35)));
+    CASE("log") finish(c, mg_log(c->g, pos(c, 2, s35)));
+    CASE("sqrt") finish(c, mg_sqrt(c->g, pos(c, 2, s35)));
+    CASE("scale") finish(c, mg_scale(c->g, fin(c, 2, s35), 2.5));
+    CASE("fill") {
+        mg_tensor f = mg_fill(c->g, MG_F32, 2, s34, 1.5);
+        finish(c, mg_mul(c->g, fin(c, 2, s34), f));
+    }
+    {
+        const int ax1[] = {1}, ax02[] = {0, 2}, ax0[] = {0};
+        const int64_t tall[] = {100, 3}, wide[] = {3, 300};
+        CASE("sum axis 1") finish(c, mg_sum(c->g, fin(c, 3, s234), 1, ax1, 0));
+        CASE("sum all") finish(c, mg_sum(c->g, fin(c, 3, s234), 0, NULL, 0));
+        CASE("mean 0,2") finish(c, mg_mean(c->g, fin(c, 3, s234), 2, ax02, 1));
+        CASE("sum long") finish(c, mg_sum(c->g, fin(c, 2, tall), 1, ax0, 0));
+        CASE("mean wide") finish(c, mg_mean(c->g, fin(c, 2, wide), 1, ax1, 0));
+        CASE("softmax wide") finish(c, mg_softmax(c->g, fin(c, 2, wide), 1));
+        CASE("log_softmax") finish(c, mg_log_softmax(c->g, fin(c, 2, wide), -1));
+    }
+    CASE("broadcast_to") finish(c, mg_broadcast_to(c->g, fin(c, 2, s31), 3, s234));
+    {
+        const int64_t s26[] = {2, 6};
+        const int perm[] = {2, 0, 1};
+        CASE("reshape") finish(c, mg_reshape(c->g, fin(c, 2, s26), 2, s34));
+        CASE("permute") finish(c, mg_permute(c->g, fin(c, 3, s234), perm));
+        CASE("transpose") finish(c, mg_transpose(c->g, fin(c, 3, s234), 0, 2));
+        CASE("softmax inner") finish(c, mg_softmax(c->g, fin(c, 3, s234), 1));
+    }
+    {
+        const int64_t s833[] = {8, 33};
+        CASE("dropout") {
+            c->exact_forward = 1;
+            finish(c, mg_dropout(c->g, fin(c, 2, s833), 0.3, 77));
+        }
+    }
+    {
+        const int64_t lg[] = {6, 5}, lb[] = {6};
+        CASE("cross_entropy") {
+            mg_tensor x = fin(c, 2, lg);
+            mg_tensor l = leaf(c, MG_I32, 1, lb, 0, 5);
+            finish(c, mg_cross_entropy(c->g, x, l));
+        }
+        CASE("mse") finish(c, mg_mse(c->g, fin(c, 2, lg), fin(c, 2, lg)));
+    }
+    {
+        const int64_t x1[] = {2, 4, 7, 6}, w1[] = {6, 2, 3, 3};
+        const int64_t x2[] = {2, 3, 4, 4}, w2[] = {5, 3, 1, 1};
+        const int64_t x3[] = {3, 3, 6, 6}, w3[] = {4, 3, 3, 3};
+        CASE("conv2d grouped") finish(c, mg_conv2d(c->g, fin(c, 4, x1), fin(c, 4, w1),
+                                                   1, 2, 1, 0, 1, 2, 2));
+        CASE("conv2d 1x1") finish(c, mg_conv2d(c->g, fin(c, 4, x2), fin(c, 4, w2),
+                                               1, 1, 0, 0, 1, 1, 1));
+        CASE("conv2d") finish(c, mg_conv2d(c->g, fin(c, 4, x3), fin(c, 4, w3),
+                                           1, 1, 1, 1, 1, 1, 1));
+        const int64_t xp[] = {2, 3, 7, 6};
+        CASE("max_pool2d") finish(c, mg_max_pool2d(c->g, fin(c, 4, xp), 3, 2,
+                                                   2, 2, 1, 1));
+        CASE("avg_pool2d") finish(c, mg_avg_pool2d(c->g, fin(c, 4, xp), 3, 2,
+                                                   2, 2, 1, 1));
+        const int64_t xb[] = {4, 3, 5, 2}, g3[] = {3};
+        CASE("batchnorm") finish(c, mg_batchnorm(c->g, fin(c, 4, xb), fin(c, 1, g3),
+                                                 fin(c, 1, g3), 1e-5));
+        const int64_t xl[] = {4, 6, 5}, g65[] = {6, 5}, g5[] = {5};
+        CASE("layernorm 2") finish(c, mg_layernorm(c->g, fin(c, 3, xl), fin(c, 2, g65),
+                                                   fin(c, 2, g65), 2, 1e-5));
+        CASE("layernorm 1") finish(c, mg_layernorm(c->g, fin(c, 3, xl), fin(c, 1, g5),
+                                                   fin(c, 1, g5), 1, 1e-5));
+    }
+    {
+        const int64_t a[] = {2, 3, 4}, b[] = {2, 2, 4}, s[] = {2, 3, 5};
+        const int64_t before[] = {1, 0}, after[] = {0, 2};
+        CASE("concat") {
+            mg_tensor xs[2] = {fin(c, 3, a), fin(c, 3, b)};
+            finish(c, mg_concat(c->g, 2, xs, 1));
+        }
+        CASE("slice") finish(c, mg_slice(c->g, fin(c, 3, s), 2, 1, 2));
+        CASE("pad") finish(c, mg_pad(c->g, fin(c, 2, s34), before, after));
+    }
+    {
+        const int64_t tb[] = {7, 5}, ix[] = {2, 4}, xm[] = {2, 4, 4};
+        CASE("embedding") {
+            mg_tensor t = fin(c, 2, tb);
+            mg_tensor i = leaf(c, MG_I32, 2, ix, 0, 7);
+            finish(c, mg_embedding(c->g, t, i));
+        }
+        CASE("causal_mask") finish(c, mg_causal_mask(c->g, fin(c, 3, xm), 0.5));
+    }
+    for (int k = MG_OP_PARAM + 1; k < MG_OP_COUNT; k++) /* leaves: none */
+        ck_assert_msg(ops_seen[k], "no case runs op %s on the GPU",
+                      mg_op_str((mg_op)k));
+}
+END_TEST
+
+/* ---- an MLP with dropout: checkpointing, peak, repeated steps ---------- */
+
+#define MLP_DEPTH 8
+#define MLP_W 64
+#define MLP_B 32
+#define MLP_C 10
+
+typedef struct mlp {
+    mg_graph *g;
+    mg_tensor x, labels, loss;
+    mg_tensor params[2 * MLP_DEPTH + 2], grads[2 * MLP_DEPTH + 2];
+    int n_params;
+    void *dev[2 * MLP_DEPTH + 4]; /* x, labels, params */
+    void *dgrad[2 * MLP_DEPTH + 2];
+    void *dloss;
+    mg_binding binds[4 * MLP_DEPTH + 8];
+    int n_binds;
+} mlp;
+
+static void mlp_build(mlp *m, const mg_checkpoints *ck) {
+    memset(m, 0, sizeof *m);
+    th_rng r;
+    th_rng_init(&r, 42);
+    m->g = mg_graph_new();
+    const int64_t xs[] = {MLP_B, MLP_W}, ls[] = {MLP_B};
+    m->x = mg_input(m->g, "x", MG_F32, 2, xs);
+    m->labels = mg_input(m->g, "labels", MG_I32, 1, ls);
+    mg_tensor h = m->x;
+    for (int l = 0; l <= MLP_DEPTH; l++) {
+        const int64_t out = l == MLP_DEPTH ? MLP_C : MLP_W;
+        const int64_t ws[] = {MLP_W, out}, bs[] = {out};
+        mg_tensor w = mg_param(m->g, "w", MG_F32, 2, ws);
+        mg_tensor b = mg_param(m->g, "b", MG_F32, 1, bs);
+        m->params[m->n_params++] = w;
+        m->params[m->n_params++] = b;
+        h = mg_add(m->g, mg_matmul(m->g, h, w, 0, 0), b);
+        if (l < MLP_DEPTH)
+            h = mg_dropout(m->g, mg_relu(m->g, h), 0.1, (uint64_t)l);
+    }
+    m->loss = mg_cross_entropy(m->g, h, m->labels);
+    TH_OK_T("mlp", m->loss);
+    ck_assert_msg(mg_gradients(m->g, &m->loss, 1, NULL, m->params,
+                               m->n_params, ck, m->grads) == MG_OK,
+                  "%s", mg_last_error());
+    /* device data, the same for every build of the graph */
+    float *hx = malloc(sizeof(float) * MLP_B * MLP_W);
+    int32_t hl[MLP_B];
+    th_fill_f32(&r, hx, MLP_B * MLP_W, -1, 1, 0);
+    for (int i = 0; i < MLP_B; i++) hl[i] = (int32_t)(th_rng_next(&r) % MLP_C);
+    m->dev[0] = dev_copy(hx, sizeof(float) * MLP_B * MLP_W);
+    m->dev[1] = dev_copy(hl, sizeof hl);
+    m->binds[m->n_binds++] = (mg_binding){m->x, m->dev[0]};
+    m->binds[m->n_binds++] = (mg_binding){m->labels, m->dev[1]};
+    for (int i = 0; i < m->n_params; i++) {
+        size_t n = mg_tensor_nbytes(m->g, m->params[i]);
+        float *hp = malloc(n);
+        th_fill_f32(&r, hp, (int64_t)(n / 4), -0.2, 0.2, 0);
+        m->dev[2 + i] = dev_copy(hp, n);
+        free(hp);
+        m->binds[m->n_binds++] = (mg_binding){m->params[i], m->dev[2 + i]};
+        CU_OK(cudaMalloc(&m->dgrad[i], n));
+        m->binds[m->n_binds++] = (mg_binding){m->grads[i], m->dgrad[i]};
+    }
+    CU_OK(cudaMalloc(&m->dloss, sizeof(float)));
+    m->binds[m->n_binds++] = (mg_binding){m->loss, m->dloss};
+    free(hx);
+}
+
+static mg_plan *mlp_plan(const mlp *m, int without_recompute) {
+    mg_tensor outs[2 * MLP_DEPTH + 3];
+    int n = 0;
+    outs[n++] = m->loss;
+    for (int i = 0; i < m->n_params; i++) outs[n++] = m->grads[i];
+    mg_plan_options o = {.without_recompute = without_recompute};
+    mg_plan *p = NULL;
+    ck_assert_msg(mg_plan_compile(m->g, outs, n, &o, &p) == MG_OK, "%s",
+                  mg_last_error());
+    return p;
+}
+
+/* Host copies of loss and gradients, concatenated. */
+static float *mlp_grads(const mlp *m, size_t *total) {
+    size_t n = 4;
+    for (int i = 0; i < m->n_params; i++)
+        n += mg_tensor_nbytes(m->g, m->grads[i]);
+    char *h = malloc(n), *at = h + 4;
+    CU_OK(cudaMemcpy(h, m->dloss, 4, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < m->n_params; i++) {
+        size_t b = mg_tensor_nbytes(m->g, m->grads[i]);
+        CU_OK(cudaMemcpy(at, m->dgrad[i], b, cudaMemcpyDeviceToHost));
+        at += b;
+    }
+    *total = n;
+    return (float *)h;
+}
+
+static void mlp_free(mlp *m) {
+    for (int i = 0; i < 2 + m->n_params; i++) cudaFree(m->dev[i]);
+    for (int i = 0; i < m->n_params; i++) cudaFree(m->dgrad[i]);
+    cudaFree(m->dloss);
+    mg_graph_free(m->g);
+}
+
+static float *mlp_run(mlp *m, int without_recompute, size_t *n,
+                      size_t *peak, size_t *predicted) {
+    mg_plan *p = mlp_plan(m, without_recompute);
+    mg_exec *ex = cuda_exec(0);
+    ck_assert_msg(mg_exec_run(ex, p, m->binds, m->n_binds, 7) == MG_OK, "%s",
+                  mg_last_error());
+    mg_pool_stats st;
+    mg_exec_pool_stats(ex, &st);
+    *peak = st.peak_bytes_in_use;
+    *predicted = mg_plan_predicted_peak(p, m->binds, m->n_binds);
+    float *g = mlp_grads(m, n);
+    mg_exec_free(ex);
+    mg_plan_free(p);
+    return g;
+}
+
+START_TEST(test_checkpointed_bit_equal_and_peak) {
+    mlp plain, ck;
+    mg_checkpoints c = {.policy = MG_CKPT_MEMORY};
+    mlp_build(&plain, NULL);
+    mlp_build(&ck, &c);
+    size_t n1, n2, n3, peak, pred;
+    float *a = mlp_run(&plain, 0, &n1, &peak, &pred);
+    ck_assert_msg(peak == pred, "plain: peak %zu, predicted %zu", peak, pred);
+    float *b = mlp_run(&ck, 0, &n2, &peak, &pred);
+    ck_assert_msg(peak == pred, "checkpointed: peak %zu, predicted %zu", peak,
+                  pred);
+    float *d = mlp_run(&ck, 1, &n3, &peak, &pred);
+    ck_assert_msg(peak == pred, "without_recompute: peak %zu, predicted %zu",
+                  peak, pred);
+    ck_assert(n1 == n2 && n2 == n3);
+    ck_assert_msg(memcmp(a, b, n1) == 0,
+                  "checkpointed gradients differ from plain ones on the GPU");
+    ck_assert_msg(memcmp(b, d, n1) == 0,
+                  "recomputed and kept activations give different gradients");
+    free(a);
+    free(b);
+    free(d);
+    mlp_free(&plain);
+    mlp_free(&ck);
+}
+END_TEST
+
+START_TEST(test_1000_steps_no_growth) {
+    mlp m;
+    mg_checkpoints c = {.policy = MG_CKPT_MEMORY};
+    mlp_build(&m, &c);
+    mg_plan *p = mlp_plan(&m, 0);
+    mg_exec *ex = cuda_exec(0);
+    mg_pool_stats first, st;
+    size_t free1 = 0, free2 = 0, total = 0;
+    for (int step = 0; step < 1000; step++) {
+        ck_assert_msg(mg_exec_run(ex, p, m.binds, m.n_binds,
+                                  (uint64_t)step) == MG_OK,
+                      "step %d: %s", step, mg_last_error());
+        if (step == 0) {
+            mg_exec_pool_stats(ex, &first);
+            CU_OK(cudaMemGetInfo(&free1, &total));
+        }
+    }
+    mg_exec_pool_stats(ex, &st);
+    CU_OK(cudaMemGetInfo(&free2, &total));
+    ck_assert_uint_eq(st.bytes_in_use, 0);
+    ck_assert_msg(st.bytes_reserved == first.bytes_reserved,
+                  "reserved grew from %zu to %zu", first.bytes_reserved,
+                  st.bytes_reserved);
+    ck_assert_uint_eq(st.peak_bytes_in_use, first.peak_bytes_in_use);
+    ck_assert_uint_eq(st.system_allocs, first.system_allocs);
+    ck_assert_msg(free2 == free1, "free device memory went from %zu to %zu",
+                  free1, free2);
+    mg_exec_pool_trim(ex);
+    mg_exec_pool_stats(ex, &st);
+    ck_assert_uint_eq(st.bytes_reserved, 0);
+    mg_exec_free(ex);
+    mg_plan_free(p);
+    mlp_free(&m);
+}
+END_TEST
+
+/* A tensor bigger than any GPU: cudaMalloc fails, the pool trims and
+ * retries, and the run ends with MG_ERR_NOMEM and nothing held. */
+START_TEST(test_cuda_out_of_memory) {
+    mg_graph *g = mg_graph_new();
+    const int64_t huge[] = {(int64_t)1 << 38}; /* 1 TiB of f32 */
+    mg_tensor y = mg_sum(g, mg_fill(g, MG_F32, 1, huge, 1.0), 0, NULL, 0);
+    TH_OK_T("huge", y);
+    mg_plan *p = NULL;
+    ck_assert(mg_plan_compile(g, &y, 1, NULL, &p) == MG_OK);
+    mg_exec *ex = cuda_exec(0);
+    mg_status s = mg_exec_run(ex, p, NULL, 0, 0);
+    ck_assert_int_eq(s, MG_ERR_NOMEM);
+    ck_assert_msg(strstr(mg_last_error(), "out of memory"), "%s",
+                  mg_last_error());
+    mg_pool_stats st;
+    mg_exec_pool_stats(ex, &st);
+    ck_assert_uint_eq(st.bytes_in_use, 0);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+    /* the executor still works */
+    mg_graph *g2 = mg_graph_new();
+    const int64_t sh[] = {1000};
+    mg_tensor y2 = mg_sum(g2, mg_fill(g2, MG_F32, 1, sh, 0.5), 0, NULL, 0);
+    mg_plan *p2 = NULL;
+    ck_assert(mg_plan_compile(g2, &y2, 1, NULL, &p2) == MG_OK);
+    ck_assert_msg(mg_exec_run(ex, p2, NULL, 0, 0) == MG_OK, "%s",
+                  mg_last_error());
+    const void *dy = NULL;
+    ck_assert(mg_exec_tensor_data(ex, y2, &dy) == MG_OK);
+    float hy = 0;
+    CU_OK(cudaMemcpy(&hy, dy, 4, cudaMemcpyDeviceToHost));
+    ck_assert(hy == 500.0f);
+    mg_exec_free(ex);
+    mg_plan_free(p);
+    mg_plan_free(p2);
+    mg_graph_free(g);
+    mg_graph_free(g2);
+}
+END_TEST
+
+START_TEST(test_cuda_bad_label) {
+    mg_graph *g = mg_graph_new();
+    const int64_t ls[] = {3, 5}, lb[] = {3};
+    mg_tensor x = mg_input(g, "logits", MG_F32, 2, ls);
+    mg_tensor l = mg_input(g, "labels", MG_I32, 1, lb);
+    mg_tensor y = mg_cross_entropy(g, x, l);
+    mg_plan *p = NULL;
+    ck_assert(mg_plan_compile(g, &y, 1, NULL, &p) == MG_OK);
+    float hx[15] = {0};
+    int32_t hl[3] = {1, 7, 2};
+    void *dx = dev_copy(hx, sizeof hx), *dl = dev_copy(hl, sizeof hl);
+    mg_binding b[] = {{x, dx}, {l, dl}};
+    mg_exec *ex = cuda_exec(0);
+    ck_assert_int_eq(mg_exec_run(ex, p, b, 2, 0), MG_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(mg_last_error(), "label 7") &&
+                      strstr(mg_last_error(), "row 1"),
+                  "%s", mg_last_error());
+    mg_exec_free(ex);
+    cudaFree(dx);
+    cudaFree(dl);
+    mg_plan_free(p);
+    mg_graph_free(g);
+}
+END_TEST
+
+#endif /* MG_HAVE_CUDA */
+
+int main(void) {
+    const int gpu = n_devices() > 0;
+    if (!gpu) printf("skipped: no CUDA device\n");
+    Suite *s = suite_create("cuda");
+    TCase *tc = tcase_create("cuda");
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, test_exec_new_cuda);
+#ifdef MG_HAVE_CUDA
+    tcase_add_test(tc, test_kernel_table_complete);
+    if (gpu) {
+        tcase_add_test(tc, test_every_op_matches_cpu);
+        tcase_add_test(tc, test_checkpointed_bit_equal_and_peak);
+        tcase_add_test(tc, test_1000_steps_no_growth);
+        tcase_add_test(tc, test_cuda_out_of_memory);
+        tcase_add_test(tc, test_cuda_bad_label);
+    }
+#endif
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    /* CUDA does not survive fork(): n_devices() above initialised it. */
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_VERBOSE);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
