@@ -23,6 +23,10 @@ typedef struct mg_kargs {
     mg_kbuf in[MG_MAX_INPUTS];
     mg_kbuf out;
     uint64_t run_seed;
+    /* Scratch lent from the pool for this op, as the op table's workspace
+     * rule asked (NULL and 0 when it asks for none). */
+    void *work;
+    size_t work_bytes;
     /* A kernel that fails (a label out of range, say) writes why here. */
     char *why;
     size_t why_len;

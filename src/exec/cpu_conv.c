@@ -141,19 +141,16 @@ static mg_status conv_run(const mg_kargs *ka, const mg_tdesc *x,
     mg_status s = conv_setup(ka, x, y, w, &d);
     if (s != MG_OK) return s;
     const mg_dtype dt = ka->out.d.dtype;
-    void *col = NULL;
-    if (!d.direct) {
-        const size_t n = (size_t)d.k * (size_t)d.p;
-        col = malloc(n * mg_dtype_size(dt));
-        if (!col)
-            return mg_cpu_fail(ka, MG_ERR_NOMEM,
-                               "out of memory for a %zu-element im2col "
-                               "buffer", n);
-    }
-    s = MG_CPU_BY_DTYPE(ka, dt, conv, ka->in[0].data, ka->in[1].data,
-                        ka->out.data, col, &d, mode);
-    free(col);
-    return s;
+    /* The im2col buffer is the workspace the executor lends from the pool
+     * (ops_conv.c sizes it), so plans count it in their peak. */
+    if (!d.direct &&
+        ka->work_bytes < (size_t)d.k * (size_t)d.p * mg_dtype_size(dt))
+        return mg_cpu_fail(ka, MG_ERR_INTERNAL,
+                           "im2col needs %zu bytes of workspace, got %zu",
+                           (size_t)d.k * (size_t)d.p * mg_dtype_size(dt),
+                           ka->work_bytes);
+    return MG_CPU_BY_DTYPE(ka, dt, conv, ka->in[0].data, ka->in[1].data,
+                           ka->out.data, d.direct ? NULL : ka->work, &d, mode);
 }
 
 mg_status mg_cpu_conv2d(const mg_kargs *ka) {

@@ -4,20 +4,6 @@
  */
 #include "cpu_kernels.h"
 
-#include <inttypes.h>
-
-/* Both cross-entropy kernels index logits with the labels, so both check
- * every label before reading anything. */
-static mg_status check_labels(const mg_kargs *ka, const int32_t *labels,
-                              int64_t rows, int64_t classes) {
-    for (int64_t r = 0; r < rows; r++)
-        if (labels[r] < 0 || labels[r] >= classes)
-            return mg_cpu_fail(ka, MG_ERR_INVALID_ARG,
-                               "label %" PRId32 " at row %" PRId64
-                               " is outside [0, %" PRId64 ")",
-                               labels[r], r, classes);
-    return MG_OK;
-}
 
 /* loss = mean over rows of logsumexp(row) - row[label];
  * grad = (softmax(row) - onehot(label)) * gy / rows. */
@@ -61,7 +47,10 @@ static mg_status ce_dims(const mg_kargs *ka, int lo, int64_t *rows,
                            "logits must be [N, C], got %d dims", dl->ndim);
     *rows = dl->shape[0];
     *classes = dl->shape[1];
-    return check_labels(ka, ka->in[lo + 1].data, *rows, *classes);
+    /* Both cross-entropy kernels index logits with the labels, so both
+     * check every label before reading anything. */
+    return mg_cpu_check_indices(ka, ka->in[lo + 1].data, *rows, *classes,
+                                "label", "row");
 }
 
 mg_status mg_cpu_cross_entropy(const mg_kargs *ka) {

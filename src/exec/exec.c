@@ -185,7 +185,7 @@ static mg_status bind(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
 }
 
 static mg_status run_step(mg_exec *ex, const mg_plan *p, mg_tensor t,
-                          uint64_t seed) {
+                          size_t work_bytes, uint64_t seed) {
     const mg_node *n = &p->g->nodes[t];
     char label[160];
     size_t nbytes = mg_tdesc_nbytes(&n->d);
@@ -203,12 +203,20 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p, mg_tensor t,
     char why[256] = "";
     mg_kargs a = {.op = n->op, .attrs = &n->attrs, .n_in = n->n_in,
                   .out = {ex->buf[t], n->d}, .run_seed = seed,
-                  .why = why, .why_len = sizeof why};
+                  .work_bytes = work_bytes, .why = why, .why_len = sizeof why};
+    if (work_bytes && !(a.work = mg_pool_alloc(&ex->pool, work_bytes)))
+        return mg_set_error(
+            MG_ERR_NOMEM,
+            "mg_exec_run: out of memory allocating %zu bytes of workspace for "
+            "%s (%zu in use, limit %zu)",
+            work_bytes, mg_graph_tensor_label(p->g, t, label, sizeof label),
+            ex->pool.stats.bytes_in_use, ex->pool.max_bytes);
     for (int i = 0; i < n->n_in; i++) {
         mg_tensor in = mg_plan_input(p, t, i);
         a.in[i] = (mg_kbuf){ex->buf[in], p->g->nodes[in].d};
     }
     mg_status s = ex->backend.run_op(ex->backend.ctx, &a);
+    if (a.work) mg_pool_free(&ex->pool, a.work, work_bytes);
     if (s != MG_OK)
         return mg_set_error(s, "mg_exec_run: %s failed: %s",
                             mg_graph_tensor_label(p->g, t, label, sizeof label),
@@ -241,7 +249,7 @@ static mg_status keep_outputs(mg_exec *ex, const mg_plan *p) {
 static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed) {
     mg_status s = MG_OK;
     for (int32_t st = 0; st < p->n_steps && s == MG_OK; st++) {
-        s = run_step(ex, p, p->steps[st], seed);
+        s = run_step(ex, p, p->steps[st], p->work[st], seed);
         if (s != MG_OK) break;
         for (int32_t r = p->release_start[st]; r < p->release_start[st + 1];
              r++) {

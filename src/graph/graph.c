@@ -402,6 +402,15 @@ void mg_graph_op_cost(const mg_graph *g, mg_tensor t, double *flops,
     if (bytes) *bytes = (def->flags & MG_OPF_LEAF) ? 0.0 : moved;
 }
 
+size_t mg_graph_op_workspace(const mg_graph *g, mg_tensor t) {
+    const mg_node *n = &g->nodes[t];
+    mg_workspace_fn ws = mg_op_table[n->op].workspace;
+    if (!ws) return 0;
+    mg_tdesc in[MG_MAX_INPUTS];
+    for (int i = 0; i < n->n_in; i++) in[i] = g->nodes[n->in[i]].d;
+    return ws(in, n->n_in, &n->attrs, &n->d);
+}
+
 /* ---- text and DOT -------------------------------------------------------- */
 
 mg_status mg_graph_dump(const mg_graph *g, FILE *out) {

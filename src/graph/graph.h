@@ -63,6 +63,12 @@ typedef mg_status (*mg_grad_fn)(mg_graph *g, mg_tensor y, mg_tensor gy,
 typedef double (*mg_flops_fn)(const mg_tdesc *in, int n_in, const mg_attrs *a,
                               const mg_tdesc *out);
 
+/* Scratch rule: bytes of workspace the op's kernels need (an im2col
+ * buffer, say). The executor lends it from the pool for the length of the
+ * op, so the plan's peak prediction counts it. */
+typedef size_t (*mg_workspace_fn)(const mg_tdesc *in, int n_in,
+                                  const mg_attrs *a, const mg_tdesc *out);
+
 typedef struct mg_op_def {
     const char *name;
     int n_inputs;
@@ -70,6 +76,7 @@ typedef struct mg_op_def {
     mg_infer_fn infer;
     mg_grad_fn grad;   /* NULL: not differentiable */
     mg_flops_fn flops; /* NULL: flops_per_elem * numel(out) */
+    mg_workspace_fn workspace; /* NULL: none */
     double flops_per_elem;
     /* Bitmask of inputs that gradients never flow into (labels, say). */
     unsigned no_grad_inputs;
@@ -102,6 +109,8 @@ mg_tensor mg_dropout_at(mg_graph *g, mg_tensor x, double p, uint64_t seed,
 /* Flops and bytes moved to compute tensor t from its inputs. */
 void mg_graph_op_cost(const mg_graph *g, mg_tensor t, double *flops,
                       double *bytes);
+/* Workspace bytes the kernels computing t need (0 for most ops). */
+size_t mg_graph_op_workspace(const mg_graph *g, mg_tensor t);
 
 /* ---- analysis (igraph) --------------------------------------------------- */
 

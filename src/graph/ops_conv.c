@@ -157,6 +157,37 @@ static double conv_flops(const mg_tdesc *y, const mg_tdesc *w) {
            (double)w->shape[0];
 }
 
+/* The im2col buffer the kernels use: (C/groups)*KH*KW rows of OH*OW, none
+ * for a 1x1 kernel with stride 1 and no padding, which reads x directly.
+ * w is the weight's descriptor, y the output-side one ([N, O, OH, OW]). */
+static size_t conv_workspace(const mg_tdesc *w, const mg_tdesc *y,
+                             const mg_attrs *a) {
+    bool direct = w->shape[2] == 1 && w->shape[3] == 1 && a->stride[0] == 1 &&
+                  a->stride[1] == 1 && a->pad[0] == 0 && a->pad[1] == 0;
+    if (direct) return 0;
+    return (size_t)(w->shape[1] * w->shape[2] * w->shape[3]) *
+           (size_t)(y->shape[2] * y->shape[3]) * mg_dtype_size(y->dtype);
+}
+
+size_t mg_conv2d_workspace(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                           const mg_tdesc *out) {
+    (void)n_in;
+    return conv_workspace(&in[1], out, a);
+}
+
+size_t mg_conv2d_grad_input_workspace(const mg_tdesc *in, int n_in,
+                                      const mg_attrs *a, const mg_tdesc *out) {
+    (void)n_in, (void)out;
+    return conv_workspace(&in[1], &in[0], a);
+}
+
+size_t mg_conv2d_grad_weight_workspace(const mg_tdesc *in, int n_in,
+                                       const mg_attrs *a,
+                                       const mg_tdesc *out) {
+    (void)n_in;
+    return conv_workspace(out, &in[0], a);
+}
+
 double mg_conv2d_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
                        const mg_tdesc *out) {
     (void)n_in, (void)a;

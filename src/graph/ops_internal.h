@@ -134,6 +134,12 @@ mg_status mg_conv2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                           mg_tdesc *out, char *why, size_t len);
 mg_status mg_conv2d_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin);
+size_t mg_conv2d_workspace(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                           const mg_tdesc *out);
+size_t mg_conv2d_grad_input_workspace(const mg_tdesc *in, int n_in,
+                                      const mg_attrs *a, const mg_tdesc *out);
+size_t mg_conv2d_grad_weight_workspace(const mg_tdesc *in, int n_in,
+                                       const mg_attrs *a, const mg_tdesc *out);
 double mg_conv2d_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
                        const mg_tdesc *out);
 mg_status mg_conv2d_grad_input_infer(const mg_tdesc *in, int n_in,

@@ -31,6 +31,7 @@ void mg_plan_free(mg_plan *p) {
     if (!p) return;
     free(p->role);
     free(p->steps);
+    free(p->work);
     free(p->release_start);
     free(p->release);
     free(p->leaves);
@@ -43,12 +44,13 @@ static mg_status plan_alloc(mg_plan *p, int32_t n, int n_kept) {
     size_t sz = (size_t)(n ? n : 1);
     p->role = calloc(sz, sizeof *p->role);
     p->steps = malloc(sz * sizeof *p->steps);
+    p->work = malloc(sz * sizeof *p->work);
     p->release_start = malloc((sz + 1) * sizeof *p->release_start);
     p->release = malloc(sz * sizeof *p->release);
     p->leaves = malloc(sz * sizeof *p->leaves);
     p->kept = malloc((size_t)(n_kept ? n_kept : 1) * sizeof *p->kept);
     p->remap = malloc(sz * sizeof *p->remap);
-    if (!p->role || !p->steps || !p->release_start || !p->release ||
+    if (!p->role || !p->steps || !p->work || !p->release_start || !p->release ||
         !p->leaves || !p->kept || !p->remap)
         return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
                             "a plan over %d tensors", (int)n);
@@ -74,6 +76,7 @@ static mg_status plan_build(mg_plan *p, const mg_tensor *order,
             p->leaves[p->n_leaves++] = t;
         } else {
             p->role[t] |= MG_ROLE_COMPUTED;
+            p->work[p->n_steps] = mg_graph_op_workspace(g, t);
             p->steps[p->n_steps++] = t;
         }
     }
@@ -187,10 +190,11 @@ size_t mg_plan_predicted_peak(const mg_plan *p, const mg_binding *binds,
     size_t in_use = 0, peak = 0;
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_tensor t = p->steps[s];
-        if (!bound[t]) {
+        if (!bound[t])
             in_use += mg_pool_size_class(mg_tdesc_nbytes(&p->g->nodes[t].d));
-            if (in_use > peak) peak = in_use;
-        }
+        /* the workspace is lent after the output and returned at once */
+        size_t work = p->work[s] ? mg_pool_size_class(p->work[s]) : 0;
+        if (in_use + work > peak) peak = in_use + work;
         for (int32_t r = p->release_start[s]; r < p->release_start[s + 1]; r++)
             in_use -= mg_pool_size_class(
                 mg_tdesc_nbytes(&p->g->nodes[p->release[r]].d));

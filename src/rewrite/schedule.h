@@ -21,6 +21,7 @@ struct mg_plan {
     uint8_t *role;     /* per tensor id, MG_ROLE_* bits */
     int32_t n_steps;
     mg_tensor *steps;  /* computed tensors in execution order */
+    size_t *work;      /* per step: workspace bytes its kernel borrows */
     /* After step s, release release[release_start[s] .. release_start[s+1]) */
     int32_t *release_start;
     mg_tensor *release;
