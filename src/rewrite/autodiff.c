@@ -222,7 +222,8 @@ static void work_free(ad_work *w) {
  * policy decide what the forward pass keeps. */
 static mg_status analyse(const mg_graph *g, const mg_tensor *ys, int n_ys,
                          const mg_tensor *xs, int n_xs,
-                         const mg_checkpoints *ckpt, ad_work *w) {
+                         const mg_checkpoints *ckpt,
+                         const mg_memory_search *m, ad_work *w) {
     mg_graph_mark_ancestors(g, ys, n_ys, NULL, w->marks);
     mg_status s = mg_graph_topo_order(g, w->marks, NULL, w->order, &w->n_order);
     if (s != MG_OK) return s;
@@ -248,16 +249,17 @@ static mg_status analyse(const mg_graph *g, const mg_tensor *ys, int n_ys,
                             mg_graph_tensor_label(g, ys[0], label,
                                                   sizeof label));
     }
-    return mg_checkpoints_choose(g, ckpt, w->order, w->n_order, w->forward,
+    return mg_checkpoints_choose(g, ckpt, m, w->order, w->n_order, w->forward,
                                  w->is_y, w->keep, w->chosen);
 }
 
 static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
                                  const mg_tensor *grad_ys, const mg_tensor *xs,
                                  int n_xs, const mg_checkpoints *ckpt,
-                                 ad_work *w, mg_tensor *result) {
+                                 const mg_memory_search *m, ad_work *w,
+                                 mg_tensor *result) {
     const int32_t n = g->n;
-    mg_status s = analyse(g, ys, n_ys, xs, n_xs, ckpt, w);
+    mg_status s = analyse(g, ys, n_ys, xs, n_xs, ckpt, m, w);
     if (s != MG_OK) return s;
     bool recompute = false;
     for (int32_t t = 0; t < n && !recompute; t++)
@@ -291,6 +293,83 @@ static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
     return MG_OK;
 }
 
+/* The arguments of one mg_gradients call. */
+typedef struct ad_call {
+    const mg_tensor *ys, *grad_ys, *xs;
+    int n_ys, n_xs;
+    const mg_checkpoints *ckpt;
+} ad_call;
+
+/* Append the backward graph once. On success w and result describe it; on
+ * failure the caller truncates the graph. */
+static mg_status build_once(mg_graph *g, const ad_call *c,
+                            const mg_memory_search *m, ad_work *w,
+                            mg_tensor *result) {
+    mg_status s = work_alloc(w, g->n);
+    if (s != MG_OK) return s;
+    const unsigned flags_before = g->building_flags;
+    g->building_flags |= MG_NODE_BACKWARD;
+    s = gradients_build(g, c->ys, c->n_ys, c->grad_ys, c->xs, c->n_xs,
+                        c->ckpt, m, w, result);
+    g->building_flags = flags_before;
+    return s;
+}
+
+/* The peak a training step of the built graph needs, its gradients being
+ * caller memory as in training: the figure the memory policy minimises. */
+static size_t trial_peak(const mg_graph *g, const mg_tensor *grads, int n) {
+    mg_plan *p = NULL;
+    mg_binding *b = malloc((size_t)n * sizeof *b);
+    size_t peak = SIZE_MAX;
+    static char any; /* the addresses are never used */
+    if (b) {
+        for (int i = 0; i < n; i++) b[i] = (mg_binding){grads[i], &any};
+        if (mg_plan_compile(g, grads, n, NULL, &p) == MG_OK)
+            peak = mg_plan_predicted_peak(p, b, n);
+    }
+    mg_plan_free(p);
+    free(b);
+    return peak;
+}
+
+/* Graphs up to this many tensors get the memory policy's search; larger
+ * ones take the default point, to keep rewriting linear in time. */
+#define MG_SEARCH_MAX_TENSORS 50000
+
+/* The memory policy's segment length is a trade-off that depends on which
+ * tensors gradient rules read, so rather than guess, build the rewrite for
+ * a few lengths (and with cuts forced), plan each, and keep the lowest
+ * exact predicted peak. Ties go to the earlier, longer-segment point. */
+static mg_memory_search search_memory(mg_graph *g, const ad_call *c) {
+    static const mg_memory_search points[] = {
+        {2.0, false}, {3.0, false}, {4.0, false}, {1.5, false}, {1.0, false},
+        {2.0, true},  {3.0, true},  {1.0, true}};
+    mg_memory_search best = points[0];
+    if (!c->ckpt || c->ckpt->policy != MG_CKPT_MEMORY ||
+        g->n > MG_SEARCH_MAX_TENSORS)
+        return best;
+    const int32_t n_before = g->n;
+    const uint64_t rng_before = g->rng_offset;
+    size_t best_peak = SIZE_MAX;
+    mg_tensor *result = malloc((size_t)c->n_xs * sizeof *result);
+    for (size_t i = 0; result && i < sizeof points / sizeof *points; i++) {
+        ad_work w;
+        if (build_once(g, c, &points[i], &w, result) == MG_OK) {
+            size_t peak = trial_peak(g, result, c->n_xs);
+            if (peak < best_peak) {
+                best_peak = peak;
+                best = points[i];
+            }
+        }
+        work_free(&w);
+        mg_graph_truncate(g, n_before);
+        g->rng_offset = rng_before;
+    }
+    free(result);
+    mg_clear_error();
+    return best;
+}
+
 mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
                        const mg_tensor *grad_ys, const mg_tensor *xs, int n_xs,
                        const mg_checkpoints *checkpoints, mg_tensor *grads_out) {
@@ -298,20 +377,14 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
     if (s != MG_OK) return s;
     if ((s = mg_checkpoints_check(g, checkpoints)) != MG_OK) return s;
 
+    const ad_call call = {ys, grad_ys, xs, n_ys, n_xs, checkpoints};
     const int32_t n_before = g->n;
     const uint64_t rng_before = g->rng_offset;
-    const unsigned flags_before = g->building_flags;
+    const mg_memory_search m = search_memory(g, &call);
     ad_work w;
     mg_tensor *result = malloc((size_t)n_xs * sizeof *result);
-    s = work_alloc(&w, n_before);
-    if (s == MG_OK && !result)
-        s = mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
-    if (s == MG_OK) {
-        g->building_flags |= MG_NODE_BACKWARD;
-        s = gradients_build(g, ys, n_ys, grad_ys, xs, n_xs, checkpoints, &w,
-                            result);
-        g->building_flags = flags_before;
-    }
+    s = result ? build_once(g, &call, &m, &w, result)
+               : mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
     if (s == MG_OK) {
         memcpy(grads_out, result, (size_t)n_xs * sizeof *result);
         for (int32_t t = 0; t < n_before; t++)
@@ -321,7 +394,7 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
         mg_graph_truncate(g, n_before);
         g->rng_offset = rng_before;
     }
-    work_free(&w);
+    if (result) work_free(&w);
     free(result);
     return s;
 }

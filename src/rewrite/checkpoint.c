@@ -104,19 +104,18 @@ typedef struct fwd_order {
     int32_t n;
     int32_t *pos;     /* per tensor id: index in order, or -1 */
     double total_bytes;
+    double factor;    /* segment length, in units of the balanced length */
 } fwd_order;
 
-/* The byte budget of one segment. sqrt(total * mean) would make the number
- * of segments and the size of each about sqrt(n) for n equal tensors, the
+/* The byte budget of one segment. sqrt(total * mean) makes the number of
+ * segments and the size of each about sqrt(n) for n equal tensors: the
  * balance of kept against recomputed-and-live bytes if every recomputed
  * tensor stayed live. Only those a gradient rule reads do (an MLP's matmul
- * and bias outputs are read by none), so segments are made twice as long:
- * the best of the factors 0.35 to 4 tried on MLPs of depth 16 to 1024. */
-#define MG_SEGMENT_FACTOR 2.0
-
+ * and bias outputs are read by none), so the best length is some factor of
+ * that; autodiff.c tries several and keeps the lowest predicted peak. */
 static double segment_budget(const fwd_order *fo) {
     double mean = fo->total_bytes / (fo->n ? fo->n : 1);
-    return MG_SEGMENT_FACTOR * sqrt(fo->total_bytes * mean);
+    return fo->factor * sqrt(fo->total_bytes * mean);
 }
 
 static bool candidate(const mg_graph *g, mg_tensor t, const bool *is_y,
@@ -194,10 +193,11 @@ static mg_status choose_cuts(const mg_graph *g, const fwd_order *fo,
 }
 
 static mg_status choose_memory(const mg_graph *g, const mg_checkpoints *c,
+                               const mg_memory_search *m,
                                const mg_tensor *order, int32_t n_order,
                                const bool *forward, const bool *is_y,
                                bool *keep) {
-    fwd_order fo = {0};
+    fwd_order fo = {.factor = m->segment_factor};
     size_t sz = (size_t)(g->n ? g->n : 1);
     fo.order = malloc(sz * sizeof *fo.order);
     fo.pos = malloc(sz * sizeof *fo.pos);
@@ -227,7 +227,7 @@ static mg_status choose_memory(const mg_graph *g, const mg_checkpoints *c,
         } else {
             int32_t got = choose_articulation(g, &fo, is_ap, is_y,
                                               c->min_bytes, trial);
-            if (got + 1 >= want / 2) {
+            if (!m->force_cuts && got + 1 >= want / 2) {
                 for (int32_t t = 0; t < g->n; t++) keep[t] |= trial[t];
             } else {
                 s = choose_cuts(g, &fo, is_y, keep);
@@ -243,6 +243,7 @@ static mg_status choose_memory(const mg_graph *g, const mg_checkpoints *c,
 }
 
 mg_status mg_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
+                                const mg_memory_search *m,
                                 const mg_tensor *order, int32_t n_order,
                                 const bool *forward, const bool *is_y,
                                 bool *keep, bool *chosen) {
@@ -260,7 +261,7 @@ mg_status mg_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
         break;
     case MG_CKPT_SPEED: choose_speed(g, forward, chosen); break;
     case MG_CKPT_MEMORY:
-        s = choose_memory(g, c, order, n_order, forward, is_y, chosen);
+        s = choose_memory(g, c, m, order, n_order, forward, is_y, chosen);
         break;
     default:
         return mg_set_error(MG_ERR_INTERNAL, "mg_gradients: policy '%s'",

@@ -11,12 +11,21 @@
  * MG_CKPT_NONE mean plain backprop. */
 mg_status mg_checkpoints_check(const mg_graph *g, const mg_checkpoints *c);
 
+/* One point of the memory policy's search: segments segment_factor times
+ * the balanced sqrt length, boundaries at articulation points when there
+ * are enough (or always at topological cuts with force_cuts). */
+typedef struct mg_memory_search {
+    double segment_factor;
+    bool force_cuts;
+} mg_memory_search;
+
 /* Decide what the forward pass keeps. order: the ancestors of the ys in
  * topological order; forward[t]: t is a computed tensor among them;
  * is_y[t]: t is a y. On return keep[t] says t is never recomputed and
  * chosen[t] that the policy picked it (what mg_graph_checkpoints reports).
  * Policy none keeps everything. */
 mg_status mg_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
+                                const mg_memory_search *m,
                                 const mg_tensor *order, int32_t n_order,
                                 const bool *forward, const bool *is_y,
                                 bool *keep, bool *chosen);
