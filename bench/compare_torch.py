@@ -5,22 +5,25 @@ Runs with Debian's python3-torch (bench/setup.sh installs it). Invoke it as
 /usr/bin/python3 (the shebang does): a `python3` earlier on PATH may be an
 interpreter without torch.
 
-    /usr/bin/python3 bench/compare_torch.py [--mg-bench build/mg-bench]
+    /usr/bin/python3 bench/compare_torch.py [--mg-bench build-bench/mg-bench]
         [--model mlp] [--depths 64,1024] [--batch 1024] [--width 256]
-        [--repeat 3] [--threads 2] [--csv bench/results/torch-cpu.csv]
+        [--repeat 3] [--threads 1] [--csv bench/results/torch-cpu.csv]
+
+bench/run.sh runs it as bench/results/README.md records.
 
 For each depth it runs four cases, each in its own fresh process:
 
   torch-plain       plain backprop in PyTorch
   torch-checkpoint  torch.utils.checkpoint.checkpoint_sequential with
-                    round(sqrt(depth)) segments
+                    round(sqrt(n)) segments of the n = depth + 1 layers
   memgrad-none      mg-bench step --policy none
   memgrad-memory    mg-bench step --policy memory
 
 Same model, same weights, same input. This script draws the input, the
 labels and the weights from numpy with a fixed seed and writes them to one
 raw file in memgrad's parameter order (x f32 [batch, width], labels int32
-[batch], then w0 [in, out] f32, b0, w1, b1, ...; see bench/models.c). Both
+[batch], then fc0.w [in, out] f32, fc0.b, fc1.w, ... as mg_model_mlp in
+memgrad_models.h creates them; depth counts hidden layers). Both
 sides read that file: `mg-bench step --load FILE --save-grads OUT` and the
 PyTorch worker (nn.Linear stores the transpose of memgrad's [in, out]
 weight, so it loads w.T and writes grad.T back). Gradients come back in the
@@ -39,29 +42,34 @@ links libblas.so.3, which is OpenBLAS here, as memgrad does). Each worker
 process gets OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=--threads, and the PyTorch
 worker also calls torch.set_num_threads(same). The default is 1: on the
 2-core machine the results were taken on, 2 threads made PyTorch's OpenMP
-pool and OpenBLAS's pthread pool spin against each other (depth 16: 800 ms
-a step at 2 threads, 290 ms with OMP_WAIT_POLICY=PASSIVE, 200 ms at 1
-thread), which measures the thread pools, not the work. memgrad's
+pool and OpenBLAS's pthread pool spin against each other (16 layers, with
+OpenBLAS's Prescott kernels: 800 ms a step at 2 threads, 290 ms with
+OMP_WAIT_POLICY=PASSIVE, 200 ms at 1 thread), which measures the thread
+pools, not the work. memgrad's
 elementwise kernels are single-threaded anyway.
 
 Memory, measured two ways:
 
-  rss_delta_bytes   whole-process peak RSS during the first step minus RSS
-                    just before it, on both sides. Each case runs in its own
-                    process; before the measurement each process has its
-                    weights, inputs and gradient buffers resident and has run
-                    a tiny matmul forward/backward, so OpenBLAS and the
-                    autograd engine have made their one-time allocations.
-                    The peak is VmHWM after resetting it through
-                    /proc/self/clear_refs (Linux >= 4.0). Every worker runs
-                    with glibc's mmap threshold fixed at 64 KiB
-                    (MALLOC_MMAP_THRESHOLD_): PyTorch frees each tensor to
-                    glibc, and with the default dynamic threshold freed
-                    1 MiB blocks stay in a fragmented heap, which made the
-                    checkpointed run's RSS look larger than plain
-                    backprop's. memgrad's pool keeps its freed blocks
-                    either way. RSS counts pages, so it is a user's view,
-                    not an exact byte count.
+  rss_delta_bytes   whole-process peak RSS during one step minus RSS just
+                    before it, on both sides. Each case runs in its own
+                    process, whose weights, inputs and gradient buffers are
+                    resident before the measured step and which has run a
+                    tiny matmul forward/backward (OpenBLAS's and autograd's
+                    one-time allocations). The peak is VmHWM after resetting
+                    it through /proc/self/clear_refs (Linux >= 4.0).
+                    memgrad: its first step, when the pool starts empty (the
+                    pool keeps what it allocates, so RSS follows its bytes).
+                    PyTorch frees every tensor to glibc, whose heap keeps
+                    freed blocks as a fragmented high-water mark (a second
+                    plain step at depth 64 grew RSS by 96 MiB for 66 MiB of
+                    activations). So PyTorch's memory is measured in a
+                    second process of its own, which first tells glibc
+                    (mallopt) to map every block of 64 KiB or more on its own
+                    and unmap it when freed: RSS then follows the bytes in
+                    use. The timed process keeps glibc's defaults, because
+                    that setting makes every allocation fault its pages in
+                    again and would slow PyTorch's steps.
+                    RSS counts pages: a user's view, not exact bytes.
   activation_peak_bytes
                     memgrad: the pool's measured peak in one step (every
                     activation, recomputed value and temporary). PyTorch: the
@@ -73,7 +81,7 @@ Memory, measured two ways:
                     checkpoint_sequential recomputes a segment. This leaves
                     out PyTorch's transient outputs and gradients, so it is a
                     lower bound on PyTorch's activation memory, measured in a
-                    separate untimed step.
+                    separate untimed step of the memory process.
 
 Gradient check: for every parameter tensor the normwise relative
 difference ||g - g_ref|| / ||g_ref||, largest over all parameters:
@@ -112,19 +120,22 @@ MLP_CLASSES = 10  # as in bench/models.c
 # builder for it (bench/models.c).
 
 def mlp_layout(depth, batch, width):
-    """[(name, shape, dtype)] in memgrad's file order (bench/models.c)."""
+    """[(name, shape, dtype)] in memgrad's file order: mg_model_mlp's input,
+    target and parameters (memgrad_models.h), with in_features = width as
+    bench/models.c builds it: depth hidden layers, then the classifier."""
     out = [("x", (batch, width), "float32"), ("labels", (batch,), "int32")]
-    for layer in range(depth):
-        n_out = MLP_CLASSES if layer == depth - 1 else width
-        out.append((f"w{layer}", (width, n_out), "float32"))
-        out.append((f"b{layer}", (n_out,), "float32"))
+    for layer in range(depth + 1):
+        n_out = MLP_CLASSES if layer == depth else width
+        out.append((f"fc{layer}.w", (width, n_out), "float32"))
+        out.append((f"fc{layer}.b", (n_out,), "float32"))
     return out
 
 
 def mlp_draw(layout, width, seed):
-    """The arrays of `layout`: x U(-1,1), labels in [0,10), weights
-    U(-sqrt(6/width), sqrt(6/width)), biases U(-0.01,0.01), as mg-bench
-    draws them (from another generator)."""
+    """The arrays of `layout`, drawn as mg_model_init_params and
+    mg_model_init_data draw them (from another generator): x U(-1,1),
+    labels in [0,10), weights U(+-sqrt(6/fan_in)), biases U(+-1/sqrt(fan_in)),
+    where fan_in = width."""
     import numpy as np
     rng = np.random.default_rng(seed)
     bound = math.sqrt(6.0 / width)
@@ -134,10 +145,11 @@ def mlp_draw(layout, width, seed):
             a = rng.integers(0, MLP_CLASSES, shape)
         elif name == "x":
             a = rng.uniform(-1, 1, shape)
-        elif name[0] == "w":
+        elif name.endswith(".w"):
             a = rng.uniform(-bound, bound, shape)
         else:
-            a = rng.uniform(-0.01, 0.01, shape)
+            b = 1.0 / math.sqrt(width)
+            a = rng.uniform(-b, b, shape)
         out.append((name, a.astype(dtype)))
     return out
 
@@ -149,7 +161,7 @@ def mlp_torch(depth, batch, width, arrays):
     x = torch.from_numpy(arrays[0][1].copy())
     labels = torch.from_numpy(arrays[1][1].astype("int64"))
     layers, params = [], []
-    for layer in range(depth):
+    for layer in range(depth + 1):
         w = arrays[2 + 2 * layer][1]
         b = arrays[3 + 2 * layer][1]
         lin = nn.Linear(w.shape[0], w.shape[1])
@@ -158,7 +170,7 @@ def mlp_torch(depth, batch, width, arrays):
             lin.bias.copy_(torch.from_numpy(b))
         params.append((lin.weight, lambda g: g.t()))
         params.append((lin.bias, lambda g: g))
-        layers.append(nn.Sequential(lin, nn.ReLU()) if layer < depth - 1
+        layers.append(nn.Sequential(lin, nn.ReLU()) if layer < depth
                       else lin)
     return layers, x, labels, params
 
@@ -233,6 +245,31 @@ class SavedBytes:
         return self.torch.autograd.graph.saved_tensors_hooks(pack, unpack)
 
 
+def blas_info():
+    """The OpenBLAS core and threads this process uses, as mg-bench
+    reports its own."""
+    import ctypes
+    try:
+        ob = ctypes.CDLL("libopenblas.so.0")
+        ob.openblas_get_corename.restype = ctypes.c_char_p
+        return "OpenBLAS core %s, %d threads" % (
+            ob.openblas_get_corename().decode(), ob.openblas_get_num_threads())
+    except (OSError, AttributeError):
+        return "BLAS: not OpenBLAS or not found"
+
+
+def exact_rss_malloc():
+    """Make glibc map every block of 64 KiB or more on its own and unmap it
+    when freed, so that RSS follows the bytes in use instead of the heap's
+    high-water mark. Must run before the big allocations: a block freed
+    into the heap earlier would be reused from there."""
+    import ctypes
+    libc = ctypes.CDLL("libc.so.6")
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    libc.mallopt(M_MMAP_THRESHOLD, 64 * 1024)
+    libc.mallopt(M_TRIM_THRESHOLD, 128 * 1024)
+
+
 def torch_worker(a):
     """One PyTorch case in this process; prints one JSON line."""
     import numpy as np
@@ -240,6 +277,8 @@ def torch_worker(a):
     import torch.nn.functional as F
     from torch.utils.checkpoint import checkpoint_sequential
     torch.set_num_threads(a.threads)
+    if a.measure == "memory":
+        exact_rss_malloc()
     layout, _, build = MODELS[a.model]
     arrays = read_arrays(a.load, layout(a.depth, a.batch, a.width), np)
     layers, x, labels, params = build(a.depth, a.batch, a.width, arrays)
@@ -248,7 +287,7 @@ def torch_worker(a):
         # The reference for the gradient check: plain backprop in double.
         model.double()
         x = x.double()
-    segments = max(1, round(math.sqrt(a.depth)))
+    segments = max(1, round(math.sqrt(len(layers))))
     for p, _ in params:
         p.grad = torch.zeros_like(p)
 
@@ -274,12 +313,26 @@ def torch_worker(a):
     tiny(torch.randn(64, 64)).sum().backward()
     del tiny
 
-    zero_grads()
-    rss_before = proc_status_bytes("VmRSS")
-    have_hwm = reset_rss_peak()
-    loss = step()
-    rss_peak = proc_status_bytes("VmHWM") if have_hwm else 0
+    if a.measure == "memory":
+        # RSS around the first step, then the saved-tensor peak.
+        zero_grads()
+        rss_before = proc_status_bytes("VmRSS")
+        have_hwm = reset_rss_peak()
+        loss = step()
+        rss_peak = proc_status_bytes("VmHWM") if have_hwm else 0
+        zero_grads()
+        saved = SavedBytes([p for p, _ in params])
+        with saved.hooks():
+            step()
+        print(json.dumps({"loss": loss, "rss_before_bytes": rss_before,
+                          "rss_peak_bytes": rss_peak,
+                          "activation_peak_bytes": saved.peak}))
+        return
 
+    # Time (and gradients), with glibc's malloc as PyTorch users run it:
+    # one untimed step, then the timed ones.
+    zero_grads()
+    loss = step()
     times = []
     for _ in range(a.repeat if a.worker != "f64" else 0):
         zero_grads()
@@ -294,16 +347,8 @@ def torch_worker(a):
     if a.worker == "f64":
         print(json.dumps({"loss": loss}))
         return
-
-    zero_grads()
-    saved = SavedBytes([p for p, _ in params])
-    with saved.hooks():
-        step()
-    print(json.dumps({"loss": loss, "times": times,
+    print(json.dumps({"loss": loss, "times": times, "blas": blas_info(),
                       "time_ms_median": statistics.median(times),
-                      "rss_before_bytes": rss_before,
-                      "rss_peak_bytes": rss_peak,
-                      "activation_peak_bytes": saved.peak,
                       "segments": segments if a.worker == "checkpoint" else 0}))
 
 
@@ -350,9 +395,14 @@ def main():
         description="memgrad beside PyTorch (CPU): same model, weights and "
                     "input; time, memory and gradients. See the module "
                     "docstring for how each number is measured.")
-    ap.add_argument("--mg-bench", default=os.path.join(ROOT, "build",
-                                                       "mg-bench"),
-                    help="the mg-bench binary (default: build/mg-bench)")
+    default_bench = next(
+        (p for p in (os.path.join(ROOT, d, "mg-bench")
+                     for d in ("build-bench", "build"))
+         if os.access(p, os.X_OK)),
+        os.path.join(ROOT, "build-bench", "mg-bench"))
+    ap.add_argument("--mg-bench", default=default_bench,
+                    help="the mg-bench binary (default: build-bench/mg-bench, "
+                         "else build/mg-bench)")
     ap.add_argument("--model", default="mlp",
                     help="model (known: " + ",".join(MODELS) + ")")
     ap.add_argument("--depths", default="64,1024")
@@ -370,6 +420,8 @@ def main():
     ap.add_argument("--worker", choices=["plain", "checkpoint", "f64"],
                     help=argparse.SUPPRESS)
     ap.add_argument("--depth", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--measure", choices=["time", "memory"], default="time",
+                    help=argparse.SUPPRESS)
     ap.add_argument("--load", help=argparse.SUPPRESS)
     ap.add_argument("--save-grads", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -390,8 +442,7 @@ def main():
         ap.error(f"no mg-bench at {a.mg_bench}; build it (cmake) or pass "
                  "--mg-bench")
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(a.threads),
-               OMP_NUM_THREADS=str(a.threads),
-               MALLOC_MMAP_THRESHOLD_=str(64 * 1024))
+               OMP_NUM_THREADS=str(a.threads))
     rows = []
     with tempfile.TemporaryDirectory(prefix="mg-compare-") as tmp:
         for depth in depths:
@@ -413,11 +464,13 @@ def main():
                       file=sys.stderr, flush=True)
                 grads = os.path.join(tmp, case + ".grads")
                 if case.startswith("torch"):
-                    out = run([sys.executable, os.path.abspath(__file__),
-                               "--worker", case.split("-")[1], "--model",
-                               a.model, "--threads", str(a.threads),
-                               "--save-grads", grads] + common, env)
-                    r = json.loads(out.strip().splitlines()[-1])
+                    worker = [sys.executable, os.path.abspath(__file__),
+                              "--worker", case.split("-")[1], "--model",
+                              a.model, "--threads", str(a.threads),
+                              "--save-grads", grads] + common
+                    r = json.loads(run(worker, env).strip().splitlines()[-1])
+                    mem = run(worker + ["--measure", "memory"], env)
+                    r.update(json.loads(mem.strip().splitlines()[-1]))
                 else:
                     out = run([a.mg_bench, "step", "--model", a.model,
                                "--policy", case.split("-")[1],
@@ -429,7 +482,8 @@ def main():
                          "rss_before_bytes": int(kv["rss_before_bytes"]),
                          "rss_peak_bytes": int(kv["rss_peak_bytes"]),
                          "activation_peak_bytes": int(kv["peak_bytes"]),
-                         "segments": 0}
+                         "segments": int(kv["segments"]),
+                         "blas": kv["blas"]}
                 r["grads"] = np.fromfile(
                     grads, dtype=np.float64 if case.startswith("torch")
                     else np.float32)
@@ -452,6 +506,7 @@ def main():
                     "batch": a.batch, "width": a.width,
                     "threads": a.threads,
                     "segments": r["segments"],
+                    "blas": r["blas"],
                     "loss": f"{r['loss']:.6f}",
                     "time_ms_median": f"{r['time_ms_median']:.1f}",
                     "time_ratio_vs_torch":
@@ -472,7 +527,8 @@ def main():
                         f"{max_rel_diff(np, r['grads'], ref64, shapes):.3g}",
                     "grad_diff_vs_own_plain": f"{max_rel_diff(np, r['grads'], own, shapes):.3g}",
                 })
-    cols = ["model", "case", "depth", "batch", "width", "threads", "segments",
+    cols = ["model", "case", "depth", "batch", "width", "threads", "blas",
+            "segments",
             "loss", "time_ms_median", "vs", "time_ratio_vs_torch",
             "activation_peak_bytes", "rss_delta_bytes", "rss_ratio_vs_torch",
             "param_bytes", "max_rel_grad_diff", "max_rel_grad_diff_f64",

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #define BENCH_MAX_LIST 64
@@ -52,11 +53,14 @@ static void print_usage(FILE *out) {
 "  and backward, after one untimed warm-up step). Parameters and their\n"
 "  gradient buffers are caller memory, so peak_bytes (the pool's measured\n"
 "  peak in one step) is activations, recomputed values and temporaries.\n"
+"  The policies of one depth run interleaved (step k of each, then step\n"
+"  k+1 of each), so that load from other processes falls on all of them\n"
+"  alike; time_ratio_vs_none compares medians of the same run.\n"
 "  --model     one of the models below (default mlp)\n"
 "  --depths    default 8,16,32,64,128,256,512,1024\n"
 "  --policy    none, memory, speed, collection (default none,memory,speed;\n"
-"              collection keeps the checkpoints the builder tags: for the\n"
-"              mlp every round(sqrt(depth))-th relu output)\n"
+"              collection keeps every round(sqrt(n))-th of the model's n\n"
+"              layer or block outputs, as checkpoint_sequential would)\n"
 "  --batch     default: the model's, below\n"
 "  --width     default: the model's, below\n"
 "  --repeat    timed steps per case, median reported (default 5)\n"
@@ -79,30 +83,30 @@ static void print_usage(FILE *out) {
 "              plan_ms,total_ms (total = gradients + plan)\n"
 "\n"
 "step: one model at one depth under one policy, for bench/compare_torch.py.\n"
-"  --load FILE reads the inputs and then the parameters, in the builder's\n"
-"  order, as raw little-endian f32 (labels int32), back to back; without\n"
-"  it they are generated from a fixed seed. --save-grads FILE writes the\n"
-"  parameters' gradients in the same order as raw f32. Prints key=value\n"
-"  lines: loss, time_ms_median, time_ms (each step), peak_bytes,\n"
+"  --load FILE reads the model's input, its target and then its parameters\n"
+"  (mg_model.params order, memgrad_models.h) as raw little-endian f32\n"
+"  (labels int32), back to back; without it they come from the model's\n"
+"  seeded initialisation. --save-grads FILE writes the parameters'\n"
+"  gradients in the same order as raw f32. Prints key=value\n"
+"  lines: blas, loss, time_ms_median, time_ms (each step), peak_bytes,\n"
 "  predicted_peak_bytes, rss_before_bytes, rss_peak_bytes (whole process,\n"
-"  around the first step), param_bytes, recompute_flops_ratio.\n"
+"  around the first step), param_bytes, recompute_flops_ratio, segments\n"
+"  and checkpoints (of the plan).\n"
 "  --depth default 64, --policy default none, --repeat default 5.\n"
 "\n"
-"models (default --batch and --width: activations, batch x width per layer,\n"
-"must dominate weights, width x width, as in openai's ResNet plots with\n"
-"batch 1280):\n");
+"models (memgrad_models.h builders; the defaults make activations dominate\n"
+"weights, as in openai's ResNet plots with batch 1280):\n");
     for (int i = 0; i < bench_n_models; i++) {
         const bench_model_spec *s = &bench_models[i];
-        if (s->build)
-            fprintf(out, "  %-12s %s; --batch %d --width %d\n", s->name,
-                    s->summary, s->default_batch, s->default_width);
-        else
-            fprintf(out, "  %-12s %s\n", s->name, s->summary);
+        fprintf(out, "  %-12s %s\n  %-12s default --batch %d --width %d\n",
+                s->name, s->summary, "", s->default_batch, s->default_width);
     }
     fprintf(out,
-"  mlp: batch 1024 x width 256 is 1 MiB of activations per layer against\n"
-"  256 KiB of weights (4x), and depth 1024 under policy none (about 1 GiB\n"
-"  of activations) fits in memory and in minutes on two cores.\n");
+"  mlp: a layer holds batch x width activations against width x width\n"
+"  weights; batch 1024 x width 256 is 1 MiB against 256 KiB (4x). Depth\n"
+"  1024 under policy none holds about 1 GiB of activations and a step takes\n"
+"  seconds on two cores. The reasons for the other defaults are in\n"
+"  bench/models.c.\n");
 }
 
 static int usage_error(const char *fmt, ...) {
@@ -123,6 +127,11 @@ static int usage_error(const char *fmt, ...) {
             "[--load FILE] ...\n"
             "       mg-bench --help  (every option and its default)\n");
     return 2;
+}
+
+/* The status behind mg_last_error() after a builder returned NULL. */
+static mg_status builder_status(void) {
+    return mg_last_error()[0] ? MG_ERR_INVALID_ARG : MG_ERR_NOMEM;
 }
 
 static int fail(const char *what, mg_status s) {
@@ -217,6 +226,26 @@ static int parse_policy_list(const char *s, mg_ckpt_policy *out, int cap) {
 
 /* --------------------------------------------------------------- measuring */
 
+/* "OpenBLAS core SkylakeX, 2 threads", found at run time through the
+ * symbols OpenBLAS exports (memgrad links it; mg-bench does not name it).
+ * Debian 12's OpenBLAS picks its SSE3 "Prescott" kernels on CPUs it does
+ * not know, several times slower: the core is worth recording. */
+static void blas_info(char *buf, size_t len) {
+    void *self = dlopen(NULL, RTLD_LAZY);
+    char *(*corename)(void) = NULL;
+    int (*threads)(void) = NULL;
+    if (self) {
+        *(void **)&corename = dlsym(self, "openblas_get_corename");
+        *(void **)&threads = dlsym(self, "openblas_get_num_threads");
+    }
+    if (corename && threads)
+        snprintf(buf, len, "OpenBLAS core %s, %d threads", corename(),
+                 threads());
+    else
+        snprintf(buf, len, "BLAS: not OpenBLAS or not found");
+    if (self) dlclose(self);
+}
+
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -272,26 +301,16 @@ static int reset_rss_peak(void) {
 
 static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
 
-/* splitmix64: deterministic data, a pure function of (stream, index). */
-static uint64_t splitmix(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-static double uniform01(uint64_t stream, uint64_t i) {
-    return (double)(splitmix(stream * 0x100000001b3ULL + i) >> 11) /
-           9007199254740992.0;
-}
-
 /* ----------------------------------------------------------- one test case */
 
-/* A model differentiated under one policy with a compiled plan. */
+/* A model differentiated under one policy with a compiled plan. The
+ * model's data tensors are mm->input and mm->target ("inputs" below, in
+ * that order), its parameters mm->params and their gradients mm->grads. */
 typedef struct bench_case {
     mg_ckpt_policy policy;
-    bench_model m;
-    mg_tensor *grads;      /* one per parameter */
+    mg_model *mm;
+    size_t act_one_layer;
+    mg_tensor inputs[2];
     mg_plan *plan;
     mg_plan_summary sum;
     size_t param_bytes, input_bytes;
@@ -303,8 +322,7 @@ typedef struct bench_case {
 static void case_free(bench_case *c) {
     mg_exec_free(c->ex);
     mg_plan_free(c->plan);
-    bench_model_free(&c->m);
-    free(c->grads);
+    mg_model_free(c->mm);
     free(c->binds);
     memset(c, 0, sizeof *c);
 }
@@ -318,15 +336,15 @@ static size_t case_need(const bench_case *c) {
 /* Caller memory for one model shape; shared by every policy of a depth
  * (the loss is written by each run in turn). */
 typedef struct bench_memory {
-    void *inputs[BENCH_MAX_INPUTS];
+    void *inputs[2];
     void **params, **grads;
     int n_params;
     float loss;
 } bench_memory;
 
 static void memory_free(bench_memory *mem) {
-    for (int i = 0; i < BENCH_MAX_INPUTS; i++) free(mem->inputs[i]);
-    for (int i = 0; i < mem->n_params; i++) {
+    for (int i = 0; i < 2; i++) free(mem->inputs[i]);
+    for (int i = 0; mem->params && i < mem->n_params; i++) {
         free(mem->params[i]);
         free(mem->grads[i]);
     }
@@ -340,16 +358,16 @@ static void memory_free(bench_memory *mem) {
 static mg_status case_bind(const bench_case *c, bench_memory *mem,
                            mg_binding **binds_out, int *n_out) {
     static char placeholder[1];
-    const bench_model *m = &c->m;
-    int n = m->n_inputs + 2 * m->n_params + 1;
+    const mg_model *m = c->mm;
+    int n = 2 + 2 * m->n_params + 1;
     mg_binding *b = malloc((size_t)n * sizeof *b);
     if (!b) return MG_ERR_NOMEM;
     int k = 0;
-    for (int i = 0; i < m->n_inputs; i++)
-        b[k++] = (mg_binding){m->inputs[i], mem ? mem->inputs[i] : placeholder};
+    for (int i = 0; i < 2; i++)
+        b[k++] = (mg_binding){c->inputs[i], mem ? mem->inputs[i] : placeholder};
     for (int i = 0; i < m->n_params; i++) {
         b[k++] = (mg_binding){m->params[i], mem ? mem->params[i] : placeholder};
-        b[k++] = (mg_binding){c->grads[i], mem ? mem->grads[i] : placeholder};
+        b[k++] = (mg_binding){m->grads[i], mem ? mem->grads[i] : placeholder};
     }
     b[k++] = (mg_binding){m->loss, mem ? (void *)&mem->loss : placeholder};
     *binds_out = b;
@@ -357,32 +375,41 @@ static mg_status case_bind(const bench_case *c, bench_memory *mem,
     return MG_OK;
 }
 
-/* Build, differentiate under `policy`, compile and summarize. */
+/* Build, differentiate under `policy`, compile and summarize. Policy
+ * collection keeps every round(sqrt(n))-th of the model's blocks (layer or
+ * block outputs): sqrt(n) checkpoints placed by hand, as
+ * torch.utils.checkpoint.checkpoint_sequential places them. */
 static mg_status case_prepare(const bench_model_spec *spec,
                               const bench_model_cfg *cfg,
                               mg_ckpt_policy policy, bench_case *c) {
     memset(c, 0, sizeof *c);
     c->policy = policy;
-    mg_status s = spec->build(&c->m, cfg);
-    if (s != MG_OK) return s;
-    bench_model *m = &c->m;
-    c->grads = malloc((size_t)m->n_params * sizeof *c->grads);
-    if (!c->grads) return MG_ERR_NOMEM;
+    c->mm = spec->build(cfg, &c->act_one_layer);
+    if (!c->mm) return builder_status();
+    mg_model *m = c->mm;
+    mg_graph *g = m->g;
+    c->inputs[0] = m->input;
+    c->inputs[1] = m->target;
+    mg_status s = MG_OK;
+    if (policy == MG_CKPT_COLLECTION && m->n_blocks > 1) {
+        int every = (int)lround(sqrt((double)m->n_blocks));
+        for (int i = every - 1; s == MG_OK && i < m->n_blocks - 1; i += every)
+            s = mg_tensor_set_checkpoint(g, m->blocks[i], 1);
+        if (s != MG_OK) return s;
+    }
     mg_checkpoints ck = {.policy = policy};
-    s = mg_gradients(m->g, &m->loss, 1, NULL, m->params, m->n_params, &ck,
-                     c->grads);
-    if (s != MG_OK) return s;
+    if ((s = mg_model_gradients(m, &ck)) != MG_OK) return s;
     mg_tensor *outs = malloc((size_t)(m->n_params + 1) * sizeof *outs);
     if (!outs) return MG_ERR_NOMEM;
     outs[0] = m->loss;
-    memcpy(outs + 1, c->grads, (size_t)m->n_params * sizeof *outs);
-    s = mg_plan_compile(m->g, outs, m->n_params + 1, NULL, &c->plan);
+    memcpy(outs + 1, m->grads, (size_t)m->n_params * sizeof *outs);
+    s = mg_plan_compile(g, outs, m->n_params + 1, NULL, &c->plan);
     free(outs);
     if (s != MG_OK) return s;
     for (int i = 0; i < m->n_params; i++)
-        c->param_bytes += mg_tensor_nbytes(m->g, m->params[i]);
-    for (int i = 0; i < m->n_inputs; i++)
-        c->input_bytes += mg_tensor_nbytes(m->g, m->inputs[i]);
+        c->param_bytes += mg_tensor_nbytes(g, m->params[i]);
+    for (int i = 0; i < 2; i++)
+        c->input_bytes += mg_tensor_nbytes(g, c->inputs[i]);
     mg_binding *b;
     int nb;
     if ((s = case_bind(c, NULL, &b, &nb)) != MG_OK) return s;
@@ -391,63 +418,65 @@ static mg_status case_prepare(const bench_model_spec *spec,
     return s;
 }
 
-/* Allocate and fill inputs and parameters (seeded, or from `load`), and
- * gradient buffers, for the tensors of c (any case of the same model
- * shape can then bind them with case_bind). */
+/* Allocate inputs, parameters and gradient buffers for the tensors of c
+ * (any case of the same model shape can then bind them with case_bind) and
+ * fill inputs and parameters: from `load` when given (input, target, then
+ * the parameters in order, raw, back to back), else with the model's own
+ * seeded initialisation (mg_model_init_params / mg_model_init_data). */
 static int memory_alloc(const bench_case *c, bench_memory *mem,
                         const char *load) {
-    const bench_model *m = &c->m;
+    const mg_model *m = c->mm;
     memset(mem, 0, sizeof *mem);
     mem->n_params = m->n_params;
     mem->params = calloc((size_t)m->n_params, sizeof *mem->params);
     mem->grads = calloc((size_t)m->n_params, sizeof *mem->grads);
     if (!mem->params || !mem->grads) return 0;
-    FILE *f = NULL;
-    if (load && !(f = fopen(load, "rb"))) {
-        fprintf(stderr, "mg-bench: cannot open %s: %s\n", load,
-                strerror(errno));
-        return 0;
-    }
-    int ok = 1;
-    for (int i = 0; ok && i < m->n_inputs + m->n_params; i++) {
-        int is_input = i < m->n_inputs;
-        int j = is_input ? i : i - m->n_inputs;
-        mg_tensor t = is_input ? m->inputs[j] : m->params[j];
-        size_t nbytes = mg_tensor_nbytes(m->g, t);
-        int64_t numel = mg_tensor_numel(m->g, t);
+    for (int i = 0; i < 2 + m->n_params; i++) {
+        int is_input = i < 2;
+        int j = is_input ? i : i - 2;
+        size_t nbytes =
+            mg_tensor_nbytes(m->g, is_input ? c->inputs[j] : m->params[j]);
         void *p = malloc(nbytes);
         if (!p) return 0;
         if (is_input) mem->inputs[j] = p;
         else mem->params[j] = p;
         if (!is_input && !(mem->grads[j] = malloc(nbytes))) return 0;
-        if (f) {
-            if (fread(p, 1, nbytes, f) != nbytes) {
-                fprintf(stderr, "mg-bench: %s is too short for %s\n", load,
-                        is_input ? "the inputs" : "the parameters");
-                ok = 0;
-            }
-            continue;
-        }
-        uint64_t stream = 1000 + (uint64_t)i;
-        if (is_input && m->labels[j] > 0) {
-            int32_t *q = p;
-            for (int64_t e = 0; e < numel; e++)
-                q[e] = (int32_t)(uniform01(stream, (uint64_t)e) * m->labels[j]);
-        } else {
-            double bound = is_input ? 1.0 : m->init_bound[j];
-            float *q = p;
-            for (int64_t e = 0; e < numel; e++)
-                q[e] = (float)((2 * uniform01(stream, (uint64_t)e) - 1) * bound);
-        }
     }
-    if (f) {
-        if (ok && fgetc(f) != EOF) {
-            fprintf(stderr, "mg-bench: %s is longer than the inputs and "
-                    "parameters of this model\n", load);
+    if (!load) {
+        mg_status s = mg_model_init_params(m, m->seed, mem->params);
+        if (s == MG_OK)
+            s = mg_model_init_data(m, m->seed, mem->inputs[0], mem->inputs[1]);
+        if (s != MG_OK) {
+            fail("initialising the model", s);
+            return 0;
+        }
+        return 1;
+    }
+    FILE *f = fopen(load, "rb");
+    if (!f) {
+        fprintf(stderr, "mg-bench: cannot open %s: %s\n", load,
+                strerror(errno));
+        return 0;
+    }
+    int ok = 1;
+    for (int i = 0; ok && i < 2 + m->n_params; i++) {
+        int is_input = i < 2;
+        int j = is_input ? i : i - 2;
+        mg_tensor t = is_input ? c->inputs[j] : m->params[j];
+        size_t nbytes = mg_tensor_nbytes(m->g, t);
+        if (fread(is_input ? mem->inputs[j] : mem->params[j], 1, nbytes, f) !=
+            nbytes) {
+            fprintf(stderr, "mg-bench: %s is too short for %s\n", load,
+                    is_input ? "the inputs" : "the parameters");
             ok = 0;
         }
-        fclose(f);
     }
+    if (ok && fgetc(f) != EOF) {
+        fprintf(stderr, "mg-bench: %s is longer than the inputs and "
+                "parameters of this model\n", load);
+        ok = 0;
+    }
+    fclose(f);
     return ok;
 }
 
@@ -539,18 +568,6 @@ static int model_check(const char *name, const bench_model_spec **spec) {
     if (!*spec)
         return usage_error("unknown model '%s'; known models: %s", name,
                            bench_model_names());
-    if (!(*spec)->build) {
-        fprintf(stderr, "mg-bench: model '%s' has no builder yet (the "
-                "models with one: ", name);
-        int first = 1;
-        for (int i = 0; i < bench_n_models; i++)
-            if (bench_models[i].build) {
-                fprintf(stderr, "%s%s", first ? "" : ",", bench_models[i].name);
-                first = 0;
-            }
-        fprintf(stderr, ")\n");
-        return 2;
-    }
     return 0;
 }
 
@@ -562,7 +579,7 @@ static void print_depth_rows(const common_opts *o, const depth_row *rows,
     for (int i = 0; i < n; i++) {
         const depth_row *r = &rows[i];
         if (r->refused) {
-            printf("%-6s %-10s %6d  refused: predicted peak plus parameters, "
+            printf("%-11s %-10s %6d  refused: predicted peak plus parameters, "
                    "gradients and inputs exceed --max-bytes %.0f MiB\n",
                    o->spec->name, policy_str(r->policy), r->depth,
                    mib(o->max_bytes));
@@ -570,7 +587,7 @@ static void print_depth_rows(const common_opts *o, const depth_row *rows,
         }
         double tr = none ? r->time_ms / none->time_ms : NAN;
         double pr = none ? (double)r->peak / (double)none->peak : NAN;
-        printf("%-6s %-10s %6d %11.2f %11.2f %8.3f %9.3f %11.1f %8.3f %9.2f\n",
+        printf("%-11s %-10s %6d %11.2f %11.2f %8.3f %9.3f %11.1f %8.3f %9.2f\n",
                o->spec->name, policy_str(r->policy), r->depth, mib(r->peak),
                mib(r->predicted), pr, r->recompute_ratio, r->time_ms, tr,
                (double)r->peak / (double)r->act_one_layer);
@@ -587,12 +604,130 @@ static void print_depth_rows(const common_opts *o, const depth_row *rows,
     if (csv) fflush(csv);
 }
 
+/* Every policy at one depth. The policies' steps are interleaved (step k
+ * of each policy, then step k+1 of each), so that load from other
+ * processes on a shared machine falls on all of them alike and the time
+ * ratios stay meaningful; the cases then hold their pools at the same time.
+ * If together they would pass --max-bytes, they run one after another. */
+static int depth_one(const common_opts *o, int depth,
+                     const mg_ckpt_policy *pol, int n_pol, FILE *csv) {
+    bench_model_cfg cfg = {depth, (int)o->batch, (int)o->width};
+    bench_case cases[8];
+    step_result res[8];
+    depth_row rows[8];
+    memset(cases, 0, sizeof cases);
+    memset(res, 0, sizeof res);
+    bench_memory mem = {0};
+    int rc = 0, have_mem = 0, n_run = 0;
+    size_t together = 0;
+    char label[128];
+    for (int p = 0; p < n_pol; p++) {
+        bench_case *c = &cases[p];
+        snprintf(label, sizeof label, "%s depth %d policy %s", o->spec->name,
+                 depth, policy_str(pol[p]));
+        fprintf(stderr, "[%s] building, differentiating, planning\n", label);
+        mg_status s = case_prepare(o->spec, &cfg, pol[p], c);
+        if (s != MG_OK) {
+            rc = fail(label, s);
+            goto done;
+        }
+        rows[p] = (depth_row){
+            .policy = pol[p], .depth = depth,
+            .predicted = c->sum.predicted_peak, .param_bytes = c->param_bytes,
+            .act_one_layer = c->act_one_layer,
+            .recompute_ratio = c->sum.forward_flops > 0
+                                   ? c->sum.recompute_flops / c->sum.forward_flops
+                                   : 0};
+        if (case_need(c) > o->max_bytes) {
+            fprintf(stderr, "[%s] refused: predicted peak %.1f MiB plus %.1f "
+                    "MiB of parameters, gradients and inputs exceeds "
+                    "--max-bytes %.1f MiB\n", label,
+                    mib(c->sum.predicted_peak),
+                    mib(2 * c->param_bytes + c->input_bytes),
+                    mib(o->max_bytes));
+            rows[p].refused = 1;
+            case_free(c);
+            continue;
+        }
+        if (!have_mem) {
+            if (!memory_alloc(c, &mem, NULL)) {
+                fprintf(stderr, "mg-bench: %s: out of memory for the "
+                        "parameters\n", label);
+                rc = 1;
+                goto done;
+            }
+            have_mem = 1;
+            together = 2 * c->param_bytes + c->input_bytes;
+        }
+        together += c->sum.predicted_peak;
+        n_run++;
+    }
+    int interleave = together <= o->max_bytes;
+    if (!interleave && n_run > 1)
+        fprintf(stderr, "[depth %d] the policies' pools together would pass "
+                "--max-bytes; running them one after another\n", depth);
+    /* Interleaved: one round of warm-ups, then rounds of timed steps.
+     * Otherwise each case runs all its steps and frees its pool. */
+    int n_groups = interleave ? 1 : n_pol;
+    for (int grp = 0; grp < n_groups; grp++) {
+        int lo = interleave ? 0 : grp, hi = interleave ? n_pol : grp + 1;
+        for (int k = -1; k < (int)o->repeat; k++)
+            for (int p = lo; p < hi; p++) {
+                bench_case *c = &cases[p];
+                if (rows[p].refused) continue;
+                snprintf(label, sizeof label, "%s depth %d policy %s",
+                         o->spec->name, depth, policy_str(pol[p]));
+                mg_status s;
+                if (k < 0) {
+                    fprintf(stderr, "[%s] warm-up step\n", label);
+                    s = case_warm_up(c, &mem, (int)o->repeat, &res[p]);
+                } else {
+                    fprintf(stderr, "[%s] step %d/%ld\n", label, k + 1,
+                            o->repeat);
+                    s = case_timed_step(c, k, &res[p]);
+                }
+                if (s != MG_OK) {
+                    rc = fail(label, s);
+                    goto done;
+                }
+            }
+        for (int p = lo; p < hi; p++) {
+            bench_case *c = &cases[p];
+            if (rows[p].refused) continue;
+            step_result *r = &res[p];
+            snprintf(label, sizeof label, "%s depth %d policy %s",
+                     o->spec->name, depth, policy_str(pol[p]));
+            r->time_ms_median = median(r->times, (int)o->repeat);
+            rows[p].peak = r->peak_bytes;
+            rows[p].time_ms = r->time_ms_median;
+            if (r->peak_bytes != c->sum.predicted_peak)
+                fprintf(stderr, "[%s] measured peak %zu bytes != predicted "
+                        "%zu\n", label, r->peak_bytes, c->sum.predicted_peak);
+            if (!isfinite(r->loss))
+                fprintf(stderr, "[%s] loss is %g\n", label, (double)r->loss);
+            fprintf(stderr, "[%s] median %.1f ms, peak %.2f MiB, loss %.4f\n",
+                    label, r->time_ms_median, mib(r->peak_bytes),
+                    (double)r->loss);
+            mg_exec_free(c->ex); /* its pool goes back now */
+            c->ex = NULL;
+        }
+    }
+    print_depth_rows(o, rows, n_pol, csv);
+done:
+    for (int p = 0; p < n_pol; p++) {
+        case_free(&cases[p]);
+        free(res[p].times);
+    }
+    memory_free(&mem);
+    return rc;
+}
+
 static int cmd_depth(int argc, char **argv) {
     const char *model = "mlp", *depths_s = "8,16,32,64,128,256,512,1024",
                *policy_s = "none,memory,speed";
     common_opts o = {.batch = 0, .width = 0, .repeat = 5,
                      .max_bytes = physical_memory() / 2};
-    for (int i = 0; i < argc; i++) {
+    for (int i = 0; i < argc; i += 2) { /* --option value pairs */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             print_usage(stdout);
@@ -616,7 +751,6 @@ static int cmd_depth(int argc, char **argv) {
             if (!parse_bytes(v, &o.max_bytes))
                 return usage_error("bad --max-bytes '%s'", v);
         } else return usage_error("unknown option '%s' for depth", a);
-        i++;
     }
     int rc = model_check(model, &o.spec);
     if (rc) return rc;
@@ -644,94 +778,17 @@ static int cmd_depth(int argc, char **argv) {
     fprintf(stderr, "mg-bench depth: model %s, batch %ld, width %ld, %ld "
             "timed steps per case, --max-bytes %.0f MiB\n", o.spec->name,
             o.batch, o.width, o.repeat, mib(o.max_bytes));
+    char blas[128];
+    blas_info(blas, sizeof blas);
+    printf("# %s\n", blas);
     printf("# model %s, batch %ld, width %ld, f32; peak = pool peak in one "
            "training step (parameters and gradients are caller memory)\n",
            o.spec->name, o.batch, o.width);
-    printf("%-6s %-10s %6s %11s %11s %8s %9s %11s %8s %9s\n", "model",
+    printf("%-11s %-10s %6s %11s %11s %8s %9s %11s %8s %9s\n", "model",
            "policy", "depth", "peak_MiB", "pred_MiB", "peak/no", "recompute",
-           "time_ms", "time/no", "layers");
-    int n_cases = n_depths * n_pol, case_no = 0;
-    for (int d = 0; d < n_depths; d++) {
-        bench_model_cfg cfg = {(int)depths[d], (int)o.batch, (int)o.width};
-        depth_row rows[8];
-        bench_memory mem = {0};
-        int have_mem = 0;
-        for (int p = 0; p < n_pol; p++) {
-            char label[128];
-            snprintf(label, sizeof label, "[%d/%d] %s depth %ld policy %s",
-                     ++case_no, n_cases, o.spec->name, depths[d],
-                     policy_str(pol[p]));
-            fprintf(stderr, "%s: building and planning\n", label);
-            bench_case c;
-            mg_status s = case_prepare(o.spec, &cfg, pol[p], &c);
-            if (s != MG_OK) {
-                rc = fail(label, s);
-                case_free(&c);
-                goto done;
-            }
-            depth_row *r = &rows[p];
-            *r = (depth_row){.policy = pol[p], .depth = cfg.depth,
-                             .predicted = c.sum.predicted_peak,
-                             .param_bytes = c.param_bytes,
-                             .act_one_layer = c.m.activation_bytes_one_layer};
-            r->recompute_ratio = c.sum.forward_flops > 0
-                                     ? c.sum.recompute_flops / c.sum.forward_flops
-                                     : 0;
-            size_t need = c.sum.predicted_peak + 2 * c.param_bytes +
-                          c.input_bytes;
-            if (need > o.max_bytes) {
-                fprintf(stderr, "%s: refused: predicted peak %.1f MiB plus "
-                        "%.1f MiB of parameters, gradients and inputs exceeds "
-                        "--max-bytes %.1f MiB\n", label,
-                        mib(c.sum.predicted_peak),
-                        mib(2 * c.param_bytes + c.input_bytes),
-                        mib(o.max_bytes));
-                r->refused = 1;
-                case_free(&c);
-                continue;
-            }
-            if (!have_mem) {
-                if (!memory_alloc(&c, &mem, NULL)) {
-                    fprintf(stderr, "mg-bench: %s: out of memory for the "
-                            "parameters\n", label);
-                    rc = 1;
-                    case_free(&c);
-                    goto done;
-                }
-                have_mem = 1;
-            } else if (!memory_rebind(&c, &mem)) {
-                rc = fail(label, MG_ERR_NOMEM);
-                case_free(&c);
-                goto done;
-            }
-            step_result sr = {0};
-            s = run_steps(&c, &mem, (int)o.repeat, label, &sr);
-            if (s != MG_OK) {
-                rc = fail(label, s);
-                free(sr.times);
-                case_free(&c);
-                goto done;
-            }
-            r->peak = sr.peak_bytes;
-            r->time_ms = sr.time_ms_median;
-            if (sr.peak_bytes != c.sum.predicted_peak)
-                fprintf(stderr, "mg-bench: %s: measured peak %zu bytes != "
-                        "predicted %zu\n", label, sr.peak_bytes,
-                        c.sum.predicted_peak);
-            if (!isfinite(sr.loss))
-                fprintf(stderr, "mg-bench: %s: loss is %g\n", label,
-                        (double)sr.loss);
-            fprintf(stderr, "%s: median %.1f ms, peak %.2f MiB, loss %.4f\n",
-                    label, sr.time_ms_median, mib(sr.peak_bytes),
-                    (double)sr.loss);
-            free(sr.times);
-            case_free(&c);
-        }
-        print_depth_rows(&o, rows, n_pol, csv);
-    done:
-        memory_free(&mem);
-        if (rc) break;
-    }
+           "time_ms", "time/no", "peak/layer");
+    for (int d = 0; d < n_depths && !rc; d++)
+        rc = depth_one(&o, (int)depths[d], pol, n_pol, csv);
     if (csv && fclose(csv) != 0) {
         fprintf(stderr, "mg-bench: error writing %s\n", o.csv);
         rc = 1;
@@ -750,8 +807,8 @@ static int write_grads(const char *path, const bench_case *c,
         return 0;
     }
     int ok = 1;
-    for (int i = 0; ok && i < c->m.n_params; i++) {
-        size_t n = mg_tensor_nbytes(c->m.g, c->m.params[i]);
+    for (int i = 0; ok && i < c->mm->n_params; i++) {
+        size_t n = mg_tensor_nbytes(c->mm->g, c->mm->params[i]);
         ok = fwrite(mem->grads[i], 1, n, f) == n;
     }
     if (fclose(f) != 0) ok = 0;
@@ -763,7 +820,7 @@ static int cmd_step(int argc, char **argv) {
     const char *model = "mlp", *load = NULL, *save = NULL, *policy_s = "none";
     long depth = 64;
     common_opts o = {.repeat = 5, .max_bytes = physical_memory() / 2};
-    for (int i = 0; i < argc; i++) {
+    for (int i = 0; i < argc; i += 2) { /* --option value pairs */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             print_usage(stdout);
@@ -790,7 +847,6 @@ static int cmd_step(int argc, char **argv) {
             if (!parse_bytes(v, &o.max_bytes))
                 return usage_error("bad --max-bytes '%s'", v);
         } else return usage_error("unknown option '%s' for step", a);
-        i++;
     }
     int rc = model_check(model, &o.spec);
     if (rc) return rc;
@@ -825,15 +881,21 @@ static int cmd_step(int argc, char **argv) {
     /* Touch the gradient buffers, as PyTorch's side pre-allocates .grad:
      * both sides then start the measured step with them resident. */
     for (int i = 0; i < mem.n_params; i++)
-        memset(mem.grads[i], 0, mg_tensor_nbytes(c.m.g, c.m.params[i]));
+        memset(mem.grads[i], 0, mg_tensor_nbytes(c.mm->g, c.mm->params[i]));
     warm_up_runtime();
     step_result r = {0};
-    s = run_steps(&c, &mem, (int)o.repeat, NULL, &r);
+    s = case_warm_up(&c, &mem, (int)o.repeat, &r);
+    for (int k = 0; s == MG_OK && k < o.repeat; k++)
+        s = case_timed_step(&c, k, &r);
+    r.time_ms_median = median(r.times, (int)o.repeat);
     if (s != MG_OK) rc = fail("running", s);
     if (!rc && save && !write_grads(save, &c, &mem)) rc = 1;
     if (!rc) {
-        printf("model=%s\npolicy=%s\ndepth=%ld\nbatch=%ld\nwidth=%ld\n",
-               o.spec->name, policy_str(pol), depth, o.batch, o.width);
+        char blas[128];
+        blas_info(blas, sizeof blas);
+        printf("model=%s\npolicy=%s\ndepth=%ld\nbatch=%ld\nwidth=%ld\n"
+               "blas=%s\n", o.spec->name, policy_str(pol), depth, o.batch,
+               o.width, blas);
         printf("loss=%.9g\ntime_ms_median=%.3f\ntime_ms=", (double)r.loss,
                r.time_ms_median);
         for (int k = 0; k < o.repeat; k++)
@@ -841,13 +903,14 @@ static int cmd_step(int argc, char **argv) {
         printf("\npeak_bytes=%zu\npredicted_peak_bytes=%zu\n"
                "predicted_peak_without_recompute=%zu\n"
                "param_bytes=%zu\nrss_before_bytes=%zu\nrss_peak_bytes=%zu\n"
-               "recompute_flops_ratio=%.6f\n",
+               "recompute_flops_ratio=%.6f\nsegments=%d\ncheckpoints=%d\n",
                r.peak_bytes, c.sum.predicted_peak,
                c.sum.predicted_peak_without_recompute, c.param_bytes,
                r.rss_before, r.rss_peak,
                c.sum.forward_flops > 0
                    ? c.sum.recompute_flops / c.sum.forward_flops
-                   : 0.0);
+                   : 0.0,
+               c.sum.n_segments, c.sum.n_checkpoints);
     }
     free(r.times);
     memory_free(&mem);
@@ -889,7 +952,7 @@ static int cmd_rewrite(int argc, char **argv) {
     const char *ops_s = "10000,100000,1000000", *shape_s = "chain,residual",
                *csv_path = NULL;
     long repeat = 5;
-    for (int i = 0; i < argc; i++) {
+    for (int i = 0; i < argc; i += 2) { /* --option value pairs */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             print_usage(stdout);
@@ -903,7 +966,6 @@ static int cmd_rewrite(int argc, char **argv) {
             if (!parse_long(v, 1, 100000, &repeat))
                 return usage_error("bad --repeat '%s'", v);
         } else return usage_error("unknown option '%s' for rewrite", a);
-        i++;
     }
     long ops[BENCH_MAX_LIST];
     int n_ops = parse_int_list(ops_s, 3, 50000000L, ops, BENCH_MAX_LIST);

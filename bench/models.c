@@ -1,98 +1,73 @@
 /*
- * models.c - the model table of mg-bench and the MLP builder.
+ * models.c - mg-bench's model table: each entry maps (depth, batch, width)
+ * onto a builder of memgrad_models.h with the other sizes fixed here.
  *
- * resnet, unet and transformer are listed without a builder until their
- * builders exist in a public header (issue 3 and after); mg-bench then says
- * so instead of running something else.
+ * Defaults: activations must dominate weights, as in openai's ResNet plots
+ * (batch 1280), or checkpointing has nothing to save:
+ *   mlp          a layer holds batch x width activations against width x
+ *                width weights: batch 1024, width 256 is 1 MiB against
+ *                256 KiB (4x). Depth 1024 under policy none holds about
+ *                1 GiB of activations, and a step takes seconds on 2 cores.
+ *   resnet       32x32 images, 10 classes: a first-stage block holds batch
+ *                x width x 32 x 32 activations (4 MiB at batch 64, width
+ *                16) against 2 x 16 x 16 x 3 x 3 weights (18 KiB).
+ *   unet         64x64 images (so depth <= 6 levels): level 0 holds batch x
+ *                channels x 64 x 64 (1 MiB at batch 4, 16 channels).
+ *   transformer  sequence 128, vocabulary 256, heads of 32 dims, no
+ *                dropout: a layer holds batch x 128 x d_model activations
+ *                plus batch x heads x 128 x 128 attention weights (2.5 MiB
+ *                at batch 8, d_model 128) against 12 d_model^2 weights
+ *                (768 KiB).
  */
 #include "models.h"
 
-#include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
-#define MLP_CLASSES 10
+#define BENCH_SEED 42
+#define BENCH_CLASSES 10
 
-void bench_model_free(bench_model *m) {
-    if (!m) return;
-    mg_graph_free(m->g);
-    free(m->params);
-    free(m->init_bound);
-    memset(m, 0, sizeof *m);
+static mg_model *build_mlp(const bench_model_cfg *c, size_t *act) {
+    *act = (size_t)c->batch * (size_t)c->width * sizeof(float);
+    return mg_model_mlp(c->depth, c->width, c->batch, c->width,
+                        BENCH_CLASSES, 0.0, MG_F32, BENCH_SEED);
 }
 
-static mg_status model_alloc(bench_model *m, int n_params) {
-    m->g = mg_graph_new();
-    m->params = calloc((size_t)n_params, sizeof *m->params);
-    m->init_bound = calloc((size_t)n_params, sizeof *m->init_bound);
-    if (!m->g || !m->params || !m->init_bound) return MG_ERR_NOMEM;
-    return MG_OK;
+#define RESNET_IMAGE 32
+static mg_model *build_resnet(const bench_model_cfg *c, size_t *act) {
+    *act = (size_t)c->batch * (size_t)c->width * RESNET_IMAGE * RESNET_IMAGE *
+           sizeof(float);
+    return mg_model_resnet(c->depth, c->width, c->batch, RESNET_IMAGE,
+                           BENCH_CLASSES, MG_F32, BENCH_SEED);
 }
 
-/*
- * MLP classifier, f32:
- *   x [batch, width] -> (matmul w_l [width, width] + b_l [width] -> relu)
- *   for l < depth-1 -> matmul w_last [width, 10] + b_last [10] ->
- *   cross-entropy against labels [batch] in [0, 10).
- * Inputs: x, labels. Params: w0, b0, w1, b1, ..., each weight [in, out]
- * row-major (PyTorch's nn.Linear stores its transpose). Weights start
- * U(-sqrt(6/width), sqrt(6/width)) (He, so activations keep their scale
- * over 1024 ReLU layers), biases U(-0.01, 0.01).
- * Per layer three [batch, width] tensors (matmul, add, relu); plain backprop
- * keeps relu's output (its gradient and the next matmul's read it).
- * Every round(sqrt(depth))-th relu output is tagged as a checkpoint, which
- * only policy collection reads: sqrt(n) checkpoints placed by hand, as
- * torch.utils.checkpoint_sequential places them.
- */
-static mg_status build_mlp(bench_model *m, const bench_model_cfg *c) {
-    mg_status s = model_alloc(m, 2 * c->depth);
-    if (s != MG_OK) return s;
-    mg_graph *g = m->g;
-    int64_t xs[2] = {c->batch, c->width}, ls[1] = {c->batch};
-    m->inputs[0] = mg_input(g, "x", MG_F32, 2, xs);
-    m->inputs[1] = mg_input(g, "labels", MG_I32, 1, ls);
-    m->labels[0] = 0;
-    m->labels[1] = MLP_CLASSES;
-    m->n_inputs = 2;
-    mg_tensor h = m->inputs[0];
-    int every = (int)lround(sqrt((double)c->depth));
-    if (every < 1) every = 1;
-    for (int l = 0; l < c->depth; l++) {
-        int last = l == c->depth - 1;
-        int64_t out = last ? MLP_CLASSES : c->width;
-        int64_t ws[2] = {c->width, out}, bs[1] = {out};
-        mg_tensor w = mg_param(g, NULL, MG_F32, 2, ws);
-        mg_tensor b = mg_param(g, NULL, MG_F32, 1, bs);
-        m->params[m->n_params] = w;
-        m->init_bound[m->n_params++] = sqrt(6.0 / (double)c->width);
-        m->params[m->n_params] = b;
-        m->init_bound[m->n_params++] = 0.01;
-        h = mg_add(g, mg_matmul(g, h, w, 0, 0), b);
-        if (!last) h = mg_relu(g, h);
-        /* Hand-placed checkpoints for policy collection. */
-        if (!last && (l + 1) % every == 0 && h != MG_NO_TENSOR)
-            mg_tensor_set_checkpoint(g, h, 1);
-    }
-    m->loss = mg_cross_entropy(g, h, m->inputs[1]);
-    m->activation_bytes_one_layer =
-        (size_t)c->batch * (size_t)c->width * mg_dtype_size(MG_F32);
-    return m->loss == MG_NO_TENSOR ? MG_ERR_INVALID_ARG : MG_OK;
+#define UNET_IMAGE 64
+static mg_model *build_unet(const bench_model_cfg *c, size_t *act) {
+    *act = (size_t)c->batch * (size_t)c->width * UNET_IMAGE * UNET_IMAGE *
+           sizeof(float);
+    return mg_model_unet(c->depth, c->width, c->batch, UNET_IMAGE, MG_F32,
+                         BENCH_SEED);
 }
 
-/*
- * Defaults: activations must dominate weights, as in openai's plots (batch
- * 1280). An MLP layer holds batch x width activations against width x width
- * weights, so batch / width is that ratio: batch 1024, width 256 gives 4x
- * (1 MiB of activations per layer against 256 KiB of weights), and a step
- * at depth 1024 is about 0.4 TFLOP, a few seconds on two cores, so the whole
- * depth sweep 8..1024 x 3 policies stays within minutes.
- */
+#define TRANSFORMER_SEQ 128
+#define TRANSFORMER_VOCAB 256
+static mg_model *build_transformer(const bench_model_cfg *c, size_t *act) {
+    int heads = c->width >= 32 && c->width % 32 == 0 ? c->width / 32 : 1;
+    *act = (size_t)c->batch * TRANSFORMER_SEQ * (size_t)c->width *
+           sizeof(float);
+    return mg_model_transformer(c->depth, c->width, heads, TRANSFORMER_SEQ,
+                                c->batch, TRANSFORMER_VOCAB, 0.0, 1, MG_F32,
+                                BENCH_SEED);
+}
+
 const bench_model_spec bench_models[] = {
-    {"mlp", "MLP classifier: depth x (linear + relu), cross-entropy", 1024,
-     256, build_mlp},
-    {"resnet", "residual conv net (no builder yet)", 0, 0, NULL},
-    {"unet", "U-Net (no builder yet)", 0, 0, NULL},
-    {"transformer", "transformer encoder (no builder yet)", 0, 0, NULL},
+    {"mlp", "MLP classifier, depth hidden layers of width units, 10 classes",
+     1024, 256, build_mlp},
+    {"resnet", "pre-activation ResNet, depth blocks, 32x32 images, base "
+               "width channels", 64, 16, build_resnet},
+    {"unet", "U-Net, depth levels (<= 6), 64x64 images, width channels",
+     4, 16, build_unet},
+    {"transformer", "causal transformer, depth layers, d_model width, seq "
+                    "128, vocab 256", 8, 128, build_transformer},
 };
 const int bench_n_models = (int)(sizeof bench_models / sizeof *bench_models);
 

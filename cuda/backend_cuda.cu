@@ -48,8 +48,12 @@ mg_status cu_check_blas(const mg_kargs *a, cublasStatus_t e,
 
 void *cu_scratch(cu_ctx *c, const mg_kargs *a, size_t nbytes) {
     if (nbytes <= c->scratch_cap && c->scratch) return c->scratch;
-    /* cudaFree waits for the kernels that may still read the old buffer. */
-    if (c->scratch) cudaFree(c->scratch);
+    /* Kernels queued earlier may still use the old buffer. */
+    if (c->scratch) {
+        mg_status s = cu_check(a, cudaStreamSynchronize(c->stream), "scratch");
+        if (s != MG_OK) return NULL;
+        cudaFree(c->scratch);
+    }
     c->scratch = NULL;
     c->scratch_cap = 0;
     void *p = NULL;
@@ -133,9 +137,13 @@ static void *cuda_alloc(void *ctx, size_t nbytes) {
     return p;
 }
 
+/* The pool frees a block only when trimming its cache; a kernel queued on
+ * the stream may still read it, so wait for the stream first. */
 static void cuda_free(void *ctx, void *ptr) {
-    (void)ctx;
-    if (ptr && cudaFree(ptr) != cudaSuccess) cudaGetLastError();
+    cu_ctx *c = (cu_ctx *)ctx;
+    if (!ptr) return;
+    if (c && c->stream) cudaStreamSynchronize(c->stream);
+    if (cudaFree(ptr) != cudaSuccess) cudaGetLastError();
 }
 
 static mg_status copy(void *ctx, void *dst, const void *src, size_t n,

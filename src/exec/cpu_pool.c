@@ -104,7 +104,7 @@ static mg_status pool_setup(const mg_kargs *ka, const mg_tdesc *x,
 }
 
 mg_status mg_cpu_max_pool2d(const mg_kargs *ka) {
-    pool_dims d;
+    pool_dims d = {0};
     mg_status s = pool_setup(ka, &ka->in[0].d, &ka->out.d, &d);
     return s != MG_OK ? s
                       : MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, max_pool,
@@ -112,7 +112,7 @@ mg_status mg_cpu_max_pool2d(const mg_kargs *ka) {
 }
 
 mg_status mg_cpu_avg_pool2d(const mg_kargs *ka) {
-    pool_dims d;
+    pool_dims d = {0};
     mg_status s = pool_setup(ka, &ka->in[0].d, &ka->out.d, &d);
     return s != MG_OK ? s
                       : MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, avg_pool,
@@ -120,7 +120,7 @@ mg_status mg_cpu_avg_pool2d(const mg_kargs *ka) {
 }
 
 mg_status mg_cpu_max_pool2d_grad(const mg_kargs *ka) {
-    pool_dims d;
+    pool_dims d = {0};
     mg_status s = pool_setup(ka, &ka->out.d, &ka->in[0].d, &d);
     return s != MG_OK ? s
                       : MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, max_pool_grad,
@@ -129,7 +129,7 @@ mg_status mg_cpu_max_pool2d_grad(const mg_kargs *ka) {
 }
 
 mg_status mg_cpu_avg_pool2d_grad(const mg_kargs *ka) {
-    pool_dims d;
+    pool_dims d = {0};
     mg_status s = pool_setup(ka, &ka->out.d, &ka->in[0].d, &d);
     return s != MG_OK ? s
                       : MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, avg_pool_grad,
