@@ -51,6 +51,9 @@ typedef enum mg_status {
 const char *mg_status_str(mg_status s);
 /* The message of the last failed call on this thread ("" if none). */
 const char *mg_last_error(void);
+/* The status that went with it (MG_OK if none): why a builder returned
+ * MG_NO_TENSOR. */
+mg_status mg_last_status(void);
 void mg_clear_error(void);
 
 /* ------------------------------------------------------------------ tensors */

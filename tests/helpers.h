@@ -219,6 +219,15 @@ static inline mg_status th_run(const mg_graph *g, int n_outs,
     ck_assert_msg((t) != MG_NO_TENSOR, "%s: builder returned MG_NO_TENSOR: %s", \
                   (what), mg_last_error())
 
+/* Run a suite the way every test program does; the exit status. */
+static inline int th_run_suite(Suite *s) {
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
 /* ------------------------------------------------------------------ checks */
 
 /* |got - exp| <= atol + rtol * |exp| for every element. */

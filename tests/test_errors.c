@@ -416,9 +416,5 @@ int main(void) {
     tcase_add_test(tc, test_error_is_per_thread);
     tcase_add_test(tc, test_introspection_and_report_errors);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return th_run_suite(s);
 }

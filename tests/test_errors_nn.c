@@ -5,7 +5,6 @@
  */
 #include "helpers.h"
 
-#include "common/ir.h" /* mg_last_status: which status the builder set */
 
 #define S(...) ((const int64_t[]){__VA_ARGS__})
 
@@ -255,9 +254,5 @@ static Suite *errors_nn_suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(errors_nn_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return th_run_suite(errors_nn_suite());
 }

@@ -431,9 +431,5 @@ static Suite *gradcheck_nn_suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(gradcheck_nn_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return th_run_suite(gradcheck_nn_suite());
 }

@@ -508,9 +508,5 @@ int main(void) {
     tcase_add_test(tc, test_policies_unet);
     tcase_add_test(tc, test_policies_transformer);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return th_run_suite(s);
 }

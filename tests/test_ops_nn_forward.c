@@ -693,9 +693,5 @@ static Suite *nn_forward_suite(void) {
 }
 
 int main(void) {
-    SRunner *sr = srunner_create(nn_forward_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return th_run_suite(nn_forward_suite());
 }

@@ -243,9 +243,5 @@ int main(void) {
     tcase_add_test(tc, test_retain_grad);
     tcase_add_test(tc, test_size_class);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return th_run_suite(s);
 }

@@ -114,9 +114,5 @@ int main(void) {
     tcase_add_test(tc, test_classifier_dropout_f32);
     tcase_add_test(tc, test_softmax_classifier_matches_cross_entropy);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return th_run_suite(s);
 }

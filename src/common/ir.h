@@ -126,9 +126,6 @@ const char *mg_op_str(mg_op op);
 mg_status mg_set_error(mg_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 mg_status mg_set_errorv(mg_status s, const char *fmt, va_list ap);
-/* The status recorded with the last message on this thread: lets a caller
- * pass on why a builder returned MG_NO_TENSOR. */
-mg_status mg_last_status(void);
 
 /* Counter-based RNG (mg_rng_hash, mg_rng_key, mg_rng_uniform): pure
  * inline functions in rng.h, shared with the CUDA kernels. Used by dropout

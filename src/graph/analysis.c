@@ -156,38 +156,59 @@ static int compare_ids(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* An igraph view of the included nodes, built under the igraph guard:
+ * opened by ig_view_open, which holds the guard until ig_view_close. */
+typedef struct ig_view {
+    igraph_guard guard;
+    igraph_t ig;
+    bool built;
+    int32_t *vid;   /* per node id: igraph vertex, or -1 */
+    mg_tensor *ids; /* per igraph vertex: node id */
+} ig_view;
+
+static mg_status ig_view_open(const mg_graph *g, const bool *include,
+                              const mg_tensor *remap, bool directed,
+                              ig_view *v, const char *what) {
+    v->built = false;
+    v->vid = malloc((size_t)(g->n ? g->n : 1) * sizeof *v->vid);
+    v->ids = malloc((size_t)(g->n ? g->n : 1) * sizeof *v->ids);
+    igraph_guard_enter(&v->guard);
+    if (!v->vid || !v->ids)
+        return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", what);
+    igraph_error_t e =
+        build_igraph(g, include, remap, directed, v->vid, v->ids, &v->ig);
+    if (e != IGRAPH_SUCCESS) return igraph_failed(e, what);
+    v->built = true;
+    return MG_OK;
+}
+
+static void ig_view_close(ig_view *v) {
+    if (v->built) igraph_destroy(&v->ig);
+    igraph_guard_leave(&v->guard);
+    free(v->vid);
+    free(v->ids);
+}
+
 mg_status mg_graph_articulation_points(const mg_graph *g, const bool *include,
                                        mg_tensor *out, int32_t *n_out) {
-    int32_t *vid = malloc((size_t)(g->n ? g->n : 1) * sizeof *vid);
-    mg_tensor *ids = malloc((size_t)(g->n ? g->n : 1) * sizeof *ids);
-    if (!vid || !ids) {
-        free(vid);
-        free(ids);
-        return mg_set_error(MG_ERR_NOMEM, "articulation points: out of memory");
-    }
-    mg_status s = MG_OK;
-    igraph_guard gd;
-    igraph_guard_enter(&gd);
-    igraph_t ig;
+    ig_view v;
+    mg_status s = ig_view_open(g, include, NULL, false, &v,
+                               "articulation points");
     igraph_vector_int_t res;
-    igraph_error_t e = build_igraph(g, include, NULL, false, vid, ids, &ig);
-    if (e == IGRAPH_SUCCESS) {
-        e = igraph_vector_int_init(&res, 0);
+    if (s == MG_OK) {
+        igraph_error_t e = igraph_vector_int_init(&res, 0);
         if (e == IGRAPH_SUCCESS) {
-            e = igraph_articulation_points(&ig, &res);
+            e = igraph_articulation_points(&v.ig, &res);
             if (e == IGRAPH_SUCCESS) {
                 *n_out = (int32_t)igraph_vector_int_size(&res);
                 for (int32_t i = 0; i < *n_out; i++)
-                    out[i] = ids[VECTOR(res)[i]];
+                    out[i] = v.ids[VECTOR(res)[i]];
             }
             igraph_vector_int_destroy(&res);
         }
-        igraph_destroy(&ig);
+        if (e != IGRAPH_SUCCESS) s = igraph_failed(e, "articulation points");
     }
-    if (e != IGRAPH_SUCCESS) s = igraph_failed(e, "articulation points");
-    igraph_guard_leave(&gd);
-    free(vid);
-    free(ids);
+    ig_view_close(&v);
     if (s == MG_OK) /* igraph lists them in search order */
         qsort(out, (size_t)*n_out, sizeof *out, compare_ids);
     return s;
@@ -203,43 +224,27 @@ mg_status mg_graph_topo_order(const mg_graph *g, const bool *include,
         *n_order = k;
         return MG_OK;
     }
-    int32_t *vid = malloc((size_t)(g->n ? g->n : 1) * sizeof *vid);
-    mg_tensor *ids = malloc((size_t)(g->n ? g->n : 1) * sizeof *ids);
-    if (!vid || !ids) {
-        free(vid);
-        free(ids);
-        return mg_set_error(MG_ERR_NOMEM, "topological order: out of memory");
-    }
-    mg_status s = MG_OK;
-    igraph_guard gd;
-    igraph_guard_enter(&gd);
+    ig_view v;
+    mg_status s = ig_view_open(g, include, remap, true, &v,
+                               "topological order");
     igraph_vector_int_t res;
-    igraph_t ig;
-    bool res_ok = false, ig_ok = false;
-    igraph_error_t e = build_igraph(g, include, remap, true, vid, ids, &ig);
-    if (e == IGRAPH_SUCCESS) ig_ok = true;
-    if (e == IGRAPH_SUCCESS &&
-        (e = igraph_vector_int_init(&res, 0)) == IGRAPH_SUCCESS)
-        res_ok = true;
-    if (e == IGRAPH_SUCCESS) {
+    if (s == MG_OK) {
         igraph_bool_t dag = 0;
-        e = igraph_is_dag(&ig, &dag);
+        igraph_error_t e = igraph_is_dag(&v.ig, &dag);
         if (e == IGRAPH_SUCCESS && !dag) {
-            s = report_cycle(g, &ig, ids);
-        } else if (e == IGRAPH_SUCCESS) {
-            e = igraph_topological_sorting(&ig, &res, IGRAPH_OUT);
+            s = report_cycle(g, &v.ig, v.ids);
+        } else if (e == IGRAPH_SUCCESS &&
+                   (e = igraph_vector_int_init(&res, 0)) == IGRAPH_SUCCESS) {
+            e = igraph_topological_sorting(&v.ig, &res, IGRAPH_OUT);
             if (e == IGRAPH_SUCCESS) {
                 *n_order = (int32_t)igraph_vector_int_size(&res);
                 for (int32_t i = 0; i < *n_order; i++)
-                    order[i] = ids[VECTOR(res)[i]];
+                    order[i] = v.ids[VECTOR(res)[i]];
             }
+            igraph_vector_int_destroy(&res);
         }
+        if (e != IGRAPH_SUCCESS) s = igraph_failed(e, "topological order");
     }
-    if (e != IGRAPH_SUCCESS) s = igraph_failed(e, "topological order");
-    if (res_ok) igraph_vector_int_destroy(&res);
-    if (ig_ok) igraph_destroy(&ig);
-    igraph_guard_leave(&gd);
-    free(vid);
-    free(ids);
+    ig_view_close(&v);
     return s;
 }
