@@ -122,6 +122,11 @@ START_TEST(test_shapes) {
     int perm[2] = {0, 0};
     EXPECT_NO_TENSOR(mg_permute(g, a, perm), "permute");
     EXPECT_NO_TENSOR(mg_dropout(g, a, 1.5, 0), "dropout");
+    /* The status of a failed builder can be read back. */
+    mg_clear_error();
+    ck_assert_int_eq(mg_last_status(), MG_OK);
+    ck_assert_int_eq(mg_matmul(g, a, w, 0, 0), MG_NO_TENSOR);
+    ck_assert_int_eq(mg_last_status(), MG_ERR_SHAPE);
     /* An error inside a nested call is reported once, not as a cascade. */
     mg_clear_error();
     ck_assert_int_eq(mg_relu(g, mg_matmul(g, a, w, 0, 0)), MG_NO_TENSOR);
