@@ -14,6 +14,10 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DMG_BUILD_TESTS=ON -DMG_BUILD_EXAMPLES=ON -DMG_SANITIZE=OFF
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
+# ctest shows only pass/fail; say in the log whether the GPU tests ran.
+if [ -x build/test_cuda ]; then
+    echo "test_cuda: $(build/test_cuda 2>&1 | grep -m1 '^skipped:' || echo 'ran on a CUDA device')"
+fi
 
 echo "== build-asan/ (Debug, -fsanitize=address,undefined)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug \
