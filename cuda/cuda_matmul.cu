@@ -176,9 +176,15 @@ static mg_status conv_run(cu_ctx *c, const mg_kargs *a, const conv_dims *d,
                           int mode) {
     const int64_t xs = d->cg * d->h * d->w; /* one (sample, group) of x */
     const int64_t ys = d->m * d->p, ws = d->m * d->k, cs = d->k * d->p;
-    const int64_t chunk = d->direct ? d->n : conv_chunk(d, sizeof(T));
+    int64_t chunk = d->direct ? d->n : conv_chunk(d, sizeof(T));
     T *col = NULL;
-    if (!d->direct) {
+    if (!d->direct && a->work &&
+        a->work_bytes >= (size_t)(d->groups * cs) * sizeof(T)) {
+        /* The workspace the executor lent from the pool (one sample's
+         * columns, ops_conv.c), so the plan's peak counts it. */
+        col = (T *)a->work;
+        chunk = 1;
+    } else if (!d->direct) {
         col = (T *)cu_scratch(c, a, (size_t)(chunk * d->groups * cs) * sizeof(T));
         if (!col) return MG_ERR_NOMEM;
     }

@@ -157,15 +157,16 @@ static double conv_flops(const mg_tdesc *y, const mg_tdesc *w) {
            (double)w->shape[0];
 }
 
-/* The im2col buffer the kernels use: (C/groups)*KH*KW rows of OH*OW, none
- * for a 1x1 kernel with stride 1 and no padding, which reads x directly.
- * w is the weight's descriptor, y the output-side one ([N, O, OH, OW]). */
+/* The im2col buffer of one sample: C*KH*KW rows of OH*OW (the CPU walks it
+ * one group at a time, the CUDA kernels fill all groups at once), none for
+ * a 1x1 kernel with stride 1 and no padding, which reads x directly. w is
+ * the weight's descriptor, y the output-side one ([N, O, OH, OW]). */
 static size_t conv_workspace(const mg_tdesc *w, const mg_tdesc *y,
                              const mg_attrs *a) {
     bool direct = w->shape[2] == 1 && w->shape[3] == 1 && a->stride[0] == 1 &&
                   a->stride[1] == 1 && a->pad[0] == 0 && a->pad[1] == 0;
     if (direct) return 0;
-    return (size_t)(w->shape[1] * w->shape[2] * w->shape[3]) *
+    return (size_t)(a->groups * w->shape[1] * w->shape[2] * w->shape[3]) *
            (size_t)(y->shape[2] * y->shape[3]) * mg_dtype_size(y->dtype);
 }
 
