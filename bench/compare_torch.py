@@ -6,28 +6,51 @@ Runs with Debian's python3-torch (bench/setup.sh installs it). Invoke it as
 interpreter without torch.
 
     /usr/bin/python3 bench/compare_torch.py [--mg-bench build-bench/mg-bench]
-        [--model mlp] [--depths 64,1024] [--batch 1024] [--width 256]
+        [--model mlp|resnet] [--depths 64,1024] [--batch B] [--width W]
         [--repeat 3] [--threads 1] [--csv bench/results/torch-cpu.csv]
+        [--append]
 
-bench/run.sh runs it as bench/results/README.md records.
+bench/run.sh runs it as bench/results/README.md records: once per model,
+the second run with --append, so that one CSV holds both (column `model`).
+
+Models (depth, batch and width mean what they mean to mg-bench, with its
+defaults; bench/models.c):
+
+  mlp      mg_model_mlp: depth hidden layers of width units (in_features =
+           width), then a 10-class linear layer; default batch 1024, width
+           256. n = depth + 1 layers.
+  resnet   mg_model_resnet: CIFAR-style pre-activation ResNet on 32x32x3
+           images, a conv stem of width channels, depth residual blocks in
+           min(depth, 3) stages, batchnorm (batch statistics), relu, global
+           average pool, 10-class linear layer; default batch 64, width 16.
+           n = depth blocks (the stem goes with the first, the head with
+           the last). The PyTorch blocks run tests/torch_crosscheck.py's
+           definition (its bn_relu and block body: functional conv2d and
+           batch_norm); the f64 worker also runs its whole-model resnet on
+           the same weights and the driver stops if the two differ by more
+           than 1e-9 (they have agreed exactly).
 
 For each depth it runs four cases, each in its own fresh process:
 
   torch-plain       plain backprop in PyTorch
   torch-checkpoint  torch.utils.checkpoint.checkpoint_sequential with
-                    round(sqrt(n)) segments of the n = depth + 1 layers
+                    round(sqrt(n)) segments of the model's n layers or
+                    blocks (1 segment, that is no checkpointing, for n < 3)
   memgrad-none      mg-bench step --policy none
   memgrad-memory    mg-bench step --policy memory
 
 Same model, same weights, same input. This script draws the input, the
 labels and the weights from numpy with a fixed seed and writes them to one
-raw file in memgrad's parameter order (x f32 [batch, width], labels int32
-[batch], then fc0.w [in, out] f32, fc0.b, fc1.w, ... as mg_model_mlp in
-memgrad_models.h creates them; depth counts hidden layers). Both
+raw file in memgrad's parameter order (mg_model.params, creation order:
+the MLP's x f32 [batch, width], labels int32 [batch], then fc0.w [in, out]
+f32, fc0.b, fc1.w, ...; the ResNet's x [batch, 3, 32, 32], labels, stem.w,
+block0.bn1.gamma, ...: see mlp_layout and resnet_layout), initialised as
+mg_model_init_params would (same distributions, another generator). Both
 sides read that file: `mg-bench step --load FILE --save-grads OUT` and the
 PyTorch worker (nn.Linear stores the transpose of memgrad's [in, out]
-weight, so it loads w.T and writes grad.T back). Gradients come back in the
-same layout and are compared here.
+weight, so it loads w.T and writes grad.T back; the ResNet's conv weights
+are [out, in, kh, kw] on both sides). Gradients come back in the same
+layout and are compared here.
 
 What a step is, on both sides: forward and backward of the mean
 cross-entropy, gradients of every weight and bias written to buffers that
@@ -90,7 +113,15 @@ asks), and max_rel_grad_diff_f64 against PyTorch plain backprop in f64 (a
 separate process), which says whose f32 rounding the difference is. An
 elementwise max|g - g_ref| / max|g_ref| would be dominated by ReLU units
 whose pre-activation is within rounding of zero and flips between two f32
-computations; that is not a bug on either side. grad_diff_vs_own_plain
+computations; that is not a bug on either side. Even normwise, one such
+flip moves a gradient by that unit's whole contribution, and the ResNet is
+more exposed than the MLP: a batchnorm output whose pre-activation sits
+within rounding of zero flips the relu after it, and a small batch makes
+one unit's share of a batchnorm parameter's gradient large (ResNet depth 4,
+batch 8: one unit of block1.bn2 at 3.6e-6 in f64 moves block1.bn2.beta by
+8e-3 relative, while the parameters downstream of that unit, block1.conv2
+onward, agree to 1e-5).
+grad_diff_vs_own_plain
 compares each side's checkpointed gradients with its own plain backprop
 (0: bit for bit the same).
 
@@ -112,50 +143,57 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MLP_CLASSES = 10  # as in bench/models.c
+RESNET_CLASSES = 10
+RESNET_IMAGE = 32  # bench/models.c's RESNET_IMAGE
 
 
 # --------------------------------------------------------------- the models
-# Each model: how to draw its data and weights in memgrad's order, and how to
-# build the PyTorch module from them. ResNet goes here once memgrad has a
-# builder for it (bench/models.c).
+# Each model: its layout (what `mg-bench step --load` reads: input, target,
+# then the parameters in memgrad's creation order, with how each is drawn)
+# and how to build the PyTorch side from those arrays. A model's depth,
+# batch and width mean what they mean to mg-bench (bench/models.h).
 
 def mlp_layout(depth, batch, width):
-    """[(name, shape, dtype)] in memgrad's file order: mg_model_mlp's input,
-    target and parameters (memgrad_models.h), with in_features = width as
-    bench/models.c builds it: depth hidden layers, then the classifier."""
-    out = [("x", (batch, width), "float32"), ("labels", (batch,), "int32")]
+    """[(name, shape, dtype, init)] in memgrad's file order: mg_model_mlp's
+    input, target and parameters (memgrad_models.h), with in_features =
+    width as bench/models.c builds it: depth hidden layers, then the
+    classifier. init as mg_model_init_params and mg_model_init_data draw
+    them (draw() uses another generator): x U(-1,1), labels in [0,10),
+    weights U(+-sqrt(6/fan_in)), biases U(+-1/sqrt(fan_in)), fan_in = width."""
+    out = [("x", (batch, width), "float32", ("uniform", 1.0)),
+           ("labels", (batch,), "int32", ("labels", MLP_CLASSES))]
+    wb, bb = math.sqrt(6.0 / width), 1.0 / math.sqrt(width)
     for layer in range(depth + 1):
         n_out = MLP_CLASSES if layer == depth else width
-        out.append((f"fc{layer}.w", (width, n_out), "float32"))
-        out.append((f"fc{layer}.b", (n_out,), "float32"))
+        out.append((f"fc{layer}.w", (width, n_out), "float32",
+                    ("uniform", wb)))
+        out.append((f"fc{layer}.b", (n_out,), "float32", ("uniform", bb)))
     return out
 
 
-def mlp_draw(layout, width, seed):
-    """The arrays of `layout`, drawn as mg_model_init_params and
-    mg_model_init_data draw them (from another generator): x U(-1,1),
-    labels in [0,10), weights U(+-sqrt(6/fan_in)), biases U(+-1/sqrt(fan_in)),
-    where fan_in = width."""
+def draw(layout, seed):
+    """The arrays of `layout`, drawn in order from one numpy generator:
+    ("uniform", b) is U(-b, b), ("labels", k) integers in [0, k),
+    ("const", v) all v."""
     import numpy as np
     rng = np.random.default_rng(seed)
-    bound = math.sqrt(6.0 / width)
     out = []
-    for name, shape, dtype in layout:
-        if name == "labels":
-            a = rng.integers(0, MLP_CLASSES, shape)
-        elif name == "x":
-            a = rng.uniform(-1, 1, shape)
-        elif name.endswith(".w"):
-            a = rng.uniform(-bound, bound, shape)
+    for name, shape, dtype, (kind, v) in layout:
+        if kind == "labels":
+            a = rng.integers(0, v, shape)
+        elif kind == "uniform":
+            a = rng.uniform(-v, v, shape)
         else:
-            b = 1.0 / math.sqrt(width)
-            a = rng.uniform(-b, b, shape)
+            a = np.full(shape, v)
         out.append((name, a.astype(dtype)))
     return out
 
 
 def mlp_torch(depth, batch, width, arrays):
-    """(list of layer modules, x, labels, [(param, memgrad layout fn)])."""
+    """(list of layer modules, x, labels, [(param, memgrad layout fn)],
+    reference): the modules run in sequence give the logits; reference is
+    None or an independent definition of the loss, reference(params by
+    name, x, labels), that the f64 worker checks the modules against."""
     import torch
     from torch import nn
     x = torch.from_numpy(arrays[0][1].copy())
@@ -172,11 +210,131 @@ def mlp_torch(depth, batch, width, arrays):
         params.append((lin.bias, lambda g: g))
         layers.append(nn.Sequential(lin, nn.ReLU()) if layer < depth
                       else lin)
-    return layers, x, labels, params
+    return layers, x, labels, params, None
 
 
-# name: (layout(depth, batch, width), draw(layout, width, seed), torch)
-MODELS = {"mlp": (mlp_layout, mlp_draw, mlp_torch)}
+def resnet_blocks(depth, width):
+    """[(cin, cout, stride)] of mg_model_resnet's blocks (src/models/
+    resnet.c; the same loop as tests/torch_crosscheck.py's resnet): min(depth,
+    3) stages of width, 2 width, 4 width channels, stride 2 and a
+    projection shortcut where the stage changes."""
+    stages, cin, prev, out = min(depth, 3), width, 0, []
+    for b in range(depth):
+        stage = b * stages // depth
+        cout = width << stage
+        out.append((cin, cout, 2 if stage != prev else 1))
+        cin, prev = cout, stage
+    return out
+
+
+def resnet_layout(depth, batch, width):
+    """mg_model_resnet(depth, width, batch, RESNET_IMAGE, 10) as bench/
+    models.c builds it: x [batch, 3, 32, 32], labels, then stem.w, for each
+    block bn1.gamma, bn1.beta, [proj.w], conv1.w, bn2.gamma, bn2.beta,
+    conv2.w, then bn_final.gamma, bn_final.beta, fc.w [in, out], fc.b.
+    Conv weights [out, in, kh, kw] U(+-sqrt(6/fan_in)); batchnorm gamma 1,
+    beta 0; fc weight and bias U(+-1/sqrt(in))."""
+    im = RESNET_IMAGE
+    out = [("x", (batch, 3, im, im), "float32", ("uniform", 1.0)),
+           ("labels", (batch,), "int32", ("labels", RESNET_CLASSES))]
+
+    def conv(name, cout, cin, k):
+        out.append((name, (cout, cin, k, k), "float32",
+                    ("uniform", math.sqrt(6.0 / (cin * k * k)))))
+
+    def bn(prefix, c):
+        out.append((prefix + ".gamma", (c,), "float32", ("const", 1.0)))
+        out.append((prefix + ".beta", (c,), "float32", ("const", 0.0)))
+
+    conv("stem.w", width, 3, 3)
+    c = width
+    for b, (cin, cout, stride) in enumerate(resnet_blocks(depth, width)):
+        bn(f"block{b}.bn1", cin)
+        if stride != 1 or cin != cout:
+            conv(f"block{b}.proj.w", cout, cin, 1)
+        conv(f"block{b}.conv1.w", cout, cin, 3)
+        bn(f"block{b}.bn2", cout)
+        conv(f"block{b}.conv2.w", cout, cout, 3)
+        c = cout
+    bn("bn_final", c)
+    bound = 1.0 / math.sqrt(c)
+    out.append(("fc.w", (c, RESNET_CLASSES), "float32", ("uniform", bound)))
+    out.append(("fc.b", (RESNET_CLASSES,), "float32", ("uniform", bound)))
+    return out
+
+
+def crosscheck():
+    """tests/torch_crosscheck.py, which rebuilds every memgrad model in
+    PyTorch for the test suite: its bn_relu and resnet are reused here."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "torch_crosscheck", os.path.join(ROOT, "tests", "torch_crosscheck.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def resnet_torch(depth, batch, width, arrays):
+    """The ResNet as a list of `depth` modules, one per residual block (the
+    stem folded into the first, batchnorm, pool and classifier into the
+    last), so that checkpoint_sequential segments the blocks. Each block
+    computes tests/torch_crosscheck.py's loop body with its bn_relu
+    (functional conv2d, training-mode batch_norm); the f64 worker checks
+    the whole against torch_crosscheck.resnet. Parameters are owned by the
+    blocks (so .double() converts them) and kept in memgrad's layout."""
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+    xc = crosscheck()
+    x = torch.from_numpy(arrays[0][1].copy())
+    labels = torch.from_numpy(arrays[1][1].astype("int64"))
+    plist = {name: nn.Parameter(torch.from_numpy(a.copy()))
+             for name, a in arrays[2:]}
+    blocks = resnet_blocks(depth, width)
+
+    class Block(nn.Module):
+        def __init__(self, b):
+            super().__init__()
+            self.b = b
+            mine = [n for n in plist
+                    if n.startswith(f"block{b}.")
+                    or (b == 0 and n.startswith("stem."))
+                    or (b == depth - 1 and n.split(".")[0] in ("bn_final",
+                                                               "fc"))]
+            self.names = mine
+            self.ps = nn.ParameterList([plist[n] for n in mine])
+
+        def forward(self, h):
+            p = dict(zip(self.names, self.ps))
+            b = self.b
+            cin, cout, stride = blocks[b]
+            if b == 0:
+                h = F.conv2d(h, p["stem.w"], padding=1)
+            a = xc.bn_relu(F, h, p, f"block{b}.bn1")
+            shortcut = h
+            if stride != 1 or cin != cout:
+                shortcut = F.conv2d(a, p[f"block{b}.proj.w"], stride=stride)
+            o = F.conv2d(a, p[f"block{b}.conv1.w"], stride=stride, padding=1)
+            o = xc.bn_relu(F, o, p, f"block{b}.bn2")
+            o = F.conv2d(o, p[f"block{b}.conv2.w"], padding=1)
+            h = o + shortcut
+            if b == depth - 1:
+                h = xc.bn_relu(F, h, p, "bn_final").mean(dim=(2, 3))
+                h = h @ p["fc.w"] + p["fc.b"]
+            return h
+
+    layers = [Block(b) for b in range(depth)]
+    params = [(plist[name], lambda g: g) for name, _ in arrays[2:]]
+
+
+    def reference(p, x, y):  # torch_crosscheck's whole-model definition
+        return xc.resnet(F, torch, [depth, width], p, x, y)
+    return layers, x, labels, params, reference
+
+
+# name: (layout(depth, batch, width), torch builder, default batch, width)
+MODELS = {"mlp": (mlp_layout, mlp_torch, 1024, 256),
+          "resnet": (resnet_layout, resnet_torch, 64, 16)}
 
 
 # --------------------------------------------------------------- measuring
@@ -279,9 +437,10 @@ def torch_worker(a):
     torch.set_num_threads(a.threads)
     if a.measure == "memory":
         exact_rss_malloc()
-    layout, _, build = MODELS[a.model]
+    layout, build = MODELS[a.model][:2]
     arrays = read_arrays(a.load, layout(a.depth, a.batch, a.width), np)
-    layers, x, labels, params = build(a.depth, a.batch, a.width, arrays)
+    layers, x, labels, params, reference = build(a.depth, a.batch, a.width,
+                                                 arrays)
     model = torch.nn.Sequential(*layers)
     if a.worker == "f64":
         # The reference for the gradient check: plain backprop in double.
@@ -308,9 +467,13 @@ def torch_worker(a):
         for p, _ in params:
             p.grad.zero_()
 
-    # One-time allocations of OpenBLAS and autograd, off the measurement.
+    # One-time allocations of OpenBLAS, oneDNN's convolutions and autograd,
+    # off the measurement.
     tiny = torch.nn.Linear(64, 64)
     tiny(torch.randn(64, 64)).sum().backward()
+    tiny = torch.nn.Conv2d(3, 8, 3, padding=1, bias=False)
+    F.batch_norm(tiny(torch.randn(2, 3, 8, 8)), None, None,
+                 training=True).sum().backward()
     del tiny
 
     if a.measure == "memory":
@@ -345,18 +508,41 @@ def torch_worker(a):
             f.write(layout(p.grad).contiguous().numpy().astype(np.float64)
                     .tobytes())
     if a.worker == "f64":
-        print(json.dumps({"loss": loss}))
+        print(json.dumps({"loss": loss,
+                          "reference_diff": check_reference(
+                              torch, reference, arrays, params, x, labels,
+                              loss)}))
         return
     print(json.dumps({"loss": loss, "times": times, "blas": blas_info(),
                       "time_ms_median": statistics.median(times),
                       "segments": segments if a.worker == "checkpoint" else 0}))
 
 
+def check_reference(torch, reference, arrays, params, x, labels, loss):
+    """With the f64 gradients of the modules in params[i][0].grad: run the
+    model's independent definition (tests/torch_crosscheck.py's) on the
+    same f64 weights and return the largest normwise relative difference
+    of the loss and of the gradients (None without a reference). The
+    modules that are timed and checkpointed must compute that model."""
+    if reference is None:
+        return None
+    p = {name: q.detach().clone().requires_grad_(True)
+         for (name, _), (q, _) in zip(arrays[2:], params)}
+    ref_loss = reference(p, x, labels)
+    ref_loss.backward()
+    worst = abs(float(ref_loss) - loss) / abs(float(ref_loss))
+    for (name, _), (q, _) in zip(arrays[2:], params):
+        r = p[name].grad
+        worst = max(worst, float((q.grad - r).norm() / r.norm())
+                    if float(r.norm()) > 0 else float(q.grad.norm()))
+    return worst
+
+
 def read_arrays(path, layout, np):
     """The arrays of `layout`, read back to back from path."""
     out = []
     with open(path, "rb") as f:
-        for name, shape, dtype in layout:
+        for name, shape, dtype, _ in layout:
             n = math.prod(shape) * np.dtype(dtype).itemsize
             buf = f.read(n)
             if len(buf) != n:
@@ -406,8 +592,12 @@ def main():
     ap.add_argument("--model", default="mlp",
                     help="model (known: " + ",".join(MODELS) + ")")
     ap.add_argument("--depths", default="64,1024")
-    ap.add_argument("--batch", type=int, default=1024)
-    ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--batch", type=int,
+                    help="default: the model's, as mg-bench's (mlp 1024, "
+                         "resnet 64)")
+    ap.add_argument("--width", type=int,
+                    help="default: the model's, as mg-bench's (mlp 256 "
+                         "units, resnet 16 base channels)")
     ap.add_argument("--repeat", type=int, default=3,
                     help="timed steps per case (default 3)")
     ap.add_argument("--threads", type=int, default=1,
@@ -415,6 +605,9 @@ def main():
                          "(default 1; see the module docstring)")
     ap.add_argument("--csv", default=os.path.join(HERE, "results",
                                                   "torch-cpu.csv"))
+    ap.add_argument("--append", action="store_true",
+                    help="add the rows to --csv (same columns) instead of "
+                         "replacing it: one CSV for several models")
     ap.add_argument("--seed", type=int, default=0)
     # Internal: one PyTorch case, run by the driver in a fresh process.
     ap.add_argument("--worker", choices=["plain", "checkpoint", "f64"],
@@ -427,6 +620,10 @@ def main():
     a = ap.parse_args()
     if a.model not in MODELS:
         ap.error(f"unknown model '{a.model}'; known: {','.join(MODELS)}")
+    if a.batch is None:
+        a.batch = MODELS[a.model][2]
+    if a.width is None:
+        a.width = MODELS[a.model][3]
     if a.worker:
         return torch_worker(a)
 
@@ -441,13 +638,24 @@ def main():
     if not os.access(a.mg_bench, os.X_OK):
         ap.error(f"no mg-bench at {a.mg_bench}; build it (cmake) or pass "
                  "--mg-bench")
+    cols = ["model", "case", "depth", "batch", "width", "threads", "blas",
+            "segments",
+            "loss", "time_ms_median", "vs", "time_ratio_vs_torch",
+            "activation_peak_bytes", "rss_delta_bytes", "rss_ratio_vs_torch",
+            "param_bytes", "max_rel_grad_diff", "max_rel_grad_diff_f64",
+            "grad_diff_vs_own_plain"]
+    append = a.append and os.path.exists(a.csv) and os.path.getsize(a.csv)
+    if append:
+        with open(a.csv, newline="") as f:
+            if next(csv.reader(f), None) != cols:
+                ap.error(f"--append: {a.csv} has other columns")
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(a.threads),
                OMP_NUM_THREADS=str(a.threads))
     rows = []
     with tempfile.TemporaryDirectory(prefix="mg-compare-") as tmp:
         for depth in depths:
-            layout, draw, _ = MODELS[a.model]
-            arrays = draw(layout(depth, a.batch, a.width), a.width, a.seed)
+            layout = MODELS[a.model][0]
+            arrays = draw(layout(depth, a.batch, a.width), a.seed)
             init = os.path.join(tmp, "init.bin")
             with open(init, "wb") as f:
                 for _, arr in arrays:
@@ -484,6 +692,13 @@ def main():
                          "activation_peak_bytes": int(kv["peak_bytes"]),
                          "segments": int(kv["segments"]),
                          "blas": kv["blas"]}
+                    # Not a column: says how much of the RSS delta is
+                    # blocks the pool's size classes could not reuse.
+                    print(f"[compare] {a.model} depth {depth}: {case}: pool "
+                          f"peak {int(kv['peak_bytes']) / 2**20:.1f} MiB, "
+                          "reserved "
+                          f"{int(kv['pool_reserved_bytes']) / 2**20:.1f} MiB",
+                          file=sys.stderr, flush=True)
                 r["grads"] = np.fromfile(
                     grads, dtype=np.float64 if case.startswith("torch")
                     else np.float32)
@@ -491,9 +706,21 @@ def main():
             print(f"[compare] {a.model} depth {depth}: f64 reference",
                   file=sys.stderr, flush=True)
             f64 = os.path.join(tmp, "f64.grads")
-            run([sys.executable, os.path.abspath(__file__), "--worker", "f64",
+            r64 = json.loads(run(
+                [sys.executable, os.path.abspath(__file__), "--worker", "f64",
                  "--model", a.model, "--threads", str(a.threads),
-                 "--save-grads", f64] + common, env)
+                 "--save-grads", f64] + common, env).strip().splitlines()[-1])
+            if r64["reference_diff"] is not None:
+                # The modules timed above against the test suite's own
+                # definition of the model (tests/torch_crosscheck.py), f64.
+                print(f"[compare] {a.model} depth {depth}: f64 modules vs "
+                      "tests/torch_crosscheck.py: max rel diff "
+                      f"{r64['reference_diff']:.2g}", file=sys.stderr,
+                      flush=True)
+                if r64["reference_diff"] > 1e-9:
+                    sys.exit("compare_torch.py: the PyTorch modules do not "
+                             "compute tests/torch_crosscheck.py's "
+                             f"{a.model}")
             ref64 = np.fromfile(f64, dtype=np.float64)
             ref = results["torch-plain"]["grads"]
             for case, r in results.items():
@@ -527,19 +754,16 @@ def main():
                         f"{max_rel_diff(np, r['grads'], ref64, shapes):.3g}",
                     "grad_diff_vs_own_plain": f"{max_rel_diff(np, r['grads'], own, shapes):.3g}",
                 })
-    cols = ["model", "case", "depth", "batch", "width", "threads", "blas",
-            "segments",
-            "loss", "time_ms_median", "vs", "time_ratio_vs_torch",
-            "activation_peak_bytes", "rss_delta_bytes", "rss_ratio_vs_torch",
-            "param_bytes", "max_rel_grad_diff", "max_rel_grad_diff_f64",
-            "grad_diff_vs_own_plain"]
     os.makedirs(os.path.dirname(os.path.abspath(a.csv)), exist_ok=True)
-    with open(a.csv, "w", newline="") as f:
+    with open(a.csv, "a" if append else "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols)
-        w.writeheader()
+        if not append:
+            w.writeheader()
         w.writerows(rows)
     mib = 1024.0 * 1024.0
-    print(f"# {a.model}, batch {a.batch}, width {a.width}, f32, "
+    shape = (f"{RESNET_IMAGE}x{RESNET_IMAGE} images, "
+             if a.model == "resnet" else "")
+    print(f"# {a.model}, batch {a.batch}, width {a.width}, {shape}f32, "
           f"{a.threads} threads; ratios: memgrad-none vs torch-plain, "
           "memgrad-memory vs torch-checkpoint")
     print(f"{'case':<17} {'depth':>5} {'time_ms':>9} {'t/torch':>8} "

@@ -89,7 +89,9 @@ static void print_usage(FILE *out) {
 "  seeded initialisation. --save-grads FILE writes the parameters'\n"
 "  gradients in the same order as raw f32. Prints key=value\n"
 "  lines: blas, loss, time_ms_median, time_ms (each step), peak_bytes,\n"
-"  predicted_peak_bytes, rss_before_bytes, rss_peak_bytes (whole process,\n"
+"  predicted_peak_bytes, pool_reserved_bytes (the pool's blocks, in use\n"
+"  or cached, after the first step: peak_bytes plus what its size classes\n"
+"  could not reuse), rss_before_bytes, rss_peak_bytes (whole process,\n"
 "  around the first step), param_bytes, recompute_flops_ratio, segments\n"
 "  and checkpoints (of the plan).\n"
 "  --depth default 64, --policy default none, --repeat default 5.\n"
@@ -484,6 +486,7 @@ typedef struct step_result {
     double time_ms_median;
     double *times; /* repeat entries */
     size_t peak_bytes;
+    size_t reserved_bytes; /* the pool's reservation after the first step */
     size_t rss_before, rss_peak;
     float loss;
 } step_result;
@@ -506,6 +509,7 @@ static mg_status case_warm_up(bench_case *c, bench_memory *mem, int repeat,
     mg_pool_stats st;
     mg_exec_pool_stats(c->ex, &st);
     r->peak_bytes = st.peak_bytes_in_use;
+    r->reserved_bytes = st.bytes_reserved;
     r->loss = mem->loss;
     return s;
 }
@@ -902,10 +906,12 @@ static int cmd_step(int argc, char **argv) {
             printf("%s%.3f", k ? "," : "", r.times[k]);
         printf("\npeak_bytes=%zu\npredicted_peak_bytes=%zu\n"
                "predicted_peak_without_recompute=%zu\n"
+               "pool_reserved_bytes=%zu\n"
                "param_bytes=%zu\nrss_before_bytes=%zu\nrss_peak_bytes=%zu\n"
                "recompute_flops_ratio=%.6f\nsegments=%d\ncheckpoints=%d\n",
                r.peak_bytes, c.sum.predicted_peak,
-               c.sum.predicted_peak_without_recompute, c.param_bytes,
+               c.sum.predicted_peak_without_recompute, r.reserved_bytes,
+               c.param_bytes,
                r.rss_before, r.rss_peak,
                c.sum.forward_flops > 0
                    ? c.sum.recompute_flops / c.sum.forward_flops

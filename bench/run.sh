@@ -7,7 +7,12 @@
 #
 # env: MG_BUILD_DIR (default build-bench), MG_CMAKE_ARGS (extra cmake
 #      arguments, e.g. -DMG_WERROR=OFF), OPENBLAS_CORETYPE (see below),
-#      DEPTH_REPEAT (7), TORCH_REPEAT (5), TORCH_DEPTHS (64,256,1024).
+#      DEPTH_REPEAT (7), TORCH_REPEAT (5), TORCH_DEPTHS (MLP: 64,256,1024),
+#      TORCH_RESNET_DEPTHS (16,64,128), TORCH_RESNET_BATCH (16).
+#
+# The torch part writes the MLP's rows to torch-cpu.csv, then appends the
+# ResNet's (column `model`); about 3.5 + 1.7 minutes on the 2-core machine
+# of bench/results/README.md.
 #
 # OpenBLAS: Debian 12's OpenBLAS 0.3.21 does not recognise some newer CPUs
 # and falls back to its SSE3 "Prescott" kernels (4.5x slower sgemm on the
@@ -78,4 +83,9 @@ if want torch; then
         --model mlp --depths "${TORCH_DEPTHS:-64,256,1024}" --threads 1 \
         --repeat "${TORCH_REPEAT:-5}" --csv "$res/torch-cpu.csv" |
         tee "$res/torch-cpu.txt"
+    run /usr/bin/python3 bench/compare_torch.py --mg-bench "$bench" \
+        --model resnet --depths "${TORCH_RESNET_DEPTHS:-16,64,128}" \
+        --batch "${TORCH_RESNET_BATCH:-16}" --threads 1 \
+        --repeat "${TORCH_REPEAT:-5}" --csv "$res/torch-cpu.csv" --append |
+        tee -a "$res/torch-cpu.txt"
 fi
