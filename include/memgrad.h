@@ -415,7 +415,10 @@ void mg_exec_release(mg_exec *ex);
 typedef struct mg_pool_stats {
     size_t bytes_in_use;      /* handed out now (size-class rounded) */
     size_t peak_bytes_in_use; /* since creation or the last reset */
-    size_t bytes_reserved;    /* in use plus cached free blocks */
+    size_t bytes_reserved;    /* in use plus cached free blocks; the pool
+                                 gives cached blocks back rather than let
+                                 this pass max(peak in use, in use plus the
+                                 request being served) */
     uint64_t alloc_calls;     /* requests to the pool */
     uint64_t cache_hits;      /* requests served from cached blocks */
     uint64_t system_allocs;   /* requests that went to the system */

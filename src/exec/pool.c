@@ -7,6 +7,13 @@
  * measured peak can be compared exactly. Only exact class matches are
  * reused: a bigger cached block would make "in use" depend on what the
  * cache happened to hold, and the prediction would stop being exact.
+ *
+ * Exact reuse alone lets the cache fill with classes the next phase of a
+ * schedule never asks for again (a recompute segment's sizes differ from
+ * the backward's), and a process would hold twice what it uses. So before
+ * the pool grows, it gives back cached blocks, largest first, until what it
+ * reserves stays within its peak in use: bytes_reserved never exceeds
+ * max(peak_bytes_in_use, bytes_in_use + the request).
  */
 #include "pool.h"
 
@@ -58,6 +65,19 @@ static mg_pool_bin *bin_find(mg_pool *p, size_t size, size_t *pos) {
     return (lo < p->n_bins && p->bins[lo].size == size) ? &p->bins[lo] : NULL;
 }
 
+/* Give one cached block back to the system, from the largest class that
+ * has one. False if the cache is empty. */
+static bool evict_largest(mg_pool *p) {
+    for (size_t b = p->n_bins; b-- > 0;) {
+        mg_pool_bin *bin = &p->bins[b];
+        if (bin->n == 0) continue;
+        p->backend->free(p->backend->ctx, bin->free[--bin->n]);
+        p->stats.bytes_reserved -= bin->size;
+        return true;
+    }
+    return false;
+}
+
 void *mg_pool_alloc(mg_pool *p, size_t nbytes) {
     size_t size = mg_pool_size_class(nbytes);
     p->stats.alloc_calls++;
@@ -72,6 +92,11 @@ void *mg_pool_alloc(mg_pool *p, size_t nbytes) {
         ptr = bin->free[--bin->n];
         p->stats.cache_hits++;
     } else {
+        size_t limit = p->stats.bytes_in_use + size;
+        if (p->stats.peak_bytes_in_use > limit)
+            limit = p->stats.peak_bytes_in_use;
+        while (p->stats.bytes_reserved + size > limit && evict_largest(p)) {
+        }
         ptr = p->backend->alloc(p->backend->ctx, size);
         if (!ptr) {
             /* Cached blocks of other sizes may be what is missing. */
