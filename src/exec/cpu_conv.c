@@ -5,9 +5,9 @@
  *   conv2d:             y  = W  . col(x)
  *   conv2d_grad_input:  dx = col2im(W^T . gy)
  *   conv2d_grad_weight: dW += gy . col(x)^T   (summed over the batch)
- * The column matrix is scratch memory outside the pool (see docs/ops.md);
- * a 1x1 kernel with stride 1 and no padding needs none, since there x
- * already is its own column matrix.
+ * The column matrix is the op's workspace, lent from the pool (see
+ * docs/ops.md); a 1x1 kernel with stride 1 and no padding needs none, since
+ * there x already is its own column matrix.
  */
 #include "cpu_kernels.h"
 
@@ -29,36 +29,66 @@ typedef struct conv_dims {
 
 /* col[(c*KH + i)*KW + j][oy*OW + ox] = x[c][oy*SH - PH + i*DH][ox*SW - PW +
  * j*DW], or 0 in the padding; col2im adds the entries back into x. Both walk
- * col in order and skip the rows of x that fall into the padding. */
+ * col in order. For each (c, i, j) the output columns whose input column is
+ * inside x form one range [lo, hi), computed once, so the inner loops have
+ * no bounds tests and a stride-1 row is a memcpy: these loops, not the
+ * GEMMs, were most of a small-channel ResNet's time. */
+static void conv_valid_cols(const conv_dims *d, int j, int64_t *lo,
+                            int64_t *hi) {
+    const int64_t off = (int64_t)j * d->dw - d->pw; /* ix = ox * sw + off */
+    int64_t a = off >= 0 ? 0 : (-off + d->sw - 1) / d->sw;
+    int64_t b = d->w - off <= 0 ? 0 : (d->w - off + d->sw - 1) / d->sw;
+    if (b > d->ow) b = d->ow;
+    if (a > b) a = b;
+    *lo = a;
+    *hi = b;
+}
+
 #define CONV_DEF(T, SUF, GEMM)                                                \
-    static void im2col_##SUF(const T *x, T *col, const conv_dims *d) {        \
+    static void im2col_##SUF(const T *restrict x, T *restrict col,            \
+                             const conv_dims *d) {                            \
         for (int64_t c = 0; c < d->cg; c++)                                   \
             for (int i = 0; i < d->kh; i++)                                   \
-                for (int j = 0; j < d->kw; j++)                               \
+                for (int j = 0; j < d->kw; j++) {                             \
+                    int64_t lo, hi;                                           \
+                    conv_valid_cols(d, j, &lo, &hi);                          \
+                    const int64_t off = (int64_t)j * d->dw - d->pw;           \
                     for (int64_t oy = 0; oy < d->oh; oy++, col += d->ow) {    \
                         const int64_t iy = oy * d->sh - d->ph + i * d->dh;    \
-                        const bool in_y = iy >= 0 && iy < d->h;               \
-                        const T *row = x + (c * d->h + (in_y ? iy : 0)) * d->w;\
-                        for (int64_t ox = 0; ox < d->ow; ox++) {              \
-                            const int64_t ix = ox * d->sw - d->pw + j * d->dw;\
-                            col[ox] = in_y && ix >= 0 && ix < d->w ? row[ix]  \
-                                                                   : (T)0;    \
+                        if (iy < 0 || iy >= d->h || lo == hi) {               \
+                            memset(col, 0, (size_t)d->ow * sizeof(T));        \
+                            continue;                                         \
                         }                                                     \
+                        const T *row = x + (c * d->h + iy) * d->w + off;      \
+                        if (lo > 0) memset(col, 0, (size_t)lo * sizeof(T));   \
+                        if (d->sw == 1)                                       \
+                            memcpy(col + lo, row + lo,                        \
+                                   (size_t)(hi - lo) * sizeof(T));            \
+                        else                                                  \
+                            for (int64_t ox = lo; ox < hi; ox++)              \
+                                col[ox] = row[ox * d->sw];                    \
+                        if (hi < d->ow)                                       \
+                            memset(col + hi, 0,                               \
+                                   (size_t)(d->ow - hi) * sizeof(T));         \
                     }                                                         \
+                }                                                             \
     }                                                                         \
-    static void col2im_##SUF(const T *col, T *x, const conv_dims *d) {        \
+    static void col2im_##SUF(const T *restrict col, T *restrict x,            \
+                             const conv_dims *d) {                            \
         for (int64_t c = 0; c < d->cg; c++)                                   \
             for (int i = 0; i < d->kh; i++)                                   \
-                for (int j = 0; j < d->kw; j++)                               \
+                for (int j = 0; j < d->kw; j++) {                             \
+                    int64_t lo, hi;                                           \
+                    conv_valid_cols(d, j, &lo, &hi);                          \
+                    const int64_t off = (int64_t)j * d->dw - d->pw;           \
                     for (int64_t oy = 0; oy < d->oh; oy++, col += d->ow) {    \
                         const int64_t iy = oy * d->sh - d->ph + i * d->dh;    \
                         if (iy < 0 || iy >= d->h) continue;                   \
-                        T *row = x + (c * d->h + iy) * d->w;                  \
-                        for (int64_t ox = 0; ox < d->ow; ox++) {              \
-                            const int64_t ix = ox * d->sw - d->pw + j * d->dw;\
-                            if (ix >= 0 && ix < d->w) row[ix] += col[ox];     \
-                        }                                                     \
+                        T *row = x + (c * d->h + iy) * d->w + off;            \
+                        for (int64_t ox = lo; ox < hi; ox++)                  \
+                            row[ox * d->sw] += col[ox];                       \
                     }                                                         \
+                }                                                             \
     }                                                                         \
     /* (a, b) are (x, w), (gy, w) or (gy, x) by mode; out is y, dx or dw. */  \
     static mg_status conv_##SUF(const T *a, const T *b, T *out, T *col,       \
