@@ -306,8 +306,11 @@ int mg_graph_checkpoints(const mg_graph *g, mg_tensor *out, int cap);
  *   grads_out      n_xs tensor ids written on success only
  *
  * Gradients from fan-out are summed. An x that no y depends on gets a
- * zero-filled tensor of its shape (as jax.grad does), never MG_NO_TENSOR.
- * On failure the graph is left as it was before the call.
+ * zero-filled tensor of its shape (as jax.grad does), never MG_NO_TENSOR;
+ * but when no y depends on any x at all the call fails with
+ * MG_ERR_INVALID_ARG, since every gradient would be zero (a wiring
+ * mistake, not a request). On failure the graph is left as it was before
+ * the call.
  */
 mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
                        const mg_tensor *grad_ys, const mg_tensor *xs, int n_xs,
