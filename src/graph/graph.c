@@ -46,6 +46,17 @@ const char *mg_graph_tensor_label(const mg_graph *g, mg_tensor t, char *buf,
     return buf;
 }
 
+void mg_graph_missing_input(const char *op, int i) {
+    /* A failed inner builder call already said why: keep its message, so
+     * nested calls report the cause, not a cascade. Only an MG_NO_TENSOR
+     * from nowhere gets a message of its own. */
+    if (mg_last_status() == MG_OK)
+        mg_set_error(MG_ERR_UNKNOWN_ID,
+                     "%s: input %d is MG_NO_TENSOR (the result of a failed "
+                     "builder call?)",
+                     op, i);
+}
+
 mg_status mg_graph_check_id(const mg_graph *g, mg_tensor t, const char *what) {
     if (!g) return mg_set_error(MG_ERR_INVALID_ARG, "%s: graph is NULL", what);
     if (t < 0 || t >= g->n)
@@ -126,9 +137,11 @@ mg_tensor mg_graph_add_node(mg_graph *g, mg_op op, int n_in,
         mg_set_error(MG_ERR_INVALID_ARG, "%s: graph is NULL", mg_op_str(op));
         return MG_NO_TENSOR;
     }
-    /* A failed inner builder call already said why; keep its message. */
     for (int i = 0; i < n_in; i++)
-        if (in && in[i] == MG_NO_TENSOR) return MG_NO_TENSOR;
+        if (in && in[i] == MG_NO_TENSOR) {
+            mg_graph_missing_input(mg_op_str(op), i);
+            return MG_NO_TENSOR;
+        }
     if (check_inputs(g, op, n_in, in) != MG_OK) return MG_NO_TENSOR;
 
     /* Copies: in and attrs may point into g->nodes, which growing moves. */

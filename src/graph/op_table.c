@@ -129,7 +129,10 @@ const char *mg_op_str(mg_op op) {
 /* ---- shared checks ------------------------------------------------------- */
 
 const mg_tdesc *mg_arg_desc(const mg_graph *g, mg_tensor t, const char *op) {
-    if (g && t == MG_NO_TENSOR) return NULL;
+    if (g && t == MG_NO_TENSOR) {
+        mg_graph_missing_input(op, 0);
+        return NULL;
+    }
     return mg_graph_check_id(g, t, op) == MG_OK ? &g->nodes[t].d : NULL;
 }
 

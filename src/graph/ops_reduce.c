@@ -131,8 +131,7 @@ mg_status mg_broadcast_to_infer(const mg_tdesc *in, int n_in,
 mg_tensor mg_broadcast_to(mg_graph *g, mg_tensor x, int ndim,
                           const int64_t *shape) {
     mg_attrs at = {0};
-    if (x == MG_NO_TENSOR ||
-        mg_attrs_shape_set(&at, ndim, shape, "broadcast_to") != MG_OK)
+    if (mg_attrs_shape_set(&at, ndim, shape, "broadcast_to") != MG_OK)
         return MG_NO_TENSOR;
     return mg_graph_add_node(g, MG_OP_BROADCAST_TO, 1, &x, &at);
 }

@@ -29,8 +29,7 @@ mg_status mg_reshape_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 
 mg_tensor mg_reshape(mg_graph *g, mg_tensor x, int ndim, const int64_t *shape) {
     mg_attrs at = {0};
-    if (x == MG_NO_TENSOR ||
-        mg_attrs_shape_set(&at, ndim, shape, "reshape") != MG_OK)
+    if (mg_attrs_shape_set(&at, ndim, shape, "reshape") != MG_OK)
         return MG_NO_TENSOR;
     return mg_graph_add_node(g, MG_OP_RESHAPE, 1, &x, &at);
 }
