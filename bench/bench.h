@@ -1,0 +1,124 @@
+/*
+ * bench.h - what the files of mg-bench share: the options of a subcommand,
+ * one test case (bench_case, its caller memory and its step results), and
+ * the helpers for usage and errors, parsing and measuring.
+ *
+ *   bench_util.c   usage and errors, parsing, measuring (clocks, median,
+ *                  RSS, physical memory, BLAS info)
+ *   bench_case.c   one test case: prepare, bind, memory, warm-up, timed step
+ *   cmd_depth.c    mg-bench depth
+ *   cmd_rewrite.c  mg-bench rewrite
+ *   cmd_step.c     mg-bench step
+ *   mg_bench.c     main() and the subcommand dispatch
+ *   models.c       the models (models.h)
+ */
+#ifndef MG_BENCH_BENCH_H
+#define MG_BENCH_BENCH_H
+
+#include "models.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define BENCH_MAX_LIST 64
+
+/* ------------------------------------------------------------------ options */
+
+/* The options depth and step share. */
+typedef struct common_opts {
+    const bench_model_spec *spec;
+    long batch, width, repeat;
+    size_t max_bytes;
+    const char *csv;
+} common_opts;
+
+/* ------------------------------------------------------------ the commands */
+
+int bench_cmd_depth(int argc, char **argv);
+int bench_cmd_rewrite(int argc, char **argv);
+int bench_cmd_step(int argc, char **argv);
+
+/* ------------------------------------------------------ usage and errors */
+
+void bench_usage_print(FILE *out);
+/* Prints "mg-bench: <message>" and the short usage to stderr; returns 2. */
+int bench_usage_error(const char *fmt, ...);
+mg_status bench_builder_status(void);
+/* Prints "mg-bench: what: status: mg_last_error()"; returns 1. */
+int bench_fail(const char *what, mg_status s);
+/* The model named `name` into *spec; else a usage error (2). */
+int bench_model_check(const char *name, const bench_model_spec **spec);
+
+/* ------------------------------------------------------------------ parsing */
+
+int bench_long_parse(const char *s, long lo, long hi, long *out);
+/* "8,16,1e4" -> up to cap integers in [lo, hi]; their count, or -1. */
+int bench_int_list_parse(const char *s, long lo, long hi, long *out, int cap);
+/* "512M", "2GiB", "1e9" -> bytes; 0 if not a positive size. */
+int bench_bytes_parse(const char *s, size_t *out);
+/* "none,memory" -> up to cap policies; their count, or -1. */
+int bench_policy_list_parse(const char *s, mg_ckpt_policy *out, int cap);
+const char *bench_policy_str(mg_ckpt_policy p);
+
+/* --------------------------------------------------------------- measuring */
+
+void bench_blas_info(char *buf, size_t len);
+double bench_now_ms(void);
+/* The median of v[0..n-1]; NAN for n < 1 or without memory. */
+double bench_median(const double *v, int n);
+size_t bench_physical_memory(void);
+size_t bench_proc_status_bytes(const char *key);
+int bench_rss_peak_reset(void);
+double bench_mib(size_t b);
+
+/* ----------------------------------------------------------- one test case */
+
+/* A model differentiated under one policy with a compiled plan. The
+ * model's data tensors are mm->input and mm->target ("inputs" below, in
+ * that order), its parameters mm->params and their gradients mm->grads. */
+typedef struct bench_case {
+    mg_ckpt_policy policy;
+    mg_model *mm;
+    size_t act_one_layer;
+    mg_tensor inputs[2];
+    mg_plan *plan;
+    mg_plan_summary sum;
+    size_t param_bytes, input_bytes;
+    mg_binding *binds;     /* to a bench_memory, once it exists */
+    int n_binds;
+    mg_exec *ex;
+} bench_case;
+
+/* Caller memory for one model shape; shared by every policy of a depth
+ * (the loss is written by each run in turn). */
+typedef struct bench_memory {
+    void *inputs[2];
+    void **params, **grads;
+    int n_params;
+    float loss;
+} bench_memory;
+
+typedef struct step_result {
+    double time_ms_median;
+    double *times; /* repeat entries */
+    size_t peak_bytes;
+    size_t reserved_bytes; /* the pool's reservation after the first step */
+    size_t rss_before, rss_peak;
+    float loss;
+} step_result;
+
+mg_status bench_case_prepare(const bench_model_spec *spec,
+                             const bench_model_cfg *cfg,
+                             mg_ckpt_policy policy, bench_case *c);
+void bench_case_free(bench_case *c);
+size_t bench_case_need(const bench_case *c);
+mg_status bench_case_bind(const bench_case *c, bench_memory *mem,
+                          mg_binding **binds_out, int *n_out);
+int bench_memory_alloc(const bench_case *c, bench_memory *mem,
+                       const char *load);
+void bench_memory_free(bench_memory *mem);
+mg_status bench_case_warm_up(bench_case *c, bench_memory *mem, int repeat,
+                             step_result *r);
+mg_status bench_case_timed_step(bench_case *c, int k, step_result *r);
+
+#endif

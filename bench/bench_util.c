@@ -1,0 +1,294 @@
+/*
+ * bench_util.c - what every mg-bench command uses: the usage text and the
+ * error exits, parsing option values (integers, lists, byte sizes,
+ * checkpoint policies) and measuring (clock, median, RSS, physical memory,
+ * which BLAS runs).
+ */
+#include "bench.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <dlfcn.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------ usage */
+
+void bench_usage_print(FILE *out) {
+    fprintf(out,
+"usage: mg-bench depth   [--model NAME] [--depths N,N,...] [--policy P,P,...]\n"
+"                        [--batch B] [--width W] [--repeat K] [--csv FILE]\n"
+"                        [--max-bytes BYTES]\n"
+"       mg-bench rewrite [--ops N,N,...] [--shape chain,residual] [--repeat K]\n"
+"                        [--csv FILE]\n"
+"       mg-bench step    [--model NAME] [--depth N] [--policy P] [--batch B]\n"
+"                        [--width W] [--repeat K] [--load FILE]\n"
+"                        [--save-grads FILE] [--max-bytes BYTES]\n"
+"       mg-bench --help\n"
+"\n"
+"depth: for each depth and policy, build the model, differentiate it under\n"
+"  the policy, compile the plan and time --repeat training steps (forward\n"
+"  and backward, after one untimed warm-up step). Parameters and their\n"
+"  gradient buffers are caller memory, so peak_bytes (the pool's measured\n"
+"  peak in one step) is activations, recomputed values and temporaries.\n"
+"  The policies of one depth run interleaved (step k of each, then step\n"
+"  k+1 of each), so that load from other processes falls on all of them\n"
+"  alike; time_ratio_vs_none compares medians of the same run.\n"
+"  --model     one of the models below (default mlp)\n"
+"  --depths    default 8,16,32,64,128,256,512,1024\n"
+"  --policy    none, memory, speed, collection (default none,memory,speed;\n"
+"              collection keeps every round(sqrt(n))-th of the model's n\n"
+"              layer or block outputs, as checkpoint_sequential would)\n"
+"  --batch     default: the model's, below\n"
+"  --width     default: the model's, below\n"
+"  --repeat    timed steps per case, median reported (default 5)\n"
+"  --csv       also write one row per case to FILE, columns\n"
+"              model,policy,depth,batch,width,peak_bytes,\n"
+"              predicted_peak_bytes,param_bytes,activation_bytes_one_layer,\n"
+"              recompute_flops_ratio,time_ms_median,time_ratio_vs_none\n"
+"  --max-bytes refuse (and say so) a case whose predicted peak plus its\n"
+"              parameters, gradients and inputs exceeds BYTES; suffixes\n"
+"              K, M, G (powers of 1024). Default: half of physical memory\n"
+"\n"
+"rewrite: time mg_gradients (differentiate and rewrite, policy memory) and\n"
+"  mg_plan_compile on a graph of N forward ops, median of --repeat runs;\n"
+"  building the forward graph is timed separately.\n"
+"  --ops       default 10000,100000,1000000\n"
+"  --shape     chain (x -> tanh -> tanh ...), residual (h + tanh(h) blocks)\n"
+"              or both (default chain,residual)\n"
+"  --repeat    default 5\n"
+"  --csv       columns shape,ops,tensors,plan_steps,build_ms,gradients_ms,\n"
+"              plan_ms,total_ms (total = gradients + plan)\n"
+"\n"
+"step: one model at one depth under one policy, for bench/compare_torch.py.\n"
+"  --load FILE reads the model's input, its target and then its parameters\n"
+"  (mg_model.params order, memgrad_models.h) as raw little-endian f32\n"
+"  (labels int32), back to back; without it they come from the model's\n"
+"  seeded initialisation. --save-grads FILE writes the parameters'\n"
+"  gradients in the same order as raw f32. Prints key=value\n"
+"  lines: blas, loss, time_ms_median, time_ms (each step), peak_bytes,\n"
+"  predicted_peak_bytes, pool_reserved_bytes (the pool's blocks, in use\n"
+"  or cached, after the first step: peak_bytes plus what its size classes\n"
+"  could not reuse), rss_before_bytes, rss_peak_bytes (whole process,\n"
+"  around the first step), param_bytes, recompute_flops_ratio, segments\n"
+"  and checkpoints (of the plan).\n"
+"  --depth default 64, --policy default none, --repeat default 5.\n"
+"\n"
+"models (memgrad_models.h builders; the defaults make activations dominate\n"
+"weights, as in openai's ResNet plots with batch 1280):\n");
+    for (int i = 0; i < bench_n_models; i++) {
+        const bench_model_spec *s = &bench_models[i];
+        fprintf(out, "  %-12s %s\n  %-12s default --batch %d --width %d\n",
+                s->name, s->summary, "", s->default_batch, s->default_width);
+    }
+    fprintf(out,
+"  mlp: a layer holds batch x width activations against width x width\n"
+"  weights; batch 1024 x width 256 is 1 MiB against 256 KiB (4x). Depth\n"
+"  1024 under policy none holds about 1 GiB of activations and a step takes\n"
+"  seconds on two cores. The reasons for the other defaults are in\n"
+"  bench/models.c.\n");
+}
+
+int bench_usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "mg-bench: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    fprintf(stderr,
+            "usage: mg-bench depth   [--model NAME] [--depths N,...] "
+            "[--policy P,...] [--batch B]\n"
+            "                        [--width W] [--repeat K] [--csv FILE] "
+            "[--max-bytes BYTES]\n"
+            "       mg-bench rewrite [--ops N,...] [--shape chain,residual] "
+            "[--repeat K] [--csv FILE]\n"
+            "       mg-bench step    [--model NAME] [--depth N] [--policy P] "
+            "[--load FILE] ...\n"
+            "       mg-bench --help  (every option and its default)\n");
+    return 2;
+}
+
+/* The status behind mg_last_error() after a builder returned NULL. */
+mg_status bench_builder_status(void) {
+    return mg_last_error()[0] ? MG_ERR_INVALID_ARG : MG_ERR_NOMEM;
+}
+
+int bench_fail(const char *what, mg_status s) {
+    fprintf(stderr, "mg-bench: %s: %s: %s\n", what, mg_status_str(s),
+            mg_last_error());
+    return 1;
+}
+
+int bench_model_check(const char *name, const bench_model_spec **spec) {
+    *spec = bench_model_find(name);
+    if (!*spec)
+        return bench_usage_error("unknown model '%s'; known models: %s",
+                                 name, bench_model_names());
+    return 0;
+}
+
+/* ------------------------------------------------------------------ parsing */
+
+int bench_long_parse(const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+/* "8,16,1e4" -> up to cap positive integers (1e4-style accepted). */
+int bench_int_list_parse(const char *s, long lo, long hi, long *out,
+                         int cap) {
+    int n = 0;
+    char buf[1024];
+    if (strlen(s) >= sizeof buf) return -1;
+    strcpy(buf, s);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        long v;
+        if (!bench_long_parse(tok, lo, hi, &v)) {
+            char *end;
+            double d = strtod(tok, &end);
+            if (end == tok || *end || d != floor(d) || d < (double)lo ||
+                d > (double)hi)
+                return -1;
+            v = (long)d;
+        }
+        if (n == cap) return -1;
+        out[n++] = v;
+    }
+    return n;
+}
+
+int bench_bytes_parse(const char *s, size_t *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v <= 0) return 0;
+    double mul = 1;
+    if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') mul = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') mul = 1024.0 * 1024 * 1024, end++;
+    if (*end == 'i') end++;
+    if (*end == 'B') end++;
+    if (*end) return 0;
+    *out = (size_t)(v * mul);
+    return 1;
+}
+
+typedef struct policy_name {
+    const char *name;
+    mg_ckpt_policy policy;
+} policy_name;
+
+static const policy_name policies[] = {{"none", MG_CKPT_NONE},
+                                       {"collection", MG_CKPT_COLLECTION},
+                                       {"memory", MG_CKPT_MEMORY},
+                                       {"speed", MG_CKPT_SPEED}};
+
+const char *bench_policy_str(mg_ckpt_policy p) {
+    for (size_t i = 0; i < sizeof policies / sizeof *policies; i++)
+        if (policies[i].policy == p) return policies[i].name;
+    return "?";
+}
+
+int bench_policy_list_parse(const char *s, mg_ckpt_policy *out, int cap) {
+    int n = 0;
+    char buf[256];
+    if (strlen(s) >= sizeof buf) return -1;
+    strcpy(buf, s);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        size_t i = 0;
+        while (i < sizeof policies / sizeof *policies &&
+               strcmp(policies[i].name, tok))
+            i++;
+        if (i == sizeof policies / sizeof *policies || n == cap) return -1;
+        out[n++] = policies[i].policy;
+    }
+    return n;
+}
+
+/* --------------------------------------------------------------- measuring */
+
+/* "OpenBLAS core SkylakeX, 2 threads", found at run time through the
+ * symbols OpenBLAS exports (memgrad links it; mg-bench does not name it).
+ * Debian 12's OpenBLAS picks its SSE3 "Prescott" kernels on CPUs it does
+ * not know, several times slower: the core is worth recording. */
+void bench_blas_info(char *buf, size_t len) {
+    void *self = dlopen(NULL, RTLD_LAZY);
+    char *(*corename)(void) = NULL;
+    int (*threads)(void) = NULL;
+    if (self) {
+        *(void **)&corename = dlsym(self, "openblas_get_corename");
+        *(void **)&threads = dlsym(self, "openblas_get_num_threads");
+    }
+    if (corename && threads)
+        snprintf(buf, len, "OpenBLAS core %s, %d threads", corename(),
+                 threads());
+    else
+        snprintf(buf, len, "BLAS: not OpenBLAS or not found");
+    if (self) dlclose(self);
+}
+
+double bench_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double bench_median(const double *v, int n) {
+    double *c = malloc((size_t)n * sizeof *c);
+    if (!c || n < 1) {
+        free(c);
+        return NAN;
+    }
+    memcpy(c, v, (size_t)n * sizeof *c);
+    qsort(c, (size_t)n, sizeof *c, cmp_double);
+    double m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+    free(c);
+    return m;
+}
+
+size_t bench_physical_memory(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return (size_t)8 << 30;
+    return (size_t)pages * (size_t)page;
+}
+
+/* VmRSS or VmHWM of this process in bytes (0 if unreadable). */
+size_t bench_proc_status_bytes(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t kib = 0, n = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n) && line[n] == ':') {
+            kib = (size_t)strtoull(line + n + 1, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return kib * 1024;
+}
+
+/* Reset VmHWM to the current RSS (Linux >= 4.0); 0 if not possible. */
+int bench_rss_peak_reset(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f) return 0;
+    int ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+double bench_mib(size_t b) { return (double)b / (1024.0 * 1024.0); }

@@ -1,0 +1,155 @@
+/*
+ * cmd_step.c - mg-bench step: one model at one depth under one policy,
+ * weights optionally read from a file and gradients optionally written to
+ * one, measurements printed as key=value lines; the memgrad side of
+ * bench/compare_torch.py.
+ */
+#include "bench.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Allocates the lazy pages of OpenBLAS and the pool once, so a later RSS
+ * measurement sees the model's own memory: a tiny matmul plan. */
+static void warm_up_runtime(void) {
+    mg_graph *g = mg_graph_new();
+    int64_t s[2] = {64, 64};
+    mg_tensor a = mg_input(g, "a", MG_F32, 2, s);
+    mg_tensor y = mg_sum(g, mg_matmul(g, a, a, 0, 0), 0, NULL, 0);
+    mg_plan *p = NULL;
+    mg_exec *ex = NULL;
+    static float data[64 * 64];
+    mg_binding b = {a, data};
+    if (mg_plan_compile(g, &y, 1, NULL, &p) == MG_OK &&
+        mg_exec_new(NULL, &ex) == MG_OK)
+        mg_exec_run(ex, p, &b, 1, 0);
+    mg_exec_free(ex);
+    mg_plan_free(p);
+    mg_graph_free(g);
+}
+
+static int write_grads(const char *path, const bench_case *c,
+                       const bench_memory *mem) {
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        fprintf(stderr, "mg-bench: cannot write %s: %s\n", path,
+                strerror(errno));
+        return 0;
+    }
+    int ok = 1;
+    for (int i = 0; ok && i < c->mm->n_params; i++) {
+        size_t n = mg_tensor_nbytes(c->mm->g, c->mm->params[i]);
+        ok = fwrite(mem->grads[i], 1, n, f) == n;
+    }
+    if (fclose(f) != 0) ok = 0;
+    if (!ok) fprintf(stderr, "mg-bench: error writing %s\n", path);
+    return ok;
+}
+
+int bench_cmd_step(int argc, char **argv) {
+    const char *model = "mlp", *load = NULL, *save = NULL, *policy_s = "none";
+    long depth = 64;
+    common_opts o = {.repeat = 5, .max_bytes = bench_physical_memory() / 2};
+    for (int i = 0; i < argc; i += 2) { /* --option value pairs */
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            bench_usage_print(stdout);
+            return 0;
+        }
+        if (!v) return bench_usage_error("%s needs a value", a);
+        if (!strcmp(a, "--model")) model = v;
+        else if (!strcmp(a, "--depth")) {
+            if (!bench_long_parse(v, 1, 1L << 20, &depth))
+                return bench_usage_error("bad --depth '%s'", v);
+        } else if (!strcmp(a, "--policy")) policy_s = v;
+        else if (!strcmp(a, "--batch")) {
+            if (!bench_long_parse(v, 1, 1L << 24, &o.batch))
+                return bench_usage_error("bad --batch '%s'", v);
+        } else if (!strcmp(a, "--width")) {
+            if (!bench_long_parse(v, 1, 1L << 24, &o.width))
+                return bench_usage_error("bad --width '%s'", v);
+        } else if (!strcmp(a, "--repeat")) {
+            if (!bench_long_parse(v, 1, 100000, &o.repeat))
+                return bench_usage_error("bad --repeat '%s'", v);
+        } else if (!strcmp(a, "--load")) load = v;
+        else if (!strcmp(a, "--save-grads")) save = v;
+        else if (!strcmp(a, "--max-bytes")) {
+            if (!bench_bytes_parse(v, &o.max_bytes))
+                return bench_usage_error("bad --max-bytes '%s'", v);
+        } else return bench_usage_error("unknown option '%s' for step", a);
+    }
+    int rc = bench_model_check(model, &o.spec);
+    if (rc) return rc;
+    mg_ckpt_policy pol;
+    if (bench_policy_list_parse(policy_s, &pol, 1) != 1)
+        return bench_usage_error("bad --policy '%s' (one of none, memory, "
+                                 "speed, collection)", policy_s);
+    if (!o.batch) o.batch = o.spec->default_batch;
+    if (!o.width) o.width = o.spec->default_width;
+    bench_model_cfg cfg = {(int)depth, (int)o.batch, (int)o.width};
+    bench_case c;
+    mg_status s = bench_case_prepare(o.spec, &cfg, pol, &c);
+    if (s != MG_OK) {
+        bench_case_free(&c);
+        return bench_fail("building the model", s);
+    }
+    size_t need = c.sum.predicted_peak + 2 * c.param_bytes + c.input_bytes;
+    if (need > o.max_bytes) {
+        fprintf(stderr, "mg-bench: refused: predicted peak %.1f MiB plus "
+                "%.1f MiB of parameters, gradients and inputs exceeds "
+                "--max-bytes %.1f MiB\n", bench_mib(c.sum.predicted_peak),
+                bench_mib(2 * c.param_bytes + c.input_bytes),
+                bench_mib(o.max_bytes));
+        bench_case_free(&c);
+        return 1;
+    }
+    bench_memory mem;
+    if (!bench_memory_alloc(&c, &mem, load)) {
+        bench_memory_free(&mem);
+        bench_case_free(&c);
+        return 1;
+    }
+    /* Touch the gradient buffers, as PyTorch's side pre-allocates .grad:
+     * both sides then start the measured step with them resident. */
+    for (int i = 0; i < mem.n_params; i++)
+        memset(mem.grads[i], 0, mg_tensor_nbytes(c.mm->g, c.mm->params[i]));
+    warm_up_runtime();
+    step_result r = {0};
+    s = bench_case_warm_up(&c, &mem, (int)o.repeat, &r);
+    for (int k = 0; s == MG_OK && k < o.repeat; k++)
+        s = bench_case_timed_step(&c, k, &r);
+    r.time_ms_median = bench_median(r.times, (int)o.repeat);
+    if (s != MG_OK) rc = bench_fail("running", s);
+    if (!rc && save && !write_grads(save, &c, &mem)) rc = 1;
+    if (!rc) {
+        char blas[128];
+        bench_blas_info(blas, sizeof blas);
+        printf("model=%s\npolicy=%s\ndepth=%ld\nbatch=%ld\nwidth=%ld\n"
+               "blas=%s\n", o.spec->name, bench_policy_str(pol), depth, o.batch,
+               o.width, blas);
+        printf("loss=%.9g\ntime_ms_median=%.3f\ntime_ms=", (double)r.loss,
+               r.time_ms_median);
+        for (int k = 0; k < o.repeat; k++)
+            printf("%s%.3f", k ? "," : "", r.times[k]);
+        printf("\npeak_bytes=%zu\npredicted_peak_bytes=%zu\n"
+               "predicted_peak_without_recompute=%zu\n"
+               "pool_reserved_bytes=%zu\n"
+               "param_bytes=%zu\nrss_before_bytes=%zu\nrss_peak_bytes=%zu\n"
+               "recompute_flops_ratio=%.6f\nsegments=%d\ncheckpoints=%d\n",
+               r.peak_bytes, c.sum.predicted_peak,
+               c.sum.predicted_peak_without_recompute, r.reserved_bytes,
+               c.param_bytes,
+               r.rss_before, r.rss_peak,
+               c.sum.forward_flops > 0
+                   ? c.sum.recompute_flops / c.sum.forward_flops
+                   : 0.0,
+               c.sum.n_segments, c.sum.n_checkpoints);
+    }
+    free(r.times);
+    bench_memory_free(&mem);
+    bench_case_free(&c);
+    return rc;
+}
