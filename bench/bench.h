@@ -6,6 +6,8 @@
  *   bench_util.c   usage and errors, parsing, measuring (clocks, median,
  *                  RSS, physical memory, BLAS info)
  *   bench_case.c   one test case: prepare, bind, memory, warm-up, timed step
+ *   bench_device.c --device cuda: device buffers (alloc, upload, download,
+ *                  free), device memory and name, CUDA-event timer
  *   cmd_depth.c    mg-bench depth
  *   cmd_rewrite.c  mg-bench rewrite
  *   cmd_step.c     mg-bench step
@@ -30,6 +32,7 @@ typedef struct common_opts {
     long batch, width, repeat;
     size_t max_bytes;
     const char *csv;
+    mg_device device; /* --device cpu|cuda */
 } common_opts;
 
 /* ------------------------------------------------------------ the commands */
@@ -71,6 +74,35 @@ size_t bench_proc_status_bytes(const char *key);
 int bench_rss_peak_reset(void);
 double bench_mib(size_t b);
 
+/* ------------------------------------------------- the device (--device) */
+
+/* "cpu" or "cuda" into *out; 0 if neither. */
+int bench_device_parse(const char *s, mg_device *out);
+const char *bench_device_str(mg_device d);
+/* 0 if a command can run on d. Else prints why (a build without CUDA, no
+ * device: mg_last_error() of mg_exec_new) to stderr and returns 2. */
+int bench_device_check(mg_device d);
+/* Device memory (cudaMalloc); NULL, with a message, on failure or in a
+ * build without CUDA. */
+void *bench_device_alloc(size_t n);
+/* cudaMemcpy host to device / device to host; 0, with a message, on
+ * failure. */
+int bench_device_upload(void *dst, const void *src, size_t n);
+int bench_device_download(void *dst, const void *src, size_t n);
+void bench_device_free(void *p);
+/* Total memory of the current device; 0 without one. */
+size_t bench_device_memory(void);
+/* --max-bytes by default: half of d's memory (physical memory for the CPU,
+ * or if the device's cannot be read). */
+size_t bench_default_max_bytes(mg_device d);
+/* "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB" or "no CUDA device". */
+void bench_device_info(char *buf, size_t len);
+/* CUDA events on the legacy default stream around a step: start returns 0
+ * on failure, stop the elapsed ms (NAN on failure). */
+int bench_device_timer_start(void);
+double bench_device_timer_stop(void);
+void bench_device_timer_free(void);
+
 /* ----------------------------------------------------------- one test case */
 
 /* A model differentiated under one policy with a compiled plan. The
@@ -87,20 +119,27 @@ typedef struct bench_case {
     mg_binding *binds;     /* to a bench_memory, once it exists */
     int n_binds;
     mg_exec *ex;
+    mg_device device; /* of the executor: bench_memory's, at warm-up */
 } bench_case;
 
 /* Caller memory for one model shape; shared by every policy of a depth
- * (the loss is written by each run in turn). */
+ * (the loss is written by each run in turn). With device MG_DEVICE_CUDA
+ * (bench_memory_to_device) inputs, params and grads are device pointers
+ * and the runs write the loss to loss_dev; bench_case_warm_up copies it to
+ * loss. */
 typedef struct bench_memory {
     void *inputs[2];
     void **params, **grads;
     int n_params;
     float loss;
+    mg_device device;
+    void *loss_dev;
 } bench_memory;
 
 typedef struct step_result {
     double time_ms_median;
-    double *times; /* repeat entries */
+    double *times; /* repeat entries, wall clock around mg_exec_run */
+    double *event_times; /* on a CUDA device: CUDA events, else NULL */
     size_t peak_bytes;
     size_t reserved_bytes; /* the pool's reservation after the first step */
     size_t rss_before, rss_peak;
@@ -116,6 +155,13 @@ mg_status bench_case_bind(const bench_case *c, bench_memory *mem,
                           mg_binding **binds_out, int *n_out);
 int bench_memory_alloc(const bench_case *c, bench_memory *mem,
                        const char *load);
+/* Moves mem (host memory from bench_memory_alloc) to device d: device
+ * buffers with the same contents, gradients zeroed; no-op for the CPU. */
+int bench_memory_to_device(const bench_case *c, bench_memory *mem,
+                           mg_device d);
+/* Gradient i into host memory dst (a copy from the device when there). */
+int bench_memory_grad_to_host(const bench_case *c, const bench_memory *mem,
+                              int i, void *dst);
 void bench_memory_free(bench_memory *mem);
 mg_status bench_case_warm_up(bench_case *c, bench_memory *mem, int repeat,
                              step_result *r);

@@ -29,14 +29,81 @@ size_t bench_case_need(const bench_case *c) {
 }
 
 void bench_memory_free(bench_memory *mem) {
-    for (int i = 0; i < 2; i++) free(mem->inputs[i]);
+    void (*release)(void *) =
+        mem->device == MG_DEVICE_CPU ? free : bench_device_free;
+    for (int i = 0; i < 2; i++) release(mem->inputs[i]);
     for (int i = 0; mem->params && i < mem->n_params; i++) {
-        free(mem->params[i]);
-        free(mem->grads[i]);
+        release(mem->params[i]);
+        release(mem->grads[i]);
     }
+    if (mem->loss_dev) bench_device_free(mem->loss_dev);
     free(mem->params);
     free(mem->grads);
     memset(mem, 0, sizeof *mem);
+}
+
+/* Moves to the device in two phases: every device buffer is allocated and
+ * filled first, and only then are the host buffers freed and replaced, so a
+ * failure leaves mem on the host, whole, for bench_memory_free. The device
+ * copies are kept in one array: inputs, then (param, grad) pairs, then the
+ * loss. */
+int bench_memory_to_device(const bench_case *c, bench_memory *mem,
+                           mg_device d) {
+    if (d == MG_DEVICE_CPU || mem->device == d) return 1;
+    const mg_model *m = c->mm;
+    int n = 2 + 2 * m->n_params + 1;
+    void **dev = calloc((size_t)n, sizeof *dev);
+    if (!dev) return 0;
+    int ok = 1;
+    for (int k = 0; ok && k < n; k++) {
+        void *host;
+        size_t nbytes;
+        if (k < 2) {
+            host = mem->inputs[k];
+            nbytes = mg_tensor_nbytes(m->g, c->inputs[k]);
+        } else if (k < n - 1) {
+            int i = (k - 2) / 2, is_grad = (k - 2) % 2;
+            host = is_grad ? mem->grads[i] : mem->params[i];
+            nbytes = mg_tensor_nbytes(m->g, m->params[i]);
+            if (is_grad) memset(host, 0, nbytes); /* zeroed, as .grad */
+        } else {
+            host = NULL; /* the loss: written by each run */
+            nbytes = sizeof mem->loss;
+        }
+        ok = (dev[k] = bench_device_alloc(nbytes)) != NULL &&
+             (!host || bench_device_upload(dev[k], host, nbytes));
+    }
+    if (!ok) {
+        for (int k = 0; k < n; k++) bench_device_free(dev[k]);
+        free(dev);
+        fprintf(stderr, "mg-bench: could not copy the inputs, parameters "
+                "and gradients to the %s device\n", bench_device_str(d));
+        return 0;
+    }
+    for (int k = 0; k < 2; k++) {
+        free(mem->inputs[k]);
+        mem->inputs[k] = dev[k];
+    }
+    for (int i = 0; i < m->n_params; i++) {
+        free(mem->params[i]);
+        free(mem->grads[i]);
+        mem->params[i] = dev[2 + 2 * i];
+        mem->grads[i] = dev[3 + 2 * i];
+    }
+    mem->loss_dev = dev[n - 1];
+    mem->device = d;
+    free(dev);
+    return 1;
+}
+
+int bench_memory_grad_to_host(const bench_case *c, const bench_memory *mem,
+                              int i, void *dst) {
+    size_t n = mg_tensor_nbytes(c->mm->g, c->mm->params[i]);
+    if (mem->device == MG_DEVICE_CPU) {
+        memcpy(dst, mem->grads[i], n);
+        return 1;
+    }
+    return bench_device_download(dst, mem->grads[i], n);
 }
 
 /* Point the bindings at mem for this case's tensor ids. With mem NULL, a
@@ -55,7 +122,9 @@ mg_status bench_case_bind(const bench_case *c, bench_memory *mem,
         b[k++] = (mg_binding){m->params[i], mem ? mem->params[i] : placeholder};
         b[k++] = (mg_binding){m->grads[i], mem ? mem->grads[i] : placeholder};
     }
-    b[k++] = (mg_binding){m->loss, mem ? (void *)&mem->loss : placeholder};
+    void *loss = !mem ? placeholder
+                 : mem->loss_dev ? mem->loss_dev : (void *)&mem->loss;
+    b[k++] = (mg_binding){m->loss, loss};
     *binds_out = b;
     *n_out = n;
     return MG_OK;
@@ -174,8 +243,14 @@ mg_status bench_case_warm_up(bench_case *c, bench_memory *mem, int repeat,
     memset(r, 0, sizeof *r);
     r->times = calloc((size_t)repeat, sizeof *r->times);
     if (!r->times) return MG_ERR_NOMEM;
+    c->device = mem->device;
+    if (c->device != MG_DEVICE_CPU) {
+        r->event_times = calloc((size_t)repeat, sizeof *r->event_times);
+        if (!r->event_times) return MG_ERR_NOMEM;
+    }
     mg_status s = bench_case_bind(c, mem, &c->binds, &c->n_binds);
-    if (s == MG_OK) s = mg_exec_new(NULL, &c->ex);
+    mg_exec_options eo = {.device = c->device};
+    if (s == MG_OK) s = mg_exec_new(&eo, &c->ex);
     if (s != MG_OK) return s;
     r->rss_before = bench_proc_status_bytes("VmRSS");
     int have_hwm = bench_rss_peak_reset();
@@ -186,6 +261,10 @@ mg_status bench_case_warm_up(bench_case *c, bench_memory *mem, int repeat,
     mg_exec_pool_stats(c->ex, &st);
     r->peak_bytes = st.peak_bytes_in_use;
     r->reserved_bytes = st.bytes_reserved;
+    /* On a device: the run has synchronised; copy the loss back. */
+    if (s == MG_OK && mem->loss_dev &&
+        !bench_device_download(&mem->loss, mem->loss_dev, sizeof mem->loss))
+        s = MG_ERR_INTERNAL;
     r->loss = mem->loss;
     return s;
 }
@@ -193,9 +272,14 @@ mg_status bench_case_warm_up(bench_case *c, bench_memory *mem, int repeat,
 /* Timed step k of c (after bench_case_warm_up). */
 mg_status bench_case_timed_step(bench_case *c, int k, step_result *r) {
     mg_exec_pool_reset_peak(c->ex);
+    /* Wall clock is the step on any device: the CUDA backend synchronises
+     * before mg_exec_run returns. On a device CUDA events on the default
+     * stream time it again on the GPU's clock. */
+    int ev = r->event_times && bench_device_timer_start();
     double t0 = bench_now_ms();
     mg_status s = mg_exec_run(c->ex, c->plan, c->binds, c->n_binds, 0);
     r->times[k] = bench_now_ms() - t0;
+    if (r->event_times) r->event_times[k] = ev ? bench_device_timer_stop() : NAN;
     mg_pool_stats st;
     mg_exec_pool_stats(c->ex, &st);
     if (st.peak_bytes_in_use > r->peak_bytes)

@@ -103,7 +103,8 @@ static int depth_one(const common_opts *o, int depth,
             continue;
         }
         if (!have_mem) {
-            if (!bench_memory_alloc(c, &mem, NULL)) {
+            if (!bench_memory_alloc(c, &mem, NULL) ||
+                !bench_memory_to_device(c, &mem, o->device)) {
                 fprintf(stderr, "mg-bench: %s: out of memory for the "
                         "parameters\n", label);
                 rc = 1;
@@ -161,6 +162,9 @@ static int depth_one(const common_opts *o, int depth,
             fprintf(stderr, "[%s] median %.1f ms, peak %.2f MiB, loss %.4f\n",
                     label, r->time_ms_median, bench_mib(r->peak_bytes),
                     (double)r->loss);
+            if (r->event_times)
+                fprintf(stderr, "[%s] median by CUDA events %.2f ms\n", label,
+                        bench_median(r->event_times, (int)o->repeat));
             mg_exec_free(c->ex); /* its pool goes back now */
             c->ex = NULL;
         }
@@ -170,6 +174,7 @@ done:
     for (int p = 0; p < n_pol; p++) {
         bench_case_free(&cases[p]);
         free(res[p].times);
+        free(res[p].event_times);
     }
     bench_memory_free(&mem);
     return rc;
@@ -178,8 +183,7 @@ done:
 int bench_cmd_depth(int argc, char **argv) {
     const char *model = "mlp", *depths_s = "8,16,32,64,128,256,512,1024",
                *policy_s = "none,memory,speed";
-    common_opts o = {.batch = 0, .width = 0, .repeat = 5,
-                     .max_bytes = bench_physical_memory() / 2};
+    common_opts o = {.batch = 0, .width = 0, .repeat = 5};
     for (int i = 0; i < argc; i += 2) { /* --option value pairs */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -199,6 +203,9 @@ int bench_cmd_depth(int argc, char **argv) {
         } else if (!strcmp(a, "--repeat")) {
             if (!bench_long_parse(v, 1, 100000, &o.repeat))
                 return bench_usage_error("bad --repeat '%s'", v);
+        } else if (!strcmp(a, "--device")) {
+            if (!bench_device_parse(v, &o.device))
+                return bench_usage_error("bad --device '%s' (cpu or cuda)", v);
         } else if (!strcmp(a, "--csv")) o.csv = v;
         else if (!strcmp(a, "--max-bytes")) {
             if (!bench_bytes_parse(v, &o.max_bytes))
@@ -218,6 +225,8 @@ int bench_cmd_depth(int argc, char **argv) {
                                  "collection)", policy_s);
     if (!o.batch) o.batch = o.spec->default_batch;
     if (!o.width) o.width = o.spec->default_width;
+    if ((rc = bench_device_check(o.device))) return rc;
+    if (!o.max_bytes) o.max_bytes = bench_default_max_bytes(o.device);
 
     FILE *csv = NULL;
     if (o.csv) {
@@ -229,19 +238,28 @@ int bench_cmd_depth(int argc, char **argv) {
         fputs(csv_header, csv);
     }
     fprintf(stderr, "mg-bench depth: model %s, batch %ld, width %ld, %ld "
-            "timed steps per case, --max-bytes %.0f MiB\n", o.spec->name,
-            o.batch, o.width, o.repeat, bench_mib(o.max_bytes));
+            "timed steps per case, device %s, --max-bytes %.0f MiB\n",
+            o.spec->name, o.batch, o.width, o.repeat,
+            bench_device_str(o.device), bench_mib(o.max_bytes));
     char blas[128];
     bench_blas_info(blas, sizeof blas);
     printf("# %s\n", blas);
-    printf("# model %s, batch %ld, width %ld, f32; peak = pool peak in one "
-           "training step (parameters and gradients are caller memory)\n",
-           o.spec->name, o.batch, o.width);
+    if (o.device != MG_DEVICE_CPU) {
+        char gpu[256];
+        bench_device_info(gpu, sizeof gpu);
+        printf("# device %s: %s (TF32 off)\n", bench_device_str(o.device),
+               gpu);
+    }
+    printf("# model %s, batch %ld, width %ld, f32, device %s; peak = pool "
+           "peak in one training step (parameters and gradients are caller "
+           "memory)\n", o.spec->name, o.batch, o.width,
+           bench_device_str(o.device));
     printf("%-11s %-10s %6s %11s %11s %8s %9s %11s %8s %9s\n", "model",
            "policy", "depth", "peak_MiB", "pred_MiB", "peak/no", "recompute",
            "time_ms", "time/no", "peak/layer");
     for (int d = 0; d < n_depths && !rc; d++)
         rc = depth_one(&o, (int)depths[d], pol, n_pol, csv);
+    bench_device_timer_free();
     if (csv && fclose(csv) != 0) {
         fprintf(stderr, "mg-bench: error writing %s\n", o.csv);
         rc = 1;

@@ -7,6 +7,7 @@
 #include "bench.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +43,10 @@ static int write_grads(const char *path, const bench_case *c,
     int ok = 1;
     for (int i = 0; ok && i < c->mm->n_params; i++) {
         size_t n = mg_tensor_nbytes(c->mm->g, c->mm->params[i]);
-        ok = fwrite(mem->grads[i], 1, n, f) == n;
+        void *host = malloc(n ? n : 1);
+        ok = host && bench_memory_grad_to_host(c, mem, i, host) &&
+             fwrite(host, 1, n, f) == n;
+        free(host);
     }
     if (fclose(f) != 0) ok = 0;
     if (!ok) fprintf(stderr, "mg-bench: error writing %s\n", path);
@@ -52,7 +56,7 @@ static int write_grads(const char *path, const bench_case *c,
 int bench_cmd_step(int argc, char **argv) {
     const char *model = "mlp", *load = NULL, *save = NULL, *policy_s = "none";
     long depth = 64;
-    common_opts o = {.repeat = 5, .max_bytes = bench_physical_memory() / 2};
+    common_opts o = {.repeat = 5};
     for (int i = 0; i < argc; i += 2) { /* --option value pairs */
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -74,6 +78,9 @@ int bench_cmd_step(int argc, char **argv) {
         } else if (!strcmp(a, "--repeat")) {
             if (!bench_long_parse(v, 1, 100000, &o.repeat))
                 return bench_usage_error("bad --repeat '%s'", v);
+        } else if (!strcmp(a, "--device")) {
+            if (!bench_device_parse(v, &o.device))
+                return bench_usage_error("bad --device '%s' (cpu or cuda)", v);
         } else if (!strcmp(a, "--load")) load = v;
         else if (!strcmp(a, "--save-grads")) save = v;
         else if (!strcmp(a, "--max-bytes")) {
@@ -83,6 +90,8 @@ int bench_cmd_step(int argc, char **argv) {
     }
     int rc = bench_model_check(model, &o.spec);
     if (rc) return rc;
+    if ((rc = bench_device_check(o.device))) return rc;
+    if (!o.max_bytes) o.max_bytes = bench_default_max_bytes(o.device);
     mg_ckpt_policy pol;
     if (bench_policy_list_parse(policy_s, &pol, 1) != 1)
         return bench_usage_error("bad --policy '%s' (one of none, memory, "
@@ -107,33 +116,50 @@ int bench_cmd_step(int argc, char **argv) {
         return 1;
     }
     bench_memory mem;
-    if (!bench_memory_alloc(&c, &mem, load)) {
+    if (!bench_memory_alloc(&c, &mem, load) ||
+        !bench_memory_to_device(&c, &mem, o.device)) {
         bench_memory_free(&mem);
         bench_case_free(&c);
         return 1;
     }
-    /* Touch the gradient buffers, as PyTorch's side pre-allocates .grad:
-     * both sides then start the measured step with them resident. */
-    for (int i = 0; i < mem.n_params; i++)
-        memset(mem.grads[i], 0, mg_tensor_nbytes(c.mm->g, c.mm->params[i]));
-    warm_up_runtime();
+    if (o.device == MG_DEVICE_CPU) {
+        /* Touch the gradient buffers, as PyTorch's side pre-allocates
+         * .grad: both sides then start the measured step with them
+         * resident. (On a device they were uploaded zeroed.) */
+        for (int i = 0; i < mem.n_params; i++)
+            memset(mem.grads[i], 0,
+                   mg_tensor_nbytes(c.mm->g, c.mm->params[i]));
+        warm_up_runtime();
+    }
     step_result r = {0};
     s = bench_case_warm_up(&c, &mem, (int)o.repeat, &r);
     for (int k = 0; s == MG_OK && k < o.repeat; k++)
         s = bench_case_timed_step(&c, k, &r);
     r.time_ms_median = bench_median(r.times, (int)o.repeat);
+    double ev_median =
+        r.event_times ? bench_median(r.event_times, (int)o.repeat) : NAN;
     if (s != MG_OK) rc = bench_fail("running", s);
     if (!rc && save && !write_grads(save, &c, &mem)) rc = 1;
     if (!rc) {
         char blas[128];
         bench_blas_info(blas, sizeof blas);
         printf("model=%s\npolicy=%s\ndepth=%ld\nbatch=%ld\nwidth=%ld\n"
-               "blas=%s\n", o.spec->name, bench_policy_str(pol), depth, o.batch,
-               o.width, blas);
+               "device=%s\nblas=%s\n", o.spec->name, bench_policy_str(pol),
+               depth, o.batch, o.width, bench_device_str(o.device), blas);
+        if (o.device != MG_DEVICE_CPU) {
+            char gpu[256];
+            bench_device_info(gpu, sizeof gpu);
+            printf("gpu=%s\n", gpu);
+        }
         printf("loss=%.9g\ntime_ms_median=%.3f\ntime_ms=", (double)r.loss,
                r.time_ms_median);
         for (int k = 0; k < o.repeat; k++)
             printf("%s%.3f", k ? "," : "", r.times[k]);
+        if (r.event_times) { /* CUDA events around each step */
+            printf("\nevent_ms_median=%.3f\nevent_ms=", ev_median);
+            for (int k = 0; k < o.repeat; k++)
+                printf("%s%.3f", k ? "," : "", r.event_times[k]);
+        }
         printf("\npeak_bytes=%zu\npredicted_peak_bytes=%zu\n"
                "predicted_peak_without_recompute=%zu\n"
                "pool_reserved_bytes=%zu\n"
@@ -149,7 +175,9 @@ int bench_cmd_step(int argc, char **argv) {
                c.sum.n_segments, c.sum.n_checkpoints);
     }
     free(r.times);
+    free(r.event_times);
+    bench_case_free(&c); /* the executor before the memory it borrowed */
     bench_memory_free(&mem);
-    bench_case_free(&c);
+    bench_device_timer_free();
     return rc;
 }

@@ -127,6 +127,39 @@ compares each side's checkpointed gradients with its own plain backprop
 
 The results table goes to stdout and --csv (default
 bench/results/torch-cpu.csv); progress to stderr.
+
+On a GPU (--device cuda; issue 5)
+---------------------------------
+The same models, weights, input and four cases, on CUDA: PyTorch runs on
+torch.cuda with TF32 off (torch.backends.cuda.matmul.allow_tf32 = False,
+torch.backends.cudnn.allow_tf32 = False), memgrad runs `mg-bench step
+--device cuda` (its cuBLAS handle has TF32 off too), so both compute in
+IEEE float32. The f64 reference runs on the GPU as well.
+
+  time              PyTorch: torch.cuda.Event pairs around each step,
+                    synchronised on the end event. memgrad: mg-bench's
+                    event_ms (cudaEvent pairs on the default stream around
+                    mg_exec_run, which synchronises before it returns);
+                    its wall-clock time_ms_median if events are missing.
+  activation_peak_bytes
+                    PyTorch: torch.cuda.max_memory_allocated() during one
+                    step (after reset_peak_memory_stats) minus
+                    torch.cuda.memory_allocated() just before it, when the
+                    weights, inputs and zeroed .grad tensors are resident:
+                    the bytes the step itself allocates. memgrad: its pool's
+                    measured peak in one step, which likewise excludes the
+                    caller's parameters, gradients and inputs.
+  device_peak_bytes PyTorch: torch.cuda.max_memory_allocated() itself;
+                    memgrad: pool peak + parameters + gradient buffers +
+                    inputs (its caller memory, all cudaMalloc'ed by
+                    mg-bench). Neither counts the CUDA context, cuBLAS
+                    workspaces or the caching allocators' unused reserve.
+
+The GPU CSV (default bench/results/torch-cuda.csv) has the CPU one's
+columns with threads and the RSS columns replaced by device, gpu,
+act_ratio_vs_torch and device_peak_bytes. Without a CUDA device (torch
+reports none) --device cuda exits 1 and says so; the CPU path does not
+import torch.cuda at all.
 """
 
 import argparse
@@ -435,13 +468,29 @@ def torch_worker(a):
     import torch.nn.functional as F
     from torch.utils.checkpoint import checkpoint_sequential
     torch.set_num_threads(a.threads)
-    if a.measure == "memory":
+    cuda = a.device == "cuda"
+    if cuda:
+        if not torch.cuda.is_available():
+            sys.exit("compare_torch.py: --device cuda: PyTorch finds no CUDA "
+                     "device")
+        # IEEE float32 on both sides: memgrad's cuBLAS runs without TF32.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    elif a.measure == "memory":
         exact_rss_malloc()
     layout, build = MODELS[a.model][:2]
     arrays = read_arrays(a.load, layout(a.depth, a.batch, a.width), np)
     layers, x, labels, params, reference = build(a.depth, a.batch, a.width,
                                                  arrays)
     model = torch.nn.Sequential(*layers)
+    if cuda:
+        # Module.to moves each Parameter's data in place: the objects in
+        # params stay the model's.
+        dev = torch.device("cuda")
+        model.to(dev)
+        x, labels = x.to(dev), labels.to(dev)
+        for p, _ in params:
+            assert p.device.type == "cuda", "a parameter stayed on the CPU"
     if a.worker == "f64":
         # The reference for the gradient check: plain backprop in double.
         model.double()
@@ -467,14 +516,34 @@ def torch_worker(a):
         for p, _ in params:
             p.grad.zero_()
 
-    # One-time allocations of OpenBLAS, oneDNN's convolutions and autograd,
-    # off the measurement.
-    tiny = torch.nn.Linear(64, 64)
-    tiny(torch.randn(64, 64)).sum().backward()
-    tiny = torch.nn.Conv2d(3, 8, 3, padding=1, bias=False)
-    F.batch_norm(tiny(torch.randn(2, 3, 8, 8)), None, None,
+    # One-time allocations of OpenBLAS, oneDNN's convolutions and autograd
+    # (on a GPU: the context, cuBLAS and cuDNN handles), off the measurement.
+    wdev = "cuda" if cuda else "cpu"
+    tiny = torch.nn.Linear(64, 64).to(wdev)
+    tiny(torch.randn(64, 64, device=wdev)).sum().backward()
+    tiny = torch.nn.Conv2d(3, 8, 3, padding=1, bias=False).to(wdev)
+    F.batch_norm(tiny(torch.randn(2, 3, 8, 8, device=wdev)), None, None,
                  training=True).sum().backward()
     del tiny
+
+    if cuda and a.measure == "memory":
+        # The step's own bytes from the caching allocator's statistics:
+        # peak during the step minus what was allocated before it.
+        zero_grads()
+        loss = step()  # cuDNN/cuBLAS workspaces of this shape, once
+        zero_grads()
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        step()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
+        print(json.dumps({"loss": loss, "device_before_bytes": before,
+                          "device_peak_bytes": peak,
+                          "activation_peak_bytes": peak - before,
+                          "gpu": torch.cuda.get_device_name()}))
+        return
 
     if a.measure == "memory":
         # RSS around the first step, then the saved-tensor peak.
@@ -499,14 +568,24 @@ def torch_worker(a):
     times = []
     for _ in range(a.repeat if a.worker != "f64" else 0):
         zero_grads()
+        if cuda:
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()  # zero_grads done before the start
+            start.record()
+            step()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+            continue
         t0 = time.perf_counter()
         step()
         times.append((time.perf_counter() - t0) * 1e3)
 
     with open(a.save_grads, "wb") as f:
         for p, layout in params:
-            f.write(layout(p.grad).contiguous().numpy().astype(np.float64)
-                    .tobytes())
+            f.write(layout(p.grad).contiguous().cpu().numpy()
+                    .astype(np.float64).tobytes())
     if a.worker == "f64":
         print(json.dumps({"loss": loss,
                           "reference_diff": check_reference(
@@ -603,8 +682,12 @@ def main():
     ap.add_argument("--threads", type=int, default=1,
                     help="OpenBLAS / OpenMP / torch threads on both sides "
                          "(default 1; see the module docstring)")
-    ap.add_argument("--csv", default=os.path.join(HERE, "results",
-                                                  "torch-cpu.csv"))
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cpu (default) or cuda: PyTorch on torch.cuda and "
+                         "mg-bench step --device cuda, TF32 off, CUDA-event "
+                         "times, allocator peaks (see the module docstring)")
+    ap.add_argument("--csv", help="default bench/results/torch-cpu.csv, "
+                    "with --device cuda bench/results/torch-cuda.csv")
     ap.add_argument("--append", action="store_true",
                     help="add the rows to --csv (same columns) instead of "
                          "replacing it: one CSV for several models")
@@ -626,6 +709,20 @@ def main():
         a.width = MODELS[a.model][3]
     if a.worker:
         return torch_worker(a)
+    if a.csv is None:
+        a.csv = os.path.join(HERE, "results", f"torch-{a.device}.csv")
+    cuda = a.device == "cuda"
+    if cuda:
+        # Say so before any work, and fail only because cuda was asked for.
+        probe = subprocess.run(
+            [sys.executable, "-c", "import sys, torch; "
+             "sys.exit(0 if torch.cuda.is_available() else 3)"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if probe.returncode != 0:
+            sys.exit("compare_torch.py: --device cuda: "
+                     + ("PyTorch finds no CUDA device (no GPU, no driver, or "
+                        "a torch built without CUDA)" if probe.returncode == 3
+                        else "cannot import torch"))
 
     import numpy as np
     try:
@@ -644,6 +741,13 @@ def main():
             "activation_peak_bytes", "rss_delta_bytes", "rss_ratio_vs_torch",
             "param_bytes", "max_rel_grad_diff", "max_rel_grad_diff_f64",
             "grad_diff_vs_own_plain"]
+    if cuda:
+        cols = ["model", "case", "device", "gpu", "depth", "batch", "width",
+                "segments", "loss", "time_ms_median", "vs",
+                "time_ratio_vs_torch", "activation_peak_bytes",
+                "act_ratio_vs_torch", "device_peak_bytes", "param_bytes",
+                "max_rel_grad_diff", "max_rel_grad_diff_f64",
+                "grad_diff_vs_own_plain"]
     append = a.append and os.path.exists(a.csv) and os.path.getsize(a.csv)
     if append:
         with open(a.csv, newline="") as f:
@@ -664,7 +768,8 @@ def main():
             param_bytes = 4 * sum(shapes)
             common = ["--depth", str(depth), "--batch", str(a.batch),
                       "--width", str(a.width), "--repeat", str(a.repeat),
-                      "--load", init]
+                      "--load", init, "--device", a.device]
+            input_bytes = sum(arr.nbytes for _, arr in arrays[:2])
             results = {}
             for case in ["torch-plain", "torch-checkpoint", "memgrad-none",
                          "memgrad-memory"]:
@@ -686,7 +791,11 @@ def main():
                     kv = dict(line.split("=", 1)
                               for line in out.strip().splitlines())
                     r = {"loss": float(kv["loss"]),
-                         "time_ms_median": float(kv["time_ms_median"]),
+                         "time_ms_median": float(kv.get(
+                             "event_ms_median", kv["time_ms_median"])),
+                         "device_peak_bytes": int(kv["peak_bytes"])
+                         + 2 * param_bytes + input_bytes,
+                         "gpu": kv.get("gpu", ""),
                          "rss_before_bytes": int(kv["rss_before_bytes"]),
                          "rss_peak_bytes": int(kv["rss_peak_bytes"]),
                          "activation_peak_bytes": int(kv["peak_bytes"]),
@@ -728,6 +837,31 @@ def main():
                                     "memgrad-memory" else "torch-plain"]
                 own = results["memgrad-none" if case.startswith("memgrad")
                               else "torch-plain"]["grads"]
+                if cuda:
+                    rows.append({
+                        "model": a.model, "case": case, "device": a.device,
+                        "gpu": r.get("gpu", ""), "depth": depth,
+                        "batch": a.batch, "width": a.width,
+                        "segments": r["segments"],
+                        "loss": f"{r['loss']:.6f}",
+                        "time_ms_median": f"{r['time_ms_median']:.3f}",
+                        "vs": "torch-checkpoint" if case == "memgrad-memory"
+                              else "torch-plain",
+                        "time_ratio_vs_torch":
+                            f"{r['time_ms_median'] / torch_ref['time_ms_median']:.3f}",
+                        "activation_peak_bytes": r["activation_peak_bytes"],
+                        "act_ratio_vs_torch": "%.3f" % (
+                            max(1, r["activation_peak_bytes"]) /
+                            max(1, torch_ref["activation_peak_bytes"])),
+                        "device_peak_bytes": r["device_peak_bytes"],
+                        "param_bytes": param_bytes,
+                        "max_rel_grad_diff":
+                            f"{max_rel_diff(np, r['grads'], ref, shapes):.3g}",
+                        "max_rel_grad_diff_f64":
+                            f"{max_rel_diff(np, r['grads'], ref64, shapes):.3g}",
+                        "grad_diff_vs_own_plain": f"{max_rel_diff(np, r['grads'], own, shapes):.3g}",
+                    })
+                    continue
                 rows.append({
                     "model": a.model, "case": case, "depth": depth,
                     "batch": a.batch, "width": a.width,
@@ -763,6 +897,26 @@ def main():
     mib = 1024.0 * 1024.0
     shape = (f"{RESNET_IMAGE}x{RESNET_IMAGE} images, "
              if a.model == "resnet" else "")
+    if cuda:
+        gpu = rows[0]["gpu"] if rows else ""
+        print(f"# {a.model}, batch {a.batch}, width {a.width}, {shape}f32, "
+              f"cuda ({gpu}), TF32 off, CUDA-event times; ratios: "
+              "memgrad-none vs torch-plain, memgrad-memory vs "
+              "torch-checkpoint; act = step's own device bytes")
+        print(f"{'case':<17} {'depth':>5} {'time_ms':>9} {'t/torch':>8} "
+              f"{'act_MiB':>9} {'act/torch':>9} {'dev_MiB':>9} "
+              f"{'grad_diff':>10} {'vs_f64':>9} {'vs_own':>7}")
+        for r in rows:
+            print(f"{r['case']:<17} {r['depth']:>5} {r['time_ms_median']:>9} "
+                  f"{r['time_ratio_vs_torch']:>8} "
+                  f"{r['activation_peak_bytes'] / mib:>9.1f} "
+                  f"{r['act_ratio_vs_torch']:>9} "
+                  f"{r['device_peak_bytes'] / mib:>9.1f} "
+                  f"{r['max_rel_grad_diff']:>10} "
+                  f"{r['max_rel_grad_diff_f64']:>9} "
+                  f"{r['grad_diff_vs_own_plain']:>7}")
+        print(f"# csv: {a.csv}", file=sys.stderr)
+        return
     print(f"# {a.model}, batch {a.batch}, width {a.width}, {shape}f32, "
           f"{a.threads} threads; ratios: memgrad-none vs torch-plain, "
           "memgrad-memory vs torch-checkpoint")

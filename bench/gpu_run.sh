@@ -9,15 +9,17 @@
 # runs tests/test_cuda verbosely (every op forward and backward against the
 # CPU, checkpointed == plain gradients bit for bit, pool peak == prediction,
 # 1000 steps without growth, clean out-of-memory and bad-label errors), then
-# mg-bench --device cuda and the PyTorch comparison on the GPU when those
-# tools support it. Logs go to bench/results/gpu-<date>/ with nvidia-smi's
+# mg-bench depth --device cuda (mlp to depth 1024, resnet to 128) and
+# the PyTorch comparison on the GPU (compare_torch.py --device cuda). Logs go to bench/results/gpu-<date>/ with nvidia-smi's
 # output; commit that folder. Exit status: 0 only if the build, ctest and
 # test_cuda all passed on a real device.
 #
 # env: MG_BUILD_DIR (default build-gpu), CUDAARCHS (default 90),
-#      MG_GPU_SANITIZE=1 also runs test_cuda under compute-sanitizer.
+#      MG_GPU_SANITIZE=1 also runs test_cuda under compute-sanitizer,
+#      PYTHON (default python3: one whose torch has CUDA),
+#      MG_GPU_MLP_BATCH/WIDTH (2048/512), MG_GPU_RESNET_BATCH/WIDTH (256/16).
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
 stamp=$(date +%Y%m%d-%H%M%S)
 out="bench/results/gpu-$stamp"
@@ -71,26 +73,55 @@ if [ "${MG_GPU_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; t
 fi
 
 step "mg-bench on the GPU"
+# mlp to depth 1024 and resnet to depth 128, batches larger than on the
+# CPU (bench/results/README.md) so that the GPU has work; every case must
+# fit --max-bytes (default: half of the GPU's memory) or is refused.
+MLP_GPU="--model mlp --depths 8,16,32,64,128,256,512,1024 --batch ${MG_GPU_MLP_BATCH:-2048} --width ${MG_GPU_MLP_WIDTH:-512}"
+RESNET_GPU="--model resnet --depths 4,8,16,32,64,128 --batch ${MG_GPU_RESNET_BATCH:-256} --width ${MG_GPU_RESNET_WIDTH:-16}"
 if [ -x "$build/mg-bench" ] && "$build/mg-bench" --help 2>&1 | grep -q -- "--device"; then
-    "$build/mg-bench" --device cuda --csv "$out/mg_bench_cuda.csv" 2>&1 |
-        tee "$out/mg_bench_cuda.log"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || fail "mg-bench --device cuda failed"
-    "$build/mg-bench" --csv "$out/mg_bench_cpu.csv" > "$out/mg_bench_cpu.log" 2>&1 ||
-        echo "note: mg-bench on the CPU failed (see mg_bench_cpu.log)"
+    for m in mlp resnet; do
+        if [ "$m" = mlp ]; then args=$MLP_GPU; else args=$RESNET_GPU; fi
+        # shellcheck disable=SC2086
+        "$build/mg-bench" depth $args --policy none,memory,speed,collection \
+            --repeat 5 --device cuda --csv "$out/depth-$m-cuda.csv" \
+            > "$out/depth-$m-cuda.txt" 2> "$out/depth-$m-cuda.log"
+        rc=$?
+        cat "$out/depth-$m-cuda.txt"
+        [ "$rc" -eq 0 ] || { tail -20 "$out/depth-$m-cuda.log"; fail "mg-bench depth --model $m --device cuda failed"; }
+        grep "measured peak" "$out/depth-$m-cuda.log" &&
+            fail "mg-bench depth --model $m: a measured pool peak differs from the plan's prediction"
+    done
+    # The same mlp sweep on this machine's CPU, for the GPU/CPU ratio
+    # (shallower: the CPU is slower).
+    "$build/mg-bench" depth --model mlp --depths 8,64,256 --policy none,memory \
+        --repeat 3 --csv "$out/depth-mlp-cpu.csv" > "$out/depth-mlp-cpu.txt" \
+        2> "$out/depth-mlp-cpu.log" ||
+        echo "note: mg-bench on the CPU failed (see depth-mlp-cpu.log)"
 else
-    echo "not run: mg-bench has no --device option yet (issue 6); rerun this" \
-         "script once it does" | tee "$out/mg_bench_cuda.log"
+    echo "not run: mg-bench has no --device option; rerun this script once" \
+         "it does" | tee "$out/depth-cuda.log"
 fi
 
 step "PyTorch comparison on the GPU"
+py=${PYTHON:-python3}
 if grep -q -- "--device" bench/compare_torch.py 2>/dev/null &&
-   python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-    python3 bench/compare_torch.py --device cuda --mg-bench "$build/mg-bench" \
-        --csv "$out/compare_torch_cuda.csv" 2>&1 | tee "$out/compare_torch_cuda.log"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || fail "compare_torch.py --device cuda failed"
+   "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' |
+        tee "$out/torch.txt"
+    "$py" bench/compare_torch.py --device cuda --mg-bench "$build/mg-bench" \
+        --model mlp --depths 64,256,1024 --batch "${MG_GPU_MLP_BATCH:-2048}" \
+        --width "${MG_GPU_MLP_WIDTH:-512}" --repeat 5 \
+        --csv "$out/torch-cuda.csv" 2>&1 | tee "$out/torch-cuda-mlp.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || fail "compare_torch.py --device cuda --model mlp failed"
+    "$py" bench/compare_torch.py --device cuda --mg-bench "$build/mg-bench" \
+        --model resnet --depths 8,32,128 --batch "${MG_GPU_RESNET_BATCH:-256}" \
+        --width "${MG_GPU_RESNET_WIDTH:-16}" --repeat 5 --append \
+        --csv "$out/torch-cuda.csv" 2>&1 | tee "$out/torch-cuda-resnet.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || fail "compare_torch.py --device cuda --model resnet failed"
 else
-    echo "not run: bench/compare_torch.py has no --device option or torch" \
-         "has no CUDA here" | tee "$out/compare_torch_cuda.log"
+    echo "not run: bench/compare_torch.py has no --device option or $py's" \
+         "torch has no CUDA here (set PYTHON= to a python with CUDA torch)" |
+        tee "$out/torch-cuda.log"
 fi
 
 step "summary"
