@@ -85,8 +85,12 @@ static void conv_valid_cols(const conv_dims *d, int j, int64_t *lo,
                         const int64_t iy = oy * d->sh - d->ph + i * d->dh;    \
                         if (iy < 0 || iy >= d->h) continue;                   \
                         T *row = x + (c * d->h + iy) * d->w + off;            \
-                        for (int64_t ox = lo; ox < hi; ox++)                  \
-                            row[ox * d->sw] += col[ox];                       \
+                        if (d->sw == 1) /* unit stride: a loop that vectorises */\
+                            for (int64_t ox = lo; ox < hi; ox++)              \
+                                row[ox] += col[ox];                           \
+                        else                                                  \
+                            for (int64_t ox = lo; ox < hi; ox++)              \
+                                row[ox * d->sw] += col[ox];                   \
                     }                                                         \
                 }                                                             \
     }                                                                         \
