@@ -51,9 +51,12 @@ run() { # print the command line, then run it
 }
 
 if want machine; then
+    # Ask git before the redirection below empties machine.txt, a tracked
+    # file, or every run would call itself dirty.
+    commit="$(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
     {
         echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-        echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+        echo "commit: $commit"
         echo "uname: $(uname -srm)"
         echo "load average before the runs: $(cut -d' ' -f1-3 /proc/loadavg)"
         echo "OpenBLAS: detected core $core; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
