@@ -55,6 +55,11 @@ int bench_model_check(const char *name, const bench_model_spec **spec);
 /* ------------------------------------------------------------------ parsing */
 
 int bench_long_parse(const char *s, long lo, long hi, long *out);
+/* The options depth and step share (--batch, --width, --repeat, --device,
+ * --max-bytes): 1 if `opt` was one of them and `value` parsed into o, 0 if
+ * `opt` is not one of them, or the exit code 2 after a usage error. */
+int bench_common_opt_parse(const char *opt, const char *value,
+                           struct common_opts *o);
 /* "8,16,1e4" -> up to cap integers in [lo, hi]; their count, or -1. */
 int bench_int_list_parse(const char *s, long lo, long hi, long *out, int cap);
 /* "512M", "2GiB", "1e9" -> bytes; 0 if not a positive size. */

@@ -156,6 +156,29 @@ int bench_long_parse(const char *s, long lo, long hi, long *out) {
     return 1;
 }
 
+int bench_common_opt_parse(const char *opt, const char *value,
+                           common_opts *o) {
+    if (!strcmp(opt, "--batch")) {
+        if (!bench_long_parse(value, 1, 1L << 24, &o->batch))
+            return bench_usage_error("bad --batch '%s'", value);
+    } else if (!strcmp(opt, "--width")) {
+        if (!bench_long_parse(value, 1, 1L << 24, &o->width))
+            return bench_usage_error("bad --width '%s'", value);
+    } else if (!strcmp(opt, "--repeat")) {
+        if (!bench_long_parse(value, 1, 100000, &o->repeat))
+            return bench_usage_error("bad --repeat '%s'", value);
+    } else if (!strcmp(opt, "--device")) {
+        if (!bench_device_parse(value, &o->device))
+            return bench_usage_error("bad --device '%s' (cpu or cuda)", value);
+    } else if (!strcmp(opt, "--max-bytes")) {
+        if (!bench_bytes_parse(value, &o->max_bytes))
+            return bench_usage_error("bad --max-bytes '%s'", value);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 /* "8,16,1e4" -> up to cap positive integers (1e4-style accepted). */
 int bench_int_list_parse(const char *s, long lo, long hi, long *out,
                          int cap) {

@@ -64,29 +64,17 @@ int bench_cmd_step(int argc, char **argv) {
             return 0;
         }
         if (!v) return bench_usage_error("%s needs a value", a);
+        int common = bench_common_opt_parse(a, v, &o);
+        if (common == 1) continue;
+        if (common != 0) return common;
         if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--depth")) {
             if (!bench_long_parse(v, 1, 1L << 20, &depth))
                 return bench_usage_error("bad --depth '%s'", v);
         } else if (!strcmp(a, "--policy")) policy_s = v;
-        else if (!strcmp(a, "--batch")) {
-            if (!bench_long_parse(v, 1, 1L << 24, &o.batch))
-                return bench_usage_error("bad --batch '%s'", v);
-        } else if (!strcmp(a, "--width")) {
-            if (!bench_long_parse(v, 1, 1L << 24, &o.width))
-                return bench_usage_error("bad --width '%s'", v);
-        } else if (!strcmp(a, "--repeat")) {
-            if (!bench_long_parse(v, 1, 100000, &o.repeat))
-                return bench_usage_error("bad --repeat '%s'", v);
-        } else if (!strcmp(a, "--device")) {
-            if (!bench_device_parse(v, &o.device))
-                return bench_usage_error("bad --device '%s' (cpu or cuda)", v);
-        } else if (!strcmp(a, "--load")) load = v;
+        else if (!strcmp(a, "--load")) load = v;
         else if (!strcmp(a, "--save-grads")) save = v;
-        else if (!strcmp(a, "--max-bytes")) {
-            if (!bench_bytes_parse(v, &o.max_bytes))
-                return bench_usage_error("bad --max-bytes '%s'", v);
-        } else return bench_usage_error("unknown option '%s' for step", a);
+        else return bench_usage_error("unknown option '%s' for step", a);
     }
     int rc = bench_model_check(model, &o.spec);
     if (rc) return rc;
