@@ -50,7 +50,13 @@ void mg_graph_missing_input(const char *op, int i) {
     /* A failed inner builder call already said why: keep its message, so
      * nested calls report the cause, not a cascade. Only an MG_NO_TENSOR
      * from nowhere gets a message of its own. */
-    if (mg_last_status() == MG_OK)
+    if (mg_last_status() != MG_OK) return;
+    if (i < 0)
+        mg_set_error(MG_ERR_UNKNOWN_ID,
+                     "%s: an input is MG_NO_TENSOR (the result of a failed "
+                     "builder call?)",
+                     op);
+    else
         mg_set_error(MG_ERR_UNKNOWN_ID,
                      "%s: input %d is MG_NO_TENSOR (the result of a failed "
                      "builder call?)",

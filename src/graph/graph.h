@@ -90,7 +90,8 @@ extern const mg_op_def mg_op_table[MG_OP_COUNT];
  * the node. Returns its id or MG_NO_TENSOR with the error set. */
 mg_tensor mg_graph_add_node(mg_graph *g, mg_op op, int n_in,
                             const mg_tensor *in, const mg_attrs *attrs);
-/* An input is MG_NO_TENSOR: keep the pending error, or set one. */
+/* Input i (-1: the caller's label names it) is MG_NO_TENSOR: keep the
+ * pending error, or set one. */
 void mg_graph_missing_input(const char *op, int i);
 /* Validate a tensor id given by the caller; `what` names the argument. */
 mg_status mg_graph_check_id(const mg_graph *g, mg_tensor t, const char *what);

@@ -130,7 +130,7 @@ const char *mg_op_str(mg_op op) {
 
 const mg_tdesc *mg_arg_desc(const mg_graph *g, mg_tensor t, const char *op) {
     if (g && t == MG_NO_TENSOR) {
-        mg_graph_missing_input(op, 0);
+        mg_graph_missing_input(op, -1); /* op names the argument */
         return NULL;
     }
     return mg_graph_check_id(g, t, op) == MG_OK ? &g->nodes[t].d : NULL;
