@@ -23,6 +23,27 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* MG_API marks every public function, on a line of its own before the
+ * declaration (as GLib's GLIB_AVAILABLE_IN_ALL). libmemgrad is compiled with
+ * hidden symbol visibility, so a shared libmemgrad exports exactly what
+ * carries MG_API; the exported_symbols test holds it to include/. A Windows
+ * DLL build defines MG_BUILD_DLL, and its consumers MG_USE_DLL. */
+#ifndef MG_API
+#if defined(_WIN32) || defined(__CYGWIN__)
+#if defined(MG_BUILD_DLL)
+#define MG_API __declspec(dllexport)
+#elif defined(MG_USE_DLL)
+#define MG_API __declspec(dllimport)
+#else
+#define MG_API
+#endif
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#define MG_API __attribute__((visibility("default")))
+#else
+#define MG_API
+#endif
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -48,12 +69,16 @@ typedef enum mg_status {
 } mg_status;
 
 /* A constant string naming the status, e.g. "shape mismatch". */
+MG_API
 const char *mg_status_str(mg_status s);
 /* The message of the last failed call on this thread ("" if none). */
+MG_API
 const char *mg_last_error(void);
 /* The status that went with it (MG_OK if none): why a builder returned
  * MG_NO_TENSOR. */
+MG_API
 mg_status mg_last_status(void);
+MG_API
 void mg_clear_error(void);
 
 /* ------------------------------------------------------------------ tensors */
@@ -71,44 +96,64 @@ typedef int32_t mg_tensor;
 
 typedef struct mg_graph mg_graph;
 
+MG_API
 const char *mg_dtype_name(mg_dtype d);
+MG_API
 size_t mg_dtype_size(mg_dtype d);
 
+MG_API
 mg_graph *mg_graph_new(void); /* NULL on allocation failure */
+MG_API
 void mg_graph_free(mg_graph *g); /* NULL is accepted */
+MG_API
 int32_t mg_graph_num_tensors(const mg_graph *g);
 
 /* Leaves. Inputs and parameters get their memory from the caller at run
  * time; shape entries must be >= 1; ndim 0 is a scalar. */
+MG_API
 mg_tensor mg_input(mg_graph *g, const char *name, mg_dtype dtype, int ndim,
                    const int64_t *shape);
+MG_API
 mg_tensor mg_param(mg_graph *g, const char *name, mg_dtype dtype, int ndim,
                    const int64_t *shape);
 /* A tensor of the given shape filled with one value, computed by the graph. */
+MG_API
 mg_tensor mg_fill(mg_graph *g, mg_dtype dtype, int ndim, const int64_t *shape,
                   double value);
 
 /* Introspection. Each returns MG_ERR_UNKNOWN_ID for a bad id. */
+MG_API
 mg_status mg_tensor_shape(const mg_graph *g, mg_tensor t, int *ndim,
                           int64_t shape[MG_MAX_DIMS]);
+MG_API
 mg_status mg_tensor_dtype(const mg_graph *g, mg_tensor t, mg_dtype *dtype);
+MG_API
 int64_t mg_tensor_numel(const mg_graph *g, mg_tensor t); /* -1 if bad id */
+MG_API
 size_t mg_tensor_nbytes(const mg_graph *g, mg_tensor t); /* 0 if bad id */
+MG_API
 const char *mg_tensor_name(const mg_graph *g, mg_tensor t); /* NULL if none */
+MG_API
 mg_status mg_tensor_set_name(mg_graph *g, mg_tensor t, const char *name);
+MG_API
 const char *mg_tensor_op_name(const mg_graph *g, mg_tensor t); /* "matmul" */
+MG_API
 mg_tensor mg_tensor_find(const mg_graph *g, const char *name);
 /* True for tensors that mg_gradients appended. */
+MG_API
 int mg_tensor_is_backward(const mg_graph *g, mg_tensor t);
 /* The inputs of the op producing t: their count (-1 for a bad id), and
  * input k (MG_NO_TENSOR if out of range). */
+MG_API
 int mg_tensor_num_inputs(const mg_graph *g, mg_tensor t);
+MG_API
 mg_tensor mg_tensor_input(const mg_graph *g, mg_tensor t, int k);
 
 /* Rewire input `slot` of the op producing `t` to read `src` instead. The
  * shape rule is checked again; this is how importers and rewriters edit a
  * graph, and it is the one way to create a cycle, which mg_plan_compile and
  * mg_gradients then report as MG_ERR_CYCLE. */
+MG_API
 mg_status mg_tensor_set_input(mg_graph *g, mg_tensor t, int slot,
                               mg_tensor src);
 
@@ -118,43 +163,65 @@ mg_status mg_tensor_set_input(mg_graph *g, mg_tensor t, int slot,
 /* Matrix product. 2-D: [M,K] x [K,N]. Batched: a is [..., M, K]; b is either
  * [..., K, N] with the same leading dims or 2-D (shared across the batch).
  * trans_a / trans_b transpose the last two dims of a / b first. */
+MG_API
 mg_tensor mg_matmul(mg_graph *g, mg_tensor a, mg_tensor b, int trans_a,
                     int trans_b);
 
 /* Elementwise with numpy broadcasting. */
+MG_API
 mg_tensor mg_add(mg_graph *g, mg_tensor a, mg_tensor b);
+MG_API
 mg_tensor mg_sub(mg_graph *g, mg_tensor a, mg_tensor b);
+MG_API
 mg_tensor mg_mul(mg_graph *g, mg_tensor a, mg_tensor b);
+MG_API
 mg_tensor mg_div(mg_graph *g, mg_tensor a, mg_tensor b);
 
+MG_API
 mg_tensor mg_neg(mg_graph *g, mg_tensor x);
+MG_API
 mg_tensor mg_relu(mg_graph *g, mg_tensor x);
+MG_API
 mg_tensor mg_gelu(mg_graph *g, mg_tensor x); /* tanh approximation */
+MG_API
 mg_tensor mg_tanh(mg_graph *g, mg_tensor x);
+MG_API
 mg_tensor mg_sigmoid(mg_graph *g, mg_tensor x);
+MG_API
 mg_tensor mg_exp(mg_graph *g, mg_tensor x);
+MG_API
 mg_tensor mg_log(mg_graph *g, mg_tensor x);
+MG_API
 mg_tensor mg_sqrt(mg_graph *g, mg_tensor x);
+MG_API
 mg_tensor mg_scale(mg_graph *g, mg_tensor x, double alpha); /* alpha * x */
 
 /* Reductions over the listed axes (negative axes count from the end; no
  * axes at all means every axis). keepdims keeps reduced axes as size 1. */
+MG_API
 mg_tensor mg_sum(mg_graph *g, mg_tensor x, int naxes, const int *axes,
                  int keepdims);
+MG_API
 mg_tensor mg_mean(mg_graph *g, mg_tensor x, int naxes, const int *axes,
                   int keepdims);
 /* Repeat x along size-1 (or missing leading) dims to reach `shape`. */
+MG_API
 mg_tensor mg_broadcast_to(mg_graph *g, mg_tensor x, int ndim,
                           const int64_t *shape);
 
 /* Shape ops. reshape keeps the element count; permute takes perm[ndim]. */
+MG_API
 mg_tensor mg_reshape(mg_graph *g, mg_tensor x, int ndim, const int64_t *shape);
+MG_API
 mg_tensor mg_permute(mg_graph *g, mg_tensor x, const int *perm);
 /* Swap two axes: a permute. */
+MG_API
 mg_tensor mg_transpose(mg_graph *g, mg_tensor x, int axis0, int axis1);
 
 /* Softmax and log-softmax along one axis (negative counts from the end). */
+MG_API
 mg_tensor mg_softmax(mg_graph *g, mg_tensor x, int axis);
+MG_API
 mg_tensor mg_log_softmax(mg_graph *g, mg_tensor x, int axis);
 
 /* Inverted dropout: keeps each element with probability 1-p and scales it by
@@ -162,12 +229,15 @@ mg_tensor mg_log_softmax(mg_graph *g, mg_tensor x, int axis);
  * element index) through a counter-based RNG, so running the op again, or a
  * recomputed copy of it, gives the same mask bit for bit. The graph hands
  * every dropout op its own offset range; `seed` tells ops apart further. */
+MG_API
 mg_tensor mg_dropout(mg_graph *g, mg_tensor x, double p, uint64_t seed);
 
 /* Mean cross-entropy of logits [N, C] against int32 labels [N]: a scalar.
  * A label outside [0, C) makes the run fail with MG_ERR_INVALID_ARG. */
+MG_API
 mg_tensor mg_cross_entropy(mg_graph *g, mg_tensor logits, mg_tensor labels);
 /* Mean squared error over all elements: a scalar. */
+MG_API
 mg_tensor mg_mse(mg_graph *g, mg_tensor pred, mg_tensor target);
 
 /* ------------------------------------------------------------------ ops for
@@ -179,6 +249,7 @@ mg_tensor mg_mse(mg_graph *g, mg_tensor pred, mg_tensor target);
  * OH = (H + 2 pad_h - dilation_h (KH - 1) - 1) / stride_h + 1 (floored),
  * likewise OW. Strides and dilations >= 1, pads >= 0, groups >= 1 dividing
  * C and O. No bias: add one of shape [O, 1, 1], which broadcasts. */
+MG_API
 mg_tensor mg_conv2d(mg_graph *g, mg_tensor x, mg_tensor w, int stride_h,
                     int stride_w, int pad_h, int pad_w, int dilation_h,
                     int dilation_w, int groups);
@@ -190,8 +261,10 @@ mg_tensor mg_conv2d(mg_graph *g, mg_tensor x, mg_tensor w, int stride_h,
  * maximum in row-major window order, deterministically. Average pooling
  * divides by kernel_h * kernel_w, padding included (PyTorch's default
  * count_include_pad = True). */
+MG_API
 mg_tensor mg_max_pool2d(mg_graph *g, mg_tensor x, int kernel_h, int kernel_w,
                         int stride_h, int stride_w, int pad_h, int pad_w);
+MG_API
 mg_tensor mg_avg_pool2d(mg_graph *g, mg_tensor x, int kernel_h, int kernel_w,
                         int stride_h, int stride_w, int pad_h, int pad_w);
 
@@ -200,10 +273,12 @@ mg_tensor mg_avg_pool2d(mg_graph *g, mg_tensor x, int kernel_h, int kernel_w,
  * but 1), then y = xhat * gamma[c] + beta[c]; gamma and beta are [C].
  * eps >= 0 is added to the variance. There are no running statistics:
  * an evaluation-mode batchnorm is an affine op (mul and add) of its own. */
+MG_API
 mg_tensor mg_batchnorm(mg_graph *g, mg_tensor x, mg_tensor gamma,
                        mg_tensor beta, double eps);
 /* Layer normalisation over the last n_norm_axes axes of x (1..ndim), with
  * gamma and beta of the shape of those axes. */
+MG_API
 mg_tensor mg_layernorm(mg_graph *g, mg_tensor x, mg_tensor gamma,
                        mg_tensor beta, int n_norm_axes, double eps);
 
@@ -212,12 +287,15 @@ mg_tensor mg_layernorm(mg_graph *g, mg_tensor x, mg_tensor gamma,
  * ops chained left to right, each a full copy of what it has so far (join
  * many at once by concatenating balanced pairs yourself if that matters).
  * n == 1 returns xs[0] itself. */
+MG_API
 mg_tensor mg_concat(mg_graph *g, int n, const mg_tensor *xs, int axis);
 /* Narrow x to [start, start + length) along axis (PyTorch's narrow). */
+MG_API
 mg_tensor mg_slice(mg_graph *g, mg_tensor x, int axis, int64_t start,
                    int64_t length);
 /* Zero padding: before[i] and after[i] (>= 0) zeros around axis i; either
  * array may be NULL for none. Its gradient is a slice, and slice's a pad. */
+MG_API
 mg_tensor mg_pad(mg_graph *g, mg_tensor x, const int64_t *before,
                  const int64_t *after);
 
@@ -225,23 +303,28 @@ mg_tensor mg_pad(mg_graph *g, mg_tensor x, const int64_t *before,
  * MG_MAX_DIMS - 1 dims): y is [..., D]. The table's gradient adds the rows
  * of gy in index order, so repeated indices sum deterministically. An index
  * outside [0, V) makes the run fail with MG_ERR_INVALID_ARG. */
+MG_API
 mg_tensor mg_embedding(mg_graph *g, mg_tensor table, mg_tensor indices);
 
 /* Over the last two axes [L1, L2] of x, entries above the diagonal (column
  * j > row i) become `value`; the others are x's. The gradient is gy with
  * those entries zeroed. */
+MG_API
 mg_tensor mg_causal_mask(mg_graph *g, mg_tensor x, double value);
 /* Scaled dot-product attention softmax(q k^T * scale [+ causal mask]) v,
  * built from matmul, scale, causal_mask and softmax ops (no op of its own).
  * q is [..., Lq, d], k [..., Lk, d], v [..., Lk, dv] with equal leading
  * dims; y is [..., Lq, dv]. scale 0 means 1/sqrt(d). causal masks column
  * j > row i with -inf, aligned at the top left like PyTorch's is_causal. */
+MG_API
 mg_tensor mg_attention(mg_graph *g, mg_tensor q, mg_tensor k, mg_tensor v,
                        int causal, double scale);
 /* Mean over H and W of x [N, C, H, W]: [N, C]. A mean op. */
+MG_API
 mg_tensor mg_global_avg_pool2d(mg_graph *g, mg_tensor x);
 /* Merge axes start_axis.. (negative counts from the end) into one: a
  * reshape, e.g. [N, C, H, W] with start_axis 1 gives [N, C*H*W]. */
+MG_API
 mg_tensor mg_flatten(mg_graph *g, mg_tensor x, int start_axis);
 
 /* ------------------------------------------------------------------ gradients */
@@ -280,16 +363,21 @@ typedef struct mg_checkpoints {
 } mg_checkpoints;
 
 /* Tag t (a computed tensor) for MG_CKPT_COLLECTION, or untag it (on = 0). */
+MG_API
 mg_status mg_tensor_set_checkpoint(mg_graph *g, mg_tensor t, int on);
 /* True if t is tagged, or was chosen as a checkpoint by mg_gradients. */
+MG_API
 int mg_tensor_is_checkpoint(const mg_graph *g, mg_tensor t);
 /* True if t is a recomputed copy that mg_gradients made; then
  * mg_tensor_recompute_source gives the forward tensor it recomputes. */
+MG_API
 int mg_tensor_is_recompute(const mg_graph *g, mg_tensor t);
+MG_API
 mg_tensor mg_tensor_recompute_source(const mg_graph *g, mg_tensor t);
 /* The checkpoints chosen by mg_gradients calls on g, in id order: writes up
  * to cap ids to out (out may be NULL when cap is 0) and returns how many
  * there are, or -1 if g is NULL. */
+MG_API
 int mg_graph_checkpoints(const mg_graph *g, mg_tensor *out, int cap);
 
 /*
@@ -312,6 +400,7 @@ int mg_graph_checkpoints(const mg_graph *g, mg_tensor *out, int cap);
  * mistake, not a request). On failure the graph is left as it was before
  * the call.
  */
+MG_API
 mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
                        const mg_tensor *grad_ys, const mg_tensor *xs, int n_xs,
                        const mg_checkpoints *checkpoints, mg_tensor *grads_out);
@@ -319,9 +408,11 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
 /* ------------------------------------------------------------------ output */
 
 /* A readable dump: one line per tensor with id, name, op, inputs, shape. */
+MG_API
 mg_status mg_graph_dump(const mg_graph *g, FILE *out);
 /* Graphviz DOT: ops as boxes, leaves as ellipses, backward ops shaded,
  * checkpoints drawn bold, recomputed copies dashed. */
+MG_API
 mg_status mg_graph_write_dot(const mg_graph *g, FILE *out);
 
 /* ------------------------------------------------------------------ plans */
@@ -353,18 +444,23 @@ typedef struct mg_plan_options {
 /* Compile a linear schedule that computes `outputs` (and opts->retain).
  * Only the ops they need are scheduled; opts may be NULL. The plan refers to
  * g, which must outlive it and must not be edited while it is in use. */
+MG_API
 mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
                           int n_outputs, const mg_plan_options *opts,
                           mg_plan **out);
+MG_API
 void mg_plan_free(mg_plan *p);
+MG_API
 int mg_plan_num_steps(const mg_plan *p);
 /* The peak of pool bytes in use that mg_exec_run(p, binds, n_binds) will
  * reach, computed from the schedule's liveness before anything runs (in
  * mg_pool_size_class units). Outputs the caller binds memory for are not in
  * the pool and do not count; binds may be NULL. Returns 0 if p is NULL. */
+MG_API
 size_t mg_plan_predicted_peak(const mg_plan *p, const mg_binding *binds,
                               int n_binds);
 /* The plan's ops in order with the buffers each step releases. */
+MG_API
 mg_status mg_plan_dump(const mg_plan *p, FILE *out);
 
 /* What a plan does, counted over its steps. Forward steps are those
@@ -378,11 +474,13 @@ typedef struct mg_plan_summary {
     size_t predicted_peak_without_recompute; /* same, plain backprop */
 } mg_plan_summary;
 
+MG_API
 mg_status mg_plan_summarize(const mg_plan *p, const mg_binding *binds,
                             int n_binds, mg_plan_summary *out);
 /* A readable report: the checkpoints, each recompute segment, recomputed
  * ops and flops as a fraction of one forward pass, and the predicted peak
  * beside plain backprop's. */
+MG_API
 mg_status mg_plan_report(const mg_plan *p, const mg_binding *binds,
                          int n_binds, FILE *out);
 
@@ -401,18 +499,23 @@ typedef struct mg_exec_options {
 } mg_exec_options;
 
 /* opts may be NULL for the CPU with no limit. */
+MG_API
 mg_status mg_exec_new(const mg_exec_options *opts, mg_exec **out);
+MG_API
 void mg_exec_free(mg_exec *ex);
 
 /* Run the plan. Every input/parameter the plan reads must be bound. `seed`
  * feeds the dropout RNG: the same seed gives the same masks. Outputs and
  * retained tensors that were not bound stay in the pool, readable with
  * mg_exec_tensor_data, until mg_exec_release or the next run. */
+MG_API
 mg_status mg_exec_run(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
                       int n_binds, uint64_t seed);
 /* Pointer to the kept value of an output or retained tensor after a run. */
+MG_API
 mg_status mg_exec_tensor_data(mg_exec *ex, mg_tensor t, const void **data);
 /* Return kept outputs to the pool. */
+MG_API
 void mg_exec_release(mg_exec *ex);
 
 typedef struct mg_pool_stats {
@@ -427,11 +530,15 @@ typedef struct mg_pool_stats {
     uint64_t system_allocs;   /* requests that went to the system */
 } mg_pool_stats;
 
+MG_API
 mg_status mg_exec_pool_stats(const mg_exec *ex, mg_pool_stats *out);
+MG_API
 void mg_exec_pool_reset_peak(mg_exec *ex);
 /* Give cached free blocks back to the system. */
+MG_API
 void mg_exec_pool_trim(mg_exec *ex);
 /* The size a request of `nbytes` occupies in the pool (its size class). */
+MG_API
 size_t mg_pool_size_class(size_t nbytes);
 
 #ifdef __cplusplus

@@ -72,6 +72,7 @@ typedef struct mg_model {
  * [-> dropout(p)])^depth -> matmul + bias -> logits [batch, classes] ->
  * cross-entropy against i32 labels [batch]. depth = hidden layers >= 1;
  * dropout p in [0, 1), 0 for none. */
+MG_API
 mg_model *mg_model_mlp(int depth, int width, int batch, int in_features,
                        int classes, double dropout, mg_dtype dtype,
                        uint64_t seed);
@@ -86,6 +87,7 @@ mg_model *mg_model_mlp(int depth, int width, int batch, int in_features,
  * shortcut (conv1x1_s of relu(bn(x))); the others have identity shortcuts.
  * Batchnorm is in training mode (batch statistics), eps 1e-5; convs have
  * no bias. depth >= 1 blocks, image >= 1. */
+MG_API
 mg_model *mg_model_resnet(int depth, int width, int batch, int image,
                           int classes, mg_dtype dtype, uint64_t seed);
 
@@ -100,6 +102,7 @@ mg_model *mg_model_resnet(int depth, int width, int batch, int image,
  * float target of the same shape. The skips leave no single tensor whose
  * removal separates the encoder from the decoder. depth >= 1 levels;
  * image must be a multiple of 2^depth. */
+MG_API
 mg_model *mg_model_unet(int depth, int channels, int batch, int image,
                         mg_dtype dtype, uint64_t seed);
 
@@ -113,6 +116,7 @@ mg_model *mg_model_unet(int depth, int channels, int batch, int image,
  * dot-product attention (mg_attention) over heads heads of d_model / heads,
  * causal if `causal`. layers, heads >= 1; heads divides d_model; dropout p
  * in [0, 1); layernorm eps 1e-5. */
+MG_API
 mg_model *mg_model_transformer(int layers, int d_model, int heads, int seq,
                                int batch, int vocab, double dropout,
                                int causal, mg_dtype dtype, uint64_t seed);
@@ -120,6 +124,7 @@ mg_model *mg_model_transformer(int layers, int d_model, int heads, int seq,
 /* Append the gradients of m->loss with respect to every parameter
  * (mg_gradients with the given checkpoints, NULL for plain backprop) and
  * store them in m->grads. Call it at most once per model. */
+MG_API
 mg_status mg_model_gradients(mg_model *m, const mg_checkpoints *checkpoints);
 
 /* Fill param_data[i] (caller memory of mg_tensor_nbytes(m->g,
@@ -130,6 +135,7 @@ mg_status mg_model_gradients(mg_model *m, const mg_checkpoints *checkpoints);
  * and the transformer's linear weights in +-1/sqrt(fan_in); biases in
  * +-1/sqrt(fan_in) (PyTorch's default); norm scales are 1 and shifts 0;
  * embeddings are uniform in +-1. */
+MG_API
 mg_status mg_model_init_params(const mg_model *m, uint64_t seed,
                                void *const *param_data);
 
@@ -137,13 +143,16 @@ mg_status mg_model_init_params(const mg_model *m, uint64_t seed,
  * skip it) with a batch that is a pure function of seed: float inputs
  * uniform in [-1, 1), labels and token ids uniform over the classes /
  * vocabulary, a U-Net target uniform in [0, 1). */
+MG_API
 mg_status mg_model_init_data(const mg_model *m, uint64_t seed, void *input,
                              void *target);
 
 /* "mlp", "resnet", "unet", "transformer" ("?" otherwise). */
+MG_API
 const char *mg_model_kind_name(mg_model_kind kind);
 
 /* Free the model and its graph. NULL is accepted. */
+MG_API
 void mg_model_free(mg_model *m);
 
 #ifdef __cplusplus
