@@ -4,6 +4,7 @@
  * that attention needs. Composites add no op-table entry of their own, so
  * autodiff, the planner and checkpointing see only the ops they are made of.
  */
+#include "graph.h"
 #include "ops_internal.h"
 
 #include <math.h>

@@ -4,6 +4,7 @@
  * rule that the pooling ops share. conv2d has no bias: a bias is an add
  * that broadcasts [O,1,1] over the output.
  */
+#include "graph.h"
 #include "ops_internal.h"
 
 #include <limits.h>

@@ -3,6 +3,7 @@
  * the activation-gradient helper ops, and sum_to, which undoes a
  * broadcast on the way back.
  */
+#include "graph.h"
 #include "ops_internal.h"
 
 #include <stdio.h>

@@ -3,6 +3,7 @@
  * by int32 indices of any shape, and its gradient, a scatter-add of gy into
  * a zero table done by a helper op in a fixed order.
  */
+#include "graph.h"
 #include "ops_internal.h"
 
 #include <stdio.h>

@@ -1,14 +1,16 @@
 /*
  * ops_internal.h - private to the op files: the shape, gradient and cost
  * rules that the op table in op_table.c points at, and the checks those
- * rules share so that every op words the same mistake the same way.
+ * rules share (op_checks.c) so that every op words the same mistake the
+ * same way. It needs only op_table.h; a file that builds nodes includes
+ * graph.h as well.
  */
 #ifndef MG_OPS_INTERNAL_H
 #define MG_OPS_INTERNAL_H
 
-#include "graph.h"
+#include "op_table.h"
 
-/* ---- shared checks (op_table.c) ------------------------------------------ */
+/* ---- shared checks (op_checks.c) ----------------------------------------- */
 
 /* Descriptor of a builder argument read before mg_graph_add_node, or NULL
  * (with the error set, or kept if t is MG_NO_TENSOR). Copy what you need:

@@ -2,6 +2,7 @@
  * ops_loss.c - the scalar losses: cross-entropy against integer labels
  * (with its fused backward helper op) and mean squared error.
  */
+#include "graph.h"
 #include "ops_internal.h"
 
 #include <stdio.h>

@@ -3,6 +3,7 @@
  * transposed, and its gradient, which must undo the sharing of a 2-D
  * operand across a batch by summing over the batch.
  */
+#include "graph.h"
 #include "ops_internal.h"
 
 #include <stdio.h>

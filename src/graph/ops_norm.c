@@ -8,6 +8,7 @@
  * each row over the trailing axes and scales per trailing element. Variance
  * is biased (divided by the count), as PyTorch uses for normalising.
  */
+#include "graph.h"
 #include "ops_internal.h"
 
 #include <math.h>

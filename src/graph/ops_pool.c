@@ -4,6 +4,7 @@
  * (ops_conv.c) with dilation 1; average pooling divides by the full window
  * size, padding included (PyTorch's count_include_pad = True).
  */
+#include "graph.h"
 #include "ops_internal.h"
 
 #include <stdio.h>

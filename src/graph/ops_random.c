@@ -3,6 +3,7 @@
  * attributes and the run seed, so the gradient replays it as another
  * dropout op instead of storing it.
  */
+#include "graph.h"
 #include "ops_internal.h"
 
 #include <stdio.h>

@@ -2,6 +2,7 @@
  * ops_reduce.c - sum and mean over axes, and broadcast_to, their adjoint:
  * each one's gradient is built from the other.
  */
+#include "graph.h"
 #include "ops_internal.h"
 
 #include <stdio.h>

@@ -3,6 +3,7 @@
  * and transpose, which is a permute) and fill, which makes a constant.
  * Tensors are always dense, so each of these is a copy at run time.
  */
+#include "graph.h"
 #include "ops_internal.h"
 
 #include <stdio.h>

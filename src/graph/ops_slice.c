@@ -4,6 +4,7 @@
  * side by side). Slice and pad are each other's gradient and share their
  * attributes: the output shape in ndim/shape and the box corner in start.
  */
+#include "graph.h"
 #include "ops_internal.h"
 
 #include <stdio.h>

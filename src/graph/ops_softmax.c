@@ -2,6 +2,7 @@
  * ops_softmax.c - softmax and log-softmax along one axis. Their gradients
  * are composed from existing ops, so neither needs a backward kernel.
  */
+#include "graph.h"
 #include "ops_internal.h"
 
 #include <stdio.h>

@@ -1,0 +1,51 @@
+/*
+ * tdesc.c - element types and tensor descriptors: dtype names and sizes,
+ * element and byte counts, and the "[2,3,4]" shape text error messages use.
+ */
+#include "ir.h"
+
+#include <stdio.h>
+
+const char *mg_dtype_name(mg_dtype d) {
+    switch (d) {
+    case MG_F32: return "f32";
+    case MG_F64: return "f64";
+    case MG_I32: return "i32";
+    }
+    return "?";
+}
+
+size_t mg_dtype_size(mg_dtype d) {
+    switch (d) {
+    case MG_F32: return 4;
+    case MG_F64: return 8;
+    case MG_I32: return 4;
+    }
+    return 0;
+}
+
+int64_t mg_tdesc_numel(const mg_tdesc *d) {
+    int64_t n = 1;
+    for (int i = 0; i < d->ndim; i++) n *= d->shape[i];
+    return n;
+}
+
+size_t mg_tdesc_nbytes(const mg_tdesc *d) {
+    return (size_t)mg_tdesc_numel(d) * mg_dtype_size(d->dtype);
+}
+
+bool mg_tdesc_same_shape(const mg_tdesc *a, const mg_tdesc *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+char *mg_shape_str(const mg_tdesc *d, char *buf, size_t len) {
+    size_t used = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < d->ndim && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%lld",
+                                 i ? "," : "", (long long)d->shape[i]);
+    if (used < len) snprintf(buf + used, len - used, "]");
+    return buf;
+}

@@ -1,0 +1,63 @@
+/*
+ * op_table.h - what memgrad knows about each op: its rules (shape, gradient,
+ * cost, workspace) and flags, one mg_op_def per entry of MG_OP_LIST.
+ *
+ * The table needs no graph internals: graph.c reads it to build nodes, and
+ * op_table.c, which fills it, knows nothing of graph.c.
+ */
+#ifndef MG_OP_TABLE_H
+#define MG_OP_TABLE_H
+
+#include "../common/ir.h"
+
+/* A node of the graph IR (graph.h). */
+typedef struct mg_node mg_node;
+
+enum {
+    MG_OPF_LEAF = 1u << 0,     /* input or parameter: memory from the caller */
+    MG_OPF_RANDOM = 1u << 1,   /* reads the RNG: recompute must replay it */
+    MG_OPF_NO_RECOMPUTE = 1u << 2, /* side effects: always keep the output */
+    MG_OPF_EXPENSIVE = 1u << 3     /* kept by MG_CKPT_SPEED (matmul, conv) */
+};
+
+/* Shape rule: fill out from the inputs and attributes, or return an error
+ * status and a short reason in why (the caller adds op and input names). */
+typedef mg_status (*mg_infer_fn)(const mg_tdesc *in, int n_in,
+                                 const mg_attrs *a, mg_tdesc *out, char *why,
+                                 size_t why_len);
+
+/* Gradient rule, written with builder calls on g. y is the op's output
+ * tensor, gy its gradient. For each input i with need[i] set, store the
+ * gradient in gin[i] (same shape as input i). Return MG_OK or the failing
+ * builder's status. A rule reads the op's inputs from g->nodes[y].in during
+ * the call and nowhere else: under checkpointing, the rewriter hands it a
+ * node whose inputs are recomputed copies. */
+typedef mg_status (*mg_grad_fn)(mg_graph *g, mg_tensor y, mg_tensor gy,
+                                const bool *need, mg_tensor *gin);
+
+/* Cost rule: floating point operations to compute out. */
+typedef double (*mg_flops_fn)(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                              const mg_tdesc *out);
+
+/* Scratch rule: bytes of workspace the op's kernels need (an im2col
+ * buffer, say). The executor lends it from the pool for the length of the
+ * op, so the plan's peak prediction counts it. */
+typedef size_t (*mg_workspace_fn)(const mg_tdesc *in, int n_in,
+                                  const mg_attrs *a, const mg_tdesc *out);
+
+typedef struct mg_op_def {
+    const char *name;
+    int n_inputs;
+    unsigned flags;
+    mg_infer_fn infer;
+    mg_grad_fn grad;   /* NULL: not differentiable */
+    mg_flops_fn flops; /* NULL: flops_per_elem * numel(out) */
+    mg_workspace_fn workspace; /* NULL: none */
+    double flops_per_elem;
+    /* Bitmask of inputs that gradients never flow into (labels, say). */
+    unsigned no_grad_inputs;
+} mg_op_def;
+
+extern const mg_op_def mg_op_table[MG_OP_COUNT];
+
+#endif
