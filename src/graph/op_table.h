@@ -26,14 +26,20 @@ typedef mg_status (*mg_infer_fn)(const mg_tdesc *in, int n_in,
                                  const mg_attrs *a, mg_tdesc *out, char *why,
                                  size_t why_len);
 
-/* Gradient rule, written with builder calls on g. y is the op's output
- * tensor, gy its gradient. For each input i with need[i] set, store the
- * gradient in gin[i] (same shape as input i). Return MG_OK or the failing
- * builder's status. A rule reads the op's inputs from g->nodes[y].in during
- * the call and nowhere else: under checkpointing, the rewriter hands it a
- * node whose inputs are recomputed copies. */
-typedef mg_status (*mg_grad_fn)(mg_graph *g, mg_tensor y, mg_tensor gy,
-                                const bool *need, mg_tensor *gin);
+/* Gradient rule, written with builder calls on g. It is handed everything
+ * it may read about the op: node, a copy of the op's node (op, attributes,
+ * output descriptor) that stays valid while the rule appends nodes, which
+ * can move g->nodes; and in[0..node->n_in), the tensors to read for the
+ * op's inputs (node->in holds the same ids). Under checkpointing these are
+ * recomputed copies, not the node's forward inputs, so a rule cannot read a
+ * tensor the forward pass has released. y is the tensor holding the op's
+ * output (its recomputed copy, if it has one), gy its gradient. For each
+ * input i with need[i] set, store the gradient in gin[i] (same shape as
+ * input i). Return MG_OK or the failing builder's status. */
+typedef mg_status (*mg_grad_fn)(mg_graph *g, const mg_node *node,
+                                const mg_tensor *in, mg_tensor y,
+                                mg_tensor gy, const bool *need,
+                                mg_tensor *gin);
 
 /* Cost rule: floating point operations to compute out. */
 typedef double (*mg_flops_fn)(const mg_tdesc *in, int n_in, const mg_attrs *a,

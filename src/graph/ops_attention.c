@@ -31,8 +31,11 @@ mg_tensor mg_causal_mask(mg_graph *g, mg_tensor x, double value) {
 
 /* Masked entries do not depend on x: their gradient is 0, the same mask
  * with 0 as the value. */
-mg_status mg_causal_mask_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_causal_mask_grad(mg_graph *g, const mg_node *node,
+                              const mg_tensor *in, mg_tensor y, mg_tensor gy,
                               const bool *need, mg_tensor *gin) {
+    (void)node;
+    (void)in;
     (void)y;
     if (need[0]) gin[0] = mg_causal_mask(g, gy, 0.0);
     return mg_grad_status(1, need, gin);

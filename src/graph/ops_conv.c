@@ -226,23 +226,24 @@ mg_tensor mg_conv2d(mg_graph *g, mg_tensor x, mg_tensor w, int stride_h,
 /* dx is the transposed convolution of gy with w, dw correlates gy with x;
  * both are helper ops so that no flipped or dilated copy of w or gy is
  * ever materialised. */
-mg_status mg_conv2d_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_conv2d_grad(mg_graph *g, const mg_node *node,
+                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin) {
-    const mg_node n = g->nodes[y];
-    const mg_tdesc xd = g->nodes[n.in[0]].d, wd = g->nodes[n.in[1]].d;
-    mg_attrs at = n.attrs;
+    (void)y;
+    const mg_tdesc xd = g->nodes[in[0]].d, wd = g->nodes[in[1]].d;
+    mg_attrs at = node->attrs;
     if (need[0]) {
-        const mg_tensor in[2] = {gy, n.in[1]};
+        const mg_tensor args[2] = {gy, in[1]};
         gin[0] = mg_attrs_shape_set(&at, xd.ndim, xd.shape, "conv2d") == MG_OK
-                     ? mg_graph_add_node(g, MG_OP_CONV2D_GRAD_INPUT, 2, in,
+                     ? mg_graph_add_node(g, MG_OP_CONV2D_GRAD_INPUT, 2, args,
                                          &at)
                      : MG_NO_TENSOR;
     }
     if (need[1]) {
-        const mg_tensor in[2] = {gy, n.in[0]};
+        const mg_tensor args[2] = {gy, in[0]};
         at.kernel[0] = (int)wd.shape[2];
         at.kernel[1] = (int)wd.shape[3];
-        gin[1] = mg_graph_add_node(g, MG_OP_CONV2D_GRAD_WEIGHT, 2, in, &at);
+        gin[1] = mg_graph_add_node(g, MG_OP_CONV2D_GRAD_WEIGHT, 2, args, &at);
     }
     return mg_grad_status(2, need, gin);
 }

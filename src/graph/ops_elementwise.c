@@ -149,16 +149,16 @@ mg_tensor mg_sum_to(mg_graph *g, mg_tensor t, const mg_tdesc *shape) {
 
 /* ---- gradient rules ------------------------------------------------------ */
 
-mg_status mg_binary_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_binary_grad(mg_graph *g, const mg_node *node,
+                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin) {
-    const mg_node n = g->nodes[y];
-    const mg_tensor a = n.in[0], b = n.in[1];
+    const mg_tensor a = in[0], b = in[1];
     const mg_tdesc ad = g->nodes[a].d, bd = g->nodes[b].d;
     /* Gradients at the broadcast shape; sub and div negate b's after the
      * sum, where it has fewer elements. */
     mg_tensor ga = gy, gb = gy;
-    bool neg_b = n.op == MG_OP_SUB || n.op == MG_OP_DIV;
-    switch (n.op) {
+    bool neg_b = node->op == MG_OP_SUB || node->op == MG_OP_DIV;
+    switch (node->op) {
     case MG_OP_MUL:
         if (need[0]) ga = mg_mul(g, gy, b);
         if (need[1]) gb = mg_mul(g, gy, a);
@@ -183,12 +183,12 @@ static mg_tensor helper_build(mg_graph *g, mg_op op, mg_tensor gy,
     return mg_graph_add_node(g, op, 2, in, NULL);
 }
 
-mg_status mg_unary_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_unary_grad(mg_graph *g, const mg_node *node,
+                        const mg_tensor *in, mg_tensor y, mg_tensor gy,
                         const bool *need, mg_tensor *gin) {
-    const mg_node n = g->nodes[y];
-    const mg_tensor x = n.in[0];
+    const mg_tensor x = in[0];
     if (!need[0]) return MG_OK;
-    switch (n.op) {
+    switch (node->op) {
     case MG_OP_NEG: gin[0] = mg_neg(g, gy); break;
     /* relu reads its output (y > 0 iff x > 0), as PyTorch does: a
      * recomputed segment then keeps one tensor per layer, not two. */
@@ -201,10 +201,10 @@ mg_status mg_unary_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
     case MG_OP_EXP: gin[0] = mg_mul(g, gy, y); break;
     case MG_OP_LOG: gin[0] = mg_div(g, gy, x); break;
     case MG_OP_SQRT: gin[0] = mg_div(g, mg_scale(g, gy, 0.5), y); break;
-    case MG_OP_SCALE: gin[0] = mg_scale(g, gy, n.attrs.alpha); break;
+    case MG_OP_SCALE: gin[0] = mg_scale(g, gy, node->attrs.alpha); break;
     default:
         return mg_set_error(MG_ERR_INTERNAL, "%s: not a unary op",
-                            mg_op_str(n.op));
+                            mg_op_str(node->op));
     }
     return mg_grad_status(1, need, gin);
 }

@@ -49,14 +49,16 @@ mg_tensor mg_embedding(mg_graph *g, mg_tensor table, mg_tensor indices) {
 }
 
 /* The indices are in no_grad_inputs: only the table gets a gradient. */
-mg_status mg_embedding_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_embedding_grad(mg_graph *g, const mg_node *node,
+                            const mg_tensor *in, mg_tensor y, mg_tensor gy,
                             const bool *need, mg_tensor *gin) {
-    const mg_node n = g->nodes[y];
-    const mg_tdesc td = g->nodes[n.in[0]].d;
+    (void)node;
+    (void)y;
+    const mg_tdesc td = g->nodes[in[0]].d;
     mg_attrs at = {0};
-    const mg_tensor in[2] = {gy, n.in[1]};
+    const mg_tensor args[2] = {gy, in[1]};
     if (need[0] &&
         mg_attrs_shape_set(&at, td.ndim, td.shape, "embedding") == MG_OK)
-        gin[0] = mg_graph_add_node(g, MG_OP_EMBEDDING_GRAD, 2, in, &at);
+        gin[0] = mg_graph_add_node(g, MG_OP_EMBEDDING_GRAD, 2, args, &at);
     return mg_grad_status(1, need, gin);
 }

@@ -45,15 +45,18 @@ mg_status mg_unary_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                          mg_tdesc *out, char *why, size_t len);
 mg_status mg_pair_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                         mg_tdesc *out, char *why, size_t len);
-mg_status mg_binary_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_binary_grad(mg_graph *g, const mg_node *node,
+                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin);
-mg_status mg_unary_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_unary_grad(mg_graph *g, const mg_node *node,
+                        const mg_tensor *in, mg_tensor y, mg_tensor gy,
                         const bool *need, mg_tensor *gin);
 
 /* ---- ops_matmul.c -------------------------------------------------------- */
 mg_status mg_matmul_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                           mg_tdesc *out, char *why, size_t len);
-mg_status mg_matmul_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_matmul_grad(mg_graph *g, const mg_node *node,
+                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin);
 double mg_matmul_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
                        const mg_tdesc *out);
@@ -61,14 +64,16 @@ double mg_matmul_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
 /* ---- ops_reduce.c -------------------------------------------------------- */
 mg_status mg_reduce_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                           mg_tdesc *out, char *why, size_t len);
-mg_status mg_reduce_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_reduce_grad(mg_graph *g, const mg_node *node,
+                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin);
 double mg_reduce_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
                        const mg_tdesc *out);
 mg_status mg_broadcast_to_infer(const mg_tdesc *in, int n_in,
                                 const mg_attrs *a, mg_tdesc *out, char *why,
                                 size_t len);
-mg_status mg_broadcast_to_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_broadcast_to_grad(mg_graph *g, const mg_node *node,
+                               const mg_tensor *in, mg_tensor y, mg_tensor gy,
                                const bool *need, mg_tensor *gin);
 
 /* ---- ops_shape.c --------------------------------------------------------- */
@@ -76,11 +81,13 @@ mg_status mg_broadcast_to_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
 mg_tensor mg_reshape_as(mg_graph *g, mg_tensor t, const mg_tdesc *d);
 mg_status mg_reshape_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                            mg_tdesc *out, char *why, size_t len);
-mg_status mg_reshape_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_reshape_grad(mg_graph *g, const mg_node *node,
+                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
                           const bool *need, mg_tensor *gin);
 mg_status mg_permute_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                            mg_tdesc *out, char *why, size_t len);
-mg_status mg_permute_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_permute_grad(mg_graph *g, const mg_node *node,
+                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
                           const bool *need, mg_tensor *gin);
 mg_status mg_fill_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                         mg_tdesc *out, char *why, size_t len);
@@ -88,26 +95,30 @@ mg_status mg_fill_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 /* ---- ops_softmax.c ------------------------------------------------------- */
 mg_status mg_softmax_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                            mg_tdesc *out, char *why, size_t len);
-mg_status mg_softmax_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_softmax_grad(mg_graph *g, const mg_node *node,
+                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
                           const bool *need, mg_tensor *gin);
 
 /* ---- ops_random.c -------------------------------------------------------- */
 mg_status mg_dropout_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                            mg_tdesc *out, char *why, size_t len);
-mg_status mg_dropout_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_dropout_grad(mg_graph *g, const mg_node *node,
+                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
                           const bool *need, mg_tensor *gin);
 
 /* ---- ops_loss.c ---------------------------------------------------------- */
 mg_status mg_cross_entropy_infer(const mg_tdesc *in, int n_in,
                                  const mg_attrs *a, mg_tdesc *out, char *why,
                                  size_t len);
-mg_status mg_cross_entropy_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_cross_entropy_grad(mg_graph *g, const mg_node *node,
+                                const mg_tensor *in, mg_tensor y, mg_tensor gy,
                                 const bool *need, mg_tensor *gin);
 mg_status mg_ce_grad_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                            mg_tdesc *out, char *why, size_t len);
 mg_status mg_mse_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                        mg_tdesc *out, char *why, size_t len);
-mg_status mg_mse_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_mse_grad(mg_graph *g, const mg_node *node,
+                      const mg_tensor *in, mg_tensor y, mg_tensor gy,
                       const bool *need, mg_tensor *gin);
 /* Cost per element of the first input (for ops with scalar outputs). */
 double mg_loss_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
@@ -134,7 +145,8 @@ mg_status mg_grad_infer_via(mg_infer_fn forward, const mg_tdesc *in,
                             char *why, size_t len);
 mg_status mg_conv2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                           mg_tdesc *out, char *why, size_t len);
-mg_status mg_conv2d_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_conv2d_grad(mg_graph *g, const mg_node *node,
+                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin);
 size_t mg_conv2d_workspace(const mg_tdesc *in, int n_in, const mg_attrs *a,
                            const mg_tdesc *out);
@@ -158,7 +170,8 @@ double mg_conv2d_grad_weight_flops(const mg_tdesc *in, int n_in,
 /* ---- ops_pool.c ---------------------------------------------------------- */
 mg_status mg_pool2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                           mg_tdesc *out, char *why, size_t len);
-mg_status mg_pool2d_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_pool2d_grad(mg_graph *g, const mg_node *node,
+                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin);
 double mg_pool2d_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
                        const mg_tdesc *out);
@@ -183,7 +196,8 @@ MG_NORM_INFER_DECL(layernorm_grad_input)
 MG_NORM_INFER_DECL(batchnorm_grad_gamma)
 MG_NORM_INFER_DECL(layernorm_grad_gamma)
 #undef MG_NORM_INFER_DECL
-mg_status mg_norm_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_norm_grad(mg_graph *g, const mg_node *node,
+                       const mg_tensor *in, mg_tensor y, mg_tensor gy,
                        const bool *need, mg_tensor *gin);
 double mg_norm_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
                      const mg_tdesc *out);
@@ -194,17 +208,20 @@ mg_status mg_slice_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 mg_status mg_pad_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                        mg_tdesc *out, char *why, size_t len);
 /* Gradient of slice (a pad) and of pad (a slice). */
-mg_status mg_window_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_window_grad(mg_graph *g, const mg_node *node,
+                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin);
 mg_status mg_concat_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                           mg_tdesc *out, char *why, size_t len);
-mg_status mg_concat_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_concat_grad(mg_graph *g, const mg_node *node,
+                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin);
 
 /* ---- ops_embedding.c ----------------------------------------------------- */
 mg_status mg_embedding_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                              mg_tdesc *out, char *why, size_t len);
-mg_status mg_embedding_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_embedding_grad(mg_graph *g, const mg_node *node,
+                            const mg_tensor *in, mg_tensor y, mg_tensor gy,
                             const bool *need, mg_tensor *gin);
 mg_status mg_embedding_grad_infer(const mg_tdesc *in, int n_in,
                                   const mg_attrs *a, mg_tdesc *out, char *why,
@@ -216,7 +233,8 @@ double mg_embedding_grad_flops(const mg_tdesc *in, int n_in,
 mg_status mg_causal_mask_infer(const mg_tdesc *in, int n_in,
                                const mg_attrs *a, mg_tdesc *out, char *why,
                                size_t len);
-mg_status mg_causal_mask_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_causal_mask_grad(mg_graph *g, const mg_node *node,
+                              const mg_tensor *in, mg_tensor y, mg_tensor gy,
                               const bool *need, mg_tensor *gin);
 
 #endif

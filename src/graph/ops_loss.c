@@ -92,19 +92,23 @@ mg_tensor mg_mse(mg_graph *g, mg_tensor pred, mg_tensor target) {
 }
 
 /* Labels are in no_grad_inputs, so only the logits get a gradient. */
-mg_status mg_cross_entropy_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_cross_entropy_grad(mg_graph *g, const mg_node *node,
+                                const mg_tensor *in, mg_tensor y, mg_tensor gy,
                                 const bool *need, mg_tensor *gin) {
-    const mg_node n = g->nodes[y];
-    const mg_tensor in[3] = {gy, n.in[0], n.in[1]};
+    (void)node;
+    (void)y;
+    const mg_tensor args[3] = {gy, in[0], in[1]};
     if (need[0])
-        gin[0] = mg_graph_add_node(g, MG_OP_CROSS_ENTROPY_GRAD, 3, in, NULL);
+        gin[0] = mg_graph_add_node(g, MG_OP_CROSS_ENTROPY_GRAD, 3, args, NULL);
     return mg_grad_status(1, need, gin);
 }
 
-mg_status mg_mse_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_mse_grad(mg_graph *g, const mg_node *node,
+                      const mg_tensor *in, mg_tensor y, mg_tensor gy,
                       const bool *need, mg_tensor *gin) {
-    const mg_node n = g->nodes[y];
-    const mg_tensor p = n.in[0], t = n.in[1];
+    (void)node;
+    (void)y;
+    const mg_tensor p = in[0], t = in[1];
     const double numel = (double)mg_tdesc_numel(&g->nodes[p].d);
     /* d/dp = 2 (p - t) / numel * gy; d/dt is its negation. */
     mg_tensor d = mg_mul(g, mg_scale(g, mg_sub(g, p, t), 2.0 / numel), gy);

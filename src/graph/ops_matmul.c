@@ -96,11 +96,12 @@ static mg_tensor shared_b_grad(mg_graph *g, mg_tensor a, mg_tensor gy,
 
 /* With A = op(a), B = op(b): dA = gy B^T and dB = A^T gy, each written so
  * that it comes out in the operand's stored (possibly transposed) layout. */
-mg_status mg_matmul_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_matmul_grad(mg_graph *g, const mg_node *node,
+                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin) {
-    const mg_node n = g->nodes[y];
-    const mg_tensor a = n.in[0], b = n.in[1];
-    const int ta = n.attrs.trans_a, tb = n.attrs.trans_b;
+    (void)y;
+    const mg_tensor a = in[0], b = in[1];
+    const int ta = node->attrs.trans_a, tb = node->attrs.trans_b;
     const mg_tdesc ad = g->nodes[a].d, bd = g->nodes[b].d;
     if (need[0]) {
         mg_tensor t = ta ? mg_matmul(g, b, gy, tb, 1)

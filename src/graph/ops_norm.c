@@ -124,27 +124,29 @@ mg_tensor mg_layernorm(mg_graph *g, mg_tensor x, mg_tensor gamma,
  * recompute them from x rather than graph ops that would keep mean and
  * variance tensors alive; dbeta is a plain sum of gy over the axes the
  * parameters are broadcast along. */
-mg_status mg_norm_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_norm_grad(mg_graph *g, const mg_node *node,
+                       const mg_tensor *in, mg_tensor y, mg_tensor gy,
                        const bool *need, mg_tensor *gin) {
-    const mg_node n = g->nodes[y];
-    const bool layer = n.op == MG_OP_LAYERNORM;
-    const int nd = g->nodes[n.in[0]].d.ndim;
+    (void)y;
+    const bool layer = node->op == MG_OP_LAYERNORM;
+    const int nd = g->nodes[in[0]].d.ndim;
     if (need[0]) {
-        const mg_tensor in[3] = {gy, n.in[0], n.in[1]};
+        const mg_tensor args[3] = {gy, in[0], in[1]};
         gin[0] = mg_graph_add_node(g, layer ? MG_OP_LAYERNORM_GRAD_INPUT
                                             : MG_OP_BATCHNORM_GRAD_INPUT,
-                                   3, in, &n.attrs);
+                                   3, args, &node->attrs);
     }
     if (need[1]) {
-        const mg_tensor in[2] = {gy, n.in[0]};
+        const mg_tensor args[2] = {gy, in[0]};
         gin[1] = mg_graph_add_node(g, layer ? MG_OP_LAYERNORM_GRAD_GAMMA
                                             : MG_OP_BATCHNORM_GRAD_GAMMA,
-                                   2, in, &n.attrs);
+                                   2, args, &node->attrs);
     }
     if (need[2]) {
         int axes[MG_MAX_DIMS], k = 0;
+        const int n_norm = node->attrs.n_norm_axes;
         for (int i = 0; i < nd; i++)
-            if (layer ? i < nd - n.attrs.n_norm_axes : i != 1) axes[k++] = i;
+            if (layer ? i < nd - n_norm : i != 1) axes[k++] = i;
         /* naxes 0 would mean every axis: a layernorm over all of x's axes
          * has nothing to sum. */
         gin[2] = k ? mg_sum(g, gy, k, axes, 0) : gy;

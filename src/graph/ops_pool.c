@@ -92,15 +92,16 @@ mg_tensor mg_avg_pool2d(mg_graph *g, mg_tensor x, int kernel_h, int kernel_w,
  * than keeping an index tensor from the forward pass: that costs a second
  * scan but no memory, and recomputing gives the same element, ties
  * included, because the scan order is fixed. */
-mg_status mg_pool2d_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_pool2d_grad(mg_graph *g, const mg_node *node,
+                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin) {
-    const mg_node n = g->nodes[y];
-    const mg_tdesc xd = g->nodes[n.in[0]].d;
-    mg_attrs at = n.attrs;
+    (void)y;
+    const mg_tdesc xd = g->nodes[in[0]].d;
+    mg_attrs at = node->attrs;
     if (!need[0]) return MG_OK;
-    if (n.op == MG_OP_MAX_POOL2D) {
-        const mg_tensor in[2] = {gy, n.in[0]};
-        gin[0] = mg_graph_add_node(g, MG_OP_MAX_POOL2D_GRAD, 2, in, &at);
+    if (node->op == MG_OP_MAX_POOL2D) {
+        const mg_tensor args[2] = {gy, in[0]};
+        gin[0] = mg_graph_add_node(g, MG_OP_MAX_POOL2D_GRAD, 2, args, &at);
     } else if (mg_attrs_shape_set(&at, xd.ndim, xd.shape, "avg_pool2d") ==
                MG_OK) {
         gin[0] = mg_graph_add_node(g, MG_OP_AVG_POOL2D_GRAD, 1, &gy, &at);

@@ -41,9 +41,12 @@ mg_tensor mg_dropout(mg_graph *g, mg_tensor x, double p, uint64_t seed) {
     return y;
 }
 
-mg_status mg_dropout_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_dropout_grad(mg_graph *g, const mg_node *node,
+                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
                           const bool *need, mg_tensor *gin) {
-    const mg_attrs at = g->nodes[y].attrs;
+    (void)in;
+    (void)y;
+    const mg_attrs at = node->attrs;
     if (need[0]) gin[0] = mg_dropout_at(g, gy, at.p, at.seed, at.offset);
     return mg_grad_status(1, need, gin);
 }

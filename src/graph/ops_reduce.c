@@ -87,20 +87,22 @@ mg_tensor mg_mean(mg_graph *g, mg_tensor x, int naxes, const int *axes,
     return reduce_build(g, MG_OP_MEAN, x, naxes, axes, keepdims);
 }
 
-mg_status mg_reduce_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_reduce_grad(mg_graph *g, const mg_node *node,
+                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin) {
-    const mg_node n = g->nodes[y];
-    const mg_tdesc xd = g->nodes[n.in[0]].d;
+    (void)y;
+    const mg_tdesc xd = g->nodes[in[0]].d;
     if (!need[0]) return MG_OK;
     /* gy with the reduced axes put back as size 1. */
     mg_tdesc kd = xd;
-    for (int i = 0; i < n.attrs.naxes; i++) kd.shape[n.attrs.axes[i]] = 1;
+    for (int i = 0; i < node->attrs.naxes; i++)
+        kd.shape[node->attrs.axes[i]] = 1;
     mg_tensor t = gy;
-    if (n.op == MG_OP_MEAN) {
+    if (node->op == MG_OP_MEAN) {
         /* Scaling before the broadcast touches fewer elements and gives
          * the same values bit for bit. */
         double count =
-            (double)mg_tdesc_numel(&xd) / (double)mg_tdesc_numel(&n.d);
+            (double)mg_tdesc_numel(&xd) / (double)mg_tdesc_numel(&node->d);
         t = mg_scale(g, t, 1.0 / count);
     }
     t = mg_reshape_as(g, t, &kd);
@@ -137,9 +139,12 @@ mg_tensor mg_broadcast_to(mg_graph *g, mg_tensor x, int ndim,
     return mg_graph_add_node(g, MG_OP_BROADCAST_TO, 1, &x, &at);
 }
 
-mg_status mg_broadcast_to_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_broadcast_to_grad(mg_graph *g, const mg_node *node,
+                               const mg_tensor *in, mg_tensor y, mg_tensor gy,
                                const bool *need, mg_tensor *gin) {
-    const mg_tdesc xd = g->nodes[g->nodes[y].in[0]].d;
+    (void)node;
+    (void)y;
+    const mg_tdesc xd = g->nodes[in[0]].d;
     if (need[0]) gin[0] = mg_sum_to(g, gy, &xd);
     return mg_grad_status(1, need, gin);
 }

@@ -40,9 +40,12 @@ mg_tensor mg_reshape_as(mg_graph *g, mg_tensor t, const mg_tdesc *d) {
     return mg_reshape(g, t, d->ndim, d->shape);
 }
 
-mg_status mg_reshape_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_reshape_grad(mg_graph *g, const mg_node *node,
+                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
                           const bool *need, mg_tensor *gin) {
-    const mg_tdesc xd = g->nodes[g->nodes[y].in[0]].d;
+    (void)node;
+    (void)y;
+    const mg_tdesc xd = g->nodes[in[0]].d;
     if (need[0]) gin[0] = mg_reshape_as(g, gy, &xd);
     return mg_grad_status(1, need, gin);
 }
@@ -99,11 +102,13 @@ mg_tensor mg_transpose(mg_graph *g, mg_tensor x, int axis0, int axis1) {
     return mg_permute(g, x, perm);
 }
 
-mg_status mg_permute_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_permute_grad(mg_graph *g, const mg_node *node,
+                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
                           const bool *need, mg_tensor *gin) {
-    const mg_node n = g->nodes[y];
+    (void)in;
+    (void)y;
     int inv[MG_MAX_DIMS];
-    for (int i = 0; i < n.d.ndim; i++) inv[n.attrs.perm[i]] = i;
+    for (int i = 0; i < node->d.ndim; i++) inv[node->attrs.perm[i]] = i;
     if (need[0]) gin[0] = mg_permute(g, gy, inv);
     return mg_grad_status(1, need, gin);
 }

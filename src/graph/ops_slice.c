@@ -144,22 +144,25 @@ mg_tensor mg_concat(mg_graph *g, int n, const mg_tensor *xs, int axis) {
 }
 
 /* slice and pad: each is the other with the same corner and x's shape. */
-mg_status mg_window_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_window_grad(mg_graph *g, const mg_node *node,
+                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin) {
-    const mg_node n = g->nodes[y];
-    const mg_tdesc xd = g->nodes[n.in[0]].d;
+    (void)y;
+    const mg_tdesc xd = g->nodes[in[0]].d;
+    const mg_op back = node->op == MG_OP_SLICE ? MG_OP_PAD : MG_OP_SLICE;
     if (need[0])
-        gin[0] = window_build(g, n.op == MG_OP_SLICE ? MG_OP_PAD : MG_OP_SLICE,
-                              gy, xd.ndim, xd.shape, n.attrs.start);
+        gin[0] = window_build(g, back, gy, xd.ndim, xd.shape,
+                              node->attrs.start);
     return mg_grad_status(1, need, gin);
 }
 
-mg_status mg_concat_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_concat_grad(mg_graph *g, const mg_node *node,
+                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin) {
-    const mg_node n = g->nodes[y];
-    const int ax = n.attrs.axis;
-    const int64_t na = g->nodes[n.in[0]].d.shape[ax];
+    (void)y;
+    const int ax = node->attrs.axis;
+    const int64_t na = g->nodes[in[0]].d.shape[ax];
     if (need[0]) gin[0] = mg_slice(g, gy, ax, 0, na);
-    if (need[1]) gin[1] = mg_slice(g, gy, ax, na, n.d.shape[ax] - na);
+    if (need[1]) gin[1] = mg_slice(g, gy, ax, na, node->d.shape[ax] - na);
     return mg_grad_status(2, need, gin);
 }

@@ -37,12 +37,13 @@ mg_tensor mg_log_softmax(mg_graph *g, mg_tensor x, int axis) {
     return softmax_build(g, MG_OP_LOG_SOFTMAX, x, axis);
 }
 
-mg_status mg_softmax_grad(mg_graph *g, mg_tensor y, mg_tensor gy,
+mg_status mg_softmax_grad(mg_graph *g, const mg_node *node,
+                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
                           const bool *need, mg_tensor *gin) {
-    const mg_node n = g->nodes[y];
-    const int axis = n.attrs.axis;
+    (void)in;
+    const int axis = node->attrs.axis;
     if (!need[0]) return MG_OK;
-    if (n.op == MG_OP_SOFTMAX) /* y * (gy - sum(gy * y)) */
+    if (node->op == MG_OP_SOFTMAX) /* y * (gy - sum(gy * y)) */
         gin[0] = mg_mul(g, y, mg_sub(g, gy,
                                      mg_sum(g, mg_mul(g, gy, y), 1, &axis, 1)));
     else /* gy - exp(y) * sum(gy) */

@@ -109,31 +109,23 @@ static mg_status builder_failed(void) {
 }
 
 /* Run v's gradient rule on recomputed values. A recomputed v is its copy,
- * whose inputs are copies already. A kept v is read as it is, but its
- * inputs are shown to the rule as their copies for the length of the call
- * (rules read inputs from the node, see graph.h), so the backward ops never
- * read a forward tensor the forward pass has released. */
+ * whose inputs are copies already. A kept v is read as it is, but the rule
+ * is handed the copies of its inputs (rules read their inputs from their
+ * arguments, see op_table.h), so the backward ops never read a forward
+ * tensor the forward pass has released. The graph itself is not edited. */
 static mg_status call_grad_rule(mg_graph *g, mg_recompute *r, mg_tensor v,
                                 mg_tensor gy, const bool *need,
                                 mg_tensor *gin) {
-    const mg_op_def *def = &mg_op_table[g->nodes[v].op];
-    if (!r) return def->grad(g, v, gy, need, gin);
-    if (!r->keep[v]) {
-        mg_tensor c = mg_recompute_get(g, r, v);
-        return c == MG_NO_TENSOR ? builder_failed()
-                                 : def->grad(g, c, gy, need, gin);
+    const bool kept = !r || r->keep[v];
+    const mg_tensor y = kept ? v : mg_recompute_get(g, r, v);
+    if (y == MG_NO_TENSOR) return builder_failed();
+    /* A copy: the rule's builder calls may move g->nodes. */
+    mg_node node = g->nodes[y];
+    for (int k = 0; r && kept && k < node.n_in; k++) {
+        node.in[k] = mg_recompute_get(g, r, node.in[k]);
+        if (node.in[k] == MG_NO_TENSOR) return builder_failed();
     }
-    const int n_in = g->nodes[v].n_in;
-    mg_tensor saved[MG_MAX_INPUTS], shown[MG_MAX_INPUTS];
-    for (int k = 0; k < n_in; k++) {
-        saved[k] = g->nodes[v].in[k];
-        shown[k] = mg_recompute_get(g, r, saved[k]);
-        if (shown[k] == MG_NO_TENSOR) return builder_failed();
-    }
-    for (int k = 0; k < n_in; k++) g->nodes[v].in[k] = shown[k];
-    mg_status s = def->grad(g, v, gy, need, gin);
-    for (int k = 0; k < n_in; k++) g->nodes[v].in[k] = saved[k];
-    return s;
+    return mg_op_table[node.op].grad(g, &node, node.in, y, gy, need, gin);
 }
 
 /* Backpropagate over `order` (topological, ancestors of the ys) with
