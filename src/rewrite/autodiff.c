@@ -5,7 +5,9 @@
  * Gradients are graph ops built by each op's gradient rule (the op table),
  * so the backward pass is an ordinary part of the graph: the planner
  * schedules it, and the checkpointing rewriter can recompute through it.
- * Nothing here knows a particular op.
+ * Nothing here knows a particular op, or a checkpoint policy: checkpoint.c
+ * says what the forward pass keeps, recompute.c makes the copies, and
+ * policy_memory.c runs the memory policy's search over builds from here.
  */
 #include "../graph/graph.h"
 #include "rewrite.h"
@@ -307,59 +309,14 @@ static mg_status build_once(mg_graph *g, const ad_call *c,
     return s;
 }
 
-/* The peak a training step of the built graph needs, its gradients being
- * caller memory as in training: the figure the memory policy minimises. */
-static size_t trial_peak(const mg_graph *g, const mg_tensor *grads, int n) {
-    mg_plan *p = NULL;
-    mg_binding *b = malloc((size_t)n * sizeof *b);
-    size_t peak = SIZE_MAX;
-    static char any; /* the addresses are never used */
-    if (b) {
-        for (int i = 0; i < n; i++) b[i] = (mg_binding){grads[i], &any};
-        if (mg_plan_compile(g, grads, n, NULL, &p) == MG_OK)
-            peak = mg_plan_predicted_peak(p, b, n);
-    }
-    mg_plan_free(p);
-    free(b);
-    return peak;
-}
-
-/* Graphs up to this many tensors get the memory policy's search; larger
- * ones take the default point, to keep rewriting linear in time. */
-#define MG_SEARCH_MAX_TENSORS 50000
-
-/* The memory policy's segment length is a trade-off that depends on which
- * tensors gradient rules read, so rather than guess, build the rewrite for
- * a few lengths (and with cuts forced), plan each, and keep the lowest
- * exact predicted peak. Ties go to the earlier, longer-segment point. */
-static mg_memory_search search_memory(mg_graph *g, const ad_call *c) {
-    static const mg_memory_search points[] = {
-        {2.0, false}, {3.0, false}, {4.0, false}, {1.5, false}, {1.0, false},
-        {2.0, true},  {3.0, true},  {1.0, true}};
-    mg_memory_search best = points[0];
-    if (!c->ckpt || c->ckpt->policy != MG_CKPT_MEMORY ||
-        g->n > MG_SEARCH_MAX_TENSORS)
-        return best;
-    const int32_t n_before = g->n;
-    const uint64_t rng_before = g->rng_offset;
-    size_t best_peak = SIZE_MAX;
-    mg_tensor *result = malloc((size_t)c->n_xs * sizeof *result);
-    for (size_t i = 0; result && i < sizeof points / sizeof *points; i++) {
-        ad_work w;
-        if (build_once(g, c, &points[i], &w, result) == MG_OK) {
-            size_t peak = trial_peak(g, result, c->n_xs);
-            if (peak < best_peak) {
-                best_peak = peak;
-                best = points[i];
-            }
-        }
-        work_free(&w);
-        mg_graph_truncate(g, n_before);
-        g->rng_offset = rng_before;
-    }
-    free(result);
-    mg_clear_error();
-    return best;
+/* One trial of the memory policy's search (policy_memory.c): the backward
+ * graph at point m, whose scratch arrays the search does not need. */
+static mg_status build_trial(mg_graph *g, const void *ctx,
+                             const mg_memory_search *m, mg_tensor *result) {
+    ad_work w;
+    mg_status s = build_once(g, ctx, m, &w, result);
+    work_free(&w);
+    return s;
 }
 
 mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
@@ -372,7 +329,8 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
     const ad_call call = {ys, grad_ys, xs, n_ys, n_xs, checkpoints};
     const int32_t n_before = g->n;
     const uint64_t rng_before = g->rng_offset;
-    const mg_memory_search m = search_memory(g, &call);
+    const mg_memory_search m =
+        mg_memory_search_best(g, checkpoints, n_xs, build_trial, &call);
     ad_work w;
     mg_tensor *result = malloc((size_t)n_xs * sizeof *result);
     s = result ? build_once(g, &call, &m, &w, result)

@@ -112,7 +112,7 @@ typedef struct fwd_order {
  * balance of kept against recomputed-and-live bytes if every recomputed
  * tensor stayed live. Only those a gradient rule reads do (an MLP's matmul
  * and bias outputs are read by none), so the best length is some factor of
- * that; autodiff.c tries several and keeps the lowest predicted peak. */
+ * that; policy_memory.c tries several and keeps the lowest predicted peak. */
 static double segment_budget(const fwd_order *fo) {
     double mean = fo->total_bytes / (fo->n ? fo->n : 1);
     return fo->factor * sqrt(fo->total_bytes * mean);

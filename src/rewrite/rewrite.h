@@ -1,6 +1,7 @@
 /*
- * rewrite.h - internal interface of the rewriter: autodiff and the
- * checkpoint policies that decide what the forward pass keeps.
+ * rewrite.h - internal interface of the rewriter: autodiff, the
+ * checkpoint policies that decide what the forward pass keeps, and the
+ * memory policy's search.
  */
 #ifndef MG_REWRITE_H
 #define MG_REWRITE_H
@@ -18,6 +19,21 @@ typedef struct mg_memory_search {
     double segment_factor;
     bool force_cuts;
 } mg_memory_search;
+
+/* Append the backward graph with the memory policy at point m, writing the
+ * gradients of the xs to result; ctx is the caller's description of the
+ * mg_gradients call. On failure g may hold part of the graph. */
+typedef mg_status (*mg_memory_build_fn)(mg_graph *g, const void *ctx,
+                                        const mg_memory_search *m,
+                                        mg_tensor *result);
+
+/* The point of the memory policy's search with the lowest predicted peak
+ * (policy_memory.c): builds each point with build, plans it, and leaves g
+ * as it was. Policies other than MG_CKPT_MEMORY get the default point
+ * without a search. n_xs: how many gradients build writes. */
+mg_memory_search mg_memory_search_best(mg_graph *g, const mg_checkpoints *c,
+                                       int n_xs, mg_memory_build_fn build,
+                                       const void *ctx);
 
 /* Decide what the forward pass keeps. order: the ancestors of the ys in
  * topological order; forward[t]: t is a computed tensor among them;
