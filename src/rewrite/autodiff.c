@@ -9,6 +9,7 @@
  */
 #include "../graph/graph.h"
 #include "rewrite.h"
+#include "schedule.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -224,8 +225,10 @@ static mg_status analyse(const mg_graph *g, const mg_tensor *ys, int n_ys,
                          const mg_tensor *xs, int n_xs,
                          const mg_checkpoints *ckpt,
                          const mg_memory_search *m, ad_work *w) {
-    mg_graph_mark_ancestors(g, ys, n_ys, NULL, w->marks);
-    mg_status s = mg_graph_topo_order(g, w->marks, NULL, w->order, &w->n_order);
+    mg_status s =
+        mg_graph_mark_ancestors(g, ys, n_ys, NULL, w->marks, "mg_gradients");
+    if (s == MG_OK)
+        s = mg_graph_topo_order(g, w->marks, NULL, w->order, &w->n_order);
     if (s != MG_OK) return s;
     /* relevant = depends on some x (and, being in `order`, feeds some y). */
     for (int i = 0; i < n_xs; i++) w->relevant[xs[i]] = w->marks[xs[i]];
@@ -317,19 +320,18 @@ static mg_status build_once(mg_graph *g, const ad_call *c,
 
 /* The peak a training step of the built graph needs, its gradients being
  * caller memory as in training: the figure the memory policy minimises. */
-static size_t trial_peak(const mg_graph *g, const mg_tensor *grads, int n) {
+static mg_status trial_peak(const mg_graph *g, const mg_tensor *grads, int n,
+                            size_t *peak) {
     mg_plan *p = NULL;
     mg_binding *b = malloc((size_t)n * sizeof *b);
-    size_t peak = SIZE_MAX;
     static char any; /* the addresses are never used */
-    if (b) {
-        for (int i = 0; i < n; i++) b[i] = (mg_binding){grads[i], &any};
-        if (mg_plan_compile(g, grads, n, NULL, &p) == MG_OK)
-            peak = mg_plan_predicted_peak(p, b, n);
-    }
+    if (!b) return mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
+    for (int i = 0; i < n; i++) b[i] = (mg_binding){grads[i], &any};
+    mg_status s = mg_plan_compile(g, grads, n, NULL, &p);
+    if (s == MG_OK) s = mg_plan_peak(p, b, n, "mg_gradients", peak);
     mg_plan_free(p);
     free(b);
-    return peak;
+    return s;
 }
 
 /* Graphs up to this many tensors get the memory policy's search; larger
@@ -339,35 +341,45 @@ static size_t trial_peak(const mg_graph *g, const mg_tensor *grads, int n) {
 /* The memory policy's segment length is a trade-off that depends on which
  * tensors gradient rules read, so rather than guess, build the rewrite for
  * a few lengths (and with cuts forced), plan each, and keep the lowest
- * exact predicted peak. Ties go to the earlier, longer-segment point. */
-static mg_memory_search search_memory(mg_graph *g, const ad_call *c) {
+ * exact predicted peak. Ties go to the earlier, longer-segment point.
+ * Running out of memory in a trial fails the search with MG_ERR_NOMEM
+ * rather than quietly choosing among the trials that happened to fit: the
+ * choice must not depend on how much memory was free. */
+static mg_status search_memory(mg_graph *g, const ad_call *c,
+                               mg_memory_search *best) {
     static const mg_memory_search points[] = {
         {2.0, false}, {3.0, false}, {4.0, false}, {1.5, false}, {1.0, false},
         {2.0, true},  {3.0, true},  {1.0, true}};
-    mg_memory_search best = points[0];
+    *best = points[0];
     if (!c->ckpt || c->ckpt->policy != MG_CKPT_MEMORY ||
         g->n > MG_SEARCH_MAX_TENSORS)
-        return best;
+        return MG_OK;
     const int32_t n_before = g->n;
     const uint64_t rng_before = g->rng_offset;
     size_t best_peak = SIZE_MAX;
+    mg_status nomem = MG_OK;
     mg_tensor *result = malloc((size_t)c->n_xs * sizeof *result);
-    for (size_t i = 0; result && i < sizeof points / sizeof *points; i++) {
+    if (!result)
+        return mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
+    for (size_t i = 0; nomem == MG_OK && i < sizeof points / sizeof *points;
+         i++) {
         ad_work w;
-        if (build_once(g, c, &points[i], &w, result) == MG_OK) {
-            size_t peak = trial_peak(g, result, c->n_xs);
-            if (peak < best_peak) {
-                best_peak = peak;
-                best = points[i];
-            }
+        size_t peak = SIZE_MAX;
+        mg_status s = build_once(g, c, &points[i], &w, result);
+        if (s == MG_OK) s = trial_peak(g, result, c->n_xs, &peak);
+        if (s == MG_ERR_NOMEM) nomem = s;
+        if (s == MG_OK && peak < best_peak) {
+            best_peak = peak;
+            *best = points[i];
         }
         work_free(&w);
         mg_graph_truncate(g, n_before);
         g->rng_offset = rng_before;
     }
     free(result);
+    if (nomem != MG_OK) return nomem; /* the message says where */
     mg_clear_error();
-    return best;
+    return MG_OK;
 }
 
 mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
@@ -380,7 +392,8 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
     const ad_call call = {ys, grad_ys, xs, n_ys, n_xs, checkpoints};
     const int32_t n_before = g->n;
     const uint64_t rng_before = g->rng_offset;
-    const mg_memory_search m = search_memory(g, &call);
+    mg_memory_search m;
+    if ((s = search_memory(g, &call, &m)) != MG_OK) return s;
     ad_work w;
     mg_tensor *result = malloc((size_t)n_xs * sizeof *result);
     s = result ? build_once(g, &call, &m, &w, result)
