@@ -7,7 +7,7 @@
  * graphs without articulation points still get checkpoints, and bad
  * checkpoint requests get clear errors.
  */
-#include "model_helpers.h"
+#include "helpers.h"
 
 typedef struct run_out {
     size_t peak, predicted, plain_predicted;

@@ -5,7 +5,7 @@
  * gradients requests. Nothing crashes, aborts, leaks (ASan runs this) or
  * writes into the caller's memory.
  */
-#include "model_helpers.h"
+#include "helpers.h"
 
 #include <pthread.h>
 

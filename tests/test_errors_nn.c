@@ -6,7 +6,6 @@
 #include "helpers.h"
 
 
-#define S(...) ((const int64_t[]){__VA_ARGS__})
 
 /* t must be MG_NO_TENSOR with status st and a message holding both
  * needles (the op, then the reason). */

@@ -8,8 +8,6 @@
  */
 #include "helpers.h"
 
-#define S(...) ((const int64_t[]){__VA_ARGS__})
-#define AX(...) ((const int[]){__VA_ARGS__})
 
 /* ------------------------------------------------------------------ matmul */
 

@@ -5,144 +5,6 @@
  */
 #include "helpers.h"
 
-#define S(...) ((const int64_t[]){__VA_ARGS__})
-#define D(...) ((const double[]){__VA_ARGS__})
-#define AX(...) ((const int[]){__VA_ARGS__})
-
-static const mg_dtype dtypes[2] = {MG_F32, MG_F64};
-
-/* ------------------------------------------------------------------ fixture
- * One forward graph of one dtype; inputs take double data converted to the
- * dtype; fw_check runs the graph for one output and compares. */
-
-#define FW_MAX 16
-typedef struct fw {
-    mg_graph *g;
-    mg_dtype dt;
-    int n;
-    mg_binding b[FW_MAX];
-    void *bufs[FW_MAX];
-    char what[160];
-} fw;
-
-static void fw_begin(fw *f, mg_dtype dt) {
-    memset(f, 0, sizeof *f);
-    f->dt = dt;
-    f->g = mg_graph_new();
-    ck_assert_msg(f->g != NULL, "mg_graph_new returned NULL");
-}
-
-static void fw_end(fw *f) {
-    for (int i = 0; i < f->n; i++)
-        free(f->bufs[i]);
-    mg_graph_free(f->g);
-    f->g = NULL;
-}
-
-static void *fw_alloc(fw *f, int64_t n, size_t esz) {
-    void *p = calloc((size_t)(n > 0 ? n : 1), esz);
-    ck_assert(p != NULL);
-    ck_assert(f->n < FW_MAX);
-    f->bufs[f->n] = p;
-    return p;
-}
-
-/* an input of f->dt holding vals (converted) */
-static mg_tensor fw_in(fw *f, int ndim, const int64_t *shape,
-                       const double *vals) {
-    int64_t n = th_numel(ndim, shape);
-    char nm[16];
-    snprintf(nm, sizeof nm, "in%d", f->n);
-    mg_tensor t = mg_input(f->g, nm, f->dt, ndim, shape);
-    ck_assert_msg(t != MG_NO_TENSOR, "mg_input failed: %s", mg_last_error());
-    void *d = fw_alloc(f, n, mg_dtype_size(f->dt));
-    for (int64_t i = 0; i < n; i++) {
-        if (f->dt == MG_F32)
-            ((float *)d)[i] = (float)vals[i];
-        else
-            ((double *)d)[i] = vals[i];
-    }
-    f->b[f->n].tensor = t;
-    f->b[f->n].data = d;
-    f->n++;
-    return t;
-}
-
-static mg_tensor fw_labels(fw *f, int64_t n, const int32_t *vals) {
-    int64_t shape[1] = {n};
-    char nm[16];
-    snprintf(nm, sizeof nm, "labels%d", f->n);
-    mg_tensor t = mg_input(f->g, nm, MG_I32, 1, shape);
-    ck_assert_msg(t != MG_NO_TENSOR, "mg_input(i32) failed: %s",
-                  mg_last_error());
-    int32_t *d = (int32_t *)fw_alloc(f, n, sizeof(int32_t));
-    memcpy(d, vals, (size_t)n * sizeof(int32_t));
-    f->b[f->n].tensor = t;
-    f->b[f->n].data = d;
-    f->n++;
-    return t;
-}
-
-/* Run for y (bound to a caller buffer) and copy the result to out[] as
- * doubles. Checks y's shape and dtype first. */
-static void fw_run(fw *f, const char *what, mg_tensor y, int ndim,
-                   const int64_t *shape, double *out, uint64_t seed) {
-    snprintf(f->what, sizeof f->what, "%s (%s)", what,
-             f->dt == MG_F32 ? "f32" : "f64");
-    ck_assert_msg(y != MG_NO_TENSOR, "%s: builder returned MG_NO_TENSOR: %s",
-                  f->what, mg_last_error());
-    th_check_shape(f->what, f->g, y, ndim, shape);
-    mg_dtype dt;
-    ck_assert_msg(mg_tensor_dtype(f->g, y, &dt) == MG_OK && dt == f->dt,
-                  "%s: output dtype is not the input dtype", f->what);
-    int64_t n = th_numel(ndim, shape);
-    void *buf = calloc((size_t)n + 1, mg_dtype_size(f->dt));
-    ck_assert(buf != NULL);
-    void *bufs[1] = {buf};
-    mg_status st = th_run(f->g, 1, &y, bufs, f->n, f->b, seed);
-    if (st != MG_OK) {
-        free(buf);
-        ck_abort_msg("%s: run failed: %s", f->what, th_errmsg);
-    }
-    for (int64_t i = 0; i < n; i++)
-        out[i] = f->dt == MG_F32 ? (double)((float *)buf)[i]
-                                 : ((double *)buf)[i];
-    free(buf);
-}
-
-/* Run for y and compare with exp[] (tolerance by dtype, times tolscale). */
-static void fw_check_tol(fw *f, const char *what, mg_tensor y, int ndim,
-                         const int64_t *shape, const double *exp,
-                         double tolscale) {
-    int64_t n = th_numel(ndim, shape);
-    double *got = (double *)malloc((size_t)(n + 1) * sizeof(double));
-    ck_assert(got != NULL);
-    fw_run(f, what, y, ndim, shape, got, 0);
-    double atol = f->dt == MG_F32 ? 1e-6 : 1e-14;
-    double rtol = f->dt == MG_F32 ? 2e-6 : 1e-13;
-    for (int64_t i = 0; i < n; i++) {
-        double a = got[i], e = exp[i];
-        int ok = isfinite(a) && fabs(a - e) <= tolscale * (atol + rtol * fabs(e));
-        if (!ok) {
-            free(got);
-            ck_abort_msg("%s: element %lld: got %.17g, expected %.17g",
-                         f->what, (long long)i, a, e);
-        }
-    }
-    free(got);
-}
-
-static void fw_check(fw *f, const char *what, mg_tensor y, int ndim,
-                     const int64_t *shape, const double *exp) {
-    fw_check_tol(f, what, y, ndim, shape, exp, 1.0);
-}
-
-/* values rounded through float so f32 and f64 runs see the same numbers */
-static void rand_vals(th_rng *r, double *d, int64_t n, double lo, double hi) {
-    for (int64_t i = 0; i < n; i++)
-        d[i] = (double)(float)th_rng_range(r, lo, hi, 0.0);
-}
-
 /* ------------------------------------------------------------------ matmul */
 
 /* A = [[1,2,3],[4,5,6]], B = [[7,8],[9,10],[11,12]]: AB = [[58,64],[139,154]] */
@@ -153,7 +15,7 @@ START_TEST(test_matmul_2d) {
             for (int tb = 0; tb < 2; tb++) {
                 fw f;
                 char what[64];
-                fw_begin(&f, dtypes[di]);
+                fw_begin(&f, th_dtypes[di]);
                 mg_tensor a = ta ? fw_in(&f, 2, S(3, 2), D(1, 4, 2, 5, 3, 6))
                                  : fw_in(&f, 2, S(2, 3), D(1, 2, 3, 4, 5, 6));
                 mg_tensor b =
@@ -167,7 +29,7 @@ START_TEST(test_matmul_2d) {
             }
         /* non-square: [1,3] x [3,1] = 1*7+2*9+3*11 = 58 ; [3,1]x[1,2] */
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor r = fw_in(&f, 2, S(1, 3), D(1, 2, 3));
         mg_tensor c = fw_in(&f, 2, S(3, 1), D(7, 9, 11));
         fw_check(&f, "matmul [1,3]x[3,1]", mg_matmul(f.g, r, c, 0, 0), 2,
@@ -184,7 +46,7 @@ END_TEST
 START_TEST(test_matmul_batched) {
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor a = fw_in(&f, 3, S(2, 2, 2), D(1, 2, 3, 4, 5, 6, 7, 8));
         mg_tensor b = fw_in(&f, 3, S(2, 2, 2), D(1, 0, 0, 1, 0, 1, 1, 0));
         fw_check(&f, "matmul batched", mg_matmul(f.g, a, b, 0, 0), 3,
@@ -203,7 +65,7 @@ END_TEST
 START_TEST(test_matmul_shared) {
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor a = fw_in(&f, 3, S(2, 2, 2), D(1, 2, 3, 4, 5, 6, 7, 8));
         mg_tensor s = fw_in(&f, 2, S(2, 2), D(1, 1, 0, 2));
         /* a_i [[1,1],[0,2]] */
@@ -252,8 +114,8 @@ START_TEST(test_matmul_random_ref) {
     double *b = malloc(sizeof(double) * batch * K * N);
     double *e = malloc(sizeof(double) * batch * M * N);
     ck_assert(a && b && e);
-    rand_vals(&r, a, batch * M * K, -1, 1);
-    rand_vals(&r, b, batch * K * N, -1, 1);
+    th_rand_vals(&r, a, batch * M * K, -1, 1);
+    th_rand_vals(&r, b, batch * K * N, -1, 1);
     for (int di = 0; di < 2; di++)
         for (int mode = 0; mode < 4; mode++)
             for (int ta = 0; ta < 2; ta++)
@@ -262,7 +124,7 @@ START_TEST(test_matmul_random_ref) {
                     int64_t nb = mode == 0 ? 1 : batch;
                     fw f;
                     char what[96];
-                    fw_begin(&f, dtypes[di]);
+                    fw_begin(&f, th_dtypes[di]);
                     int64_t ash[4] = {B0, B1, ta ? K : M, ta ? M : K};
                     int64_t bsh[4] = {B0, B1, tb ? N : K, tb ? K : N};
                     mg_tensor ta_ = ab ? fw_in(&f, 4, ash, a)
@@ -293,7 +155,7 @@ START_TEST(test_binary_row_broadcast) {
     /* [2,3] op [3] */
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor a = fw_in(&f, 2, S(2, 3), D(1, 2, 3, 4, 5, 6));
         mg_tensor b = fw_in(&f, 1, S(3), D(10, 20, 30));
         fw_check(&f, "add [2,3]+[3]", mg_add(f.g, a, b), 2, S(2, 3),
@@ -318,7 +180,7 @@ START_TEST(test_binary_outer_broadcast) {
     /* [2,1] op [1,3] -> [2,3] */
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor a = fw_in(&f, 2, S(2, 1), D(2, 3));
         mg_tensor b = fw_in(&f, 2, S(1, 3), D(1, 2, 4));
         fw_check(&f, "mul [2,1]*[1,3]", mg_mul(f.g, a, b), 2, S(2, 3),
@@ -337,7 +199,7 @@ END_TEST
 START_TEST(test_binary_scalar) {
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor a = fw_in(&f, 2, S(2, 2), D(1, 2, 3, 4));
         mg_tensor s = fw_in(&f, 0, NULL, D(2.5));
         fw_check(&f, "add [2,2]+scalar", mg_add(f.g, a, s), 2, S(2, 2),
@@ -367,8 +229,8 @@ START_TEST(test_binary_3d_broadcast_ref) {
     th_rng r;
     th_rng_init(&r, 5);
     double a[12], b[8], e[24];
-    rand_vals(&r, a, 12, -2, 2);
-    rand_vals(&r, b, 8, 0.5, 2);
+    th_rand_vals(&r, a, 12, -2, 2);
+    th_rand_vals(&r, b, 8, 0.5, 2);
     for (int op = 0; op < 4; op++)
         for (int di = 0; di < 2; di++) {
             static const char *names[4] = {"add [3,1,4]+[2,4]",
@@ -385,7 +247,7 @@ START_TEST(test_binary_3d_broadcast_ref) {
                                                            : x / y;
                     }
             fw f;
-            fw_begin(&f, dtypes[di]);
+            fw_begin(&f, th_dtypes[di]);
             mg_tensor ta = fw_in(&f, 3, S(3, 1, 4), a);
             mg_tensor tb = fw_in(&f, 2, S(2, 4), b);
             mg_tensor y = op == 0   ? mg_add(f.g, ta, tb)
@@ -439,8 +301,8 @@ START_TEST(test_binary_random_broadcast_ref) {
         int64_t na = th_numel(cases[k].nda, cases[k].sa);
         int64_t nb = th_numel(cases[k].ndb, cases[k].sb);
         int64_t no = th_numel(cases[k].ndo, cases[k].so);
-        rand_vals(&r, a, na, -2, 2);
-        rand_vals(&r, b, nb, 0.5, 2);
+        th_rand_vals(&r, a, na, -2, 2);
+        th_rand_vals(&r, b, nb, 0.5, 2);
         for (int op = 0; op < 4; op++) {
             for (int64_t i = 0; i < no; i++) {
                 int64_t ix[4];
@@ -460,7 +322,7 @@ START_TEST(test_binary_random_broadcast_ref) {
                 snprintf(what, sizeof what, "%s broadcast case %d", names[op],
                          k);
                 fw f;
-                fw_begin(&f, dtypes[di]);
+                fw_begin(&f, th_dtypes[di]);
                 mg_tensor ta = fw_in(&f, cases[k].nda, cases[k].sa, a);
                 mg_tensor tb = fw_in(&f, cases[k].ndb, cases[k].sb, b);
                 mg_tensor y = op == 0   ? mg_add(f.g, ta, tb)
@@ -495,7 +357,7 @@ START_TEST(test_unary) {
     const double *x = D(-2, -0.5, 0, 0.5, 1, 3);
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor t = fw_in(&f, 2, S(2, 3), x);
         fw_check(&f, "neg", mg_neg(f.g, t), 2, S(2, 3),
                  D(2, 0.5, 0, -0.5, -1, -3));
@@ -530,7 +392,7 @@ START_TEST(test_unary_extremes) {
     /* saturation must not give NaN */
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor t = fw_in(&f, 1, S(4), D(-50, -20, 20, 50));
         fw_check(&f, "tanh saturated", mg_tanh(f.g, t), 1, S(4),
                  D(-1, -1, 1, 1));
@@ -549,7 +411,7 @@ START_TEST(test_log_sqrt) {
     const double e1 = 2.718281828459045;
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor t = fw_in(&f, 1, S(5), D(0.5, 1, 2, e1, 10));
         fw_check(&f, "log", mg_log(f.g, t), 1, S(5),
                  D(-0.6931471805599453, 0, 0.6931471805599453, 1,
@@ -572,7 +434,7 @@ static const double iota24[24] = {0,  1,  2,  3,  4,  5,  6,  7,
 START_TEST(test_sum_axes) {
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor x = fw_in(&f, 3, S(2, 3, 4), iota24);
         fw_check(&f, "sum axis 0", mg_sum(f.g, x, 1, AX(0), 0), 2, S(3, 4),
                  D(12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 34));
@@ -605,7 +467,7 @@ END_TEST
 START_TEST(test_sum_axes_unsorted) {
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor x = fw_in(&f, 3, S(2, 3, 4), iota24);
         fw_check(&f, "sum axes {2,0} (listed out of order)",
                  mg_sum(f.g, x, 2, AX(2, 0), 0), 1, S(3), D(60, 92, 124));
@@ -620,7 +482,7 @@ END_TEST
 START_TEST(test_mean_axes) {
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor x = fw_in(&f, 3, S(2, 3, 4), iota24);
         fw_check(&f, "mean axis -1", mg_mean(f.g, x, 1, AX(-1), 0), 2,
                  S(2, 3), D(1.5, 5.5, 9.5, 13.5, 17.5, 21.5));
@@ -646,7 +508,7 @@ START_TEST(test_reduce_random_ref) {
     double x[105], e[105];
     th_rng r;
     th_rng_init(&r, 31);
-    rand_vals(&r, x, 105, -2, 2);
+    th_rand_vals(&r, x, 105, -2, 2);
     for (int mask = 1; mask < 8; mask++)
         for (int keep = 0; keep < 2; keep++)
             for (int mean = 0; mean < 2; mean++) {
@@ -683,7 +545,7 @@ START_TEST(test_reduce_random_ref) {
                              "%s of [3,5,7] over axis mask %d keepdims %d",
                              mean ? "mean" : "sum", mask, keep);
                     fw f;
-                    fw_begin(&f, dtypes[di]);
+                    fw_begin(&f, th_dtypes[di]);
                     mg_tensor t = fw_in(&f, 3, sh, x);
                     mg_tensor y = mean ? mg_mean(f.g, t, na, axes, keep)
                                        : mg_sum(f.g, t, na, axes, keep);
@@ -711,7 +573,7 @@ END_TEST
 START_TEST(test_broadcast_to) {
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor a = fw_in(&f, 1, S(3), D(1, 2, 3));
         fw_check(&f, "broadcast_to [3]->[2,3]",
                  mg_broadcast_to(f.g, a, 2, S(2, 3)), 2, S(2, 3),
@@ -741,7 +603,7 @@ END_TEST
 START_TEST(test_reshape) {
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor x = fw_in(&f, 3, S(2, 3, 4), iota24);
         fw_check(&f, "reshape [2,3,4]->[6,4]", mg_reshape(f.g, x, 2, S(6, 4)),
                  2, S(6, 4), iota24);
@@ -763,7 +625,7 @@ START_TEST(test_permute_transpose) {
     double e[24];
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor x = fw_in(&f, 3, S(2, 3, 4), iota24);
         /* perm {2,0,1}: out[a,b,c] = x[b,c,a], out shape [4,2,3] */
         for (int a = 0; a < 4; a++)
@@ -803,7 +665,7 @@ END_TEST
 START_TEST(test_softmax_last_axis) {
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor x = fw_in(&f, 2, S(2, 3), D(1, 2, 3, 1, 1, 1));
         const double *sm = D(0.09003057317038046, 0.24472847105479764,
                              0.6652409557748219, 1.0 / 3, 1.0 / 3, 1.0 / 3);
@@ -825,7 +687,7 @@ END_TEST
 START_TEST(test_softmax_first_axis) {
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor x = fw_in(&f, 2, S(2, 3), D(1, 2, 3, 1, 1, 1));
         fw_check(&f, "softmax axis 0", mg_softmax(f.g, x, 0), 2, S(2, 3),
                  D(0.5, 0.7310585786300049, 0.8807970779778823, 0.5,
@@ -848,7 +710,7 @@ START_TEST(test_softmax_middle_axis_ref) {
     th_rng r;
     th_rng_init(&r, 11);
     double x[12], sm[12], lsm[12];
-    rand_vals(&r, x, 12, -3, 3);
+    th_rand_vals(&r, x, 12, -3, 3);
     for (int i = 0; i < 2; i++)
         for (int k = 0; k < 2; k++) {
             double s = 0;
@@ -862,7 +724,7 @@ START_TEST(test_softmax_middle_axis_ref) {
         }
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor t = fw_in(&f, 3, S(2, 3, 2), x);
         fw_check_tol(&f, "softmax axis 1 of [2,3,2]", mg_softmax(f.g, t, 1),
                      3, S(2, 3, 2), sm, 2);
@@ -876,7 +738,7 @@ END_TEST
 START_TEST(test_softmax_size1_axis) {
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor x = fw_in(&f, 2, S(3, 1), D(-5, 0, 7));
         fw_check(&f, "softmax over a size-1 axis", mg_softmax(f.g, x, 1), 2,
                  S(3, 1), D(1, 1, 1));
@@ -911,7 +773,7 @@ START_TEST(test_permute_random_ref) {
             snprintf(what, sizeof what, "permute {%d,%d,%d,%d} of [2,3,4,5]",
                      perms[k][0], perms[k][1], perms[k][2], perms[k][3]);
             fw f;
-            fw_begin(&f, dtypes[di]);
+            fw_begin(&f, th_dtypes[di]);
             mg_tensor t = fw_in(&f, 4, sh, x);
             fw_check(&f, what, mg_permute(f.g, t, perms[k]), 4, so, e);
             fw_end(&f);
@@ -924,7 +786,7 @@ START_TEST(test_softmax_large_inputs) {
     /* softmax is shift invariant; a kernel must not overflow exp(1000) */
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor x = fw_in(&f, 2, S(1, 3), D(1000, 1001, 1002));
         fw_check(&f, "softmax of [1000,1001,1002]", mg_softmax(f.g, x, -1),
                  2, S(1, 3),
@@ -944,7 +806,7 @@ END_TEST
 START_TEST(test_fill) {
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         fw_check(&f, "fill [2,3] 2.5", mg_fill(f.g, f.dt, 2, S(2, 3), 2.5), 2,
                  S(2, 3), D(2.5, 2.5, 2.5, 2.5, 2.5, 2.5));
         fw_check(&f, "fill scalar -3", mg_fill(f.g, f.dt, 0, NULL, -3.0), 0,
@@ -981,7 +843,7 @@ static double *drop_input(void) {
     th_rng_init(&r, 99);
     double *x = malloc(sizeof(double) * DROP_N);
     ck_assert(x != NULL);
-    rand_vals(&r, x, DROP_N, 1, 2);
+    th_rand_vals(&r, x, DROP_N, 1, 2);
     return x;
 }
 
@@ -989,12 +851,12 @@ START_TEST(test_dropout_p0_identity) {
     double *x = drop_input(), *o = malloc(sizeof(double) * DROP_N);
     ck_assert(o != NULL);
     for (int di = 0; di < 2; di++) {
-        drop_run(dtypes[di], 0.0, 3, 42, x, o);
+        drop_run(th_dtypes[di], 0.0, 3, 42, x, o);
         for (int i = 0; i < DROP_N; i++)
             ck_assert_msg(o[i] == x[i],
                           "dropout p=0 (%s): element %d is %.17g, input "
                           "%.17g",
-                          mg_dtype_name(dtypes[di]), i, o[i], x[i]);
+                          mg_dtype_name(th_dtypes[di]), i, o[i], x[i]);
     }
     free(x);
     free(o);
@@ -1008,9 +870,9 @@ START_TEST(test_dropout_scale_and_rate) {
     for (int di = 0; di < 2; di++)
         for (int pi = 0; pi < 3; pi++) {
             double p = ps[pi];
-            drop_run(dtypes[di], p, 3, 42, x, o);
+            drop_run(th_dtypes[di], p, 3, 42, x, o);
             int64_t dropped = 0;
-            double rtol = dtypes[di] == MG_F32 ? 1e-6 : 1e-14;
+            double rtol = th_dtypes[di] == MG_F32 ? 1e-6 : 1e-14;
             for (int i = 0; i < DROP_N; i++) {
                 if (o[i] == 0.0) {
                     dropped++;
@@ -1020,14 +882,14 @@ START_TEST(test_dropout_scale_and_rate) {
                 ck_assert_msg(fabs(o[i] - e) <= rtol * e,
                               "dropout p=%g (%s): kept element %d is %.17g, "
                               "expected x/(1-p) = %.17g",
-                              p, mg_dtype_name(dtypes[di]), i, o[i], e);
+                              p, mg_dtype_name(th_dtypes[di]), i, o[i], e);
             }
             double frac = (double)dropped / DROP_N;
             /* binomial std <= 0.0016 at n=1e5: 0.01 is > 6 sigma */
             ck_assert_msg(fabs(frac - p) < 0.01,
                           "dropout p=%g (%s): dropped fraction %.4f, "
                           "expected about %g",
-                          p, mg_dtype_name(dtypes[di]), frac, p);
+                          p, mg_dtype_name(th_dtypes[di]), frac, p);
         }
     free(x);
     free(o);
@@ -1047,22 +909,22 @@ START_TEST(test_dropout_seeds) {
     double *o2 = malloc(sizeof(double) * DROP_N);
     ck_assert(o1 && o2);
     for (int di = 0; di < 2; di++) {
-        const char *dn = mg_dtype_name(dtypes[di]);
+        const char *dn = mg_dtype_name(th_dtypes[di]);
         /* same run seed: bit for bit, across two plans/execs */
-        drop_run(dtypes[di], 0.5, 3, 42, x, o1);
-        drop_run(dtypes[di], 0.5, 3, 42, x, o2);
+        drop_run(th_dtypes[di], 0.5, 3, 42, x, o1);
+        drop_run(th_dtypes[di], 0.5, 3, 42, x, o2);
         ck_assert_msg(memcmp(o1, o2, sizeof(double) * DROP_N) == 0,
                       "dropout (%s): same run seed gave different outputs",
                       dn);
         /* different run seed: a different mask (about half differ) */
-        drop_run(dtypes[di], 0.5, 3, 43, x, o2);
+        drop_run(th_dtypes[di], 0.5, 3, 43, x, o2);
         int64_t d = mask_diff(o1, o2, DROP_N);
         ck_assert_msg(d > DROP_N / 4,
                       "dropout (%s): run seeds 42 and 43 give masks that "
                       "differ in only %lld of %d elements",
                       dn, (long long)d, DROP_N);
         /* different op seed, same run seed: a different mask */
-        drop_run(dtypes[di], 0.5, 4, 42, x, o2);
+        drop_run(th_dtypes[di], 0.5, 4, 42, x, o2);
         d = mask_diff(o1, o2, DROP_N);
         ck_assert_msg(d > DROP_N / 4,
                       "dropout (%s): op seeds 3 and 4 give masks that "
@@ -1132,7 +994,7 @@ START_TEST(test_cross_entropy) {
     const double lse0 = 3.4076059644443806, ln3 = 1.0986122886681098;
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor l = fw_in(&f, 2, S(2, 3), D(1, 2, 3, 1, 1, 1));
         mg_tensor y1 = fw_labels(&f, 2, (const int32_t[]){2, 0});
         mg_tensor y2 = fw_labels(&f, 2, (const int32_t[]){0, 1});
@@ -1194,7 +1056,7 @@ END_TEST
 START_TEST(test_mse) {
     for (int di = 0; di < 2; di++) {
         fw f;
-        fw_begin(&f, dtypes[di]);
+        fw_begin(&f, th_dtypes[di]);
         mg_tensor p = fw_in(&f, 2, S(2, 2), D(1, 2, 3, 4));
         mg_tensor t = fw_in(&f, 2, S(2, 2), D(1.5, 2, 2, 6));
         /* diffs -0.5, 0, 1, -2 -> (0.25 + 0 + 1 + 4) / 4 */

@@ -7,111 +7,6 @@
  */
 #include "helpers.h"
 
-#define S(...) ((const int64_t[]){__VA_ARGS__})
-#define D(...) ((const double[]){__VA_ARGS__})
-
-/* ------------------------------------------------------------------ fixture
- * A graph of one dtype; float inputs take double data converted to it, and
- * nn_expect runs one output and compares it with doubles. */
-
-#define NN_MAX 24
-typedef struct nn {
-    mg_graph *g;
-    mg_dtype dt;
-    int n;
-    mg_binding b[NN_MAX];
-} nn;
-
-static void nn_begin(nn *t, mg_dtype dt) {
-    memset(t, 0, sizeof *t);
-    t->dt = dt;
-    t->g = mg_graph_new();
-    ck_assert(t->g != NULL);
-}
-
-static void nn_end(nn *t) {
-    for (int i = 0; i < t->n; i++)
-        free(t->b[i].data);
-    mg_graph_free(t->g);
-}
-
-static mg_tensor nn_leaf(nn *t, mg_dtype dt, int nd, const int64_t *sh,
-                         const double *v) {
-    ck_assert(t->n < NN_MAX);
-    mg_tensor x = mg_input(t->g, NULL, dt, nd, sh);
-    TH_OK_T("input", x);
-    int64_t n = th_numel(nd, sh);
-    void *d = malloc((size_t)n * mg_dtype_size(dt));
-    ck_assert(d != NULL);
-    for (int64_t i = 0; i < n; i++) {
-        if (dt == MG_F32)
-            ((float *)d)[i] = (float)v[i];
-        else if (dt == MG_F64)
-            ((double *)d)[i] = v[i];
-        else
-            ((int32_t *)d)[i] = (int32_t)v[i];
-    }
-    t->b[t->n++] = (mg_binding){x, d};
-    return x;
-}
-
-static mg_tensor nn_in(nn *t, int nd, const int64_t *sh, const double *v) {
-    return nn_leaf(t, t->dt, nd, sh, v);
-}
-
-static mg_tensor nn_idx(nn *t, int nd, const int64_t *sh, const double *v) {
-    return nn_leaf(t, MG_I32, nd, sh, v);
-}
-
-/* Runs y; returns the run status and leaves the values in got. */
-static mg_status nn_try(nn *t, mg_tensor y, double *got) {
-    int64_t n = mg_tensor_numel(t->g, y);
-    ck_assert(n > 0);
-    void *buf = malloc((size_t)n * mg_dtype_size(t->dt));
-    ck_assert(buf != NULL);
-    void *bufs[1] = {buf};
-    mg_status st = th_run(t->g, 1, &y, bufs, t->n, t->b, 0);
-    for (int64_t i = 0; st == MG_OK && i < n; i++)
-        got[i] = t->dt == MG_F32 ? ((float *)buf)[i] : ((double *)buf)[i];
-    free(buf);
-    return st;
-}
-
-/* Runs y and checks its shape and every value (tolerance scaled by the
- * dtype: f32 values carry about 1e-7 relative rounding per operation). */
-static void nn_expect(nn *t, const char *what, mg_tensor y, int nd,
-                      const int64_t *sh, const double *want, double tol) {
-    char name[200];
-    snprintf(name, sizeof name, "%s (%s)", what, mg_dtype_name(t->dt));
-    TH_OK_T(name, y);
-    th_check_shape(name, t->g, y, nd, sh);
-    int64_t n = th_numel(nd, sh);
-    double *got = malloc((size_t)n * sizeof *got);
-    ck_assert(got != NULL);
-    mg_status st = nn_try(t, y, got);
-    if (st != MG_OK)
-        free(got);
-    ck_assert_msg(st == MG_OK, "%s: run failed: %s", name, th_errmsg);
-    double scale = t->dt == MG_F32 ? 1.0 : 1e-8;
-    th_check_f64(name, got, want, n, tol * scale, tol * scale);
-    free(got);
-}
-
-/* d <seed, y> / d x: a gradient through the op under test. */
-static mg_tensor nn_grad(nn *t, mg_tensor y, mg_tensor seed, mg_tensor x) {
-    mg_tensor gx = MG_NO_TENSOR;
-    mg_status st = mg_gradients(t->g, &y, 1, &seed, &x, 1, NULL, &gx);
-    ck_assert_msg(st == MG_OK, "mg_gradients: %s", mg_last_error());
-    return gx;
-}
-
-static void rand_vals(th_rng *r, double *v, int64_t n) {
-    for (int64_t i = 0; i < n; i++)
-        v[i] = (double)(float)th_rng_range(r, -2, 2, 0);
-}
-
-static const mg_dtype dtypes[2] = {MG_F32, MG_F64};
-
 /* ------------------------------------------------------------------ conv2d */
 
 typedef struct conv_case {
@@ -151,20 +46,20 @@ START_TEST(test_conv2d_hand) {
      * at -1 and 1 and only taps inside x count: -x00, -x02, -x20 and
      * x11 - x22. */
     for (int d = 0; d < 2; d++) {
-        nn t;
-        nn_begin(&t, dtypes[d]);
-        mg_tensor x = nn_in(&t, 4, S(1, 1, 3, 3), D(1, 2, 3, 4, 5, 6, 7, 8, 9));
-        mg_tensor w = nn_in(&t, 4, S(1, 1, 2, 2), D(1, 0, 0, -1));
-        nn_expect(&t, "conv2d valid", mg_conv2d(t.g, x, w, 1, 1, 0, 0, 1, 1, 1),
+        fw t;
+        fw_begin(&t, th_dtypes[d]);
+        mg_tensor x = fw_in(&t, 4, S(1, 1, 3, 3), D(1, 2, 3, 4, 5, 6, 7, 8, 9));
+        mg_tensor w = fw_in(&t, 4, S(1, 1, 2, 2), D(1, 0, 0, -1));
+        fw_expect(&t, "conv2d valid", mg_conv2d(t.g, x, w, 1, 1, 0, 0, 1, 1, 1),
                   4, S(1, 1, 2, 2), D(-4, -4, -4, -4), 1e-6);
-        nn_expect(&t, "conv2d pad 1 stride 2",
+        fw_expect(&t, "conv2d pad 1 stride 2",
                   mg_conv2d(t.g, x, w, 2, 2, 1, 1, 1, 1, 1), 4, S(1, 1, 2, 2),
                   D(-1, -3, -7, -4), 1e-6);
         /* dilation 2: the only window is x00 - x22 = -8 */
-        nn_expect(&t, "conv2d dilation 2",
+        fw_expect(&t, "conv2d dilation 2",
                   mg_conv2d(t.g, x, w, 1, 1, 0, 0, 2, 2, 1), 4, S(1, 1, 1, 1),
                   D(-8), 1e-6);
-        nn_end(&t);
+        fw_end(&t);
     }
 }
 END_TEST
@@ -196,25 +91,25 @@ START_TEST(test_conv2d_random_ref) {
         double *yb = malloc(sizeof(double) * (size_t)th_numel(4, ys));
         double bias[8];
         ck_assert(x && w && y && yb);
-        rand_vals(&r, x, th_numel(4, xs));
-        rand_vals(&r, w, th_numel(4, ws));
-        rand_vals(&r, bias, c->o);
+        th_rand_vals(&r, x, th_numel(4, xs), -2, 2);
+        th_rand_vals(&r, w, th_numel(4, ws), -2, 2);
+        th_rand_vals(&r, bias, c->o, -2, 2);
         ref_conv(c, x, w, y, oh, ow);
         for (int64_t i = 0; i < th_numel(4, ys); i++)
             yb[i] = y[i] + bias[(i / (oh * ow)) % c->o];
         for (int d = 0; d < 2; d++) {
             char what[64];
             snprintf(what, sizeof what, "conv2d case %zu", k);
-            nn t;
-            nn_begin(&t, dtypes[d]);
-            mg_tensor xt = nn_in(&t, 4, xs, x), wt = nn_in(&t, 4, ws, w);
-            mg_tensor bt = nn_in(&t, 3, S(c->o, 1, 1), bias);
+            fw t;
+            fw_begin(&t, th_dtypes[d]);
+            mg_tensor xt = fw_in(&t, 4, xs, x), wt = fw_in(&t, 4, ws, w);
+            mg_tensor bt = fw_in(&t, 3, S(c->o, 1, 1), bias);
             mg_tensor yt = mg_conv2d(t.g, xt, wt, c->sh, c->sw, c->ph, c->pw,
                                      c->dh, c->dw, c->groups);
-            nn_expect(&t, what, yt, 4, ys, y, 1e-5);
+            fw_expect(&t, what, yt, 4, ys, y, 1e-5);
             snprintf(what, sizeof what, "conv2d case %zu + bias", k);
-            nn_expect(&t, what, mg_add(t.g, yt, bt), 4, ys, yb, 1e-5);
-            nn_end(&t);
+            fw_expect(&t, what, mg_add(t.g, yt, bt), 4, ys, yb, 1e-5);
+            fw_end(&t);
         }
         free(x), free(w), free(y), free(yb);
     }
@@ -228,34 +123,34 @@ static const double iota16[16] = {1, 2,  3,  4,  5,  6,  7,  8,
 
 START_TEST(test_pool_hand) {
     for (int d = 0; d < 2; d++) {
-        nn t;
-        nn_begin(&t, dtypes[d]);
-        mg_tensor x = nn_in(&t, 4, S(1, 1, 4, 4), iota16);
-        nn_expect(&t, "max_pool2d 2x2/2",
+        fw t;
+        fw_begin(&t, th_dtypes[d]);
+        mg_tensor x = fw_in(&t, 4, S(1, 1, 4, 4), iota16);
+        fw_expect(&t, "max_pool2d 2x2/2",
                   mg_max_pool2d(t.g, x, 2, 2, 2, 2, 0, 0), 4, S(1, 1, 2, 2),
                   D(6, 8, 14, 16), 0);
-        nn_expect(&t, "avg_pool2d 2x2/2",
+        fw_expect(&t, "avg_pool2d 2x2/2",
                   mg_avg_pool2d(t.g, x, 2, 2, 2, 2, 0, 0), 4, S(1, 1, 2, 2),
                   D(3.5, 5.5, 11.5, 13.5), 0);
         /* 1x3 windows, stride (3, 1): rows 0 and 3, columns 0..1 */
-        nn_expect(&t, "max_pool2d 1x3 stride 3x1",
+        fw_expect(&t, "max_pool2d 1x3 stride 3x1",
                   mg_max_pool2d(t.g, x, 1, 3, 3, 1, 0, 0), 4, S(1, 1, 2, 2),
                   D(3, 4, 15, 16), 0);
         /* all negative with padding: padding (0) must never win */
         mg_tensor neg =
-            nn_in(&t, 4, S(1, 1, 3, 3), D(-1, -2, -3, -4, -5, -6, -7, -8, -9));
-        nn_expect(&t, "max_pool2d of negatives, pad 1",
+            fw_in(&t, 4, S(1, 1, 3, 3), D(-1, -2, -3, -4, -5, -6, -7, -8, -9));
+        fw_expect(&t, "max_pool2d of negatives, pad 1",
                   mg_max_pool2d(t.g, neg, 3, 3, 1, 1, 1, 1), 4, S(1, 1, 3, 3),
                   D(-1, -1, -2, -1, -1, -2, -4, -4, -5), 0);
         /* count_include_pad: a corner window of ones holds 4 of 9 */
         mg_tensor ones =
-            nn_in(&t, 4, S(1, 1, 3, 3), D(1, 1, 1, 1, 1, 1, 1, 1, 1));
-        nn_expect(&t, "avg_pool2d counts padding",
+            fw_in(&t, 4, S(1, 1, 3, 3), D(1, 1, 1, 1, 1, 1, 1, 1, 1));
+        fw_expect(&t, "avg_pool2d counts padding",
                   mg_avg_pool2d(t.g, ones, 3, 3, 1, 1, 1, 1), 4, S(1, 1, 3, 3),
                   D(4 / 9.0, 6 / 9.0, 4 / 9.0, 6 / 9.0, 1, 6 / 9.0, 4 / 9.0,
                     6 / 9.0, 4 / 9.0),
                   1e-6);
-        nn_end(&t);
+        fw_end(&t);
     }
 }
 END_TEST
@@ -264,27 +159,27 @@ END_TEST
  * value and in the gradient; overlapping windows add up. */
 START_TEST(test_max_pool_ties) {
     for (int d = 0; d < 2; d++) {
-        nn t;
-        nn_begin(&t, dtypes[d]);
-        mg_tensor x = nn_in(&t, 4, S(1, 1, 2, 4), D(1, 1, 2, 0, 1, 0, 2, 2));
-        mg_tensor gy = nn_in(&t, 4, S(1, 1, 1, 2), D(10, 20));
+        fw t;
+        fw_begin(&t, th_dtypes[d]);
+        mg_tensor x = fw_in(&t, 4, S(1, 1, 2, 4), D(1, 1, 2, 0, 1, 0, 2, 2));
+        mg_tensor gy = fw_in(&t, 4, S(1, 1, 1, 2), D(10, 20));
         mg_tensor y = mg_max_pool2d(t.g, x, 2, 2, 2, 2, 0, 0);
-        nn_expect(&t, "max_pool2d ties", y, 4, S(1, 1, 1, 2), D(1, 2), 0);
-        nn_expect(&t, "max_pool2d_grad ties", nn_grad(&t, y, gy, x), 4,
+        fw_expect(&t, "max_pool2d ties", y, 4, S(1, 1, 1, 2), D(1, 2), 0);
+        fw_expect(&t, "max_pool2d_grad ties", fw_grad(&t, y, gy, x), 4,
                   S(1, 1, 2, 4), D(10, 0, 20, 0, 0, 0, 0, 0), 0);
         /* a flat row, windows of 2 with stride 1: each picks its left end */
-        mg_tensor flat = nn_in(&t, 4, S(1, 1, 1, 4), D(3, 3, 3, 3));
-        mg_tensor g3 = nn_in(&t, 4, S(1, 1, 1, 3), D(1, 2, 4));
+        mg_tensor flat = fw_in(&t, 4, S(1, 1, 1, 4), D(3, 3, 3, 3));
+        mg_tensor g3 = fw_in(&t, 4, S(1, 1, 1, 3), D(1, 2, 4));
         mg_tensor y3 = mg_max_pool2d(t.g, flat, 1, 2, 1, 1, 0, 0);
-        nn_expect(&t, "max_pool2d_grad overlapping ties",
-                  nn_grad(&t, y3, g3, flat), 4, S(1, 1, 1, 4), D(1, 2, 4, 0),
+        fw_expect(&t, "max_pool2d_grad overlapping ties",
+                  fw_grad(&t, y3, g3, flat), 4, S(1, 1, 1, 4), D(1, 2, 4, 0),
                   0);
         /* overlapping windows that share their maximum add up there */
-        mg_tensor peak = nn_in(&t, 4, S(1, 1, 1, 4), D(0, 5, 1, 0));
+        mg_tensor peak = fw_in(&t, 4, S(1, 1, 1, 4), D(0, 5, 1, 0));
         mg_tensor yp = mg_max_pool2d(t.g, peak, 1, 2, 1, 1, 0, 0);
-        nn_expect(&t, "max_pool2d_grad shared max", nn_grad(&t, yp, g3, peak),
+        fw_expect(&t, "max_pool2d_grad shared max", fw_grad(&t, yp, g3, peak),
                   4, S(1, 1, 1, 4), D(0, 3, 4, 0), 0);
-        nn_end(&t);
+        fw_end(&t);
     }
 }
 END_TEST
@@ -331,24 +226,24 @@ START_TEST(test_pool_random_ref) {
                       ys[4] = {c->n, c->c, oh, ow};
         double x[300], mx[300], av[300];
         ck_assert(th_numel(4, xs) <= 300);
-        rand_vals(&r, x, th_numel(4, xs));
+        th_rand_vals(&r, x, th_numel(4, xs), -2, 2);
         ref_pool(c, x, mx, av, oh, ow);
         for (int d = 0; d < 2; d++) {
             char what[64];
-            nn t;
-            nn_begin(&t, dtypes[d]);
-            mg_tensor xt = nn_in(&t, 4, xs, x);
+            fw t;
+            fw_begin(&t, th_dtypes[d]);
+            mg_tensor xt = fw_in(&t, 4, xs, x);
             snprintf(what, sizeof what, "max_pool2d case %zu", k);
-            nn_expect(&t, what,
+            fw_expect(&t, what,
                       mg_max_pool2d(t.g, xt, c->kh, c->kw, c->sh, c->sw, c->ph,
                                     c->pw),
                       4, ys, mx, 0);
             snprintf(what, sizeof what, "avg_pool2d case %zu", k);
-            nn_expect(&t, what,
+            fw_expect(&t, what,
                       mg_avg_pool2d(t.g, xt, c->kh, c->kw, c->sh, c->sw, c->ph,
                                     c->pw),
                       4, ys, av, 1e-6);
-            nn_end(&t);
+            fw_end(&t);
         }
     }
 }
@@ -360,22 +255,22 @@ START_TEST(test_norm_hand) {
     /* batchnorm channels {1,3} and {2,6}: means 2 and 4, biased variances 1
      * and 4, so xhat = [[-1,-1],[1,1]] */
     for (int d = 0; d < 2; d++) {
-        nn t;
-        nn_begin(&t, dtypes[d]);
-        mg_tensor x = nn_in(&t, 2, S(2, 2), D(1, 2, 3, 6));
-        mg_tensor gm = nn_in(&t, 1, S(2), D(2, 3)),
-                  bt = nn_in(&t, 1, S(2), D(1, -1));
-        nn_expect(&t, "batchnorm [2,2]", mg_batchnorm(t.g, x, gm, bt, 0), 2,
+        fw t;
+        fw_begin(&t, th_dtypes[d]);
+        mg_tensor x = fw_in(&t, 2, S(2, 2), D(1, 2, 3, 6));
+        mg_tensor gm = fw_in(&t, 1, S(2), D(2, 3)),
+                  bt = fw_in(&t, 1, S(2), D(1, -1));
+        fw_expect(&t, "batchnorm [2,2]", mg_batchnorm(t.g, x, gm, bt, 0), 2,
                   S(2, 2), D(-1, -4, 3, 2), 1e-6);
         /* layernorm of 1..4: mean 2.5, variance 1.25 */
-        mg_tensor r = nn_in(&t, 2, S(1, 4), D(1, 2, 3, 4));
-        mg_tensor g4 = nn_in(&t, 1, S(4), D(1, 1, 2, 2));
-        mg_tensor b4 = nn_in(&t, 1, S(4), D(0, 0, 0, 1));
+        mg_tensor r = fw_in(&t, 2, S(1, 4), D(1, 2, 3, 4));
+        mg_tensor g4 = fw_in(&t, 1, S(4), D(1, 1, 2, 2));
+        mg_tensor b4 = fw_in(&t, 1, S(4), D(0, 0, 0, 1));
         const double s = 1 / sqrt(1.25 + 0.25);
-        nn_expect(&t, "layernorm [1,4] eps 0.25",
+        fw_expect(&t, "layernorm [1,4] eps 0.25",
                   mg_layernorm(t.g, r, g4, b4, 1, 0.25), 2, S(1, 4),
                   D(-1.5 * s, -0.5 * s, 2 * 0.5 * s, 2 * 1.5 * s + 1), 1e-6);
-        nn_end(&t);
+        fw_end(&t);
     }
 }
 END_TEST
@@ -409,35 +304,35 @@ START_TEST(test_norm_random_ref) {
     th_rng r;
     th_rng_init(&r, 59);
     double x[72], gm[72], bt[72], y[72];
-    rand_vals(&r, x, 72);
-    rand_vals(&r, gm, 72);
-    rand_vals(&r, bt, 72);
+    th_rand_vals(&r, x, 72, -2, 2);
+    th_rand_vals(&r, gm, 72, -2, 2);
+    th_rand_vals(&r, bt, 72, -2, 2);
     for (int d = 0; d < 2; d++) {
-        nn t;
-        nn_begin(&t, dtypes[d]);
-        mg_tensor xt = nn_in(&t, 4, S(3, 4, 2, 3), x);
-        mg_tensor g4 = nn_in(&t, 1, S(4), gm), b4 = nn_in(&t, 1, S(4), bt);
+        fw t;
+        fw_begin(&t, th_dtypes[d]);
+        mg_tensor xt = fw_in(&t, 4, S(3, 4, 2, 3), x);
+        mg_tensor g4 = fw_in(&t, 1, S(4), gm), b4 = fw_in(&t, 1, S(4), bt);
         ref_norm(x, gm, bt, y, 3, 4, 6, 0, 1e-5);
-        nn_expect(&t, "batchnorm [3,4,2,3]",
+        fw_expect(&t, "batchnorm [3,4,2,3]",
                   mg_batchnorm(t.g, xt, g4, b4, 1e-5), 4, S(3, 4, 2, 3), y,
                   1e-5);
-        mg_tensor x2 = nn_in(&t, 2, S(12, 6), x);
-        mg_tensor g6 = nn_in(&t, 1, S(6), gm), b6 = nn_in(&t, 1, S(6), bt);
+        mg_tensor x2 = fw_in(&t, 2, S(12, 6), x);
+        mg_tensor g6 = fw_in(&t, 1, S(6), gm), b6 = fw_in(&t, 1, S(6), bt);
         ref_norm(x, gm, bt, y, 12, 6, 1, 0, 1e-3);
-        nn_expect(&t, "batchnorm [12,6]", mg_batchnorm(t.g, x2, g6, b6, 1e-3),
+        fw_expect(&t, "batchnorm [12,6]", mg_batchnorm(t.g, x2, g6, b6, 1e-3),
                   2, S(12, 6), y, 1e-5);
-        mg_tensor xl = nn_in(&t, 3, xs, x);
+        mg_tensor xl = fw_in(&t, 3, xs, x);
         for (int n = 1; n <= 3; n++) {
             char what[48];
             int64_t inner = th_numel(n, xs + 3 - n);
-            mg_tensor gl = nn_in(&t, n, xs + 3 - n, gm);
-            mg_tensor bl = nn_in(&t, n, xs + 3 - n, bt);
+            mg_tensor gl = fw_in(&t, n, xs + 3 - n, gm);
+            mg_tensor bl = fw_in(&t, n, xs + 3 - n, bt);
             ref_norm(x, gm, bt, y, 1, 72 / inner, inner, 1, 1e-5);
             snprintf(what, sizeof what, "layernorm [3,4,6] over %d axes", n);
-            nn_expect(&t, what, mg_layernorm(t.g, xl, gl, bl, n, 1e-5), 3, xs,
+            fw_expect(&t, what, mg_layernorm(t.g, xl, gl, bl, n, 1e-5), 3, xs,
                       y, 1e-5);
         }
-        nn_end(&t);
+        fw_end(&t);
     }
 }
 END_TEST
@@ -447,42 +342,42 @@ END_TEST
 
 START_TEST(test_concat_hand) {
     for (int d = 0; d < 2; d++) {
-        nn t;
-        nn_begin(&t, dtypes[d]);
-        mg_tensor a = nn_in(&t, 2, S(2, 2), D(1, 2, 3, 4));
-        mg_tensor b = nn_in(&t, 2, S(2, 1), D(9, 8));
-        mg_tensor c = nn_in(&t, 2, S(1, 2), D(5, 6));
-        nn_expect(&t, "concat axis 1",
+        fw t;
+        fw_begin(&t, th_dtypes[d]);
+        mg_tensor a = fw_in(&t, 2, S(2, 2), D(1, 2, 3, 4));
+        mg_tensor b = fw_in(&t, 2, S(2, 1), D(9, 8));
+        mg_tensor c = fw_in(&t, 2, S(1, 2), D(5, 6));
+        fw_expect(&t, "concat axis 1",
                   mg_concat(t.g, 2, (mg_tensor[]){a, b}, 1), 2, S(2, 3),
                   D(1, 2, 9, 3, 4, 8), 0);
-        nn_expect(&t, "concat axis 0",
+        fw_expect(&t, "concat axis 0",
                   mg_concat(t.g, 2, (mg_tensor[]){a, c}, 0), 2, S(3, 2),
                   D(1, 2, 3, 4, 5, 6), 0);
-        nn_expect(&t, "concat of 4 along -1",
+        fw_expect(&t, "concat of 4 along -1",
                   mg_concat(t.g, 4, (mg_tensor[]){b, a, b, a}, -1), 2, S(2, 6),
                   D(9, 1, 2, 9, 1, 2, 8, 3, 4, 8, 3, 4), 0);
         ck_assert(mg_concat(t.g, 1, &a, 0) == a);
-        nn_end(&t);
+        fw_end(&t);
     }
 }
 END_TEST
 
 START_TEST(test_slice_pad_hand) {
     for (int d = 0; d < 2; d++) {
-        nn t;
-        nn_begin(&t, dtypes[d]);
-        mg_tensor x = nn_in(&t, 2, S(2, 3), D(1, 2, 3, 4, 5, 6));
-        nn_expect(&t, "slice axis 1 [1, 3)", mg_slice(t.g, x, 1, 1, 2), 2,
+        fw t;
+        fw_begin(&t, th_dtypes[d]);
+        mg_tensor x = fw_in(&t, 2, S(2, 3), D(1, 2, 3, 4, 5, 6));
+        fw_expect(&t, "slice axis 1 [1, 3)", mg_slice(t.g, x, 1, 1, 2), 2,
                   S(2, 2), D(2, 3, 5, 6), 0);
-        nn_expect(&t, "slice axis -1 [2, 3)", mg_slice(t.g, x, -1, 2, 1), 2,
+        fw_expect(&t, "slice axis -1 [2, 3)", mg_slice(t.g, x, -1, 2, 1), 2,
                   S(2, 1), D(3, 6), 0);
-        nn_expect(&t, "slice axis 0 [1, 2)", mg_slice(t.g, x, 0, 1, 1), 2,
+        fw_expect(&t, "slice axis 0 [1, 2)", mg_slice(t.g, x, 0, 1, 1), 2,
                   S(1, 3), D(4, 5, 6), 0);
-        nn_expect(&t, "pad {1,0} {0,2}", mg_pad(t.g, x, S(1, 0), S(0, 2)), 2,
+        fw_expect(&t, "pad {1,0} {0,2}", mg_pad(t.g, x, S(1, 0), S(0, 2)), 2,
                   S(3, 5), D(0, 0, 0, 0, 0, 1, 2, 3, 0, 0, 4, 5, 6, 0, 0), 0);
-        nn_expect(&t, "pad after only", mg_pad(t.g, x, NULL, S(1, 1)), 2,
+        fw_expect(&t, "pad after only", mg_pad(t.g, x, NULL, S(1, 1)), 2,
                   S(3, 4), D(1, 2, 3, 0, 4, 5, 6, 0, 0, 0, 0, 0), 0);
-        nn_end(&t);
+        fw_end(&t);
     }
 }
 END_TEST
@@ -498,7 +393,7 @@ START_TEST(test_slice_pad_random_ref) {
     th_rng_init(&r, 71);
     double x[120], y[800], z[800];
     ck_assert(th_numel(4, ys) <= 800);
-    rand_vals(&r, x, 120);
+    th_rand_vals(&r, x, 120, -2, 2);
     int64_t n = th_numel(4, ys), k = 0;
     for (int64_t i = 0; i < n; i++) {
         int64_t ix[4], rem = i, src = 0;
@@ -516,14 +411,14 @@ START_TEST(test_slice_pad_random_ref) {
             z[k++] = y[i];
     }
     for (int d = 0; d < 2; d++) {
-        nn t;
-        nn_begin(&t, dtypes[d]);
-        mg_tensor xt = nn_in(&t, 4, xs, x);
+        fw t;
+        fw_begin(&t, th_dtypes[d]);
+        mg_tensor xt = fw_in(&t, 4, xs, x);
         mg_tensor yt = mg_pad(t.g, xt, bf, af);
-        nn_expect(&t, "pad 4-D", yt, 4, ys, y, 0);
-        nn_expect(&t, "slice of pad 4-D", mg_slice(t.g, yt, 2, 1, 3), 4,
+        fw_expect(&t, "pad 4-D", yt, 4, ys, y, 0);
+        fw_expect(&t, "slice of pad 4-D", mg_slice(t.g, yt, 2, 1, 3), 4,
                   S(ys[0], ys[1], 3, ys[3]), z, 0);
-        nn_end(&t);
+        fw_end(&t);
     }
 }
 END_TEST
@@ -533,23 +428,23 @@ END_TEST
 START_TEST(test_embedding) {
     static const double table[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
     for (int d = 0; d < 2; d++) {
-        nn t;
-        nn_begin(&t, dtypes[d]);
-        mg_tensor tb = nn_in(&t, 2, S(4, 3), table);
-        mg_tensor idx = nn_idx(&t, 2, S(2, 2), D(3, 0, 1, 3));
+        fw t;
+        fw_begin(&t, th_dtypes[d]);
+        mg_tensor tb = fw_in(&t, 2, S(4, 3), table);
+        mg_tensor idx = fw_idx(&t, 2, S(2, 2), D(3, 0, 1, 3));
         mg_tensor y = mg_embedding(t.g, tb, idx);
-        nn_expect(&t, "embedding [2,2] of [4,3]", y, 3, S(2, 2, 3),
+        fw_expect(&t, "embedding [2,2] of [4,3]", y, 3, S(2, 2, 3),
                   D(10, 11, 12, 1, 2, 3, 4, 5, 6, 10, 11, 12), 0);
         /* row 3 is picked twice: its gradient is the sum of both rows */
         mg_tensor gy =
-            nn_in(&t, 3, S(2, 2, 3), D(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20, 30));
-        nn_expect(&t, "embedding_grad with a repeated index",
-                  nn_grad(&t, y, gy, tb), 2, S(4, 3),
+            fw_in(&t, 3, S(2, 2, 3), D(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20, 30));
+        fw_expect(&t, "embedding_grad with a repeated index",
+                  fw_grad(&t, y, gy, tb), 2, S(4, 3),
                   D(4, 5, 6, 7, 8, 9, 0, 0, 0, 11, 22, 33), 0);
-        mg_tensor one = nn_idx(&t, 0, NULL, D(2));
-        nn_expect(&t, "embedding of a scalar index", mg_embedding(t.g, tb, one),
+        mg_tensor one = fw_idx(&t, 0, NULL, D(2));
+        fw_expect(&t, "embedding of a scalar index", mg_embedding(t.g, tb, one),
                   1, S(3), D(7, 8, 9), 0);
-        nn_end(&t);
+        fw_end(&t);
     }
 }
 END_TEST
@@ -557,12 +452,12 @@ END_TEST
 START_TEST(test_embedding_bad_index) {
     static const double bad[2][3] = {{0, 4, 1}, {2, -1, 0}};
     for (int k = 0; k < 2; k++) {
-        nn t;
-        nn_begin(&t, MG_F32);
-        mg_tensor tb = nn_in(&t, 2, S(4, 2), D(1, 2, 3, 4, 5, 6, 7, 8));
-        mg_tensor idx = nn_idx(&t, 1, S(3), bad[k]);
+        fw t;
+        fw_begin(&t, MG_F32);
+        mg_tensor tb = fw_in(&t, 2, S(4, 2), D(1, 2, 3, 4, 5, 6, 7, 8));
+        mg_tensor idx = fw_idx(&t, 1, S(3), bad[k]);
         double got[6];
-        mg_status st = nn_try(&t, mg_embedding(t.g, tb, idx), got);
+        mg_status st = fw_try(&t, mg_embedding(t.g, tb, idx), got);
         char want[64];
         snprintf(want, sizeof want, "index %d at position 1 is outside [0, 4)",
                  (int)bad[k][1]);
@@ -570,7 +465,7 @@ START_TEST(test_embedding_bad_index) {
                           strstr(th_errmsg, "embedding"),
                       "embedding with index %d: %s (%s)", (int)bad[k][1],
                       mg_status_str(st), th_errmsg);
-        nn_end(&t);
+        fw_end(&t);
     }
 }
 END_TEST
@@ -580,20 +475,20 @@ END_TEST
 
 START_TEST(test_causal_mask_and_builders) {
     for (int d = 0; d < 2; d++) {
-        nn t;
-        nn_begin(&t, dtypes[d]);
+        fw t;
+        fw_begin(&t, th_dtypes[d]);
         mg_tensor x =
-            nn_in(&t, 3, S(2, 2, 3), D(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12));
-        nn_expect(&t, "causal_mask [2,2,3]", mg_causal_mask(t.g, x, -7), 3,
+            fw_in(&t, 3, S(2, 2, 3), D(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12));
+        fw_expect(&t, "causal_mask [2,2,3]", mg_causal_mask(t.g, x, -7), 3,
                   S(2, 2, 3), D(1, -7, -7, 4, 5, -7, 7, -7, -7, 10, 11, -7), 0);
-        mg_tensor im = nn_in(&t, 4, S(1, 2, 2, 2), D(1, 2, 3, 4, 5, 7, 9, 11));
-        nn_expect(&t, "global_avg_pool2d", mg_global_avg_pool2d(t.g, im), 2,
+        mg_tensor im = fw_in(&t, 4, S(1, 2, 2, 2), D(1, 2, 3, 4, 5, 7, 9, 11));
+        fw_expect(&t, "global_avg_pool2d", mg_global_avg_pool2d(t.g, im), 2,
                   S(1, 2), D(2.5, 8), 0);
-        nn_expect(&t, "flatten from 1", mg_flatten(t.g, im, 1), 2, S(1, 8),
+        fw_expect(&t, "flatten from 1", mg_flatten(t.g, im, 1), 2, S(1, 8),
                   D(1, 2, 3, 4, 5, 7, 9, 11), 0);
-        nn_expect(&t, "flatten from -2", mg_flatten(t.g, x, -2), 2, S(2, 6),
+        fw_expect(&t, "flatten from -2", mg_flatten(t.g, x, -2), 2, S(2, 6),
                   D(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12), 0);
-        nn_end(&t);
+        fw_end(&t);
     }
 }
 END_TEST
@@ -627,29 +522,29 @@ START_TEST(test_attention_ref) {
     th_rng r;
     th_rng_init(&r, 83);
     double q[48], k[80], v[60], y[48];
-    rand_vals(&r, q, 48);
-    rand_vals(&r, k, 80);
-    rand_vals(&r, v, 60);
+    th_rand_vals(&r, q, 48, -2, 2);
+    th_rand_vals(&r, k, 80, -2, 2);
+    th_rand_vals(&r, v, 60, -2, 2);
     for (int causal = 0; causal < 2; causal++)
         for (int d = 0; d < 2; d++) {
             char what[64];
-            nn t;
-            nn_begin(&t, dtypes[d]);
+            fw t;
+            fw_begin(&t, th_dtypes[d]);
             /* [2 batch, 2 heads] x Lq 3, Lk 5, d 4, dv 3; scale 0 = 1/2 */
-            mg_tensor qt = nn_in(&t, 4, S(2, 2, 3, 4), q);
-            mg_tensor kt = nn_in(&t, 4, S(2, 2, 5, 4), k);
-            mg_tensor vt = nn_in(&t, 4, S(2, 2, 5, 3), v);
+            mg_tensor qt = fw_in(&t, 4, S(2, 2, 3, 4), q);
+            mg_tensor kt = fw_in(&t, 4, S(2, 2, 5, 4), k);
+            mg_tensor vt = fw_in(&t, 4, S(2, 2, 5, 3), v);
             ref_attention(q, k, v, y, 4, 3, 5, 4, 3, causal, 0.5);
             snprintf(what, sizeof what, "attention causal=%d", causal);
-            nn_expect(&t, what, mg_attention(t.g, qt, kt, vt, causal, 0), 4,
+            fw_expect(&t, what, mg_attention(t.g, qt, kt, vt, causal, 0), 4,
                       S(2, 2, 3, 3), y, 1e-5);
             /* self-attention of one sequence, explicit scale */
-            mg_tensor st = nn_in(&t, 2, S(4, 3), q);
+            mg_tensor st = fw_in(&t, 2, S(4, 3), q);
             ref_attention(q, q, q, y, 1, 4, 4, 3, 3, causal, 0.3);
             snprintf(what, sizeof what, "self-attention causal=%d", causal);
-            nn_expect(&t, what, mg_attention(t.g, st, st, st, causal, 0.3), 2,
+            fw_expect(&t, what, mg_attention(t.g, st, st, st, causal, 0.3), 2,
                       S(4, 3), y, 1e-5);
-            nn_end(&t);
+            fw_end(&t);
         }
 }
 END_TEST

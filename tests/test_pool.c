@@ -4,7 +4,7 @@
  * blocks are reused, caller memory is borrowed (never written except bound
  * outputs), forward-only plans keep nothing, retain keeps what was asked.
  */
-#include "model_helpers.h"
+#include "helpers.h"
 
 static mg_pool_stats stats(const mg_exec *ex) {
     mg_pool_stats s;

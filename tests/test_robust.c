@@ -6,7 +6,7 @@
  * driven from several threads at once (igraph is shared and not
  * thread-safe in Debian's build) must give the same results as one thread.
  */
-#include "model_helpers.h"
+#include "helpers.h"
 
 #include <pthread.h>
 

@@ -3,7 +3,7 @@
  * classifier take a few SGD steps through mg_gradients, mg_plan_compile
  * and mg_exec_run, and the loss must go down.
  */
-#include "model_helpers.h"
+#include "helpers.h"
 
 /* Train for `steps` and return first and last loss. */
 static void train(tm_mlp *m, double lr, int steps, uint64_t seed,
