@@ -10,11 +10,16 @@
  *   th_run          compile a plan for some outputs, bind inputs, run once
  *                   with the outputs bound to caller memory, free everything
  *   th_check_*      element-wise comparisons that fail with index and values
+ *   TH_FAIL         a builder call failed with a status and a message
+ *                   naming the op and the reason (th_bad_leaves: bad input)
  *   fw_*            helpers/forward.h: one op's forward values against
  *                   numbers given as doubles, in MG_F32 or MG_F64
  *   gc_*            helpers/gradcheck.h: a finite-difference gradient
  *                   checker (MG_F64) that records which ops it checked
+ *                   (the record is helpers/record.c, in the support library)
  *   tm_*            helpers/model.h: a small MLP with its data
+ *
+ * Errors of one op's builder are tested with that op, in tests/ops/.
  */
 #ifndef MG_TEST_HELPERS_H
 #define MG_TEST_HELPERS_H
@@ -252,6 +257,43 @@ static inline void th_check_shape(const char *what, const mg_graph *g,
         ck_assert_msg(sh[i] == shape[i],
                       "%s: shape[%d] is %lld, expected %lld", what, i,
                       (long long)sh[i], (long long)shape[i]);
+}
+
+/* ------------------------------------------------------------------ errors */
+
+/* A builder call must have failed: t is MG_NO_TENSOR, the status is st and
+ * the message holds both needles (the op, then the reason). */
+static inline void th_expect_fail(const char *what, mg_tensor t,
+                                  mg_status st, const char *op,
+                                  const char *reason) {
+    const char *msg = mg_last_error();
+    ck_assert_msg(t == MG_NO_TENSOR, "%s: built tensor %d", what, (int)t);
+    ck_assert_msg(mg_last_status() == st, "%s: status %s, expected %s (%s)",
+                  what, mg_status_str(mg_last_status()), mg_status_str(st),
+                  msg);
+    ck_assert_msg(strstr(msg, op) && strstr(msg, reason),
+                  "%s: message '%s' lacks '%s' or '%s'", what, msg, op, reason);
+    mg_clear_error();
+}
+
+#define TH_FAIL(call, st, op, reason)                                       \
+    th_expect_fail(#call, (call), st, op, reason)
+
+/* Leaves of the shapes and dtypes the builder-error tests feed to ops. */
+typedef struct th_bad_leaves {
+    mg_graph *g;
+    mg_tensor x4, x3, w, x4d, xi, v3;
+} th_bad_leaves;
+
+static inline void th_bad_leaves_make(th_bad_leaves *l) {
+    l->g = mg_graph_new();
+    ck_assert(l->g != NULL);
+    l->x4 = mg_input(l->g, "x", MG_F32, 4, S(2, 3, 5, 5));
+    l->x3 = mg_input(l->g, "x3", MG_F32, 3, S(3, 5, 5));
+    l->w = mg_param(l->g, "w", MG_F32, 4, S(4, 3, 3, 3));
+    l->x4d = mg_input(l->g, "xd", MG_F64, 4, S(2, 3, 5, 5));
+    l->xi = mg_input(l->g, "xi", MG_I32, 4, S(2, 3, 5, 5));
+    l->v3 = mg_param(l->g, "v3", MG_F32, 1, S(3));
 }
 
 #include "helpers/forward.h"

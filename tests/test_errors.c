@@ -2,8 +2,10 @@
  * test_errors.c - every class of bad input gets a status and a message
  * naming the op or tensor: NULL, unknown ids, wrong shapes, wrong dtypes,
  * cycles, unbound leaves, allocation failure, bad checkpoints, bad
- * gradients requests. Nothing crashes, aborts, leaks (ASan runs this) or
- * writes into the caller's memory.
+ * gradients requests, second-order gradients; a failed inner builder call
+ * keeps its message through the outer ones. Nothing crashes, aborts, leaks
+ * (ASan runs this) or writes into the caller's memory. The argument checks
+ * of each op's builder are tested with the op, in tests/ops/.
  */
 #include "helpers.h"
 
@@ -403,6 +405,47 @@ START_TEST(test_error_is_per_thread) {
 }
 END_TEST
 
+/* A failed inner call keeps its own message through the outer builders. */
+START_TEST(test_errors_propagate) {
+    th_bad_leaves l;
+    th_bad_leaves_make(&l);
+    mg_graph *g = l.g;
+    mg_tensor bad = mg_conv2d(g, l.x4, l.w, 0, 1, 0, 0, 1, 1, 1);
+    TH_FAIL(mg_attention(g,
+                         mg_flatten(g, mg_max_pool2d(g, bad, 2, 2, 2, 2, 0, 0), 1),
+                         l.x3, l.x3, 1, 0),
+            MG_ERR_INVALID_ARG, "conv2d", "stride_h = 0");
+    bad = mg_slice(g, l.x4, 9, 0, 1);
+    TH_FAIL(mg_concat(g, 2, (mg_tensor[]){l.x4, bad}, 0), MG_ERR_INVALID_ARG,
+            "slice", "axis 9");
+    bad = mg_embedding(g, l.x4, l.x4);
+    TH_FAIL(mg_layernorm(g, mg_concat(g, 2, (mg_tensor[]){bad, l.x4}, 0), l.v3,
+                         l.v3, 1, 0),
+            MG_ERR_SHAPE, "embedding", "table must be 2-D");
+    mg_graph_free(g);
+}
+END_TEST
+
+/* The helper ops that gradients are made of have no gradients. */
+START_TEST(test_no_second_order) {
+    th_bad_leaves l;
+    th_bad_leaves_make(&l);
+    mg_graph *g = l.g;
+    mg_tensor y = mg_conv2d(g, l.x4, l.w, 1, 1, 1, 1, 1, 1, 1);
+    mg_tensor seed = mg_input(g, "seed", MG_F32, 4, S(2, 4, 5, 5));
+    mg_tensor gx;
+    ck_assert(mg_gradients(g, &y, 1, &seed, &l.x4, 1, NULL, &gx) == MG_OK);
+    mg_tensor s = mg_sum(g, gx, 0, NULL, 0), ggw;
+    mg_clear_error();
+    mg_status st = mg_gradients(g, &s, 1, NULL, &l.w, 1, NULL, &ggw);
+    ck_assert_msg(st == MG_ERR_NOT_DIFFERENTIABLE &&
+                      strstr(mg_last_error(), "conv2d_grad_input"),
+                  "second-order gradient: %s (%s)", mg_status_str(st),
+                  mg_last_error());
+    mg_graph_free(g);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("errors");
     TCase *tc = tcase_create("errors");
@@ -420,6 +463,8 @@ int main(void) {
     tcase_add_test(tc, test_exec_device);
     tcase_add_test(tc, test_error_is_per_thread);
     tcase_add_test(tc, test_introspection_and_report_errors);
+    tcase_add_test(tc, test_errors_propagate);
+    tcase_add_test(tc, test_no_second_order);
     suite_add_tcase(s, tc);
     return th_run_suite(s);
 }

@@ -13,11 +13,38 @@
  *                     (f64), absolute and relative
  *   fw_run, fw_try    run one output, values as doubles
  *   fw_grad           d <seed, y> / d x, to check a backward kernel's values
+ *   th_unravel, th_bcast_off   index arithmetic for naive reference loops
  */
 #ifndef MG_TEST_HELPERS_FORWARD_H
 #define MG_TEST_HELPERS_FORWARD_H
 
 #include "../helpers.h"
+
+/* The index ix[nd] of element idx of a row-major tensor of shape. */
+static inline void th_unravel(int64_t idx, int nd, const int64_t *shape,
+                              int64_t *ix) {
+    for (int d = nd - 1; d >= 0; d--) {
+        ix[d] = idx % shape[d];
+        idx /= shape[d];
+    }
+}
+
+/* Offset in a tensor of (nd, shape) aligned right to an out index ix[ndo]
+ * under numpy broadcasting: naive reference loops index with it. */
+static inline int64_t th_bcast_off(int nd, const int64_t *shape, int ndo,
+                                   const int64_t *ix) {
+    int64_t off = 0;
+    for (int d = 0; d < nd; d++) {
+        int64_t i = shape[d] == 1 ? 0 : ix[ndo - nd + d];
+        off = off * shape[d] + i;
+    }
+    return off;
+}
+
+/* 0, 1, ..., 23: as shape [2,3,4], x[i,j,k] = 12i + 4j + k */
+static const double th_iota24[24] = {0,  1,  2,  3,  4,  5,  6,  7,
+                                     8,  9,  10, 11, 12, 13, 14, 15,
+                                     16, 17, 18, 19, 20, 21, 22, 23};
 
 #define FW_MAX 24
 typedef struct fw {

@@ -1,13 +1,11 @@
 /*
  * helpers/gradcheck.h - the finite-difference gradient checker of the tests
- * (included through helpers.h), and the record of which ops its checks
- * differentiated, so that test_gradcheck can fail on an op in MG_OP_LIST
- * that no check reaches.
+ * (included through helpers.h); its checks record the ops they
+ * differentiated (helpers/record.c), so that test_gradcheck can fail on an
+ * op in MG_OP_LIST that no check reaches.
  */
 #ifndef MG_TEST_HELPERS_GRADCHECK_H
 #define MG_TEST_HELPERS_GRADCHECK_H
-
-#include <sys/mman.h>
 
 #include "../helpers.h"
 #include "common/ir.h"
@@ -47,39 +45,24 @@ typedef struct gc_ctx {
 } gc_ctx;
 
 /* ------------------------------------------------------------------ record
- * gc_checked[op] (indexed as MG_OP_LIST) counts the checks that
- * differentiated op: a forward op lies on a path from a differentiated leaf
- * to an objective, a backward helper (an op named *_grad) is computed by the
- * analytic gradient. The array is a shared anonymous mapping made by
- * gc_record_open before the suite runs, so the counts of checks that Check
- * runs in forked processes reach the test that reads them. Without
- * gc_record_open nothing is recorded. */
+ * A record (helpers/record.c, one per test program) of the ops that the
+ * checks differentiated: GC_FORWARD, an op on a path from a differentiated
+ * leaf to an objective; GC_BACKWARD, an op the analytic gradient computed.
+ * Check runs each test in a forked process; the record is shared memory
+ * that gc_record_open makes before the suite runs, so the counts reach a
+ * later test. Without gc_record_open nothing is recorded. */
 
-enum { GC_N_OPS = MG_OP_COUNT };
-static int *gc_checked;
+enum { GC_FORWARD = 0, GC_BACKWARD = 1, GC_N_OPS = MG_OP_COUNT };
 
-#define GC_OP_NAME(e, s) s,
-static const char *const gc_op_names[GC_N_OPS] = {MG_OP_LIST(GC_OP_NAME)};
-#undef GC_OP_NAME
-
-static inline void gc_record_open(void) {
-    void *p = mmap(NULL, sizeof(int) * GC_N_OPS, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    gc_checked = p == MAP_FAILED ? NULL : (int *)p;
-}
-
-static inline void gc_record_close(void) {
-    if (gc_checked)
-        munmap(gc_checked, sizeof(int) * GC_N_OPS);
-    gc_checked = NULL;
-}
-
-static inline void gc_record_tensor(const mg_graph *g, mg_tensor t) {
-    const char *op = mg_tensor_op_name(g, t);
-    for (int k = 0; op && k < GC_N_OPS; k++)
-        if (strcmp(op, gc_op_names[k]) == 0)
-            gc_checked[k]++;
-}
+void gc_record_open(void);
+void gc_record_close(void);
+int gc_record_is_open(void);
+/* The op name of MG_OP_LIST entry k. */
+const char *gc_op_name(int k);
+/* Count one check of op `name` in record `which`. */
+void gc_record_op(const char *name, int which);
+/* How many checks recorded op k in `which`. */
+int gc_record_count(int k, int which);
 
 /* mark[t] |= 1 for every tensor that reaches one of `to` (ids ascending is
  * a topological order: an op's inputs exist before it). */
@@ -111,7 +94,7 @@ static inline void gc_record_forward(const gc_ctx *c, int n_ys,
             if (mark[mg_tensor_input(c->g, t, k)] & 2)
                 mark[t] |= 2;
         if (mark[t] == 3 && t < fwd_end && mg_tensor_num_inputs(c->g, t) > 0)
-            gc_record_tensor(c->g, t);
+            gc_record_op(mg_tensor_op_name(c->g, t), GC_FORWARD);
     }
     free(mark);
 }
@@ -125,7 +108,7 @@ static inline void gc_record_backward(const gc_ctx *c, int n_grads,
     gc_mark_ancestors(c->g, mark, n_grads, grads);
     for (int32_t t = first; t < n; t++)
         if (mark[t] && mg_tensor_num_inputs(c->g, t) > 0)
-            gc_record_tensor(c->g, t);
+            gc_record_op(mg_tensor_op_name(c->g, t), GC_BACKWARD);
     free(mark);
 }
 
@@ -296,7 +279,7 @@ static inline double gc_check_ys_ex(gc_ctx *c, int n_ys, const mg_tensor *ys,
         grads[i] = MG_NO_TENSOR;
 
     const int32_t n_fwd = mg_graph_num_tensors(c->g);
-    if (gc_checked)
+    if (gc_record_is_open())
         gc_record_forward(c, n_ys, ys, c->fwd_end > 0 ? c->fwd_end : n_fwd);
     mg_clear_error();
     mg_status st =
@@ -324,7 +307,7 @@ static inline double gc_check_ys_ex(gc_ctx *c, int n_ys, const mg_tensor *ys,
                       "%s: gradient %d is not MG_F64", c->name, i);
     }
 
-    if (gc_checked)
+    if (gc_record_is_open())
         gc_record_backward(c, n_x, grads, n_fwd);
 
     /* analytic */
