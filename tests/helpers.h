@@ -38,6 +38,24 @@
 #define D(...) ((const double[]){__VA_ARGS__})
 #define AX(...) ((const int[]){__VA_ARGS__})
 
+/* The op families, named as src/graph/ops_*.c: test_ops and test_gradcheck
+ * have one part per family, tests/ops/<family>.c and
+ * tests/gradcheck/<family>.c. */
+#define TH_OP_FAMILIES(X) \
+    X(matmul) \
+    X(elementwise) \
+    X(reduce) \
+    X(shape) \
+    X(softmax) \
+    X(random) \
+    X(loss) \
+    X(conv) \
+    X(pool) \
+    X(norm) \
+    X(slice) \
+    X(embedding) \
+    X(attention)
+
 /* The float dtypes every kernel exists in. */
 static const mg_dtype th_dtypes[2] = {MG_F32, MG_F64};
 

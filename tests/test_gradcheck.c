@@ -14,21 +14,9 @@
 #include "helpers.h"
 
 #define GRADCHECK_PARTS(X) \
-    X(matmul) \
-    X(elementwise) \
-    X(reduce) \
-    X(shape) \
-    X(softmax) \
-    X(random) \
-    X(loss) \
-    X(conv) \
-    X(pool) \
-    X(norm) \
-    X(slice) \
-    X(embedding) \
-    X(attention) \
+    TH_OP_FAMILIES(X) \
     X(autodiff) \
-    X(f32) \
+    X(f32)
 
 #define GRADCHECK_PART_DECL(f) void gradcheck_##f##_tcase(Suite *s);
 GRADCHECK_PARTS(GRADCHECK_PART_DECL)

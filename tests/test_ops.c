@@ -10,20 +10,7 @@
 #include "common/ir.h"
 #include "exec/backend.h"
 
-#define OPS_PARTS(X) \
-    X(matmul) \
-    X(elementwise) \
-    X(reduce) \
-    X(shape) \
-    X(softmax) \
-    X(random) \
-    X(loss) \
-    X(conv) \
-    X(pool) \
-    X(norm) \
-    X(slice) \
-    X(embedding) \
-    X(attention) \
+#define OPS_PARTS(X) TH_OP_FAMILIES(X)
 
 #define OPS_PART_DECL(f) void ops_##f##_tcase(Suite *s);
 OPS_PARTS(OPS_PART_DECL)
