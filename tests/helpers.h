@@ -221,6 +221,20 @@ static inline mg_status th_run(const mg_graph *g, int n_outs,
     ck_assert_msg((t) != MG_NO_TENSOR, "%s: builder returned MG_NO_TENSOR: %s", \
                   (what), mg_last_error())
 
+/* Adds a test case `name` of `tests` (TH_TESTS(test_a, test_b, ...)) to s,
+ * with a timeout in seconds (0: Check's default). */
+#define TH_TESTS(...) ((const TTest *[]){__VA_ARGS__, NULL})
+
+static inline void th_add_tcase(Suite *s, const char *name, double timeout,
+                                const TTest **tests) {
+    TCase *tc = tcase_create(name);
+    if (timeout > 0)
+        tcase_set_timeout(tc, timeout);
+    for (int i = 0; tests[i]; i++)
+        tcase_add_test(tc, tests[i]);
+    suite_add_tcase(s, tc);
+}
+
 /* Run a suite the way every test program does; the exit status. */
 static inline int th_run_suite(Suite *s) {
     SRunner *sr = srunner_create(s);

@@ -448,23 +448,14 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("errors");
-    TCase *tc = tcase_create("errors");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_null_arguments);
-    tcase_add_test(tc, test_unknown_ids);
-    tcase_add_test(tc, test_shapes);
-    tcase_add_test(tc, test_dtypes);
-    tcase_add_test(tc, test_gradient_requests);
-    tcase_add_test(tc, test_checkpoint_arguments);
-    tcase_add_test(tc, test_cycles_and_rewiring);
-    tcase_add_test(tc, test_unbound_and_aliasing);
-    tcase_add_test(tc, test_out_of_memory);
-    tcase_add_test(tc, test_kernel_error_label_range);
-    tcase_add_test(tc, test_exec_device);
-    tcase_add_test(tc, test_error_is_per_thread);
-    tcase_add_test(tc, test_introspection_and_report_errors);
-    tcase_add_test(tc, test_errors_propagate);
-    tcase_add_test(tc, test_no_second_order);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "errors", 120,
+                 TH_TESTS(test_null_arguments, test_unknown_ids, test_shapes,
+                          test_dtypes, test_gradient_requests,
+                          test_checkpoint_arguments, test_cycles_and_rewiring,
+                          test_unbound_and_aliasing, test_out_of_memory,
+                          test_kernel_error_label_range, test_exec_device,
+                          test_error_is_per_thread,
+                          test_introspection_and_report_errors,
+                          test_errors_propagate, test_no_second_order));
     return th_run_suite(s);
 }

@@ -56,9 +56,7 @@ int main(void) {
     GRADCHECK_PARTS(GRADCHECK_PART_ADD)
 #undef GRADCHECK_PART_ADD
     /* last: it reads what the checks above recorded */
-    TCase *tc = tcase_create("coverage");
-    tcase_add_test(tc, test_every_op_gradchecked);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "coverage", 0, TH_TESTS(test_every_op_gradchecked));
     int rc = th_run_suite(s);
     gc_record_close();
     return rc;

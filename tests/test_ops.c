@@ -73,11 +73,7 @@ int main(void) {
 #define OPS_PART_ADD(f) ops_##f##_tcase(s);
     OPS_PARTS(OPS_PART_ADD)
 #undef OPS_PART_ADD
-    TCase *tc = tcase_create("kernels");
-    tcase_add_test(tc, test_cpu_kernel_table_complete);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("binding");
-    tcase_add_test(tc, test_bind_unread_input);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "kernels", 0, TH_TESTS(test_cpu_kernel_table_complete));
+    th_add_tcase(s, "binding", 0, TH_TESTS(test_bind_unread_input));
     return th_run_suite(s);
 }

@@ -51,9 +51,6 @@ START_TEST(test_gc_small_builders) {
 END_TEST
 
 void gradcheck_attention_tcase(Suite *s) {
-    TCase *tc = tcase_create("attention");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_gc_attention);
-    tcase_add_test(tc, test_gc_small_builders);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "attention", 120,
+                 TH_TESTS(test_gc_attention, test_gc_small_builders));
 }

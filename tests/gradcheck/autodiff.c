@@ -273,15 +273,10 @@ START_TEST(test_gc_errors) {
 END_TEST
 
 void gradcheck_autodiff_tcase(Suite *s) {
-    TCase *tc = tcase_create("autodiff");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_gc_fan_out);
-    tcase_add_test(tc, test_gc_unused_x);
-    tcase_add_test(tc, test_gc_intermediate_x);
-    tcase_add_test(tc, test_gc_two_ys);
-    tcase_add_test(tc, test_gc_grad_ys_seed);
-    tcase_add_test(tc, test_gc_checkpoints_none_identical);
-    tcase_add_test(tc, test_gc_checkpoints_same_graph);
-    tcase_add_test(tc, test_gc_errors);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "autodiff", 120,
+                 TH_TESTS(test_gc_fan_out, test_gc_unused_x,
+                          test_gc_intermediate_x, test_gc_two_ys,
+                          test_gc_grad_ys_seed,
+                          test_gc_checkpoints_none_identical,
+                          test_gc_checkpoints_same_graph, test_gc_errors));
 }

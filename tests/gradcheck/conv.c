@@ -52,9 +52,6 @@ START_TEST(test_gc_conv2d_chain) {
 END_TEST
 
 void gradcheck_conv_tcase(Suite *s) {
-    TCase *tc = tcase_create("conv");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_gc_conv2d);
-    tcase_add_test(tc, test_gc_conv2d_chain);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "conv", 120,
+                 TH_TESTS(test_gc_conv2d, test_gc_conv2d_chain));
 }

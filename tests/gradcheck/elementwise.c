@@ -157,15 +157,8 @@ START_TEST(test_gc_scalar_ops) {
 END_TEST
 
 void gradcheck_elementwise_tcase(Suite *s) {
-    TCase *tc = tcase_create("elementwise");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_gc_add);
-    tcase_add_test(tc, test_gc_sub);
-    tcase_add_test(tc, test_gc_mul);
-    tcase_add_test(tc, test_gc_div);
-    tcase_add_test(tc, test_gc_binary_same_operand);
-    tcase_add_test(tc, test_gc_unary);
-    tcase_add_test(tc, test_gc_unary_chain);
-    tcase_add_test(tc, test_gc_scalar_ops);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "elementwise", 120,
+                 TH_TESTS(test_gc_add, test_gc_sub, test_gc_mul, test_gc_div,
+                          test_gc_binary_same_operand, test_gc_unary,
+                          test_gc_unary_chain, test_gc_scalar_ops));
 }

@@ -25,7 +25,5 @@ START_TEST(test_gc_embedding) {
 END_TEST
 
 void gradcheck_embedding_tcase(Suite *s) {
-    TCase *tc = tcase_create("embedding");
-    tcase_add_test(tc, test_gc_embedding);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "embedding", 0, TH_TESTS(test_gc_embedding));
 }

@@ -280,8 +280,7 @@ START_TEST(test_f32_nn_grads_match_f64) {
 END_TEST
 
 void gradcheck_f32_tcase(Suite *s) {
-    TCase *tc = tcase_create("f32");
-    tcase_add_test(tc, test_f32_grads_match_f64);
-    tcase_add_test(tc, test_f32_nn_grads_match_f64);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "f32", 0,
+                 TH_TESTS(test_f32_grads_match_f64,
+                          test_f32_nn_grads_match_f64));
 }

@@ -41,9 +41,5 @@ START_TEST(test_gc_mse) {
 END_TEST
 
 void gradcheck_loss_tcase(Suite *s) {
-    TCase *tc = tcase_create("loss");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_gc_cross_entropy);
-    tcase_add_test(tc, test_gc_mse);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "loss", 120, TH_TESTS(test_gc_cross_entropy, test_gc_mse));
 }

@@ -90,12 +90,8 @@ START_TEST(test_gc_matmul_4d) {
 END_TEST
 
 void gradcheck_matmul_tcase(Suite *s) {
-    TCase *tc = tcase_create("matmul");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_gc_matmul_2d);
-    tcase_add_test(tc, test_gc_matmul_batched);
-    tcase_add_test(tc, test_gc_matmul_shared_b);
-    tcase_add_test(tc, test_gc_matmul_shared_a);
-    tcase_add_test(tc, test_gc_matmul_4d);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "matmul", 120,
+                 TH_TESTS(test_gc_matmul_2d, test_gc_matmul_batched,
+                          test_gc_matmul_shared_b, test_gc_matmul_shared_a,
+                          test_gc_matmul_4d));
 }

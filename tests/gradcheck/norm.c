@@ -56,9 +56,6 @@ START_TEST(test_gc_layernorm) {
 END_TEST
 
 void gradcheck_norm_tcase(Suite *s) {
-    TCase *tc = tcase_create("norm");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_gc_batchnorm);
-    tcase_add_test(tc, test_gc_layernorm);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "norm", 120,
+                 TH_TESTS(test_gc_batchnorm, test_gc_layernorm));
 }

@@ -40,8 +40,5 @@ START_TEST(test_gc_pool2d) {
 END_TEST
 
 void gradcheck_pool_tcase(Suite *s) {
-    TCase *tc = tcase_create("pool");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_gc_pool2d);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "pool", 120, TH_TESTS(test_gc_pool2d));
 }

@@ -32,8 +32,5 @@ START_TEST(test_gc_dropout) {
 END_TEST
 
 void gradcheck_random_tcase(Suite *s) {
-    TCase *tc = tcase_create("random");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_gc_dropout);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "random", 120, TH_TESTS(test_gc_dropout));
 }

@@ -75,10 +75,6 @@ START_TEST(test_gc_broadcast_to) {
 END_TEST
 
 void gradcheck_reduce_tcase(Suite *s) {
-    TCase *tc = tcase_create("reduce");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_gc_sum);
-    tcase_add_test(tc, test_gc_mean);
-    tcase_add_test(tc, test_gc_broadcast_to);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "reduce", 120,
+                 TH_TESTS(test_gc_sum, test_gc_mean, test_gc_broadcast_to));
 }

@@ -78,11 +78,7 @@ START_TEST(test_gc_transpose) {
 END_TEST
 
 void gradcheck_shape_tcase(Suite *s) {
-    TCase *tc = tcase_create("shape");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_gc_reshape);
-    tcase_add_test(tc, test_gc_permute);
-    tcase_add_test(tc, test_gc_permute_4d);
-    tcase_add_test(tc, test_gc_transpose);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "shape", 120,
+                 TH_TESTS(test_gc_reshape, test_gc_permute, test_gc_permute_4d,
+                          test_gc_transpose));
 }

@@ -36,7 +36,5 @@ START_TEST(test_gc_slice_pad_concat) {
 END_TEST
 
 void gradcheck_slice_tcase(Suite *s) {
-    TCase *tc = tcase_create("slice");
-    tcase_add_test(tc, test_gc_slice_pad_concat);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "slice", 0, TH_TESTS(test_gc_slice_pad_concat));
 }

@@ -25,8 +25,5 @@ START_TEST(test_gc_softmax) {
 END_TEST
 
 void gradcheck_softmax_tcase(Suite *s) {
-    TCase *tc = tcase_create("softmax");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_gc_softmax);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "softmax", 120, TH_TESTS(test_gc_softmax));
 }

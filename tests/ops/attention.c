@@ -112,9 +112,7 @@ START_TEST(test_attention_errors) {
 END_TEST
 
 void ops_attention_tcase(Suite *s) {
-    TCase *tc = tcase_create("attention");
-    tcase_add_test(tc, test_causal_mask_and_builders);
-    tcase_add_test(tc, test_attention_ref);
-    tcase_add_test(tc, test_attention_errors);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "attention", 0,
+                 TH_TESTS(test_causal_mask_and_builders, test_attention_ref,
+                          test_attention_errors));
 }

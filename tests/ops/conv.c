@@ -146,9 +146,7 @@ START_TEST(test_conv2d_errors) {
 END_TEST
 
 void ops_conv_tcase(Suite *s) {
-    TCase *tc = tcase_create("conv");
-    tcase_add_test(tc, test_conv2d_hand);
-    tcase_add_test(tc, test_conv2d_random_ref);
-    tcase_add_test(tc, test_conv2d_errors);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "conv", 0,
+                 TH_TESTS(test_conv2d_hand, test_conv2d_random_ref,
+                          test_conv2d_errors));
 }

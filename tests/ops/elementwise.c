@@ -263,15 +263,10 @@ START_TEST(test_log_sqrt) {
 END_TEST
 
 void ops_elementwise_tcase(Suite *s) {
-    TCase *tc = tcase_create("elementwise");
-    tcase_add_test(tc, test_binary_row_broadcast);
-    tcase_add_test(tc, test_binary_outer_broadcast);
-    tcase_add_test(tc, test_binary_scalar);
-    tcase_add_test(tc, test_binary_3d_broadcast_ref);
-    tcase_add_test(tc, test_binary_random_broadcast_ref);
-    tcase_add_test(tc, test_binary_errors);
-    tcase_add_test(tc, test_unary);
-    tcase_add_test(tc, test_unary_extremes);
-    tcase_add_test(tc, test_log_sqrt);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "elementwise", 0,
+                 TH_TESTS(test_binary_row_broadcast,
+                          test_binary_outer_broadcast, test_binary_scalar,
+                          test_binary_3d_broadcast_ref,
+                          test_binary_random_broadcast_ref, test_binary_errors,
+                          test_unary, test_unary_extremes, test_log_sqrt));
 }

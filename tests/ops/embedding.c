@@ -75,9 +75,7 @@ START_TEST(test_embedding_errors) {
 END_TEST
 
 void ops_embedding_tcase(Suite *s) {
-    TCase *tc = tcase_create("embedding");
-    tcase_add_test(tc, test_embedding);
-    tcase_add_test(tc, test_embedding_bad_index);
-    tcase_add_test(tc, test_embedding_errors);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "embedding", 0,
+                 TH_TESTS(test_embedding, test_embedding_bad_index,
+                          test_embedding_errors));
 }

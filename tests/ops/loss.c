@@ -90,10 +90,7 @@ START_TEST(test_mse) {
 END_TEST
 
 void ops_loss_tcase(Suite *s) {
-    TCase *tc = tcase_create("loss");
-    tcase_add_test(tc, test_cross_entropy);
-    tcase_add_test(tc, test_cross_entropy_bad_label);
-    tcase_add_test(tc, test_cross_entropy_errors);
-    tcase_add_test(tc, test_mse);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "loss", 0,
+                 TH_TESTS(test_cross_entropy, test_cross_entropy_bad_label,
+                          test_cross_entropy_errors, test_mse));
 }

@@ -150,10 +150,7 @@ START_TEST(test_matmul_random_ref) {
 END_TEST
 
 void ops_matmul_tcase(Suite *s) {
-    TCase *tc = tcase_create("matmul");
-    tcase_add_test(tc, test_matmul_2d);
-    tcase_add_test(tc, test_matmul_batched);
-    tcase_add_test(tc, test_matmul_shared);
-    tcase_add_test(tc, test_matmul_random_ref);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "matmul", 0,
+                 TH_TESTS(test_matmul_2d, test_matmul_batched,
+                          test_matmul_shared, test_matmul_random_ref));
 }

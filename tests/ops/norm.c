@@ -123,9 +123,7 @@ START_TEST(test_norm_errors) {
 END_TEST
 
 void ops_norm_tcase(Suite *s) {
-    TCase *tc = tcase_create("norm");
-    tcase_add_test(tc, test_norm_hand);
-    tcase_add_test(tc, test_norm_random_ref);
-    tcase_add_test(tc, test_norm_errors);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "norm", 0,
+                 TH_TESTS(test_norm_hand, test_norm_random_ref,
+                          test_norm_errors));
 }

@@ -159,10 +159,7 @@ START_TEST(test_pool_errors) {
 END_TEST
 
 void ops_pool_tcase(Suite *s) {
-    TCase *tc = tcase_create("pool");
-    tcase_add_test(tc, test_pool_hand);
-    tcase_add_test(tc, test_max_pool_ties);
-    tcase_add_test(tc, test_pool_random_ref);
-    tcase_add_test(tc, test_pool_errors);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "pool", 0,
+                 TH_TESTS(test_pool_hand, test_max_pool_ties,
+                          test_pool_random_ref, test_pool_errors));
 }

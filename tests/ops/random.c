@@ -169,12 +169,8 @@ START_TEST(test_dropout_bad_p) {
 END_TEST
 
 void ops_random_tcase(Suite *s) {
-    TCase *tc = tcase_create("random");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_dropout_p0_identity);
-    tcase_add_test(tc, test_dropout_scale_and_rate);
-    tcase_add_test(tc, test_dropout_seeds);
-    tcase_add_test(tc, test_dropout_two_ops_one_graph);
-    tcase_add_test(tc, test_dropout_bad_p);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "random", 60,
+                 TH_TESTS(test_dropout_p0_identity,
+                          test_dropout_scale_and_rate, test_dropout_seeds,
+                          test_dropout_two_ops_one_graph, test_dropout_bad_p));
 }

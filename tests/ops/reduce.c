@@ -178,12 +178,8 @@ START_TEST(test_broadcast_to) {
 END_TEST
 
 void ops_reduce_tcase(Suite *s) {
-    TCase *tc = tcase_create("reduce");
-    tcase_add_test(tc, test_sum_axes);
-    tcase_add_test(tc, test_sum_axes_unsorted);
-    tcase_add_test(tc, test_mean_axes);
-    tcase_add_test(tc, test_reduce_random_ref);
-    tcase_add_test(tc, test_reduce_errors);
-    tcase_add_test(tc, test_broadcast_to);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "reduce", 0,
+                 TH_TESTS(test_sum_axes, test_sum_axes_unsorted,
+                          test_mean_axes, test_reduce_random_ref,
+                          test_reduce_errors, test_broadcast_to));
 }

@@ -120,10 +120,7 @@ START_TEST(test_fill) {
 END_TEST
 
 void ops_shape_tcase(Suite *s) {
-    TCase *tc = tcase_create("shape");
-    tcase_add_test(tc, test_reshape);
-    tcase_add_test(tc, test_permute_transpose);
-    tcase_add_test(tc, test_permute_random_ref);
-    tcase_add_test(tc, test_fill);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "shape", 0,
+                 TH_TESTS(test_reshape, test_permute_transpose,
+                          test_permute_random_ref, test_fill));
 }

@@ -120,10 +120,7 @@ START_TEST(test_slice_errors) {
 END_TEST
 
 void ops_slice_tcase(Suite *s) {
-    TCase *tc = tcase_create("slice");
-    tcase_add_test(tc, test_concat_hand);
-    tcase_add_test(tc, test_slice_pad_hand);
-    tcase_add_test(tc, test_slice_pad_random_ref);
-    tcase_add_test(tc, test_slice_errors);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "slice", 0,
+                 TH_TESTS(test_concat_hand, test_slice_pad_hand,
+                          test_slice_pad_random_ref, test_slice_errors));
 }

@@ -113,11 +113,8 @@ START_TEST(test_softmax_large_inputs) {
 END_TEST
 
 void ops_softmax_tcase(Suite *s) {
-    TCase *tc = tcase_create("softmax");
-    tcase_add_test(tc, test_softmax_last_axis);
-    tcase_add_test(tc, test_softmax_first_axis);
-    tcase_add_test(tc, test_softmax_middle_axis_ref);
-    tcase_add_test(tc, test_softmax_size1_axis);
-    tcase_add_test(tc, test_softmax_large_inputs);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "softmax", 0,
+                 TH_TESTS(test_softmax_last_axis, test_softmax_first_axis,
+                          test_softmax_middle_axis_ref,
+                          test_softmax_size1_axis, test_softmax_large_inputs));
 }
