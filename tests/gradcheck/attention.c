@@ -1,8 +1,7 @@
 /*
  * gradcheck/attention.c - part of test_gradcheck: analytic gradients against
  * float64 central finite differences (gc_* in helpers/gradcheck.h) for
- * attention with and without the causal mask, and the small
- * builders.
+ * attention with and without the causal mask, and the small builders.
  */
 #include "../helpers.h"
 

@@ -1,8 +1,8 @@
 /*
  * gradcheck/autodiff.c - part of test_gradcheck: analytic gradients against
- * float64 central finite differences (gc_* in helpers/gradcheck.h) for
- * what mg_gradients does beyond single ops: fan-out, unused and
- * intermediate xs, several ys, seeds, checkpoints, and its errors.
+ * float64 central finite differences (gc_* in helpers/gradcheck.h) for what
+ * mg_gradients does beyond single ops: fan-out, unused and intermediate xs,
+ * several ys, seeds, checkpoints, and its errors.
  */
 #include "../helpers.h"
 

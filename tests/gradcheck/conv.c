@@ -1,7 +1,7 @@
 /*
  * gradcheck/conv.c - part of test_gradcheck: analytic gradients against
- * float64 central finite differences (gc_* in helpers/gradcheck.h) for
- * conv2d with stride, padding, dilation and groups, and in a chain.
+ * float64 central finite differences (gc_* in helpers/gradcheck.h) for conv2d
+ * with stride, padding, dilation and groups, and in a chain.
  */
 #include "../helpers.h"
 

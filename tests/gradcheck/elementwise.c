@@ -1,8 +1,7 @@
 /*
  * gradcheck/elementwise.c - part of test_gradcheck: analytic gradients against
- * float64 central finite differences (gc_* in helpers/gradcheck.h) for
- * the binary ops with broadcasting, the unary ops and the scalar
- * ops.
+ * float64 central finite differences (gc_* in helpers/gradcheck.h) for the
+ * binary ops with broadcasting, the unary ops and the scalar ops.
  */
 #include "../helpers.h"
 

@@ -1,7 +1,7 @@
 /*
- * gradcheck/f32.c - part of test_gradcheck: every backward kernel also
- * exists in MG_F32; its gradients must match the (finite-difference
- * checked) MG_F64 ones on the same data to f32 accuracy.
+ * gradcheck/f32.c - part of test_gradcheck: every backward kernel also exists
+ * in MG_F32; its gradients must match the (finite-difference checked) MG_F64
+ * ones on the same data to f32 accuracy.
  */
 #include "../helpers.h"
 

@@ -1,7 +1,7 @@
 /*
  * gradcheck/matmul.c - part of test_gradcheck: analytic gradients against
- * float64 central finite differences (gc_* in helpers/gradcheck.h) for
- * matmul, 2-D to 4-D and with shared operands.
+ * float64 central finite differences (gc_* in helpers/gradcheck.h) for matmul,
+ * 2-D to 4-D and with shared operands.
  */
 #include "../helpers.h"
 

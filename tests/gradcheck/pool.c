@@ -1,7 +1,7 @@
 /*
  * gradcheck/pool.c - part of test_gradcheck: analytic gradients against
- * float64 central finite differences (gc_* in helpers/gradcheck.h) for
- * max and average pooling.
+ * float64 central finite differences (gc_* in helpers/gradcheck.h) for max and
+ * average pooling.
  */
 #include "../helpers.h"
 

@@ -1,7 +1,7 @@
 /*
  * gradcheck/random.c - part of test_gradcheck: analytic gradients against
- * float64 central finite differences (gc_* in helpers/gradcheck.h) for
- * dropout (fixed seed: the mask is the same in every run).
+ * float64 central finite differences (gc_* in helpers/gradcheck.h) for dropout
+ * (fixed seed: the mask is the same in every run).
  */
 #include "../helpers.h"
 

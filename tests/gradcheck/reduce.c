@@ -1,7 +1,7 @@
 /*
  * gradcheck/reduce.c - part of test_gradcheck: analytic gradients against
- * float64 central finite differences (gc_* in helpers/gradcheck.h) for
- * sum, mean and broadcast_to.
+ * float64 central finite differences (gc_* in helpers/gradcheck.h) for sum,
+ * mean and broadcast_to.
  */
 #include "../helpers.h"
 

@@ -1,7 +1,7 @@
 /*
  * gradcheck/slice.c - part of test_gradcheck: analytic gradients against
- * float64 central finite differences (gc_* in helpers/gradcheck.h) for
- * concat, slice and pad.
+ * float64 central finite differences (gc_* in helpers/gradcheck.h) for concat,
+ * slice and pad.
  */
 #include "../helpers.h"
 

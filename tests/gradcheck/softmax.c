@@ -1,7 +1,7 @@
 /*
  * gradcheck/softmax.c - part of test_gradcheck: analytic gradients against
- * float64 central finite differences (gc_* in helpers/gradcheck.h) for
- * softmax and log_softmax.
+ * float64 central finite differences (gc_* in helpers/gradcheck.h) for softmax
+ * and log_softmax.
  */
 #include "../helpers.h"
 

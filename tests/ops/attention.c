@@ -1,7 +1,7 @@
 /*
  * ops/attention.c - part of test_ops: forward values, in MG_F32 and MG_F64, of
- * causal_mask, attention and the small builders (global pooling,
- * flatten) against naive loops; bad arguments to the builders.
+ * causal_mask, attention and the small builders (global pooling, flatten)
+ * against naive loops; bad arguments to the builders.
  */
 #include "../helpers.h"
 

@@ -1,7 +1,7 @@
 /*
  * ops/conv.c - part of test_ops: forward values, in MG_F32 and MG_F64, of
- * conv2d against hand values and a direct 7-loop convolution;
- * bad arguments to its builder.
+ * conv2d against hand values and a direct 7-loop convolution; bad arguments to
+ * its builder.
  */
 #include "../helpers.h"
 

@@ -1,7 +1,7 @@
 /*
- * ops/elementwise.c - part of test_ops: forward values, in MG_F32 and MG_F64, of
- * the binary ops with broadcasting, and the unary ops, against hand
- * values and naive loops; binary shape errors.
+ * ops/elementwise.c - part of test_ops: forward values, in MG_F32 and MG_F64,
+ * of the binary ops with broadcasting, and the unary ops, against hand values
+ * and naive loops; binary shape errors.
  */
 #include "../helpers.h"
 

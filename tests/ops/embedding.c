@@ -1,7 +1,7 @@
 /*
  * ops/embedding.c - part of test_ops: forward values, in MG_F32 and MG_F64, of
- * embedding and its gradient, out-of-range indices at run time; bad
- * arguments to the builder.
+ * embedding and its gradient, out-of-range indices at run time; bad arguments
+ * to the builder.
  */
 #include "../helpers.h"
 

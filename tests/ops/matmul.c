@@ -1,7 +1,7 @@
 /*
  * ops/matmul.c - part of test_ops: forward values, in MG_F32 and MG_F64, of
- * matmul: 2-D, transposed, batched and shared operands against hand
- * values and a naive loop.
+ * matmul: 2-D, transposed, batched and shared operands against hand values and
+ * a naive loop.
  */
 #include "../helpers.h"
 

@@ -1,7 +1,7 @@
 /*
  * ops/norm.c - part of test_ops: forward values, in MG_F32 and MG_F64, of
- * batchnorm and layernorm against hand values and naive loops; bad
- * arguments to the builders.
+ * batchnorm and layernorm against hand values and naive loops; bad arguments
+ * to the builders.
  */
 #include "../helpers.h"
 

@@ -1,7 +1,7 @@
 /*
- * ops/pool.c - part of test_ops: forward values, in MG_F32 and MG_F64, of
- * max and average pooling (and max-pool gradient ties) against hand
- * values and naive loops; bad arguments to the builders.
+ * ops/pool.c - part of test_ops: forward values, in MG_F32 and MG_F64, of max
+ * and average pooling (and max-pool gradient ties) against hand values and
+ * naive loops; bad arguments to the builders.
  */
 #include "../helpers.h"
 

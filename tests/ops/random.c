@@ -1,7 +1,7 @@
 /*
  * ops/random.c - part of test_ops: forward values, in MG_F32 and MG_F64, of
- * dropout: identity at p = 0, scale and rate, seeds, two dropouts in
- * one graph, bad p.
+ * dropout: identity at p = 0, scale and rate, seeds, two dropouts in one
+ * graph, bad p.
  */
 #include "../helpers.h"
 

@@ -1,7 +1,7 @@
 /*
  * ops/reduce.c - part of test_ops: forward values, in MG_F32 and MG_F64, of
- * sum, mean and broadcast_to over axes against hand values and naive
- * loops; bad axes.
+ * sum, mean and broadcast_to over axes against hand values and naive loops;
+ * bad axes.
  */
 #include "../helpers.h"
 

@@ -1,7 +1,7 @@
 /*
  * ops/slice.c - part of test_ops: forward values, in MG_F32 and MG_F64, of
- * concat, slice and pad against hand values and naive loops; bad
- * arguments to the builders.
+ * concat, slice and pad against hand values and naive loops; bad arguments to
+ * the builders.
  */
 #include "../helpers.h"
 
