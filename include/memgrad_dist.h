@@ -124,6 +124,8 @@ typedef struct mg_dist_stats {
     uint64_t collectives;  /* nonblocking collectives issued */
     uint64_t bytes_sent;   /* payload bytes this rank sent to other ranks */
     double wait_seconds;   /* time spent in mg_dist_allreduce */
+    size_t buffer_bytes;   /* staging memory the buckets hold: about twice
+                              the gradients' bytes (packed + received) */
 } mg_dist_stats;
 
 mg_status mg_dist_buckets_stats(const mg_dist_buckets *b,

@@ -212,8 +212,10 @@ static mg_status alloc_buckets(mg_dist_buckets *b) {
                                 "mg_dist_buckets_new: bucket %d is too large "
                                 "for MPI int displacements",
                                 i);
-        k->recv = malloc((size_t)(size * (int64_t)(mine ? mine : 1)) *
-                         k->esize);
+        size_t recv_bytes = (size_t)(size * (int64_t)(mine ? mine : 1)) *
+                            k->esize;
+        k->recv = malloc(recv_bytes);
+        b->stats.buffer_bytes += (size_t)k->numel * k->esize + recv_bytes;
         if (!k->recv)
             return mg_set_error(MG_ERR_NOMEM,
                                 "mg_dist_buckets_new: out of memory");
