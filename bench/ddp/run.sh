@@ -23,6 +23,7 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMG_BUILD_TESTS=OFF \
 cmake --build "$build" -j2 --target mg-bench-ddp >/dev/null
 bench="$build/mg-bench-ddp"
 
+cores=$(nproc --all) # before OMP_NUM_THREADS=1, which nproc obeys
 source scripts/blas-env.sh
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 # CI and this machine run as root; Open MPI refuses that unless told.
@@ -40,7 +41,7 @@ commit="$(git rev-parse HEAD)$(git diff --quiet HEAD -- src include bench/ddp ||
     echo "commit: $commit"
     echo "uname: $(uname -srm)"
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-    echo "cores: $(nproc) (shared: other jobs ran on this machine; load average at start: $(cut -d' ' -f1-3 /proc/loadavg))"
+    echo "cores: $cores (shared: other jobs ran on this machine; load average at start: $(cut -d' ' -f1-3 /proc/loadavg))"
     echo "mpi: $(mpirun --version | head -1)"
     echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} OPENBLAS_NUM_THREADS=1"
     echo
