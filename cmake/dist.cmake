@@ -1,7 +1,7 @@
 # dist.cmake - data-parallel training over MPI (issue 16): the memgrad_dist
 # library (src/dist/*.c, include/memgrad_dist.h), examples/ddp_mpi.c, the
 # MPI tests (tests/test_dist*.c, run under mpirun -np 2) and bench/ddp.
-# Included from CMakeLists.txt after the memgrad target exists. MPI is
+# Included at the end of CMakeLists.txt (after the install section). MPI is
 # found the standard way (FindMPI); without it none of this is built.
 
 find_package(MPI COMPONENTS C)
@@ -26,6 +26,25 @@ target_include_directories(memgrad_dist
     ${PROJECT_SOURCE_DIR}/src)
 # PUBLIC: memgrad_dist.h includes mpi.h.
 target_link_libraries(memgrad_dist PUBLIC memgrad::memgrad MPI::MPI_C)
+set_target_properties(memgrad_dist PROPERTIES
+  VERSION ${PROJECT_VERSION}
+  SOVERSION ${PROJECT_VERSION_MAJOR}
+  EXPORT_NAME dist)
+
+# Installed as memgrad::dist beside memgrad::memgrad, in an export set of
+# its own that memgradConfig.cmake loads only where it finds MPI.
+install(TARGETS memgrad_dist
+  EXPORT memgradDistTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES "${PROJECT_SOURCE_DIR}/include/memgrad_dist.h"
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT memgradDistTargets
+  NAMESPACE memgrad::
+  FILE memgradDistTargets.cmake
+  DESTINATION ${MG_CMAKE_INSTALL_DIR})
 
 # mpirun as the tests and the bench call it: two ranks on this machine,
 # allowed as root (CI runs as root), more ranks than cores allowed.

@@ -196,8 +196,12 @@ void mg_dist_comm_free(mg_dist_comm *c) {
     if (!c) return;
     /* A broken handle may have collectives in flight that will never
      * complete; freeing the communicator under them is erroneous in MPI,
-     * so it is left for MPI_Finalize / MPI_Abort. */
-    if (!c->broken && c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
+     * so it is left for MPI_Finalize / MPI_Abort. After MPI_Finalize
+     * there is nothing left to free. */
+    int finalized = 1;
+    MPI_Finalized(&finalized);
+    if (!c->broken && !finalized && c->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&c->comm);
     free(c);
 }
 
