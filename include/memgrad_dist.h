@@ -29,8 +29,9 @@
  * The average is deterministic and the same on every rank: MPI only moves
  * bytes, it never adds. Each bucket is split into one chunk per rank; an
  * all-to-all sends chunk r of every rank to rank r, which sums the values
- * in rank order 0, 1, ..., N-1 (f32 in double, rounded once at the end),
- * divides by N, and an all-gather sends the averaged chunks to everyone.
+ * in rank order 0, 1, ..., N-1 (f32 values in double), divides by N and
+ * (for f32) rounds back, and an all-gather sends the averaged chunks to
+ * everyone.
  * That is a reduce-scatter plus an all-gather, the same 2 (N-1)/N bytes per
  * byte of gradient as a ring allreduce (docs/distributed.md).
  *
