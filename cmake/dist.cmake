@@ -63,6 +63,20 @@ if(MG_BUILD_BENCH AND EXISTS "${PROJECT_SOURCE_DIR}/bench/ddp/bench_ddp.c")
   target_link_libraries(mg-bench-ddp PRIVATE memgrad::dist m)
 endif()
 
+if(MG_BUILD_TESTS AND TARGET memgrad-ddp_mpi)
+  # The example trains 3 steps at 2 ranks and exits non-zero unless the
+  # weights end bit-identical on both.
+  add_test(NAME ddp_mpi_example
+    COMMAND ${MG_MPIRUN} $<TARGET_FILE:memgrad-ddp_mpi> resnet 3 4)
+  set_tests_properties(ddp_mpi_example PROPERTIES
+    TIMEOUT 300
+    ENVIRONMENT "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/lsan-openmpi.supp:print_suppressions=0")
+  if(MG_SANITIZE)
+    set_tests_properties(ddp_mpi_example PROPERTIES ENVIRONMENT_MODIFICATION
+      "ASAN_OPTIONS=string_append::fast_unwind_on_malloc=0")
+  endif()
+endif()
+
 if(MG_BUILD_TESTS)
   file(GLOB MG_DIST_TESTS CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/tests/test_dist*.c")
   foreach(src IN LISTS MG_DIST_TESTS)
