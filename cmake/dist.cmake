@@ -86,17 +86,21 @@ if(MG_BUILD_TESTS)
     target_link_libraries(${stem} PRIVATE memgrad::dist PkgConfig::CHECK m)
     add_test(NAME ${stem}
       COMMAND ${MG_MPIRUN} $<TARGET_FILE:${stem}>)
+    # Three ranks too: chunks of unequal size, two ranks timing out.
+    add_test(NAME ${stem}_np3
+      COMMAND "${MPIEXEC_EXECUTABLE}" --allow-run-as-root --oversubscribe
+              ${MPIEXEC_NUMPROC_FLAG} 3 $<TARGET_FILE:${stem}>)
     # A hang is a failure: the tests' own timeouts are seconds. Open MPI's
     # internals leak at exit by design; the suppressions name only its
     # libraries. mpirun passes its environment on to the local ranks.
-    set_tests_properties(${stem} PROPERTIES
+    set_tests_properties(${stem} ${stem}_np3 PROPERTIES
       TIMEOUT 300
       ENVIRONMENT "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/lsan-openmpi.supp:print_suppressions=0")
     if(MG_SANITIZE)
       # Open MPI's libraries have no frame pointers, so the fast unwinder
       # stops at the malloc caller, before any frame the suppressions could
       # name: unwind the slow way, for this test only.
-      set_tests_properties(${stem} PROPERTIES ENVIRONMENT_MODIFICATION
+      set_tests_properties(${stem} ${stem}_np3 PROPERTIES ENVIRONMENT_MODIFICATION
         "ASAN_OPTIONS=string_append::fast_unwind_on_malloc=0")
     endif()
   endforeach()

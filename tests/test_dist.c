@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int rank, size;
 
@@ -164,8 +165,38 @@ static void half_batches(mg_dtype dt, int ready) {
         for (int i = 0; i < n; i++)
             ck_assert_msg(mg_dist_grad_ready(b, part.grads[i].tensor) == MG_OK,
                           "%s", mg_last_error());
+    /* Keep the local gradients to average them a second time below. */
+    size_t un = (size_t)(n > 0 ? n : 1);
+    void **local = calloc(un, sizeof *local);
+    for (int i = 0; i < n; i++) {
+        size_t bytes = mg_tensor_nbytes(part.m->g, part.m->params[i]);
+        local[i] = malloc(bytes);
+        memcpy(local[i], part.gw[i], bytes);
+    }
     s = mg_dist_allreduce(b, s);
     ck_assert_msg(s == MG_OK, "%s", mg_last_error());
+    /* Again, from the same local gradients, with this rank delayed by a
+     * rank-dependent time: the same bits (timing does not enter). */
+    void **first = calloc(un, sizeof *first);
+    for (int i = 0; i < n; i++) {
+        size_t bytes = mg_tensor_nbytes(part.m->g, part.m->params[i]);
+        first[i] = malloc(bytes);
+        memcpy(first[i], part.gw[i], bytes);
+        memcpy(part.gw[i], local[i], bytes);
+    }
+    struct timespec nap = {0, 20000000L * rank};
+    nanosleep(&nap, NULL);
+    ck_assert_msg(mg_dist_allreduce(b, MG_OK) == MG_OK, "%s", mg_last_error());
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(memcmp(first[i], part.gw[i],
+                             mg_tensor_nbytes(part.m->g, part.m->params[i])) ==
+                          0,
+                      "gradient %d: a second average differs", i);
+        free(first[i]);
+        free(local[i]);
+    }
+    free(first);
+    free(local);
     for (int i = 0; i < n; i++) {
         const char *name = mg_tensor_name(part.m->g, part.m->params[i]);
         int64_t ne = mg_tensor_numel(part.m->g, part.m->params[i]);
@@ -175,8 +206,8 @@ static void half_batches(mg_dtype dt, int ready) {
     }
     mg_dist_stats st;
     ck_assert(mg_dist_buckets_stats(b, &st) == MG_OK);
-    ck_assert_int_eq((int)st.steps, 1);
-    ck_assert_int_eq((int)st.collectives, 2 * nb);
+    ck_assert_int_eq((int)st.steps, 2);
+    ck_assert_int_eq((int)st.collectives, 4 * nb);
     mg_dist_buckets_free(b);
     mg_dist_comm_free(c);
     step_free(&part);
