@@ -80,7 +80,8 @@ int mg_dist_comm_broken(const mg_dist_comm *c);
 
 /* Copy the data bound to each tensor (parameters, usually) from rank
  * `root` to every rank, so that all ranks start from the same weights.
- * Collective; every rank gives the same tensors in the same order. */
+ * Collective; every rank gives the same tensors in the same order (checked
+ * as in mg_dist_buckets_new before anything moves). */
 mg_status mg_dist_broadcast(mg_dist_comm *c, const mg_graph *g,
                             const mg_binding *binds, int n_binds, int root);
 
@@ -91,8 +92,10 @@ typedef struct mg_dist_buckets mg_dist_buckets;
 /* Lay out n_grads gradient bindings (float tensors of g, distinct, with
  * caller memory that stays valid while b is in use) into buckets of at
  * most bucket_bytes (0: 25 MiB, PyTorch DDP's default; a gradient larger
- * than that gets a bucket of its own). Collective only in that every rank
- * must make the same buckets: same tensors, same order, same size. */
+ * than that gets a bucket of its own) and of one dtype. Collective: the
+ * ranks compare their statuses and a fingerprint of their lists (count,
+ * sizes, dtypes, order, cap), so a bad list on one rank, or lists that
+ * differ, fail on every rank instead of leaving some waiting. */
 mg_status mg_dist_buckets_new(mg_dist_comm *c, const mg_graph *g,
                               const mg_binding *grads, int n_grads,
                               size_t bucket_bytes, mg_dist_buckets **out);
