@@ -111,6 +111,12 @@ int mg_dist_buckets_index(const mg_dist_buckets *b, mg_tensor t);
 mg_status mg_dist_grad_ready(mg_dist_buckets *b, mg_tensor t);
 /* Start bucket k's exchange now (and every bucket below it). */
 mg_status mg_dist_bucket_start(mg_dist_buckets *b, int k);
+/* Let MPI move the started buckets' data (MPI progresses nonblocking
+ * collectives only inside MPI calls): call it now and then while the
+ * backward pass runs, e.g. from the same "after op" callback. Never
+ * blocks and never issues a collective, so it may be called any number
+ * of times on any rank. */
+mg_status mg_dist_progress(mg_dist_buckets *b);
 
 /*
  * Finish the step: start the buckets not yet started, complete them, and

@@ -162,9 +162,11 @@ static void half_batches(mg_dtype dt, int ready) {
     for (int i = 0; i < n; i++)
         ck_assert_int_ge(mg_dist_buckets_index(b, part.grads[i].tensor), 0);
     if (ready)
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n; i++) {
             ck_assert_msg(mg_dist_grad_ready(b, part.grads[i].tensor) == MG_OK,
                           "%s", mg_last_error());
+            ck_assert_msg(mg_dist_progress(b) == MG_OK, "%s", mg_last_error());
+        }
     /* Keep the local gradients to average them a second time below. */
     size_t un = (size_t)(n > 0 ? n : 1);
     void **local = calloc(un, sizeof *local);
@@ -306,6 +308,7 @@ START_TEST(test_bad_arguments) {
               MG_ERR_INVALID_ARG);
     ck_assert(mg_dist_allreduce(NULL, MG_OK) == MG_ERR_INVALID_ARG);
     ck_assert(mg_dist_grad_ready(NULL, 0) == MG_ERR_INVALID_ARG);
+    ck_assert(mg_dist_progress(NULL) == MG_ERR_INVALID_ARG);
     ck_assert_int_eq(mg_dist_buckets_count(NULL), -1);
     ck_assert_int_eq(mg_dist_comm_rank(NULL), -1);
     c = comm_new(60);

@@ -320,6 +320,23 @@ mg_status mg_dist_grad_ready(mg_dist_buckets *b, mg_tensor t) {
     return MG_OK;
 }
 
+mg_status mg_dist_progress(mg_dist_buckets *b) {
+    const char *who = "mg_dist_progress";
+    if (!b) return mg_set_error(MG_ERR_INVALID_ARG, "%s: buckets is NULL", who);
+    mg_status s = mg_dist_check_usable(b->c, who);
+    if (s != MG_OK) return s;
+    /* Test only. Issuing the all-gather of a bucket whose scatter is
+     * found complete here would depend on timing, and MPI requires every
+     * rank to issue its collectives in the same order: the gathers are
+     * issued by mg_dist_allreduce, in bucket order, on every rank. */
+    for (int i = 0; i < b->next_start; i++) {
+        int done = 0;
+        int rc = MPI_Test(&b->b[i].req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return mg_dist_mpi_fail(b->c, who, "MPI_Test", rc);
+    }
+    return MG_OK;
+}
+
 /* Average this rank's chunk of bucket k: sum the contributions in rank
  * order, f32 in double, and divide once. Written into flat in place. */
 static void chunk_average(const mg_dist_buckets *b, bucket *k) {
