@@ -50,7 +50,9 @@ typedef enum mg_status {
     MG_ERR_UNBOUND,      /* a leaf the schedule reads has no memory bound */
     MG_ERR_NOT_DIFFERENTIABLE, /* a gradient through an op that has none */
     MG_ERR_UNSUPPORTED,  /* valid request that this build cannot do yet */
-    MG_ERR_INTERNAL
+    MG_ERR_INTERNAL,
+    MG_ERR_COMM          /* another rank failed or timed out, or MPI
+                            returned an error (memgrad_dist.h) */
 } mg_status;
 
 /* A constant string naming the status, e.g. "shape mismatch". */
