@@ -15,6 +15,12 @@
  *     error, not a cascade.
  *   - memory the caller hands in (inputs, parameters, output buffers) is
  *     borrowed: memgrad never frees it and writes only the outputs asked for.
+ *   - out of memory is MG_ERR_NOMEM from the call that hit it, which then
+ *     leaves its objects as they were (docs/errors.md). The exception is
+ *     OpenBLAS 0.3.21: its small-matrix sgemm kernel does not check its own
+ *     malloc and crashes when it fails, where memgrad cannot catch it.
+ *   - a tensor's element count must fit int64_t and its byte size
+ *     PTRDIFF_MAX; a shape that would not is MG_ERR_SHAPE.
  */
 #ifndef MEMGRAD_H
 #define MEMGRAD_H
@@ -65,7 +71,9 @@ typedef enum mg_status {
     MG_ERR_UNBOUND,      /* a leaf the schedule reads has no memory bound */
     MG_ERR_NOT_DIFFERENTIABLE, /* a gradient through an op that has none */
     MG_ERR_UNSUPPORTED,  /* valid request that this build cannot do yet */
-    MG_ERR_INTERNAL
+    MG_ERR_INTERNAL,
+    MG_ERR_COMM          /* another rank failed or timed out, or MPI
+                            returned an error (memgrad_dist.h) */
 } mg_status;
 
 /* A constant string naming the status, e.g. "shape mismatch". */
@@ -418,7 +426,10 @@ mg_status mg_graph_write_dot(const mg_graph *g, FILE *out);
 /* ------------------------------------------------------------------ plans */
 
 /* Caller memory for one tensor: the data of an input or parameter (read
- * only), or the buffer an output is written into. Borrowed, never freed. */
+ * only), or the buffer an output is written into. Borrowed, never freed.
+ * data must be aligned to the tensor's dtype (4 bytes for f32 and i32, 8
+ * for f64), as malloc'd memory always is; mg_exec_run refuses a misaligned
+ * pointer with MG_ERR_INVALID_ARG. */
 typedef struct mg_binding {
     mg_tensor tensor;
     void *data;
@@ -455,7 +466,9 @@ int mg_plan_num_steps(const mg_plan *p);
 /* The peak of pool bytes in use that mg_exec_run(p, binds, n_binds) will
  * reach, computed from the schedule's liveness before anything runs (in
  * mg_pool_size_class units). Outputs the caller binds memory for are not in
- * the pool and do not count; binds may be NULL. Returns 0 if p is NULL. */
+ * the pool and do not count; binds may be NULL when n_binds is 0. Returns 0
+ * if p is NULL, and 0 with mg_last_status() set for a negative n_binds
+ * (MG_ERR_INVALID_ARG) or out of memory (MG_ERR_NOMEM). */
 MG_API
 size_t mg_plan_predicted_peak(const mg_plan *p, const mg_binding *binds,
                               int n_binds);
@@ -474,6 +487,8 @@ typedef struct mg_plan_summary {
     size_t predicted_peak_without_recompute; /* same, plain backprop */
 } mg_plan_summary;
 
+/* binds as for mg_plan_predicted_peak; a negative n_binds, or a NULL list
+ * with n_binds > 0, is MG_ERR_INVALID_ARG. */
 MG_API
 mg_status mg_plan_summarize(const mg_plan *p, const mg_binding *binds,
                             int n_binds, mg_plan_summary *out);
@@ -504,10 +519,14 @@ mg_status mg_exec_new(const mg_exec_options *opts, mg_exec **out);
 MG_API
 void mg_exec_free(mg_exec *ex);
 
-/* Run the plan. Every input/parameter the plan reads must be bound. `seed`
- * feeds the dropout RNG: the same seed gives the same masks. Outputs and
- * retained tensors that were not bound stay in the pool, readable with
- * mg_exec_tensor_data, until mg_exec_release or the next run. */
+/* Run the plan. Every input/parameter the plan reads must be bound; a
+ * binding for one it does not read is ignored, neither read nor checked,
+ * so one list serves a forward and a training plan. `seed` feeds the
+ * dropout RNG: the same seed gives the same masks. Outputs and retained
+ * tensors that were not bound stay in the pool, readable with
+ * mg_exec_tensor_data, until mg_exec_release or the next run. If the run
+ * fails, each bound output is untouched or holds its final value, never a
+ * partial one, and the executor can run again. */
 MG_API
 mg_status mg_exec_run(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
                       int n_binds, uint64_t seed);

@@ -9,6 +9,8 @@
 #       libraries that `pkg-config --static igraph openblas` names
 #       (igraph's and OpenBLAS's Libs.private); libigraph-dev does not
 #       depend on them, and the install_consumer test links that way.
+#   libopenmpi-dev openmpi-bin           data-parallel training (memgrad_dist.h,
+#                                        the MPI tests run under mpirun)
 set -euo pipefail
 
 packages=(
@@ -16,6 +18,7 @@ packages=(
     libigraph-dev libopenblas-dev
     check libsubunit-dev
     libglpk-dev libarpack2-dev libplfit-dev libgmp-dev libxml2-dev gfortran
+    libopenmpi-dev openmpi-bin
 )
 
 missing=()

@@ -7,7 +7,7 @@
  * graphs without articulation points still get checkpoints, and bad
  * checkpoint requests get clear errors.
  */
-#include "model_helpers.h"
+#include "helpers.h"
 
 typedef struct run_out {
     size_t peak, predicted, plain_predicted;
@@ -448,16 +448,12 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("checkpoint");
-    TCase *tc = tcase_create("checkpoint");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_policies_bit_exact);
-    tcase_add_test(tc, test_memory_against_depth);
-    tcase_add_test(tc, test_speed_recomputes_no_matmul);
-    tcase_add_test(tc, test_collection_keeps_exactly_listed);
-    tcase_add_test(tc, test_tagged_checkpoints);
-    tcase_add_test(tc, test_unet_without_articulation_points);
-    tcase_add_test(tc, test_bad_checkpoints);
-    tcase_add_test(tc, test_dot_and_report);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "checkpoint", 300,
+                 TH_TESTS(test_policies_bit_exact, test_memory_against_depth,
+                          test_speed_recomputes_no_matmul,
+                          test_collection_keeps_exactly_listed,
+                          test_tagged_checkpoints,
+                          test_unet_without_articulation_points,
+                          test_bad_checkpoints, test_dot_and_report));
     return th_run_suite(s);
 }

@@ -184,8 +184,7 @@ static void run_case(op_case *c, int gpu, float **out) {
         dev[c->n_leaves + j] = o;
         b[c->n_leaves + j] = (mg_binding){c->outs[j], o};
     }
-    int n_in = c->n_leaves;
-    mg_status s = th_exec_run_lenient(ex, p, b, &n_in, c->n_outs, 1234);
+    mg_status s = mg_exec_run(ex, p, b, c->n_leaves + c->n_outs, 1234);
     ck_assert_msg(s == MG_OK, "%s on %s: %s", c->name, gpu ? "cuda" : "cpu",
                   mg_last_error());
     if (gpu) {

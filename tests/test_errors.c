@@ -2,10 +2,12 @@
  * test_errors.c - every class of bad input gets a status and a message
  * naming the op or tensor: NULL, unknown ids, wrong shapes, wrong dtypes,
  * cycles, unbound leaves, allocation failure, bad checkpoints, bad
- * gradients requests. Nothing crashes, aborts, leaks (ASan runs this) or
- * writes into the caller's memory.
+ * gradients requests, second-order gradients; a failed inner builder call
+ * keeps its message through the outer ones. Nothing crashes, aborts, leaks
+ * (ASan runs this) or writes into the caller's memory. The argument checks
+ * of each op's builder are tested with the op, in tests/ops/.
  */
-#include "model_helpers.h"
+#include "helpers.h"
 
 #include <pthread.h>
 
@@ -403,23 +405,57 @@ START_TEST(test_error_is_per_thread) {
 }
 END_TEST
 
+/* A failed inner call keeps its own message through the outer builders. */
+START_TEST(test_errors_propagate) {
+    th_bad_leaves l;
+    th_bad_leaves_make(&l);
+    mg_graph *g = l.g;
+    mg_tensor bad = mg_conv2d(g, l.x4, l.w, 0, 1, 0, 0, 1, 1, 1);
+    TH_FAIL(mg_attention(g,
+                         mg_flatten(g, mg_max_pool2d(g, bad, 2, 2, 2, 2, 0, 0), 1),
+                         l.x3, l.x3, 1, 0),
+            MG_ERR_INVALID_ARG, "conv2d", "stride_h = 0");
+    bad = mg_slice(g, l.x4, 9, 0, 1);
+    TH_FAIL(mg_concat(g, 2, (mg_tensor[]){l.x4, bad}, 0), MG_ERR_INVALID_ARG,
+            "slice", "axis 9");
+    bad = mg_embedding(g, l.x4, l.x4);
+    TH_FAIL(mg_layernorm(g, mg_concat(g, 2, (mg_tensor[]){bad, l.x4}, 0), l.v3,
+                         l.v3, 1, 0),
+            MG_ERR_SHAPE, "embedding", "table must be 2-D");
+    mg_graph_free(g);
+}
+END_TEST
+
+/* The helper ops that gradients are made of have no gradients. */
+START_TEST(test_no_second_order) {
+    th_bad_leaves l;
+    th_bad_leaves_make(&l);
+    mg_graph *g = l.g;
+    mg_tensor y = mg_conv2d(g, l.x4, l.w, 1, 1, 1, 1, 1, 1, 1);
+    mg_tensor seed = mg_input(g, "seed", MG_F32, 4, S(2, 4, 5, 5));
+    mg_tensor gx;
+    ck_assert(mg_gradients(g, &y, 1, &seed, &l.x4, 1, NULL, &gx) == MG_OK);
+    mg_tensor s = mg_sum(g, gx, 0, NULL, 0), ggw;
+    mg_clear_error();
+    mg_status st = mg_gradients(g, &s, 1, NULL, &l.w, 1, NULL, &ggw);
+    ck_assert_msg(st == MG_ERR_NOT_DIFFERENTIABLE &&
+                      strstr(mg_last_error(), "conv2d_grad_input"),
+                  "second-order gradient: %s (%s)", mg_status_str(st),
+                  mg_last_error());
+    mg_graph_free(g);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("errors");
-    TCase *tc = tcase_create("errors");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_null_arguments);
-    tcase_add_test(tc, test_unknown_ids);
-    tcase_add_test(tc, test_shapes);
-    tcase_add_test(tc, test_dtypes);
-    tcase_add_test(tc, test_gradient_requests);
-    tcase_add_test(tc, test_checkpoint_arguments);
-    tcase_add_test(tc, test_cycles_and_rewiring);
-    tcase_add_test(tc, test_unbound_and_aliasing);
-    tcase_add_test(tc, test_out_of_memory);
-    tcase_add_test(tc, test_kernel_error_label_range);
-    tcase_add_test(tc, test_exec_device);
-    tcase_add_test(tc, test_error_is_per_thread);
-    tcase_add_test(tc, test_introspection_and_report_errors);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "errors", 120,
+                 TH_TESTS(test_null_arguments, test_unknown_ids, test_shapes,
+                          test_dtypes, test_gradient_requests,
+                          test_checkpoint_arguments, test_cycles_and_rewiring,
+                          test_unbound_and_aliasing, test_out_of_memory,
+                          test_kernel_error_label_range, test_exec_device,
+                          test_error_is_per_thread,
+                          test_introspection_and_report_errors,
+                          test_errors_propagate, test_no_second_order));
     return th_run_suite(s);
 }

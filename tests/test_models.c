@@ -491,22 +491,12 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("models");
-    TCase *tc = tcase_create("models");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_bad_arguments);
-    tcase_add_test(tc, test_init_is_seeded);
-    tcase_add_test(tc, test_sgd_mlp);
-    tcase_add_test(tc, test_sgd_resnet);
-    tcase_add_test(tc, test_sgd_unet);
-    tcase_add_test(tc, test_sgd_transformer);
-    tcase_add_test(tc, test_fd_mlp);
-    tcase_add_test(tc, test_fd_resnet);
-    tcase_add_test(tc, test_fd_unet);
-    tcase_add_test(tc, test_fd_transformer);
-    tcase_add_test(tc, test_policies_mlp);
-    tcase_add_test(tc, test_policies_resnet);
-    tcase_add_test(tc, test_policies_unet);
-    tcase_add_test(tc, test_policies_transformer);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "models", 300,
+                 TH_TESTS(test_bad_arguments, test_init_is_seeded,
+                          test_sgd_mlp, test_sgd_resnet, test_sgd_unet,
+                          test_sgd_transformer, test_fd_mlp, test_fd_resnet,
+                          test_fd_unet, test_fd_transformer, test_policies_mlp,
+                          test_policies_resnet, test_policies_unet,
+                          test_policies_transformer));
     return th_run_suite(s);
 }

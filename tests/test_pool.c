@@ -4,7 +4,7 @@
  * blocks are reused, caller memory is borrowed (never written except bound
  * outputs), forward-only plans keep nothing, retain keeps what was asked.
  */
-#include "model_helpers.h"
+#include "helpers.h"
 
 static mg_pool_stats stats(const mg_exec *ex) {
     mg_pool_stats s;
@@ -249,14 +249,11 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("pool");
-    TCase *tc = tcase_create("pool");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_peak_equals_prediction);
-    tcase_add_test(tc, test_cache_reuse_and_trim);
-    tcase_add_test(tc, test_caller_memory_borrowed);
-    tcase_add_test(tc, test_no_grad_keeps_nothing);
-    tcase_add_test(tc, test_retain_grad);
-    tcase_add_test(tc, test_size_class);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "pool", 120,
+                 TH_TESTS(test_peak_equals_prediction,
+                          test_cache_reuse_and_trim,
+                          test_caller_memory_borrowed,
+                          test_no_grad_keeps_nothing, test_retain_grad,
+                          test_size_class));
     return th_run_suite(s);
 }

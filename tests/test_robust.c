@@ -6,7 +6,7 @@
  * driven from several threads at once (igraph is shared and not
  * thread-safe in Debian's build) must give the same results as one thread.
  */
-#include "model_helpers.h"
+#include "helpers.h"
 
 #include <pthread.h>
 
@@ -172,10 +172,8 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("robust");
-    TCase *tc = tcase_create("robust");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_random_builder_calls);
-    tcase_add_test(tc, test_threads_agree_with_one_thread);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "robust", 300,
+                 TH_TESTS(test_random_builder_calls,
+                          test_threads_agree_with_one_thread));
     return th_run_suite(s);
 }

@@ -3,7 +3,7 @@
  * classifier take a few SGD steps through mg_gradients, mg_plan_compile
  * and mg_exec_run, and the loss must go down.
  */
-#include "model_helpers.h"
+#include "helpers.h"
 
 /* Train for `steps` and return first and last loss. */
 static void train(tm_mlp *m, double lr, int steps, uint64_t seed,
@@ -107,12 +107,9 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("train");
-    TCase *tc = tcase_create("sgd");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_mlp_regression_f32);
-    tcase_add_test(tc, test_classifier_f64);
-    tcase_add_test(tc, test_classifier_dropout_f32);
-    tcase_add_test(tc, test_softmax_classifier_matches_cross_entropy);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "sgd", 120,
+                 TH_TESTS(test_mlp_regression_f32, test_classifier_f64,
+                          test_classifier_dropout_f32,
+                          test_softmax_classifier_matches_cross_entropy));
     return th_run_suite(s);
 }

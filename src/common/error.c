@@ -25,6 +25,7 @@ const char *mg_status_str(mg_status s) {
     case MG_ERR_NOT_DIFFERENTIABLE: return "op is not differentiable";
     case MG_ERR_UNSUPPORTED: return "not supported";
     case MG_ERR_INTERNAL: return "internal error";
+    case MG_ERR_COMM: return "communication failed";
     }
     return "unknown status";
 }

@@ -115,7 +115,14 @@ typedef struct mg_attrs {
      * axis is in axis. */
 } mg_attrs;
 
+/* The element count, or -1 when it does not fit int64_t (or a dim is
+ * negative). */
 int64_t mg_tdesc_numel(const mg_tdesc *d);
+/* True when the element count fits int64_t and the byte size PTRDIFF_MAX:
+ * every tensor in a graph does (mg_graph_add_node checks). */
+bool mg_tdesc_fits(const mg_tdesc *d);
+/* The byte size; SIZE_MAX (an allocation that must fail) if it does not
+ * fit. */
 size_t mg_tdesc_nbytes(const mg_tdesc *d);
 bool mg_tdesc_same_shape(const mg_tdesc *a, const mg_tdesc *b);
 /* Writes "[2,3,4]" into buf. Returns buf. */

@@ -4,6 +4,7 @@
  */
 #include "ir.h"
 
+#include <stddef.h>
 #include <stdio.h>
 
 const char *mg_dtype_name(mg_dtype d) {
@@ -24,14 +25,29 @@ size_t mg_dtype_size(mg_dtype d) {
     return 0;
 }
 
+/* Checked: shape rules call these on shapes the caller made up, so the
+ * product may not fit (issue 11: a count that wrapped to 1 let a later
+ * kernel write past a caller buffer). */
 int64_t mg_tdesc_numel(const mg_tdesc *d) {
     int64_t n = 1;
-    for (int i = 0; i < d->ndim; i++) n *= d->shape[i];
+    for (int i = 0; i < d->ndim; i++)
+        if (d->shape[i] < 0 || __builtin_mul_overflow(n, d->shape[i], &n))
+            return -1;
     return n;
 }
 
+bool mg_tdesc_fits(const mg_tdesc *d) {
+    int64_t n = mg_tdesc_numel(d), bytes;
+    return n >= 0 &&
+           !__builtin_mul_overflow(n, (int64_t)mg_dtype_size(d->dtype),
+                                   &bytes) &&
+           bytes <= PTRDIFF_MAX;
+}
+
 size_t mg_tdesc_nbytes(const mg_tdesc *d) {
-    return (size_t)mg_tdesc_numel(d) * mg_dtype_size(d->dtype);
+    return mg_tdesc_fits(d)
+               ? (size_t)mg_tdesc_numel(d) * mg_dtype_size(d->dtype)
+               : SIZE_MAX;
 }
 
 bool mg_tdesc_same_shape(const mg_tdesc *a, const mg_tdesc *b) {

@@ -54,7 +54,8 @@ static void conv_valid_cols(const conv_dims *d, int j, int64_t *lo,
                     conv_valid_cols(d, j, &lo, &hi);                          \
                     const int64_t off = (int64_t)j * d->dw - d->pw;           \
                     for (int64_t oy = 0; oy < d->oh; oy++, col += d->ow) {    \
-                        const int64_t iy = oy * d->sh - d->ph + i * d->dh;    \
+                        const int64_t iy =                                    \
+                            oy * d->sh - d->ph + (int64_t)i * d->dh;          \
                         if (iy < 0 || iy >= d->h || lo == hi) {               \
                             memset(col, 0, (size_t)d->ow * sizeof(T));        \
                             continue;                                         \
@@ -82,7 +83,8 @@ static void conv_valid_cols(const conv_dims *d, int j, int64_t *lo,
                     conv_valid_cols(d, j, &lo, &hi);                          \
                     const int64_t off = (int64_t)j * d->dw - d->pw;           \
                     for (int64_t oy = 0; oy < d->oh; oy++, col += d->ow) {    \
-                        const int64_t iy = oy * d->sh - d->ph + i * d->dh;    \
+                        const int64_t iy =                                    \
+                            oy * d->sh - d->ph + (int64_t)i * d->dh;          \
                         if (iy < 0 || iy >= d->h) continue;                   \
                         T *row = x + (c * d->h + iy) * d->w + off;            \
                         if (d->sw == 1) /* unit stride: a loop that vectorises */\

@@ -58,7 +58,7 @@ static pool_win window_at(const pool_dims *d, int64_t oy, int64_t ox) {
         return MG_OK;                                                         \
     }                                                                         \
     static mg_status avg_pool_##SUF(const T *x, T *y, const pool_dims *d) {   \
-        const T count = (T)(d->kh * d->kw);                                   \
+        const T count = (T)d->kh * (T)d->kw;                                  \
         for (int64_t p = 0; p < d->planes; p++, x += d->h * d->w)             \
             for (int64_t oy = 0; oy < d->oh; oy++)                            \
                 for (int64_t ox = 0; ox < d->ow; ox++) {                      \
@@ -73,7 +73,7 @@ static pool_win window_at(const pool_dims *d, int64_t oy, int64_t ox) {
     }                                                                         \
     static mg_status avg_pool_grad_##SUF(const T *gy, T *gx,                  \
                                          const pool_dims *d) {                \
-        const T count = (T)(d->kh * d->kw);                                   \
+        const T count = (T)d->kh * (T)d->kw;                                  \
         memset(gx, 0, (size_t)(d->planes * d->h * d->w) * sizeof(T));         \
         for (int64_t p = 0; p < d->planes; p++, gx += d->h * d->w)            \
             for (int64_t oy = 0; oy < d->oh; oy++)                            \

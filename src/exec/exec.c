@@ -98,6 +98,14 @@ static int compare_ranges(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* A binding of a leaf the plan does not read is ignored: neither read
+ * nor checked, so one binding list serves a forward and a training plan
+ * alike (memgrad.h, mg_exec_run). */
+static bool binding_ignored(const mg_plan *p, mg_tensor t) {
+    return p->role[t] == MG_ROLE_NONE &&
+           (mg_op_table[p->g->nodes[t].op].flags & MG_OPF_LEAF);
+}
+
 /* A bound output must not overlap any other binding: it would overwrite an
  * input mid-run, or another output. Sorting by address finds any overlap
  * between neighbours in O(b log b). */
@@ -105,17 +113,18 @@ static mg_status check_overlaps(const mg_plan *p, const mg_binding *binds,
                                 int n_binds) {
     bound_range *r = malloc((size_t)(n_binds ? n_binds : 1) * sizeof *r);
     if (!r) return mg_set_error(MG_ERR_NOMEM, "mg_exec_run: out of memory");
+    int n = 0;
     for (int i = 0; i < n_binds; i++) {
+        if (binding_ignored(p, binds[i].tensor)) continue;
         uintptr_t lo = (uintptr_t)binds[i].data;
-        r[i] = (bound_range){lo,
-                             lo + mg_tdesc_nbytes(&p->g->nodes[binds[i].tensor].d),
-                             i};
+        r[n++] = (bound_range){
+            lo, lo + mg_tdesc_nbytes(&p->g->nodes[binds[i].tensor].d), i};
     }
-    qsort(r, (size_t)n_binds, sizeof *r, compare_ranges);
+    qsort(r, (size_t)n, sizeof *r, compare_ranges);
     mg_status s = MG_OK;
     uintptr_t reach = 0;
     int reach_bind = -1;
-    for (int i = 0; i < n_binds && s == MG_OK; i++) {
+    for (int i = 0; i < n && s == MG_OK; i++) {
         if (reach_bind >= 0 && r[i].lo < reach) {
             mg_tensor a = binds[reach_bind].tensor, b = binds[r[i].bind].tensor;
             bool a_out = (p->role[a] & MG_ROLE_COMPUTED) != 0;
@@ -154,14 +163,25 @@ static mg_status bind(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
                                 "mg_exec_run: binding %d names tensor id %d, "
                                 "which the plan does not know",
                                 i, (int)t);
+        if (binding_ignored(p, t)) continue;
         mg_graph_tensor_label(g, t, label, sizeof label);
         if (!binds[i].data)
             return mg_set_error(MG_ERR_INVALID_ARG,
                                 "mg_exec_run: binding for %s has NULL data",
                                 label);
+        /* Kernels read and write whole elements through typed pointers: a
+         * misaligned one is undefined behaviour (and slow or a fault on
+         * some machines), so refuse it rather than copy behind the
+         * caller's back. */
+        const mg_dtype dt = g->nodes[t].d.dtype;
+        if ((uintptr_t)binds[i].data % mg_dtype_size(dt) != 0)
+            return mg_set_error(MG_ERR_INVALID_ARG,
+                                "mg_exec_run: binding for %s at %p is not "
+                                "aligned to its dtype (%s needs %zu-byte "
+                                "alignment)",
+                                label, binds[i].data, mg_dtype_name(dt),
+                                mg_dtype_size(dt));
         uint8_t role = p->role[t];
-        /* A leaf the plan does not read may be bound and is ignored, so
-         * one binding list serves a forward and a training plan alike. */
         bool leaf = (mg_op_table[g->nodes[t].op].flags & MG_OPF_LEAF) != 0;
         if (!leaf && !(role & MG_ROLE_KEPT))
             return mg_set_error(

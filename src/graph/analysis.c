@@ -39,19 +39,17 @@ static mg_tensor input_of(const mg_graph *g, const mg_tensor *remap,
     return remap ? remap[in] : in;
 }
 
-void mg_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
-                             int n_roots, const mg_tensor *remap,
-                             bool *needed) {
+mg_status mg_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
+                                  int n_roots, const mg_tensor *remap,
+                                  bool *needed, const char *what) {
     /* Iterative DFS; `needed` doubles as the visited set, so a cycle made
      * with mg_tensor_set_input cannot make it loop. The stack holds each
-     * node at most once. */
+     * node at most once. Marking everything instead on a failed
+     * allocation would schedule ops that read unbound leaves and fail
+     * later with a misleading status (issue 11), so say NOMEM now. */
     mg_tensor *stack = malloc((size_t)(g->n ? g->n : 1) * sizeof *stack);
     int32_t top = 0;
-    if (!stack) {
-        /* Fall back to marking everything: correct, only less economical. */
-        for (int32_t i = 0; i < g->n; i++) needed[i] = true;
-        return;
-    }
+    if (!stack) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", what);
     for (int i = 0; i < n_roots; i++)
         if (!needed[roots[i]]) {
             needed[roots[i]] = true;
@@ -68,6 +66,7 @@ void mg_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
         }
     }
     free(stack);
+    return MG_OK;
 }
 
 /* Name one op that lies on a cycle: an end of an edge in igraph's feedback
@@ -76,10 +75,10 @@ static mg_status report_cycle(const mg_graph *g, const igraph_t *ig,
                               const mg_tensor *ids) {
     igraph_vector_int_t fas;
     char label[160];
-    if (igraph_vector_int_init(&fas, 0) == IGRAPH_SUCCESS) {
-        if (igraph_feedback_arc_set(ig, &fas, NULL, IGRAPH_FAS_APPROX_EADES) ==
-                IGRAPH_SUCCESS &&
-            igraph_vector_int_size(&fas) > 0) {
+    igraph_error_t e = igraph_vector_int_init(&fas, 0);
+    if (e == IGRAPH_SUCCESS) {
+        e = igraph_feedback_arc_set(ig, &fas, NULL, IGRAPH_FAS_APPROX_EADES);
+        if (e == IGRAPH_SUCCESS && igraph_vector_int_size(&fas) > 0) {
             igraph_integer_t from, to;
             igraph_edge(ig, VECTOR(fas)[0], &from, &to);
             igraph_vector_int_destroy(&fas);
@@ -92,6 +91,9 @@ static mg_status report_cycle(const mg_graph *g, const igraph_t *ig,
         }
         igraph_vector_int_destroy(&fas);
     }
+    if (e == IGRAPH_ENOMEM) /* not the cycle's fault */
+        return mg_set_error(MG_ERR_NOMEM, "graph has a cycle; naming an op "
+                            "on it ran out of memory in igraph");
     return mg_set_error(MG_ERR_CYCLE, "graph has a cycle");
 }
 

@@ -121,6 +121,28 @@ static mg_status check_inputs(const mg_graph *g, mg_op op, int n_in,
     return MG_OK;
 }
 
+/* Every op's output, whatever its shape rule computed: sizes >= 1, an
+ * element count that fits int64_t and a byte size that fits PTRDIFF_MAX,
+ * so that no kernel or allocation ever sees a wrapped count. */
+static mg_status output_check(const mg_tdesc *out, char *why, size_t len) {
+    for (int i = 0; i < out->ndim; i++)
+        if (out->shape[i] < 1) {
+            snprintf(why, len, "the output would have size %lld along axis %d",
+                     (long long)out->shape[i], i);
+            return MG_ERR_SHAPE;
+        }
+    if (!mg_tdesc_fits(out)) {
+        char buf[160];
+        snprintf(why, len,
+                 "the output %s %s would have more elements or bytes than "
+                 "int64_t / PTRDIFF_MAX can hold",
+                 mg_shape_str(out, buf, sizeof buf),
+                 mg_dtype_name(out->dtype));
+        return MG_ERR_SHAPE;
+    }
+    return MG_OK;
+}
+
 static mg_status infer_node(const mg_graph *g, mg_op op, int n_in,
                             const mg_tensor *in, const mg_attrs *attrs,
                             mg_tdesc *out) {
@@ -129,6 +151,7 @@ static mg_status infer_node(const mg_graph *g, mg_op op, int n_in,
     for (int i = 0; i < n_in; i++) in_d[i] = g->nodes[in[i]].d;
     char why[256] = "";
     mg_status s = def->infer(in_d, n_in, attrs, out, why, sizeof why);
+    if (s == MG_OK) s = output_check(out, why, sizeof why);
     if (s != MG_OK) {
         char call[768];
         describe_call(g, op, n_in, in, call, sizeof call);
@@ -196,18 +219,17 @@ static mg_tensor add_leaf(mg_graph *g, mg_op op, const char *name,
         return MG_NO_TENSOR;
     }
     mg_tdesc d = {.dtype = dtype, .ndim = ndim};
-    int64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
-        /* Reject sizes whose byte count would overflow size_t. */
-        if (shape[i] < 1 || numel > (INT64_MAX / 8) / shape[i]) {
+        /* Reject sizes whose element count or byte size would not fit. */
+        d.shape[i] = shape[i];
+        d.ndim = i + 1;
+        if (shape[i] < 1 || !mg_tdesc_fits(&d)) {
             mg_set_error(MG_ERR_SHAPE,
                          "%s '%s': dim %d has size %lld (sizes must be >= 1 "
                          "and the tensor must fit in memory)",
                          what, name ? name : "", i, (long long)shape[i]);
             return MG_NO_TENSOR;
         }
-        numel *= shape[i];
-        d.shape[i] = shape[i];
     }
     if (graph_reserve(g) != MG_OK) return MG_NO_TENSOR;
     char *copy = NULL;

@@ -80,10 +80,11 @@ mg_status mg_graph_topo_order(const mg_graph *g, const bool *include,
                               int32_t *n_order);
 /* Mark in `needed` (length g->n, zeroed by the caller) every node the given
  * roots depend on, roots included. With remap (NULL: none), node i's input
- * j is read as remap[in[j]]. */
-void mg_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
-                             int n_roots, const mg_tensor *remap,
-                             bool *needed);
+ * j is read as remap[in[j]]. MG_ERR_NOMEM (message prefixed by what) if its
+ * scratch stack cannot be allocated. */
+mg_status mg_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
+                                  int n_roots, const mg_tensor *remap,
+                                  bool *needed, const char *what);
 /* Articulation points of the undirected graph on the nodes in `include`
  * (edges between included nodes only), written to out[] (room for g->n)
  * with their count in *n_out, in id order. igraph does the work. */

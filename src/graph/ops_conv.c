@@ -10,9 +10,15 @@
 #include <limits.h>
 #include <stdio.h>
 
-/* Output length of one axis; 0 when even one window does not fit. */
+/* Output length of one axis; 0 when even one window does not fit, -1
+ * when the padded length does not fit int64_t. */
 static int64_t window_len(int64_t in, int k, int stride, int pad, int dil) {
-    const int64_t room = in + 2 * (int64_t)pad - (int64_t)dil * (k - 1) - 1;
+    int64_t padded, span, room;
+    if (__builtin_mul_overflow((int64_t)pad, (int64_t)2, &padded) ||
+        __builtin_add_overflow(in, padded, &padded) ||
+        __builtin_mul_overflow((int64_t)dil, (int64_t)k - 1, &span) ||
+        __builtin_sub_overflow(padded, span + 1, &room))
+        return -1;
     return room < 0 ? 0 : room / stride + 1;
 }
 
@@ -48,6 +54,11 @@ mg_status mg_window_shape(const mg_tdesc *x, const int kernel[2],
         }
         const int64_t n = window_len(x->shape[2 + i], kernel[i], a->stride[i],
                                      a->pad[i], a->dilation[i]);
+        if (n < 0) {
+            snprintf(why, len, "%s = %lld with padding %d overflows int64_t",
+                     axis, (long long)x->shape[2 + i], a->pad[i]);
+            return MG_ERR_SHAPE;
+        }
         if (n < 1) {
             snprintf(why, len,
                      "a window of %d (dilation %d) does not fit along %s = "
@@ -167,8 +178,15 @@ static size_t conv_workspace(const mg_tdesc *w, const mg_tdesc *y,
     bool direct = w->shape[2] == 1 && w->shape[3] == 1 && a->stride[0] == 1 &&
                   a->stride[1] == 1 && a->pad[0] == 0 && a->pad[1] == 0;
     if (direct) return 0;
-    return (size_t)(a->groups * w->shape[1] * w->shape[2] * w->shape[3]) *
-           (size_t)(y->shape[2] * y->shape[3]) * mg_dtype_size(y->dtype);
+    /* Every factor fits (the tensors do), their product need not: a size
+     * no allocation can meet then makes the run fail with MG_ERR_NOMEM. */
+    size_t n = mg_dtype_size(y->dtype);
+    const int64_t f[5] = {a->groups, w->shape[1], w->shape[2], w->shape[3],
+                          y->shape[2] * y->shape[3]};
+    for (int i = 0; i < 5; i++)
+        if (f[i] < 0 || __builtin_mul_overflow(n, (size_t)f[i], &n))
+            return SIZE_MAX;
+    return n;
 }
 
 size_t mg_conv2d_workspace(const mg_tdesc *in, int n_in, const mg_attrs *a,

@@ -17,7 +17,7 @@ mg_status mg_pool2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
     /* As in PyTorch: then every window holds at least one element of x, so
      * a max never comes from padding alone. */
     for (int i = 0; i < 2; i++) {
-        if (2 * a->pad[i] > a->kernel[i]) {
+        if (a->pad[i] > a->kernel[i] / 2) { /* 2 pad > kernel, unwrapped */
             snprintf(why, len, "pad_%s = %d is more than half the kernel (%d)",
                      i ? "w" : "h", a->pad[i], a->kernel[i]);
             return MG_ERR_INVALID_ARG;

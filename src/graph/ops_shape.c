@@ -17,6 +17,12 @@ mg_status mg_reshape_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
     out->dtype = in[0].dtype;
     out->ndim = a->ndim;
     for (int i = 0; i < a->ndim; i++) out->shape[i] = a->shape[i];
+    if (mg_tdesc_numel(out) < 0) {
+        char buf[128];
+        snprintf(why, len, "shape %s has more elements than int64_t can hold",
+                 mg_shape_str(out, buf, sizeof buf));
+        return MG_ERR_SHAPE;
+    }
     if (mg_tdesc_numel(out) != mg_tdesc_numel(&in[0])) {
         char buf[128];
         snprintf(why, len, "x has %lld elements but shape %s has %lld",

@@ -15,11 +15,18 @@ static mg_status box_check(const mg_tdesc *box, const mg_tdesc *big,
                            const int64_t *start, char *why, size_t len) {
     for (int i = 0; i < big->ndim; i++) {
         if (start[i] < 0 || start[i] > big->shape[i] - box->shape[i]) {
-            snprintf(why, len,
-                     "axis %d: [%lld, %lld) is not inside [0, %lld)", i,
-                     (long long)start[i],
-                     (long long)(start[i] + box->shape[i]),
-                     (long long)big->shape[i]);
+            /* start + length may not fit int64_t: then print them apart */
+            int64_t end;
+            if (__builtin_add_overflow(start[i], box->shape[i], &end))
+                snprintf(why, len,
+                         "axis %d: %lld elements from %lld are not inside "
+                         "[0, %lld)", i, (long long)box->shape[i],
+                         (long long)start[i], (long long)big->shape[i]);
+            else
+                snprintf(why, len,
+                         "axis %d: [%lld, %lld) is not inside [0, %lld)", i,
+                         (long long)start[i], (long long)end,
+                         (long long)big->shape[i]);
             return MG_ERR_INVALID_ARG;
         }
     }
@@ -74,7 +81,11 @@ mg_status mg_concat_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
         return MG_ERR_SHAPE;
     }
     *out = *x;
-    out->shape[a->axis] += y->shape[a->axis];
+    if (__builtin_add_overflow(x->shape[a->axis], y->shape[a->axis],
+                               &out->shape[a->axis])) {
+        snprintf(why, len, "the joined axis %d overflows int64_t", a->axis);
+        return MG_ERR_SHAPE;
+    }
     return MG_OK;
 }
 
@@ -119,7 +130,14 @@ mg_tensor mg_pad(mg_graph *g, mg_tensor x, const int64_t *before,
                          (long long)at[i], (long long)b);
             return MG_NO_TENSOR;
         }
-        shape[i] = at[i] + xd->shape[i] + b;
+        if (__builtin_add_overflow(at[i], xd->shape[i], &shape[i]) ||
+            __builtin_add_overflow(shape[i], b, &shape[i])) {
+            mg_set_error(MG_ERR_SHAPE, "pad: axis %d of size %lld with "
+                         "padding %lld before and %lld after overflows "
+                         "int64_t", i, (long long)xd->shape[i],
+                         (long long)at[i], (long long)b);
+            return MG_NO_TENSOR;
+        }
     }
     return window_build(g, MG_OP_PAD, x, xd->ndim, shape, at);
 }

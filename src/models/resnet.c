@@ -6,6 +6,7 @@
  */
 #include "models_internal.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 
@@ -15,7 +16,7 @@ static mg_tensor conv(mg_model *m, mg_tensor x, int cin, int cout, int k,
                       int stride, const char *name) {
     int64_t ws[4] = {cout, cin, k, k};
     mg_tensor w = mgm_param(m, name, 4, ws, MGM_INIT_UNIFORM,
-                            sqrt(6.0 / (double)(cin * k * k)));
+                            sqrt(6.0 / ((double)cin * k * k)));
     return mg_conv2d(m->g, x, w, stride, stride, k / 2, k / 2, 1, 1, 1);
 }
 
@@ -35,6 +36,11 @@ mg_model *mg_model_resnet(int depth, int width, int batch, int image,
     const char *who = "mg_model_resnet";
     if (!mgm_check(depth >= 1, who, "depth = %d must be >= 1", depth) ||
         !mgm_check(width >= 1, who, "width = %d must be >= 1", width) ||
+        /* the last stage has width << (stages - 1) channels, an int */
+        !mgm_check(((int64_t)width << ((depth < 3 ? depth : 3) - 1)) <=
+                       INT_MAX,
+                   who, "width = %d is too large: the widest stage's "
+                   "channels must fit an int", width) ||
         !mgm_check(batch >= 1, who, "batch = %d must be >= 1", batch) ||
         !mgm_check(image >= 1, who, "image = %d must be >= 1", image) ||
         !mgm_check(classes >= 1, who, "classes = %d must be >= 1", classes) ||

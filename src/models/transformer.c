@@ -6,6 +6,7 @@
  */
 #include "models_internal.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 
@@ -36,6 +37,10 @@ mg_model *mg_model_transformer(int layers, int d_model, int heads, int seq,
     const char *who = "mg_model_transformer";
     if (!mgm_check(layers >= 1, who, "layers = %d must be >= 1", layers) ||
         !mgm_check(d_model >= 1, who, "d_model = %d must be >= 1", d_model) ||
+        /* the MLP is 4 d_model wide, an int */
+        !mgm_check(d_model <= INT_MAX / 4, who,
+                   "d_model = %d is too large: 4 d_model must fit an int",
+                   d_model) ||
         !mgm_check(heads >= 1, who, "heads = %d must be >= 1", heads) ||
         !mgm_check(d_model % heads == 0, who,
                    "heads = %d must divide d_model = %d", heads, d_model) ||

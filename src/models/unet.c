@@ -15,7 +15,7 @@ static mg_tensor conv_relu(mg_model *m, mg_tensor x, int cin, int cout, int k,
                            const char *prefix, int relu) {
     char name[96];
     int64_t ws[4] = {cout, cin, k, k}, bs[3] = {cout, 1, 1};
-    double fan_in = (double)(cin * k * k);
+    double fan_in = (double)cin * k * k;
     snprintf(name, sizeof name, "%s.w", prefix);
     mg_tensor w =
         mgm_param(m, name, 4, ws, MGM_INIT_UNIFORM, sqrt(6.0 / fan_in));

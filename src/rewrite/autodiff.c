@@ -218,8 +218,10 @@ static mg_status analyse(const mg_graph *g, const mg_tensor *ys, int n_ys,
                          const mg_tensor *xs, int n_xs,
                          const mg_checkpoints *ckpt,
                          const mg_memory_search *m, ad_work *w) {
-    mg_graph_mark_ancestors(g, ys, n_ys, NULL, w->marks);
-    mg_status s = mg_graph_topo_order(g, w->marks, NULL, w->order, &w->n_order);
+    mg_status s =
+        mg_graph_mark_ancestors(g, ys, n_ys, NULL, w->marks, "mg_gradients");
+    if (s == MG_OK)
+        s = mg_graph_topo_order(g, w->marks, NULL, w->order, &w->n_order);
     if (s != MG_OK) return s;
     /* relevant = depends on some x (and, being in `order`, feeds some y). */
     for (int i = 0; i < n_xs; i++) w->relevant[xs[i]] = w->marks[xs[i]];
@@ -329,8 +331,9 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
     const ad_call call = {ys, grad_ys, xs, n_ys, n_xs, checkpoints};
     const int32_t n_before = g->n;
     const uint64_t rng_before = g->rng_offset;
-    const mg_memory_search m =
-        mg_memory_search_best(g, checkpoints, n_xs, build_trial, &call);
+    mg_memory_search m;
+    s = mg_memory_search_best(g, checkpoints, n_xs, build_trial, &call, &m);
+    if (s != MG_OK) return s;
     ad_work w;
     mg_tensor *result = malloc((size_t)n_xs * sizeof *result);
     s = result ? build_once(g, &call, &m, &w, result)

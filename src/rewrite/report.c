@@ -41,15 +41,18 @@ mg_status mg_plan_summarize(const mg_plan *p, const mg_binding *binds,
         if (n->flags & MG_NODE_CHOSEN) s.n_checkpoints++;
         prev = k;
     }
-    s.predicted_peak = mg_plan_predicted_peak(p, binds, n_binds);
+    mg_status st = mg_plan_peak(p, binds, n_binds, "mg_plan_summarize",
+                                &s.predicted_peak);
+    if (st != MG_OK) return st;
     /* Plain backprop's figure: the same outputs, read without copies. */
     mg_plan_options o = {.without_recompute = 1};
     mg_plan *plain = NULL;
-    mg_status st = mg_plan_compile(p->g, p->kept, p->n_kept, &o, &plain);
+    st = mg_plan_compile(p->g, p->kept, p->n_kept, &o, &plain);
     if (st != MG_OK) return st;
-    s.predicted_peak_without_recompute =
-        mg_plan_predicted_peak(plain, binds, n_binds);
+    st = mg_plan_peak(plain, binds, n_binds, "mg_plan_summarize",
+                      &s.predicted_peak_without_recompute);
     mg_plan_free(plain);
+    if (st != MG_OK) return st;
     *out = s;
     return MG_OK;
 }

@@ -27,13 +27,14 @@ typedef mg_status (*mg_memory_build_fn)(mg_graph *g, const void *ctx,
                                         const mg_memory_search *m,
                                         mg_tensor *result);
 
-/* The point of the memory policy's search with the lowest predicted peak
- * (policy_memory.c): builds each point with build, plans it, and leaves g
- * as it was. Policies other than MG_CKPT_MEMORY get the default point
- * without a search. n_xs: how many gradients build writes. */
-mg_memory_search mg_memory_search_best(mg_graph *g, const mg_checkpoints *c,
-                                       int n_xs, mg_memory_build_fn build,
-                                       const void *ctx);
+/* Store in *best the point of the memory policy's search with the lowest
+ * predicted peak (policy_memory.c): builds each point with build, plans
+ * it, and leaves g as it was. Policies other than MG_CKPT_MEMORY get the
+ * default point without a search. n_xs: how many gradients build writes.
+ * MG_ERR_NOMEM if a trial ran out of memory. */
+mg_status mg_memory_search_best(mg_graph *g, const mg_checkpoints *c,
+                                int n_xs, mg_memory_build_fn build,
+                                const void *ctx, mg_memory_search *best);
 
 /* Decide what the forward pass keeps. order: the ancestors of the ys in
  * topological order; forward[t]: t is a computed tensor among them;

@@ -153,9 +153,13 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
             p->remap[t] = undo && (g->nodes[t].flags & MG_NODE_RECOMPUTE)
                               ? g->nodes[t].orig
                               : t;
-        mg_graph_mark_ancestors(g, outputs, n_outputs, p->remap, needed);
-        mg_graph_mark_ancestors(g, retain, n_retain, p->remap, needed);
-        s = mg_graph_topo_order(g, needed, p->remap, order, &n_order);
+        s = mg_graph_mark_ancestors(g, outputs, n_outputs, p->remap, needed,
+                                    "mg_plan_compile");
+        if (s == MG_OK)
+            s = mg_graph_mark_ancestors(g, retain, n_retain, p->remap, needed,
+                                        "mg_plan_compile");
+        if (s == MG_OK)
+            s = mg_graph_topo_order(g, needed, p->remap, order, &n_order);
     }
     if (s == MG_OK) {
         plan_add_kept(p, outputs, n_outputs);
@@ -178,11 +182,22 @@ int mg_plan_num_steps(const mg_plan *p) { return p ? p->n_steps : 0; }
 
 size_t mg_plan_predicted_peak(const mg_plan *p, const mg_binding *binds,
                               int n_binds) {
+    size_t peak = 0;
     if (!p) return 0;
-    if (!binds) n_binds = 0;
+    mg_plan_peak(p, binds, n_binds, "mg_plan_predicted_peak", &peak);
+    return peak;
+}
+
+mg_status mg_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
+                       const char *what, size_t *peak_out) {
+    *peak_out = 0;
+    if (n_binds < 0 || (n_binds > 0 && !binds))
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "%s: %d bindings%s", what, n_binds,
+                            n_binds < 0 ? "" : " with a NULL list");
     /* Caller-bound outputs never enter the pool. */
     bool *bound = calloc((size_t)(p->n_tensors ? p->n_tensors : 1), 1);
-    if (!bound) return 0;
+    if (!bound) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", what);
     for (int i = 0; i < n_binds; i++)
         if (binds[i].tensor >= 0 && binds[i].tensor < p->n_tensors &&
             (p->role[binds[i].tensor] & MG_ROLE_KEPT))
@@ -200,7 +215,8 @@ size_t mg_plan_predicted_peak(const mg_plan *p, const mg_binding *binds,
                 mg_tdesc_nbytes(&p->g->nodes[p->release[r]].d));
     }
     free(bound);
-    return peak;
+    *peak_out = peak;
+    return MG_OK;
 }
 
 mg_status mg_plan_dump(const mg_plan *p, FILE *out) {
@@ -208,9 +224,12 @@ mg_status mg_plan_dump(const mg_plan *p, FILE *out) {
         return mg_set_error(MG_ERR_INVALID_ARG, "mg_plan_dump: %s is NULL",
                             p ? "out" : "plan");
     char label[160];
+    size_t peak;
+    mg_status st = mg_plan_peak(p, NULL, 0, "mg_plan_dump", &peak);
+    if (st != MG_OK) return st;
     fprintf(out, "plan: %d steps, %d leaves, %d kept, predicted peak %zu "
             "bytes\n", (int)p->n_steps, (int)p->n_leaves, (int)p->n_kept,
-            mg_plan_predicted_peak(p, NULL, 0));
+            peak);
     for (int32_t s = 0; s < p->n_steps; s++) {
         fprintf(out, "%5d  %s", (int)s,
                 mg_graph_tensor_label(p->g, p->steps[s], label, sizeof label));

@@ -1,17 +1,16 @@
 /*
- * model_helpers.h - a small MLP built through the public API, shared by the
- * training, pool and error tests. Header-only because every tests/test_*.c
- * is its own executable.
+ * helpers/model.h - a small MLP built through the public API, shared by the
+ * training, pool and error tests (included through helpers.h).
  *
  *   tm_mlp_build   x [batch,in] -> (matmul + bias -> relu [-> dropout])^depth
  *                  -> matmul + bias -> loss (cross-entropy or mse), and the
  *                  gradients of the loss w.r.t. every weight and bias
  *   tm_mlp_data    caller memory for inputs, parameters and gradients
  */
-#ifndef MG_TEST_MODEL_HELPERS_H
-#define MG_TEST_MODEL_HELPERS_H
+#ifndef MG_TEST_HELPERS_MODEL_H
+#define MG_TEST_HELPERS_MODEL_H
 
-#include "helpers.h"
+#include "../helpers.h"
 
 #define TM_MAX_LAYERS 64
 

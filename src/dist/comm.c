@@ -1,0 +1,287 @@
+/*
+ * comm.c - the communicator handle of memgrad_dist.h: our own duplicate of
+ * the caller's MPI communicator, MPI errors turned into statuses, waits
+ * with a deadline, and the broadcast that gives all ranks the same weights.
+ */
+#include "dist.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MG_DIST_DEFAULT_TIMEOUT_S 600.0
+
+double mg_dist_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+mg_status mg_dist_check_usable(const mg_dist_comm *c, const char *who) {
+    if (!c) return mg_set_error(MG_ERR_INVALID_ARG, "%s: comm is NULL", who);
+    if (c->broken)
+        return mg_set_error(MG_ERR_COMM,
+                            "%s: rank %d: the communicator is broken since "
+                            "an earlier failure (%s)",
+                            who, c->rank, c->why);
+    return MG_OK;
+}
+
+static void comm_break(mg_dist_comm *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void comm_break(mg_dist_comm *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->why, sizeof c->why, fmt, ap);
+    va_end(ap);
+    c->broken = true;
+}
+
+mg_status mg_dist_mpi_fail(mg_dist_comm *c, const char *who,
+                           const char *mpi_call, int code) {
+    char msg[MPI_MAX_ERROR_STRING + 1] = "";
+    int len = 0;
+    if (MPI_Error_string(code, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof msg, "MPI error code %d", code);
+    comm_break(c, "%s failed: %s", mpi_call, msg);
+    return mg_set_error(MG_ERR_COMM, "%s: rank %d: %s failed: %s", who,
+                        c->rank, mpi_call, msg);
+}
+
+mg_status mg_dist_wait(mg_dist_comm *c, const char *who, MPI_Request *reqs,
+                       int n) {
+    double deadline = c->timeout_s < 0 ? -1 : mg_dist_now() + c->timeout_s;
+    /* MPI_Waitall would block forever on a rank that never arrives, so
+     * poll: spin a little (a message on the same machine arrives in
+     * microseconds), then sleep between tests to leave the core to the
+     * ranks still computing. */
+    for (long polls = 0;; polls++) {
+        int done = 0;
+        int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) return mg_dist_mpi_fail(c, who, "MPI_Testall", rc);
+        if (done) return MG_OK;
+        if (deadline >= 0 && mg_dist_now() > deadline) {
+            comm_break(c, "timed out after %g s waiting for other ranks",
+                       c->timeout_s);
+            return mg_set_error(MG_ERR_COMM,
+                                "%s: rank %d: timed out after %g s waiting "
+                                "for other ranks (one failed or stopped "
+                                "calling in)",
+                                who, c->rank, c->timeout_s);
+        }
+        if (polls > 2000) {
+            struct timespec ts = {0, 50 * 1000}; /* 50 us */
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* FNV-1a over 64-bit words: a fingerprint of what a rank is about to do,
+ * compared across ranks before any data moves. */
+uint64_t mg_dist_hash(uint64_t h, uint64_t word) {
+    for (int i = 0; i < 8; i++) {
+        h ^= (word >> (8 * i)) & 0xff;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+mg_status mg_dist_agree(mg_dist_comm *c, const char *who, mg_status local,
+                        uint64_t fingerprint, mg_status on_failure) {
+    mg_status s = mg_dist_check_usable(c, who);
+    if (s != MG_OK) return s;
+    /* Keep this rank's own message: the exchange below may overwrite it. */
+    char own[512] = "";
+    if (local != MG_OK) snprintf(own, sizeof own, "%s", mg_last_error());
+    uint64_t mine[2] = {(uint64_t)local, fingerprint};
+    uint64_t *all = malloc(2 * (size_t)c->size * sizeof *all);
+    if (!all) {
+        /* Other ranks are waiting on this exchange; failing locally makes
+         * them time out, and this handle must not be used again. */
+        c->broken = true;
+        snprintf(c->why, sizeof c->why, "out of memory in %s", who);
+        return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
+    }
+    MPI_Request req;
+    int rc = MPI_Iallgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T,
+                            c->comm, &req);
+    if (rc != MPI_SUCCESS) {
+        free(all);
+        return mg_dist_mpi_fail(c, who, "MPI_Iallgather", rc);
+    }
+    s = mg_dist_wait(c, who, &req, 1);
+    if (s != MG_OK) {
+        free(all); /* broken: MPI will not write into it again */
+        return s;
+    }
+    /* Name up to a few failed ranks with their statuses. */
+    char list[256] = "";
+    size_t len = 0;
+    int n_failed = 0, first_mismatch = -1;
+    for (int r = 0; r < c->size; r++) {
+        mg_status rs = (mg_status)all[2 * r];
+        if (rs != MG_OK) {
+            if (n_failed < 8 && len < sizeof list)
+                len += (size_t)snprintf(list + len, sizeof list - len,
+                                        "%srank %d (%s)", n_failed ? ", " : "",
+                                        r, mg_status_str(rs));
+            n_failed++;
+        } else if (first_mismatch < 0 && all[2 * r + 1] != all[1]) {
+            first_mismatch = r;
+        }
+    }
+    free(all);
+    if (n_failed) {
+        if (local != MG_OK)
+            return mg_set_error(on_failure, "%s: rank %d: %d rank(s) failed: "
+                                "%s; this rank's error: %s",
+                                who, c->rank, n_failed, list, own);
+        return mg_set_error(on_failure, "%s: rank %d: %d rank(s) failed: %s",
+                            who, c->rank, n_failed, list);
+    }
+    if (first_mismatch >= 0)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "%s: rank %d: rank %d was given other tensors "
+                            "(count, sizes, dtypes or order) than rank 0",
+                            who, c->rank, first_mismatch);
+    return MG_OK;
+}
+
+mg_status mg_dist_comm_from_mpi(MPI_Comm comm, const mg_dist_options *opts,
+                                mg_dist_comm **out) {
+    const char *who = "mg_dist_comm_from_mpi";
+    if (!out) return mg_set_error(MG_ERR_INVALID_ARG, "%s: out is NULL", who);
+    *out = NULL;
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (!inited || finalized)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "%s: MPI is not initialised (call MPI_Init first)",
+                            who);
+    if (comm == MPI_COMM_NULL)
+        return mg_set_error(MG_ERR_INVALID_ARG, "%s: comm is MPI_COMM_NULL",
+                            who);
+    double timeout = opts ? opts->timeout_s : 0;
+    if (timeout != timeout) /* NaN */
+        return mg_set_error(MG_ERR_INVALID_ARG, "%s: timeout_s is NaN", who);
+    mg_dist_comm *c = calloc(1, sizeof *c);
+    if (!c) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
+    c->timeout_s = timeout == 0 ? MG_DIST_DEFAULT_TIMEOUT_S : timeout;
+    c->comm = MPI_COMM_NULL;
+    /* The caller's communicator may still have the default handler, which
+     * aborts the job: that is its business. Errors of the duplicate are
+     * returned to us, so that a failure becomes a status. */
+    int rc = MPI_Comm_dup(comm, &c->comm);
+    if (rc != MPI_SUCCESS) {
+        mg_status s = mg_dist_mpi_fail(c, who, "MPI_Comm_dup", rc);
+        free(c);
+        return s;
+    }
+    rc = MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(c->comm, &c->rank);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(c->comm, &c->size);
+    if (rc != MPI_SUCCESS) {
+        mg_status s = mg_dist_mpi_fail(c, who, "setting up the duplicate", rc);
+        MPI_Comm_free(&c->comm);
+        free(c);
+        return s;
+    }
+    *out = c;
+    return MG_OK;
+}
+
+void mg_dist_comm_free(mg_dist_comm *c) {
+    if (!c) return;
+    /* A broken handle may have collectives in flight that will never
+     * complete; freeing the communicator under them is erroneous in MPI,
+     * so it is left for MPI_Finalize / MPI_Abort. After MPI_Finalize
+     * there is nothing left to free. */
+    int finalized = 1;
+    MPI_Finalized(&finalized);
+    if (!c->broken && !finalized && c->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&c->comm);
+    free(c);
+}
+
+int mg_dist_comm_rank(const mg_dist_comm *c) { return c ? c->rank : -1; }
+int mg_dist_comm_size(const mg_dist_comm *c) { return c ? c->size : -1; }
+int mg_dist_comm_broken(const mg_dist_comm *c) { return c ? c->broken : 0; }
+
+/* Check one rank's broadcast list; MG_OK or a status with a message. */
+static mg_status bcast_check(const mg_dist_comm *c, const mg_graph *g,
+                             const mg_binding *binds, int n_binds, int root,
+                             uint64_t *fingerprint) {
+    const char *who = "mg_dist_broadcast";
+    if (!g) return mg_set_error(MG_ERR_INVALID_ARG, "%s: graph is NULL", who);
+    if (n_binds < 0 || (n_binds > 0 && !binds))
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "%s: %d bindings with a %s list", who, n_binds,
+                            binds ? "non-NULL" : "NULL");
+    if (root < 0 || root >= c->size)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "%s: root %d is not a rank of a communicator of "
+                            "%d",
+                            who, root, c->size);
+    uint64_t h = mg_dist_hash(0xcbf29ce484222325ULL, (uint64_t)n_binds);
+    h = mg_dist_hash(h, (uint64_t)root);
+    for (int i = 0; i < n_binds; i++) {
+        size_t nbytes = mg_tensor_nbytes(g, binds[i].tensor);
+        const char *name = mg_tensor_name(g, binds[i].tensor);
+        if (nbytes == 0)
+            return mg_set_error(MG_ERR_UNKNOWN_ID,
+                                "%s: binding %d names tensor id %d, not in "
+                                "the graph",
+                                who, i, (int)binds[i].tensor);
+        if (!binds[i].data)
+            return mg_set_error(MG_ERR_INVALID_ARG,
+                                "%s: binding %d (%s) has NULL data", who, i,
+                                name ? name : "unnamed");
+        if (nbytes > (size_t)INT32_MAX)
+            return mg_set_error(MG_ERR_UNSUPPORTED,
+                                "%s: %s has %zu bytes, more than one MPI "
+                                "message of int count holds",
+                                who, name ? name : "unnamed", nbytes);
+        h = mg_dist_hash(h, (uint64_t)nbytes);
+    }
+    *fingerprint = h;
+    return MG_OK;
+}
+
+mg_status mg_dist_broadcast(mg_dist_comm *c, const mg_graph *g,
+                            const mg_binding *binds, int n_binds, int root) {
+    const char *who = "mg_dist_broadcast";
+    mg_status s = mg_dist_check_usable(c, who);
+    if (s != MG_OK) return s;
+    /* Every rank checks its list, then all agree before any byte moves:
+     * a bad list on one rank fails every rank instead of leaving the
+     * others waiting in a broadcast it never joins. */
+    uint64_t fp = 0;
+    mg_status local = bcast_check(c, g, binds, n_binds, root, &fp);
+    s = mg_dist_agree(c, who, local, fp, local != MG_OK ? local : MG_ERR_COMM);
+    if (s != MG_OK) return s;
+    MPI_Request *reqs = malloc((size_t)(n_binds ? n_binds : 1) * sizeof *reqs);
+    if (!reqs) {
+        c->broken = true;
+        snprintf(c->why, sizeof c->why, "out of memory in %s", who);
+        return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
+    }
+    /* One nonblocking broadcast per tensor, waited on together, so that a
+     * rank that never arrives is a timeout rather than a hang. */
+    int issued = 0;
+    for (int i = 0; i < n_binds; i++) {
+        int rc = MPI_Ibcast(binds[i].data,
+                            (int)mg_tensor_nbytes(g, binds[i].tensor),
+                            MPI_BYTE, root, c->comm, &reqs[issued]);
+        if (rc != MPI_SUCCESS) {
+            s = mg_dist_mpi_fail(c, who, "MPI_Ibcast", rc);
+            free(reqs);
+            return s;
+        }
+        issued++;
+    }
+    s = mg_dist_wait(c, who, reqs, issued);
+    free(reqs);
+    return s;
+}

@@ -1,0 +1,55 @@
+/*
+ * gradcheck/attention.c - part of test_gradcheck: analytic gradients against
+ * float64 central finite differences (gc_* in helpers/gradcheck.h) for
+ * attention with and without the causal mask, and the small builders.
+ */
+#include "../helpers.h"
+
+/* ------------------------------------------------------------------ attention
+ * and the small builders */
+
+START_TEST(test_gc_attention) {
+    for (int causal = 0; causal < 2; causal++) {
+        char name[80];
+        gc_ctx g;
+        snprintf(name, sizeof name,
+                 "attention [2,3,4]x[2,5,4]x[2,5,2] causal=%d", causal);
+        gc_begin(&g, name, 3700 + (uint64_t)causal);
+        mg_tensor q = gc_x(&g, 3, S(2, 3, 4)), k = gc_x(&g, 3, S(2, 5, 4));
+        mg_tensor v = gc_x(&g, 3, S(2, 5, 2));
+        gc_check(&g, mg_attention(g.g, q, k, v, causal, 0));
+        gc_end(&g);
+
+        snprintf(name, sizeof name,
+                 "self-attention of x W with 2 heads causal=%d", causal);
+        gc_begin(&g, name, 3710 + (uint64_t)causal);
+        mg_tensor x = gc_x(&g, 3, S(2, 2, 4)); /* [heads, L, d] */
+        mg_tensor w = gc_p(&g, 2, S(4, 4));
+        mg_tensor h = mg_matmul(g.g, x, w, 0, 0);
+        gc_check(&g, mg_attention(g.g, h, x, h, causal, 0.7));
+        gc_end(&g);
+    }
+}
+END_TEST
+
+START_TEST(test_gc_small_builders) {
+    gc_ctx g;
+    gc_begin(&g, "causal_mask [2,3,4] value 0.5", 3720);
+    mg_tensor x = gc_x(&g, 3, S(2, 3, 4));
+    gc_check(&g, mg_causal_mask(g.g, x, 0.5));
+    gc_end(&g);
+
+    gc_begin(&g, "global_avg_pool2d then flatten(conv2d)", 3721);
+    x = gc_x(&g, 4, S(2, 3, 3, 4));
+    mg_tensor w = gc_p(&g, 4, S(2, 3, 2, 2));
+    mg_tensor f = mg_flatten(g.g, mg_conv2d(g.g, x, w, 1, 1, 0, 0, 1, 1, 1), 1);
+    mg_tensor p = mg_global_avg_pool2d(g.g, x);
+    gc_check(&g, mg_matmul(g.g, p, mg_slice(g.g, f, 1, 0, 3), 1, 0));
+    gc_end(&g);
+}
+END_TEST
+
+void gradcheck_attention_tcase(Suite *s) {
+    th_add_tcase(s, "attention", 120,
+                 TH_TESTS(test_gc_attention, test_gc_small_builders));
+}

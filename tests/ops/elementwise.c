@@ -1,0 +1,272 @@
+/*
+ * ops/elementwise.c - part of test_ops: forward values, in MG_F32 and MG_F64,
+ * of the binary ops with broadcasting, and the unary ops, against hand values
+ * and naive loops; binary shape errors.
+ */
+#include "../helpers.h"
+
+/* ------------------------------------------------------------------ binary */
+
+START_TEST(test_binary_row_broadcast) {
+    /* [2,3] op [3] */
+    for (int di = 0; di < 2; di++) {
+        fw f;
+        fw_begin(&f, th_dtypes[di]);
+        mg_tensor a = fw_in(&f, 2, S(2, 3), D(1, 2, 3, 4, 5, 6));
+        mg_tensor b = fw_in(&f, 1, S(3), D(10, 20, 30));
+        fw_check(&f, "add [2,3]+[3]", mg_add(f.g, a, b), 2, S(2, 3),
+                 D(11, 22, 33, 14, 25, 36));
+        fw_check(&f, "sub [2,3]-[3]", mg_sub(f.g, a, b), 2, S(2, 3),
+                 D(-9, -18, -27, -6, -15, -24));
+        fw_check(&f, "mul [2,3]*[3]", mg_mul(f.g, a, b), 2, S(2, 3),
+                 D(10, 40, 90, 40, 100, 180));
+        fw_check(&f, "div [2,3]/[3]", mg_div(f.g, a, b), 2, S(2, 3),
+                 D(0.1, 0.1, 0.1, 0.4, 0.25, 0.2));
+        /* reversed operand order: [3] op [2,3] */
+        fw_check(&f, "sub [3]-[2,3]", mg_sub(f.g, b, a), 2, S(2, 3),
+                 D(9, 18, 27, 6, 15, 24));
+        fw_check(&f, "div [3]/[2,3]", mg_div(f.g, b, a), 2, S(2, 3),
+                 D(10, 10, 10, 2.5, 4, 5));
+        fw_end(&f);
+    }
+}
+END_TEST
+
+START_TEST(test_binary_outer_broadcast) {
+    /* [2,1] op [1,3] -> [2,3] */
+    for (int di = 0; di < 2; di++) {
+        fw f;
+        fw_begin(&f, th_dtypes[di]);
+        mg_tensor a = fw_in(&f, 2, S(2, 1), D(2, 3));
+        mg_tensor b = fw_in(&f, 2, S(1, 3), D(1, 2, 4));
+        fw_check(&f, "mul [2,1]*[1,3]", mg_mul(f.g, a, b), 2, S(2, 3),
+                 D(2, 4, 8, 3, 6, 12));
+        fw_check(&f, "add [2,1]+[1,3]", mg_add(f.g, a, b), 2, S(2, 3),
+                 D(3, 4, 6, 4, 5, 7));
+        fw_check(&f, "sub [2,1]-[1,3]", mg_sub(f.g, a, b), 2, S(2, 3),
+                 D(1, 0, -2, 2, 1, -1));
+        fw_check(&f, "div [2,1]/[1,3]", mg_div(f.g, a, b), 2, S(2, 3),
+                 D(2, 1, 0.5, 3, 1.5, 0.75));
+        fw_end(&f);
+    }
+}
+END_TEST
+
+START_TEST(test_binary_scalar) {
+    for (int di = 0; di < 2; di++) {
+        fw f;
+        fw_begin(&f, th_dtypes[di]);
+        mg_tensor a = fw_in(&f, 2, S(2, 2), D(1, 2, 3, 4));
+        mg_tensor s = fw_in(&f, 0, NULL, D(2.5));
+        fw_check(&f, "add [2,2]+scalar", mg_add(f.g, a, s), 2, S(2, 2),
+                 D(3.5, 4.5, 5.5, 6.5));
+        fw_check(&f, "mul scalar*[2,2]", mg_mul(f.g, s, a), 2, S(2, 2),
+                 D(2.5, 5, 7.5, 10));
+        fw_check(&f, "sub scalar-[2,2]", mg_sub(f.g, s, a), 2, S(2, 2),
+                 D(1.5, 0.5, -0.5, -1.5));
+        fw_check(&f, "div scalar/[2,2]", mg_div(f.g, s, a), 2, S(2, 2),
+                 D(2.5, 1.25, 2.5 / 3.0, 0.625));
+        fw_check(&f, "div [2,2]/scalar", mg_div(f.g, a, s), 2, S(2, 2),
+                 D(0.4, 0.8, 1.2, 1.6));
+        mg_tensor t = fw_in(&f, 0, NULL, D(-4));
+        fw_check(&f, "mul scalar*scalar", mg_mul(f.g, s, t), 0, NULL,
+                 D(-10));
+        /* [1] (1-D of size 1) against [2,2] */
+        mg_tensor o = fw_in(&f, 1, S(1), D(-1));
+        fw_check(&f, "add [2,2]+[1]", mg_add(f.g, a, o), 2, S(2, 2),
+                 D(0, 1, 2, 3));
+        fw_end(&f);
+    }
+}
+END_TEST
+
+/* [3,1,4] op [2,4] -> [3,2,4], against a naive loop */
+START_TEST(test_binary_3d_broadcast_ref) {
+    th_rng r;
+    th_rng_init(&r, 5);
+    double a[12], b[8], e[24];
+    th_rand_vals(&r, a, 12, -2, 2);
+    th_rand_vals(&r, b, 8, 0.5, 2);
+    for (int op = 0; op < 4; op++)
+        for (int di = 0; di < 2; di++) {
+            static const char *names[4] = {"add [3,1,4]+[2,4]",
+                                           "sub [3,1,4]-[2,4]",
+                                           "mul [3,1,4]*[2,4]",
+                                           "div [3,1,4]/[2,4]"};
+            for (int i = 0; i < 3; i++)
+                for (int j = 0; j < 2; j++)
+                    for (int k = 0; k < 4; k++) {
+                        double x = a[i * 4 + k], y = b[j * 4 + k];
+                        e[(i * 2 + j) * 4 + k] = op == 0   ? x + y
+                                                 : op == 1 ? x - y
+                                                 : op == 2 ? x * y
+                                                           : x / y;
+                    }
+            fw f;
+            fw_begin(&f, th_dtypes[di]);
+            mg_tensor ta = fw_in(&f, 3, S(3, 1, 4), a);
+            mg_tensor tb = fw_in(&f, 2, S(2, 4), b);
+            mg_tensor y = op == 0   ? mg_add(f.g, ta, tb)
+                          : op == 1 ? mg_sub(f.g, ta, tb)
+                          : op == 2 ? mg_mul(f.g, ta, tb)
+                                    : mg_div(f.g, ta, tb);
+            fw_check(&f, names[op], y, 3, S(3, 2, 4), e);
+            fw_end(&f);
+        }
+}
+END_TEST
+
+/* general numpy broadcasting vs a naive index loop, 4-D shapes */
+START_TEST(test_binary_random_broadcast_ref) {
+    static const struct {
+        int nda;
+        int64_t sa[4];
+        int ndb;
+        int64_t sb[4];
+        int ndo;
+        int64_t so[4];
+    } cases[] = {
+        {4, {2, 1, 3, 1}, 3, {4, 1, 5}, 4, {2, 4, 3, 5}},
+        {3, {1, 4, 1}, 4, {3, 2, 1, 5}, 4, {3, 2, 4, 5}},
+        {4, {2, 3, 4, 5}, 1, {5}, 4, {2, 3, 4, 5}},
+        {2, {4, 1}, 4, {2, 3, 4, 6}, 4, {2, 3, 4, 6}},
+        {4, {2, 3, 4, 5}, 4, {2, 3, 4, 5}, 4, {2, 3, 4, 5}},
+    };
+    th_rng r;
+    th_rng_init(&r, 21);
+    double a[120], b[144], e[144];
+    for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
+        int64_t na = th_numel(cases[k].nda, cases[k].sa);
+        int64_t nb = th_numel(cases[k].ndb, cases[k].sb);
+        int64_t no = th_numel(cases[k].ndo, cases[k].so);
+        th_rand_vals(&r, a, na, -2, 2);
+        th_rand_vals(&r, b, nb, 0.5, 2);
+        for (int op = 0; op < 4; op++) {
+            for (int64_t i = 0; i < no; i++) {
+                int64_t ix[4];
+                th_unravel(i, cases[k].ndo, cases[k].so, ix);
+                double x = a[th_bcast_off(cases[k].nda, cases[k].sa,
+                                       cases[k].ndo, ix)];
+                double y = b[th_bcast_off(cases[k].ndb, cases[k].sb,
+                                       cases[k].ndo, ix)];
+                e[i] = op == 0   ? x + y
+                       : op == 1 ? x - y
+                       : op == 2 ? x * y
+                                 : x / y;
+            }
+            for (int di = 0; di < 2; di++) {
+                char what[96];
+                static const char *names[4] = {"add", "sub", "mul", "div"};
+                snprintf(what, sizeof what, "%s broadcast case %d", names[op],
+                         k);
+                fw f;
+                fw_begin(&f, th_dtypes[di]);
+                mg_tensor ta = fw_in(&f, cases[k].nda, cases[k].sa, a);
+                mg_tensor tb = fw_in(&f, cases[k].ndb, cases[k].sb, b);
+                mg_tensor y = op == 0   ? mg_add(f.g, ta, tb)
+                              : op == 1 ? mg_sub(f.g, ta, tb)
+                              : op == 2 ? mg_mul(f.g, ta, tb)
+                                        : mg_div(f.g, ta, tb);
+                fw_check(&f, what, y, cases[k].ndo, cases[k].so, e);
+                fw_end(&f);
+            }
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_binary_errors) {
+    mg_graph *g = mg_graph_new();
+    ck_assert(g != NULL);
+    mg_tensor a = mg_input(g, "a", MG_F32, 2, S(2, 3));
+    mg_tensor b = mg_input(g, "b", MG_F32, 1, S(2));
+    mg_tensor c = mg_input(g, "c", MG_F64, 2, S(2, 3));
+    ck_assert_msg(mg_add(g, a, b) == MG_NO_TENSOR,
+                  "add [2,3]+[2] must fail (not broadcastable)");
+    ck_assert_msg(mg_mul(g, a, c) == MG_NO_TENSOR,
+                  "mul f32*f64 must fail (dtype)");
+    mg_graph_free(g);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ unary */
+
+START_TEST(test_unary) {
+    const double *x = D(-2, -0.5, 0, 0.5, 1, 3);
+    for (int di = 0; di < 2; di++) {
+        fw f;
+        fw_begin(&f, th_dtypes[di]);
+        mg_tensor t = fw_in(&f, 2, S(2, 3), x);
+        fw_check(&f, "neg", mg_neg(f.g, t), 2, S(2, 3),
+                 D(2, 0.5, 0, -0.5, -1, -3));
+        fw_check(&f, "relu", mg_relu(f.g, t), 2, S(2, 3),
+                 D(0, 0, 0, 0.5, 1, 3));
+        fw_check(&f, "gelu", mg_gelu(f.g, t), 2, S(2, 3),
+                 D(-0.04540230591222494, -0.15428599017485606, 0.0,
+                   0.34571400982514394, 0.8411919906082768,
+                   2.996362607918227));
+        fw_check(&f, "tanh", mg_tanh(f.g, t), 2, S(2, 3),
+                 D(-0.9640275800758169, -0.46211715726000974, 0.0,
+                   0.46211715726000974, 0.7615941559557649,
+                   0.9950547536867305));
+        fw_check(&f, "sigmoid", mg_sigmoid(f.g, t), 2, S(2, 3),
+                 D(0.11920292202211755, 0.3775406687981454, 0.5,
+                   0.6224593312018546, 0.7310585786300049,
+                   0.9525741268224334));
+        fw_check(&f, "exp", mg_exp(f.g, t), 2, S(2, 3),
+                 D(0.1353352832366127, 0.6065306597126334, 1.0,
+                   1.6487212707001282, 2.718281828459045,
+                   20.085536923187668));
+        fw_check(&f, "scale -1.5", mg_scale(f.g, t, -1.5), 2, S(2, 3),
+                 D(3, 0.75, 0, -0.75, -1.5, -4.5));
+        fw_check(&f, "scale 0", mg_scale(f.g, t, 0.0), 2, S(2, 3),
+                 D(0, 0, 0, 0, 0, 0));
+        fw_end(&f);
+    }
+}
+END_TEST
+
+START_TEST(test_unary_extremes) {
+    /* saturation must not give NaN */
+    for (int di = 0; di < 2; di++) {
+        fw f;
+        fw_begin(&f, th_dtypes[di]);
+        mg_tensor t = fw_in(&f, 1, S(4), D(-50, -20, 20, 50));
+        fw_check(&f, "tanh saturated", mg_tanh(f.g, t), 1, S(4),
+                 D(-1, -1, 1, 1));
+        fw_check_tol(&f, "sigmoid saturated", mg_sigmoid(f.g, t), 1, S(4),
+                     D(1.928749847963918e-22, 2.0611536181902037e-09,
+                       0.9999999979388463, 1.0),
+                     10);
+        fw_check(&f, "gelu saturated", mg_gelu(f.g, t), 1, S(4),
+                 D(0, 0, 20, 50));
+        fw_end(&f);
+    }
+}
+END_TEST
+
+START_TEST(test_log_sqrt) {
+    const double e1 = 2.718281828459045;
+    for (int di = 0; di < 2; di++) {
+        fw f;
+        fw_begin(&f, th_dtypes[di]);
+        mg_tensor t = fw_in(&f, 1, S(5), D(0.5, 1, 2, e1, 10));
+        fw_check(&f, "log", mg_log(f.g, t), 1, S(5),
+                 D(-0.6931471805599453, 0, 0.6931471805599453, 1,
+                   2.302585092994046));
+        mg_tensor s = fw_in(&f, 1, S(5), D(0.25, 1, 2, 9, 0));
+        fw_check(&f, "sqrt", mg_sqrt(f.g, s), 1, S(5),
+                 D(0.5, 1, 1.4142135623730951, 3, 0));
+        fw_end(&f);
+    }
+}
+END_TEST
+
+void ops_elementwise_tcase(Suite *s) {
+    th_add_tcase(s, "elementwise", 0,
+                 TH_TESTS(test_binary_row_broadcast,
+                          test_binary_outer_broadcast, test_binary_scalar,
+                          test_binary_3d_broadcast_ref,
+                          test_binary_random_broadcast_ref, test_binary_errors,
+                          test_unary, test_unary_extremes, test_log_sqrt));
+}
