@@ -30,6 +30,11 @@ set_target_properties(memgrad_dist PROPERTIES
   VERSION ${PROJECT_VERSION}
   SOVERSION ${PROJECT_VERSION_MAJOR}
   EXPORT_NAME dist)
+# As libmemgrad: a shared memgrad_dist exports what memgrad_dist.h marks
+# MG_API and nothing else (the exported_symbols_dist test below).
+set_target_properties(memgrad_dist PROPERTIES
+  C_VISIBILITY_PRESET hidden
+  POSITION_INDEPENDENT_CODE ON)
 
 # Installed as memgrad::dist beside memgrad::memgrad, in an export set of
 # its own that memgradConfig.cmake loads only where it finds MPI.
@@ -104,4 +109,27 @@ if(MG_BUILD_TESTS)
         "ASAN_OPTIONS=string_append::fast_unwind_on_malloc=0")
     endif()
   endforeach()
+endif()
+
+# The exported-symbol test of libmemgrad (CMakeLists.txt) for memgrad_dist,
+# whose header needs mpi.h.
+if(MG_BUILD_TESTS AND CMAKE_C_COMPILER_ID STREQUAL "GNU")
+  if(BUILD_SHARED_LIBS)
+    set(MG_DIST_SHARED_TARGET memgrad_dist)
+  else()
+    add_library(memgrad_dist_shared_check SHARED
+                $<TARGET_OBJECTS:memgrad_dist>)
+    target_link_libraries(memgrad_dist_shared_check PRIVATE
+                          memgrad_shared_check MPI::MPI_C)
+    set(MG_DIST_SHARED_TARGET memgrad_dist_shared_check)
+  endif()
+  list(TRANSFORM MPI_C_INCLUDE_DIRS PREPEND "-I" OUTPUT_VARIABLE _mg_mpi_flags)
+  list(JOIN _mg_mpi_flags " " _mg_mpi_flags)
+  add_test(NAME exported_symbols_dist
+    COMMAND bash "${PROJECT_SOURCE_DIR}/tests/exported_symbols/run.sh"
+            "$<TARGET_FILE:${MG_DIST_SHARED_TARGET}>"
+            "${PROJECT_SOURCE_DIR}/include/memgrad_dist.h")
+  set_tests_properties(exported_symbols_dist PROPERTIES
+    ENVIRONMENT "MG_CC=${CMAKE_C_COMPILER};MG_NM=${CMAKE_NM};MG_CFLAGS=${_mg_mpi_flags}")
+  unset(_mg_mpi_flags)
 endif()

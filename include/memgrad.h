@@ -50,6 +50,13 @@
 #endif
 #endif
 
+/* Lets the compiler check a printf-style format against its arguments. */
+#if defined(__GNUC__)
+#define MG_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define MG_PRINTF(fmt, args)
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -88,6 +95,11 @@ MG_API
 mg_status mg_last_status(void);
 MG_API
 void mg_clear_error(void);
+/* Record a printf-style message for mg_last_error() and mg_last_status()
+ * on this thread, and return s: for libraries built on memgrad (such as
+ * memgrad_dist), so that their errors read like memgrad's own. */
+MG_API
+mg_status mg_set_error(mg_status s, const char *fmt, ...) MG_PRINTF(2, 3);
 
 /* ------------------------------------------------------------------ tensors */
 

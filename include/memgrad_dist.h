@@ -69,19 +69,25 @@ typedef struct mg_dist_options {
 
 /* A handle on a duplicate of `comm` (MPI_Comm_dup: memgrad's messages
  * never match the caller's). Collective over comm. opts may be NULL. */
+MG_API
 mg_status mg_dist_comm_from_mpi(MPI_Comm comm, const mg_dist_options *opts,
                                 mg_dist_comm **out);
 /* Collective unless the handle is broken. NULL is accepted. */
+MG_API
 void mg_dist_comm_free(mg_dist_comm *c);
+MG_API
 int mg_dist_comm_rank(const mg_dist_comm *c); /* -1 if c is NULL */
+MG_API
 int mg_dist_comm_size(const mg_dist_comm *c); /* -1 if c is NULL */
 /* True once a timeout or an MPI error has made c unusable. */
+MG_API
 int mg_dist_comm_broken(const mg_dist_comm *c);
 
 /* Copy the data bound to each tensor (parameters, usually) from rank
  * `root` to every rank, so that all ranks start from the same weights.
  * Collective; every rank gives the same tensors in the same order (checked
  * as in mg_dist_buckets_new before anything moves). */
+MG_API
 mg_status mg_dist_broadcast(mg_dist_comm *c, const mg_graph *g,
                             const mg_binding *binds, int n_binds, int root);
 
@@ -96,26 +102,33 @@ typedef struct mg_dist_buckets mg_dist_buckets;
  * ranks compare their statuses and a fingerprint of their lists (count,
  * sizes, dtypes, order, cap), so a bad list on one rank, or lists that
  * differ, fail on every rank instead of leaving some waiting. */
+MG_API
 mg_status mg_dist_buckets_new(mg_dist_comm *c, const mg_graph *g,
                               const mg_binding *grads, int n_grads,
                               size_t bucket_bytes, mg_dist_buckets **out);
+MG_API
 void mg_dist_buckets_free(mg_dist_buckets *b); /* NULL is accepted */
+MG_API
 int mg_dist_buckets_count(const mg_dist_buckets *b); /* -1 if b is NULL */
 /* The bucket holding gradient t, or -1. */
+MG_API
 int mg_dist_buckets_index(const mg_dist_buckets *b, mg_tensor t);
 
 /* Gradient t is final for this step. When every gradient of a bucket is,
  * the bucket's exchange starts, in bucket order (a bucket never starts
  * before the ones below it, so all ranks issue the same collectives in the
  * same order). Meant for an executor's "after op" callback. */
+MG_API
 mg_status mg_dist_grad_ready(mg_dist_buckets *b, mg_tensor t);
 /* Start bucket k's exchange now (and every bucket below it). */
+MG_API
 mg_status mg_dist_bucket_start(mg_dist_buckets *b, int k);
 /* Let MPI move the started buckets' data (MPI progresses nonblocking
  * collectives only inside MPI calls): call it now and then while the
  * backward pass runs, e.g. from the same "after op" callback. Never
  * blocks and never issues a collective, so it may be called any number
  * of times on any rank. */
+MG_API
 mg_status mg_dist_progress(mg_dist_buckets *b);
 
 /*
@@ -126,6 +139,7 @@ mg_status mg_dist_progress(mg_dist_buckets *b);
  * returned. Otherwise every rank returns MG_ERR_COMM naming the ranks that
  * failed and leaves its gradient buffers as they were. Collective.
  */
+MG_API
 mg_status mg_dist_allreduce(mg_dist_buckets *b, mg_status local);
 
 /* Counters since the buckets were made. */
@@ -138,6 +152,7 @@ typedef struct mg_dist_stats {
                               the gradients' bytes (packed + received) */
 } mg_dist_stats;
 
+MG_API
 mg_status mg_dist_buckets_stats(const mg_dist_buckets *b,
                                 mg_dist_stats *out);
 

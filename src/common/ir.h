@@ -129,9 +129,8 @@ bool mg_tdesc_same_shape(const mg_tdesc *a, const mg_tdesc *b);
 char *mg_shape_str(const mg_tdesc *d, char *buf, size_t len);
 const char *mg_op_str(mg_op op);
 
-/* Record a message for mg_last_error() and return s. */
-mg_status mg_set_error(mg_status s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+/* mg_set_error, which records a message for mg_last_error(), is public
+ * (memgrad.h); its va_list form is not. */
 mg_status mg_set_errorv(mg_status s, const char *fmt, va_list ap);
 
 /* Counter-based RNG (mg_rng_hash, mg_rng_key, mg_rng_uniform): pure
