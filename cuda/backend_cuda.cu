@@ -13,24 +13,14 @@
 
 /* ---- failures ------------------------------------------------------------ */
 
-mg_status cu_fail(const mg_kargs *a, mg_status s, const char *fmt, ...) {
-    if (a && a->why && a->why_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(a->why, a->why_len, fmt, ap);
-        va_end(ap);
-    }
-    return s;
-}
-
 static mg_status cuda_status(cudaError_t e) {
     return e == cudaErrorMemoryAllocation ? MG_ERR_NOMEM : MG_ERR_INTERNAL;
 }
 
 mg_status cu_check(const mg_kargs *a, cudaError_t e, const char *what) {
     if (e == cudaSuccess) return MG_OK;
-    return cu_fail(a, cuda_status(e), "CUDA error in %s: %s (%s)", what,
-                   cudaGetErrorString(e), cudaGetErrorName(e));
+    return mg_kernel_fail(a, cuda_status(e), "CUDA error in %s: %s (%s)", what,
+                          cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
 mg_status cu_check_launch(const mg_kargs *a, const char *what) {
@@ -40,10 +30,9 @@ mg_status cu_check_launch(const mg_kargs *a, const char *what) {
 mg_status cu_check_blas(const mg_kargs *a, cublasStatus_t e,
                         const char *what) {
     if (e == CUBLAS_STATUS_SUCCESS) return MG_OK;
-    return cu_fail(a,
-                   e == CUBLAS_STATUS_ALLOC_FAILED ? MG_ERR_NOMEM
-                                                   : MG_ERR_INTERNAL,
-                   "cuBLAS error in %s: %s", what, cublasGetStatusString(e));
+    return mg_kernel_fail(a, e == CUBLAS_STATUS_ALLOC_FAILED ? MG_ERR_NOMEM
+                          : MG_ERR_INTERNAL, "cuBLAS error in %s: %s", what,
+                          cublasGetStatusString(e));
 }
 
 void *cu_scratch(cu_ctx *c, const mg_kargs *a, size_t nbytes) {
@@ -60,9 +49,9 @@ void *cu_scratch(cu_ctx *c, const mg_kargs *a, size_t nbytes) {
     cudaError_t e = cudaMalloc(&p, nbytes ? nbytes : 256);
     if (e != cudaSuccess) {
         cudaGetLastError(); /* not sticky: clear it */
-        cu_fail(a, MG_ERR_NOMEM,
-                "out of device memory for %zu bytes of scratch (%s)", nbytes,
-                cudaGetErrorString(e));
+        mg_kernel_fail(a, MG_ERR_NOMEM,
+                       "out of device memory for %zu bytes of scratch (%s)",
+                       nbytes, cudaGetErrorString(e));
         return NULL;
     }
     c->scratch = p;
@@ -80,12 +69,12 @@ static void kernels_init(void) {
     cu_kernel_fn *t = kernels;
     t[MG_OP_FILL] = cu_fill;
     t[MG_OP_MATMUL] = cu_matmul;
-    t[MG_OP_ADD] = t[MG_OP_SUB] = t[MG_OP_MUL] = t[MG_OP_DIV] = cu_binary;
-    t[MG_OP_RELU_GRAD] = t[MG_OP_GELU_GRAD] = cu_binary;
-    t[MG_OP_TANH_GRAD] = t[MG_OP_SIGMOID_GRAD] = cu_binary;
-    t[MG_OP_NEG] = t[MG_OP_RELU] = t[MG_OP_GELU] = t[MG_OP_TANH] = cu_unary;
-    t[MG_OP_SIGMOID] = t[MG_OP_EXP] = t[MG_OP_LOG] = t[MG_OP_SQRT] = cu_unary;
-    t[MG_OP_SCALE] = cu_unary;
+#define UNARY_ENTRY(name, OP, expr) t[MG_OP_##OP] = cu_unary;
+#define BINARY_ENTRY(name, OP, expr) t[MG_OP_##OP] = cu_binary;
+    MG_UNARY_OPS(UNARY_ENTRY)
+    MG_BINARY_OPS(BINARY_ENTRY)
+#undef UNARY_ENTRY
+#undef BINARY_ENTRY
     t[MG_OP_SUM] = cu_sum;
     t[MG_OP_MEAN] = cu_mean;
     t[MG_OP_BROADCAST_TO] = cu_broadcast_to;

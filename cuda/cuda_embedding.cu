@@ -17,7 +17,8 @@ static mg_status host_indices(cu_ctx *c, const mg_kargs *a, int64_t bound,
                               int32_t **out) {
     const int64_t n = mg_tdesc_numel(&a->in[1].d);
     int32_t *h = (int32_t *)malloc((size_t)(n ? n : 1) * sizeof *h);
-    if (!h) return cu_fail(a, MG_ERR_NOMEM, "out of host memory for indices");
+    if (!h) return mg_kernel_fail(a, MG_ERR_NOMEM,
+                                  "out of host memory for indices");
     mg_status s = cu_check(a, cudaMemcpyAsync(h, a->in[1].data,
                                               (size_t)n * sizeof *h,
                                               cudaMemcpyDeviceToHost,
@@ -26,7 +27,7 @@ static mg_status host_indices(cu_ctx *c, const mg_kargs *a, int64_t bound,
     if (s == MG_OK)
         s = cu_check(a, cudaStreamSynchronize(c->stream), "index copy");
     if (s == MG_OK)
-        s = mg_cpu_check_indices(a, h, n, bound, "index", "position");
+        s = mg_kernel_check_indices(a, h, n, bound, "index", "position");
     if (s != MG_OK) {
         free(h);
         return s;
@@ -63,8 +64,9 @@ mg_status cu_embedding(cu_ctx *c, const mg_kargs *a) {
                                              dim);
         return MG_OK;
     default:
-        return cu_fail(a, MG_ERR_DTYPE, "the CUDA kernel has no %s version",
-                       mg_dtype_name(td->dtype));
+        return mg_kernel_fail(a, MG_ERR_DTYPE,
+                              "the CUDA kernel has no %s version",
+                              mg_dtype_name(td->dtype));
     }
 }
 
@@ -94,7 +96,8 @@ mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
     int64_t *csr = (int64_t *)calloc(words, sizeof *csr);
     if (!csr) {
         free(h);
-        return cu_fail(a, MG_ERR_NOMEM, "out of host memory for indices");
+        return mg_kernel_fail(a, MG_ERR_NOMEM,
+                              "out of host memory for indices");
     }
     int64_t *start = csr, *order = csr + rows + 1;
     for (int64_t p = 0; p < n; p++) start[h[p] + 1]++;
@@ -103,7 +106,8 @@ mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
     if (!fill) {
         free(h);
         free(csr);
-        return cu_fail(a, MG_ERR_NOMEM, "out of host memory for indices");
+        return mg_kernel_fail(a, MG_ERR_NOMEM,
+                              "out of host memory for indices");
     }
     memcpy(fill, start, (size_t)rows * sizeof *fill);
     for (int64_t p = 0; p < n; p++) order[fill[h[p]]++] = p;
@@ -143,7 +147,8 @@ __global__ void k_causal_mask(const T *x, T *y, int64_t n, int64_t rows,
 mg_status cu_causal_mask(cu_ctx *c, const mg_kargs *a) {
     const mg_tdesc *d = &a->out.d;
     if (d->ndim < 2)
-        return cu_fail(a, MG_ERR_SHAPE, "causal_mask needs 2 or more dims");
+        return mg_kernel_fail(a, MG_ERR_SHAPE,
+                              "causal_mask needs 2 or more dims");
     const int64_t rows = d->shape[d->ndim - 2], cols = d->shape[d->ndim - 1];
     const int64_t n = mg_tdesc_numel(d);
     CU_BY_FLOAT(a, d->dtype,

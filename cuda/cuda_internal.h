@@ -1,7 +1,9 @@
 /*
  * cuda_internal.h - private to the CUDA backend (the .cu files in cuda/): the backend
- * context, the kernel signature, failure helpers and launch helpers that
- * the kernel files share. Included only by .cu files (C++).
+ * context, the kernel signature, CUDA error checks and launch helpers that
+ * the kernel files share. Included only by .cu files (C++). What they share
+ * with the CPU kernels (failures, layouts, geometry, the elementwise
+ * formulas) is in src/exec/kernel_shared.h.
  *
  * Every kernel is deterministic (no floating-point atomics; gathers instead
  * of scatters), so a recomputed op gives the same bits as the original, and
@@ -13,9 +15,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "exec/kernel_shared.h" /* shared with the CPU kernels */
 extern "C" {
-#include "exec/backend.h"
-#include "exec/cpu_kernels.h" /* mg_cpu_layout: shared host-side helpers */
 #include "backend_cuda.h"
 }
 
@@ -33,9 +34,6 @@ typedef struct cu_ctx {
 
 typedef mg_status (*cu_kernel_fn)(cu_ctx *c, const mg_kargs *a);
 
-/* A reason in a->why (the executor adds op and tensor names) and s. */
-mg_status cu_fail(const mg_kargs *a, mg_status s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 /* Checks a CUDA runtime result / the last launch / a cuBLAS result. */
 mg_status cu_check(const mg_kargs *a, cudaError_t e, const char *what);
 mg_status cu_check_launch(const mg_kargs *a, const char *what);
@@ -64,14 +62,14 @@ static inline unsigned cu_grid_rows(int64_t rows) {
     do {                                                                      \
         if ((dtype) == MG_F32) {                                              \
             typedef float T;                                                  \
-            __VA_ARGS__;                                                             \
+            __VA_ARGS__;                                                      \
         } else if ((dtype) == MG_F64) {                                       \
             typedef double T;                                                 \
-            __VA_ARGS__;                                                             \
+            __VA_ARGS__;                                                      \
         } else {                                                              \
-            return cu_fail((a), MG_ERR_DTYPE,                                 \
-                           "the CUDA kernel has no %s version",               \
-                           mg_dtype_name(dtype));                             \
+            return mg_kernel_fail((a), MG_ERR_DTYPE,                          \
+                                  "the CUDA kernel has no %s version",        \
+                                  mg_dtype_name(dtype));                      \
         }                                                                     \
     } while (0)
 
@@ -103,7 +101,7 @@ template <typename T> __device__ T cu_block_max(T v, T *sh) {
 
 /* Shared memory for cu_block_* of T (one extern array per kernel file). */
 #define CU_SHARED(T, name)                                                    \
-    extern __shared__ __align__(16) unsigned char name##_raw[];                             \
+    extern __shared__ __align__(16) unsigned char name##_raw[];               \
     T *name = reinterpret_cast<T *>(name##_raw)
 
 /* Kernels, by file. */

@@ -42,8 +42,8 @@ static mg_status rm_gemm(cu_ctx *c, const mg_kargs *a, int ta, int tb,
                          int64_t batch) {
     if (M > INT_MAX || N > INT_MAX || K > INT_MAX || lda > INT_MAX ||
         ldb > INT_MAX || ldy > INT_MAX || batch > INT_MAX)
-        return cu_fail(a, MG_ERR_UNSUPPORTED,
-                       "GEMM dims exceed the cuBLAS int range");
+        return mg_kernel_fail(a, MG_ERR_UNSUPPORTED,
+                              "GEMM dims exceed the cuBLAS int range");
     if (M == 0 || N == 0 || batch == 0) return MG_OK;
     const T one = 1;
     return cu_check_blas(
@@ -58,8 +58,9 @@ static mg_status rm_gemm(cu_ctx *c, const mg_kargs *a, int ta, int tb,
 mg_status cu_matmul(cu_ctx *c, const mg_kargs *a) {
     const mg_tdesc *da = &a->in[0].d, *db = &a->in[1].d, *dy = &a->out.d;
     if (da->ndim < 2 || db->ndim < 2 || dy->ndim < 2)
-        return cu_fail(a, MG_ERR_SHAPE, "matmul needs operands of 2 or more "
-                       "dims, got %d and %d", da->ndim, db->ndim);
+        return mg_kernel_fail(a, MG_ERR_SHAPE,
+                              "matmul needs operands of 2 or more "
+                              "dims, got %d and %d", da->ndim, db->ndim);
     const int ta = a->attrs->trans_a, tb = a->attrs->trans_b;
     const int64_t m = dy->shape[dy->ndim - 2], n = dy->shape[dy->ndim - 1];
     const int64_t k = da->shape[da->ndim - (ta ? 2 : 1)];
@@ -80,18 +81,10 @@ mg_status cu_matmul(cu_ctx *c, const mg_kargs *a) {
 
 /* ---- conv2d ---------------------------------------------------------------- */
 
-struct conv_dims {
-    int64_t n, c, h, w, o, oh, ow;
-    int kh, kw, sh, sw, ph, pw, dh, dw;
-    int64_t groups, cg, og;
-    int64_t k, p, m; /* GEMM sizes: rows of col, cols of col, og */
-    int direct;      /* 1x1, stride 1, no padding: col is x itself */
-};
-
 /* col[s][(cc*KH + i)*KW + j][oy*OW + ox] for samples s of a chunk, cc over
  * all channels (group g's block starts at g*k*p, as the GEMMs expect). */
 template <typename T>
-__global__ void k_im2col(const T *x, T *col, int64_t total, conv_dims d) {
+__global__ void k_im2col(const T *x, T *col, int64_t total, mg_conv_dims d) {
     CU_FOR(idx, total) {
         int64_t t = idx;
         const int64_t ox = t % d.ow; t /= d.ow;
@@ -109,7 +102,7 @@ __global__ void k_im2col(const T *x, T *col, int64_t total, conv_dims d) {
 
 /* dx[s][cc][iy][ix] = sum over (i, j) of the col entries that read it. */
 template <typename T>
-__global__ void k_col2im(const T *col, T *x, int64_t total, conv_dims d) {
+__global__ void k_col2im(const T *col, T *x, int64_t total, mg_conv_dims d) {
     CU_FOR(idx, total) {
         int64_t t = idx;
         const int64_t ix = t % d.w; t /= d.w;
@@ -134,33 +127,8 @@ __global__ void k_col2im(const T *col, T *x, int64_t total, conv_dims d) {
     }
 }
 
-static mg_status conv_setup(const mg_kargs *a, const mg_tdesc *x,
-                            const mg_tdesc *y, const mg_tdesc *w,
-                            conv_dims *d) {
-    const mg_attrs *at = a->attrs;
-    if (x->ndim != 4 || y->ndim != 4 || w->ndim != 4 || at->groups < 1)
-        return cu_fail(a, MG_ERR_SHAPE,
-                       "conv2d kernels need 4-D tensors and groups >= 1");
-    d->n = x->shape[0]; d->c = x->shape[1]; d->h = x->shape[2];
-    d->w = x->shape[3]; d->o = y->shape[1]; d->oh = y->shape[2];
-    d->ow = y->shape[3];
-    d->kh = (int)w->shape[2]; d->kw = (int)w->shape[3];
-    d->sh = at->stride[0]; d->sw = at->stride[1];
-    d->ph = at->pad[0]; d->pw = at->pad[1];
-    d->dh = at->dilation[0]; d->dw = at->dilation[1];
-    d->groups = at->groups;
-    d->cg = d->c / d->groups;
-    d->og = d->o / d->groups;
-    d->k = d->cg * d->kh * d->kw;
-    d->p = d->oh * d->ow;
-    d->m = d->og;
-    d->direct = d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 &&
-                d->ph == 0 && d->pw == 0;
-    return MG_OK;
-}
-
 /* Samples per im2col chunk: scratch of at most 256 MiB, at least one. */
-static int64_t conv_chunk(const conv_dims *d, size_t es) {
+static int64_t conv_chunk(const mg_conv_dims *d, size_t es) {
     const int64_t per = d->groups * d->k * d->p * (int64_t)es;
     int64_t ch = per > 0 ? ((int64_t)256 << 20) / per : d->n;
     if (ch < 1) ch = 1;
@@ -172,7 +140,7 @@ enum { CONV_FORWARD, CONV_GRAD_INPUT, CONV_GRAD_WEIGHT };
 /* mode FORWARD: (x, w) -> y; GRAD_INPUT: (gy, w) -> dx; GRAD_WEIGHT:
  * (gy, x) -> dw. */
 template <typename T>
-static mg_status conv_run(cu_ctx *c, const mg_kargs *a, const conv_dims *d,
+static mg_status conv_run(cu_ctx *c, const mg_kargs *a, const mg_conv_dims *d,
                           int mode) {
     const int64_t xs = d->cg * d->h * d->w; /* one (sample, group) of x */
     const int64_t ys = d->m * d->p, ws = d->m * d->k, cs = d->k * d->p;
@@ -259,8 +227,8 @@ static mg_status conv_run(cu_ctx *c, const mg_kargs *a, const conv_dims *d,
 
 static mg_status conv(cu_ctx *c, const mg_kargs *a, const mg_tdesc *x,
                       const mg_tdesc *y, const mg_tdesc *w, int mode) {
-    conv_dims d;
-    mg_status s = conv_setup(a, x, y, w, &d);
+    mg_conv_dims d;
+    mg_status s = mg_conv_dims_setup(a, x, y, w, &d);
     if (s != MG_OK) return s;
     CU_BY_FLOAT(a, a->out.d.dtype, return conv_run<T>(c, a, &d, mode));
     return MG_OK;
@@ -278,40 +246,20 @@ mg_status cu_conv2d_grad_weight(cu_ctx *c, const mg_kargs *a) {
 
 /* ---- pooling ----------------------------------------------------------------- */
 
-struct pool_dims {
-    int64_t planes, h, w, oh, ow;
-    int kh, kw, sh, sw, ph, pw;
-};
-
-/* The window of output (oy, ox) clipped to x: rows [y0, y1), cols [x0, x1). */
-__device__ __forceinline__ void pool_window(const pool_dims &d, int64_t oy,
-                                            int64_t ox, int64_t *y0,
-                                            int64_t *y1, int64_t *x0,
-                                            int64_t *x1) {
-    const int64_t ys = oy * d.sh - d.ph, xs = ox * d.sw - d.pw;
-    *y0 = ys < 0 ? 0 : ys;
-    *x0 = xs < 0 ? 0 : xs;
-    *y1 = ys + d.kh < d.h ? ys + d.kh : d.h;
-    *x1 = xs + d.kw < d.w ? xs + d.kw : d.w;
+/* The first maximum of the window, as the CPU picks it (kernel_shared.h). */
+__device__ __forceinline__ int64_t pool_argmax(const float *x,
+                                               const mg_pool2d_dims &d,
+                                               int64_t oy, int64_t ox) {
+    return mg_pool2d_argmax_f32(x, &d, mg_pool2d_window(&d, oy, ox));
 }
-
-/* First maximum in row-major window order; a NaN beats any number. */
-template <typename T>
-__device__ int64_t pool_argmax(const T *x, const pool_dims &d, int64_t oy,
-                               int64_t ox) {
-    int64_t y0, y1, x0, x1;
-    pool_window(d, oy, ox, &y0, &y1, &x0, &x1);
-    int64_t best = y0 * d.w + x0;
-    for (int64_t iy = y0; iy < y1; iy++)
-        for (int64_t ix = x0; ix < x1; ix++) {
-            const T v = x[iy * d.w + ix], b = x[best];
-            if (v > b || (isnan(v) && !isnan(b))) best = iy * d.w + ix;
-        }
-    return best;
+__device__ __forceinline__ int64_t pool_argmax(const double *x,
+                                               const mg_pool2d_dims &d,
+                                               int64_t oy, int64_t ox) {
+    return mg_pool2d_argmax_f64(x, &d, mg_pool2d_window(&d, oy, ox));
 }
 
 template <typename T>
-__global__ void k_pool(const T *x, T *y, pool_dims d, int is_max) {
+__global__ void k_pool(const T *x, T *y, mg_pool2d_dims d, int is_max) {
     const int64_t total = d.planes * d.oh * d.ow;
     CU_FOR(idx, total) {
         const int64_t ox = idx % d.ow, oy = (idx / d.ow) % d.oh;
@@ -320,18 +268,17 @@ __global__ void k_pool(const T *x, T *y, pool_dims d, int is_max) {
             y[idx] = px[pool_argmax(px, d, oy, ox)];
             continue;
         }
-        int64_t y0, y1, x0, x1;
-        pool_window(d, oy, ox, &y0, &y1, &x0, &x1);
+        const mg_pool2d_win r = mg_pool2d_window(&d, oy, ox);
         T s = 0;
-        for (int64_t iy = y0; iy < y1; iy++)
-            for (int64_t ix = x0; ix < x1; ix++) s += px[iy * d.w + ix];
+        for (int64_t iy = r.y0; iy < r.y1; iy++)
+            for (int64_t ix = r.x0; ix < r.x1; ix++) s += px[iy * d.w + ix];
         y[idx] = s / (T)(d.kh * d.kw);
     }
 }
 
 /* dx[p][iy][ix]: the windows that hold (iy, ix), in output order. */
 template <typename T>
-__global__ void k_pool_grad(const T *gy, const T *x, T *gx, pool_dims d,
+__global__ void k_pool_grad(const T *gy, const T *x, T *gx, mg_pool2d_dims d,
                             int is_max) {
     const int64_t total = d.planes * d.h * d.w;
     CU_FOR(idx, total) {
@@ -360,23 +307,9 @@ __global__ void k_pool_grad(const T *gy, const T *x, T *gx, pool_dims d,
     }
 }
 
-static mg_status pool_setup(const mg_kargs *a, const mg_tdesc *x,
-                            const mg_tdesc *y, pool_dims *d) {
-    const mg_attrs *at = a->attrs;
-    if (x->ndim != 4 || y->ndim != 4)
-        return cu_fail(a, MG_ERR_SHAPE, "pooling needs 4-D tensors");
-    d->planes = x->shape[0] * x->shape[1];
-    d->h = x->shape[2]; d->w = x->shape[3];
-    d->oh = y->shape[2]; d->ow = y->shape[3];
-    d->kh = at->kernel[0]; d->kw = at->kernel[1];
-    d->sh = at->stride[0]; d->sw = at->stride[1];
-    d->ph = at->pad[0]; d->pw = at->pad[1];
-    return MG_OK;
-}
-
 static mg_status pool_fwd(cu_ctx *c, const mg_kargs *a, int is_max) {
-    pool_dims d;
-    mg_status s = pool_setup(a, &a->in[0].d, &a->out.d, &d);
+    mg_pool2d_dims d;
+    mg_status s = mg_pool2d_dims_setup(a, &a->in[0].d, &a->out.d, &d);
     if (s != MG_OK) return s;
     const int64_t n = d.planes * d.oh * d.ow;
     CU_BY_FLOAT(a, a->out.d.dtype,
@@ -394,8 +327,8 @@ mg_status cu_avg_pool2d(cu_ctx *c, const mg_kargs *a) {
 
 /* max_pool2d_grad: (gy, x) -> dx; avg_pool2d_grad: (gy) -> dx */
 static mg_status pool_grad(cu_ctx *c, const mg_kargs *a, int is_max) {
-    pool_dims d;
-    mg_status s = pool_setup(a, &a->out.d, &a->in[0].d, &d);
+    mg_pool2d_dims d;
+    mg_status s = mg_pool2d_dims_setup(a, &a->out.d, &a->in[0].d, &d);
     if (s != MG_OK) return s;
     const int64_t n = d.planes * d.h * d.w;
     CU_BY_FLOAT(a, a->out.d.dtype,

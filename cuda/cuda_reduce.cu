@@ -71,8 +71,9 @@ static mg_status reduce(cu_ctx *c, const mg_kargs *a, int mean) {
     for (int i = 0; i < dx->ndim; i++) reduced[i] = at->naxes == 0 && nx != ny;
     for (int j = 0; j < at->naxes; j++) {
         if (at->axes[j] < 0 || at->axes[j] >= dx->ndim)
-            return cu_fail(a, MG_ERR_INVALID_ARG, "axis %d is outside [0, %d)",
-                           at->axes[j], dx->ndim);
+            return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
+                                  "axis %d is outside [0, %d)", at->axes[j],
+                                  dx->ndim);
         reduced[at->axes[j]] = 1;
     }
     red_dims d;
@@ -95,9 +96,9 @@ static mg_status reduce(cu_ctx *c, const mg_kargs *a, int mean) {
         }
     }
     if (kept != ny)
-        return cu_fail(a, MG_ERR_SHAPE,
-                       "reduced input has %lld elements, output %lld",
-                       (long long)kept, (long long)ny);
+        return mg_kernel_fail(a, MG_ERR_SHAPE,
+                              "reduced input has %lld elements, output %lld",
+                              (long long)kept, (long long)ny);
     const int64_t nr = ny ? nx / ny : 0, mean_of = mean ? nr : 0;
     CU_BY_FLOAT(a, a->out.d.dtype, {
         if (nr < 64) {
@@ -153,8 +154,8 @@ static mg_status softmax(cu_ctx *c, const mg_kargs *a, int log_out) {
     const mg_tdesc *d = &a->in[0].d;
     const int axis = a->attrs->axis;
     if (axis < 0 || axis >= d->ndim)
-        return cu_fail(a, MG_ERR_INVALID_ARG, "axis %d is outside [0, %d)",
-                       axis, d->ndim);
+        return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
+                              "axis %d is outside [0, %d)", axis, d->ndim);
     int64_t outer = 1, inner = 1;
     for (int i = 0; i < axis; i++) outer *= d->shape[i];
     for (int i = axis + 1; i < d->ndim; i++) inner *= d->shape[i];
@@ -248,8 +249,8 @@ static mg_status ce_dims(const mg_kargs *a, int lo, int64_t *rows,
                          int64_t *cl) {
     const mg_tdesc *dl = &a->in[lo].d;
     if (dl->ndim != 2)
-        return cu_fail(a, MG_ERR_SHAPE, "logits must be [N, C], got %d dims",
-                       dl->ndim);
+        return mg_kernel_fail(a, MG_ERR_SHAPE,
+                              "logits must be [N, C], got %d dims", dl->ndim);
     *rows = dl->shape[0];
     *cl = dl->shape[1];
     return MG_OK;
@@ -276,9 +277,9 @@ static mg_status flag_check(cu_ctx *c, const mg_kargs *a,
                                cudaMemcpyDeviceToHost),
                  "label check");
     if (s != MG_OK) return s;
-    return cu_fail(a, MG_ERR_INVALID_ARG,
-                   "label %d at row %d is outside [0, %lld)", (int)lab, row,
-                   (long long)cl);
+    return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
+                          "label %d at row %d is outside [0, %lld)", (int)lab,
+                          row, (long long)cl);
 }
 
 mg_status cu_cross_entropy(cu_ctx *c, const mg_kargs *a) {
@@ -330,20 +331,14 @@ mg_status cu_mse(cu_ctx *c, const mg_kargs *a) {
 /* ---- batchnorm, layernorm ------------------------------------------------- */
 
 /* x viewed as [A, B, C], normalised per b over A * C (see cpu_norm.c). */
-struct norm_dims {
-    int64_t a, b, c;
-    int gamma_by_c;
-    double eps;
-};
-
-__device__ __forceinline__ int64_t norm_at(const norm_dims &d, int64_t b,
+__device__ __forceinline__ int64_t norm_at(const mg_norm_dims &d, int64_t b,
                                            int64_t e) {
     return ((e / d.c) * d.b + b) * d.c + e % d.c;
 }
 
 /* Two-pass mean and rstd of group b; every thread of the block gets them. */
 template <typename T>
-__device__ void norm_stats(const T *x, const norm_dims &d, int64_t b, T *sh,
+__device__ void norm_stats(const T *x, const mg_norm_dims &d, int64_t b, T *sh,
                            T *mean, T *rstd) {
     const int64_t cnt = d.a * d.c;
     T s = 0;
@@ -362,7 +357,7 @@ __device__ void norm_stats(const T *x, const norm_dims &d, int64_t b, T *sh,
 
 template <typename T>
 __global__ void k_norm_fwd(const T *x, const T *gamma, const T *beta, T *y,
-                           norm_dims d) {
+                           mg_norm_dims d) {
     CU_SHARED(T, sh);
     const int64_t cnt = d.a * d.c;
     for (int64_t b = blockIdx.x; b < d.b; b += gridDim.x) {
@@ -377,7 +372,7 @@ __global__ void k_norm_fwd(const T *x, const T *gamma, const T *beta, T *y,
 
 template <typename T>
 __global__ void k_norm_grad_input(const T *gy, const T *x, const T *gamma,
-                                  T *dx, norm_dims d) {
+                                  T *dx, mg_norm_dims d) {
     CU_SHARED(T, sh);
     const int64_t cnt = d.a * d.c;
     for (int64_t b = blockIdx.x; b < d.b; b += gridDim.x) {
@@ -403,7 +398,7 @@ __global__ void k_norm_grad_input(const T *gy, const T *x, const T *gamma,
  * each group's stats in st[2b], st[2b+1] for k_norm_grad_gamma_c. */
 template <typename T>
 __global__ void k_norm_grad_gamma_b(const T *gy, const T *x, T *dg, T *st,
-                                    norm_dims d) {
+                                    mg_norm_dims d) {
     CU_SHARED(T, sh);
     const int64_t cnt = d.a * d.c;
     for (int64_t b = blockIdx.x; b < d.b; b += gridDim.x) {
@@ -429,7 +424,7 @@ __global__ void k_norm_grad_gamma_b(const T *gy, const T *x, T *dg, T *st,
 /* layernorm (A = 1): dgamma[j] = sum over rows b of gy * xhat, in row order */
 template <typename T>
 __global__ void k_norm_grad_gamma_c(const T *gy, const T *x, T *dg,
-                                    const T *st, norm_dims d) {
+                                    const T *st, mg_norm_dims d) {
     CU_FOR(j, d.c) {
         T s = 0;
         for (int64_t b = 0; b < d.b; b++) {
@@ -440,34 +435,9 @@ __global__ void k_norm_grad_gamma_c(const T *gy, const T *x, T *dg,
     }
 }
 
-static bool is_layer(mg_op op) {
-    return op == MG_OP_LAYERNORM || op == MG_OP_LAYERNORM_GRAD_INPUT ||
-           op == MG_OP_LAYERNORM_GRAD_GAMMA;
-}
-
-static mg_status norm_setup(const mg_kargs *a, const mg_tdesc *x,
-                            norm_dims *d) {
-    const bool layer = is_layer(a->op);
-    const int n = layer ? a->attrs->n_norm_axes : 1;
-    if (n < 1 || n > x->ndim || x->ndim < (layer ? 1 : 2))
-        return cu_fail(a, MG_ERR_SHAPE,
-                       "cannot normalise %d axes of a %d-D tensor", n,
-                       x->ndim);
-    int64_t inner = 1;
-    for (int i = layer ? x->ndim - n : 2; i < x->ndim; i++)
-        inner *= x->shape[i];
-    const int64_t numel = mg_tdesc_numel(x);
-    d->a = layer ? 1 : x->shape[0];
-    d->b = layer ? numel / inner : x->shape[1];
-    d->c = inner;
-    d->gamma_by_c = layer;
-    d->eps = a->attrs->eps;
-    return MG_OK;
-}
-
 mg_status cu_norm(cu_ctx *c, const mg_kargs *a) {
-    norm_dims d;
-    mg_status s = norm_setup(a, &a->in[0].d, &d);
+    mg_norm_dims d;
+    mg_status s = mg_norm_dims_setup(a, &a->in[0].d, &d);
     if (s != MG_OK) return s;
     const unsigned t = row_threads(d.a * d.c);
     CU_BY_FLOAT(a, a->out.d.dtype,
@@ -479,8 +449,8 @@ mg_status cu_norm(cu_ctx *c, const mg_kargs *a) {
 }
 
 mg_status cu_norm_grad_input(cu_ctx *c, const mg_kargs *a) {
-    norm_dims d;
-    mg_status s = norm_setup(a, &a->in[1].d, &d);
+    mg_norm_dims d;
+    mg_status s = mg_norm_dims_setup(a, &a->in[1].d, &d);
     if (s != MG_OK) return s;
     const unsigned t = row_threads(d.a * d.c);
     CU_BY_FLOAT(a, a->out.d.dtype,
@@ -492,8 +462,8 @@ mg_status cu_norm_grad_input(cu_ctx *c, const mg_kargs *a) {
 }
 
 mg_status cu_norm_grad_gamma(cu_ctx *c, const mg_kargs *a) {
-    norm_dims d;
-    mg_status s = norm_setup(a, &a->in[1].d, &d);
+    mg_norm_dims d;
+    mg_status s = mg_norm_dims_setup(a, &a->in[1].d, &d);
     if (s != MG_OK) return s;
     const unsigned t = row_threads(d.a * d.c);
     CU_BY_FLOAT(a, a->out.d.dtype, {

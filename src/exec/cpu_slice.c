@@ -25,17 +25,17 @@ static void copy_box(const mg_kbuf *src, const int64_t *src_at,
     int64_t ss[MG_MAX_DIMS], ds[MG_MAX_DIMS], base[2] = {0, 0};
     dense_strides(&src->d, ss);
     dense_strides(&dst->d, ds);
-    mg_cpu_layout l;
-    mg_cpu_layout_init(&l, box);
+    mg_layout l;
+    mg_layout_init(&l, box);
     for (int i = 0; i < box->ndim; i++) {
         l.stride[0][i] = ss[i];
         l.stride[1][i] = ds[i];
         base[0] += (src_at ? src_at[i] : 0) * ss[i];
         base[1] += (dst_at ? dst_at[i] : 0) * ds[i];
     }
-    mg_cpu_layout_coalesce(&l);
+    mg_layout_coalesce(&l);
     const int last = l.ndim - 1;
-    const int64_t n = l.shape[last], rows = mg_cpu_layout_rows(&l);
+    const int64_t n = l.shape[last], rows = mg_layout_rows(&l);
     const int64_t s1 = l.stride[0][last], d1 = l.stride[1][last];
     int64_t idx[MG_MAX_DIMS] = {0}, off[2] = {0, 0};
     for (int64_t r = 0; r < rows; r++) {
@@ -49,7 +49,7 @@ static void copy_box(const mg_kbuf *src, const int64_t *src_at,
                 memcpy(d + (size_t)(i * d1) * es, s + (size_t)(i * s1) * es,
                        es);
         }
-        mg_cpu_layout_next(&l, idx, off);
+        mg_layout_next(&l, idx, off);
     }
 }
 
@@ -67,8 +67,8 @@ mg_status mg_cpu_pad(const mg_kargs *ka) {
 mg_status mg_cpu_concat(const mg_kargs *ka) {
     const int ax = ka->attrs->axis;
     if (ax < 0 || ax >= ka->out.d.ndim)
-        return mg_cpu_fail(ka, MG_ERR_INVALID_ARG,
-                           "axis %d is outside [0, %d)", ax, ka->out.d.ndim);
+        return mg_kernel_fail(ka, MG_ERR_INVALID_ARG,
+                              "axis %d is outside [0, %d)", ax, ka->out.d.ndim);
     int64_t at[MG_MAX_DIMS] = {0};
     at[ax] = ka->in[0].d.shape[ax];
     copy_box(&ka->in[0], NULL, &ka->out, NULL, &ka->in[0].d);

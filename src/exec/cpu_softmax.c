@@ -64,8 +64,8 @@ static mg_status softmax(const mg_kargs *ka, int log_out) {
     const mg_tdesc *d = &ka->in[0].d;
     const int axis = ka->attrs->axis;
     if (axis < 0 || axis >= d->ndim)
-        return mg_cpu_fail(ka, MG_ERR_INVALID_ARG,
-                           "axis %d is outside [0, %d)", axis, d->ndim);
+        return mg_kernel_fail(ka, MG_ERR_INVALID_ARG,
+                              "axis %d is outside [0, %d)", axis, d->ndim);
     int64_t outer = 1, inner = 1;
     for (int i = 0; i < axis; i++) outer *= d->shape[i];
     for (int i = axis + 1; i < d->ndim; i++) inner *= d->shape[i];
