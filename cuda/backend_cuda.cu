@@ -35,28 +35,12 @@ mg_status cu_check_blas(const mg_kargs *a, cublasStatus_t e,
                           cublasGetStatusString(e));
 }
 
-void *cu_scratch(cu_ctx *c, const mg_kargs *a, size_t nbytes) {
-    if (nbytes <= c->scratch_cap && c->scratch) return c->scratch;
-    /* Kernels queued earlier may still use the old buffer. */
-    if (c->scratch) {
-        mg_status s = cu_check(a, cudaStreamSynchronize(c->stream), "scratch");
-        if (s != MG_OK) return NULL;
-        cudaFree(c->scratch);
-    }
-    c->scratch = NULL;
-    c->scratch_cap = 0;
-    void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, nbytes ? nbytes : 256);
-    if (e != cudaSuccess) {
-        cudaGetLastError(); /* not sticky: clear it */
-        mg_kernel_fail(a, MG_ERR_NOMEM,
-                       "out of device memory for %zu bytes of scratch (%s)",
-                       nbytes, cudaGetErrorString(e));
-        return NULL;
-    }
-    c->scratch = p;
-    c->scratch_cap = nbytes;
-    return p;
+mg_status cu_work(const mg_kargs *a, size_t nbytes, void **out) {
+    *out = a->work;
+    if (a->work_bytes >= nbytes) return MG_OK;
+    return mg_kernel_fail(a, MG_ERR_INTERNAL,
+                          "needs %zu bytes of workspace, got %zu", nbytes,
+                          a->work_bytes);
 }
 
 /* ---- the kernel table ---------------------------------------------------- */
@@ -112,6 +96,34 @@ extern "C" int mg_cuda_has_kernel(mg_op op) {
     if (op == MG_OP_INPUT || op == MG_OP_PARAM) return 1;
     kernels_init();
     return kernels[op] != NULL;
+}
+
+static bool cuda_supports_op(void *ctx, mg_op op) {
+    (void)ctx;
+    return mg_cuda_has_kernel(op) != 0;
+}
+
+/* The kernels that borrow scratch, each file's own rule for it. */
+extern "C" size_t mg_cuda_workspace(const mg_kargs *a) {
+    switch (a->op) {
+    case MG_OP_CONV2D:
+    case MG_OP_CONV2D_GRAD_INPUT:
+    case MG_OP_CONV2D_GRAD_WEIGHT:
+        return cu_conv2d_workspace(a);
+    case MG_OP_CROSS_ENTROPY:
+        return cu_cross_entropy_workspace(a);
+    case MG_OP_LAYERNORM_GRAD_GAMMA:
+        return cu_norm_grad_gamma_workspace(a);
+    case MG_OP_EMBEDDING_GRAD:
+        return cu_embedding_grad_workspace(a);
+    default:
+        return 0;
+    }
+}
+
+static size_t cuda_workspace(void *ctx, const mg_kargs *a) {
+    (void)ctx;
+    return mg_cuda_workspace(a);
 }
 
 /* ---- the backend --------------------------------------------------------- */
@@ -190,7 +202,6 @@ static void cuda_destroy(void *ctx) {
     cu_ctx *c = (cu_ctx *)ctx;
     if (!c) return;
     if (c->stream) cudaStreamSynchronize(c->stream);
-    if (c->scratch) cudaFree(c->scratch);
     if (c->flag) cudaFree(c->flag);
     if (c->blas) cublasDestroy(c->blas);
     if (c->stream) cudaStreamDestroy(c->stream);
@@ -266,6 +277,12 @@ extern "C" mg_status mg_backend_cuda_init(mg_backend *out) {
     out->run_op = cuda_run_op;
     out->synchronize = cuda_synchronize;
     out->destroy = cuda_destroy;
+    out->supports_op = cuda_supports_op;
+    out->workspace = cuda_workspace;
     out->ctx = c;
     return MG_OK;
 }
+
+extern "C" const mg_backend_reg mg_backend_cuda_reg = {
+    MG_DEVICE_CUDA, "CUDA", mg_cuda_device_count, mg_backend_cuda_init,
+};

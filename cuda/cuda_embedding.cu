@@ -84,6 +84,14 @@ __global__ void k_embedding_grad(const T *gy, const int64_t *start,
     }
 }
 
+/* The CSR of the indices below: rows + 1 starts, then n positions. */
+size_t cu_embedding_grad_workspace(const mg_kargs *a) {
+    const mg_tdesc *td = &a->out.d;
+    if (td->ndim < 1) return 0;
+    return (size_t)(td->shape[0] + 1 + mg_tdesc_numel(&a->in[1].d)) *
+           sizeof(int64_t);
+}
+
 mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
     const mg_tdesc *td = &a->out.d;
     const int64_t n = mg_tdesc_numel(&a->in[1].d);
@@ -113,11 +121,13 @@ mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
     for (int64_t p = 0; p < n; p++) order[fill[h[p]]++] = p;
     free(fill);
     free(h);
-    int64_t *d = (int64_t *)cu_scratch(c, a, words * sizeof *csr);
-    if (!d) {
+    void *w = NULL;
+    s = cu_work(a, words * sizeof *csr, &w);
+    if (s != MG_OK) {
         free(csr);
-        return MG_ERR_NOMEM;
+        return s;
     }
+    int64_t *d = (int64_t *)w;
     s = cu_check(a, cudaMemcpyAsync(d, csr, words * sizeof *csr,
                                     cudaMemcpyHostToDevice, c->stream),
                  "index upload");

@@ -24,10 +24,6 @@ typedef struct cu_ctx {
     int device;
     cudaStream_t stream;
     cublasHandle_t blas;
-    /* Grow-only scratch outside the pool (im2col columns, per-row partial
-     * results, norm statistics), as the CPU's im2col buffer is outside it. */
-    void *scratch;
-    size_t scratch_cap;
     int *flag;        /* device int: first bad row of a label check, or -1 */
     int sync_each_op; /* MG_CUDA_SYNC=1: synchronise after every op */
 } cu_ctx;
@@ -38,8 +34,10 @@ typedef mg_status (*cu_kernel_fn)(cu_ctx *c, const mg_kargs *a);
 mg_status cu_check(const mg_kargs *a, cudaError_t e, const char *what);
 mg_status cu_check_launch(const mg_kargs *a, const char *what);
 mg_status cu_check_blas(const mg_kargs *a, cublasStatus_t e, const char *what);
-/* At least nbytes of scratch; NULL with a->why set on failure. */
-void *cu_scratch(cu_ctx *c, const mg_kargs *a, size_t nbytes);
+/* The workspace the executor lent from the pool for this op, in *out;
+ * MG_ERR_INTERNAL with a->why set if it is smaller than nbytes (the op
+ * table's workspace rule must cover the kernel's workspace query). */
+mg_status cu_work(const mg_kargs *a, size_t nbytes, void **out);
 
 #define CU_THREADS 256
 /* Blocks for a grid-stride loop over n elements. */
@@ -127,15 +125,19 @@ mg_status cu_mse(cu_ctx *, const mg_kargs *);
 mg_status cu_norm(cu_ctx *, const mg_kargs *);
 mg_status cu_norm_grad_input(cu_ctx *, const mg_kargs *);
 mg_status cu_norm_grad_gamma(cu_ctx *, const mg_kargs *);
+size_t cu_cross_entropy_workspace(const mg_kargs *);
+size_t cu_norm_grad_gamma_workspace(const mg_kargs *);
 /* cuda_embedding.cu */
 mg_status cu_embedding(cu_ctx *, const mg_kargs *);
 mg_status cu_embedding_grad(cu_ctx *, const mg_kargs *);
+size_t cu_embedding_grad_workspace(const mg_kargs *);
 mg_status cu_causal_mask(cu_ctx *, const mg_kargs *);
 /* cuda_matmul.cu */
 mg_status cu_matmul(cu_ctx *, const mg_kargs *);
 mg_status cu_conv2d(cu_ctx *, const mg_kargs *);
 mg_status cu_conv2d_grad_input(cu_ctx *, const mg_kargs *);
 mg_status cu_conv2d_grad_weight(cu_ctx *, const mg_kargs *);
+size_t cu_conv2d_workspace(const mg_kargs *); /* all three conv ops */
 mg_status cu_max_pool2d(cu_ctx *, const mg_kargs *);
 mg_status cu_avg_pool2d(cu_ctx *, const mg_kargs *);
 mg_status cu_max_pool2d_grad(cu_ctx *, const mg_kargs *);

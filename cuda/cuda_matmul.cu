@@ -127,12 +127,12 @@ __global__ void k_col2im(const T *col, T *x, int64_t total, mg_conv_dims d) {
     }
 }
 
-/* Samples per im2col chunk: scratch of at most 256 MiB, at least one. */
-static int64_t conv_chunk(const mg_conv_dims *d, size_t es) {
-    const int64_t per = d->groups * d->k * d->p * (int64_t)es;
-    int64_t ch = per > 0 ? ((int64_t)256 << 20) / per : d->n;
-    if (ch < 1) ch = 1;
-    return ch < d->n ? ch : d->n;
+/* One sample's im2col columns, all groups at once; none when x is its own
+ * column matrix. ops_conv.c's workspace rule lends exactly this. */
+size_t cu_conv2d_workspace(const mg_kargs *a) {
+    mg_conv_dims d = {};
+    if (mg_conv_dims_of_op(a, &d) != MG_OK || d.direct) return 0;
+    return (size_t)(d.groups * d.k * d.p) * mg_dtype_size(a->out.d.dtype);
 }
 
 enum { CONV_FORWARD, CONV_GRAD_INPUT, CONV_GRAD_WEIGHT };
@@ -144,17 +144,16 @@ static mg_status conv_run(cu_ctx *c, const mg_kargs *a, const mg_conv_dims *d,
                           int mode) {
     const int64_t xs = d->cg * d->h * d->w; /* one (sample, group) of x */
     const int64_t ys = d->m * d->p, ws = d->m * d->k, cs = d->k * d->p;
-    int64_t chunk = d->direct ? d->n : conv_chunk(d, sizeof(T));
+    /* x is its own column matrix (all samples at once), or the columns of
+     * one sample at a time go to the workspace the executor lent from the
+     * pool, so the plan's peak counts them. */
+    const int64_t chunk = d->direct ? d->n : 1;
     T *col = NULL;
-    if (!d->direct && a->work &&
-        a->work_bytes >= (size_t)(d->groups * cs) * sizeof(T)) {
-        /* The workspace the executor lent from the pool (one sample's
-         * columns, ops_conv.c), so the plan's peak counts it. */
-        col = (T *)a->work;
-        chunk = 1;
-    } else if (!d->direct) {
-        col = (T *)cu_scratch(c, a, (size_t)(chunk * d->groups * cs) * sizeof(T));
-        if (!col) return MG_ERR_NOMEM;
+    if (!d->direct) {
+        void *w = NULL;
+        mg_status ws = cu_work(a, cu_conv2d_workspace(a), &w);
+        if (ws != MG_OK) return ws;
+        col = (T *)w;
     }
     const T *in0 = (const T *)a->in[0].data, *in1 = (const T *)a->in[1].data;
     T *out = (T *)a->out.data;
@@ -225,23 +224,22 @@ static mg_status conv_run(cu_ctx *c, const mg_kargs *a, const mg_conv_dims *d,
     return s;
 }
 
-static mg_status conv(cu_ctx *c, const mg_kargs *a, const mg_tdesc *x,
-                      const mg_tdesc *y, const mg_tdesc *w, int mode) {
+static mg_status conv(cu_ctx *c, const mg_kargs *a, int mode) {
     mg_conv_dims d;
-    mg_status s = mg_conv_dims_setup(a, x, y, w, &d);
+    mg_status s = mg_conv_dims_of_op(a, &d);
     if (s != MG_OK) return s;
     CU_BY_FLOAT(a, a->out.d.dtype, return conv_run<T>(c, a, &d, mode));
     return MG_OK;
 }
 
 mg_status cu_conv2d(cu_ctx *c, const mg_kargs *a) {
-    return conv(c, a, &a->in[0].d, &a->out.d, &a->in[1].d, CONV_FORWARD);
+    return conv(c, a, CONV_FORWARD);
 }
 mg_status cu_conv2d_grad_input(cu_ctx *c, const mg_kargs *a) {
-    return conv(c, a, &a->out.d, &a->in[0].d, &a->in[1].d, CONV_GRAD_INPUT);
+    return conv(c, a, CONV_GRAD_INPUT);
 }
 mg_status cu_conv2d_grad_weight(cu_ctx *c, const mg_kargs *a) {
-    return conv(c, a, &a->in[1].d, &a->in[0].d, &a->out.d, CONV_GRAD_WEIGHT);
+    return conv(c, a, CONV_GRAD_WEIGHT);
 }
 
 /* ---- pooling ----------------------------------------------------------------- */

@@ -282,6 +282,12 @@ static mg_status flag_check(cu_ctx *c, const mg_kargs *a,
                           row, (long long)cl);
 }
 
+size_t cu_cross_entropy_workspace(const mg_kargs *a) {
+    const mg_tdesc *dl = &a->in[0].d;
+    if (dl->ndim != 2) return 0;
+    return (size_t)dl->shape[0] * mg_dtype_size(a->out.d.dtype);
+}
+
 mg_status cu_cross_entropy(cu_ctx *c, const mg_kargs *a) {
     int64_t rows = 0, cl = 0;
     mg_status s = ce_dims(a, 0, &rows, &cl);
@@ -290,8 +296,10 @@ mg_status cu_cross_entropy(cu_ctx *c, const mg_kargs *a) {
     const int32_t *labels = (const int32_t *)a->in[1].data;
     const unsigned t = row_threads(cl);
     CU_BY_FLOAT(a, a->out.d.dtype, {
-        T *part = (T *)cu_scratch(c, a, (size_t)rows * sizeof(T));
-        if (!part) return MG_ERR_NOMEM;
+        void *w = NULL;
+        s = cu_work(a, (size_t)rows * sizeof(T), &w);
+        if (s != MG_OK) return s;
+        T *part = (T *)w; /* one partial loss per row */
         k_ce_rows<T><<<cu_grid_rows(rows), t, t * sizeof(T), c->stream>>>(
             (const T *)a->in[0].data, labels, part, rows, cl, c->flag);
         s = cu_check_launch(a, "cross_entropy rows");
@@ -461,6 +469,14 @@ mg_status cu_norm_grad_input(cu_ctx *c, const mg_kargs *a) {
     return MG_OK;
 }
 
+/* layernorm keeps each row's mean and rstd for the column pass. */
+size_t cu_norm_grad_gamma_workspace(const mg_kargs *a) {
+    mg_norm_dims d = {};
+    if (mg_norm_dims_setup(a, &a->in[1].d, &d) != MG_OK || !d.gamma_by_c)
+        return 0;
+    return (size_t)(2 * d.b) * mg_dtype_size(a->out.d.dtype);
+}
+
 mg_status cu_norm_grad_gamma(cu_ctx *c, const mg_kargs *a) {
     mg_norm_dims d;
     mg_status s = mg_norm_dims_setup(a, &a->in[1].d, &d);
@@ -470,8 +486,10 @@ mg_status cu_norm_grad_gamma(cu_ctx *c, const mg_kargs *a) {
         const T *gy = (const T *)a->in[0].data, *x = (const T *)a->in[1].data;
         T *dg = (T *)a->out.data, *st = NULL;
         if (d.gamma_by_c) {
-            st = (T *)cu_scratch(c, a, (size_t)(2 * d.b) * sizeof(T));
-            if (!st) return MG_ERR_NOMEM;
+            void *w = NULL;
+            s = cu_work(a, (size_t)(2 * d.b) * sizeof(T), &w);
+            if (s != MG_OK) return s;
+            st = (T *)w;
         }
         k_norm_grad_gamma_b<T><<<cu_grid_rows(d.b), t, t * sizeof(T),
                                  c->stream>>>(gy, x, dg, st, d);

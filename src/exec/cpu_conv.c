@@ -129,12 +129,10 @@ static void conv_valid_cols(const mg_conv_dims *d, int j, int64_t *lo,
 CONV_DEF(float, f32, cblas_sgemm)
 CONV_DEF(double, f64, cblas_dgemm)
 
-/* The shared geometry (kernel_shared.h), whose GEMM sizes BLAS takes as
- * int. */
-static mg_status conv_setup(const mg_kargs *ka, const mg_tdesc *x,
-                            const mg_tdesc *y, const mg_tdesc *w,
-                            mg_conv_dims *d) {
-    mg_status s = mg_conv_dims_setup(ka, x, y, w, d);
+/* The shared geometry of a->op (kernel_shared.h), whose GEMM sizes BLAS
+ * takes as int. */
+static mg_status conv_setup(const mg_kargs *ka, mg_conv_dims *d) {
+    mg_status s = mg_conv_dims_of_op(ka, d);
     if (s != MG_OK) return s;
     if (d->k > INT_MAX || d->p > INT_MAX || d->m > INT_MAX)
         return mg_kernel_fail(ka, MG_ERR_UNSUPPORTED,
@@ -142,35 +140,40 @@ static mg_status conv_setup(const mg_kargs *ka, const mg_tdesc *x,
     return MG_OK;
 }
 
-static mg_status conv_run(const mg_kargs *ka, const mg_tdesc *x,
-                          const mg_tdesc *y, const mg_tdesc *w,
-                          enum conv_mode mode) {
+/* One group's im2col columns of one sample; none when x is its own. */
+static size_t conv_cols_bytes(const mg_conv_dims *d, mg_dtype dt) {
+    return d->direct ? 0 : (size_t)d->k * (size_t)d->p * mg_dtype_size(dt);
+}
+
+size_t mg_cpu_conv2d_workspace(const mg_kargs *ka) {
     mg_conv_dims d = {0};
-    mg_status s = conv_setup(ka, x, y, w, &d);
+    if (conv_setup(ka, &d) != MG_OK) return 0; /* the kernel will fail */
+    return conv_cols_bytes(&d, ka->out.d.dtype);
+}
+
+static mg_status conv_run(const mg_kargs *ka, enum conv_mode mode) {
+    mg_conv_dims d = {0};
+    mg_status s = conv_setup(ka, &d);
     if (s != MG_OK) return s;
     const mg_dtype dt = ka->out.d.dtype;
     /* The im2col buffer is the workspace the executor lends from the pool
      * (ops_conv.c sizes it), so plans count it in their peak. */
-    if (!d.direct &&
-        ka->work_bytes < (size_t)d.k * (size_t)d.p * mg_dtype_size(dt))
+    if (ka->work_bytes < conv_cols_bytes(&d, dt))
         return mg_kernel_fail(ka, MG_ERR_INTERNAL,
                               "im2col needs %zu bytes of workspace, got %zu",
-                              (size_t)d.k * (size_t)d.p * mg_dtype_size(dt),
-                              ka->work_bytes);
+                              conv_cols_bytes(&d, dt), ka->work_bytes);
     return MG_CPU_BY_DTYPE(ka, dt, conv, ka->in[0].data, ka->in[1].data,
                            ka->out.data, d.direct ? NULL : ka->work, &d, mode);
 }
 
 mg_status mg_cpu_conv2d(const mg_kargs *ka) {
-    return conv_run(ka, &ka->in[0].d, &ka->out.d, &ka->in[1].d, CONV_FORWARD);
+    return conv_run(ka, CONV_FORWARD);
 }
 
 mg_status mg_cpu_conv2d_grad_input(const mg_kargs *ka) {
-    return conv_run(ka, &ka->out.d, &ka->in[0].d, &ka->in[1].d,
-                    CONV_GRAD_INPUT);
+    return conv_run(ka, CONV_GRAD_INPUT);
 }
 
 mg_status mg_cpu_conv2d_grad_weight(const mg_kargs *ka) {
-    return conv_run(ka, &ka->in[1].d, &ka->in[0].d, &ka->out.d,
-                    CONV_GRAD_WEIGHT);
+    return conv_run(ka, CONV_GRAD_WEIGHT);
 }

@@ -55,6 +55,8 @@ mg_status mg_cpu_cross_entropy_grad(const mg_kargs *a);
 mg_status mg_cpu_conv2d(const mg_kargs *a);
 mg_status mg_cpu_conv2d_grad_input(const mg_kargs *a);
 mg_status mg_cpu_conv2d_grad_weight(const mg_kargs *a);
+/* Bytes of im2col columns the three conv2d kernels need for a. */
+size_t mg_cpu_conv2d_workspace(const mg_kargs *a);
 mg_status mg_cpu_max_pool2d(const mg_kargs *a);
 mg_status mg_cpu_avg_pool2d(const mg_kargs *a);
 mg_status mg_cpu_max_pool2d_grad(const mg_kargs *a);

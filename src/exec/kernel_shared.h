@@ -223,6 +223,24 @@ static inline mg_status mg_conv_dims_setup(const mg_kargs *a,
     return MG_OK;
 }
 
+/* The same for the op a->op, which names x, y and w among its tensors:
+ * conv2d (x, w) -> y; conv2d_grad_input (gy, w) -> dx; conv2d_grad_weight
+ * (gy, x) -> dw. */
+static inline mg_status mg_conv_dims_of_op(const mg_kargs *a,
+                                           mg_conv_dims *d) {
+    switch (a->op) {
+    case MG_OP_CONV2D:
+        return mg_conv_dims_setup(a, &a->in[0].d, &a->out.d, &a->in[1].d, d);
+    case MG_OP_CONV2D_GRAD_INPUT:
+        return mg_conv_dims_setup(a, &a->out.d, &a->in[0].d, &a->in[1].d, d);
+    case MG_OP_CONV2D_GRAD_WEIGHT:
+        return mg_conv_dims_setup(a, &a->in[1].d, &a->in[0].d, &a->out.d, d);
+    default:
+        return mg_kernel_fail(a, MG_ERR_INTERNAL, "%s is not a conv2d op",
+                              mg_op_str(a->op));
+    }
+}
+
 /* ---- pooling geometry ---------------------------------------------------- */
 
 /* x [N,C,H,W] pooled to y [N,C,OH,OW]; planes = N * C. */
