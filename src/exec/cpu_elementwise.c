@@ -1,5 +1,5 @@
 /*
- * cpu_elementwise.c - fill, the unary maths ops, and every two-input
+ * cpu_elementwise.c - the unary maths ops, and every two-input
  * elementwise op (arithmetic with numpy broadcasting and the activation
  * gradients): the loops that the expressions of MG_UNARY_OPS and
  * MG_BINARY_OPS (kernel_shared.h) are instantiated in, per dtype.
@@ -11,21 +11,6 @@
 /* Pairs a macro X(T, SUF, name, expr) with every float dtype. */
 #define FOR_FLOAT_TYPES(X, name, expr)                                        \
     X(float, f32, name, expr) X(double, f64, name, expr)
-
-/* ---- fill ---------------------------------------------------------------- */
-
-#define FILL_DEF(T, SUF)                                                      \
-    static mg_status fill_##SUF(T *restrict y, int64_t n, double value) {     \
-        const T v = (T)value;                                                 \
-        for (int64_t i = 0; i < n; i++) y[i] = v;                             \
-        return MG_OK;                                                         \
-    }
-MG_CPU_FLOAT_TYPES(FILL_DEF)
-
-mg_status mg_cpu_fill(const mg_kargs *ka) {
-    return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, fill, ka->out.data,
-                           mg_tdesc_numel(&ka->out.d), ka->attrs->alpha);
-}
 
 /* ---- unary: y = expr(x); T is the element type, alpha the op's attribute */
 

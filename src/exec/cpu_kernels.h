@@ -21,6 +21,9 @@
                          : mg_cpu_bad_dtype((ka), (dtype)))
 
 mg_status mg_cpu_bad_dtype(const mg_kargs *a, mg_dtype d);
+/* y[i] = x[offset of i] for every element of y (a->out), walking y in
+ * order; l holds x's strides in slot 0 (cpu_shape.c). */
+mg_status mg_cpu_gather(const mg_kargs *a, mg_layout *l);
 
 /* Row-wise softmax helpers shared by softmax and the cross-entropy ops: n
  * elements `stride` apart, stabilised by subtracting the maximum. */

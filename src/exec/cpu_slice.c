@@ -7,14 +7,6 @@
 
 #include <string.h>
 
-static void dense_strides(const mg_tdesc *d, int64_t *stride) {
-    int64_t step = 1;
-    for (int i = d->ndim - 1; i >= 0; i--) {
-        stride[i] = step;
-        step *= d->shape[i];
-    }
-}
-
 /* Copies the box of shape box->shape from src at src_at to dst at dst_at
  * (NULL: the origin). Coalescing turns runs that are contiguous in both
  * tensors into one memcpy. */
@@ -22,17 +14,9 @@ static void copy_box(const mg_kbuf *src, const int64_t *src_at,
                      const mg_kbuf *dst, const int64_t *dst_at,
                      const mg_tdesc *box) {
     const size_t es = mg_dtype_size(dst->d.dtype);
-    int64_t ss[MG_MAX_DIMS], ds[MG_MAX_DIMS], base[2] = {0, 0};
-    dense_strides(&src->d, ss);
-    dense_strides(&dst->d, ds);
+    int64_t base[2];
     mg_layout l;
-    mg_layout_init(&l, box);
-    for (int i = 0; i < box->ndim; i++) {
-        l.stride[0][i] = ss[i];
-        l.stride[1][i] = ds[i];
-        base[0] += (src_at ? src_at[i] : 0) * ss[i];
-        base[1] += (dst_at ? dst_at[i] : 0) * ds[i];
-    }
+    mg_layout_box(&l, base, &src->d, src_at, &dst->d, dst_at, box);
     mg_layout_coalesce(&l);
     const int last = l.ndim - 1;
     const int64_t n = l.shape[last], rows = mg_layout_rows(&l);

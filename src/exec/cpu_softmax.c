@@ -20,9 +20,9 @@
         for (int64_t i = 0; i < n; i++) s += exp(x[i * stride] - m);          \
         return s;                                                             \
     }                                                                         \
-    /* logsumexp(x) - v as (m - v) + log s: for large logits that keeps   \
-     * the digits m + log s - v would round away in float. */               \
-    T mg_cpu_logsumexp_minus_##SUF(const T *x, int64_t n, int64_t stride,    \
+    /* logsumexp(x) - v as (m - v) + log s: for large logits that keeps       \
+     * the digits m + log s - v would round away in float. */                 \
+    T mg_cpu_logsumexp_minus_##SUF(const T *x, int64_t n, int64_t stride,     \
                                    T v) {                                     \
         const T m = row_max_##SUF(x, n, stride);                              \
         return (m - v) + log(row_expsum_##SUF(x, n, stride, m));              \
@@ -31,7 +31,7 @@
                                   int64_t stride, int log_out) {              \
         const T m = row_max_##SUF(x, n, stride);                              \
         if (log_out) {                                                        \
-            /* (x - m) - log s keeps the small differences that              \
+            /* (x - m) - log s keeps the small differences that               \
              * x - logsumexp would round away */                              \
             const T ls = log(row_expsum_##SUF(x, n, stride, m));              \
             for (int64_t i = 0; i < n; i++)                                   \

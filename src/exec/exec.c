@@ -11,7 +11,7 @@
  * mg_exec_release or the next run.
  */
 #include "../rewrite/schedule.h"
-#include "pool.h"
+#include "buffer_pool.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -171,6 +171,35 @@ MG_KFN void mg_layout_offsets(const mg_layout *l, int64_t i, int64_t *o0,
     *o1 = b;
 }
 
+/* Element strides of a dense (row-major) tensor. */
+MG_KFN void mg_dense_strides(const mg_tdesc *d, int64_t *stride) {
+    int64_t step = 1;
+    for (int i = d->ndim - 1; i >= 0; i--) {
+        stride[i] = step;
+        step *= d->shape[i];
+    }
+}
+
+/* The layout that copies a box of shape `box` from dense src, at corner
+ * src_at, into dense dst at dst_at (NULL: the origin), for slice, pad and
+ * concat: slot 0 walks src and slot 1 dst, from the element offsets base[0]
+ * and base[1]. Not yet coalesced. */
+MG_KFN void mg_layout_box(mg_layout *l, int64_t base[2], const mg_tdesc *src,
+                          const int64_t *src_at, const mg_tdesc *dst,
+                          const int64_t *dst_at, const mg_tdesc *box) {
+    int64_t ss[MG_MAX_DIMS], ds[MG_MAX_DIMS];
+    mg_dense_strides(src, ss);
+    mg_dense_strides(dst, ds);
+    mg_layout_init(l, box);
+    base[0] = base[1] = 0;
+    for (int i = 0; i < box->ndim; i++) {
+        l->stride[0][i] = ss[i];
+        l->stride[1][i] = ds[i];
+        base[0] += (src_at ? src_at[i] : 0) * ss[i];
+        base[1] += (dst_at ? dst_at[i] : 0) * ds[i];
+    }
+}
+
 /* ---- conv2d geometry ----------------------------------------------------- */
 
 /* conv2d and its gradients see x [N,C,H,W], y [N,O,OH,OW] and w

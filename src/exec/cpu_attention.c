@@ -1,7 +1,7 @@
 /*
- * cpu_mask.c - causal_mask: over the last two axes [L1, L2] of x, entries
- * above the diagonal (column j > row i) take the fill value; the rest are
- * copied.
+ * cpu_attention.c - causal_mask, the op attention needs: over the last two
+ * axes [L1, L2] of x, entries above the diagonal (column j > row i) take the
+ * fill value; the rest are copied.
  */
 #include "cpu_kernels.h"
 

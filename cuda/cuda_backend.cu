@@ -1,8 +1,9 @@
 /*
- * backend_cuda.cu - the CUDA device: cudaMalloc'd memory for the pool,
- * copies, and dispatch through the CUDA kernel table on one stream with
- * one cuBLAS handle. Every CUDA and cuBLAS call is checked; a failure
- * becomes an mg_ status with a message, never an abort.
+ * cuda_backend.cu - the CUDA device: cudaMalloc'd memory for the pool, copies,
+ * dispatch through the CUDA kernel table on one stream with one cuBLAS handle,
+ * the ops it supports and the workspace its kernels need; and its row of the
+ * backend table (mg_backend_cuda_reg). Every CUDA and cuBLAS call is checked;
+ * a failure becomes an mg_ status with a message, never an abort.
  */
 #include "cuda_internal.h"
 

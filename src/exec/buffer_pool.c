@@ -1,5 +1,6 @@
 /*
- * pool.c - a caching allocator: freed blocks are kept per size class and
+ * buffer_pool.c - the caching allocator the executor takes every
+ * intermediate and workspace from: freed blocks are kept per size class and
  * handed out again for the next request of the same class.
  *
  * Bytes in use are counted in size classes, the same unit the planner
@@ -16,7 +17,7 @@
  * reserves stays within its peak in use: bytes_reserved never exceeds
  * max(peak_bytes_in_use, bytes_in_use + the request).
  */
-#include "pool.h"
+#include "buffer_pool.h"
 
 #include <stdlib.h>
 #include <string.h>
