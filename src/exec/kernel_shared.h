@@ -226,27 +226,16 @@ static inline mg_status mg_conv_dims_setup(const mg_kargs *a,
         return mg_kernel_fail(a, MG_ERR_SHAPE,
                               "conv2d kernels need 4-D tensors and groups "
                               ">= 1");
-    d->n = x->shape[0];
-    d->c = x->shape[1];
-    d->h = x->shape[2];
-    d->w = x->shape[3];
-    d->o = y->shape[1];
-    d->oh = y->shape[2];
-    d->ow = y->shape[3];
-    d->kh = (int)w->shape[2];
-    d->kw = (int)w->shape[3];
-    d->sh = at->stride[0];
-    d->sw = at->stride[1];
-    d->ph = at->pad[0];
-    d->pw = at->pad[1];
-    d->dh = at->dilation[0];
-    d->dw = at->dilation[1];
+    d->n = x->shape[0]; d->c = x->shape[1];
+    d->h = x->shape[2]; d->w = x->shape[3];
+    d->o = y->shape[1]; d->oh = y->shape[2]; d->ow = y->shape[3];
+    d->kh = (int)w->shape[2]; d->kw = (int)w->shape[3];
+    d->sh = at->stride[0]; d->sw = at->stride[1];
+    d->ph = at->pad[0]; d->pw = at->pad[1];
+    d->dh = at->dilation[0]; d->dw = at->dilation[1];
     d->groups = at->groups;
-    d->cg = d->c / d->groups;
-    d->og = d->o / d->groups;
-    d->k = d->cg * d->kh * d->kw;
-    d->p = d->oh * d->ow;
-    d->m = d->og;
+    d->cg = d->c / d->groups; d->og = d->o / d->groups;
+    d->k = d->cg * d->kh * d->kw; d->p = d->oh * d->ow; d->m = d->og;
     d->direct = d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 &&
                 d->ph == 0 && d->pw == 0;
     return MG_OK;
@@ -291,16 +280,11 @@ static inline mg_status mg_pool2d_dims_setup(const mg_kargs *a,
     if (x->ndim != 4 || y->ndim != 4)
         return mg_kernel_fail(a, MG_ERR_SHAPE, "pooling needs 4-D tensors");
     d->planes = x->shape[0] * x->shape[1];
-    d->h = x->shape[2];
-    d->w = x->shape[3];
-    d->oh = y->shape[2];
-    d->ow = y->shape[3];
-    d->kh = at->kernel[0];
-    d->kw = at->kernel[1];
-    d->sh = at->stride[0];
-    d->sw = at->stride[1];
-    d->ph = at->pad[0];
-    d->pw = at->pad[1];
+    d->h = x->shape[2]; d->w = x->shape[3];
+    d->oh = y->shape[2]; d->ow = y->shape[3];
+    d->kh = at->kernel[0]; d->kw = at->kernel[1];
+    d->sh = at->stride[0]; d->sw = at->stride[1];
+    d->ph = at->pad[0]; d->pw = at->pad[1];
     return MG_OK;
 }
 
