@@ -78,18 +78,6 @@ __global__ void k_ce_grad(const T *gy, const T *x, const int32_t *labels,
     }
 }
 
-/* Logits [N, C] and labels [N] in slots lo, lo + 1. */
-static mg_status ce_dims(const mg_kargs *a, int lo, int64_t *rows,
-                         int64_t *cl) {
-    const mg_tdesc *dl = &a->in[lo].d;
-    if (dl->ndim != 2)
-        return mg_kernel_fail(a, MG_ERR_SHAPE,
-                              "logits must be [N, C], got %d dims", dl->ndim);
-    *rows = dl->shape[0];
-    *cl = dl->shape[1];
-    return MG_OK;
-}
-
 static mg_status flag_reset(cu_ctx *c, const mg_kargs *a) {
     return cu_check(a, cudaMemsetAsync(c->flag, 0x7f, sizeof(int), c->stream),
                     "label check reset");
@@ -124,7 +112,7 @@ size_t cu_cross_entropy_workspace(const mg_kargs *a) {
 
 mg_status cu_cross_entropy(cu_ctx *c, const mg_kargs *a) {
     int64_t rows = 0, cl = 0;
-    mg_status s = ce_dims(a, 0, &rows, &cl);
+    mg_status s = mg_ce_dims_setup(a, 0, &rows, &cl);
     if (s == MG_OK) s = flag_reset(c, a);
     if (s != MG_OK) return s;
     const int32_t *labels = (const int32_t *)a->in[1].data;
@@ -147,7 +135,7 @@ mg_status cu_cross_entropy(cu_ctx *c, const mg_kargs *a) {
 
 mg_status cu_cross_entropy_grad(cu_ctx *c, const mg_kargs *a) {
     int64_t rows = 0, cl = 0;
-    mg_status s = ce_dims(a, 1, &rows, &cl);
+    mg_status s = mg_ce_dims_setup(a, 1, &rows, &cl);
     if (s == MG_OK) s = flag_reset(c, a);
     if (s != MG_OK) return s;
     const int32_t *labels = (const int32_t *)a->in[2].data;

@@ -69,20 +69,8 @@ mg_status cu_reshape(cu_ctx *c, const mg_kargs *a) {
 }
 
 mg_status cu_permute(cu_ctx *c, const mg_kargs *a) {
-    const mg_tdesc *dx = &a->in[0].d;
-    int64_t xs[MG_MAX_DIMS], ys[MG_MAX_DIMS];
-    mg_dense_strides(dx, xs);
-    mg_dense_strides(&a->out.d, ys);
     mg_layout ml;
-    mg_layout_init(&ml, &a->out.d);
-    for (int i = 0; i < dx->ndim; i++) {
-        const int p = a->attrs->perm[i];
-        if (p < 0 || p >= dx->ndim)
-            return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
-                                  "perm[%d] = %d is outside [0, %d)", i, p,
-                                  dx->ndim);
-        ml.stride[0][i] = xs[p];
-        ml.stride[1][i] = ys[i];
-    }
-    return cu_move(c, a, a->in[0].data, a->out.data, &ml, 0, 0);
+    mg_status s = mg_layout_permute(a, &ml);
+    return s != MG_OK ? s
+                      : cu_move(c, a, a->in[0].data, a->out.data, &ml, 0, 0);
 }

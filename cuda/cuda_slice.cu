@@ -32,13 +32,10 @@ mg_status cu_pad(cu_ctx *c, const mg_kargs *a) {
 }
 
 mg_status cu_concat(cu_ctx *c, const mg_kargs *a) {
-    const int ax = a->attrs->axis;
-    if (ax < 0 || ax >= a->out.d.ndim)
-        return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
-                              "axis %d is outside [0, %d)", ax, a->out.d.ndim);
-    int64_t at[MG_MAX_DIMS] = {0};
-    at[ax] = a->in[0].d.shape[ax];
-    mg_status s = copy_box(c, a, &a->in[0], NULL, &a->out, NULL, &a->in[0].d);
+    int64_t at[MG_MAX_DIMS];
+    mg_status s = mg_concat_corner(a, at);
+    if (s != MG_OK) return s;
+    s = copy_box(c, a, &a->in[0], NULL, &a->out, NULL, &a->in[0].d);
     if (s != MG_OK) return s;
     return copy_box(c, a, &a->in[1], NULL, &a->out, at, &a->in[1].d);
 }

@@ -36,15 +36,10 @@ __global__ void k_softmax(const T *x, T *y, int64_t rows, int64_t n,
 }
 
 static mg_status softmax(cu_ctx *c, const mg_kargs *a, int log_out) {
-    const mg_tdesc *d = &a->in[0].d;
-    const int axis = a->attrs->axis;
-    if (axis < 0 || axis >= d->ndim)
-        return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
-                              "axis %d is outside [0, %d)", axis, d->ndim);
-    int64_t outer = 1, inner = 1;
-    for (int i = 0; i < axis; i++) outer *= d->shape[i];
-    for (int i = axis + 1; i < d->ndim; i++) inner *= d->shape[i];
-    const int64_t n = d->shape[axis], rows = outer * inner;
+    mg_softmax_dims d = {};
+    mg_status s = mg_softmax_dims_setup(a, &d);
+    if (s != MG_OK) return s;
+    const int64_t n = d.n, inner = d.inner, rows = d.outer * d.inner;
     const unsigned t = cu_row_threads(n);
     CU_BY_FLOAT(a, a->out.d.dtype,
                 (k_softmax<T><<<cu_grid_rows(rows), t, t * sizeof(T),

@@ -40,20 +40,9 @@ mg_status mg_cpu_reshape(const mg_kargs *ka) {
 }
 
 mg_status mg_cpu_permute(const mg_kargs *ka) {
-    const mg_tdesc *dx = &ka->in[0].d;
-    int64_t xstride[MG_MAX_DIMS];
-    mg_dense_strides(dx, xstride);
     mg_layout l;
-    mg_layout_init(&l, &ka->out.d);
-    for (int i = 0; i < dx->ndim; i++) {
-        const int p = ka->attrs->perm[i];
-        if (p < 0 || p >= dx->ndim)
-            return mg_kernel_fail(ka, MG_ERR_INVALID_ARG,
-                                  "perm[%d] = %d is outside [0, %d)", i, p,
-                                  dx->ndim);
-        l.stride[0][i] = xstride[p];
-    }
-    return mg_cpu_gather(ka, &l);
+    mg_status s = mg_layout_permute(ka, &l);
+    return s != MG_OK ? s : mg_cpu_gather(ka, &l);
 }
 
 /* ---- fill ---------------------------------------------------------------- */

@@ -49,12 +49,9 @@ mg_status mg_cpu_pad(const mg_kargs *ka) {
 }
 
 mg_status mg_cpu_concat(const mg_kargs *ka) {
-    const int ax = ka->attrs->axis;
-    if (ax < 0 || ax >= ka->out.d.ndim)
-        return mg_kernel_fail(ka, MG_ERR_INVALID_ARG,
-                              "axis %d is outside [0, %d)", ax, ka->out.d.ndim);
-    int64_t at[MG_MAX_DIMS] = {0};
-    at[ax] = ka->in[0].d.shape[ax];
+    int64_t at[MG_MAX_DIMS];
+    mg_status s = mg_concat_corner(ka, at);
+    if (s != MG_OK) return s;
     copy_box(&ka->in[0], NULL, &ka->out, NULL, &ka->in[0].d);
     copy_box(&ka->in[1], NULL, &ka->out, at, &ka->in[1].d);
     return MG_OK;

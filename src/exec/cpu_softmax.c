@@ -61,17 +61,11 @@
 MG_CPU_FLOAT_TYPES(ROW_DEF)
 
 static mg_status softmax(const mg_kargs *ka, int log_out) {
-    const mg_tdesc *d = &ka->in[0].d;
-    const int axis = ka->attrs->axis;
-    if (axis < 0 || axis >= d->ndim)
-        return mg_kernel_fail(ka, MG_ERR_INVALID_ARG,
-                              "axis %d is outside [0, %d)", axis, d->ndim);
-    int64_t outer = 1, inner = 1;
-    for (int i = 0; i < axis; i++) outer *= d->shape[i];
-    for (int i = axis + 1; i < d->ndim; i++) inner *= d->shape[i];
+    mg_softmax_dims d = {0};
+    mg_status s = mg_softmax_dims_setup(ka, &d);
+    if (s != MG_OK) return s;
     return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, softmax, ka->in[0].data,
-                           ka->out.data, outer, d->shape[axis], inner,
-                           log_out);
+                           ka->out.data, d.outer, d.n, d.inner, log_out);
 }
 
 mg_status mg_cpu_softmax(const mg_kargs *ka) { return softmax(ka, 0); }

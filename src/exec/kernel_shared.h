@@ -3,8 +3,10 @@
  * once for the CPU kernels (cpu_*.c) and the CUDA kernels (the .cu files
  * in cuda/):
  *   - the failure helper every kernel reports through;
- *   - strided layouts (broadcasting, permutes, boxes);
- *   - conv2d, pooling and normalisation geometry, with their setup;
+ *   - strided layouts (broadcasting, permute, the boxes of slice, pad and
+ *     concat);
+ *   - the geometry of softmax, cross-entropy, conv2d, pooling and
+ *     normalisation, with its setup and its failure messages;
  *   - the elementwise formulas and their derivatives, as two X-macro lists
  *     that each backend expands into its kernels and kernel table.
  * Adding a unary or binary elementwise op to the backends is one line of
@@ -198,6 +200,75 @@ MG_KFN void mg_layout_box(mg_layout *l, int64_t base[2], const mg_tdesc *src,
         base[0] += (src_at ? src_at[i] : 0) * ss[i];
         base[1] += (dst_at ? dst_at[i] : 0) * ds[i];
     }
+}
+
+/* The layout of permute (y = x with axes permuted, y.shape[i] =
+ * x.shape[perm[i]]): the domain is y; slot 0 walks x with permuted strides,
+ * slot 1 walks y densely. Fails on a perm entry outside x's axes. */
+static inline mg_status mg_layout_permute(const mg_kargs *a, mg_layout *l) {
+    const mg_tdesc *dx = &a->in[0].d;
+    int64_t xs[MG_MAX_DIMS], ys[MG_MAX_DIMS];
+    mg_dense_strides(dx, xs);
+    mg_dense_strides(&a->out.d, ys);
+    mg_layout_init(l, &a->out.d);
+    for (int i = 0; i < dx->ndim; i++) {
+        const int p = a->attrs->perm[i];
+        if (p < 0 || p >= dx->ndim)
+            return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
+                                  "perm[%d] = %d is outside [0, %d)", i, p,
+                                  dx->ndim);
+        l->stride[0][i] = xs[p];
+        l->stride[1][i] = ys[i];
+    }
+    return MG_OK;
+}
+
+/* concat (x0, x1) along a->attrs->axis: x0 goes to y's origin, x1 to the
+ * corner `at` this writes. Fails on an axis outside y's. */
+static inline mg_status mg_concat_corner(const mg_kargs *a, int64_t *at) {
+    const int ax = a->attrs->axis;
+    if (ax < 0 || ax >= a->out.d.ndim)
+        return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
+                              "axis %d is outside [0, %d)", ax,
+                              a->out.d.ndim);
+    for (int i = 0; i < MG_MAX_DIMS; i++) at[i] = 0;
+    at[ax] = a->in[0].d.shape[ax];
+    return MG_OK;
+}
+
+/* ---- softmax and loss geometry ------------------------------------------- */
+
+/* softmax and log_softmax of x along a->attrs->axis: x viewed as [outer,
+ * n, inner], normalised over n for each (outer, inner) row. */
+typedef struct mg_softmax_dims {
+    int64_t outer, n, inner;
+} mg_softmax_dims;
+
+static inline mg_status mg_softmax_dims_setup(const mg_kargs *a,
+                                              mg_softmax_dims *d) {
+    const mg_tdesc *x = &a->in[0].d;
+    const int axis = a->attrs->axis;
+    if (axis < 0 || axis >= x->ndim)
+        return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
+                              "axis %d is outside [0, %d)", axis, x->ndim);
+    d->outer = d->inner = 1;
+    for (int i = 0; i < axis; i++) d->outer *= x->shape[i];
+    for (int i = axis + 1; i < x->ndim; i++) d->inner *= x->shape[i];
+    d->n = x->shape[axis];
+    return MG_OK;
+}
+
+/* The cross-entropy ops read logits [N, C] and labels [N] from input slots
+ * lo and lo + 1: rows N and classes C. */
+static inline mg_status mg_ce_dims_setup(const mg_kargs *a, int lo,
+                                         int64_t *rows, int64_t *classes) {
+    const mg_tdesc *dl = &a->in[lo].d;
+    if (dl->ndim != 2)
+        return mg_kernel_fail(a, MG_ERR_SHAPE,
+                              "logits must be [N, C], got %d dims", dl->ndim);
+    *rows = dl->shape[0];
+    *classes = dl->shape[1];
+    return MG_OK;
 }
 
 /* ---- conv2d geometry ----------------------------------------------------- */
