@@ -18,5 +18,8 @@ mg_status mg_backend_cuda_init(mg_backend *out);
 /* 1 if the CUDA kernel table has a kernel for op (leaves need none and
  * count as covered); works without a device. */
 int mg_cuda_has_kernel(mg_op op);
+/* Bytes of workspace the CUDA kernel for a->op needs (the backend's
+ * workspace query); works without a device. */
+size_t mg_cuda_workspace(const mg_kargs *a);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * cuda_embedding.cu - embedding, its gradient, and causal_mask.
+ * cuda_embedding.cu - embedding and its gradient.
  *
  * The indices are copied to the host once per op: they are checked there
  * with the CPU's own check (same message), and the gradient's scatter-add
@@ -17,7 +17,8 @@ static mg_status host_indices(cu_ctx *c, const mg_kargs *a, int64_t bound,
                               int32_t **out) {
     const int64_t n = mg_tdesc_numel(&a->in[1].d);
     int32_t *h = (int32_t *)malloc((size_t)(n ? n : 1) * sizeof *h);
-    if (!h) return cu_fail(a, MG_ERR_NOMEM, "out of host memory for indices");
+    if (!h) return mg_kernel_fail(a, MG_ERR_NOMEM,
+                                  "out of host memory for indices");
     mg_status s = cu_check(a, cudaMemcpyAsync(h, a->in[1].data,
                                               (size_t)n * sizeof *h,
                                               cudaMemcpyDeviceToHost,
@@ -26,7 +27,7 @@ static mg_status host_indices(cu_ctx *c, const mg_kargs *a, int64_t bound,
     if (s == MG_OK)
         s = cu_check(a, cudaStreamSynchronize(c->stream), "index copy");
     if (s == MG_OK)
-        s = mg_cpu_check_indices(a, h, n, bound, "index", "position");
+        s = mg_kernel_check_indices(a, h, n, bound, "index", "position");
     if (s != MG_OK) {
         free(h);
         return s;
@@ -63,8 +64,9 @@ mg_status cu_embedding(cu_ctx *c, const mg_kargs *a) {
                                              dim);
         return MG_OK;
     default:
-        return cu_fail(a, MG_ERR_DTYPE, "the CUDA kernel has no %s version",
-                       mg_dtype_name(td->dtype));
+        return mg_kernel_fail(a, MG_ERR_DTYPE,
+                              "the CUDA kernel has no %s version",
+                              mg_dtype_name(td->dtype));
     }
 }
 
@@ -82,6 +84,14 @@ __global__ void k_embedding_grad(const T *gy, const int64_t *start,
     }
 }
 
+/* The CSR of the indices below: rows + 1 starts, then n positions. */
+size_t cu_embedding_grad_workspace(const mg_kargs *a) {
+    const mg_tdesc *td = &a->out.d;
+    if (td->ndim < 1) return 0;
+    return (size_t)(td->shape[0] + 1 + mg_tdesc_numel(&a->in[1].d)) *
+           sizeof(int64_t);
+}
+
 mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
     const mg_tdesc *td = &a->out.d;
     const int64_t n = mg_tdesc_numel(&a->in[1].d);
@@ -94,7 +104,8 @@ mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
     int64_t *csr = (int64_t *)calloc(words, sizeof *csr);
     if (!csr) {
         free(h);
-        return cu_fail(a, MG_ERR_NOMEM, "out of host memory for indices");
+        return mg_kernel_fail(a, MG_ERR_NOMEM,
+                              "out of host memory for indices");
     }
     int64_t *start = csr, *order = csr + rows + 1;
     for (int64_t p = 0; p < n; p++) start[h[p] + 1]++;
@@ -103,17 +114,20 @@ mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
     if (!fill) {
         free(h);
         free(csr);
-        return cu_fail(a, MG_ERR_NOMEM, "out of host memory for indices");
+        return mg_kernel_fail(a, MG_ERR_NOMEM,
+                              "out of host memory for indices");
     }
     memcpy(fill, start, (size_t)rows * sizeof *fill);
     for (int64_t p = 0; p < n; p++) order[fill[h[p]]++] = p;
     free(fill);
     free(h);
-    int64_t *d = (int64_t *)cu_scratch(c, a, words * sizeof *csr);
-    if (!d) {
+    void *w = NULL;
+    s = cu_work(a, words * sizeof *csr, &w);
+    if (s != MG_OK) {
         free(csr);
-        return MG_ERR_NOMEM;
+        return s;
     }
+    int64_t *d = (int64_t *)w;
     s = cu_check(a, cudaMemcpyAsync(d, csr, words * sizeof *csr,
                                     cudaMemcpyHostToDevice, c->stream),
                  "index upload");
@@ -127,28 +141,5 @@ mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
                                                    d, d + rows + 1,
                                                    (T *)a->out.data, rows,
                                                    dim));
-    return MG_OK;
-}
-
-/* Over the last two axes [rows, cols]: j > i takes value, the rest x. */
-template <typename T>
-__global__ void k_causal_mask(const T *x, T *y, int64_t n, int64_t rows,
-                              int64_t cols, T v) {
-    CU_FOR(e, n) {
-        const int64_t j = e % cols, i = (e / cols) % rows;
-        y[e] = j > i ? v : x[e];
-    }
-}
-
-mg_status cu_causal_mask(cu_ctx *c, const mg_kargs *a) {
-    const mg_tdesc *d = &a->out.d;
-    if (d->ndim < 2)
-        return cu_fail(a, MG_ERR_SHAPE, "causal_mask needs 2 or more dims");
-    const int64_t rows = d->shape[d->ndim - 2], cols = d->shape[d->ndim - 1];
-    const int64_t n = mg_tdesc_numel(d);
-    CU_BY_FLOAT(a, d->dtype,
-                k_causal_mask<T><<<cu_blocks(n), CU_THREADS, 0, c->stream>>>(
-                    (const T *)a->in[0].data, (T *)a->out.data, n, rows, cols,
-                    (T)a->attrs->alpha));
     return MG_OK;
 }

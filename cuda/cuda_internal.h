@@ -1,10 +1,12 @@
 /*
- * cuda_internal.h - private to the CUDA backend (the .cu files in cuda/): the backend
- * context, the kernel signature, failure helpers and launch helpers that
- * the kernel files share. Included only by .cu files (C++).
+ * cuda_internal.h - private to the CUDA backend (the .cu files in cuda/): the
+ * backend context, the kernel signature, CUDA error checks and launch helpers
+ * that the kernel files share. Included only by .cu files (C++). What they
+ * share with the CPU kernels (failures, layouts, geometry, the elementwise
+ * formulas) is in src/exec/kernel_shared.h.
  *
- * Every kernel is deterministic (no floating-point atomics; gathers instead
- * of scatters), so a recomputed op gives the same bits as the original, and
+ * Every kernel is deterministic (no floating-point atomics; gathers instead of
+ * scatters), so a recomputed op gives the same bits as the original, and
  * checkpointed gradients equal plain ones on the GPU as on the CPU.
  */
 #ifndef MG_CUDA_INTERNAL_H
@@ -13,9 +15,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "exec/kernel_shared.h" /* shared with the CPU kernels */
 extern "C" {
-#include "exec/backend.h"
-#include "exec/cpu_kernels.h" /* mg_cpu_layout: shared host-side helpers */
 #include "backend_cuda.h"
 }
 
@@ -23,25 +24,20 @@ typedef struct cu_ctx {
     int device;
     cudaStream_t stream;
     cublasHandle_t blas;
-    /* Grow-only scratch outside the pool (im2col columns, per-row partial
-     * results, norm statistics), as the CPU's im2col buffer is outside it. */
-    void *scratch;
-    size_t scratch_cap;
     int *flag;        /* device int: first bad row of a label check, or -1 */
     int sync_each_op; /* MG_CUDA_SYNC=1: synchronise after every op */
 } cu_ctx;
 
 typedef mg_status (*cu_kernel_fn)(cu_ctx *c, const mg_kargs *a);
 
-/* A reason in a->why (the executor adds op and tensor names) and s. */
-mg_status cu_fail(const mg_kargs *a, mg_status s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 /* Checks a CUDA runtime result / the last launch / a cuBLAS result. */
 mg_status cu_check(const mg_kargs *a, cudaError_t e, const char *what);
 mg_status cu_check_launch(const mg_kargs *a, const char *what);
 mg_status cu_check_blas(const mg_kargs *a, cublasStatus_t e, const char *what);
-/* At least nbytes of scratch; NULL with a->why set on failure. */
-void *cu_scratch(cu_ctx *c, const mg_kargs *a, size_t nbytes);
+/* The workspace the executor lent from the pool for this op, in *out;
+ * MG_ERR_INTERNAL with a->why set if it is smaller than nbytes (the op
+ * table's workspace rule must cover the kernel's workspace query). */
+mg_status cu_work(const mg_kargs *a, size_t nbytes, void **out);
 
 #define CU_THREADS 256
 /* Blocks for a grid-stride loop over n elements. */
@@ -55,6 +51,13 @@ static inline unsigned cu_grid_rows(int64_t rows) {
     return (unsigned)(rows < 1 ? 1 : rows > 65535 * 8 ? 65535 * 8 : rows);
 }
 
+/* Threads for a block that reduces rows of n elements: a power of two. */
+static inline unsigned cu_row_threads(int64_t n) {
+    unsigned t = 32;
+    while (t < 256 && (int64_t)t < n) t *= 2;
+    return t;
+}
+
 #define CU_FOR(i, n)                                                          \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
          i += (int64_t)blockDim.x * gridDim.x)
@@ -64,14 +67,14 @@ static inline unsigned cu_grid_rows(int64_t rows) {
     do {                                                                      \
         if ((dtype) == MG_F32) {                                              \
             typedef float T;                                                  \
-            __VA_ARGS__;                                                             \
+            __VA_ARGS__;                                                      \
         } else if ((dtype) == MG_F64) {                                       \
             typedef double T;                                                 \
-            __VA_ARGS__;                                                             \
+            __VA_ARGS__;                                                      \
         } else {                                                              \
-            return cu_fail((a), MG_ERR_DTYPE,                                 \
-                           "the CUDA kernel has no %s version",               \
-                           mg_dtype_name(dtype));                             \
+            return mg_kernel_fail((a), MG_ERR_DTYPE,                          \
+                                  "the CUDA kernel has no %s version",        \
+                                  mg_dtype_name(dtype));                      \
         }                                                                     \
     } while (0)
 
@@ -103,41 +106,70 @@ template <typename T> __device__ T cu_block_max(T v, T *sh) {
 
 /* Shared memory for cu_block_* of T (one extern array per kernel file). */
 #define CU_SHARED(T, name)                                                    \
-    extern __shared__ __align__(16) unsigned char name##_raw[];                             \
+    extern __shared__ __align__(16) unsigned char name##_raw[];               \
     T *name = reinterpret_cast<T *>(name##_raw)
 
-/* Kernels, by file. */
-/* cuda_elementwise.cu */
-mg_status cu_fill(cu_ctx *, const mg_kargs *);
+/* Shared by the kernel files: */
+/* Row-major Y[i] = op(A[i]) op(B[i]) + beta Y[i] for i < batch through
+ * cuBLAS (cuda_matmul.cu, for float and double): op(A) is [M, K], op(B) is
+ * [K, N]; lda/ldb/ldy are stored row lengths and sa/sb/sy element
+ * distances between batch entries (0: shared). */
+template <typename T>
+mg_status cu_gemm(cu_ctx *c, const mg_kargs *a, int ta, int tb, int64_t M,
+                  int64_t N, int64_t K, const T *A, int64_t lda, int64_t sa,
+                  const T *B, int64_t ldb, int64_t sb, T beta, T *Y,
+                  int64_t ldy, int64_t sy, int64_t batch);
+/* dst[base1 + off1(i)] = src[base0 + off0(i)] over the (coalesced)
+ * domain of l, by element size (cuda_shape.cu). */
+mg_status cu_move(cu_ctx *c, const mg_kargs *a, const void *src, void *dst,
+                  mg_layout *l, int64_t base0, int64_t base1);
+
+/* Kernels, by file; each file is named after its op family in src/graph
+ * (ops_<family>.c) and src/exec (cpu_<family>.c). */
+/* cuda_elementwise.cu: every op of MG_UNARY_OPS / MG_BINARY_OPS */
 mg_status cu_unary(cu_ctx *, const mg_kargs *);  /* reads a->op */
 mg_status cu_binary(cu_ctx *, const mg_kargs *); /* reads a->op */
-mg_status cu_broadcast_to(cu_ctx *, const mg_kargs *);
+/* cuda_shape.cu */
+mg_status cu_fill(cu_ctx *, const mg_kargs *);
 mg_status cu_reshape(cu_ctx *, const mg_kargs *);
 mg_status cu_permute(cu_ctx *, const mg_kargs *);
-mg_status cu_dropout(cu_ctx *, const mg_kargs *);
-mg_status cu_concat(cu_ctx *, const mg_kargs *);
-mg_status cu_slice(cu_ctx *, const mg_kargs *);
-mg_status cu_pad(cu_ctx *, const mg_kargs *);
 /* cuda_reduce.cu */
 mg_status cu_sum(cu_ctx *, const mg_kargs *);
 mg_status cu_mean(cu_ctx *, const mg_kargs *);
+mg_status cu_broadcast_to(cu_ctx *, const mg_kargs *);
+/* cuda_slice.cu */
+mg_status cu_concat(cu_ctx *, const mg_kargs *);
+mg_status cu_slice(cu_ctx *, const mg_kargs *);
+mg_status cu_pad(cu_ctx *, const mg_kargs *);
+/* cuda_random.cu */
+mg_status cu_dropout(cu_ctx *, const mg_kargs *);
+/* cuda_softmax.cu */
 mg_status cu_softmax(cu_ctx *, const mg_kargs *);
 mg_status cu_log_softmax(cu_ctx *, const mg_kargs *);
+/* cuda_loss.cu */
 mg_status cu_cross_entropy(cu_ctx *, const mg_kargs *);
 mg_status cu_cross_entropy_grad(cu_ctx *, const mg_kargs *);
 mg_status cu_mse(cu_ctx *, const mg_kargs *);
+size_t cu_cross_entropy_workspace(const mg_kargs *);
+/* cuda_norm.cu: batchnorm and layernorm share kernels that read a->op */
 mg_status cu_norm(cu_ctx *, const mg_kargs *);
 mg_status cu_norm_grad_input(cu_ctx *, const mg_kargs *);
 mg_status cu_norm_grad_gamma(cu_ctx *, const mg_kargs *);
+size_t cu_norm_grad_gamma_workspace(const mg_kargs *);
 /* cuda_embedding.cu */
 mg_status cu_embedding(cu_ctx *, const mg_kargs *);
 mg_status cu_embedding_grad(cu_ctx *, const mg_kargs *);
+size_t cu_embedding_grad_workspace(const mg_kargs *);
+/* cuda_attention.cu */
 mg_status cu_causal_mask(cu_ctx *, const mg_kargs *);
 /* cuda_matmul.cu */
 mg_status cu_matmul(cu_ctx *, const mg_kargs *);
+/* cuda_conv.cu */
 mg_status cu_conv2d(cu_ctx *, const mg_kargs *);
 mg_status cu_conv2d_grad_input(cu_ctx *, const mg_kargs *);
 mg_status cu_conv2d_grad_weight(cu_ctx *, const mg_kargs *);
+size_t cu_conv2d_workspace(const mg_kargs *); /* all three conv ops */
+/* cuda_pool.cu */
 mg_status cu_max_pool2d(cu_ctx *, const mg_kargs *);
 mg_status cu_avg_pool2d(cu_ctx *, const mg_kargs *);
 mg_status cu_max_pool2d_grad(cu_ctx *, const mg_kargs *);

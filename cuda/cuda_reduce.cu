@@ -1,20 +1,12 @@
 /*
- * cuda_reduce.cu - sum and mean over axes, softmax and log_softmax, the
- * losses and cross-entropy's gradient, batchnorm and layernorm. Every
- * reduction is a fixed-order tree within one block (or a sequential loop in
- * one thread), never atomics, so results are deterministic run to run.
+ * cuda_reduce.cu - sum and mean over axes, and broadcast_to, their adjoint.
+ * Every reduction is a fixed-order tree within one block (or a sequential
+ * loop in one thread), never atomics, so results are deterministic run to
+ * run.
  */
 #include "cuda_internal.h"
 
-#include <limits.h>
 #include <string.h>
-
-/* Threads for a block that reduces rows of n elements: a power of two. */
-static unsigned row_threads(int64_t n) {
-    unsigned t = 32;
-    while (t < 256 && (int64_t)t < n) t *= 2;
-    return t;
-}
 
 /* ---- sum, mean -------------------------------------------------------------- */
 
@@ -71,8 +63,9 @@ static mg_status reduce(cu_ctx *c, const mg_kargs *a, int mean) {
     for (int i = 0; i < dx->ndim; i++) reduced[i] = at->naxes == 0 && nx != ny;
     for (int j = 0; j < at->naxes; j++) {
         if (at->axes[j] < 0 || at->axes[j] >= dx->ndim)
-            return cu_fail(a, MG_ERR_INVALID_ARG, "axis %d is outside [0, %d)",
-                           at->axes[j], dx->ndim);
+            return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
+                                  "axis %d is outside [0, %d)", at->axes[j],
+                                  dx->ndim);
         reduced[at->axes[j]] = 1;
     }
     red_dims d;
@@ -95,9 +88,9 @@ static mg_status reduce(cu_ctx *c, const mg_kargs *a, int mean) {
         }
     }
     if (kept != ny)
-        return cu_fail(a, MG_ERR_SHAPE,
-                       "reduced input has %lld elements, output %lld",
-                       (long long)kept, (long long)ny);
+        return mg_kernel_fail(a, MG_ERR_SHAPE,
+                              "reduced input has %lld elements, output %lld",
+                              (long long)kept, (long long)ny);
     const int64_t nr = ny ? nx / ny : 0, mean_of = mean ? nr : 0;
     CU_BY_FLOAT(a, a->out.d.dtype, {
         if (nr < 64) {
@@ -105,7 +98,7 @@ static mg_status reduce(cu_ctx *c, const mg_kargs *a, int mean) {
                 (const T *)a->in[0].data, (T *)a->out.data, ny, nr, d,
                 mean_of);
         } else {
-            const unsigned t = row_threads(nr);
+            const unsigned t = cu_row_threads(nr);
             k_reduce_block<T><<<cu_grid_rows(ny), t, t * sizeof(T),
                                 c->stream>>>((const T *)a->in[0].data,
                                              (T *)a->out.data, ny, nr, d,
@@ -118,399 +111,14 @@ static mg_status reduce(cu_ctx *c, const mg_kargs *a, int mean) {
 mg_status cu_sum(cu_ctx *c, const mg_kargs *a) { return reduce(c, a, 0); }
 mg_status cu_mean(cu_ctx *c, const mg_kargs *a) { return reduce(c, a, 1); }
 
-/* ---- softmax rows ----------------------------------------------------------- */
+/* ---- broadcast_to ------------------------------------------------------- */
 
-/* Row r of [outer, n, inner]: n elements `inner` apart. One block per row:
- * max, then the sum of exp(x - m), then the outputs, as the CPU does. */
-template <typename T>
-__global__ void k_softmax(const T *x, T *y, int64_t rows, int64_t n,
-                          int64_t inner, int log_out) {
-    CU_SHARED(T, sh);
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const int64_t base = (r / inner) * n * inner + r % inner;
-        const T *px = x + base;
-        T *py = y + base;
-        T m = px[0];
-        for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-            if (px[i * inner] > m) m = px[i * inner];
-        m = cu_block_max(m, sh);
-        T s = 0;
-        for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-            s += exp(px[i * inner] - m);
-        s = cu_block_sum(s, sh);
-        if (log_out) {
-            const T ls = log(s);
-            for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-                py[i * inner] = (px[i * inner] - m) - ls;
-        } else {
-            for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-                py[i * inner] = exp(px[i * inner] - m) / s;
-        }
-    }
-}
-
-static mg_status softmax(cu_ctx *c, const mg_kargs *a, int log_out) {
-    const mg_tdesc *d = &a->in[0].d;
-    const int axis = a->attrs->axis;
-    if (axis < 0 || axis >= d->ndim)
-        return cu_fail(a, MG_ERR_INVALID_ARG, "axis %d is outside [0, %d)",
-                       axis, d->ndim);
-    int64_t outer = 1, inner = 1;
-    for (int i = 0; i < axis; i++) outer *= d->shape[i];
-    for (int i = axis + 1; i < d->ndim; i++) inner *= d->shape[i];
-    const int64_t n = d->shape[axis], rows = outer * inner;
-    const unsigned t = row_threads(n);
-    CU_BY_FLOAT(a, a->out.d.dtype,
-                (k_softmax<T><<<cu_grid_rows(rows), t, t * sizeof(T),
-                                c->stream>>>((const T *)a->in[0].data,
-                                             (T *)a->out.data, rows, n, inner,
-                                             log_out)));
-    return MG_OK;
-}
-
-mg_status cu_softmax(cu_ctx *c, const mg_kargs *a) { return softmax(c, a, 0); }
-mg_status cu_log_softmax(cu_ctx *c, const mg_kargs *a) {
-    return softmax(c, a, 1);
-}
-
-/* ---- losses ----------------------------------------------------------------- */
-
-/* Per row: logsumexp(row) - row[label] as (m - v) + log s; a bad label
- * records its row in *flag (the smallest such row) and contributes 0. */
-template <typename T>
-__global__ void k_ce_rows(const T *x, const int32_t *labels, T *part,
-                          int64_t rows, int64_t cl, int *flag) {
-    CU_SHARED(T, sh);
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const T *px = x + r * cl;
-        const int32_t lab = labels[r];
-        const bool bad = lab < 0 || lab >= cl;
-        if (bad && threadIdx.x == 0) atomicMin(flag, (int)(r < INT_MAX ? r : INT_MAX - 1));
-        T m = px[0];
-        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
-            if (px[i] > m) m = px[i];
-        m = cu_block_max(m, sh);
-        T s = 0;
-        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
-            s += exp(px[i] - m);
-        s = cu_block_sum(s, sh);
-        if (threadIdx.x == 0) part[r] = bad ? (T)0 : (m - px[lab]) + log(s);
-    }
-}
-
-/* y[0] = (sum of v[i] or of (v[i] - w[i])^2) / n in one block. */
-template <typename T>
-__global__ void k_mean_of(const T *v, const T *w, T *y, int64_t n) {
-    CU_SHARED(T, sh);
-    T s = 0;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        if (w) {
-            const T e = v[i] - w[i];
-            s += e * e;
-        } else {
-            s += v[i];
-        }
-    }
-    s = cu_block_sum(s, sh);
-    if (threadIdx.x == 0) y[0] = s / (T)n;
-}
-
-/* grad row = (softmax(row) - onehot(label)) * gy / rows */
-template <typename T>
-__global__ void k_ce_grad(const T *gy, const T *x, const int32_t *labels,
-                          T *g, int64_t rows, int64_t cl, int *flag) {
-    CU_SHARED(T, sh);
-    const T scale = gy[0] / (T)rows;
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const T *px = x + r * cl;
-        T *pg = g + r * cl;
-        const int32_t lab = labels[r];
-        if ((lab < 0 || lab >= cl) && threadIdx.x == 0)
-            atomicMin(flag, (int)(r < INT_MAX ? r : INT_MAX - 1));
-        T m = px[0];
-        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
-            if (px[i] > m) m = px[i];
-        m = cu_block_max(m, sh);
-        T s = 0;
-        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
-            s += exp(px[i] - m);
-        s = cu_block_sum(s, sh);
-        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x) {
-            T v = exp(px[i] - m) / s;
-            if (i == lab) v -= 1;
-            pg[i] = v * scale;
-        }
-    }
-}
-
-/* Logits [N, C] and labels [N] in slots lo, lo + 1. */
-static mg_status ce_dims(const mg_kargs *a, int lo, int64_t *rows,
-                         int64_t *cl) {
-    const mg_tdesc *dl = &a->in[lo].d;
-    if (dl->ndim != 2)
-        return cu_fail(a, MG_ERR_SHAPE, "logits must be [N, C], got %d dims",
-                       dl->ndim);
-    *rows = dl->shape[0];
-    *cl = dl->shape[1];
-    return MG_OK;
-}
-
-static mg_status flag_reset(cu_ctx *c, const mg_kargs *a) {
-    return cu_check(a, cudaMemsetAsync(c->flag, 0x7f, sizeof(int), c->stream),
-                    "label check reset");
-}
-
-/* Waits for the kernel and reports the first bad label, as the CPU does. */
-static mg_status flag_check(cu_ctx *c, const mg_kargs *a,
-                            const int32_t *labels, int64_t cl) {
-    int row = 0;
-    mg_status s = cu_check(a, cudaMemcpyAsync(&row, c->flag, sizeof row,
-                                              cudaMemcpyDeviceToHost,
-                                              c->stream),
-                           "label check");
-    if (s == MG_OK)
-        s = cu_check(a, cudaStreamSynchronize(c->stream), "label check");
-    if (s != MG_OK || row == 0x7f7f7f7f) return s;
-    int32_t lab = 0;
-    s = cu_check(a, cudaMemcpy(&lab, labels + row, sizeof lab,
-                               cudaMemcpyDeviceToHost),
-                 "label check");
-    if (s != MG_OK) return s;
-    return cu_fail(a, MG_ERR_INVALID_ARG,
-                   "label %d at row %d is outside [0, %lld)", (int)lab, row,
-                   (long long)cl);
-}
-
-mg_status cu_cross_entropy(cu_ctx *c, const mg_kargs *a) {
-    int64_t rows = 0, cl = 0;
-    mg_status s = ce_dims(a, 0, &rows, &cl);
-    if (s == MG_OK) s = flag_reset(c, a);
-    if (s != MG_OK) return s;
-    const int32_t *labels = (const int32_t *)a->in[1].data;
-    const unsigned t = row_threads(cl);
-    CU_BY_FLOAT(a, a->out.d.dtype, {
-        T *part = (T *)cu_scratch(c, a, (size_t)rows * sizeof(T));
-        if (!part) return MG_ERR_NOMEM;
-        k_ce_rows<T><<<cu_grid_rows(rows), t, t * sizeof(T), c->stream>>>(
-            (const T *)a->in[0].data, labels, part, rows, cl, c->flag);
-        s = cu_check_launch(a, "cross_entropy rows");
-        if (s != MG_OK) return s;
-        k_mean_of<T><<<1, 1024, 1024 * sizeof(T), c->stream>>>(
-            part, (const T *)NULL, (T *)a->out.data, rows);
-    });
-    s = cu_check_launch(a, "cross_entropy mean");
-    return s != MG_OK ? s : flag_check(c, a, labels, cl);
-}
-
-mg_status cu_cross_entropy_grad(cu_ctx *c, const mg_kargs *a) {
-    int64_t rows = 0, cl = 0;
-    mg_status s = ce_dims(a, 1, &rows, &cl);
-    if (s == MG_OK) s = flag_reset(c, a);
-    if (s != MG_OK) return s;
-    const int32_t *labels = (const int32_t *)a->in[2].data;
-    const unsigned t = row_threads(cl);
-    CU_BY_FLOAT(a, a->out.d.dtype,
-                (k_ce_grad<T><<<cu_grid_rows(rows), t, t * sizeof(T),
-                                c->stream>>>(
-                    (const T *)a->in[0].data, (const T *)a->in[1].data,
-                    labels, (T *)a->out.data, rows, cl, c->flag)));
-    s = cu_check_launch(a, "cross_entropy_grad");
-    return s != MG_OK ? s : flag_check(c, a, labels, cl);
-}
-
-mg_status cu_mse(cu_ctx *c, const mg_kargs *a) {
-    const int64_t n = mg_tdesc_numel(&a->in[0].d);
-    CU_BY_FLOAT(a, a->out.d.dtype,
-                (k_mean_of<T><<<1, 1024, 1024 * sizeof(T), c->stream>>>(
-                    (const T *)a->in[0].data, (const T *)a->in[1].data,
-                    (T *)a->out.data, n)));
-    return MG_OK;
-}
-
-/* ---- batchnorm, layernorm ------------------------------------------------- */
-
-/* x viewed as [A, B, C], normalised per b over A * C (see cpu_norm.c). */
-struct norm_dims {
-    int64_t a, b, c;
-    int gamma_by_c;
-    double eps;
-};
-
-__device__ __forceinline__ int64_t norm_at(const norm_dims &d, int64_t b,
-                                           int64_t e) {
-    return ((e / d.c) * d.b + b) * d.c + e % d.c;
-}
-
-/* Two-pass mean and rstd of group b; every thread of the block gets them. */
-template <typename T>
-__device__ void norm_stats(const T *x, const norm_dims &d, int64_t b, T *sh,
-                           T *mean, T *rstd) {
-    const int64_t cnt = d.a * d.c;
-    T s = 0;
-    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x)
-        s += x[norm_at(d, b, e)];
-    const T m = cu_block_sum(s, sh) / (T)cnt;
-    T v = 0;
-    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
-        const T u = x[norm_at(d, b, e)] - m;
-        v += u * u;
-    }
-    v = cu_block_sum(v, sh);
-    *mean = m;
-    *rstd = (T)1 / sqrt(v / (T)cnt + (T)d.eps);
-}
-
-template <typename T>
-__global__ void k_norm_fwd(const T *x, const T *gamma, const T *beta, T *y,
-                           norm_dims d) {
-    CU_SHARED(T, sh);
-    const int64_t cnt = d.a * d.c;
-    for (int64_t b = blockIdx.x; b < d.b; b += gridDim.x) {
-        T m, rs;
-        norm_stats(x, d, b, sh, &m, &rs);
-        for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
-            const int64_t o = norm_at(d, b, e), k = d.gamma_by_c ? e % d.c : b;
-            y[o] = (x[o] - m) * rs * gamma[k] + beta[k];
-        }
-    }
-}
-
-template <typename T>
-__global__ void k_norm_grad_input(const T *gy, const T *x, const T *gamma,
-                                  T *dx, norm_dims d) {
-    CU_SHARED(T, sh);
-    const int64_t cnt = d.a * d.c;
-    for (int64_t b = blockIdx.x; b < d.b; b += gridDim.x) {
-        T m, rs, s1 = 0, s2 = 0;
-        norm_stats(x, d, b, sh, &m, &rs);
-        for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
-            const int64_t o = norm_at(d, b, e), k = d.gamma_by_c ? e % d.c : b;
-            const T h = gy[o] * gamma[k];
-            s1 += h;
-            s2 += h * (x[o] - m) * rs;
-        }
-        const T mh = cu_block_sum(s1, sh) / (T)cnt;
-        const T mhx = cu_block_sum(s2, sh) / (T)cnt;
-        for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
-            const int64_t o = norm_at(d, b, e), k = d.gamma_by_c ? e % d.c : b;
-            const T h = gy[o] * gamma[k];
-            dx[o] = rs * (h - mh - (x[o] - m) * rs * mhx);
-        }
-    }
-}
-
-/* batchnorm: dgamma[b] = sum over the group of gy * xhat. Layernorm keeps
- * each group's stats in st[2b], st[2b+1] for k_norm_grad_gamma_c. */
-template <typename T>
-__global__ void k_norm_grad_gamma_b(const T *gy, const T *x, T *dg, T *st,
-                                    norm_dims d) {
-    CU_SHARED(T, sh);
-    const int64_t cnt = d.a * d.c;
-    for (int64_t b = blockIdx.x; b < d.b; b += gridDim.x) {
-        T m, rs;
-        norm_stats(x, d, b, sh, &m, &rs);
-        if (st) {
-            if (threadIdx.x == 0) {
-                st[2 * b] = m;
-                st[2 * b + 1] = rs;
-            }
-            continue;
-        }
-        T s = 0;
-        for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
-            const int64_t o = norm_at(d, b, e);
-            s += gy[o] * ((x[o] - m) * rs);
-        }
-        s = cu_block_sum(s, sh);
-        if (threadIdx.x == 0) dg[b] = s;
-    }
-}
-
-/* layernorm (A = 1): dgamma[j] = sum over rows b of gy * xhat, in row order */
-template <typename T>
-__global__ void k_norm_grad_gamma_c(const T *gy, const T *x, T *dg,
-                                    const T *st, norm_dims d) {
-    CU_FOR(j, d.c) {
-        T s = 0;
-        for (int64_t b = 0; b < d.b; b++) {
-            const int64_t o = b * d.c + j;
-            s += gy[o] * ((x[o] - st[2 * b]) * st[2 * b + 1]);
-        }
-        dg[j] = s;
-    }
-}
-
-static bool is_layer(mg_op op) {
-    return op == MG_OP_LAYERNORM || op == MG_OP_LAYERNORM_GRAD_INPUT ||
-           op == MG_OP_LAYERNORM_GRAD_GAMMA;
-}
-
-static mg_status norm_setup(const mg_kargs *a, const mg_tdesc *x,
-                            norm_dims *d) {
-    const bool layer = is_layer(a->op);
-    const int n = layer ? a->attrs->n_norm_axes : 1;
-    if (n < 1 || n > x->ndim || x->ndim < (layer ? 1 : 2))
-        return cu_fail(a, MG_ERR_SHAPE,
-                       "cannot normalise %d axes of a %d-D tensor", n,
-                       x->ndim);
-    int64_t inner = 1;
-    for (int i = layer ? x->ndim - n : 2; i < x->ndim; i++)
-        inner *= x->shape[i];
-    const int64_t numel = mg_tdesc_numel(x);
-    d->a = layer ? 1 : x->shape[0];
-    d->b = layer ? numel / inner : x->shape[1];
-    d->c = inner;
-    d->gamma_by_c = layer;
-    d->eps = a->attrs->eps;
-    return MG_OK;
-}
-
-mg_status cu_norm(cu_ctx *c, const mg_kargs *a) {
-    norm_dims d;
-    mg_status s = norm_setup(a, &a->in[0].d, &d);
-    if (s != MG_OK) return s;
-    const unsigned t = row_threads(d.a * d.c);
-    CU_BY_FLOAT(a, a->out.d.dtype,
-                (k_norm_fwd<T><<<cu_grid_rows(d.b), t, t * sizeof(T),
-                                 c->stream>>>(
-                    (const T *)a->in[0].data, (const T *)a->in[1].data,
-                    (const T *)a->in[2].data, (T *)a->out.data, d)));
-    return MG_OK;
-}
-
-mg_status cu_norm_grad_input(cu_ctx *c, const mg_kargs *a) {
-    norm_dims d;
-    mg_status s = norm_setup(a, &a->in[1].d, &d);
-    if (s != MG_OK) return s;
-    const unsigned t = row_threads(d.a * d.c);
-    CU_BY_FLOAT(a, a->out.d.dtype,
-                (k_norm_grad_input<T><<<cu_grid_rows(d.b), t, t * sizeof(T),
-                                        c->stream>>>(
-                    (const T *)a->in[0].data, (const T *)a->in[1].data,
-                    (const T *)a->in[2].data, (T *)a->out.data, d)));
-    return MG_OK;
-}
-
-mg_status cu_norm_grad_gamma(cu_ctx *c, const mg_kargs *a) {
-    norm_dims d;
-    mg_status s = norm_setup(a, &a->in[1].d, &d);
-    if (s != MG_OK) return s;
-    const unsigned t = row_threads(d.a * d.c);
-    CU_BY_FLOAT(a, a->out.d.dtype, {
-        const T *gy = (const T *)a->in[0].data, *x = (const T *)a->in[1].data;
-        T *dg = (T *)a->out.data, *st = NULL;
-        if (d.gamma_by_c) {
-            st = (T *)cu_scratch(c, a, (size_t)(2 * d.b) * sizeof(T));
-            if (!st) return MG_ERR_NOMEM;
-        }
-        k_norm_grad_gamma_b<T><<<cu_grid_rows(d.b), t, t * sizeof(T),
-                                 c->stream>>>(gy, x, dg, st, d);
-        if (d.gamma_by_c) {
-            s = cu_check_launch(a, "layernorm statistics");
-            if (s != MG_OK) return s;
-            k_norm_grad_gamma_c<T><<<cu_blocks(d.c), CU_THREADS, 0,
-                                     c->stream>>>(gy, x, dg, st, d);
-        }
-    });
-    return MG_OK;
+/* Slot 0: the source strides; slot 1: the contiguous output. */
+mg_status cu_broadcast_to(cu_ctx *c, const mg_kargs *a) {
+    mg_layout ml;
+    mg_layout_init(&ml, &a->out.d);
+    mg_layout_broadcast(&ml, 0, &a->in[0].d);
+    mg_tdesc out = a->out.d;
+    mg_layout_broadcast(&ml, 1, &out);
+    return cu_move(c, a, a->in[0].data, a->out.data, &ml, 0, 0);
 }

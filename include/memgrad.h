@@ -3,7 +3,8 @@
  *
  * memgrad builds a static forward graph, appends its gradient graph with
  * mg_gradients(), compiles a linear schedule for the tensors the caller wants,
- * and runs it from a ref-counted buffer pool.
+ * and runs it from a caching buffer pool, returning each buffer after its
+ * last reader as the plan's precomputed release lists say.
  *
  * Conventions (igraph style):
  *   - every call that can fail returns an mg_status (MG_OK == 0) or, for

@@ -3,8 +3,10 @@
  *
  * A backend is a struct of function pointers (as in ggml-backend). The
  * executor and the pool call only these; the CPU backend lives in
- * cpu_backend.c, the CUDA one in cuda/. Kernels get descriptors and
- * pointers, never the graph.
+ * cpu_backend.c, the CUDA one in cuda/cuda_backend.cu. Each registers one
+ * mg_backend_reg in the table of backend_registry.c, where the executor
+ * finds it by device, so the executor includes no backend's header.
+ * Kernels get descriptors and pointers, never the graph.
  */
 #ifndef MG_BACKEND_H
 #define MG_BACKEND_H
@@ -46,8 +48,38 @@ typedef struct mg_backend {
     mg_status (*run_op)(void *ctx, const mg_kargs *a);
     mg_status (*synchronize)(void *ctx);
     void (*destroy)(void *ctx);
+    /* True if run_op has a kernel for op; leaves need none and count as
+     * supported. */
+    bool (*supports_op)(void *ctx, mg_op op);
+    /* Bytes of scratch the kernel for a->op needs with a's descriptors and
+     * attributes (a->work and a->work_bytes are not read). Scratch comes
+     * only from the pool, as the plan's workspace for the step, so the
+     * prediction counts it: the op table's workspace rule covers every
+     * backend's need, and the executor refuses a step whose need exceeds
+     * it rather than allocate behind the pool's back. */
+    size_t (*workspace)(void *ctx, const mg_kargs *a);
     void *ctx;
 } mg_backend;
+
+/* One row of the backend table: a device kind the executor can open. */
+typedef struct mg_backend_reg {
+    mg_device device;
+    const char *name; /* as messages spell the device: "CPU", "CUDA" */
+    /* Usable devices of this kind; 0 when there is no device or driver. */
+    int (*device_count)(void);
+    mg_status (*init)(mg_backend *out);
+} mg_backend_reg;
+
+/* The backends this library was built with (backend_registry.c): the CPU,
+ * then CUDA when built with it. */
+extern const mg_backend_reg *const mg_backend_table[];
+extern const int mg_backend_table_size;
+/* The row for dev, or NULL when this build has no such backend. */
+const mg_backend_reg *mg_backend_find(mg_device dev);
+
+/* The rows the backends define. */
+extern const mg_backend_reg mg_backend_cpu_reg;
+extern const mg_backend_reg mg_backend_cuda_reg;
 
 /* The CPU backend. Its kernel table has an entry for every op. */
 mg_status mg_backend_cpu_init(mg_backend *out);

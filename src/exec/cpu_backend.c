@@ -1,6 +1,7 @@
 /*
- * cpu_backend.c - the CPU device: host memory and dispatch through the CPU
- * kernel table. It keeps no state, so ctx stays NULL.
+ * cpu_backend.c - the CPU device: host memory, dispatch through the CPU
+ * kernel table, and the workspace its kernels need (conv2d's im2col
+ * columns). It keeps no state, so ctx stays NULL.
  */
 #include "cpu_kernels.h"
 
@@ -54,6 +55,33 @@ static mg_status cpu_synchronize(void *ctx) {
 
 static void cpu_destroy(void *ctx) { (void)ctx; }
 
+static bool cpu_supports_op(void *ctx, mg_op op) {
+    (void)ctx;
+    if ((unsigned)op >= (unsigned)MG_OP_COUNT) return false;
+    return op == MG_OP_INPUT || op == MG_OP_PARAM || mg_cpu_kernels[op];
+}
+
+static size_t cpu_workspace(void *ctx, const mg_kargs *a) {
+    (void)ctx;
+    switch (a->op) {
+    case MG_OP_CONV2D:
+    case MG_OP_CONV2D_GRAD_INPUT:
+    case MG_OP_CONV2D_GRAD_WEIGHT:
+        return mg_cpu_conv2d_workspace(a);
+    default:
+        return 0;
+    }
+}
+
+static int cpu_device_count(void) { return 1; }
+
+const mg_backend_reg mg_backend_cpu_reg = {
+    .device = MG_DEVICE_CPU,
+    .name = "CPU",
+    .device_count = cpu_device_count,
+    .init = mg_backend_cpu_init,
+};
+
 mg_status mg_backend_cpu_init(mg_backend *out) {
     if (!out)
         return mg_set_error(MG_ERR_INVALID_ARG,
@@ -67,6 +95,8 @@ mg_status mg_backend_cpu_init(mg_backend *out) {
         .run_op = cpu_run_op,
         .synchronize = cpu_synchronize,
         .destroy = cpu_destroy,
+        .supports_op = cpu_supports_op,
+        .workspace = cpu_workspace,
         .ctx = NULL,
     };
     return MG_OK;

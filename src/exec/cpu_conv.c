@@ -18,22 +18,13 @@
 
 enum conv_mode { CONV_FORWARD, CONV_GRAD_INPUT, CONV_GRAD_WEIGHT };
 
-typedef struct conv_dims {
-    int64_t n, c, h, w;   /* x */
-    int64_t o, oh, ow;    /* y */
-    int kh, kw, sh, sw, ph, pw, dh, dw;
-    int64_t groups, cg, og; /* channels per group of x and of y */
-    int k, p, m;          /* GEMM sizes: rows of col, cols of col, og */
-    int direct;           /* 1x1, stride 1, no padding: col is x itself */
-} conv_dims;
-
 /* col[(c*KH + i)*KW + j][oy*OW + ox] = x[c][oy*SH - PH + i*DH][ox*SW - PW +
  * j*DW], or 0 in the padding; col2im adds the entries back into x. Both walk
  * col in order. For each (c, i, j) the output columns whose input column is
  * inside x form one range [lo, hi), computed once, so the inner loops have
  * no bounds tests and a stride-1 row is a memcpy: these loops, not the
  * GEMMs, were most of a small-channel ResNet's time. */
-static void conv_valid_cols(const conv_dims *d, int j, int64_t *lo,
+static void conv_valid_cols(const mg_conv_dims *d, int j, int64_t *lo,
                             int64_t *hi) {
     const int64_t off = (int64_t)j * d->dw - d->pw; /* ix = ox * sw + off */
     int64_t a = off >= 0 ? 0 : (-off + d->sw - 1) / d->sw;
@@ -46,7 +37,7 @@ static void conv_valid_cols(const conv_dims *d, int j, int64_t *lo,
 
 #define CONV_DEF(T, SUF, GEMM)                                                \
     static void im2col_##SUF(const T *restrict x, T *restrict col,            \
-                             const conv_dims *d) {                            \
+                             const mg_conv_dims *d) {                         \
         for (int64_t c = 0; c < d->cg; c++)                                   \
             for (int i = 0; i < d->kh; i++)                                   \
                 for (int j = 0; j < d->kw; j++) {                             \
@@ -75,7 +66,7 @@ static void conv_valid_cols(const conv_dims *d, int j, int64_t *lo,
                 }                                                             \
     }                                                                         \
     static void col2im_##SUF(const T *restrict col, T *restrict x,            \
-                             const conv_dims *d) {                            \
+                             const mg_conv_dims *d) {                         \
         for (int64_t c = 0; c < d->cg; c++)                                   \
             for (int i = 0; i < d->kh; i++)                                   \
                 for (int j = 0; j < d->kw; j++) {                             \
@@ -87,7 +78,7 @@ static void conv_valid_cols(const conv_dims *d, int j, int64_t *lo,
                             oy * d->sh - d->ph + (int64_t)i * d->dh;          \
                         if (iy < 0 || iy >= d->h) continue;                   \
                         T *row = x + (c * d->h + iy) * d->w + off;            \
-                        if (d->sw == 1) /* unit stride: a loop that vectorises */\
+                        if (d->sw == 1) /* unit stride: vectorises */         \
                             for (int64_t ox = lo; ox < hi; ox++)              \
                                 row[ox] += col[ox];                           \
                         else                                                  \
@@ -98,7 +89,7 @@ static void conv_valid_cols(const conv_dims *d, int j, int64_t *lo,
     }                                                                         \
     /* (a, b) are (x, w), (gy, w) or (gy, x) by mode; out is y, dx or dw. */  \
     static mg_status conv_##SUF(const T *a, const T *b, T *out, T *col,       \
-                                const conv_dims *d, enum conv_mode mode) {    \
+                                const mg_conv_dims *d, enum conv_mode mode) { \
         const int64_t xs = d->cg * d->h * d->w, ys = (int64_t)d->m * d->p;    \
         const int64_t ws = (int64_t)d->m * d->k;                              \
         const int64_t nx = d->n * d->c * d->h * d->w;                         \
@@ -140,65 +131,51 @@ static void conv_valid_cols(const conv_dims *d, int j, int64_t *lo,
 CONV_DEF(float, f32, cblas_sgemm)
 CONV_DEF(double, f64, cblas_dgemm)
 
-/* Sizes from x [N,C,H,W], y [N,O,OH,OW] and w [O,C/groups,KH,KW]. */
-static mg_status conv_setup(const mg_kargs *ka, const mg_tdesc *x,
-                            const mg_tdesc *y, const mg_tdesc *w,
-                            conv_dims *d) {
-    const mg_attrs *at = ka->attrs;
-    if (x->ndim != 4 || y->ndim != 4 || w->ndim != 4 || at->groups < 1)
-        return mg_cpu_fail(ka, MG_ERR_SHAPE,
-                           "conv2d kernels need 4-D tensors and groups >= 1");
-    *d = (conv_dims){
-        .n = x->shape[0], .c = x->shape[1], .h = x->shape[2],
-        .w = x->shape[3], .o = y->shape[1], .oh = y->shape[2],
-        .ow = y->shape[3], .kh = (int)w->shape[2], .kw = (int)w->shape[3],
-        .sh = at->stride[0], .sw = at->stride[1], .ph = at->pad[0],
-        .pw = at->pad[1], .dh = at->dilation[0], .dw = at->dilation[1],
-        .groups = at->groups,
-    };
-    d->cg = d->c / d->groups;
-    d->og = d->o / d->groups;
-    const int64_t k = d->cg * d->kh * d->kw, p = d->oh * d->ow;
-    if (k > INT_MAX || p > INT_MAX || d->og > INT_MAX)
-        return mg_cpu_fail(ka, MG_ERR_UNSUPPORTED,
-                           "conv2d GEMM sizes exceed the BLAS int range");
-    d->k = (int)k;
-    d->p = (int)p;
-    d->m = (int)d->og;
-    d->direct = d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 &&
-                d->ph == 0 && d->pw == 0;
+/* The shared geometry of a->op (kernel_shared.h), whose GEMM sizes BLAS
+ * takes as int. */
+static mg_status conv_setup(const mg_kargs *ka, mg_conv_dims *d) {
+    mg_status s = mg_conv_dims_of_op(ka, d);
+    if (s != MG_OK) return s;
+    if (d->k > INT_MAX || d->p > INT_MAX || d->m > INT_MAX)
+        return mg_kernel_fail(ka, MG_ERR_UNSUPPORTED,
+                              "conv2d GEMM sizes exceed the BLAS int range");
     return MG_OK;
 }
 
-static mg_status conv_run(const mg_kargs *ka, const mg_tdesc *x,
-                          const mg_tdesc *y, const mg_tdesc *w,
-                          enum conv_mode mode) {
-    conv_dims d;
-    mg_status s = conv_setup(ka, x, y, w, &d);
+/* One group's im2col columns of one sample; none when x is its own. */
+static size_t conv_cols_bytes(const mg_conv_dims *d, mg_dtype dt) {
+    return d->direct ? 0 : (size_t)d->k * (size_t)d->p * mg_dtype_size(dt);
+}
+
+size_t mg_cpu_conv2d_workspace(const mg_kargs *ka) {
+    mg_conv_dims d = {0};
+    if (conv_setup(ka, &d) != MG_OK) return 0; /* the kernel will fail */
+    return conv_cols_bytes(&d, ka->out.d.dtype);
+}
+
+static mg_status conv_run(const mg_kargs *ka, enum conv_mode mode) {
+    mg_conv_dims d = {0};
+    mg_status s = conv_setup(ka, &d);
     if (s != MG_OK) return s;
     const mg_dtype dt = ka->out.d.dtype;
     /* The im2col buffer is the workspace the executor lends from the pool
      * (ops_conv.c sizes it), so plans count it in their peak. */
-    if (!d.direct &&
-        ka->work_bytes < (size_t)d.k * (size_t)d.p * mg_dtype_size(dt))
-        return mg_cpu_fail(ka, MG_ERR_INTERNAL,
-                           "im2col needs %zu bytes of workspace, got %zu",
-                           (size_t)d.k * (size_t)d.p * mg_dtype_size(dt),
-                           ka->work_bytes);
+    if (ka->work_bytes < conv_cols_bytes(&d, dt))
+        return mg_kernel_fail(ka, MG_ERR_INTERNAL,
+                              "im2col needs %zu bytes of workspace, got %zu",
+                              conv_cols_bytes(&d, dt), ka->work_bytes);
     return MG_CPU_BY_DTYPE(ka, dt, conv, ka->in[0].data, ka->in[1].data,
                            ka->out.data, d.direct ? NULL : ka->work, &d, mode);
 }
 
 mg_status mg_cpu_conv2d(const mg_kargs *ka) {
-    return conv_run(ka, &ka->in[0].d, &ka->out.d, &ka->in[1].d, CONV_FORWARD);
+    return conv_run(ka, CONV_FORWARD);
 }
 
 mg_status mg_cpu_conv2d_grad_input(const mg_kargs *ka) {
-    return conv_run(ka, &ka->out.d, &ka->in[0].d, &ka->in[1].d,
-                    CONV_GRAD_INPUT);
+    return conv_run(ka, CONV_GRAD_INPUT);
 }
 
 mg_status mg_cpu_conv2d_grad_weight(const mg_kargs *ka) {
-    return conv_run(ka, &ka->in[1].d, &ka->in[0].d, &ka->out.d,
-                    CONV_GRAD_WEIGHT);
+    return conv_run(ka, CONV_GRAD_WEIGHT);
 }

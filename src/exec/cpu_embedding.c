@@ -26,7 +26,7 @@ mg_status mg_cpu_embedding(const mg_kargs *ka) {
     const int64_t n = mg_tdesc_numel(&ka->in[1].d), dim = td->shape[1];
     const int32_t *idx = ka->in[1].data;
     mg_status s =
-        mg_cpu_check_indices(ka, idx, n, td->shape[0], "index", "position");
+        mg_kernel_check_indices(ka, idx, n, td->shape[0], "index", "position");
     if (s != MG_OK) return s;
     const size_t row = (size_t)dim * mg_dtype_size(td->dtype);
     const char *table = ka->in[0].data;
@@ -40,7 +40,7 @@ mg_status mg_cpu_embedding(const mg_kargs *ka) {
 mg_status mg_cpu_embedding_grad(const mg_kargs *ka) {
     const mg_tdesc *td = &ka->out.d;
     const int64_t n = mg_tdesc_numel(&ka->in[1].d);
-    mg_status s = mg_cpu_check_indices(ka, ka->in[1].data, n, td->shape[0],
+    mg_status s = mg_kernel_check_indices(ka, ka->in[1].data, n, td->shape[0],
                                        "index", "position");
     if (s != MG_OK) return s;
     return MG_CPU_BY_DTYPE(ka, td->dtype, embedding_grad, ka->in[0].data,

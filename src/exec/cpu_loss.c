@@ -41,16 +41,12 @@ MG_CPU_FLOAT_TYPES(LOSS_DEF)
 /* Logits [N, C] and labels [N] from input slots `lo` and `lo + 1`. */
 static mg_status ce_dims(const mg_kargs *ka, int lo, int64_t *rows,
                          int64_t *classes) {
-    const mg_tdesc *dl = &ka->in[lo].d;
-    if (dl->ndim != 2)
-        return mg_cpu_fail(ka, MG_ERR_SHAPE,
-                           "logits must be [N, C], got %d dims", dl->ndim);
-    *rows = dl->shape[0];
-    *classes = dl->shape[1];
+    mg_status s = mg_ce_dims_setup(ka, lo, rows, classes);
+    if (s != MG_OK) return s;
     /* Both cross-entropy kernels index logits with the labels, so both
      * check every label before reading anything. */
-    return mg_cpu_check_indices(ka, ka->in[lo + 1].data, *rows, *classes,
-                                "label", "row");
+    return mg_kernel_check_indices(ka, ka->in[lo + 1].data, *rows, *classes,
+                                   "label", "row");
 }
 
 mg_status mg_cpu_cross_entropy(const mg_kargs *ka) {

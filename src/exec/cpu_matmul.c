@@ -31,8 +31,8 @@ MATMUL_DEF(double, f64, cblas_dgemm)
 mg_status mg_cpu_matmul(const mg_kargs *ka) {
     const mg_tdesc *da = &ka->in[0].d, *db = &ka->in[1].d, *dy = &ka->out.d;
     if (da->ndim < 2 || db->ndim < 2 || dy->ndim < 2)
-        return mg_cpu_fail(ka, MG_ERR_SHAPE, "matmul needs operands of 2 or "
-                           "more dims, got %d and %d", da->ndim, db->ndim);
+        return mg_kernel_fail(ka, MG_ERR_SHAPE, "matmul needs operands of 2 or "
+                              "more dims, got %d and %d", da->ndim, db->ndim);
     const int ta = ka->attrs->trans_a, tb = ka->attrs->trans_b;
     const int64_t m = dy->shape[dy->ndim - 2], n = dy->shape[dy->ndim - 1];
     const int64_t k = da->shape[da->ndim - (ta ? 2 : 1)];
@@ -40,8 +40,8 @@ mg_status mg_cpu_matmul(const mg_kargs *ka) {
     const int64_t lda = da->shape[da->ndim - 1], ldb = db->shape[db->ndim - 1];
     if (m > INT_MAX || n > INT_MAX || k > INT_MAX || lda > INT_MAX ||
         ldb > INT_MAX)
-        return mg_cpu_fail(ka, MG_ERR_UNSUPPORTED,
-                           "matmul dims exceed the BLAS int range");
+        return mg_kernel_fail(ka, MG_ERR_UNSUPPORTED,
+                              "matmul dims exceed the BLAS int range");
     mm_dims d = {
         .m = (int)m, .n = (int)n, .k = (int)k,
         .lda = (int)lda, .ldb = (int)ldb,

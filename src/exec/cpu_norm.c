@@ -1,9 +1,7 @@
 /*
  * cpu_norm.c - batchnorm and layernorm, forward and backward, as one
- * kernel family. x is viewed as [A, B, C] and normalised per group b over
- * its A * C elements:
- *   batchnorm  A = N, B = channels, C = spatial size; gamma indexed by b
- *   layernorm  A = 1, B = rows,     C = normalised size; gamma by c
+ * kernel family. x is viewed as [A, B, C] (mg_norm_dims in
+ * kernel_shared.h) and normalised per group b over its A * C elements.
  * Statistics are recomputed per group in every kernel with two passes
  * (mean, then the biased variance of x - mean), which keeps the variance
  * accurate when |mean| is large against the spread. A batchnorm group is
@@ -21,12 +19,6 @@
 #include <string.h>
 #include <tgmath.h>
 
-typedef struct norm_dims {
-    int64_t a, b, c;
-    int gamma_by_c; /* layernorm: gamma varies along c, not b */
-    double eps;
-} norm_dims;
-
 #define NORM_DEF(T, SUF)                                                      \
     /* sum of (r[j] - m)^p for p = 1 or 2, in a fixed order */                \
     static T row_sum_##SUF(const T *r, int64_t n, T m, int squares) {         \
@@ -42,7 +34,7 @@ typedef struct norm_dims {
         for (; j < n; j++) s += squares ? (r[j] - m) * (r[j] - m) : r[j] - m; \
         return s;                                                             \
     }                                                                         \
-    static void stats_##SUF(const T *x, const norm_dims *d, int64_t b,        \
+    static void stats_##SUF(const T *x, const mg_norm_dims *d, int64_t b,     \
                             T *mean, T *rstd) {                               \
         const double count = (double)(d->a * d->c);                           \
         double s = 0, v = 0;                                                  \
@@ -60,7 +52,8 @@ typedef struct norm_dims {
         *rstd = (T)(1.0 / sqrt(v / count + d->eps));                          \
     }                                                                         \
     static mg_status norm_fwd_##SUF(const T *x, const T *gamma,               \
-                                    const T *beta, T *y, const norm_dims *d) {\
+                                    const T *beta, T *y,                      \
+                                    const mg_norm_dims *d) {                  \
         for (int64_t b = 0; b < d->b; b++) {                                  \
             T m, rs;                                                          \
             stats_##SUF(x, d, b, &m, &rs);                                    \
@@ -76,7 +69,7 @@ typedef struct norm_dims {
     }                                                                         \
     static mg_status norm_grad_input_##SUF(const T *gy, const T *x,           \
                                            const T *gamma, T *dx,             \
-                                           const norm_dims *d) {              \
+                                           const mg_norm_dims *d) {           \
         const double count = (double)(d->a * d->c);                           \
         for (int64_t b = 0; b < d->b; b++) {                                  \
             T m, rs;                                                          \
@@ -102,7 +95,7 @@ typedef struct norm_dims {
         return MG_OK;                                                         \
     }                                                                         \
     static mg_status norm_grad_gamma_##SUF(const T *gy, const T *x, T *dg,    \
-                                           const norm_dims *d) {              \
+                                           const mg_norm_dims *d) {           \
         memset(dg, 0, (size_t)(d->gamma_by_c ? d->c : d->b) * sizeof(T));     \
         for (int64_t b = 0; b < d->b; b++) {                                  \
             T m, rs;                                                          \
@@ -122,38 +115,10 @@ typedef struct norm_dims {
     }
 MG_CPU_FLOAT_TYPES(NORM_DEF)
 
-/* The [A, B, C] view of x for the op; layernorm ops name theirs. */
-static mg_status norm_setup(const mg_kargs *ka, const mg_tdesc *x,
-                            bool layer, norm_dims *d) {
-    const mg_attrs *at = ka->attrs;
-    const int n = layer ? at->n_norm_axes : 1;
-    if (n < 1 || n > x->ndim || x->ndim < (layer ? 1 : 2))
-        return mg_cpu_fail(ka, MG_ERR_SHAPE,
-                           "cannot normalise %d axes of a %d-D tensor", n,
-                           x->ndim);
-    int64_t inner = 1;
-    for (int i = layer ? x->ndim - n : 2; i < x->ndim; i++)
-        inner *= x->shape[i];
-    const int64_t numel = mg_tdesc_numel(x);
-    *d = (norm_dims){
-        .a = layer ? 1 : x->shape[0],
-        .b = layer ? numel / inner : x->shape[1],
-        .c = inner,
-        .gamma_by_c = layer,
-        .eps = at->eps,
-    };
-    return MG_OK;
-}
-
-static bool is_layer(mg_op op) {
-    return op == MG_OP_LAYERNORM || op == MG_OP_LAYERNORM_GRAD_INPUT ||
-           op == MG_OP_LAYERNORM_GRAD_GAMMA;
-}
-
 /* batchnorm and layernorm: (x, gamma, beta) */
 mg_status mg_cpu_norm(const mg_kargs *ka) {
-    norm_dims d;
-    mg_status s = norm_setup(ka, &ka->in[0].d, is_layer(ka->op), &d);
+    mg_norm_dims d;
+    mg_status s = mg_norm_dims_setup(ka, &ka->in[0].d, &d);
     return s != MG_OK ? s
                       : MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, norm_fwd,
                                         ka->in[0].data, ka->in[1].data,
@@ -162,8 +127,8 @@ mg_status mg_cpu_norm(const mg_kargs *ka) {
 
 /* (gy, x, gamma) -> dx */
 mg_status mg_cpu_norm_grad_input(const mg_kargs *ka) {
-    norm_dims d;
-    mg_status s = norm_setup(ka, &ka->in[1].d, is_layer(ka->op), &d);
+    mg_norm_dims d;
+    mg_status s = mg_norm_dims_setup(ka, &ka->in[1].d, &d);
     return s != MG_OK ? s
                       : MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, norm_grad_input,
                                         ka->in[0].data, ka->in[1].data,
@@ -172,8 +137,8 @@ mg_status mg_cpu_norm_grad_input(const mg_kargs *ka) {
 
 /* (gy, x) -> dgamma */
 mg_status mg_cpu_norm_grad_gamma(const mg_kargs *ka) {
-    norm_dims d;
-    mg_status s = norm_setup(ka, &ka->in[1].d, is_layer(ka->op), &d);
+    mg_norm_dims d;
+    mg_status s = mg_norm_dims_setup(ka, &ka->in[1].d, &d);
     return s != MG_OK ? s
                       : MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, norm_grad_gamma,
                                         ka->in[0].data, ka->in[1].data,

@@ -22,8 +22,8 @@ MG_CPU_FLOAT_TYPES(DROPOUT_DEF)
 mg_status mg_cpu_dropout(const mg_kargs *ka) {
     const mg_attrs *at = ka->attrs;
     if (!(at->p >= 0.0 && at->p < 1.0))
-        return mg_cpu_fail(ka, MG_ERR_INVALID_ARG,
-                           "dropout p = %g is outside [0, 1)", at->p);
+        return mg_kernel_fail(ka, MG_ERR_INVALID_ARG,
+                              "dropout p = %g is outside [0, 1)", at->p);
     if (at->p == 0.0) {
         memcpy(ka->out.data, ka->in[0].data, mg_tdesc_nbytes(&ka->out.d));
         return MG_OK;

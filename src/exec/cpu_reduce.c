@@ -1,17 +1,18 @@
 /*
- * cpu_reduce.c - sum and mean over a set of axes. The input is walked once
- * in index order and every element is added into its output slot, so each
- * output is accumulated in its own dtype in index order: deterministic.
+ * cpu_reduce.c - sum and mean over a set of axes, and broadcast_to, their
+ * adjoint. The input is walked once in index order and every element is
+ * added into its output slot, so each output is accumulated in its own
+ * dtype in index order: deterministic.
  */
 #include "cpu_kernels.h"
 
 #define REDUCE_DEF(T, SUF)                                                    \
     static mg_status reduce_##SUF(const T *x, T *y, int64_t ny,               \
-                                  const mg_cpu_layout *l,                     \
+                                  const mg_layout *l,                         \
                                   int64_t mean_of) {                          \
         int64_t idx[MG_MAX_DIMS] = {0}, off[2] = {0, 0};                      \
         const int last = l->ndim - 1;                                         \
-        const int64_t n = l->shape[last], rows = mg_cpu_layout_rows(l);       \
+        const int64_t n = l->shape[last], rows = mg_layout_rows(l);           \
         const int64_t sy = l->stride[0][last];                                \
         for (int64_t i = 0; i < ny; i++) y[i] = 0;                            \
         for (int64_t r = 0; r < rows; r++, x += n) {                          \
@@ -23,7 +24,7 @@
             } else {                                                          \
                 for (int64_t i = 0; i < n; i++) py[i * sy] += x[i];           \
             }                                                                 \
-            mg_cpu_layout_next(l, idx, off);                                  \
+            mg_layout_next(l, idx, off);                                      \
         }                                                                     \
         if (mean_of) {                                                        \
             const T count = (T)mean_of;                                       \
@@ -43,24 +44,24 @@ static mg_status reduce(const mg_kargs *ka, int mean) {
     for (int i = 0; i < dx->ndim; i++) reduced[i] = at->naxes == 0 && nx != ny;
     for (int j = 0; j < at->naxes; j++) {
         if (at->axes[j] < 0 || at->axes[j] >= dx->ndim)
-            return mg_cpu_fail(ka, MG_ERR_INVALID_ARG,
-                               "axis %d is outside [0, %d)", at->axes[j],
-                               dx->ndim);
+            return mg_kernel_fail(ka, MG_ERR_INVALID_ARG,
+                                  "axis %d is outside [0, %d)", at->axes[j],
+                                  dx->ndim);
         reduced[at->axes[j]] = 1;
     }
     /* Domain: the input; slot 0: where each input element lands in y. */
-    mg_cpu_layout l;
-    mg_cpu_layout_init(&l, dx);
+    mg_layout l;
+    mg_layout_init(&l, dx);
     int64_t step = 1;
     for (int i = dx->ndim - 1; i >= 0; i--) {
         l.stride[0][i] = reduced[i] ? 0 : step;
         if (!reduced[i]) step *= dx->shape[i];
     }
     if (step != ny)
-        return mg_cpu_fail(ka, MG_ERR_SHAPE,
-                           "reduced input has %lld elements, output %lld",
-                           (long long)step, (long long)ny);
-    mg_cpu_layout_coalesce(&l);
+        return mg_kernel_fail(ka, MG_ERR_SHAPE,
+                              "reduced input has %lld elements, output %lld",
+                              (long long)step, (long long)ny);
+    mg_layout_coalesce(&l);
     return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, reduce, ka->in[0].data,
                            ka->out.data, ny, &l, mean ? nx / ny : 0);
 }
@@ -68,3 +69,12 @@ static mg_status reduce(const mg_kargs *ka, int mean) {
 mg_status mg_cpu_sum(const mg_kargs *ka) { return reduce(ka, 0); }
 
 mg_status mg_cpu_mean(const mg_kargs *ka) { return reduce(ka, 1); }
+
+/* broadcast_to, the adjoint of sum: a gather with stride 0 on repeated
+ * dims. */
+mg_status mg_cpu_broadcast_to(const mg_kargs *ka) {
+    mg_layout l;
+    mg_layout_init(&l, &ka->out.d);
+    mg_layout_broadcast(&l, 0, &ka->in[0].d);
+    return mg_cpu_gather(ka, &l);
+}

@@ -7,14 +7,6 @@
 
 #include <string.h>
 
-static void dense_strides(const mg_tdesc *d, int64_t *stride) {
-    int64_t step = 1;
-    for (int i = d->ndim - 1; i >= 0; i--) {
-        stride[i] = step;
-        step *= d->shape[i];
-    }
-}
-
 /* Copies the box of shape box->shape from src at src_at to dst at dst_at
  * (NULL: the origin). Coalescing turns runs that are contiguous in both
  * tensors into one memcpy. */
@@ -22,20 +14,12 @@ static void copy_box(const mg_kbuf *src, const int64_t *src_at,
                      const mg_kbuf *dst, const int64_t *dst_at,
                      const mg_tdesc *box) {
     const size_t es = mg_dtype_size(dst->d.dtype);
-    int64_t ss[MG_MAX_DIMS], ds[MG_MAX_DIMS], base[2] = {0, 0};
-    dense_strides(&src->d, ss);
-    dense_strides(&dst->d, ds);
-    mg_cpu_layout l;
-    mg_cpu_layout_init(&l, box);
-    for (int i = 0; i < box->ndim; i++) {
-        l.stride[0][i] = ss[i];
-        l.stride[1][i] = ds[i];
-        base[0] += (src_at ? src_at[i] : 0) * ss[i];
-        base[1] += (dst_at ? dst_at[i] : 0) * ds[i];
-    }
-    mg_cpu_layout_coalesce(&l);
+    int64_t base[2];
+    mg_layout l;
+    mg_layout_box(&l, base, &src->d, src_at, &dst->d, dst_at, box);
+    mg_layout_coalesce(&l);
     const int last = l.ndim - 1;
-    const int64_t n = l.shape[last], rows = mg_cpu_layout_rows(&l);
+    const int64_t n = l.shape[last], rows = mg_layout_rows(&l);
     const int64_t s1 = l.stride[0][last], d1 = l.stride[1][last];
     int64_t idx[MG_MAX_DIMS] = {0}, off[2] = {0, 0};
     for (int64_t r = 0; r < rows; r++) {
@@ -49,7 +33,7 @@ static void copy_box(const mg_kbuf *src, const int64_t *src_at,
                 memcpy(d + (size_t)(i * d1) * es, s + (size_t)(i * s1) * es,
                        es);
         }
-        mg_cpu_layout_next(&l, idx, off);
+        mg_layout_next(&l, idx, off);
     }
 }
 
@@ -65,12 +49,9 @@ mg_status mg_cpu_pad(const mg_kargs *ka) {
 }
 
 mg_status mg_cpu_concat(const mg_kargs *ka) {
-    const int ax = ka->attrs->axis;
-    if (ax < 0 || ax >= ka->out.d.ndim)
-        return mg_cpu_fail(ka, MG_ERR_INVALID_ARG,
-                           "axis %d is outside [0, %d)", ax, ka->out.d.ndim);
-    int64_t at[MG_MAX_DIMS] = {0};
-    at[ax] = ka->in[0].d.shape[ax];
+    int64_t at[MG_MAX_DIMS];
+    mg_status s = mg_concat_corner(ka, at);
+    if (s != MG_OK) return s;
     copy_box(&ka->in[0], NULL, &ka->out, NULL, &ka->in[0].d);
     copy_box(&ka->in[1], NULL, &ka->out, at, &ka->in[1].d);
     return MG_OK;

@@ -20,9 +20,9 @@
         for (int64_t i = 0; i < n; i++) s += exp(x[i * stride] - m);          \
         return s;                                                             \
     }                                                                         \
-    /* logsumexp(x) - v as (m - v) + log s: for large logits that keeps   \
-     * the digits m + log s - v would round away in float. */               \
-    T mg_cpu_logsumexp_minus_##SUF(const T *x, int64_t n, int64_t stride,    \
+    /* logsumexp(x) - v as (m - v) + log s: for large logits that keeps       \
+     * the digits m + log s - v would round away in float. */                 \
+    T mg_cpu_logsumexp_minus_##SUF(const T *x, int64_t n, int64_t stride,     \
                                    T v) {                                     \
         const T m = row_max_##SUF(x, n, stride);                              \
         return (m - v) + log(row_expsum_##SUF(x, n, stride, m));              \
@@ -31,7 +31,7 @@
                                   int64_t stride, int log_out) {              \
         const T m = row_max_##SUF(x, n, stride);                              \
         if (log_out) {                                                        \
-            /* (x - m) - log s keeps the small differences that              \
+            /* (x - m) - log s keeps the small differences that               \
              * x - logsumexp would round away */                              \
             const T ls = log(row_expsum_##SUF(x, n, stride, m));              \
             for (int64_t i = 0; i < n; i++)                                   \
@@ -61,17 +61,11 @@
 MG_CPU_FLOAT_TYPES(ROW_DEF)
 
 static mg_status softmax(const mg_kargs *ka, int log_out) {
-    const mg_tdesc *d = &ka->in[0].d;
-    const int axis = ka->attrs->axis;
-    if (axis < 0 || axis >= d->ndim)
-        return mg_cpu_fail(ka, MG_ERR_INVALID_ARG,
-                           "axis %d is outside [0, %d)", axis, d->ndim);
-    int64_t outer = 1, inner = 1;
-    for (int i = 0; i < axis; i++) outer *= d->shape[i];
-    for (int i = axis + 1; i < d->ndim; i++) inner *= d->shape[i];
+    mg_softmax_dims d = {0};
+    mg_status s = mg_softmax_dims_setup(ka, &d);
+    if (s != MG_OK) return s;
     return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, softmax, ka->in[0].data,
-                           ka->out.data, outer, d->shape[axis], inner,
-                           log_out);
+                           ka->out.data, d.outer, d.n, d.inner, log_out);
 }
 
 mg_status mg_cpu_softmax(const mg_kargs *ka) { return softmax(ka, 0); }

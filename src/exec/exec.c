@@ -1,7 +1,9 @@
 /*
  * exec.c - the executor: walks a compiled plan on a backend, allocating
- * each computed tensor from the pool and returning it after its last
- * reader, exactly as the plan says.
+ * each computed tensor and each step's workspace from the pool and
+ * returning them after their last reader, exactly as the plan says. It
+ * reads the plan's step records and descriptors, never graph nodes, and
+ * finds its backend in the backend table by device.
  *
  * Ownership: memory in bindings belongs to the caller. Leaves are only
  * read; a bound output is the only caller memory ever written. Pool blocks
@@ -9,10 +11,7 @@
  * mg_exec_release or the next run.
  */
 #include "../rewrite/schedule.h"
-#include "pool.h"
-#ifdef MG_HAVE_CUDA
-#include "../../cuda/backend_cuda.h"
-#endif
+#include "buffer_pool.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -41,24 +40,20 @@ mg_status mg_exec_new(const mg_exec_options *opts, mg_exec **out) {
     if (dev != MG_DEVICE_CPU && dev != MG_DEVICE_CUDA)
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_exec_new: unknown device %d", (int)dev);
-#ifndef MG_HAVE_CUDA
-    if (dev == MG_DEVICE_CUDA)
+    const mg_backend_reg *reg = mg_backend_find(dev);
+    if (!reg) {
+        const char *name = dev == MG_DEVICE_CUDA ? "CUDA" : "CPU";
         return mg_set_error(MG_ERR_UNSUPPORTED,
-                            "mg_exec_new: no CUDA device: memgrad was built "
-                            "without CUDA");
-#else
-    if (dev == MG_DEVICE_CUDA && mg_cuda_device_count() <= 0)
+                            "mg_exec_new: no %s device: memgrad was built "
+                            "without %s",
+                            name, name);
+    }
+    if (reg->device_count() <= 0)
         return mg_set_error(MG_ERR_UNSUPPORTED,
-                            "mg_exec_new: no CUDA device found");
-#endif
+                            "mg_exec_new: no %s device found", reg->name);
     mg_exec *ex = calloc(1, sizeof *ex);
     if (!ex) return mg_set_error(MG_ERR_NOMEM, "mg_exec_new: out of memory");
-#ifdef MG_HAVE_CUDA
-    mg_status s = dev == MG_DEVICE_CUDA ? mg_backend_cuda_init(&ex->backend)
-                                        : mg_backend_cpu_init(&ex->backend);
-#else
-    mg_status s = mg_backend_cpu_init(&ex->backend);
-#endif
+    mg_status s = reg->init(&ex->backend);
     if (s != MG_OK) {
         free(ex);
         return s;
@@ -103,7 +98,7 @@ static int compare_ranges(const void *a, const void *b) {
  * alike (memgrad.h, mg_exec_run). */
 static bool binding_ignored(const mg_plan *p, mg_tensor t) {
     return p->role[t] == MG_ROLE_NONE &&
-           (mg_op_table[p->g->nodes[t].op].flags & MG_OPF_LEAF);
+           p->tensor[t].leaf;
 }
 
 /* A bound output must not overlap any other binding: it would overwrite an
@@ -118,7 +113,7 @@ static mg_status check_overlaps(const mg_plan *p, const mg_binding *binds,
         if (binding_ignored(p, binds[i].tensor)) continue;
         uintptr_t lo = (uintptr_t)binds[i].data;
         r[n++] = (bound_range){
-            lo, lo + mg_tdesc_nbytes(&p->g->nodes[binds[i].tensor].d), i};
+            lo, lo + mg_tdesc_nbytes(&p->tensor[binds[i].tensor].d), i};
     }
     qsort(r, (size_t)n, sizeof *r, compare_ranges);
     mg_status s = MG_OK;
@@ -173,7 +168,7 @@ static mg_status bind(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
          * misaligned one is undefined behaviour (and slow or a fault on
          * some machines), so refuse it rather than copy behind the
          * caller's back. */
-        const mg_dtype dt = g->nodes[t].d.dtype;
+        const mg_dtype dt = p->tensor[t].d.dtype;
         if ((uintptr_t)binds[i].data % mg_dtype_size(dt) != 0)
             return mg_set_error(MG_ERR_INVALID_ARG,
                                 "mg_exec_run: binding for %s at %p is not "
@@ -182,8 +177,9 @@ static mg_status bind(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
                                 label, binds[i].data, mg_dtype_name(dt),
                                 mg_dtype_size(dt));
         uint8_t role = p->role[t];
-        bool leaf = (mg_op_table[g->nodes[t].op].flags & MG_OPF_LEAF) != 0;
-        if (!leaf && !(role & MG_ROLE_KEPT))
+        /* A leaf the plan does not read may be bound and is ignored, so
+         * one binding list serves a forward and a training plan alike. */
+        if (!p->tensor[t].leaf && !(role & MG_ROLE_KEPT))
             return mg_set_error(
                 MG_ERR_INVALID_ARG,
                 "mg_exec_run: %s is %s; only inputs, parameters, outputs and "
@@ -204,11 +200,17 @@ static mg_status bind(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
     return MG_OK;
 }
 
-static mg_status run_step(mg_exec *ex, const mg_plan *p, mg_tensor t,
-                          size_t work_bytes, uint64_t seed) {
-    const mg_node *n = &p->g->nodes[t];
+static mg_status run_step(mg_exec *ex, const mg_plan *p,
+                          const mg_plan_step *st, uint64_t seed) {
+    const mg_tensor t = st->t;
     char label[160];
-    size_t nbytes = mg_tdesc_nbytes(&n->d);
+    size_t nbytes = mg_tdesc_nbytes(&p->tensor[t].d);
+    if (!ex->backend.supports_op(ex->backend.ctx, st->op))
+        return mg_set_error(
+            MG_ERR_UNSUPPORTED, "mg_exec_run: %s failed: %s backend: no "
+            "kernel for op %s",
+            mg_graph_tensor_label(p->g, t, label, sizeof label),
+            ex->backend.name, mg_op_str(st->op));
     if (!ex->buf[t]) {
         ex->buf[t] = mg_pool_alloc(&ex->pool, nbytes);
         if (!ex->buf[t])
@@ -221,22 +223,29 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p, mg_tensor t,
         ex->pooled[t] = true;
     }
     char why[256] = "";
-    mg_kargs a = {.op = n->op, .attrs = &n->attrs, .n_in = n->n_in,
-                  .out = {ex->buf[t], n->d}, .run_seed = seed,
-                  .work_bytes = work_bytes, .why = why, .why_len = sizeof why};
-    if (work_bytes && !(a.work = mg_pool_alloc(&ex->pool, work_bytes)))
+    mg_kargs a = {.op = st->op, .attrs = &st->attrs, .n_in = st->n_in,
+                  .out = {ex->buf[t], p->tensor[t].d}, .run_seed = seed,
+                  .work_bytes = st->work, .why = why, .why_len = sizeof why};
+    for (int i = 0; i < st->n_in; i++)
+        a.in[i] = (mg_kbuf){ex->buf[st->in[i]], p->tensor[st->in[i]].d};
+    /* Scratch only ever comes from the pool, as much as the plan counted. */
+    size_t need = ex->backend.workspace(ex->backend.ctx, &a);
+    if (need > st->work)
+        return mg_set_error(
+            MG_ERR_INTERNAL,
+            "mg_exec_run: %s failed: the %s backend needs %zu bytes of "
+            "workspace, the plan has %zu",
+            mg_graph_tensor_label(p->g, t, label, sizeof label),
+            ex->backend.name, need, st->work);
+    if (st->work && !(a.work = mg_pool_alloc(&ex->pool, st->work)))
         return mg_set_error(
             MG_ERR_NOMEM,
             "mg_exec_run: out of memory allocating %zu bytes of workspace for "
             "%s (%zu in use, limit %zu)",
-            work_bytes, mg_graph_tensor_label(p->g, t, label, sizeof label),
+            st->work, mg_graph_tensor_label(p->g, t, label, sizeof label),
             ex->pool.stats.bytes_in_use, ex->pool.max_bytes);
-    for (int i = 0; i < n->n_in; i++) {
-        mg_tensor in = mg_plan_input(p, t, i);
-        a.in[i] = (mg_kbuf){ex->buf[in], p->g->nodes[in].d};
-    }
     mg_status s = ex->backend.run_op(ex->backend.ctx, &a);
-    if (a.work) mg_pool_free(&ex->pool, a.work, work_bytes);
+    if (a.work) mg_pool_free(&ex->pool, a.work, st->work);
     if (s != MG_OK)
         return mg_set_error(s, "mg_exec_run: %s failed: %s",
                             mg_graph_tensor_label(p->g, t, label, sizeof label),
@@ -250,7 +259,7 @@ static void unwind(mg_exec *ex, const mg_plan *p) {
         mg_tensor t = p->steps[st];
         if (ex->pooled[t] && ex->buf[t])
             mg_pool_free(&ex->pool, ex->buf[t],
-                         mg_tdesc_nbytes(&p->g->nodes[t].d));
+                         mg_tdesc_nbytes(&p->tensor[t].d));
     }
 }
 
@@ -261,7 +270,7 @@ static mg_status keep_outputs(mg_exec *ex, const mg_plan *p) {
     for (int32_t k = 0; k < p->n_kept; k++) {
         mg_tensor t = p->kept[k];
         ex->kept[ex->n_kept++] = (mg_kept){
-            t, ex->buf[t], mg_tdesc_nbytes(&p->g->nodes[t].d), ex->pooled[t]};
+            t, ex->buf[t], mg_tdesc_nbytes(&p->tensor[t].d), ex->pooled[t]};
     }
     return MG_OK;
 }
@@ -269,13 +278,13 @@ static mg_status keep_outputs(mg_exec *ex, const mg_plan *p) {
 static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed) {
     mg_status s = MG_OK;
     for (int32_t st = 0; st < p->n_steps && s == MG_OK; st++) {
-        s = run_step(ex, p, p->steps[st], p->work[st], seed);
+        s = run_step(ex, p, &p->step[st], seed);
         if (s != MG_OK) break;
         for (int32_t r = p->release_start[st]; r < p->release_start[st + 1];
              r++) {
             mg_tensor dead = p->release[r];
             mg_pool_free(&ex->pool, ex->buf[dead],
-                         mg_tdesc_nbytes(&p->g->nodes[dead].d));
+                         mg_tdesc_nbytes(&p->tensor[dead].d));
             ex->buf[dead] = NULL;
         }
     }

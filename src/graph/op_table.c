@@ -64,7 +64,7 @@ const mg_op_def mg_op_table[MG_OP_COUNT] = {
        .flops_per_elem = 2),
     OP(CROSS_ENTROPY, .n_inputs = 2, .infer = mg_cross_entropy_infer,
        .grad = mg_cross_entropy_grad, .flops = mg_loss_flops,
-       .no_grad_inputs = 1u << 1),
+       .workspace = mg_cross_entropy_workspace, .no_grad_inputs = 1u << 1),
     OP(MSE, .n_inputs = 2, .infer = mg_mse_infer, .grad = mg_mse_grad,
        .flops = mg_loss_flops),
     OP(RELU_GRAD, .n_inputs = 2, .infer = mg_pair_infer, .flops_per_elem = 1),
@@ -112,9 +112,11 @@ const mg_op_def mg_op_table[MG_OP_COUNT] = {
     OP(LAYERNORM_GRAD_INPUT, .n_inputs = 3,
        .infer = mg_layernorm_grad_input_infer, .flops = mg_norm_flops),
     OP(LAYERNORM_GRAD_GAMMA, .n_inputs = 2,
-       .infer = mg_layernorm_grad_gamma_infer, .flops = mg_norm_flops),
+       .infer = mg_layernorm_grad_gamma_infer, .flops = mg_norm_flops,
+       .workspace = mg_layernorm_grad_gamma_workspace),
     OP(EMBEDDING_GRAD, .n_inputs = 2, .infer = mg_embedding_grad_infer,
-       .flops = mg_embedding_grad_flops),
+       .flops = mg_embedding_grad_flops,
+       .workspace = mg_embedding_grad_workspace),
 };
 
 #undef OP

@@ -46,8 +46,10 @@ typedef double (*mg_flops_fn)(const mg_tdesc *in, int n_in, const mg_attrs *a,
                               const mg_tdesc *out);
 
 /* Scratch rule: bytes of workspace the op's kernels need (an im2col
- * buffer, say). The executor lends it from the pool for the length of the
- * op, so the plan's peak prediction counts it. */
+ * buffer, say), the most that any backend's kernel for it needs (each
+ * backend's workspace query, src/exec/backend.h, must not exceed it). The
+ * executor lends it from the pool for the length of the op, so the plan's
+ * peak prediction counts it. */
 typedef size_t (*mg_workspace_fn)(const mg_tdesc *in, int n_in,
                                   const mg_attrs *a, const mg_tdesc *out);
 

@@ -43,6 +43,17 @@ double mg_embedding_grad_flops(const mg_tdesc *in, int n_in,
     return (double)mg_tdesc_numel(&in[0]);
 }
 
+/* embedding_grad (gy, indices) -> dtable: the CUDA kernel gathers instead
+ * of scattering, from the positions of each row sorted by row (CSR: rows
+ * + 1 starts, then one entry per index, as int64); the CPU needs none. */
+size_t mg_embedding_grad_workspace(const mg_tdesc *in, int n_in,
+                                   const mg_attrs *a, const mg_tdesc *out) {
+    (void)n_in, (void)a;
+    if (out->ndim < 1) return 0;
+    return (size_t)(out->shape[0] + 1 + mg_tdesc_numel(&in[1])) *
+           sizeof(int64_t);
+}
+
 mg_tensor mg_embedding(mg_graph *g, mg_tensor table, mg_tensor indices) {
     const mg_tensor in[2] = {table, indices};
     return mg_graph_add_node(g, MG_OP_EMBEDDING, 2, in, NULL);

@@ -110,6 +110,8 @@ mg_status mg_dropout_grad(mg_graph *g, const mg_node *node,
 mg_status mg_cross_entropy_infer(const mg_tdesc *in, int n_in,
                                  const mg_attrs *a, mg_tdesc *out, char *why,
                                  size_t len);
+size_t mg_cross_entropy_workspace(const mg_tdesc *in, int n_in,
+                                  const mg_attrs *a, const mg_tdesc *out);
 mg_status mg_cross_entropy_grad(mg_graph *g, const mg_node *node,
                                 const mg_tensor *in, mg_tensor y, mg_tensor gy,
                                 const bool *need, mg_tensor *gin);
@@ -201,6 +203,9 @@ mg_status mg_norm_grad(mg_graph *g, const mg_node *node,
                        const bool *need, mg_tensor *gin);
 double mg_norm_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
                      const mg_tdesc *out);
+size_t mg_layernorm_grad_gamma_workspace(const mg_tdesc *in, int n_in,
+                                         const mg_attrs *a,
+                                         const mg_tdesc *out);
 
 /* ---- ops_slice.c --------------------------------------------------------- */
 mg_status mg_slice_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
@@ -228,6 +233,8 @@ mg_status mg_embedding_grad_infer(const mg_tdesc *in, int n_in,
                                   size_t len);
 double mg_embedding_grad_flops(const mg_tdesc *in, int n_in,
                                const mg_attrs *a, const mg_tdesc *out);
+size_t mg_embedding_grad_workspace(const mg_tdesc *in, int n_in,
+                                   const mg_attrs *a, const mg_tdesc *out);
 
 /* ---- ops_attention.c ----------------------------------------------------- */
 mg_status mg_causal_mask_infer(const mg_tdesc *in, int n_in,

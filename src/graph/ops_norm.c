@@ -103,6 +103,20 @@ double mg_norm_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
     return 8.0 * (double)mg_tdesc_numel(&in[0]);
 }
 
+/* layernorm_grad_gamma (gy, x) -> dgamma: the mean and rstd of every row
+ * of x, which the CUDA kernel computes once and reads for every column of
+ * dgamma (the CPU needs none). dgamma has the normalised shape, so there
+ * are numel(x) / numel(dgamma) rows. */
+size_t mg_layernorm_grad_gamma_workspace(const mg_tdesc *in, int n_in,
+                                         const mg_attrs *a,
+                                         const mg_tdesc *out) {
+    (void)n_in, (void)a;
+    const int64_t inner = mg_tdesc_numel(out);
+    if (inner <= 0) return 0;
+    return 2 * (size_t)(mg_tdesc_numel(&in[1]) / inner) *
+           mg_dtype_size(out->dtype);
+}
+
 mg_tensor mg_batchnorm(mg_graph *g, mg_tensor x, mg_tensor gamma,
                        mg_tensor beta, double eps) {
     mg_attrs at = {0};

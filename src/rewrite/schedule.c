@@ -31,7 +31,8 @@ void mg_plan_free(mg_plan *p) {
     if (!p) return;
     free(p->role);
     free(p->steps);
-    free(p->work);
+    free(p->step);
+    free(p->tensor);
     free(p->release_start);
     free(p->release);
     free(p->leaves);
@@ -44,14 +45,16 @@ static mg_status plan_alloc(mg_plan *p, int32_t n, int n_kept) {
     size_t sz = (size_t)(n ? n : 1);
     p->role = calloc(sz, sizeof *p->role);
     p->steps = malloc(sz * sizeof *p->steps);
-    p->work = malloc(sz * sizeof *p->work);
+    p->step = malloc(sz * sizeof *p->step);
+    p->tensor = malloc(sz * sizeof *p->tensor);
     p->release_start = malloc((sz + 1) * sizeof *p->release_start);
     p->release = malloc(sz * sizeof *p->release);
     p->leaves = malloc(sz * sizeof *p->leaves);
     p->kept = malloc((size_t)(n_kept ? n_kept : 1) * sizeof *p->kept);
     p->remap = malloc(sz * sizeof *p->remap);
-    if (!p->role || !p->steps || !p->work || !p->release_start || !p->release ||
-        !p->leaves || !p->kept || !p->remap)
+    if (!p->role || !p->steps || !p->step || !p->tensor ||
+        !p->release_start || !p->release || !p->leaves || !p->kept ||
+        !p->remap)
         return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
                             "a plan over %d tensors", (int)n);
     return MG_OK;
@@ -65,25 +68,40 @@ static void plan_add_kept(mg_plan *p, const mg_tensor *ts, int n) {
     }
 }
 
+/* The executor's copy of step t. */
+static mg_plan_step step_record(const mg_plan *p, mg_tensor t) {
+    const mg_node *n = &p->g->nodes[t];
+    mg_plan_step r = {.t = t, .op = n->op, .n_in = n->n_in,
+                      .work = mg_graph_op_workspace(p->g, t),
+                      .attrs = n->attrs};
+    for (int k = 0; k < n->n_in; k++) r.in[k] = mg_plan_input(p, t, k);
+    return r;
+}
+
 /* Fill steps, leaves and release lists from a topological order. */
 static mg_status plan_build(mg_plan *p, const mg_tensor *order,
                             int32_t n_order, int32_t *last_read) {
     const mg_graph *g = p->g;
+    for (int32_t t = 0; t < p->n_tensors; t++) {
+        const mg_node *n = &g->nodes[t];
+        p->tensor[t] = (mg_plan_tensor){
+            .d = n->d, .leaf = (mg_op_table[n->op].flags & MG_OPF_LEAF) != 0};
+    }
     for (int32_t k = 0; k < n_order; k++) {
         mg_tensor t = order[k];
-        if (mg_op_table[g->nodes[t].op].flags & MG_OPF_LEAF) {
+        if (p->tensor[t].leaf) {
             p->role[t] |= MG_ROLE_LEAF;
             p->leaves[p->n_leaves++] = t;
         } else {
             p->role[t] |= MG_ROLE_COMPUTED;
-            p->work[p->n_steps] = mg_graph_op_workspace(g, t);
+            p->step[p->n_steps] = step_record(p, t);
             p->steps[p->n_steps++] = t;
         }
     }
     for (int32_t i = 0; i < p->n_tensors; i++) last_read[i] = -1;
     for (int32_t s = 0; s < p->n_steps; s++)
-        for (int k = 0; k < g->nodes[p->steps[s]].n_in; k++)
-            last_read[mg_plan_input(p, p->steps[s], k)] = s;
+        for (int k = 0; k < p->step[s].n_in; k++)
+            last_read[p->step[s].in[k]] = s;
     /* Bucket releases by step: count, prefix-sum, then place. */
     memset(p->release_start, 0, ((size_t)p->n_steps + 1) * sizeof(int32_t));
     for (int32_t s = 0; s < p->n_steps; s++) {
@@ -206,13 +224,14 @@ mg_status mg_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_tensor t = p->steps[s];
         if (!bound[t])
-            in_use += mg_pool_size_class(mg_tdesc_nbytes(&p->g->nodes[t].d));
+            in_use += mg_pool_size_class(mg_tdesc_nbytes(&p->tensor[t].d));
         /* the workspace is lent after the output and returned at once */
-        size_t work = p->work[s] ? mg_pool_size_class(p->work[s]) : 0;
+        size_t work = p->step[s].work ? mg_pool_size_class(p->step[s].work)
+                                      : 0;
         if (in_use + work > peak) peak = in_use + work;
         for (int32_t r = p->release_start[s]; r < p->release_start[s + 1]; r++)
             in_use -= mg_pool_size_class(
-                mg_tdesc_nbytes(&p->g->nodes[p->release[r]].d));
+                mg_tdesc_nbytes(&p->tensor[p->release[r]].d));
     }
     free(bound);
     *peak_out = peak;

@@ -1,7 +1,10 @@
 /*
  * schedule.h - the compiled plan: one linear order of ops, the last reader
  * of every buffer, and what the caller must bind. The executor only walks
- * it; every decision about order and lifetime is made here.
+ * it; every decision about order and lifetime is made here. The plan
+ * carries copies of what the executor needs from the graph (the step
+ * records and tensor descriptors), so the executor never reads graph
+ * nodes; it asks the graph only for tensor labels in messages.
  */
 #ifndef MG_SCHEDULE_H
 #define MG_SCHEDULE_H
@@ -15,13 +18,30 @@ enum {
     MG_ROLE_KEPT = 4      /* output or retained: not released by the run */
 };
 
+/* One step as the executor runs it. */
+typedef struct mg_plan_step {
+    mg_tensor t;                 /* the tensor the step computes */
+    mg_op op;
+    int n_in;
+    mg_tensor in[MG_MAX_INPUTS]; /* as this plan reads them (remapped) */
+    size_t work;                 /* workspace bytes its kernel borrows */
+    mg_attrs attrs;
+} mg_plan_step;
+
+/* One tensor id as the executor sees it. */
+typedef struct mg_plan_tensor {
+    mg_tdesc d;
+    bool leaf; /* an input or parameter node: memory comes from the caller */
+} mg_plan_tensor;
+
 struct mg_plan {
     const mg_graph *g;
     int32_t n_tensors; /* graph size when compiled; ids below it are valid */
     uint8_t *role;     /* per tensor id, MG_ROLE_* bits */
     int32_t n_steps;
     mg_tensor *steps;  /* computed tensors in execution order */
-    size_t *work;      /* per step: workspace bytes its kernel borrows */
+    mg_plan_step *step; /* per step: its record, in the same order */
+    mg_plan_tensor *tensor; /* per tensor id */
     /* After step s, release release[release_start[s] .. release_start[s+1]) */
     int32_t *release_start;
     mg_tensor *release;

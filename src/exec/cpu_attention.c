@@ -1,7 +1,7 @@
 /*
- * cpu_mask.c - causal_mask: over the last two axes [L1, L2] of x, entries
- * above the diagonal (column j > row i) take the fill value; the rest are
- * copied.
+ * cpu_attention.c - causal_mask, the op attention needs: over the last two
+ * axes [L1, L2] of x, entries above the diagonal (column j > row i) take the
+ * fill value; the rest are copied.
  */
 #include "cpu_kernels.h"
 
@@ -20,8 +20,8 @@ MG_CPU_FLOAT_TYPES(MASK_DEF)
 mg_status mg_cpu_causal_mask(const mg_kargs *ka) {
     const mg_tdesc *d = &ka->out.d;
     if (d->ndim < 2)
-        return mg_cpu_fail(ka, MG_ERR_SHAPE,
-                           "causal_mask needs 2 or more dims");
+        return mg_kernel_fail(ka, MG_ERR_SHAPE,
+                              "causal_mask needs 2 or more dims");
     const int64_t rows = d->shape[d->ndim - 2], cols = d->shape[d->ndim - 1];
     return MG_CPU_BY_DTYPE(ka, d->dtype, causal_mask, ka->in[0].data,
                            ka->out.data, mg_tdesc_numel(d) / (rows * cols),

@@ -1,8 +1,9 @@
 /*
- * backend_cuda.cu - the CUDA device: cudaMalloc'd memory for the pool,
- * copies, and dispatch through the CUDA kernel table on one stream with
- * one cuBLAS handle. Every CUDA and cuBLAS call is checked; a failure
- * becomes an mg_ status with a message, never an abort.
+ * cuda_backend.cu - the CUDA device: cudaMalloc'd memory for the pool, copies,
+ * dispatch through the CUDA kernel table on one stream with one cuBLAS handle,
+ * the ops it supports and the workspace its kernels need; and its row of the
+ * backend table (mg_backend_cuda_reg). Every CUDA and cuBLAS call is checked;
+ * a failure becomes an mg_ status with a message, never an abort.
  */
 #include "cuda_internal.h"
 
@@ -13,24 +14,14 @@
 
 /* ---- failures ------------------------------------------------------------ */
 
-mg_status cu_fail(const mg_kargs *a, mg_status s, const char *fmt, ...) {
-    if (a && a->why && a->why_len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(a->why, a->why_len, fmt, ap);
-        va_end(ap);
-    }
-    return s;
-}
-
 static mg_status cuda_status(cudaError_t e) {
     return e == cudaErrorMemoryAllocation ? MG_ERR_NOMEM : MG_ERR_INTERNAL;
 }
 
 mg_status cu_check(const mg_kargs *a, cudaError_t e, const char *what) {
     if (e == cudaSuccess) return MG_OK;
-    return cu_fail(a, cuda_status(e), "CUDA error in %s: %s (%s)", what,
-                   cudaGetErrorString(e), cudaGetErrorName(e));
+    return mg_kernel_fail(a, cuda_status(e), "CUDA error in %s: %s (%s)", what,
+                          cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
 mg_status cu_check_launch(const mg_kargs *a, const char *what) {
@@ -40,34 +31,17 @@ mg_status cu_check_launch(const mg_kargs *a, const char *what) {
 mg_status cu_check_blas(const mg_kargs *a, cublasStatus_t e,
                         const char *what) {
     if (e == CUBLAS_STATUS_SUCCESS) return MG_OK;
-    return cu_fail(a,
-                   e == CUBLAS_STATUS_ALLOC_FAILED ? MG_ERR_NOMEM
-                                                   : MG_ERR_INTERNAL,
-                   "cuBLAS error in %s: %s", what, cublasGetStatusString(e));
+    return mg_kernel_fail(a, e == CUBLAS_STATUS_ALLOC_FAILED ? MG_ERR_NOMEM
+                          : MG_ERR_INTERNAL, "cuBLAS error in %s: %s", what,
+                          cublasGetStatusString(e));
 }
 
-void *cu_scratch(cu_ctx *c, const mg_kargs *a, size_t nbytes) {
-    if (nbytes <= c->scratch_cap && c->scratch) return c->scratch;
-    /* Kernels queued earlier may still use the old buffer. */
-    if (c->scratch) {
-        mg_status s = cu_check(a, cudaStreamSynchronize(c->stream), "scratch");
-        if (s != MG_OK) return NULL;
-        cudaFree(c->scratch);
-    }
-    c->scratch = NULL;
-    c->scratch_cap = 0;
-    void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, nbytes ? nbytes : 256);
-    if (e != cudaSuccess) {
-        cudaGetLastError(); /* not sticky: clear it */
-        cu_fail(a, MG_ERR_NOMEM,
-                "out of device memory for %zu bytes of scratch (%s)", nbytes,
-                cudaGetErrorString(e));
-        return NULL;
-    }
-    c->scratch = p;
-    c->scratch_cap = nbytes;
-    return p;
+mg_status cu_work(const mg_kargs *a, size_t nbytes, void **out) {
+    *out = a->work;
+    if (a->work_bytes >= nbytes) return MG_OK;
+    return mg_kernel_fail(a, MG_ERR_INTERNAL,
+                          "needs %zu bytes of workspace, got %zu", nbytes,
+                          a->work_bytes);
 }
 
 /* ---- the kernel table ---------------------------------------------------- */
@@ -80,12 +54,12 @@ static void kernels_init(void) {
     cu_kernel_fn *t = kernels;
     t[MG_OP_FILL] = cu_fill;
     t[MG_OP_MATMUL] = cu_matmul;
-    t[MG_OP_ADD] = t[MG_OP_SUB] = t[MG_OP_MUL] = t[MG_OP_DIV] = cu_binary;
-    t[MG_OP_RELU_GRAD] = t[MG_OP_GELU_GRAD] = cu_binary;
-    t[MG_OP_TANH_GRAD] = t[MG_OP_SIGMOID_GRAD] = cu_binary;
-    t[MG_OP_NEG] = t[MG_OP_RELU] = t[MG_OP_GELU] = t[MG_OP_TANH] = cu_unary;
-    t[MG_OP_SIGMOID] = t[MG_OP_EXP] = t[MG_OP_LOG] = t[MG_OP_SQRT] = cu_unary;
-    t[MG_OP_SCALE] = cu_unary;
+#define UNARY_ENTRY(name, OP, expr) t[MG_OP_##OP] = cu_unary;
+#define BINARY_ENTRY(name, OP, expr) t[MG_OP_##OP] = cu_binary;
+    MG_UNARY_OPS(UNARY_ENTRY)
+    MG_BINARY_OPS(BINARY_ENTRY)
+#undef UNARY_ENTRY
+#undef BINARY_ENTRY
     t[MG_OP_SUM] = cu_sum;
     t[MG_OP_MEAN] = cu_mean;
     t[MG_OP_BROADCAST_TO] = cu_broadcast_to;
@@ -123,6 +97,34 @@ extern "C" int mg_cuda_has_kernel(mg_op op) {
     if (op == MG_OP_INPUT || op == MG_OP_PARAM) return 1;
     kernels_init();
     return kernels[op] != NULL;
+}
+
+static bool cuda_supports_op(void *ctx, mg_op op) {
+    (void)ctx;
+    return mg_cuda_has_kernel(op) != 0;
+}
+
+/* The kernels that borrow scratch, each file's own rule for it. */
+extern "C" size_t mg_cuda_workspace(const mg_kargs *a) {
+    switch (a->op) {
+    case MG_OP_CONV2D:
+    case MG_OP_CONV2D_GRAD_INPUT:
+    case MG_OP_CONV2D_GRAD_WEIGHT:
+        return cu_conv2d_workspace(a);
+    case MG_OP_CROSS_ENTROPY:
+        return cu_cross_entropy_workspace(a);
+    case MG_OP_LAYERNORM_GRAD_GAMMA:
+        return cu_norm_grad_gamma_workspace(a);
+    case MG_OP_EMBEDDING_GRAD:
+        return cu_embedding_grad_workspace(a);
+    default:
+        return 0;
+    }
+}
+
+static size_t cuda_workspace(void *ctx, const mg_kargs *a) {
+    (void)ctx;
+    return mg_cuda_workspace(a);
 }
 
 /* ---- the backend --------------------------------------------------------- */
@@ -201,7 +203,6 @@ static void cuda_destroy(void *ctx) {
     cu_ctx *c = (cu_ctx *)ctx;
     if (!c) return;
     if (c->stream) cudaStreamSynchronize(c->stream);
-    if (c->scratch) cudaFree(c->scratch);
     if (c->flag) cudaFree(c->flag);
     if (c->blas) cublasDestroy(c->blas);
     if (c->stream) cudaStreamDestroy(c->stream);
@@ -277,6 +278,12 @@ extern "C" mg_status mg_backend_cuda_init(mg_backend *out) {
     out->run_op = cuda_run_op;
     out->synchronize = cuda_synchronize;
     out->destroy = cuda_destroy;
+    out->supports_op = cuda_supports_op;
+    out->workspace = cuda_workspace;
     out->ctx = c;
     return MG_OK;
 }
+
+extern "C" const mg_backend_reg mg_backend_cuda_reg = {
+    MG_DEVICE_CUDA, "CUDA", mg_cuda_device_count, mg_backend_cuda_init,
+};

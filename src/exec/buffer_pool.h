@@ -1,9 +1,9 @@
 /*
- * pool.h - the caching buffer pool the executor allocates every
+ * buffer_pool.h - the caching buffer pool the executor allocates every
  * intermediate from, over a backend's alloc/free.
  */
-#ifndef MG_POOL_H
-#define MG_POOL_H
+#ifndef MG_BUFFER_POOL_H
+#define MG_BUFFER_POOL_H
 
 #include "backend.h"
 

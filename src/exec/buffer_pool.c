@@ -1,12 +1,14 @@
 /*
- * pool.c - a caching allocator: freed blocks are kept per size class and
+ * buffer_pool.c - the caching allocator the executor takes every
+ * intermediate and workspace from: freed blocks are kept per size class and
  * handed out again for the next request of the same class.
  *
  * Bytes in use are counted in size classes, the same unit the planner
- * predicts with (mg_pool_size_class), so a plan's predicted peak and the
- * measured peak can be compared exactly. Only exact class matches are
- * reused: a bigger cached block would make "in use" depend on what the
- * cache happened to hold, and the prediction would stop being exact.
+ * predicts with (mg_pool_size_class, src/common/size_class.c), so a plan's
+ * predicted peak and the measured peak can be compared exactly. Only
+ * exact class matches are reused: a bigger cached block would make "in use"
+ * depend on what the cache happened to hold, and the prediction would stop
+ * being exact.
  *
  * Exact reuse alone lets the cache fill with classes the next phase of a
  * schedule never asks for again (a recompute segment's sizes differ from
@@ -15,18 +17,10 @@
  * reserves stays within its peak in use: bytes_reserved never exceeds
  * max(peak_bytes_in_use, bytes_in_use + the request).
  */
-#include "pool.h"
+#include "buffer_pool.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#define MG_POOL_ALIGN 256
-
-size_t mg_pool_size_class(size_t nbytes) {
-    if (nbytes == 0) nbytes = 1;
-    if (nbytes > SIZE_MAX - MG_POOL_ALIGN) return SIZE_MAX;
-    return (nbytes + MG_POOL_ALIGN - 1) / MG_POOL_ALIGN * MG_POOL_ALIGN;
-}
 
 void mg_pool_init(mg_pool *p, const mg_backend *backend, size_t max_bytes) {
     memset(p, 0, sizeof *p);

@@ -1,0 +1,159 @@
+/*
+ * cuda_loss.cu - the scalar losses (cross-entropy against integer labels,
+ * with its fused backward op, and mean squared error). Per-row partial
+ * losses are summed by one block in a fixed order; a bad label is found on
+ * the device and reported as the CPU reports it.
+ */
+#include "cuda_internal.h"
+
+#include <limits.h>
+
+/* ---- losses ----------------------------------------------------------------- */
+
+/* Per row: logsumexp(row) - row[label] as (m - v) + log s; a bad label
+ * records its row in *flag (the smallest such row) and contributes 0. */
+template <typename T>
+__global__ void k_ce_rows(const T *x, const int32_t *labels, T *part,
+                          int64_t rows, int64_t cl, int *flag) {
+    CU_SHARED(T, sh);
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const T *px = x + r * cl;
+        const int32_t lab = labels[r];
+        const bool bad = lab < 0 || lab >= cl;
+        if (bad && threadIdx.x == 0) atomicMin(flag, (int)(r < INT_MAX ? r : INT_MAX - 1));
+        T m = px[0];
+        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
+            if (px[i] > m) m = px[i];
+        m = cu_block_max(m, sh);
+        T s = 0;
+        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
+            s += exp(px[i] - m);
+        s = cu_block_sum(s, sh);
+        if (threadIdx.x == 0) part[r] = bad ? (T)0 : (m - px[lab]) + log(s);
+    }
+}
+
+/* y[0] = (sum of v[i] or of (v[i] - w[i])^2) / n in one block. */
+template <typename T>
+__global__ void k_mean_of(const T *v, const T *w, T *y, int64_t n) {
+    CU_SHARED(T, sh);
+    T s = 0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        if (w) {
+            const T e = v[i] - w[i];
+            s += e * e;
+        } else {
+            s += v[i];
+        }
+    }
+    s = cu_block_sum(s, sh);
+    if (threadIdx.x == 0) y[0] = s / (T)n;
+}
+
+/* grad row = (softmax(row) - onehot(label)) * gy / rows */
+template <typename T>
+__global__ void k_ce_grad(const T *gy, const T *x, const int32_t *labels,
+                          T *g, int64_t rows, int64_t cl, int *flag) {
+    CU_SHARED(T, sh);
+    const T scale = gy[0] / (T)rows;
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const T *px = x + r * cl;
+        T *pg = g + r * cl;
+        const int32_t lab = labels[r];
+        if ((lab < 0 || lab >= cl) && threadIdx.x == 0)
+            atomicMin(flag, (int)(r < INT_MAX ? r : INT_MAX - 1));
+        T m = px[0];
+        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
+            if (px[i] > m) m = px[i];
+        m = cu_block_max(m, sh);
+        T s = 0;
+        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
+            s += exp(px[i] - m);
+        s = cu_block_sum(s, sh);
+        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x) {
+            T v = exp(px[i] - m) / s;
+            if (i == lab) v -= 1;
+            pg[i] = v * scale;
+        }
+    }
+}
+
+static mg_status flag_reset(cu_ctx *c, const mg_kargs *a) {
+    return cu_check(a, cudaMemsetAsync(c->flag, 0x7f, sizeof(int), c->stream),
+                    "label check reset");
+}
+
+/* Waits for the kernel and reports the first bad label, as the CPU does. */
+static mg_status flag_check(cu_ctx *c, const mg_kargs *a,
+                            const int32_t *labels, int64_t cl) {
+    int row = 0;
+    mg_status s = cu_check(a, cudaMemcpyAsync(&row, c->flag, sizeof row,
+                                              cudaMemcpyDeviceToHost,
+                                              c->stream),
+                           "label check");
+    if (s == MG_OK)
+        s = cu_check(a, cudaStreamSynchronize(c->stream), "label check");
+    if (s != MG_OK || row == 0x7f7f7f7f) return s;
+    int32_t lab = 0;
+    s = cu_check(a, cudaMemcpy(&lab, labels + row, sizeof lab,
+                               cudaMemcpyDeviceToHost),
+                 "label check");
+    if (s != MG_OK) return s;
+    return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
+                          "label %d at row %d is outside [0, %lld)", (int)lab,
+                          row, (long long)cl);
+}
+
+size_t cu_cross_entropy_workspace(const mg_kargs *a) {
+    const mg_tdesc *dl = &a->in[0].d;
+    if (dl->ndim != 2) return 0;
+    return (size_t)dl->shape[0] * mg_dtype_size(a->out.d.dtype);
+}
+
+mg_status cu_cross_entropy(cu_ctx *c, const mg_kargs *a) {
+    int64_t rows = 0, cl = 0;
+    mg_status s = mg_ce_dims_setup(a, 0, &rows, &cl);
+    if (s == MG_OK) s = flag_reset(c, a);
+    if (s != MG_OK) return s;
+    const int32_t *labels = (const int32_t *)a->in[1].data;
+    const unsigned t = cu_row_threads(cl);
+    CU_BY_FLOAT(a, a->out.d.dtype, {
+        void *w = NULL;
+        s = cu_work(a, (size_t)rows * sizeof(T), &w);
+        if (s != MG_OK) return s;
+        T *part = (T *)w; /* one partial loss per row */
+        k_ce_rows<T><<<cu_grid_rows(rows), t, t * sizeof(T), c->stream>>>(
+            (const T *)a->in[0].data, labels, part, rows, cl, c->flag);
+        s = cu_check_launch(a, "cross_entropy rows");
+        if (s != MG_OK) return s;
+        k_mean_of<T><<<1, 1024, 1024 * sizeof(T), c->stream>>>(
+            part, (const T *)NULL, (T *)a->out.data, rows);
+    });
+    s = cu_check_launch(a, "cross_entropy mean");
+    return s != MG_OK ? s : flag_check(c, a, labels, cl);
+}
+
+mg_status cu_cross_entropy_grad(cu_ctx *c, const mg_kargs *a) {
+    int64_t rows = 0, cl = 0;
+    mg_status s = mg_ce_dims_setup(a, 1, &rows, &cl);
+    if (s == MG_OK) s = flag_reset(c, a);
+    if (s != MG_OK) return s;
+    const int32_t *labels = (const int32_t *)a->in[2].data;
+    const unsigned t = cu_row_threads(cl);
+    CU_BY_FLOAT(a, a->out.d.dtype,
+                (k_ce_grad<T><<<cu_grid_rows(rows), t, t * sizeof(T),
+                                c->stream>>>(
+                    (const T *)a->in[0].data, (const T *)a->in[1].data,
+                    labels, (T *)a->out.data, rows, cl, c->flag)));
+    s = cu_check_launch(a, "cross_entropy_grad");
+    return s != MG_OK ? s : flag_check(c, a, labels, cl);
+}
+
+mg_status cu_mse(cu_ctx *c, const mg_kargs *a) {
+    const int64_t n = mg_tdesc_numel(&a->in[0].d);
+    CU_BY_FLOAT(a, a->out.d.dtype,
+                (k_mean_of<T><<<1, 1024, 1024 * sizeof(T), c->stream>>>(
+                    (const T *)a->in[0].data, (const T *)a->in[1].data,
+                    (T *)a->out.data, n)));
+    return MG_OK;
+}

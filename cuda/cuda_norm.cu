@@ -1,0 +1,173 @@
+/*
+ * cuda_norm.cu - batchnorm and layernorm, forward and backward, over the
+ * [A, B, C] view of x that the CPU uses (mg_norm_dims): one block per group
+ * with fixed-order block reductions.
+ */
+#include "cuda_internal.h"
+
+/* ---- batchnorm, layernorm ------------------------------------------------- */
+
+/* x viewed as [A, B, C], normalised per b over A * C (see cpu_norm.c). */
+__device__ __forceinline__ int64_t norm_at(const mg_norm_dims &d, int64_t b,
+                                           int64_t e) {
+    return ((e / d.c) * d.b + b) * d.c + e % d.c;
+}
+
+/* Two-pass mean and rstd of group b; every thread of the block gets them. */
+template <typename T>
+__device__ void norm_stats(const T *x, const mg_norm_dims &d, int64_t b, T *sh,
+                           T *mean, T *rstd) {
+    const int64_t cnt = d.a * d.c;
+    T s = 0;
+    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x)
+        s += x[norm_at(d, b, e)];
+    const T m = cu_block_sum(s, sh) / (T)cnt;
+    T v = 0;
+    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
+        const T u = x[norm_at(d, b, e)] - m;
+        v += u * u;
+    }
+    v = cu_block_sum(v, sh);
+    *mean = m;
+    *rstd = (T)1 / sqrt(v / (T)cnt + (T)d.eps);
+}
+
+template <typename T>
+__global__ void k_norm_fwd(const T *x, const T *gamma, const T *beta, T *y,
+                           mg_norm_dims d) {
+    CU_SHARED(T, sh);
+    const int64_t cnt = d.a * d.c;
+    for (int64_t b = blockIdx.x; b < d.b; b += gridDim.x) {
+        T m, rs;
+        norm_stats(x, d, b, sh, &m, &rs);
+        for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
+            const int64_t o = norm_at(d, b, e), k = d.gamma_by_c ? e % d.c : b;
+            y[o] = (x[o] - m) * rs * gamma[k] + beta[k];
+        }
+    }
+}
+
+template <typename T>
+__global__ void k_norm_grad_input(const T *gy, const T *x, const T *gamma,
+                                  T *dx, mg_norm_dims d) {
+    CU_SHARED(T, sh);
+    const int64_t cnt = d.a * d.c;
+    for (int64_t b = blockIdx.x; b < d.b; b += gridDim.x) {
+        T m, rs, s1 = 0, s2 = 0;
+        norm_stats(x, d, b, sh, &m, &rs);
+        for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
+            const int64_t o = norm_at(d, b, e), k = d.gamma_by_c ? e % d.c : b;
+            const T h = gy[o] * gamma[k];
+            s1 += h;
+            s2 += h * (x[o] - m) * rs;
+        }
+        const T mh = cu_block_sum(s1, sh) / (T)cnt;
+        const T mhx = cu_block_sum(s2, sh) / (T)cnt;
+        for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
+            const int64_t o = norm_at(d, b, e), k = d.gamma_by_c ? e % d.c : b;
+            const T h = gy[o] * gamma[k];
+            dx[o] = rs * (h - mh - (x[o] - m) * rs * mhx);
+        }
+    }
+}
+
+/* batchnorm: dgamma[b] = sum over the group of gy * xhat. Layernorm keeps
+ * each group's stats in st[2b], st[2b+1] for k_norm_grad_gamma_c. */
+template <typename T>
+__global__ void k_norm_grad_gamma_b(const T *gy, const T *x, T *dg, T *st,
+                                    mg_norm_dims d) {
+    CU_SHARED(T, sh);
+    const int64_t cnt = d.a * d.c;
+    for (int64_t b = blockIdx.x; b < d.b; b += gridDim.x) {
+        T m, rs;
+        norm_stats(x, d, b, sh, &m, &rs);
+        if (st) {
+            if (threadIdx.x == 0) {
+                st[2 * b] = m;
+                st[2 * b + 1] = rs;
+            }
+            continue;
+        }
+        T s = 0;
+        for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
+            const int64_t o = norm_at(d, b, e);
+            s += gy[o] * ((x[o] - m) * rs);
+        }
+        s = cu_block_sum(s, sh);
+        if (threadIdx.x == 0) dg[b] = s;
+    }
+}
+
+/* layernorm (A = 1): dgamma[j] = sum over rows b of gy * xhat, in row order */
+template <typename T>
+__global__ void k_norm_grad_gamma_c(const T *gy, const T *x, T *dg,
+                                    const T *st, mg_norm_dims d) {
+    CU_FOR(j, d.c) {
+        T s = 0;
+        for (int64_t b = 0; b < d.b; b++) {
+            const int64_t o = b * d.c + j;
+            s += gy[o] * ((x[o] - st[2 * b]) * st[2 * b + 1]);
+        }
+        dg[j] = s;
+    }
+}
+
+mg_status cu_norm(cu_ctx *c, const mg_kargs *a) {
+    mg_norm_dims d;
+    mg_status s = mg_norm_dims_setup(a, &a->in[0].d, &d);
+    if (s != MG_OK) return s;
+    const unsigned t = cu_row_threads(d.a * d.c);
+    CU_BY_FLOAT(a, a->out.d.dtype,
+                (k_norm_fwd<T><<<cu_grid_rows(d.b), t, t * sizeof(T),
+                                 c->stream>>>(
+                    (const T *)a->in[0].data, (const T *)a->in[1].data,
+                    (const T *)a->in[2].data, (T *)a->out.data, d)));
+    return MG_OK;
+}
+
+mg_status cu_norm_grad_input(cu_ctx *c, const mg_kargs *a) {
+    mg_norm_dims d;
+    mg_status s = mg_norm_dims_setup(a, &a->in[1].d, &d);
+    if (s != MG_OK) return s;
+    const unsigned t = cu_row_threads(d.a * d.c);
+    CU_BY_FLOAT(a, a->out.d.dtype,
+                (k_norm_grad_input<T><<<cu_grid_rows(d.b), t, t * sizeof(T),
+                                        c->stream>>>(
+                    (const T *)a->in[0].data, (const T *)a->in[1].data,
+                    (const T *)a->in[2].data, (T *)a->out.data, d)));
+    return MG_OK;
+}
+
+/* layernorm keeps each row's mean and rstd for the column pass. */
+size_t cu_norm_grad_gamma_workspace(const mg_kargs *a) {
+    mg_norm_dims d = {};
+    if (mg_norm_dims_setup(a, &a->in[1].d, &d) != MG_OK || !d.gamma_by_c)
+        return 0;
+    return (size_t)(2 * d.b) * mg_dtype_size(a->out.d.dtype);
+}
+
+mg_status cu_norm_grad_gamma(cu_ctx *c, const mg_kargs *a) {
+    mg_norm_dims d;
+    mg_status s = mg_norm_dims_setup(a, &a->in[1].d, &d);
+    if (s != MG_OK) return s;
+    const unsigned t = cu_row_threads(d.a * d.c);
+    CU_BY_FLOAT(a, a->out.d.dtype, {
+        const T *gy = (const T *)a->in[0].data, *x = (const T *)a->in[1].data;
+        T *dg = (T *)a->out.data, *st = NULL;
+        if (d.gamma_by_c) {
+            void *w = NULL;
+            s = cu_work(a, (size_t)(2 * d.b) * sizeof(T), &w);
+            if (s != MG_OK) return s;
+            st = (T *)w;
+        }
+        k_norm_grad_gamma_b<T><<<cu_grid_rows(d.b), t, t * sizeof(T),
+                                 c->stream>>>(gy, x, dg, st, d);
+        if (d.gamma_by_c) {
+            s = cu_check_launch(a, "layernorm statistics");
+            if (s != MG_OK) return s;
+            k_norm_grad_gamma_c<T><<<cu_blocks(d.c), CU_THREADS, 0,
+                                     c->stream>>>(gy, x, dg, st, d);
+        }
+    });
+    return MG_OK;
+}

@@ -1,0 +1,24 @@
+/*
+ * backend_registry.c - the table of backends this library was built with,
+ * which the executor searches by device. A new backend adds its row here
+ * (and defines it in its own files); nothing else in the executor changes.
+ */
+#include "backend.h"
+
+#include <stddef.h>
+
+const mg_backend_reg *const mg_backend_table[] = {
+    &mg_backend_cpu_reg,
+#ifdef MG_HAVE_CUDA
+    &mg_backend_cuda_reg, /* cuda/cuda_backend.cu, built when nvcc is found */
+#endif
+};
+
+const int mg_backend_table_size =
+    (int)(sizeof mg_backend_table / sizeof mg_backend_table[0]);
+
+const mg_backend_reg *mg_backend_find(mg_device dev) {
+    for (int i = 0; i < mg_backend_table_size; i++)
+        if (mg_backend_table[i]->device == dev) return mg_backend_table[i];
+    return NULL;
+}

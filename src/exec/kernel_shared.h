@@ -1,0 +1,490 @@
+/*
+ * kernel_shared.h - kernel code that does not depend on the device, written
+ * once for the CPU kernels (cpu_*.c) and the CUDA kernels (the .cu files
+ * in cuda/):
+ *   - the failure helper every kernel reports through;
+ *   - strided layouts (broadcasting, permute, the boxes of slice, pad and
+ *     concat);
+ *   - the geometry of softmax, cross-entropy, conv2d, pooling and
+ *     normalisation, with its setup and its failure messages;
+ *   - the elementwise formulas and their derivatives, as two X-macro lists
+ *     that each backend expands into its kernels and kernel table.
+ * Adding a unary or binary elementwise op to the backends is one line of
+ * MG_UNARY_OPS or MG_BINARY_OPS.
+ *
+ * Plain C11 that nvcc also compiles as C++; as in rng.h, MG_KFN makes the
+ * functions __host__ __device__ under nvcc, so both devices evaluate the
+ * same code. Setup functions run on the host only (they may fail).
+ */
+#ifndef MG_KERNEL_SHARED_H
+#define MG_KERNEL_SHARED_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+#include "backend.h"
+#ifdef __cplusplus
+}
+#endif
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#if defined(__CUDACC__)
+#define MG_KFN static inline __host__ __device__
+#else
+#define MG_KFN static inline
+#endif
+
+/* ---- failures ------------------------------------------------------------ */
+
+/* Kernels never touch the thread's last-error message: the executor owns it
+ * and adds the op and tensor names, so they only leave a reason in a->why
+ * and return s. */
+static inline mg_status mg_kernel_fail(const mg_kargs *a, mg_status s,
+                                       const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline mg_status mg_kernel_fail(const mg_kargs *a, mg_status s,
+                                       const char *fmt, ...) {
+    if (a && a->why && a->why_len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(a->why, a->why_len, fmt, ap);
+        va_end(ap);
+    }
+    return s;
+}
+
+/* Kernels that index with int32 data check all of it (on the host) before
+ * reading anything: fails unless every idx[p] is in [0, bound), naming an
+ * entry as `what` and its place as `where` ("index 7 at position 2 is
+ * outside [0, 5)"). */
+static inline mg_status mg_kernel_check_indices(const mg_kargs *a,
+                                                const int32_t *idx, int64_t n,
+                                                int64_t bound,
+                                                const char *what,
+                                                const char *where) {
+    for (int64_t p = 0; p < n; p++)
+        if (idx[p] < 0 || idx[p] >= bound)
+            return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
+                                  "%s %" PRId32 " at %s %" PRId64
+                                  " is outside [0, %" PRId64 ")",
+                                  what, idx[p], where, p, bound);
+    return MG_OK;
+}
+
+/* ---- strided layouts ----------------------------------------------------- */
+
+/*
+ * A contiguous iteration domain of `ndim` dims plus the element strides at
+ * which two companion operands are visited alongside it. Broadcasting gives
+ * a companion stride 0 on repeated dims; permute gives it shuffled strides;
+ * a reduction walks its input and accumulates into an output whose reduced
+ * dims have stride 0. Slots that are not used keep stride 0.
+ */
+typedef struct mg_layout {
+    int ndim;
+    int64_t shape[MG_MAX_DIMS];
+    int64_t stride[2][MG_MAX_DIMS];
+} mg_layout;
+
+/* Domain = d's shape (a scalar becomes [1]); all strides 0. */
+MG_KFN void mg_layout_init(mg_layout *l, const mg_tdesc *d) {
+    l->ndim = d->ndim > 0 ? d->ndim : 1;
+    for (int i = 0; i < l->ndim; i++) {
+        l->shape[i] = d->ndim > 0 ? d->shape[i] : 1;
+        l->stride[0][i] = l->stride[1][i] = 0;
+    }
+}
+
+/* Strides of contiguous `in` read as if broadcast to the domain (numpy
+ * rules: aligned from the right, size-1 and missing dims repeat). */
+MG_KFN void mg_layout_broadcast(mg_layout *l, int slot, const mg_tdesc *in) {
+    int64_t step = 1;
+    int lead = l->ndim - in->ndim;
+    for (int i = l->ndim - 1; i >= 0; i--) {
+        int j = i - lead;
+        int64_t n = j >= 0 ? in->shape[j] : 1;
+        l->stride[slot][i] = n == 1 ? 0 : step;
+        step *= n;
+    }
+}
+
+/* Drops size-1 dims and merges dims that are contiguous in every slot, so
+ * inner loops run as long as possible (equal shapes become one flat dim). */
+MG_KFN void mg_layout_coalesce(mg_layout *l) {
+    int n = 0;
+    for (int i = 0; i < l->ndim; i++) {
+        if (l->shape[i] == 1) continue;
+        if (n > 0 &&
+            l->stride[0][n - 1] == l->stride[0][i] * l->shape[i] &&
+            l->stride[1][n - 1] == l->stride[1][i] * l->shape[i]) {
+            l->shape[n - 1] *= l->shape[i];
+            l->stride[0][n - 1] = l->stride[0][i];
+            l->stride[1][n - 1] = l->stride[1][i];
+            continue;
+        }
+        l->shape[n] = l->shape[i];
+        l->stride[0][n] = l->stride[0][i];
+        l->stride[1][n] = l->stride[1][i];
+        n++;
+    }
+    if (n == 0) {
+        l->shape[0] = 1;
+        l->stride[0][0] = l->stride[1][0] = 0;
+        n = 1;
+    }
+    l->ndim = n;
+}
+
+/* Number of rows of the last dim, the unit the CPU kernels loop over. */
+MG_KFN int64_t mg_layout_rows(const mg_layout *l) {
+    int64_t rows = 1;
+    for (int d = 0; d + 1 < l->ndim; d++) rows *= l->shape[d];
+    return rows;
+}
+
+/* Advances idx/off to the next row (an odometer over all but the last dim). */
+MG_KFN void mg_layout_next(const mg_layout *l, int64_t *idx, int64_t off[2]) {
+    for (int d = l->ndim - 2; d >= 0; d--) {
+        off[0] += l->stride[0][d];
+        off[1] += l->stride[1][d];
+        if (++idx[d] < l->shape[d]) return;
+        off[0] -= l->stride[0][d] * l->shape[d];
+        off[1] -= l->stride[1][d] * l->shape[d];
+        idx[d] = 0;
+    }
+}
+
+/* Offsets in both slots of the i-th element of the domain (row-major): the
+ * random access a GPU thread needs. */
+MG_KFN void mg_layout_offsets(const mg_layout *l, int64_t i, int64_t *o0,
+                              int64_t *o1) {
+    int64_t a = 0, b = 0;
+    for (int d = l->ndim - 1; d >= 0; d--) {
+        const int64_t n = l->shape[d], k = i % n;
+        i /= n;
+        a += k * l->stride[0][d];
+        b += k * l->stride[1][d];
+    }
+    *o0 = a;
+    *o1 = b;
+}
+
+/* Element strides of a dense (row-major) tensor. */
+MG_KFN void mg_dense_strides(const mg_tdesc *d, int64_t *stride) {
+    int64_t step = 1;
+    for (int i = d->ndim - 1; i >= 0; i--) {
+        stride[i] = step;
+        step *= d->shape[i];
+    }
+}
+
+/* The layout that copies a box of shape `box` from dense src, at corner
+ * src_at, into dense dst at dst_at (NULL: the origin), for slice, pad and
+ * concat: slot 0 walks src and slot 1 dst, from the element offsets base[0]
+ * and base[1]. Not yet coalesced. */
+MG_KFN void mg_layout_box(mg_layout *l, int64_t base[2], const mg_tdesc *src,
+                          const int64_t *src_at, const mg_tdesc *dst,
+                          const int64_t *dst_at, const mg_tdesc *box) {
+    int64_t ss[MG_MAX_DIMS], ds[MG_MAX_DIMS];
+    mg_dense_strides(src, ss);
+    mg_dense_strides(dst, ds);
+    mg_layout_init(l, box);
+    base[0] = base[1] = 0;
+    for (int i = 0; i < box->ndim; i++) {
+        l->stride[0][i] = ss[i];
+        l->stride[1][i] = ds[i];
+        base[0] += (src_at ? src_at[i] : 0) * ss[i];
+        base[1] += (dst_at ? dst_at[i] : 0) * ds[i];
+    }
+}
+
+/* The layout of permute (y = x with axes permuted, y.shape[i] =
+ * x.shape[perm[i]]): the domain is y; slot 0 walks x with permuted strides,
+ * slot 1 walks y densely. Fails on a perm entry outside x's axes. */
+static inline mg_status mg_layout_permute(const mg_kargs *a, mg_layout *l) {
+    const mg_tdesc *dx = &a->in[0].d;
+    int64_t xs[MG_MAX_DIMS], ys[MG_MAX_DIMS];
+    mg_dense_strides(dx, xs);
+    mg_dense_strides(&a->out.d, ys);
+    mg_layout_init(l, &a->out.d);
+    for (int i = 0; i < dx->ndim; i++) {
+        const int p = a->attrs->perm[i];
+        if (p < 0 || p >= dx->ndim)
+            return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
+                                  "perm[%d] = %d is outside [0, %d)", i, p,
+                                  dx->ndim);
+        l->stride[0][i] = xs[p];
+        l->stride[1][i] = ys[i];
+    }
+    return MG_OK;
+}
+
+/* concat (x0, x1) along a->attrs->axis: x0 goes to y's origin, x1 to the
+ * corner `at` this writes. Fails on an axis outside y's. */
+static inline mg_status mg_concat_corner(const mg_kargs *a, int64_t *at) {
+    const int ax = a->attrs->axis;
+    if (ax < 0 || ax >= a->out.d.ndim)
+        return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
+                              "axis %d is outside [0, %d)", ax,
+                              a->out.d.ndim);
+    for (int i = 0; i < MG_MAX_DIMS; i++) at[i] = 0;
+    at[ax] = a->in[0].d.shape[ax];
+    return MG_OK;
+}
+
+/* ---- softmax and loss geometry ------------------------------------------- */
+
+/* softmax and log_softmax of x along a->attrs->axis: x viewed as [outer,
+ * n, inner], normalised over n for each (outer, inner) row. */
+typedef struct mg_softmax_dims {
+    int64_t outer, n, inner;
+} mg_softmax_dims;
+
+static inline mg_status mg_softmax_dims_setup(const mg_kargs *a,
+                                              mg_softmax_dims *d) {
+    const mg_tdesc *x = &a->in[0].d;
+    const int axis = a->attrs->axis;
+    if (axis < 0 || axis >= x->ndim)
+        return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
+                              "axis %d is outside [0, %d)", axis, x->ndim);
+    d->outer = d->inner = 1;
+    for (int i = 0; i < axis; i++) d->outer *= x->shape[i];
+    for (int i = axis + 1; i < x->ndim; i++) d->inner *= x->shape[i];
+    d->n = x->shape[axis];
+    return MG_OK;
+}
+
+/* The cross-entropy ops read logits [N, C] and labels [N] from input slots
+ * lo and lo + 1: rows N and classes C. */
+static inline mg_status mg_ce_dims_setup(const mg_kargs *a, int lo,
+                                         int64_t *rows, int64_t *classes) {
+    const mg_tdesc *dl = &a->in[lo].d;
+    if (dl->ndim != 2)
+        return mg_kernel_fail(a, MG_ERR_SHAPE,
+                              "logits must be [N, C], got %d dims", dl->ndim);
+    *rows = dl->shape[0];
+    *classes = dl->shape[1];
+    return MG_OK;
+}
+
+/* ---- conv2d geometry ----------------------------------------------------- */
+
+/* conv2d and its gradients see x [N,C,H,W], y [N,O,OH,OW] and w
+ * [O,C/groups,KH,KW]. For each (sample, group) the input windows unfold
+ * into a column matrix of k rows by p columns, so that the op is a GEMM of
+ * the group's m = O/groups filters with it. */
+typedef struct mg_conv_dims {
+    int64_t n, c, h, w;     /* x */
+    int64_t o, oh, ow;      /* y */
+    int kh, kw, sh, sw, ph, pw, dh, dw;
+    int64_t groups, cg, og; /* channels per group of x and of y */
+    int64_t k, p, m;        /* GEMM sizes: rows of col, cols of col, og */
+    int direct;             /* 1x1, stride 1, no padding: col is x itself */
+} mg_conv_dims;
+
+/* Sizes from x, y and w as above. */
+static inline mg_status mg_conv_dims_setup(const mg_kargs *a,
+                                           const mg_tdesc *x,
+                                           const mg_tdesc *y,
+                                           const mg_tdesc *w,
+                                           mg_conv_dims *d) {
+    const mg_attrs *at = a->attrs;
+    if (x->ndim != 4 || y->ndim != 4 || w->ndim != 4 || at->groups < 1)
+        return mg_kernel_fail(a, MG_ERR_SHAPE,
+                              "conv2d kernels need 4-D tensors and groups "
+                              ">= 1");
+    d->n = x->shape[0]; d->c = x->shape[1];
+    d->h = x->shape[2]; d->w = x->shape[3];
+    d->o = y->shape[1]; d->oh = y->shape[2]; d->ow = y->shape[3];
+    d->kh = (int)w->shape[2]; d->kw = (int)w->shape[3];
+    d->sh = at->stride[0]; d->sw = at->stride[1];
+    d->ph = at->pad[0]; d->pw = at->pad[1];
+    d->dh = at->dilation[0]; d->dw = at->dilation[1];
+    d->groups = at->groups;
+    d->cg = d->c / d->groups; d->og = d->o / d->groups;
+    d->k = d->cg * d->kh * d->kw; d->p = d->oh * d->ow; d->m = d->og;
+    d->direct = d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 &&
+                d->ph == 0 && d->pw == 0;
+    return MG_OK;
+}
+
+/* The same for the op a->op, which names x, y and w among its tensors:
+ * conv2d (x, w) -> y; conv2d_grad_input (gy, w) -> dx; conv2d_grad_weight
+ * (gy, x) -> dw. */
+static inline mg_status mg_conv_dims_of_op(const mg_kargs *a,
+                                           mg_conv_dims *d) {
+    switch (a->op) {
+    case MG_OP_CONV2D:
+        return mg_conv_dims_setup(a, &a->in[0].d, &a->out.d, &a->in[1].d, d);
+    case MG_OP_CONV2D_GRAD_INPUT:
+        return mg_conv_dims_setup(a, &a->out.d, &a->in[0].d, &a->in[1].d, d);
+    case MG_OP_CONV2D_GRAD_WEIGHT:
+        return mg_conv_dims_setup(a, &a->in[1].d, &a->in[0].d, &a->out.d, d);
+    default:
+        return mg_kernel_fail(a, MG_ERR_INTERNAL, "%s is not a conv2d op",
+                              mg_op_str(a->op));
+    }
+}
+
+/* ---- pooling geometry ---------------------------------------------------- */
+
+/* x [N,C,H,W] pooled to y [N,C,OH,OW]; planes = N * C. */
+typedef struct mg_pool2d_dims {
+    int64_t planes, h, w, oh, ow;
+    int kh, kw, sh, sw, ph, pw;
+} mg_pool2d_dims;
+
+/* Window (oy, ox) clipped to x: rows [y0, y1), columns [x0, x1). */
+typedef struct mg_pool2d_win {
+    int64_t y0, y1, x0, x1;
+} mg_pool2d_win;
+
+static inline mg_status mg_pool2d_dims_setup(const mg_kargs *a,
+                                             const mg_tdesc *x,
+                                             const mg_tdesc *y,
+                                             mg_pool2d_dims *d) {
+    const mg_attrs *at = a->attrs;
+    if (x->ndim != 4 || y->ndim != 4)
+        return mg_kernel_fail(a, MG_ERR_SHAPE, "pooling needs 4-D tensors");
+    d->planes = x->shape[0] * x->shape[1];
+    d->h = x->shape[2]; d->w = x->shape[3];
+    d->oh = y->shape[2]; d->ow = y->shape[3];
+    d->kh = at->kernel[0]; d->kw = at->kernel[1];
+    d->sh = at->stride[0]; d->sw = at->stride[1];
+    d->ph = at->pad[0]; d->pw = at->pad[1];
+    return MG_OK;
+}
+
+MG_KFN mg_pool2d_win mg_pool2d_window(const mg_pool2d_dims *d, int64_t oy,
+                                      int64_t ox) {
+    const int64_t ys = oy * d->sh - d->ph, xs = ox * d->sw - d->pw;
+    mg_pool2d_win r = {ys < 0 ? 0 : ys, ys + d->kh, xs < 0 ? 0 : xs,
+                       xs + d->kw};
+    if (r.y1 > d->h) r.y1 = d->h;
+    if (r.x1 > d->w) r.x1 = d->w;
+    return r;
+}
+
+/* The element max pooling picks in one plane x: the first maximum in
+ * row-major window order, never padding. A NaN counts as larger than any
+ * number, as in PyTorch, so it propagates; the first NaN wins like the
+ * first maximum does. Every max-pool kernel and its gradient call this, so
+ * the gradient finds the element the forward picked. */
+#define MG_POOL2D_ARGMAX_DEF(T, SUF)                                          \
+    MG_KFN int64_t mg_pool2d_argmax_##SUF(const T *x,                         \
+                                          const mg_pool2d_dims *d,            \
+                                          mg_pool2d_win r) {                  \
+        int64_t best = r.y0 * d->w + r.x0;                                    \
+        for (int64_t iy = r.y0; iy < r.y1; iy++)                              \
+            for (int64_t ix = r.x0; ix < r.x1; ix++) {                        \
+                const T v = x[iy * d->w + ix], b = x[best];                   \
+                if (v > b || (isnan(v) && !isnan(b))) best = iy * d->w + ix;  \
+            }                                                                 \
+        return best;                                                          \
+    }
+MG_POOL2D_ARGMAX_DEF(float, f32)
+MG_POOL2D_ARGMAX_DEF(double, f64)
+#undef MG_POOL2D_ARGMAX_DEF
+
+/* ---- normalisation geometry ---------------------------------------------- */
+
+/* batchnorm and layernorm view x as [A, B, C] and normalise each group b
+ * over its A * C elements:
+ *   batchnorm  A = N, B = channels, C = spatial size; gamma indexed by b
+ *   layernorm  A = 1, B = rows,     C = normalised size; gamma by c */
+typedef struct mg_norm_dims {
+    int64_t a, b, c;
+    int gamma_by_c; /* layernorm: gamma varies along c, not b */
+    double eps;
+} mg_norm_dims;
+
+MG_KFN int mg_norm_is_layer(mg_op op) {
+    return op == MG_OP_LAYERNORM || op == MG_OP_LAYERNORM_GRAD_INPUT ||
+           op == MG_OP_LAYERNORM_GRAD_GAMMA;
+}
+
+/* The [A, B, C] view of x (the op's input x, which gradient ops name as
+ * theirs) for the op a->op. */
+static inline mg_status mg_norm_dims_setup(const mg_kargs *a,
+                                           const mg_tdesc *x,
+                                           mg_norm_dims *d) {
+    const int layer = mg_norm_is_layer(a->op);
+    const int n = layer ? a->attrs->n_norm_axes : 1;
+    if (n < 1 || n > x->ndim || x->ndim < (layer ? 1 : 2))
+        return mg_kernel_fail(a, MG_ERR_SHAPE,
+                              "cannot normalise %d axes of a %d-D tensor", n,
+                              x->ndim);
+    int64_t inner = 1;
+    for (int i = layer ? x->ndim - n : 2; i < x->ndim; i++)
+        inner *= x->shape[i];
+    const int64_t numel = mg_tdesc_numel(x);
+    d->a = layer ? 1 : x->shape[0];
+    d->b = layer ? numel / inner : x->shape[1];
+    d->c = inner;
+    d->gamma_by_c = layer;
+    d->eps = a->attrs->eps;
+    return MG_OK;
+}
+
+/* ---- elementwise formulas ------------------------------------------------ */
+
+/* tanh approximation of gelu: sqrt(2/pi) and the cubic coefficient. */
+#define MG_GELU_C 0.79788456080286535588
+#define MG_GELU_K 0.044715
+#define MG_GELU_U(T, x) ((T)MG_GELU_C * ((x) + (T)MG_GELU_K * (x) * (x) * (x)))
+
+/* Exact derivative of the tanh approximation (not of the erf gelu), so that
+ * gradients agree with finite differences of the forward op. */
+#define MG_GELU_DERIV_DEF(T, SUF, TANH)                                       \
+    MG_KFN T mg_gelu_deriv_##SUF(T x) {                                       \
+        const T t = TANH(MG_GELU_U(T, x));                                    \
+        const T du = (T)MG_GELU_C * ((T)1 + (T)(3 * MG_GELU_K) * x * x);      \
+        return (T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * du;        \
+    }
+MG_GELU_DERIV_DEF(float, f32, tanhf)
+MG_GELU_DERIV_DEF(double, f64, tanh)
+#undef MG_GELU_DERIV_DEF
+#ifdef __cplusplus
+MG_KFN float mg_gelu_deriv(float x) { return mg_gelu_deriv_f32(x); }
+MG_KFN double mg_gelu_deriv(double x) { return mg_gelu_deriv_f64(x); }
+#else
+#define mg_gelu_deriv(x)                                                      \
+    _Generic((x), float: mg_gelu_deriv_f32, double: mg_gelu_deriv_f64)(x)
+#endif
+
+/*
+ * X(name, OP, expr): the kernel of MG_OP_<OP>, named <name> in each backend,
+ * computes y = expr elementwise. T is the element type; the maths functions
+ * are the type-generic ones (<tgmath.h> in C, overloads in CUDA C++).
+ *
+ * Unary: expr of x; alpha is the op's attribute (a double).
+ */
+#define MG_UNARY_OPS(X)                                                       \
+    X(neg, NEG, -x)                                                           \
+    X(relu, RELU, x > 0 ? x : (T)0)                                           \
+    X(gelu, GELU, (T)0.5 * x * ((T)1 + tanh(MG_GELU_U(T, x))))                \
+    X(tanh, TANH, tanh(x))                                                    \
+    X(sigmoid, SIGMOID, (T)1 / ((T)1 + exp(-x)))                              \
+    X(exp, EXP, exp(x))                                                       \
+    X(log, LOG, log(x))                                                       \
+    X(sqrt, SQRT, sqrt(x))                                                    \
+    /* in double, then rounded once, as for the fill value */                 \
+    X(scale, SCALE, (T)(alpha * (double)x))
+
+/* Binary: expr of a and b, broadcast to y's shape (numpy rules). The
+ * activation gradients take (gy, y), except gelu's, which takes (gy, x). */
+#define MG_BINARY_OPS(X)                                                      \
+    X(add, ADD, a + b)                                                        \
+    X(sub, SUB, a - b)                                                        \
+    X(mul, MUL, a * b)                                                        \
+    X(div, DIV, a / b)                                                        \
+    X(relu_grad, RELU_GRAD, b > 0 ? a : (T)0)                                 \
+    X(gelu_grad, GELU_GRAD, a * mg_gelu_deriv(b))                             \
+    X(tanh_grad, TANH_GRAD, a * ((T)1 - b * b))                               \
+    X(sigmoid_grad, SIGMOID_GRAD, a * b * ((T)1 - b))
+
+#endif

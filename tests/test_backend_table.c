@@ -1,0 +1,157 @@
+/*
+ * test_backend_table.c - the backend table and the workspace contract:
+ * the executor finds its backend by device, each backend reports which ops
+ * it runs, and every backend's workspace query stays within the workspace
+ * the plan lends (the op table's rule), so all scratch memory comes from
+ * the pool and the predicted peak counts it. A step whose backend needs
+ * more than the plan lends is refused, never run with outside memory.
+ *
+ * Uses the library's internal headers (src/ is on the include path).
+ */
+#include "helpers.h"
+
+#include "exec/backend.h"
+#include "rewrite/schedule.h"
+#ifdef MG_HAVE_CUDA
+#include "../cuda/backend_cuda.h"
+#endif
+
+static const int64_t NCHW[4] = {2, 4, 9, 8};
+
+/* A training graph over conv2d (several geometries), layernorm, an
+ * embedding and cross-entropy: every op that borrows workspace on some
+ * backend. Returns the plan of its gradients. */
+static mg_plan *workspace_plan(mg_graph *g) {
+    mg_tensor x = mg_input(g, "x", MG_F32, 4, NCHW);
+    const int64_t w3[4] = {4, 2, 3, 3}, w1[4] = {4, 4, 1, 1};
+    mg_tensor wa = mg_param(g, "wa", MG_F32, 4, w3);
+    mg_tensor wb = mg_param(g, "wb", MG_F32, 4, w1);
+    mg_tensor wc = mg_param(g, "wc", MG_F32, 4, w3);
+    /* grouped 3x3 with padding, a direct 1x1, a strided dilated one */
+    mg_tensor h = mg_conv2d(g, x, wa, 1, 1, 1, 1, 1, 1, 2);
+    h = mg_conv2d(g, mg_relu(g, h), wb, 1, 1, 0, 0, 1, 1, 1);
+    h = mg_conv2d(g, h, wc, 2, 1, 2, 1, 2, 1, 2);
+    const int64_t ln[1] = {8};
+    mg_tensor gam = mg_param(g, "gamma", MG_F32, 1, ln);
+    mg_tensor bet = mg_param(g, "beta", MG_F32, 1, ln);
+    mg_tensor flat = mg_sum(g, mg_layernorm(g, h, gam, bet, 1, 1e-5), 0,
+                            NULL, 0);
+    const int64_t tab[2] = {7, 5}, idx[1] = {6}, lab[1] = {6};
+    mg_tensor table = mg_param(g, "table", MG_F32, 2, tab);
+    mg_tensor ids = mg_input(g, "ids", MG_I32, 1, idx);
+    mg_tensor labels = mg_input(g, "labels", MG_I32, 1, lab);
+    mg_tensor logits = mg_embedding(g, table, ids);
+    mg_tensor loss = mg_add(g, mg_cross_entropy(g, logits, labels), flat);
+    const mg_tensor xs[6] = {wa, wb, wc, gam, table, x};
+    mg_tensor grads[6];
+    ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, xs, 6, NULL, grads),
+                     MG_OK);
+    mg_plan *p = NULL;
+    ck_assert_int_eq(mg_plan_compile(g, grads, 6, NULL, &p), MG_OK);
+    return p;
+}
+
+/* Step s as the executor hands it to a kernel, without data. */
+static mg_kargs step_args(const mg_plan *p, int32_t s) {
+    const mg_plan_step *st = &p->step[s];
+    mg_kargs a = {.op = st->op, .attrs = &st->attrs, .n_in = st->n_in};
+    for (int i = 0; i < st->n_in; i++) a.in[i].d = p->tensor[st->in[i]].d;
+    a.out.d = p->tensor[st->t].d;
+    return a;
+}
+
+START_TEST(test_table_finds_cpu) {
+    ck_assert_int_ge(mg_backend_table_size, 1);
+    const mg_backend_reg *cpu = mg_backend_find(MG_DEVICE_CPU);
+    ck_assert_ptr_nonnull(cpu);
+    ck_assert_str_eq(cpu->name, "CPU");
+    ck_assert_int_ge(cpu->device_count(), 1);
+    ck_assert_ptr_null(mg_backend_find((mg_device)42));
+    mg_backend b;
+    ck_assert_int_eq(cpu->init(&b), MG_OK);
+    /* every op the CPU kernel table has, and only those, is supported */
+    for (int op = 0; op < MG_OP_COUNT; op++) {
+        bool leaf = op == MG_OP_INPUT || op == MG_OP_PARAM;
+        ck_assert_msg(b.supports_op(b.ctx, (mg_op)op) ==
+                          (leaf || mg_cpu_kernels[op] != NULL),
+                      "supports_op disagrees with the kernel table on %s",
+                      mg_op_str((mg_op)op));
+    }
+    ck_assert(!b.supports_op(b.ctx, MG_OP_COUNT));
+    b.destroy(b.ctx);
+}
+END_TEST
+
+START_TEST(test_workspace_within_plan) {
+    mg_graph *g = mg_graph_new();
+    mg_plan *p = workspace_plan(g);
+    mg_backend cpu;
+    ck_assert_int_eq(mg_backend_cpu_init(&cpu), MG_OK);
+    int borrowing = 0;
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        mg_kargs a = step_args(p, s);
+        size_t need = cpu.workspace(cpu.ctx, &a);
+        ck_assert_msg(need <= p->step[s].work,
+                      "cpu needs %zu bytes for %s, the plan lends %zu", need,
+                      mg_op_str(a.op), p->step[s].work);
+        borrowing += need > 0;
+#ifdef MG_HAVE_CUDA
+        size_t cneed = mg_cuda_workspace(&a);
+        ck_assert_msg(cneed <= p->step[s].work,
+                      "cuda needs %zu bytes for %s, the plan lends %zu",
+                      cneed, mg_op_str(a.op), p->step[s].work);
+        borrowing += cneed > 0;
+#endif
+    }
+    /* the non-direct convolutions and their gradients borrow */
+    ck_assert_int_ge(borrowing, 4);
+    mg_plan_free(p);
+    mg_graph_free(g);
+}
+END_TEST
+
+/* A plan that lends less than the backend needs is refused before any
+ * kernel runs, and the run leaves nothing in use. */
+START_TEST(test_short_workspace_refused) {
+    mg_graph *g = mg_graph_new();
+    mg_tensor x = mg_input(g, "x", MG_F32, 4, NCHW);
+    const int64_t ws[4] = {3, 4, 3, 3};
+    mg_tensor w = mg_param(g, "w", MG_F32, 4, ws);
+    mg_tensor y = mg_conv2d(g, x, w, 1, 1, 1, 1, 1, 1, 1);
+    mg_plan *p = NULL;
+    ck_assert_int_eq(mg_plan_compile(g, &y, 1, NULL, &p), MG_OK);
+    ck_assert_int_eq(p->n_steps, 1);
+    ck_assert_uint_gt(p->step[0].work, 0);
+    p->step[0].work = 0;
+    float *xd = calloc(2 * 4 * 9 * 8, sizeof *xd);
+    float *wd = calloc(3 * 4 * 3 * 3, sizeof *wd);
+    const mg_binding b[2] = {{x, xd}, {w, wd}};
+    mg_exec *ex = NULL;
+    ck_assert_int_eq(mg_exec_new(NULL, &ex), MG_OK);
+    ck_assert_int_eq(mg_exec_run(ex, p, b, 2, 1), MG_ERR_INTERNAL);
+    ck_assert_ptr_nonnull(strstr(mg_last_error(), "workspace"));
+    ck_assert_ptr_nonnull(strstr(mg_last_error(), "cpu backend"));
+    mg_pool_stats st;
+    ck_assert_int_eq(mg_exec_pool_stats(ex, &st), MG_OK);
+    ck_assert_uint_eq(st.bytes_in_use, 0);
+    mg_exec_free(ex);
+    free(xd);
+    free(wd);
+    mg_plan_free(p);
+    mg_graph_free(g);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("backend_table");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_table_finds_cpu);
+    tcase_add_test(tc, test_workspace_within_plan);
+    tcase_add_test(tc, test_short_workspace_refused);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
