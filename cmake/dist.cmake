@@ -130,6 +130,6 @@ if(MG_BUILD_TESTS AND CMAKE_C_COMPILER_ID STREQUAL "GNU")
             "$<TARGET_FILE:${MG_DIST_SHARED_TARGET}>"
             "${PROJECT_SOURCE_DIR}/include/memgrad_dist.h")
   set_tests_properties(exported_symbols_dist PROPERTIES
-    ENVIRONMENT "MG_CC=${CMAKE_C_COMPILER};MG_NM=${CMAKE_NM};MG_CFLAGS=${_mg_mpi_flags}")
+    ENVIRONMENT "MG_CC=${CMAKE_C_COMPILER};MG_NM=${CMAKE_NM};MG_CFLAGS=${_mg_mpi_flags};MG_ARCHIVE=$<TARGET_FILE:memgrad_dist>")
   unset(_mg_mpi_flags)
 endif()

@@ -21,7 +21,7 @@ mg_status cu_causal_mask(cu_ctx *c, const mg_kargs *a) {
         return mg_kernel_fail(a, MG_ERR_SHAPE,
                               "causal_mask needs 2 or more dims");
     const int64_t rows = d->shape[d->ndim - 2], cols = d->shape[d->ndim - 1];
-    const int64_t n = mg_tdesc_numel(d);
+    const int64_t n = mgi_tdesc_numel(d);
     CU_BY_FLOAT(a, d->dtype,
                 k_causal_mask<T><<<cu_blocks(n), CU_THREADS, 0, c->stream>>>(
                     (const T *)a->in[0].data, (T *)a->out.data, n, rows, cols,

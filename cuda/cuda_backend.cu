@@ -180,11 +180,11 @@ static mg_status cuda_run_op(void *ctx, const mg_kargs *a) {
     if (!k)
         return mg_set_error(MG_ERR_UNSUPPORTED,
                             "cuda backend: no kernel for op %s",
-                            mg_op_str(a->op));
+                            mgi_op_str(a->op));
     mg_status s = k(c, a);
-    if (s == MG_OK) s = cu_check_launch(a, mg_op_str(a->op));
+    if (s == MG_OK) s = cu_check_launch(a, mgi_op_str(a->op));
     if (s == MG_OK && c->sync_each_op)
-        s = cu_check(a, cudaStreamSynchronize(c->stream), mg_op_str(a->op));
+        s = cu_check(a, cudaStreamSynchronize(c->stream), mgi_op_str(a->op));
     return s;
 }
 

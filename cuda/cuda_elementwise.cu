@@ -39,7 +39,7 @@ __global__ void k_unary(const T *xs, T *ys, int64_t n, double alpha) {
 }
 
 mg_status cu_unary(cu_ctx *c, const mg_kargs *a) {
-    const int64_t n = mg_tdesc_numel(&a->out.d);
+    const int64_t n = mgi_tdesc_numel(&a->out.d);
     const double alpha = a->attrs ? a->attrs->alpha : 0.0;
     const unsigned b = cu_blocks(n);
     switch (a->op) {
@@ -55,7 +55,7 @@ mg_status cu_unary(cu_ctx *c, const mg_kargs *a) {
 #undef CU_UNARY_CASE
     default:
         return mg_kernel_fail(a, MG_ERR_INTERNAL, "%s is not a unary op",
-                              mg_op_str(a->op));
+                              mgi_op_str(a->op));
     }
 }
 
@@ -77,7 +77,7 @@ mg_status cu_binary(cu_ctx *c, const mg_kargs *a) {
     mg_layout_broadcast(&l, 0, &a->in[0].d);
     mg_layout_broadcast(&l, 1, &a->in[1].d);
     mg_layout_coalesce(&l);
-    const int64_t n = mg_tdesc_numel(&a->out.d);
+    const int64_t n = mgi_tdesc_numel(&a->out.d);
     const unsigned b = cu_blocks(n);
     switch (a->op) {
 #define CU_BINARY_CASE(name, OP, expr)                                        \
@@ -92,6 +92,6 @@ mg_status cu_binary(cu_ctx *c, const mg_kargs *a) {
 #undef CU_BINARY_CASE
     default:
         return mg_kernel_fail(a, MG_ERR_INTERNAL, "%s is not a binary op",
-                              mg_op_str(a->op));
+                              mgi_op_str(a->op));
     }
 }

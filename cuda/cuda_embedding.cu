@@ -15,7 +15,7 @@
 /* Host copy of the n indices in a->in[1], checked against bound. */
 static mg_status host_indices(cu_ctx *c, const mg_kargs *a, int64_t bound,
                               int32_t **out) {
-    const int64_t n = mg_tdesc_numel(&a->in[1].d);
+    const int64_t n = mgi_tdesc_numel(&a->in[1].d);
     int32_t *h = (int32_t *)malloc((size_t)(n ? n : 1) * sizeof *h);
     if (!h) return mg_kernel_fail(a, MG_ERR_NOMEM,
                                   "out of host memory for indices");
@@ -44,7 +44,7 @@ __global__ void k_embedding(const U *table, const int32_t *idx, U *y,
 
 mg_status cu_embedding(cu_ctx *c, const mg_kargs *a) {
     const mg_tdesc *td = &a->in[0].d;
-    const int64_t n = mg_tdesc_numel(&a->in[1].d), dim = td->shape[1];
+    const int64_t n = mgi_tdesc_numel(&a->in[1].d), dim = td->shape[1];
     int32_t *h = NULL;
     mg_status s = host_indices(c, a, td->shape[0], &h);
     if (s != MG_OK) return s;
@@ -88,13 +88,13 @@ __global__ void k_embedding_grad(const T *gy, const int64_t *start,
 size_t cu_embedding_grad_workspace(const mg_kargs *a) {
     const mg_tdesc *td = &a->out.d;
     if (td->ndim < 1) return 0;
-    return (size_t)(td->shape[0] + 1 + mg_tdesc_numel(&a->in[1].d)) *
+    return (size_t)(td->shape[0] + 1 + mgi_tdesc_numel(&a->in[1].d)) *
            sizeof(int64_t);
 }
 
 mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
     const mg_tdesc *td = &a->out.d;
-    const int64_t n = mg_tdesc_numel(&a->in[1].d);
+    const int64_t n = mgi_tdesc_numel(&a->in[1].d);
     const int64_t rows = td->shape[0], dim = td->shape[1];
     int32_t *h = NULL;
     mg_status s = host_indices(c, a, rows, &h);

@@ -150,7 +150,7 @@ mg_status cu_cross_entropy_grad(cu_ctx *c, const mg_kargs *a) {
 }
 
 mg_status cu_mse(cu_ctx *c, const mg_kargs *a) {
-    const int64_t n = mg_tdesc_numel(&a->in[0].d);
+    const int64_t n = mgi_tdesc_numel(&a->in[0].d);
     CU_BY_FLOAT(a, a->out.d.dtype,
                 (k_mean_of<T><<<1, 1024, 1024 * sizeof(T), c->stream>>>(
                     (const T *)a->in[0].data, (const T *)a->in[1].data,

@@ -62,11 +62,11 @@ mg_status cu_matmul(cu_ctx *c, const mg_kargs *a) {
     const int64_t m = dy->shape[dy->ndim - 2], n = dy->shape[dy->ndim - 1];
     const int64_t k = da->shape[da->ndim - (ta ? 2 : 1)];
     const int64_t lda = da->shape[da->ndim - 1], ldb = db->shape[db->ndim - 1];
-    const int64_t batch = (m * n) != 0 ? mg_tdesc_numel(dy) / (m * n) : 0;
+    const int64_t batch = (m * n) != 0 ? mgi_tdesc_numel(dy) / (m * n) : 0;
     const int64_t sa = da->ndim == 2 ? 0 : m * k, sb = db->ndim == 2 ? 0 : k * n;
     if (k == 0)
         return cu_check(a, cudaMemsetAsync(a->out.data, 0,
-                                           mg_tdesc_nbytes(dy), c->stream),
+                                           mgi_tdesc_nbytes(dy), c->stream),
                         "matmul zero fill");
     CU_BY_FLOAT(a, dy->dtype,
                 return cu_gemm<T>(c, a, ta, tb, m, n, k,

@@ -20,7 +20,7 @@ mg_status cu_dropout(cu_ctx *c, const mg_kargs *a) {
         return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
                               "dropout p = %g is outside [0, 1)", at->p);
     if (at->p == 0.0) return cu_reshape(c, a);
-    const int64_t n = mg_tdesc_numel(&a->out.d);
+    const int64_t n = mgi_tdesc_numel(&a->out.d);
     const uint64_t key = mg_rng_key(a->run_seed, at->seed);
     CU_BY_FLOAT(a, a->out.d.dtype,
                 (k_dropout<T><<<cu_blocks(n), CU_THREADS, 0, c->stream>>>(

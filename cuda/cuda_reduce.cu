@@ -58,7 +58,7 @@ __global__ void k_reduce_thread(const T *x, T *y, int64_t ny, int64_t nr,
 static mg_status reduce(cu_ctx *c, const mg_kargs *a, int mean) {
     const mg_tdesc *dx = &a->in[0].d;
     const mg_attrs *at = a->attrs;
-    const int64_t nx = mg_tdesc_numel(dx), ny = mg_tdesc_numel(&a->out.d);
+    const int64_t nx = mgi_tdesc_numel(dx), ny = mgi_tdesc_numel(&a->out.d);
     int reduced[MG_MAX_DIMS] = {0};
     for (int i = 0; i < dx->ndim; i++) reduced[i] = at->naxes == 0 && nx != ny;
     for (int j = 0; j < at->naxes; j++) {

@@ -13,7 +13,7 @@ template <typename T> __global__ void k_fill(T *y, int64_t n, T v) {
 }
 
 mg_status cu_fill(cu_ctx *c, const mg_kargs *a) {
-    const int64_t n = mg_tdesc_numel(&a->out.d);
+    const int64_t n = mgi_tdesc_numel(&a->out.d);
     if (a->out.d.dtype == MG_I32) {
         k_fill<int32_t><<<cu_blocks(n), CU_THREADS, 0, c->stream>>>(
             (int32_t *)a->out.data, n, (int32_t)a->attrs->alpha);
@@ -61,7 +61,7 @@ mg_status cu_move(cu_ctx *c, const mg_kargs *a, const void *src, void *dst,
 }
 
 mg_status cu_reshape(cu_ctx *c, const mg_kargs *a) {
-    const size_t n = mg_tdesc_nbytes(&a->out.d);
+    const size_t n = mgi_tdesc_nbytes(&a->out.d);
     if (!n || a->out.data == a->in[0].data) return MG_OK;
     return cu_check(a, cudaMemcpyAsync(a->out.data, a->in[0].data, n,
                                        cudaMemcpyDeviceToDevice, c->stream),

@@ -12,7 +12,7 @@ static mg_status copy_box(cu_ctx *c, const mg_kargs *a, const mg_kbuf *src,
     int64_t base[2];
     mg_layout ml;
     mg_layout_box(&ml, base, &src->d, src_at, &dst->d, dst_at, box);
-    if (mg_tdesc_numel(box) == 0) return MG_OK;
+    if (mgi_tdesc_numel(box) == 0) return MG_OK;
     return cu_move(c, a, src->data, dst->data, &ml, base[0], base[1]);
 }
 
@@ -23,7 +23,7 @@ mg_status cu_slice(cu_ctx *c, const mg_kargs *a) {
 
 mg_status cu_pad(cu_ctx *c, const mg_kargs *a) {
     mg_status s = cu_check(a, cudaMemsetAsync(a->out.data, 0,
-                                              mg_tdesc_nbytes(&a->out.d),
+                                              mgi_tdesc_nbytes(&a->out.d),
                                               c->stream),
                            "pad memset");
     if (s != MG_OK) return s;

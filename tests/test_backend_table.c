@@ -61,21 +61,21 @@ static mg_kargs step_args(const mg_plan *p, int32_t s) {
 }
 
 START_TEST(test_table_finds_cpu) {
-    ck_assert_int_ge(mg_backend_table_size, 1);
-    const mg_backend_reg *cpu = mg_backend_find(MG_DEVICE_CPU);
+    ck_assert_int_ge(mgi_backend_table_size, 1);
+    const mg_backend_reg *cpu = mgi_backend_find(MG_DEVICE_CPU);
     ck_assert_ptr_nonnull(cpu);
     ck_assert_str_eq(cpu->name, "CPU");
     ck_assert_int_ge(cpu->device_count(), 1);
-    ck_assert_ptr_null(mg_backend_find((mg_device)42));
+    ck_assert_ptr_null(mgi_backend_find((mg_device)42));
     mg_backend b;
     ck_assert_int_eq(cpu->init(&b), MG_OK);
     /* every op the CPU kernel table has, and only those, is supported */
     for (int op = 0; op < MG_OP_COUNT; op++) {
         bool leaf = op == MG_OP_INPUT || op == MG_OP_PARAM;
         ck_assert_msg(b.supports_op(b.ctx, (mg_op)op) ==
-                          (leaf || mg_cpu_kernels[op] != NULL),
+                          (leaf || mgi_cpu_kernels[op] != NULL),
                       "supports_op disagrees with the kernel table on %s",
-                      mg_op_str((mg_op)op));
+                      mgi_op_str((mg_op)op));
     }
     ck_assert(!b.supports_op(b.ctx, MG_OP_COUNT));
     b.destroy(b.ctx);
@@ -86,20 +86,20 @@ START_TEST(test_workspace_within_plan) {
     mg_graph *g = mg_graph_new();
     mg_plan *p = workspace_plan(g);
     mg_backend cpu;
-    ck_assert_int_eq(mg_backend_cpu_init(&cpu), MG_OK);
+    ck_assert_int_eq(mgi_backend_cpu_init(&cpu), MG_OK);
     int borrowing = 0;
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_kargs a = step_args(p, s);
         size_t need = cpu.workspace(cpu.ctx, &a);
         ck_assert_msg(need <= p->step[s].work,
                       "cpu needs %zu bytes for %s, the plan lends %zu", need,
-                      mg_op_str(a.op), p->step[s].work);
+                      mgi_op_str(a.op), p->step[s].work);
         borrowing += need > 0;
 #ifdef MG_HAVE_CUDA
         size_t cneed = mg_cuda_workspace(&a);
         ck_assert_msg(cneed <= p->step[s].work,
                       "cuda needs %zu bytes for %s, the plan lends %zu",
-                      cneed, mg_op_str(a.op), p->step[s].work);
+                      cneed, mgi_op_str(a.op), p->step[s].work);
         borrowing += cneed > 0;
 #endif
     }

@@ -61,7 +61,7 @@ START_TEST(test_kernel_table_complete) {
     for (int op = 0; op < MG_OP_COUNT; op++)
         ck_assert_msg(mg_cuda_has_kernel((mg_op)op),
                       "the CUDA backend has no kernel for op %s",
-                      mg_op_str((mg_op)op));
+                      mgi_op_str((mg_op)op));
 }
 END_TEST
 
@@ -156,7 +156,7 @@ static void finish(op_case *c, mg_tensor y) {
     for (int i = 0; i < mg_graph_num_tensors(c->g); i++) {
         const char *op = mg_tensor_op_name(c->g, i);
         for (int k = 0; k < MG_OP_COUNT; k++)
-            if (op && strcmp(op, mg_op_str((mg_op)k)) == 0) ops_seen[k] = true;
+            if (op && strcmp(op, mgi_op_str((mg_op)k)) == 0) ops_seen[k] = true;
     }
 }
 
@@ -345,7 +345,7 @@ START_TEST(test_every_op_matches_cpu) {
     }
     for (int k = MG_OP_PARAM + 1; k < MG_OP_COUNT; k++) /* leaves: none */
         ck_assert_msg(ops_seen[k], "no case runs op %s on the GPU",
-                      mg_op_str((mg_op)k));
+                      mgi_op_str((mg_op)k));
 }
 END_TEST
 

@@ -22,14 +22,14 @@ OPS_PARTS(OPS_PART_DECL)
 static int cpu_has_kernel(mg_op op) {
     if (op == MG_OP_INPUT || op == MG_OP_PARAM)
         return 1;
-    return mg_cpu_kernels[op] != NULL;
+    return mgi_cpu_kernels[op] != NULL;
 }
 
 START_TEST(test_cpu_kernel_table_complete) {
     for (int op = 0; op < MG_OP_COUNT; op++)
         ck_assert_msg(cpu_has_kernel((mg_op)op),
                       "the CPU backend has no kernel for op %s",
-                      mg_op_str((mg_op)op));
+                      mgi_op_str((mg_op)op));
 }
 END_TEST
 

@@ -39,7 +39,7 @@ void mg_clear_error(void) {
 
 mg_status mg_last_status(void) { return last_status; }
 
-mg_status mg_set_errorv(mg_status s, const char *fmt, va_list ap) {
+mg_status mgi_set_errorv(mg_status s, const char *fmt, va_list ap) {
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     last_status = s;
     return s;
@@ -48,7 +48,7 @@ mg_status mg_set_errorv(mg_status s, const char *fmt, va_list ap) {
 mg_status mg_set_error(mg_status s, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    mg_set_errorv(s, fmt, ap);
+    mgi_set_errorv(s, fmt, ap);
     va_end(ap);
     return s;
 }

@@ -117,21 +117,21 @@ typedef struct mg_attrs {
 
 /* The element count, or -1 when it does not fit int64_t (or a dim is
  * negative). */
-int64_t mg_tdesc_numel(const mg_tdesc *d);
+int64_t mgi_tdesc_numel(const mg_tdesc *d);
 /* True when the element count fits int64_t and the byte size PTRDIFF_MAX:
- * every tensor in a graph does (mg_graph_add_node checks). */
-bool mg_tdesc_fits(const mg_tdesc *d);
+ * every tensor in a graph does (mgi_graph_add_node checks). */
+bool mgi_tdesc_fits(const mg_tdesc *d);
 /* The byte size; SIZE_MAX (an allocation that must fail) if it does not
  * fit. */
-size_t mg_tdesc_nbytes(const mg_tdesc *d);
-bool mg_tdesc_same_shape(const mg_tdesc *a, const mg_tdesc *b);
+size_t mgi_tdesc_nbytes(const mg_tdesc *d);
+bool mgi_tdesc_same_shape(const mg_tdesc *a, const mg_tdesc *b);
 /* Writes "[2,3,4]" into buf. Returns buf. */
-char *mg_shape_str(const mg_tdesc *d, char *buf, size_t len);
-const char *mg_op_str(mg_op op);
+char *mgi_shape_str(const mg_tdesc *d, char *buf, size_t len);
+const char *mgi_op_str(mg_op op);
 
 /* mg_set_error, which records a message for mg_last_error(), is public
  * (memgrad.h); its va_list form is not. */
-mg_status mg_set_errorv(mg_status s, const char *fmt, va_list ap);
+mg_status mgi_set_errorv(mg_status s, const char *fmt, va_list ap);
 
 /* Counter-based RNG (mg_rng_hash, mg_rng_key, mg_rng_uniform): pure
  * inline functions in rng.h, shared with the CUDA kernels. Used by dropout

@@ -28,7 +28,7 @@ size_t mg_dtype_size(mg_dtype d) {
 /* Checked: shape rules call these on shapes the caller made up, so the
  * product may not fit (issue 11: a count that wrapped to 1 let a later
  * kernel write past a caller buffer). */
-int64_t mg_tdesc_numel(const mg_tdesc *d) {
+int64_t mgi_tdesc_numel(const mg_tdesc *d) {
     int64_t n = 1;
     for (int i = 0; i < d->ndim; i++)
         if (d->shape[i] < 0 || __builtin_mul_overflow(n, d->shape[i], &n))
@@ -36,28 +36,28 @@ int64_t mg_tdesc_numel(const mg_tdesc *d) {
     return n;
 }
 
-bool mg_tdesc_fits(const mg_tdesc *d) {
-    int64_t n = mg_tdesc_numel(d), bytes;
+bool mgi_tdesc_fits(const mg_tdesc *d) {
+    int64_t n = mgi_tdesc_numel(d), bytes;
     return n >= 0 &&
            !__builtin_mul_overflow(n, (int64_t)mg_dtype_size(d->dtype),
                                    &bytes) &&
            bytes <= PTRDIFF_MAX;
 }
 
-size_t mg_tdesc_nbytes(const mg_tdesc *d) {
-    return mg_tdesc_fits(d)
-               ? (size_t)mg_tdesc_numel(d) * mg_dtype_size(d->dtype)
+size_t mgi_tdesc_nbytes(const mg_tdesc *d) {
+    return mgi_tdesc_fits(d)
+               ? (size_t)mgi_tdesc_numel(d) * mg_dtype_size(d->dtype)
                : SIZE_MAX;
 }
 
-bool mg_tdesc_same_shape(const mg_tdesc *a, const mg_tdesc *b) {
+bool mgi_tdesc_same_shape(const mg_tdesc *a, const mg_tdesc *b) {
     if (a->ndim != b->ndim) return false;
     for (int i = 0; i < a->ndim; i++)
         if (a->shape[i] != b->shape[i]) return false;
     return true;
 }
 
-char *mg_shape_str(const mg_tdesc *d, char *buf, size_t len) {
+char *mgi_shape_str(const mg_tdesc *d, char *buf, size_t len) {
     size_t used = (size_t)snprintf(buf, len, "[");
     for (int i = 0; i < d->ndim && used < len; i++)
         used += (size_t)snprintf(buf + used, len - used, "%s%lld",

@@ -114,8 +114,8 @@ static mg_status layout(mg_dist_buckets *b, const mg_graph *g,
     b->b = calloc((size_t)n_grads, sizeof *b->b); /* at most one each */
     if (!b->slots || !b->b)
         return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
-    uint64_t h = mg_dist_hash(0xcbf29ce484222325ULL, (uint64_t)n_grads);
-    h = mg_dist_hash(h, (uint64_t)bucket_bytes);
+    uint64_t h = mgi_dist_hash(0xcbf29ce484222325ULL, (uint64_t)n_grads);
+    h = mgi_dist_hash(h, (uint64_t)bucket_bytes);
     bucket *cur = NULL;
     size_t cur_bytes = 0;
     for (int i = 0; i < n_grads; i++) {
@@ -171,8 +171,8 @@ static mg_status layout(mg_dist_buckets *b, const mg_graph *g,
         cur->n++;
         cur->numel += numel;
         cur_bytes += nbytes;
-        h = mg_dist_hash(h, (uint64_t)numel);
-        h = mg_dist_hash(h, (uint64_t)dt);
+        h = mgi_dist_hash(h, (uint64_t)numel);
+        h = mgi_dist_hash(h, (uint64_t)dt);
     }
     b->n_slots = n_grads;
     *fingerprint = h;
@@ -229,20 +229,20 @@ mg_status mg_dist_buckets_new(mg_dist_comm *c, const mg_graph *g,
     const char *who = "mg_dist_buckets_new";
     if (!out) return mg_set_error(MG_ERR_INVALID_ARG, "%s: out is NULL", who);
     *out = NULL;
-    mg_status s = mg_dist_check_usable(c, who);
+    mg_status s = mgi_dist_check_usable(c, who);
     if (s != MG_OK) return s;
     if (bucket_bytes == 0) bucket_bytes = MG_DIST_DEFAULT_BUCKET_BYTES;
     mg_dist_buckets *b = calloc(1, sizeof *b);
     if (!b) {
         /* Still join the agreement, so the other ranks fail too. */
         mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
-        return mg_dist_agree(c, who, MG_ERR_NOMEM, 0, MG_ERR_NOMEM);
+        return mgi_dist_agree(c, who, MG_ERR_NOMEM, 0, MG_ERR_NOMEM);
     }
     b->c = c;
     uint64_t fp = 0;
     mg_status local = layout(b, g, grads, n_grads, bucket_bytes, &fp);
     if (local == MG_OK) local = alloc_buckets(b);
-    s = mg_dist_agree(c, who, local, fp, local != MG_OK ? local : MG_ERR_COMM);
+    s = mgi_dist_agree(c, who, local, fp, local != MG_OK ? local : MG_ERR_COMM);
     if (s != MG_OK) {
         mg_dist_buckets_free(b);
         return s;
@@ -263,7 +263,7 @@ static mg_status bucket_start(mg_dist_buckets *b, int i, const char *who) {
     int rc = MPI_Ialltoallv(k->flat, k->counts, k->displs, k->mtype, k->recv,
                             k->rcounts, k->rdispls, k->mtype, c->comm,
                             &k->req);
-    if (rc != MPI_SUCCESS) return mg_dist_mpi_fail(c, who, "MPI_Ialltoallv", rc);
+    if (rc != MPI_SUCCESS) return mgi_dist_mpi_fail(c, who, "MPI_Ialltoallv", rc);
     k->state = BUCKET_SCATTER;
     b->stats.collectives++;
     b->stats.bytes_sent +=
@@ -284,7 +284,7 @@ static mg_status start_upto(mg_dist_buckets *b, int upto, const char *who) {
 mg_status mg_dist_bucket_start(mg_dist_buckets *b, int k) {
     const char *who = "mg_dist_bucket_start";
     if (!b) return mg_set_error(MG_ERR_INVALID_ARG, "%s: buckets is NULL", who);
-    mg_status s = mg_dist_check_usable(b->c, who);
+    mg_status s = mgi_dist_check_usable(b->c, who);
     if (s != MG_OK) return s;
     if (k < 0 || k >= b->n_buckets)
         return mg_set_error(MG_ERR_INVALID_ARG,
@@ -296,7 +296,7 @@ mg_status mg_dist_bucket_start(mg_dist_buckets *b, int k) {
 mg_status mg_dist_grad_ready(mg_dist_buckets *b, mg_tensor t) {
     const char *who = "mg_dist_grad_ready";
     if (!b) return mg_set_error(MG_ERR_INVALID_ARG, "%s: buckets is NULL", who);
-    mg_status s = mg_dist_check_usable(b->c, who);
+    mg_status s = mgi_dist_check_usable(b->c, who);
     if (s != MG_OK) return s;
     int i = slot_find(b, t);
     if (i < 0)
@@ -323,7 +323,7 @@ mg_status mg_dist_grad_ready(mg_dist_buckets *b, mg_tensor t) {
 mg_status mg_dist_progress(mg_dist_buckets *b) {
     const char *who = "mg_dist_progress";
     if (!b) return mg_set_error(MG_ERR_INVALID_ARG, "%s: buckets is NULL", who);
-    mg_status s = mg_dist_check_usable(b->c, who);
+    mg_status s = mgi_dist_check_usable(b->c, who);
     if (s != MG_OK) return s;
     /* Test only. Issuing the all-gather of a bucket whose scatter is
      * found complete here would depend on timing, and MPI requires every
@@ -332,7 +332,7 @@ mg_status mg_dist_progress(mg_dist_buckets *b) {
     for (int i = 0; i < b->next_start; i++) {
         int done = 0;
         int rc = MPI_Test(&b->b[i].req, &done, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) return mg_dist_mpi_fail(b->c, who, "MPI_Test", rc);
+        if (rc != MPI_SUCCESS) return mgi_dist_mpi_fail(b->c, who, "MPI_Test", rc);
     }
     return MG_OK;
 }
@@ -378,9 +378,9 @@ mg_status mg_dist_allreduce(mg_dist_buckets *b, mg_status local) {
     const char *who = "mg_dist_allreduce";
     if (!b) return mg_set_error(MG_ERR_INVALID_ARG, "%s: buckets is NULL", who);
     mg_dist_comm *c = b->c;
-    mg_status s = mg_dist_check_usable(c, who);
+    mg_status s = mgi_dist_check_usable(c, who);
     if (s != MG_OK) return s;
-    double t0 = mg_dist_now();
+    double t0 = mgi_dist_now();
     /* Keep the failing rank's own message through the collectives. */
     char own[512] = "";
     if (local != MG_OK) snprintf(own, sizeof own, "%s", mg_last_error());
@@ -402,14 +402,14 @@ mg_status mg_dist_allreduce(mg_dist_buckets *b, mg_status local) {
      * its gather issued while later scatters are still moving. */
     for (int i = 0; s == MG_OK && i < b->n_buckets; i++) {
         bucket *k = &b->b[i];
-        s = mg_dist_wait(c, who, &k->req, 1);
+        s = mgi_dist_wait(c, who, &k->req, 1);
         if (s != MG_OK) break;
         chunk_average(b, k);
         int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, k->flat,
                                  k->counts, k->displs, k->mtype, c->comm,
                                  &k->req);
         if (rc != MPI_SUCCESS) {
-            s = mg_dist_mpi_fail(c, who, "MPI_Iallgatherv", rc);
+            s = mgi_dist_mpi_fail(c, who, "MPI_Iallgatherv", rc);
             break;
         }
         k->state = BUCKET_GATHER;
@@ -419,16 +419,16 @@ mg_status mg_dist_allreduce(mg_dist_buckets *b, mg_status local) {
     }
     if (s == MG_OK) {
         for (int i = 0; i < b->n_buckets; i++) reqs[i] = b->b[i].req;
-        s = mg_dist_wait(c, who, reqs, b->n_buckets);
+        s = mgi_dist_wait(c, who, reqs, b->n_buckets);
     }
     free(reqs);
     if (s != MG_OK) { /* the handle is broken: MPI said so, or time ran out */
         step_reset(b);
-        b->stats.wait_seconds += mg_dist_now() - t0;
+        b->stats.wait_seconds += mgi_dist_now() - t0;
         return s;
     }
     if (local != MG_OK) mg_set_error(local, "%s", own);
-    s = mg_dist_agree(c, who, local, 0, MG_ERR_COMM);
+    s = mgi_dist_agree(c, who, local, 0, MG_ERR_COMM);
     if (s == MG_OK) {
         for (int j = 0; j < b->n_slots; j++) {
             const grad_slot *sl = &b->slots[j];
@@ -439,6 +439,6 @@ mg_status mg_dist_allreduce(mg_dist_buckets *b, mg_status local) {
         b->stats.steps++;
     }
     step_reset(b);
-    b->stats.wait_seconds += mg_dist_now() - t0;
+    b->stats.wait_seconds += mgi_dist_now() - t0;
     return s;
 }

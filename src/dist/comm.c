@@ -12,13 +12,13 @@
 
 #define MG_DIST_DEFAULT_TIMEOUT_S 600.0
 
-double mg_dist_now(void) {
+double mgi_dist_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-mg_status mg_dist_check_usable(const mg_dist_comm *c, const char *who) {
+mg_status mgi_dist_check_usable(const mg_dist_comm *c, const char *who) {
     if (!c) return mg_set_error(MG_ERR_INVALID_ARG, "%s: comm is NULL", who);
     if (c->broken)
         return mg_set_error(MG_ERR_COMM,
@@ -38,7 +38,7 @@ static void comm_break(mg_dist_comm *c, const char *fmt, ...) {
     c->broken = true;
 }
 
-mg_status mg_dist_mpi_fail(mg_dist_comm *c, const char *who,
+mg_status mgi_dist_mpi_fail(mg_dist_comm *c, const char *who,
                            const char *mpi_call, int code) {
     char msg[MPI_MAX_ERROR_STRING + 1] = "";
     int len = 0;
@@ -49,9 +49,9 @@ mg_status mg_dist_mpi_fail(mg_dist_comm *c, const char *who,
                         c->rank, mpi_call, msg);
 }
 
-mg_status mg_dist_wait(mg_dist_comm *c, const char *who, MPI_Request *reqs,
+mg_status mgi_dist_wait(mg_dist_comm *c, const char *who, MPI_Request *reqs,
                        int n) {
-    double deadline = c->timeout_s < 0 ? -1 : mg_dist_now() + c->timeout_s;
+    double deadline = c->timeout_s < 0 ? -1 : mgi_dist_now() + c->timeout_s;
     /* MPI_Waitall would block forever on a rank that never arrives, so
      * poll: spin a little (a message on the same machine arrives in
      * microseconds), then sleep between tests to leave the core to the
@@ -59,9 +59,9 @@ mg_status mg_dist_wait(mg_dist_comm *c, const char *who, MPI_Request *reqs,
     for (long polls = 0;; polls++) {
         int done = 0;
         int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS) return mg_dist_mpi_fail(c, who, "MPI_Testall", rc);
+        if (rc != MPI_SUCCESS) return mgi_dist_mpi_fail(c, who, "MPI_Testall", rc);
         if (done) return MG_OK;
-        if (deadline >= 0 && mg_dist_now() > deadline) {
+        if (deadline >= 0 && mgi_dist_now() > deadline) {
             comm_break(c, "timed out after %g s waiting for other ranks",
                        c->timeout_s);
             return mg_set_error(MG_ERR_COMM,
@@ -79,7 +79,7 @@ mg_status mg_dist_wait(mg_dist_comm *c, const char *who, MPI_Request *reqs,
 
 /* FNV-1a over 64-bit words: a fingerprint of what a rank is about to do,
  * compared across ranks before any data moves. */
-uint64_t mg_dist_hash(uint64_t h, uint64_t word) {
+uint64_t mgi_dist_hash(uint64_t h, uint64_t word) {
     for (int i = 0; i < 8; i++) {
         h ^= (word >> (8 * i)) & 0xff;
         h *= 0x100000001b3ULL;
@@ -87,9 +87,9 @@ uint64_t mg_dist_hash(uint64_t h, uint64_t word) {
     return h;
 }
 
-mg_status mg_dist_agree(mg_dist_comm *c, const char *who, mg_status local,
+mg_status mgi_dist_agree(mg_dist_comm *c, const char *who, mg_status local,
                         uint64_t fingerprint, mg_status on_failure) {
-    mg_status s = mg_dist_check_usable(c, who);
+    mg_status s = mgi_dist_check_usable(c, who);
     if (s != MG_OK) return s;
     /* Keep this rank's own message: the exchange below may overwrite it. */
     char own[512] = "";
@@ -108,9 +108,9 @@ mg_status mg_dist_agree(mg_dist_comm *c, const char *who, mg_status local,
                             c->comm, &req);
     if (rc != MPI_SUCCESS) {
         free(all);
-        return mg_dist_mpi_fail(c, who, "MPI_Iallgather", rc);
+        return mgi_dist_mpi_fail(c, who, "MPI_Iallgather", rc);
     }
-    s = mg_dist_wait(c, who, &req, 1);
+    s = mgi_dist_wait(c, who, &req, 1);
     if (s != MG_OK) {
         free(all); /* broken: MPI will not write into it again */
         return s;
@@ -175,7 +175,7 @@ mg_status mg_dist_comm_from_mpi(MPI_Comm comm, const mg_dist_options *opts,
      * returned to us, so that a failure becomes a status. */
     int rc = MPI_Comm_dup(comm, &c->comm);
     if (rc != MPI_SUCCESS) {
-        mg_status s = mg_dist_mpi_fail(c, who, "MPI_Comm_dup", rc);
+        mg_status s = mgi_dist_mpi_fail(c, who, "MPI_Comm_dup", rc);
         free(c);
         return s;
     }
@@ -183,7 +183,7 @@ mg_status mg_dist_comm_from_mpi(MPI_Comm comm, const mg_dist_options *opts,
     if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(c->comm, &c->rank);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_size(c->comm, &c->size);
     if (rc != MPI_SUCCESS) {
-        mg_status s = mg_dist_mpi_fail(c, who, "setting up the duplicate", rc);
+        mg_status s = mgi_dist_mpi_fail(c, who, "setting up the duplicate", rc);
         MPI_Comm_free(&c->comm);
         free(c);
         return s;
@@ -224,8 +224,8 @@ static mg_status bcast_check(const mg_dist_comm *c, const mg_graph *g,
                             "%s: root %d is not a rank of a communicator of "
                             "%d",
                             who, root, c->size);
-    uint64_t h = mg_dist_hash(0xcbf29ce484222325ULL, (uint64_t)n_binds);
-    h = mg_dist_hash(h, (uint64_t)root);
+    uint64_t h = mgi_dist_hash(0xcbf29ce484222325ULL, (uint64_t)n_binds);
+    h = mgi_dist_hash(h, (uint64_t)root);
     for (int i = 0; i < n_binds; i++) {
         size_t nbytes = mg_tensor_nbytes(g, binds[i].tensor);
         const char *name = mg_tensor_name(g, binds[i].tensor);
@@ -243,7 +243,7 @@ static mg_status bcast_check(const mg_dist_comm *c, const mg_graph *g,
                                 "%s: %s has %zu bytes, more than one MPI "
                                 "message of int count holds",
                                 who, name ? name : "unnamed", nbytes);
-        h = mg_dist_hash(h, (uint64_t)nbytes);
+        h = mgi_dist_hash(h, (uint64_t)nbytes);
     }
     *fingerprint = h;
     return MG_OK;
@@ -252,14 +252,14 @@ static mg_status bcast_check(const mg_dist_comm *c, const mg_graph *g,
 mg_status mg_dist_broadcast(mg_dist_comm *c, const mg_graph *g,
                             const mg_binding *binds, int n_binds, int root) {
     const char *who = "mg_dist_broadcast";
-    mg_status s = mg_dist_check_usable(c, who);
+    mg_status s = mgi_dist_check_usable(c, who);
     if (s != MG_OK) return s;
     /* Every rank checks its list, then all agree before any byte moves:
      * a bad list on one rank fails every rank instead of leaving the
      * others waiting in a broadcast it never joins. */
     uint64_t fp = 0;
     mg_status local = bcast_check(c, g, binds, n_binds, root, &fp);
-    s = mg_dist_agree(c, who, local, fp, local != MG_OK ? local : MG_ERR_COMM);
+    s = mgi_dist_agree(c, who, local, fp, local != MG_OK ? local : MG_ERR_COMM);
     if (s != MG_OK) return s;
     MPI_Request *reqs = malloc((size_t)(n_binds ? n_binds : 1) * sizeof *reqs);
     if (!reqs) {
@@ -275,13 +275,13 @@ mg_status mg_dist_broadcast(mg_dist_comm *c, const mg_graph *g,
                             (int)mg_tensor_nbytes(g, binds[i].tensor),
                             MPI_BYTE, root, c->comm, &reqs[issued]);
         if (rc != MPI_SUCCESS) {
-            s = mg_dist_mpi_fail(c, who, "MPI_Ibcast", rc);
+            s = mgi_dist_mpi_fail(c, who, "MPI_Ibcast", rc);
             free(reqs);
             return s;
         }
         issued++;
     }
-    s = mg_dist_wait(c, who, reqs, issued);
+    s = mgi_dist_wait(c, who, reqs, issued);
     free(reqs);
     return s;
 }

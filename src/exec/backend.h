@@ -72,17 +72,17 @@ typedef struct mg_backend_reg {
 
 /* The backends this library was built with (backend_registry.c): the CPU,
  * then CUDA when built with it. */
-extern const mg_backend_reg *const mg_backend_table[];
-extern const int mg_backend_table_size;
+extern const mg_backend_reg *const mgi_backend_table[];
+extern const int mgi_backend_table_size;
 /* The row for dev, or NULL when this build has no such backend. */
-const mg_backend_reg *mg_backend_find(mg_device dev);
+const mg_backend_reg *mgi_backend_find(mg_device dev);
 
 /* The rows the backends define. */
-extern const mg_backend_reg mg_backend_cpu_reg;
+extern const mg_backend_reg mgi_backend_cpu_reg;
 extern const mg_backend_reg mg_backend_cuda_reg;
 
 /* The CPU backend. Its kernel table has an entry for every op. */
-mg_status mg_backend_cpu_init(mg_backend *out);
-extern const mg_kernel_fn mg_cpu_kernels[MG_OP_COUNT];
+mg_status mgi_backend_cpu_init(mg_backend *out);
+extern const mg_kernel_fn mgi_cpu_kernels[MG_OP_COUNT];
 
 #endif

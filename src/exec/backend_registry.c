@@ -7,18 +7,18 @@
 
 #include <stddef.h>
 
-const mg_backend_reg *const mg_backend_table[] = {
-    &mg_backend_cpu_reg,
+const mg_backend_reg *const mgi_backend_table[] = {
+    &mgi_backend_cpu_reg,
 #ifdef MG_HAVE_CUDA
     &mg_backend_cuda_reg, /* cuda/cuda_backend.cu, built when nvcc is found */
 #endif
 };
 
-const int mg_backend_table_size =
-    (int)(sizeof mg_backend_table / sizeof mg_backend_table[0]);
+const int mgi_backend_table_size =
+    (int)(sizeof mgi_backend_table / sizeof mgi_backend_table[0]);
 
-const mg_backend_reg *mg_backend_find(mg_device dev) {
-    for (int i = 0; i < mg_backend_table_size; i++)
-        if (mg_backend_table[i]->device == dev) return mg_backend_table[i];
+const mg_backend_reg *mgi_backend_find(mg_device dev) {
+    for (int i = 0; i < mgi_backend_table_size; i++)
+        if (mgi_backend_table[i]->device == dev) return mgi_backend_table[i];
     return NULL;
 }

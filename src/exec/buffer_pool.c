@@ -22,13 +22,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-void mg_pool_init(mg_pool *p, const mg_backend *backend, size_t max_bytes) {
+void mgi_pool_init(mg_pool *p, const mg_backend *backend, size_t max_bytes) {
     memset(p, 0, sizeof *p);
     p->backend = backend;
     p->max_bytes = max_bytes;
 }
 
-void mg_pool_trim(mg_pool *p) {
+void mgi_pool_trim(mg_pool *p) {
     for (size_t b = 0; b < p->n_bins; b++) {
         mg_pool_bin *bin = &p->bins[b];
         for (size_t i = 0; i < bin->n; i++) {
@@ -39,8 +39,8 @@ void mg_pool_trim(mg_pool *p) {
     }
 }
 
-void mg_pool_destroy(mg_pool *p) {
-    mg_pool_trim(p);
+void mgi_pool_destroy(mg_pool *p) {
+    mgi_pool_trim(p);
     for (size_t b = 0; b < p->n_bins; b++) free(p->bins[b].free);
     free(p->bins);
     p->bins = NULL;
@@ -72,7 +72,7 @@ static bool evict_largest(mg_pool *p) {
     return false;
 }
 
-void *mg_pool_alloc(mg_pool *p, size_t nbytes) {
+void *mgi_pool_alloc(mg_pool *p, size_t nbytes) {
     size_t size = mg_pool_size_class(nbytes);
     p->stats.alloc_calls++;
     if (size == SIZE_MAX) return NULL;
@@ -94,7 +94,7 @@ void *mg_pool_alloc(mg_pool *p, size_t nbytes) {
         ptr = p->backend->alloc(p->backend->ctx, size);
         if (!ptr) {
             /* Cached blocks of other sizes may be what is missing. */
-            mg_pool_trim(p);
+            mgi_pool_trim(p);
             ptr = p->backend->alloc(p->backend->ctx, size);
         }
         if (!ptr) return NULL;
@@ -107,7 +107,7 @@ void *mg_pool_alloc(mg_pool *p, size_t nbytes) {
     return ptr;
 }
 
-void mg_pool_free(mg_pool *p, void *ptr, size_t nbytes) {
+void mgi_pool_free(mg_pool *p, void *ptr, size_t nbytes) {
     if (!ptr) return;
     size_t size = mg_pool_size_class(nbytes);
     p->stats.bytes_in_use -= size;

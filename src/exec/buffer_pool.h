@@ -21,14 +21,14 @@ typedef struct mg_pool {
     mg_pool_stats stats;
 } mg_pool;
 
-void mg_pool_init(mg_pool *p, const mg_backend *backend, size_t max_bytes);
+void mgi_pool_init(mg_pool *p, const mg_backend *backend, size_t max_bytes);
 /* Frees cached blocks; blocks still in use belong to the caller. */
-void mg_pool_destroy(mg_pool *p);
+void mgi_pool_destroy(mg_pool *p);
 /* A block of mg_pool_size_class(nbytes) bytes, or NULL (MG_ERR_NOMEM set by
  * the caller, who knows which tensor it was for). */
-void *mg_pool_alloc(mg_pool *p, size_t nbytes);
-/* Return a block; nbytes as given to mg_pool_alloc. */
-void mg_pool_free(mg_pool *p, void *ptr, size_t nbytes);
-void mg_pool_trim(mg_pool *p);
+void *mgi_pool_alloc(mg_pool *p, size_t nbytes);
+/* Return a block; nbytes as given to mgi_pool_alloc. */
+void mgi_pool_free(mg_pool *p, void *ptr, size_t nbytes);
+void mgi_pool_trim(mg_pool *p);
 
 #endif

@@ -17,13 +17,13 @@
     }
 MG_CPU_FLOAT_TYPES(MASK_DEF)
 
-mg_status mg_cpu_causal_mask(const mg_kargs *ka) {
+mg_status mgi_cpu_causal_mask(const mg_kargs *ka) {
     const mg_tdesc *d = &ka->out.d;
     if (d->ndim < 2)
         return mg_kernel_fail(ka, MG_ERR_SHAPE,
                               "causal_mask needs 2 or more dims");
     const int64_t rows = d->shape[d->ndim - 2], cols = d->shape[d->ndim - 1];
     return MG_CPU_BY_DTYPE(ka, d->dtype, causal_mask, ka->in[0].data,
-                           ka->out.data, mg_tdesc_numel(d) / (rows * cols),
+                           ka->out.data, mgi_tdesc_numel(d) / (rows * cols),
                            rows, cols, ka->attrs->alpha);
 }

@@ -39,11 +39,11 @@ static mg_status cpu_run_op(void *ctx, const mg_kargs *a) {
         return mg_set_error(MG_ERR_UNSUPPORTED,
                             "cpu backend: op code %d is out of range",
                             (int)a->op);
-    mg_kernel_fn k = mg_cpu_kernels[a->op];
+    mg_kernel_fn k = mgi_cpu_kernels[a->op];
     if (!k)
         return mg_set_error(MG_ERR_UNSUPPORTED,
                             "cpu backend: no kernel for op %s",
-                            mg_op_str(a->op));
+                            mgi_op_str(a->op));
     return k(a);
 }
 
@@ -58,7 +58,7 @@ static void cpu_destroy(void *ctx) { (void)ctx; }
 static bool cpu_supports_op(void *ctx, mg_op op) {
     (void)ctx;
     if ((unsigned)op >= (unsigned)MG_OP_COUNT) return false;
-    return op == MG_OP_INPUT || op == MG_OP_PARAM || mg_cpu_kernels[op];
+    return op == MG_OP_INPUT || op == MG_OP_PARAM || mgi_cpu_kernels[op];
 }
 
 static size_t cpu_workspace(void *ctx, const mg_kargs *a) {
@@ -67,7 +67,7 @@ static size_t cpu_workspace(void *ctx, const mg_kargs *a) {
     case MG_OP_CONV2D:
     case MG_OP_CONV2D_GRAD_INPUT:
     case MG_OP_CONV2D_GRAD_WEIGHT:
-        return mg_cpu_conv2d_workspace(a);
+        return mgi_cpu_conv2d_workspace(a);
     default:
         return 0;
     }
@@ -75,17 +75,17 @@ static size_t cpu_workspace(void *ctx, const mg_kargs *a) {
 
 static int cpu_device_count(void) { return 1; }
 
-const mg_backend_reg mg_backend_cpu_reg = {
+const mg_backend_reg mgi_backend_cpu_reg = {
     .device = MG_DEVICE_CPU,
     .name = "CPU",
     .device_count = cpu_device_count,
-    .init = mg_backend_cpu_init,
+    .init = mgi_backend_cpu_init,
 };
 
-mg_status mg_backend_cpu_init(mg_backend *out) {
+mg_status mgi_backend_cpu_init(mg_backend *out) {
     if (!out)
         return mg_set_error(MG_ERR_INVALID_ARG,
-                            "mg_backend_cpu_init: out is NULL");
+                            "mgi_backend_cpu_init: out is NULL");
     *out = (mg_backend){
         .name = "cpu",
         .alloc = cpu_alloc,

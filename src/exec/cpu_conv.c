@@ -147,7 +147,7 @@ static size_t conv_cols_bytes(const mg_conv_dims *d, mg_dtype dt) {
     return d->direct ? 0 : (size_t)d->k * (size_t)d->p * mg_dtype_size(dt);
 }
 
-size_t mg_cpu_conv2d_workspace(const mg_kargs *ka) {
+size_t mgi_cpu_conv2d_workspace(const mg_kargs *ka) {
     mg_conv_dims d = {0};
     if (conv_setup(ka, &d) != MG_OK) return 0; /* the kernel will fail */
     return conv_cols_bytes(&d, ka->out.d.dtype);
@@ -168,14 +168,14 @@ static mg_status conv_run(const mg_kargs *ka, enum conv_mode mode) {
                            ka->out.data, d.direct ? NULL : ka->work, &d, mode);
 }
 
-mg_status mg_cpu_conv2d(const mg_kargs *ka) {
+mg_status mgi_cpu_conv2d(const mg_kargs *ka) {
     return conv_run(ka, CONV_FORWARD);
 }
 
-mg_status mg_cpu_conv2d_grad_input(const mg_kargs *ka) {
+mg_status mgi_cpu_conv2d_grad_input(const mg_kargs *ka) {
     return conv_run(ka, CONV_GRAD_INPUT);
 }
 
-mg_status mg_cpu_conv2d_grad_weight(const mg_kargs *ka) {
+mg_status mgi_cpu_conv2d_grad_weight(const mg_kargs *ka) {
     return conv_run(ka, CONV_GRAD_WEIGHT);
 }

@@ -28,9 +28,9 @@
 
 #define UNARY_KERNEL(name, OP, expr)                                          \
     FOR_FLOAT_TYPES(UNARY_LOOP, name, expr)                                   \
-    mg_status mg_cpu_##name(const mg_kargs *ka) {                             \
+    mg_status mgi_cpu_##name(const mg_kargs *ka) {                             \
         return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, name, ka->in[0].data,     \
-                               ka->out.data, mg_tdesc_numel(&ka->out.d),      \
+                               ka->out.data, mgi_tdesc_numel(&ka->out.d),      \
                                ka->attrs ? ka->attrs->alpha : 0.0);           \
     }
 MG_UNARY_OPS(UNARY_KERNEL)
@@ -76,7 +76,7 @@ static void binary_layout(const mg_kargs *ka, mg_layout *l) {
 
 #define BINARY_KERNEL(name, OP, expr)                                         \
     FOR_FLOAT_TYPES(BINARY_LOOP, name, expr)                                  \
-    mg_status mg_cpu_##name(const mg_kargs *ka) {                             \
+    mg_status mgi_cpu_##name(const mg_kargs *ka) {                             \
         mg_layout l;                                                          \
         binary_layout(ka, &l);                                                \
         return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, name, ka->in[0].data,     \

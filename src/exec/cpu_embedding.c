@@ -21,9 +21,9 @@
 MG_CPU_FLOAT_TYPES(EMBEDDING_DEF)
 
 /* (table [V, D], idx) -> [..., D]: a row copy, whatever the dtype. */
-mg_status mg_cpu_embedding(const mg_kargs *ka) {
+mg_status mgi_cpu_embedding(const mg_kargs *ka) {
     const mg_tdesc *td = &ka->in[0].d;
-    const int64_t n = mg_tdesc_numel(&ka->in[1].d), dim = td->shape[1];
+    const int64_t n = mgi_tdesc_numel(&ka->in[1].d), dim = td->shape[1];
     const int32_t *idx = ka->in[1].data;
     mg_status s =
         mg_kernel_check_indices(ka, idx, n, td->shape[0], "index", "position");
@@ -37,9 +37,9 @@ mg_status mg_cpu_embedding(const mg_kargs *ka) {
 }
 
 /* (gy [..., D], idx) -> [V, D] */
-mg_status mg_cpu_embedding_grad(const mg_kargs *ka) {
+mg_status mgi_cpu_embedding_grad(const mg_kargs *ka) {
     const mg_tdesc *td = &ka->out.d;
-    const int64_t n = mg_tdesc_numel(&ka->in[1].d);
+    const int64_t n = mgi_tdesc_numel(&ka->in[1].d);
     mg_status s = mg_kernel_check_indices(ka, ka->in[1].data, n, td->shape[0],
                                        "index", "position");
     if (s != MG_OK) return s;

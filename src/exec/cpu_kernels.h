@@ -1,6 +1,6 @@
 /*
  * cpu_kernels.h - private to the CPU backend: the kernel entry points that
- * fill mg_cpu_kernels[], and the dtype dispatch the kernel files share.
+ * fill mgi_cpu_kernels[], and the dtype dispatch the kernel files share.
  * What the CUDA kernels share with them (failures, layouts, geometry, the
  * elementwise formulas) is in kernel_shared.h.
  */
@@ -18,19 +18,19 @@
 #define MG_CPU_BY_DTYPE(ka, dtype, fn, ...)                                   \
     ((dtype) == MG_F32   ? fn##_f32(__VA_ARGS__)                              \
      : (dtype) == MG_F64 ? fn##_f64(__VA_ARGS__)                              \
-                         : mg_cpu_bad_dtype((ka), (dtype)))
+                         : mgi_cpu_bad_dtype((ka), (dtype)))
 
-mg_status mg_cpu_bad_dtype(const mg_kargs *a, mg_dtype d);
+mg_status mgi_cpu_bad_dtype(const mg_kargs *a, mg_dtype d);
 /* y[i] = x[offset of i] for every element of y (a->out), walking y in
  * order; l holds x's strides in slot 0 (cpu_shape.c). */
-mg_status mg_cpu_gather(const mg_kargs *a, mg_layout *l);
+mg_status mgi_cpu_gather(const mg_kargs *a, mg_layout *l);
 
 /* Row-wise softmax helpers shared by softmax and the cross-entropy ops: n
  * elements `stride` apart, stabilised by subtracting the maximum. */
 #define MG_CPU_ROW_DECL(T, SUF)                                               \
-    T mg_cpu_logsumexp_minus_##SUF(const T *x, int64_t n, int64_t stride,     \
+    T mgi_cpu_logsumexp_minus_##SUF(const T *x, int64_t n, int64_t stride,     \
                                    T v);                                      \
-    void mg_cpu_softmax_row_##SUF(const T *x, T *y, int64_t n,                \
+    void mgi_cpu_softmax_row_##SUF(const T *x, T *y, int64_t n,                \
                                   int64_t stride, int log_out);
 MG_CPU_FLOAT_TYPES(MG_CPU_ROW_DECL)
 #undef MG_CPU_ROW_DECL
@@ -38,41 +38,41 @@ MG_CPU_FLOAT_TYPES(MG_CPU_ROW_DECL)
 /* Kernels, one per op (cpu_kernels.c puts them in the table); the
  * elementwise ones are named by MG_UNARY_OPS and MG_BINARY_OPS. */
 #define MG_CPU_ELEMENTWISE_DECL(name, OP, expr)                               \
-    mg_status mg_cpu_##name(const mg_kargs *a);
+    mg_status mgi_cpu_##name(const mg_kargs *a);
 MG_UNARY_OPS(MG_CPU_ELEMENTWISE_DECL)
 MG_BINARY_OPS(MG_CPU_ELEMENTWISE_DECL)
 #undef MG_CPU_ELEMENTWISE_DECL
-mg_status mg_cpu_fill(const mg_kargs *a);
-mg_status mg_cpu_matmul(const mg_kargs *a);
-mg_status mg_cpu_sum(const mg_kargs *a);
-mg_status mg_cpu_mean(const mg_kargs *a);
-mg_status mg_cpu_broadcast_to(const mg_kargs *a);
-mg_status mg_cpu_reshape(const mg_kargs *a);
-mg_status mg_cpu_permute(const mg_kargs *a);
-mg_status mg_cpu_softmax(const mg_kargs *a);
-mg_status mg_cpu_log_softmax(const mg_kargs *a);
-mg_status mg_cpu_dropout(const mg_kargs *a);
-mg_status mg_cpu_cross_entropy(const mg_kargs *a);
-mg_status mg_cpu_mse(const mg_kargs *a);
-mg_status mg_cpu_cross_entropy_grad(const mg_kargs *a);
-mg_status mg_cpu_conv2d(const mg_kargs *a);
-mg_status mg_cpu_conv2d_grad_input(const mg_kargs *a);
-mg_status mg_cpu_conv2d_grad_weight(const mg_kargs *a);
+mg_status mgi_cpu_fill(const mg_kargs *a);
+mg_status mgi_cpu_matmul(const mg_kargs *a);
+mg_status mgi_cpu_sum(const mg_kargs *a);
+mg_status mgi_cpu_mean(const mg_kargs *a);
+mg_status mgi_cpu_broadcast_to(const mg_kargs *a);
+mg_status mgi_cpu_reshape(const mg_kargs *a);
+mg_status mgi_cpu_permute(const mg_kargs *a);
+mg_status mgi_cpu_softmax(const mg_kargs *a);
+mg_status mgi_cpu_log_softmax(const mg_kargs *a);
+mg_status mgi_cpu_dropout(const mg_kargs *a);
+mg_status mgi_cpu_cross_entropy(const mg_kargs *a);
+mg_status mgi_cpu_mse(const mg_kargs *a);
+mg_status mgi_cpu_cross_entropy_grad(const mg_kargs *a);
+mg_status mgi_cpu_conv2d(const mg_kargs *a);
+mg_status mgi_cpu_conv2d_grad_input(const mg_kargs *a);
+mg_status mgi_cpu_conv2d_grad_weight(const mg_kargs *a);
 /* Bytes of im2col columns the three conv2d kernels need for a. */
-size_t mg_cpu_conv2d_workspace(const mg_kargs *a);
-mg_status mg_cpu_max_pool2d(const mg_kargs *a);
-mg_status mg_cpu_avg_pool2d(const mg_kargs *a);
-mg_status mg_cpu_max_pool2d_grad(const mg_kargs *a);
-mg_status mg_cpu_avg_pool2d_grad(const mg_kargs *a);
+size_t mgi_cpu_conv2d_workspace(const mg_kargs *a);
+mg_status mgi_cpu_max_pool2d(const mg_kargs *a);
+mg_status mgi_cpu_avg_pool2d(const mg_kargs *a);
+mg_status mgi_cpu_max_pool2d_grad(const mg_kargs *a);
+mg_status mgi_cpu_avg_pool2d_grad(const mg_kargs *a);
 /* batchnorm and layernorm share kernels that read a->op */
-mg_status mg_cpu_norm(const mg_kargs *a);
-mg_status mg_cpu_norm_grad_input(const mg_kargs *a);
-mg_status mg_cpu_norm_grad_gamma(const mg_kargs *a);
-mg_status mg_cpu_concat(const mg_kargs *a);
-mg_status mg_cpu_slice(const mg_kargs *a);
-mg_status mg_cpu_pad(const mg_kargs *a);
-mg_status mg_cpu_embedding(const mg_kargs *a);
-mg_status mg_cpu_embedding_grad(const mg_kargs *a);
-mg_status mg_cpu_causal_mask(const mg_kargs *a);
+mg_status mgi_cpu_norm(const mg_kargs *a);
+mg_status mgi_cpu_norm_grad_input(const mg_kargs *a);
+mg_status mgi_cpu_norm_grad_gamma(const mg_kargs *a);
+mg_status mgi_cpu_concat(const mg_kargs *a);
+mg_status mgi_cpu_slice(const mg_kargs *a);
+mg_status mgi_cpu_pad(const mg_kargs *a);
+mg_status mgi_cpu_embedding(const mg_kargs *a);
+mg_status mgi_cpu_embedding_grad(const mg_kargs *a);
+mg_status mgi_cpu_causal_mask(const mg_kargs *a);
 
 #endif

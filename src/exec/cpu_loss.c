@@ -12,7 +12,7 @@
                                          T *y, int64_t rows, int64_t c) {     \
         T s = 0;                                                              \
         for (int64_t r = 0; r < rows; r++, x += c)                            \
-            s += mg_cpu_logsumexp_minus_##SUF(x, c, 1, x[labels[r]]);         \
+            s += mgi_cpu_logsumexp_minus_##SUF(x, c, 1, x[labels[r]]);         \
         y[0] = s / (T)rows;                                                   \
         return MG_OK;                                                         \
     }                                                                         \
@@ -21,7 +21,7 @@
                                               int64_t rows, int64_t c) {      \
         const T scale = gy[0] / (T)rows;                                      \
         for (int64_t r = 0; r < rows; r++, x += c, g += c) {                  \
-            mg_cpu_softmax_row_##SUF(x, g, c, 1, 0);                          \
+            mgi_cpu_softmax_row_##SUF(x, g, c, 1, 0);                          \
             g[labels[r]] -= 1;                                                \
             for (int64_t i = 0; i < c; i++) g[i] *= scale;                    \
         }                                                                     \
@@ -49,7 +49,7 @@ static mg_status ce_dims(const mg_kargs *ka, int lo, int64_t *rows,
                                    "label", "row");
 }
 
-mg_status mg_cpu_cross_entropy(const mg_kargs *ka) {
+mg_status mgi_cpu_cross_entropy(const mg_kargs *ka) {
     int64_t rows = 0, c = 0;
     mg_status s = ce_dims(ka, 0, &rows, &c);
     if (s != MG_OK) return s;
@@ -57,7 +57,7 @@ mg_status mg_cpu_cross_entropy(const mg_kargs *ka) {
                            ka->in[1].data, ka->out.data, rows, c);
 }
 
-mg_status mg_cpu_cross_entropy_grad(const mg_kargs *ka) {
+mg_status mgi_cpu_cross_entropy_grad(const mg_kargs *ka) {
     int64_t rows = 0, c = 0;
     mg_status s = ce_dims(ka, 1, &rows, &c);
     if (s != MG_OK) return s;
@@ -66,8 +66,8 @@ mg_status mg_cpu_cross_entropy_grad(const mg_kargs *ka) {
                            ka->out.data, rows, c);
 }
 
-mg_status mg_cpu_mse(const mg_kargs *ka) {
+mg_status mgi_cpu_mse(const mg_kargs *ka) {
     return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, mse, ka->in[0].data,
                            ka->in[1].data, ka->out.data,
-                           mg_tdesc_numel(&ka->in[0].d));
+                           mgi_tdesc_numel(&ka->in[0].d));
 }

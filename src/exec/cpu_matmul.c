@@ -28,7 +28,7 @@ typedef struct mm_dims {
 MATMUL_DEF(float, f32, cblas_sgemm)
 MATMUL_DEF(double, f64, cblas_dgemm)
 
-mg_status mg_cpu_matmul(const mg_kargs *ka) {
+mg_status mgi_cpu_matmul(const mg_kargs *ka) {
     const mg_tdesc *da = &ka->in[0].d, *db = &ka->in[1].d, *dy = &ka->out.d;
     if (da->ndim < 2 || db->ndim < 2 || dy->ndim < 2)
         return mg_kernel_fail(ka, MG_ERR_SHAPE, "matmul needs operands of 2 or "
@@ -45,7 +45,7 @@ mg_status mg_cpu_matmul(const mg_kargs *ka) {
     mm_dims d = {
         .m = (int)m, .n = (int)n, .k = (int)k,
         .lda = (int)lda, .ldb = (int)ldb,
-        .batch = mg_tdesc_numel(dy) / (m * n),
+        .batch = mgi_tdesc_numel(dy) / (m * n),
         .step_a = da->ndim == 2 ? 0 : m * k,
         .step_b = db->ndim == 2 ? 0 : k * n,
         .step_y = m * n,

@@ -116,7 +116,7 @@
 MG_CPU_FLOAT_TYPES(NORM_DEF)
 
 /* batchnorm and layernorm: (x, gamma, beta) */
-mg_status mg_cpu_norm(const mg_kargs *ka) {
+mg_status mgi_cpu_norm(const mg_kargs *ka) {
     mg_norm_dims d;
     mg_status s = mg_norm_dims_setup(ka, &ka->in[0].d, &d);
     return s != MG_OK ? s
@@ -126,7 +126,7 @@ mg_status mg_cpu_norm(const mg_kargs *ka) {
 }
 
 /* (gy, x, gamma) -> dx */
-mg_status mg_cpu_norm_grad_input(const mg_kargs *ka) {
+mg_status mgi_cpu_norm_grad_input(const mg_kargs *ka) {
     mg_norm_dims d;
     mg_status s = mg_norm_dims_setup(ka, &ka->in[1].d, &d);
     return s != MG_OK ? s
@@ -136,7 +136,7 @@ mg_status mg_cpu_norm_grad_input(const mg_kargs *ka) {
 }
 
 /* (gy, x) -> dgamma */
-mg_status mg_cpu_norm_grad_gamma(const mg_kargs *ka) {
+mg_status mgi_cpu_norm_grad_gamma(const mg_kargs *ka) {
     mg_norm_dims d;
     mg_status s = mg_norm_dims_setup(ka, &ka->in[1].d, &d);
     return s != MG_OK ? s

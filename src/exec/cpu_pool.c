@@ -65,7 +65,7 @@
     }
 MG_CPU_FLOAT_TYPES(POOL_DEF)
 
-mg_status mg_cpu_max_pool2d(const mg_kargs *ka) {
+mg_status mgi_cpu_max_pool2d(const mg_kargs *ka) {
     mg_pool2d_dims d = {0};
     mg_status s = mg_pool2d_dims_setup(ka, &ka->in[0].d, &ka->out.d, &d);
     return s != MG_OK ? s
@@ -73,7 +73,7 @@ mg_status mg_cpu_max_pool2d(const mg_kargs *ka) {
                                         ka->in[0].data, ka->out.data, &d);
 }
 
-mg_status mg_cpu_avg_pool2d(const mg_kargs *ka) {
+mg_status mgi_cpu_avg_pool2d(const mg_kargs *ka) {
     mg_pool2d_dims d = {0};
     mg_status s = mg_pool2d_dims_setup(ka, &ka->in[0].d, &ka->out.d, &d);
     return s != MG_OK ? s
@@ -81,7 +81,7 @@ mg_status mg_cpu_avg_pool2d(const mg_kargs *ka) {
                                         ka->in[0].data, ka->out.data, &d);
 }
 
-mg_status mg_cpu_max_pool2d_grad(const mg_kargs *ka) {
+mg_status mgi_cpu_max_pool2d_grad(const mg_kargs *ka) {
     mg_pool2d_dims d = {0};
     mg_status s = mg_pool2d_dims_setup(ka, &ka->out.d, &ka->in[0].d, &d);
     return s != MG_OK ? s
@@ -90,7 +90,7 @@ mg_status mg_cpu_max_pool2d_grad(const mg_kargs *ka) {
                                         ka->out.data, &d);
 }
 
-mg_status mg_cpu_avg_pool2d_grad(const mg_kargs *ka) {
+mg_status mgi_cpu_avg_pool2d_grad(const mg_kargs *ka) {
     mg_pool2d_dims d = {0};
     mg_status s = mg_pool2d_dims_setup(ka, &ka->out.d, &ka->in[0].d, &d);
     return s != MG_OK ? s

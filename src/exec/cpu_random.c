@@ -19,17 +19,17 @@
     }
 MG_CPU_FLOAT_TYPES(DROPOUT_DEF)
 
-mg_status mg_cpu_dropout(const mg_kargs *ka) {
+mg_status mgi_cpu_dropout(const mg_kargs *ka) {
     const mg_attrs *at = ka->attrs;
     if (!(at->p >= 0.0 && at->p < 1.0))
         return mg_kernel_fail(ka, MG_ERR_INVALID_ARG,
                               "dropout p = %g is outside [0, 1)", at->p);
     if (at->p == 0.0) {
-        memcpy(ka->out.data, ka->in[0].data, mg_tdesc_nbytes(&ka->out.d));
+        memcpy(ka->out.data, ka->in[0].data, mgi_tdesc_nbytes(&ka->out.d));
         return MG_OK;
     }
     return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, dropout, ka->in[0].data,
-                           ka->out.data, mg_tdesc_numel(&ka->out.d),
+                           ka->out.data, mgi_tdesc_numel(&ka->out.d),
                            mg_rng_key(ka->run_seed, at->seed), at->offset,
                            at->p);
 }

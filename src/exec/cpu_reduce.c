@@ -38,7 +38,7 @@ MG_CPU_FLOAT_TYPES(REDUCE_DEF)
 static mg_status reduce(const mg_kargs *ka, int mean) {
     const mg_tdesc *dx = &ka->in[0].d;
     const mg_attrs *at = ka->attrs;
-    const int64_t nx = mg_tdesc_numel(dx), ny = mg_tdesc_numel(&ka->out.d);
+    const int64_t nx = mgi_tdesc_numel(dx), ny = mgi_tdesc_numel(&ka->out.d);
     /* naxes 0 is "every axis" in the API; the graph may pass it through. */
     int reduced[MG_MAX_DIMS] = {0};
     for (int i = 0; i < dx->ndim; i++) reduced[i] = at->naxes == 0 && nx != ny;
@@ -66,15 +66,15 @@ static mg_status reduce(const mg_kargs *ka, int mean) {
                            ka->out.data, ny, &l, mean ? nx / ny : 0);
 }
 
-mg_status mg_cpu_sum(const mg_kargs *ka) { return reduce(ka, 0); }
+mg_status mgi_cpu_sum(const mg_kargs *ka) { return reduce(ka, 0); }
 
-mg_status mg_cpu_mean(const mg_kargs *ka) { return reduce(ka, 1); }
+mg_status mgi_cpu_mean(const mg_kargs *ka) { return reduce(ka, 1); }
 
 /* broadcast_to, the adjoint of sum: a gather with stride 0 on repeated
  * dims. */
-mg_status mg_cpu_broadcast_to(const mg_kargs *ka) {
+mg_status mgi_cpu_broadcast_to(const mg_kargs *ka) {
     mg_layout l;
     mg_layout_init(&l, &ka->out.d);
     mg_layout_broadcast(&l, 0, &ka->in[0].d);
-    return mg_cpu_gather(ka, &l);
+    return mgi_cpu_gather(ka, &l);
 }

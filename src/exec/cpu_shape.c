@@ -1,6 +1,6 @@
 /*
  * cpu_shape.c - ops that move data without computing on it (reshape,
- * permute; the strided gather that broadcast_to shares, mg_cpu_gather),
+ * permute; the strided gather that broadcast_to shares, mgi_cpu_gather),
  * and fill, which makes a constant. Moves work on element sizes rather than
  * dtypes, so they handle i32 labels as well as floats.
  */
@@ -25,24 +25,24 @@
 GATHER_DEF(uint32_t, 4)
 GATHER_DEF(uint64_t, 8)
 
-mg_status mg_cpu_gather(const mg_kargs *ka, mg_layout *l) {
+mg_status mgi_cpu_gather(const mg_kargs *ka, mg_layout *l) {
     mg_layout_coalesce(l);
     switch (mg_dtype_size(ka->out.d.dtype)) {
     case 4: gather_4(ka->in[0].data, ka->out.data, l); return MG_OK;
     case 8: gather_8(ka->in[0].data, ka->out.data, l); return MG_OK;
-    default: return mg_cpu_bad_dtype(ka, ka->out.d.dtype);
+    default: return mgi_cpu_bad_dtype(ka, ka->out.d.dtype);
     }
 }
 
-mg_status mg_cpu_reshape(const mg_kargs *ka) {
-    memcpy(ka->out.data, ka->in[0].data, mg_tdesc_nbytes(&ka->out.d));
+mg_status mgi_cpu_reshape(const mg_kargs *ka) {
+    memcpy(ka->out.data, ka->in[0].data, mgi_tdesc_nbytes(&ka->out.d));
     return MG_OK;
 }
 
-mg_status mg_cpu_permute(const mg_kargs *ka) {
+mg_status mgi_cpu_permute(const mg_kargs *ka) {
     mg_layout l;
     mg_status s = mg_layout_permute(ka, &l);
-    return s != MG_OK ? s : mg_cpu_gather(ka, &l);
+    return s != MG_OK ? s : mgi_cpu_gather(ka, &l);
 }
 
 /* ---- fill ---------------------------------------------------------------- */
@@ -55,7 +55,7 @@ mg_status mg_cpu_permute(const mg_kargs *ka) {
     }
 MG_CPU_FLOAT_TYPES(FILL_DEF)
 
-mg_status mg_cpu_fill(const mg_kargs *ka) {
+mg_status mgi_cpu_fill(const mg_kargs *ka) {
     return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, fill, ka->out.data,
-                           mg_tdesc_numel(&ka->out.d), ka->attrs->alpha);
+                           mgi_tdesc_numel(&ka->out.d), ka->attrs->alpha);
 }

@@ -37,18 +37,18 @@ static void copy_box(const mg_kbuf *src, const int64_t *src_at,
     }
 }
 
-mg_status mg_cpu_slice(const mg_kargs *ka) {
+mg_status mgi_cpu_slice(const mg_kargs *ka) {
     copy_box(&ka->in[0], ka->attrs->start, &ka->out, NULL, &ka->out.d);
     return MG_OK;
 }
 
-mg_status mg_cpu_pad(const mg_kargs *ka) {
-    memset(ka->out.data, 0, mg_tdesc_nbytes(&ka->out.d));
+mg_status mgi_cpu_pad(const mg_kargs *ka) {
+    memset(ka->out.data, 0, mgi_tdesc_nbytes(&ka->out.d));
     copy_box(&ka->in[0], NULL, &ka->out, ka->attrs->start, &ka->in[0].d);
     return MG_OK;
 }
 
-mg_status mg_cpu_concat(const mg_kargs *ka) {
+mg_status mgi_cpu_concat(const mg_kargs *ka) {
     int64_t at[MG_MAX_DIMS];
     mg_status s = mg_concat_corner(ka, at);
     if (s != MG_OK) return s;

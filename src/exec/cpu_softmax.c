@@ -22,12 +22,12 @@
     }                                                                         \
     /* logsumexp(x) - v as (m - v) + log s: for large logits that keeps       \
      * the digits m + log s - v would round away in float. */                 \
-    T mg_cpu_logsumexp_minus_##SUF(const T *x, int64_t n, int64_t stride,     \
+    T mgi_cpu_logsumexp_minus_##SUF(const T *x, int64_t n, int64_t stride,     \
                                    T v) {                                     \
         const T m = row_max_##SUF(x, n, stride);                              \
         return (m - v) + log(row_expsum_##SUF(x, n, stride, m));              \
     }                                                                         \
-    void mg_cpu_softmax_row_##SUF(const T *x, T *y, int64_t n,                \
+    void mgi_cpu_softmax_row_##SUF(const T *x, T *y, int64_t n,                \
                                   int64_t stride, int log_out) {              \
         const T m = row_max_##SUF(x, n, stride);                              \
         if (log_out) {                                                        \
@@ -53,7 +53,7 @@
         for (int64_t o = 0; o < outer; o++)                                   \
             for (int64_t j = 0; j < inner; j++) {                             \
                 const int64_t base = o * n * inner + j;                       \
-                mg_cpu_softmax_row_##SUF(x + base, y + base, n, inner,        \
+                mgi_cpu_softmax_row_##SUF(x + base, y + base, n, inner,        \
                                          log_out);                            \
             }                                                                 \
         return MG_OK;                                                         \
@@ -68,6 +68,6 @@ static mg_status softmax(const mg_kargs *ka, int log_out) {
                            ka->out.data, d.outer, d.n, d.inner, log_out);
 }
 
-mg_status mg_cpu_softmax(const mg_kargs *ka) { return softmax(ka, 0); }
+mg_status mgi_cpu_softmax(const mg_kargs *ka) { return softmax(ka, 0); }
 
-mg_status mg_cpu_log_softmax(const mg_kargs *ka) { return softmax(ka, 1); }
+mg_status mgi_cpu_log_softmax(const mg_kargs *ka) { return softmax(ka, 1); }

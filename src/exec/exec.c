@@ -40,7 +40,7 @@ mg_status mg_exec_new(const mg_exec_options *opts, mg_exec **out) {
     if (dev != MG_DEVICE_CPU && dev != MG_DEVICE_CUDA)
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_exec_new: unknown device %d", (int)dev);
-    const mg_backend_reg *reg = mg_backend_find(dev);
+    const mg_backend_reg *reg = mgi_backend_find(dev);
     if (!reg) {
         const char *name = dev == MG_DEVICE_CUDA ? "CUDA" : "CPU";
         return mg_set_error(MG_ERR_UNSUPPORTED,
@@ -58,7 +58,7 @@ mg_status mg_exec_new(const mg_exec_options *opts, mg_exec **out) {
         free(ex);
         return s;
     }
-    mg_pool_init(&ex->pool, &ex->backend, opts ? opts->max_bytes : 0);
+    mgi_pool_init(&ex->pool, &ex->backend, opts ? opts->max_bytes : 0);
     *out = ex;
     return MG_OK;
 }
@@ -67,7 +67,7 @@ void mg_exec_release(mg_exec *ex) {
     if (!ex) return;
     for (int32_t i = 0; i < ex->n_kept; i++)
         if (ex->kept[i].pooled)
-            mg_pool_free(&ex->pool, ex->kept[i].data, ex->kept[i].nbytes);
+            mgi_pool_free(&ex->pool, ex->kept[i].data, ex->kept[i].nbytes);
     free(ex->kept);
     ex->kept = NULL;
     ex->n_kept = 0;
@@ -76,7 +76,7 @@ void mg_exec_release(mg_exec *ex) {
 void mg_exec_free(mg_exec *ex) {
     if (!ex) return;
     mg_exec_release(ex);
-    mg_pool_destroy(&ex->pool);
+    mgi_pool_destroy(&ex->pool);
     if (ex->backend.destroy) ex->backend.destroy(ex->backend.ctx);
     free(ex->buf);
     free(ex->pooled);
@@ -113,7 +113,7 @@ static mg_status check_overlaps(const mg_plan *p, const mg_binding *binds,
         if (binding_ignored(p, binds[i].tensor)) continue;
         uintptr_t lo = (uintptr_t)binds[i].data;
         r[n++] = (bound_range){
-            lo, lo + mg_tdesc_nbytes(&p->tensor[binds[i].tensor].d), i};
+            lo, lo + mgi_tdesc_nbytes(&p->tensor[binds[i].tensor].d), i};
     }
     qsort(r, (size_t)n, sizeof *r, compare_ranges);
     mg_status s = MG_OK;
@@ -129,8 +129,8 @@ static mg_status check_overlaps(const mg_plan *p, const mg_binding *binds,
                 s = mg_set_error(
                     MG_ERR_INVALID_ARG,
                     "mg_exec_run: output %s overlaps the memory bound to %s",
-                    mg_graph_tensor_label(p->g, a_out ? a : b, la, sizeof la),
-                    mg_graph_tensor_label(p->g, a_out ? b : a, lb, sizeof lb));
+                    mgi_graph_tensor_label(p->g, a_out ? a : b, la, sizeof la),
+                    mgi_graph_tensor_label(p->g, a_out ? b : a, lb, sizeof lb));
             }
         }
         if (r[i].hi > reach || reach_bind < 0) {
@@ -159,7 +159,7 @@ static mg_status bind(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
                                 "which the plan does not know",
                                 i, (int)t);
         if (binding_ignored(p, t)) continue;
-        mg_graph_tensor_label(g, t, label, sizeof label);
+        mgi_graph_tensor_label(g, t, label, sizeof label);
         if (!binds[i].data)
             return mg_set_error(MG_ERR_INVALID_ARG,
                                 "mg_exec_run: binding for %s has NULL data",
@@ -196,7 +196,7 @@ static mg_status bind(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
         if (!ex->buf[p->leaves[i]])
             return mg_set_error(
                 MG_ERR_UNBOUND, "mg_exec_run: %s has no memory bound",
-                mg_graph_tensor_label(g, p->leaves[i], label, sizeof label));
+                mgi_graph_tensor_label(g, p->leaves[i], label, sizeof label));
     return MG_OK;
 }
 
@@ -204,21 +204,21 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p,
                           const mg_plan_step *st, uint64_t seed) {
     const mg_tensor t = st->t;
     char label[160];
-    size_t nbytes = mg_tdesc_nbytes(&p->tensor[t].d);
+    size_t nbytes = mgi_tdesc_nbytes(&p->tensor[t].d);
     if (!ex->backend.supports_op(ex->backend.ctx, st->op))
         return mg_set_error(
             MG_ERR_UNSUPPORTED, "mg_exec_run: %s failed: %s backend: no "
             "kernel for op %s",
-            mg_graph_tensor_label(p->g, t, label, sizeof label),
-            ex->backend.name, mg_op_str(st->op));
+            mgi_graph_tensor_label(p->g, t, label, sizeof label),
+            ex->backend.name, mgi_op_str(st->op));
     if (!ex->buf[t]) {
-        ex->buf[t] = mg_pool_alloc(&ex->pool, nbytes);
+        ex->buf[t] = mgi_pool_alloc(&ex->pool, nbytes);
         if (!ex->buf[t])
             return mg_set_error(
                 MG_ERR_NOMEM,
                 "mg_exec_run: out of memory allocating %zu bytes for %s "
                 "(%zu in use, limit %zu)",
-                nbytes, mg_graph_tensor_label(p->g, t, label, sizeof label),
+                nbytes, mgi_graph_tensor_label(p->g, t, label, sizeof label),
                 ex->pool.stats.bytes_in_use, ex->pool.max_bytes);
         ex->pooled[t] = true;
     }
@@ -235,20 +235,20 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p,
             MG_ERR_INTERNAL,
             "mg_exec_run: %s failed: the %s backend needs %zu bytes of "
             "workspace, the plan has %zu",
-            mg_graph_tensor_label(p->g, t, label, sizeof label),
+            mgi_graph_tensor_label(p->g, t, label, sizeof label),
             ex->backend.name, need, st->work);
-    if (st->work && !(a.work = mg_pool_alloc(&ex->pool, st->work)))
+    if (st->work && !(a.work = mgi_pool_alloc(&ex->pool, st->work)))
         return mg_set_error(
             MG_ERR_NOMEM,
             "mg_exec_run: out of memory allocating %zu bytes of workspace for "
             "%s (%zu in use, limit %zu)",
-            st->work, mg_graph_tensor_label(p->g, t, label, sizeof label),
+            st->work, mgi_graph_tensor_label(p->g, t, label, sizeof label),
             ex->pool.stats.bytes_in_use, ex->pool.max_bytes);
     mg_status s = ex->backend.run_op(ex->backend.ctx, &a);
-    if (a.work) mg_pool_free(&ex->pool, a.work, st->work);
+    if (a.work) mgi_pool_free(&ex->pool, a.work, st->work);
     if (s != MG_OK)
         return mg_set_error(s, "mg_exec_run: %s failed: %s",
-                            mg_graph_tensor_label(p->g, t, label, sizeof label),
+                            mgi_graph_tensor_label(p->g, t, label, sizeof label),
                             why[0] ? why : mg_last_error());
     return MG_OK;
 }
@@ -258,8 +258,8 @@ static void unwind(mg_exec *ex, const mg_plan *p) {
     for (int32_t st = 0; st < p->n_steps; st++) {
         mg_tensor t = p->steps[st];
         if (ex->pooled[t] && ex->buf[t])
-            mg_pool_free(&ex->pool, ex->buf[t],
-                         mg_tdesc_nbytes(&p->tensor[t].d));
+            mgi_pool_free(&ex->pool, ex->buf[t],
+                         mgi_tdesc_nbytes(&p->tensor[t].d));
     }
 }
 
@@ -270,7 +270,7 @@ static mg_status keep_outputs(mg_exec *ex, const mg_plan *p) {
     for (int32_t k = 0; k < p->n_kept; k++) {
         mg_tensor t = p->kept[k];
         ex->kept[ex->n_kept++] = (mg_kept){
-            t, ex->buf[t], mg_tdesc_nbytes(&p->tensor[t].d), ex->pooled[t]};
+            t, ex->buf[t], mgi_tdesc_nbytes(&p->tensor[t].d), ex->pooled[t]};
     }
     return MG_OK;
 }
@@ -283,8 +283,8 @@ static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed) {
         for (int32_t r = p->release_start[st]; r < p->release_start[st + 1];
              r++) {
             mg_tensor dead = p->release[r];
-            mg_pool_free(&ex->pool, ex->buf[dead],
-                         mg_tdesc_nbytes(&p->tensor[dead].d));
+            mgi_pool_free(&ex->pool, ex->buf[dead],
+                         mgi_tdesc_nbytes(&p->tensor[dead].d));
             ex->buf[dead] = NULL;
         }
     }
@@ -346,5 +346,5 @@ void mg_exec_pool_reset_peak(mg_exec *ex) {
 }
 
 void mg_exec_pool_trim(mg_exec *ex) {
-    if (ex) mg_pool_trim(&ex->pool);
+    if (ex) mgi_pool_trim(&ex->pool);
 }

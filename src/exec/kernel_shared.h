@@ -326,7 +326,7 @@ static inline mg_status mg_conv_dims_of_op(const mg_kargs *a,
         return mg_conv_dims_setup(a, &a->in[1].d, &a->in[0].d, &a->out.d, d);
     default:
         return mg_kernel_fail(a, MG_ERR_INTERNAL, "%s is not a conv2d op",
-                              mg_op_str(a->op));
+                              mgi_op_str(a->op));
     }
 }
 
@@ -421,7 +421,7 @@ static inline mg_status mg_norm_dims_setup(const mg_kargs *a,
     int64_t inner = 1;
     for (int i = layer ? x->ndim - n : 2; i < x->ndim; i++)
         inner *= x->shape[i];
-    const int64_t numel = mg_tdesc_numel(x);
+    const int64_t numel = mgi_tdesc_numel(x);
     d->a = layer ? 1 : x->shape[0];
     d->b = layer ? numel / inner : x->shape[1];
     d->c = inner;

@@ -39,7 +39,7 @@ static mg_tensor input_of(const mg_graph *g, const mg_tensor *remap,
     return remap ? remap[in] : in;
 }
 
-mg_status mg_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
+mg_status mgi_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
                                   int n_roots, const mg_tensor *remap,
                                   bool *needed, const char *what) {
     /* Iterative DFS; `needed` doubles as the visited set, so a cycle made
@@ -86,8 +86,8 @@ static mg_status report_cycle(const mg_graph *g, const igraph_t *ig,
             return mg_set_error(
                 MG_ERR_CYCLE,
                 "graph has a cycle: %s reads %s, which depends on it",
-                mg_graph_tensor_label(g, ids[to], label, sizeof label),
-                mg_graph_tensor_label(g, ids[from], label2, sizeof label2));
+                mgi_graph_tensor_label(g, ids[to], label, sizeof label),
+                mgi_graph_tensor_label(g, ids[from], label2, sizeof label2));
         }
         igraph_vector_int_destroy(&fas);
     }
@@ -191,7 +191,7 @@ static void ig_view_close(ig_view *v) {
     free(v->ids);
 }
 
-mg_status mg_graph_articulation_points(const mg_graph *g, const bool *include,
+mg_status mgi_graph_articulation_points(const mg_graph *g, const bool *include,
                                        mg_tensor *out, int32_t *n_out) {
     ig_view v;
     mg_status s = ig_view_open(g, include, NULL, false, &v,
@@ -216,7 +216,7 @@ mg_status mg_graph_articulation_points(const mg_graph *g, const bool *include,
     return s;
 }
 
-mg_status mg_graph_topo_order(const mg_graph *g, const bool *include,
+mg_status mgi_graph_topo_order(const mg_graph *g, const bool *include,
                               const mg_tensor *remap, mg_tensor *order,
                               int32_t *n_order) {
     if (creation_order_is_topological(g, include, remap)) {

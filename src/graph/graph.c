@@ -27,12 +27,12 @@ void mg_graph_free(mg_graph *g) {
 
 int32_t mg_graph_num_tensors(const mg_graph *g) { return g ? g->n : 0; }
 
-void mg_graph_truncate(mg_graph *g, int32_t n) {
+void mgi_graph_truncate(mg_graph *g, int32_t n) {
     for (int32_t i = n; i < g->n; i++) free(g->nodes[i].name);
     if (n < g->n) g->n = n;
 }
 
-const char *mg_graph_tensor_label(const mg_graph *g, mg_tensor t, char *buf,
+const char *mgi_graph_tensor_label(const mg_graph *g, mg_tensor t, char *buf,
                                   size_t len) {
     if (!g || t < 0 || t >= g->n) {
         snprintf(buf, len, "#%d", (int)t);
@@ -40,13 +40,13 @@ const char *mg_graph_tensor_label(const mg_graph *g, mg_tensor t, char *buf,
     }
     const mg_node *n = &g->nodes[t];
     if (n->name)
-        snprintf(buf, len, "'%s' (#%d %s)", n->name, (int)t, mg_op_str(n->op));
+        snprintf(buf, len, "'%s' (#%d %s)", n->name, (int)t, mgi_op_str(n->op));
     else
-        snprintf(buf, len, "#%d (%s)", (int)t, mg_op_str(n->op));
+        snprintf(buf, len, "#%d (%s)", (int)t, mgi_op_str(n->op));
     return buf;
 }
 
-void mg_graph_missing_input(const char *op, int i) {
+void mgi_graph_missing_input(const char *op, int i) {
     /* A failed inner builder call already said why: keep its message, so
      * nested calls report the cause, not a cascade. Only an MG_NO_TENSOR
      * from nowhere gets a message of its own. */
@@ -63,7 +63,7 @@ void mg_graph_missing_input(const char *op, int i) {
                      op, i);
 }
 
-mg_status mg_graph_check_id(const mg_graph *g, mg_tensor t, const char *what) {
+mg_status mgi_graph_check_id(const mg_graph *g, mg_tensor t, const char *what) {
     if (!g) return mg_set_error(MG_ERR_INVALID_ARG, "%s: graph is NULL", what);
     if (t < 0 || t >= g->n)
         return mg_set_error(MG_ERR_UNKNOWN_ID,
@@ -88,7 +88,7 @@ static mg_status graph_reserve(mg_graph *g) {
 /* "matmul(#0 'x' [2,3] f32, #1 'w' [4,5] f32)" for shape errors. */
 static void describe_call(const mg_graph *g, mg_op op, int n_in,
                           const mg_tensor *in, char *buf, size_t len) {
-    size_t used = (size_t)snprintf(buf, len, "%s(", mg_op_str(op));
+    size_t used = (size_t)snprintf(buf, len, "%s(", mgi_op_str(op));
     for (int i = 0; i < n_in && used < len; i++) {
         const mg_node *n = &g->nodes[in[i]];
         char shape[128];
@@ -96,7 +96,7 @@ static void describe_call(const mg_graph *g, mg_op op, int n_in,
                                  i ? ", " : "", (int)in[i],
                                  n->name ? " '" : "", n->name ? n->name : "",
                                  n->name ? "'" : "",
-                                 mg_shape_str(&n->d, shape, sizeof shape),
+                                 mgi_shape_str(&n->d, shape, sizeof shape),
                                  mg_dtype_name(n->d.dtype));
     }
     if (used < len) snprintf(buf + used, len - used, ")");
@@ -104,7 +104,7 @@ static void describe_call(const mg_graph *g, mg_op op, int n_in,
 
 static mg_status check_inputs(const mg_graph *g, mg_op op, int n_in,
                               const mg_tensor *in) {
-    const mg_op_def *def = &mg_op_table[op];
+    const mg_op_def *def = &mgi_op_table[op];
     if (n_in != def->n_inputs)
         return mg_set_error(MG_ERR_INVALID_ARG, "%s: takes %d inputs, got %d",
                             def->name, def->n_inputs, n_in);
@@ -131,12 +131,12 @@ static mg_status output_check(const mg_tdesc *out, char *why, size_t len) {
                      (long long)out->shape[i], i);
             return MG_ERR_SHAPE;
         }
-    if (!mg_tdesc_fits(out)) {
+    if (!mgi_tdesc_fits(out)) {
         char buf[160];
         snprintf(why, len,
                  "the output %s %s would have more elements or bytes than "
                  "int64_t / PTRDIFF_MAX can hold",
-                 mg_shape_str(out, buf, sizeof buf),
+                 mgi_shape_str(out, buf, sizeof buf),
                  mg_dtype_name(out->dtype));
         return MG_ERR_SHAPE;
     }
@@ -146,7 +146,7 @@ static mg_status output_check(const mg_tdesc *out, char *why, size_t len) {
 static mg_status infer_node(const mg_graph *g, mg_op op, int n_in,
                             const mg_tensor *in, const mg_attrs *attrs,
                             mg_tdesc *out) {
-    const mg_op_def *def = &mg_op_table[op];
+    const mg_op_def *def = &mgi_op_table[op];
     mg_tdesc in_d[MG_MAX_INPUTS] = {0};
     for (int i = 0; i < n_in; i++) in_d[i] = g->nodes[in[i]].d;
     char why[256] = "";
@@ -160,15 +160,15 @@ static mg_status infer_node(const mg_graph *g, mg_op op, int n_in,
     return MG_OK;
 }
 
-mg_tensor mg_graph_add_node(mg_graph *g, mg_op op, int n_in,
+mg_tensor mgi_graph_add_node(mg_graph *g, mg_op op, int n_in,
                             const mg_tensor *in, const mg_attrs *attrs) {
     if (!g) {
-        mg_set_error(MG_ERR_INVALID_ARG, "%s: graph is NULL", mg_op_str(op));
+        mg_set_error(MG_ERR_INVALID_ARG, "%s: graph is NULL", mgi_op_str(op));
         return MG_NO_TENSOR;
     }
     for (int i = 0; i < n_in; i++)
         if (in && in[i] == MG_NO_TENSOR) {
-            mg_graph_missing_input(mg_op_str(op), i);
+            mgi_graph_missing_input(mgi_op_str(op), i);
             return MG_NO_TENSOR;
         }
     if (check_inputs(g, op, n_in, in) != MG_OK) return MG_NO_TENSOR;
@@ -201,7 +201,7 @@ mg_tensor mg_graph_add_node(mg_graph *g, mg_op op, int n_in,
 
 static mg_tensor add_leaf(mg_graph *g, mg_op op, const char *name,
                           mg_dtype dtype, int ndim, const int64_t *shape) {
-    const char *what = mg_op_str(op);
+    const char *what = mgi_op_str(op);
     if (!g) {
         mg_set_error(MG_ERR_INVALID_ARG, "%s '%s': graph is NULL", what,
                      name ? name : "");
@@ -223,7 +223,7 @@ static mg_tensor add_leaf(mg_graph *g, mg_op op, const char *name,
         /* Reject sizes whose element count or byte size would not fit. */
         d.shape[i] = shape[i];
         d.ndim = i + 1;
-        if (shape[i] < 1 || !mg_tdesc_fits(&d)) {
+        if (shape[i] < 1 || !mgi_tdesc_fits(&d)) {
             mg_set_error(MG_ERR_SHAPE,
                          "%s '%s': dim %d has size %lld (sizes must be >= 1 "
                          "and the tensor must fit in memory)",
@@ -261,7 +261,7 @@ mg_tensor mg_param(mg_graph *g, const char *name, mg_dtype dtype, int ndim,
 
 mg_status mg_tensor_shape(const mg_graph *g, mg_tensor t, int *ndim,
                           int64_t shape[MG_MAX_DIMS]) {
-    mg_status s = mg_graph_check_id(g, t, "mg_tensor_shape");
+    mg_status s = mgi_graph_check_id(g, t, "mg_tensor_shape");
     if (s != MG_OK) return s;
     if (!ndim || !shape)
         return mg_set_error(MG_ERR_INVALID_ARG,
@@ -272,7 +272,7 @@ mg_status mg_tensor_shape(const mg_graph *g, mg_tensor t, int *ndim,
 }
 
 mg_status mg_tensor_dtype(const mg_graph *g, mg_tensor t, mg_dtype *dtype) {
-    mg_status s = mg_graph_check_id(g, t, "mg_tensor_dtype");
+    mg_status s = mgi_graph_check_id(g, t, "mg_tensor_dtype");
     if (s != MG_OK) return s;
     if (!dtype)
         return mg_set_error(MG_ERR_INVALID_ARG,
@@ -282,22 +282,22 @@ mg_status mg_tensor_dtype(const mg_graph *g, mg_tensor t, mg_dtype *dtype) {
 }
 
 int64_t mg_tensor_numel(const mg_graph *g, mg_tensor t) {
-    if (mg_graph_check_id(g, t, "mg_tensor_numel") != MG_OK) return -1;
-    return mg_tdesc_numel(&g->nodes[t].d);
+    if (mgi_graph_check_id(g, t, "mg_tensor_numel") != MG_OK) return -1;
+    return mgi_tdesc_numel(&g->nodes[t].d);
 }
 
 size_t mg_tensor_nbytes(const mg_graph *g, mg_tensor t) {
-    if (mg_graph_check_id(g, t, "mg_tensor_nbytes") != MG_OK) return 0;
-    return mg_tdesc_nbytes(&g->nodes[t].d);
+    if (mgi_graph_check_id(g, t, "mg_tensor_nbytes") != MG_OK) return 0;
+    return mgi_tdesc_nbytes(&g->nodes[t].d);
 }
 
 const char *mg_tensor_name(const mg_graph *g, mg_tensor t) {
-    if (mg_graph_check_id(g, t, "mg_tensor_name") != MG_OK) return NULL;
+    if (mgi_graph_check_id(g, t, "mg_tensor_name") != MG_OK) return NULL;
     return g->nodes[t].name;
 }
 
 mg_status mg_tensor_set_name(mg_graph *g, mg_tensor t, const char *name) {
-    mg_status s = mg_graph_check_id(g, t, "mg_tensor_set_name");
+    mg_status s = mgi_graph_check_id(g, t, "mg_tensor_set_name");
     if (s != MG_OK) return s;
     char *copy = NULL;
     if (name && !(copy = strdup(name)))
@@ -308,8 +308,8 @@ mg_status mg_tensor_set_name(mg_graph *g, mg_tensor t, const char *name) {
 }
 
 const char *mg_tensor_op_name(const mg_graph *g, mg_tensor t) {
-    if (mg_graph_check_id(g, t, "mg_tensor_op_name") != MG_OK) return NULL;
-    return mg_op_str(g->nodes[t].op);
+    if (mgi_graph_check_id(g, t, "mg_tensor_op_name") != MG_OK) return NULL;
+    return mgi_op_str(g->nodes[t].op);
 }
 
 mg_tensor mg_tensor_find(const mg_graph *g, const char *name) {
@@ -331,18 +331,18 @@ int mg_tensor_is_backward(const mg_graph *g, mg_tensor t) {
 }
 
 int mg_tensor_num_inputs(const mg_graph *g, mg_tensor t) {
-    if (mg_graph_check_id(g, t, "mg_tensor_num_inputs") != MG_OK) return -1;
+    if (mgi_graph_check_id(g, t, "mg_tensor_num_inputs") != MG_OK) return -1;
     return g->nodes[t].n_in;
 }
 
 mg_tensor mg_tensor_input(const mg_graph *g, mg_tensor t, int k) {
-    if (mg_graph_check_id(g, t, "mg_tensor_input") != MG_OK)
+    if (mgi_graph_check_id(g, t, "mg_tensor_input") != MG_OK)
         return MG_NO_TENSOR;
     if (k < 0 || k >= g->nodes[t].n_in) {
         char label[160];
         mg_set_error(MG_ERR_INVALID_ARG, "mg_tensor_input: %s has %d inputs, "
                      "no input %d",
-                     mg_graph_tensor_label(g, t, label, sizeof label),
+                     mgi_graph_tensor_label(g, t, label, sizeof label),
                      g->nodes[t].n_in, k);
         return MG_NO_TENSOR;
     }
@@ -350,15 +350,15 @@ mg_tensor mg_tensor_input(const mg_graph *g, mg_tensor t, int k) {
 }
 
 mg_status mg_tensor_set_checkpoint(mg_graph *g, mg_tensor t, int on) {
-    mg_status s = mg_graph_check_id(g, t, "mg_tensor_set_checkpoint");
+    mg_status s = mgi_graph_check_id(g, t, "mg_tensor_set_checkpoint");
     if (s != MG_OK) return s;
-    if (mg_op_table[g->nodes[t].op].flags & MG_OPF_LEAF) {
+    if (mgi_op_table[g->nodes[t].op].flags & MG_OPF_LEAF) {
         char label[160];
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_tensor_set_checkpoint: %s is caller memory, "
                             "always available; only computed tensors can be "
                             "checkpoints",
-                            mg_graph_tensor_label(g, t, label, sizeof label));
+                            mgi_graph_tensor_label(g, t, label, sizeof label));
     }
     if (on) g->nodes[t].flags |= MG_NODE_CHECKPOINT;
     else g->nodes[t].flags &= ~(unsigned)MG_NODE_CHECKPOINT;
@@ -376,7 +376,7 @@ int mg_tensor_is_recompute(const mg_graph *g, mg_tensor t) {
 }
 
 mg_tensor mg_tensor_recompute_source(const mg_graph *g, mg_tensor t) {
-    if (mg_graph_check_id(g, t, "mg_tensor_recompute_source") != MG_OK)
+    if (mgi_graph_check_id(g, t, "mg_tensor_recompute_source") != MG_OK)
         return MG_NO_TENSOR;
     return g->nodes[t].orig;
 }
@@ -397,9 +397,9 @@ int mg_graph_checkpoints(const mg_graph *g, mg_tensor *out, int cap) {
 
 mg_status mg_tensor_set_input(mg_graph *g, mg_tensor t, int slot,
                               mg_tensor src) {
-    mg_status s = mg_graph_check_id(g, t, "mg_tensor_set_input");
+    mg_status s = mgi_graph_check_id(g, t, "mg_tensor_set_input");
     if (s != MG_OK) return s;
-    if ((s = mg_graph_check_id(g, src, "mg_tensor_set_input (source)")) !=
+    if ((s = mgi_graph_check_id(g, src, "mg_tensor_set_input (source)")) !=
         MG_OK)
         return s;
     mg_node *n = &g->nodes[t];
@@ -407,7 +407,7 @@ mg_status mg_tensor_set_input(mg_graph *g, mg_tensor t, int slot,
     if (slot < 0 || slot >= n->n_in)
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_tensor_set_input: %s has %d inputs, no slot %d",
-                            mg_graph_tensor_label(g, t, label, sizeof label),
+                            mgi_graph_tensor_label(g, t, label, sizeof label),
                             n->n_in, slot);
     mg_tensor in[MG_MAX_INPUTS];
     memcpy(in, n->in, sizeof in);
@@ -415,37 +415,37 @@ mg_status mg_tensor_set_input(mg_graph *g, mg_tensor t, int slot,
     mg_tdesc out;
     if ((s = infer_node(g, n->op, n->n_in, in, &n->attrs, &out)) != MG_OK)
         return s;
-    if (!mg_tdesc_same_shape(&out, &n->d) || out.dtype != n->d.dtype)
+    if (!mgi_tdesc_same_shape(&out, &n->d) || out.dtype != n->d.dtype)
         return mg_set_error(MG_ERR_SHAPE,
                             "mg_tensor_set_input: rewiring %s would change its "
                             "shape or dtype",
-                            mg_graph_tensor_label(g, t, label, sizeof label));
+                            mgi_graph_tensor_label(g, t, label, sizeof label));
     n->in[slot] = src;
     return MG_OK;
 }
 
 /* ---- cost ---------------------------------------------------------------- */
 
-void mg_graph_op_cost(const mg_graph *g, mg_tensor t, double *flops,
+void mgi_graph_op_cost(const mg_graph *g, mg_tensor t, double *flops,
                       double *bytes) {
     const mg_node *n = &g->nodes[t];
-    const mg_op_def *def = &mg_op_table[n->op];
+    const mg_op_def *def = &mgi_op_table[n->op];
     mg_tdesc in[MG_MAX_INPUTS];
-    double moved = (double)mg_tdesc_nbytes(&n->d);
+    double moved = (double)mgi_tdesc_nbytes(&n->d);
     for (int i = 0; i < n->n_in; i++) {
         in[i] = g->nodes[n->in[i]].d;
-        moved += (double)mg_tdesc_nbytes(&in[i]);
+        moved += (double)mgi_tdesc_nbytes(&in[i]);
     }
     if (flops)
         *flops = def->flops ? def->flops(in, n->n_in, &n->attrs, &n->d)
                             : def->flops_per_elem *
-                                  (double)mg_tdesc_numel(&n->d);
+                                  (double)mgi_tdesc_numel(&n->d);
     if (bytes) *bytes = (def->flags & MG_OPF_LEAF) ? 0.0 : moved;
 }
 
-size_t mg_graph_op_workspace(const mg_graph *g, mg_tensor t) {
+size_t mgi_graph_op_workspace(const mg_graph *g, mg_tensor t) {
     const mg_node *n = &g->nodes[t];
-    mg_workspace_fn ws = mg_op_table[n->op].workspace;
+    mg_workspace_fn ws = mgi_op_table[n->op].workspace;
     if (!ws) return 0;
     mg_tdesc in[MG_MAX_INPUTS];
     for (int i = 0; i < n->n_in; i++) in[i] = g->nodes[n->in[i]].d;
@@ -461,10 +461,10 @@ mg_status mg_graph_dump(const mg_graph *g, FILE *out) {
     for (int32_t i = 0; i < g->n; i++) {
         const mg_node *n = &g->nodes[i];
         char shape[128];
-        fprintf(out, "%%%d = %s(", (int)i, mg_op_str(n->op));
+        fprintf(out, "%%%d = %s(", (int)i, mgi_op_str(n->op));
         for (int k = 0; k < n->n_in; k++)
             fprintf(out, "%s%%%d", k ? ", " : "", (int)n->in[k]);
-        fprintf(out, ") %s %s", mg_shape_str(&n->d, shape, sizeof shape),
+        fprintf(out, ") %s %s", mgi_shape_str(&n->d, shape, sizeof shape),
                 mg_dtype_name(n->d.dtype));
         if (n->name) fprintf(out, " '%s'", n->name);
         if (n->flags & MG_NODE_BACKWARD) fprintf(out, " [backward]");
@@ -495,7 +495,7 @@ mg_status mg_graph_write_dot(const mg_graph *g, FILE *out) {
     for (int32_t i = 0; i < g->n; i++) {
         const mg_node *n = &g->nodes[i];
         char shape[128];
-        bool leaf = (mg_op_table[n->op].flags & MG_OPF_LEAF) != 0;
+        bool leaf = (mgi_op_table[n->op].flags & MG_OPF_LEAF) != 0;
         const char *style = "";
         if (n->flags & (MG_NODE_CHOSEN | MG_NODE_CHECKPOINT))
             style = " style=bold penwidth=3";
@@ -508,8 +508,8 @@ mg_status mg_graph_write_dot(const mg_graph *g, FILE *out) {
             write_dot_escaped(out, n->name);
             fputs("\\n", out);
         }
-        fprintf(out, "%s\\n%s %s\" shape=%s%s];\n", mg_op_str(n->op),
-                mg_shape_str(&n->d, shape, sizeof shape),
+        fprintf(out, "%s\\n%s %s\" shape=%s%s];\n", mgi_op_str(n->op),
+                mgi_shape_str(&n->d, shape, sizeof shape),
                 mg_dtype_name(n->d.dtype), leaf ? "ellipse" : "box", style);
         for (int k = 0; k < n->n_in; k++)
             fprintf(out, "  t%d -> t%d;\n", (int)n->in[k], (int)i);

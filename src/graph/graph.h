@@ -41,54 +41,54 @@ struct mg_graph {
 
 /* Check ids (MG_NO_TENSOR propagates silently), run the shape rule, append
  * the node. Returns its id or MG_NO_TENSOR with the error set. */
-mg_tensor mg_graph_add_node(mg_graph *g, mg_op op, int n_in,
+mg_tensor mgi_graph_add_node(mg_graph *g, mg_op op, int n_in,
                             const mg_tensor *in, const mg_attrs *attrs);
 /* Input i (-1: the caller's label names it) is MG_NO_TENSOR: keep the
  * pending error, or set one. */
-void mg_graph_missing_input(const char *op, int i);
+void mgi_graph_missing_input(const char *op, int i);
 /* Validate a tensor id given by the caller; `what` names the argument. */
-mg_status mg_graph_check_id(const mg_graph *g, mg_tensor t, const char *what);
+mg_status mgi_graph_check_id(const mg_graph *g, mg_tensor t, const char *what);
 /* "'fc1' (#12 matmul)" or "#12 (matmul)" for error messages. */
-const char *mg_graph_tensor_label(const mg_graph *g, mg_tensor t, char *buf,
+const char *mgi_graph_tensor_label(const mg_graph *g, mg_tensor t, char *buf,
                                   size_t len);
 /* Drop every node with id >= n (used to undo a failed mg_gradients). */
-void mg_graph_truncate(mg_graph *g, int32_t n);
+void mgi_graph_truncate(mg_graph *g, int32_t n);
 
 /* Build helpers used by gradient rules. */
 /* Sum t down to `shape` (the inverse of broadcasting). */
-mg_tensor mg_sum_to(mg_graph *g, mg_tensor t, const mg_tdesc *shape);
+mg_tensor mgi_sum_to(mg_graph *g, mg_tensor t, const mg_tdesc *shape);
 /* Dropout with an explicit RNG offset: the gradient of dropout replays the
  * forward mask through it. */
-mg_tensor mg_dropout_at(mg_graph *g, mg_tensor x, double p, uint64_t seed,
+mg_tensor mgi_dropout_at(mg_graph *g, mg_tensor x, double p, uint64_t seed,
                         uint64_t offset);
 
 /* Flops and bytes moved to compute tensor t from its inputs. */
-void mg_graph_op_cost(const mg_graph *g, mg_tensor t, double *flops,
+void mgi_graph_op_cost(const mg_graph *g, mg_tensor t, double *flops,
                       double *bytes);
 /* Workspace bytes the kernels computing t need (0 for most ops). */
-size_t mg_graph_op_workspace(const mg_graph *g, mg_tensor t);
+size_t mgi_graph_op_workspace(const mg_graph *g, mg_tensor t);
 
 /* ---- analysis (igraph) --------------------------------------------------- */
 
 /* Topological order of the nodes marked in `include` (all when NULL),
- * reading inputs through remap as mg_graph_mark_ancestors does,
+ * reading inputs through remap as mgi_graph_mark_ancestors does,
  * written to order[] with its length in *n_order. Fails with MG_ERR_CYCLE
  * naming an op on a cycle. Runs igraph with its error handler switched off
  * so that nothing aborts the process. */
-mg_status mg_graph_topo_order(const mg_graph *g, const bool *include,
+mg_status mgi_graph_topo_order(const mg_graph *g, const bool *include,
                               const mg_tensor *remap, mg_tensor *order,
                               int32_t *n_order);
 /* Mark in `needed` (length g->n, zeroed by the caller) every node the given
  * roots depend on, roots included. With remap (NULL: none), node i's input
  * j is read as remap[in[j]]. MG_ERR_NOMEM (message prefixed by what) if its
  * scratch stack cannot be allocated. */
-mg_status mg_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
+mg_status mgi_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
                                   int n_roots, const mg_tensor *remap,
                                   bool *needed, const char *what);
 /* Articulation points of the undirected graph on the nodes in `include`
  * (edges between included nodes only), written to out[] (room for g->n)
  * with their count in *n_out, in id order. igraph does the work. */
-mg_status mg_graph_articulation_points(const mg_graph *g, const bool *include,
+mg_status mgi_graph_articulation_points(const mg_graph *g, const bool *include,
                                        mg_tensor *out, int32_t *n_out);
 
 #endif

@@ -7,15 +7,15 @@
 
 #include <stdio.h>
 
-const mg_tdesc *mg_arg_desc(const mg_graph *g, mg_tensor t, const char *op) {
+const mg_tdesc *mgi_arg_desc(const mg_graph *g, mg_tensor t, const char *op) {
     if (g && t == MG_NO_TENSOR) {
-        mg_graph_missing_input(op, -1); /* op names the argument */
+        mgi_graph_missing_input(op, -1); /* op names the argument */
         return NULL;
     }
-    return mg_graph_check_id(g, t, op) == MG_OK ? &g->nodes[t].d : NULL;
+    return mgi_graph_check_id(g, t, op) == MG_OK ? &g->nodes[t].d : NULL;
 }
 
-mg_status mg_attrs_shape_set(mg_attrs *a, int ndim, const int64_t *shape,
+mg_status mgi_attrs_shape_set(mg_attrs *a, int ndim, const int64_t *shape,
                              const char *op) {
     if (ndim < 0 || ndim > MG_MAX_DIMS)
         return mg_set_error(MG_ERR_INVALID_ARG, "%s: ndim %d is not in 0..%d",
@@ -27,7 +27,7 @@ mg_status mg_attrs_shape_set(mg_attrs *a, int ndim, const int64_t *shape,
     return MG_OK;
 }
 
-mg_status mg_shape_check(int ndim, const int64_t *shape, char *why,
+mg_status mgi_shape_check(int ndim, const int64_t *shape, char *why,
                          size_t len) {
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 1) {
@@ -40,7 +40,7 @@ mg_status mg_shape_check(int ndim, const int64_t *shape, char *why,
     return MG_OK;
 }
 
-mg_status mg_float_check(const mg_tdesc *d, const char *what, char *why,
+mg_status mgi_float_check(const mg_tdesc *d, const char *what, char *why,
                          size_t len) {
     if (d->dtype == MG_F32 || d->dtype == MG_F64) return MG_OK;
     snprintf(why, len, "%s must be f32 or f64, not %s", what,
@@ -48,11 +48,11 @@ mg_status mg_float_check(const mg_tdesc *d, const char *what, char *why,
     return MG_ERR_DTYPE;
 }
 
-mg_status mg_float_pair_check(const mg_tdesc *a, const char *a_what,
+mg_status mgi_float_pair_check(const mg_tdesc *a, const char *a_what,
                               const mg_tdesc *b, const char *b_what, char *why,
                               size_t len) {
-    mg_status s = mg_float_check(a, a_what, why, len);
-    if (s == MG_OK) s = mg_float_check(b, b_what, why, len);
+    mg_status s = mgi_float_check(a, a_what, why, len);
+    if (s == MG_OK) s = mgi_float_check(b, b_what, why, len);
     if (s == MG_OK && a->dtype != b->dtype) {
         snprintf(why, len, "%s is %s but %s is %s", a_what,
                  mg_dtype_name(a->dtype), b_what, mg_dtype_name(b->dtype));
@@ -61,7 +61,7 @@ mg_status mg_float_pair_check(const mg_tdesc *a, const char *a_what,
     return s;
 }
 
-mg_status mg_grad_status(int n, const bool *need, const mg_tensor *gin) {
+mg_status mgi_grad_status(int n, const bool *need, const mg_tensor *gin) {
     for (int i = 0; i < n; i++) {
         if (!need[i] || gin[i] != MG_NO_TENSOR) continue;
         /* The failing builder recorded why. */

@@ -66,6 +66,6 @@ typedef struct mg_op_def {
     unsigned no_grad_inputs;
 } mg_op_def;
 
-extern const mg_op_def mg_op_table[MG_OP_COUNT];
+extern const mg_op_def mgi_op_table[MG_OP_COUNT];
 
 #endif

@@ -10,11 +10,11 @@
 #include <math.h>
 #include <stdio.h>
 
-mg_status mg_causal_mask_infer(const mg_tdesc *in, int n_in,
+mg_status mgi_causal_mask_infer(const mg_tdesc *in, int n_in,
                                const mg_attrs *a, mg_tdesc *out, char *why,
                                size_t len) {
     (void)n_in, (void)a;
-    mg_status s = mg_float_check(&in[0], "x", why, len);
+    mg_status s = mgi_float_check(&in[0], "x", why, len);
     if (s == MG_OK && in[0].ndim < 2) {
         snprintf(why, len, "x must have at least 2 dims");
         s = MG_ERR_SHAPE;
@@ -26,19 +26,19 @@ mg_status mg_causal_mask_infer(const mg_tdesc *in, int n_in,
 mg_tensor mg_causal_mask(mg_graph *g, mg_tensor x, double value) {
     mg_attrs at = {0};
     at.alpha = value;
-    return mg_graph_add_node(g, MG_OP_CAUSAL_MASK, 1, &x, &at);
+    return mgi_graph_add_node(g, MG_OP_CAUSAL_MASK, 1, &x, &at);
 }
 
 /* Masked entries do not depend on x: their gradient is 0, the same mask
  * with 0 as the value. */
-mg_status mg_causal_mask_grad(mg_graph *g, const mg_node *node,
+mg_status mgi_causal_mask_grad(mg_graph *g, const mg_node *node,
                               const mg_tensor *in, mg_tensor y, mg_tensor gy,
                               const bool *need, mg_tensor *gin) {
     (void)node;
     (void)in;
     (void)y;
     if (need[0]) gin[0] = mg_causal_mask(g, gy, 0.0);
-    return mg_grad_status(1, need, gin);
+    return mgi_grad_status(1, need, gin);
 }
 
 /* q [..., Lq, d], k [..., Lk, d], v [..., Lk, dv] with equal leading dims.
@@ -57,20 +57,20 @@ static mg_status attention_check(const mg_tdesc *q, const mg_tdesc *k,
     return mg_set_error(MG_ERR_SHAPE,
                         "attention: q %s, k %s and v %s do not fit [..., Lq, "
                         "d], [..., Lk, d] and [..., Lk, dv]",
-                        mg_shape_str(q, a, sizeof a),
-                        mg_shape_str(k, b, sizeof b),
-                        mg_shape_str(v, c, sizeof c));
+                        mgi_shape_str(q, a, sizeof a),
+                        mgi_shape_str(k, b, sizeof b),
+                        mgi_shape_str(v, c, sizeof c));
 }
 
 mg_tensor mg_attention(mg_graph *g, mg_tensor q, mg_tensor k, mg_tensor v,
                        int causal, double scale) {
     const mg_tdesc *p;
     mg_tdesc qd, kd, vd;
-    if (!(p = mg_arg_desc(g, q, "attention (q)"))) return MG_NO_TENSOR;
+    if (!(p = mgi_arg_desc(g, q, "attention (q)"))) return MG_NO_TENSOR;
     qd = *p;
-    if (!(p = mg_arg_desc(g, k, "attention (k)"))) return MG_NO_TENSOR;
+    if (!(p = mgi_arg_desc(g, k, "attention (k)"))) return MG_NO_TENSOR;
     kd = *p;
-    if (!(p = mg_arg_desc(g, v, "attention (v)"))) return MG_NO_TENSOR;
+    if (!(p = mgi_arg_desc(g, v, "attention (v)"))) return MG_NO_TENSOR;
     vd = *p;
     if (attention_check(&qd, &kd, &vd) != MG_OK) return MG_NO_TENSOR;
     if (!isfinite(scale)) {
@@ -88,13 +88,13 @@ mg_tensor mg_attention(mg_graph *g, mg_tensor q, mg_tensor k, mg_tensor v,
 }
 
 mg_tensor mg_global_avg_pool2d(mg_graph *g, mg_tensor x) {
-    const mg_tdesc *xd = mg_arg_desc(g, x, "global_avg_pool2d");
+    const mg_tdesc *xd = mgi_arg_desc(g, x, "global_avg_pool2d");
     if (!xd) return MG_NO_TENSOR;
     if (xd->ndim != 4) {
         char buf[128];
         mg_set_error(MG_ERR_SHAPE,
                      "global_avg_pool2d: x must be 4-D [N, C, H, W], not %s",
-                     mg_shape_str(xd, buf, sizeof buf));
+                     mgi_shape_str(xd, buf, sizeof buf));
         return MG_NO_TENSOR;
     }
     static const int hw[2] = {2, 3};
@@ -102,7 +102,7 @@ mg_tensor mg_global_avg_pool2d(mg_graph *g, mg_tensor x) {
 }
 
 mg_tensor mg_flatten(mg_graph *g, mg_tensor x, int start_axis) {
-    const mg_tdesc *xd = mg_arg_desc(g, x, "flatten");
+    const mg_tdesc *xd = mgi_arg_desc(g, x, "flatten");
     if (!xd) return MG_NO_TENSOR;
     const int nd = xd->ndim, ax = mg_axis_wrap(start_axis, nd);
     if (ax < 0 || ax >= nd) {

@@ -22,24 +22,24 @@ static int64_t window_len(int64_t in, int k, int stride, int pad, int dil) {
     return room < 0 ? 0 : room / stride + 1;
 }
 
-mg_status mg_rank_check(const mg_tdesc *d, const char *what,
+mg_status mgi_rank_check(const mg_tdesc *d, const char *what,
                         const char *layout, char *why, size_t len) {
-    mg_status s = mg_float_check(d, what, why, len);
+    mg_status s = mgi_float_check(d, what, why, len);
     int ndim = 1;
     for (const char *c = layout; *c; c++) ndim += *c == ',';
     if (s == MG_OK && d->ndim != ndim) {
         char buf[128];
         snprintf(why, len, "%s must be %d-D %s, not %s", what, ndim, layout,
-                 mg_shape_str(d, buf, sizeof buf));
+                 mgi_shape_str(d, buf, sizeof buf));
         s = MG_ERR_SHAPE;
     }
     return s;
 }
 
-mg_status mg_window_shape(const mg_tdesc *x, const int kernel[2],
+mg_status mgi_window_shape(const mg_tdesc *x, const int kernel[2],
                           const mg_attrs *a, mg_tdesc *out, char *why,
                           size_t len) {
-    mg_status s = mg_rank_check(x, "x", "[N, C, H, W]", why, len);
+    mg_status s = mgi_rank_check(x, "x", "[N, C, H, W]", why, len);
     if (s != MG_OK) return s;
     for (int i = 0; i < 2; i++) {
         const char *axis = i ? "w" : "h";
@@ -77,46 +77,46 @@ mg_status mg_window_shape(const mg_tdesc *x, const int kernel[2],
 }
 
 /* Checks the output of a gradient op's forward against its gy. */
-mg_status mg_grad_shape_check(const mg_tdesc *gy, const mg_tdesc *want,
+mg_status mgi_grad_shape_check(const mg_tdesc *gy, const mg_tdesc *want,
                               char *why, size_t len) {
-    mg_status s = mg_float_pair_check(gy, "gy", want, "the forward output",
+    mg_status s = mgi_float_pair_check(gy, "gy", want, "the forward output",
                                       why, len);
-    if (s == MG_OK && !mg_tdesc_same_shape(gy, want)) {
+    if (s == MG_OK && !mgi_tdesc_same_shape(gy, want)) {
         char a[128], b[128];
         snprintf(why, len, "gy is %s but the forward output would be %s",
-                 mg_shape_str(gy, a, sizeof a),
-                 mg_shape_str(want, b, sizeof b));
+                 mgi_shape_str(gy, a, sizeof a),
+                 mgi_shape_str(want, b, sizeof b));
         s = MG_ERR_SHAPE;
     }
     return s;
 }
 
-mg_status mg_grad_infer_via(mg_infer_fn forward, const mg_tdesc *in,
+mg_status mgi_grad_infer_via(mg_infer_fn forward, const mg_tdesc *in,
                             int n_in, const mg_attrs *a, mg_tdesc *out,
                             char *why, size_t len) {
     mg_tdesc fwd[MG_MAX_INPUTS] = {{.dtype = in[0].dtype, .ndim = a->ndim}}, y;
     for (int i = 0; i < a->ndim; i++) fwd[0].shape[i] = a->shape[i];
     for (int i = 1; i < n_in; i++) fwd[i] = in[i];
     mg_status s = forward(fwd, n_in, a, &y, why, len);
-    if (s == MG_OK) s = mg_grad_shape_check(&in[0], &y, why, len);
+    if (s == MG_OK) s = mgi_grad_shape_check(&in[0], &y, why, len);
     if (s == MG_OK) *out = fwd[0];
     return s;
 }
 
-mg_status mg_conv2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+mg_status mgi_conv2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                           mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
     const mg_tdesc *x = &in[0], *w = &in[1];
-    mg_status s = mg_float_pair_check(x, "x", w, "w", why, len);
+    mg_status s = mgi_float_pair_check(x, "x", w, "w", why, len);
     if (s == MG_OK)
-        s = mg_rank_check(w, "w", "[O, C/groups, KH, KW]", why, len);
+        s = mgi_rank_check(w, "w", "[O, C/groups, KH, KW]", why, len);
     if (s != MG_OK) return s;
     if (w->shape[2] > INT_MAX || w->shape[3] > INT_MAX) {
         snprintf(why, len, "the kernel of w is too large");
         return MG_ERR_SHAPE;
     }
     const int kernel[2] = {(int)w->shape[2], (int)w->shape[3]};
-    if ((s = mg_window_shape(x, kernel, a, out, why, len)) != MG_OK) return s;
+    if ((s = mgi_window_shape(x, kernel, a, out, why, len)) != MG_OK) return s;
     const int64_t c = x->shape[1], o = w->shape[0], gr = a->groups;
     if (gr < 1 || c % gr != 0 || o % gr != 0) {
         snprintf(why, len,
@@ -137,14 +137,14 @@ mg_status mg_conv2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 }
 
 /* conv2d_grad_input(gy, w): x's shape is in the attributes. */
-mg_status mg_conv2d_grad_input_infer(const mg_tdesc *in, int n_in,
+mg_status mgi_conv2d_grad_input_infer(const mg_tdesc *in, int n_in,
                                      const mg_attrs *a, mg_tdesc *out,
                                      char *why, size_t len) {
-    return mg_grad_infer_via(mg_conv2d_infer, in, n_in, a, out, why, len);
+    return mgi_grad_infer_via(mgi_conv2d_infer, in, n_in, a, out, why, len);
 }
 
 /* conv2d_grad_weight(gy, x): w's kernel size is in the attributes. */
-mg_status mg_conv2d_grad_weight_infer(const mg_tdesc *in, int n_in,
+mg_status mgi_conv2d_grad_weight_infer(const mg_tdesc *in, int n_in,
                                       const mg_attrs *a, mg_tdesc *out,
                                       char *why, size_t len) {
     if (in[0].ndim != 4 || in[1].ndim != 4 || a->groups < 1) {
@@ -155,8 +155,8 @@ mg_status mg_conv2d_grad_weight_infer(const mg_tdesc *in, int n_in,
                         .shape = {in[0].shape[1], in[1].shape[1] / a->groups,
                                   a->kernel[0], a->kernel[1]}};
     mg_tdesc fwd[2] = {in[1], w}, y;
-    mg_status s = mg_conv2d_infer(fwd, n_in, a, &y, why, len);
-    if (s == MG_OK) s = mg_grad_shape_check(&in[0], &y, why, len);
+    mg_status s = mgi_conv2d_infer(fwd, n_in, a, &y, why, len);
+    if (s == MG_OK) s = mgi_grad_shape_check(&in[0], &y, why, len);
     if (s == MG_OK) *out = w;
     return s;
 }
@@ -165,7 +165,7 @@ mg_status mg_conv2d_grad_weight_infer(const mg_tdesc *in, int n_in,
  * element is a dot product over C/groups * KH * KW. The op and both of its
  * gradients do the same amount. */
 static double conv_flops(const mg_tdesc *y, const mg_tdesc *w) {
-    return 2.0 * (double)mg_tdesc_numel(y) * (double)mg_tdesc_numel(w) /
+    return 2.0 * (double)mgi_tdesc_numel(y) * (double)mgi_tdesc_numel(w) /
            (double)w->shape[0];
 }
 
@@ -189,38 +189,38 @@ static size_t conv_workspace(const mg_tdesc *w, const mg_tdesc *y,
     return n;
 }
 
-size_t mg_conv2d_workspace(const mg_tdesc *in, int n_in, const mg_attrs *a,
+size_t mgi_conv2d_workspace(const mg_tdesc *in, int n_in, const mg_attrs *a,
                            const mg_tdesc *out) {
     (void)n_in;
     return conv_workspace(&in[1], out, a);
 }
 
-size_t mg_conv2d_grad_input_workspace(const mg_tdesc *in, int n_in,
+size_t mgi_conv2d_grad_input_workspace(const mg_tdesc *in, int n_in,
                                       const mg_attrs *a, const mg_tdesc *out) {
     (void)n_in, (void)out;
     return conv_workspace(&in[1], &in[0], a);
 }
 
-size_t mg_conv2d_grad_weight_workspace(const mg_tdesc *in, int n_in,
+size_t mgi_conv2d_grad_weight_workspace(const mg_tdesc *in, int n_in,
                                        const mg_attrs *a,
                                        const mg_tdesc *out) {
     (void)n_in;
     return conv_workspace(out, &in[0], a);
 }
 
-double mg_conv2d_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
+double mgi_conv2d_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
                        const mg_tdesc *out) {
     (void)n_in, (void)a;
     return conv_flops(out, &in[1]);
 }
 
-double mg_conv2d_grad_input_flops(const mg_tdesc *in, int n_in,
+double mgi_conv2d_grad_input_flops(const mg_tdesc *in, int n_in,
                                   const mg_attrs *a, const mg_tdesc *out) {
     (void)n_in, (void)a, (void)out;
     return conv_flops(&in[0], &in[1]);
 }
 
-double mg_conv2d_grad_weight_flops(const mg_tdesc *in, int n_in,
+double mgi_conv2d_grad_weight_flops(const mg_tdesc *in, int n_in,
                                    const mg_attrs *a, const mg_tdesc *out) {
     (void)n_in, (void)a;
     return conv_flops(&in[0], out);
@@ -238,13 +238,13 @@ mg_tensor mg_conv2d(mg_graph *g, mg_tensor x, mg_tensor w, int stride_h,
     at.dilation[1] = dilation_w;
     at.groups = groups;
     const mg_tensor in[2] = {x, w};
-    return mg_graph_add_node(g, MG_OP_CONV2D, 2, in, &at);
+    return mgi_graph_add_node(g, MG_OP_CONV2D, 2, in, &at);
 }
 
 /* dx is the transposed convolution of gy with w, dw correlates gy with x;
  * both are helper ops so that no flipped or dilated copy of w or gy is
  * ever materialised. */
-mg_status mg_conv2d_grad(mg_graph *g, const mg_node *node,
+mg_status mgi_conv2d_grad(mg_graph *g, const mg_node *node,
                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin) {
     (void)y;
@@ -252,8 +252,8 @@ mg_status mg_conv2d_grad(mg_graph *g, const mg_node *node,
     mg_attrs at = node->attrs;
     if (need[0]) {
         const mg_tensor args[2] = {gy, in[1]};
-        gin[0] = mg_attrs_shape_set(&at, xd.ndim, xd.shape, "conv2d") == MG_OK
-                     ? mg_graph_add_node(g, MG_OP_CONV2D_GRAD_INPUT, 2, args,
+        gin[0] = mgi_attrs_shape_set(&at, xd.ndim, xd.shape, "conv2d") == MG_OK
+                     ? mgi_graph_add_node(g, MG_OP_CONV2D_GRAD_INPUT, 2, args,
                                          &at)
                      : MG_NO_TENSOR;
     }
@@ -261,7 +261,7 @@ mg_status mg_conv2d_grad(mg_graph *g, const mg_node *node,
         const mg_tensor args[2] = {gy, in[0]};
         at.kernel[0] = (int)wd.shape[2];
         at.kernel[1] = (int)wd.shape[3];
-        gin[1] = mg_graph_add_node(g, MG_OP_CONV2D_GRAD_WEIGHT, 2, args, &at);
+        gin[1] = mgi_graph_add_node(g, MG_OP_CONV2D_GRAD_WEIGHT, 2, args, &at);
     }
-    return mg_grad_status(2, need, gin);
+    return mgi_grad_status(2, need, gin);
 }

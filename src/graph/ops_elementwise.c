@@ -10,7 +10,7 @@
 
 /* ---- shape rules --------------------------------------------------------- */
 
-bool mg_shape_broadcasts_to(const mg_tdesc *from, const mg_tdesc *to) {
+bool mgi_shape_broadcasts_to(const mg_tdesc *from, const mg_tdesc *to) {
     int lead = to->ndim - from->ndim;
     if (lead < 0) return false;
     for (int i = 0; i < from->ndim; i++)
@@ -19,10 +19,10 @@ bool mg_shape_broadcasts_to(const mg_tdesc *from, const mg_tdesc *to) {
     return true;
 }
 
-mg_status mg_binary_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+mg_status mgi_binary_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                           mg_tdesc *out, char *why, size_t len) {
     (void)n_in, (void)a;
-    mg_status s = mg_float_pair_check(&in[0], "a", &in[1], "b", why, len);
+    mg_status s = mgi_float_pair_check(&in[0], "a", &in[1], "b", why, len);
     if (s != MG_OK) return s;
     int nd = in[0].ndim > in[1].ndim ? in[0].ndim : in[1].ndim;
     out->dtype = in[0].dtype;
@@ -44,20 +44,20 @@ mg_status mg_binary_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
     return MG_OK;
 }
 
-mg_status mg_unary_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+mg_status mgi_unary_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                          mg_tdesc *out, char *why, size_t len) {
     (void)n_in, (void)a;
     *out = in[0];
-    return mg_float_check(&in[0], "x", why, len);
+    return mgi_float_check(&in[0], "x", why, len);
 }
 
 /* relu_grad(gy, x) and its kin: two float tensors of one shape. */
-mg_status mg_pair_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+mg_status mgi_pair_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                         mg_tdesc *out, char *why, size_t len) {
     (void)n_in, (void)a;
-    mg_status s = mg_float_pair_check(&in[0], "gy", &in[1], "x", why, len);
+    mg_status s = mgi_float_pair_check(&in[0], "gy", &in[1], "x", why, len);
     if (s != MG_OK) return s;
-    if (!mg_tdesc_same_shape(&in[0], &in[1])) {
+    if (!mgi_tdesc_same_shape(&in[0], &in[1])) {
         snprintf(why, len, "gy and x must have the same shape");
         return MG_ERR_SHAPE;
     }
@@ -70,14 +70,14 @@ mg_status mg_pair_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 static mg_tensor binary_build(mg_graph *g, mg_op op, mg_tensor a,
                               mg_tensor b) {
     const mg_tensor in[2] = {a, b};
-    return mg_graph_add_node(g, op, 2, in, NULL);
+    return mgi_graph_add_node(g, op, 2, in, NULL);
 }
 
 static mg_tensor unary_build(mg_graph *g, mg_op op, mg_tensor x,
                              double alpha) {
     mg_attrs at = {0};
     at.alpha = alpha;
-    return mg_graph_add_node(g, op, 1, &x, &at);
+    return mgi_graph_add_node(g, op, 1, &x, &at);
 }
 
 mg_tensor mg_add(mg_graph *g, mg_tensor a, mg_tensor b) {
@@ -121,8 +121,8 @@ mg_tensor mg_scale(mg_graph *g, mg_tensor x, double alpha) {
     return unary_build(g, MG_OP_SCALE, x, alpha);
 }
 
-mg_tensor mg_sum_to(mg_graph *g, mg_tensor t, const mg_tdesc *shape) {
-    const mg_tdesc *td = mg_arg_desc(g, t, "sum_to");
+mg_tensor mgi_sum_to(mg_graph *g, mg_tensor t, const mg_tdesc *shape) {
+    const mg_tdesc *td = mgi_arg_desc(g, t, "sum_to");
     if (!td) return MG_NO_TENSOR;
     if (!shape) {
         mg_set_error(MG_ERR_INVALID_ARG, "sum_to: shape is NULL");
@@ -130,12 +130,12 @@ mg_tensor mg_sum_to(mg_graph *g, mg_tensor t, const mg_tdesc *shape) {
     }
     /* Copies: shape may point into g->nodes, which building moves. */
     const mg_tdesc from = *td, want = *shape;
-    if (mg_tdesc_same_shape(&from, &want)) return t;
-    if (!mg_shape_broadcasts_to(&want, &from)) {
+    if (mgi_tdesc_same_shape(&from, &want)) return t;
+    if (!mgi_shape_broadcasts_to(&want, &from)) {
         char a[128], b[128];
         mg_set_error(MG_ERR_SHAPE, "sum_to: %s does not broadcast to %s",
-                     mg_shape_str(&want, a, sizeof a),
-                     mg_shape_str(&from, b, sizeof b));
+                     mgi_shape_str(&want, a, sizeof a),
+                     mgi_shape_str(&from, b, sizeof b));
         return MG_NO_TENSOR;
     }
     /* Summing a size-1 dim changes nothing, so those are left to the
@@ -144,12 +144,12 @@ mg_tensor mg_sum_to(mg_graph *g, mg_tensor t, const mg_tdesc *shape) {
     for (int i = 0; i < from.ndim; i++)
         if (from.shape[i] != 1 && (i < lead || want.shape[i - lead] == 1))
             axes[n++] = i;
-    return mg_reshape_as(g, n ? mg_sum(g, t, n, axes, 0) : t, &want);
+    return mgi_reshape_as(g, n ? mg_sum(g, t, n, axes, 0) : t, &want);
 }
 
 /* ---- gradient rules ------------------------------------------------------ */
 
-mg_status mg_binary_grad(mg_graph *g, const mg_node *node,
+mg_status mgi_binary_grad(mg_graph *g, const mg_node *node,
                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin) {
     const mg_tensor a = in[0], b = in[1];
@@ -169,21 +169,21 @@ mg_status mg_binary_grad(mg_graph *g, const mg_node *node,
         break;
     default: break;
     }
-    if (need[0]) gin[0] = mg_sum_to(g, ga, &ad);
+    if (need[0]) gin[0] = mgi_sum_to(g, ga, &ad);
     if (need[1]) {
-        gin[1] = mg_sum_to(g, gb, &bd);
+        gin[1] = mgi_sum_to(g, gb, &bd);
         if (neg_b) gin[1] = mg_neg(g, gin[1]);
     }
-    return mg_grad_status(2, need, gin);
+    return mgi_grad_status(2, need, gin);
 }
 
 static mg_tensor helper_build(mg_graph *g, mg_op op, mg_tensor gy,
                               mg_tensor x) {
     const mg_tensor in[2] = {gy, x};
-    return mg_graph_add_node(g, op, 2, in, NULL);
+    return mgi_graph_add_node(g, op, 2, in, NULL);
 }
 
-mg_status mg_unary_grad(mg_graph *g, const mg_node *node,
+mg_status mgi_unary_grad(mg_graph *g, const mg_node *node,
                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
                         const bool *need, mg_tensor *gin) {
     const mg_tensor x = in[0];
@@ -204,7 +204,7 @@ mg_status mg_unary_grad(mg_graph *g, const mg_node *node,
     case MG_OP_SCALE: gin[0] = mg_scale(g, gy, node->attrs.alpha); break;
     default:
         return mg_set_error(MG_ERR_INTERNAL, "%s: not a unary op",
-                            mg_op_str(node->op));
+                            mgi_op_str(node->op));
     }
-    return mg_grad_status(1, need, gin);
+    return mgi_grad_status(1, need, gin);
 }

@@ -11,7 +11,7 @@
 static mg_status ce_check(const mg_tdesc *logits, const mg_tdesc *labels,
                           char *why, size_t len) {
     char buf[128];
-    mg_status s = mg_float_check(logits, "logits", why, len);
+    mg_status s = mgi_float_check(logits, "logits", why, len);
     if (s != MG_OK) return s;
     if (labels->dtype != MG_I32) {
         snprintf(why, len, "labels must be i32, not %s",
@@ -20,13 +20,13 @@ static mg_status ce_check(const mg_tdesc *logits, const mg_tdesc *labels,
     }
     if (logits->ndim != 2) {
         snprintf(why, len, "logits must be 2-D [N, C], not %s",
-                 mg_shape_str(logits, buf, sizeof buf));
+                 mgi_shape_str(logits, buf, sizeof buf));
         return MG_ERR_SHAPE;
     }
     if (labels->ndim != 1 || labels->shape[0] != logits->shape[0]) {
         snprintf(why, len, "labels must be [%lld] to match logits, not %s",
                  (long long)logits->shape[0],
-                 mg_shape_str(labels, buf, sizeof buf));
+                 mgi_shape_str(labels, buf, sizeof buf));
         return MG_ERR_SHAPE;
     }
     return MG_OK;
@@ -37,7 +37,7 @@ static void scalar_desc(mg_tdesc *out, mg_dtype dtype) {
     out->ndim = 0;
 }
 
-mg_status mg_cross_entropy_infer(const mg_tdesc *in, int n_in,
+mg_status mgi_cross_entropy_infer(const mg_tdesc *in, int n_in,
                                  const mg_attrs *a, mg_tdesc *out, char *why,
                                  size_t len) {
     (void)n_in, (void)a;
@@ -47,10 +47,10 @@ mg_status mg_cross_entropy_infer(const mg_tdesc *in, int n_in,
 }
 
 /* cross_entropy_grad(gy, logits, labels): gy is the loss's scalar grad. */
-mg_status mg_ce_grad_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+mg_status mgi_ce_grad_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                            mg_tdesc *out, char *why, size_t len) {
     (void)n_in, (void)a;
-    mg_status s = mg_float_pair_check(&in[0], "gy", &in[1], "logits", why, len);
+    mg_status s = mgi_float_pair_check(&in[0], "gy", &in[1], "logits", why, len);
     if (s == MG_OK && in[0].ndim != 0) {
         snprintf(why, len, "gy must be a scalar");
         s = MG_ERR_SHAPE;
@@ -60,12 +60,12 @@ mg_status mg_ce_grad_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
     return s;
 }
 
-mg_status mg_mse_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+mg_status mgi_mse_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                        mg_tdesc *out, char *why, size_t len) {
     (void)n_in, (void)a;
     mg_status s =
-        mg_float_pair_check(&in[0], "pred", &in[1], "target", why, len);
-    if (s == MG_OK && !mg_tdesc_same_shape(&in[0], &in[1])) {
+        mgi_float_pair_check(&in[0], "pred", &in[1], "target", why, len);
+    if (s == MG_OK && !mgi_tdesc_same_shape(&in[0], &in[1])) {
         snprintf(why, len, "pred and target must have the same shape");
         s = MG_ERR_SHAPE;
     }
@@ -75,15 +75,15 @@ mg_status mg_mse_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 
 /* About a softmax row per element for cross-entropy, a subtract, square
  * and add for mse. */
-double mg_loss_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
+double mgi_loss_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
                      const mg_tdesc *out) {
     (void)n_in, (void)a, (void)out;
-    return 4.0 * (double)mg_tdesc_numel(&in[0]);
+    return 4.0 * (double)mgi_tdesc_numel(&in[0]);
 }
 
 /* One partial loss per row, which the CUDA kernel sums in a fixed order for
  * a deterministic result (the CPU needs none). */
-size_t mg_cross_entropy_workspace(const mg_tdesc *in, int n_in,
+size_t mgi_cross_entropy_workspace(const mg_tdesc *in, int n_in,
                                   const mg_attrs *a, const mg_tdesc *out) {
     (void)n_in, (void)a, (void)out;
     if (in[0].ndim != 2) return 0;
@@ -92,36 +92,36 @@ size_t mg_cross_entropy_workspace(const mg_tdesc *in, int n_in,
 
 mg_tensor mg_cross_entropy(mg_graph *g, mg_tensor logits, mg_tensor labels) {
     const mg_tensor in[2] = {logits, labels};
-    return mg_graph_add_node(g, MG_OP_CROSS_ENTROPY, 2, in, NULL);
+    return mgi_graph_add_node(g, MG_OP_CROSS_ENTROPY, 2, in, NULL);
 }
 
 mg_tensor mg_mse(mg_graph *g, mg_tensor pred, mg_tensor target) {
     const mg_tensor in[2] = {pred, target};
-    return mg_graph_add_node(g, MG_OP_MSE, 2, in, NULL);
+    return mgi_graph_add_node(g, MG_OP_MSE, 2, in, NULL);
 }
 
 /* Labels are in no_grad_inputs, so only the logits get a gradient. */
-mg_status mg_cross_entropy_grad(mg_graph *g, const mg_node *node,
+mg_status mgi_cross_entropy_grad(mg_graph *g, const mg_node *node,
                                 const mg_tensor *in, mg_tensor y, mg_tensor gy,
                                 const bool *need, mg_tensor *gin) {
     (void)node;
     (void)y;
     const mg_tensor args[3] = {gy, in[0], in[1]};
     if (need[0])
-        gin[0] = mg_graph_add_node(g, MG_OP_CROSS_ENTROPY_GRAD, 3, args, NULL);
-    return mg_grad_status(1, need, gin);
+        gin[0] = mgi_graph_add_node(g, MG_OP_CROSS_ENTROPY_GRAD, 3, args, NULL);
+    return mgi_grad_status(1, need, gin);
 }
 
-mg_status mg_mse_grad(mg_graph *g, const mg_node *node,
+mg_status mgi_mse_grad(mg_graph *g, const mg_node *node,
                       const mg_tensor *in, mg_tensor y, mg_tensor gy,
                       const bool *need, mg_tensor *gin) {
     (void)node;
     (void)y;
     const mg_tensor p = in[0], t = in[1];
-    const double numel = (double)mg_tdesc_numel(&g->nodes[p].d);
+    const double numel = (double)mgi_tdesc_numel(&g->nodes[p].d);
     /* d/dp = 2 (p - t) / numel * gy; d/dt is its negation. */
     mg_tensor d = mg_mul(g, mg_scale(g, mg_sub(g, p, t), 2.0 / numel), gy);
     if (need[0]) gin[0] = d;
     if (need[1]) gin[1] = mg_neg(g, d);
-    return mg_grad_status(2, need, gin);
+    return mgi_grad_status(2, need, gin);
 }

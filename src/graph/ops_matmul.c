@@ -16,11 +16,11 @@ static int64_t mat_cols(const mg_tdesc *d, int trans) {
     return d->shape[d->ndim - (trans ? 2 : 1)];
 }
 
-mg_status mg_matmul_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+mg_status mgi_matmul_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                           mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
     const mg_tdesc *x = &in[0], *w = &in[1];
-    mg_status s = mg_float_pair_check(x, "a", w, "b", why, len);
+    mg_status s = mgi_float_pair_check(x, "a", w, "b", why, len);
     if (s != MG_OK) return s;
     if (x->ndim < 2 || w->ndim < 2) {
         snprintf(why, len, "%s must have at least 2 dims",
@@ -55,11 +55,11 @@ mg_status mg_matmul_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
     return MG_OK;
 }
 
-double mg_matmul_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
+double mgi_matmul_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
                        const mg_tdesc *out) {
     (void)n_in;
     /* numel(out) = M * N * batch. */
-    return 2.0 * (double)mg_tdesc_numel(out) *
+    return 2.0 * (double)mgi_tdesc_numel(out) *
            (double)mat_cols(&in[0], a->trans_a);
 }
 
@@ -69,7 +69,7 @@ mg_tensor mg_matmul(mg_graph *g, mg_tensor a, mg_tensor b, int trans_a,
     at.trans_a = trans_a != 0;
     at.trans_b = trans_b != 0;
     const mg_tensor in[2] = {a, b};
-    return mg_graph_add_node(g, MG_OP_MATMUL, 2, in, &at);
+    return mgi_graph_add_node(g, MG_OP_MATMUL, 2, in, &at);
 }
 
 /* A 2-D operand shared across the batch gets the sum of its per-entry
@@ -87,7 +87,7 @@ static mg_tensor batch_sum(mg_graph *g, mg_tensor t, const mg_tdesc *operand) {
 static mg_tensor shared_b_grad(mg_graph *g, mg_tensor a, mg_tensor gy,
                                const mg_tdesc *ad, int trans_b) {
     int64_t k = ad->shape[ad->ndim - 1];
-    int64_t rows = mg_tdesc_numel(ad) / k;
+    int64_t rows = mgi_tdesc_numel(ad) / k;
     int64_t n = g->nodes[gy].d.shape[g->nodes[gy].d.ndim - 1];
     const int64_t a2[2] = {rows, k}, gy2[2] = {rows, n};
     mg_tensor ar = mg_reshape(g, a, 2, a2), gr = mg_reshape(g, gy, 2, gy2);
@@ -96,7 +96,7 @@ static mg_tensor shared_b_grad(mg_graph *g, mg_tensor a, mg_tensor gy,
 
 /* With A = op(a), B = op(b): dA = gy B^T and dB = A^T gy, each written so
  * that it comes out in the operand's stored (possibly transposed) layout. */
-mg_status mg_matmul_grad(mg_graph *g, const mg_node *node,
+mg_status mgi_matmul_grad(mg_graph *g, const mg_node *node,
                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin) {
     (void)y;
@@ -117,5 +117,5 @@ mg_status mg_matmul_grad(mg_graph *g, const mg_node *node,
             gin[1] = batch_sum(g, t, &bd);
         }
     }
-    return mg_grad_status(2, need, gin);
+    return mgi_grad_status(2, need, gin);
 }

@@ -18,7 +18,7 @@
  * n_norm_axes dims for layernorm. */
 static mg_status param_desc(const mg_tdesc *x, const mg_attrs *a, bool layer,
                             mg_tdesc *p, char *why, size_t len) {
-    mg_status s = mg_float_check(x, "x", why, len);
+    mg_status s = mgi_float_check(x, "x", why, len);
     if (s != MG_OK) return s;
     if (!(a->eps >= 0) || isinf(a->eps)) {
         snprintf(why, len, "eps = %g must be finite and >= 0", a->eps);
@@ -32,7 +32,7 @@ static mg_status param_desc(const mg_tdesc *x, const mg_attrs *a, bool layer,
         else
             snprintf(why, len,
                      "x must have at least 2 dims [N, C, ...], not %s",
-                     mg_shape_str(x, buf, sizeof buf));
+                     mgi_shape_str(x, buf, sizeof buf));
         return layer ? MG_ERR_INVALID_ARG : MG_ERR_SHAPE;
     }
     p->dtype = x->dtype;
@@ -48,12 +48,12 @@ static mg_status norm_check(const mg_tdesc *in, int n_params, const mg_attrs *a,
     static const char *names[2] = {"gamma", "beta"};
     mg_status s = param_desc(&in[0], a, layer, p, why, len);
     for (int i = 0; s == MG_OK && i < n_params; i++) {
-        s = mg_float_pair_check(&in[0], "x", &in[1 + i], names[i], why, len);
-        if (s == MG_OK && !mg_tdesc_same_shape(&in[1 + i], p)) {
+        s = mgi_float_pair_check(&in[0], "x", &in[1 + i], names[i], why, len);
+        if (s == MG_OK && !mgi_tdesc_same_shape(&in[1 + i], p)) {
             char want[128], got[128];
             snprintf(why, len, "%s must be %s for this x, not %s", names[i],
-                     mg_shape_str(p, want, sizeof want),
-                     mg_shape_str(&in[1 + i], got, sizeof got));
+                     mgi_shape_str(p, want, sizeof want),
+                     mgi_shape_str(&in[1 + i], got, sizeof got));
             s = MG_ERR_SHAPE;
         }
     }
@@ -75,13 +75,13 @@ static mg_status norm_infer(const mg_tdesc *in, const mg_attrs *a, bool layer,
     }
     mg_status s = norm_check(in + 1, role == NORM_GRAD_INPUT, a, layer, &p,
                              why, len);
-    if (s == MG_OK) s = mg_grad_shape_check(&in[0], &in[1], why, len);
+    if (s == MG_OK) s = mgi_grad_shape_check(&in[0], &in[1], why, len);
     if (s == MG_OK) *out = role == NORM_GRAD_INPUT ? in[1] : p;
     return s;
 }
 
 #define NORM_INFER_DEF(name, layer, role)                                     \
-    mg_status mg_##name##_infer(const mg_tdesc *in, int n_in,                 \
+    mg_status mgi_##name##_infer(const mg_tdesc *in, int n_in,                 \
                                 const mg_attrs *a, mg_tdesc *out, char *why,  \
                                 size_t len) {                                 \
         (void)n_in;                                                           \
@@ -97,23 +97,23 @@ NORM_INFER_DEF(layernorm_grad_gamma, true, NORM_GRAD_GAMMA)
 
 /* Two passes for the statistics and one to write, a few flops each, per
  * element of x (or of gy, its size, for the gradient ops). */
-double mg_norm_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
+double mgi_norm_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
                      const mg_tdesc *out) {
     (void)n_in, (void)a, (void)out;
-    return 8.0 * (double)mg_tdesc_numel(&in[0]);
+    return 8.0 * (double)mgi_tdesc_numel(&in[0]);
 }
 
 /* layernorm_grad_gamma (gy, x) -> dgamma: the mean and rstd of every row
  * of x, which the CUDA kernel computes once and reads for every column of
  * dgamma (the CPU needs none). dgamma has the normalised shape, so there
  * are numel(x) / numel(dgamma) rows. */
-size_t mg_layernorm_grad_gamma_workspace(const mg_tdesc *in, int n_in,
+size_t mgi_layernorm_grad_gamma_workspace(const mg_tdesc *in, int n_in,
                                          const mg_attrs *a,
                                          const mg_tdesc *out) {
     (void)n_in, (void)a;
-    const int64_t inner = mg_tdesc_numel(out);
+    const int64_t inner = mgi_tdesc_numel(out);
     if (inner <= 0) return 0;
-    return 2 * (size_t)(mg_tdesc_numel(&in[1]) / inner) *
+    return 2 * (size_t)(mgi_tdesc_numel(&in[1]) / inner) *
            mg_dtype_size(out->dtype);
 }
 
@@ -122,7 +122,7 @@ mg_tensor mg_batchnorm(mg_graph *g, mg_tensor x, mg_tensor gamma,
     mg_attrs at = {0};
     at.eps = eps;
     const mg_tensor in[3] = {x, gamma, beta};
-    return mg_graph_add_node(g, MG_OP_BATCHNORM, 3, in, &at);
+    return mgi_graph_add_node(g, MG_OP_BATCHNORM, 3, in, &at);
 }
 
 mg_tensor mg_layernorm(mg_graph *g, mg_tensor x, mg_tensor gamma,
@@ -131,14 +131,14 @@ mg_tensor mg_layernorm(mg_graph *g, mg_tensor x, mg_tensor gamma,
     at.eps = eps;
     at.n_norm_axes = n_norm_axes;
     const mg_tensor in[3] = {x, gamma, beta};
-    return mg_graph_add_node(g, MG_OP_LAYERNORM, 3, in, &at);
+    return mgi_graph_add_node(g, MG_OP_LAYERNORM, 3, in, &at);
 }
 
 /* dx and dgamma need the statistics again, so they are helper ops that
  * recompute them from x rather than graph ops that would keep mean and
  * variance tensors alive; dbeta is a plain sum of gy over the axes the
  * parameters are broadcast along. */
-mg_status mg_norm_grad(mg_graph *g, const mg_node *node,
+mg_status mgi_norm_grad(mg_graph *g, const mg_node *node,
                        const mg_tensor *in, mg_tensor y, mg_tensor gy,
                        const bool *need, mg_tensor *gin) {
     (void)y;
@@ -146,13 +146,13 @@ mg_status mg_norm_grad(mg_graph *g, const mg_node *node,
     const int nd = g->nodes[in[0]].d.ndim;
     if (need[0]) {
         const mg_tensor args[3] = {gy, in[0], in[1]};
-        gin[0] = mg_graph_add_node(g, layer ? MG_OP_LAYERNORM_GRAD_INPUT
+        gin[0] = mgi_graph_add_node(g, layer ? MG_OP_LAYERNORM_GRAD_INPUT
                                             : MG_OP_BATCHNORM_GRAD_INPUT,
                                    3, args, &node->attrs);
     }
     if (need[1]) {
         const mg_tensor args[2] = {gy, in[0]};
-        gin[1] = mg_graph_add_node(g, layer ? MG_OP_LAYERNORM_GRAD_GAMMA
+        gin[1] = mgi_graph_add_node(g, layer ? MG_OP_LAYERNORM_GRAD_GAMMA
                                             : MG_OP_BATCHNORM_GRAD_GAMMA,
                                    2, args, &node->attrs);
     }
@@ -165,5 +165,5 @@ mg_status mg_norm_grad(mg_graph *g, const mg_node *node,
          * has nothing to sum. */
         gin[2] = k ? mg_sum(g, gy, k, axes, 0) : gy;
     }
-    return mg_grad_status(3, need, gin);
+    return mgi_grad_status(3, need, gin);
 }

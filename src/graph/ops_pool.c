@@ -9,10 +9,10 @@
 
 #include <stdio.h>
 
-mg_status mg_pool2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+mg_status mgi_pool2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                           mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
-    mg_status s = mg_window_shape(&in[0], a->kernel, a, out, why, len);
+    mg_status s = mgi_window_shape(&in[0], a->kernel, a, out, why, len);
     if (s != MG_OK) return s;
     /* As in PyTorch: then every window holds at least one element of x, so
      * a max never comes from padding alone. */
@@ -27,36 +27,36 @@ mg_status mg_pool2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 }
 
 /* max_pool2d_grad(gy, x): x's shape is the output's. */
-mg_status mg_max_pool2d_grad_infer(const mg_tdesc *in, int n_in,
+mg_status mgi_max_pool2d_grad_infer(const mg_tdesc *in, int n_in,
                                    const mg_attrs *a, mg_tdesc *out, char *why,
                                    size_t len) {
     mg_tdesc y;
-    mg_status s = mg_pool2d_infer(&in[1], n_in, a, &y, why, len);
-    if (s == MG_OK) s = mg_grad_shape_check(&in[0], &y, why, len);
+    mg_status s = mgi_pool2d_infer(&in[1], n_in, a, &y, why, len);
+    if (s == MG_OK) s = mgi_grad_shape_check(&in[0], &y, why, len);
     if (s == MG_OK) *out = in[1];
     return s;
 }
 
 /* avg_pool2d_grad(gy) reads nothing of x but its shape, in the attributes. */
-mg_status mg_avg_pool2d_grad_infer(const mg_tdesc *in, int n_in,
+mg_status mgi_avg_pool2d_grad_infer(const mg_tdesc *in, int n_in,
                                    const mg_attrs *a, mg_tdesc *out, char *why,
                                    size_t len) {
-    return mg_grad_infer_via(mg_pool2d_infer, in, n_in, a, out, why, len);
+    return mgi_grad_infer_via(mgi_pool2d_infer, in, n_in, a, out, why, len);
 }
 
 /* One visit per window element; a window per output element forward, per
  * element of gy (in[0]) backward. */
 static double window_flops(const mg_tdesc *y, const mg_attrs *a) {
-    return (double)mg_tdesc_numel(y) * a->kernel[0] * a->kernel[1];
+    return (double)mgi_tdesc_numel(y) * a->kernel[0] * a->kernel[1];
 }
 
-double mg_pool2d_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
+double mgi_pool2d_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
                        const mg_tdesc *out) {
     (void)in, (void)n_in;
     return window_flops(out, a);
 }
 
-double mg_pool2d_grad_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
+double mgi_pool2d_grad_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
                             const mg_tdesc *out) {
     (void)n_in, (void)out;
     return window_flops(&in[0], a);
@@ -73,7 +73,7 @@ static mg_tensor pool_build(mg_graph *g, mg_op op, mg_tensor x, int kernel_h,
     at.pad[0] = pad_h;
     at.pad[1] = pad_w;
     at.dilation[0] = at.dilation[1] = 1;
-    return mg_graph_add_node(g, op, 1, &x, &at);
+    return mgi_graph_add_node(g, op, 1, &x, &at);
 }
 
 mg_tensor mg_max_pool2d(mg_graph *g, mg_tensor x, int kernel_h, int kernel_w,
@@ -92,7 +92,7 @@ mg_tensor mg_avg_pool2d(mg_graph *g, mg_tensor x, int kernel_h, int kernel_w,
  * than keeping an index tensor from the forward pass: that costs a second
  * scan but no memory, and recomputing gives the same element, ties
  * included, because the scan order is fixed. */
-mg_status mg_pool2d_grad(mg_graph *g, const mg_node *node,
+mg_status mgi_pool2d_grad(mg_graph *g, const mg_node *node,
                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin) {
     (void)y;
@@ -101,10 +101,10 @@ mg_status mg_pool2d_grad(mg_graph *g, const mg_node *node,
     if (!need[0]) return MG_OK;
     if (node->op == MG_OP_MAX_POOL2D) {
         const mg_tensor args[2] = {gy, in[0]};
-        gin[0] = mg_graph_add_node(g, MG_OP_MAX_POOL2D_GRAD, 2, args, &at);
-    } else if (mg_attrs_shape_set(&at, xd.ndim, xd.shape, "avg_pool2d") ==
+        gin[0] = mgi_graph_add_node(g, MG_OP_MAX_POOL2D_GRAD, 2, args, &at);
+    } else if (mgi_attrs_shape_set(&at, xd.ndim, xd.shape, "avg_pool2d") ==
                MG_OK) {
-        gin[0] = mg_graph_add_node(g, MG_OP_AVG_POOL2D_GRAD, 1, &gy, &at);
+        gin[0] = mgi_graph_add_node(g, MG_OP_AVG_POOL2D_GRAD, 1, &gy, &at);
     }
-    return mg_grad_status(1, need, gin);
+    return mgi_grad_status(1, need, gin);
 }

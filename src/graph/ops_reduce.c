@@ -10,10 +10,10 @@
 /* Axes come from the caller in any order and sign; the builder wraps and
  * sorts them, and the shape rule rejects what is still wrong, so the
  * attributes kernels see are sorted, unique and non-negative. */
-mg_status mg_reduce_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+mg_status mgi_reduce_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                           mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
-    mg_status s = mg_float_check(&in[0], "x", why, len);
+    mg_status s = mgi_float_check(&in[0], "x", why, len);
     if (s != MG_OK) return s;
     const int nd = in[0].ndim;
     bool reduced[MG_MAX_DIMS] = {false};
@@ -42,16 +42,16 @@ mg_status mg_reduce_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
     return MG_OK;
 }
 
-double mg_reduce_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
+double mgi_reduce_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
                        const mg_tdesc *out) {
     (void)n_in, (void)a, (void)out;
-    return (double)mg_tdesc_numel(&in[0]);
+    return (double)mgi_tdesc_numel(&in[0]);
 }
 
 static mg_tensor reduce_build(mg_graph *g, mg_op op, mg_tensor x, int naxes,
                               const int *axes, int keepdims) {
-    const char *name = mg_op_str(op);
-    const mg_tdesc *xd = mg_arg_desc(g, x, name);
+    const char *name = mgi_op_str(op);
+    const mg_tdesc *xd = mgi_arg_desc(g, x, name);
     if (!xd) return MG_NO_TENSOR;
     const int nd = xd->ndim;
     mg_attrs at = {0};
@@ -74,7 +74,7 @@ static mg_tensor reduce_build(mg_graph *g, mg_op op, mg_tensor x, int naxes,
             at.axes[j] = ax;
         }
     }
-    return mg_graph_add_node(g, op, 1, &x, &at);
+    return mgi_graph_add_node(g, op, 1, &x, &at);
 }
 
 mg_tensor mg_sum(mg_graph *g, mg_tensor x, int naxes, const int *axes,
@@ -87,7 +87,7 @@ mg_tensor mg_mean(mg_graph *g, mg_tensor x, int naxes, const int *axes,
     return reduce_build(g, MG_OP_MEAN, x, naxes, axes, keepdims);
 }
 
-mg_status mg_reduce_grad(mg_graph *g, const mg_node *node,
+mg_status mgi_reduce_grad(mg_graph *g, const mg_node *node,
                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin) {
     (void)y;
@@ -102,30 +102,30 @@ mg_status mg_reduce_grad(mg_graph *g, const mg_node *node,
         /* Scaling before the broadcast touches fewer elements and gives
          * the same values bit for bit. */
         double count =
-            (double)mg_tdesc_numel(&xd) / (double)mg_tdesc_numel(&node->d);
+            (double)mgi_tdesc_numel(&xd) / (double)mgi_tdesc_numel(&node->d);
         t = mg_scale(g, t, 1.0 / count);
     }
-    t = mg_reshape_as(g, t, &kd);
-    gin[0] = mg_tdesc_same_shape(&kd, &xd)
+    t = mgi_reshape_as(g, t, &kd);
+    gin[0] = mgi_tdesc_same_shape(&kd, &xd)
                  ? t
                  : mg_broadcast_to(g, t, xd.ndim, xd.shape);
-    return mg_grad_status(1, need, gin);
+    return mgi_grad_status(1, need, gin);
 }
 
-mg_status mg_broadcast_to_infer(const mg_tdesc *in, int n_in,
+mg_status mgi_broadcast_to_infer(const mg_tdesc *in, int n_in,
                                 const mg_attrs *a, mg_tdesc *out, char *why,
                                 size_t len) {
     (void)n_in;
-    mg_status s = mg_float_check(&in[0], "x", why, len);
-    if (s == MG_OK) s = mg_shape_check(a->ndim, a->shape, why, len);
+    mg_status s = mgi_float_check(&in[0], "x", why, len);
+    if (s == MG_OK) s = mgi_shape_check(a->ndim, a->shape, why, len);
     if (s != MG_OK) return s;
     out->dtype = in[0].dtype;
     out->ndim = a->ndim;
     for (int i = 0; i < a->ndim; i++) out->shape[i] = a->shape[i];
-    if (!mg_shape_broadcasts_to(&in[0], out)) {
+    if (!mgi_shape_broadcasts_to(&in[0], out)) {
         char buf[128];
         snprintf(why, len, "x does not broadcast to %s",
-                 mg_shape_str(out, buf, sizeof buf));
+                 mgi_shape_str(out, buf, sizeof buf));
         return MG_ERR_SHAPE;
     }
     return MG_OK;
@@ -134,17 +134,17 @@ mg_status mg_broadcast_to_infer(const mg_tdesc *in, int n_in,
 mg_tensor mg_broadcast_to(mg_graph *g, mg_tensor x, int ndim,
                           const int64_t *shape) {
     mg_attrs at = {0};
-    if (mg_attrs_shape_set(&at, ndim, shape, "broadcast_to") != MG_OK)
+    if (mgi_attrs_shape_set(&at, ndim, shape, "broadcast_to") != MG_OK)
         return MG_NO_TENSOR;
-    return mg_graph_add_node(g, MG_OP_BROADCAST_TO, 1, &x, &at);
+    return mgi_graph_add_node(g, MG_OP_BROADCAST_TO, 1, &x, &at);
 }
 
-mg_status mg_broadcast_to_grad(mg_graph *g, const mg_node *node,
+mg_status mgi_broadcast_to_grad(mg_graph *g, const mg_node *node,
                                const mg_tensor *in, mg_tensor y, mg_tensor gy,
                                const bool *need, mg_tensor *gin) {
     (void)node;
     (void)y;
     const mg_tdesc xd = g->nodes[in[0]].d;
-    if (need[0]) gin[0] = mg_sum_to(g, gy, &xd);
-    return mg_grad_status(1, need, gin);
+    if (need[0]) gin[0] = mgi_sum_to(g, gy, &xd);
+    return mgi_grad_status(1, need, gin);
 }

@@ -8,27 +8,27 @@
 
 #include <stdio.h>
 
-mg_status mg_reshape_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+mg_status mgi_reshape_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                            mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
-    mg_status s = mg_float_check(&in[0], "x", why, len);
-    if (s == MG_OK) s = mg_shape_check(a->ndim, a->shape, why, len);
+    mg_status s = mgi_float_check(&in[0], "x", why, len);
+    if (s == MG_OK) s = mgi_shape_check(a->ndim, a->shape, why, len);
     if (s != MG_OK) return s;
     out->dtype = in[0].dtype;
     out->ndim = a->ndim;
     for (int i = 0; i < a->ndim; i++) out->shape[i] = a->shape[i];
-    if (mg_tdesc_numel(out) < 0) {
+    if (mgi_tdesc_numel(out) < 0) {
         char buf[128];
         snprintf(why, len, "shape %s has more elements than int64_t can hold",
-                 mg_shape_str(out, buf, sizeof buf));
+                 mgi_shape_str(out, buf, sizeof buf));
         return MG_ERR_SHAPE;
     }
-    if (mg_tdesc_numel(out) != mg_tdesc_numel(&in[0])) {
+    if (mgi_tdesc_numel(out) != mgi_tdesc_numel(&in[0])) {
         char buf[128];
         snprintf(why, len, "x has %lld elements but shape %s has %lld",
-                 (long long)mg_tdesc_numel(&in[0]),
-                 mg_shape_str(out, buf, sizeof buf),
-                 (long long)mg_tdesc_numel(out));
+                 (long long)mgi_tdesc_numel(&in[0]),
+                 mgi_shape_str(out, buf, sizeof buf),
+                 (long long)mgi_tdesc_numel(out));
         return MG_ERR_SHAPE;
     }
     return MG_OK;
@@ -36,30 +36,30 @@ mg_status mg_reshape_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 
 mg_tensor mg_reshape(mg_graph *g, mg_tensor x, int ndim, const int64_t *shape) {
     mg_attrs at = {0};
-    if (mg_attrs_shape_set(&at, ndim, shape, "reshape") != MG_OK)
+    if (mgi_attrs_shape_set(&at, ndim, shape, "reshape") != MG_OK)
         return MG_NO_TENSOR;
-    return mg_graph_add_node(g, MG_OP_RESHAPE, 1, &x, &at);
+    return mgi_graph_add_node(g, MG_OP_RESHAPE, 1, &x, &at);
 }
 
-mg_tensor mg_reshape_as(mg_graph *g, mg_tensor t, const mg_tdesc *d) {
-    if (t == MG_NO_TENSOR || mg_tdesc_same_shape(&g->nodes[t].d, d)) return t;
+mg_tensor mgi_reshape_as(mg_graph *g, mg_tensor t, const mg_tdesc *d) {
+    if (t == MG_NO_TENSOR || mgi_tdesc_same_shape(&g->nodes[t].d, d)) return t;
     return mg_reshape(g, t, d->ndim, d->shape);
 }
 
-mg_status mg_reshape_grad(mg_graph *g, const mg_node *node,
+mg_status mgi_reshape_grad(mg_graph *g, const mg_node *node,
                           const mg_tensor *in, mg_tensor y, mg_tensor gy,
                           const bool *need, mg_tensor *gin) {
     (void)node;
     (void)y;
     const mg_tdesc xd = g->nodes[in[0]].d;
-    if (need[0]) gin[0] = mg_reshape_as(g, gy, &xd);
-    return mg_grad_status(1, need, gin);
+    if (need[0]) gin[0] = mgi_reshape_as(g, gy, &xd);
+    return mgi_grad_status(1, need, gin);
 }
 
-mg_status mg_permute_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+mg_status mgi_permute_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                            mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
-    mg_status s = mg_float_check(&in[0], "x", why, len);
+    mg_status s = mgi_float_check(&in[0], "x", why, len);
     if (s != MG_OK) return s;
     const int nd = in[0].ndim;
     bool seen[MG_MAX_DIMS] = {false};
@@ -79,7 +79,7 @@ mg_status mg_permute_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 }
 
 mg_tensor mg_permute(mg_graph *g, mg_tensor x, const int *perm) {
-    const mg_tdesc *xd = mg_arg_desc(g, x, "permute");
+    const mg_tdesc *xd = mgi_arg_desc(g, x, "permute");
     if (!xd) return MG_NO_TENSOR;
     if (!perm && xd->ndim > 0) {
         mg_set_error(MG_ERR_INVALID_ARG, "permute: perm is NULL");
@@ -87,11 +87,11 @@ mg_tensor mg_permute(mg_graph *g, mg_tensor x, const int *perm) {
     }
     mg_attrs at = {0};
     for (int i = 0; i < xd->ndim; i++) at.perm[i] = perm[i];
-    return mg_graph_add_node(g, MG_OP_PERMUTE, 1, &x, &at);
+    return mgi_graph_add_node(g, MG_OP_PERMUTE, 1, &x, &at);
 }
 
 mg_tensor mg_transpose(mg_graph *g, mg_tensor x, int axis0, int axis1) {
-    const mg_tdesc *xd = mg_arg_desc(g, x, "transpose");
+    const mg_tdesc *xd = mgi_arg_desc(g, x, "transpose");
     if (!xd) return MG_NO_TENSOR;
     const int nd = xd->ndim;
     int a0 = mg_axis_wrap(axis0, nd), a1 = mg_axis_wrap(axis1, nd);
@@ -108,7 +108,7 @@ mg_tensor mg_transpose(mg_graph *g, mg_tensor x, int axis0, int axis1) {
     return mg_permute(g, x, perm);
 }
 
-mg_status mg_permute_grad(mg_graph *g, const mg_node *node,
+mg_status mgi_permute_grad(mg_graph *g, const mg_node *node,
                           const mg_tensor *in, mg_tensor y, mg_tensor gy,
                           const bool *need, mg_tensor *gin) {
     (void)in;
@@ -116,10 +116,10 @@ mg_status mg_permute_grad(mg_graph *g, const mg_node *node,
     int inv[MG_MAX_DIMS];
     for (int i = 0; i < node->d.ndim; i++) inv[node->attrs.perm[i]] = i;
     if (need[0]) gin[0] = mg_permute(g, gy, inv);
-    return mg_grad_status(1, need, gin);
+    return mgi_grad_status(1, need, gin);
 }
 
-mg_status mg_fill_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+mg_status mgi_fill_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                         mg_tdesc *out, char *why, size_t len) {
     (void)in, (void)n_in;
     int dtype = a->dtype;
@@ -128,7 +128,7 @@ mg_status mg_fill_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                  mg_dtype_name((mg_dtype)dtype));
         return MG_ERR_DTYPE;
     }
-    mg_status s = mg_shape_check(a->ndim, a->shape, why, len);
+    mg_status s = mgi_shape_check(a->ndim, a->shape, why, len);
     if (s != MG_OK) return s;
     out->dtype = (mg_dtype)dtype;
     out->ndim = a->ndim;
@@ -139,9 +139,9 @@ mg_status mg_fill_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 mg_tensor mg_fill(mg_graph *g, mg_dtype dtype, int ndim, const int64_t *shape,
                   double value) {
     mg_attrs at = {0};
-    if (mg_attrs_shape_set(&at, ndim, shape, "fill") != MG_OK)
+    if (mgi_attrs_shape_set(&at, ndim, shape, "fill") != MG_OK)
         return MG_NO_TENSOR;
     at.dtype = dtype;
     at.alpha = value;
-    return mg_graph_add_node(g, MG_OP_FILL, 0, NULL, &at);
+    return mgi_graph_add_node(g, MG_OP_FILL, 0, NULL, &at);
 }

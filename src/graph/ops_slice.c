@@ -36,8 +36,8 @@ static mg_status box_check(const mg_tdesc *box, const mg_tdesc *big,
 /* Shared by slice and pad: the output is attrs' shape, of x's rank. */
 static mg_status window_infer(const mg_tdesc *x, const mg_attrs *a, bool pad,
                               mg_tdesc *out, char *why, size_t len) {
-    mg_status s = mg_float_check(x, "x", why, len);
-    if (s == MG_OK) s = mg_shape_check(a->ndim, a->shape, why, len);
+    mg_status s = mgi_float_check(x, "x", why, len);
+    if (s == MG_OK) s = mgi_shape_check(a->ndim, a->shape, why, len);
     if (s != MG_OK) return s;
     if (a->ndim != x->ndim) {
         snprintf(why, len, "the output must have x's %d dims, not %d",
@@ -50,23 +50,23 @@ static mg_status window_infer(const mg_tdesc *x, const mg_attrs *a, bool pad,
                : box_check(out, x, a->start, why, len);
 }
 
-mg_status mg_slice_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+mg_status mgi_slice_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                          mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
     return window_infer(&in[0], a, false, out, why, len);
 }
 
-mg_status mg_pad_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+mg_status mgi_pad_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                        mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
     return window_infer(&in[0], a, true, out, why, len);
 }
 
-mg_status mg_concat_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+mg_status mgi_concat_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                           mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
     const mg_tdesc *x = &in[0], *y = &in[1];
-    mg_status s = mg_float_pair_check(x, "a", y, "b", why, len);
+    mg_status s = mgi_float_pair_check(x, "a", y, "b", why, len);
     if (s != MG_OK) return s;
     if (a->axis < 0 || a->axis >= x->ndim) {
         snprintf(why, len, "axis %d is out of range for %d dims", a->axis,
@@ -93,15 +93,15 @@ mg_status mg_concat_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 static mg_tensor window_build(mg_graph *g, mg_op op, mg_tensor x, int ndim,
                               const int64_t *shape, const int64_t *start) {
     mg_attrs at = {0};
-    if (mg_attrs_shape_set(&at, ndim, shape, mg_op_str(op)) != MG_OK)
+    if (mgi_attrs_shape_set(&at, ndim, shape, mgi_op_str(op)) != MG_OK)
         return MG_NO_TENSOR;
     for (int i = 0; i < ndim; i++) at.start[i] = start[i];
-    return mg_graph_add_node(g, op, 1, &x, &at);
+    return mgi_graph_add_node(g, op, 1, &x, &at);
 }
 
 mg_tensor mg_slice(mg_graph *g, mg_tensor x, int axis, int64_t start,
                    int64_t length) {
-    const mg_tdesc *xd = mg_arg_desc(g, x, "slice");
+    const mg_tdesc *xd = mgi_arg_desc(g, x, "slice");
     if (!xd) return MG_NO_TENSOR;
     const int nd = xd->ndim, ax = mg_axis_wrap(axis, nd);
     if (ax < 0 || ax >= nd) {
@@ -118,7 +118,7 @@ mg_tensor mg_slice(mg_graph *g, mg_tensor x, int axis, int64_t start,
 
 mg_tensor mg_pad(mg_graph *g, mg_tensor x, const int64_t *before,
                  const int64_t *after) {
-    const mg_tdesc *xd = mg_arg_desc(g, x, "pad");
+    const mg_tdesc *xd = mgi_arg_desc(g, x, "pad");
     if (!xd) return MG_NO_TENSOR;
     int64_t shape[MG_MAX_DIMS], at[MG_MAX_DIMS];
     for (int i = 0; i < xd->ndim; i++) {
@@ -148,7 +148,7 @@ mg_tensor mg_concat(mg_graph *g, int n, const mg_tensor *xs, int axis) {
                      "(got %d%s)", n, xs ? "" : ", NULL");
         return MG_NO_TENSOR;
     }
-    const mg_tdesc *xd = mg_arg_desc(g, xs[0], "concat");
+    const mg_tdesc *xd = mgi_arg_desc(g, xs[0], "concat");
     if (!xd) return MG_NO_TENSOR;
     mg_attrs at = {0};
     at.axis = mg_axis_wrap(axis, xd->ndim);
@@ -156,13 +156,13 @@ mg_tensor mg_concat(mg_graph *g, int n, const mg_tensor *xs, int axis) {
     mg_tensor y = xs[0];
     for (int i = 1; i < n; i++) {
         const mg_tensor in[2] = {y, xs[i]};
-        y = mg_graph_add_node(g, MG_OP_CONCAT, 2, in, &at);
+        y = mgi_graph_add_node(g, MG_OP_CONCAT, 2, in, &at);
     }
     return y;
 }
 
 /* slice and pad: each is the other with the same corner and x's shape. */
-mg_status mg_window_grad(mg_graph *g, const mg_node *node,
+mg_status mgi_window_grad(mg_graph *g, const mg_node *node,
                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin) {
     (void)y;
@@ -171,10 +171,10 @@ mg_status mg_window_grad(mg_graph *g, const mg_node *node,
     if (need[0])
         gin[0] = window_build(g, back, gy, xd.ndim, xd.shape,
                               node->attrs.start);
-    return mg_grad_status(1, need, gin);
+    return mgi_grad_status(1, need, gin);
 }
 
-mg_status mg_concat_grad(mg_graph *g, const mg_node *node,
+mg_status mgi_concat_grad(mg_graph *g, const mg_node *node,
                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
                          const bool *need, mg_tensor *gin) {
     (void)y;
@@ -182,5 +182,5 @@ mg_status mg_concat_grad(mg_graph *g, const mg_node *node,
     const int64_t na = g->nodes[in[0]].d.shape[ax];
     if (need[0]) gin[0] = mg_slice(g, gy, ax, 0, na);
     if (need[1]) gin[1] = mg_slice(g, gy, ax, na, node->d.shape[ax] - na);
-    return mg_grad_status(2, need, gin);
+    return mgi_grad_status(2, need, gin);
 }

@@ -7,10 +7,10 @@
 
 #include <stdio.h>
 
-mg_status mg_softmax_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+mg_status mgi_softmax_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                            mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
-    mg_status s = mg_float_check(&in[0], "x", why, len);
+    mg_status s = mgi_float_check(&in[0], "x", why, len);
     if (s != MG_OK) return s;
     if (a->axis < 0 || a->axis >= in[0].ndim) {
         snprintf(why, len, "axis %d is out of range for %d dims", a->axis,
@@ -22,11 +22,11 @@ mg_status mg_softmax_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 }
 
 static mg_tensor softmax_build(mg_graph *g, mg_op op, mg_tensor x, int axis) {
-    const mg_tdesc *xd = mg_arg_desc(g, x, mg_op_str(op));
+    const mg_tdesc *xd = mgi_arg_desc(g, x, mgi_op_str(op));
     if (!xd) return MG_NO_TENSOR;
     mg_attrs at = {0};
     at.axis = mg_axis_wrap(axis, xd->ndim);
-    return mg_graph_add_node(g, op, 1, &x, &at);
+    return mgi_graph_add_node(g, op, 1, &x, &at);
 }
 
 mg_tensor mg_softmax(mg_graph *g, mg_tensor x, int axis) {
@@ -37,7 +37,7 @@ mg_tensor mg_log_softmax(mg_graph *g, mg_tensor x, int axis) {
     return softmax_build(g, MG_OP_LOG_SOFTMAX, x, axis);
 }
 
-mg_status mg_softmax_grad(mg_graph *g, const mg_node *node,
+mg_status mgi_softmax_grad(mg_graph *g, const mg_node *node,
                           const mg_tensor *in, mg_tensor y, mg_tensor gy,
                           const bool *need, mg_tensor *gin) {
     (void)in;
@@ -49,5 +49,5 @@ mg_status mg_softmax_grad(mg_graph *g, const mg_node *node,
     else /* gy - exp(y) * sum(gy) */
         gin[0] = mg_sub(g, gy, mg_mul(g, mg_exp(g, y),
                                       mg_sum(g, gy, 1, &axis, 1)));
-    return mg_grad_status(1, need, gin);
+    return mgi_grad_status(1, need, gin);
 }

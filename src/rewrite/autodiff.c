@@ -35,52 +35,52 @@ static mg_status check_args(const mg_graph *g, const mg_tensor *ys, int n_ys,
     char label[160];
     mg_status s;
     for (int j = 0; j < n_ys; j++) {
-        if ((s = mg_graph_check_id(g, ys[j], "mg_gradients (y)")) != MG_OK)
+        if ((s = mgi_graph_check_id(g, ys[j], "mg_gradients (y)")) != MG_OK)
             return s;
         const mg_node *y = &g->nodes[ys[j]];
         if (!is_float(y->d.dtype))
             return mg_set_error(MG_ERR_DTYPE,
                                 "mg_gradients: y %s is %s; only float tensors "
                                 "can be differentiated",
-                                mg_graph_tensor_label(g, ys[j], label,
+                                mgi_graph_tensor_label(g, ys[j], label,
                                                       sizeof label),
                                 mg_dtype_name(y->d.dtype));
         mg_tensor seed = grad_ys ? grad_ys[j] : MG_NO_TENSOR;
         if (seed == MG_NO_TENSOR) {
-            if (mg_tdesc_numel(&y->d) != 1) {
+            if (mgi_tdesc_numel(&y->d) != 1) {
                 char shape[128];
                 return mg_set_error(
                     MG_ERR_SHAPE,
                     "mg_gradients: y %s has shape %s; a y with more than one "
                     "element needs a seed gradient in grad_ys",
-                    mg_graph_tensor_label(g, ys[j], label, sizeof label),
-                    mg_shape_str(&y->d, shape, sizeof shape));
+                    mgi_graph_tensor_label(g, ys[j], label, sizeof label),
+                    mgi_shape_str(&y->d, shape, sizeof shape));
             }
             continue;
         }
-        if ((s = mg_graph_check_id(g, seed, "mg_gradients (grad_ys)")) != MG_OK)
+        if ((s = mgi_graph_check_id(g, seed, "mg_gradients (grad_ys)")) != MG_OK)
             return s;
         const mg_node *sd = &g->nodes[seed];
-        if (!mg_tdesc_same_shape(&sd->d, &y->d) || sd->d.dtype != y->d.dtype) {
+        if (!mgi_tdesc_same_shape(&sd->d, &y->d) || sd->d.dtype != y->d.dtype) {
             char a[128], b[128], label2[160];
             return mg_set_error(
                 sd->d.dtype != y->d.dtype ? MG_ERR_DTYPE : MG_ERR_SHAPE,
                 "mg_gradients: seed %s is %s %s but y %s is %s %s",
-                mg_graph_tensor_label(g, seed, label2, sizeof label2),
-                mg_shape_str(&sd->d, a, sizeof a), mg_dtype_name(sd->d.dtype),
-                mg_graph_tensor_label(g, ys[j], label, sizeof label),
-                mg_shape_str(&y->d, b, sizeof b), mg_dtype_name(y->d.dtype));
+                mgi_graph_tensor_label(g, seed, label2, sizeof label2),
+                mgi_shape_str(&sd->d, a, sizeof a), mg_dtype_name(sd->d.dtype),
+                mgi_graph_tensor_label(g, ys[j], label, sizeof label),
+                mgi_shape_str(&y->d, b, sizeof b), mg_dtype_name(y->d.dtype));
         }
     }
     for (int i = 0; i < n_xs; i++) {
-        if ((s = mg_graph_check_id(g, xs[i], "mg_gradients (x)")) != MG_OK)
+        if ((s = mgi_graph_check_id(g, xs[i], "mg_gradients (x)")) != MG_OK)
             return s;
         if (!is_float(g->nodes[xs[i]].d.dtype))
             return mg_set_error(
                 MG_ERR_DTYPE,
                 "mg_gradients: x %s is %s; gradients exist only for float "
                 "tensors",
-                mg_graph_tensor_label(g, xs[i], label, sizeof label),
+                mgi_graph_tensor_label(g, xs[i], label, sizeof label),
                 mg_dtype_name(g->nodes[xs[i]].d.dtype));
     }
     return MG_OK;
@@ -119,15 +119,15 @@ static mg_status call_grad_rule(mg_graph *g, mg_recompute *r, mg_tensor v,
                                 mg_tensor gy, const bool *need,
                                 mg_tensor *gin) {
     const bool kept = !r || r->keep[v];
-    const mg_tensor y = kept ? v : mg_recompute_get(g, r, v);
+    const mg_tensor y = kept ? v : mgi_recompute_get(g, r, v);
     if (y == MG_NO_TENSOR) return builder_failed();
     /* A copy: the rule's builder calls may move g->nodes. */
     mg_node node = g->nodes[y];
     for (int k = 0; r && kept && k < node.n_in; k++) {
-        node.in[k] = mg_recompute_get(g, r, node.in[k]);
+        node.in[k] = mgi_recompute_get(g, r, node.in[k]);
         if (node.in[k] == MG_NO_TENSOR) return builder_failed();
     }
-    return mg_op_table[node.op].grad(g, &node, node.in, y, gy, need, gin);
+    return mgi_op_table[node.op].grad(g, &node, node.in, y, gy, need, gin);
 }
 
 /* Backpropagate over `order` (topological, ancestors of the ys) with
@@ -142,7 +142,7 @@ static mg_status backprop(mg_graph *g, const mg_tensor *order, int32_t n_order,
         if (!relevant[v] || gsum[v] == MG_NO_TENSOR) continue;
         /* Copy what we need: building ops may move g->nodes. */
         const mg_node node = g->nodes[v];
-        const mg_op_def *def = &mg_op_table[node.op];
+        const mg_op_def *def = &mgi_op_table[node.op];
         bool need[MG_MAX_INPUTS] = {false};
         bool any = false;
         for (int i = 0; i < node.n_in; i++) {
@@ -155,7 +155,7 @@ static mg_status backprop(mg_graph *g, const mg_tensor *order, int32_t n_order,
         if (!def->grad)
             return mg_set_error(MG_ERR_NOT_DIFFERENTIABLE,
                                 "mg_gradients: op %s has no gradient rule",
-                                mg_graph_tensor_label(g, v, label,
+                                mgi_graph_tensor_label(g, v, label,
                                                       sizeof label));
         mg_tensor gin[MG_MAX_INPUTS];
         for (int i = 0; i < MG_MAX_INPUTS; i++) gin[i] = MG_NO_TENSOR;
@@ -219,9 +219,9 @@ static mg_status analyse(const mg_graph *g, const mg_tensor *ys, int n_ys,
                          const mg_checkpoints *ckpt,
                          const mg_memory_search *m, ad_work *w) {
     mg_status s =
-        mg_graph_mark_ancestors(g, ys, n_ys, NULL, w->marks, "mg_gradients");
+        mgi_graph_mark_ancestors(g, ys, n_ys, NULL, w->marks, "mg_gradients");
     if (s == MG_OK)
-        s = mg_graph_topo_order(g, w->marks, NULL, w->order, &w->n_order);
+        s = mgi_graph_topo_order(g, w->marks, NULL, w->order, &w->n_order);
     if (s != MG_OK) return s;
     /* relevant = depends on some x (and, being in `order`, feeds some y). */
     for (int i = 0; i < n_xs; i++) w->relevant[xs[i]] = w->marks[xs[i]];
@@ -230,7 +230,7 @@ static mg_status analyse(const mg_graph *g, const mg_tensor *ys, int n_ys,
         const mg_node *nd = &g->nodes[t];
         for (int i = 0; i < nd->n_in && !w->relevant[t]; i++)
             w->relevant[t] = w->relevant[nd->in[i]];
-        w->forward[t] = !(mg_op_table[nd->op].flags & MG_OPF_LEAF);
+        w->forward[t] = !(mgi_op_table[nd->op].flags & MG_OPF_LEAF);
     }
     bool any = false;
     for (int j = 0; j < n_ys; j++) {
@@ -242,10 +242,10 @@ static mg_status analyse(const mg_graph *g, const mg_tensor *ys, int n_ys,
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_gradients: no y depends on any x (e.g. y %s), "
                             "so every gradient would be zero",
-                            mg_graph_tensor_label(g, ys[0], label,
+                            mgi_graph_tensor_label(g, ys[0], label,
                                                   sizeof label));
     }
-    return mg_checkpoints_choose(g, ckpt, m, w->order, w->n_order, w->forward,
+    return mgi_checkpoints_choose(g, ckpt, m, w->order, w->n_order, w->forward,
                                  w->is_y, w->keep, w->chosen);
 }
 
@@ -326,13 +326,13 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
                        const mg_checkpoints *checkpoints, mg_tensor *grads_out) {
     mg_status s = check_args(g, ys, n_ys, grad_ys, xs, n_xs, grads_out);
     if (s != MG_OK) return s;
-    if ((s = mg_checkpoints_check(g, checkpoints)) != MG_OK) return s;
+    if ((s = mgi_checkpoints_check(g, checkpoints)) != MG_OK) return s;
 
     const ad_call call = {ys, grad_ys, xs, n_ys, n_xs, checkpoints};
     const int32_t n_before = g->n;
     const uint64_t rng_before = g->rng_offset;
     mg_memory_search m;
-    s = mg_memory_search_best(g, checkpoints, n_xs, build_trial, &call, &m);
+    s = mgi_memory_search_best(g, checkpoints, n_xs, build_trial, &call, &m);
     if (s != MG_OK) return s;
     ad_work w;
     mg_tensor *result = malloc((size_t)n_xs * sizeof *result);
@@ -344,7 +344,7 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
             if (w.chosen[t]) g->nodes[t].flags |= MG_NODE_CHOSEN;
     } else {
         /* Leave the graph as the caller had it. */
-        mg_graph_truncate(g, n_before);
+        mgi_graph_truncate(g, n_before);
         g->rng_offset = rng_before;
     }
     if (result) work_free(&w);

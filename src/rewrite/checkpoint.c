@@ -26,7 +26,7 @@ static const char *policy_name(mg_ckpt_policy p) {
     return "?";
 }
 
-mg_status mg_checkpoints_check(const mg_graph *g, const mg_checkpoints *c) {
+mg_status mgi_checkpoints_check(const mg_graph *g, const mg_checkpoints *c) {
     if (!c) return MG_OK;
     switch (c->policy) {
     case MG_CKPT_NONE:
@@ -40,7 +40,7 @@ mg_status mg_checkpoints_check(const mg_graph *g, const mg_checkpoints *c) {
                                 "with tensors %s",
                                 c->n_tensors, c->tensors ? "set" : "NULL");
         for (int i = 0; i < c->n_tensors; i++) {
-            mg_status s = mg_graph_check_id(g, c->tensors[i],
+            mg_status s = mgi_graph_check_id(g, c->tensors[i],
                                             "mg_gradients (checkpoint)");
             if (s != MG_OK) return s;
         }
@@ -55,8 +55,8 @@ mg_status mg_checkpoints_check(const mg_graph *g, const mg_checkpoints *c) {
 static mg_status check_listed(const mg_graph *g, mg_tensor t,
                               const bool *forward, const bool *is_y) {
     char label[160];
-    mg_graph_tensor_label(g, t, label, sizeof label);
-    if (mg_op_table[g->nodes[t].op].flags & MG_OPF_LEAF)
+    mgi_graph_tensor_label(g, t, label, sizeof label);
+    if (mgi_op_table[g->nodes[t].op].flags & MG_OPF_LEAF)
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_gradients: checkpoint %s is caller memory, "
                             "always available; list computed tensors only",
@@ -93,7 +93,7 @@ static mg_status choose_collection(const mg_graph *g, const mg_checkpoints *c,
 
 static void choose_speed(const mg_graph *g, const bool *forward, bool *keep) {
     for (int32_t t = 0; t < g->n; t++)
-        if (forward[t] && (mg_op_table[g->nodes[t].op].flags & MG_OPF_EXPENSIVE))
+        if (forward[t] && (mgi_op_table[g->nodes[t].op].flags & MG_OPF_EXPENSIVE))
             keep[t] = true;
 }
 
@@ -120,8 +120,8 @@ static double segment_budget(const fwd_order *fo) {
 
 static bool candidate(const mg_graph *g, mg_tensor t, const bool *is_y,
                       size_t min_bytes) {
-    return !is_y[t] && mg_tdesc_nbytes(&g->nodes[t].d) >= min_bytes &&
-           mg_tdesc_numel(&g->nodes[t].d) > 1;
+    return !is_y[t] && mgi_tdesc_nbytes(&g->nodes[t].d) >= min_bytes &&
+           mgi_tdesc_numel(&g->nodes[t].d) > 1;
 }
 
 /* Walk the order; every time a segment's bytes reach the budget, keep the
@@ -134,7 +134,7 @@ static int32_t choose_articulation(const mg_graph *g, const fwd_order *fo,
     mg_tensor last_ap = MG_NO_TENSOR;
     for (int32_t i = 0; i < fo->n; i++) {
         mg_tensor t = fo->order[i];
-        acc += (double)mg_tdesc_nbytes(&g->nodes[t].d);
+        acc += (double)mgi_tdesc_nbytes(&g->nodes[t].d);
         if (is_ap[t] && candidate(g, t, is_y, min_bytes)) last_ap = t;
         if (acc >= budget && last_ap != MG_NO_TENSOR) {
             keep[last_ap] = true;
@@ -169,7 +169,7 @@ static mg_status choose_cuts(const mg_graph *g, const fwd_order *fo,
     }
     /* live[p] = bytes of tensors with pos <= p < last: a difference array */
     for (int32_t i = 0; i < n; i++) {
-        double b = (double)mg_tdesc_nbytes(&g->nodes[fo->order[i]].d);
+        double b = (double)mgi_tdesc_nbytes(&g->nodes[fo->order[i]].d);
         live[i] += b;
         live[last[i]] -= b;
     }
@@ -178,7 +178,7 @@ static mg_status choose_cuts(const mg_graph *g, const fwd_order *fo,
     double budget = segment_budget(fo), acc = 0;
     int32_t best = -1;
     for (int32_t i = 0; i < n; i++) {
-        acc += (double)mg_tdesc_nbytes(&g->nodes[fo->order[i]].d);
+        acc += (double)mgi_tdesc_nbytes(&g->nodes[fo->order[i]].d);
         if (best < 0 || live[i] < live[best]) best = i;
         if (acc < budget || i == n - 1) continue;
         for (int32_t j = 0; j <= best; j++)
@@ -207,7 +207,7 @@ static mg_status choose_memory(const mg_graph *g, const mg_checkpoints *c,
     if (!fo.order || !fo.pos || !aps || !is_ap)
         s = mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
     int32_t n_aps = 0;
-    if (s == MG_OK) s = mg_graph_articulation_points(g, forward, aps, &n_aps);
+    if (s == MG_OK) s = mgi_graph_articulation_points(g, forward, aps, &n_aps);
     if (s == MG_OK) {
         for (int32_t i = 0; i < n_aps; i++) is_ap[aps[i]] = true;
         for (int32_t t = 0; t < g->n; t++) fo.pos[t] = -1;
@@ -216,7 +216,7 @@ static mg_status choose_memory(const mg_graph *g, const mg_checkpoints *c,
             if (!forward[t]) continue;
             fo.pos[t] = fo.n;
             fo.order[fo.n++] = t;
-            fo.total_bytes += (double)mg_tdesc_nbytes(&g->nodes[t].d);
+            fo.total_bytes += (double)mgi_tdesc_nbytes(&g->nodes[t].d);
         }
         /* Enough articulation points for the budget spacing? A chain has
          * one per tensor; a U-Net none between encoder and decoder. */
@@ -242,7 +242,7 @@ static mg_status choose_memory(const mg_graph *g, const mg_checkpoints *c,
     return s;
 }
 
-mg_status mg_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
+mg_status mgi_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
                                 const mg_memory_search *m,
                                 const mg_tensor *order, int32_t n_order,
                                 const bool *forward, const bool *is_y,
@@ -251,7 +251,7 @@ mg_status mg_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
     for (int32_t t = 0; t < g->n; t++) {
         chosen[t] = false;
         keep[t] = policy == MG_CKPT_NONE || is_y[t] ||
-                  (mg_op_table[g->nodes[t].op].flags & MG_OPF_NO_RECOMPUTE);
+                  (mgi_op_table[g->nodes[t].op].flags & MG_OPF_NO_RECOMPUTE);
     }
     mg_status s = MG_OK;
     switch (policy) {

@@ -22,7 +22,7 @@ static mg_status trial_peak(const mg_graph *g, const mg_tensor *grads, int n,
     if (!b) return mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
     for (int i = 0; i < n; i++) b[i] = (mg_binding){grads[i], &any};
     mg_status s = mg_plan_compile(g, grads, n, NULL, &p);
-    if (s == MG_OK) s = mg_plan_peak(p, b, n, "mg_gradients", peak);
+    if (s == MG_OK) s = mgi_plan_peak(p, b, n, "mg_gradients", peak);
     mg_plan_free(p);
     free(b);
     return s;
@@ -39,7 +39,7 @@ static mg_status trial_peak(const mg_graph *g, const mg_tensor *grads, int n,
  * Running out of memory in a trial fails the search with MG_ERR_NOMEM
  * rather than quietly choosing among the trials that happened to fit: the
  * choice must not depend on how much memory was free. */
-mg_status mg_memory_search_best(mg_graph *g, const mg_checkpoints *c,
+mg_status mgi_memory_search_best(mg_graph *g, const mg_checkpoints *c,
                                 int n_xs, mg_memory_build_fn build,
                                 const void *ctx, mg_memory_search *best) {
     static const mg_memory_search points[] = {
@@ -65,7 +65,7 @@ mg_status mg_memory_search_best(mg_graph *g, const mg_checkpoints *c,
             best_peak = peak;
             *best = points[i];
         }
-        mg_graph_truncate(g, n_before);
+        mgi_graph_truncate(g, n_before);
         g->rng_offset = rng_before;
     }
     free(result);

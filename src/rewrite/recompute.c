@@ -16,7 +16,7 @@
 
 static bool needs_copy(const mg_graph *g, const mg_recompute *r, mg_tensor t) {
     return t < r->n && !r->keep[t] &&
-           !(mg_op_table[g->nodes[t].op].flags & MG_OPF_LEAF);
+           !(mgi_op_table[g->nodes[t].op].flags & MG_OPF_LEAF);
 }
 
 static mg_tensor resolved(const mg_graph *g, const mg_recompute *r,
@@ -32,7 +32,7 @@ static mg_tensor make_copy(mg_graph *g, mg_recompute *r, mg_tensor u) {
     const mg_attrs attrs = g->nodes[u].attrs;
     mg_tensor in[MG_MAX_INPUTS];
     for (int k = 0; k < n_in; k++) in[k] = resolved(g, r, g->nodes[u].in[k]);
-    mg_tensor c = mg_graph_add_node(g, op, n_in, in, &attrs);
+    mg_tensor c = mgi_graph_add_node(g, op, n_in, in, &attrs);
     if (c == MG_NO_TENSOR) return c;
     g->nodes[c].flags |= MG_NODE_RECOMPUTE;
     g->nodes[c].orig = u;
@@ -40,7 +40,7 @@ static mg_tensor make_copy(mg_graph *g, mg_recompute *r, mg_tensor u) {
     return c;
 }
 
-mg_tensor mg_recompute_get(mg_graph *g, mg_recompute *r, mg_tensor t) {
+mg_tensor mgi_recompute_get(mg_graph *g, mg_recompute *r, mg_tensor t) {
     if (!needs_copy(g, r, t) || r->copy[t] != MG_NO_TENSOR)
         return resolved(g, r, t);
     /* Post-order walk with an explicit stack: a segment can be thousands

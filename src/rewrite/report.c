@@ -25,7 +25,7 @@ mg_status mg_plan_summarize(const mg_plan *p, const mg_binding *binds,
     for (int32_t i = 0; i < p->n_steps; i++) {
         const mg_node *n = &p->g->nodes[p->steps[i]];
         double flops = 0;
-        mg_graph_op_cost(p->g, p->steps[i], &flops, NULL);
+        mgi_graph_op_cost(p->g, p->steps[i], &flops, NULL);
         step_kind k = kind_of(n);
         if (k == STEP_RECOMPUTE) {
             s.n_recompute++;
@@ -41,7 +41,7 @@ mg_status mg_plan_summarize(const mg_plan *p, const mg_binding *binds,
         if (n->flags & MG_NODE_CHOSEN) s.n_checkpoints++;
         prev = k;
     }
-    mg_status st = mg_plan_peak(p, binds, n_binds, "mg_plan_summarize",
+    mg_status st = mgi_plan_peak(p, binds, n_binds, "mg_plan_summarize",
                                 &s.predicted_peak);
     if (st != MG_OK) return st;
     /* Plain backprop's figure: the same outputs, read without copies. */
@@ -49,7 +49,7 @@ mg_status mg_plan_summarize(const mg_plan *p, const mg_binding *binds,
     mg_plan *plain = NULL;
     st = mg_plan_compile(p->g, p->kept, p->n_kept, &o, &plain);
     if (st != MG_OK) return st;
-    st = mg_plan_peak(plain, binds, n_binds, "mg_plan_summarize",
+    st = mgi_plan_peak(plain, binds, n_binds, "mg_plan_summarize",
                       &s.predicted_peak_without_recompute);
     mg_plan_free(plain);
     if (st != MG_OK) return st;
@@ -68,10 +68,10 @@ static void report_checkpoints(const mg_plan *p, FILE *out) {
         if (!(n->flags & MG_NODE_CHOSEN)) continue;
         if (shown++ < shown_max)
             fprintf(out, "  %s %s %zu bytes\n",
-                    mg_graph_tensor_label(p->g, p->steps[i], label,
+                    mgi_graph_tensor_label(p->g, p->steps[i], label,
                                           sizeof label),
-                    mg_shape_str(&n->d, shape, sizeof shape),
-                    mg_tdesc_nbytes(&n->d));
+                    mgi_shape_str(&n->d, shape, sizeof shape),
+                    mgi_tdesc_nbytes(&n->d));
     }
     if (shown > shown_max) fprintf(out, "  ... and %d more\n", shown - shown_max);
 }
@@ -89,7 +89,7 @@ static void report_segments(const mg_plan *p, FILE *out) {
         for (; j < p->n_steps &&
                kind_of(&p->g->nodes[p->steps[j]]) == STEP_RECOMPUTE;
              j++) {
-            mg_graph_op_cost(p->g, p->steps[j], &f, NULL);
+            mgi_graph_op_cost(p->g, p->steps[j], &f, NULL);
             flops += f;
         }
         if (seg++ < shown_max)

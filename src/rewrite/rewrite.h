@@ -10,7 +10,7 @@
 
 /* Validate the checkpoints argument of mg_gradients. NULL and
  * MG_CKPT_NONE mean plain backprop. */
-mg_status mg_checkpoints_check(const mg_graph *g, const mg_checkpoints *c);
+mg_status mgi_checkpoints_check(const mg_graph *g, const mg_checkpoints *c);
 
 /* One point of the memory policy's search: segments segment_factor times
  * the balanced sqrt length, boundaries at articulation points when there
@@ -32,7 +32,7 @@ typedef mg_status (*mg_memory_build_fn)(mg_graph *g, const void *ctx,
  * it, and leaves g as it was. Policies other than MG_CKPT_MEMORY get the
  * default point without a search. n_xs: how many gradients build writes.
  * MG_ERR_NOMEM if a trial ran out of memory. */
-mg_status mg_memory_search_best(mg_graph *g, const mg_checkpoints *c,
+mg_status mgi_memory_search_best(mg_graph *g, const mg_checkpoints *c,
                                 int n_xs, mg_memory_build_fn build,
                                 const void *ctx, mg_memory_search *best);
 
@@ -41,7 +41,7 @@ mg_status mg_memory_search_best(mg_graph *g, const mg_checkpoints *c,
  * is_y[t]: t is a y. On return keep[t] says t is never recomputed and
  * chosen[t] that the policy picked it (what mg_graph_checkpoints reports).
  * Policy none keeps everything. */
-mg_status mg_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
+mg_status mgi_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
                                 const mg_memory_search *m,
                                 const mg_tensor *order, int32_t n_order,
                                 const bool *forward, const bool *is_y,
@@ -58,6 +58,6 @@ typedef struct mg_recompute {
 /* The tensor the backward pass should read for forward tensor t: t itself
  * when it is kept or a leaf, else its copy, made now (with copies of what
  * it needs) if it does not exist yet. MG_NO_TENSOR on failure. */
-mg_tensor mg_recompute_get(mg_graph *g, mg_recompute *r, mg_tensor t);
+mg_tensor mgi_recompute_get(mg_graph *g, mg_recompute *r, mg_tensor t);
 
 #endif

@@ -21,7 +21,7 @@ static mg_status check_list(const mg_graph *g, const mg_tensor *ts, int n,
                             "mg_plan_compile: %d %s with a %s list", n, what,
                             ts ? "non-NULL" : "NULL");
     for (int i = 0; i < n; i++) {
-        mg_status s = mg_graph_check_id(g, ts[i], "mg_plan_compile");
+        mg_status s = mgi_graph_check_id(g, ts[i], "mg_plan_compile");
         if (s != MG_OK) return s;
     }
     return MG_OK;
@@ -72,7 +72,7 @@ static void plan_add_kept(mg_plan *p, const mg_tensor *ts, int n) {
 static mg_plan_step step_record(const mg_plan *p, mg_tensor t) {
     const mg_node *n = &p->g->nodes[t];
     mg_plan_step r = {.t = t, .op = n->op, .n_in = n->n_in,
-                      .work = mg_graph_op_workspace(p->g, t),
+                      .work = mgi_graph_op_workspace(p->g, t),
                       .attrs = n->attrs};
     for (int k = 0; k < n->n_in; k++) r.in[k] = mg_plan_input(p, t, k);
     return r;
@@ -85,7 +85,7 @@ static mg_status plan_build(mg_plan *p, const mg_tensor *order,
     for (int32_t t = 0; t < p->n_tensors; t++) {
         const mg_node *n = &g->nodes[t];
         p->tensor[t] = (mg_plan_tensor){
-            .d = n->d, .leaf = (mg_op_table[n->op].flags & MG_OPF_LEAF) != 0};
+            .d = n->d, .leaf = (mgi_op_table[n->op].flags & MG_OPF_LEAF) != 0};
     }
     for (int32_t k = 0; k < n_order; k++) {
         mg_tensor t = order[k];
@@ -132,7 +132,7 @@ static mg_status check_no_grad(const mg_plan *p) {
             return mg_set_error(
                 MG_ERR_INVALID_ARG,
                 "mg_plan_compile: no_grad plan needs backward op %s",
-                mg_graph_tensor_label(p->g, p->steps[s], label, sizeof label));
+                mgi_graph_tensor_label(p->g, p->steps[s], label, sizeof label));
         }
     return MG_OK;
 }
@@ -171,13 +171,13 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
             p->remap[t] = undo && (g->nodes[t].flags & MG_NODE_RECOMPUTE)
                               ? g->nodes[t].orig
                               : t;
-        s = mg_graph_mark_ancestors(g, outputs, n_outputs, p->remap, needed,
+        s = mgi_graph_mark_ancestors(g, outputs, n_outputs, p->remap, needed,
                                     "mg_plan_compile");
         if (s == MG_OK)
-            s = mg_graph_mark_ancestors(g, retain, n_retain, p->remap, needed,
+            s = mgi_graph_mark_ancestors(g, retain, n_retain, p->remap, needed,
                                         "mg_plan_compile");
         if (s == MG_OK)
-            s = mg_graph_topo_order(g, needed, p->remap, order, &n_order);
+            s = mgi_graph_topo_order(g, needed, p->remap, order, &n_order);
     }
     if (s == MG_OK) {
         plan_add_kept(p, outputs, n_outputs);
@@ -202,11 +202,11 @@ size_t mg_plan_predicted_peak(const mg_plan *p, const mg_binding *binds,
                               int n_binds) {
     size_t peak = 0;
     if (!p) return 0;
-    mg_plan_peak(p, binds, n_binds, "mg_plan_predicted_peak", &peak);
+    mgi_plan_peak(p, binds, n_binds, "mg_plan_predicted_peak", &peak);
     return peak;
 }
 
-mg_status mg_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
+mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
                        const char *what, size_t *peak_out) {
     *peak_out = 0;
     if (n_binds < 0 || (n_binds > 0 && !binds))
@@ -224,14 +224,14 @@ mg_status mg_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_tensor t = p->steps[s];
         if (!bound[t])
-            in_use += mg_pool_size_class(mg_tdesc_nbytes(&p->tensor[t].d));
+            in_use += mg_pool_size_class(mgi_tdesc_nbytes(&p->tensor[t].d));
         /* the workspace is lent after the output and returned at once */
         size_t work = p->step[s].work ? mg_pool_size_class(p->step[s].work)
                                       : 0;
         if (in_use + work > peak) peak = in_use + work;
         for (int32_t r = p->release_start[s]; r < p->release_start[s + 1]; r++)
             in_use -= mg_pool_size_class(
-                mg_tdesc_nbytes(&p->tensor[p->release[r]].d));
+                mgi_tdesc_nbytes(&p->tensor[p->release[r]].d));
     }
     free(bound);
     *peak_out = peak;
@@ -244,14 +244,14 @@ mg_status mg_plan_dump(const mg_plan *p, FILE *out) {
                             p ? "out" : "plan");
     char label[160];
     size_t peak;
-    mg_status st = mg_plan_peak(p, NULL, 0, "mg_plan_dump", &peak);
+    mg_status st = mgi_plan_peak(p, NULL, 0, "mg_plan_dump", &peak);
     if (st != MG_OK) return st;
     fprintf(out, "plan: %d steps, %d leaves, %d kept, predicted peak %zu "
             "bytes\n", (int)p->n_steps, (int)p->n_leaves, (int)p->n_kept,
             peak);
     for (int32_t s = 0; s < p->n_steps; s++) {
         fprintf(out, "%5d  %s", (int)s,
-                mg_graph_tensor_label(p->g, p->steps[s], label, sizeof label));
+                mgi_graph_tensor_label(p->g, p->steps[s], label, sizeof label));
         if (p->release_start[s] < p->release_start[s + 1]) {
             fprintf(out, "  release");
             for (int32_t r = p->release_start[s]; r < p->release_start[s + 1];

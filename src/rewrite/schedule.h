@@ -62,7 +62,7 @@ static inline mg_tensor mg_plan_input(const mg_plan *p, mg_tensor t, int k) {
 /* mg_plan_predicted_peak with a status: MG_ERR_INVALID_ARG for a negative
  * n_binds or a NULL list of n_binds > 0 (as mg_exec_run), MG_ERR_NOMEM if
  * its scratch memory cannot be had; errors are prefixed by what. */
-mg_status mg_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
+mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
                        const char *what, size_t *peak);
 
 

@@ -14,7 +14,10 @@
 #   the headers: the library's public ones (CMakeLists.txt passes every
 #   include/*.h but those of other libraries, such as memgrad_dist.h)
 # env (set by ctest): MG_CC (a GCC), MG_NM; MG_CFLAGS: flags the headers
-#   need (-I for mpi.h, say).
+#   need (-I for mpi.h, say); MG_ARCHIVE: the static library built from the
+#   same objects. Its hidden globals are internal, and an internal name must
+#   not look public: the mg_ prefix is the API's, internals use mgi_ (as
+#   igraph_i_ or Lua's luaC_), so a reader knows which is which.
 set -euo pipefail
 
 if [ "$#" -lt 2 ]; then
@@ -75,6 +78,19 @@ if [ -n "$missing" ]; then
          "or no definition):" >&2
     echo "$missing" | sed 's/^/  /' >&2
     status=1
+fi
+if [ -n "${MG_ARCHIVE:-}" ]; then
+    "$nm_bin" -g --defined-only "$MG_ARCHIVE" 2>/dev/null |
+        awk 'NF == 3 && $2 ~ /^[TDBRC]$/ {print $3}' | grep '^mg_' |
+        sort -u >"$tmp/archive_mg" || true
+    internal=$(comm -23 "$tmp/archive_mg" "$tmp/declared")
+    echo "$MG_ARCHIVE: $(wc -l <"$tmp/archive_mg") global mg_ symbols"
+    if [ -n "$internal" ]; then
+        echo "FAIL: internal symbols with the public mg_ prefix (rename them" \
+             "mgi_, or declare them in include/ with MG_API):" >&2
+        echo "$internal" | sed 's/^/  /' >&2
+        status=1
+    fi
 fi
 [ "$status" -eq 0 ] && echo "ok: the exported symbols are the public API"
 exit "$status"
