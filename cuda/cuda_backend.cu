@@ -2,7 +2,7 @@
  * cuda_backend.cu - the CUDA device: cudaMalloc'd memory for the pool, copies,
  * dispatch through the CUDA kernel table on one stream with one cuBLAS handle,
  * the ops it supports and the workspace its kernels need; and its row of the
- * backend table (mg_backend_cuda_reg). Every CUDA and cuBLAS call is checked;
+ * backend table (mgi_backend_cuda_reg). Every CUDA and cuBLAS call is checked;
  * a failure becomes an mg_ status with a message, never an abort.
  */
 #include "cuda_internal.h"
@@ -92,7 +92,7 @@ static void kernels_init(void) {
     kernels_ready = 1;
 }
 
-extern "C" int mg_cuda_has_kernel(mg_op op) {
+extern "C" int mgi_cuda_has_kernel(mg_op op) {
     if ((unsigned)op >= (unsigned)MG_OP_COUNT) return 0;
     if (op == MG_OP_INPUT || op == MG_OP_PARAM) return 1;
     kernels_init();
@@ -101,11 +101,11 @@ extern "C" int mg_cuda_has_kernel(mg_op op) {
 
 static bool cuda_supports_op(void *ctx, mg_op op) {
     (void)ctx;
-    return mg_cuda_has_kernel(op) != 0;
+    return mgi_cuda_has_kernel(op) != 0;
 }
 
 /* The kernels that borrow scratch, each file's own rule for it. */
-extern "C" size_t mg_cuda_workspace(const mg_kargs *a) {
+extern "C" size_t mgi_cuda_workspace(const mg_kargs *a) {
     switch (a->op) {
     case MG_OP_CONV2D:
     case MG_OP_CONV2D_GRAD_INPUT:
@@ -124,7 +124,7 @@ extern "C" size_t mg_cuda_workspace(const mg_kargs *a) {
 
 static size_t cuda_workspace(void *ctx, const mg_kargs *a) {
     (void)ctx;
-    return mg_cuda_workspace(a);
+    return mgi_cuda_workspace(a);
 }
 
 /* ---- the backend --------------------------------------------------------- */
@@ -210,7 +210,7 @@ static void cuda_destroy(void *ctx) {
     free(c);
 }
 
-extern "C" int mg_cuda_device_count(void) {
+extern "C" int mgi_cuda_device_count(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         cudaGetLastError();
@@ -219,10 +219,10 @@ extern "C" int mg_cuda_device_count(void) {
     return n;
 }
 
-extern "C" mg_status mg_backend_cuda_init(mg_backend *out) {
+extern "C" mg_status mgi_backend_cuda_init(mg_backend *out) {
     if (!out)
         return mg_set_error(MG_ERR_INVALID_ARG,
-                            "mg_backend_cuda_init: out is NULL");
+                            "mgi_backend_cuda_init: out is NULL");
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
@@ -234,7 +234,7 @@ extern "C" mg_status mg_backend_cuda_init(mg_backend *out) {
     }
     kernels_init();
     cu_ctx *c = (cu_ctx *)calloc(1, sizeof *c);
-    if (!c) return mg_set_error(MG_ERR_NOMEM, "mg_backend_cuda_init: out of "
+    if (!c) return mg_set_error(MG_ERR_NOMEM, "mgi_backend_cuda_init: out of "
                                 "memory");
     const char *sync = getenv("MG_CUDA_SYNC");
     c->sync_each_op = sync && sync[0] == '1';
@@ -263,7 +263,7 @@ extern "C" mg_status mg_backend_cuda_init(mg_backend *out) {
     }
     if (e != cudaSuccess || b != CUBLAS_STATUS_SUCCESS) {
         mg_status s = e != cudaSuccess ? cuda_status(e) : MG_ERR_INTERNAL;
-        mg_set_error(s, "mg_backend_cuda_init: %s failed: %s", step,
+        mg_set_error(s, "mgi_backend_cuda_init: %s failed: %s", step,
                      e != cudaSuccess ? cudaGetErrorString(e)
                                       : cublasGetStatusString(b));
         cuda_destroy(c);
@@ -284,6 +284,6 @@ extern "C" mg_status mg_backend_cuda_init(mg_backend *out) {
     return MG_OK;
 }
 
-extern "C" const mg_backend_reg mg_backend_cuda_reg = {
-    MG_DEVICE_CUDA, "CUDA", mg_cuda_device_count, mg_backend_cuda_init,
+extern "C" const mg_backend_reg mgi_backend_cuda_reg = {
+    MG_DEVICE_CUDA, "CUDA", mgi_cuda_device_count, mgi_backend_cuda_init,
 };

@@ -96,7 +96,7 @@ START_TEST(test_workspace_within_plan) {
                       mgi_op_str(a.op), p->step[s].work);
         borrowing += need > 0;
 #ifdef MG_HAVE_CUDA
-        size_t cneed = mg_cuda_workspace(&a);
+        size_t cneed = mgi_cuda_workspace(&a);
         ck_assert_msg(cneed <= p->step[s].work,
                       "cuda needs %zu bytes for %s, the plan lends %zu",
                       cneed, mgi_op_str(a.op), p->step[s].work);

@@ -59,7 +59,7 @@ END_TEST
 /* Needs no device: the kernel table has an entry for every op. */
 START_TEST(test_kernel_table_complete) {
     for (int op = 0; op < MG_OP_COUNT; op++)
-        ck_assert_msg(mg_cuda_has_kernel((mg_op)op),
+        ck_assert_msg(mgi_cuda_has_kernel((mg_op)op),
                       "the CUDA backend has no kernel for op %s",
                       mgi_op_str((mg_op)op));
 }

@@ -79,7 +79,7 @@ const mg_backend_reg *mgi_backend_find(mg_device dev);
 
 /* The rows the backends define. */
 extern const mg_backend_reg mgi_backend_cpu_reg;
-extern const mg_backend_reg mg_backend_cuda_reg;
+extern const mg_backend_reg mgi_backend_cuda_reg;
 
 /* The CPU backend. Its kernel table has an entry for every op. */
 mg_status mgi_backend_cpu_init(mg_backend *out);

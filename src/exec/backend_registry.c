@@ -10,7 +10,7 @@
 const mg_backend_reg *const mgi_backend_table[] = {
     &mgi_backend_cpu_reg,
 #ifdef MG_HAVE_CUDA
-    &mg_backend_cuda_reg, /* cuda/cuda_backend.cu, built when nvcc is found */
+    &mgi_backend_cuda_reg, /* cuda/cuda_backend.cu, built when nvcc is found */
 #endif
 };
 
