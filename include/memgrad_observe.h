@@ -77,6 +77,45 @@ mg_status mg_exec_observer_attach(mg_exec *ex, const mg_observer *obs,
 MG_API
 mg_status mg_exec_observer_detach(mg_exec *ex, int id);
 
+/* ------------------------------------------------------------------ tensor
+ * hooks, as PyTorch's register_hook: a callback on a tensor of the graph,
+ * called during every run of a plan that computes it, right after the step
+ * that computes it and before any step that reads it. `data` is the value
+ * (mg_tensor_nbytes(g, t) bytes, in the executor's memory: host memory for
+ * the CPU, device memory for CUDA).
+ *
+ * A hook belongs to the graph, not to a plan: register it before or after
+ * mg_gradients and mg_plan_compile, it applies to every later run.
+ *
+ * A hook on a gradient tensor (one mg_gradients appended; grads_out, or the
+ * gradient of an intermediate h obtained by listing h among the xs) may
+ * replace the value by writing into data, e.g. to clip it: every step that
+ * reads that tensor afterwards, the rest of the backward pass included,
+ * sees the replacement. Gradient rules may pass one gradient tensor on
+ * unchanged (add's gradient is its input's for both operands), so a
+ * replacement reaches every reader of that tensor.
+ *
+ * A hook on a forward tensor must only read data. It is called once per
+ * run, when the forward pass computes the tensor, even when a checkpoint
+ * policy has the backward pass recompute it: the recomputed copy is a
+ * tensor of its own (mg_tensor_is_recompute) and does not call the hook
+ * again. So a hook sees each forward value exactly once per run, as in an
+ * eager framework, whatever the policy. A recomputed copy cannot be hooked,
+ * nor can an input or parameter (no step computes them: hook a gradient).
+ *
+ * A hook that returns anything but MG_OK stops the run as an observer does.
+ */
+typedef mg_status (*mg_tensor_hook_fn)(void *user, const mg_graph *g,
+                                       mg_tensor t, void *data);
+
+/* Register fn on t; *id (may be NULL) receives the handle that
+ * mg_tensor_remove_hook takes. Hooks on one tensor run in the order added. */
+MG_API
+mg_status mg_tensor_add_hook(mg_graph *g, mg_tensor t, mg_tensor_hook_fn fn,
+                             void *user, int *id);
+MG_API
+mg_status mg_tensor_remove_hook(mg_graph *g, int id);
+
 #ifdef __cplusplus
 }
 #endif

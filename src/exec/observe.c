@@ -72,8 +72,7 @@ mg_status mg_exec_observer_detach(mg_exec *ex, int id) {
 }
 
 bool mgi_observe_wanted(const mgi_observers *o, const mg_plan *p) {
-    (void)p;
-    return o->n > 0;
+    return o->n > 0 || mgi_hooks_any(p->g);
 }
 
 /* Observer i returned s (not MG_OK) at `where`: keep its own message if it
@@ -123,6 +122,7 @@ static mg_status call_step(mgi_observers *o, const mg_step_info *info,
 mg_status mgi_observe_before(mgi_observers *o, const mg_plan *p, int32_t step,
                              const mg_pool *pool, size_t *before) {
     *before = pool->stats.bytes_in_use;
+    if (o->n == 0) return MG_OK;
     mg_step_info info;
     mgi_plan_step_info(p, step, &info);
     info.bytes_before = *before;
@@ -131,7 +131,14 @@ mg_status mgi_observe_before(mgi_observers *o, const mg_plan *p, int32_t step,
 
 mg_status mgi_observe_after(mgi_observers *o, const mg_plan *p, int32_t step,
                             size_t before, const mg_pool *pool, void *data) {
-    (void)data;
+    /* Tensor hooks first: observers then see the step as it stands. A
+     * hook reads the value, so a device must have finished computing it. */
+    mg_status s = MG_OK;
+    if (mgi_hooks_on(p->g, p->steps[step])) {
+        s = pool->backend->synchronize(pool->backend->ctx);
+        if (s == MG_OK) s = mgi_hooks_call(p->g, p->steps[step], data);
+    }
+    if (s != MG_OK || o->n == 0) return s;
     mg_step_info info;
     mgi_plan_step_info(p, step, &info);
     info.bytes_before = before;
