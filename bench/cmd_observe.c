@@ -2,10 +2,13 @@
  * cmd_observe.c - mg-bench observe: what watching a run costs. One model
  * under one policy, its training step timed with no observer attached,
  * with an observer whose callbacks are all NULL (the hook path alone), and
- * with one that counts every callback; the variants run interleaved (run k
+ * with one that counts every callback, and with the profiler; the
+ * variants run interleaved (run k
  * of each, then run k+1) so that load from other processes falls on all
  * alike. Prints key=value lines: the median ms per run of each variant and
- * its difference from "none" per plan step in microseconds.
+ * its difference from "none" per plan step in microseconds. With --trace
+ * FILE, the profiler's table of one more run goes to stdout and its Chrome
+ * trace to FILE.
  */
 #include "bench.h"
 
@@ -22,14 +25,14 @@ static mg_status count_step(void *user, const mg_step_info *info) {
     return MG_OK;
 }
 
-enum { V_NONE, V_EMPTY, V_COUNT, N_VARIANTS };
-static const char *const variant_name[N_VARIANTS] = {"none", "empty",
-                                                     "count"};
+enum { V_NONE, V_EMPTY, V_COUNT, V_PROFILER, N_VARIANTS };
+static const char *const variant_name[N_VARIANTS] = {"none", "empty", "count",
+                                                     "profiler"};
 
 int bench_cmd_observe(int argc, char **argv) {
     common_opts o = {.batch = 4, .width = 0, .repeat = 50,
                      .device = MG_DEVICE_CPU};
-    const char *model = "mlp";
+    const char *model = "mlp", *trace = NULL;
     long depth = 64;
     mg_ckpt_policy pol = MG_CKPT_MEMORY;
     for (int i = 0; i < argc; i += 2) {
@@ -39,6 +42,7 @@ int bench_cmd_observe(int argc, char **argv) {
         if (r == 2) return 2;
         if (r == 1) continue;
         if (!strcmp(a, "--model")) model = v;
+        else if (!strcmp(a, "--trace")) trace = v;
         else if (!strcmp(a, "--depth")) {
             if (!bench_long_parse(v, 1, 100000, &depth))
                 return bench_usage_error("bad --depth '%s'", v);
@@ -72,6 +76,9 @@ int bench_cmd_observe(int argc, char **argv) {
         t[v] = calloc((size_t)o.repeat, sizeof *t[v]);
     long calls = 0;
     s = bench_case_warm_up(&c, &mem, (int)o.repeat, &r);
+    mg_profiler *prof = NULL;
+    if (s == MG_OK) s = mg_profiler_new(&prof);
+    mg_observer profiler = mg_profiler_observer(prof);
     mg_observer empty = {0};
     mg_observer count = {.user = &calls, .before_op = count_step,
                          .after_op = count_step};
@@ -79,14 +86,28 @@ int bench_cmd_observe(int argc, char **argv) {
         for (int v = 0; s == MG_OK && v < N_VARIANTS; v++) {
             int id = -1;
             if (v != V_NONE)
-                s = mg_exec_observer_attach(c.ex, v == V_EMPTY ? &empty : &count,
-                                            &id);
+                s = mg_exec_observer_attach(
+                    c.ex, v == V_EMPTY ? &empty
+                          : v == V_COUNT ? &count : &profiler, &id);
             double t0 = bench_now_ms();
             if (s == MG_OK) s = mg_exec_run(c.ex, c.plan, c.binds, c.n_binds, 0);
             t[v][k] = bench_now_ms() - t0;
             if (s == MG_OK && v != V_NONE)
                 s = mg_exec_observer_detach(c.ex, id);
         }
+    if (s == MG_OK && trace) {
+        FILE *f = fopen(trace, "w");
+        int id = -1;
+        mg_profiler_reset(prof);
+        s = mg_exec_observer_attach(c.ex, &profiler, &id);
+        if (s == MG_OK) s = mg_exec_run(c.ex, c.plan, c.binds, c.n_binds, 0);
+        if (s == MG_OK) s = mg_exec_observer_detach(c.ex, id);
+        if (s == MG_OK && !f) s = mg_set_error(MG_ERR_INVALID_ARG,
+                                               "cannot write %s", trace);
+        if (s == MG_OK) s = mg_profiler_write_trace(prof, f);
+        if (s == MG_OK) s = mg_profiler_print(prof, stdout);
+        if (f) fclose(f);
+    }
     if (s != MG_OK) rc = bench_fail("running", s);
     if (!rc) {
         int steps = mg_plan_num_steps(c.plan);
@@ -104,6 +125,7 @@ int bench_cmd_observe(int argc, char **argv) {
         }
     }
     for (int v = 0; v < N_VARIANTS; v++) free(t[v]);
+    mg_profiler_free(prof);
     free(r.times);
     free(r.event_times);
     bench_memory_free(&mem);

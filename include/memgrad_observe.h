@@ -116,6 +116,41 @@ mg_status mg_tensor_add_hook(mg_graph *g, mg_tensor t, mg_tensor_hook_fn fn,
 MG_API
 mg_status mg_tensor_remove_hook(mg_graph *g, int id);
 
+/* ------------------------------------------------------------------ the
+ * profiler, an observer: per step wall time (host clock around the kernel
+ * launch: on CUDA, where kernels are asynchronous, a step's time is only
+ * that of its launch), the op's flops and bytes moved (the cost model of
+ * mg_plan_report), and pool bytes in use. It records every step of every
+ * run while attached, until mg_profiler_reset. */
+typedef struct mg_profiler mg_profiler;
+
+MG_API
+mg_status mg_profiler_new(mg_profiler **out);
+MG_API
+void mg_profiler_free(mg_profiler *prof); /* NULL is accepted */
+/* The observer that feeds prof, for mg_exec_observer_attach. prof must
+ * outlive the attachment. */
+MG_API
+mg_observer mg_profiler_observer(mg_profiler *prof);
+/* Forget every recorded step. */
+MG_API
+void mg_profiler_reset(mg_profiler *prof);
+/* Number of steps recorded (over all runs), 0 for NULL. */
+MG_API
+int mg_profiler_num_events(const mg_profiler *prof);
+/* A table of the recorded steps summed by op kind and phase: count, wall
+ * time (total and share), flops, bytes moved and the rates they give;
+ * then one total per phase. */
+MG_API
+mg_status mg_profiler_print(const mg_profiler *prof, FILE *out);
+/* The recorded steps as Chrome trace JSON ({"traceEvents": [...]}, the
+ * format chrome://tracing and Perfetto open): one complete ("X") event per
+ * step, on one track per phase, with its step, tensor, flops and bytes as
+ * args, and a counter ("C") track "pool bytes in use" set at the start
+ * and end of each step. Times in microseconds from the first run's start. */
+MG_API
+mg_status mg_profiler_write_trace(const mg_profiler *prof, FILE *out);
+
 #ifdef __cplusplus
 }
 #endif
