@@ -117,6 +117,32 @@ MG_API
 mg_status mg_tensor_remove_hook(mg_graph *g, int id);
 
 /* ------------------------------------------------------------------ the
+ * memory timeline: pool bytes in use step by step, as the plan predicts
+ * them before anything runs (the simulation behind mg_plan_predicted_peak,
+ * so the largest bytes_after + workspace_bytes is the predicted peak).
+ * After a run, an observer's after_op records give the measured series in
+ * the same struct, and they are equal step by step. */
+
+/* Fill out[0 .. n_steps-1] with every step's description and its predicted
+ * bytes_before and bytes_after (binds as for mg_plan_predicted_peak: caller-
+ * bound outputs are not in the pool). Returns the number of steps, writing
+ * at most cap records (out may be NULL when cap is 0), or -1 with the
+ * error set. */
+MG_API
+int mg_plan_timeline(const mg_plan *p, const mg_binding *binds, int n_binds,
+                     mg_step_info *out, int cap);
+/* The timeline as CSV, a header then one row per step:
+ *   step,phase,op,tensor,name,checkpoint,workspace_bytes,
+ *   predicted_bytes_before,predicted_bytes_after,
+ *   measured_bytes_before,measured_bytes_after
+ * measured: NULL (its columns left empty), or the n_steps records an
+ * observer's after_op saw in one run of p, in step order. */
+MG_API
+mg_status mg_plan_write_timeline(const mg_plan *p, const mg_binding *binds,
+                                 int n_binds, const mg_step_info *measured,
+                                 FILE *out);
+
+/* ------------------------------------------------------------------ the
  * profiler, an observer: per step wall time (host clock around the kernel
  * launch: on CUDA, where kernels are asynchronous, a step's time is only
  * that of its launch), the op's flops and bytes moved (the cost model of
