@@ -2,7 +2,8 @@
 # bench/timeline.sh - the memory timelines of issue 15 in bench/results/:
 # timeline-<model>.svg (memgrad-plan --timeline: every policy, predicted
 # and measured) and timeline-<model>-<policy>.csv (mg_plan_write_timeline),
-# with memgrad-plan's output in timeline.txt.
+# with memgrad-plan's output in timeline.txt; bench/plot draws the CSVs
+# again as timeline-<model>-gnuplot.svg where gnuplot is installed.
 #
 #   usage: bench/timeline.sh BUILD_DIR
 set -euo pipefail
@@ -21,3 +22,7 @@ res="$here/results"
         "$build/memgrad-plan" $args
     done
 } | tee "$res/timeline.txt"
+# The same CSVs drawn by bench/plot (gnuplot): timeline-<model>-gnuplot.svg.
+if command -v gnuplot >/dev/null; then
+    bash "$here/plot" "$res"/timeline-*-*.csv
+fi
