@@ -213,6 +213,17 @@ START_TEST(test_phases) {
 }
 END_TEST
 
+/* From inside a callback, attaching or detaching on the same executor is
+ * refused (the run's list must not change under it). */
+static mg_status meddle(void *user, const mg_plan *p) {
+    (void)p;
+    mg_exec *ex = user;
+    mg_observer o = {0};
+    ck_assert(mg_exec_observer_attach(ex, &o, NULL) == MG_ERR_INVALID_ARG);
+    ck_assert(mg_exec_observer_detach(ex, 0) == MG_ERR_INVALID_ARG);
+    return MG_OK;
+}
+
 /* Two observers are called in the order attached; a detached one is no
  * longer called; a handle detaches once. */
 START_TEST(test_detach) {
@@ -239,6 +250,12 @@ START_TEST(test_detach) {
     ck_assert(mg_exec_observer_attach(NULL, &o1, NULL) == MG_ERR_INVALID_ARG);
     ck_assert(mg_exec_observer_attach(f.ex, NULL, NULL) == MG_ERR_INVALID_ARG);
     ck_assert(mg_exec_observer_detach(NULL, 0) == MG_ERR_INVALID_ARG);
+    mg_observer m = {.user = f.ex, .run_start = meddle, .run_end = NULL};
+    int idm;
+    ck_assert(mg_exec_observer_attach(f.ex, &m, &idm) == MG_OK);
+    ck_assert(mg_exec_run(f.ex, f.p, f.d.binds, f.d.n_binds, 1) == MG_OK);
+    /* and allowed again once the run is over */
+    ck_assert(mg_exec_observer_detach(f.ex, idm) == MG_OK);
     teardown(&f);
 }
 END_TEST
