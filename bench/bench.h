@@ -11,6 +11,7 @@
  *   cmd_depth.c    mg-bench depth
  *   cmd_rewrite.c  mg-bench rewrite
  *   cmd_step.c     mg-bench step
+ *   cmd_observe.c  mg-bench observe (what an observer costs)
  *   mg_bench.c     main() and the subcommand dispatch
  *   models.c       the models (models.h)
  */
@@ -40,6 +41,7 @@ typedef struct common_opts {
 int bench_cmd_depth(int argc, char **argv);
 int bench_cmd_rewrite(int argc, char **argv);
 int bench_cmd_step(int argc, char **argv);
+int bench_cmd_observe(int argc, char **argv);
 
 /* ------------------------------------------------------ usage and errors */
 

@@ -29,6 +29,8 @@ void bench_usage_print(FILE *out) {
 "                        [--width W] [--repeat K] [--load FILE]\n"
 "                        [--save-grads FILE] [--max-bytes BYTES]\n"
 "                        [--device cpu|cuda]\n"
+"       mg-bench observe [--model NAME] [--depth N] [--policy P] [--batch B]\n"
+"                        [--width W] [--repeat K] [--trace FILE]\n"
 "       mg-bench --help\n"
 "\n"
 "depth: for each depth and policy, build the model, differentiate it under\n"

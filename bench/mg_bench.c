@@ -36,6 +36,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "depth")) return bench_cmd_depth(argc - 2, argv + 2);
     if (!strcmp(cmd, "rewrite")) return bench_cmd_rewrite(argc - 2, argv + 2);
     if (!strcmp(cmd, "step")) return bench_cmd_step(argc - 2, argv + 2);
-    return bench_usage_error("unknown command '%s' (depth, rewrite, step)",
+    if (!strcmp(cmd, "observe")) return bench_cmd_observe(argc - 2, argv + 2);
+    return bench_usage_error("unknown command '%s' (depth, rewrite, step, "
+                             "observe)",
                              cmd);
 }

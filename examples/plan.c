@@ -1,15 +1,26 @@
 /*
  * plan.c - memgrad-plan: build a model, differentiate it under a checkpoint
  * policy and print the plan report (checkpoints, segments, recomputed
- * flops, predicted peak beside plain backprop's). Nothing is run.
+ * flops, predicted peak beside plain backprop's). Nothing is run, but with
+ * --timeline.
+ *
+ * --timeline FILE.svg draws the memory timeline (memgrad_observe.h): pool
+ * bytes in use against step for each policy (none, memory, speed) on the
+ * same axes, predicted from the plan and measured in one run on the CPU,
+ * with the phases of --policy's plan shaded, every policy's phases as a
+ * strip below, and the checkpoints marked. --csv PREFIX also writes each
+ * policy's timeline as PREFIX-<policy>.csv (mg_plan_write_timeline).
  *
  *   usage: memgrad-plan [--model mlp|resnet|unet|transformer]
  *                       [--policy none|memory|speed] [--depth N]
  *                       [--width W] [--batch B] [--dot FILE] [--dump]
+ *                       [--timeline FILE.svg] [--csv PREFIX]
  */
 #include <memgrad.h>
 #include <memgrad_models.h>
+#include <memgrad_observe.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +29,8 @@ static int usage(void) {
     fprintf(stderr,
             "usage: memgrad-plan [--model mlp|resnet|unet|transformer] "
             "[--policy none|memory|speed] [--depth N] [--width W] "
-            "[--batch B] [--dot FILE] [--dump]\n");
+            "[--batch B] [--dot FILE] [--dump] [--timeline FILE.svg] "
+            "[--csv PREFIX]\n");
     return 2;
 }
 
@@ -42,9 +54,278 @@ static mg_model *build(const char *model, int depth, int width, int batch) {
     return NULL;
 }
 
+/* ------------------------------------------------------------ timeline */
+
+#define N_POLICIES 3
+static const char *const policy_names[N_POLICIES] = {"none", "memory",
+                                                     "speed"};
+static const char *const policy_colors[N_POLICIES] = {"#d62728", "#1f77b4",
+                                                      "#2ca02c"};
+static const char *const phase_colors[3] = {"#dbe9f6", "#fde0c5",
+                                            "#dcefd8"};
+
+typedef struct series {
+    mg_step_info *pred, *meas;
+    int n, n_meas;
+    size_t peak;
+} series;
+
+static mg_status record_step(void *user, const mg_step_info *info) {
+    series *s = user;
+    if (s->n_meas >= s->n)
+        return mg_set_error(MG_ERR_INTERNAL, "more steps than the plan has");
+    s->meas[s->n_meas++] = *info;
+    return MG_OK;
+}
+
+/* Build the model under policy k, compile its training step, predict its
+ * timeline and measure it in one run with parameters, gradients and the
+ * loss in caller memory (as in training). */
+static int timeline_policy(const char *model, int depth, int width,
+                           int batch, int k, const char *csv, series *out) {
+    static const mg_ckpt_policy pol[N_POLICIES] = {
+        MG_CKPT_NONE, MG_CKPT_MEMORY, MG_CKPT_SPEED};
+    mg_checkpoints ck = {.policy = pol[k]};
+    mg_model *m = build(model, depth, width, batch);
+    if (!m) return fail("building the model");
+    if (mg_model_gradients(m, &ck) != MG_OK) return fail("mg_gradients");
+    int n = m->n_params, rc = 0;
+    mg_tensor *outs = calloc((size_t)n + 1, sizeof *outs);
+    mg_binding *binds = calloc(2 * (size_t)n + 3, sizeof *binds);
+    void **mem = calloc(2 * (size_t)n + 3, sizeof *mem);
+    mg_plan *plan = NULL;
+    mg_exec *ex = NULL;
+    if (!outs || !binds || !mem) return fail("out of memory");
+    for (int i = 0; i < n; i++) {
+        outs[i] = m->grads[i];
+        binds[2 * i] = (mg_binding){m->params[i], NULL};
+        binds[2 * i + 1] = (mg_binding){m->grads[i], NULL};
+    }
+    outs[n] = m->loss;
+    binds[2 * n] = (mg_binding){m->loss, NULL};
+    binds[2 * n + 1] = (mg_binding){m->input, NULL};
+    binds[2 * n + 2] = (mg_binding){m->target, NULL};
+    int nb = 2 * n + 3;
+    for (int i = 0; i < nb; i++) {
+        mem[i] = calloc(1, mg_tensor_nbytes(m->g, binds[i].tensor));
+        if (!mem[i]) return fail("out of memory");
+        binds[i].data = mem[i];
+    }
+    void **pd = calloc((size_t)n + 1, sizeof *pd);
+    for (int i = 0; pd && i < n; i++) pd[i] = mem[2 * i];
+    series *s = out;
+    mg_observer o = {.user = s, .after_op = record_step};
+    if (!pd || mg_model_init_params(m, 1, pd) != MG_OK ||
+        mg_model_init_data(m, 1, mem[2 * n + 1], mem[2 * n + 2]) != MG_OK)
+        rc = fail("initialising");
+    else if (mg_plan_compile(m->g, outs, n + 1, NULL, &plan) != MG_OK)
+        rc = fail("mg_plan_compile");
+    else if ((s->n = mg_plan_timeline(plan, binds, nb, NULL, 0)) < 0)
+        rc = fail("mg_plan_timeline");
+    else if (!(s->pred = calloc((size_t)s->n + 1, sizeof *s->pred)) ||
+             !(s->meas = calloc((size_t)s->n + 1, sizeof *s->meas)))
+        rc = fail("out of memory");
+    else if (mg_plan_timeline(plan, binds, nb, s->pred, s->n) != s->n)
+        rc = fail("mg_plan_timeline");
+    else if (mg_exec_new(NULL, &ex) != MG_OK ||
+             mg_exec_observer_attach(ex, &o, NULL) != MG_OK ||
+             mg_exec_run(ex, plan, binds, nb, 1) != MG_OK)
+        rc = fail("running");
+    if (!rc) {
+        s->peak = mg_plan_predicted_peak(plan, binds, nb);
+        printf("%s: %d steps, predicted peak %zu bytes, measured %d steps\n",
+               policy_names[k], s->n, s->peak, s->n_meas);
+        for (int i = 0; i < s->n && i < s->n_meas; i++)
+            if (s->pred[i].bytes_after != s->meas[i].bytes_after ||
+                s->pred[i].bytes_before != s->meas[i].bytes_before) {
+                fprintf(stderr, "memgrad-plan: %s step %d: measured %zu "
+                        "bytes, predicted %zu\n", policy_names[k], i,
+                        s->meas[i].bytes_after, s->pred[i].bytes_after);
+                rc = 1;
+                break;
+            }
+    }
+    if (!rc && csv) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s-%s.csv", csv, policy_names[k]);
+        FILE *f = fopen(path, "w");
+        if (!f || mg_plan_write_timeline(plan, binds, nb, s->meas, f) != MG_OK)
+            rc = fail(path);
+        if (f) fclose(f);
+    }
+    /* Tensor names live in the graph, freed below. */
+    for (int i = 0; i < s->n; i++)
+        s->pred[i].tensor_name = s->meas[i].tensor_name = NULL;
+    mg_exec_free(ex);
+    mg_plan_free(plan);
+    for (int i = 0; i < nb; i++) free(mem[i]);
+    free(mem);
+    free(pd);
+    free(binds);
+    free(outs);
+    mg_model_free(m);
+    return rc;
+}
+
+static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
+
+/* The picture: plot area, phase shading of series `shade`, a predicted
+ * (wide, pale) and a measured (thin, dashed) line per policy, checkpoints
+ * as circles, one phase strip per policy below. */
+static void write_svg(FILE *f, const series *ser, int shade,
+                      const char *title) {
+    const double W = 1000, L = 80, T = 118, PW = 880, PH = 330;
+    int max_n = 1;
+    size_t max_b = 1;
+    for (int k = 0; k < N_POLICIES; k++) {
+        if (ser[k].n > max_n) max_n = ser[k].n;
+        for (int i = 0; i < ser[k].n; i++) {
+            size_t b = ser[k].pred[i].bytes_after;
+            if (b > max_b) max_b = b;
+        }
+    }
+    /* y ticks at a round MiB step */
+    double top = mib(max_b) * 1.05;
+    double step = pow(10, floor(log10(top / 5)));
+    if (top / step > 25) step *= 5;
+    else if (top / step > 10) step *= 2;
+    const double H = T + PH + 60 + 22.0 * N_POLICIES + 20;
+#define X(s) (L + PW * ((double)(s)) / max_n)
+#define Y(b) (T + PH - PH * mib(b) / top)
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
+            "height=\"%.0f\" font-family=\"sans-serif\" font-size=\"12\">\n"
+            "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+            "<text x=\"%.0f\" y=\"24\" font-size=\"15\">%s</text>\n",
+            W, H, L, title);
+    /* phase shading of one policy's steps */
+    const series *sh = &ser[shade];
+    for (int i = 0; i < sh->n;) {
+        int j = i;
+        while (j < sh->n && sh->pred[j].phase == sh->pred[i].phase) j++;
+        fprintf(f, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" "
+                "height=\"%.0f\" fill=\"%s\"/>\n", X(i), T, X(j) - X(i), PH,
+                phase_colors[sh->pred[i].phase]);
+        i = j;
+    }
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" fill=\"#555\">shading: phases "
+            "of policy %s</text>\n", L + 8, T + 16, policy_names[shade]);
+    /* axes and ticks */
+    fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" "
+            "fill=\"none\" stroke=\"#333\"/>\n", L, T, PW, PH);
+    for (double v = 0; v <= top; v += step) {
+        double y = T + PH - PH * v / top;
+        fprintf(f, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" "
+                "stroke=\"#ccc\" stroke-width=\"0.5\"/><text x=\"%.0f\" "
+                "y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
+                L, L + PW, y, y, L - 6, y + 4, v);
+    }
+    int xs = (int)pow(10, floor(log10(max_n / 5.0)));
+    if (xs < 1) xs = 1;
+    if (max_n / xs > 25) xs *= 5;
+    else if (max_n / xs > 10) xs *= 2;
+    for (int s = 0; s <= max_n; s += xs)
+        fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">"
+                "%d</text>\n", X(s), T + PH + 16, s);
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step"
+            "</text>\n<text x=\"18\" y=\"%.0f\" transform=\"rotate(-90 18 "
+            "%.0f)\" text-anchor=\"middle\">pool MiB in use</text>\n",
+            L + PW / 2, T + PH + 34, T + PH / 2, T + PH / 2);
+    /* the lines: predicted wide and pale, measured thin and dashed */
+    for (int k = 0; k < N_POLICIES; k++) {
+        const series *s = &ser[k];
+        for (int m = 0; m < 2; m++) {
+            const mg_step_info *v = m ? s->meas : s->pred;
+            int n = m ? s->n_meas : s->n;
+            fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" %s "
+                    "points=\"", policy_colors[k],
+                    m ? "stroke-width=\"1.2\" stroke-dasharray=\"5 3\""
+                      : "stroke-width=\"5\" stroke-opacity=\"0.3\"");
+            for (int i = 0; i < n; i++)
+                fprintf(f, "%.2f,%.2f %.2f,%.2f ", X(i), Y(v[i].bytes_before),
+                        X(i + 1), Y(v[i].bytes_after));
+            fputs("\"/>\n", f);
+        }
+        for (int i = 0; i < s->n; i++)
+            if (s->pred[i].is_checkpoint &&
+                s->pred[i].phase == MG_PHASE_FORWARD)
+                fprintf(f, "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"3.5\" "
+                        "fill=\"white\" stroke=\"%s\" stroke-width=\"1.5\"/>"
+                        "\n", X(i + 1), Y(s->pred[i].bytes_after),
+                        policy_colors[k]);
+        /* legend */
+        double ly = 48 + 18.0 * k;
+        fprintf(f, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.0f\" y2=\"%.0f\" "
+                "stroke=\"%s\" stroke-width=\"3\"/><text x=\"%.0f\" "
+                "y=\"%.0f\">%s: predicted peak %.2f MiB (workspace included), "
+                "%d steps</text>\n",
+                L, L + 25, ly - 4, ly - 4, policy_colors[k], L + 32, ly,
+                policy_names[k], mib(s->peak), s->n);
+    }
+    fprintf(f, "<text x=\"%.0f\" y=\"48\" fill=\"#555\">wide pale line: "
+            "predicted</text><text x=\"%.0f\" y=\"66\" fill=\"#555\">"
+            "dashed line: measured in a run</text><text x=\"%.0f\" y=\"84\" "
+            "fill=\"#555\">circles: checkpoints</text>\n", L + 580, L + 580,
+            L + 580);
+    /* one phase strip per policy */
+    for (int k = 0; k < N_POLICIES; k++) {
+        const series *s = &ser[k];
+        double y = T + PH + 50 + 22.0 * k;
+        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">%s"
+                "</text>\n", L - 6, y + 11, policy_names[k]);
+        for (int i = 0; i < s->n;) {
+            int j = i;
+            while (j < s->n && s->pred[j].phase == s->pred[i].phase) j++;
+            fprintf(f, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" "
+                    "height=\"14\" fill=\"%s\" stroke=\"#999\" "
+                    "stroke-width=\"0.3\"/>\n", X(i), y, X(j) - X(i),
+                    phase_colors[s->pred[i].phase]);
+            i = j;
+        }
+    }
+    double ly = T + PH + 50 + 22.0 * N_POLICIES + 6;
+    for (int ph = 0; ph < 3; ph++)
+        fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"14\" height=\"10\" "
+                "fill=\"%s\" stroke=\"#999\"/><text x=\"%.0f\" y=\"%.0f\">"
+                "%s</text>\n", L + 120.0 * ph, ly, phase_colors[ph],
+                L + 120.0 * ph + 18, ly + 10, mg_phase_name((mg_phase)ph));
+    fputs("</svg>\n", f);
+#undef X
+#undef Y
+}
+
+static int timeline(const char *model, int depth, int width, int batch,
+                    const char *policy, const char *svg, const char *csv) {
+    series ser[N_POLICIES] = {{0}};
+    int rc = 0, shade = 1;
+    for (int k = 0; k < N_POLICIES; k++)
+        if (!strcmp(policy, policy_names[k])) shade = k;
+    for (int k = 0; k < N_POLICIES && !rc; k++)
+        rc = timeline_policy(model, depth, width, batch, k, csv, &ser[k]);
+    if (!rc) {
+        char title[256];
+        snprintf(title, sizeof title, "memory timeline: %s depth %d, width "
+                 "%d, batch %d, f32, one training step", model, depth, width,
+                 batch);
+        FILE *f = fopen(svg, "w");
+        if (!f) {
+            fprintf(stderr, "memgrad-plan: cannot write %s\n", svg);
+            rc = 1;
+        } else {
+            write_svg(f, ser, shade, title);
+            if (fclose(f) != 0) rc = 1;
+        }
+    }
+    for (int k = 0; k < N_POLICIES; k++) {
+        free(ser[k].pred);
+        free(ser[k].meas);
+    }
+    return rc;
+}
+
 int main(int argc, char **argv) {
     int depth = 16, width = 64, batch = 32, dump = 0;
     const char *model = "mlp", *policy = "memory", *dot = NULL;
+    const char *svg = NULL, *csv = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--dump")) { dump = 1; continue; }
@@ -55,6 +336,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--width")) width = atoi(v);
         else if (!strcmp(a, "--batch")) batch = atoi(v);
         else if (!strcmp(a, "--dot")) dot = v;
+        else if (!strcmp(a, "--timeline")) svg = v;
+        else if (!strcmp(a, "--csv")) csv = v;
         else return usage();
         i++;
     }
@@ -62,6 +345,8 @@ int main(int argc, char **argv) {
     if (!strcmp(policy, "memory")) ck.policy = MG_CKPT_MEMORY;
     else if (!strcmp(policy, "speed")) ck.policy = MG_CKPT_SPEED;
     else if (strcmp(policy, "none")) return usage();
+    if (svg) return timeline(model, depth, width, batch, policy, svg, csv);
+    if (csv) return usage();
 
     mg_model *m = build(model, depth, width, batch);
     if (!m) return mg_last_error()[0] ? fail("building the model") : usage();

@@ -12,6 +12,7 @@
  */
 #include "../rewrite/schedule.h"
 #include "buffer_pool.h"
+#include "observe.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,10 @@ struct mg_exec {
     int32_t buf_cap;
     mg_kept *kept;
     int32_t n_kept;
+    mgi_observers obs; /* observe.c */
 };
+
+mgi_observers *mgi_exec_observers(mg_exec *ex) { return &ex->obs; }
 
 mg_status mg_exec_new(const mg_exec_options *opts, mg_exec **out) {
     if (!out) return mg_set_error(MG_ERR_INVALID_ARG, "mg_exec_new: out is NULL");
@@ -80,6 +84,7 @@ void mg_exec_free(mg_exec *ex) {
     if (ex->backend.destroy) ex->backend.destroy(ex->backend.ctx);
     free(ex->buf);
     free(ex->pooled);
+    mgi_observers_free(&ex->obs);
     free(ex);
 }
 
@@ -276,9 +281,17 @@ static mg_status keep_outputs(mg_exec *ex, const mg_plan *p) {
 }
 
 static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed) {
-    mg_status s = MG_OK;
+    const bool watch = mgi_observe_wanted(&ex->obs, p);
+    mg_status s = watch ? mgi_observe_run_start(&ex->obs, p) : MG_OK;
     for (int32_t st = 0; st < p->n_steps && s == MG_OK; st++) {
+        size_t before = 0;
+        if (watch && (s = mgi_observe_before(&ex->obs, p, st, &ex->pool,
+                                             &before)) != MG_OK)
+            break;
         s = run_step(ex, p, &p->step[st], seed);
+        if (watch && s == MG_OK)
+            s = mgi_observe_after(&ex->obs, p, st, before, &ex->pool,
+                                  ex->buf[p->steps[st]]);
         if (s != MG_OK) break;
         for (int32_t r = p->release_start[st]; r < p->release_start[st + 1];
              r++) {
@@ -289,6 +302,7 @@ static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed) {
         }
     }
     if (s == MG_OK) s = ex->backend.synchronize(ex->backend.ctx);
+    if (watch) s = mgi_observe_run_end(&ex->obs, p, s);
     if (s == MG_OK) s = keep_outputs(ex, p);
     if (s != MG_OK) unwind(ex, p);
     return s;

@@ -22,6 +22,7 @@ void mg_graph_free(mg_graph *g) {
     if (!g) return;
     for (int32_t i = 0; i < g->n; i++) free(g->nodes[i].name);
     free(g->nodes);
+    mgi_hooks_free(g->hooks);
     free(g);
 }
 

@@ -30,12 +30,25 @@ typedef struct mg_node {
     mg_tensor orig; /* MG_NODE_RECOMPUTE: the forward node it recomputes */
 } mg_node;
 
+struct mgi_hooks; /* hooks.c */
+
 struct mg_graph {
     mg_node *nodes;
     int32_t n, cap;
     uint64_t rng_offset; /* next free dropout counter */
     unsigned building_flags; /* OR-ed into every new node's flags */
+    struct mgi_hooks *hooks; /* tensor hooks (memgrad_observe.h), or NULL */
 };
+
+/* ---- tensor hooks (hooks.c) ---------------------------------------------- */
+
+void mgi_hooks_free(struct mgi_hooks *h);
+/* True if any hook is registered on g. */
+bool mgi_hooks_any(const mg_graph *g);
+bool mgi_hooks_on(const mg_graph *g, mg_tensor t);
+/* Call the hooks registered on t, in registration order, with its value;
+ * the first error stops them and is returned with a message naming t. */
+mg_status mgi_hooks_call(const mg_graph *g, mg_tensor t, void *data);
 
 /* ---- graph internals ----------------------------------------------------- */
 
