@@ -35,6 +35,7 @@ struct mg_graph {
     int32_t n, cap;
     uint64_t rng_offset; /* next free dropout counter */
     unsigned building_flags; /* OR-ed into every new node's flags */
+    size_t budget_bytes; /* of the last MG_CKPT_BUDGET mg_gradients, or 0 */
 };
 
 /* ---- graph internals ----------------------------------------------------- */
