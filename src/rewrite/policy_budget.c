@@ -8,16 +8,22 @@
  * read after it: one tensor at an articulation point of a chain, a
  * multi-tensor separator elsewhere, as the memory policy's cuts. A dynamic
  * program over that chain, in the manner of Rotor's for heterogeneous
- * chains, gives for a memory parameter M the cuts with the least
- * recomputed flops under a model of the backward pass: the cuts still
- * kept, plus the bytes that gradient rules read in the segment being
- * recomputed. The model is not the schedule's liveness (gradient buffers,
- * workspaces, size classes, what is freed when), so M is searched over a
- * fixed grid and refined: every distinct plan the DP gives is built by
- * autodiff and planned by the scheduler, and the plan with the least
- * recomputation whose exact predicted peak fits the budget wins. The grid
- * does not depend on the budget, so the smallest peak it reaches, which
- * the NOMEM message names, fits when asked for again.
+ * chains (each stretch either recomputed from a cut or stored as plain
+ * backprop does, with its real bytes and flops), gives for a memory
+ * parameter M the plan with the least recomputed flops under a model of
+ * the backward pass: what is kept, plus the bytes that gradient rules read
+ * in the segment being recomputed. The model is not the schedule's
+ * liveness (gradient buffers, workspaces, size classes, what is freed
+ * when), so M is searched over a fixed grid and refined: every distinct
+ * plan the DP gives is built by autodiff and planned by the scheduler, and
+ * the plan with the least recomputation whose exact predicted peak fits
+ * the budget wins. Short chains then get an exact local search from those
+ * plans. Neither the grid nor that search's first phase depends on the
+ * budget, so the smallest peak they reach, which the NOMEM message names,
+ * fits when asked for again.
+ *
+ * Each tensor is recomputed at most once (the rewriter's recompute.c):
+ * multi-level schedules, Revolve's and Rotor's, are not emitted.
  */
 #include "rewrite.h"
 #include "schedule.h"
@@ -27,9 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Memory slots of the DP: its table is (cuts x slots), and a segment spans
- * at most `slots` tensors. Finer slots model memory better, quadratically
- * slower. */
+/* Memory slots of the DP: its table is (cuts x slots). Finer slots model
+ * memory better, at a cost linear in them. */
 #define MG_BUDGET_SLOTS 128
 /* Candidate cuts at most: longer chains allow a cut only at the smallest
  * separator of each run of consecutive positions. */
@@ -38,7 +43,7 @@
  * exact peak, and the refinement steps between two grid points. */
 #define MG_BUDGET_GRID 28
 #define MG_BUDGET_GRID_LO (1.0 / 1024)
-#define MG_BUDGET_GRID_HI 2.0
+#define MG_BUDGET_GRID_HI 1.25
 #define MG_BUDGET_REFINE 6
 /* Chains up to this many positions also get an exact local search from
  * the DP's plans (single flips; pairs of flips up to the second bound). */
@@ -211,54 +216,83 @@ static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
     if (run < 1) run = 1;
     for (int32_t i = 0; i < n; i += run) {
         int32_t best = i;
+        /* the smallest separator; of equal ones, the costliest op */
         for (int32_t j = i; j < i + run && j < n; j++)
-            if (c->sep[j] < c->sep[best]) best = j;
+            if (c->sep[j] < c->sep[best] ||
+                (c->sep[j] == c->sep[best] &&
+                 c->fl_pre[j + 1] - c->fl_pre[j] >
+                     c->fl_pre[best + 1] - c->fl_pre[best]))
+                best = j;
         c->cand[c->k++] = best;
     }
     c->cand[c->k++] = n;
     return MG_OK;
 }
 
-/* The DP at memory parameter M: writes the chosen cut positions to cuts
- * (room for ch->k) and their count; false when nothing fits the model.
- * State (cut i, slots left m) after keeping cut i; moving to cut j
- * recomputes the positions between them while cut j and everything kept
- * before stay live. */
+/* The DP at memory parameter M, in units of M / MG_BUDGET_SLOTS rounded
+ * up, so that the model never underestimates. State (node i, slots left
+ * m): node 0 is before the first position, node j >= 1 the candidate cut
+ * cand[j - 1], and m what is left after keeping everything kept up to
+ * there. From node i to node j, as Rotor's two ways to run a stage:
+ *   recompute  keep the separator of cand[j - 1] only; the positions
+ *              between are recomputed in the backward pass, when the cuts
+ *              kept before, that separator and the recomputed values that
+ *              gradient rules read (and the largest of them being made)
+ *              are live; costs their flops
+ *   store      keep every position up to cand[j - 1], as plain backprop
+ *              does: their bytes that gradient rules read stay live; free
+ * Writes the positions to keep, each marked as a cut, to cuts (room for
+ * ch->n) with their count; false when nothing fits the model. */
 static bool dp_solve(const bchain *ch, double M, double *F, int32_t *choice,
                      int32_t *cuts, int32_t *n_cuts) {
     const int S = MG_BUDGET_SLOTS;
     const int32_t K = ch->k;
     const double u = M / S;
     if (u <= 0 || K == 0) return false;
-    /* node 0: before the first position; node j >= 1: cand[j - 1] */
     for (int m = 0; m <= S; m++) F[(size_t)K * (S + 1) + m] = 0;
     for (int32_t i = K - 1; i >= 0; i--) {
         double *Fi = F + (size_t)i * (S + 1);
         int32_t *Ci = choice + (size_t)i * (S + 1);
         for (int m = 0; m <= S; m++) {
             Fi[m] = INFINITY;
-            Ci[m] = -1;
+            Ci[m] = 0;
         }
         int32_t pa = i == 0 ? -1 : ch->cand[i - 1];
         double maxb = 0;
         int32_t scanned = pa + 1;
-        for (int32_t j = i + 1; j <= K; j++) {
+        bool rec_ok = true, store_ok = true;
+        for (int32_t j = i + 1; j <= K && (rec_ok || store_ok); j++) {
             int32_t pb = ch->cand[j - 1];
             for (; scanned < pb; scanned++)
                 if (ch->bytes[scanned] > maxb) maxb = ch->bytes[scanned];
-            double rb = ch->rb_pre[pb] - ch->rb_pre[pa + 1];
-            double segd = ceil((rb + maxb) / u);
-            if (segd > S) break;
-            double sepd = pb < ch->n ? ceil(ch->sep[pb] / u) : 0;
-            if (segd + sepd > S) continue;
-            int seg = (int)segd, sp = (int)sepd;
-            double cost = ch->fl_pre[pb] - ch->fl_pre[pa + 1];
+            const double sep = pb < ch->n ? ch->sep[pb] : 0;
+            const double rb = ch->rb_pre[pb] - ch->rb_pre[pa + 1];
             const double *Fj = F + (size_t)j * (S + 1);
-            for (int m = seg + sp; m <= S; m++) {
-                double v = cost + Fj[m - sp];
-                if (v < Fi[m]) {
-                    Fi[m] = v;
-                    Ci[m] = j;
+            /* recompute: +j in choice */
+            double segd = ceil((rb + maxb) / u), sepd = ceil(sep / u);
+            if (segd > S) rec_ok = false;
+            if (rec_ok && segd + sepd <= S) {
+                int seg = (int)segd, sp = (int)sepd;
+                double cost = ch->fl_pre[pb] - ch->fl_pre[pa + 1];
+                for (int m = seg + sp; m <= S; m++) {
+                    double v = cost + Fj[m - sp];
+                    if (v < Fi[m]) {
+                        Fi[m] = v;
+                        Ci[m] = j;
+                    }
+                }
+            }
+            /* store: -j in choice */
+            double std_ = ceil((rb + sep) / u);
+            if (std_ > S) store_ok = false;
+            if (store_ok) {
+                int st = (int)std_;
+                for (int m = st; m <= S; m++) {
+                    double v = Fj[m - st];
+                    if (v < Fi[m]) {
+                        Fi[m] = v;
+                        Ci[m] = -j;
+                    }
                 }
             }
         }
@@ -268,25 +302,38 @@ static bool dp_solve(const bchain *ch, double M, double *F, int32_t *choice,
     *n_cuts = 0;
     while (i < K) {
         int32_t j = choice[(size_t)i * (S + 1) + m];
-        if (j < 0) return false;
+        if (j == 0) return false;
+        int32_t pa = i == 0 ? -1 : ch->cand[i - 1];
+        int32_t pb = ch->cand[(j < 0 ? -j : j) - 1];
+        const double sep = pb < ch->n ? ch->sep[pb] : 0;
+        const double rb = ch->rb_pre[pb] - ch->rb_pre[pa + 1];
+        if (j < 0) {
+            j = -j;
+            m -= (int32_t)ceil((rb + sep) / u);
+            for (int32_t p = pa + 1; p <= pb && p < ch->n; p++)
+                cuts[(*n_cuts)++] = p;
+        } else {
+            m -= (int32_t)ceil(sep / u);
+            if (pb < ch->n) cuts[(*n_cuts)++] = pb;
+        }
         i = j;
-        if (ch->cand[j - 1] == ch->n) break;
-        m -= (int32_t)ceil(ch->sep[ch->cand[j - 1]] / u);
-        cuts[(*n_cuts)++] = ch->cand[j - 1];
     }
     return true;
 }
 
-/* The tensors a set of cuts keeps: each cut's separator. */
+/* The tensors a set of cuts keeps: each cut's separator, i.e. position q
+ * when some cut p has q <= p < last[q], or q itself is a cut. */
 static void cuts_to_keep(const bchain *ch, const int32_t *cuts, int32_t n_cuts,
-                         bool *keep) {
+                         int32_t *next, bool *keep) {
     memset(keep, 0, (size_t)(ch->n_before ? ch->n_before : 1) * sizeof *keep);
-    for (int32_t c = 0; c < n_cuts; c++) {
-        int32_t p = cuts[c];
-        keep[ch->t[p]] = true;
-        for (int32_t q = 0; q < p; q++)
-            if (ch->last[q] > p) keep[ch->t[q]] = true;
-    }
+    const int32_t n = ch->n;
+    for (int32_t q = 0; q <= n; q++) next[q] = n; /* next cut at or after q */
+    for (int32_t c = 0; c < n_cuts; c++) next[cuts[c]] = cuts[c];
+    for (int32_t q = n - 1; q >= 0; q--)
+        if (next[q] > next[q + 1]) next[q] = next[q + 1];
+    for (int32_t q = 0; q < n; q++)
+        if (next[q] == q || (next[q] < n && next[q] < ch->last[q]))
+            keep[ch->t[q]] = true;
 }
 
 typedef struct bbest {
@@ -394,13 +441,16 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
     const int max_starts = MG_BUDGET_GRID + MG_BUDGET_REFINE + 1;
     double *F = malloc((szk + 1) * (S + 1) * sizeof *F);
     int32_t *choice = malloc((szk + 1) * (S + 1) * sizeof *choice);
-    int32_t *cuts = malloc(szk * sizeof *cuts);
-    int32_t *prev = malloc(szk * sizeof *prev);
+    const size_t szn = (size_t)ch->n + 1;
+    int32_t *cuts = malloc(szn * sizeof *cuts);
+    int32_t *prev = malloc(szn * sizeof *prev);
+    int32_t *next = malloc(szn * sizeof *next);
     bool *keep = malloc(szt * sizeof *keep);
     bool *starts = local ? malloc(szt * (size_t)max_starts) : NULL;
     int n_starts = 0;
     mg_status s = MG_OK;
-    if (!F || !choice || !cuts || !prev || !keep || (local && !starts))
+    if (!F || !choice || !cuts || !prev || !next || !keep ||
+        (local && !starts))
         s = oom();
     int32_t n_prev = -1, n_cuts = 0;
     size_t peak;
@@ -430,7 +480,7 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
             continue;
         memcpy(prev, cuts, (size_t)n_cuts * sizeof *cuts);
         n_prev = n_cuts;
-        cuts_to_keep(ch, cuts, n_cuts, keep);
+        cuts_to_keep(ch, cuts, n_cuts, next, keep);
         if (local && n_starts < max_starts)
             memcpy(starts + szt * (size_t)n_starts++, keep, szt);
         s = consider(b, keep, best, &peak, &fl);
@@ -446,8 +496,11 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
         }
     }
     if (s == MG_OK && local && best->min_peak != SIZE_MAX) {
-        memcpy(keep, best->min_keep, szt);
-        s = descend(b, keep, true, best);
+        for (int i = -1; s == MG_OK && i < n_starts; i++) {
+            memcpy(keep, i < 0 ? best->min_keep : starts + szt * (size_t)i,
+                   szt);
+            s = descend(b, keep, true, best);
+        }
         for (int i = -1; s == MG_OK && i < n_starts; i++) {
             memcpy(keep, i < 0 ? best->min_keep : starts + szt * (size_t)i,
                    szt);
@@ -458,6 +511,7 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
     free(choice);
     free(cuts);
     free(prev);
+    free(next);
     free(keep);
     free(starts);
     return s;

@@ -1,0 +1,178 @@
+/*
+ * cmd_budget.c - mg-bench budget: the memory/time curve of MG_CKPT_BUDGET.
+ * Policy none is measured first (its step, and its forward-only plan for
+ * forward_share), then the budget policy at each fraction of none's
+ * predicted peak, one CSV row each, on the same caller memory.
+ */
+#include "bench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_FRACTIONS 32
+
+static int fractions_parse(const char *s, double *out, int cap) {
+    int n = 0;
+    char buf[512];
+    if (strlen(s) >= sizeof buf) return -1;
+    strcpy(buf, s);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        char *end;
+        double v = strtod(tok, &end);
+        if (*end || !(v > 0) || v > 100 || n == cap) return -1;
+        out[n++] = v;
+    }
+    return n;
+}
+
+/* Time `repeat` runs of c's plan after its warm-up; median into r. */
+static mg_status time_steps(bench_case *c, bench_memory *mem, int repeat,
+                            step_result *r) {
+    mg_status s = bench_case_warm_up(c, mem, repeat, r);
+    for (int k = 0; s == MG_OK && k < repeat; k++)
+        s = bench_case_timed_step(c, k, r);
+    r->time_ms_median = bench_median(r->times, repeat);
+    return s;
+}
+
+/* The median time of none's forward-only plan: the loss from the inputs
+ * and parameters, nothing of the backward pass. */
+static mg_status time_forward(const bench_case *c, const bench_memory *mem,
+                              int repeat, double *ms) {
+    const mg_model *m = c->mm;
+    mg_plan_options o = {.no_grad = 1};
+    mg_plan *p = NULL;
+    mg_exec *ex = NULL;
+    double *t = calloc((size_t)repeat + 1, sizeof *t);
+    mg_binding *b = malloc((size_t)(m->n_params + 3) * sizeof *b);
+    mg_status s = t && b ? MG_OK : MG_ERR_NOMEM;
+    int nb = 0;
+    if (s == MG_OK) {
+        for (int i = 0; i < 2; i++)
+            b[nb++] = (mg_binding){c->inputs[i], mem->inputs[i]};
+        for (int i = 0; i < m->n_params; i++)
+            b[nb++] = (mg_binding){m->params[i], mem->params[i]};
+        b[nb++] = (mg_binding){m->loss, (void *)&mem->loss};
+        s = mg_plan_compile(m->g, &m->loss, 1, &o, &p);
+    }
+    if (s == MG_OK) s = mg_exec_new(NULL, &ex);
+    for (int k = 0; s == MG_OK && k <= repeat; k++) { /* k = 0 warms up */
+        double t0 = bench_now_ms();
+        s = mg_exec_run(ex, p, b, nb, 0);
+        t[k] = bench_now_ms() - t0;
+    }
+    *ms = s == MG_OK ? bench_median(t + 1, repeat) : NAN;
+    mg_exec_free(ex);
+    mg_plan_free(p);
+    free(t);
+    free(b);
+    return s;
+}
+
+int bench_cmd_budget(int argc, char **argv) {
+    const char *model = "mlp", *fr_s = "0.02,0.05,0.1,0.2,0.3,0.5,1.0";
+    long depth = 1024;
+    common_opts o = {.repeat = 3};
+    for (int i = 0; i < argc; i += 2) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            bench_usage_print(stdout);
+            return 0;
+        }
+        if (!v) return bench_usage_error("%s needs a value", a);
+        int common = bench_common_opt_parse(a, v, &o);
+        if (common == 1) continue;
+        if (common != 0) return common;
+        if (!strcmp(a, "--model")) model = v;
+        else if (!strcmp(a, "--depth")) {
+            if (!bench_long_parse(v, 1, 1L << 20, &depth))
+                return bench_usage_error("bad --depth '%s'", v);
+        } else if (!strcmp(a, "--fractions")) fr_s = v;
+        else return bench_usage_error("unknown option '%s' for budget", a);
+    }
+    double fr[MAX_FRACTIONS];
+    int n_fr = fractions_parse(fr_s, fr, MAX_FRACTIONS);
+    if (n_fr < 1)
+        return bench_usage_error("bad --fractions '%s' (positive numbers)",
+                                 fr_s);
+    int rc = bench_model_check(model, &o.spec);
+    if (rc) return rc;
+    if (o.device != MG_DEVICE_CPU)
+        return bench_usage_error("budget runs on the CPU only");
+    if (!o.batch) o.batch = o.spec->default_batch;
+    if (!o.width) o.width = o.spec->default_width;
+    const int repeat = (int)o.repeat;
+    bench_model_cfg cfg = {(int)depth, (int)o.batch, (int)o.width};
+    FILE *out = stdout;
+    if (o.csv && !(out = fopen(o.csv, "w"))) {
+        fprintf(stderr, "mg-bench: cannot write %s\n", o.csv);
+        return 1;
+    }
+    fprintf(out, "model,depth,batch,width,budget_fraction,budget_bytes,"
+                 "predicted_peak_bytes,peak_bytes,recompute_flops_ratio,"
+                 "forward_share,time_ms_median,time_ratio_vs_none\n");
+
+    bench_case none;
+    bench_memory mem = {0};
+    step_result rn = {0};
+    double fwd_ms = NAN;
+    mg_status s = bench_case_prepare(o.spec, &cfg, MG_CKPT_NONE, &none);
+    if (s != MG_OK) rc = bench_fail("building the model", s);
+    if (!rc && !bench_memory_alloc(&none, &mem, NULL)) rc = 1;
+    if (!rc && (s = time_steps(&none, &mem, repeat, &rn)) != MG_OK)
+        rc = bench_fail("running policy none", s);
+    if (!rc && (s = time_forward(&none, &mem, repeat, &fwd_ms)) != MG_OK)
+        rc = bench_fail("running the forward-only plan", s);
+    const size_t none_peak = none.sum.predicted_peak;
+    const double share = fwd_ms / rn.time_ms_median;
+    if (!rc)
+        fprintf(stderr, "none: predicted peak %zu, measured %zu, step %.1f ms, "
+                "forward %.1f ms (share %.3f)\n", none_peak, rn.peak_bytes,
+                rn.time_ms_median, fwd_ms, share);
+    for (int i = 0; !rc && i < n_fr; i++) {
+        mg_checkpoints ck = {.policy = MG_CKPT_BUDGET,
+                             .budget_bytes = (size_t)(fr[i] * (double)none_peak)};
+        bench_case c;
+        double t0 = bench_now_ms();
+        s = bench_case_prepare_ckpt(o.spec, &cfg, &ck, &c);
+        double prep_ms = bench_now_ms() - t0;
+        if (s != MG_OK) {
+            fprintf(stderr, "mg-bench: budget %.3f (%zu bytes): %s: %s\n",
+                    fr[i], ck.budget_bytes, mg_status_str(s), mg_last_error());
+            fprintf(out, "%s,%ld,%ld,%ld,%g,%zu,,,,%.4f,,\n", o.spec->name,
+                    depth, o.batch, o.width, fr[i], ck.budget_bytes, share);
+            bench_case_free(&c);
+            continue;
+        }
+        step_result r = {0};
+        s = time_steps(&c, &mem, repeat, &r);
+        if (s != MG_OK) {
+            rc = bench_fail("running the budget policy", s);
+        } else {
+            double ratio = c.sum.forward_flops > 0
+                               ? c.sum.recompute_flops / c.sum.forward_flops
+                               : 0.0;
+            fprintf(out, "%s,%ld,%ld,%ld,%g,%zu,%zu,%zu,%.4f,%.4f,%.3f,%.4f\n",
+                    o.spec->name, depth, o.batch, o.width, fr[i],
+                    ck.budget_bytes, c.sum.predicted_peak, r.peak_bytes, ratio,
+                    share, r.time_ms_median,
+                    r.time_ms_median / rn.time_ms_median);
+            fflush(out);
+            fprintf(stderr, "budget %.3f: %d checkpoints, %d segments, "
+                    "differentiate+choose+compile %.0f ms\n", fr[i],
+                    c.sum.n_checkpoints, c.sum.n_segments, prep_ms);
+        }
+        free(r.times);
+        free(r.event_times);
+        bench_case_free(&c);
+    }
+    free(rn.times);
+    free(rn.event_times);
+    bench_case_free(&none);
+    bench_memory_free(&mem);
+    if (out != stdout) fclose(out);
+    return rc;
+}
