@@ -28,7 +28,10 @@ static int fractions_parse(const char *s, double *out, int cap) {
     return n;
 }
 
-/* Time `repeat` runs of c's plan after its warm-up; median into r. */
+/* Time `repeat` runs of c's plan after its warm-up; median into r. The
+ * ratio of each row is against none's steps timed again just before it,
+ * the forward share against none's first timing, next to its forward
+ * plan's. */
 static mg_status time_steps(bench_case *c, bench_memory *mem, int repeat,
                             step_result *r) {
     mg_status s = bench_case_warm_up(c, mem, repeat, r);
@@ -74,7 +77,7 @@ static mg_status time_forward(const bench_case *c, const bench_memory *mem,
 
 int bench_cmd_budget(int argc, char **argv) {
     const char *model = "mlp", *fr_s = "0.02,0.05,0.1,0.2,0.3,0.5,1.0";
-    long depth = 1024;
+    long depth = 1024, memory_point = 0;
     common_opts o = {.repeat = 3};
     for (int i = 0; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -91,9 +94,14 @@ int bench_cmd_budget(int argc, char **argv) {
             if (!bench_long_parse(v, 1, 1L << 20, &depth))
                 return bench_usage_error("bad --depth '%s'", v);
         } else if (!strcmp(a, "--fractions")) fr_s = v;
+        else if (!strcmp(a, "--csv")) o.csv = v;
+        else if (!strcmp(a, "--memory-point")) {
+            if (!bench_long_parse(v, 0, 1, &memory_point))
+                return bench_usage_error("bad --memory-point '%s' (0 or 1)", v);
+        }
         else return bench_usage_error("unknown option '%s' for budget", a);
     }
-    double fr[MAX_FRACTIONS];
+    double fr[MAX_FRACTIONS + 1];
     int n_fr = fractions_parse(fr_s, fr, MAX_FRACTIONS);
     if (n_fr < 1)
         return bench_usage_error("bad --fractions '%s' (positive numbers)",
@@ -132,6 +140,22 @@ int bench_cmd_budget(int argc, char **argv) {
         fprintf(stderr, "none: predicted peak %zu, measured %zu, step %.1f ms, "
                 "forward %.1f ms (share %.3f)\n", none_peak, rn.peak_bytes,
                 rn.time_ms_median, fwd_ms, share);
+    if (!rc && memory_point) {
+        /* The memory policy's point, for the comparison at its peak: its
+         * predicted peak becomes one more budget. */
+        bench_case mc;
+        s = bench_case_prepare(o.spec, &cfg, MG_CKPT_MEMORY, &mc);
+        if (s != MG_OK) {
+            rc = bench_fail("building under policy memory", s);
+        } else {
+            double f = (double)mc.sum.predicted_peak / (double)none_peak;
+            fprintf(stderr, "memory policy: predicted peak %zu (%.4f of none), "
+                    "recompute_flops_ratio %.4f\n", mc.sum.predicted_peak, f,
+                    mc.sum.recompute_flops / mc.sum.forward_flops);
+            fr[n_fr++] = f;
+        }
+        bench_case_free(&mc);
+    }
     for (int i = 0; !rc && i < n_fr; i++) {
         mg_checkpoints ck = {.policy = MG_CKPT_BUDGET,
                              .budget_bytes = (size_t)(fr[i] * (double)none_peak)};
@@ -148,7 +172,12 @@ int bench_cmd_budget(int argc, char **argv) {
             continue;
         }
         step_result r = {0};
-        s = time_steps(&c, &mem, repeat, &r);
+        /* The machine is shared: time none again right before, and take
+         * the ratio against that. */
+        for (int k = 0; s == MG_OK && k < repeat; k++)
+            s = bench_case_timed_step(&none, k, &rn);
+        double none_ms = bench_median(rn.times, repeat);
+        if (s == MG_OK) s = time_steps(&c, &mem, repeat, &r);
         if (s != MG_OK) {
             rc = bench_fail("running the budget policy", s);
         } else {
@@ -159,11 +188,12 @@ int bench_cmd_budget(int argc, char **argv) {
                     o.spec->name, depth, o.batch, o.width, fr[i],
                     ck.budget_bytes, c.sum.predicted_peak, r.peak_bytes, ratio,
                     share, r.time_ms_median,
-                    r.time_ms_median / rn.time_ms_median);
+                    r.time_ms_median / none_ms);
             fflush(out);
             fprintf(stderr, "budget %.3f: %d checkpoints, %d segments, "
-                    "differentiate+choose+compile %.0f ms\n", fr[i],
-                    c.sum.n_checkpoints, c.sum.n_segments, prep_ms);
+                    "differentiate+choose+compile %.0f ms, none's step "
+                    "just before %.1f ms\n", fr[i], c.sum.n_checkpoints,
+                    c.sum.n_segments, prep_ms, none_ms);
         }
         free(r.times);
         free(r.event_times);
