@@ -28,50 +28,69 @@ static int fractions_parse(const char *s, double *out, int cap) {
     return n;
 }
 
-/* Time `repeat` runs of c's plan after its warm-up; median into r. The
- * ratio of each row is against none's steps timed again just before it,
- * the forward share against none's first timing, next to its forward
- * plan's. */
-static mg_status time_steps(bench_case *c, bench_memory *mem, int repeat,
-                            step_result *r) {
-    mg_status s = bench_case_warm_up(c, mem, repeat, r);
-    for (int k = 0; s == MG_OK && k < repeat; k++)
-        s = bench_case_timed_step(c, k, r);
-    r->time_ms_median = bench_median(r->times, repeat);
+/* None's forward-only plan: the loss from the inputs and parameters,
+ * nothing of the backward pass. */
+typedef struct fwd_plan {
+    mg_plan *p;
+    mg_exec *ex;
+    mg_binding *b;
+    int nb;
+} fwd_plan;
+
+static mg_status fwd_prepare(const bench_case *c, bench_memory *mem,
+                             fwd_plan *f) {
+    const mg_model *m = c->mm;
+    mg_plan_options o = {.no_grad = 1};
+    memset(f, 0, sizeof *f);
+    f->b = malloc((size_t)(m->n_params + 3) * sizeof *f->b);
+    if (!f->b) return MG_ERR_NOMEM;
+    for (int i = 0; i < 2; i++)
+        f->b[f->nb++] = (mg_binding){c->inputs[i], mem->inputs[i]};
+    for (int i = 0; i < m->n_params; i++)
+        f->b[f->nb++] = (mg_binding){m->params[i], mem->params[i]};
+    f->b[f->nb++] = (mg_binding){m->loss, (void *)&mem->loss};
+    mg_status s = mg_plan_compile(m->g, &m->loss, 1, &o, &f->p);
+    if (s == MG_OK) s = mg_exec_new(NULL, &f->ex);
+    if (s == MG_OK) s = mg_exec_run(f->ex, f->p, f->b, f->nb, 0); /* warm */
     return s;
 }
 
-/* The median time of none's forward-only plan: the loss from the inputs
- * and parameters, nothing of the backward pass. */
-static mg_status time_forward(const bench_case *c, const bench_memory *mem,
-                              int repeat, double *ms) {
-    const mg_model *m = c->mm;
-    mg_plan_options o = {.no_grad = 1};
-    mg_plan *p = NULL;
-    mg_exec *ex = NULL;
-    double *t = calloc((size_t)repeat + 1, sizeof *t);
-    mg_binding *b = malloc((size_t)(m->n_params + 3) * sizeof *b);
-    mg_status s = t && b ? MG_OK : MG_ERR_NOMEM;
-    int nb = 0;
-    if (s == MG_OK) {
-        for (int i = 0; i < 2; i++)
-            b[nb++] = (mg_binding){c->inputs[i], mem->inputs[i]};
-        for (int i = 0; i < m->n_params; i++)
-            b[nb++] = (mg_binding){m->params[i], mem->params[i]};
-        b[nb++] = (mg_binding){m->loss, (void *)&mem->loss};
-        s = mg_plan_compile(m->g, &m->loss, 1, &o, &p);
+static mg_status fwd_time(fwd_plan *f, double *ms) {
+    double t0 = bench_now_ms();
+    mg_status s = mg_exec_run(f->ex, f->p, f->b, f->nb, 0);
+    *ms = bench_now_ms() - t0;
+    return s;
+}
+
+static void fwd_free(fwd_plan *f) {
+    mg_exec_free(f->ex);
+    mg_plan_free(f->p);
+    free(f->b);
+}
+
+/* One row's timings. The machine is shared and its load drifts, so the
+ * steps interleave: none's step, none's forward-only plan, then c's step,
+ * `repeat` times; each median is over that row's runs, and the row's
+ * ratios are between them. */
+typedef struct row_times {
+    double none_ms, fwd_ms, ms;
+} row_times;
+
+static mg_status time_row(bench_case *none, step_result *rn, fwd_plan *f,
+                          bench_case *c, step_result *r, int repeat,
+                          row_times *out) {
+    double *fw = calloc((size_t)repeat, sizeof *fw);
+    if (!fw) return MG_ERR_NOMEM;
+    mg_status s = MG_OK;
+    for (int k = 0; s == MG_OK && k < repeat; k++) {
+        s = bench_case_timed_step(none, k, rn);
+        if (s == MG_OK) s = fwd_time(f, &fw[k]);
+        if (s == MG_OK && c) s = bench_case_timed_step(c, k, r);
     }
-    if (s == MG_OK) s = mg_exec_new(NULL, &ex);
-    for (int k = 0; s == MG_OK && k <= repeat; k++) { /* k = 0 warms up */
-        double t0 = bench_now_ms();
-        s = mg_exec_run(ex, p, b, nb, 0);
-        t[k] = bench_now_ms() - t0;
-    }
-    *ms = s == MG_OK ? bench_median(t + 1, repeat) : NAN;
-    mg_exec_free(ex);
-    mg_plan_free(p);
-    free(t);
-    free(b);
+    out->none_ms = bench_median(rn->times, repeat);
+    out->fwd_ms = bench_median(fw, repeat);
+    out->ms = c ? bench_median(r->times, repeat) : NAN;
+    free(fw);
     return s;
 }
 
@@ -126,20 +145,22 @@ int bench_cmd_budget(int argc, char **argv) {
     bench_case none;
     bench_memory mem = {0};
     step_result rn = {0};
-    double fwd_ms = NAN;
+    fwd_plan fp = {0};
+    row_times rt = {0};
     mg_status s = bench_case_prepare(o.spec, &cfg, MG_CKPT_NONE, &none);
     if (s != MG_OK) rc = bench_fail("building the model", s);
     if (!rc && !bench_memory_alloc(&none, &mem, NULL)) rc = 1;
-    if (!rc && (s = time_steps(&none, &mem, repeat, &rn)) != MG_OK)
+    if (!rc && (s = bench_case_warm_up(&none, &mem, repeat, &rn)) != MG_OK)
         rc = bench_fail("running policy none", s);
-    if (!rc && (s = time_forward(&none, &mem, repeat, &fwd_ms)) != MG_OK)
+    if (!rc && (s = fwd_prepare(&none, &mem, &fp)) != MG_OK)
         rc = bench_fail("running the forward-only plan", s);
+    if (!rc && (s = time_row(&none, &rn, &fp, NULL, NULL, repeat, &rt)) != MG_OK)
+        rc = bench_fail("timing policy none", s);
     const size_t none_peak = none.sum.predicted_peak;
-    const double share = fwd_ms / rn.time_ms_median;
     if (!rc)
         fprintf(stderr, "none: predicted peak %zu, measured %zu, step %.1f ms, "
                 "forward %.1f ms (share %.3f)\n", none_peak, rn.peak_bytes,
-                rn.time_ms_median, fwd_ms, share);
+                rt.none_ms, rt.fwd_ms, rt.fwd_ms / rt.none_ms);
     if (!rc && memory_point) {
         /* The memory policy's point, for the comparison at its peak: its
          * predicted peak becomes one more budget. */
@@ -167,17 +188,16 @@ int bench_cmd_budget(int argc, char **argv) {
             fprintf(stderr, "mg-bench: budget %.3f (%zu bytes): %s: %s\n",
                     fr[i], ck.budget_bytes, mg_status_str(s), mg_last_error());
             fprintf(out, "%s,%ld,%ld,%ld,%g,%zu,,,,%.4f,,\n", o.spec->name,
-                    depth, o.batch, o.width, fr[i], ck.budget_bytes, share);
+                    depth, o.batch, o.width, fr[i], ck.budget_bytes,
+                    rt.fwd_ms / rt.none_ms);
             bench_case_free(&c);
             continue;
         }
         step_result r = {0};
-        /* The machine is shared: time none again right before, and take
-         * the ratio against that. */
-        for (int k = 0; s == MG_OK && k < repeat; k++)
-            s = bench_case_timed_step(&none, k, &rn);
-        double none_ms = bench_median(rn.times, repeat);
-        if (s == MG_OK) s = time_steps(&c, &mem, repeat, &r);
+        s = bench_case_warm_up(&c, &mem, repeat, &r);
+        if (s == MG_OK) s = time_row(&none, &rn, &fp, &c, &r, repeat, &rt);
+        const double none_ms = rt.none_ms, share = rt.fwd_ms / rt.none_ms;
+        r.time_ms_median = rt.ms;
         if (s != MG_OK) {
             rc = bench_fail("running the budget policy", s);
         } else {
@@ -192,8 +212,9 @@ int bench_cmd_budget(int argc, char **argv) {
             fflush(out);
             fprintf(stderr, "budget %.3f: %d checkpoints, %d segments, "
                     "differentiate+choose+compile %.0f ms, none's step "
-                    "just before %.1f ms\n", fr[i], c.sum.n_checkpoints,
-                    c.sum.n_segments, prep_ms, none_ms);
+                    "%.1f ms and forward %.1f ms in the same row\n", fr[i],
+                    c.sum.n_checkpoints, c.sum.n_segments, prep_ms, none_ms,
+                    rt.fwd_ms);
         }
         free(r.times);
         free(r.event_times);
@@ -201,6 +222,7 @@ int bench_cmd_budget(int argc, char **argv) {
     }
     free(rn.times);
     free(rn.event_times);
+    fwd_free(&fp);
     bench_case_free(&none);
     bench_memory_free(&mem);
     if (out != stdout) fclose(out);
