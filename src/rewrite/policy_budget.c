@@ -46,9 +46,11 @@
 #define MG_BUDGET_GRID_HI 1.25
 #define MG_BUDGET_REFINE 6
 /* Chains up to this many positions also get an exact local search from
- * the DP's plans (single flips; pairs of flips up to the second bound). */
+ * the DP's plans (single flips; pairs of flips up to the second bound;
+ * triples, when nothing else improves, up to the third). */
 #define MG_BUDGET_LOCAL_MAX 64
 #define MG_BUDGET_PAIR_MAX 24
+#define MG_BUDGET_TRIPLE_MAX 12
 
 typedef struct bchain {
     int32_t n_before; /* graph size before mg_gradients */
@@ -418,9 +420,35 @@ static mg_status descend(bsrch *b, bool *cur, bool by_peak, bbest *best) {
             }
             cur[ch->t[p]] = !cur[ch->t[p]];
         }
+        /* Stuck: on the shortest chains, flips of three positions. */
+        int32_t br = -1;
+        for (int32_t p = 0; s == MG_OK && bp < 0 &&
+                            n <= MG_BUDGET_TRIPLE_MAX && p < n; p++) {
+            cur[ch->t[p]] = !cur[ch->t[p]];
+            for (int32_t q = p + 1; s == MG_OK && q < n; q++) {
+                cur[ch->t[q]] = !cur[ch->t[q]];
+                for (int32_t r = q + 1; s == MG_OK && r < n; r++) {
+                    cur[ch->t[r]] = !cur[ch->t[r]];
+                    s = consider(b, cur, best, &peak, &fl);
+                    if (s == MG_OK &&
+                        better(peak, fl, bpeak, bfl, by_peak, budget)) {
+                        bp = p;
+                        bq = q;
+                        br = r;
+                        bpeak = peak;
+                        bfl = fl;
+                    }
+                    cur[ch->t[r]] = !cur[ch->t[r]];
+                }
+                cur[ch->t[q]] = !cur[ch->t[q]];
+            }
+            cur[ch->t[p]] = !cur[ch->t[p]];
+            if (bp >= 0) break;
+        }
         if (s != MG_OK || bp < 0) break;
         cur[ch->t[bp]] = !cur[ch->t[bp]];
         if (bq >= 0) cur[ch->t[bq]] = !cur[ch->t[bq]];
+        if (br >= 0) cur[ch->t[br]] = !cur[ch->t[br]];
         peak0 = bpeak;
         fl0 = bfl;
     }
