@@ -19,7 +19,10 @@
 static int ch_widths[CH_LAYERS + 1] = {6, 20, 5, 32, 9, 24};
 static const int ch_configs[][CH_LAYERS + 1] = {
     {6, 20, 5, 32, 9, 24}, {40, 3, 3, 48, 2, 64}, {16, 16, 16, 16, 16, 16},
-    {2, 64, 8, 64, 8, 4}};
+    {2, 64, 8, 64, 8, 4},
+    /* arbitrary widths; the last one defeated a coarser grid of M */
+    {3, 3, 6, 8, 4, 24}, {1, 32, 64, 2, 16, 6}, {24, 2, 48, 12, 1, 64},
+    {64, 4, 32, 1, 48, 8}, {48, 48, 4, 3, 64, 4}};
 #define CH_BATCH 7
 
 typedef struct chain {

@@ -42,6 +42,9 @@
 /* Geometric grid of memory parameters, as fractions of policy none's
  * exact peak, and the refinement steps between two grid points. */
 #define MG_BUDGET_GRID 28
+/* Short chains (MG_BUDGET_LOCAL_MAX) get a finer grid: more DP plans to
+ * start the local search from, at little cost there. */
+#define MG_BUDGET_GRID_SHORT 96
 #define MG_BUDGET_GRID_LO (1.0 / 1024)
 #define MG_BUDGET_GRID_HI 1.25
 #define MG_BUDGET_REFINE 6
@@ -466,7 +469,8 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
     const size_t szk = (size_t)(ch->k ? ch->k : 1);
     const size_t szt = (size_t)(ch->n_before ? ch->n_before : 1);
     const bool local = ch->n <= MG_BUDGET_LOCAL_MAX;
-    const int max_starts = MG_BUDGET_GRID + MG_BUDGET_REFINE + 1;
+    const int grid = local ? MG_BUDGET_GRID_SHORT : MG_BUDGET_GRID;
+    const int max_starts = grid + MG_BUDGET_REFINE + 1;
     double *F = malloc((szk + 1) * (S + 1) * sizeof *F);
     int32_t *choice = malloc((szk + 1) * (S + 1) * sizeof *choice);
     const size_t szn = (size_t)ch->n + 1;
@@ -486,13 +490,13 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
     const size_t budget = b->c->budget_bytes;
     double lo = MG_BUDGET_GRID_LO * (double)peak_none;
     double step = pow(MG_BUDGET_GRID_HI / MG_BUDGET_GRID_LO,
-                      1.0 / (MG_BUDGET_GRID - 1));
+                      1.0 / (grid - 1));
     /* The largest grid point whose plan fits, and the one above it. */
     double fit_M = -1, above_M = -1;
-    for (int i = 0; s == MG_OK && i < MG_BUDGET_GRID + MG_BUDGET_REFINE;
+    for (int i = 0; s == MG_OK && i < grid + MG_BUDGET_REFINE;
          i++) {
         double M;
-        if (i < MG_BUDGET_GRID) {
+        if (i < grid) {
             M = lo * pow(step, i);
         } else if (fit_M > 0 && above_M > 0) { /* bisect */
             M = sqrt(fit_M * above_M);
@@ -500,7 +504,7 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
             break;
         }
         if (!dp_solve(ch, M, F, choice, cuts, &n_cuts)) {
-            if (i >= MG_BUDGET_GRID) fit_M = M;
+            if (i >= grid) fit_M = M;
             continue;
         }
         if (n_cuts == n_prev &&
@@ -513,7 +517,7 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
             memcpy(starts + szt * (size_t)n_starts++, keep, szt);
         s = consider(b, keep, best, &peak, &fl);
         bool fits = peak <= budget;
-        if (i >= MG_BUDGET_GRID) {
+        if (i >= grid) {
             if (fits) fit_M = M;
             else above_M = M;
         } else if (fits) {
