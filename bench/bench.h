@@ -12,6 +12,7 @@
  *   cmd_rewrite.c  mg-bench rewrite
  *   cmd_step.c     mg-bench step
  *   cmd_observe.c  mg-bench observe (what an observer costs)
+ *   cmd_budget.c   mg-bench budget
  *   mg_bench.c     main() and the subcommand dispatch
  *   models.c       the models (models.h)
  */
@@ -42,6 +43,7 @@ int bench_cmd_depth(int argc, char **argv);
 int bench_cmd_rewrite(int argc, char **argv);
 int bench_cmd_step(int argc, char **argv);
 int bench_cmd_observe(int argc, char **argv);
+int bench_cmd_budget(int argc, char **argv);
 
 /* ------------------------------------------------------ usage and errors */
 
@@ -156,6 +158,10 @@ typedef struct step_result {
 mg_status bench_case_prepare(const bench_model_spec *spec,
                              const bench_model_cfg *cfg,
                              mg_ckpt_policy policy, bench_case *c);
+/* The same with every field of mg_checkpoints (MG_CKPT_BUDGET's budget). */
+mg_status bench_case_prepare_ckpt(const bench_model_spec *spec,
+                                  const bench_model_cfg *cfg,
+                                  const mg_checkpoints *ckpt, bench_case *c);
 void bench_case_free(bench_case *c);
 size_t bench_case_need(const bench_case *c);
 mg_status bench_case_bind(const bench_case *c, bench_memory *mem,

@@ -137,6 +137,14 @@ mg_status bench_case_bind(const bench_case *c, bench_memory *mem,
 mg_status bench_case_prepare(const bench_model_spec *spec,
                              const bench_model_cfg *cfg,
                              mg_ckpt_policy policy, bench_case *c) {
+    mg_checkpoints ck = {.policy = policy};
+    return bench_case_prepare_ckpt(spec, cfg, &ck, c);
+}
+
+mg_status bench_case_prepare_ckpt(const bench_model_spec *spec,
+                                  const bench_model_cfg *cfg,
+                                  const mg_checkpoints *ckpt, bench_case *c) {
+    const mg_ckpt_policy policy = ckpt->policy;
     memset(c, 0, sizeof *c);
     c->policy = policy;
     c->mm = spec->build(cfg, &c->act_one_layer);
@@ -152,8 +160,7 @@ mg_status bench_case_prepare(const bench_model_spec *spec,
             s = mg_tensor_set_checkpoint(g, m->blocks[i], 1);
         if (s != MG_OK) return s;
     }
-    mg_checkpoints ck = {.policy = policy};
-    if ((s = mg_model_gradients(m, &ck)) != MG_OK) return s;
+    if ((s = mg_model_gradients(m, ckpt)) != MG_OK) return s;
     mg_tensor *outs = malloc((size_t)(m->n_params + 1) * sizeof *outs);
     if (!outs) return MG_ERR_NOMEM;
     outs[0] = m->loss;

@@ -8,6 +8,7 @@
  *   mg-bench step    one model, one policy, weights from a file, gradients
  *                    and measurements out (the memgrad side of
  *                    bench/compare_torch.py)
+ *   mg-bench budget  policy budget at fractions of policy none's peak
  *
  * `mg-bench --help` gives every option with its default. Tables go to
  * stdout, progress to stderr; a bad argument prints the usage and exits 2.
@@ -37,7 +38,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "rewrite")) return bench_cmd_rewrite(argc - 2, argv + 2);
     if (!strcmp(cmd, "step")) return bench_cmd_step(argc - 2, argv + 2);
     if (!strcmp(cmd, "observe")) return bench_cmd_observe(argc - 2, argv + 2);
+    if (!strcmp(cmd, "budget")) return bench_cmd_budget(argc - 2, argv + 2);
     return bench_usage_error("unknown command '%s' (depth, rewrite, step, "
-                             "observe)",
-                             cmd);
+                             "observe, budget)", cmd);
 }

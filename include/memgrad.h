@@ -354,7 +354,8 @@ typedef enum mg_ckpt_policy {
     MG_CKPT_NONE = 0,       /* plain backprop: every activation kept */
     MG_CKPT_COLLECTION = 1, /* the tensors listed by the caller */
     MG_CKPT_MEMORY = 2,     /* articulation points about sqrt(n) apart */
-    MG_CKPT_SPEED = 3       /* keep matmul/conv outputs */
+    MG_CKPT_SPEED = 3,      /* keep matmul/conv outputs */
+    MG_CKPT_BUDGET = 4      /* least recomputation within budget_bytes */
 } mg_ckpt_policy;
 
 /*
@@ -373,6 +374,11 @@ typedef enum mg_ckpt_policy {
  *                       topological cut in each stretch (docs/checkpointing.md)
  *   MG_CKPT_SPEED       keep the outputs of expensive ops (matmul, conv) and
  *                       recompute the cheap ones between them
+ *   MG_CKPT_BUDGET      the checkpoints with the least recomputed flops whose
+ *                       training step (gradients bound to caller memory) has
+ *                       an exact predicted pool peak <= budget_bytes; if none
+ *                       fits, MG_ERR_NOMEM with the smallest budget that
+ *                       would (docs/checkpointing.md)
  * The ys are always kept; so is an op that cannot be recomputed safely.
  */
 typedef struct mg_checkpoints {
@@ -381,6 +387,8 @@ typedef struct mg_checkpoints {
     int n_tensors;
     /* MG_CKPT_MEMORY: tensors smaller than this are never chosen (0: any) */
     size_t min_bytes;
+    /* MG_CKPT_BUDGET: the most pool bytes the training step may use */
+    size_t budget_bytes;
 } mg_checkpoints;
 
 /* Tag t (a computed tensor) for MG_CKPT_COLLECTION, or untag it (on = 0). */
@@ -498,6 +506,7 @@ typedef struct mg_plan_summary {
     double forward_flops, recompute_flops, backward_flops;
     size_t predicted_peak;                   /* with the given bindings */
     size_t predicted_peak_without_recompute; /* same, plain backprop */
+    size_t budget_bytes; /* MG_CKPT_BUDGET's budget, else 0 */
 } mg_plan_summary;
 
 /* binds as for mg_plan_predicted_peak; a negative n_binds, or a NULL list

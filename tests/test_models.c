@@ -278,6 +278,7 @@ static const char *policy_name(mg_ckpt_policy p) {
     case MG_CKPT_COLLECTION: return "collection";
     case MG_CKPT_MEMORY: return "memory";
     case MG_CKPT_SPEED: return "speed";
+    case MG_CKPT_BUDGET: return "budget";
     }
     return "?";
 }

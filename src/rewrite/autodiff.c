@@ -331,17 +331,22 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
     const ad_call call = {ys, grad_ys, xs, n_ys, n_xs, checkpoints};
     const int32_t n_before = g->n;
     const uint64_t rng_before = g->rng_offset;
-    mg_memory_search m;
-    s = mgi_memory_search_best(g, checkpoints, n_xs, build_trial, &call, &m);
+    mg_budget_point m = {.search = {.segment_factor = 1.0}};
+    s = checkpoints && checkpoints->policy == MG_CKPT_BUDGET
+            ? mgi_budget_search(g, checkpoints, n_xs, build_trial, &call, &m)
+            : mgi_memory_search_best(g, checkpoints, n_xs, build_trial, &call,
+                                    &m.search);
     if (s != MG_OK) return s;
     ad_work w;
     mg_tensor *result = malloc((size_t)n_xs * sizeof *result);
-    s = result ? build_once(g, &call, &m, &w, result)
+    s = result ? build_once(g, &call, &m.search, &w, result)
                : mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
     if (s == MG_OK) {
         memcpy(grads_out, result, (size_t)n_xs * sizeof *result);
         for (int32_t t = 0; t < n_before; t++)
             if (w.chosen[t]) g->nodes[t].flags |= MG_NODE_CHOSEN;
+        if (checkpoints && checkpoints->policy == MG_CKPT_BUDGET)
+            g->budget_bytes = checkpoints->budget_bytes;
     } else {
         /* Leave the graph as the caller had it. */
         mgi_graph_truncate(g, n_before);
@@ -349,5 +354,6 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
     }
     if (result) work_free(&w);
     free(result);
+    free(m.keep_set);
     return s;
 }

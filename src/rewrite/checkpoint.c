@@ -22,6 +22,7 @@ static const char *policy_name(mg_ckpt_policy p) {
     case MG_CKPT_COLLECTION: return "collection";
     case MG_CKPT_MEMORY: return "memory";
     case MG_CKPT_SPEED: return "speed";
+    case MG_CKPT_BUDGET: return "budget";
     }
     return "?";
 }
@@ -32,6 +33,7 @@ mg_status mgi_checkpoints_check(const mg_graph *g, const mg_checkpoints *c) {
     case MG_CKPT_NONE:
     case MG_CKPT_MEMORY:
     case MG_CKPT_SPEED:
+    case MG_CKPT_BUDGET:
         return MG_OK;
     case MG_CKPT_COLLECTION:
         if (c->n_tensors < 0 || (c->n_tensors > 0 && !c->tensors))
@@ -260,6 +262,12 @@ mg_status mgi_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
         s = choose_collection(g, c, forward, is_y, chosen);
         break;
     case MG_CKPT_SPEED: choose_speed(g, forward, chosen); break;
+    case MG_CKPT_BUDGET: { /* policy_budget.c's search chose the set */
+        const mg_budget_point *bp = (const mg_budget_point *)m;
+        for (int32_t t = 0; bp && bp->keep_set && t < g->n; t++)
+            chosen[t] = bp->keep_set[t];
+        break;
+    }
     case MG_CKPT_MEMORY:
         s = choose_memory(g, c, m, order, n_order, forward, is_y, chosen);
         break;

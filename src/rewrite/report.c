@@ -20,7 +20,8 @@ mg_status mg_plan_summarize(const mg_plan *p, const mg_binding *binds,
     if (!p || !out)
         return mg_set_error(MG_ERR_INVALID_ARG, "mg_plan_summarize: %s is NULL",
                             p ? "out" : "plan");
-    mg_plan_summary s = {.n_steps = p->n_steps};
+    mg_plan_summary s = {.n_steps = p->n_steps,
+                         .budget_bytes = p->g->budget_bytes};
     step_kind prev = STEP_FORWARD;
     for (int32_t i = 0; i < p->n_steps; i++) {
         const mg_node *n = &p->g->nodes[p->steps[i]];
@@ -123,5 +124,9 @@ mg_status mg_plan_report(const mg_plan *p, const mg_binding *binds,
                 ? (double)s.predicted_peak /
                       (double)s.predicted_peak_without_recompute
                 : 1.0);
+    if (s.budget_bytes)
+        fprintf(out, "budget: %.3f MiB (%zu bytes); predicted peak %s it\n",
+                mib(s.budget_bytes), s.budget_bytes,
+                s.predicted_peak <= s.budget_bytes ? "within" : "ABOVE");
     return MG_OK;
 }

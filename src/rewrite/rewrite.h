@@ -20,6 +20,14 @@ typedef struct mg_memory_search {
     bool force_cuts;
 } mg_memory_search;
 
+/* A point of MG_CKPT_BUDGET's search: builds under that policy are handed
+ * &point.search, and checkpoint.c reads the whole point back. keep_set:
+ * per tensor id, what the forward pass keeps (owned by whoever set it). */
+typedef struct mg_budget_point {
+    mg_memory_search search;
+    bool *keep_set;
+} mg_budget_point;
+
 /* Append the backward graph with the memory policy at point m, writing the
  * gradients of the xs to result; ctx is the caller's description of the
  * mg_gradients call. On failure g may hold part of the graph. */
@@ -35,6 +43,15 @@ typedef mg_status (*mg_memory_build_fn)(mg_graph *g, const void *ctx,
 mg_status mgi_memory_search_best(mg_graph *g, const mg_checkpoints *c,
                                 int n_xs, mg_memory_build_fn build,
                                 const void *ctx, mg_memory_search *best);
+
+/* The budget policy's search (policy_budget.c): store in best->keep_set
+ * (malloc'd, the caller frees it) the checkpoints with the least
+ * recomputed flops whose exact predicted peak fits c->budget_bytes, built
+ * with build as mgi_memory_search_best does; g is left as it was.
+ * MG_ERR_NOMEM naming the smallest budget that fits if none does. */
+mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c, int n_xs,
+                           mg_memory_build_fn build, const void *ctx,
+                           mg_budget_point *best);
 
 /* Decide what the forward pass keeps. order: the ancestors of the ys in
  * topological order; forward[t]: t is a computed tensor among them;

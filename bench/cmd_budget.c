@@ -1,0 +1,230 @@
+/*
+ * cmd_budget.c - mg-bench budget: the memory/time curve of MG_CKPT_BUDGET.
+ * Policy none is measured first (its step, and its forward-only plan for
+ * forward_share), then the budget policy at each fraction of none's
+ * predicted peak, one CSV row each, on the same caller memory.
+ */
+#include "bench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_FRACTIONS 32
+
+static int fractions_parse(const char *s, double *out, int cap) {
+    int n = 0;
+    char buf[512];
+    if (strlen(s) >= sizeof buf) return -1;
+    strcpy(buf, s);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        char *end;
+        double v = strtod(tok, &end);
+        if (*end || !(v > 0) || v > 100 || n == cap) return -1;
+        out[n++] = v;
+    }
+    return n;
+}
+
+/* None's forward-only plan: the loss from the inputs and parameters,
+ * nothing of the backward pass. */
+typedef struct fwd_plan {
+    mg_plan *p;
+    mg_exec *ex;
+    mg_binding *b;
+    int nb;
+} fwd_plan;
+
+static mg_status fwd_prepare(const bench_case *c, bench_memory *mem,
+                             fwd_plan *f) {
+    const mg_model *m = c->mm;
+    mg_plan_options o = {.no_grad = 1};
+    memset(f, 0, sizeof *f);
+    f->b = malloc((size_t)(m->n_params + 3) * sizeof *f->b);
+    if (!f->b) return MG_ERR_NOMEM;
+    for (int i = 0; i < 2; i++)
+        f->b[f->nb++] = (mg_binding){c->inputs[i], mem->inputs[i]};
+    for (int i = 0; i < m->n_params; i++)
+        f->b[f->nb++] = (mg_binding){m->params[i], mem->params[i]};
+    f->b[f->nb++] = (mg_binding){m->loss, (void *)&mem->loss};
+    mg_status s = mg_plan_compile(m->g, &m->loss, 1, &o, &f->p);
+    if (s == MG_OK) s = mg_exec_new(NULL, &f->ex);
+    if (s == MG_OK) s = mg_exec_run(f->ex, f->p, f->b, f->nb, 0); /* warm */
+    return s;
+}
+
+static mg_status fwd_time(fwd_plan *f, double *ms) {
+    double t0 = bench_now_ms();
+    mg_status s = mg_exec_run(f->ex, f->p, f->b, f->nb, 0);
+    *ms = bench_now_ms() - t0;
+    return s;
+}
+
+static void fwd_free(fwd_plan *f) {
+    mg_exec_free(f->ex);
+    mg_plan_free(f->p);
+    free(f->b);
+}
+
+/* One row's timings. The machine is shared and its load drifts, so the
+ * steps interleave: none's step, none's forward-only plan, then c's step,
+ * `repeat` times; each median is over that row's runs, and the row's
+ * ratios are between them. */
+typedef struct row_times {
+    double none_ms, fwd_ms, ms;
+} row_times;
+
+static mg_status time_row(bench_case *none, step_result *rn, fwd_plan *f,
+                          bench_case *c, step_result *r, int repeat,
+                          row_times *out) {
+    double *fw = calloc((size_t)repeat, sizeof *fw);
+    if (!fw) return MG_ERR_NOMEM;
+    mg_status s = MG_OK;
+    for (int k = 0; s == MG_OK && k < repeat; k++) {
+        s = bench_case_timed_step(none, k, rn);
+        if (s == MG_OK) s = fwd_time(f, &fw[k]);
+        if (s == MG_OK && c) s = bench_case_timed_step(c, k, r);
+    }
+    out->none_ms = bench_median(rn->times, repeat);
+    out->fwd_ms = bench_median(fw, repeat);
+    out->ms = c ? bench_median(r->times, repeat) : NAN;
+    free(fw);
+    return s;
+}
+
+int bench_cmd_budget(int argc, char **argv) {
+    const char *model = "mlp", *fr_s = "0.02,0.05,0.1,0.2,0.3,0.5,1.0";
+    long depth = 1024, memory_point = 0;
+    common_opts o = {.repeat = 3};
+    for (int i = 0; i < argc; i += 2) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            bench_usage_print(stdout);
+            return 0;
+        }
+        if (!v) return bench_usage_error("%s needs a value", a);
+        int common = bench_common_opt_parse(a, v, &o);
+        if (common == 1) continue;
+        if (common != 0) return common;
+        if (!strcmp(a, "--model")) model = v;
+        else if (!strcmp(a, "--depth")) {
+            if (!bench_long_parse(v, 1, 1L << 20, &depth))
+                return bench_usage_error("bad --depth '%s'", v);
+        } else if (!strcmp(a, "--fractions")) fr_s = v;
+        else if (!strcmp(a, "--csv")) o.csv = v;
+        else if (!strcmp(a, "--memory-point")) {
+            if (!bench_long_parse(v, 0, 1, &memory_point))
+                return bench_usage_error("bad --memory-point '%s' (0 or 1)", v);
+        }
+        else return bench_usage_error("unknown option '%s' for budget", a);
+    }
+    double fr[MAX_FRACTIONS + 1];
+    int n_fr = fractions_parse(fr_s, fr, MAX_FRACTIONS);
+    if (n_fr < 1)
+        return bench_usage_error("bad --fractions '%s' (positive numbers)",
+                                 fr_s);
+    int rc = bench_model_check(model, &o.spec);
+    if (rc) return rc;
+    if (o.device != MG_DEVICE_CPU)
+        return bench_usage_error("budget runs on the CPU only");
+    if (!o.batch) o.batch = o.spec->default_batch;
+    if (!o.width) o.width = o.spec->default_width;
+    const int repeat = (int)o.repeat;
+    bench_model_cfg cfg = {(int)depth, (int)o.batch, (int)o.width};
+    FILE *out = stdout;
+    if (o.csv && !(out = fopen(o.csv, "w"))) {
+        fprintf(stderr, "mg-bench: cannot write %s\n", o.csv);
+        return 1;
+    }
+    fprintf(out, "model,depth,batch,width,budget_fraction,budget_bytes,"
+                 "predicted_peak_bytes,peak_bytes,recompute_flops_ratio,"
+                 "forward_share,time_ms_median,time_ratio_vs_none\n");
+
+    bench_case none;
+    bench_memory mem = {0};
+    step_result rn = {0};
+    fwd_plan fp = {0};
+    row_times rt = {0};
+    mg_status s = bench_case_prepare(o.spec, &cfg, MG_CKPT_NONE, &none);
+    if (s != MG_OK) rc = bench_fail("building the model", s);
+    if (!rc && !bench_memory_alloc(&none, &mem, NULL)) rc = 1;
+    if (!rc && (s = bench_case_warm_up(&none, &mem, repeat, &rn)) != MG_OK)
+        rc = bench_fail("running policy none", s);
+    if (!rc && (s = fwd_prepare(&none, &mem, &fp)) != MG_OK)
+        rc = bench_fail("running the forward-only plan", s);
+    if (!rc && (s = time_row(&none, &rn, &fp, NULL, NULL, repeat, &rt)) != MG_OK)
+        rc = bench_fail("timing policy none", s);
+    const size_t none_peak = none.sum.predicted_peak;
+    if (!rc)
+        fprintf(stderr, "none: predicted peak %zu, measured %zu, step %.1f ms, "
+                "forward %.1f ms (share %.3f)\n", none_peak, rn.peak_bytes,
+                rt.none_ms, rt.fwd_ms, rt.fwd_ms / rt.none_ms);
+    if (!rc && memory_point) {
+        /* The memory policy's point, for the comparison at its peak: its
+         * predicted peak becomes one more budget. */
+        bench_case mc;
+        s = bench_case_prepare(o.spec, &cfg, MG_CKPT_MEMORY, &mc);
+        if (s != MG_OK) {
+            rc = bench_fail("building under policy memory", s);
+        } else {
+            double f = (double)mc.sum.predicted_peak / (double)none_peak;
+            fprintf(stderr, "memory policy: predicted peak %zu (%.4f of none), "
+                    "recompute_flops_ratio %.4f\n", mc.sum.predicted_peak, f,
+                    mc.sum.recompute_flops / mc.sum.forward_flops);
+            fr[n_fr++] = f;
+        }
+        bench_case_free(&mc);
+    }
+    for (int i = 0; !rc && i < n_fr; i++) {
+        mg_checkpoints ck = {.policy = MG_CKPT_BUDGET,
+                             .budget_bytes = (size_t)(fr[i] * (double)none_peak)};
+        bench_case c;
+        double t0 = bench_now_ms();
+        s = bench_case_prepare_ckpt(o.spec, &cfg, &ck, &c);
+        double prep_ms = bench_now_ms() - t0;
+        if (s != MG_OK) {
+            fprintf(stderr, "mg-bench: budget %.3f (%zu bytes): %s: %s\n",
+                    fr[i], ck.budget_bytes, mg_status_str(s), mg_last_error());
+            fprintf(out, "%s,%ld,%ld,%ld,%g,%zu,,,,%.4f,,\n", o.spec->name,
+                    depth, o.batch, o.width, fr[i], ck.budget_bytes,
+                    rt.fwd_ms / rt.none_ms);
+            bench_case_free(&c);
+            continue;
+        }
+        step_result r = {0};
+        s = bench_case_warm_up(&c, &mem, repeat, &r);
+        if (s == MG_OK) s = time_row(&none, &rn, &fp, &c, &r, repeat, &rt);
+        const double none_ms = rt.none_ms, share = rt.fwd_ms / rt.none_ms;
+        r.time_ms_median = rt.ms;
+        if (s != MG_OK) {
+            rc = bench_fail("running the budget policy", s);
+        } else {
+            double ratio = c.sum.forward_flops > 0
+                               ? c.sum.recompute_flops / c.sum.forward_flops
+                               : 0.0;
+            fprintf(out, "%s,%ld,%ld,%ld,%g,%zu,%zu,%zu,%.4f,%.4f,%.3f,%.4f\n",
+                    o.spec->name, depth, o.batch, o.width, fr[i],
+                    ck.budget_bytes, c.sum.predicted_peak, r.peak_bytes, ratio,
+                    share, r.time_ms_median,
+                    r.time_ms_median / none_ms);
+            fflush(out);
+            fprintf(stderr, "budget %.3f: %d checkpoints, %d segments, "
+                    "differentiate+choose+compile %.0f ms, none's step "
+                    "%.1f ms and forward %.1f ms in the same row\n", fr[i],
+                    c.sum.n_checkpoints, c.sum.n_segments, prep_ms, none_ms,
+                    rt.fwd_ms);
+        }
+        free(r.times);
+        free(r.event_times);
+        bench_case_free(&c);
+    }
+    free(rn.times);
+    free(rn.event_times);
+    fwd_free(&fp);
+    bench_case_free(&none);
+    bench_memory_free(&mem);
+    if (out != stdout) fclose(out);
+    return rc;
+}

@@ -1,0 +1,334 @@
+/*
+ * test_budget.c - MG_CKPT_BUDGET: on small heterogeneous chains no
+ * checkpoint set found by exhaustive search recomputes fewer flops within
+ * the budget; an infeasible budget fails with MG_ERR_NOMEM naming the
+ * smallest budget that fits (and that budget then fits); gradients equal
+ * policy none's bit for bit, dropout included; the pool's measured peak
+ * equals the prediction and stays within the budget; summaries and
+ * reports carry the budget.
+ */
+#include "helpers.h"
+
+/* ------------------------------------------------------------------ chain
+ * x -> (matmul -> tanh or dropout)^layers -> mse: 2 * layers forward
+ * tensors besides the loss, of heterogeneous widths. */
+
+#define CH_LAYERS 5
+/* The widths of the chain under test; test_exhaustive_chain tries each of
+ * ch_configs. */
+static int ch_widths[CH_LAYERS + 1] = {6, 20, 5, 32, 9, 24};
+static const int ch_configs[][CH_LAYERS + 1] = {
+    {6, 20, 5, 32, 9, 24}, {40, 3, 3, 48, 2, 64}, {16, 16, 16, 16, 16, 16},
+    {2, 64, 8, 64, 8, 4},
+    /* arbitrary widths; the last one defeated a coarser grid of M */
+    {3, 3, 6, 8, 4, 24}, {1, 32, 64, 2, 16, 6}, {24, 2, 48, 12, 1, 64},
+    {64, 4, 32, 1, 48, 8}, {48, 48, 4, 3, 64, 4}};
+#define CH_BATCH 7
+
+typedef struct chain {
+    mg_graph *g;
+    mg_tensor x, target, loss;
+    mg_tensor w[CH_LAYERS], gw[CH_LAYERS];
+    mg_tensor fwd[2 * CH_LAYERS]; /* the forward tensors, in order */
+} chain;
+
+/* dropout: the odd layers' activation is dropout instead of tanh. */
+static mg_status chain_build(chain *c, int dropout, mg_dtype dt,
+                             const mg_checkpoints *ck) {
+    memset(c, 0, sizeof *c);
+    c->g = mg_graph_new();
+    c->x = mg_input(c->g, "x", dt, 2, S(CH_BATCH, ch_widths[0]));
+    c->target = mg_input(c->g, "target", dt, 2,
+                         S(CH_BATCH, ch_widths[CH_LAYERS]));
+    mg_tensor h = c->x;
+    for (int l = 0; l < CH_LAYERS; l++) {
+        char name[16];
+        snprintf(name, sizeof name, "w%d", l);
+        c->w[l] = mg_param(c->g, name, dt, 2, S(ch_widths[l], ch_widths[l + 1]));
+        h = c->fwd[2 * l] = mg_matmul(c->g, h, c->w[l], 0, 0);
+        h = c->fwd[2 * l + 1] = dropout && (l % 2)
+                                    ? mg_dropout(c->g, h, 0.3, (uint64_t)l)
+                                    : mg_tanh(c->g, h);
+    }
+    c->loss = mg_mse(c->g, h, c->target);
+    if (c->loss == MG_NO_TENSOR) return MG_ERR_INTERNAL;
+    return mg_gradients(c->g, &c->loss, 1, NULL, c->w, CH_LAYERS, ck, c->gw);
+}
+
+typedef struct measured {
+    size_t predicted, peak;
+    double rflops, loss;
+    double *grads[CH_LAYERS]; /* as doubles, or NULL when not run */
+} measured;
+
+/* Compile loss and gradients, the gradients and the loss bound to caller
+ * memory, and read the summary; run: also execute and keep the
+ * gradients. */
+static void chain_measure(const chain *c, mg_dtype dt, int run, measured *m) {
+    memset(m, 0, sizeof *m);
+    size_t es = mg_dtype_size(dt);
+    mg_tensor outs[1 + CH_LAYERS] = {c->loss};
+    mg_binding b[3 + 2 * CH_LAYERS];
+    void *mem[3 + 2 * CH_LAYERS];
+    int64_t numel[3 + 2 * CH_LAYERS];
+    int nb = 0;
+    double lossbuf = 0;
+    b[nb++] = (mg_binding){c->loss, &lossbuf};
+    for (int l = 0; l < CH_LAYERS; l++) {
+        outs[1 + l] = c->gw[l];
+        mem[nb] = calloc((size_t)ch_widths[l] * ch_widths[l + 1], es);
+        b[nb] = (mg_binding){c->gw[l], mem[nb]};
+        nb++;
+    }
+    int n_grad_binds = nb;
+    th_rng r;
+    th_rng_init(&r, 7);
+    if (run) {
+        numel[nb] = CH_BATCH * ch_widths[0];
+        b[nb++].tensor = c->x;
+        numel[nb] = CH_BATCH * ch_widths[CH_LAYERS];
+        b[nb++].tensor = c->target;
+        for (int l = 0; l < CH_LAYERS; l++) {
+            numel[nb] = (int64_t)ch_widths[l] * ch_widths[l + 1];
+            b[nb++].tensor = c->w[l];
+        }
+        for (int i = n_grad_binds; i < nb; i++) {
+            b[i].data = mem[i] = malloc(es * (size_t)numel[i]);
+            if (dt == MG_F64) th_fill_f64(&r, mem[i], numel[i], -1, 1, 0);
+            else th_fill_f32(&r, mem[i], numel[i], -1, 1, 0);
+        }
+    }
+    mg_plan *p = NULL;
+    ck_assert_msg(mg_plan_compile(c->g, outs, 1 + CH_LAYERS, NULL, &p) == MG_OK,
+                  "%s", mg_last_error());
+    mg_plan_summary s;
+    ck_assert(mg_plan_summarize(p, b, n_grad_binds, &s) == MG_OK);
+    m->predicted = s.predicted_peak;
+    m->rflops = s.recompute_flops;
+    if (run) {
+        mg_exec *ex = NULL;
+        ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
+        ck_assert_msg(mg_exec_run(ex, p, b, nb, 5) == MG_OK, "%s",
+                      mg_last_error());
+        mg_pool_stats st;
+        mg_exec_pool_stats(ex, &st);
+        m->peak = st.peak_bytes_in_use;
+        mg_exec_free(ex);
+        float lf;
+        memcpy(&lf, &lossbuf, sizeof lf);
+        m->loss = dt == MG_F64 ? lossbuf : (double)lf;
+        for (int l = 0; l < CH_LAYERS; l++) {
+            int64_t n = (int64_t)ch_widths[l] * ch_widths[l + 1];
+            m->grads[l] = malloc((size_t)n * sizeof(double));
+            for (int64_t i = 0; i < n; i++)
+                m->grads[l][i] = dt == MG_F64 ? ((double *)mem[1 + l])[i]
+                                              : ((float *)mem[1 + l])[i];
+        }
+    }
+    mg_plan_free(p);
+    for (int i = 1; i < nb; i++) free(mem[i]);
+}
+
+static void measured_free(measured *m) {
+    for (int l = 0; l < CH_LAYERS; l++) free(m->grads[l]);
+}
+
+static void same_grads(const char *what, const measured *a, const measured *b) {
+    ck_assert_msg(memcmp(&a->loss, &b->loss, sizeof a->loss) == 0,
+                  "%s: loss %.17g vs %.17g", what, a->loss, b->loss);
+    for (int l = 0; l < CH_LAYERS; l++)
+        ck_assert_msg(memcmp(a->grads[l], b->grads[l],
+                             sizeof(double) * (size_t)ch_widths[l] *
+                                 (size_t)ch_widths[l + 1]) == 0,
+                      "%s: gradient of w%d differs from policy none's", what,
+                      l);
+}
+
+/* Build the chain under ck (must succeed) and measure it. */
+static void chain_under(const mg_checkpoints *ck, int dropout, mg_dtype dt,
+                        int run, measured *m) {
+    chain c;
+    mg_status s = chain_build(&c, dropout, dt, ck);
+    ck_assert_msg(s == MG_OK, "%s", mg_last_error());
+    chain_measure(&c, dt, run, m);
+    mg_graph_free(c.g);
+}
+
+/* ------------------------------------------------------------------ tests */
+
+/* Every checkpoint set of the chain's 10 forward tensors, by exhaustive
+ * search: at each budget between the smallest peak any set reaches and
+ * policy none's, the budget policy fits and no set within the budget
+ * recomputes fewer flops. */
+START_TEST(test_exhaustive_chain) {
+    const int config = _i / 2, dropout = _i % 2;
+    memcpy(ch_widths, ch_configs[config], sizeof ch_widths);
+    const int n = 2 * CH_LAYERS;
+    const int n_sets = 1 << n;
+    size_t *peak = malloc(sizeof *peak * (size_t)n_sets);
+    double *rfl = malloc(sizeof *rfl * (size_t)n_sets);
+    chain probe;
+    ck_assert(chain_build(&probe, dropout, MG_F32, NULL) == MG_OK);
+    size_t lo = SIZE_MAX, hi = 0;
+    for (int set = 0; set < n_sets; set++) {
+        mg_tensor listed[2 * CH_LAYERS];
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (set & (1 << i)) listed[k++] = probe.fwd[i];
+        mg_checkpoints ck = {.policy = MG_CKPT_COLLECTION, .tensors = listed,
+                             .n_tensors = k};
+        measured m;
+        chain_under(&ck, dropout, MG_F32, 0, &m);
+        peak[set] = m.predicted;
+        rfl[set] = m.rflops;
+        if (m.predicted < lo) lo = m.predicted;
+        if (m.predicted > hi) hi = m.predicted;
+    }
+    mg_graph_free(probe.g);
+    int budgets = 0;
+    for (size_t budget = lo; budget <= hi + 64; budget += (hi - lo) / 23 + 1) {
+        double best = INFINITY;
+        int best_set = -1;
+        for (int set = 0; set < n_sets; set++)
+            if (peak[set] <= budget && rfl[set] < best) {
+                best = rfl[set];
+                best_set = set;
+            }
+        mg_checkpoints ck = {.policy = MG_CKPT_BUDGET, .budget_bytes = budget};
+        measured m;
+        chain_under(&ck, dropout, MG_F32, 0, &m);
+        ck_assert_msg(m.predicted <= budget, "budget %zu: predicted %zu",
+                      budget, m.predicted);
+        ck_assert_msg(m.rflops <= best,
+                      "chain %d%s, budget %zu: the budget policy recomputes "
+                      "%.0f flops, exhaustive search finds %.0f (set %#x, "
+                      "peak %zu)",
+                      config, dropout ? " with dropout" : "", budget, m.rflops,
+                      best, (unsigned)best_set,
+                      peak[best_set]);
+        budgets++;
+    }
+    ck_assert_int_ge(budgets, 20);
+    free(peak);
+    free(rfl);
+}
+END_TEST
+
+/* Too small a budget: MG_ERR_NOMEM naming the smallest budget that fits,
+ * the graph left as it was; asking for that budget then succeeds. */
+START_TEST(test_infeasible_names_minimum) {
+    chain c;
+    mg_checkpoints ck = {.policy = MG_CKPT_BUDGET, .budget_bytes = 256};
+    mg_status s = chain_build(&c, 1, MG_F32, &ck);
+    ck_assert_int_eq(s, MG_ERR_NOMEM);
+    const char *msg = mg_last_error();
+    const char *at = strstr(msg, "smallest budget that fits is ");
+    ck_assert_msg(at && strstr(msg, "256 bytes"), "%s", msg);
+    size_t minimum = (size_t)strtoull(at + strlen("smallest budget that fits is "),
+                                      NULL, 10);
+    ck_assert_msg(minimum > 256, "%s", msg);
+    ck_assert_int_eq(mg_graph_num_tensors(c.g), 2 + 3 * CH_LAYERS + 1);
+    ck_assert_int_eq(mg_graph_checkpoints(c.g, NULL, 0), 0);
+    mg_graph_free(c.g);
+    measured m;
+    ck.budget_bytes = minimum;
+    chain_under(&ck, 1, MG_F32, 0, &m);
+    ck_assert_uint_le(m.predicted, minimum);
+    ck.budget_bytes = minimum - 1;
+    s = chain_build(&c, 1, MG_F32, &ck);
+    mg_graph_free(c.g);
+    ck_assert_msg(s == MG_ERR_NOMEM, "budget one byte under the minimum %zu",
+                  minimum);
+}
+END_TEST
+
+/* Gradients equal policy none's bit for bit, dropout included, in f32 and
+ * f64, at budgets from the tightest to none's peak; the pool's measured
+ * peak equals the prediction and fits. */
+START_TEST(test_bit_exact_and_measured_peak) {
+    for (int dt_i = 0; dt_i < 2; dt_i++) {
+        mg_dtype dt = dt_i ? MG_F64 : MG_F32;
+        measured ref;
+        chain_under(NULL, 1, dt, 1, &ref);
+        ck_assert_uint_eq(ref.peak, ref.predicted);
+        chain c;
+        mg_checkpoints ck = {.policy = MG_CKPT_BUDGET, .budget_bytes = 1};
+        ck_assert(chain_build(&c, 1, dt, &ck) == MG_ERR_NOMEM);
+        const char *at = strstr(mg_last_error(), "fits is ");
+        ck_assert(at);
+        size_t minimum = (size_t)strtoull(at + 8, NULL, 10);
+        mg_graph_free(c.g);
+        int recomputed = 0;
+        for (int k = 0; k <= 4; k++) {
+            ck.budget_bytes = minimum + (ref.predicted - minimum) * (size_t)k / 4;
+            measured m;
+            chain_under(&ck, 1, dt, 1, &m);
+            same_grads("budget vs none", &m, &ref);
+            ck_assert_uint_eq(m.peak, m.predicted);
+            ck_assert_uint_le(m.peak, ck.budget_bytes);
+            if (m.rflops > 0) recomputed++;
+            if (k == 4) ck_assert(m.rflops == 0); /* none's peak: no copies */
+            measured_free(&m);
+        }
+        ck_assert_int_ge(recomputed, 1);
+        measured_free(&ref);
+    }
+}
+END_TEST
+
+/* A deeper MLP (the shared test model) at half of none's peak: fits, equal
+ * gradients, and the summary and report carry the budget. */
+START_TEST(test_mlp_summary_and_report) {
+    tm_mlp plain;
+    ck_assert(tm_mlp_build(&plain, MG_F32, 24, 8, 32, 5, 6, 1, 0.2, NULL) ==
+              MG_OK);
+    tm_mlp_data d;
+    tm_mlp_data_init(&d, &plain, 3, 1);
+    mg_plan *p = NULL;
+    ck_assert(mg_plan_compile(plain.g, d.outs, d.n_outs, NULL, &p) == MG_OK);
+    mg_plan_summary none;
+    ck_assert(mg_plan_summarize(p, d.binds, d.n_binds, &none) == MG_OK);
+    ck_assert_uint_eq(none.budget_bytes, 0);
+    mg_plan_free(p);
+    tm_mlp_data_free(&d, &plain);
+    mg_graph_free(plain.g);
+
+    tm_mlp m;
+    mg_checkpoints ck = {.policy = MG_CKPT_BUDGET,
+                         .budget_bytes = none.predicted_peak / 2};
+    ck_assert_msg(tm_mlp_build(&m, MG_F32, 24, 8, 32, 5, 6, 1, 0.2, &ck) ==
+                      MG_OK,
+                  "%s", mg_last_error());
+    tm_mlp_data_init(&d, &m, 3, 1);
+    ck_assert(mg_plan_compile(m.g, d.outs, d.n_outs, NULL, &p) == MG_OK);
+    mg_plan_summary s;
+    ck_assert(mg_plan_summarize(p, d.binds, d.n_binds, &s) == MG_OK);
+    ck_assert_uint_eq(s.budget_bytes, ck.budget_bytes);
+    ck_assert_uint_le(s.predicted_peak, ck.budget_bytes);
+    ck_assert(s.n_recompute > 0 && s.n_checkpoints > 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert(mg_plan_report(p, d.binds, d.n_binds, f) == MG_OK);
+    fclose(f);
+    ck_assert_msg(strstr(buf, "budget:") && strstr(buf, "within"), "%s", buf);
+    free(buf);
+    mg_plan_free(p);
+    tm_mlp_data_free(&d, &m);
+    mg_graph_free(m.g);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("budget");
+    TCase *tc = tcase_create("exhaustive");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_exhaustive_chain, 0,
+                        2 * (int)(sizeof ch_configs / sizeof *ch_configs));
+    suite_add_tcase(s, tc);
+    th_add_tcase(s, "budget", 300,
+                 TH_TESTS(test_infeasible_names_minimum,
+                          test_bit_exact_and_measured_peak,
+                          test_mlp_summary_and_report));
+    return th_run_suite(s);
+}
