@@ -107,7 +107,8 @@ mg_status mg_set_error(mg_status s, const char *fmt, ...) MG_PRINTF(2, 3);
 typedef enum mg_dtype {
     MG_F32 = 0,
     MG_F64 = 1,
-    MG_I32 = 2 /* integer class labels; not differentiable */
+    MG_I32 = 2, /* integer labels and indices; not differentiable */
+    MG_I64 = 3  /* the same, as int64 (how PyTorch and ONNX hand them) */
 } mg_dtype;
 
 #define MG_MAX_DIMS 8
@@ -253,7 +254,8 @@ mg_tensor mg_log_softmax(mg_graph *g, mg_tensor x, int axis);
 MG_API
 mg_tensor mg_dropout(mg_graph *g, mg_tensor x, double p, uint64_t seed);
 
-/* Mean cross-entropy of logits [N, C] against int32 labels [N]: a scalar.
+/* Mean cross-entropy of logits [N, C] against labels [N] (MG_I32 or MG_I64):
+ * a scalar.
  * A label outside [0, C) makes the run fail with MG_ERR_INVALID_ARG. */
 MG_API
 mg_tensor mg_cross_entropy(mg_graph *g, mg_tensor logits, mg_tensor labels);
@@ -320,10 +322,11 @@ MG_API
 mg_tensor mg_pad(mg_graph *g, mg_tensor x, const int64_t *before,
                  const int64_t *after);
 
-/* Rows of table [V, D] (float) picked by int32 indices of any shape (up to
- * MG_MAX_DIMS - 1 dims): y is [..., D]. The table's gradient adds the rows
- * of gy in index order, so repeated indices sum deterministically. An index
- * outside [0, V) makes the run fail with MG_ERR_INVALID_ARG. */
+/* Rows of table [V, D] (float) picked by indices (MG_I32 or MG_I64) of any
+ * shape (up to MG_MAX_DIMS - 1 dims): y is [..., D]. The table's gradient
+ * adds the rows of gy in index order, so repeated indices sum
+ * deterministically. An index outside [0, V) makes the run fail with
+ * MG_ERR_INVALID_ARG. */
 MG_API
 mg_tensor mg_embedding(mg_graph *g, mg_tensor table, mg_tensor indices);
 
@@ -441,12 +444,22 @@ mg_status mg_graph_write_dot(const mg_graph *g, FILE *out);
 /* Caller memory for one tensor: the data of an input or parameter (read
  * only), or the buffer an output is written into. Borrowed, never freed.
  * data must be aligned to the tensor's dtype (4 bytes for f32 and i32, 8
- * for f64), as malloc'd memory always is; mg_exec_run refuses a misaligned
- * pointer with MG_ERR_INVALID_ARG. */
+ * for f64 and i64), as malloc'd memory always is; mg_exec_run refuses a
+ * misaligned pointer with MG_ERR_INVALID_ARG. */
 typedef struct mg_binding {
     mg_tensor tensor;
     void *data;
 } mg_binding;
+
+/* A binding carries no element type: mg_exec_run trusts data to hold the
+ * tensor's dtype, and an int64 buffer bound to an MG_I32 tensor would be
+ * read as int32 pairs. mg_bind makes a binding of data whose element type
+ * the caller states, and refuses (MG_ERR_DTYPE, naming the tensor and both
+ * types) one that is not the tensor's dtype; *out is written on success
+ * only. Bindings made with it are ordinary mg_bindings. */
+MG_API
+mg_status mg_bind(const mg_graph *g, mg_tensor t, void *data, mg_dtype dtype,
+                  mg_binding *out);
 
 typedef struct mg_plan mg_plan;
 
