@@ -566,10 +566,16 @@ void mg_exec_release(mg_exec *ex);
 typedef struct mg_pool_stats {
     size_t bytes_in_use;      /* handed out now (size-class rounded) */
     size_t peak_bytes_in_use; /* since creation or the last reset */
-    size_t bytes_reserved;    /* in use plus cached free blocks; the pool
-                                 gives cached blocks back rather than let
-                                 this pass max(peak in use, in use plus the
-                                 request being served) */
+    size_t bytes_reserved;    /* in use plus cached free blocks. A run
+                                 is served from one arena laid out for its
+                                 requests before it starts, which the next
+                                 run of the same plan and bindings reuses
+                                 without a system allocation; the layout
+                                 stays within a few percent of the peak in
+                                 use. Outside it the pool gives cached
+                                 blocks back rather than let this pass
+                                 max(peak in use, in use plus the request
+                                 being served) */
     uint64_t alloc_calls;     /* requests to the pool */
     uint64_t cache_hits;      /* requests served from cached blocks */
     uint64_t system_allocs;   /* requests that went to the system */
@@ -579,7 +585,8 @@ MG_API
 mg_status mg_exec_pool_stats(const mg_exec *ex, mg_pool_stats *out);
 MG_API
 void mg_exec_pool_reset_peak(mg_exec *ex);
-/* Give cached free blocks back to the system. */
+/* Give cached free blocks back to the system, and the arena when no kept
+ * output lives in it (the next run lays out a new one). */
 MG_API
 void mg_exec_pool_trim(mg_exec *ex);
 /* The size a request of `nbytes` occupies in the pool (its size class). */

@@ -277,6 +277,7 @@ static mg_status keep_outputs(mg_exec *ex, const mg_plan *p) {
 
 static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed) {
     mg_status s = MG_OK;
+    mgi_pool_replay_begin(&ex->pool, p, ex->buf);
     for (int32_t st = 0; st < p->n_steps && s == MG_OK; st++) {
         s = run_step(ex, p, &p->step[st], seed);
         if (s != MG_OK) break;
@@ -291,6 +292,7 @@ static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed) {
     if (s == MG_OK) s = ex->backend.synchronize(ex->backend.ctx);
     if (s == MG_OK) s = keep_outputs(ex, p);
     if (s != MG_OK) unwind(ex, p);
+    mgi_pool_run_end(&ex->pool);
     return s;
 }
 
