@@ -150,7 +150,7 @@ static int32_t choose_articulation(const mg_graph *g, const fwd_order *fo,
  * tensor produced at or before p and read after p. In each stretch of
  * about one budget of bytes, cut where that set is smallest. */
 static mg_status choose_cuts(const mg_graph *g, const fwd_order *fo,
-                             const bool *is_y, bool *keep) {
+                             const bool *is_y, size_t min_bytes, bool *keep) {
     int32_t n = fo->n;
     int32_t *last = malloc((size_t)(n ? n : 1) * sizeof *last);
     double *live = calloc((size_t)n + 1, sizeof *live);
@@ -182,7 +182,10 @@ static mg_status choose_cuts(const mg_graph *g, const fwd_order *fo,
         if (best < 0 || live[i] < live[best]) best = i;
         if (acc < budget || i == n - 1) continue;
         for (int32_t j = 0; j <= best; j++)
-            if (last[j] > best && candidate(g, fo->order[j], is_y, 0))
+            /* min_bytes holds here as at articulation points: a
+             * separator's smaller members are recomputed instead. */
+            if (last[j] > best &&
+                candidate(g, fo->order[j], is_y, min_bytes))
                 keep[fo->order[j]] = true;
         best = -1;
         acc = 0;
@@ -230,7 +233,7 @@ static mg_status choose_memory(const mg_graph *g, const mg_checkpoints *c,
             if (!m->force_cuts && got + 1 >= want / 2) {
                 for (int32_t t = 0; t < g->n; t++) keep[t] |= trial[t];
             } else {
-                s = choose_cuts(g, &fo, is_y, keep);
+                s = choose_cuts(g, &fo, is_y, c->min_bytes, keep);
             }
             free(trial);
         }
