@@ -377,6 +377,12 @@ typedef enum mg_ckpt_policy {
  *   MG_CKPT_SPEED       keep the outputs of expensive ops (matmul, conv) and
  *                       recompute the cheap ones between them
  * The ys are always kept; so is an op that cannot be recomputed safely.
+ * No policy predicts a higher peak than MG_CKPT_NONE: the choice is
+ * planned beside plain backprop's, and where it would need more memory,
+ * speed keeps only the expensive outputs that plain backprop's backward
+ * pass reads anyway (and the cheap consumers of the others), and any
+ * policy that still needs more takes plain backprop's choice (nothing is
+ * chosen). Graphs of over 50,000 tensors skip this comparison.
  */
 typedef struct mg_checkpoints {
     mg_ckpt_policy policy;

@@ -5,6 +5,9 @@
  *     also where it falls back to topological cuts and in its forced-cut
  *     trials (the cut code passed 0: with min_bytes 4 KiB, or SIZE_MAX, it
  *     kept 768-byte tensors of two mixing streams);
+ *   - no automatic policy predicts a higher peak than policy none (the
+ *     speed policy predicted 1.9x none's on the mixing streams, keeping
+ *     matmul outputs that plain backprop frees straight after the add);
  * and in every case the gradients stay those of plain backprop, bit for
  * bit. The graphs: two streams of matmuls that mix after every layer (no
  * articulation points, so the memory policy cuts), an MLP with LayerNorm,
@@ -25,10 +28,22 @@ typedef struct case_graph {
     int n_params;
 } case_graph;
 
-typedef enum graph_kind { MIXING, LN_MLP, TRANSFORMER, N_KINDS } graph_kind;
+typedef enum graph_kind {
+    MIXING,
+    LN_MLP,
+    TRANSFORMER,
+    MLP,
+    CNN,
+    UNET,
+    N_KINDS
+} graph_kind;
 
-static const char *kind_name[N_KINDS] = {"two mixing streams",
-                                         "layernorm mlp", "transformer"};
+/* The graphs of the min_bytes test: the first three. */
+#define N_MIN_BYTES_KINDS 3
+
+static const char *kind_name[N_KINDS] = {
+    "two mixing streams", "layernorm mlp", "transformer", "mlp",
+    "small cnn",          "unet"};
 
 /* Two streams [8, 24] (768 bytes each tensor) of matmul + add that mix:
  * a' = tanh(a W + b), b' = tanh(b V + a). */
@@ -41,8 +56,8 @@ static void build_mixing(case_graph *c, int layers) {
         mg_tensor v = mg_param(g, NULL, MG_F32, 2, S(24, 24));
         c->params[c->n_params++] = w;
         c->params[c->n_params++] = v;
-        mg_tensor a2 = mg_tanh(g, mg_add(g, mg_matmul(g, a, w, 0, 0), b));
-        mg_tensor b2 = mg_tanh(g, mg_add(g, mg_matmul(g, b, v, 0, 0), a));
+        mg_tensor a2 = mg_add(g, mg_matmul(g, a, w, 0, 0), b);
+        mg_tensor b2 = mg_add(g, mg_matmul(g, b, v, 0, 0), a);
         a = a2;
         b = b2;
     }
@@ -70,9 +85,17 @@ static void build_ln_mlp(case_graph *c, int layers) {
 
 static void case_build(case_graph *c, graph_kind k) {
     memset(c, 0, sizeof *c);
-    if (k == TRANSFORMER) {
-        c->m = mg_model_transformer(3, 16, 2, 8, 2, 13, 0.0, 1, MG_F32, 4);
-        ck_assert(c->m != NULL);
+    if (k >= TRANSFORMER) {
+        switch (k) {
+        case TRANSFORMER:
+            c->m = mg_model_transformer(3, 16, 2, 8, 2, 13, 0.0, 1, MG_F32,
+                                        4);
+            break;
+        case MLP: c->m = mg_model_mlp(6, 32, 16, 24, 5, 0.0, MG_F32, 4); break;
+        case CNN: c->m = mg_model_resnet(3, 4, 2, 8, 10, MG_F32, 4); break;
+        default: c->m = mg_model_unet(2, 4, 2, 16, MG_F32, 4); break;
+        }
+        ck_assert_msg(c->m != NULL, "%s", mg_last_error());
         c->g = c->m->g;
         c->loss = c->m->loss;
         ck_assert(c->m->n_params <= 64);
@@ -210,11 +233,86 @@ START_TEST(test_cuts_choose_without_min_bytes) {
 }
 END_TEST
 
+/* Checkpoints for the collection policy: the model's block outputs, or
+ * every matmul output of the hand-built graphs (speed's choice, which
+ * raises the peak on the mixing streams). */
+static int collection_of(const case_graph *c, mg_tensor *out) {
+    if (c->m) {
+        memcpy(out, c->m->blocks, (size_t)c->m->n_blocks * sizeof *out);
+        return c->m->n_blocks;
+    }
+    int n = 0;
+    for (mg_tensor t = 0; t < mg_graph_num_tensors(c->g) && n < 256; t++)
+        if (strcmp(mg_tensor_op_name(c->g, t), "matmul") == 0) out[n++] = t;
+    return n;
+}
+
+static const mg_ckpt_policy automatic[3] = {MG_CKPT_SPEED, MG_CKPT_MEMORY,
+                                            MG_CKPT_COLLECTION};
+static const char *policy_name[3] = {"speed", "memory", "collection"};
+
+START_TEST(test_never_above_none) {
+    const graph_kind k = (graph_kind)(_i / 3);
+    const int pi = _i % 3;
+    size_t none_peak, ref_n;
+    unsigned char *ref = reference(k, &none_peak, &ref_n);
+    case_graph c;
+    case_build(&c, k);
+    mg_tensor list[256];
+    mg_checkpoints ck = {.policy = automatic[pi]};
+    if (automatic[pi] == MG_CKPT_COLLECTION) {
+        ck.tensors = list;
+        ck.n_tensors = collection_of(&c, list);
+    }
+    size_t peak, n;
+    unsigned char *got = train(&c, &ck, &peak, &n);
+    printf("%-18s %-10s predicted peak %7zu, none %7zu (%.3f)\n",
+           kind_name[k], policy_name[pi], peak, none_peak,
+           (double)peak / (double)none_peak);
+    ck_assert_msg(peak <= none_peak,
+                  "%s, policy %s: predicted peak %zu > policy none's %zu",
+                  kind_name[k], policy_name[pi], peak, none_peak);
+    ck_assert_uint_eq(n, ref_n);
+    ck_assert_msg(memcmp(got, ref, n) == 0,
+                  "%s, policy %s: gradients differ from plain backprop",
+                  kind_name[k], policy_name[pi]);
+    free(got);
+    free(ref);
+    case_free(&c);
+}
+END_TEST
+
+/* On the mixing streams the speed policy keeps no matmul output that only
+ * an add reads, and recomputes no matmul. */
+START_TEST(test_speed_falls_back_on_mixing) {
+    case_graph c;
+    case_build(&c, MIXING);
+    const int32_t n_fwd = mg_graph_num_tensors(c.g);
+    mg_checkpoints ck = {.policy = MG_CKPT_SPEED};
+    size_t peak, n;
+    free(train(&c, &ck, &peak, &n));
+    for (mg_tensor t = 0; t < mg_graph_num_tensors(c.g); t++) {
+        const bool mm = strcmp(mg_tensor_op_name(c.g, t), "matmul") == 0;
+        if (mm && t < n_fwd)
+            ck_assert_msg(!mg_tensor_is_checkpoint(c.g, t),
+                          "matmul output %d kept to the backward pass",
+                          (int)t);
+        if (mm)
+            ck_assert_msg(!mg_tensor_is_recompute(c.g, t),
+                          "matmul %d recomputed", (int)t);
+    }
+    case_free(&c);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("policy_bounds");
     TCase *tc = tcase_create("policy_bounds");
     tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_min_bytes_honoured, 0, 2 * N_KINDS);
+    tcase_add_loop_test(tc, test_min_bytes_honoured, 0,
+                        2 * N_MIN_BYTES_KINDS);
+    tcase_add_loop_test(tc, test_never_above_none, 0, 3 * N_KINDS);
+    tcase_add_test(tc, test_speed_falls_back_on_mixing);
     tcase_add_test(tc, test_cuts_choose_without_min_bytes);
     suite_add_tcase(s, tc);
     return th_run_suite(s);

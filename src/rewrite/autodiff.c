@@ -349,5 +349,6 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
     }
     if (result) work_free(&w);
     free(result);
+    free(m.bwd_reads);
     return s;
 }

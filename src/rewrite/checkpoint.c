@@ -91,10 +91,29 @@ static mg_status choose_collection(const mg_graph *g, const mg_checkpoints *c,
     return MG_OK;
 }
 
-static void choose_speed(const mg_graph *g, const bool *forward, bool *keep) {
+static bool expensive(const mg_graph *g, mg_tensor t) {
+    return (mgi_op_table[g->nodes[t].op].flags & MG_OPF_EXPENSIVE) != 0;
+}
+
+/* Keep the outputs of expensive ops. With bwd_reads, only those plain
+ * backprop's backward pass reads anyway: keeping another (a matmul output
+ * only an add reads, which plain backprop frees straight after the add)
+ * would hold it to the backward pass and raise the peak. The cheap
+ * consumers of the others are kept instead, as plain backprop keeps them,
+ * so no expensive op is ever recomputed. */
+static void choose_speed(const mg_graph *g, const bool *forward,
+                         const bool *bwd_reads, bool *keep) {
     for (int32_t t = 0; t < g->n; t++)
-        if (forward[t] && (mgi_op_table[g->nodes[t].op].flags & MG_OPF_EXPENSIVE))
+        if (forward[t] && expensive(g, t) && (!bwd_reads || bwd_reads[t]))
             keep[t] = true;
+    if (!bwd_reads) return;
+    for (int32_t t = 0; t < g->n; t++) {
+        const mg_node *nd = &g->nodes[t];
+        if (!forward[t] || expensive(g, t)) continue;
+        for (int k = 0; k < nd->n_in && !keep[t]; k++)
+            keep[t] = forward[nd->in[k]] && expensive(g, nd->in[k]) &&
+                      !keep[nd->in[k]];
+    }
 }
 
 /* ---- memory policy ------------------------------------------------------- */
@@ -250,7 +269,7 @@ mg_status mgi_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
                                 const mg_tensor *order, int32_t n_order,
                                 const bool *forward, const bool *is_y,
                                 bool *keep, bool *chosen) {
-    mg_ckpt_policy policy = c ? c->policy : MG_CKPT_NONE;
+    mg_ckpt_policy policy = c && !m->plain ? c->policy : MG_CKPT_NONE;
     for (int32_t t = 0; t < g->n; t++) {
         chosen[t] = false;
         keep[t] = policy == MG_CKPT_NONE || is_y[t] ||
@@ -262,7 +281,7 @@ mg_status mgi_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
     case MG_CKPT_COLLECTION:
         s = choose_collection(g, c, forward, is_y, chosen);
         break;
-    case MG_CKPT_SPEED: choose_speed(g, forward, chosen); break;
+    case MG_CKPT_SPEED: choose_speed(g, forward, m->bwd_reads, chosen); break;
     case MG_CKPT_MEMORY:
         s = choose_memory(g, c, m, order, n_order, forward, is_y, chosen);
         break;
