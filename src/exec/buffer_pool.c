@@ -40,6 +40,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define MG_POOL_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MG_POOL_ASAN 1
+#endif
+#endif
+#ifdef MG_POOL_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 void mgi_pool_init(mg_pool *p, const mg_backend *backend, size_t max_bytes) {
     memset(p, 0, sizeof *p);
     p->backend = backend;
@@ -55,8 +66,23 @@ static bool arena_has(const mg_pool *p, const void *ptr) {
            (const char *)ptr < p->arena + p->arena_size;
 }
 
+/* One arena holds every block of a run, so AddressSanitizer would no
+ * longer see a kernel write past its own block into a neighbour's. In an
+ * ASan build the slots of host memory not handed out are poisoned, and a
+ * slot is unpoisoned for exactly the bytes requested. */
+static void arena_poison(const mg_pool *p, void *ptr, size_t n, bool on) {
+#ifdef MG_POOL_ASAN
+    if (!p->backend->name || strcmp(p->backend->name, "cpu") != 0) return;
+    if (on) ASAN_POISON_MEMORY_REGION(ptr, n);
+    else ASAN_UNPOISON_MEMORY_REGION(ptr, n);
+#else
+    (void)p, (void)ptr, (void)n, (void)on;
+#endif
+}
+
 static void arena_drop(mg_pool *p) {
     if (p->arena) {
+        arena_poison(p, p->arena, p->arena_size, false);
         p->backend->free(p->backend->ctx, p->arena);
         p->stats.bytes_reserved -= p->arena_size;
     }
@@ -136,7 +162,7 @@ static bool live_remove(mg_pool *p, const void *ptr) {
 /* The next request of the run from the arena, if it is the one the layout
  * expects and no block in use overlaps its slot; else the replay ends for
  * this run. Room in the live list was reserved at the run's start. */
-static void *replay_serve(mg_pool *p, size_t size) {
+static void *replay_serve(mg_pool *p, size_t size, size_t nbytes) {
     if (!p->in_run || p->diverged || !p->arena) return NULL;
     if (p->cursor >= p->n_lay || p->lay_size[p->cursor] != size ||
         p->n_live == p->cap_live) {
@@ -157,6 +183,7 @@ static void *replay_serve(mg_pool *p, size_t size) {
     char *ptr = p->arena + off;
     p->live[p->n_live++] = (mg_pool_live){ptr, size, true};
     p->arena_live++;
+    arena_poison(p, ptr, nbytes ? nbytes : 1, false);
     return ptr;
 }
 
@@ -167,7 +194,7 @@ void *mgi_pool_alloc(mg_pool *p, size_t nbytes) {
     if (p->max_bytes && (size > p->max_bytes ||
                          p->stats.bytes_in_use > p->max_bytes - size))
         return NULL;
-    void *ptr = replay_serve(p, size);
+    void *ptr = replay_serve(p, size, nbytes);
     if (ptr) {
         p->stats.cache_hits++;
         goto handed_out;
@@ -209,6 +236,7 @@ void mgi_pool_free(mg_pool *p, void *ptr, size_t nbytes) {
     if (arena_has(p, ptr)) {
         live_remove(p, ptr);
         p->arena_live--;
+        arena_poison(p, ptr, size, true);
         return;
     }
     if (p->arena && !p->diverged) {
@@ -400,6 +428,7 @@ static bool arena_build(mg_pool *p, const mg_pool_rec *recs, size_t n,
     }
     p->stats.system_allocs++;
     p->stats.bytes_reserved += total;
+    arena_poison(p, p->arena, total, true);
     p->arena_size = total;
     p->lay_size = lay_size;
     p->lay_off = lay_off;
