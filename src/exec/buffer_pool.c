@@ -14,8 +14,9 @@
  * schedule never asks for again (a recompute segment's sizes differ from
  * the backward's), and a process would hold twice what it uses. So before
  * the pool grows, it gives back cached blocks, largest first, until what it
- * reserves stays within its peak in use: bytes_reserved never exceeds
- * max(peak_bytes_in_use, bytes_in_use + the request).
+ * reserves stays within its peak in use: what it reserves outside the
+ * arena below never exceeds max(peak_bytes_in_use, bytes_in_use + the
+ * request).
  *
  * That rule still churns: with exact classes, keeping every block a run
  * will want again costs the sum of each class's own peak, more than the
@@ -23,10 +24,11 @@
  * again (issue 11: about 20 system allocations per ResNet step). But a
  * plan is static: with the same bindings it makes the same requests in the
  * same order every run, and the executor can list them before the run
- * (pool_replay.c). The pool lays them out at offsets of one arena, the
- * largest first, each in the smallest gap that is free for its whole
- * lifetime (the "greedy by size" planner of TensorFlow Lite's arena), and
- * serves the run from it. The next run with the same list reuses the
+ * (pool_replay.c). The pool lays them out at offsets of one arena, each
+ * in a gap that is free for its whole lifetime, in a few greedy orders
+ * (largest first, as TensorFlow Lite's "greedy by size" arena planner, or
+ * largest bytes x lifetime first; best or first fit), keeps the smallest
+ * layout, and serves the run from it. The next run with the same list reuses the
  * arena: no system allocation at all. Each request is checked against the
  * layout (same class, slot not held by a block in use), and the first one
  * that differs sends the rest of the run to the cache, so a wrong list
@@ -214,8 +216,9 @@ void *mgi_pool_alloc(mg_pool *p, size_t nbytes) {
         }
         ptr = p->backend->alloc(p->backend->ctx, size);
         if (!ptr) {
-            /* Cached blocks of other sizes may be what is missing. */
-            trim_cache(p);
+            /* Cached blocks of other sizes may be what is missing, or an
+             * arena this run does not use. */
+            mgi_pool_trim(p);
             ptr = p->backend->alloc(p->backend->ctx, size);
         }
         if (!ptr) return NULL;
