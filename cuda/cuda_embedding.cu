@@ -12,22 +12,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Host copy of the n indices in a->in[1], checked against bound. */
+/* Host copy of the n indices in a->in[1] (as their dtype stores them),
+ * checked against bound. */
 static mg_status host_indices(cu_ctx *c, const mg_kargs *a, int64_t bound,
-                              int32_t **out) {
+                              void **out) {
     const int64_t n = mgi_tdesc_numel(&a->in[1].d);
-    int32_t *h = (int32_t *)malloc((size_t)(n ? n : 1) * sizeof *h);
+    const mg_dtype it = a->in[1].d.dtype;
+    const size_t es = mg_dtype_size(it);
+    void *h = malloc((size_t)(n ? n : 1) * es);
     if (!h) return mg_kernel_fail(a, MG_ERR_NOMEM,
                                   "out of host memory for indices");
     mg_status s = cu_check(a, cudaMemcpyAsync(h, a->in[1].data,
-                                              (size_t)n * sizeof *h,
+                                              (size_t)n * es,
                                               cudaMemcpyDeviceToHost,
                                               c->stream),
                            "index copy");
     if (s == MG_OK)
         s = cu_check(a, cudaStreamSynchronize(c->stream), "index copy");
     if (s == MG_OK)
-        s = mg_kernel_check_indices(a, h, n, bound, "index", "position");
+        s = mg_kernel_check_indices(a, h, it, n, bound, "index", "position");
     if (s != MG_OK) {
         free(h);
         return s;
@@ -37,31 +40,33 @@ static mg_status host_indices(cu_ctx *c, const mg_kargs *a, int64_t bound,
 }
 
 template <typename U>
-__global__ void k_embedding(const U *table, const int32_t *idx, U *y,
-                            int64_t n, int64_t dim) {
-    CU_FOR(e, n * dim) y[e] = table[(int64_t)idx[e / dim] * dim + e % dim];
+__global__ void k_embedding(const U *table, const void *idx, mg_dtype it,
+                            U *y, int64_t n, int64_t dim) {
+    CU_FOR(e, n * dim)
+        y[e] = table[mg_index_at(idx, it, e / dim) * dim + e % dim];
 }
 
 mg_status cu_embedding(cu_ctx *c, const mg_kargs *a) {
     const mg_tdesc *td = &a->in[0].d;
     const int64_t n = mgi_tdesc_numel(&a->in[1].d), dim = td->shape[1];
-    int32_t *h = NULL;
+    void *h = NULL;
     mg_status s = host_indices(c, a, td->shape[0], &h);
     if (s != MG_OK) return s;
     free(h);
-    const int32_t *idx = (const int32_t *)a->in[1].data;
+    const void *idx = a->in[1].data;
+    const mg_dtype it = a->in[1].d.dtype;
     switch (mg_dtype_size(td->dtype)) {
     case 4:
         k_embedding<uint32_t><<<cu_blocks(n * dim), CU_THREADS, 0,
                                 c->stream>>>((const uint32_t *)a->in[0].data,
-                                             idx, (uint32_t *)a->out.data, n,
-                                             dim);
+                                             idx, it, (uint32_t *)a->out.data,
+                                             n, dim);
         return MG_OK;
     case 8:
         k_embedding<uint64_t><<<cu_blocks(n * dim), CU_THREADS, 0,
                                 c->stream>>>((const uint64_t *)a->in[0].data,
-                                             idx, (uint64_t *)a->out.data, n,
-                                             dim);
+                                             idx, it, (uint64_t *)a->out.data,
+                                             n, dim);
         return MG_OK;
     default:
         return mg_kernel_fail(a, MG_ERR_DTYPE,
@@ -96,7 +101,8 @@ mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
     const mg_tdesc *td = &a->out.d;
     const int64_t n = mgi_tdesc_numel(&a->in[1].d);
     const int64_t rows = td->shape[0], dim = td->shape[1];
-    int32_t *h = NULL;
+    void *h = NULL;
+    const mg_dtype it = a->in[1].d.dtype;
     mg_status s = host_indices(c, a, rows, &h);
     if (s != MG_OK) return s;
     /* CSR by a stable counting sort: start[rows + 1], then order[n] */
@@ -108,7 +114,7 @@ mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
                               "out of host memory for indices");
     }
     int64_t *start = csr, *order = csr + rows + 1;
-    for (int64_t p = 0; p < n; p++) start[h[p] + 1]++;
+    for (int64_t p = 0; p < n; p++) start[mg_index_at(h, it, p) + 1]++;
     for (int64_t v = 0; v < rows; v++) start[v + 1] += start[v];
     int64_t *fill = (int64_t *)malloc((size_t)(rows ? rows : 1) * sizeof *fill);
     if (!fill) {
@@ -118,7 +124,8 @@ mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
                               "out of host memory for indices");
     }
     memcpy(fill, start, (size_t)rows * sizeof *fill);
-    for (int64_t p = 0; p < n; p++) order[fill[h[p]]++] = p;
+    for (int64_t p = 0; p < n; p++)
+        order[fill[mg_index_at(h, it, p)]++] = p;
     free(fill);
     free(h);
     void *w = NULL;

@@ -13,12 +13,12 @@
 /* Per row: logsumexp(row) - row[label] as (m - v) + log s; a bad label
  * records its row in *flag (the smallest such row) and contributes 0. */
 template <typename T>
-__global__ void k_ce_rows(const T *x, const int32_t *labels, T *part,
-                          int64_t rows, int64_t cl, int *flag) {
+__global__ void k_ce_rows(const T *x, const void *labels, mg_dtype lt,
+                          T *part, int64_t rows, int64_t cl, int *flag) {
     CU_SHARED(T, sh);
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const T *px = x + r * cl;
-        const int32_t lab = labels[r];
+        const int64_t lab = mg_index_at(labels, lt, r);
         const bool bad = lab < 0 || lab >= cl;
         if (bad && threadIdx.x == 0) atomicMin(flag, (int)(r < INT_MAX ? r : INT_MAX - 1));
         T m = px[0];
@@ -52,14 +52,15 @@ __global__ void k_mean_of(const T *v, const T *w, T *y, int64_t n) {
 
 /* grad row = (softmax(row) - onehot(label)) * gy / rows */
 template <typename T>
-__global__ void k_ce_grad(const T *gy, const T *x, const int32_t *labels,
-                          T *g, int64_t rows, int64_t cl, int *flag) {
+__global__ void k_ce_grad(const T *gy, const T *x, const void *labels,
+                          mg_dtype lt, T *g, int64_t rows, int64_t cl,
+                          int *flag) {
     CU_SHARED(T, sh);
     const T scale = gy[0] / (T)rows;
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const T *px = x + r * cl;
         T *pg = g + r * cl;
-        const int32_t lab = labels[r];
+        const int64_t lab = mg_index_at(labels, lt, r);
         if ((lab < 0 || lab >= cl) && threadIdx.x == 0)
             atomicMin(flag, (int)(r < INT_MAX ? r : INT_MAX - 1));
         T m = px[0];
@@ -85,7 +86,7 @@ static mg_status flag_reset(cu_ctx *c, const mg_kargs *a) {
 
 /* Waits for the kernel and reports the first bad label, as the CPU does. */
 static mg_status flag_check(cu_ctx *c, const mg_kargs *a,
-                            const int32_t *labels, int64_t cl) {
+                            const void *labels, mg_dtype lt, int64_t cl) {
     int row = 0;
     mg_status s = cu_check(a, cudaMemcpyAsync(&row, c->flag, sizeof row,
                                               cudaMemcpyDeviceToHost,
@@ -94,14 +95,16 @@ static mg_status flag_check(cu_ctx *c, const mg_kargs *a,
     if (s == MG_OK)
         s = cu_check(a, cudaStreamSynchronize(c->stream), "label check");
     if (s != MG_OK || row == 0x7f7f7f7f) return s;
-    int32_t lab = 0;
-    s = cu_check(a, cudaMemcpy(&lab, labels + row, sizeof lab,
-                               cudaMemcpyDeviceToHost),
+    int64_t lab[1] = {0}; /* room for either label dtype */
+    const size_t es = mg_dtype_size(lt);
+    s = cu_check(a, cudaMemcpy(lab, (const char *)labels + (size_t)row * es,
+                               es, cudaMemcpyDeviceToHost),
                  "label check");
     if (s != MG_OK) return s;
     return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
-                          "label %d at row %d is outside [0, %lld)", (int)lab,
-                          row, (long long)cl);
+                          "label %lld at row %d is outside [0, %lld)",
+                          (long long)mg_index_at(lab, lt, 0), row,
+                          (long long)cl);
 }
 
 size_t cu_cross_entropy_workspace(const mg_kargs *a) {
@@ -115,7 +118,8 @@ mg_status cu_cross_entropy(cu_ctx *c, const mg_kargs *a) {
     mg_status s = mg_ce_dims_setup(a, 0, &rows, &cl);
     if (s == MG_OK) s = flag_reset(c, a);
     if (s != MG_OK) return s;
-    const int32_t *labels = (const int32_t *)a->in[1].data;
+    const void *labels = a->in[1].data;
+    const mg_dtype lt = a->in[1].d.dtype;
     const unsigned t = cu_row_threads(cl);
     CU_BY_FLOAT(a, a->out.d.dtype, {
         void *w = NULL;
@@ -123,14 +127,14 @@ mg_status cu_cross_entropy(cu_ctx *c, const mg_kargs *a) {
         if (s != MG_OK) return s;
         T *part = (T *)w; /* one partial loss per row */
         k_ce_rows<T><<<cu_grid_rows(rows), t, t * sizeof(T), c->stream>>>(
-            (const T *)a->in[0].data, labels, part, rows, cl, c->flag);
+            (const T *)a->in[0].data, labels, lt, part, rows, cl, c->flag);
         s = cu_check_launch(a, "cross_entropy rows");
         if (s != MG_OK) return s;
         k_mean_of<T><<<1, 1024, 1024 * sizeof(T), c->stream>>>(
             part, (const T *)NULL, (T *)a->out.data, rows);
     });
     s = cu_check_launch(a, "cross_entropy mean");
-    return s != MG_OK ? s : flag_check(c, a, labels, cl);
+    return s != MG_OK ? s : flag_check(c, a, labels, lt, cl);
 }
 
 mg_status cu_cross_entropy_grad(cu_ctx *c, const mg_kargs *a) {
@@ -138,15 +142,16 @@ mg_status cu_cross_entropy_grad(cu_ctx *c, const mg_kargs *a) {
     mg_status s = mg_ce_dims_setup(a, 1, &rows, &cl);
     if (s == MG_OK) s = flag_reset(c, a);
     if (s != MG_OK) return s;
-    const int32_t *labels = (const int32_t *)a->in[2].data;
+    const void *labels = a->in[2].data;
+    const mg_dtype lt = a->in[2].d.dtype;
     const unsigned t = cu_row_threads(cl);
     CU_BY_FLOAT(a, a->out.d.dtype,
                 (k_ce_grad<T><<<cu_grid_rows(rows), t, t * sizeof(T),
                                 c->stream>>>(
                     (const T *)a->in[0].data, (const T *)a->in[1].data,
-                    labels, (T *)a->out.data, rows, cl, c->flag)));
+                    labels, lt, (T *)a->out.data, rows, cl, c->flag)));
     s = cu_check_launch(a, "cross_entropy_grad");
-    return s != MG_OK ? s : flag_check(c, a, labels, cl);
+    return s != MG_OK ? s : flag_check(c, a, labels, lt, cl);
 }
 
 mg_status cu_mse(cu_ctx *c, const mg_kargs *a) {

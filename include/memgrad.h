@@ -107,7 +107,8 @@ mg_status mg_set_error(mg_status s, const char *fmt, ...) MG_PRINTF(2, 3);
 typedef enum mg_dtype {
     MG_F32 = 0,
     MG_F64 = 1,
-    MG_I32 = 2 /* integer class labels; not differentiable */
+    MG_I32 = 2, /* integer labels and indices; not differentiable */
+    MG_I64 = 3  /* the same, as int64 (how PyTorch and ONNX hand them) */
 } mg_dtype;
 
 #define MG_MAX_DIMS 8
@@ -253,7 +254,8 @@ mg_tensor mg_log_softmax(mg_graph *g, mg_tensor x, int axis);
 MG_API
 mg_tensor mg_dropout(mg_graph *g, mg_tensor x, double p, uint64_t seed);
 
-/* Mean cross-entropy of logits [N, C] against int32 labels [N]: a scalar.
+/* Mean cross-entropy of logits [N, C] against labels [N] (MG_I32 or MG_I64):
+ * a scalar.
  * A label outside [0, C) makes the run fail with MG_ERR_INVALID_ARG. */
 MG_API
 mg_tensor mg_cross_entropy(mg_graph *g, mg_tensor logits, mg_tensor labels);
@@ -320,10 +322,11 @@ MG_API
 mg_tensor mg_pad(mg_graph *g, mg_tensor x, const int64_t *before,
                  const int64_t *after);
 
-/* Rows of table [V, D] (float) picked by int32 indices of any shape (up to
- * MG_MAX_DIMS - 1 dims): y is [..., D]. The table's gradient adds the rows
- * of gy in index order, so repeated indices sum deterministically. An index
- * outside [0, V) makes the run fail with MG_ERR_INVALID_ARG. */
+/* Rows of table [V, D] (float) picked by indices (MG_I32 or MG_I64) of any
+ * shape (up to MG_MAX_DIMS - 1 dims): y is [..., D]. The table's gradient
+ * adds the rows of gy in index order, so repeated indices sum
+ * deterministically. An index outside [0, V) makes the run fail with
+ * MG_ERR_INVALID_ARG. */
 MG_API
 mg_tensor mg_embedding(mg_graph *g, mg_tensor table, mg_tensor indices);
 
@@ -380,6 +383,12 @@ typedef enum mg_ckpt_policy {
  *                       fits, MG_ERR_NOMEM with the smallest budget that
  *                       would (docs/checkpointing.md)
  * The ys are always kept; so is an op that cannot be recomputed safely.
+ * No policy predicts a higher peak than MG_CKPT_NONE: the choice is
+ * planned beside plain backprop's, and where it would need more memory,
+ * speed keeps only the expensive outputs that plain backprop's backward
+ * pass reads anyway (and the cheap consumers of the others), and any
+ * policy that still needs more takes plain backprop's choice (nothing is
+ * chosen). Graphs of over 50,000 tensors skip this comparison.
  */
 typedef struct mg_checkpoints {
     mg_ckpt_policy policy;
@@ -449,12 +458,22 @@ mg_status mg_graph_write_dot(const mg_graph *g, FILE *out);
 /* Caller memory for one tensor: the data of an input or parameter (read
  * only), or the buffer an output is written into. Borrowed, never freed.
  * data must be aligned to the tensor's dtype (4 bytes for f32 and i32, 8
- * for f64), as malloc'd memory always is; mg_exec_run refuses a misaligned
- * pointer with MG_ERR_INVALID_ARG. */
+ * for f64 and i64), as malloc'd memory always is; mg_exec_run refuses a
+ * misaligned pointer with MG_ERR_INVALID_ARG. */
 typedef struct mg_binding {
     mg_tensor tensor;
     void *data;
 } mg_binding;
+
+/* A binding carries no element type: mg_exec_run trusts data to hold the
+ * tensor's dtype, and an int64 buffer bound to an MG_I32 tensor would be
+ * read as int32 pairs. mg_bind makes a binding of data whose element type
+ * the caller states, and refuses (MG_ERR_DTYPE, naming the tensor and both
+ * types) one that is not the tensor's dtype; *out is written on success
+ * only. Bindings made with it are ordinary mg_bindings. */
+MG_API
+mg_status mg_bind(const mg_graph *g, mg_tensor t, void *data, mg_dtype dtype,
+                  mg_binding *out);
 
 typedef struct mg_plan mg_plan;
 
@@ -562,10 +581,16 @@ void mg_exec_release(mg_exec *ex);
 typedef struct mg_pool_stats {
     size_t bytes_in_use;      /* handed out now (size-class rounded) */
     size_t peak_bytes_in_use; /* since creation or the last reset */
-    size_t bytes_reserved;    /* in use plus cached free blocks; the pool
-                                 gives cached blocks back rather than let
-                                 this pass max(peak in use, in use plus the
-                                 request being served) */
+    size_t bytes_reserved;    /* in use plus cached free blocks. A run
+                                 is served from one arena laid out for its
+                                 requests before it starts, which the next
+                                 run of the same plan and bindings reuses
+                                 without a system allocation; the layout
+                                 stays within a few percent of the peak in
+                                 use. Outside it the pool gives cached
+                                 blocks back rather than let this pass
+                                 max(peak in use, in use plus the request
+                                 being served) */
     uint64_t alloc_calls;     /* requests to the pool */
     uint64_t cache_hits;      /* requests served from cached blocks */
     uint64_t system_allocs;   /* requests that went to the system */
@@ -575,7 +600,8 @@ MG_API
 mg_status mg_exec_pool_stats(const mg_exec *ex, mg_pool_stats *out);
 MG_API
 void mg_exec_pool_reset_peak(mg_exec *ex);
-/* Give cached free blocks back to the system. */
+/* Give cached free blocks back to the system, and the arena when no kept
+ * output lives in it (the next run lays out a new one). */
 MG_API
 void mg_exec_pool_trim(mg_exec *ex);
 /* The size a request of `nbytes` occupies in the pool (its size class). */

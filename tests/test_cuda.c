@@ -116,6 +116,9 @@ static mg_tensor leaf(op_case *c, mg_dtype dt, int ndim, const int64_t *sh,
     if (dt == MG_I32)
         for (int64_t i = 0; i < n; i++)
             ((int32_t *)h)[i] = (int32_t)(th_rng_next(&rng) % (uint64_t)hi);
+    else if (dt == MG_I64)
+        for (int64_t i = 0; i < n; i++)
+            ((int64_t *)h)[i] = (int64_t)(th_rng_next(&rng) % (uint64_t)hi);
     else
         th_fill_f32(&rng, h, n, lo, hi, 0.05);
     c->leaves[c->n_leaves] = t;
@@ -298,6 +301,11 @@ START_TEST(test_every_op_matches_cpu) {
             mg_tensor l = leaf(c, MG_I32, 1, lb, 0, 5);
             finish(c, mg_cross_entropy(c->g, x, l));
         }
+        CASE("cross_entropy i64") {
+            mg_tensor x = fin(c, 2, lg);
+            mg_tensor l = leaf(c, MG_I64, 1, lb, 0, 5);
+            finish(c, mg_cross_entropy(c->g, x, l));
+        }
         CASE("mse") finish(c, mg_mse(c->g, fin(c, 2, lg), fin(c, 2, lg)));
     }
     {
@@ -339,6 +347,11 @@ START_TEST(test_every_op_matches_cpu) {
         CASE("embedding") {
             mg_tensor t = fin(c, 2, tb);
             mg_tensor i = leaf(c, MG_I32, 2, ix, 0, 7);
+            finish(c, mg_embedding(c->g, t, i));
+        }
+        CASE("embedding i64") {
+            mg_tensor t = fin(c, 2, tb);
+            mg_tensor i = leaf(c, MG_I64, 2, ix, 0, 7);
             finish(c, mg_embedding(c->g, t, i));
         }
         CASE("causal_mask") finish(c, mg_causal_mask(c->g, fin(c, 3, xm), 0.5));
@@ -596,6 +609,32 @@ START_TEST(test_cuda_bad_label) {
 }
 END_TEST
 
+/* An int64 label of 2^32 + 1 is refused as itself, not truncated to 1. */
+START_TEST(test_cuda_bad_label_i64) {
+    mg_graph *g = mg_graph_new();
+    const int64_t ls[] = {3, 5}, lb[] = {3};
+    mg_tensor x = mg_input(g, "logits", MG_F32, 2, ls);
+    mg_tensor l = mg_input(g, "labels", MG_I64, 1, lb);
+    mg_tensor y = mg_cross_entropy(g, x, l);
+    mg_plan *p = NULL;
+    ck_assert(mg_plan_compile(g, &y, 1, NULL, &p) == MG_OK);
+    float hx[15] = {0};
+    int64_t hl[3] = {1, ((int64_t)1 << 32) + 1, 2};
+    void *dx = dev_copy(hx, sizeof hx), *dl = dev_copy(hl, sizeof hl);
+    mg_binding b[] = {{x, dx}, {l, dl}};
+    mg_exec *ex = cuda_exec(0);
+    ck_assert_int_eq(mg_exec_run(ex, p, b, 2, 0), MG_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(mg_last_error(), "label 4294967297") &&
+                      strstr(mg_last_error(), "row 1"),
+                  "%s", mg_last_error());
+    mg_exec_free(ex);
+    cudaFree(dx);
+    cudaFree(dl);
+    mg_plan_free(p);
+    mg_graph_free(g);
+}
+END_TEST
+
 #endif /* MG_HAVE_CUDA */
 
 int main(void) {
@@ -613,6 +652,7 @@ int main(void) {
         tcase_add_test(tc, test_1000_steps_no_growth);
         tcase_add_test(tc, test_cuda_out_of_memory);
         tcase_add_test(tc, test_cuda_bad_label);
+        tcase_add_test(tc, test_cuda_bad_label_i64);
     }
 #endif
     suite_add_tcase(s, tc);

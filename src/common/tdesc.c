@@ -12,6 +12,7 @@ const char *mg_dtype_name(mg_dtype d) {
     case MG_F32: return "f32";
     case MG_F64: return "f64";
     case MG_I32: return "i32";
+    case MG_I64: return "i64";
     }
     return "?";
 }
@@ -21,6 +22,7 @@ size_t mg_dtype_size(mg_dtype d) {
     case MG_F32: return 4;
     case MG_F64: return 8;
     case MG_I32: return 4;
+    case MG_I64: return 8;
     }
     return 0;
 }

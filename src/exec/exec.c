@@ -283,6 +283,7 @@ static mg_status keep_outputs(mg_exec *ex, const mg_plan *p) {
 static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed) {
     const bool watch = mgi_observe_wanted(&ex->obs, p);
     mg_status s = watch ? mgi_observe_run_start(&ex->obs, p) : MG_OK;
+    mgi_pool_replay_begin(&ex->pool, p, ex->buf);
     for (int32_t st = 0; st < p->n_steps && s == MG_OK; st++) {
         size_t before = 0;
         if (watch && (s = mgi_observe_before(&ex->obs, p, st, &ex->pool,
@@ -305,6 +306,7 @@ static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed) {
     if (watch) s = mgi_observe_run_end(&ex->obs, p, s);
     if (s == MG_OK) s = keep_outputs(ex, p);
     if (s != MG_OK) unwind(ex, p);
+    mgi_pool_run_end(&ex->pool);
     return s;
 }
 

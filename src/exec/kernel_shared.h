@@ -57,21 +57,31 @@ static inline mg_status mg_kernel_fail(const mg_kargs *a, mg_status s,
     return s;
 }
 
-/* Kernels that index with int32 data check all of it (on the host) before
- * reading anything: fails unless every idx[p] is in [0, bound), naming an
- * entry as `what` and its place as `where` ("index 7 at position 2 is
- * outside [0, 5)"). */
+/* Entry p of label or index data, whose dtype is MG_I32 or MG_I64 (the
+ * shape rules admit no other), widened so that one kernel serves both. */
+MG_KFN int64_t mg_index_at(const void *idx, mg_dtype dt,
+                          int64_t p) {
+    return dt == MG_I64 ? ((const int64_t *)idx)[p]
+                        : (int64_t)((const int32_t *)idx)[p];
+}
+
+/* Kernels that index with integer data check all of it (on the host) before
+ * reading anything: fails unless every entry p of idx (of dtype dt) is in
+ * [0, bound), naming an entry as `what` and its place as `where` ("index 7
+ * at position 2 is outside [0, 5)"). */
 static inline mg_status mg_kernel_check_indices(const mg_kargs *a,
-                                                const int32_t *idx, int64_t n,
-                                                int64_t bound,
+                                                const void *idx, mg_dtype dt,
+                                                int64_t n, int64_t bound,
                                                 const char *what,
                                                 const char *where) {
-    for (int64_t p = 0; p < n; p++)
-        if (idx[p] < 0 || idx[p] >= bound)
+    for (int64_t p = 0; p < n; p++) {
+        const int64_t v = mg_index_at(idx, dt, p);
+        if (v < 0 || v >= bound)
             return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
-                                  "%s %" PRId32 " at %s %" PRId64
+                                  "%s %" PRId64 " at %s %" PRId64
                                   " is outside [0, %" PRId64 ")",
-                                  what, idx[p], where, p, bound);
+                                  what, v, where, p, bound);
+    }
     return MG_OK;
 }
 

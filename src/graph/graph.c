@@ -208,7 +208,7 @@ static mg_tensor add_leaf(mg_graph *g, mg_op op, const char *name,
                      name ? name : "");
         return MG_NO_TENSOR;
     }
-    if (dtype != MG_F32 && dtype != MG_F64 && dtype != MG_I32) {
+    if (mg_dtype_size(dtype) == 0) {
         mg_set_error(MG_ERR_DTYPE, "%s '%s': unknown dtype %d", what,
                      name ? name : "", (int)dtype);
         return MG_NO_TENSOR;
@@ -279,6 +279,32 @@ mg_status mg_tensor_dtype(const mg_graph *g, mg_tensor t, mg_dtype *dtype) {
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_tensor_dtype: output pointer is NULL");
     *dtype = g->nodes[t].d.dtype;
+    return MG_OK;
+}
+
+/* The one place a caller can say what a buffer holds: a raw binding's
+ * void * cannot, and an int64 label buffer read as int32 gives wrong labels
+ * that are still in range (issue 11: {1, 2} read as {1, 0}). */
+mg_status mg_bind(const mg_graph *g, mg_tensor t, void *data, mg_dtype dtype,
+                  mg_binding *out) {
+    mg_status s = mgi_graph_check_id(g, t, "mg_bind");
+    if (s != MG_OK) return s;
+    char label[160];
+    mgi_graph_tensor_label(g, t, label, sizeof label);
+    if (!out || !data)
+        return mg_set_error(MG_ERR_INVALID_ARG, "mg_bind: %s for %s is NULL",
+                            out ? "data" : "out", label);
+    const mg_dtype want = g->nodes[t].d.dtype;
+    if (mg_dtype_size(dtype) == 0)
+        return mg_set_error(MG_ERR_DTYPE, "mg_bind: unknown dtype %d for %s",
+                            (int)dtype, label);
+    if (dtype != want)
+        return mg_set_error(MG_ERR_DTYPE,
+                            "mg_bind: %s is %s but the buffer holds %s; "
+                            "declare the tensor as %s or convert the buffer",
+                            label, mg_dtype_name(want), mg_dtype_name(dtype),
+                            mg_dtype_name(dtype));
+    *out = (mg_binding){t, data};
     return MG_OK;
 }
 

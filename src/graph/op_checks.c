@@ -48,6 +48,14 @@ mg_status mgi_float_check(const mg_tdesc *d, const char *what, char *why,
     return MG_ERR_DTYPE;
 }
 
+mg_status mgi_index_check(const mg_tdesc *d, const char *what, char *why,
+                         size_t len) {
+    if (d->dtype == MG_I32 || d->dtype == MG_I64) return MG_OK;
+    snprintf(why, len, "%s must be i32 or i64, not %s", what,
+             mg_dtype_name(d->dtype));
+    return MG_ERR_DTYPE;
+}
+
 mg_status mgi_float_pair_check(const mg_tdesc *a, const char *a_what,
                               const mg_tdesc *b, const char *b_what, char *why,
                               size_t len) {

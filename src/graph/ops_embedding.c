@@ -1,7 +1,7 @@
 /*
  * ops_embedding.c - embedding lookup: rows of a float table [V, D] gathered
- * by int32 indices of any shape, and its gradient, a scatter-add of gy into
- * a zero table done by a helper op in a fixed order.
+ * by int32 or int64 indices of any shape, and its gradient, a scatter-add
+ * of gy into a zero table done by a helper op in a fixed order.
  */
 #include "graph.h"
 #include "ops_internal.h"
@@ -14,11 +14,8 @@ mg_status mgi_embedding_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
     const mg_tdesc *table = &in[0], *idx = &in[1];
     mg_status s = mgi_rank_check(table, "table", "[V, D]", why, len);
     if (s != MG_OK) return s;
-    if (idx->dtype != MG_I32) {
-        snprintf(why, len, "indices must be i32, not %s",
-                 mg_dtype_name(idx->dtype));
-        return MG_ERR_DTYPE;
-    }
+    s = mgi_index_check(idx, "indices", why, len);
+    if (s != MG_OK) return s;
     if (idx->ndim >= MG_MAX_DIMS) {
         snprintf(why, len, "indices may have at most %d dims", MG_MAX_DIMS - 1);
         return MG_ERR_SHAPE;

@@ -24,6 +24,9 @@ mg_status mgi_shape_check(int ndim, const int64_t *shape, char *why,
                          size_t len);
 mg_status mgi_float_check(const mg_tdesc *d, const char *what, char *why,
                          size_t len);
+/* Labels and indices: MG_I32 or MG_I64. */
+mg_status mgi_index_check(const mg_tdesc *d, const char *what, char *why,
+                         size_t len);
 mg_status mgi_float_pair_check(const mg_tdesc *a, const char *a_what,
                               const mg_tdesc *b, const char *b_what, char *why,
                               size_t len);

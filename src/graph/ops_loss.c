@@ -7,17 +7,14 @@
 
 #include <stdio.h>
 
-/* logits float [N, C], labels i32 [N]. */
+/* logits float [N, C], labels i32 or i64 [N]. */
 static mg_status ce_check(const mg_tdesc *logits, const mg_tdesc *labels,
                           char *why, size_t len) {
     char buf[128];
     mg_status s = mgi_float_check(logits, "logits", why, len);
     if (s != MG_OK) return s;
-    if (labels->dtype != MG_I32) {
-        snprintf(why, len, "labels must be i32, not %s",
-                 mg_dtype_name(labels->dtype));
-        return MG_ERR_DTYPE;
-    }
+    s = mgi_index_check(labels, "labels", why, len);
+    if (s != MG_OK) return s;
     if (logits->ndim != 2) {
         snprintf(why, len, "logits must be 2-D [N, C], not %s",
                  mgi_shape_str(logits, buf, sizeof buf));

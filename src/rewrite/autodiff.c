@@ -355,5 +355,6 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
     if (result) work_free(&w);
     free(result);
     free(m.keep_set);
+    free(m.search.bwd_reads);
     return s;
 }

@@ -93,10 +93,29 @@ static mg_status choose_collection(const mg_graph *g, const mg_checkpoints *c,
     return MG_OK;
 }
 
-static void choose_speed(const mg_graph *g, const bool *forward, bool *keep) {
+static bool expensive(const mg_graph *g, mg_tensor t) {
+    return (mgi_op_table[g->nodes[t].op].flags & MG_OPF_EXPENSIVE) != 0;
+}
+
+/* Keep the outputs of expensive ops. With bwd_reads, only those plain
+ * backprop's backward pass reads anyway: keeping another (a matmul output
+ * only an add reads, which plain backprop frees straight after the add)
+ * would hold it to the backward pass and raise the peak. The cheap
+ * consumers of the others are kept instead, as plain backprop keeps them,
+ * so no expensive op is ever recomputed. */
+static void choose_speed(const mg_graph *g, const bool *forward,
+                         const bool *bwd_reads, bool *keep) {
     for (int32_t t = 0; t < g->n; t++)
-        if (forward[t] && (mgi_op_table[g->nodes[t].op].flags & MG_OPF_EXPENSIVE))
+        if (forward[t] && expensive(g, t) && (!bwd_reads || bwd_reads[t]))
             keep[t] = true;
+    if (!bwd_reads) return;
+    for (int32_t t = 0; t < g->n; t++) {
+        const mg_node *nd = &g->nodes[t];
+        if (!forward[t] || expensive(g, t)) continue;
+        for (int k = 0; k < nd->n_in && !keep[t]; k++)
+            keep[t] = forward[nd->in[k]] && expensive(g, nd->in[k]) &&
+                      !keep[nd->in[k]];
+    }
 }
 
 /* ---- memory policy ------------------------------------------------------- */
@@ -152,7 +171,7 @@ static int32_t choose_articulation(const mg_graph *g, const fwd_order *fo,
  * tensor produced at or before p and read after p. In each stretch of
  * about one budget of bytes, cut where that set is smallest. */
 static mg_status choose_cuts(const mg_graph *g, const fwd_order *fo,
-                             const bool *is_y, bool *keep) {
+                             const bool *is_y, size_t min_bytes, bool *keep) {
     int32_t n = fo->n;
     int32_t *last = malloc((size_t)(n ? n : 1) * sizeof *last);
     double *live = calloc((size_t)n + 1, sizeof *live);
@@ -184,7 +203,10 @@ static mg_status choose_cuts(const mg_graph *g, const fwd_order *fo,
         if (best < 0 || live[i] < live[best]) best = i;
         if (acc < budget || i == n - 1) continue;
         for (int32_t j = 0; j <= best; j++)
-            if (last[j] > best && candidate(g, fo->order[j], is_y, 0))
+            /* min_bytes holds here as at articulation points: a
+             * separator's smaller members are recomputed instead. */
+            if (last[j] > best &&
+                candidate(g, fo->order[j], is_y, min_bytes))
                 keep[fo->order[j]] = true;
         best = -1;
         acc = 0;
@@ -232,7 +254,7 @@ static mg_status choose_memory(const mg_graph *g, const mg_checkpoints *c,
             if (!m->force_cuts && got + 1 >= want / 2) {
                 for (int32_t t = 0; t < g->n; t++) keep[t] |= trial[t];
             } else {
-                s = choose_cuts(g, &fo, is_y, keep);
+                s = choose_cuts(g, &fo, is_y, c->min_bytes, keep);
             }
             free(trial);
         }
@@ -249,7 +271,7 @@ mg_status mgi_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
                                 const mg_tensor *order, int32_t n_order,
                                 const bool *forward, const bool *is_y,
                                 bool *keep, bool *chosen) {
-    mg_ckpt_policy policy = c ? c->policy : MG_CKPT_NONE;
+    mg_ckpt_policy policy = c && !m->plain ? c->policy : MG_CKPT_NONE;
     for (int32_t t = 0; t < g->n; t++) {
         chosen[t] = false;
         keep[t] = policy == MG_CKPT_NONE || is_y[t] ||
@@ -261,7 +283,7 @@ mg_status mgi_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
     case MG_CKPT_COLLECTION:
         s = choose_collection(g, c, forward, is_y, chosen);
         break;
-    case MG_CKPT_SPEED: choose_speed(g, forward, chosen); break;
+    case MG_CKPT_SPEED: choose_speed(g, forward, m->bwd_reads, chosen); break;
     case MG_CKPT_BUDGET: { /* policy_budget.c's search chose the set */
         const mg_budget_point *bp = (const mg_budget_point *)m;
         for (int32_t t = 0; bp && bp->keep_set && t < g->n; t++)

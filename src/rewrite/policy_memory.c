@@ -28,48 +28,118 @@ static mg_status trial_peak(const mg_graph *g, const mg_tensor *grads, int n,
     return s;
 }
 
-/* Graphs up to this many tensors get the memory policy's search; larger
- * ones take the default point, to keep rewriting linear in time. */
+/* Graphs up to this many tensors get the memory policy's search, and
+ * every policy the comparison with policy none; larger ones take the
+ * policy's default point, to keep rewriting linear in time. */
 #define MG_SEARCH_MAX_TENSORS 50000
+
+/* One trial: build the backward graph at point m, plan it, and take it out
+ * again. With reads (room for the graph's tensors before the build), mark
+ * the forward tensors its backward ops read. */
+static mg_status trial(mg_graph *g, const void *ctx, mg_memory_build_fn build,
+                       const mg_memory_search *m, int n_xs, mg_tensor *result,
+                       size_t *peak, bool *reads) {
+    const int32_t n_before = g->n;
+    const uint64_t rng_before = g->rng_offset;
+    *peak = SIZE_MAX;
+    mg_status s = build(g, ctx, m, result);
+    if (s == MG_OK) s = trial_peak(g, result, n_xs, peak);
+    if (s == MG_OK && reads)
+        for (int32_t t = n_before; t < g->n; t++)
+            for (int k = 0; k < g->nodes[t].n_in; k++)
+                if (g->nodes[t].in[k] < n_before)
+                    reads[g->nodes[t].in[k]] = true;
+    mgi_graph_truncate(g, n_before);
+    g->rng_offset = rng_before;
+    return s;
+}
 
 /* The memory policy's segment length is a trade-off that depends on which
  * tensors gradient rules read, so rather than guess, build the rewrite for
  * a few lengths (and with cuts forced), plan each, and keep the lowest
- * exact predicted peak. Ties go to the earlier, longer-segment point.
+ * exact predicted peak. Ties go to the earlier, longer-segment point. */
+static mg_status search_memory(mg_graph *g, const void *ctx,
+                               mg_memory_build_fn build, int n_xs,
+                               mg_tensor *result, mg_memory_search *best,
+                               size_t *best_peak) {
+    static const mg_memory_search points[] = {
+        {2.0, false, false, NULL}, {3.0, false, false, NULL},
+        {4.0, false, false, NULL}, {1.5, false, false, NULL},
+        {1.0, false, false, NULL}, {2.0, true, false, NULL},
+        {3.0, true, false, NULL},  {1.0, true, false, NULL}};
+    *best = points[0];
+    *best_peak = SIZE_MAX;
+    for (size_t i = 0; i < sizeof points / sizeof *points; i++) {
+        size_t peak;
+        mg_status s = trial(g, ctx, build, &points[i], n_xs, result, &peak,
+                            NULL);
+        if (s == MG_ERR_NOMEM) return s;
+        if (s == MG_OK && peak < *best_peak) {
+            *best_peak = peak;
+            *best = points[i];
+        }
+    }
+    return MG_OK;
+}
+
+/*
+ * No automatic policy may need more memory than plain backprop (issue 11:
+ * the speed policy predicted 1.9x policy none's peak on two mixing streams
+ * of matmuls). So each policy's choice is planned beside none's, and
+ * none's is taken where the policy's predicts a higher peak. The speed
+ * policy, which recomputes only to save memory, tries one step between
+ * where its choice saves nothing: keeping only the expensive outputs that
+ * plain backprop's backward pass reads anyway (checkpoint.c), taken where
+ * that saves memory over none, and none's choice otherwise.
+ *
  * Running out of memory in a trial fails the search with MG_ERR_NOMEM
  * rather than quietly choosing among the trials that happened to fit: the
- * choice must not depend on how much memory was free. */
+ * choice must not depend on how much memory was free. Any other failure
+ * leaves the policy's own point, whose build then reports it.
+ */
 mg_status mgi_memory_search_best(mg_graph *g, const mg_checkpoints *c,
                                 int n_xs, mg_memory_build_fn build,
                                 const void *ctx, mg_memory_search *best) {
-    static const mg_memory_search points[] = {
-        {2.0, false}, {3.0, false}, {4.0, false}, {1.5, false}, {1.0, false},
-        {2.0, true},  {3.0, true},  {1.0, true}};
-    *best = points[0];
-    if (!c || c->policy != MG_CKPT_MEMORY || g->n > MG_SEARCH_MAX_TENSORS)
+    static const mg_memory_search first = {2.0, false, false, NULL};
+    static const mg_memory_search plain = {2.0, false, true, NULL};
+    *best = first;
+    if (!c || c->policy == MG_CKPT_NONE || g->n > MG_SEARCH_MAX_TENSORS)
         return MG_OK;
-    const int32_t n_before = g->n;
-    const uint64_t rng_before = g->rng_offset;
-    size_t best_peak = SIZE_MAX;
-    mg_status nomem = MG_OK;
+    const bool speed = c->policy == MG_CKPT_SPEED;
     mg_tensor *result = malloc((size_t)n_xs * sizeof *result);
-    if (!result)
+    bool *reads = speed ? calloc((size_t)(g->n ? g->n : 1), sizeof *reads)
+                        : NULL;
+    if (!result || (speed && !reads)) {
+        free(result);
+        free(reads);
         return mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
-    for (size_t i = 0; nomem == MG_OK && i < sizeof points / sizeof *points;
-         i++) {
-        size_t peak = SIZE_MAX;
-        mg_status s = build(g, ctx, &points[i], result);
-        if (s == MG_OK) s = trial_peak(g, result, n_xs, &peak);
-        if (s == MG_ERR_NOMEM) nomem = s;
-        if (s == MG_OK && peak < best_peak) {
-            best_peak = peak;
-            *best = points[i];
-        }
-        mgi_graph_truncate(g, n_before);
-        g->rng_offset = rng_before;
     }
+    size_t none_peak, peak;
+    mg_memory_search choice = first;
+    mg_status s =
+        trial(g, ctx, build, &plain, n_xs, result, &none_peak, reads);
+    if (s == MG_OK && c->policy == MG_CKPT_MEMORY)
+        s = search_memory(g, ctx, build, n_xs, result, &choice, &peak);
+    else if (s == MG_OK)
+        s = trial(g, ctx, build, &first, n_xs, result, &peak, NULL);
+    /* Speed recomputes to save memory: where it saves none, plain
+     * backprop is as small and faster. */
+    if (s == MG_OK && speed && peak >= none_peak) {
+        const mg_memory_search fewer = {2.0, false, false, reads};
+        s = trial(g, ctx, build, &fewer, n_xs, result, &peak, NULL);
+        if (s == MG_OK && peak < none_peak) {
+            choice = fewer;
+            reads = NULL; /* now the caller's */
+        } else if (s == MG_OK) {
+            choice = plain;
+            peak = none_peak;
+        }
+    }
+    if (s == MG_OK && peak > none_peak) choice = plain;
     free(result);
-    if (nomem != MG_OK) return nomem; /* the message says where */
+    free(reads);
+    if (s == MG_ERR_NOMEM) return s; /* the message says where */
+    if (s == MG_OK) *best = choice;
     mg_clear_error();
     return MG_OK;
 }

@@ -18,6 +18,14 @@ mg_status mgi_checkpoints_check(const mg_graph *g, const mg_checkpoints *c);
 typedef struct mg_memory_search {
     double segment_factor;
     bool force_cuts;
+    /* Policy none's choice instead of the policy's: what the search falls
+     * back on when the policy would predict a higher peak (issue 11). */
+    bool plain;
+    /* Speed policy: NULL, or per forward tensor whether plain backprop's
+     * backward pass reads it; then only those expensive outputs are kept,
+     * and the cheap consumers of the others (policy_memory.c). Owned by
+     * whoever got it from mgi_memory_search_best. */
+    bool *bwd_reads;
 } mg_memory_search;
 
 /* A point of MG_CKPT_BUDGET's search: builds under that policy are handed
@@ -37,9 +45,11 @@ typedef mg_status (*mg_memory_build_fn)(mg_graph *g, const void *ctx,
 
 /* Store in *best the point of the memory policy's search with the lowest
  * predicted peak (policy_memory.c): builds each point with build, plans
- * it, and leaves g as it was. Policies other than MG_CKPT_MEMORY get the
- * default point without a search. n_xs: how many gradients build writes.
- * MG_ERR_NOMEM if a trial ran out of memory. */
+ * it, and leaves g as it was. Every automatic policy's choice is compared
+ * with policy none's, and none's taken where the policy's would predict a
+ * higher peak; the speed policy first tries keeping fewer expensive
+ * outputs. n_xs: how many gradients build writes. MG_ERR_NOMEM if a trial
+ * ran out of memory. The caller frees best->bwd_reads. */
 mg_status mgi_memory_search_best(mg_graph *g, const mg_checkpoints *c,
                                 int n_xs, mg_memory_build_fn build,
                                 const void *ctx, mg_memory_search *best);

@@ -63,7 +63,7 @@ START_TEST(test_embedding_errors) {
     mg_tensor deep =
         mg_input(g, "deep", MG_I32, MG_MAX_DIMS, S(1, 1, 1, 1, 1, 1, 1, 2));
     TH_FAIL(mg_embedding(g, table, fidx), MG_ERR_DTYPE, "embedding",
-            "indices must be i32, not f32");
+            "indices must be i32 or i64, not f32");
     TH_FAIL(mg_embedding(g, l.x4, idx), MG_ERR_SHAPE, "embedding",
             "table must be 2-D");
     TH_FAIL(mg_embedding(g, itab, idx), MG_ERR_DTYPE, "embedding",
