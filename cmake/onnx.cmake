@@ -100,3 +100,9 @@ if(MG_BUILD_TESTS AND CMAKE_C_COMPILER_ID STREQUAL "GNU")
   set_tests_properties(exported_symbols_onnx PROPERTIES
     ENVIRONMENT "MG_CC=${CMAKE_C_COMPILER};MG_NM=${CMAKE_NM};MG_ARCHIVE=$<TARGET_FILE:memgrad_onnx>")
 endif()
+
+if(MG_BUILD_TESTS AND TARGET memgrad-onnx)
+  add_test(NAME onnx_tool
+    COMMAND bash "${PROJECT_SOURCE_DIR}/tests/onnx_tool/run.sh"
+            "$<TARGET_FILE:memgrad-onnx>" "${PROJECT_SOURCE_DIR}/tests/data")
+endif()
