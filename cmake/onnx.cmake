@@ -106,3 +106,21 @@ if(MG_BUILD_TESTS AND TARGET memgrad-onnx)
     COMMAND bash "${PROJECT_SOURCE_DIR}/tests/onnx_tool/run.sh"
             "$<TARGET_FILE:memgrad-onnx>" "${PROJECT_SOURCE_DIR}/tests/data")
 endif()
+
+# The libFuzzer harness (tests/fuzz/fuzz_onnx.c): clang only, with
+# -DMG_BUILD_FUZZ=ON, best with -DMG_SANITIZE=ON. scripts/fuzz-onnx.sh
+# builds and runs it for a bounded time.
+option(MG_BUILD_FUZZ "Build the libFuzzer harness of the ONNX importer (clang)" OFF)
+if(MG_BUILD_FUZZ)
+  if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "MG_BUILD_FUZZ needs clang (CC=clang)")
+  endif()
+  # Coverage feedback from the importer and the parser it drives.
+  target_compile_options(memgrad_onnx PRIVATE -fsanitize=fuzzer-no-link)
+  target_compile_options(memgrad_onnx_proto PRIVATE -fsanitize=fuzzer-no-link)
+  add_executable(fuzz_onnx "${PROJECT_SOURCE_DIR}/tests/fuzz/fuzz_onnx.c")
+  mg_target_settings(fuzz_onnx)
+  target_compile_options(fuzz_onnx PRIVATE -fsanitize=fuzzer)
+  target_link_options(fuzz_onnx PRIVATE -fsanitize=fuzzer)
+  target_link_libraries(fuzz_onnx PRIVATE memgrad_onnx)
+endif()
