@@ -78,7 +78,8 @@ install(FILES "${PROJECT_SOURCE_DIR}/include/memgrad_onnx.h"
 if(MG_BUILD_TESTS AND TARGET test_onnx)
   target_link_libraries(test_onnx PRIVATE memgrad_onnx)
   target_compile_definitions(test_onnx PRIVATE
-    MG_ONNX_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data")
+    MG_ONNX_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data"
+    MG_ONNX_FUZZ_DIR="${PROJECT_SOURCE_DIR}/tests/fuzz/regressions")
 endif()
 
 # As libmemgrad: a shared memgrad_onnx exports what memgrad_onnx.h marks

@@ -216,6 +216,9 @@ MG_API
 mg_tensor mg_sqrt(mg_graph *g, mg_tensor x);
 MG_API
 mg_tensor mg_scale(mg_graph *g, mg_tensor x, double alpha); /* alpha * x */
+/* The error function; exact GELU is 0.5 x (1 + erf(x / sqrt 2)). */
+MG_API
+mg_tensor mg_erf(mg_graph *g, mg_tensor x);
 
 /* Reductions over the listed axes (negative axes count from the end; no
  * axes at all means every axis). keepdims keeps reduced axes as size 1. */

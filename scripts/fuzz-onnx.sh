@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the ONNX importer's libFuzzer harness with clang, ASan and UBSan in
 # build-fuzz/ and run it for a bounded time from the test models
-# (tests/data/*.onnx). Exits non-zero if libFuzzer finds a crash, a leak, an
+# (tests/data/*.onnx) and the inputs that once crashed it
+# (tests/fuzz/regressions/, which test_onnx also imports). Exits non-zero if libFuzzer finds a crash, a leak, an
 # overread or an allocation past the limits; the input that did it is left
 # in build-fuzz/crash-*. Prints libFuzzer's final stats (executions).
 #
@@ -20,7 +21,7 @@ CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DMG_SANITIZE=ON \
 cmake --build build-fuzz -j2 --target fuzz_onnx
 corpus=build-fuzz/fuzz-corpus
 mkdir -p "$corpus"
-cp tests/data/*.onnx "$corpus"/
+cp tests/data/*.onnx tests/fuzz/regressions/* "$corpus"/
 cd build-fuzz
 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -6,6 +6,8 @@
  * clean errors for unsupported ops, bad graphs and truncated or corrupt
  * files.
  */
+#include <dirent.h>
+
 #include "helpers.h"
 #include "memgrad_onnx.h"
 
@@ -451,6 +453,36 @@ START_TEST(test_truncated_and_corrupt)
 }
 END_TEST
 
+/* Inputs the fuzzer once crashed the importer with (tests/fuzz/). */
+START_TEST(test_fuzz_regressions)
+{
+    DIR *d = opendir(MG_ONNX_FUZZ_DIR);
+    ck_assert(d != NULL);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", MG_ONNX_FUZZ_DIR, e->d_name);
+        size_t len;
+        void *buf = read_all(path, &len);
+        mg_onnx_options o;
+        mg_onnx_options_init(&o);
+        o.batch_size = 2;
+        mg_graph *g = mg_graph_new();
+        mg_onnx_model *m = NULL;
+        if (mg_onnx_import_buffer(buf, len, &o, g, &m) != MG_OK)
+            ck_assert(mg_last_error()[0] != '\0');
+        mg_onnx_model_free(m);
+        mg_graph_free(g);
+        free(buf);
+        n++;
+    }
+    closedir(d);
+    ck_assert_int_ge(n, 1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("onnx");
@@ -462,6 +494,6 @@ int main(void)
                           test_external_data));
     th_add_tcase(s, "errors", 300,
                  TH_TESTS(test_unsupported_op, test_bad_graphs,
-                          test_truncated_and_corrupt));
+                          test_truncated_and_corrupt, test_fuzz_regressions));
     return th_run_suite(s);
 }

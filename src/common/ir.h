@@ -36,6 +36,7 @@
     X(EXP, "exp")                     \
     X(LOG, "log")                     \
     X(SQRT, "sqrt")                   \
+    X(ERF, "erf")                     \
     X(SCALE, "scale")                 \
     X(SUM, "sum")                     \
     X(MEAN, "mean")                   \

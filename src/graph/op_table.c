@@ -45,6 +45,8 @@ const mg_op_def mgi_op_table[MG_OP_COUNT] = {
        .flops_per_elem = 4),
     OP(SCALE, .n_inputs = 1, .infer = mgi_unary_infer, .grad = mgi_unary_grad,
        .flops_per_elem = 1),
+    OP(ERF, .n_inputs = 1, .infer = mgi_unary_infer, .grad = mgi_unary_grad,
+       .flops_per_elem = 20),
     OP(SUM, .n_inputs = 1, .infer = mgi_reduce_infer, .grad = mgi_reduce_grad,
        .flops = mgi_reduce_flops),
     OP(MEAN, .n_inputs = 1, .infer = mgi_reduce_infer, .grad = mgi_reduce_grad,

@@ -117,6 +117,9 @@ mg_tensor mg_log(mg_graph *g, mg_tensor x) {
 mg_tensor mg_sqrt(mg_graph *g, mg_tensor x) {
     return unary_build(g, MG_OP_SQRT, x, 0);
 }
+mg_tensor mg_erf(mg_graph *g, mg_tensor x) {
+    return unary_build(g, MG_OP_ERF, x, 0);
+}
 mg_tensor mg_scale(mg_graph *g, mg_tensor x, double alpha) {
     return unary_build(g, MG_OP_SCALE, x, alpha);
 }
@@ -202,6 +205,11 @@ mg_status mgi_unary_grad(mg_graph *g, const mg_node *node,
     case MG_OP_LOG: gin[0] = mg_div(g, gy, x); break;
     case MG_OP_SQRT: gin[0] = mg_div(g, mg_scale(g, gy, 0.5), y); break;
     case MG_OP_SCALE: gin[0] = mg_scale(g, gy, node->attrs.alpha); break;
+    /* erf'(x) = 2/sqrt(pi) exp(-x^2) */
+    case MG_OP_ERF:
+        gin[0] = mg_mul(g, gy, mg_scale(g, mg_exp(g, mg_neg(g, mg_mul(g, x, x))),
+                                        1.12837916709551257390));
+        break;
     default:
         return mg_set_error(MG_ERR_INTERNAL, "%s: not a unary op",
                             mgi_op_str(node->op));

@@ -79,6 +79,8 @@ static mg_status out_c(mgi_octx *c, const node_t *n, size_t k, mgi_oconst *kc)
     return mgi_onnx_define(c, n->output[k], MG_NO_TENSOR, kc);
 }
 
+static int64_t d2i(double x);
+
 static const Onnx__AttributeProto *attr(const node_t *n, const char *name)
 {
     for (size_t k = 0; k < n->n_attribute; k++)
@@ -137,7 +139,7 @@ static int const_ints(mgi_octx *c, const node_t *n, size_t k, int64_t *out,
     if (!kc || kc->n > max)
         return -2;
     for (int64_t e = 0; e < kc->n; e++)
-        out[e] = kc->i ? kc->i[e] : (int64_t)kc->f[e];
+        out[e] = kc->i ? kc->i[e] : d2i(kc->f[e]);
     return (int)kc->n;
 }
 
@@ -147,6 +149,19 @@ static int tshape(mgi_octx *c, mg_tensor t, int64_t *shape)
     if (mg_tensor_shape(c->g, t, &nd, shape))
         return -1;
     return nd;
+}
+
+/* A double as an int64, saturating (NaN gives 0): hostile files put any
+ * float where an index or a size belongs. */
+static int64_t d2i(double x)
+{
+    if (!(x == x))
+        return 0;
+    if (x >= 4611686018427387904.0)
+        return INT64_C(4611686018427387904);
+    if (x <= -4611686018427387904.0)
+        return -INT64_C(4611686018427387904);
+    return (int64_t)x;
 }
 
 static double cval(const mgi_oconst *k, int64_t e)
@@ -264,7 +279,7 @@ static mg_status fold_binary(mgi_octx *c, const node_t *n, fold_op op)
                                                "integer division by zero");
                 r = x / y; /* ONNX integer Div truncates, as C does */
                 break;
-            case F_POW: r = (int64_t)pow((double)x, (double)y); break;
+            case F_POW: r = d2i(pow((double)x, (double)y)); break;
             case F_MIN: r = x < y ? x : y; break;
             default: r = x > y ? x : y; break;
             }
@@ -589,7 +604,7 @@ static mg_status op_range(mgi_octx *c, const node_t *n)
         if (k->f)
             k->f[e] = st + (double)e * de;
         else
-            k->i[e] = s->i[0] + e * d->i[0];
+            k->i[e] = (int64_t)((uint64_t)s->i[0] + (uint64_t)e * (uint64_t)d->i[0]);
     }
     return out_c(c, n, 0, k);
 }
@@ -623,8 +638,7 @@ static mg_status op_cast(mgi_octx *c, const node_t *n)
             k->i[e] = x != 0;
         else
             k->i[e] = v->c->i ? v->c->i[e]
-                              : (x > 9.2e18 || x < -9.2e18 || x != x) ? 0
-                                                                      : (int64_t)x;
+                              : d2i(x);
     }
     return out_c(c, n, 0, k);
 }
@@ -731,7 +745,7 @@ static mg_status op_gather(mgi_octx *c, const node_t *n)
         int64_t pos = 0;
         for (int64_t o = 0; o < outer; o++)
             for (int64_t e = 0; e < ix->n; e++) {
-                int64_t i = (int64_t)cval(ix, e);
+                int64_t i = d2i(cval(ix, e));
                 if (i < 0)
                     i += shape[axis];
                 if (i < 0 || i >= shape[axis])
@@ -751,12 +765,12 @@ static mg_status op_gather(mgi_octx *c, const node_t *n)
         return mg_last_status();
     if (iv->c && iv->c->ndim <= 1 && iv->c->n >= 1) {
         /* constant indices: a slice when they are consecutive */
-        int64_t first = (int64_t)cval(iv->c, 0);
+        int64_t first = d2i(cval(iv->c, 0));
         if (first < 0)
             first += shape[axis];
         bool run = true;
         for (int64_t e = 1; e < iv->c->n && run; e++) {
-            int64_t i = (int64_t)cval(iv->c, e);
+            int64_t i = d2i(cval(iv->c, e));
             run = (i < 0 ? i + shape[axis] : i) == first + e;
         }
         if (run) {
@@ -894,6 +908,9 @@ static mg_status op_split(mgi_octx *c, const node_t *n)
     } else if ((size_t)ns != no) {
         return BAD_ATTR("%d sizes for %zu outputs", ns, no);
     }
+    for (size_t k = 0; k < no; k++)
+        if (sizes[k] < 1 || sizes[k] > shape[axis])
+            return BAD_ATTR("split size %lld", (long long)sizes[k]);
     mg_tensor x = T(c, n, 0);
     if (x == MG_NO_TENSOR)
         return mg_last_status();
@@ -1082,7 +1099,7 @@ static mg_status fold_unary(mgi_octx *c, const node_t *n, double (*f)(double))
             k->f[e] = a->onnx_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT
                           ? (float)f(a->f[e]) : f(a->f[e]);
         else
-            k->i[e] = (int64_t)f((double)a->i[e]);
+            k->i[e] = d2i(f((double)a->i[e]));
     }
     return out_c(c, n, 0, k);
 }
@@ -1246,6 +1263,8 @@ static mg_status spatial_pads(mgi_octx *c, const node_t *n, const int64_t *in_hw
         }
         if (pb[q] < 0 || pe[q] < 0)
             return UNSUP("negative pads");
+        if (pb[q] > (1 << 20) || pe[q] > (1 << 20))
+            return BAD_ATTR("pads too large");
     }
     return MG_OK;
 }
@@ -1274,6 +1293,8 @@ static mg_status op_conv(mgi_octx *c, const node_t *n)
     if (tshape(c, x, xs) != 4 || tshape(c, w, ws) != 4)
         return UNSUP("Conv of other than 2-D images (NCHW)");
     int64_t st[2], dl[2], pb[2], pe[2], ks[2] = {ws[2], ws[3]};
+    if (ks[0] > (1 << 20) || ks[1] > (1 << 20))
+        return UNSUP("kernels larger than 2^20");
     TRY(hw_attrs(c, n, "strides", 1, st));
     TRY(hw_attrs(c, n, "dilations", 1, dl));
     TRY(spatial_pads(c, n, xs + 2, ks, st, dl, pb, pe));
@@ -1313,6 +1334,8 @@ static mg_status op_pool(mgi_octx *c, const node_t *n, bool is_max)
     int64_t ks[2], st[2], dl[2], pb[2], pe[2];
     if (attr_ints(n, "kernel_shape", ks, 2) != 2)
         return UNSUP("kernel_shape with other than 2 entries (only 2-D)");
+    if (ks[0] < 1 || ks[1] < 1 || ks[0] > (1 << 20) || ks[1] > (1 << 20))
+        return BAD_ATTR("bad kernel_shape");
     TRY(hw_attrs(c, n, "strides", 1, st));
     TRY(hw_attrs(c, n, "dilations", 1, dl));
     if (dl[0] != 1 || dl[1] != 1)
@@ -1566,7 +1589,7 @@ static mg_status op_resize(mgi_octx *c, const node_t *n)
             sc[q] = cval(k, q);
     int64_t f[4];
     for (int q = 0; q < 4; q++) {
-        f[q] = (int64_t)sc[q];
+        f[q] = d2i(sc[q]);
         if (sc[q] != (double)f[q] || f[q] < 1 || f[q] > 4096 || (q < 2 && f[q] != 1))
             return UNSUP("scales other than constant integers on H and W");
     }

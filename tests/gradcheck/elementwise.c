@@ -83,9 +83,10 @@ END_TEST
 /* ------------------------------------------------------------------ unary */
 
 START_TEST(test_gc_unary) {
-    static const char *names[9] = {"neg",  "relu", "gelu", "tanh", "sigmoid",
-                                   "exp",  "log",  "sqrt", "scale(-1.7)"};
-    for (int op = 0; op < 9; op++) {
+    static const char *names[10] = {"neg",  "relu", "gelu", "tanh", "sigmoid",
+                                    "exp",  "log",  "sqrt", "scale(-1.7)",
+                                    "erf"};
+    for (int op = 0; op < 10; op++) {
         gc_ctx c;
         gc_begin(&c, names[op], 800 + op);
         /* log and sqrt need positive inputs */
@@ -101,6 +102,7 @@ START_TEST(test_gc_unary) {
         case 5: y = mg_exp(c.g, x); break;
         case 6: y = mg_log(c.g, x); break;
         case 7: y = mg_sqrt(c.g, x); break;
+        case 9: y = mg_erf(c.g, x); break;
         default: y = mg_scale(c.g, x, -1.7); break;
         }
         gc_check(&c, y);
