@@ -102,6 +102,8 @@ START_TEST(test_cnn_forward) { check_forward("cnn", 2); }
 END_TEST
 START_TEST(test_ops_forward) { check_forward("ops", 2); }
 END_TEST
+START_TEST(test_gpt_forward) { check_forward("gpt", 2); }
+END_TEST
 
 START_TEST(test_model_handle)
 {
@@ -207,14 +209,18 @@ START_TEST(test_mlp_grads_match_hand_built)
 }
 END_TEST
 
-/* Training mode CNN (BatchNorm on batch statistics): gradients of a
- * weighted sum of the outputs against central differences. */
-START_TEST(test_cnn_grads_finite_difference)
+/* Training mode (BatchNorm on batch statistics): gradients of a weighted
+ * sum of the [2, 5] outputs against central differences, for every
+ * parameter but those listed in skip (unused ones). */
+static void check_fd(const char *stem, int n_params, unsigned skip)
 {
+    char on[64], ib[64];
+    snprintf(on, sizeof on, "%s.onnx", stem);
+    snprintf(ib, sizeof ib, "%s.input.bin", stem);
     mg_graph *g = mg_graph_new();
-    mg_onnx_model *m = import("cnn.onnx", g, 1, 2);
+    mg_onnx_model *m = import(on, g, 1, 2);
     size_t nx;
-    float *x = read_all(data_path("cnn.input.bin"), &nx);
+    void *x = read_all(data_path(ib), &nx);
     mg_tensor y = mg_onnx_output(m, 0);
     float wts[10];
     for (int k = 0; k < 10; k++)
@@ -222,8 +228,9 @@ START_TEST(test_cnn_grads_finite_difference)
     mg_tensor w = mg_input(g, "loss_w", MG_F32, 2, S(2, 5));
     mg_tensor loss = mg_sum(g, mg_mul(g, y, w), 0, NULL, 0);
     int np = mg_onnx_num_params(m);
-    ck_assert_int_eq(np, 9);
-    mg_tensor ps[9], grads[9];
+    ck_assert_int_eq(np, n_params);
+    mg_tensor ps[32], grads[32];
+    ck_assert(np <= 32);
     for (int k = 0; k < np; k++)
         ps[k] = mg_onnx_param(m, k);
     ck_assert(mg_gradients(g, &loss, 1, NULL, ps, np, NULL, grads) == MG_OK);
@@ -234,8 +241,8 @@ START_TEST(test_cnn_grads_finite_difference)
     b[n++] = (mg_binding){w, wts};
     int checked = 0;
     for (int k = 0; k < np; k++) {
-        if (k == 4 || k == 5)
-            continue; /* running statistics: unused in training mode */
+        if (skip & (1u << k))
+            continue;
         int64_t cnt = mg_tensor_numel(g, ps[k]);
         float *gv = malloc((size_t)cnt * sizeof *gv);
         void *bufs[1] = {gv};
@@ -273,6 +280,11 @@ START_TEST(test_cnn_grads_finite_difference)
     mg_onnx_model_free(m);
     mg_graph_free(g);
 }
+
+/* the CNN's running statistics (4, 5) are unused in training mode */
+START_TEST(test_cnn_grads_finite_difference) { check_fd("cnn", 9, 0x30); }
+END_TEST
+START_TEST(test_gpt_grads_finite_difference) { check_fd("gpt", 15, 0); }
 END_TEST
 
 /* Shape/Gather/Unsqueeze/Concat are evaluated at import: the graph holds
@@ -488,8 +500,10 @@ int main(void)
     Suite *s = suite_create("onnx");
     th_add_tcase(s, "import", 300,
                  TH_TESTS(test_mlp_forward, test_cnn_forward, test_ops_forward,
+                          test_gpt_forward,
                           test_model_handle, test_mlp_grads_match_hand_built,
                           test_cnn_grads_finite_difference,
+                          test_gpt_grads_finite_difference,
                           test_shape_arithmetic_folded, test_training_mode_ops,
                           test_external_data));
     th_add_tcase(s, "errors", 300,

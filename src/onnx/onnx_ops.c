@@ -226,11 +226,12 @@ static void next_idx(int nd, const int64_t *shape, int64_t *idx)
 typedef enum { F_ADD, F_SUB, F_MUL, F_DIV, F_EQ, F_LT, F_GT, F_POW, F_MIN,
                F_MAX, F_AND, F_OR } fold_op;
 
-static mg_status fold_binary(mgi_octx *c, const node_t *n, fold_op op)
+static mg_status fold_consts(mgi_octx *c, const mgi_oconst *a,
+                             const mgi_oconst *b, fold_op op, mgi_oconst **out)
 {
-    mgi_oconst *a = in_const(c, n, 0), *b = in_const(c, n, 1);
     int nd;
     int64_t shape[MG_MAX_DIMS];
+    *out = NULL;
     if (!bcast(a->ndim, a->shape, b->ndim, b->shape, &nd, shape))
         return mgi_onnx_node_error(c, MG_ERR_SHAPE, "shapes do not broadcast");
     bool cmp = op == F_EQ || op == F_LT || op == F_GT || op == F_AND || op == F_OR;
@@ -286,6 +287,14 @@ static mg_status fold_binary(mgi_octx *c, const node_t *n, fold_op op)
             k->i[e] = r;
         }
     }
+    *out = k;
+    return MG_OK;
+}
+
+static mg_status fold_binary(mgi_octx *c, const node_t *n, fold_op op)
+{
+    mgi_oconst *k;
+    TRY(fold_consts(c, in_const(c, n, 0), in_const(c, n, 1), op, &k));
     return out_c(c, n, 0, k);
 }
 
@@ -1051,7 +1060,49 @@ static mg_status op_where(mgi_octx *c, const node_t *n)
         return BAD_ATTR("needs 3 inputs");
     if (all_inputs_const(c, n))
         return fold_where(c, n);
-    return UNSUP("Where on tensors (only on constants)");
+    /* A constant condition (masks): X m + Y (1 - m) with m its 0/1 values.
+     * Infinite constant operands become the largest finite float, so that
+     * 0 * -inf does not give NaN; after a softmax the two agree. */
+    mgi_oconst *q = in_const(c, n, 0);
+    if (!q)
+        return UNSUP("Where with a condition that is not a constant");
+    mgi_oconst *m = mgi_onnx_const_new(c, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
+                                       true, q->ndim, q->shape);
+    mgi_oconst *nm = mgi_onnx_const_new(c, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
+                                        true, q->ndim, q->shape);
+    if (!m || !nm)
+        return mg_last_status();
+    for (int64_t e = 0; e < q->n; e++) {
+        m->f[e] = cval(q, e) != 0;
+        nm->f[e] = 1.0 - m->f[e];
+    }
+    mg_tensor part[2];
+    for (int k = 0; k < 2; k++) {
+        mgi_oval *v = in(c, n, (size_t)k + 1);
+        mgi_oconst *mask = k == 0 ? m : nm;
+        if (v->c) {
+            mgi_oconst *fin = mgi_onnx_const_new(c, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
+                                                 true, v->c->ndim, v->c->shape);
+            if (!fin)
+                return mg_last_status();
+            for (int64_t e = 0; e < fin->n; e++) {
+                double x = cval(v->c, e);
+                fin->f[e] = x > 3.4028234663852886e38 ? 3.4028234663852886e38
+                          : x < -3.4028234663852886e38 ? -3.4028234663852886e38 : x;
+            }
+            mgi_oconst *prod;
+            TRY(fold_consts(c, fin, mask, F_MUL, &prod));
+            mgi_oval tmp = {v->name, MG_NO_TENSOR, prod, NULL};
+            part[k] = mgi_onnx_tensor(c, &tmp);
+        } else {
+            mgi_oval tmp = {v->name, MG_NO_TENSOR, mask, NULL};
+            mg_tensor mt = mgi_onnx_tensor(c, &tmp);
+            part[k] = mt == MG_NO_TENSOR ? mt : mg_mul(c->g, v->t, mt);
+        }
+        if (part[k] == MG_NO_TENSOR)
+            return out_t(c, n, 0, MG_NO_TENSOR);
+    }
+    return out_t(c, n, 0, mg_add(c->g, part[0], part[1]));
 }
 
 static mg_status op_pow(mgi_octx *c, const node_t *n)
@@ -1111,6 +1162,10 @@ static mg_status op_relu(mgi_octx *c, const node_t *n) { return unary(c, n, mg_r
 static mg_status op_sigmoid(mgi_octx *c, const node_t *n) { return unary(c, n, mg_sigmoid); }
 static mg_status op_tanh(mgi_octx *c, const node_t *n) { return unary(c, n, mg_tanh); }
 static mg_status op_exp(mgi_octx *c, const node_t *n) { return unary(c, n, mg_exp); }
+static mg_status op_erf(mgi_octx *c, const node_t *n)
+{
+    return all_inputs_const(c, n) ? fold_unary(c, n, erf) : unary(c, n, mg_erf);
+}
 static mg_status op_log(mgi_octx *c, const node_t *n) { return unary(c, n, mg_log); }
 static mg_status op_sqrt(mgi_octx *c, const node_t *n)
 {
@@ -1602,13 +1657,23 @@ static mg_status op_resize(mgi_octx *c, const node_t *n)
     return out_t(c, n, 0, mg_reshape(g, y, 4, o4));
 }
 
+/* Gelu (opset 20): the tanh form is mg_gelu; the exact one
+ * 0.5 x (1 + erf(x / sqrt 2)), as torch exports it before opset 20. */
 static mg_status op_gelu(mgi_octx *c, const node_t *n)
 {
     char ap[16];
     attr_s(n, "approximate", "none", ap, sizeof ap);
-    if (strcmp(ap, "tanh") != 0)
-        return UNSUP("exact (erf) Gelu");
-    return unary(c, n, mg_gelu);
+    if (strcmp(ap, "tanh") == 0)
+        return unary(c, n, mg_gelu);
+    if (strcmp(ap, "none") != 0)
+        return BAD_ATTR("approximate '%s'", ap);
+    mg_tensor x = T(c, n, 0);
+    if (x == MG_NO_TENSOR)
+        return mg_last_status();
+    mg_graph *g = c->g;
+    mg_tensor e = mg_erf(g, mg_scale(g, x, 0.70710678118654752440));
+    return out_t(c, n, 0, mg_mul(g, mg_scale(g, x, 0.5),
+                                 mg_add(g, e, mg_fill(g, MG_F32, 0, NULL, 1.0))));
 }
 
 /* ------------------------------------------------------------------ table */
@@ -1623,6 +1688,7 @@ static const struct {
     {"Clip", op_clip}, {"Concat", op_concat}, {"Constant", op_constant},
     {"ConstantOfShape", op_constant_of_shape}, {"Conv", op_conv},
     {"Div", op_div}, {"Dropout", op_dropout}, {"Equal", op_equal},
+    {"Erf", op_erf},
     {"Exp", op_exp}, {"Expand", op_expand}, {"Flatten", op_flatten},
     {"Floor", op_floor}, {"Gather", op_gather}, {"Gelu", op_gelu},
     {"Gemm", op_gemm}, {"GlobalAveragePool", op_global_avgpool},

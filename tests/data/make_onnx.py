@@ -9,7 +9,7 @@ again (pip install onnx numpy) only to change them:
     python3 tests/data/make_onnx.py tests/data
 
 Files: <model>.onnx; <model>.input.bin (the first input, raw little-endian
-f32); <model>.output.bin (the first output in inference mode: BatchNorm on
+f32, or int32 for token ids); <model>.output.bin (the first output in inference mode: BatchNorm on
 running statistics, Dropout the identity), raw f32.
 """
 import os
@@ -126,6 +126,86 @@ ops = model(
 # Initializers in the graph are parameters to memgrad; cmin etc. are trained
 # too, which is fine for this test: its values are what count.
 save(ops, "ops", rng.standard_normal((2, 3, 6)).astype(np.float32))
+
+# gpt: a GPT-style block as torch exports it (opset 17): token and position
+# embeddings (Gather; Shape/Range folded), pre-norm LayerNormalization,
+# causal self-attention with heads split by Reshape/Transpose and the mask
+# through Where, an exact-erf GELU MLP (Div, Erf, Add, Mul, Mul), then a
+# mean over the sequence and a classifier. The input is int64 token ids.
+def const(name, arr):
+    return helper.make_node("Constant", [], [name], name=name + "_c",
+                            value=numpy_helper.from_array(arr, name + "_v"))
+
+
+def heads(src, dst):
+    return [helper.make_node("Reshape", [src, "hshape"], [dst + "_r"], name=dst + "_reshape"),
+            helper.make_node("Transpose", [dst + "_r"], [dst], name=dst + "_tr",
+                             perm=[0, 2, 1, 3])]
+
+
+L, D, H = 4, 8, 2
+causal = np.triu(np.ones((L, L), dtype=bool), 1)
+gpt_nodes = [
+    helper.make_node("Gather", ["wte", "x"], ["emb"], name="wte_gather"),
+    helper.make_node("Shape", ["x"], ["xs"], name="shape_x"),
+    const("one_i", np.array(1, dtype=np.int64)),
+    const("zero_i", np.array(0, dtype=np.int64)),
+    helper.make_node("Gather", ["xs", "one_i"], ["seqlen"], name="g_len", axis=0),
+    helper.make_node("Range", ["zero_i", "seqlen", "one_i"], ["pos"], name="range"),
+    helper.make_node("Gather", ["wpe", "pos"], ["pe"], name="wpe_gather"),
+    helper.make_node("Add", ["emb", "pe"], ["h0"], name="add_pos"),
+    helper.make_node("LayerNormalization", ["h0", "ln1_g", "ln1_b"], ["ln1"], name="ln1"),
+    helper.make_node("MatMul", ["ln1", "wq"], ["q"], name="q"),
+    helper.make_node("MatMul", ["ln1", "wk"], ["k"], name="k"),
+    helper.make_node("MatMul", ["ln1", "wv"], ["v"], name="v"),
+    helper.make_node("Shape", ["q"], ["qs"], name="shape_q"),
+    helper.make_node("Gather", ["qs", "zero_i"], ["nb"], name="g_n", axis=0),
+    helper.make_node("Unsqueeze", ["nb", "axes0"], ["nb1"], name="unsq_n"),
+    helper.make_node("Concat", ["nb1", "rest"], ["hshape"], name="cat_shape", axis=0),
+    *heads("q", "qh"), *heads("k", "kh"), *heads("v", "vh"),
+    helper.make_node("Transpose", ["kh"], ["khT"], name="kT", perm=[0, 1, 3, 2]),
+    helper.make_node("MatMul", ["qh", "khT"], ["sc"], name="scores"),
+    const("sqrt_dh", np.array(2.0, dtype=np.float32)),
+    helper.make_node("Div", ["sc", "sqrt_dh"], ["sc2"], name="scale"),
+    const("mask", causal),
+    const("neg_inf", np.array(-np.inf, dtype=np.float32)),
+    helper.make_node("Where", ["mask", "neg_inf", "sc2"], ["scm"], name="causal_where"),
+    helper.make_node("Softmax", ["scm"], ["att"], name="softmax", axis=-1),
+    helper.make_node("MatMul", ["att", "vh"], ["o"], name="att_v"),
+    helper.make_node("Transpose", ["o"], ["oT"], name="merge_tr", perm=[0, 2, 1, 3]),
+    helper.make_node("Reshape", ["oT", "merge_shape"], ["om"], name="merge"),
+    helper.make_node("MatMul", ["om", "wo"], ["proj"], name="proj"),
+    helper.make_node("Add", ["h0", "proj"], ["h1"], name="res1"),
+    helper.make_node("LayerNormalization", ["h1", "ln2_g", "ln2_b"], ["ln2"], name="ln2"),
+    helper.make_node("MatMul", ["ln2", "w1"], ["f1m"], name="fc1"),
+    helper.make_node("Add", ["f1m", "b1"], ["f1"], name="fc1_bias"),
+    const("sqrt2", np.array(1.4142135381698608, dtype=np.float32)),
+    const("one_f", np.array(1.0, dtype=np.float32)),
+    const("half_f", np.array(0.5, dtype=np.float32)),
+    helper.make_node("Div", ["f1", "sqrt2"], ["gd"], name="gelu_div"),
+    helper.make_node("Erf", ["gd"], ["ge"], name="gelu_erf"),
+    helper.make_node("Add", ["ge", "one_f"], ["ga"], name="gelu_add"),
+    helper.make_node("Mul", ["f1", "ga"], ["gm"], name="gelu_mul"),
+    helper.make_node("Mul", ["gm", "half_f"], ["gelu"], name="gelu_half"),
+    helper.make_node("MatMul", ["gelu", "w2"], ["f2"], name="fc2"),
+    helper.make_node("Add", ["h1", "f2"], ["h2"], name="res2"),
+    helper.make_node("ReduceMean", ["h2"], ["pool"], name="pool", axes=[1], keepdims=0),
+    helper.make_node("Gemm", ["pool", "wc", "bc"], ["y"], name="classifier", transB=1),
+]
+gpt = model(
+    gpt_nodes, [vi("x", ["N", L], TensorProto.INT64)], [vi("y", ["N", 5])],
+    [init("wte", 10, D), init("wpe", 6, D), init("ln1_g", D), init("ln1_b", D),
+     init("wq", D, D), init("wk", D, D), init("wv", D, D), init("wo", D, D),
+     init("ln2_g", D), init("ln2_b", D), init("w1", D, 16), init("b1", 16),
+     init("w2", 16, D), init("wc", 5, D), init("bc", 5),
+     ints("axes0", [0]), ints("rest", [L, H, D // H]), ints("merge_shape", [0, 0, -1])],
+    opset=17)
+tokens = rng.integers(0, 10, (2, L)).astype(np.int64)
+onnx.checker.check_model(gpt, full_check=True)
+onnx.save(gpt, os.path.join(OUT, "gpt.onnx"))
+tokens.astype("<i4").tofile(os.path.join(OUT, "gpt.input.bin"))
+np.asarray(ReferenceEvaluator(gpt).run(None, {"x": tokens})[0],
+           dtype="<f4").tofile(os.path.join(OUT, "gpt.output.bin"))
 
 # unsupported: an op memgrad does not have
 uns = model(

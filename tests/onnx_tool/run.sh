@@ -36,6 +36,15 @@ for model in mlp cnn; do
     cmp "$tmp/$model.none.bin" "$tmp/$model.speed.bin"
     [ "$(grep ^loss "$tmp/$model.none.txt")" = "$(grep ^loss "$tmp/$model.speed.txt")" ]
 done
+# token ids: random ones (no --input)
+for p in none memory speed; do
+    "$tool" step "$data/gpt.onnx" --batch 2 --policy $p --save-grads "$tmp/gpt.$p.bin" >"$tmp/gpt.$p.txt"
+    cat "$tmp/gpt.$p.txt"
+done
+cmp "$tmp/gpt.none.bin" "$tmp/gpt.memory.bin"
+cmp "$tmp/gpt.none.bin" "$tmp/gpt.speed.bin"
+"$tool" plan "$data/gpt.onnx" --batch 2 --policy memory | grep -q '^policy memory$'
+
 # the mlp's 4 initializers: 16*8 + 16 + 4*16 + 4 floats
 [ "$(stat -c %s "$tmp/mlp.none.bin")" -eq $(( (128 + 16 + 64 + 4) * 4 )) ]
 
