@@ -1012,8 +1012,7 @@ static mg_status op_expand(mgi_octx *c, const node_t *n)
 static bool all_inputs_const(mgi_octx *c, const node_t *n)
 {
     for (size_t k = 0; k < n->n_input; k++) {
-        if (!n->input[k][0])
-            continue;
+        /* an empty name is a missing input: the tensor path reports it */
         mgi_oval *v = in(c, n, k);
         if (!v || !v->c)
             return false;
@@ -1080,6 +1079,8 @@ static mg_status op_where(mgi_octx *c, const node_t *n)
     for (int k = 0; k < 2; k++) {
         mgi_oval *v = in(c, n, (size_t)k + 1);
         mgi_oconst *mask = k == 0 ? m : nm;
+        if (!v)
+            return BAD_ATTR("input %d is missing", k + 1);
         if (v->c) {
             mgi_oconst *fin = mgi_onnx_const_new(c, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
                                                  true, v->c->ndim, v->c->shape);
