@@ -104,6 +104,14 @@ START_TEST(test_ops_forward) { check_forward("ops", 2); }
 END_TEST
 START_TEST(test_gpt_forward) { check_forward("gpt", 2); }
 END_TEST
+START_TEST(test_resnet_forward) { check_forward("resnet", 2); }
+END_TEST
+START_TEST(test_mobilenet_forward) { check_forward("mobilenet", 2); }
+END_TEST
+START_TEST(test_unet_forward) { check_forward("unet", 2); }
+END_TEST
+START_TEST(test_bert_forward) { check_forward("bert", 2); }
+END_TEST
 
 START_TEST(test_model_handle)
 {
@@ -212,7 +220,7 @@ END_TEST
 /* Training mode (BatchNorm on batch statistics): gradients of a weighted
  * sum of the [2, 5] outputs against central differences, for every
  * parameter but those listed in skip (unused ones). */
-static void check_fd(const char *stem, int n_params, unsigned skip)
+static void check_fd(const char *stem, int n_params, uint64_t skip)
 {
     char on[64], ib[64];
     snprintf(on, sizeof on, "%s.onnx", stem);
@@ -229,8 +237,8 @@ static void check_fd(const char *stem, int n_params, unsigned skip)
     mg_tensor loss = mg_sum(g, mg_mul(g, y, w), 0, NULL, 0);
     int np = mg_onnx_num_params(m);
     ck_assert_int_eq(np, n_params);
-    mg_tensor ps[32], grads[32];
-    ck_assert(np <= 32);
+    mg_tensor ps[64], grads[64];
+    ck_assert(np <= 64);
     for (int k = 0; k < np; k++)
         ps[k] = mg_onnx_param(m, k);
     ck_assert(mg_gradients(g, &loss, 1, NULL, ps, np, NULL, grads) == MG_OK);
@@ -241,7 +249,7 @@ static void check_fd(const char *stem, int n_params, unsigned skip)
     b[n++] = (mg_binding){w, wts};
     int checked = 0;
     for (int k = 0; k < np; k++) {
-        if (skip & (1u << k))
+        if (skip & ((uint64_t)1 << k))
             continue;
         int64_t cnt = mg_tensor_numel(g, ps[k]);
         float *gv = malloc((size_t)cnt * sizeof *gv);
@@ -285,6 +293,17 @@ static void check_fd(const char *stem, int n_params, unsigned skip)
 START_TEST(test_cnn_grads_finite_difference) { check_fd("cnn", 9, 0x30); }
 END_TEST
 START_TEST(test_gpt_grads_finite_difference) { check_fd("gpt", 15, 0); }
+END_TEST
+/* six conv + batchnorm pairs, each with running statistics 3 and 4 */
+START_TEST(test_resnet_grads_finite_difference)
+{
+    uint64_t skip = 0;
+    for (int k = 0; k < 6; k++)
+        skip |= (uint64_t)3 << (5 * k + 3);
+    check_fd("resnet", 32, skip);
+}
+END_TEST
+START_TEST(test_bert_grads_finite_difference) { check_fd("bert", 14, 0); }
 END_TEST
 
 /* Shape/Gather/Unsqueeze/Concat are evaluated at import: the graph holds
@@ -500,10 +519,14 @@ int main(void)
     Suite *s = suite_create("onnx");
     th_add_tcase(s, "import", 300,
                  TH_TESTS(test_mlp_forward, test_cnn_forward, test_ops_forward,
-                          test_gpt_forward,
+                          test_gpt_forward, test_resnet_forward,
+                          test_mobilenet_forward, test_unet_forward,
+                          test_bert_forward,
                           test_model_handle, test_mlp_grads_match_hand_built,
                           test_cnn_grads_finite_difference,
                           test_gpt_grads_finite_difference,
+                          test_resnet_grads_finite_difference,
+                          test_bert_grads_finite_difference,
                           test_shape_arithmetic_folded, test_training_mode_ops,
                           test_external_data));
     th_add_tcase(s, "errors", 300,

@@ -207,6 +207,177 @@ tokens.astype("<i4").tofile(os.path.join(OUT, "gpt.input.bin"))
 np.asarray(ReferenceEvaluator(gpt).run(None, {"x": tokens})[0],
            dtype="<f4").tofile(os.path.join(OUT, "gpt.output.bin"))
 
+# Blocks of the architectures torch.onnx.export is asked for, written as it
+# exports them (no torch here): a ResNet stem and basic blocks, MobileNetV2
+# inverted residuals with ReLU6 as Clip, a U-Net with nearest Resize and skip
+# Concat, a BERT-style encoder layer with a constant padding mask added to
+# the scores and LayerNorm decomposed into ReduceMean/Sub/Pow/Sqrt/Div.
+def conv_bn(pfx, src, cin, cout, k, s=1, p=0, group=1, relu=None, inits=None):
+    nodes = [helper.make_node("Conv", [src, pfx + "_w"], [pfx + "_c"], name=pfx + "_conv",
+                              kernel_shape=[k, k], strides=[s, s], pads=[p] * 4, group=group),
+             helper.make_node("BatchNormalization", [pfx + "_c", pfx + "_g", pfx + "_b",
+                                                     pfx + "_m", pfx + "_v"],
+                              [pfx + "_bn"], name=pfx + "_bn", epsilon=1e-5)]
+    inits += [init(pfx + "_w", cout, cin // group, k, k, scale=(2.0 / (cin // group * k * k)) ** 0.5),
+              numpy_helper.from_array(rng.uniform(0.5, 1.5, cout).astype(np.float32), pfx + "_g"),
+              init(pfx + "_b", cout, scale=0.1), init(pfx + "_m", cout, scale=0.1),
+              numpy_helper.from_array(rng.uniform(0.5, 1.5, cout).astype(np.float32), pfx + "_v")]
+    out = pfx + "_bn"
+    if relu == "relu":
+        nodes.append(helper.make_node("Relu", [out], [pfx + "_r"], name=pfx + "_relu"))
+        out = pfx + "_r"
+    elif relu == "relu6":
+        nodes.append(helper.make_node("Clip", [out, "zero_f", "six_f"], [pfx + "_r"],
+                                      name=pfx + "_relu6"))
+        out = pfx + "_r"
+    return nodes, out
+
+
+def head(src, c, classes, inits, pfx="head"):
+    inits += [init(pfx + "_w", classes, c), init(pfx + "_b", classes)]
+    return [helper.make_node("GlobalAveragePool", [src], [pfx + "_gap"], name=pfx + "_gap"),
+            helper.make_node("Flatten", [pfx + "_gap"], [pfx + "_flat"], name=pfx + "_flatten", axis=1),
+            helper.make_node("Gemm", [pfx + "_flat", pfx + "_w", pfx + "_b"], ["y"],
+                             name=pfx + "_fc", transB=1)]
+
+
+# resnet: stem, max pool with padding, a basic block, a downsampling block
+inits = []
+nodes, h = conv_bn("stem", "x", 3, 8, 3, s=2, p=1, relu="relu", inits=inits)
+nodes.append(helper.make_node("MaxPool", [h], ["pool"], name="maxpool",
+                              kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]))
+n1, a = conv_bn("b1a", "pool", 8, 8, 3, p=1, relu="relu", inits=inits)
+n2, b = conv_bn("b1b", a, 8, 8, 3, p=1, inits=inits)
+nodes += n1 + n2 + [helper.make_node("Add", [b, "pool"], ["b1s"], name="b1_add"),
+                    helper.make_node("Relu", ["b1s"], ["b1"], name="b1_relu")]
+n1, a = conv_bn("b2a", "b1", 8, 16, 3, s=2, p=1, relu="relu", inits=inits)
+n2, b = conv_bn("b2b", a, 16, 16, 3, p=1, inits=inits)
+n3, d = conv_bn("b2d", "b1", 8, 16, 1, s=2, inits=inits)
+nodes += n1 + n2 + n3 + [helper.make_node("Add", [b, d], ["b2s"], name="b2_add"),
+                         helper.make_node("Relu", ["b2s"], ["b2"], name="b2_relu")]
+nodes += head("b2", 16, 5, inits)
+resnet = model(nodes, [vi("x", ["N", 3, 16, 16])], [vi("y", ["N", 5])], inits, opset=14)
+save(resnet, "resnet", rng.standard_normal((2, 3, 16, 16)).astype(np.float32))
+
+# mobilenet: ReLU6 as Clip with initializer bounds, depthwise convs, an
+# inverted residual, dropout before the classifier
+inits = [numpy_helper.from_array(np.array(0.0, dtype=np.float32), "zero_f"),
+         numpy_helper.from_array(np.array(6.0, dtype=np.float32), "six_f")]
+nodes, h = conv_bn("stem", "x", 3, 8, 3, s=2, p=1, relu="relu6", inits=inits)
+n1, h = conv_bn("dw1", h, 8, 8, 3, p=1, group=8, relu="relu6", inits=inits)
+n2, h = conv_bn("pw1", h, 8, 16, 1, inits=inits)
+n3, e = conv_bn("ex2", h, 16, 32, 1, relu="relu6", inits=inits)
+n4, e = conv_bn("dw2", e, 32, 32, 3, p=1, group=32, relu="relu6", inits=inits)
+n5, e = conv_bn("pj2", e, 32, 16, 1, inits=inits)
+nodes += n1 + n2 + n3 + n4 + n5 + [helper.make_node("Add", [h, e], ["ir"], name="ir_add")]
+inits += [init("cls_w", 5, 16), init("cls_b", 5)]
+nodes += [helper.make_node("GlobalAveragePool", ["ir"], ["gap"], name="gap"),
+          helper.make_node("Flatten", ["gap"], ["flat"], name="flatten", axis=1),
+          helper.make_node("Dropout", ["flat", "ratio"], ["drop"], name="dropout"),
+          helper.make_node("Gemm", ["drop", "cls_w", "cls_b"], ["y"], name="classifier", transB=1)]
+inits.append(numpy_helper.from_array(np.array(0.2, dtype=np.float32), "ratio"))
+mobilenet = model(nodes, [vi("x", ["N", 3, 16, 16])], [vi("y", ["N", 5])], inits, opset=14)
+save(mobilenet, "mobilenet", rng.standard_normal((2, 3, 16, 16)).astype(np.float32))
+
+# unet: encoder, bottleneck, nearest Resize by 2, skip Concat, decoder
+inits = [init("e1_w", 8, 3, 3, 3), init("e1_b", 8), init("e2_w", 16, 8, 3, 3),
+         init("e2_b", 16), init("d1_w", 8, 24, 3, 3), init("d1_b", 8),
+         init("out_w", 4, 8, 1, 1), init("out_b", 4),
+         numpy_helper.from_array(np.array([1, 1, 2, 2], dtype=np.float32), "up_scales")]
+nodes = [
+    helper.make_node("Conv", ["x", "e1_w", "e1_b"], ["e1c"], name="e1", kernel_shape=[3, 3], pads=[1] * 4),
+    helper.make_node("Relu", ["e1c"], ["e1"], name="e1_relu"),
+    helper.make_node("MaxPool", ["e1"], ["p1"], name="down", kernel_shape=[2, 2], strides=[2, 2]),
+    helper.make_node("Conv", ["p1", "e2_w", "e2_b"], ["e2c"], name="e2", kernel_shape=[3, 3], pads=[1] * 4),
+    helper.make_node("Relu", ["e2c"], ["e2"], name="e2_relu"),
+    helper.make_node("Resize", ["e2", "", "up_scales"], ["up"], name="up", mode="nearest",
+                     coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+    helper.make_node("Concat", ["e1", "up"], ["cat"], name="skip_cat", axis=1),
+    helper.make_node("Conv", ["cat", "d1_w", "d1_b"], ["d1c"], name="d1", kernel_shape=[3, 3], pads=[1] * 4),
+    helper.make_node("Relu", ["d1c"], ["d1"], name="d1_relu"),
+    helper.make_node("Conv", ["d1", "out_w", "out_b"], ["seg"], name="out", kernel_shape=[1, 1]),
+]
+nodes += head("seg", 4, 3, inits)
+unet = model(nodes, [vi("x", ["N", 3, 8, 8])], [vi("y", ["N", 3])], inits, opset=13)
+save(unet, "unet", rng.standard_normal((2, 3, 8, 8)).astype(np.float32))
+
+# bert: embeddings, decomposed LayerNorm, attention with a constant padding
+# mask added to the scores, heads by Reshape([0, 0, H, dh]), the first
+# token (Gather of a scalar index on axis 1) into a classifier
+L, D, H = 6, 8, 2
+
+
+def layernorm(pfx, src):
+    return [helper.make_node("ReduceMean", [src], [pfx + "_mu"], name=pfx + "_mean", axes=[-1]),
+            helper.make_node("Sub", [src, pfx + "_mu"], [pfx + "_xc"], name=pfx + "_sub"),
+            helper.make_node("Pow", [pfx + "_xc", "two_f"], [pfx + "_sq"], name=pfx + "_pow"),
+            helper.make_node("ReduceMean", [pfx + "_sq"], [pfx + "_var"], name=pfx + "_var", axes=[-1]),
+            helper.make_node("Add", [pfx + "_var", "eps_f"], [pfx + "_ve"], name=pfx + "_eps"),
+            helper.make_node("Sqrt", [pfx + "_ve"], [pfx + "_sd"], name=pfx + "_sqrt"),
+            helper.make_node("Div", [pfx + "_xc", pfx + "_sd"], [pfx + "_n"], name=pfx + "_div"),
+            helper.make_node("Mul", [pfx + "_n", pfx + "_g"], [pfx + "_s"], name=pfx + "_scale"),
+            helper.make_node("Add", [pfx + "_s", pfx + "_b"], [pfx], name=pfx + "_shift")]
+
+
+pad_mask = np.zeros((2, 1, 1, L), dtype=np.float32)
+pad_mask[1, :, :, 4:] = -10000.0  # the second sequence has 4 real tokens
+nodes = [
+    helper.make_node("Gather", ["wte", "x"], ["emb"], name="wte_gather"),
+    helper.make_node("Gather", ["wpe", "pos_ids"], ["pe"], name="wpe_gather"),
+    helper.make_node("Add", ["emb", "pe"], ["h0"], name="add_pos"),
+    *layernorm("ln0", "h0"),
+    helper.make_node("MatMul", ["ln0", "wq"], ["q"], name="q"),
+    helper.make_node("MatMul", ["ln0", "wk"], ["k"], name="k"),
+    helper.make_node("MatMul", ["ln0", "wv"], ["v"], name="v"),
+    helper.make_node("Reshape", ["q", "hs"], ["qr"], name="q_reshape"),
+    helper.make_node("Reshape", ["k", "hs"], ["kr"], name="k_reshape"),
+    helper.make_node("Reshape", ["v", "hs"], ["vr"], name="v_reshape"),
+    helper.make_node("Transpose", ["qr"], ["qh"], name="q_tr", perm=[0, 2, 1, 3]),
+    helper.make_node("Transpose", ["kr"], ["khT"], name="k_tr", perm=[0, 2, 3, 1]),
+    helper.make_node("Transpose", ["vr"], ["vh"], name="v_tr", perm=[0, 2, 1, 3]),
+    helper.make_node("MatMul", ["qh", "khT"], ["sc"], name="scores"),
+    helper.make_node("Mul", ["sc", "inv_sqrt_dh"], ["scs"], name="scale"),
+    helper.make_node("Add", ["scs", "pad_mask"], ["scm"], name="mask_add"),
+    helper.make_node("Softmax", ["scm"], ["att"], name="softmax", axis=-1),
+    helper.make_node("MatMul", ["att", "vh"], ["o"], name="att_v"),
+    helper.make_node("Transpose", ["o"], ["oT"], name="o_tr", perm=[0, 2, 1, 3]),
+    helper.make_node("Reshape", ["oT", "ms"], ["om"], name="merge"),
+    helper.make_node("MatMul", ["om", "wo"], ["proj"], name="proj"),
+    helper.make_node("Add", ["ln0", "proj"], ["h1"], name="res1"),
+    *layernorm("ln1", "h1"),
+    helper.make_node("MatMul", ["ln1", "w1"], ["f1"], name="fc1"),
+    helper.make_node("Div", ["f1", "sqrt2_f"], ["gd"], name="gelu_div"),
+    helper.make_node("Erf", ["gd"], ["ge"], name="gelu_erf"),
+    helper.make_node("Add", ["ge", "one_f"], ["ga"], name="gelu_add"),
+    helper.make_node("Mul", ["f1", "ga"], ["gm"], name="gelu_mul"),
+    helper.make_node("Mul", ["gm", "half_f"], ["gelu"], name="gelu_half"),
+    helper.make_node("MatMul", ["gelu", "w2"], ["f2"], name="fc2"),
+    helper.make_node("Add", ["ln1", "f2"], ["h2"], name="res2"),
+    helper.make_node("Gather", ["h2", "zero_i"], ["cls"], name="cls_token", axis=1),
+    helper.make_node("Gemm", ["cls", "wc", "bc"], ["y"], name="classifier", transB=1),
+]
+inits = [init("wte", 12, D), init("wpe", L, D), init("ln0_g", D), init("ln0_b", D),
+         init("wq", D, D), init("wk", D, D), init("wv", D, D), init("wo", D, D),
+         init("ln1_g", D), init("ln1_b", D), init("w1", D, 16), init("w2", 16, D),
+         init("wc", 5, D), init("bc", 5),
+         ints("pos_ids", list(range(L))), ints("hs", [0, 0, H, D // H]),
+         ints("ms", [0, 0, D]),
+         numpy_helper.from_array(np.array(0, dtype=np.int64), "zero_i")]
+consts = [("two_f", 2.0), ("eps_f", 1e-5), ("inv_sqrt_dh", 0.5), ("sqrt2_f", 1.4142135381698608),
+          ("one_f", 1.0), ("half_f", 0.5)]
+nodes = [helper.make_node("Constant", [], [nm], name=nm + "_c",
+                          value=numpy_helper.from_array(np.array(v, dtype=np.float32), nm + "_v"))
+         for nm, v in consts] + \
+        [helper.make_node("Constant", [], ["pad_mask"], name="pad_mask_c",
+                          value=numpy_helper.from_array(pad_mask, "pad_mask_v"))] + nodes
+bert = model(nodes, [vi("x", [2, L], TensorProto.INT64)], [vi("y", [2, 5])], inits, opset=13)
+onnx.checker.check_model(bert, full_check=True)
+onnx.save(bert, os.path.join(OUT, "bert.onnx"))
+tokens = rng.integers(0, 12, (2, L)).astype(np.int64)
+tokens.astype("<i4").tofile(os.path.join(OUT, "bert.input.bin"))
+np.asarray(ReferenceEvaluator(bert).run(None, {"x": tokens})[0],
+           dtype="<f4").tofile(os.path.join(OUT, "bert.output.bin"))
+
 # unsupported: an op memgrad does not have
 uns = model(
     [helper.make_node("Relu", ["x"], ["r"], name="relu1"),
