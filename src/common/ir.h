@@ -37,6 +37,8 @@
     X(LOG, "log")                     \
     X(SQRT, "sqrt")                   \
     X(ERF, "erf")                     \
+    X(POW, "pow")                     \
+    X(LEAKY_RELU, "leaky_relu")       \
     X(SCALE, "scale")                 \
     X(SUM, "sum")                     \
     X(MEAN, "mean")                   \

@@ -1126,8 +1126,9 @@ static mg_status op_pow(mgi_octx *c, const node_t *n)
             return out_t(c, n, 0, mg_mul(c->g, mg_mul(c->g, x, x), x));
         if (p == 0.5)
             return out_t(c, n, 0, mg_sqrt(c->g, x));
+        return out_t(c, n, 0, mg_pow(c->g, x, p));
     }
-    return UNSUP("Pow with an exponent other than a constant 0.5, 1, 2 or 3");
+    return UNSUP("Pow with an exponent that is not a constant scalar");
 }
 
 typedef mg_tensor (*unary_fn)(mg_graph *, mg_tensor);
@@ -1192,16 +1193,12 @@ static mg_status op_not(mgi_octx *c, const node_t *n)
                                   : UNSUP("Not on tensors (only on constants)");
 }
 
-/* relu(x) - alpha relu(-x): x for x > 0, alpha x below, exactly. */
 static mg_status op_leaky_relu(mgi_octx *c, const node_t *n)
 {
-    double alpha = attr_f(n, "alpha", 0.01);
     mg_tensor x = T(c, n, 0);
     if (x == MG_NO_TENSOR)
         return mg_last_status();
-    mg_graph *g = c->g;
-    return out_t(c, n, 0,
-                 mg_sub(g, mg_relu(g, x), mg_scale(g, mg_relu(g, mg_neg(g, x)), alpha)));
+    return out_t(c, n, 0, mg_leaky_relu(c->g, x, attr_f(n, "alpha", 0.01)));
 }
 
 /* lo + relu(x - lo) - relu(x - hi), with the terms of a missing bound left
