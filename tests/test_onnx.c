@@ -112,6 +112,8 @@ START_TEST(test_unet_forward) { check_forward("unet", 2); }
 END_TEST
 START_TEST(test_bert_forward) { check_forward("bert", 2); }
 END_TEST
+START_TEST(test_where_init_forward) { check_forward("where_init", 2); }
+END_TEST
 
 START_TEST(test_model_handle)
 {
@@ -521,7 +523,7 @@ int main(void)
                  TH_TESTS(test_mlp_forward, test_cnn_forward, test_ops_forward,
                           test_gpt_forward, test_resnet_forward,
                           test_mobilenet_forward, test_unet_forward,
-                          test_bert_forward,
+                          test_bert_forward, test_where_init_forward,
                           test_model_handle, test_mlp_grads_match_hand_built,
                           test_cnn_grads_finite_difference,
                           test_gpt_grads_finite_difference,

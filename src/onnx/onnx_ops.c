@@ -1081,13 +1081,16 @@ static mg_status op_where(mgi_octx *c, const node_t *n)
         mgi_oconst *mask = k == 0 ? m : nm;
         if (!v)
             return BAD_ATTR("input %d is missing", k + 1);
-        if (v->c) {
+        /* A scalar initializer here is a fill value (torch's masked_fill
+         * exports -inf so when folding constants), not a weight. */
+        const mgi_oconst *vc = v->c ? v->c : v->init && v->init->n == 1 ? v->init : NULL;
+        if (vc) {
             mgi_oconst *fin = mgi_onnx_const_new(c, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
-                                                 true, v->c->ndim, v->c->shape);
+                                                 true, vc->ndim, vc->shape);
             if (!fin)
                 return mg_last_status();
             for (int64_t e = 0; e < fin->n; e++) {
-                double x = cval(v->c, e);
+                double x = cval(vc, e);
                 fin->f[e] = x > 3.4028234663852886e38 ? 3.4028234663852886e38
                           : x < -3.4028234663852886e38 ? -3.4028234663852886e38 : x;
             }

@@ -378,6 +378,18 @@ tokens.astype("<i4").tofile(os.path.join(OUT, "bert.input.bin"))
 np.asarray(ReferenceEvaluator(bert).run(None, {"x": tokens})[0],
            dtype="<f4").tofile(os.path.join(OUT, "bert.output.bin"))
 
+# where_init: a causal mask and its -inf fill as initializers, as an export
+# with constant folding writes them (the fill is a value, not a weight)
+wi = model(
+    [helper.make_node("MatMul", ["x", "w"], ["s"], name="scores"),
+     helper.make_node("Where", ["mask", "ninf", "s"], ["sm"], name="masked_fill"),
+     helper.make_node("Softmax", ["sm"], ["y"], name="softmax", axis=-1)],
+    [vi("x", ["N", 3, 3])], [vi("y", ["N", 3, 3])],
+    [init("w", 3, 3),
+     numpy_helper.from_array(np.triu(np.ones((3, 3), dtype=bool), 1), "mask"),
+     numpy_helper.from_array(np.array(-np.inf, dtype=np.float32), "ninf")])
+save(wi, "where_init", rng.standard_normal((2, 3, 3)).astype(np.float32))
+
 # unsupported: an op memgrad does not have
 uns = model(
     [helper.make_node("Relu", ["x"], ["r"], name="relu1"),
@@ -427,6 +439,8 @@ save(huge, "huge_initializer", check=False)
 
 # external data: the mlp with its weights in mlp_external.bin beside it
 ext = onnx.load(os.path.join(OUT, "mlp.onnx"))
+if os.path.exists(os.path.join(OUT, "mlp_external.bin")):
+    os.remove(os.path.join(OUT, "mlp_external.bin"))  # onnx appends to it
 onnx.save_model(ext, os.path.join(OUT, "mlp_external.onnx"),
                 save_as_external_data=True, all_tensors_to_one_file=True,
                 location="mlp_external.bin", size_threshold=0)
