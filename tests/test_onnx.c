@@ -360,6 +360,37 @@ START_TEST(test_training_mode_ops)
 }
 END_TEST
 
+/* A training-mode export: optional outputs nobody reads are left out, and
+ * a read one is refused naming the node. */
+START_TEST(test_training_export)
+{
+    for (int tr = 0; tr < 2; tr++) {
+        mg_graph *g = mg_graph_new();
+        mg_onnx_model *m = import("train_export.onnx", g, tr, 2);
+        int drop = 0, bn = 0;
+        for (mg_tensor t = 0; t < mg_graph_num_tensors(g); t++) {
+            drop += strcmp(mg_tensor_op_name(g, t), "dropout") == 0;
+            bn += strcmp(mg_tensor_op_name(g, t), "batchnorm") == 0;
+        }
+        ck_assert_int_eq(drop, tr);
+        ck_assert_int_eq(bn, tr);
+        ck_assert_int_eq(mg_onnx_find(m, "rm"), MG_NO_TENSOR);
+        mg_onnx_model_free(m);
+        mg_graph_free(g);
+    }
+    mg_graph *g = mg_graph_new();
+    mg_onnx_options o;
+    mg_onnx_options_init(&o);
+    o.batch_size = 2;
+    mg_onnx_model *m;
+    ck_assert_int_eq(mg_onnx_import_file(data_path("train_export_mask.onnx"), &o, g, &m),
+                     MG_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(mg_last_error(), "drop_train") &&
+                      strstr(mg_last_error(), "mask"), "%s", mg_last_error());
+    mg_graph_free(g);
+}
+END_TEST
+
 START_TEST(test_external_data)
 {
     mg_graph *g1 = mg_graph_new(), *g2 = mg_graph_new();
@@ -530,7 +561,7 @@ int main(void)
                           test_resnet_grads_finite_difference,
                           test_bert_grads_finite_difference,
                           test_shape_arithmetic_folded, test_training_mode_ops,
-                          test_external_data));
+                          test_external_data, test_training_export));
     th_add_tcase(s, "errors", 300,
                  TH_TESTS(test_unsupported_op, test_bad_graphs,
                           test_truncated_and_corrupt, test_fuzz_regressions));

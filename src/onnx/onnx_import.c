@@ -92,6 +92,51 @@ mg_status mgi_onnx_define(mgi_octx *c, const char *name, mg_tensor t,
     return MG_OK;
 }
 
+bool mgi_onnx_is_read(const mgi_octx *c, const char *name)
+{
+    if (!name || !name[0] || !c->n_used)
+        return false;
+    uint32_t mask = (uint32_t)c->n_used - 1;
+    for (uint32_t h = hash_str(name) & mask; c->used[h]; h = (h + 1) & mask)
+        if (strcmp(c->used[h], name) == 0)
+            return true;
+    return false;
+}
+
+static mg_status build_used(mgi_octx *c, const Onnx__GraphProto *gp)
+{
+    size_t n = gp->n_output + 1;
+    for (size_t k = 0; k < gp->n_node; k++) {
+        if (gp->node[k]->n_input > (size_t)INT32_MAX / 4 || n > (size_t)INT32_MAX / 4)
+            return mg_set_error(MG_ERR_INVALID_ARG, "onnx: too many values");
+        n += gp->node[k]->n_input;
+    }
+    size_t slots = 16;
+    while (slots < 2 * n)
+        slots *= 2;
+    if (slots > (size_t)INT32_MAX / 2)
+        return mg_set_error(MG_ERR_INVALID_ARG, "onnx: too many values");
+    c->used = calloc(slots, sizeof *c->used);
+    if (!c->used)
+        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    c->n_used = (int)slots;
+    uint32_t mask = (uint32_t)slots - 1;
+    for (size_t k = 0; k <= gp->n_node; k++) {
+        size_t cnt = k < gp->n_node ? gp->node[k]->n_input : gp->n_output;
+        for (size_t i = 0; i < cnt; i++) {
+            const char *nm = k < gp->n_node ? gp->node[k]->input[i]
+                                            : S(gp->output[i]->name);
+            if (!nm[0] || mgi_onnx_is_read(c, nm))
+                continue;
+            uint32_t h = hash_str(nm) & mask;
+            while (c->used[h])
+                h = (h + 1) & mask;
+            c->used[h] = nm;
+        }
+    }
+    return MG_OK;
+}
+
 /* ------------------------------------------------------------------ constants */
 
 mgi_oconst *mgi_onnx_const_new(mgi_octx *c, int32_t onnx_type, bool is_float,
@@ -857,7 +902,8 @@ static mg_status import_model(mgi_octx *c, const Onnx__ModelProto *mp)
     c->cap_vals = (int)cap;
     c->n_slots = nslots;
 
-    if ((s = import_initializers(c, gp)) || (s = import_inputs(c, gp)))
+    if ((s = import_initializers(c, gp)) || (s = import_inputs(c, gp)) ||
+        (s = build_used(c, gp)))
         return s;
     int32_t *order;
     if ((s = node_order(c, gp, &order)))
@@ -934,6 +980,7 @@ static mg_status import_buffer(const void *data, size_t size,
     free(c.consts);
     free(c.vals);
     free(c.slots);
+    free(c.used);
     if (s) {
         mg_onnx_model_free(c.model);
         return s;

@@ -58,6 +58,9 @@ typedef struct mgi_octx {
     int n_consts, cap_consts;
     uint64_t next_seed;
     const Onnx__NodeProto *node; /* the node being converted, for messages */
+    /* every name a node or a graph output reads: open addressing */
+    const char **used;
+    int n_used;
     const char *domain_of_node;
 } mgi_octx;
 
@@ -89,6 +92,11 @@ mg_tensor mgi_onnx_tensor(mgi_octx *c, mgi_oval *v);
  * opset lead the message. */
 mg_status mgi_onnx_node_error(mgi_octx *c, mg_status s, const char *fmt, ...)
     MG_PRINTF(3, 4);
+
+/* True if some node or graph output reads value `name`: an optional output
+ * nobody reads (Dropout's mask, BatchNormalization's running statistics)
+ * is then left undefined instead of refused. */
+bool mgi_onnx_is_read(const mgi_octx *c, const char *name);
 
 /* onnx_ops.c */
 mg_status mgi_onnx_convert_node(mgi_octx *c, const Onnx__NodeProto *node);

@@ -1382,7 +1382,7 @@ static mg_status op_pool(mgi_octx *c, const node_t *n, bool is_max)
     mg_tensor x = T(c, n, 0);
     if (x == MG_NO_TENSOR)
         return mg_last_status();
-    if (n->n_output > 1 && n->output[1][0])
+    if (n->n_output > 1 && mgi_onnx_is_read(c, n->output[1]))
         return UNSUP("MaxPool's Indices output");
     int64_t xs[MG_MAX_DIMS];
     if (tshape(c, x, xs) != 4)
@@ -1444,6 +1444,9 @@ static mg_status op_batchnorm(mgi_octx *c, const node_t *n)
         return mg_last_status();
     double eps = attr_f(n, "epsilon", 1e-5);
     mg_graph *g = c->g;
+    for (size_t k = 1; k < n->n_output; k++)
+        if (mgi_onnx_is_read(c, n->output[k]))
+            return UNSUP("BatchNormalization's running statistics outputs");
     if (c->opts.training)
         return out_t(c, n, 0, mg_batchnorm(g, x, sc, b, eps));
     /* inference: y = x * s + (b - mean * s), s = scale / sqrt(var + eps) */
@@ -1471,7 +1474,7 @@ static mg_status op_layernorm(mgi_octx *c, const node_t *n)
     if (x == MG_NO_TENSOR || sc == MG_NO_TENSOR)
         return mg_last_status();
     for (size_t k = 1; k < n->n_output; k++)
-        if (n->output[k][0])
+        if (mgi_onnx_is_read(c, n->output[k]))
             return UNSUP("LayerNormalization's Mean and InvStdDev outputs");
     int64_t xs[MG_MAX_DIMS], ss[MG_MAX_DIMS];
     int nd = tshape(c, x, xs);
@@ -1523,7 +1526,7 @@ static mg_status op_dropout(mgi_octx *c, const node_t *n)
     mg_tensor x = T(c, n, 0);
     if (x == MG_NO_TENSOR)
         return mg_last_status();
-    if (n->n_output > 1 && n->output[1][0])
+    if (n->n_output > 1 && mgi_onnx_is_read(c, n->output[1]))
         return UNSUP("Dropout's mask output");
     double ratio = attr_f(n, "ratio", 0.5);
     if (in(c, n, 1)) {

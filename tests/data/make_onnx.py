@@ -390,6 +390,28 @@ wi = model(
      numpy_helper.from_array(np.array(-np.inf, dtype=np.float32), "ninf")])
 save(wi, "where_init", rng.standard_normal((2, 3, 3)).astype(np.float32))
 
+# train_export: what torch.onnx.export(..., training=TrainingMode.TRAINING)
+# writes: BatchNormalization with training_mode=1 and its running-statistics
+# outputs, Dropout with a training_mode input and a mask output, none read.
+# train_export_mask: the same with the mask as a graph output (refused).
+def train_export(mask_out):
+    outs = [vi("y", ["N", 3])] + ([vi("mask", ["N", 3, 4, 4], TensorProto.BOOL)] if mask_out else [])
+    return model(
+        [helper.make_node("BatchNormalization", ["x", "g", "b", "m", "v"], ["bn", "rm", "rv"],
+                          name="bn_train", training_mode=1, momentum=0.9),
+         helper.make_node("Dropout", ["bn", "ratio", "tmode"], ["d", "mask"], name="drop_train"),
+         helper.make_node("GlobalAveragePool", ["d"], ["gap"], name="gap"),
+         helper.make_node("Flatten", ["gap"], ["y"], name="flatten")],
+        [vi("x", ["N", 3, 4, 4])], outs,
+        [init("g", 3), init("b", 3), init("m", 3),
+         numpy_helper.from_array(np.ones(3, dtype=np.float32), "v"),
+         numpy_helper.from_array(np.array(0.1, dtype=np.float32), "ratio"),
+         numpy_helper.from_array(np.array(True), "tmode")], opset=15)
+
+
+save(train_export(False), "train_export")
+save(train_export(True), "train_export_mask")
+
 # unsupported: an op memgrad does not have
 uns = model(
     [helper.make_node("Relu", ["x"], ["r"], name="relu1"),
