@@ -12,8 +12,9 @@
  *                     [--labels FILE] [--save-grads FILE] [--repeat K]
  *       runs K training steps (default 1): the loss is the mean
  *       cross-entropy of the first output [N, C] against int32 labels. The
- *       input is raw little-endian f32 in the first input's shape, the
- *       labels raw int32 [N]; without them, seeded random data. Prints the
+ *       input is raw little-endian f32 in the first input's shape (int32
+ *       where that input is integer, as token ids are), the labels raw
+ *       int32 [N]; without them, seeded random data. Prints the
  *       loss, the median step time, and the measured and predicted pool
  *       peak. --save-grads writes the gradient of every float initializer,
  *       in the model's initializer order, as raw little-endian f32.
@@ -294,9 +295,9 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
         if (!(inputs[i] = malloc(nbytes)))
             goto nomem;
         if (i == 0 && input) {
-            if (dt != MG_F32) {
-                fprintf(stderr, "memgrad-onnx: --input is f32, the first input is %s\n",
-                        mg_dtype_name(dt));
+            if (dt == MG_F64) {
+                fprintf(stderr, "memgrad-onnx: --input is f32 or int32, the "
+                                "first input is f64\n");
                 goto done;
             }
             if (read_file(input, inputs[i], nbytes))

@@ -49,6 +49,10 @@ for model in gpt bert resnet mobilenet unet; do
 done
 "$tool" plan "$data/gpt.onnx" --batch 2 --policy memory | grep -q '^policy memory$'
 
+# token ids from an int32 file
+"$tool" step "$data/gpt.onnx" --batch 2 --policy none --input "$data/gpt.input.bin" >"$tmp/gi.txt"
+grep -q '^loss [0-9.]*$' "$tmp/gi.txt"
+
 # the mlp's 4 initializers: 16*8 + 16 + 4*16 + 4 floats
 [ "$(stat -c %s "$tmp/mlp.none.bin")" -eq $(( (128 + 16 + 64 + 4) * 4 )) ]
 
