@@ -125,3 +125,15 @@ if(MG_BUILD_FUZZ)
   target_link_options(fuzz_onnx PRIVATE -fsanitize=fuzzer)
   target_link_libraries(fuzz_onnx PRIVATE memgrad_onnx)
 endif()
+
+# Models exported by torch.onnx.export against PyTorch autograd (Debian's
+# python3-torch, python3-torchvision, python3-onnx). Prints "skipped" and
+# passes where they are not installed; ctest shows it as skipped then.
+if(MG_BUILD_TESTS AND TARGET memgrad-onnx AND EXISTS /usr/bin/python3)
+  add_test(NAME onnx_torch_crosscheck
+    COMMAND /usr/bin/python3 "${PROJECT_SOURCE_DIR}/tests/onnx_torch_crosscheck.py"
+            --tool "$<TARGET_FILE:memgrad-onnx>")
+  set_tests_properties(onnx_torch_crosscheck PROPERTIES
+    TIMEOUT 600
+    SKIP_REGULAR_EXPRESSION "skipped: PyTorch not installed")
+endif()
