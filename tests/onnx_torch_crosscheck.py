@@ -277,7 +277,8 @@ def check(name, tool, work):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tool", required=True)
-    # mobilenet_v2 is not in the default list: it fails (see docs/onnx.md)
+    # mobilenet_v2 is not in the default list: at this seed a ReLU6 input
+    # sits on its kink within float32 rounding (docs/onnx.md)
     ap.add_argument("--models", default="resnet18,gpt,bert,unet")
     ap.add_argument("--keep", default=None, help="directory to keep files in")
     args = ap.parse_args()
