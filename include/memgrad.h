@@ -217,6 +217,16 @@ MG_API
 mg_tensor mg_sqrt(mg_graph *g, mg_tensor x);
 MG_API
 mg_tensor mg_scale(mg_graph *g, mg_tensor x, double alpha); /* alpha * x */
+/* The error function; exact GELU is 0.5 x (1 + erf(x / sqrt 2)). */
+MG_API
+mg_tensor mg_erf(mg_graph *g, mg_tensor x);
+/* x to a constant power p (finite); x must be positive where p is not an
+ * integer, as for pow(). */
+MG_API
+mg_tensor mg_pow(mg_graph *g, mg_tensor x, double p);
+/* x where x > 0, alpha x elsewhere (alpha finite). */
+MG_API
+mg_tensor mg_leaky_relu(mg_graph *g, mg_tensor x, double alpha);
 
 /* Reductions over the listed axes (negative axes count from the end; no
  * axes at all means every axis). keepdims keeps reduced axes as size 1. */

@@ -11,6 +11,9 @@
 #       depend on them, and the install_consumer test links that way.
 #   libopenmpi-dev openmpi-bin           data-parallel training (memgrad_dist.h,
 #                                        the MPI tests run under mpirun)
+#   libprotobuf-c-dev protobuf-c-compiler libonnx-dev
+#                                        ONNX import (memgrad_onnx.h): protobuf-c
+#                                        and the onnx.proto it is generated from
 set -euo pipefail
 
 packages=(
@@ -19,6 +22,7 @@ packages=(
     check libsubunit-dev
     libglpk-dev libarpack2-dev libplfit-dev libgmp-dev libxml2-dev gfortran
     libopenmpi-dev openmpi-bin
+    libprotobuf-c-dev protobuf-c-compiler libonnx-dev
 )
 
 missing=()

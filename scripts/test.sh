@@ -27,4 +27,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:allocator_may_return_null=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs"
 
+echo "== build-fuzz/ (libFuzzer on the ONNX importer, 60 s)"
+bash scripts/fuzz-onnx.sh 60
+
 echo "== all tests passed"

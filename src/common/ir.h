@@ -36,6 +36,9 @@
     X(EXP, "exp")                     \
     X(LOG, "log")                     \
     X(SQRT, "sqrt")                   \
+    X(ERF, "erf")                     \
+    X(POW, "pow")                     \
+    X(LEAKY_RELU, "leaky_relu")       \
     X(SCALE, "scale")                 \
     X(SUM, "sum")                     \
     X(MEAN, "mean")                   \

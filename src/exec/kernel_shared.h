@@ -482,6 +482,9 @@ MG_KFN double mg_gelu_deriv(double x) { return mg_gelu_deriv_f64(x); }
     X(exp, EXP, exp(x))                                                       \
     X(log, LOG, log(x))                                                       \
     X(sqrt, SQRT, sqrt(x))                                                    \
+    X(erf, ERF, erf(x))                                                       \
+    X(pow, POW, pow(x, (T)alpha))                                             \
+    X(leaky_relu, LEAKY_RELU, x > 0 ? x : (T)alpha * x)                       \
     /* in double, then rounded once, as for the fill value */                 \
     X(scale, SCALE, (T)(alpha * (double)x))
 

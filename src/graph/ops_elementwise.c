@@ -6,6 +6,7 @@
 #include "graph.h"
 #include "ops_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 
 /* ---- shape rules --------------------------------------------------------- */
@@ -117,6 +118,24 @@ mg_tensor mg_log(mg_graph *g, mg_tensor x) {
 mg_tensor mg_sqrt(mg_graph *g, mg_tensor x) {
     return unary_build(g, MG_OP_SQRT, x, 0);
 }
+mg_tensor mg_erf(mg_graph *g, mg_tensor x) {
+    return unary_build(g, MG_OP_ERF, x, 0);
+}
+mg_tensor mg_pow(mg_graph *g, mg_tensor x, double p) {
+    if (!isfinite(p)) {
+        mg_set_error(MG_ERR_INVALID_ARG, "pow: exponent %g is not finite", p);
+        return MG_NO_TENSOR;
+    }
+    return unary_build(g, MG_OP_POW, x, p);
+}
+mg_tensor mg_leaky_relu(mg_graph *g, mg_tensor x, double alpha) {
+    if (!isfinite(alpha)) {
+        mg_set_error(MG_ERR_INVALID_ARG, "leaky_relu: alpha %g is not finite",
+                     alpha);
+        return MG_NO_TENSOR;
+    }
+    return unary_build(g, MG_OP_LEAKY_RELU, x, alpha);
+}
 mg_tensor mg_scale(mg_graph *g, mg_tensor x, double alpha) {
     return unary_build(g, MG_OP_SCALE, x, alpha);
 }
@@ -202,6 +221,24 @@ mg_status mgi_unary_grad(mg_graph *g, const mg_node *node,
     case MG_OP_LOG: gin[0] = mg_div(g, gy, x); break;
     case MG_OP_SQRT: gin[0] = mg_div(g, mg_scale(g, gy, 0.5), y); break;
     case MG_OP_SCALE: gin[0] = mg_scale(g, gy, node->attrs.alpha); break;
+    /* erf'(x) = 2/sqrt(pi) exp(-x^2) */
+    case MG_OP_ERF:
+        gin[0] = mg_mul(g, gy, mg_scale(g, mg_exp(g, mg_neg(g, mg_mul(g, x, x))),
+                                        1.12837916709551257390));
+        break;
+    /* p x^(p-1) */
+    case MG_OP_POW:
+        gin[0] = mg_mul(g, gy, mg_scale(g, mg_pow(g, x, node->attrs.alpha - 1.0),
+                                        node->attrs.alpha));
+        break;
+    /* gy where x > 0, alpha gy elsewhere; relu_grad tests its second
+     * argument, here x. Both terms are exact: one of them is 0. */
+    case MG_OP_LEAKY_RELU: {
+        mg_tensor pos = helper_build(g, MG_OP_RELU_GRAD, gy, x);
+        gin[0] = mg_add(g, pos, mg_scale(g, mg_sub(g, gy, pos),
+                                         node->attrs.alpha));
+        break;
+    }
     default:
         return mg_set_error(MG_ERR_INTERNAL, "%s: not a unary op",
                             mgi_op_str(node->op));

@@ -83,13 +83,14 @@ END_TEST
 /* ------------------------------------------------------------------ unary */
 
 START_TEST(test_gc_unary) {
-    static const char *names[9] = {"neg",  "relu", "gelu", "tanh", "sigmoid",
-                                   "exp",  "log",  "sqrt", "scale(-1.7)"};
-    for (int op = 0; op < 9; op++) {
+    static const char *names[12] = {"neg",  "relu", "gelu", "tanh", "sigmoid",
+                                    "exp",  "log",  "sqrt", "scale(-1.7)",
+                                    "erf",  "pow(2.5)", "leaky_relu(0.1)"};
+    for (int op = 0; op < 12; op++) {
         gc_ctx c;
         gc_begin(&c, names[op], 800 + op);
-        /* log and sqrt need positive inputs */
-        mg_tensor x = (op == 6 || op == 7) ? gc_x_range(&c, 2, S(3, 4), 0.3, 3.0)
+        /* log, sqrt and a fractional power need positive inputs */
+        mg_tensor x = (op == 6 || op == 7 || op == 10) ? gc_x_range(&c, 2, S(3, 4), 0.3, 3.0)
                                            : gc_x_range(&c, 2, S(3, 4), -3.0, 3.0);
         mg_tensor y;
         switch (op) {
@@ -101,6 +102,9 @@ START_TEST(test_gc_unary) {
         case 5: y = mg_exp(c.g, x); break;
         case 6: y = mg_log(c.g, x); break;
         case 7: y = mg_sqrt(c.g, x); break;
+        case 9: y = mg_erf(c.g, x); break;
+        case 10: y = mg_pow(c.g, x, 2.5); break;
+        case 11: y = mg_leaky_relu(c.g, x, 0.1); break;
         default: y = mg_scale(c.g, x, -1.7); break;
         }
         gc_check(&c, y);

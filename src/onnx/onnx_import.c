@@ -1,0 +1,1107 @@
+/*
+ * onnx_import.c - reading an ONNX model: the file or buffer through the
+ * protobuf-c parser generated from onnx.proto, initializers (inline or
+ * external data) into parameters and constants, graph inputs with their
+ * dynamic dims made static, the nodes in dependency order, and the model
+ * handle of memgrad_onnx.h.
+ *
+ * Every size the file declares is checked against the bytes that back it
+ * before anything of that size is allocated: protobuf-c bounds each field by
+ * the buffer, and a tensor's dims must match its data's length here.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "onnx_internal.h"
+
+#define S(x) ((x) ? (x) : "")
+
+void mg_onnx_options_init(mg_onnx_options *opts)
+{
+    if (!opts)
+        return;
+    memset(opts, 0, sizeof *opts);
+    opts->training = 1;
+}
+
+mg_status mgi_onnx_node_error(mgi_octx *c, mg_status s, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const Onnx__NodeProto *n = c->node;
+    if (!n)
+        return mg_set_error(s, "onnx: %s", msg);
+    return mg_set_error(s, "onnx node '%s' (op_type %s, domain '%s', opset %lld): %s",
+                        S(n->name), S(n->op_type), S(n->domain),
+                        (long long)c->opset, msg);
+}
+
+/* ------------------------------------------------------------------ names */
+
+static uint32_t hash_str(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+mgi_oval *mgi_onnx_lookup(mgi_octx *c, const char *name)
+{
+    if (!name || !c->n_slots)
+        return NULL;
+    uint32_t mask = (uint32_t)c->n_slots - 1;
+    for (uint32_t h = hash_str(name) & mask;; h = (h + 1) & mask) {
+        int32_t k = c->slots[h];
+        if (k < 0)
+            return NULL;
+        if (strcmp(c->vals[k].name, name) == 0)
+            return &c->vals[k];
+    }
+}
+
+/* Names are defined once (SSA); the table was sized for every name the
+ * model can define, so it never fills. */
+mg_status mgi_onnx_define(mgi_octx *c, const char *name, mg_tensor t,
+                          mgi_oconst *k)
+{
+    if (!name || !name[0])
+        return MG_OK; /* an output nobody may read */
+    if (mgi_onnx_lookup(c, name))
+        return mgi_onnx_node_error(c, MG_ERR_INVALID_ARG,
+                                   "value '%s' is defined twice", name);
+    if (c->n_vals >= c->cap_vals)
+        return mgi_onnx_node_error(c, MG_ERR_INTERNAL, "name table full");
+    uint32_t mask = (uint32_t)c->n_slots - 1;
+    uint32_t h = hash_str(name) & mask;
+    while (c->slots[h] >= 0)
+        h = (h + 1) & mask;
+    c->slots[h] = c->n_vals;
+    c->vals[c->n_vals++] = (mgi_oval){name, t, k, NULL};
+    if (t != MG_NO_TENSOR && !mg_tensor_name(c->g, t))
+        mg_tensor_set_name(c->g, t, name); /* names are only a courtesy */
+    mg_clear_error();
+    return MG_OK;
+}
+
+bool mgi_onnx_is_read(const mgi_octx *c, const char *name)
+{
+    if (!name || !name[0] || !c->n_used)
+        return false;
+    uint32_t mask = (uint32_t)c->n_used - 1;
+    for (uint32_t h = hash_str(name) & mask; c->used[h]; h = (h + 1) & mask)
+        if (strcmp(c->used[h], name) == 0)
+            return true;
+    return false;
+}
+
+static mg_status build_used(mgi_octx *c, const Onnx__GraphProto *gp)
+{
+    size_t n = gp->n_output + 1;
+    for (size_t k = 0; k < gp->n_node; k++) {
+        if (gp->node[k]->n_input > (size_t)INT32_MAX / 4 || n > (size_t)INT32_MAX / 4)
+            return mg_set_error(MG_ERR_INVALID_ARG, "onnx: too many values");
+        n += gp->node[k]->n_input;
+    }
+    size_t slots = 16;
+    while (slots < 2 * n)
+        slots *= 2;
+    if (slots > (size_t)INT32_MAX / 2)
+        return mg_set_error(MG_ERR_INVALID_ARG, "onnx: too many values");
+    c->used = calloc(slots, sizeof *c->used);
+    if (!c->used)
+        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    c->n_used = (int)slots;
+    uint32_t mask = (uint32_t)slots - 1;
+    for (size_t k = 0; k <= gp->n_node; k++) {
+        size_t cnt = k < gp->n_node ? gp->node[k]->n_input : gp->n_output;
+        for (size_t i = 0; i < cnt; i++) {
+            const char *nm = k < gp->n_node ? gp->node[k]->input[i]
+                                            : S(gp->output[i]->name);
+            if (!nm[0] || mgi_onnx_is_read(c, nm))
+                continue;
+            uint32_t h = hash_str(nm) & mask;
+            while (c->used[h])
+                h = (h + 1) & mask;
+            c->used[h] = nm;
+        }
+    }
+    return MG_OK;
+}
+
+/* ------------------------------------------------------------------ constants */
+
+mgi_oconst *mgi_onnx_const_new(mgi_octx *c, int32_t onnx_type, bool is_float,
+                               int ndim, const int64_t *shape)
+{
+    if (ndim < 0 || ndim > MG_MAX_DIMS) {
+        mgi_onnx_node_error(c, MG_ERR_SHAPE, "constant of rank %d (at most %d)",
+                            ndim, MG_MAX_DIMS);
+        return NULL;
+    }
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0 || (shape[d] > 0 && n > MGI_ONNX_MAX_CONST_ELEMS / shape[d])) {
+            mgi_onnx_node_error(c, MG_ERR_SHAPE,
+                                "constant too large or negative dim %lld",
+                                (long long)shape[d]);
+            return NULL;
+        }
+        n *= shape[d];
+    }
+    if (c->n_consts == c->cap_consts) {
+        int cap = c->cap_consts ? 2 * c->cap_consts : 64;
+        mgi_oconst **p = realloc(c->consts, (size_t)cap * sizeof *p);
+        if (!p) {
+            mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+            return NULL;
+        }
+        c->consts = p;
+        c->cap_consts = cap;
+    }
+    mgi_oconst *k = calloc(1, sizeof *k);
+    size_t es = is_float ? sizeof(double) : sizeof(int64_t);
+    void *data = calloc(n ? (size_t)n : 1, es);
+    if (!k || !data) {
+        free(k);
+        free(data);
+        mg_set_error(MG_ERR_NOMEM, "onnx: out of memory for a constant");
+        return NULL;
+    }
+    k->onnx_type = onnx_type;
+    k->ndim = ndim;
+    for (int d = 0; d < ndim; d++)
+        k->shape[d] = shape[d];
+    k->n = n;
+    if (is_float)
+        k->f = data;
+    else
+        k->i = data;
+    c->consts[c->n_consts++] = k;
+    return k;
+}
+
+static bool type_is_float(int32_t t)
+{
+    return t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
+           t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+}
+
+static size_t type_size(int32_t t)
+{
+    switch (t) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
+        return 4;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64:
+        return 8;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16:
+        return 2;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
+        return 1;
+    default:
+        return 0; /* strings, float16, complex: not supported */
+    }
+}
+
+/* Element k of little-endian raw bytes of type t. */
+static void raw_elem(const uint8_t *p, int32_t t, double *f, int64_t *i)
+{
+    switch (t) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: {
+        float v;
+        memcpy(&v, p, 4);
+        *f = v;
+        return;
+    }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
+        memcpy(f, p, 8);
+        return;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        *i = v;
+        return;
+    }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        *i = v;
+        return;
+    }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
+        memcpy(i, p, 8);
+        return;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        *i = (int64_t)v;
+        return;
+    }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: {
+        int16_t v;
+        memcpy(&v, p, 2);
+        *i = v;
+        return;
+    }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        *i = v;
+        return;
+    }
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
+        *i = (int8_t)p[0];
+        return;
+    default: /* uint8, bool */
+        *i = p[0];
+        return;
+    }
+}
+
+/* The directory external data is read from; set by the import calls. */
+static const char *ext_dir_of(mgi_octx *c)
+{
+    return c->opts.external_data_dir ? c->opts.external_data_dir : ".";
+}
+
+/* Read `len` bytes at `offset` of the external file `loc` into a new
+ * buffer, after checking that the file holds them. */
+static mg_status read_external(mgi_octx *c, const char *tname, const char *loc,
+                               int64_t offset, int64_t len, uint8_t **out)
+{
+    *out = NULL;
+    if (!loc || !loc[0] || loc[0] == '/' || strstr(loc, ".."))
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "onnx: tensor '%s': external data location '%s' "
+                            "must be a relative path inside the model's "
+                            "directory", tname, S(loc));
+    const char *dir = ext_dir_of(c);
+    size_t plen = strlen(dir) + strlen(loc) + 2;
+    char *path = malloc(plen);
+    if (!path)
+        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    snprintf(path, plen, "%s/%s", dir, loc);
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    if (!f || fstat(fileno(f), &st) != 0) {
+        mg_status s = mg_set_error(MG_ERR_INVALID_ARG,
+                                   "onnx: tensor '%s': cannot open external "
+                                   "data file '%s': %s", tname, path,
+                                   strerror(errno));
+        if (f)
+            fclose(f);
+        free(path);
+        return s;
+    }
+    if (len < 0)
+        len = (int64_t)st.st_size - offset;
+    if (offset < 0 || len < 0 || offset > (int64_t)st.st_size ||
+        len > (int64_t)st.st_size - offset) {
+        fclose(f);
+        mg_status s = mg_set_error(MG_ERR_INVALID_ARG,
+                                   "onnx: tensor '%s': external data [%lld, "
+                                   "+%lld) is past the end of '%s' (%lld bytes)",
+                                   tname, (long long)offset, (long long)len,
+                                   path, (long long)st.st_size);
+        free(path);
+        return s;
+    }
+    free(path);
+    uint8_t *buf = malloc(len ? (size_t)len : 1);
+    if (!buf) {
+        fclose(f);
+        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    }
+    if (fseeko(f, (off_t)offset, SEEK_SET) != 0 ||
+        fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        fclose(f);
+        free(buf);
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "onnx: tensor '%s': reading external data failed",
+                            tname);
+    }
+    fclose(f);
+    *out = buf;
+    *out = buf;
+    return MG_OK;
+}
+
+mg_status mgi_onnx_decode_tensor(mgi_octx *c, const Onnx__TensorProto *tp,
+                                 mgi_oconst **out)
+{
+    *out = NULL;
+    const char *tname = S(tp->name);
+    int32_t t = tp->has_data_type ? tp->data_type : 0;
+    size_t es = type_size(t);
+    if (!es)
+        return mgi_onnx_node_error(c, MG_ERR_DTYPE,
+                                   "tensor '%s': data type %d is not "
+                                   "supported (float, double and integer "
+                                   "types are)", tname, (int)t);
+    if (tp->n_dims > MG_MAX_DIMS)
+        return mgi_onnx_node_error(c, MG_ERR_SHAPE,
+                                   "tensor '%s' has %zu dims (at most %d)",
+                                   tname, tp->n_dims, MG_MAX_DIMS);
+    int64_t n = 1;
+    for (size_t d = 0; d < tp->n_dims; d++) {
+        int64_t v = tp->dims[d];
+        if (v < 0 || (v > 0 && n > INT64_MAX / 16 / v))
+            return mgi_onnx_node_error(c, MG_ERR_INVALID_ARG,
+                                       "tensor '%s': dim %lld is negative "
+                                       "or makes it larger than any file", tname,
+                                       (long long)v);
+        n *= v;
+    }
+    /* Where the elements are, and how many the file really holds. */
+    const uint8_t *raw = NULL;
+    uint8_t *ext = NULL;
+    int64_t have;
+    if (tp->has_data_location &&
+        tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        const char *loc = NULL;
+        int64_t off = 0, len = -1;
+        for (size_t k = 0; k < tp->n_external_data; k++) {
+            const char *key = S(tp->external_data[k]->key);
+            const char *val = S(tp->external_data[k]->value);
+            char *end;
+            if (strcmp(key, "location") == 0)
+                loc = val;
+            else if (strcmp(key, "offset") == 0 || strcmp(key, "length") == 0) {
+                errno = 0;
+                long long v = strtoll(val, &end, 10);
+                if (errno || *end || v < 0)
+                    return mg_set_error(MG_ERR_INVALID_ARG,
+                                        "onnx: tensor '%s': bad external "
+                                        "%s '%s'", tname, key, val);
+                if (key[0] == 'o')
+                    off = v;
+                else
+                    len = v;
+            }
+        }
+        if (len >= 0 && len != n * (int64_t)es)
+            return mg_set_error(MG_ERR_INVALID_ARG,
+                                "onnx: tensor '%s': external length %lld, "
+                                "but its dims need %lld bytes", tname,
+                                (long long)len, (long long)(n * (int64_t)es));
+        if (len < 0)
+            len = n * (int64_t)es;
+        mg_status s = read_external(c, tname, loc, off, len, &ext);
+        if (s)
+            return s;
+        raw = ext;
+        have = len / (int64_t)es;
+    } else if (tp->has_raw_data) {
+        raw = tp->raw_data.data;
+        have = (int64_t)(tp->raw_data.len / es);
+        if ((int64_t)tp->raw_data.len != n * (int64_t)es)
+            have = -1;
+    } else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
+        have = (int64_t)tp->n_float_data;
+    } else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE) {
+        have = (int64_t)tp->n_double_data;
+    } else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
+        have = (int64_t)tp->n_int64_data;
+    } else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32 ||
+               t == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64) {
+        have = (int64_t)tp->n_uint64_data;
+    } else {
+        have = (int64_t)tp->n_int32_data;
+    }
+    if (have != n) {
+        free(ext);
+        return mgi_onnx_node_error(c, MG_ERR_INVALID_ARG,
+                                   "tensor '%s': its dims say %lld elements "
+                                   "but the file holds %s", tname,
+                                   (long long)n,
+                                   have < 0 ? "a different byte count"
+                                            : "a different count");
+    }
+    if (n > MGI_ONNX_MAX_CONST_ELEMS * 64) {
+        free(ext);
+        return mgi_onnx_node_error(c, MG_ERR_SHAPE, "tensor '%s' too large",
+                                   tname);
+    }
+    /* Parameters may exceed the folding limit: build the constant here. */
+    int64_t shape[MG_MAX_DIMS];
+    for (size_t d = 0; d < tp->n_dims; d++)
+        shape[d] = tp->dims[d];
+    bool fl = type_is_float(t);
+    mgi_oconst *k = calloc(1, sizeof *k);
+    void *data = calloc(n ? (size_t)n : 1, 8);
+    if (!k || !data || c->n_consts == INT_MAX) {
+        free(k);
+        free(data);
+        free(ext);
+        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory for '%s'", tname);
+    }
+    if (c->n_consts == c->cap_consts) {
+        int cap = c->cap_consts ? 2 * c->cap_consts : 64;
+        mgi_oconst **p = realloc(c->consts, (size_t)cap * sizeof *p);
+        if (!p) {
+            free(k);
+            free(data);
+            free(ext);
+            return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+        }
+        c->consts = p;
+        c->cap_consts = cap;
+    }
+    c->consts[c->n_consts++] = k;
+    k->onnx_type = t;
+    k->ndim = (int)tp->n_dims;
+    memcpy(k->shape, shape, sizeof(int64_t) * tp->n_dims);
+    k->n = n;
+    if (fl)
+        k->f = data;
+    else
+        k->i = data;
+    for (int64_t e = 0; e < n; e++) {
+        double fv = 0;
+        int64_t iv = 0;
+        if (raw) {
+            raw_elem(raw + (size_t)e * es, t, &fv, &iv);
+        } else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
+            fv = tp->float_data[e];
+        } else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE) {
+            fv = tp->double_data[e];
+        } else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
+            iv = tp->int64_data[e];
+        } else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32 ||
+                   t == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64) {
+            iv = (int64_t)tp->uint64_data[e];
+        } else {
+            iv = tp->int32_data[e];
+        }
+        if (fl)
+            k->f[e] = fv;
+        else
+            k->i[e] = iv;
+    }
+    free(ext);
+    *out = k;
+    return MG_OK;
+}
+
+/* ------------------------------------------------------------------ bindings */
+
+static mg_status add_binding(mgi_octx *c, mg_tensor t, void *data)
+{
+    mg_onnx_model *m = c->model;
+    if (m->n_binds == m->cap_binds) {
+        int cap = m->cap_binds ? 2 * m->cap_binds : 32;
+        mg_binding *b = realloc(m->binds, (size_t)cap * sizeof *b);
+        if (!b)
+            return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+        m->binds = b;
+        void **d = realloc(m->bind_data, (size_t)cap * sizeof *d);
+        if (!d)
+            return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+        m->bind_data = d;
+        m->cap_binds = cap;
+    }
+    m->binds[m->n_binds] = (mg_binding){t, data};
+    m->bind_data[m->n_binds++] = data;
+    return MG_OK;
+}
+
+static float *to_f32(const mgi_oconst *k)
+{
+    float *p = malloc(k->n ? (size_t)k->n * sizeof(float) : sizeof(float));
+    if (!p)
+        return NULL;
+    for (int64_t e = 0; e < k->n; e++)
+        p[e] = k->f ? (float)k->f[e] : (float)k->i[e];
+    return p;
+}
+
+mg_tensor mgi_onnx_tensor(mgi_octx *c, mgi_oval *v)
+{
+    if (!v)
+        return MG_NO_TENSOR;
+    if (v->t != MG_NO_TENSOR)
+        return v->t;
+    mgi_oconst *k = v->c;
+    if (!k)
+        return MG_NO_TENSOR;
+    if (k->n == 0) {
+        mgi_onnx_node_error(c, MG_ERR_SHAPE, "constant '%s' is empty", v->name);
+        return MG_NO_TENSOR;
+    }
+    mg_tensor t;
+    if (k->f) {
+        bool uniform = true;
+        for (int64_t e = 1; e < k->n && uniform; e++)
+            uniform = (float)k->f[e] == (float)k->f[0];
+        if (uniform) {
+            t = mg_fill(c->g, MG_F32, k->ndim, k->shape, (float)k->f[0]);
+        } else {
+            float *p = to_f32(k);
+            if (!p) {
+                mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+                return MG_NO_TENSOR;
+            }
+            char nm[64];
+            snprintf(nm, sizeof nm, "onnx_const_%d", c->model->n_binds);
+            t = mg_input(c->g, nm, MG_F32, k->ndim, k->shape);
+            if (t == MG_NO_TENSOR || add_binding(c, t, p)) {
+                free(p);
+                return MG_NO_TENSOR;
+            }
+        }
+    } else {
+        /* integer constants read by tensor ops are indices (Gather) */
+        int32_t *p = malloc((size_t)k->n * sizeof *p);
+        if (!p) {
+            mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+            return MG_NO_TENSOR;
+        }
+        for (int64_t e = 0; e < k->n; e++) {
+            if (k->i[e] < INT32_MIN || k->i[e] > INT32_MAX) {
+                free(p);
+                mgi_onnx_node_error(c, MG_ERR_INVALID_ARG,
+                                    "constant '%s' does not fit int32",
+                                    v->name);
+                return MG_NO_TENSOR;
+            }
+            p[e] = (int32_t)k->i[e];
+        }
+        char nm[64];
+        snprintf(nm, sizeof nm, "onnx_const_%d", c->model->n_binds);
+        t = mg_input(c->g, nm, MG_I32, k->ndim, k->shape);
+        if (t == MG_NO_TENSOR || add_binding(c, t, p)) {
+            free(p);
+            return MG_NO_TENSOR;
+        }
+    }
+    if (t == MG_NO_TENSOR) {
+        mgi_onnx_node_error(c, mg_last_status(), "%s", mg_last_error());
+        return MG_NO_TENSOR;
+    }
+    v->t = t;
+    return t;
+}
+
+/* ------------------------------------------------------------------ graph */
+
+static mg_status import_inputs(mgi_octx *c, const Onnx__GraphProto *gp)
+{
+    mg_onnx_model *m = c->model;
+    m->inputs = calloc(gp->n_input ? gp->n_input : 1, sizeof *m->inputs);
+    if (!m->inputs)
+        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    for (size_t k = 0; k < gp->n_input; k++) {
+        const Onnx__ValueInfoProto *vi = gp->input[k];
+        const char *name = S(vi->name);
+        if (mgi_onnx_lookup(c, name))
+            continue; /* an initializer listed as an input (IR < 4) */
+        const Onnx__TypeProto *tp = vi->type;
+        if (!tp || tp->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE ||
+            !tp->tensor_type || !tp->tensor_type->shape)
+            return mg_set_error(MG_ERR_UNSUPPORTED,
+                                "onnx: input '%s' is not a tensor of known "
+                                "rank", name);
+        const Onnx__TensorShapeProto *sp = tp->tensor_type->shape;
+        if (sp->n_dim > MG_MAX_DIMS)
+            return mg_set_error(MG_ERR_SHAPE, "onnx: input '%s' has rank %zu "
+                                "(at most %d)", name, sp->n_dim, MG_MAX_DIMS);
+        int64_t shape[MG_MAX_DIMS];
+        for (size_t d = 0; d < sp->n_dim; d++) {
+            const Onnx__TensorShapeProto__Dimension *dm = sp->dim[d];
+            int64_t v = -1;
+            const char *pname = NULL;
+            if (dm->value_case ==
+                ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+                dm->dim_value > 0) {
+                v = dm->dim_value;
+            } else {
+                if (dm->value_case ==
+                    ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM)
+                    pname = dm->dim_param;
+                for (int j = 0; pname && j < c->opts.n_dims; j++)
+                    if (c->opts.dims[j].name &&
+                        strcmp(c->opts.dims[j].name, pname) == 0)
+                        v = c->opts.dims[j].size;
+                if (v < 0 && d == 0 && c->opts.batch_size > 0)
+                    v = c->opts.batch_size;
+            }
+            if (v < 1)
+                return mg_set_error(MG_ERR_INVALID_ARG,
+                                    "onnx: input '%s' dim %zu ('%s') is "
+                                    "dynamic: give its size in the options "
+                                    "(batch_size, or dims by name)", name, d,
+                                    S(pname));
+            shape[d] = v;
+        }
+        int32_t et = tp->tensor_type->has_elem_type ? tp->tensor_type->elem_type : 0;
+        mg_dtype dt;
+        if (et == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+            dt = MG_F32;
+        else if (et == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE)
+            dt = MG_F64;
+        else if (et == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ||
+                 et == ONNX__TENSOR_PROTO__DATA_TYPE__INT32)
+            dt = MG_I32;
+        else
+            return mg_set_error(MG_ERR_DTYPE, "onnx: input '%s' has element "
+                                "type %d (float, double, int32 and int64 "
+                                "are supported)", name, (int)et);
+        mg_tensor t = mg_input(c->g, name, dt, (int)sp->n_dim, shape);
+        if (t == MG_NO_TENSOR)
+            return mg_set_error(mg_last_status(), "onnx: input '%s': %s", name,
+                                mg_last_error());
+        mg_status s = mgi_onnx_define(c, name, t, NULL);
+        if (s)
+            return s;
+        m->inputs[m->n_inputs++] = t;
+    }
+    return MG_OK;
+}
+
+static mg_status import_initializers(mgi_octx *c, const Onnx__GraphProto *gp)
+{
+    mg_onnx_model *m = c->model;
+    m->params = calloc(gp->n_initializer ? gp->n_initializer : 1,
+                       sizeof *m->params);
+    if (!m->params)
+        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    for (size_t k = 0; k < gp->n_initializer; k++) {
+        const Onnx__TensorProto *tp = gp->initializer[k];
+        mgi_oconst *kc;
+        mg_status s = mgi_onnx_decode_tensor(c, tp, &kc);
+        if (s)
+            return s;
+        mg_tensor t = MG_NO_TENSOR;
+        if (tp->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && kc->n > 0) {
+            t = mg_param(c->g, S(tp->name), MG_F32, kc->ndim, kc->shape);
+            if (t == MG_NO_TENSOR)
+                return mg_set_error(mg_last_status(), "onnx: initializer "
+                                    "'%s': %s", S(tp->name), mg_last_error());
+            float *p = to_f32(kc);
+            if (!p)
+                return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+            if ((s = add_binding(c, t, p))) {
+                free(p);
+                return s;
+            }
+            m->params[m->n_params++] = t;
+            /* Parameters are trained: never folded as constants. */
+            if ((s = mgi_onnx_define(c, S(tp->name), t, NULL)))
+                return s;
+            mgi_oval *v = mgi_onnx_lookup(c, S(tp->name));
+            if (v)
+                v->init = kc;
+            continue;
+        }
+        if ((s = mgi_onnx_define(c, S(tp->name), t, kc)))
+            return s;
+    }
+    return MG_OK;
+}
+
+/* Nodes in dependency order (ONNX asks for a sorted list; this accepts any
+ * order and finds cycles): depth-first with an explicit stack, since a
+ * hostile file may chain a million nodes. */
+static mg_status node_order(mgi_octx *c, const Onnx__GraphProto *gp,
+                            int32_t **order_out)
+{
+    size_t n = gp->n_node;
+    *order_out = NULL;
+    size_t nslots = 16;
+    size_t nout = 0;
+    for (size_t i = 0; i < n; i++)
+        nout += gp->node[i]->n_output;
+    while (nslots < 2 * nout + 2)
+        nslots *= 2;
+    int32_t *prod_slot = malloc(nslots * sizeof *prod_slot);
+    int32_t *prod_node = malloc(nslots * sizeof *prod_node);
+    const char **prod_name = malloc(nslots * sizeof *prod_name);
+    int32_t *order = malloc((n ? n : 1) * sizeof *order);
+    uint8_t *state = calloc(n ? n : 1, 1);
+    int32_t *stk_node = malloc((n ? n : 1) * sizeof *stk_node);
+    size_t *stk_next = malloc((n ? n : 1) * sizeof *stk_next);
+    mg_status s = MG_OK;
+    if (!prod_slot || !prod_node || !prod_name || !order || !state ||
+        !stk_node || !stk_next) {
+        s = mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < nslots; i++)
+        prod_slot[i] = -1;
+    uint32_t mask = (uint32_t)nslots - 1;
+    for (size_t i = 0; i < n; i++)
+        for (size_t o = 0; o < gp->node[i]->n_output; o++) {
+            const char *nm = gp->node[i]->output[o];
+            if (!nm[0])
+                continue;
+            uint32_t h = hash_str(nm) & mask;
+            while (prod_slot[h] >= 0) {
+                if (strcmp(prod_name[h], nm) == 0) {
+                    c->node = gp->node[i];
+                    s = mgi_onnx_node_error(c, MG_ERR_INVALID_ARG,
+                                            "output '%s' is produced twice", nm);
+                    goto done;
+                }
+                h = (h + 1) & mask;
+            }
+            prod_slot[h] = 1;
+            prod_node[h] = (int32_t)i;
+            prod_name[h] = nm;
+        }
+    size_t n_order = 0;
+    for (size_t r = 0; r < n; r++) {
+        if (state[r])
+            continue;
+        size_t sp = 0;
+        stk_node[sp] = (int32_t)r;
+        stk_next[sp++] = 0;
+        state[r] = 1;
+        while (sp) {
+            const Onnx__NodeProto *nd = gp->node[stk_node[sp - 1]];
+            if (stk_next[sp - 1] < nd->n_input) {
+                const char *nm = nd->input[stk_next[sp - 1]++];
+                if (!nm[0])
+                    continue;
+                uint32_t h = hash_str(nm) & mask;
+                int32_t p = -1;
+                for (; prod_slot[h] >= 0; h = (h + 1) & mask)
+                    if (strcmp(prod_name[h], nm) == 0) {
+                        p = prod_node[h];
+                        break;
+                    }
+                if (p < 0)
+                    continue; /* an input or initializer: checked later */
+                if (state[p] == 1) {
+                    c->node = nd;
+                    s = mgi_onnx_node_error(c, MG_ERR_CYCLE,
+                                            "the graph has a cycle through "
+                                            "value '%s'", nm);
+                    goto done;
+                }
+                if (state[p] == 0) {
+                    state[p] = 1;
+                    stk_node[sp] = p;
+                    stk_next[sp++] = 0;
+                }
+            } else {
+                state[stk_node[sp - 1]] = 2;
+                order[n_order++] = stk_node[--sp];
+            }
+        }
+    }
+    *order_out = order;
+    order = NULL;
+done:
+    free(prod_slot);
+    free(prod_node);
+    free(prod_name);
+    free(order);
+    free(state);
+    free(stk_node);
+    free(stk_next);
+    return s;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The handle's name -> tensor map: every value that became a tensor. */
+static mg_status build_name_map(mgi_octx *c)
+{
+    mg_onnx_model *m = c->model;
+    int n = 0;
+    for (int k = 0; k < c->n_vals; k++)
+        n += c->vals[k].t != MG_NO_TENSOR;
+    m->names = calloc(n ? (size_t)n : 1, sizeof *m->names);
+    char **tmp = calloc(n ? (size_t)n : 1, sizeof *tmp);
+    m->name_tensors = calloc(n ? (size_t)n : 1, sizeof *m->name_tensors);
+    if (!m->names || !tmp || !m->name_tensors) {
+        free(tmp);
+        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    }
+    /* Sort "name\0id" strings so names and ids stay paired. */
+    int j = 0;
+    for (int k = 0; k < c->n_vals; k++) {
+        if (c->vals[k].t == MG_NO_TENSOR)
+            continue;
+        size_t len = strlen(c->vals[k].name);
+        char *s = malloc(len + 16);
+        if (!s) {
+            for (int q = 0; q < j; q++)
+                free(tmp[q]);
+            free(tmp);
+            return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+        }
+        memcpy(s, c->vals[k].name, len + 1);
+        memcpy(s + len + 1, &c->vals[k].t, sizeof(mg_tensor));
+        tmp[j++] = s;
+    }
+    qsort(tmp, (size_t)n, sizeof *tmp, cmp_names);
+    for (int k = 0; k < n; k++) {
+        m->names[k] = tmp[k];
+        memcpy(&m->name_tensors[k], tmp[k] + strlen(tmp[k]) + 1,
+               sizeof(mg_tensor));
+    }
+    m->n_names = n;
+    free(tmp);
+    return MG_OK;
+}
+
+static mg_status import_model(mgi_octx *c, const Onnx__ModelProto *mp)
+{
+    mg_status s;
+    const Onnx__GraphProto *gp = mp->graph;
+    if (!gp)
+        return mg_set_error(MG_ERR_INVALID_ARG, "onnx: the model has no graph");
+    c->opset = -1;
+    for (size_t k = 0; k < mp->n_opset_import; k++) {
+        const char *d = S(mp->opset_import[k]->domain);
+        if (!d[0] || strcmp(d, "ai.onnx") == 0)
+            c->opset = mp->opset_import[k]->version;
+    }
+    if (c->opset < 1)
+        c->opset = mp->n_opset_import ? 1 : 1; /* IR 1 had no opset_import */
+    c->model->opset = c->opset;
+
+    /* every name the model can define, for the table's size */
+    size_t cap = gp->n_input + gp->n_initializer + 16;
+    for (size_t k = 0; k < gp->n_node; k++) {
+        if (gp->node[k]->n_output > (size_t)INT32_MAX / 4 ||
+            cap > (size_t)INT32_MAX / 4)
+            return mg_set_error(MG_ERR_INVALID_ARG, "onnx: too many values");
+        cap += gp->node[k]->n_output;
+    }
+    if (cap > (size_t)INT32_MAX / 4)
+        return mg_set_error(MG_ERR_INVALID_ARG, "onnx: too many values");
+    int nslots = 16;
+    while ((size_t)nslots < 2 * cap)
+        nslots *= 2;
+    c->vals = calloc(cap, sizeof *c->vals);
+    c->slots = malloc((size_t)nslots * sizeof *c->slots);
+    if (!c->vals || !c->slots)
+        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    for (int k = 0; k < nslots; k++)
+        c->slots[k] = -1;
+    c->cap_vals = (int)cap;
+    c->n_slots = nslots;
+
+    if ((s = import_initializers(c, gp)) || (s = import_inputs(c, gp)) ||
+        (s = build_used(c, gp)))
+        return s;
+    int32_t *order;
+    if ((s = node_order(c, gp, &order)))
+        return s;
+    for (size_t k = 0; k < gp->n_node; k++) {
+        c->node = gp->node[order[k]];
+        if ((s = mgi_onnx_convert_node(c, c->node))) {
+            free(order);
+            return s;
+        }
+    }
+    free(order);
+    c->node = NULL;
+
+    mg_onnx_model *m = c->model;
+    m->outputs = calloc(gp->n_output ? gp->n_output : 1, sizeof *m->outputs);
+    if (!m->outputs)
+        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    for (size_t k = 0; k < gp->n_output; k++) {
+        const char *nm = S(gp->output[k]->name);
+        mgi_oval *v = mgi_onnx_lookup(c, nm);
+        if (!v)
+            return mg_set_error(MG_ERR_UNKNOWN_ID, "onnx: graph output '%s' "
+                                "is not defined by any node", nm);
+        mg_tensor t = mgi_onnx_tensor(c, v);
+        if (t == MG_NO_TENSOR)
+            return mg_last_status() ? mg_last_status() : MG_ERR_INTERNAL;
+        m->outputs[m->n_outputs++] = t;
+    }
+    return build_name_map(c);
+}
+
+static mg_status import_buffer(const void *data, size_t size,
+                               const mg_onnx_options *opts, const char *dir,
+                               mg_graph *g, mg_onnx_model **out)
+{
+    if (!out)
+        return mg_set_error(MG_ERR_INVALID_ARG, "mg_onnx_import: out is NULL");
+    *out = NULL;
+    if (!g || (!data && size))
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_onnx_import: graph or data is NULL");
+    mgi_octx c;
+    memset(&c, 0, sizeof c);
+    c.g = g;
+    if (opts)
+        c.opts = *opts;
+    else
+        mg_onnx_options_init(&c.opts);
+    if (!c.opts.external_data_dir)
+        c.opts.external_data_dir = dir;
+    if (c.opts.n_dims < 0 || (c.opts.n_dims && !c.opts.dims))
+        return mg_set_error(MG_ERR_INVALID_ARG, "mg_onnx_import: bad dims");
+    c.next_seed = c.opts.dropout_seed;
+    c.model = calloc(1, sizeof *c.model);
+    if (!c.model)
+        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    Onnx__ModelProto *mp =
+        onnx__model_proto__unpack(NULL, size, (const uint8_t *)data);
+    mg_status s;
+    if (!mp)
+        s = mg_set_error(MG_ERR_INVALID_ARG, "onnx: not a valid ONNX model "
+                         "(the protobuf does not parse: truncated or "
+                         "corrupt, %zu bytes)", size);
+    else
+        s = import_model(&c, mp);
+    if (mp)
+        onnx__model_proto__free_unpacked(mp, NULL);
+    for (int k = 0; k < c.n_consts; k++) {
+        free(c.consts[k]->f);
+        free(c.consts[k]->i);
+        free(c.consts[k]);
+    }
+    free(c.consts);
+    free(c.vals);
+    free(c.slots);
+    free(c.used);
+    if (s) {
+        mg_onnx_model_free(c.model);
+        return s;
+    }
+    *out = c.model;
+    return MG_OK;
+}
+
+mg_status mg_onnx_import_buffer(const void *data, size_t size,
+                                const mg_onnx_options *opts, mg_graph *g,
+                                mg_onnx_model **out)
+{
+    return import_buffer(data, size, opts, ".", g, out);
+}
+
+mg_status mg_onnx_import_file(const char *path, const mg_onnx_options *opts,
+                              mg_graph *g, mg_onnx_model **out)
+{
+    if (out)
+        *out = NULL;
+    if (!path)
+        return mg_set_error(MG_ERR_INVALID_ARG, "mg_onnx_import_file: path is NULL");
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return mg_set_error(MG_ERR_INVALID_ARG, "onnx: cannot open '%s': %s",
+                            path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) ||
+        (uint64_t)st.st_size > (uint64_t)SIZE_MAX / 2) {
+        fclose(f);
+        return mg_set_error(MG_ERR_INVALID_ARG, "onnx: '%s' is not a regular "
+                            "file", path);
+    }
+    size_t size = (size_t)st.st_size;
+    uint8_t *buf = malloc(size ? size : 1);
+    if (!buf) {
+        fclose(f);
+        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory reading '%s'",
+                            path);
+    }
+    if (fread(buf, 1, size, f) != size) {
+        fclose(f);
+        free(buf);
+        return mg_set_error(MG_ERR_INVALID_ARG, "onnx: reading '%s' failed",
+                            path);
+    }
+    fclose(f);
+    char *dir = strdup(path);
+    if (!dir) {
+        free(buf);
+        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    }
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    mg_status s = import_buffer(buf, size, opts, slash ? dir : ".", g, out);
+    free(dir);
+    free(buf);
+    return s;
+}
+
+void mg_onnx_model_free(mg_onnx_model *m)
+{
+    if (!m)
+        return;
+    for (int k = 0; k < m->n_binds; k++)
+        free(m->bind_data[k]);
+    for (int k = 0; k < m->n_names; k++)
+        free(m->names[k]);
+    free(m->names);
+    free(m->name_tensors);
+    free(m->binds);
+    free(m->bind_data);
+    free(m->inputs);
+    free(m->outputs);
+    free(m->params);
+    free(m);
+}
+
+int mg_onnx_num_inputs(const mg_onnx_model *m) { return m ? m->n_inputs : 0; }
+int mg_onnx_num_outputs(const mg_onnx_model *m) { return m ? m->n_outputs : 0; }
+int mg_onnx_num_params(const mg_onnx_model *m) { return m ? m->n_params : 0; }
+
+mg_tensor mg_onnx_input(const mg_onnx_model *m, int i)
+{
+    return m && i >= 0 && i < m->n_inputs ? m->inputs[i] : MG_NO_TENSOR;
+}
+
+mg_tensor mg_onnx_output(const mg_onnx_model *m, int i)
+{
+    return m && i >= 0 && i < m->n_outputs ? m->outputs[i] : MG_NO_TENSOR;
+}
+
+mg_tensor mg_onnx_param(const mg_onnx_model *m, int i)
+{
+    return m && i >= 0 && i < m->n_params ? m->params[i] : MG_NO_TENSOR;
+}
+
+const mg_binding *mg_onnx_bindings(const mg_onnx_model *m, int *n_bindings)
+{
+    if (n_bindings)
+        *n_bindings = m ? m->n_binds : 0;
+    return m ? m->binds : NULL;
+}
+
+mg_tensor mg_onnx_find(const mg_onnx_model *m, const char *name)
+{
+    if (!m || !name)
+        return MG_NO_TENSOR;
+    int lo = 0, hi = m->n_names - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        int r = strcmp(name, m->names[mid]);
+        if (r == 0)
+            return m->name_tensors[mid];
+        if (r < 0)
+            hi = mid - 1;
+        else
+            lo = mid + 1;
+    }
+    return MG_NO_TENSOR;
+}
+
+int64_t mg_onnx_opset(const mg_onnx_model *m) { return m ? m->opset : -1; }

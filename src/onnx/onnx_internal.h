@@ -1,0 +1,104 @@
+/*
+ * onnx_internal.h - what the ONNX importer's files share: the values a
+ * node's inputs and outputs name (a graph tensor, a constant known at import
+ * time, or both), the import context, and the op converters' table.
+ *
+ * The importer is a consumer of memgrad.h: it builds the graph with public
+ * builder calls only, so a model imports exactly as if written by hand.
+ */
+#ifndef MG_ONNX_INTERNAL_H
+#define MG_ONNX_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "memgrad.h"
+#include "memgrad_onnx.h"
+#include "onnx.pb-c.h"
+
+/* Folded constants larger than this many elements are refused: a hostile
+ * ConstantOfShape or Range must not make the importer allocate gigabytes. */
+#define MGI_ONNX_MAX_CONST_ELEMS ((int64_t)1 << 24)
+
+/* A constant known at import time: integers (and bools) in i, floating
+ * point in f (exactly one of them is set). ndim 0 is a scalar. */
+typedef struct mgi_oconst {
+    int32_t onnx_type; /* Onnx__TensorProto__DataType */
+    int ndim;
+    int64_t shape[MG_MAX_DIMS];
+    int64_t n;
+    double *f;
+    int64_t *i;
+} mgi_oconst;
+
+/* A named value: a tensor of the graph, a constant, or a constant that has
+ * also been given a tensor because a tensor op reads it. */
+typedef struct mgi_oval {
+    const char *name; /* borrowed from the ModelProto */
+    mg_tensor t;      /* MG_NO_TENSOR if none */
+    mgi_oconst *c;    /* NULL if not a constant */
+    /* A parameter's initial data: never folded (it is trained), but read
+     * where an op wants a constant in an attribute-like slot (Clip bounds,
+     * a Pow exponent, a Dropout ratio), as exporters put those there. */
+    const mgi_oconst *init;
+} mgi_oval;
+
+typedef struct mgi_octx {
+    mg_graph *g;
+    mg_onnx_options opts;
+    int64_t opset;
+    mg_onnx_model *model;
+    /* values by name: open addressing over vals */
+    mgi_oval *vals;
+    int n_vals, cap_vals;
+    int32_t *slots;
+    int n_slots;
+    /* constants, freed at the end of the import */
+    mgi_oconst **consts;
+    int n_consts, cap_consts;
+    uint64_t next_seed;
+    const Onnx__NodeProto *node; /* the node being converted, for messages */
+    /* every name a node or a graph output reads: open addressing */
+    const char **used;
+    int n_used;
+    const char *domain_of_node;
+} mgi_octx;
+
+/* The model handle (memgrad_onnx.h). */
+struct mg_onnx_model {
+    int64_t opset;
+    mg_tensor *inputs, *outputs, *params;
+    int n_inputs, n_outputs, n_params;
+    mg_binding *binds;
+    void **bind_data; /* owned */
+    int n_binds, cap_binds;
+    char **names; /* sorted, owned, with name_tensors beside them */
+    mg_tensor *name_tensors;
+    int n_names;
+};
+
+/* onnx_import.c */
+mgi_oval *mgi_onnx_lookup(mgi_octx *c, const char *name);
+mg_status mgi_onnx_define(mgi_octx *c, const char *name, mg_tensor t,
+                          mgi_oconst *k);
+mgi_oconst *mgi_onnx_const_new(mgi_octx *c, int32_t onnx_type, bool is_float,
+                               int ndim, const int64_t *shape);
+mg_status mgi_onnx_decode_tensor(mgi_octx *c, const Onnx__TensorProto *tp,
+                                 mgi_oconst **out);
+/* The tensor for v: a constant gets one now (a fill, or an input bound to
+ * model-owned data); want is the dtype a float constant takes. */
+mg_tensor mgi_onnx_tensor(mgi_octx *c, mgi_oval *v);
+/* Record an error about the current node: its name, op_type, domain and
+ * opset lead the message. */
+mg_status mgi_onnx_node_error(mgi_octx *c, mg_status s, const char *fmt, ...)
+    MG_PRINTF(3, 4);
+
+/* True if some node or graph output reads value `name`: an optional output
+ * nobody reads (Dropout's mask, BatchNormalization's running statistics)
+ * is then left undefined instead of refused. */
+bool mgi_onnx_is_read(const mgi_octx *c, const char *name);
+
+/* onnx_ops.c */
+mg_status mgi_onnx_convert_node(mgi_octx *c, const Onnx__NodeProto *node);
+
+#endif

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# onnx_tool test: memgrad-onnx plan and step on the committed test models.
+# step's gradients must be bit-equal under every policy, its loss must match
+# between policies, its input and labels files must be read, and plan must
+# print a section per policy and write the DOT file.
+#
+# usage: run.sh <memgrad-onnx> <tests/data>
+set -euo pipefail
+tool=$1
+data=$2
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/memgrad-onnx.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+"$tool" plan "$data/cnn.onnx" --batch 4 --dot "$tmp/cnn.dot" >"$tmp/plan.txt"
+cat "$tmp/plan.txt"
+for p in none memory speed; do
+    grep -q "^policy $p$" "$tmp/plan.txt"
+done
+[ "$(grep -c 'predicted peak: [0-9]* bytes' "$tmp/plan.txt")" -eq 3 ]
+[ "$(grep -c 'recompute fraction: [0-9.]*' "$tmp/plan.txt")" -eq 3 ]
+grep -q digraph "$tmp/cnn.dot"
+
+for model in mlp cnn; do
+    batch=3
+    [ "$model" = cnn ] && batch=2
+    for p in none memory speed; do
+        "$tool" step "$data/$model.onnx" --batch $batch --policy $p --repeat 2 \
+            --input "$data/$model.input.bin" --save-grads "$tmp/$model.$p.bin" \
+            >"$tmp/$model.$p.txt"
+        cat "$tmp/$model.$p.txt"
+        grep -q '^loss [-0-9.e]*$' "$tmp/$model.$p.txt"
+        grep -q '^median step [0-9.]* s (2 steps)$' "$tmp/$model.$p.txt"
+        grep -q '^pool peak measured [0-9]* bytes, predicted [0-9]* bytes$' "$tmp/$model.$p.txt"
+    done
+    cmp "$tmp/$model.none.bin" "$tmp/$model.memory.bin"
+    cmp "$tmp/$model.none.bin" "$tmp/$model.speed.bin"
+    [ "$(grep ^loss "$tmp/$model.none.txt")" = "$(grep ^loss "$tmp/$model.speed.txt")" ]
+done
+# the architecture blocks, on random data (token ids for gpt and bert);
+# mobilenet's dropout is replayed on recompute
+for model in gpt bert resnet mobilenet unet; do
+    for p in none memory speed; do
+        "$tool" step "$data/$model.onnx" --batch 2 --policy $p --repeat 2 \
+            --save-grads "$tmp/$model.$p.bin" >"$tmp/$model.$p.txt"
+        cat "$tmp/$model.$p.txt"
+    done
+    cmp "$tmp/$model.none.bin" "$tmp/$model.memory.bin"
+    cmp "$tmp/$model.none.bin" "$tmp/$model.speed.bin"
+done
+"$tool" plan "$data/gpt.onnx" --batch 2 --policy memory | grep -q '^policy memory$'
+
+# token ids from an int32 file
+"$tool" step "$data/gpt.onnx" --batch 2 --policy none --input "$data/gpt.input.bin" >"$tmp/gi.txt"
+grep -q '^loss [0-9.]*$' "$tmp/gi.txt"
+
+# the mlp's 4 initializers: 16*8 + 16 + 4*16 + 4 floats
+[ "$(stat -c %s "$tmp/mlp.none.bin")" -eq $(( (128 + 16 + 64 + 4) * 4 )) ]
+
+# labels from a file change the loss; a file of the wrong size is refused
+printf '\x01\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00' >"$tmp/labels.bin"
+"$tool" step "$data/mlp.onnx" --batch 3 --policy none --input "$data/mlp.input.bin" \
+    --labels "$tmp/labels.bin" >"$tmp/lab.txt"
+! cmp -s <(grep ^loss "$tmp/lab.txt") <(grep ^loss "$tmp/mlp.none.txt")
+if "$tool" step "$data/mlp.onnx" --batch 3 --policy none --labels "$data/mlp.onnx" 2>/dev/null; then
+    echo "FAIL: a labels file of the wrong size was accepted" >&2
+    exit 1
+fi
+if "$tool" step "$data/unsupported.onnx" --batch 2 --policy none 2>"$tmp/err.txt"; then
+    echo "FAIL: an unsupported model ran" >&2
+    exit 1
+fi
+grep -q Hardmax "$tmp/err.txt"
+echo "onnx_tool: ok"

@@ -1,0 +1,440 @@
+/*
+ * memgrad_onnx.c - memgrad-onnx: plan and train an ONNX model under
+ * memgrad's checkpoint policies (issue 12). Outside scripts call it, so the
+ * interface below is kept stable.
+ *
+ *   memgrad-onnx plan MODEL.onnx [--batch N] [--policy none,memory,speed]
+ *                     [--dot FILE]
+ *       for each policy: the checkpoints chosen, the predicted pool peak and
+ *       the recompute fraction (recomputed flops / forward flops); --dot
+ *       writes the graph of the last policy
+ *   memgrad-onnx step MODEL.onnx --batch N --policy P [--input FILE]
+ *                     [--labels FILE] [--save-grads FILE] [--repeat K]
+ *       runs K training steps (default 1): the loss is the mean
+ *       cross-entropy of the first output [N, C] against int32 labels. The
+ *       input is raw little-endian f32 in the first input's shape (int32
+ *       where that input is integer, as token ids are), the labels raw
+ *       int32 [N]; without them, seeded random data. Prints the
+ *       loss, the median step time, and the measured and predicted pool
+ *       peak. --save-grads writes the gradient of every float initializer,
+ *       in the model's initializer order, as raw little-endian f32.
+ *
+ * Integer inputs (token ids) without a file get random ids in [0, 4).
+ */
+#include <memgrad.h>
+#include <memgrad_onnx.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_POLICIES 8
+
+static int usage(void)
+{
+    fprintf(stderr,
+            "usage: memgrad-onnx plan MODEL.onnx [--batch N] "
+            "[--policy none,memory,speed] [--dot FILE]\n"
+            "       memgrad-onnx step MODEL.onnx --batch N --policy P "
+            "[--input FILE] [--labels FILE] [--save-grads FILE] "
+            "[--repeat K]\n");
+    return 2;
+}
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "memgrad-onnx: %s: %s\n", what, mg_last_error());
+    return 1;
+}
+
+static int parse_policy(const char *s, mg_ckpt_policy *p)
+{
+    if (!strcmp(s, "none"))
+        *p = MG_CKPT_NONE;
+    else if (!strcmp(s, "memory"))
+        *p = MG_CKPT_MEMORY;
+    else if (!strcmp(s, "speed"))
+        *p = MG_CKPT_SPEED;
+    else
+        return -1;
+    return 0;
+}
+
+/* A deterministic generator for the random data (xorshift64*). */
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ULL;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The training graph of one policy: the model, labels, the loss and the
+ * gradient of every parameter, compiled into a plan. */
+typedef struct job {
+    mg_graph *g;
+    mg_onnx_model *m;
+    mg_tensor labels, loss;
+    mg_tensor *grads;
+    int n_params;
+    mg_plan *plan;
+    int64_t n, classes;
+} job;
+
+static void job_free(job *j)
+{
+    mg_plan_free(j->plan);
+    free(j->grads);
+    mg_onnx_model_free(j->m);
+    mg_graph_free(j->g);
+}
+
+static int job_build(job *j, const char *path, int64_t batch,
+                     mg_ckpt_policy pol)
+{
+    memset(j, 0, sizeof *j);
+    mg_onnx_options o;
+    mg_onnx_options_init(&o);
+    o.batch_size = batch;
+    j->g = mg_graph_new();
+    if (!j->g)
+        return fail("graph");
+    if (mg_onnx_import_file(path, &o, j->g, &j->m))
+        return fail(path);
+    mg_tensor y = mg_onnx_output(j->m, 0);
+    int nd;
+    int64_t sh[MG_MAX_DIMS];
+    if (y == MG_NO_TENSOR || mg_tensor_shape(j->g, y, &nd, sh) || nd != 2) {
+        fprintf(stderr, "memgrad-onnx: the first output must be [N, C] "
+                        "logits\n");
+        return 1;
+    }
+    j->n = sh[0];
+    j->classes = sh[1];
+    j->labels = mg_input(j->g, "memgrad_onnx_labels", MG_I32, 1, &j->n);
+    j->loss = mg_cross_entropy(j->g, y, j->labels);
+    if (j->loss == MG_NO_TENSOR)
+        return fail("loss");
+    j->n_params = mg_onnx_num_params(j->m);
+    if (j->n_params < 1) {
+        fprintf(stderr, "memgrad-onnx: the model has no float initializers\n");
+        return 1;
+    }
+    mg_tensor *ps = malloc(sizeof *ps * (size_t)j->n_params);
+    j->grads = malloc(sizeof *j->grads * (size_t)j->n_params);
+    mg_tensor *outs = malloc(sizeof *outs * (size_t)(j->n_params + 1));
+    if (!ps || !j->grads || !outs) {
+        free(ps);
+        free(outs);
+        fprintf(stderr, "memgrad-onnx: out of memory\n");
+        return 1;
+    }
+    for (int k = 0; k < j->n_params; k++)
+        ps[k] = mg_onnx_param(j->m, k);
+    mg_checkpoints ck = {.policy = pol};
+    mg_status s = mg_gradients(j->g, &j->loss, 1, NULL, ps, j->n_params, &ck,
+                               j->grads);
+    free(ps);
+    if (s) {
+        free(outs);
+        return fail("gradients");
+    }
+    outs[0] = j->loss;
+    memcpy(outs + 1, j->grads, sizeof *outs * (size_t)j->n_params);
+    s = mg_plan_compile(j->g, outs, j->n_params + 1, NULL, &j->plan);
+    free(outs);
+    if (s)
+        return fail("compile");
+    return 0;
+}
+
+static const char *policy_name(mg_ckpt_policy p)
+{
+    return p == MG_CKPT_NONE ? "none" : p == MG_CKPT_MEMORY ? "memory" : "speed";
+}
+
+/* Bindings: the model's, its inputs, the labels, and the outputs bound to
+ * caller memory (loss and gradients), so the pool holds only
+ * intermediates. */
+static mg_binding *bindings(job *j, void **inputs, void *labels, float *loss,
+                            float **grads, int *n_out)
+/* (plan passes NULL data: a prediction reads which tensors are bound) */
+{
+    int nb;
+    const mg_binding *mb = mg_onnx_bindings(j->m, &nb);
+    int ni = mg_onnx_num_inputs(j->m);
+    int n = nb + ni + 2 + j->n_params;
+    mg_binding *b = malloc(sizeof *b * (size_t)n);
+    if (!b)
+        return NULL;
+    memcpy(b, mb, sizeof *b * (size_t)nb);
+    int k = nb;
+    for (int i = 0; i < ni; i++)
+        b[k++] = (mg_binding){mg_onnx_input(j->m, i), inputs ? inputs[i] : NULL};
+    b[k++] = (mg_binding){j->labels, labels};
+    b[k++] = (mg_binding){j->loss, loss};
+    for (int i = 0; i < j->n_params; i++)
+        b[k++] = (mg_binding){j->grads[i], grads ? grads[i] : NULL};
+    *n_out = k;
+    return b;
+}
+
+static int cmd_plan(const char *path, int64_t batch, mg_ckpt_policy *pols,
+                    int npol, const char *dot)
+{
+    for (int q = 0; q < npol; q++) {
+        job j;
+        if (job_build(&j, path, batch, pols[q])) {
+            job_free(&j);
+            return 1;
+        }
+        /* predicted with the bindings step makes: leaves, loss and
+         * gradients in caller memory */
+        int nb;
+        mg_binding *b = bindings(&j, NULL, NULL, NULL, NULL, &nb);
+        mg_plan_summary sum;
+        if (!b || mg_plan_summarize(j.plan, b, nb, &sum)) {
+            free(b);
+            job_free(&j);
+            return fail("summarize");
+        }
+        free(b);
+        int nck = mg_graph_checkpoints(j.g, NULL, 0);
+        printf("policy %s\n  checkpoints: %d", policy_name(pols[q]), nck);
+        if (nck > 0) {
+            mg_tensor *ck = malloc(sizeof *ck * (size_t)nck);
+            if (ck) {
+                mg_graph_checkpoints(j.g, ck, nck);
+                for (int k = 0; k < nck; k++) {
+                    const char *nm = mg_tensor_name(j.g, ck[k]);
+                    printf("%s %s", k ? "," : "", nm ? nm : mg_tensor_op_name(j.g, ck[k]));
+                }
+                free(ck);
+            }
+        }
+        printf("\n  predicted peak: %zu bytes (plain backprop %zu)\n",
+               sum.predicted_peak, sum.predicted_peak_without_recompute);
+        printf("  recompute fraction: %.4f (%d recomputed ops in %d segments)\n",
+               sum.forward_flops > 0 ? sum.recompute_flops / sum.forward_flops : 0.0,
+               sum.n_recompute, sum.n_segments);
+        if (dot && q == npol - 1) {
+            FILE *f = fopen(dot, "w");
+            if (!f || mg_graph_write_dot(j.g, f)) {
+                if (f)
+                    fclose(f);
+                job_free(&j);
+                fprintf(stderr, "memgrad-onnx: cannot write %s\n", dot);
+                return 1;
+            }
+            fclose(f);
+        }
+        job_free(&j);
+    }
+    return 0;
+}
+
+static int read_file(const char *path, void *buf, size_t len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "memgrad-onnx: cannot open %s\n", path);
+        return 1;
+    }
+    size_t got = fread(buf, 1, len, f);
+    int extra = fgetc(f) != EOF;
+    fclose(f);
+    if (got != len || extra) {
+        fprintf(stderr, "memgrad-onnx: %s must hold exactly %zu bytes\n", path, len);
+        return 1;
+    }
+    return 0;
+}
+
+static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
+                    const char *input, const char *labels_file,
+                    const char *save, int repeat)
+{
+    job j;
+    int rc = 1;
+    void **inputs = NULL;
+    int32_t *labels = NULL;
+    float **grads = NULL;
+    mg_binding *b = NULL;
+    mg_exec *ex = NULL;
+    double *times = NULL;
+    if (job_build(&j, path, batch, pol))
+        goto done;
+    int ni = mg_onnx_num_inputs(j.m);
+    inputs = calloc((size_t)ni + 1, sizeof *inputs);
+    labels = malloc(sizeof *labels * (size_t)j.n);
+    grads = calloc((size_t)j.n_params, sizeof *grads);
+    times = malloc(sizeof *times * (size_t)repeat);
+    if (!inputs || !labels || !grads || !times)
+        goto nomem;
+    uint64_t seed = 0x9E3779B97F4A7C15ULL;
+    for (int i = 0; i < ni; i++) {
+        mg_tensor t = mg_onnx_input(j.m, i);
+        mg_dtype dt;
+        mg_tensor_dtype(j.g, t, &dt);
+        size_t nbytes = mg_tensor_nbytes(j.g, t);
+        int64_t cnt = mg_tensor_numel(j.g, t);
+        if (!(inputs[i] = malloc(nbytes)))
+            goto nomem;
+        if (i == 0 && input) {
+            if (dt == MG_F64) {
+                fprintf(stderr, "memgrad-onnx: --input is f32 or int32, the "
+                                "first input is f64\n");
+                goto done;
+            }
+            if (read_file(input, inputs[i], nbytes))
+                goto done;
+            continue;
+        }
+        for (int64_t e = 0; e < cnt; e++) {
+            uint64_t r = rng_next(&seed);
+            if (dt == MG_F32)
+                ((float *)inputs[i])[e] = (float)((double)(r >> 11) / 9007199254740992.0 * 2 - 1);
+            else if (dt == MG_F64)
+                ((double *)inputs[i])[e] = (double)(r >> 11) / 9007199254740992.0 * 2 - 1;
+            else
+                ((int32_t *)inputs[i])[e] = (int32_t)(r >> 62);
+        }
+    }
+    if (labels_file) {
+        if (read_file(labels_file, labels, sizeof *labels * (size_t)j.n))
+            goto done;
+    } else {
+        for (int64_t e = 0; e < j.n; e++)
+            labels[e] = (int32_t)(rng_next(&seed) % (uint64_t)j.classes);
+    }
+    for (int k = 0; k < j.n_params; k++)
+        if (!(grads[k] = malloc(mg_tensor_nbytes(j.g, j.grads[k]))))
+            goto nomem;
+    float loss = 0;
+    int nb;
+    if (!(b = bindings(&j, inputs, labels, &loss, grads, &nb)))
+        goto nomem;
+    size_t predicted = mg_plan_predicted_peak(j.plan, b, nb);
+    if (mg_exec_new(NULL, &ex)) {
+        fail("executor");
+        goto done;
+    }
+    for (int r = 0; r < repeat; r++) {
+        double t0 = now_s();
+        if (mg_exec_run(ex, j.plan, b, nb, (uint64_t)r)) {
+            fail("run");
+            goto done;
+        }
+        times[r] = now_s() - t0;
+    }
+    mg_pool_stats st;
+    mg_exec_pool_stats(ex, &st);
+    qsort(times, (size_t)repeat, sizeof *times, cmp_double);
+    printf("policy %s\nloss %.7g\nmedian step %.6f s (%d steps)\n"
+           "pool peak measured %zu bytes, predicted %zu bytes\n",
+           policy_name(pol), (double)loss, times[repeat / 2], repeat,
+           st.peak_bytes_in_use, predicted);
+    if (save) {
+        FILE *f = fopen(save, "wb");
+        if (!f) {
+            fprintf(stderr, "memgrad-onnx: cannot write %s\n", save);
+            goto done;
+        }
+        for (int k = 0; k < j.n_params; k++) {
+            size_t len = mg_tensor_nbytes(j.g, j.grads[k]);
+            if (fwrite(grads[k], 1, len, f) != len) {
+                fclose(f);
+                fprintf(stderr, "memgrad-onnx: writing %s failed\n", save);
+                goto done;
+            }
+        }
+        if (fclose(f)) {
+            fprintf(stderr, "memgrad-onnx: writing %s failed\n", save);
+            goto done;
+        }
+    }
+    rc = 0;
+    goto done;
+nomem:
+    fprintf(stderr, "memgrad-onnx: out of memory\n");
+done:
+    mg_exec_free(ex);
+    free(b);
+    for (int i = 0; inputs && i < mg_onnx_num_inputs(j.m); i++)
+        free(inputs[i]);
+    free(inputs);
+    for (int k = 0; grads && k < j.n_params; k++)
+        free(grads[k]);
+    free(grads);
+    free(labels);
+    free(times);
+    job_free(&j);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3)
+        return usage();
+    const char *cmd = argv[1], *path = argv[2];
+    int is_plan = !strcmp(cmd, "plan"), is_step = !strcmp(cmd, "step");
+    if (!is_plan && !is_step)
+        return usage();
+    int64_t batch = 0;
+    int repeat = 1;
+    const char *policy = is_plan ? "none,memory,speed" : NULL, *dot = NULL,
+               *input = NULL, *labels = NULL, *save = NULL;
+    for (int i = 3; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v)
+            return usage();
+        if (!strcmp(a, "--batch"))
+            batch = atoll(v);
+        else if (!strcmp(a, "--policy"))
+            policy = v;
+        else if (is_plan && !strcmp(a, "--dot"))
+            dot = v;
+        else if (is_step && !strcmp(a, "--input"))
+            input = v;
+        else if (is_step && !strcmp(a, "--labels"))
+            labels = v;
+        else if (is_step && !strcmp(a, "--save-grads"))
+            save = v;
+        else if (is_step && !strcmp(a, "--repeat"))
+            repeat = atoi(v);
+        else
+            return usage();
+        i++;
+    }
+    if (!policy || repeat < 1 || batch < 0 || (is_step && batch < 1))
+        return usage();
+    mg_ckpt_policy pols[MAX_POLICIES];
+    int npol = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", policy);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (npol == MAX_POLICIES || parse_policy(tok, &pols[npol++])) {
+            fprintf(stderr, "memgrad-onnx: bad policy '%s' (none, memory, speed)\n", tok);
+            return 2;
+        }
+    }
+    if (npol == 0 || (is_step && npol != 1))
+        return usage();
+    if (is_plan)
+        return cmd_plan(path, batch, pols, npol, dot);
+    return cmd_step(path, batch, pols[0], input, labels, save, repeat);
+}
