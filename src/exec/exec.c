@@ -12,6 +12,7 @@
  */
 #include "../rewrite/schedule.h"
 #include "buffer_pool.h"
+#include "exec_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -347,4 +348,25 @@ void mg_exec_pool_reset_peak(mg_exec *ex) {
 
 void mg_exec_pool_trim(mg_exec *ex) {
     if (ex) mgi_pool_trim(&ex->pool);
+}
+
+int32_t mgi_exec_take_kept(mg_exec *ex, mg_tensor *t, void **data,
+                           size_t *nbytes, bool *pooled) {
+    int32_t n = ex->n_kept;
+    for (int32_t i = 0; i < n; i++) {
+        t[i] = ex->kept[i].t;
+        data[i] = ex->kept[i].data;
+        nbytes[i] = ex->kept[i].nbytes;
+        pooled[i] = ex->kept[i].pooled;
+    }
+    ex->n_kept = 0;
+    return n;
+}
+
+void *mgi_exec_buf(const mg_exec *ex, mg_tensor t) {
+    return t >= 0 && t < ex->buf_cap ? ex->buf[t] : NULL;
+}
+
+void mgi_exec_pool_free(mg_exec *ex, void *data, size_t nbytes) {
+    mgi_pool_free(&ex->pool, data, nbytes);
 }
