@@ -615,6 +615,9 @@ typedef struct mg_pool_stats {
     uint64_t alloc_calls;     /* requests to the pool */
     uint64_t cache_hits;      /* requests served from cached blocks */
     uint64_t system_allocs;   /* requests that went to the system */
+    uint64_t exported_blocks; /* blocks shared with DLPack consumers
+                                 (memgrad_dlpack.h), still in use */
+    size_t exported_bytes;    /* their bytes, size-class rounded */
 } mg_pool_stats;
 
 MG_API

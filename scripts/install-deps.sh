@@ -11,6 +11,7 @@
 #       depend on them, and the install_consumer test links that way.
 #   libopenmpi-dev openmpi-bin           data-parallel training (memgrad_dist.h,
 #                                        the MPI tests run under mpirun)
+#   libdlpack-dev                        dlpack.h (memgrad_dlpack.h)
 set -euo pipefail
 
 packages=(
@@ -19,6 +20,7 @@ packages=(
     check libsubunit-dev
     libglpk-dev libarpack2-dev libplfit-dev libgmp-dev libxml2-dev gfortran
     libopenmpi-dev openmpi-bin
+    libdlpack-dev
 )
 
 missing=()
