@@ -12,6 +12,7 @@
 #   libopenmpi-dev openmpi-bin           data-parallel training (memgrad_dist.h,
 #                                        the MPI tests run under mpirun)
 #   libdlpack-dev                        dlpack.h (memgrad_dlpack.h)
+#   python3-venv                         the Python package's test venv
 set -euo pipefail
 
 packages=(
@@ -20,7 +21,7 @@ packages=(
     check libsubunit-dev
     libglpk-dev libarpack2-dev libplfit-dev libgmp-dev libxml2-dev gfortran
     libopenmpi-dev openmpi-bin
-    libdlpack-dev
+    libdlpack-dev python3-venv
 )
 
 missing=()
