@@ -12,7 +12,9 @@
 #   libopenmpi-dev openmpi-bin           data-parallel training (memgrad_dist.h,
 #                                        the MPI tests run under mpirun)
 #   libdlpack-dev                        dlpack.h (memgrad_dlpack.h)
-#   python3-venv                         the Python package's test venv
+#   python3-venv python3-numpy python3-torch
+#                                        the Python package's tests (torch:
+#                                        its DLPack and bridge tests)
 set -euo pipefail
 
 packages=(
@@ -21,7 +23,7 @@ packages=(
     check libsubunit-dev
     libglpk-dev libarpack2-dev libplfit-dev libgmp-dev libxml2-dev gfortran
     libopenmpi-dev openmpi-bin
-    libdlpack-dev python3-venv
+    libdlpack-dev python3-venv python3-numpy python3-torch
 )
 
 missing=()

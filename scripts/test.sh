@@ -24,7 +24,9 @@ fi
 # Tests that need torch are reported as skipped, by name, without it.
 echo "== python/ (pip install ./python, pytest)"
 py=build-py/venv/bin/python
-[ -x "$py" ] || python3 -m venv --system-site-packages build-py/venv
+base=python3
+[ -x /usr/bin/python3 ] && base=/usr/bin/python3 # where Debian puts torch
+[ -x "$py" ] || "$base" -m venv --system-site-packages build-py/venv
 "$py" -m pip install -q ./python pytest
 "$py" -m pytest -q -rs -p no:cacheprovider python/tests
 
