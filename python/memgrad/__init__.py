@@ -143,6 +143,31 @@ class Graph:
     def dropout(self, x, p, seed=0):
         return self._t(_lib.dropout(self._g, x.id, p, seed))
 
+    def conv2d(self, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+               groups=1):
+        return self._t(_lib.conv2d(self._g, x.id, w.id, stride[0], stride[1],
+                                   padding[0], padding[1], dilation[0],
+                                   dilation[1], groups))
+
+    def max_pool2d(self, x, kernel, stride, padding=(0, 0)):
+        return self._t(_lib.max_pool2d(self._g, x.id, kernel[0], kernel[1],
+                                       stride[0], stride[1], padding[0],
+                                       padding[1]))
+
+    def avg_pool2d(self, x, kernel, stride, padding=(0, 0)):
+        return self._t(_lib.avg_pool2d(self._g, x.id, kernel[0], kernel[1],
+                                       stride[0], stride[1], padding[0],
+                                       padding[1]))
+
+    def batchnorm(self, x, gamma, beta, eps=1e-5):
+        return self._t(_lib.batchnorm(self._g, x.id, gamma.id, beta.id, eps))
+
+    def global_avg_pool2d(self, x):
+        return self._t(_lib.global_avg_pool2d(self._g, x.id))
+
+    def flatten(self, x, start_axis=1):
+        return self._t(_lib.flatten(self._g, x.id, start_axis))
+
     def __getattr__(self, name):
         if name in _lib.unary:
             return lambda x: self._t(_lib.unary[name](self._g, x.id))
@@ -265,6 +290,15 @@ class Executor:
         if getattr(self, "_e", None):
             _lib.exec_free(self._e)
             self._e = None
+
+    def pool_stats(self):
+        """The pool's counters (mg_exec_pool_stats) as a dict."""
+        st = _lib.PoolStats()
+        _lib.check(_lib.exec_pool_stats(self._e, st))
+        return {name: getattr(st, name) for name, _ in st._fields_}
+
+    def reset_peak(self):
+        _lib.exec_pool_reset_peak(self._e)
 
     def _key(self, plan, k):
         return plan.graph.find(k) if isinstance(k, str) else k

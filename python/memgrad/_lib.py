@@ -47,6 +47,13 @@ class PhasePeaks(ctypes.Structure):
                 ("pair", c_size_t), ("saved", c_size_t)]
 
 
+class PoolStats(ctypes.Structure):
+    _fields_ = [("bytes_in_use", c_size_t), ("peak_bytes_in_use", c_size_t),
+                ("bytes_reserved", c_size_t), ("alloc_calls", c_uint64),
+                ("cache_hits", c_uint64), ("system_allocs", c_uint64),
+                ("exported_blocks", c_uint64), ("exported_bytes", c_size_t)]
+
+
 class DLDevice(ctypes.Structure):
     _fields_ = [("device_type", c_int), ("device_id", c_int32)]
 
@@ -106,6 +113,8 @@ exec_new = _fn("mg_exec_new", c_int, c_void_p, POINTER(E))
 exec_free = _fn("mg_exec_free", None, E)
 exec_run = _fn("mg_exec_run", c_int, E, P, POINTER(Binding), c_int, c_uint64)
 exec_release = _fn("mg_exec_release", None, E)
+exec_pool_stats = _fn("mg_exec_pool_stats", c_int, E, POINTER(PoolStats))
+exec_pool_reset_peak = _fn("mg_exec_pool_reset_peak", None, E)
 exec_forward = _fn("mg_exec_forward", c_int, E, P, POINTER(Binding), c_int,
                    c_uint64, POINTER(S))
 exec_backward = _fn("mg_exec_backward", c_int, E, P, S, POINTER(Binding),
@@ -130,6 +139,15 @@ reshape = _fn("mg_reshape", T, G, T, c_int, POINTER(c_int64))
 softmax = _fn("mg_softmax", T, G, T, c_int)
 log_softmax = _fn("mg_log_softmax", T, G, T, c_int)
 dropout = _fn("mg_dropout", T, G, T, c_double, c_uint64)
+conv2d = _fn("mg_conv2d", T, G, T, T, c_int, c_int, c_int, c_int, c_int,
+             c_int, c_int)
+max_pool2d = _fn("mg_max_pool2d", T, G, T, c_int, c_int, c_int, c_int, c_int,
+                 c_int)
+avg_pool2d = _fn("mg_avg_pool2d", T, G, T, c_int, c_int, c_int, c_int, c_int,
+                 c_int)
+batchnorm = _fn("mg_batchnorm", T, G, T, T, T, c_double)
+global_avg_pool2d = _fn("mg_global_avg_pool2d", T, G, T)
+flatten = _fn("mg_flatten", T, G, T, c_int)
 
 
 def check(status):

@@ -25,9 +25,14 @@ _UNARY_MODULES = {torch.nn.ReLU: "relu", torch.nn.Tanh: "tanh",
 _UNARY_FUNCTIONS = {torch.relu: "relu", F.relu: "relu", torch.tanh: "tanh",
                     torch.sigmoid: "sigmoid", torch.exp: "exp"}
 _BINARY_FUNCTIONS = {operator.add: "add", torch.add: "add",
+                     operator.iadd: "add",
                      operator.sub: "sub", torch.sub: "sub",
                      operator.mul: "mul", torch.mul: "mul"}
 _METHODS = {"relu": "relu", "tanh": "tanh", "sigmoid": "sigmoid"}
+
+
+def _pair(v):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
 
 
 class _Captured:
@@ -67,6 +72,30 @@ class _Captured:
                     t = g.matmul(args[0], w, trans_b=True)
                     if m.bias is not None:
                         t = g.add(t, param(node.target + ".bias", m.bias))
+                elif isinstance(m, torch.nn.Conv2d) and m.padding_mode == "zeros":
+                    t = g.conv2d(args[0], param(node.target + ".weight",
+                                                m.weight),
+                                 _pair(m.stride), _pair(m.padding),
+                                 _pair(m.dilation), m.groups)
+                    if m.bias is not None:
+                        b = param(node.target + ".bias", m.bias)
+                        t = g.add(t, g.reshape(b, (m.out_channels, 1, 1)))
+                elif isinstance(m, torch.nn.BatchNorm2d) and m.affine:
+                    # training-mode batch statistics; no running averages
+                    t = g.batchnorm(args[0],
+                                    param(node.target + ".weight", m.weight),
+                                    param(node.target + ".bias", m.bias),
+                                    m.eps)
+                elif isinstance(m, torch.nn.MaxPool2d) and not m.ceil_mode:
+                    t = g.max_pool2d(args[0], _pair(m.kernel_size),
+                                     _pair(m.stride or m.kernel_size),
+                                     _pair(m.padding))
+                elif (isinstance(m, torch.nn.AdaptiveAvgPool2d)
+                      and _pair(m.output_size) == (1, 1)):
+                    n, c = args[0].shape[:2]
+                    t = g.reshape(g.global_avg_pool2d(args[0]), (n, c, 1, 1))
+                elif isinstance(m, torch.nn.Flatten) and m.end_dim == -1:
+                    t = g.flatten(args[0], m.start_dim)
                 elif type(m) in _UNARY_MODULES:
                     t = getattr(g, _UNARY_MODULES[type(m)])(args[0])
                 else:
@@ -77,6 +106,9 @@ class _Captured:
                 t = getattr(g, _UNARY_FUNCTIONS[node.target])(args[0])
             elif node.op == "call_function" and node.target in _BINARY_FUNCTIONS:
                 t = getattr(g, _BINARY_FUNCTIONS[node.target])(*args[:2])
+            elif (node.op == "call_function" and node.target is torch.flatten
+                  and len(args) == 2):
+                t = g.flatten(args[0], args[1])
             elif node.op == "call_method" and node.target in _METHODS:
                 t = getattr(g, _METHODS[node.target])(args[0])
             elif node.op == "output":
@@ -128,6 +160,10 @@ class Module(torch.nn.Module):
 
     def report(self):
         return self._cap.plan.report()
+
+    @property
+    def executor(self):
+        return self._cap.executor
 
     def forward(self, *inputs):
         return _Function.apply(self._cap, *inputs, *self._cap.params)

@@ -74,3 +74,22 @@ def test_unmapped_module_is_an_error():
     with pytest.raises(NotImplementedError, match="Softplus"):
         mgt.Module(torch.nn.Sequential(torch.nn.Softplus()),
                    (torch.zeros(2, 2),))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_small_cnn_matches_torch(policy):
+    torch.manual_seed(1)
+    ref = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1, bias=False),
+        torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(3, stride=2, padding=1),
+        torch.nn.Conv2d(8, 8, 3, stride=2, padding=1),
+        torch.nn.AdaptiveAvgPool2d((1, 1)), torch.nn.Flatten(),
+        torch.nn.Linear(8, 5))
+    x = torch.randn(4, 3, 16, 16)
+    labels = torch.randint(0, 5, (4,))
+    mine = mgt.Module(copy.deepcopy(ref), (x,), policy=policy)
+    for m in (ref, mine):
+        torch.nn.functional.cross_entropy(m(x), labels).backward()
+    for p, q in zip(ref.parameters(), mine.parameters()):
+        close(q.grad, p.grad)
