@@ -588,6 +588,61 @@ mg_status mg_exec_tensor_data(mg_exec *ex, mg_tensor t, const void **data);
 MG_API
 void mg_exec_release(mg_exec *ex);
 
+/* ------------------------------------------------------------------ phases
+ * A training plan (one with gradient steps) can also run in two calls, as
+ * an autograd engine needs: mg_exec_forward computes the forward outputs
+ * and returns an mg_saved holding what the backward phase needs (the
+ * checkpoints, or under MG_CKPT_NONE the activations); mg_exec_backward
+ * later takes the ys' seed gradients as bindings (build the gradients with
+ * input tensors as grad_ys) and computes the gradients, recomputing
+ * segments as the one-call run does, with the same bits. Several forward
+ * phases may be outstanding on one executor, each with its own mg_saved,
+ * for micro-batches; accumulate gradients by summing each backward's
+ * outputs. Bindings are as for mg_exec_run, and one list may serve both
+ * calls: each call ignores those of the other phase. */
+typedef struct mg_saved mg_saved;
+
+/* Run the forward phase of p. On success *saved owns the forward outputs
+ * that were not bound (read them with mg_saved_tensor_data) and the saved
+ * tensors, all in ex's pool until mg_saved_free. Memory bound to a forward
+ * output that the backward phase reads must stay unchanged until then. */
+MG_API
+mg_status mg_exec_forward(mg_exec *ex, const mg_plan *p,
+                          const mg_binding *binds, int n_binds, uint64_t seed,
+                          mg_saved **saved);
+/* Run the backward phase of p for a forward phase's saved state, once; the
+ * gradients are kept as mg_exec_run's outputs are. Each saved tensor goes
+ * back to the pool after its last backward reader; the forward outputs
+ * stay in saved until mg_saved_free. A failure before any saved tensor is
+ * released (a missing seed, say) leaves saved usable for another try. */
+MG_API
+mg_status mg_exec_backward(mg_exec *ex, const mg_plan *p, mg_saved *saved,
+                           const mg_binding *binds, int n_binds);
+/* The value of a forward output held by saved. */
+MG_API
+mg_status mg_saved_tensor_data(const mg_saved *saved, mg_tensor t,
+                               const void **data);
+/* Pool bytes (size-class units) that saved holds now. */
+MG_API
+size_t mg_saved_bytes(const mg_saved *saved);
+/* Give everything saved still holds back to its executor's pool; call it
+ * before mg_exec_free of that executor. NULL is accepted. */
+MG_API
+void mg_saved_free(mg_saved *saved);
+
+/* Predicted peaks of the two phases, in pool bytes as
+ * mg_plan_predicted_peak: forward is the peak above what was in use when
+ * mg_exec_forward began; saved what its mg_saved then holds; backward the
+ * peak of that saved state plus what mg_exec_backward allocates; pair the
+ * peak of one forward followed by its backward. */
+typedef struct mg_phase_peaks {
+    size_t forward, backward, pair, saved;
+} mg_phase_peaks;
+
+MG_API
+mg_status mg_plan_phase_peaks(const mg_plan *p, const mg_binding *binds,
+                              int n_binds, mg_phase_peaks *out);
+
 typedef struct mg_pool_stats {
     size_t bytes_in_use;      /* handed out now (size-class rounded) */
     size_t peak_bytes_in_use; /* since creation or the last reset */
@@ -604,6 +659,9 @@ typedef struct mg_pool_stats {
     uint64_t alloc_calls;     /* requests to the pool */
     uint64_t cache_hits;      /* requests served from cached blocks */
     uint64_t system_allocs;   /* requests that went to the system */
+    uint64_t exported_blocks; /* blocks shared with DLPack consumers
+                                 (memgrad_dlpack.h), still in use */
+    size_t exported_bytes;    /* their bytes, size-class rounded */
 } mg_pool_stats;
 
 MG_API

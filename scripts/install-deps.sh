@@ -14,6 +14,10 @@
 #   libprotobuf-c-dev protobuf-c-compiler libonnx-dev
 #                                        ONNX import (memgrad_onnx.h): protobuf-c
 #                                        and the onnx.proto it is generated from
+#   libdlpack-dev                        dlpack.h (memgrad_dlpack.h)
+#   python3-venv python3-numpy python3-torch
+#                                        the Python package's tests (torch:
+#                                        its DLPack and bridge tests)
 set -euo pipefail
 
 packages=(
@@ -23,6 +27,7 @@ packages=(
     libglpk-dev libarpack2-dev libplfit-dev libgmp-dev libxml2-dev gfortran
     libopenmpi-dev openmpi-bin
     libprotobuf-c-dev protobuf-c-compiler libonnx-dev
+    libdlpack-dev python3-venv python3-numpy python3-torch
 )
 
 missing=()

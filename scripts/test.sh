@@ -19,6 +19,17 @@ if [ -x build/test_cuda ]; then
     echo "test_cuda: $(build/test_cuda 2>&1 | grep -m1 '^skipped:' || echo 'ran on a CUDA device')"
 fi
 
+# The Python package (python/): installed into a venv that also sees the
+# system's packages (Debian's python3-torch, if installed), then pytest.
+# Tests that need torch are reported as skipped, by name, without it.
+echo "== python/ (pip install ./python, pytest)"
+py=build-py/venv/bin/python
+base=python3
+[ -x /usr/bin/python3 ] && base=/usr/bin/python3 # where Debian puts torch
+[ -x "$py" ] || "$base" -m venv --system-site-packages build-py/venv
+"$py" -m pip install -q ./python pytest
+"$py" -m pytest -q -rs -p no:cacheprovider python/tests
+
 echo "== build-asan/ (Debug, -fsanitize=address,undefined)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug \
     -DMG_BUILD_TESTS=ON -DMG_BUILD_EXAMPLES=ON -DMG_SANITIZE=ON

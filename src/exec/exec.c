@@ -13,6 +13,7 @@
 #include "../rewrite/schedule.h"
 #include "buffer_pool.h"
 #include "observe.h"
+#include "exec_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,8 @@ typedef struct mg_kept {
     void *data;
     size_t nbytes;
     bool pooled; /* false: caller memory (a bound output or a leaf) */
+    mgi_block_ref *ref; /* set once exported: the block is shared */
+    mg_tdesc d;
 } mg_kept;
 
 struct mg_exec {
@@ -33,6 +36,9 @@ struct mg_exec {
     mg_kept *kept;
     int32_t n_kept;
     mgi_observers obs; /* observe.c */
+    int32_t n_refs; /* shared blocks still held (dlpack.c) */
+    bool dying;     /* mg_exec_free waits for the last of them */
+    mg_device device;
 };
 
 mgi_observers *mgi_exec_observers(mg_exec *ex) { return &ex->obs; }
@@ -63,6 +69,7 @@ mg_status mg_exec_new(const mg_exec_options *opts, mg_exec **out) {
         return s;
     }
     mgi_pool_init(&ex->pool, &ex->backend, opts ? opts->max_bytes : 0);
+    ex->device = dev;
     *out = ex;
     return MG_OK;
 }
@@ -70,22 +77,30 @@ mg_status mg_exec_new(const mg_exec_options *opts, mg_exec **out) {
 void mg_exec_release(mg_exec *ex) {
     if (!ex) return;
     for (int32_t i = 0; i < ex->n_kept; i++)
-        if (ex->kept[i].pooled)
+        if (ex->kept[i].ref) mgi_block_ref_drop(ex->kept[i].ref);
+        else if (ex->kept[i].pooled)
             mgi_pool_free(&ex->pool, ex->kept[i].data, ex->kept[i].nbytes);
     free(ex->kept);
     ex->kept = NULL;
     ex->n_kept = 0;
 }
 
-void mg_exec_free(mg_exec *ex) {
-    if (!ex) return;
-    mg_exec_release(ex);
+static void exec_destroy(mg_exec *ex) {
     mgi_pool_destroy(&ex->pool);
     if (ex->backend.destroy) ex->backend.destroy(ex->backend.ctx);
     free(ex->buf);
     free(ex->pooled);
     mgi_observers_free(&ex->obs);
     free(ex);
+}
+
+/* An exported block keeps its executor's pool and backend alive: the
+ * executor goes when the last holder lets go. */
+void mg_exec_free(mg_exec *ex) {
+    if (!ex) return;
+    mg_exec_release(ex);
+    if (ex->n_refs > 0) ex->dying = true;
+    else exec_destroy(ex);
 }
 
 typedef struct bound_range {
@@ -275,7 +290,8 @@ static mg_status keep_outputs(mg_exec *ex, const mg_plan *p) {
     for (int32_t k = 0; k < p->n_kept; k++) {
         mg_tensor t = p->kept[k];
         ex->kept[ex->n_kept++] = (mg_kept){
-            t, ex->buf[t], mgi_tdesc_nbytes(&p->tensor[t].d), ex->pooled[t]};
+            t, ex->buf[t], mgi_tdesc_nbytes(&p->tensor[t].d), ex->pooled[t],
+            NULL, p->tensor[t].d};
     }
     return MG_OK;
 }
@@ -364,3 +380,65 @@ void mg_exec_pool_reset_peak(mg_exec *ex) {
 void mg_exec_pool_trim(mg_exec *ex) {
     if (ex) mgi_pool_trim(&ex->pool);
 }
+
+int32_t mgi_exec_take_kept(mg_exec *ex, mg_tensor *t, void **data,
+                           size_t *nbytes, bool *pooled) {
+    int32_t n = ex->n_kept;
+    for (int32_t i = 0; i < n; i++) {
+        t[i] = ex->kept[i].t;
+        data[i] = ex->kept[i].data;
+        nbytes[i] = ex->kept[i].nbytes;
+        pooled[i] = ex->kept[i].pooled;
+    }
+    ex->n_kept = 0;
+    return n;
+}
+
+void *mgi_exec_buf(const mg_exec *ex, mg_tensor t) {
+    return t >= 0 && t < ex->buf_cap ? ex->buf[t] : NULL;
+}
+
+void mgi_exec_pool_free(mg_exec *ex, void *data, size_t nbytes) {
+    mgi_pool_free(&ex->pool, data, nbytes);
+}
+
+mg_status mgi_exec_share(mg_exec *ex, mg_tensor t, mgi_block_ref **out) {
+    for (int32_t i = 0; i < ex->n_kept; i++) {
+        mg_kept *k = &ex->kept[i];
+        if (k->t != t) continue;
+        if (!k->pooled)
+            return mg_set_error(MG_ERR_INVALID_ARG,
+                                "mg_exec_export: tensor %d is in memory the "
+                                "caller bound; only outputs left in the pool "
+                                "are exported",
+                                (int)t);
+        if (!k->ref) {
+            if (!(k->ref = malloc(sizeof *k->ref)))
+                return mg_set_error(MG_ERR_NOMEM,
+                                    "mg_exec_export: out of memory");
+            *k->ref = (mgi_block_ref){ex, k->data, k->nbytes, 1, k->d};
+            ex->n_refs++;
+            ex->pool.stats.exported_blocks++;
+            ex->pool.stats.exported_bytes += mg_pool_size_class(k->nbytes);
+        }
+        k->ref->refs++;
+        *out = k->ref;
+        return MG_OK;
+    }
+    return mg_set_error(MG_ERR_UNKNOWN_ID,
+                        "mg_exec_export: tensor %d is not an output or "
+                        "retained tensor of the last run",
+                        (int)t);
+}
+
+void mgi_block_ref_drop(mgi_block_ref *r) {
+    if (--r->refs > 0) return;
+    mg_exec *ex = r->ex;
+    mgi_pool_free(&ex->pool, r->data, r->nbytes);
+    ex->pool.stats.exported_blocks--;
+    ex->pool.stats.exported_bytes -= mg_pool_size_class(r->nbytes);
+    free(r);
+    if (--ex->n_refs == 0 && ex->dying) exec_destroy(ex);
+}
+
+mg_device mgi_exec_device(const mg_exec *ex) { return ex->device; }

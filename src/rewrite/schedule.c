@@ -38,6 +38,9 @@ void mg_plan_free(mg_plan *p) {
     free(p->leaves);
     free(p->kept);
     free(p->remap);
+    free(p->saved);
+    mg_plan_free(p->phase[0]);
+    mg_plan_free(p->phase[1]);
     free(p);
 }
 
@@ -185,6 +188,7 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
         s = plan_build(p, order, n_order, last_read);
     }
     if (s == MG_OK && opts && opts->no_grad) s = check_no_grad(p);
+    if (s == MG_OK) s = mgi_plan_split(p);
     free(needed);
     free(order);
     free(last_read);

@@ -52,6 +52,13 @@ struct mg_plan {
     /* Inputs are read through this map: identity, or with
      * without_recompute, each recomputed copy -> its forward tensor. */
     mg_tensor *remap;
+    /* A training plan's forward and backward phases (split.c), or NULL
+     * for a plan without backward steps. */
+    struct mg_plan *phase[2];
+    /* In a backward phase: the forward tensors it reads from a saved
+     * state, marked as leaves; n_saved of them in saved. */
+    int32_t n_saved;
+    mg_tensor *saved;
 };
 
 /* Input k of the node of tensor t, as this plan reads it. */
@@ -65,5 +72,8 @@ static inline mg_tensor mg_plan_input(const mg_plan *p, mg_tensor t, int k) {
 mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
                        const char *what, size_t *peak);
 
+/* Build p->phase[0] (forward) and p->phase[1] (backward) when p has
+ * backward or recompute steps (split.c). */
+mg_status mgi_plan_split(mg_plan *p);
 
 #endif

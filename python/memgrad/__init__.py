@@ -1,0 +1,373 @@
+"""memgrad: gradient checkpointing with exact peak-memory prediction.
+
+A thin binding over the public C API (ctypes over libmemgrad). Arrays go in
+and out through DLPack: anything with ``__dlpack__`` (numpy, torch) is bound
+zero-copy, and outputs come back as :class:`Array` objects that
+``numpy.from_dlpack`` or ``torch.from_dlpack`` take without a copy. Every C
+error raises :class:`MemgradError` carrying the C message.
+"""
+import ctypes
+import os
+import tempfile
+
+from . import _lib
+from ._lib import MemgradError
+
+__all__ = ["Graph", "Tensor", "Plan", "Executor", "Array", "Saved",
+           "MemgradError", "POLICIES"]
+
+_DTYPES = {"float32": 0, "float64": 1, "int32": 2, "int64": 3}
+_DTYPE_NAMES = {v: k for k, v in _DTYPES.items()}
+POLICIES = {"none": 0, "collection": 1, "memory": 2, "speed": 3, "budget": 4}
+
+
+def _shape(shape):
+    shape = tuple(int(s) for s in shape)
+    return len(shape), (ctypes.c_int64 * max(len(shape), 1))(*shape)
+
+
+def _ids(tensors):
+    tensors = list(tensors)
+    return len(tensors), (ctypes.c_int32 * max(len(tensors), 1))(
+        *[t.id for t in tensors])
+
+
+def _via_file(write):
+    """Run write(FILE*) and return what it wrote."""
+    libc = ctypes.CDLL(None)
+    libc.fopen.restype = ctypes.c_void_p
+    libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    libc.fclose.argtypes = [ctypes.c_void_p]
+    fd, path = tempfile.mkstemp(suffix=".txt")
+    os.close(fd)
+    try:
+        f = libc.fopen(path.encode(), b"w")
+        if not f:
+            raise OSError("cannot open " + path)
+        try:
+            _lib.check(write(f))
+        finally:
+            libc.fclose(f)
+        with open(path) as fh:
+            return fh.read()
+    finally:
+        os.unlink(path)
+
+
+class Tensor:
+    """A tensor id of a Graph."""
+
+    def __init__(self, graph, tid):
+        self.graph, self.id = graph, tid
+
+    @property
+    def name(self):
+        n = _lib.tensor_name(self.graph._g, self.id)
+        return n.decode() if n else None
+
+    @property
+    def shape(self):
+        nd = ctypes.c_int()
+        sh = (ctypes.c_int64 * 8)()
+        _lib.check(_lib.tensor_shape(self.graph._g, self.id, nd, sh))
+        return tuple(sh[: nd.value])
+
+    @property
+    def dtype(self):
+        d = ctypes.c_int()
+        _lib.check(_lib.tensor_dtype(self.graph._g, self.id, d))
+        return _DTYPE_NAMES[d.value]
+
+    def __hash__(self):
+        return hash((id(self.graph), self.id))
+
+    def __eq__(self, other):
+        return (isinstance(other, Tensor) and other.graph is self.graph
+                and other.id == self.id)
+
+    def __repr__(self):
+        return "Tensor(%d, %r, %s)" % (self.id, self.name, self.shape)
+
+
+class Graph:
+    """A static graph; builder methods return Tensors."""
+
+    def __init__(self):
+        self._g = _lib.graph_new()
+        if not self._g:
+            raise MemoryError("mg_graph_new failed")
+
+    def __del__(self):
+        if getattr(self, "_g", None):
+            _lib.graph_free(self._g)
+            self._g = None
+
+    def _t(self, tid):
+        return Tensor(self, _lib.check_tensor(tid))
+
+    def input(self, name, dtype, shape):
+        return self._t(_lib.input_(self._g, name.encode(), _DTYPES[dtype],
+                                   *_shape(shape)))
+
+    def param(self, name, dtype, shape):
+        return self._t(_lib.param(self._g, name.encode(), _DTYPES[dtype],
+                                  *_shape(shape)))
+
+    def find(self, name):
+        return self._t(_lib.tensor_find(self._g, name.encode()))
+
+    def matmul(self, a, b, trans_a=False, trans_b=False):
+        return self._t(_lib.matmul(self._g, a.id, b.id, int(trans_a),
+                                   int(trans_b)))
+
+    def scale(self, x, alpha):
+        return self._t(_lib.scale(self._g, x.id, alpha))
+
+    def sum(self, x, axes=(), keepdims=False):
+        ax = (ctypes.c_int * max(len(axes), 1))(*axes)
+        return self._t(_lib.sum_(self._g, x.id, len(axes), ax, int(keepdims)))
+
+    def mean(self, x, axes=(), keepdims=False):
+        ax = (ctypes.c_int * max(len(axes), 1))(*axes)
+        return self._t(_lib.mean(self._g, x.id, len(axes), ax, int(keepdims)))
+
+    def reshape(self, x, shape):
+        return self._t(_lib.reshape(self._g, x.id, *_shape(shape)))
+
+    def softmax(self, x, axis=-1):
+        return self._t(_lib.softmax(self._g, x.id, axis))
+
+    def log_softmax(self, x, axis=-1):
+        return self._t(_lib.log_softmax(self._g, x.id, axis))
+
+    def dropout(self, x, p, seed=0):
+        return self._t(_lib.dropout(self._g, x.id, p, seed))
+
+    def conv2d(self, x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+               groups=1):
+        return self._t(_lib.conv2d(self._g, x.id, w.id, stride[0], stride[1],
+                                   padding[0], padding[1], dilation[0],
+                                   dilation[1], groups))
+
+    def max_pool2d(self, x, kernel, stride, padding=(0, 0)):
+        return self._t(_lib.max_pool2d(self._g, x.id, kernel[0], kernel[1],
+                                       stride[0], stride[1], padding[0],
+                                       padding[1]))
+
+    def avg_pool2d(self, x, kernel, stride, padding=(0, 0)):
+        return self._t(_lib.avg_pool2d(self._g, x.id, kernel[0], kernel[1],
+                                       stride[0], stride[1], padding[0],
+                                       padding[1]))
+
+    def batchnorm(self, x, gamma, beta, eps=1e-5):
+        return self._t(_lib.batchnorm(self._g, x.id, gamma.id, beta.id, eps))
+
+    def global_avg_pool2d(self, x):
+        return self._t(_lib.global_avg_pool2d(self._g, x.id))
+
+    def flatten(self, x, start_axis=1):
+        return self._t(_lib.flatten(self._g, x.id, start_axis))
+
+    def __getattr__(self, name):
+        if name in _lib.unary:
+            return lambda x: self._t(_lib.unary[name](self._g, x.id))
+        if name in _lib.binary:
+            return lambda a, b: self._t(_lib.binary[name](self._g, a.id, b.id))
+        raise AttributeError(name)
+
+    def gradients(self, ys, xs, policy="none", grad_ys=None, checkpoints=(),
+                  budget_bytes=0):
+        """d(sum <grad_ys, ys>)/d xs under a checkpoint policy ("none",
+        "collection", "memory", "speed", "budget": the least recomputation
+        whose predicted peak fits budget_bytes); grad_ys None means ones."""
+        if policy not in POLICIES:
+            raise ValueError("policy must be one of %s" % sorted(POLICIES))
+        ny, yid = _ids(ys)
+        nx, xid = _ids(xs)
+        gid = None
+        if grad_ys is not None:
+            gid = (ctypes.c_int32 * ny)(
+                *[-1 if t is None else t.id for t in grad_ys])
+        nck, ckid = _ids(checkpoints)
+        ck = _lib.Checkpoints(POLICIES[policy], ckid, nck, 0, budget_bytes)
+        out = (ctypes.c_int32 * nx)()
+        _lib.check(_lib.gradients(self._g, yid, ny, gid, xid, nx,
+                                  ctypes.byref(ck), out))
+        return [Tensor(self, out[i]) for i in range(nx)]
+
+    def dot(self):
+        """Graphviz DOT text of the graph."""
+        return _via_file(lambda f: _lib.graph_write_dot(self._g, f))
+
+    def compile(self, outputs):
+        return Plan(self, outputs)
+
+
+class Plan:
+    """A compiled schedule of `outputs` (mg_plan_compile)."""
+
+    def __init__(self, graph, outputs):
+        self.graph, self.outputs = graph, list(outputs)
+        n, ids = _ids(self.outputs)
+        p = ctypes.c_void_p()
+        _lib.check(_lib.plan_compile(graph._g, ids, n, None, ctypes.byref(p)))
+        self._p = p
+
+    def __del__(self):
+        if getattr(self, "_p", None):
+            _lib.plan_free(self._p)
+            self._p = None
+
+    @property
+    def predicted_peak(self):
+        return _lib.plan_predicted_peak(self._p, None, 0)
+
+    def phase_peaks(self):
+        """Predicted peaks of the forward and backward phases."""
+        pk = _lib.PhasePeaks()
+        _lib.check(_lib.plan_phase_peaks(self._p, None, 0, pk))
+        return {"forward": pk.forward, "backward": pk.backward,
+                "pair": pk.pair, "saved": pk.saved}
+
+    def report(self):
+        return _via_file(lambda f: _lib.plan_report(self._p, None, 0, f))
+
+    def dot(self):
+        return self.graph.dot()
+
+
+class Array:
+    """An exported memgrad output: hand it to numpy.from_dlpack or
+    torch.from_dlpack (once); no copy is made."""
+
+    def __init__(self, managed_ptr, shape, dtype):
+        self._ptr, self.shape, self.dtype = managed_ptr, shape, dtype
+
+    def __dlpack__(self, stream=None):
+        if self._ptr is None:
+            raise MemgradError(1, "this memgrad Array was already consumed")
+        cap, self._ptr = _lib.capsule_from(self._ptr), None
+        return cap
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU
+
+    def __del__(self):
+        if getattr(self, "_ptr", None):
+            _lib.DLManagedTensor.from_address(self._ptr).deleter(self._ptr)
+            self._ptr = None
+
+
+class Saved:
+    """The state one forward phase leaves for its backward phase."""
+
+    def __init__(self, ex, ptr):
+        self._ex, self._s = ex, ptr
+
+    def free(self):
+        if self._s:
+            _lib.saved_free(self._s)
+            self._s = None
+
+    def __del__(self):
+        self.free()
+
+
+def _default_wrap(a):
+    import numpy
+    return numpy.from_dlpack(a)
+
+
+class Executor:
+    """Runs plans on the CPU from a caching pool. `wrap` turns each output
+    Array into the caller's array type (numpy by default; pass
+    torch.from_dlpack for torch)."""
+
+    def __init__(self, wrap=_default_wrap):
+        e = ctypes.c_void_p()
+        _lib.check(_lib.exec_new(None, ctypes.byref(e)))
+        self._e, self.wrap = e, wrap
+
+    def __del__(self):
+        if getattr(self, "_e", None):
+            _lib.exec_free(self._e)
+            self._e = None
+
+    def pool_stats(self):
+        """The pool's counters (mg_exec_pool_stats) as a dict."""
+        st = _lib.PoolStats()
+        _lib.check(_lib.exec_pool_stats(self._e, st))
+        return {name: getattr(st, name) for name, _ in st._fields_}
+
+    def reset_peak(self):
+        _lib.exec_pool_reset_peak(self._e)
+
+    def _key(self, plan, k):
+        return plan.graph.find(k) if isinstance(k, str) else k
+
+    def _bind(self, plan, feeds):
+        """Bindings for a dict {Tensor or name: array}; the capsules keep
+        the arrays' memory alive while the call runs."""
+        feeds = dict(feeds or {})
+        binds = (_lib.Binding * max(len(feeds), 1))()
+        keep = []
+        for i, (k, arr) in enumerate(feeds.items()):
+            t = self._key(plan, k)
+            cap = arr.__dlpack__()
+            keep.append((arr, cap))
+            _lib.check(_lib.dlpack_bind_managed(
+                self._e, plan._p, t.id, _lib.capsule_pointer(cap),
+                ctypes.byref(binds[i])))
+        return binds, len(feeds), keep
+
+    def _export(self, tensors):
+        out = {}
+        for t in tensors:
+            ptr = ctypes.c_void_p()
+            _lib.check(_lib.exec_export(self._e, t.id, ctypes.byref(ptr)))
+            out[t] = self.wrap(Array(ptr.value, t.shape, t.dtype))
+        return out
+
+    def run(self, plan, feeds, seed=0):
+        """Run plan with {Tensor or name: array}; returns {Tensor: array}
+        for every output, sharing memgrad's memory."""
+        binds, n, keep = self._bind(plan, feeds)
+        _lib.check(_lib.exec_run(self._e, plan._p, binds, n, seed))
+        del keep
+        return self._export(plan.outputs)
+
+    def forward(self, plan, feeds, seed=0):
+        """The forward phase: ({Tensor: array} of the forward outputs,
+        copied, and the Saved state for backward)."""
+        import numpy
+        binds, n, keep = self._bind(plan, feeds)
+        s = ctypes.c_void_p()
+        _lib.check(_lib.exec_forward(self._e, plan._p, binds, n, seed,
+                                     ctypes.byref(s)))
+        del keep
+        saved = Saved(self, s)
+        outs = {}
+        for t in plan.outputs:
+            ptr = ctypes.c_void_p()
+            if _lib.saved_tensor_data(s, t.id, ctypes.byref(ptr)) != 0:
+                continue  # a gradient: the backward phase computes it
+            ctype = {"float32": ctypes.c_float, "float64": ctypes.c_double,
+                     "int32": ctypes.c_int32}[t.dtype]
+            n_el = 1
+            for d in t.shape:
+                n_el *= d
+            buf = (ctype * n_el).from_address(ptr.value)
+            outs[t] = numpy.array(buf, copy=True).reshape(t.shape)
+        _lib.clear_error()
+        return outs, saved
+
+    def backward(self, plan, saved, feeds):
+        """The backward phase for `saved`, with the seeds (and leaves) in
+        feeds; returns {Tensor: array} of the gradients."""
+        binds, n, keep = self._bind(plan, feeds)
+        _lib.check(_lib.exec_backward(self._e, plan._p, saved._s, binds, n))
+        del keep
+        return self._export([t for t in plan.outputs
+                             if _lib.saved_tensor_data(
+                                 saved._s, t.id,
+                                 ctypes.byref(ctypes.c_void_p())) != 0])

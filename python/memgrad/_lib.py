@@ -1,0 +1,196 @@
+"""ctypes declarations of the public C API (memgrad.h, memgrad_dlpack.h)
+that the package uses, and the DLPack capsule plumbing."""
+import ctypes
+import glob
+import os
+from ctypes import (POINTER, c_char_p, c_double, c_int, c_int32, c_int64,
+                    c_size_t, c_uint8, c_uint16, c_uint64, c_void_p)
+
+
+class MemgradError(RuntimeError):
+    """A memgrad C call failed; the message is the C library's."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+def _find_library():
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = os.environ.get("MEMGRAD_LIBRARY")
+    if env:
+        return env
+    for pat in ("lib/libmemgrad.so*", "lib64/libmemgrad.so*",
+                "lib/libmemgrad*.dylib"):
+        hits = sorted(glob.glob(os.path.join(here, pat)))
+        if hits:
+            return hits[0]
+    raise ImportError("memgrad: libmemgrad not found beside the package; "
+                      "install with `pip install ./python` or set "
+                      "MEMGRAD_LIBRARY")
+
+
+lib = ctypes.CDLL(_find_library())
+
+
+class Binding(ctypes.Structure):
+    _fields_ = [("tensor", c_int32), ("data", c_void_p)]
+
+
+class Checkpoints(ctypes.Structure):
+    _fields_ = [("policy", c_int), ("tensors", POINTER(c_int32)),
+                ("n_tensors", c_int), ("min_bytes", c_size_t),
+                ("budget_bytes", c_size_t)]
+
+
+class PhasePeaks(ctypes.Structure):
+    _fields_ = [("forward", c_size_t), ("backward", c_size_t),
+                ("pair", c_size_t), ("saved", c_size_t)]
+
+
+class PoolStats(ctypes.Structure):
+    _fields_ = [("bytes_in_use", c_size_t), ("peak_bytes_in_use", c_size_t),
+                ("bytes_reserved", c_size_t), ("alloc_calls", c_uint64),
+                ("cache_hits", c_uint64), ("system_allocs", c_uint64),
+                ("exported_blocks", c_uint64), ("exported_bytes", c_size_t)]
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", c_int), ("device_id", c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", c_uint8), ("bits", c_uint8), ("lanes", c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", c_void_p), ("device", DLDevice), ("ndim", c_int32),
+                ("dtype", DLDataType), ("shape", POINTER(c_int64)),
+                ("strides", POINTER(c_int64)), ("byte_offset", c_uint64)]
+
+
+_Deleter = ctypes.CFUNCTYPE(None, c_void_p)
+
+
+class DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", c_void_p),
+                ("deleter", _Deleter)]
+
+
+def _fn(name, restype, *argtypes):
+    f = getattr(lib, name)
+    f.restype = restype
+    f.argtypes = list(argtypes)
+    return f
+
+
+G, P, E, S = c_void_p, c_void_p, c_void_p, c_void_p
+T = c_int32
+last_error = _fn("mg_last_error", c_char_p)
+last_status = _fn("mg_last_status", c_int)
+clear_error = _fn("mg_clear_error", None)
+graph_new = _fn("mg_graph_new", G)
+graph_free = _fn("mg_graph_free", None, G)
+input_ = _fn("mg_input", T, G, c_char_p, c_int, c_int, POINTER(c_int64))
+param = _fn("mg_param", T, G, c_char_p, c_int, c_int, POINTER(c_int64))
+tensor_shape = _fn("mg_tensor_shape", c_int, G, T, POINTER(c_int),
+                   POINTER(c_int64))
+tensor_dtype = _fn("mg_tensor_dtype", c_int, G, T, POINTER(c_int))
+tensor_name = _fn("mg_tensor_name", c_char_p, G, T)
+tensor_find = _fn("mg_tensor_find", T, G, c_char_p)
+gradients = _fn("mg_gradients", c_int, G, POINTER(T), c_int, POINTER(T),
+                POINTER(T), c_int, POINTER(Checkpoints), POINTER(T))
+graph_write_dot = _fn("mg_graph_write_dot", c_int, G, c_void_p)
+plan_compile = _fn("mg_plan_compile", c_int, G, POINTER(T), c_int, c_void_p,
+                   POINTER(P))
+plan_free = _fn("mg_plan_free", None, P)
+plan_predicted_peak = _fn("mg_plan_predicted_peak", c_size_t, P,
+                          POINTER(Binding), c_int)
+plan_report = _fn("mg_plan_report", c_int, P, POINTER(Binding), c_int,
+                  c_void_p)
+plan_phase_peaks = _fn("mg_plan_phase_peaks", c_int, P, POINTER(Binding),
+                       c_int, POINTER(PhasePeaks))
+exec_new = _fn("mg_exec_new", c_int, c_void_p, POINTER(E))
+exec_free = _fn("mg_exec_free", None, E)
+exec_run = _fn("mg_exec_run", c_int, E, P, POINTER(Binding), c_int, c_uint64)
+exec_release = _fn("mg_exec_release", None, E)
+exec_pool_stats = _fn("mg_exec_pool_stats", c_int, E, POINTER(PoolStats))
+exec_pool_reset_peak = _fn("mg_exec_pool_reset_peak", None, E)
+exec_forward = _fn("mg_exec_forward", c_int, E, P, POINTER(Binding), c_int,
+                   c_uint64, POINTER(S))
+exec_backward = _fn("mg_exec_backward", c_int, E, P, S, POINTER(Binding),
+                    c_int)
+saved_tensor_data = _fn("mg_saved_tensor_data", c_int, S, T,
+                        POINTER(c_void_p))
+saved_free = _fn("mg_saved_free", None, S)
+dlpack_bind_managed = _fn("mg_dlpack_bind_managed", c_int, E, P, T, c_void_p,
+                          POINTER(Binding))
+exec_export = _fn("mg_exec_export", c_int, E, T, POINTER(c_void_p))
+
+# builders taking (g, x) / (g, a, b)
+unary = {n: _fn("mg_" + n, T, G, T) for n in
+         ("relu", "tanh", "sigmoid", "exp", "log", "sqrt", "neg", "gelu")}
+binary = {n: _fn("mg_" + n, T, G, T, T) for n in
+          ("add", "sub", "mul", "div", "mse", "cross_entropy")}
+matmul = _fn("mg_matmul", T, G, T, T, c_int, c_int)
+scale = _fn("mg_scale", T, G, T, c_double)
+sum_ = _fn("mg_sum", T, G, T, c_int, POINTER(c_int), c_int)
+mean = _fn("mg_mean", T, G, T, c_int, POINTER(c_int), c_int)
+reshape = _fn("mg_reshape", T, G, T, c_int, POINTER(c_int64))
+softmax = _fn("mg_softmax", T, G, T, c_int)
+log_softmax = _fn("mg_log_softmax", T, G, T, c_int)
+dropout = _fn("mg_dropout", T, G, T, c_double, c_uint64)
+conv2d = _fn("mg_conv2d", T, G, T, T, c_int, c_int, c_int, c_int, c_int,
+             c_int, c_int)
+max_pool2d = _fn("mg_max_pool2d", T, G, T, c_int, c_int, c_int, c_int, c_int,
+                 c_int)
+avg_pool2d = _fn("mg_avg_pool2d", T, G, T, c_int, c_int, c_int, c_int, c_int,
+                 c_int)
+batchnorm = _fn("mg_batchnorm", T, G, T, T, T, c_double)
+global_avg_pool2d = _fn("mg_global_avg_pool2d", T, G, T)
+flatten = _fn("mg_flatten", T, G, T, c_int)
+
+
+def check(status):
+    """Raise MemgradError with the C message for a failed status."""
+    if status != 0:
+        raise MemgradError(status, last_error().decode())
+
+
+def check_tensor(t):
+    if t < 0:
+        raise MemgradError(last_status(), last_error().decode())
+    return t
+
+
+# ------------------------------------------------------------- capsules
+_api = ctypes.pythonapi
+_capsule_new = ctypes.PYFUNCTYPE(ctypes.py_object, c_void_p, c_char_p,
+                                 c_void_p)(("PyCapsule_New", _api))
+_capsule_ptr = ctypes.PYFUNCTYPE(c_void_p, ctypes.py_object, c_char_p)(
+    ("PyCapsule_GetPointer", _api))
+_capsule_valid_raw = ctypes.PYFUNCTYPE(c_int, c_void_p, c_char_p)(
+    ("PyCapsule_IsValid", _api))
+_capsule_ptr_raw = ctypes.PYFUNCTYPE(c_void_p, c_void_p, c_char_p)(
+    ("PyCapsule_GetPointer", _api))
+_DLTENSOR = b"dltensor"
+
+
+@ctypes.CFUNCTYPE(None, c_void_p)
+def _capsule_destructor(capsule):
+    # Only a capsule nobody consumed still has its name: then its tensor
+    # is ours to delete (the DLPack protocol).
+    if _capsule_valid_raw(capsule, _DLTENSOR):
+        ptr = _capsule_ptr_raw(capsule, _DLTENSOR)
+        DLManagedTensor.from_address(ptr).deleter(ptr)
+
+
+_destructor_ptr = ctypes.cast(_capsule_destructor, c_void_p).value
+
+
+def capsule_from(managed_ptr):
+    return _capsule_new(managed_ptr, _DLTENSOR, _destructor_ptr)
+
+
+def capsule_pointer(capsule):
+    return _capsule_ptr(capsule, _DLTENSOR)

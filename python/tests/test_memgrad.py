@@ -1,0 +1,163 @@
+"""pytest suite of the memgrad Python package: graphs, gradients under
+every policy checked against numpy, the forward/backward phases, DLPack in
+and out (numpy, and torch when installed), and C errors as exceptions."""
+import numpy as np
+import pytest
+
+import memgrad as mg
+
+POLICIES = ["none", "memory", "speed"]
+
+
+def mlp(policy, n=8, d=6, h=10, o=3, depth=3):
+    g = mg.Graph()
+    x = g.input("x", "float32", (n, d))
+    t = g.input("t", "float32", (n, o))
+    params, hh, fan = [], x, d
+    for i in range(depth):
+        out = o if i == depth - 1 else h
+        w = g.param("w%d" % i, "float32", (fan, out))
+        params.append(w)
+        hh = g.matmul(hh, w)
+        if i < depth - 1:
+            hh = g.tanh(hh)
+        fan = out
+    loss = g.mse(hh, t)
+    grads = g.gradients([loss], params, policy=policy)
+    return g, x, t, params, loss, grads
+
+
+def feeds(params, seed=0):
+    r = np.random.default_rng(seed)
+    f = {"x": r.standard_normal((8, 6)).astype(np.float32),
+         "t": r.standard_normal((8, 3)).astype(np.float32)}
+    for w in params:
+        f[w.name] = (0.5 * r.standard_normal(w.shape)).astype(np.float32)
+    return f
+
+
+def numpy_grads(f, depth=3):
+    acts, hh = [f["x"].astype(np.float64)], f["x"].astype(np.float64)
+    ws = [f["w%d" % i].astype(np.float64) for i in range(depth)]
+    for i, w in enumerate(ws):
+        hh = hh @ w
+        if i < depth - 1:
+            hh = np.tanh(hh)
+        acts.append(hh)
+    diff = hh - f["t"]
+    loss = np.mean(diff ** 2)
+    gy = 2 * diff / diff.size
+    grads = [None] * depth
+    for i in reversed(range(depth)):
+        grads[i] = acts[i].T @ gy
+        gy = gy @ ws[i].T
+        if i > 0:
+            gy = gy * (1 - acts[i] ** 2)
+    return loss, grads
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_gradients_match_numpy(policy):
+    g, x, t, params, loss, grads = mlp(policy)
+    plan = g.compile([loss] + grads)
+    ex = mg.Executor()
+    f = feeds(params)
+    out = ex.run(plan, f)
+    ref_loss, ref = numpy_grads(f)
+    assert abs(float(out[loss]) - ref_loss) <= 1e-5 * abs(ref_loss)
+    for gt, r in zip(grads, ref):
+        np.testing.assert_allclose(out[gt], r, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_forward_backward_phases(policy):
+    g = mg.Graph()
+    x = g.input("x", "float32", (8, 6))
+    w1 = g.param("w1", "float32", (6, 10))
+    w2 = g.param("w2", "float32", (10, 3))
+    y = g.matmul(g.tanh(g.matmul(x, w1)), w2)
+    gy = g.input("gy", "float32", (8, 3))
+    grads = g.gradients([y], [w1, w2], policy=policy, grad_ys=[gy])
+    plan = g.compile([y] + grads)
+    r = np.random.default_rng(1)
+    f = {x: r.standard_normal((8, 6)).astype(np.float32),
+         w1: r.standard_normal((6, 10)).astype(np.float32),
+         w2: r.standard_normal((10, 3)).astype(np.float32),
+         gy: r.standard_normal((8, 3)).astype(np.float32)}
+    f2 = dict(f)
+    f2[x] = f[x] * 0.5
+    ex = mg.Executor()
+    one = {k: np.array(v) for k, v in ex.run(plan, f).items()}
+    one2 = {k: np.array(v) for k, v in ex.run(plan, f2).items()}
+    # two forward phases outstanding, backwards in reverse order
+    ys1, s1 = ex.forward(plan, {k: v for k, v in f.items() if k is not gy})
+    ys2, s2 = ex.forward(plan, {k: v for k, v in f2.items() if k is not gy})
+    np.testing.assert_array_equal(ys1[y], one[y])
+    np.testing.assert_array_equal(ys2[y], one2[y])
+    g2 = ex.backward(plan, s2, f2)
+    g1 = ex.backward(plan, s1, f)
+    for gt in grads:
+        np.testing.assert_array_equal(g1[gt], one[gt])
+        np.testing.assert_array_equal(g2[gt], one2[gt])
+    with pytest.raises(mg.MemgradError, match="already used"):
+        ex.backward(plan, s1, f)
+    s1.free()
+    s2.free()
+    pk = plan.phase_peaks()
+    assert pk["pair"] == max(pk["forward"], pk["backward"]) and pk["saved"] > 0
+
+
+def test_report_peak_and_dot():
+    g, x, t, params, loss, grads = mlp("memory", depth=6)
+    plan = g.compile([loss] + grads)
+    assert plan.predicted_peak > 0
+    assert "checkpoint" in plan.report().lower()
+    dot = plan.dot()
+    assert dot.startswith("digraph") and "matmul" in dot
+
+
+def test_outputs_are_zero_copy_and_held():
+    g = mg.Graph()
+    x = g.input("x", "float32", (4,))
+    y = g.scale(x, 2.0)
+    plan = g.compile([y])
+    ex = mg.Executor()
+    a = ex.run(plan, {x: np.arange(4, dtype=np.float32)})[y]
+    b = ex.run(plan, {x: np.ones(4, dtype=np.float32)})[y]
+    # the first result's block is held by its array: the second run took
+    # another one and left it alone
+    np.testing.assert_array_equal(a, [0, 2, 4, 6])
+    np.testing.assert_array_equal(b, [2, 2, 2, 2])
+    assert a.__array_interface__["data"][0] != b.__array_interface__["data"][0]
+
+
+def test_errors_carry_the_c_message():
+    g = mg.Graph()
+    a = g.input("a", "float32", (2, 3))
+    b = g.input("b", "float32", (4, 5))
+    with pytest.raises(mg.MemgradError, match="matmul"):
+        g.matmul(a, b)
+    y = g.relu(a)
+    plan = g.compile([y])
+    ex = mg.Executor()
+    with pytest.raises(mg.MemgradError, match="not contiguous"):
+        ex.run(plan, {a: np.zeros((3, 2), np.float32).T})
+    with pytest.raises(mg.MemgradError, match="'a'.*f32"):
+        ex.run(plan, {a: np.zeros((2, 3), np.float64)})
+    with pytest.raises(mg.MemgradError, match="no memory bound"):
+        ex.run(plan, {})
+    with pytest.raises(mg.MemgradError, match="no gradient steps"):
+        ex.forward(plan, {a: np.zeros((2, 3), np.float32)})
+
+
+def test_torch_dlpack():
+    torch = pytest.importorskip(
+        "torch", reason="test_torch_dlpack needs torch (Debian python3-torch)")
+    g = mg.Graph()
+    x = g.input("x", "float32", (2, 3))
+    y = g.sigmoid(x)
+    plan = g.compile([y])
+    ex = mg.Executor(wrap=torch.from_dlpack)
+    xt = torch.randn(2, 3)
+    out = ex.run(plan, {x: xt})[y]
+    assert torch.allclose(out, torch.sigmoid(xt))

@@ -1,0 +1,38 @@
+/*
+ * exec_internal.h - what phase.c (the two-call forward/backward run) needs
+ * from the executor's private state, without seeing its struct.
+ */
+#ifndef MG_EXEC_INTERNAL_H
+#define MG_EXEC_INTERNAL_H
+
+#include "../common/ir.h"
+
+#include <stdbool.h>
+
+/* Move the kept outputs of the last run out of ex into the arrays (room for
+ * the plan's n_kept each): the caller now owns their pooled blocks and
+ * gives them back with mgi_exec_pool_free. Returns how many. */
+int32_t mgi_exec_take_kept(mg_exec *ex, mg_tensor *t, void **data,
+                           size_t *nbytes, bool *pooled);
+/* The buffer of t as the last run left it: NULL once released. */
+void *mgi_exec_buf(const mg_exec *ex, mg_tensor t);
+void mgi_exec_pool_free(mg_exec *ex, void *data, size_t nbytes);
+
+/* A pool block shared between the executor's kept list and exported
+ * DLPack tensors: it goes back to the pool when refs reaches 0. */
+typedef struct mgi_block_ref {
+    mg_exec *ex;
+    void *data;
+    size_t nbytes;
+    int32_t refs;
+    mg_tdesc d;
+} mgi_block_ref;
+
+/* A new reference on the block of kept tensor t of the last run (the
+ * executor keeps its own until mg_exec_release). */
+mg_status mgi_exec_share(mg_exec *ex, mg_tensor t, mgi_block_ref **out);
+void mgi_block_ref_drop(mgi_block_ref *r);
+/* The executor's device. */
+mg_device mgi_exec_device(const mg_exec *ex);
+
+#endif

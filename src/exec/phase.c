@@ -1,0 +1,195 @@
+/*
+ * phase.c - a training plan run in two calls (memgrad.h, "phases"): the
+ * forward phase now, the backward phase later, with the state in between
+ * held by an mg_saved rather than the executor, so that several forward
+ * phases can be outstanding at once. Both phases are plans of their own
+ * (src/rewrite/split.c) run by mg_exec_run; this file moves the saved
+ * blocks between them and keeps their ownership straight: every pooled
+ * block goes back to the pool exactly once, by the backward phase's
+ * release lists or by mg_saved_free.
+ */
+#include "../rewrite/schedule.h"
+#include "exec_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct mg_saved {
+    mg_exec *ex;
+    const mg_plan *p;
+    uint64_t seed;
+    bool consumed; /* a backward phase released the saved tensors */
+    int32_t n;
+    mg_tensor *t;
+    void **data; /* NULL once given back */
+    size_t *nbytes;
+    bool *pooled;
+};
+
+/* The bindings one phase q of p sees: the saved state's tensors first (so
+ * none of them can be missed when a caller binding is refused), then the
+ * caller's, less those that belong only to the other phase and those the
+ * saved state already supplies. */
+static mg_status phase_bindings(const mg_plan *p, const mg_plan *q,
+                                const mg_saved *sv, const mg_binding *binds,
+                                int n_binds, const char *what,
+                                mg_binding **out, int *n_out) {
+    *out = NULL;
+    *n_out = 0;
+    if (n_binds < 0 || (n_binds > 0 && !binds))
+        return mg_set_error(MG_ERR_INVALID_ARG, "%s: %d bindings%s", what,
+                            n_binds, n_binds < 0 ? "" : " with a NULL list");
+    int cap = n_binds + (sv ? sv->n : 0);
+    mg_binding *b = malloc((size_t)(cap ? cap : 1) * sizeof *b);
+    if (!b) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", what);
+    int n = 0;
+    for (int32_t i = 0; sv && i < sv->n; i++)
+        if (q->role[sv->t[i]] & MG_ROLE_LEAF)
+            b[n++] = (mg_binding){sv->t[i], sv->data[i]};
+    for (int i = 0; i < n_binds; i++) {
+        mg_tensor t = binds[i].tensor;
+        if (t >= 0 && t < p->n_tensors) {
+            bool other_phase = q->role[t] == MG_ROLE_NONE &&
+                               (p->tensor[t].leaf || (p->role[t] & MG_ROLE_KEPT));
+            bool from_saved = sv && q->tensor[t].leaf && !p->tensor[t].leaf;
+            if (other_phase || from_saved) continue;
+        }
+        b[n++] = binds[i];
+    }
+    *out = b;
+    *n_out = n;
+    return MG_OK;
+}
+
+static mg_status check_phased(const mg_exec *ex, const mg_plan *p,
+                              const char *what) {
+    if (!ex || !p)
+        return mg_set_error(MG_ERR_INVALID_ARG, "%s: %s is NULL", what,
+                            ex ? "plan" : "executor");
+    if (!p->phase[0])
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "%s: the plan has no gradient steps; run it with "
+                            "mg_exec_run",
+                            what);
+    return MG_OK;
+}
+
+mg_status mg_exec_forward(mg_exec *ex, const mg_plan *p,
+                          const mg_binding *binds, int n_binds, uint64_t seed,
+                          mg_saved **saved) {
+    if (!saved)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_exec_forward: saved is NULL");
+    *saved = NULL;
+    mg_status s = check_phased(ex, p, "mg_exec_forward");
+    if (s != MG_OK) return s;
+    const mg_plan *f = p->phase[0];
+    size_t cap = (size_t)(f->n_kept ? f->n_kept : 1);
+    mg_saved *sv = calloc(1, sizeof *sv);
+    if (sv) {
+        sv->t = malloc(cap * sizeof *sv->t);
+        sv->data = malloc(cap * sizeof *sv->data);
+        sv->nbytes = malloc(cap * sizeof *sv->nbytes);
+        sv->pooled = malloc(cap * sizeof *sv->pooled);
+    }
+    mg_binding *b = NULL;
+    int nb = 0;
+    if (!sv || !sv->t || !sv->data || !sv->nbytes || !sv->pooled)
+        s = mg_set_error(MG_ERR_NOMEM, "mg_exec_forward: out of memory");
+    if (s == MG_OK)
+        s = phase_bindings(p, f, NULL, binds, n_binds, "mg_exec_forward", &b,
+                           &nb);
+    if (s == MG_OK) s = mg_exec_run(ex, f, b, nb, seed);
+    free(b);
+    if (s != MG_OK) {
+        mg_saved_free(sv);
+        return s;
+    }
+    sv->ex = ex;
+    sv->p = p;
+    sv->seed = seed;
+    sv->n = mgi_exec_take_kept(ex, sv->t, sv->data, sv->nbytes, sv->pooled);
+    *saved = sv;
+    return MG_OK;
+}
+
+mg_status mg_exec_backward(mg_exec *ex, const mg_plan *p, mg_saved *sv,
+                           const mg_binding *binds, int n_binds) {
+    mg_status s = check_phased(ex, p, "mg_exec_backward");
+    if (s != MG_OK) return s;
+    if (!sv)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_exec_backward: saved is NULL");
+    if (sv->ex != ex)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_exec_backward: the saved state comes from "
+                            "another executor");
+    if (sv->p != p)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_exec_backward: the saved state comes from "
+                            "another plan's forward phase");
+    if (sv->consumed)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_exec_backward: this saved state was already "
+                            "used by a backward phase; run mg_exec_forward "
+                            "again");
+    const mg_plan *bw = p->phase[1];
+    mg_binding *b = NULL;
+    int nb = 0;
+    s = phase_bindings(p, bw, sv, binds, n_binds, "mg_exec_backward", &b, &nb);
+    if (s != MG_OK) return s;
+    s = mg_exec_run(ex, bw, b, nb, sv->seed);
+    free(b);
+    /* The backward phase releases the saved tensors the training plan does
+     * not keep. If it failed before releasing any, saved stays whole. */
+    bool released = false;
+    for (int32_t i = 0; i < sv->n; i++)
+        if (!(p->role[sv->t[i]] & MG_ROLE_KEPT) && !mgi_exec_buf(ex, sv->t[i]))
+            released = true;
+    if (s == MG_OK || released) {
+        for (int32_t i = 0; i < sv->n; i++) {
+            if (p->role[sv->t[i]] & MG_ROLE_KEPT) continue;
+            if (mgi_exec_buf(ex, sv->t[i]) && sv->pooled[i])
+                mgi_exec_pool_free(ex, sv->data[i], sv->nbytes[i]);
+            sv->data[i] = NULL;
+        }
+        sv->consumed = true;
+    }
+    return s;
+}
+
+mg_status mg_saved_tensor_data(const mg_saved *sv, mg_tensor t,
+                               const void **data) {
+    if (!sv || !data)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_saved_tensor_data: %s is NULL",
+                            sv ? "data" : "saved");
+    for (int32_t i = 0; i < sv->n; i++)
+        if (sv->t[i] == t && (sv->p->role[t] & MG_ROLE_KEPT)) {
+            *data = sv->data[i];
+            return MG_OK;
+        }
+    return mg_set_error(MG_ERR_UNKNOWN_ID,
+                        "mg_saved_tensor_data: tensor %d is not an output of "
+                        "the forward phase",
+                        (int)t);
+}
+
+size_t mg_saved_bytes(const mg_saved *sv) {
+    size_t n = 0;
+    for (int32_t i = 0; sv && i < sv->n; i++)
+        if (sv->data[i] && sv->pooled[i]) n += mg_pool_size_class(sv->nbytes[i]);
+    return n;
+}
+
+void mg_saved_free(mg_saved *sv) {
+    if (!sv) return;
+    for (int32_t i = 0; i < sv->n; i++)
+        if (sv->data[i] && sv->pooled[i])
+            mgi_exec_pool_free(sv->ex, sv->data[i], sv->nbytes[i]);
+    free(sv->t);
+    free(sv->data);
+    free(sv->nbytes);
+    free(sv->pooled);
+    free(sv);
+}

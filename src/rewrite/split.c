@@ -1,0 +1,212 @@
+/*
+ * split.c - cut a compiled training plan into a forward phase and a
+ * backward phase, so that a framework can run the forward now and hand
+ * memgrad the ys' seed gradients later (mg_exec_forward, mg_exec_backward).
+ *
+ * Each phase is an ordinary plan over the same graph, so the executor runs
+ * it unchanged. The forward phase holds the training plan's forward steps
+ * in their original order, and keeps, besides the forward outputs, every
+ * forward tensor a backward step reads (the checkpoints, or under policy
+ * none the activations): the saved state. The backward phase holds the
+ * rest (gradient and recompute steps), in their original order, and reads
+ * the saved tensors as if they were leaves, releasing each after its last
+ * backward reader, as the one-call run does. Steps run in the same order
+ * with the same inputs as in one call, so the gradients are the same bits.
+ */
+#include "schedule.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool in_backward(const mg_graph *g, mg_tensor t) {
+    return (g->nodes[t].flags & (MG_NODE_BACKWARD | MG_NODE_RECOMPUTE)) != 0;
+}
+
+static mg_plan *phase_alloc(const mg_plan *p) {
+    mg_plan *q = calloc(1, sizeof *q);
+    if (!q) return NULL;
+    q->g = p->g;
+    q->n_tensors = p->n_tensors;
+    size_t sz = (size_t)(p->n_tensors ? p->n_tensors : 1);
+    q->role = calloc(sz, sizeof *q->role);
+    q->steps = malloc(sz * sizeof *q->steps);
+    q->step = malloc(sz * sizeof *q->step);
+    q->tensor = malloc(sz * sizeof *q->tensor);
+    q->release_start = malloc((sz + 1) * sizeof *q->release_start);
+    q->release = malloc(sz * sizeof *q->release);
+    q->leaves = malloc(sz * sizeof *q->leaves);
+    q->kept = malloc(sz * sizeof *q->kept);
+    q->remap = malloc(sz * sizeof *q->remap);
+    q->saved = malloc(sz * sizeof *q->saved);
+    if (!q->role || !q->steps || !q->step || !q->tensor ||
+        !q->release_start || !q->release || !q->leaves || !q->kept ||
+        !q->remap || !q->saved) {
+        mg_plan_free(q);
+        return NULL;
+    }
+    memcpy(q->tensor, p->tensor, (size_t)p->n_tensors * sizeof *q->tensor);
+    memcpy(q->remap, p->remap, (size_t)p->n_tensors * sizeof *q->remap);
+    return q;
+}
+
+static void add_kept(mg_plan *q, mg_tensor t) {
+    if (q->role[t] & MG_ROLE_KEPT) return;
+    q->role[t] |= MG_ROLE_KEPT;
+    q->kept[q->n_kept++] = t;
+}
+
+/* Release lists of phase q: each of its computed tensors that is not kept
+ * goes after its last reader in q, and so does each saved tensor that the
+ * training plan p does not keep (those stay with the saved state until
+ * the caller frees it). */
+static void build_releases(mg_plan *q, const mg_plan *p, int32_t *last,
+                           int32_t *fill) {
+    for (int32_t t = 0; t < q->n_tensors; t++) last[t] = -1;
+    for (int32_t s = 0; s < q->n_steps; s++)
+        for (int k = 0; k < q->step[s].n_in; k++) last[q->step[s].in[k]] = s;
+    memset(q->release_start, 0, ((size_t)q->n_steps + 1) * sizeof(int32_t));
+    for (int32_t s = 0; s < q->n_steps; s++) {
+        mg_tensor t = q->steps[s];
+        if (q->role[t] & MG_ROLE_KEPT) continue;
+        if (last[t] < 0) last[t] = s;
+        q->release_start[last[t] + 1]++;
+    }
+    for (int32_t i = 0; i < q->n_saved; i++)
+        if (!(p->role[q->saved[i]] & MG_ROLE_KEPT))
+            q->release_start[last[q->saved[i]] + 1]++;
+    for (int32_t s = 0; s < q->n_steps; s++)
+        q->release_start[s + 1] += q->release_start[s];
+    memcpy(fill, q->release_start, ((size_t)q->n_steps + 1) * sizeof *fill);
+    for (int32_t s = 0; s < q->n_steps; s++) {
+        mg_tensor t = q->steps[s];
+        if (q->role[t] & MG_ROLE_KEPT) continue;
+        q->release[fill[last[t]]++] = t;
+    }
+    for (int32_t i = 0; i < q->n_saved; i++)
+        if (!(p->role[q->saved[i]] & MG_ROLE_KEPT))
+            q->release[fill[last[q->saved[i]]]++] = q->saved[i];
+}
+
+mg_status mgi_plan_split(mg_plan *p) {
+    const mg_graph *g = p->g;
+    int32_t n_bwd = 0;
+    for (int32_t s = 0; s < p->n_steps; s++)
+        if (in_backward(g, p->steps[s])) n_bwd++;
+    if (n_bwd == 0) return MG_OK;
+    size_t sz = (size_t)(p->n_tensors ? p->n_tensors : 1);
+    mg_plan *f = phase_alloc(p), *b = phase_alloc(p);
+    int32_t *last = malloc(sz * sizeof *last);
+    int32_t *fill = malloc((sz + 1) * sizeof *fill);
+    bool *saved = calloc(sz, sizeof *saved);
+    mg_status s = MG_OK;
+    if (!f || !b || !last || !fill || !saved) {
+        s = mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
+                         "the forward and backward phases");
+        goto done;
+    }
+    for (int32_t i = 0; i < p->n_steps; i++) {
+        mg_tensor t = p->steps[i];
+        mg_plan *q = in_backward(g, t) ? b : f;
+        q->role[t] |= MG_ROLE_COMPUTED;
+        q->step[q->n_steps] = p->step[i];
+        q->steps[q->n_steps++] = t;
+    }
+    for (int32_t i = 0; i < f->n_steps; i++)
+        for (int k = 0; k < f->step[i].n_in; k++) {
+            mg_tensor in = f->step[i].in[k];
+            if (in_backward(g, in)) {
+                char la[160];
+                s = mg_set_error(MG_ERR_INTERNAL,
+                                 "mg_plan_compile: forward op %s reads a "
+                                 "backward tensor",
+                                 mgi_graph_tensor_label(g, f->steps[i], la,
+                                                        sizeof la));
+                goto done;
+            }
+            if (p->tensor[in].leaf) f->role[in] |= MG_ROLE_LEAF;
+        }
+    for (int32_t i = 0; i < b->n_steps; i++)
+        for (int k = 0; k < b->step[i].n_in; k++) {
+            mg_tensor in = b->step[i].in[k];
+            if (p->tensor[in].leaf) b->role[in] |= MG_ROLE_LEAF;
+            else if (!in_backward(g, in)) saved[in] = true;
+        }
+    for (int32_t k = 0; k < p->n_kept; k++) {
+        mg_tensor t = p->kept[k];
+        if (p->tensor[t].leaf) f->role[t] |= MG_ROLE_LEAF;
+        add_kept(p->tensor[t].leaf || !in_backward(g, t) ? f : b, t);
+    }
+    for (int32_t t = 0; t < p->n_tensors; t++) {
+        if (!saved[t]) continue;
+        add_kept(f, t);
+        b->role[t] |= MG_ROLE_LEAF;
+        b->tensor[t].leaf = true; /* its memory comes from the saved state */
+        b->saved[b->n_saved++] = t;
+    }
+    for (int32_t t = 0; t < p->n_tensors; t++) {
+        if (f->role[t] & MG_ROLE_LEAF) f->leaves[f->n_leaves++] = t;
+        if (b->role[t] & MG_ROLE_LEAF) b->leaves[b->n_leaves++] = t;
+    }
+    build_releases(f, p, last, fill);
+    build_releases(b, p, last, fill);
+    p->phase[0] = f;
+    p->phase[1] = b;
+    f = b = NULL;
+done:
+    mg_plan_free(f);
+    mg_plan_free(b);
+    free(last);
+    free(fill);
+    free(saved);
+    return s;
+}
+
+/* Peak of pool bytes in use over phase q's steps, starting from base;
+ * *end gets what is in use after its last step. */
+static size_t phase_peak(const mg_plan *q, const bool *bound, size_t base,
+                         size_t *end) {
+    size_t in_use = base, peak = base;
+    for (int32_t s = 0; s < q->n_steps; s++) {
+        mg_tensor t = q->steps[s];
+        if (!bound[t])
+            in_use += mg_pool_size_class(mgi_tdesc_nbytes(&q->tensor[t].d));
+        size_t work = q->step[s].work ? mg_pool_size_class(q->step[s].work)
+                                      : 0;
+        if (in_use + work > peak) peak = in_use + work;
+        for (int32_t r = q->release_start[s]; r < q->release_start[s + 1]; r++)
+            in_use -= mg_pool_size_class(
+                mgi_tdesc_nbytes(&q->tensor[q->release[r]].d));
+    }
+    *end = in_use;
+    return peak;
+}
+
+mg_status mg_plan_phase_peaks(const mg_plan *p, const mg_binding *binds,
+                              int n_binds, mg_phase_peaks *out) {
+    if (!p || !out)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_plan_phase_peaks: %s is NULL",
+                            p ? "out" : "plan");
+    memset(out, 0, sizeof *out);
+    if (n_binds < 0 || (n_binds > 0 && !binds))
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_plan_phase_peaks: %d bindings%s", n_binds,
+                            n_binds < 0 ? "" : " with a NULL list");
+    if (!p->phase[0])
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_plan_phase_peaks: the plan has no backward "
+                            "steps, so no phases");
+    bool *bound = calloc((size_t)(p->n_tensors ? p->n_tensors : 1), 1);
+    if (!bound)
+        return mg_set_error(MG_ERR_NOMEM, "mg_plan_phase_peaks: out of memory");
+    for (int i = 0; i < n_binds; i++)
+        if (binds[i].tensor >= 0 && binds[i].tensor < p->n_tensors &&
+            (p->role[binds[i].tensor] & MG_ROLE_KEPT))
+            bound[binds[i].tensor] = true;
+    size_t end;
+    out->forward = phase_peak(p->phase[0], bound, 0, &out->saved);
+    out->backward = phase_peak(p->phase[1], bound, out->saved, &end);
+    out->pair = out->forward > out->backward ? out->forward : out->backward;
+    free(bound);
+    return MG_OK;
+}
