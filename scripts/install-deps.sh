@@ -9,6 +9,10 @@
 #       libraries that `pkg-config --static igraph openblas` names
 #       (igraph's and OpenBLAS's Libs.private); libigraph-dev does not
 #       depend on them, and the install_consumer test links that way.
+#   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
+#       oneDNN, the CPU convolutions; its CMake config (Debian builds it
+#       with OpenCL) looks for the OpenCL headers and library, which
+#       libdnnl-dev only recommends
 #   libopenmpi-dev openmpi-bin           data-parallel training (memgrad_dist.h,
 #                                        the MPI tests run under mpirun)
 set -euo pipefail
@@ -19,6 +23,7 @@ packages=(
     check libsubunit-dev
     libglpk-dev libarpack2-dev libplfit-dev libgmp-dev libxml2-dev gfortran
     libopenmpi-dev openmpi-bin
+    libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
 )
 
 missing=()

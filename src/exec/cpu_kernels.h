@@ -60,6 +60,23 @@ mg_status mgi_cpu_conv2d_grad_input(const mg_kargs *a);
 mg_status mgi_cpu_conv2d_grad_weight(const mg_kargs *a);
 /* Bytes of im2col columns the three conv2d kernels need for a. */
 size_t mgi_cpu_conv2d_workspace(const mg_kargs *a);
+/* The convolution path (cpu_onednn.c), from the environment variable
+ * MG_CONV: "im2col", "onednn-plain" (oneDNN on plain layouts) or, by
+ * default, "onednn" (oneDNN choosing its layouts, reordered inside the op);
+ * the oneDNN ones only where the library was built with it. */
+enum { MGI_CONV_ONEDNN, MGI_CONV_ONEDNN_PLAIN, MGI_CONV_IM2COL };
+int mgi_cpu_conv_path(void);
+/* True where this build has oneDNN. */
+bool mgi_onednn_conv_available(void);
+/* For a conv2d op that oneDNN takes (f32, a geometry it accepts, a oneDNN
+ * path chosen): true, with its workspace bytes in *bytes or, for _run, the
+ * op run and its status in *s. False: the im2col path is the one to use. */
+bool mgi_onednn_conv_workspace(const mg_kargs *a, size_t *bytes);
+typedef struct mgi_onednn_cache mgi_onednn_cache; /* an executor's primitives */
+mgi_onednn_cache *mgi_onednn_cache_new(void);     /* NULL without oneDNN */
+void mgi_onednn_cache_free(mgi_onednn_cache *c);
+bool mgi_onednn_conv_run(mgi_onednn_cache *c, const mg_kargs *a,
+                         mg_status *s);
 mg_status mgi_cpu_max_pool2d(const mg_kargs *a);
 mg_status mgi_cpu_avg_pool2d(const mg_kargs *a);
 mg_status mgi_cpu_max_pool2d_grad(const mg_kargs *a);
