@@ -45,11 +45,35 @@ elseif(MG_WITH_ONEDNN)
 endif()
 message(STATUS "memgrad: oneDNN convolutions ${MG_HAVE_ONEDNN}")
 
+# OpenMP for memgrad's own CPU kernels (elementwise, norms, ...): the same
+# runtime (libgomp) that Debian's oneDNN runs its threads on, so both share
+# one thread pool; OMP_NUM_THREADS sets the count for both. OpenBLAS
+# (Debian's pthreads build) keeps its own pool: it and the OpenMP regions
+# run one after another, never at once. Without OpenMP the kernels run on
+# one thread (the pragmas are behind _OPENMP, cpu_kernels.h).
+find_package(OpenMP COMPONENTS C)
+if(OpenMP_C_FOUND)
+  target_link_libraries(memgrad PRIVATE
+    "$<BUILD_INTERFACE:OpenMP::OpenMP_C>"
+    "$<INSTALL_INTERFACE:${OpenMP_C_LIBRARIES}>")
+  set_property(TARGET memgrad APPEND PROPERTY INTERFACE_LINK_OPTIONS
+               "$<BUILD_INTERFACE:${OpenMP_C_FLAGS}>")
+  cmake_language(DEFER CALL string APPEND MG_PC_LIBS_EXTRA " ${OpenMP_C_FLAGS}")
+  cmake_language(DEFER CALL configure_file
+                 "${PROJECT_SOURCE_DIR}/cmake/memgrad.pc.in"
+                 "${PROJECT_BINARY_DIR}/memgrad.pc" @ONLY)
+endif()
+message(STATUS "memgrad: OpenMP kernels ${OpenMP_C_FOUND}")
+
 # The tests run both convolution paths: the suites that convolve run once
 # more with MG_CONV=im2col (the plain runs take oneDNN where it is built
 # in; test_onednn compares the paths directly). At the end of the
 # directory, once the test targets exist.
 function(mg_onednn_tests)
+  # test_threads sets the thread count as OMP_NUM_THREADS would
+  if(TARGET test_threads AND OpenMP_C_FOUND)
+    target_link_libraries(test_threads PRIVATE OpenMP::OpenMP_C)
+  endif()
   if(NOT MG_HAVE_ONEDNN OR NOT MG_BUILD_TESTS)
     return()
   endif()

@@ -20,6 +20,19 @@
      : (dtype) == MG_F64 ? fn##_f64(__VA_ARGS__)                              \
                          : mgi_cpu_bad_dtype((ka), (dtype)))
 
+/* Loops over independent elements, rows or groups run on OpenMP's threads
+ * (the runtime oneDNN shares; OMP_NUM_THREADS sets the count) when they
+ * are big enough to pay for waking them. Each element is computed by one
+ * thread exactly as one thread alone computes it, and no reduction is
+ * split across threads, so results do not depend on the thread count. */
+#define MG_PAR_MIN ((int64_t)32768)
+#ifdef _OPENMP
+#define MG_PRAGMA(x) _Pragma(#x)
+#define MG_OMP_FOR(cond) MG_PRAGMA(omp parallel for schedule(static) if (cond))
+#else
+#define MG_OMP_FOR(cond)
+#endif
+
 mg_status mgi_cpu_bad_dtype(const mg_kargs *a, mg_dtype d);
 /* y[i] = x[offset of i] for every element of y (a->out), walking y in
  * order; l holds x's strides in slot 0 (cpu_shape.c). */

@@ -54,6 +54,7 @@
     static mg_status norm_fwd_##SUF(const T *x, const T *gamma,               \
                                     const T *beta, T *y,                      \
                                     const mg_norm_dims *d) {                  \
+        MG_OMP_FOR(d->a * d->b * d->c >= MG_PAR_MIN)                          \
         for (int64_t b = 0; b < d->b; b++) {                                  \
             T m, rs;                                                          \
             stats_##SUF(x, d, b, &m, &rs);                                    \
@@ -71,6 +72,7 @@
                                            const T *gamma, T *dx,             \
                                            const mg_norm_dims *d) {           \
         const double count = (double)(d->a * d->c);                           \
+        MG_OMP_FOR(d->a * d->b * d->c >= MG_PAR_MIN)                          \
         for (int64_t b = 0; b < d->b; b++) {                                  \
             T m, rs;                                                          \
             double sh = 0, shx = 0;                                           \
@@ -97,6 +99,8 @@
     static mg_status norm_grad_gamma_##SUF(const T *gy, const T *x, T *dg,    \
                                            const mg_norm_dims *d) {           \
         memset(dg, 0, (size_t)(d->gamma_by_c ? d->c : d->b) * sizeof(T));     \
+        /* groups apart unless every group adds into the same dg[j] */        \
+        MG_OMP_FOR(!d->gamma_by_c && d->a * d->b * d->c >= MG_PAR_MIN)        \
         for (int64_t b = 0; b < d->b; b++) {                                  \
             T m, rs;                                                          \
             double acc = 0; /* batchnorm: this group's whole sum */           \
