@@ -22,15 +22,32 @@
 
 /* Loops over independent elements, rows or groups run on OpenMP's threads
  * (the runtime oneDNN shares; OMP_NUM_THREADS sets the count) when they
- * are big enough to pay for waking them. Each element is computed by one
- * thread exactly as one thread alone computes it, and no reduction is
- * split across threads, so results do not depend on the thread count. */
+ * are big enough to pay for waking them: MG_CPU_PAR_LOOP(work, head, body)
+ * runs `head body` (body: the rest of the arguments) as an OpenMP loop where mgi_cpu_par(work) says so, and
+ * as a plain loop otherwise (not through an if clause, which still enters
+ * the OpenMP runtime, and hides restrict from the vectoriser). Each element
+ * is computed by one thread exactly as one thread alone computes it, and
+ * no reduction is split across threads, so results do not depend on the
+ * thread count. */
 #define MG_PAR_MIN ((int64_t)32768)
 #ifdef _OPENMP
-#define MG_PRAGMA(x) _Pragma(#x)
-#define MG_OMP_FOR(cond) MG_PRAGMA(omp parallel for schedule(static) if (cond))
+#include <omp.h>
+static inline bool mgi_cpu_par(int64_t work) {
+    return work >= MG_PAR_MIN && omp_get_max_threads() > 1;
+}
+#define MG_CPU_PAR_LOOP(work, head, ...)                                      \
+    do {                                                                      \
+        if (mgi_cpu_par(work)) {                                              \
+            _Pragma("omp parallel for schedule(static)") head __VA_ARGS__     \
+        } else {                                                              \
+            head __VA_ARGS__                                                  \
+        }                                                                     \
+    } while (0)
 #else
-#define MG_OMP_FOR(cond)
+#define MG_CPU_PAR_LOOP(work, head, ...)                                      \
+    do {                                                                      \
+        head __VA_ARGS__                                                      \
+    } while (0)
 #endif
 
 mg_status mgi_cpu_bad_dtype(const mg_kargs *a, mg_dtype d);
