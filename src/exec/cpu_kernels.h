@@ -9,6 +9,8 @@
 
 #include "kernel_shared.h"
 
+#include <cblas.h> /* OpenBLAS: openblas_get_parallel */
+
 /* Kernels are written once as a macro over (C type, suffix); this
  * instantiates such a macro for every float dtype. */
 #define MG_CPU_FLOAT_TYPES(X) X(float, f32) X(double, f64)
@@ -32,8 +34,15 @@
 #define MG_PAR_MIN ((int64_t)32768)
 #ifdef _OPENMP
 #include <omp.h>
+/* OpenBLAS's own pool (Debian's default build is pthreads) spins for a
+ * while after each GEMM, as OpenMP's workers do after a region: with both
+ * pools awake on the same cores each waits for the other (an MLP step at 2
+ * threads took 348 ms against 94 ms single-threaded elementwise). So
+ * memgrad's loops go parallel only where OpenBLAS shares OpenMP's pool
+ * (its OpenMP build) or runs on one thread. */
 static inline bool mgi_cpu_par(int64_t work) {
-    return work >= MG_PAR_MIN && omp_get_max_threads() > 1;
+    return work >= MG_PAR_MIN && omp_get_max_threads() > 1 &&
+           (openblas_get_parallel() != 1 || openblas_get_num_threads() <= 1);
 }
 #define MG_CPU_PAR_LOOP(work, head, ...)                                      \
     do {                                                                      \
