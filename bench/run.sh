@@ -7,12 +7,12 @@
 #
 # env: MG_BUILD_DIR (default build-bench), MG_CMAKE_ARGS (extra cmake
 #      arguments, e.g. -DMG_WERROR=OFF), OPENBLAS_CORETYPE (see below),
-#      DEPTH_REPEAT (7), TORCH_REPEAT (5), TORCH_DEPTHS (MLP: 64,256,1024),
-#      TORCH_RESNET_DEPTHS (16,64,128), TORCH_RESNET_BATCH (16).
+#      DEPTH_REPEAT (7), TORCH_REPEAT (5), TORCH_THREADS ("1 2"),
+#      TORCH_DEPTHS (MLP: 64,256), TORCH_RESNET_DEPTHS (32),
+#      TORCH_RESNET_DEEP (128, one thread), TORCH_RESNET_BATCH (16).
 #
-# The torch part writes the MLP's rows to torch-cpu.csv, then appends the
-# ResNet's (column `model`); about 3.5 + 1.7 minutes on the 2-core machine
-# of bench/results/README.md.
+# The torch part writes the ResNet's and the MLP's rows (column `model`) at
+# each thread count to torch-cpu.csv, their tables to torch-cpu.txt.
 #
 # OpenBLAS: Debian 12's OpenBLAS 0.3.21 does not recognise some newer CPUs
 # and falls back to its SSE3 "Prescott" kernels (4.5x slower sgemm on the
@@ -82,13 +82,24 @@ if want rewrite; then
 fi
 
 if want torch; then
+    # Issue 14: one and two threads; the MLP, the ResNet at 32 blocks, and
+    # at 128 blocks on one thread (the 2-core machine's time budget).
+    : > "$res/torch-cpu.txt"
+    append=()
+    for t in ${TORCH_THREADS:-1 2}; do
+        run /usr/bin/python3 bench/compare_torch.py --mg-bench "$bench" \
+            --model resnet --depths "${TORCH_RESNET_DEPTHS:-32}" \
+            --batch "${TORCH_RESNET_BATCH:-16}" --threads "$t" \
+            --repeat "${TORCH_REPEAT:-5}" --csv "$res/torch-cpu.csv" \
+            "${append[@]}" | tee -a "$res/torch-cpu.txt"
+        append=(--append)
+        run /usr/bin/python3 bench/compare_torch.py --mg-bench "$bench" \
+            --model mlp --depths "${TORCH_DEPTHS:-64,256}" --threads "$t" \
+            --repeat "${TORCH_REPEAT:-5}" --csv "$res/torch-cpu.csv" \
+            --append | tee -a "$res/torch-cpu.txt"
+    done
     run /usr/bin/python3 bench/compare_torch.py --mg-bench "$bench" \
-        --model mlp --depths "${TORCH_DEPTHS:-64,256,1024}" --threads 1 \
-        --repeat "${TORCH_REPEAT:-5}" --csv "$res/torch-cpu.csv" |
-        tee "$res/torch-cpu.txt"
-    run /usr/bin/python3 bench/compare_torch.py --mg-bench "$bench" \
-        --model resnet --depths "${TORCH_RESNET_DEPTHS:-16,64,128}" \
-        --batch "${TORCH_RESNET_BATCH:-16}" --threads 1 \
-        --repeat "${TORCH_REPEAT:-5}" --csv "$res/torch-cpu.csv" --append |
-        tee -a "$res/torch-cpu.txt"
+        --model resnet --depths "${TORCH_RESNET_DEEP:-128}" \
+        --batch "${TORCH_RESNET_BATCH:-16}" --threads 1 --repeat 3 \
+        --csv "$res/torch-cpu.csv" --append | tee -a "$res/torch-cpu.txt"
 fi

@@ -9,6 +9,10 @@
 #       libraries that `pkg-config --static igraph openblas` names
 #       (igraph's and OpenBLAS's Libs.private); libigraph-dev does not
 #       depend on them, and the install_consumer test links that way.
+#   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
+#       oneDNN, the CPU convolutions; its CMake config (Debian builds it
+#       with OpenCL) looks for the OpenCL headers and library, which
+#       libdnnl-dev only recommends
 #   libopenmpi-dev openmpi-bin           data-parallel training (memgrad_dist.h,
 #                                        the MPI tests run under mpirun)
 #   libprotobuf-c-dev protobuf-c-compiler libonnx-dev
@@ -28,6 +32,7 @@ packages=(
     libopenmpi-dev openmpi-bin
     libprotobuf-c-dev protobuf-c-compiler libonnx-dev
     libdlpack-dev python3-venv python3-numpy python3-torch
+    libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
 )
 
 missing=()

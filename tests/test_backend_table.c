@@ -105,6 +105,7 @@ START_TEST(test_workspace_within_plan) {
     }
     /* the non-direct convolutions and their gradients borrow */
     ck_assert_int_ge(borrowing, 4);
+    cpu.destroy(cpu.ctx);
     mg_plan_free(p);
     mg_graph_free(g);
 }

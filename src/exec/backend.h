@@ -68,6 +68,10 @@ typedef struct mg_backend_reg {
     /* Usable devices of this kind; 0 when there is no device or driver. */
     int (*device_count)(void);
     mg_status (*init)(mg_backend *out);
+    /* The backend's workspace query without a device or an instance (as
+     * mg_backend.workspace), for a plan to count; NULL where the op
+     * table's workspace rule covers every kernel of the backend. */
+    size_t (*plan_workspace)(const mg_kargs *a);
 } mg_backend_reg;
 
 /* The backends this library was built with (backend_registry.c): the CPU,
@@ -76,6 +80,11 @@ extern const mg_backend_reg *const mgi_backend_table[];
 extern const int mgi_backend_table_size;
 /* The row for dev, or NULL when this build has no such backend. */
 const mg_backend_reg *mgi_backend_find(mg_device dev);
+/* The most workspace any backend of this build asks for a (0 where none
+ * has a plan_workspace query). A plan lends the larger of this and the op
+ * table's rule, so whichever backend runs it finds its scratch counted:
+ * oneDNN's scratchpad size, say, is known only to oneDNN. */
+size_t mgi_backends_plan_workspace(const mg_kargs *a);
 
 /* The rows the backends define. */
 extern const mg_backend_reg mgi_backend_cpu_reg;

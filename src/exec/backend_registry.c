@@ -22,3 +22,13 @@ const mg_backend_reg *mgi_backend_find(mg_device dev) {
         if (mgi_backend_table[i]->device == dev) return mgi_backend_table[i];
     return NULL;
 }
+
+size_t mgi_backends_plan_workspace(const mg_kargs *a) {
+    size_t most = 0;
+    for (int i = 0; i < mgi_backend_table_size; i++)
+        if (mgi_backend_table[i]->plan_workspace) {
+            size_t w = mgi_backend_table[i]->plan_workspace(a);
+            if (w > most) most = w;
+        }
+    return most;
+}

@@ -1,7 +1,8 @@
 /*
  * cpu_backend.c - the CPU device: host memory, dispatch through the CPU
  * kernel table, and the workspace its kernels need (conv2d's im2col
- * columns). It keeps no state, so ctx stays NULL.
+ * columns, or oneDNN's scratchpad and reordered operands). Its ctx is the
+ * executor's cache of oneDNN primitives (NULL without oneDNN).
  */
 #include "cpu_kernels.h"
 
@@ -34,7 +35,10 @@ static mg_status cpu_copy(void *ctx, void *dst, const void *src, size_t n) {
 }
 
 static mg_status cpu_run_op(void *ctx, const mg_kargs *a) {
-    (void)ctx;
+    mg_status s;
+    /* f32 convolutions go to oneDNN where it is built in and takes them
+     * (cpu_onednn.c), with this executor's cached primitives */
+    if (mgi_onednn_conv_run(ctx, a, &s)) return s;
     if ((unsigned)a->op >= (unsigned)MG_OP_COUNT)
         return mg_set_error(MG_ERR_UNSUPPORTED,
                             "cpu backend: op code %d is out of range",
@@ -53,7 +57,7 @@ static mg_status cpu_synchronize(void *ctx) {
     return MG_OK;
 }
 
-static void cpu_destroy(void *ctx) { (void)ctx; }
+static void cpu_destroy(void *ctx) { mgi_onednn_cache_free(ctx); }
 
 static bool cpu_supports_op(void *ctx, mg_op op) {
     (void)ctx;
@@ -61,16 +65,23 @@ static bool cpu_supports_op(void *ctx, mg_op op) {
     return op == MG_OP_INPUT || op == MG_OP_PARAM || mgi_cpu_kernels[op];
 }
 
-static size_t cpu_workspace(void *ctx, const mg_kargs *a) {
-    (void)ctx;
+static size_t cpu_plan_workspace(const mg_kargs *a) {
     switch (a->op) {
     case MG_OP_CONV2D:
     case MG_OP_CONV2D_GRAD_INPUT:
-    case MG_OP_CONV2D_GRAD_WEIGHT:
+    case MG_OP_CONV2D_GRAD_WEIGHT: {
+        size_t bytes;
+        if (mgi_onednn_conv_workspace(a, &bytes)) return bytes;
         return mgi_cpu_conv2d_workspace(a);
+    }
     default:
         return 0;
     }
+}
+
+static size_t cpu_workspace(void *ctx, const mg_kargs *a) {
+    (void)ctx;
+    return cpu_plan_workspace(a);
 }
 
 static int cpu_device_count(void) { return 1; }
@@ -80,12 +91,17 @@ const mg_backend_reg mgi_backend_cpu_reg = {
     .name = "CPU",
     .device_count = cpu_device_count,
     .init = mgi_backend_cpu_init,
+    .plan_workspace = cpu_plan_workspace,
 };
 
 mg_status mgi_backend_cpu_init(mg_backend *out) {
     if (!out)
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mgi_backend_cpu_init: out is NULL");
+    mgi_onednn_cache *cache = NULL;
+    if (mgi_onednn_conv_available() && !(cache = mgi_onednn_cache_new()))
+        return mg_set_error(MG_ERR_NOMEM,
+                            "mgi_backend_cpu_init: out of memory");
     *out = (mg_backend){
         .name = "cpu",
         .alloc = cpu_alloc,
@@ -97,7 +113,7 @@ mg_status mgi_backend_cpu_init(mg_backend *out) {
         .destroy = cpu_destroy,
         .supports_op = cpu_supports_op,
         .workspace = cpu_workspace,
-        .ctx = NULL,
+        .ctx = cache,
     };
     return MG_OK;
 }

@@ -7,7 +7,8 @@
  *   conv2d_grad_weight: dW += gy . col(x)^T   (summed over the batch)
  * The column matrix is the op's workspace, lent from the pool (see
  * docs/ops.md); a 1x1 kernel with stride 1 and no padding needs none, since
- * there x already is its own column matrix.
+ * there x already is its own column matrix. Where the library has oneDNN,
+ * f32 convolutions go to cpu_onednn.c instead, and this is the fallback.
  */
 #include "cpu_kernels.h"
 

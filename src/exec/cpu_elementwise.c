@@ -19,10 +19,10 @@
                                   int64_t n, double alpha) {                  \
         typedef TYPE T;                                                       \
         (void)alpha;                                                          \
-        for (int64_t i = 0; i < n; i++) {                                     \
+        MG_CPU_PAR_LOOP(n, for (int64_t i = 0; i < n; i++), {                 \
             const T x = xs[i];                                                \
             ys[i] = (expr);                                                   \
-        }                                                                     \
+        });                                                                   \
         return MG_OK;                                                         \
     }
 
@@ -52,15 +52,15 @@ MG_UNARY_OPS(UNARY_KERNEL)
         for (int64_t r = 0; r < rows; r++, ys += n) {                         \
             const T *pa = as + off[0], *pb = bs + off[1];                     \
             if (sa == 1 && sb == 1) {                                         \
-                for (int64_t i = 0; i < n; i++) {                             \
+                MG_CPU_PAR_LOOP(n, for (int64_t i = 0; i < n; i++), {         \
                     const T a = pa[i], b = pb[i];                             \
                     ys[i] = (expr);                                           \
-                }                                                             \
+                });                                                           \
             } else {                                                          \
-                for (int64_t i = 0; i < n; i++) {                             \
+                MG_CPU_PAR_LOOP(n, for (int64_t i = 0; i < n; i++), {         \
                     const T a = pa[i * sa], b = pb[i * sb];                   \
                     ys[i] = (expr);                                           \
-                }                                                             \
+                });                                                           \
             }                                                                 \
             mg_layout_next(l, idx, off);                                      \
         }                                                                     \

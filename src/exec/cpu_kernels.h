@@ -9,6 +9,8 @@
 
 #include "kernel_shared.h"
 
+#include <cblas.h> /* OpenBLAS: openblas_get_parallel */
+
 /* Kernels are written once as a macro over (C type, suffix); this
  * instantiates such a macro for every float dtype. */
 #define MG_CPU_FLOAT_TYPES(X) X(float, f32) X(double, f64)
@@ -19,6 +21,43 @@
     ((dtype) == MG_F32   ? fn##_f32(__VA_ARGS__)                              \
      : (dtype) == MG_F64 ? fn##_f64(__VA_ARGS__)                              \
                          : mgi_cpu_bad_dtype((ka), (dtype)))
+
+/* Loops over independent elements, rows or groups run on OpenMP's threads
+ * (the runtime oneDNN shares; OMP_NUM_THREADS sets the count) when they
+ * are big enough to pay for waking them: MG_CPU_PAR_LOOP(work, head, body)
+ * runs `head body` (body: the rest of the arguments) as an OpenMP loop where mgi_cpu_par(work) says so, and
+ * as a plain loop otherwise (not through an if clause, which still enters
+ * the OpenMP runtime, and hides restrict from the vectoriser). Each element
+ * is computed by one thread exactly as one thread alone computes it, and
+ * no reduction is split across threads, so results do not depend on the
+ * thread count. */
+#define MG_PAR_MIN ((int64_t)32768)
+#ifdef _OPENMP
+#include <omp.h>
+/* OpenBLAS's own pool (Debian's default build is pthreads) spins for a
+ * while after each GEMM, as OpenMP's workers do after a region: with both
+ * pools awake on the same cores each waits for the other (an MLP step at 2
+ * threads took 348 ms against 94 ms single-threaded elementwise). So
+ * memgrad's loops go parallel only where OpenBLAS shares OpenMP's pool
+ * (its OpenMP build) or runs on one thread. */
+static inline bool mgi_cpu_par(int64_t work) {
+    return work >= MG_PAR_MIN && omp_get_max_threads() > 1 &&
+           (openblas_get_parallel() != 1 || openblas_get_num_threads() <= 1);
+}
+#define MG_CPU_PAR_LOOP(work, head, ...)                                      \
+    do {                                                                      \
+        if (mgi_cpu_par(work)) {                                              \
+            _Pragma("omp parallel for schedule(static)") head __VA_ARGS__     \
+        } else {                                                              \
+            head __VA_ARGS__                                                  \
+        }                                                                     \
+    } while (0)
+#else
+#define MG_CPU_PAR_LOOP(work, head, ...)                                      \
+    do {                                                                      \
+        head __VA_ARGS__                                                      \
+    } while (0)
+#endif
 
 mg_status mgi_cpu_bad_dtype(const mg_kargs *a, mg_dtype d);
 /* y[i] = x[offset of i] for every element of y (a->out), walking y in
@@ -60,6 +99,23 @@ mg_status mgi_cpu_conv2d_grad_input(const mg_kargs *a);
 mg_status mgi_cpu_conv2d_grad_weight(const mg_kargs *a);
 /* Bytes of im2col columns the three conv2d kernels need for a. */
 size_t mgi_cpu_conv2d_workspace(const mg_kargs *a);
+/* The convolution path (cpu_onednn.c), from the environment variable
+ * MG_CONV: "im2col", "onednn-plain" (oneDNN on plain layouts) or, by
+ * default, "onednn" (oneDNN choosing its layouts, reordered inside the op);
+ * the oneDNN ones only where the library was built with it. */
+enum { MGI_CONV_ONEDNN, MGI_CONV_ONEDNN_PLAIN, MGI_CONV_IM2COL };
+int mgi_cpu_conv_path(void);
+/* True where this build has oneDNN. */
+bool mgi_onednn_conv_available(void);
+/* For a conv2d op that oneDNN takes (f32, a geometry it accepts, a oneDNN
+ * path chosen): true, with its workspace bytes in *bytes or, for _run, the
+ * op run and its status in *s. False: the im2col path is the one to use. */
+bool mgi_onednn_conv_workspace(const mg_kargs *a, size_t *bytes);
+typedef struct mgi_onednn_cache mgi_onednn_cache; /* an executor's primitives */
+mgi_onednn_cache *mgi_onednn_cache_new(void);     /* NULL without oneDNN */
+void mgi_onednn_cache_free(mgi_onednn_cache *c);
+bool mgi_onednn_conv_run(mgi_onednn_cache *c, const mg_kargs *a,
+                         mg_status *s);
 mg_status mgi_cpu_max_pool2d(const mg_kargs *a);
 mg_status mgi_cpu_avg_pool2d(const mg_kargs *a);
 mg_status mgi_cpu_max_pool2d_grad(const mg_kargs *a);

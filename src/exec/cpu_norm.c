@@ -54,7 +54,8 @@
     static mg_status norm_fwd_##SUF(const T *x, const T *gamma,               \
                                     const T *beta, T *y,                      \
                                     const mg_norm_dims *d) {                  \
-        for (int64_t b = 0; b < d->b; b++) {                                  \
+        MG_CPU_PAR_LOOP(d->a * d->b * d->c,                                   \
+                        for (int64_t b = 0; b < d->b; b++), {                 \
             T m, rs;                                                          \
             stats_##SUF(x, d, b, &m, &rs);                                    \
             for (int64_t i = 0; i < d->a; i++) {                              \
@@ -64,14 +65,15 @@
                     y[o + j] = (x[o + j] - m) * rs * gamma[k] + beta[k];      \
                 }                                                             \
             }                                                                 \
-        }                                                                     \
+        });                                                                   \
         return MG_OK;                                                         \
     }                                                                         \
     static mg_status norm_grad_input_##SUF(const T *gy, const T *x,           \
                                            const T *gamma, T *dx,             \
                                            const mg_norm_dims *d) {           \
         const double count = (double)(d->a * d->c);                           \
-        for (int64_t b = 0; b < d->b; b++) {                                  \
+        MG_CPU_PAR_LOOP(d->a * d->b * d->c,                                   \
+                        for (int64_t b = 0; b < d->b; b++), {                 \
             T m, rs;                                                          \
             double sh = 0, shx = 0;                                           \
             stats_##SUF(x, d, b, &m, &rs);                                    \
@@ -91,13 +93,15 @@
                     dx[o + j] = rs * (h - mh - (x[o + j] - m) * rs * mhx);    \
                 }                                                             \
             }                                                                 \
-        }                                                                     \
+        });                                                                   \
         return MG_OK;                                                         \
     }                                                                         \
     static mg_status norm_grad_gamma_##SUF(const T *gy, const T *x, T *dg,    \
                                            const mg_norm_dims *d) {           \
         memset(dg, 0, (size_t)(d->gamma_by_c ? d->c : d->b) * sizeof(T));     \
-        for (int64_t b = 0; b < d->b; b++) {                                  \
+        /* groups apart unless every group adds into the same dg[j] */        \
+        MG_CPU_PAR_LOOP(d->gamma_by_c ? 0 : d->a * d->b * d->c,               \
+                        for (int64_t b = 0; b < d->b; b++), {                 \
             T m, rs;                                                          \
             double acc = 0; /* batchnorm: this group's whole sum */           \
             stats_##SUF(x, d, b, &m, &rs);                                    \
@@ -110,7 +114,7 @@
                 }                                                             \
             }                                                                 \
             if (!d->gamma_by_c) dg[b] = (T)acc;                               \
-        }                                                                     \
+        });                                                                   \
         return MG_OK;                                                         \
     }
 MG_CPU_FLOAT_TYPES(NORM_DEF)

@@ -10,6 +10,7 @@
  * pool's measured peak equals the prediction.
  */
 #include "schedule.h"
+#include "../exec/backend.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,15 @@ static mg_plan_step step_record(const mg_plan *p, mg_tensor t) {
                       .work = mgi_graph_op_workspace(p->g, t),
                       .attrs = n->attrs};
     for (int k = 0; k < n->n_in; k++) r.in[k] = mg_plan_input(p, t, k);
+    /* Some scratch only a backend can size (oneDNN's scratchpad): the
+     * plan lends the most any backend of this build asks, so the peak it
+     * predicts is the one the executor reaches. */
+    mg_kargs a = {.op = r.op, .attrs = &r.attrs, .n_in = r.n_in,
+                  .out = {NULL, n->d}};
+    for (int k = 0; k < n->n_in; k++)
+        a.in[k] = (mg_kbuf){NULL, p->g->nodes[n->in[k]].d};
+    size_t backend = mgi_backends_plan_workspace(&a);
+    if (backend > r.work) r.work = backend;
     return r;
 }
 

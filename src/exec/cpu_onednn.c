@@ -1,0 +1,426 @@
+/*
+ * cpu_onednn.c - conv2d and its two gradient ops through oneDNN's
+ * primitives (issue 14), where the library was built with oneDNN; the
+ * im2col path of cpu_conv.c runs otherwise, for f64, and for a geometry
+ * oneDNN refuses.
+ *
+ * memgrad's tensors stay plain NCHW (weights OIHW) between ops. oneDNN's
+ * fastest kernels want blocked layouts (nChw16c), so by default each op
+ * lets the primitive choose its layouts and reorders its operands in and
+ * its result out inside the op; the reordered copies and oneDNN's
+ * scratchpad (scratchpad_mode user) all live in the op's workspace, lent
+ * from memgrad's pool and counted by the plan (the plan asks the backend
+ * table for it, schedule.c), so no memory is allocated behind the pool's
+ * back. MG_CONV=onednn-plain keeps the primitive on plain layouts (no
+ * reorders, slower kernels); MG_CONV=im2col turns oneDNN off.
+ *
+ * Primitives are created once per (op, geometry, path) and cached in the
+ * executor (its CPU backend's context), never per step; a plan's compile
+ * only asks their workspace size, remembered in a fixed table. A recomputed convolution therefore
+ * runs the same primitive on the same inputs and gives the same bits.
+ */
+#include "cpu_kernels.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Which convolution path MG_CONV asks for (read at each query, so that a
+ * test can switch it with setenv between plans). */
+int mgi_cpu_conv_path(void) {
+    const char *e = getenv("MG_CONV");
+    if (e && strcmp(e, "im2col") == 0) return MGI_CONV_IM2COL;
+    if (e && strcmp(e, "onednn-plain") == 0) return MGI_CONV_ONEDNN_PLAIN;
+    return MGI_CONV_ONEDNN;
+}
+
+#ifndef MG_HAVE_ONEDNN
+
+bool mgi_onednn_conv_available(void) { return false; }
+
+bool mgi_onednn_conv_workspace(const mg_kargs *a, size_t *bytes) {
+    (void)a, (void)bytes;
+    return false;
+}
+
+mgi_onednn_cache *mgi_onednn_cache_new(void) { return NULL; }
+
+void mgi_onednn_cache_free(mgi_onednn_cache *c) { (void)c; }
+
+bool mgi_onednn_conv_run(mgi_onednn_cache *c, const mg_kargs *a,
+                         mg_status *s) {
+    (void)c, (void)a, (void)s;
+    return false;
+}
+
+#else
+
+#include <dnnl.h>
+#include <pthread.h>
+
+#define OD_ALIGN ((size_t)64)
+
+/* An op's operands in the order of mg_kargs: in[0], in[1], out. */
+enum { OD_NARGS = 3 };
+
+typedef struct od_key {
+    mg_op op;
+    int path;
+    int64_t n, c, h, w, o, oh, ow, groups;
+    int kh, kw, sh, sw, ph, pw, dh, dw;
+} od_key;
+
+typedef struct od_arg {
+    int arg;                 /* DNNL_ARG_SRC, ... */
+    dnnl_memory_desc_t user; /* memgrad's plain layout */
+    dnnl_memory_desc_t prim; /* the primitive's */
+    dnnl_primitive_t reorder; /* user -> prim (inputs), prim -> user (out) */
+    size_t off;              /* of the reordered copy in the workspace */
+} od_arg;
+
+typedef struct od_entry {
+    od_key key;
+    bool ok; /* false: oneDNN refused this geometry; use im2col */
+    dnnl_primitive_t prim;
+    od_arg args[OD_NARGS];
+    size_t scratch; /* bytes at the start of the workspace */
+    size_t total;   /* workspace bytes, scratch and copies */
+    struct od_entry *next;
+} od_entry;
+
+static pthread_mutex_t od_lock = PTHREAD_MUTEX_INITIALIZER;
+static dnnl_engine_t od_engine;
+static dnnl_stream_t od_stream;
+static bool od_init_done, od_init_ok;
+
+bool mgi_onednn_conv_available(void) { return true; }
+
+static size_t od_round(size_t n) {
+    return (n + OD_ALIGN - 1) / OD_ALIGN * OD_ALIGN;
+}
+
+static bool od_key_of(const mg_kargs *a, od_key *k) {
+    mg_conv_dims d = {0};
+    if (a->out.d.dtype != MG_F32 || a->n_in != 2 ||
+        a->in[0].d.dtype != MG_F32 || a->in[1].d.dtype != MG_F32)
+        return false;
+    /* mg_conv_dims_of_op writes a failure message for bad shapes; the
+     * im2col path reports those, so ask it without a message buffer. */
+    mg_kargs q = *a;
+    q.why = NULL;
+    q.why_len = 0;
+    if (mg_conv_dims_of_op(&q, &d) != MG_OK) return false;
+    /* field by field after a memset, so that the padding is zero too:
+     * keys compare with memcmp */
+    memset(k, 0, sizeof *k);
+    k->op = a->op;
+    k->path = mgi_cpu_conv_path();
+    k->n = d.n, k->c = d.c, k->h = d.h, k->w = d.w;
+    k->o = d.o, k->oh = d.oh, k->ow = d.ow, k->groups = d.groups;
+    k->kh = d.kh, k->kw = d.kw, k->sh = d.sh, k->sw = d.sw;
+    k->ph = d.ph, k->pw = d.pw, k->dh = d.dh, k->dw = d.dw;
+    return k->path != MGI_CONV_IM2COL;
+}
+
+/* A reorder from src to dst with a user scratchpad; its scratchpad size is
+ * added into *scratch as a maximum (reorders and the primitive run one
+ * after another, so they share the scratch region). */
+static bool od_reorder(const dnnl_memory_desc_t *src,
+                       const dnnl_memory_desc_t *dst,
+                       const_dnnl_primitive_attr_t attr,
+                       dnnl_primitive_t *out, size_t *scratch) {
+    dnnl_primitive_desc_t pd = NULL;
+    if (dnnl_reorder_primitive_desc_create(&pd, src, od_engine, dst,
+                                           od_engine, attr) != dnnl_success)
+        return false;
+    size_t sp = dnnl_memory_desc_get_size(
+        dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+    if (sp > *scratch) *scratch = sp;
+    bool ok = dnnl_primitive_create(out, pd) == dnnl_success;
+    dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+/* Build the primitive (and reorders) for k into e; false if oneDNN
+ * refuses the geometry. */
+static bool od_build(const od_key *k, od_entry *e) {
+    const bool any = k->path == MGI_CONV_ONEDNN;
+    const dnnl_format_tag_t act = any ? dnnl_format_tag_any : dnnl_nchw;
+    const dnnl_format_tag_t wtag = any ? dnnl_format_tag_any : dnnl_goihw;
+    dnnl_dims_t xd = {k->n, k->c, k->h, k->w};
+    dnnl_dims_t yd = {k->n, k->o, k->oh, k->ow};
+    dnnl_dims_t wd = {k->groups, k->o / k->groups, k->c / k->groups, k->kh,
+                      k->kw};
+    dnnl_memory_desc_t x, y, w, xu, yu, wu;
+    if (dnnl_memory_desc_init_by_tag(&x, 4, xd, dnnl_f32, act) ||
+        dnnl_memory_desc_init_by_tag(&y, 4, yd, dnnl_f32, act) ||
+        dnnl_memory_desc_init_by_tag(&w, 5, wd, dnnl_f32, wtag) ||
+        dnnl_memory_desc_init_by_tag(&xu, 4, xd, dnnl_f32, dnnl_nchw) ||
+        dnnl_memory_desc_init_by_tag(&yu, 4, yd, dnnl_f32, dnnl_nchw) ||
+        dnnl_memory_desc_init_by_tag(&wu, 5, wd, dnnl_f32, dnnl_goihw))
+        return false;
+    /* memgrad pads both sides alike; oneDNN's right padding is whatever
+     * makes its output size formula give OH, OW: negative where the last
+     * window stops short of x's edge (a 1x1 stride-2 shortcut on an even
+     * size), which oneDNN accepts. */
+    dnnl_dims_t st = {k->sh, k->sw}, dil = {k->dh - 1, k->dw - 1};
+    dnnl_dims_t pl = {k->ph, k->pw};
+    dnnl_dims_t pr = {(k->oh - 1) * k->sh + (int64_t)(k->kh - 1) * k->dh +
+                          1 - k->h - k->ph,
+                      (k->ow - 1) * k->sw + (int64_t)(k->kw - 1) * k->dw +
+                          1 - k->w - k->pw};
+    dnnl_primitive_attr_t attr = NULL;
+    if (dnnl_primitive_attr_create(&attr) != dnnl_success) return false;
+    bool ok = dnnl_primitive_attr_set_scratchpad_mode(
+                  attr, dnnl_scratchpad_mode_user) == dnnl_success;
+    dnnl_convolution_desc_t fd, bd;
+    dnnl_primitive_desc_t fpd = NULL, pd = NULL;
+    ok = ok && dnnl_dilated_convolution_forward_desc_init(
+                   &fd, dnnl_forward_training, dnnl_convolution_direct, &x,
+                   &w, NULL, &y, st, dil, pl, pr) == dnnl_success;
+    ok = ok && dnnl_primitive_desc_create(&fpd, &fd, attr, od_engine,
+                                          NULL) == dnnl_success;
+    /* operands in mg_kargs order, with the plain descriptor of each */
+    const dnnl_memory_desc_t *user[OD_NARGS];
+    dnnl_query_t q[OD_NARGS];
+    int args[OD_NARGS];
+    if (ok) switch (k->op) {
+    case MG_OP_CONV2D: /* (x, w) -> y */
+        pd = fpd;
+        fpd = NULL;
+        user[0] = &xu, q[0] = dnnl_query_src_md, args[0] = DNNL_ARG_SRC;
+        user[1] = &wu, q[1] = dnnl_query_weights_md,
+        args[1] = DNNL_ARG_WEIGHTS;
+        user[2] = &yu, q[2] = dnnl_query_dst_md, args[2] = DNNL_ARG_DST;
+        break;
+    case MG_OP_CONV2D_GRAD_INPUT: /* (gy, w) -> gx */
+        ok = dnnl_dilated_convolution_backward_data_desc_init(
+                 &bd, dnnl_convolution_direct, &x, &w, &y, st, dil, pl,
+                 pr) == dnnl_success &&
+             dnnl_primitive_desc_create(&pd, &bd, attr, od_engine, fpd) ==
+                 dnnl_success;
+        user[0] = &yu, q[0] = dnnl_query_diff_dst_md,
+        args[0] = DNNL_ARG_DIFF_DST;
+        user[1] = &wu, q[1] = dnnl_query_weights_md,
+        args[1] = DNNL_ARG_WEIGHTS;
+        user[2] = &xu, q[2] = dnnl_query_diff_src_md,
+        args[2] = DNNL_ARG_DIFF_SRC;
+        break;
+    case MG_OP_CONV2D_GRAD_WEIGHT: /* (gy, x) -> gw */
+        ok = dnnl_dilated_convolution_backward_weights_desc_init(
+                 &bd, dnnl_convolution_direct, &x, &w, NULL, &y, st, dil, pl,
+                 pr) == dnnl_success &&
+             dnnl_primitive_desc_create(&pd, &bd, attr, od_engine, fpd) ==
+                 dnnl_success;
+        user[0] = &yu, q[0] = dnnl_query_diff_dst_md,
+        args[0] = DNNL_ARG_DIFF_DST;
+        user[1] = &xu, q[1] = dnnl_query_src_md, args[1] = DNNL_ARG_SRC;
+        user[2] = &wu, q[2] = dnnl_query_diff_weights_md,
+        args[2] = DNNL_ARG_DIFF_WEIGHTS;
+        break;
+    default:
+        ok = false;
+    }
+    size_t scratch = 0, copies = 0;
+    if (ok) {
+        scratch = dnnl_memory_desc_get_size(
+            dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+        ok = dnnl_primitive_create(&e->prim, pd) == dnnl_success;
+    }
+    for (int i = 0; ok && i < OD_NARGS; i++) {
+        od_arg *g = &e->args[i];
+        g->arg = args[i];
+        g->user = *user[i];
+        g->prim = *dnnl_primitive_desc_query_md(pd, q[i], 0);
+        if (dnnl_memory_desc_equal(&g->user, &g->prim)) continue;
+        ok = i < 2 ? od_reorder(&g->user, &g->prim, attr, &g->reorder,
+                                &scratch)
+                   : od_reorder(&g->prim, &g->user, attr, &g->reorder,
+                                &scratch);
+        g->off = copies;
+        copies += od_round(dnnl_memory_desc_get_size(&g->prim));
+    }
+    if (ok) {
+        e->scratch = od_round(scratch);
+        for (int i = 0; i < OD_NARGS; i++) e->args[i].off += e->scratch;
+        e->total = e->scratch + copies;
+    }
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (fpd) dnnl_primitive_desc_destroy(fpd);
+    dnnl_primitive_attr_destroy(attr);
+    return ok;
+}
+
+static void od_entry_clear(od_entry *e) {
+    if (e->prim) dnnl_primitive_destroy(e->prim);
+    for (int i = 0; i < OD_NARGS; i++)
+        if (e->args[i].reorder) dnnl_primitive_destroy(e->args[i].reorder);
+    e->prim = NULL;
+    for (int i = 0; i < OD_NARGS; i++) e->args[i].reorder = NULL;
+}
+
+static bool od_init(void) {
+    pthread_mutex_lock(&od_lock);
+    if (!od_init_done) {
+        od_init_done = true;
+        od_init_ok =
+            dnnl_engine_create(&od_engine, dnnl_cpu, 0) == dnnl_success &&
+            dnnl_stream_create(&od_stream, od_engine,
+                               dnnl_stream_default_flags) == dnnl_success;
+    }
+    pthread_mutex_unlock(&od_lock);
+    return od_init_ok;
+}
+
+/* Plan-time sizes: a fixed table (no allocation, so a plan's compile
+ * allocates the same whatever was compiled before), keyed as the
+ * executors' caches are; a full table only means building again. */
+#define OD_SIZES 1024
+static struct od_size {
+    od_key key;
+    bool used, ok;
+    size_t total;
+} od_sizes[OD_SIZES];
+
+bool mgi_onednn_conv_workspace(const mg_kargs *a, size_t *bytes) {
+    od_key k;
+    if (!od_key_of(a, &k) || !od_init()) return false;
+    pthread_mutex_lock(&od_lock);
+    int i = 0;
+    for (; i < OD_SIZES && od_sizes[i].used; i++)
+        if (memcmp(&od_sizes[i].key, &k, sizeof k) == 0) break;
+    struct od_size found = i < OD_SIZES ? od_sizes[i] : (struct od_size){0};
+    if (!found.used) {
+        od_entry e = {.key = k};
+        found = (struct od_size){.key = k, .used = true,
+                                 .ok = od_build(&k, &e), .total = e.total};
+        od_entry_clear(&e);
+        if (i < OD_SIZES) od_sizes[i] = found;
+    }
+    pthread_mutex_unlock(&od_lock);
+    if (found.ok) *bytes = found.total;
+    return found.ok;
+}
+
+/* An executor's primitives, built on first use. */
+typedef struct mgi_onednn_cache {
+    od_entry *head;
+} mgi_onednn_cache;
+
+mgi_onednn_cache *mgi_onednn_cache_new(void) {
+    return calloc(1, sizeof(mgi_onednn_cache));
+}
+
+void mgi_onednn_cache_free(mgi_onednn_cache *c) {
+    if (!c) return;
+    for (od_entry *e = c->head, *next; e; e = next) {
+        next = e->next;
+        od_entry_clear(e);
+        free(e);
+    }
+    free(c);
+}
+
+/* c's entry for a in *out, built on first use. False where a is not for
+ * oneDNN (f64, MG_CONV=im2col, a geometry oneDNN refuses); true with *out
+ * NULL when memory ran out, which the caller reports rather than switch
+ * paths behind the plan's back. */
+static bool od_lookup(mgi_onednn_cache *c, const mg_kargs *a,
+                      const od_entry **out) {
+    od_key k;
+    *out = NULL;
+    if (!od_key_of(a, &k) || !od_init()) return false;
+    od_entry *e = c->head;
+    while (e && memcmp(&e->key, &k, sizeof k) != 0) e = e->next;
+    if (!e) {
+        if (!(e = calloc(1, sizeof *e))) return true;
+        e->key = k;
+        e->ok = od_build(&k, e);
+        if (!e->ok) od_entry_clear(e); /* remember the refusal only */
+        e->next = c->head;
+        c->head = e;
+    }
+    *out = e;
+    return e->ok;
+}
+
+/* A memory object over ptr with descriptor md (cheap: no allocation of
+ * data; made per call since a memory object's handle is not thread-safe
+ * to share). */
+static bool od_mem(const dnnl_memory_desc_t *md, void *ptr,
+                   dnnl_memory_t *m) {
+    return dnnl_memory_create(m, md, od_engine, ptr) == dnnl_success;
+}
+
+static bool od_exec(dnnl_primitive_t p, dnnl_memory_t src, int src_arg,
+                    dnnl_memory_t dst, int dst_arg, dnnl_memory_t sp) {
+    dnnl_exec_arg_t ea[3] = {{src_arg, src}, {dst_arg, dst},
+                             {DNNL_ARG_SCRATCHPAD, sp}};
+    return dnnl_primitive_execute(p, od_stream, sp ? 3 : 2, ea) ==
+           dnnl_success;
+}
+
+bool mgi_onednn_conv_run(mgi_onednn_cache *c, const mg_kargs *a,
+                         mg_status *s) {
+    const od_entry *e;
+    if (!c || !od_lookup(c, a, &e)) return false;
+    if (!e) {
+        *s = mg_kernel_fail(a, MG_ERR_NOMEM,
+                            "out of memory caching a oneDNN primitive");
+        return true;
+    }
+    if (a->work_bytes < e->total) {
+        *s = mg_kernel_fail(a, MG_ERR_INTERNAL,
+                            "oneDNN conv needs %zu bytes of workspace, got %zu",
+                            e->total, a->work_bytes);
+        return true;
+    }
+    char *work = a->work;
+    void *data[OD_NARGS] = {a->in[0].data, a->in[1].data, a->out.data};
+    dnnl_memory_t user[OD_NARGS] = {0}, prim[OD_NARGS] = {0}, sp = NULL;
+    /* oneDNN's scratchpad is a plain byte buffer at the workspace's start;
+     * none is passed where the primitive and reorders need none. */
+    bool ok = true;
+    if (e->scratch) {
+        dnnl_memory_desc_t spd;
+        const dnnl_dims_t n = {(dnnl_dim_t)e->scratch};
+        ok = dnnl_memory_desc_init_by_tag(&spd, 1, n, dnnl_u8, dnnl_a) ==
+                 dnnl_success &&
+             od_mem(&spd, work, &sp);
+    }
+    for (int i = 0; ok && i < OD_NARGS; i++) {
+        const od_arg *g = &e->args[i];
+        ok = od_mem(&g->user, data[i], &user[i]);
+        if (ok && g->reorder) ok = od_mem(&g->prim, work + g->off, &prim[i]);
+    }
+    /* operands in, the op, the result out; all on the one stream */
+    for (int i = 0; ok && i < 2; i++)
+        if (e->args[i].reorder)
+            ok = od_exec(e->args[i].reorder, user[i], DNNL_ARG_FROM, prim[i],
+                         DNNL_ARG_TO, sp);
+    if (ok) {
+        dnnl_exec_arg_t ea[OD_NARGS + 1];
+        for (int i = 0; i < OD_NARGS; i++)
+            ea[i] = (dnnl_exec_arg_t){e->args[i].arg,
+                                      e->args[i].reorder ? prim[i] : user[i]};
+        ea[OD_NARGS] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, sp};
+        ok = dnnl_primitive_execute(e->prim, od_stream,
+                                    OD_NARGS + (sp != NULL), ea) ==
+             dnnl_success;
+    }
+    if (ok && e->args[2].reorder)
+        ok = od_exec(e->args[2].reorder, prim[2], DNNL_ARG_FROM, user[2],
+                     DNNL_ARG_TO, sp);
+    if (ok) ok = dnnl_stream_wait(od_stream) == dnnl_success;
+    for (int i = 0; i < OD_NARGS; i++) {
+        if (user[i]) dnnl_memory_destroy(user[i]);
+        if (prim[i]) dnnl_memory_destroy(prim[i]);
+    }
+    if (sp) dnnl_memory_destroy(sp);
+    *s = ok ? MG_OK
+            : mg_kernel_fail(a, MG_ERR_INTERNAL,
+                             "oneDNN failed to run %s", mgi_op_str(a->op));
+    return true;
+}
+
+#endif

@@ -1,0 +1,92 @@
+/*
+ * test_threads.c - issue 14's threads: the CPU kernels that run on
+ * OpenMP's threads (elementwise, batchnorm and layernorm, forward and
+ * backward) give the same bits whatever the thread count, and do run on
+ * more than one thread where OpenMP allows it. A graph big
+ * enough to cross MG_PAR_MIN runs with 1, 2 and 3 threads (set the way
+ * OMP_NUM_THREADS would) and every output is compared bit for bit. Where
+ * memgrad was built without OpenMP all runs are single-threaded and the
+ * comparison still holds.
+ */
+#include "helpers.h"
+
+#include "exec/cpu_kernels.h"
+
+#include <stdlib.h>
+
+/* libgomp's, linked through libmemgrad where it has OpenMP; declared here
+ * so that the test builds either way (a no-op stand-in otherwise). */
+#ifdef _OPENMP
+#include <omp.h>
+#else
+static void omp_set_num_threads(int n) { (void)n; }
+#endif
+
+START_TEST(test_bits_independent_of_threads) {
+    mg_graph *g = mg_graph_new();
+    const int64_t xs[4] = {8, 16, 24, 24}, cs[1] = {16}, ls[1] = {24};
+    mg_tensor x = mg_input(g, "x", MG_F32, 4, xs);
+    mg_tensor gam = mg_param(g, "gamma", MG_F32, 1, cs);
+    mg_tensor bet = mg_param(g, "beta", MG_F32, 1, cs);
+    mg_tensor lg = mg_param(g, "lgamma", MG_F32, 1, ls);
+    mg_tensor lb = mg_param(g, "lbeta", MG_F32, 1, ls);
+    mg_tensor h = mg_relu(g, mg_batchnorm(g, x, gam, bet, 1e-5));
+    h = mg_mul(g, mg_add(g, h, x), mg_tanh(g, x));
+    h = mg_layernorm(g, h, lg, lb, 1, 1e-5);
+    mg_tensor loss = mg_sum(g, mg_mul(g, h, h), 0, NULL, 0);
+    const mg_tensor wrt[5] = {x, gam, bet, lg, lb};
+    mg_tensor grads[5];
+    ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, wrt, 5, NULL, grads),
+                     MG_OK);
+    const int64_t n[5] = {th_numel(4, xs), 16, 16, 24, 24};
+    float *in[5];
+    th_rng rng;
+    th_rng_init(&rng, 14);
+    for (int i = 0; i < 5; i++) {
+        in[i] = malloc((size_t)n[i] * sizeof(float));
+        ck_assert_ptr_nonnull(in[i]);
+        th_fill_f32(&rng, in[i], n[i], -2, 2, 0);
+    }
+    const mg_binding b[5] = {{x, in[0]}, {gam, in[1]}, {bet, in[2]},
+                             {lg, in[3]}, {lb, in[4]}};
+    mg_tensor outs[6] = {h, grads[0], grads[1], grads[2], grads[3],
+                         grads[4]};
+    const int64_t on[6] = {n[0], n[0], 16, 16, 24, 24};
+    float *ref[6], *got[6];
+    for (int i = 0; i < 6; i++) {
+        ref[i] = malloc((size_t)on[i] * sizeof(float));
+        got[i] = malloc((size_t)on[i] * sizeof(float));
+        ck_assert(ref[i] && got[i]);
+    }
+    /* memgrad's loops stay on one thread while OpenBLAS's own pthreads
+     * pool has more (cpu_kernels.h): give it one, as for an im2col run */
+    openblas_set_num_threads(1);
+    omp_set_num_threads(1);
+    TH_RUN_OK("1 thread", g, 6, outs, (void *const *)ref, 5, b, 1);
+    for (int t = 2; t <= 3; t++) {
+        omp_set_num_threads(t);
+#ifdef _OPENMP
+        ck_assert_int_eq(omp_get_max_threads(), t);
+        /* the loops of this graph do go parallel */
+        ck_assert(mgi_cpu_par(th_numel(4, xs)));
+#endif
+        TH_RUN_OK("threads", g, 6, outs, (void *const *)got, 5, b, 1);
+        for (int i = 0; i < 6; i++)
+            ck_assert_msg(!memcmp(ref[i], got[i],
+                                  (size_t)on[i] * sizeof(float)),
+                          "output %d differs between 1 and %d threads", i,
+                          t);
+    }
+    omp_set_num_threads(1);
+    for (int i = 0; i < 6; i++) free(ref[i]), free(got[i]);
+    for (int i = 0; i < 5; i++) free(in[i]);
+    mg_graph_free(g);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("threads");
+    th_add_tcase(s, "threads", 120,
+                 TH_TESTS(test_bits_independent_of_threads));
+    return th_run_suite(s);
+}
