@@ -21,10 +21,10 @@
  * packed into one buffer of up to bucket_bytes, so that a model of many
  * small tensors is averaged in few messages. Give the gradients in the
  * order the backward pass finishes them (reverse parameter order), so that
- * an "after op" observer on the executor can start a bucket as soon as its
- * last gradient is final (mg_dist_grad_ready). Until the executor has such
- * an observer, call mg_dist_allreduce after mg_exec_run: it starts every
- * bucket not yet started and finishes them all.
+ * an "after op" observer on the executor (mg_dist_buckets_observer) can
+ * start a bucket as soon as its last gradient is final. Without it,
+ * mg_dist_allreduce after mg_exec_run starts every bucket not yet started;
+ * either way it finishes them all.
  *
  * The average is deterministic and the same on every rank: MPI only moves
  * bytes, it never adds. Each bucket is split into one chunk per rank; an
@@ -51,6 +51,7 @@
 #define MEMGRAD_DIST_H
 
 #include "memgrad.h"
+#include "memgrad_observe.h"
 
 #include <mpi.h>
 
@@ -130,6 +131,17 @@ mg_status mg_dist_bucket_start(mg_dist_buckets *b, int k);
  * of times on any rank. */
 MG_API
 mg_status mg_dist_progress(mg_dist_buckets *b);
+
+/* Fill *out with an observer that overlaps the exchange with the backward
+ * pass: attach it to the executor (mg_exec_observer_attach) and each
+ * bucket starts as soon as the step computing its last gradient is done,
+ * while the rest of the backward pass runs; it also lets MPI progress the
+ * started buckets after every step. Then call mg_dist_allreduce after the
+ * run as before: it finishes the started buckets (and starts any the run
+ * did not complete, e.g. after a failed run). b must outlive the
+ * attachment. The averages are the same bits as without the observer. */
+MG_API
+mg_status mg_dist_buckets_observer(mg_dist_buckets *b, mg_observer *out);
 
 /*
  * Finish the step: start the buckets not yet started, complete them, and

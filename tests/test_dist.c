@@ -136,8 +136,9 @@ static void check_close(const char *what, mg_dtype dt, const void *got,
 
 /* N ranks on batch/N each, averaged == one rank on the whole batch, for
  * both dtypes; the memory policy on the shards, plain backprop on the
- * whole batch. `ready` exercises the observer path (mg_dist_grad_ready in
- * backward order) instead of the all-at-the-end path. */
+ * whole batch. `ready` 1 calls mg_dist_grad_ready by hand in backward
+ * order, 2 runs the step with mg_dist_buckets_observer attached, 0 leaves
+ * every bucket to mg_dist_allreduce. */
 static void half_batches(mg_dtype dt, int ready) {
     int per = 4;
     step whole, part;
@@ -161,7 +162,24 @@ static void half_batches(mg_dtype dt, int ready) {
     ck_assert_msg(nb > 1 && nb < n, "%d buckets for %d gradients", nb, n);
     for (int i = 0; i < n; i++)
         ck_assert_int_ge(mg_dist_buckets_index(b, part.grads[i].tensor), 0);
-    if (ready)
+    if (ready == 2) {
+        /* The observer path: run the step again with the buckets' observer
+         * attached; every bucket must have started during the run. */
+        mg_observer o;
+        ck_assert_msg(mg_dist_buckets_observer(b, &o) == MG_OK, "%s",
+                      mg_last_error());
+        int id = -1;
+        ck_assert(mg_exec_observer_attach(part.ex, &o, &id) == MG_OK);
+        s = step_run(&part);
+        ck_assert_msg(s == MG_OK, "%s", mg_last_error());
+        ck_assert(mg_exec_observer_detach(part.ex, id) == MG_OK);
+        mg_dist_stats during;
+        ck_assert(mg_dist_buckets_stats(b, &during) == MG_OK);
+        ck_assert_msg((int)during.collectives == nb,
+                      "%d of %d buckets started during the run",
+                      (int)during.collectives, nb);
+    }
+    if (ready == 1)
         for (int i = 0; i < n; i++) {
             ck_assert_msg(mg_dist_grad_ready(b, part.grads[i].tensor) == MG_OK,
                           "%s", mg_last_error());
@@ -221,6 +239,8 @@ END_TEST
 START_TEST(test_half_batches_f64) { half_batches(MG_F64, 0); }
 END_TEST
 START_TEST(test_half_batches_grad_ready) { half_batches(MG_F32, 1); }
+END_TEST
+START_TEST(test_half_batches_observer) { half_batches(MG_F32, 2); }
 END_TEST
 
 /* Rank 0's weights reach every rank. */
@@ -389,6 +409,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_half_batches_f32);
     tcase_add_test(tc, test_half_batches_f64);
     tcase_add_test(tc, test_half_batches_grad_ready);
+    tcase_add_test(tc, test_half_batches_observer);
     tcase_add_test(tc, test_broadcast);
     tcase_add_test(tc, test_rank_failure_reported);
     tcase_add_test(tc, test_bad_arguments);
