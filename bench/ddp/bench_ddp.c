@@ -7,7 +7,11 @@
  *
  *   mpirun -np N mg-bench-ddp [--model resnet|mlp] [--depth D] [--width W]
  *       [--batch B (per rank)] [--image I] [--steps S] [--warmup K]
- *       [--bucket-kb K] [--policies none,memory,speed]
+ *       [--bucket-kb K] [--policies none,memory,speed] [--overlap 0|1]
+ *
+ * --overlap 1 attaches mg_dist_buckets_observer, so each bucket's exchange
+ * starts during the backward pass; 0 (default) starts them all in
+ * mg_dist_allreduce after the run.
  *
  * Every step starts at a barrier. A step's time is the slowest rank's run
  * plus allreduce. The allreduce time is taken two ways: `ar_min` is the
@@ -44,6 +48,7 @@ static double median(double *v, int n) {
 typedef struct config {
     const char *model;
     int depth, width, batch, image, steps, warmup, bucket_kb;
+    int overlap; /* 1: mg_dist_buckets_observer attached to the executor */
 } config;
 
 static mg_model *model_build(const config *cf) {
@@ -109,6 +114,12 @@ static void bench_policy(const config *cf, mg_ckpt_policy policy,
     if ((s = mg_dist_buckets_new(comm, m->g, grads, n,
                                  (size_t)cf->bucket_kb << 10, &bk)) != MG_OK)
         die("mg_dist_buckets_new", s);
+    if (cf->overlap) {
+        mg_observer o;
+        if ((s = mg_dist_buckets_observer(bk, &o)) != MG_OK ||
+            (s = mg_exec_observer_attach(ex, &o, NULL)) != MG_OK)
+            die("attaching the overlap observer", s);
+    }
 
     for (int step = -cf->warmup; step < cf->steps; step++) {
         MPI_Barrier(MPI_COMM_WORLD);
@@ -141,14 +152,14 @@ static void bench_policy(const config *cf, mg_ckpt_policy policy,
         double step_ms = 1e3 * median(t_step, cf->steps);
         double armin_ms = 1e3 * median(t_armin, cf->steps);
         printf("%d,%s,%d,%d,%d,%s,%.2f,%.2f,%.2f,%.2f,%.3f,%.3f,%.3f,%.3f,%.3f,"
-               "%.3f,%d\n",
+               "%.3f,%d,%d\n",
                size, cf->model, cf->depth, cf->width, cf->batch, pname, step_ms,
                1e3 * median(t_run, cf->steps), armin_ms,
                1e3 * median(t_armax, cf->steps), armin_ms / step_ms,
                (double)peak_max / 1e6, (double)predicted / 1e6,
                (double)ds.buffer_bytes / 1e6, (double)grad_bytes / 1e6,
                (double)ds.bytes_sent / (double)(cf->steps + cf->warmup) / 1e6,
-               mg_dist_buckets_count(bk));
+               mg_dist_buckets_count(bk), cf->overlap);
         fflush(stdout);
     }
     mg_dist_buckets_free(bk);
@@ -190,7 +201,7 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    config cf = {"resnet", 8, 16, 16, 32, 10, 2, 25 << 10};
+    config cf = {"resnet", 8, 16, 16, 32, 10, 2, 25 << 10, 0};
     const char *policies = "none,memory,speed";
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -210,6 +221,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--warmup")) cf.warmup = arg_int(v, 0, 100000, o);
         else if (!strcmp(o, "--bucket-kb")) cf.bucket_kb = arg_int(v, 1, 1 << 21, o);
         else if (!strcmp(o, "--policies")) policies = v;
+        else if (!strcmp(o, "--overlap")) cf.overlap = arg_int(v, 0, 1, o);
         else {
             if (rank == 0)
                 fprintf(stderr, "mg-bench-ddp: unknown option %s %s\n", o, v);
@@ -220,7 +232,7 @@ int main(int argc, char **argv) {
     if (rank == 0)
         printf("ranks,model,depth,width,batch_per_rank,policy,step_ms,run_ms,"
                "ar_min_ms,ar_max_ms,ar_share,pool_peak_mb,predicted_peak_mb,"
-               "dist_buffers_mb,grad_mb,sent_mb_per_step,buckets\n");
+               "dist_buffers_mb,grad_mb,sent_mb_per_step,buckets,overlap\n");
     char list[256];
     snprintf(list, sizeof list, "%s", policies);
     for (char *save = NULL, *p = strtok_r(list, ",", &save); p;
