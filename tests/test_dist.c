@@ -329,6 +329,12 @@ START_TEST(test_bad_arguments) {
     ck_assert(mg_dist_allreduce(NULL, MG_OK) == MG_ERR_INVALID_ARG);
     ck_assert(mg_dist_grad_ready(NULL, 0) == MG_ERR_INVALID_ARG);
     ck_assert(mg_dist_progress(NULL) == MG_ERR_INVALID_ARG);
+    mg_observer o = {.user = &o};
+    ck_assert(mg_dist_buckets_observer(NULL, &o) == MG_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(mg_last_error(), "mg_dist_buckets_observer") &&
+                      o.user == NULL && o.after_op == NULL,
+                  "%s", mg_last_error());
+    ck_assert(mg_dist_buckets_observer(NULL, NULL) == MG_ERR_INVALID_ARG);
     ck_assert_int_eq(mg_dist_buckets_count(NULL), -1);
     ck_assert_int_eq(mg_dist_comm_rank(NULL), -1);
     c = comm_new(60);

@@ -8,6 +8,8 @@
  * of each op's builder are tested with the op, in tests/ops/.
  */
 #include "helpers.h"
+#include "memgrad_dlpack.h"
+#include "memgrad_observe.h"
 
 #include <pthread.h>
 
@@ -64,6 +66,77 @@ START_TEST(test_null_arguments) {
     mg_graph_free(NULL); /* accepted */
     mg_plan_free(NULL);
     mg_exec_free(NULL);
+    mg_exec_free(ex);
+    mg_plan_free(p);
+    mg_graph_free(g);
+}
+END_TEST
+
+/* The calls of the two-phase run, DLPack, observers, hooks, the profiler and
+ * the timeline refuse NULL with a status and a message naming the call;
+ * the accessors that cannot return a status return 0 or -1. */
+START_TEST(test_null_arguments_run_and_observe) {
+    mg_binding b;
+    mg_saved *sv = NULL;
+    mg_phase_peaks pk;
+    DLManagedTensor *dm = NULL;
+    const void *d = NULL;
+    EXPECT_ERR(mg_exec_forward(NULL, NULL, NULL, 0, 0, &sv),
+               MG_ERR_INVALID_ARG, "mg_exec_forward");
+    ck_assert(sv == NULL);
+    EXPECT_ERR(mg_exec_backward(NULL, NULL, NULL, NULL, 0),
+               MG_ERR_INVALID_ARG, "mg_exec_backward");
+    EXPECT_ERR(mg_saved_tensor_data(NULL, 0, &d), MG_ERR_INVALID_ARG,
+               "mg_saved_tensor_data");
+    ck_assert_uint_eq(mg_saved_bytes(NULL), 0);
+    mg_saved_free(NULL); /* accepted */
+    EXPECT_ERR(mg_plan_phase_peaks(NULL, NULL, 0, &pk), MG_ERR_INVALID_ARG,
+               "mg_plan_phase_peaks");
+    EXPECT_ERR(mg_dlpack_bind(NULL, NULL, 0, NULL, &b), MG_ERR_INVALID_ARG,
+               "mg_dlpack_bind");
+    EXPECT_ERR(mg_dlpack_bind_managed(NULL, NULL, 0, NULL, &b),
+               MG_ERR_INVALID_ARG, "mg_dlpack_bind_managed");
+    EXPECT_ERR(mg_exec_export(NULL, 0, &dm), MG_ERR_INVALID_ARG,
+               "mg_exec_export");
+    ck_assert(dm == NULL);
+    EXPECT_ERR(mg_exec_observer_attach(NULL, NULL, NULL), MG_ERR_INVALID_ARG,
+               "mg_exec_observer_attach");
+    EXPECT_ERR(mg_exec_observer_detach(NULL, 0), MG_ERR_INVALID_ARG,
+               "mg_exec_observer_detach");
+    EXPECT_ERR(mg_tensor_add_hook(NULL, 0, NULL, NULL, NULL),
+               MG_ERR_INVALID_ARG, "mg_tensor_add_hook");
+    EXPECT_ERR(mg_tensor_remove_hook(NULL, 0), MG_ERR_INVALID_ARG,
+               "mg_tensor_remove_hook");
+    EXPECT_ERR(mg_profiler_new(NULL), MG_ERR_INVALID_ARG, "mg_profiler_new");
+    EXPECT_ERR(mg_profiler_write_trace(NULL, stdout), MG_ERR_INVALID_ARG,
+               "mg_profiler_write_trace");
+    EXPECT_ERR(mg_profiler_print(NULL, stdout), MG_ERR_INVALID_ARG,
+               "mg_profiler_print");
+    ck_assert_int_eq(mg_profiler_num_events(NULL), 0);
+    mg_profiler_reset(NULL); /* accepted */
+    mg_profiler_free(NULL);
+    EXPECT_ERR(mg_plan_write_timeline(NULL, NULL, 0, NULL, stdout),
+               MG_ERR_INVALID_ARG, "mg_plan_write_timeline");
+    mg_clear_error();
+    ck_assert_int_eq(mg_plan_timeline(NULL, NULL, 0, NULL, 0), -1);
+    ck_assert(strstr(mg_last_error(), "mg_plan_timeline") != NULL);
+    ck_assert_str_eq(mg_phase_name((mg_phase)77), "?");
+
+    /* The observer of a NULL profiler stops the run with a message instead
+     * of dereferencing NULL in its callbacks. */
+    mg_graph *g = mg_graph_new();
+    mg_tensor x = mg_input(g, "x", MG_F32, 1, s3);
+    mg_tensor y = mg_sum(g, mg_relu(g, x), 0, NULL, 0);
+    mg_plan *p = NULL;
+    ck_assert(mg_plan_compile(g, &y, 1, NULL, &p) == MG_OK);
+    mg_exec *ex = NULL;
+    ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
+    mg_observer o = mg_profiler_observer(NULL);
+    ck_assert(mg_exec_observer_attach(ex, &o, NULL) == MG_OK);
+    float xv[3] = {1, -2, 3}, yv = -1;
+    mg_binding bs[2] = {{x, xv}, {y, &yv}};
+    EXPECT_ERR(mg_exec_run(ex, p, bs, 2, 0), MG_ERR_INVALID_ARG, "profiler");
+    ck_assert(yv == -1.0f);
     mg_exec_free(ex);
     mg_plan_free(p);
     mg_graph_free(g);
@@ -449,7 +522,8 @@ END_TEST
 int main(void) {
     Suite *s = suite_create("errors");
     th_add_tcase(s, "errors", 120,
-                 TH_TESTS(test_null_arguments, test_unknown_ids, test_shapes,
+                 TH_TESTS(test_null_arguments,
+                          test_null_arguments_run_and_observe, test_unknown_ids, test_shapes,
                           test_dtypes, test_gradient_requests,
                           test_checkpoint_arguments, test_cycles_and_rewiring,
                           test_unbound_and_aliasing, test_out_of_memory,

@@ -468,6 +468,30 @@ START_TEST(test_bad_graphs)
     ck_assert_int_eq(mg_onnx_import_file(NULL, NULL, g, &m), MG_ERR_INVALID_ARG);
     ck_assert_int_eq(mg_onnx_import_buffer(NULL, 4, NULL, g, &m), MG_ERR_INVALID_ARG);
     ck_assert_int_eq(mg_onnx_import_buffer("", 0, NULL, NULL, &m), MG_ERR_INVALID_ARG);
+    /* The accessors answer "nothing" for a NULL model or an index out of
+     * range, instead of reading out of bounds. */
+    ck_assert_int_eq(mg_onnx_num_inputs(NULL), 0);
+    ck_assert_int_eq(mg_onnx_num_outputs(NULL), 0);
+    ck_assert_int_eq(mg_onnx_num_params(NULL), 0);
+    ck_assert_int_eq(mg_onnx_input(NULL, 0), MG_NO_TENSOR);
+    ck_assert_int_eq(mg_onnx_find(NULL, "x"), MG_NO_TENSOR);
+    ck_assert(mg_onnx_opset(NULL) == -1);
+    int nb = 7;
+    ck_assert(mg_onnx_bindings(NULL, &nb) == NULL && nb == 0);
+    mg_onnx_model_free(NULL); /* accepted */
+    mg_onnx_options o;
+    mg_onnx_options_init(&o);
+    o.batch_size = 2;
+    ck_assert_msg(mg_onnx_import_file(data_path("mlp.onnx"), &o, g, &m) ==
+                      MG_OK,
+                  "%s", mg_last_error());
+    ck_assert_int_eq(mg_onnx_input(m, -1), MG_NO_TENSOR);
+    ck_assert_int_eq(mg_onnx_input(m, mg_onnx_num_inputs(m)), MG_NO_TENSOR);
+    ck_assert_int_eq(mg_onnx_output(m, mg_onnx_num_outputs(m)), MG_NO_TENSOR);
+    ck_assert_int_eq(mg_onnx_param(m, mg_onnx_num_params(m)), MG_NO_TENSOR);
+    ck_assert_int_eq(mg_onnx_find(m, "no such tensor"), MG_NO_TENSOR);
+    ck_assert_int_eq(mg_onnx_find(m, NULL), MG_NO_TENSOR);
+    mg_onnx_model_free(m);
     mg_graph_free(g);
 }
 END_TEST

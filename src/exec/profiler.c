@@ -69,6 +69,11 @@ int mg_profiler_num_events(const mg_profiler *prof) {
 static mg_status on_run_start(void *user, const mg_plan *plan) {
     (void)plan;
     mg_profiler *prof = user;
+    /* The other callbacks run only after this one succeeded. */
+    if (!prof)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "profiler observer: the profiler is NULL "
+                            "(mg_profiler_observer was given NULL)");
     if (!prof->have_origin) {
         prof->origin_us = now_us();
         prof->have_origin = true;

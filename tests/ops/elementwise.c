@@ -191,6 +191,24 @@ END_TEST
 
 /* ------------------------------------------------------------------ unary */
 
+/* The unary ops the ONNX importer added reject what the others reject, and
+ * their scalar attribute must be finite. */
+START_TEST(test_unary_errors) {
+    th_bad_leaves l;
+    th_bad_leaves_make(&l);
+    TH_FAIL(mg_erf(l.g, l.xi), MG_ERR_DTYPE, "erf", "must be f32 or f64");
+    TH_FAIL(mg_pow(l.g, l.xi, 2.0), MG_ERR_DTYPE, "pow", "must be f32 or f64");
+    TH_FAIL(mg_leaky_relu(l.g, l.xi, 0.1), MG_ERR_DTYPE, "leaky_relu",
+            "must be f32 or f64");
+    TH_FAIL(mg_pow(l.g, l.x4, NAN), MG_ERR_INVALID_ARG, "pow", "not finite");
+    TH_FAIL(mg_leaky_relu(l.g, l.x4, INFINITY), MG_ERR_INVALID_ARG,
+            "leaky_relu", "not finite");
+    TH_FAIL(mg_erf(l.g, 9999), MG_ERR_UNKNOWN_ID, "erf", "not in the graph");
+    TH_FAIL(mg_erf(NULL, l.x4), MG_ERR_INVALID_ARG, "erf", "graph is NULL");
+    mg_graph_free(l.g);
+}
+END_TEST
+
 START_TEST(test_unary) {
     const double *x = D(-2, -0.5, 0, 0.5, 1, 3);
     for (int di = 0; di < 2; di++) {
@@ -276,5 +294,6 @@ void ops_elementwise_tcase(Suite *s) {
                           test_binary_outer_broadcast, test_binary_scalar,
                           test_binary_3d_broadcast_ref,
                           test_binary_random_broadcast_ref, test_binary_errors,
-                          test_unary, test_unary_extremes, test_log_sqrt));
+                          test_unary, test_unary_errors, test_unary_extremes,
+                          test_log_sqrt));
 }
