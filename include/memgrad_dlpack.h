@@ -44,6 +44,13 @@ mg_status mg_dlpack_bind_managed(const mg_exec *ex, const mg_plan *p,
 MG_API
 mg_status mg_exec_export(mg_exec *ex, mg_tensor t, DLManagedTensor **out);
 
+/* Export forward output t held by saved (mg_exec_forward) as a new
+ * DLManagedTensor sharing its pool block, as mg_exec_export does for a
+ * run's outputs: the block goes back to the pool when both the consumer's
+ * deleter and mg_saved_free have run, in either order. */
+MG_API
+mg_status mg_saved_export(mg_saved *saved, mg_tensor t, DLManagedTensor **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -234,10 +234,79 @@ START_TEST(test_export_errors_and_phases) {
 }
 END_TEST
 
+/* A forward output leaves the forward phase zero-copy: its block goes
+ * back to the pool when both mg_saved_free and the consumer let go, in
+ * either order, and a backward phase in between leaves it alone. */
+START_TEST(test_saved_export) {
+    tiny m;
+    tiny_make(&m);
+    mg_exec *ex = NULL;
+    ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
+    float x[6] = {1, -2, 3, -4, 5, -6}, w[3] = {1, 2, 3};
+    float gy[6] = {1, 1, 1, 1, 1, 1};
+    const float want[6] = {1, 0, 9, 0, 10, 0};
+    mg_binding b[3] = {{m.x, x}, {m.w, w}, {m.gy, gy}};
+    mg_pool_stats st;
+    for (int order = 0; order < 2; order++) {
+        mg_saved *sv = NULL;
+        ck_assert(mg_exec_forward(ex, m.train, b, 2, 0, &sv) == MG_OK);
+        const void *held = NULL;
+        ck_assert(mg_saved_tensor_data(sv, m.y, &held) == MG_OK);
+        DLManagedTensor *e = NULL, *e2 = NULL;
+        ck_assert(mg_saved_export(sv, m.y, &e) == MG_OK);
+        ck_assert(mg_saved_export(sv, m.y, &e2) == MG_OK);
+        ck_assert_ptr_eq(e->dl_tensor.data, held); /* no copy */
+        exported_values_ok(e, want);
+        mg_exec_pool_stats(ex, &st);
+        ck_assert_uint_eq(st.exported_blocks, 1);
+        e2->deleter(e2);
+        ck_assert_msg(mg_exec_backward(ex, m.train, sv, b, 3) == MG_OK, "%s",
+                      mg_last_error());
+        exported_values_ok(e, want);
+        mg_exec_release(ex); /* the gradient */
+        if (order == 0) {
+            mg_saved_free(sv);
+            mg_exec_pool_stats(ex, &st);
+            ck_assert_uint_eq(st.bytes_in_use, mg_pool_size_class(6 * 4));
+            exported_values_ok(e, want);
+            e->deleter(e);
+        } else {
+            e->deleter(e);
+            mg_exec_pool_stats(ex, &st);
+            ck_assert_uint_eq(st.bytes_in_use, mg_pool_size_class(6 * 4));
+            mg_saved_free(sv);
+        }
+        mg_exec_pool_stats(ex, &st);
+        ck_assert_uint_eq(st.bytes_in_use, 0);
+        ck_assert_uint_eq(st.exported_blocks, 0);
+    }
+    /* errors: NULL, a gradient (not a forward output), a bound output */
+    mg_saved *sv = NULL;
+    ck_assert(mg_exec_forward(ex, m.train, b, 2, 0, &sv) == MG_OK);
+    DLManagedTensor *e = NULL;
+    ck_assert_int_eq(mg_saved_export(NULL, m.y, &e), MG_ERR_INVALID_ARG);
+    ck_assert_int_eq(mg_saved_export(sv, m.y, NULL), MG_ERR_INVALID_ARG);
+    ck_assert_int_eq(mg_saved_export(sv, m.gw, &e), MG_ERR_UNKNOWN_ID);
+    ck_assert_msg(strstr(mg_last_error(), "not an output of the forward"),
+                  "%s", mg_last_error());
+    ck_assert_ptr_null(e);
+    mg_saved_free(sv);
+    float y[6];
+    mg_binding bo[3] = {{m.x, x}, {m.w, w}, {m.y, y}};
+    ck_assert(mg_exec_forward(ex, m.train, bo, 3, 0, &sv) == MG_OK);
+    ck_assert_int_eq(mg_saved_export(sv, m.y, &e), MG_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(mg_last_error(), "caller bound"), "%s",
+                  mg_last_error());
+    mg_saved_free(sv);
+    mg_exec_free(ex);
+    tiny_free(&m);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("dlpack");
     th_add_tcase(s, "dlpack", 60,
                  TH_TESTS(test_bind_checks, test_export_held_across_runs,
-                          test_export_errors_and_phases));
+                          test_export_errors_and_phases, test_saved_export));
     return th_run_suite(s);
 }

@@ -338,8 +338,9 @@ class Executor:
 
     def forward(self, plan, feeds, seed=0):
         """The forward phase: ({Tensor: array} of the forward outputs,
-        copied, and the Saved state for backward)."""
-        import numpy
+        sharing memgrad's memory, and the Saved state for backward). An
+        output's block stays valid after the Saved is freed, until the last
+        array on it goes."""
         binds, n, keep = self._bind(plan, feeds)
         s = ctypes.c_void_p()
         _lib.check(_lib.exec_forward(self._e, plan._p, binds, n, seed,
@@ -351,13 +352,8 @@ class Executor:
             ptr = ctypes.c_void_p()
             if _lib.saved_tensor_data(s, t.id, ctypes.byref(ptr)) != 0:
                 continue  # a gradient: the backward phase computes it
-            ctype = {"float32": ctypes.c_float, "float64": ctypes.c_double,
-                     "int32": ctypes.c_int32}[t.dtype]
-            n_el = 1
-            for d in t.shape:
-                n_el *= d
-            buf = (ctype * n_el).from_address(ptr.value)
-            outs[t] = numpy.array(buf, copy=True).reshape(t.shape)
+            _lib.check(_lib.saved_export(s, t.id, ctypes.byref(ptr)))
+            outs[t] = self.wrap(Array(ptr.value, t.shape, t.dtype))
         _lib.clear_error()
         return outs, saved
 

@@ -126,6 +126,7 @@ saved_free = _fn("mg_saved_free", None, S)
 dlpack_bind_managed = _fn("mg_dlpack_bind_managed", c_int, E, P, T, c_void_p,
                           POINTER(Binding))
 exec_export = _fn("mg_exec_export", c_int, E, T, POINTER(c_void_p))
+saved_export = _fn("mg_saved_export", c_int, S, T, POINTER(c_void_p))
 
 # builders taking (g, x) / (g, a, b)
 unary = {n: _fn("mg_" + n, T, G, T) for n in

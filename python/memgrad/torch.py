@@ -134,7 +134,7 @@ class _Function(torch.autograd.Function):
                  for t, a in zip(cap.inputs + cap.param_tensors, tensors)}
         outs, saved = cap.executor.forward(cap.plan, feeds)
         ctx.cap, ctx.feeds, ctx.mg_saved = cap, feeds, saved
-        return torch.from_numpy(outs[cap.y])
+        return outs[cap.y]
 
     @staticmethod
     def backward(ctx, grad_output):

@@ -131,6 +131,27 @@ def test_outputs_are_zero_copy_and_held():
     assert a.__array_interface__["data"][0] != b.__array_interface__["data"][0]
 
 
+def test_forward_outputs_are_zero_copy():
+    g = mg.Graph()
+    x = g.input("x", "float32", (4,))
+    w = g.param("w", "float32", (4,))
+    y = g.mul(x, w)
+    gy = g.input("gy", "float32", (4,))
+    gw, = g.gradients([y], [w], policy="none", grad_ys=[gy])
+    plan = g.compile([y, gw])
+    ex = mg.Executor()
+    f = {x: np.arange(4, dtype=np.float32), w: np.full(4, 3, np.float32)}
+    ys, s = ex.forward(plan, f)
+    a = ys[y]
+    assert ex.pool_stats()["exported_blocks"] == 1  # shared, not copied
+    ex.backward(plan, s, {**f, gy: np.ones(4, np.float32)})
+    s.free()  # the array still holds the block
+    np.testing.assert_array_equal(a, [0, 3, 6, 9])
+    held = ex.pool_stats()["exported_blocks"]  # y's, and the kept gradient's
+    del ys, a
+    assert ex.pool_stats()["exported_blocks"] == held - 1
+
+
 def test_errors_carry_the_c_message():
     g = mg.Graph()
     a = g.input("a", "float32", (2, 3))

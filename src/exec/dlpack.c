@@ -123,25 +123,20 @@ static void export_deleter(DLManagedTensor *m) {
     free(e);
 }
 
-mg_status mg_exec_export(mg_exec *ex, mg_tensor t, DLManagedTensor **out) {
-    if (!ex || !out)
-        return mg_set_error(MG_ERR_INVALID_ARG, "mg_exec_export: %s is NULL",
-                            ex ? "out" : "executor");
-    *out = NULL;
+mg_status mgi_dlpack_export_ref(mg_exec *ex, mgi_block_ref *r,
+                                DLManagedTensor **out, const char *what) {
     export_ctx *e = calloc(1, sizeof *e);
-    if (!e) return mg_set_error(MG_ERR_NOMEM, "mg_exec_export: out of memory");
-    mg_status s = mgi_exec_share(ex, t, &e->ref);
-    if (s != MG_OK) {
-        free(e);
-        return s;
-    }
-    const mg_tdesc *d = &e->ref->d;
+    if (!e) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", what);
+    r->refs++;
+    e->ref = r;
+    const mg_tdesc *d = &r->d;
     memcpy(e->shape, d->shape, sizeof e->shape);
-    DLDataType dt = {d->dtype == MG_I32 ? kDLInt : kDLFloat,
+    DLDataType dt = {d->dtype == MG_I32 || d->dtype == MG_I64 ? kDLInt
+                                                              : kDLFloat,
                      (uint8_t)(8 * mg_dtype_size(d->dtype)), 1};
     bool cuda = mgi_exec_device(ex) == MG_DEVICE_CUDA;
     e->m.dl_tensor = (DLTensor){
-        .data = e->ref->data,
+        .data = r->data,
         .device = {cuda ? kDLCUDA : kDLCPU, 0},
         .ndim = d->ndim,
         .dtype = dt,
@@ -152,4 +147,18 @@ mg_status mg_exec_export(mg_exec *ex, mg_tensor t, DLManagedTensor **out) {
     e->m.deleter = export_deleter;
     *out = &e->m;
     return MG_OK;
+}
+
+mg_status mg_exec_export(mg_exec *ex, mg_tensor t, DLManagedTensor **out) {
+    if (!ex || !out)
+        return mg_set_error(MG_ERR_INVALID_ARG, "mg_exec_export: %s is NULL",
+                            ex ? "out" : "executor");
+    *out = NULL;
+    mgi_block_ref *r = NULL;
+    mg_status s = mgi_exec_share(ex, t, &r);
+    if (s != MG_OK) return s;
+    /* mgi_exec_share counted the consumer's reference already. */
+    s = mgi_dlpack_export_ref(ex, r, out, "mg_exec_export");
+    mgi_block_ref_drop(r);
+    return s;
 }

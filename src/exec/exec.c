@@ -412,15 +412,9 @@ mg_status mgi_exec_share(mg_exec *ex, mg_tensor t, mgi_block_ref **out) {
                                 "caller bound; only outputs left in the pool "
                                 "are exported",
                                 (int)t);
-        if (!k->ref) {
-            if (!(k->ref = malloc(sizeof *k->ref)))
-                return mg_set_error(MG_ERR_NOMEM,
-                                    "mg_exec_export: out of memory");
-            *k->ref = (mgi_block_ref){ex, k->data, k->nbytes, 1, k->d};
-            ex->n_refs++;
-            ex->pool.stats.exported_blocks++;
-            ex->pool.stats.exported_bytes += mg_pool_size_class(k->nbytes);
-        }
+        if (!k->ref && !(k->ref = mgi_block_ref_new(ex, k->data, k->nbytes,
+                                                     &k->d)))
+            return mg_set_error(MG_ERR_NOMEM, "mg_exec_export: out of memory");
         k->ref->refs++;
         *out = k->ref;
         return MG_OK;
@@ -429,6 +423,17 @@ mg_status mgi_exec_share(mg_exec *ex, mg_tensor t, mgi_block_ref **out) {
                         "mg_exec_export: tensor %d is not an output or "
                         "retained tensor of the last run",
                         (int)t);
+}
+
+mgi_block_ref *mgi_block_ref_new(mg_exec *ex, void *data, size_t nbytes,
+                                 const mg_tdesc *d) {
+    mgi_block_ref *r = malloc(sizeof *r);
+    if (!r) return NULL;
+    *r = (mgi_block_ref){ex, data, nbytes, 1, *d};
+    ex->n_refs++;
+    ex->pool.stats.exported_blocks++;
+    ex->pool.stats.exported_bytes += mg_pool_size_class(nbytes);
+    return r;
 }
 
 void mgi_block_ref_drop(mgi_block_ref *r) {

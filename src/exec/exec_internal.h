@@ -31,7 +31,16 @@ typedef struct mgi_block_ref {
 /* A new reference on the block of kept tensor t of the last run (the
  * executor keeps its own until mg_exec_release). */
 mg_status mgi_exec_share(mg_exec *ex, mg_tensor t, mgi_block_ref **out);
+/* A reference, held by the caller, on a pool block of ex that the caller
+ * owns now (a forward output in an mg_saved): counted as exported. */
+mgi_block_ref *mgi_block_ref_new(mg_exec *ex, void *data, size_t nbytes,
+                                 const mg_tdesc *d);
 void mgi_block_ref_drop(mgi_block_ref *r);
+/* A DLManagedTensor holding a new reference on r (dlpack.c). */
+struct DLManagedTensor;
+mg_status mgi_dlpack_export_ref(mg_exec *ex, mgi_block_ref *r,
+                                struct DLManagedTensor **out,
+                                const char *what);
 /* The executor's device. */
 mg_device mgi_exec_device(const mg_exec *ex);
 

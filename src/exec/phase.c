@@ -6,10 +6,13 @@
  * (src/rewrite/split.c) run by mg_exec_run; this file moves the saved
  * blocks between them and keeps their ownership straight: every pooled
  * block goes back to the pool exactly once, by the backward phase's
- * release lists or by mg_saved_free.
+ * release lists or by mg_saved_free, or, for a forward output exported
+ * with mg_saved_export, by whichever of saved and its consumers lets go
+ * last.
  */
 #include "../rewrite/schedule.h"
 #include "exec_internal.h"
+#include "memgrad_dlpack.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +27,9 @@ struct mg_saved {
     void **data; /* NULL once given back */
     size_t *nbytes;
     bool *pooled;
+    /* per entry: NULL, or the reference saved holds on a block it exported
+     * (the block then goes back when the last holder lets go) */
+    mgi_block_ref **ref;
 };
 
 /* The bindings one phase q of p sees: the saved state's tensors first (so
@@ -91,10 +97,11 @@ mg_status mg_exec_forward(mg_exec *ex, const mg_plan *p,
         sv->data = malloc(cap * sizeof *sv->data);
         sv->nbytes = malloc(cap * sizeof *sv->nbytes);
         sv->pooled = malloc(cap * sizeof *sv->pooled);
+        sv->ref = calloc(cap, sizeof *sv->ref);
     }
     mg_binding *b = NULL;
     int nb = 0;
-    if (!sv || !sv->t || !sv->data || !sv->nbytes || !sv->pooled)
+    if (!sv || !sv->t || !sv->data || !sv->nbytes || !sv->pooled || !sv->ref)
         s = mg_set_error(MG_ERR_NOMEM, "mg_exec_forward: out of memory");
     if (s == MG_OK)
         s = phase_bindings(p, f, NULL, binds, n_binds, "mg_exec_forward", &b,
@@ -182,11 +189,45 @@ size_t mg_saved_bytes(const mg_saved *sv) {
     return n;
 }
 
+mg_status mg_saved_export(mg_saved *sv, mg_tensor t, DLManagedTensor **out) {
+    if (!sv || !out)
+        return mg_set_error(MG_ERR_INVALID_ARG, "mg_saved_export: %s is NULL",
+                            sv ? "out" : "saved");
+    *out = NULL;
+    for (int32_t i = 0; i < sv->n; i++) {
+        if (sv->t[i] != t || !(sv->p->role[t] & MG_ROLE_KEPT)) continue;
+        if (!sv->pooled[i])
+            return mg_set_error(MG_ERR_INVALID_ARG,
+                                "mg_saved_export: tensor %d is in memory the "
+                                "caller bound; only outputs left in the pool "
+                                "are exported",
+                                (int)t);
+        if (!sv->ref[i]) {
+            const mg_tdesc *d = &sv->p->tensor[t].d;
+            sv->ref[i] =
+                mgi_block_ref_new(sv->ex, sv->data[i], sv->nbytes[i], d);
+            if (!sv->ref[i])
+                return mg_set_error(MG_ERR_NOMEM,
+                                    "mg_saved_export: out of memory");
+        }
+        return mgi_dlpack_export_ref(sv->ex, sv->ref[i], out,
+                                     "mg_saved_export");
+    }
+    return mg_set_error(MG_ERR_UNKNOWN_ID,
+                        "mg_saved_export: tensor %d is not an output of the "
+                        "forward phase",
+                        (int)t);
+}
+
 void mg_saved_free(mg_saved *sv) {
     if (!sv) return;
-    for (int32_t i = 0; i < sv->n; i++)
-        if (sv->data[i] && sv->pooled[i])
+    for (int32_t i = 0; i < sv->n; i++) {
+        if (sv->ref && sv->ref[i])
+            mgi_block_ref_drop(sv->ref[i]);
+        else if (sv->data[i] && sv->pooled[i])
             mgi_exec_pool_free(sv->ex, sv->data[i], sv->nbytes[i]);
+    }
+    free(sv->ref);
     free(sv->t);
     free(sv->data);
     free(sv->nbytes);
