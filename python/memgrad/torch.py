@@ -11,6 +11,12 @@ through DLPack, so any torch.optim optimizer trains them. Shapes are fixed
 by example_inputs; float32 only. A parameter must not be changed in place
 between a call and its backward (memgrad reads it again when it
 recomputes).
+
+BatchNorm2d behaves as in PyTorch: in training mode it normalises with the
+batch statistics and updates running_mean, running_var (unbiased) and
+num_batches_tracked from them (the plan computes each batch mean and
+variance as extra forward outputs); after .eval() it normalises with the
+running statistics, through a second plan captured on first use.
 """
 import operator
 
@@ -38,10 +44,14 @@ def _pair(v):
 class _Captured:
     """The memgrad graph and plan of one traced module."""
 
-    def __init__(self, module, example_inputs, policy):
+    def __init__(self, module, example_inputs, policy, training=True):
         gm = torch.fx.symbolic_trace(module)
         g = self.graph = Graph()
         env, self.inputs, self.params, self.param_tensors = {}, [], [], []
+        # buffers read as inputs (eval-mode running statistics): (tensor,
+        # the torch buffer); batch statistics computed for the running ones:
+        # (module, mean tensor, var tensor, elements per channel)
+        self.buffers, self.stats = [], []
         seen = {}
         ex_iter = iter(example_inputs)
 
@@ -81,11 +91,8 @@ class _Captured:
                         b = param(node.target + ".bias", m.bias)
                         t = g.add(t, g.reshape(b, (m.out_channels, 1, 1)))
                 elif isinstance(m, torch.nn.BatchNorm2d) and m.affine:
-                    # training-mode batch statistics; no running averages
-                    t = g.batchnorm(args[0],
-                                    param(node.target + ".weight", m.weight),
-                                    param(node.target + ".bias", m.bias),
-                                    m.eps)
+                    t = self._batchnorm(node.target, m, args[0], param,
+                                        training)
                 elif isinstance(m, torch.nn.MaxPool2d) and not m.ceil_mode:
                     t = g.max_pool2d(args[0], _pair(m.kernel_size),
                                      _pair(m.stride or m.kernel_size),
@@ -123,16 +130,66 @@ class _Captured:
         xs = self.inputs + self.param_tensors
         self.grads = g.gradients([self.y], xs, policy=policy,
                                  grad_ys=[self.seed])
-        self.plan = g.compile([self.y] + self.grads)
+        stat_ts = [t for _, mean, var, _ in self.stats for t in (mean, var)]
+        self.plan = g.compile([self.y] + stat_ts + self.grads)
         self.executor = Executor(wrap=torch.from_dlpack)
+
+    def _batchnorm(self, name, m, x, param, training):
+        """BatchNorm2d m on x: batch statistics in training mode (and, if it
+        tracks running ones, the batch mean and biased variance as extra
+        outputs), else the affine map of its running statistics."""
+        g = self.graph
+        gamma = param(name + ".weight", m.weight)
+        beta = param(name + ".bias", m.bias)
+        c = m.num_features
+        if training or not m.track_running_stats:
+            t = g.batchnorm(x, gamma, beta, m.eps)
+            if m.track_running_stats and training:
+                mean = g.mean(x, (0, 2, 3), keepdims=True)
+                d = g.sub(x, mean)
+                var = g.mean(g.mul(d, d), (0, 2, 3), keepdims=True)
+                n, _, h, w = x.shape
+                self.stats.append((m, mean, var, n * h * w))
+            return t
+        rm = g.input(name + ".running_mean", "float32", (1, c, 1, 1))
+        rv = g.input(name + ".running_var", "float32", (1, c, 1, 1))
+        self.buffers += [(rm, m.running_mean), (rv, m.running_var)]
+        # (x - mean) / sqrt(var + eps) * gamma + beta, as PyTorch's eval
+        eps = g.input(name + ".eps", "float32", (1,))
+        self.buffers.append((eps, torch.full((1,), m.eps)))
+        scale = g.div(g.reshape(gamma, (1, c, 1, 1)),
+                      g.sqrt(g.add(rv, eps)))
+        return g.add(g.mul(g.sub(x, rm), scale),
+                     g.reshape(beta, (1, c, 1, 1)))
+
+    def feeds(self, tensors):
+        """The bindings of one call: inputs and parameters, then buffers."""
+        f = {t: a.detach().contiguous()
+             for t, a in zip(self.inputs + self.param_tensors, tensors)}
+        for t, buf in self.buffers:
+            f[t] = buf.detach().reshape(t.shape).contiguous()
+        return f
+
+    def update_running_stats(self, outs):
+        """PyTorch's running-statistics update from this call's batch."""
+        with torch.no_grad():
+            for m, mean, var, n in self.stats:
+                m.num_batches_tracked += 1
+                mom = m.momentum
+                if mom is None:  # cumulative moving average
+                    mom = 1.0 / float(m.num_batches_tracked)
+                bm = outs[mean].reshape(-1)
+                bv = outs[var].reshape(-1) * (n / max(n - 1, 1))
+                m.running_mean.mul_(1 - mom).add_(bm, alpha=mom)
+                m.running_var.mul_(1 - mom).add_(bv, alpha=mom)
 
 
 class _Function(torch.autograd.Function):
     @staticmethod
     def forward(ctx, cap, *tensors):
-        feeds = {t: a.detach().contiguous()
-                 for t, a in zip(cap.inputs + cap.param_tensors, tensors)}
+        feeds = cap.feeds(tensors)
         outs, saved = cap.executor.forward(cap.plan, feeds)
+        cap.update_running_stats(outs)
         ctx.cap, ctx.feeds, ctx.mg_saved = cap, feeds, saved
         return outs[cap.y]
 
@@ -152,7 +209,10 @@ class Module(torch.nn.Module):
     def __init__(self, module, example_inputs, policy="memory"):
         super().__init__()
         self.module = module
+        self._example = tuple(example_inputs)
+        self._policy = policy
         self._cap = _Captured(module, example_inputs, policy)
+        self._cap_eval = None  # captured on the first call in eval mode
 
     @property
     def predicted_peak(self):
@@ -166,4 +226,10 @@ class Module(torch.nn.Module):
         return self._cap.executor
 
     def forward(self, *inputs):
-        return _Function.apply(self._cap, *inputs, *self._cap.params)
+        cap = self._cap
+        if not self.training:
+            if self._cap_eval is None:
+                self._cap_eval = _Captured(self.module, self._example,
+                                           self._policy, training=False)
+            cap = self._cap_eval
+        return _Function.apply(cap, *inputs, *cap.params)

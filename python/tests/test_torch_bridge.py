@@ -93,3 +93,39 @@ def test_small_cnn_matches_torch(policy):
         torch.nn.functional.cross_entropy(m(x), labels).backward()
     for p, q in zip(ref.parameters(), mine.parameters()):
         close(q.grad, p.grad)
+
+
+def test_batchnorm_running_stats_and_eval():
+    torch.manual_seed(1)
+    ref = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1, bias=False),
+        torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.Conv2d(8, 8, 3, stride=2, padding=1),
+        torch.nn.BatchNorm2d(8, momentum=None),  # cumulative average
+        torch.nn.AdaptiveAvgPool2d((1, 1)), torch.nn.Flatten(),
+        torch.nn.Linear(8, 5))
+    x = torch.randn(4, 3, 16, 16) * 3 + 1
+    mine = mgt.Module(copy.deepcopy(ref), (x,), policy="memory")
+    for step in range(3):
+        for m in (ref, mine):
+            m(x * (step + 1)).sum().backward()
+    for a, b in zip(ref.buffers(), mine.buffers()):
+        close(b.float(), a.float())
+    assert int(mine.module[1].num_batches_tracked) == 3
+    # eval: the running statistics, with gradients too
+    ref.eval()
+    mine.eval()
+    xr = x.clone().requires_grad_(True)
+    xm = x.clone().requires_grad_(True)
+    yr, ym = ref(xr), mine(xm)
+    close(ym, yr)
+    yr.sum().backward()
+    ym.sum().backward()
+    close(xm.grad, xr.grad)
+    for p, q in zip(ref.parameters(), mine.parameters()):
+        close(q.grad, p.grad)
+    before = [b.clone() for b in mine.buffers()]
+    with torch.no_grad():
+        close(mine(x), ref(x))
+    for a, b in zip(before, mine.buffers()):  # eval leaves them alone
+        assert torch.equal(a, b)
