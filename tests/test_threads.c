@@ -12,6 +12,7 @@
 #include "helpers.h"
 
 #include "exec/cpu_kernels.h"
+#include "memgrad_observe.h"
 
 #include <stdlib.h>
 
@@ -21,6 +22,7 @@
 #include <omp.h>
 #else
 static void omp_set_num_threads(int n) { (void)n; }
+static int omp_get_max_threads(void) { return 1; }
 #endif
 
 START_TEST(test_bits_independent_of_threads) {
@@ -167,10 +169,63 @@ START_TEST(test_softmax_reduce_loss_bits) {
 }
 END_TEST
 
+/* The OpenMP thread count the run saw when it started. */
+static mg_status note_threads(void *user, const mg_plan *plan) {
+    (void)plan;
+    *(int *)user = omp_get_max_threads();
+    return MG_OK;
+}
+
+/* mg_exec_options.num_threads: the run uses that many threads, the
+ * caller's count is back afterwards, the bits are the 1-thread ones, and a
+ * negative count is refused. */
+START_TEST(test_exec_num_threads_option) {
+    mg_graph *g = mg_graph_new();
+    const int64_t xs[2] = {512, 128};
+    mg_tensor x = mg_input(g, "x", MG_F32, 2, xs);
+    mg_tensor y = mg_sum(g, mg_softmax(g, mg_tanh(g, x), 1), 0, NULL, 0);
+    mg_plan *p = NULL;
+    ck_assert_int_eq(mg_plan_compile(g, &y, 1, NULL, &p), MG_OK);
+    const int64_t n = th_numel(2, xs);
+    float *in = malloc((size_t)n * sizeof *in), out[3];
+    ck_assert_ptr_nonnull(in);
+    th_rng rng;
+    th_rng_init(&rng, 7);
+    th_fill_f32(&rng, in, n, -2, 2, 0);
+    openblas_set_num_threads(1);
+    omp_set_num_threads(1);
+    int seen = 0;
+    const mg_observer obs = {.user = &seen, .run_start = note_threads};
+    for (int t = 0; t < 3; t++) {
+        mg_exec_options eo = {.device = MG_DEVICE_CPU, .num_threads = t + 1};
+        mg_exec *ex = NULL;
+        ck_assert_int_eq(mg_exec_new(&eo, &ex), MG_OK);
+        ck_assert_int_eq(mg_exec_observer_attach(ex, &obs, NULL), MG_OK);
+        const mg_binding b[2] = {{x, in}, {y, &out[t]}};
+        ck_assert_int_eq(mg_exec_run(ex, p, b, 2, 0), MG_OK);
+#ifdef _OPENMP
+        ck_assert_int_eq(seen, t + 1);
+#endif
+        ck_assert_int_eq(omp_get_max_threads(), 1);
+        ck_assert(!memcmp(&out[t], &out[0], sizeof *out));
+        mg_exec_free(ex);
+    }
+    mg_exec_options bad = {.device = MG_DEVICE_CPU, .num_threads = -1};
+    mg_exec *ex = NULL;
+    ck_assert_int_eq(mg_exec_new(&bad, &ex), MG_ERR_INVALID_ARG);
+    ck_assert_ptr_null(ex);
+    ck_assert_ptr_nonnull(strstr(mg_last_error(), "num_threads"));
+    free(in);
+    mg_plan_free(p);
+    mg_graph_free(g);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("threads");
     th_add_tcase(s, "threads", 120,
                  TH_TESTS(test_bits_independent_of_threads,
-                          test_softmax_reduce_loss_bits));
+                          test_softmax_reduce_loss_bits,
+                          test_exec_num_threads_option));
     return th_run_suite(s);
 }
