@@ -2,7 +2,8 @@
  * cpu_reduce.c - sum and mean over a set of axes, and broadcast_to, their
  * adjoint. Each output is accumulated in its own dtype in input index
  * order (serially by one walk over the input, or one output per thread,
- * which adds the same terms in the same order), except a reduction to one
+ * which adds the same terms in the same order; a reduced last dim's rows
+ * are summed with mgi_cpu_sum8 and added whole), except a reduction to one
  * value, which takes the fixed split of cpu_kernels.h: bits never depend
  * on the thread count.
  */
@@ -18,9 +19,7 @@
         T part[MG_SPLIT_MAX];                                                 \
         MG_CPU_PAR_LOOP(n, for (int64_t k = 0; k < nch; k++), {               \
             const int64_t hi = (k + 1) * ch < n ? (k + 1) * ch : n;           \
-            T s = 0;                                                          \
-            for (int64_t i = k * ch; i < hi; i++) s += x[i];                  \
-            part[k] = s;                                                      \
+            part[k] = mgi_cpu_sum8_##SUF(x + k * ch, hi - k * ch);            \
         });                                                                   \
         T s = 0;                                                              \
         for (int64_t k = 0; k < nch; k++) s += part[k];                       \
@@ -48,6 +47,8 @@
         }                                                                     \
         const int64_t nl = nr ? l->shape[red[nr - 1]] : 1;                    \
         const int64_t sl = nr ? in_stride[red[nr - 1]] : 0;                   \
+        /* the serial walk sums a reduced last dim with mgi_cpu_sum8 */       \
+        const bool inner_red = nr && red[nr - 1] == l->ndim - 1;              \
         MG_CPU_PAR_LOOP(step, for (int64_t o = 0; o < ny; o++), {             \
             int64_t base = 0, rem = o;                                        \
             for (int j = nk - 1; j >= 0; j--) {                               \
@@ -61,7 +62,10 @@
                     off += rq % l->shape[red[j]] * in_stride[red[j]];         \
                     rq /= l->shape[red[j]];                                   \
                 }                                                             \
-                for (int64_t i = 0; i < nl; i++) acc += x[off + i * sl];      \
+                if (inner_red)                                                \
+                    acc += mgi_cpu_sum8_##SUF(x + off, nl);                   \
+                else                                                          \
+                    for (int64_t i = 0; i < nl; i++) acc += x[off + i * sl];  \
             }                                                                 \
             y[o] = mean_of ? acc / (T)mean_of : acc;                          \
         });                                                                   \
@@ -82,9 +86,7 @@
         for (int64_t r = 0; r < rows; r++, x += n) {                          \
             T *py = y + off[0];                                               \
             if (sy == 0) {                                                    \
-                T acc = *py;                                                  \
-                for (int64_t i = 0; i < n; i++) acc += x[i];                  \
-                *py = acc;                                                    \
+                *py += mgi_cpu_sum8_##SUF(x, n);                              \
             } else {                                                          \
                 for (int64_t i = 0; i < n; i++) py[i * sy] += x[i];           \
             }                                                                 \
