@@ -562,6 +562,14 @@ typedef struct mg_exec_options {
     /* Upper bound on pool bytes in use; 0 means no bound. An allocation past
      * it fails with MG_ERR_NOMEM as a real out-of-memory would. */
     size_t max_bytes;
+    /* CPU threads each run uses (memgrad's kernels and oneDNN's); 0 keeps
+     * OpenMP's count, whose default is OMP_NUM_THREADS (else every core).
+     * Set for the calling thread during mg_exec_run and restored after, so
+     * executors with different counts may run on different threads at
+     * once. Results do not depend on it. OpenBLAS's own pool (Debian's
+     * pthreads build) is process-wide: OPENBLAS_NUM_THREADS sets it, and
+     * while it has more than one thread memgrad's loops stay serial. */
+    int num_threads;
 } mg_exec_options;
 
 /* opts may be NULL for the CPU with no limit. */

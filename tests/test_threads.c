@@ -1,7 +1,8 @@
 /*
  * test_threads.c - issue 14's threads: the CPU kernels that run on
- * OpenMP's threads (elementwise, batchnorm and layernorm, forward and
- * backward) give the same bits whatever the thread count, and do run on
+ * OpenMP's threads (elementwise, batchnorm and layernorm, softmax,
+ * reductions and the losses, forward and backward) give the same bits
+ * whatever the thread count, and do run on
  * more than one thread where OpenMP allows it. A graph big
  * enough to cross MG_PAR_MIN runs with 1, 2 and 3 threads (set the way
  * OMP_NUM_THREADS would) and every output is compared bit for bit. Where
@@ -11,6 +12,7 @@
 #include "helpers.h"
 
 #include "exec/cpu_kernels.h"
+#include "memgrad_observe.h"
 
 #include <stdlib.h>
 
@@ -20,6 +22,7 @@
 #include <omp.h>
 #else
 static void omp_set_num_threads(int n) { (void)n; }
+static int omp_get_max_threads(void) { return 1; }
 #endif
 
 START_TEST(test_bits_independent_of_threads) {
@@ -84,9 +87,145 @@ START_TEST(test_bits_independent_of_threads) {
 }
 END_TEST
 
+/* Runs outs at 1 thread, then 2 and 3, and compares every output's bits. */
+static void same_bits_at_thread_counts(const mg_graph *g, int n_outs,
+                                       const mg_tensor *outs,
+                                       const int64_t *on, int n_ins,
+                                       const mg_binding *b, int64_t work) {
+    float *ref[8], *got[8];
+    ck_assert_int_le(n_outs, 8);
+    for (int i = 0; i < n_outs; i++) {
+        ref[i] = malloc((size_t)on[i] * sizeof(float));
+        got[i] = malloc((size_t)on[i] * sizeof(float));
+        ck_assert(ref[i] && got[i]);
+    }
+    openblas_set_num_threads(1);
+    omp_set_num_threads(1);
+    TH_RUN_OK("1 thread", g, n_outs, outs, (void *const *)ref, n_ins, b, 1);
+    for (int t = 2; t <= 3; t++) {
+        omp_set_num_threads(t);
+#ifdef _OPENMP
+        ck_assert(mgi_cpu_par(work));
+#else
+        (void)work;
+#endif
+        TH_RUN_OK("threads", g, n_outs, outs, (void *const *)got, n_ins, b,
+                  1);
+        for (int i = 0; i < n_outs; i++)
+            ck_assert_msg(!memcmp(ref[i], got[i],
+                                  (size_t)on[i] * sizeof(float)),
+                          "output %d differs between 1 and %d threads", i,
+                          t);
+    }
+    omp_set_num_threads(1);
+    for (int i = 0; i < n_outs; i++) free(ref[i]), free(got[i]);
+}
+
+/* softmax and log_softmax along either axis, sums and means to a vector
+ * (reduced axes leading, trailing and split) and to one value (the fixed
+ * split), cross-entropy and mse, and the gradients through all of them. */
+START_TEST(test_softmax_reduce_loss_bits) {
+    mg_graph *g = mg_graph_new();
+    const int64_t xs[2] = {1024, 64}, ys[3] = {64, 32, 32}, ls[1] = {1024};
+    mg_tensor x = mg_input(g, "x", MG_F32, 2, xs);
+    mg_tensor t = mg_input(g, "t", MG_F32, 2, xs);
+    mg_tensor y3 = mg_input(g, "y3", MG_F32, 3, ys);
+    mg_tensor lab = mg_input(g, "labels", MG_I64, 1, ls);
+    const int ax0[1] = {0}, ax1[1] = {1}, ax02[2] = {0, 2};
+    mg_tensor sm = mg_softmax(g, x, 1);
+    mg_tensor lsm = mg_log_softmax(g, x, 0);
+    mg_tensor col = mg_mean(g, lsm, 1, ax0, 0);   /* [64] */
+    mg_tensor row = mg_sum(g, sm, 1, ax1, 0);     /* [1024] */
+    mg_tensor mid = mg_sum(g, y3, 2, ax02, 0);    /* [32] */
+    mg_tensor loss = mg_add(g, mg_cross_entropy(g, x, lab), mg_mse(g, sm, t));
+    loss = mg_add(g, loss, mg_sum(g, mg_mul(g, lsm, t), 0, NULL, 0));
+    loss = mg_add(g, loss, mg_mean(g, mg_mul(g, y3, y3), 0, NULL, 0));
+    const mg_tensor wrt[2] = {x, y3};
+    mg_tensor grads[2];
+    ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, wrt, 2, NULL, grads),
+                     MG_OK);
+    const int64_t nx = th_numel(2, xs), ny = th_numel(3, ys);
+    float *in[3];
+    int64_t *labels = malloc(1024 * sizeof *labels);
+    th_rng rng;
+    th_rng_init(&rng, 41);
+    const int64_t n[3] = {nx, nx, ny};
+    for (int i = 0; i < 3; i++) {
+        in[i] = malloc((size_t)n[i] * sizeof(float));
+        ck_assert_ptr_nonnull(in[i]);
+        th_fill_f32(&rng, in[i], n[i], -3, 3, 0);
+    }
+    ck_assert_ptr_nonnull(labels);
+    for (int i = 0; i < 1024; i++) labels[i] = (i * 37) % 64;
+    const mg_binding b[4] = {{x, in[0]}, {t, in[1]}, {y3, in[2]},
+                             {lab, labels}};
+    const mg_tensor outs[8] = {sm, lsm, col, row, mid, loss, grads[0],
+                               grads[1]};
+    const int64_t on[8] = {nx, nx, 64, 1024, 32, 1, nx, ny};
+    same_bits_at_thread_counts(g, 8, outs, on, 4, b, nx);
+    for (int i = 0; i < 3; i++) free(in[i]);
+    free(labels);
+    mg_graph_free(g);
+}
+END_TEST
+
+/* The OpenMP thread count the run saw when it started. */
+static mg_status note_threads(void *user, const mg_plan *plan) {
+    (void)plan;
+    *(int *)user = omp_get_max_threads();
+    return MG_OK;
+}
+
+/* mg_exec_options.num_threads: the run uses that many threads, the
+ * caller's count is back afterwards, the bits are the 1-thread ones, and a
+ * negative count is refused. */
+START_TEST(test_exec_num_threads_option) {
+    mg_graph *g = mg_graph_new();
+    const int64_t xs[2] = {512, 128};
+    mg_tensor x = mg_input(g, "x", MG_F32, 2, xs);
+    mg_tensor y = mg_sum(g, mg_softmax(g, mg_tanh(g, x), 1), 0, NULL, 0);
+    mg_plan *p = NULL;
+    ck_assert_int_eq(mg_plan_compile(g, &y, 1, NULL, &p), MG_OK);
+    const int64_t n = th_numel(2, xs);
+    float *in = malloc((size_t)n * sizeof *in), out[3];
+    ck_assert_ptr_nonnull(in);
+    th_rng rng;
+    th_rng_init(&rng, 7);
+    th_fill_f32(&rng, in, n, -2, 2, 0);
+    openblas_set_num_threads(1);
+    omp_set_num_threads(1);
+    int seen = 0;
+    const mg_observer obs = {.user = &seen, .run_start = note_threads};
+    for (int t = 0; t < 3; t++) {
+        mg_exec_options eo = {.device = MG_DEVICE_CPU, .num_threads = t + 1};
+        mg_exec *ex = NULL;
+        ck_assert_int_eq(mg_exec_new(&eo, &ex), MG_OK);
+        ck_assert_int_eq(mg_exec_observer_attach(ex, &obs, NULL), MG_OK);
+        const mg_binding b[2] = {{x, in}, {y, &out[t]}};
+        ck_assert_int_eq(mg_exec_run(ex, p, b, 2, 0), MG_OK);
+#ifdef _OPENMP
+        ck_assert_int_eq(seen, t + 1);
+#endif
+        ck_assert_int_eq(omp_get_max_threads(), 1);
+        ck_assert(!memcmp(&out[t], &out[0], sizeof *out));
+        mg_exec_free(ex);
+    }
+    mg_exec_options bad = {.device = MG_DEVICE_CPU, .num_threads = -1};
+    mg_exec *ex = NULL;
+    ck_assert_int_eq(mg_exec_new(&bad, &ex), MG_ERR_INVALID_ARG);
+    ck_assert_ptr_null(ex);
+    ck_assert_ptr_nonnull(strstr(mg_last_error(), "num_threads"));
+    free(in);
+    mg_plan_free(p);
+    mg_graph_free(g);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("threads");
     th_add_tcase(s, "threads", 120,
-                 TH_TESTS(test_bits_independent_of_threads));
+                 TH_TESTS(test_bits_independent_of_threads,
+                          test_softmax_reduce_loss_bits,
+                          test_exec_num_threads_option));
     return th_run_suite(s);
 }

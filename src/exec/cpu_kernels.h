@@ -59,6 +59,36 @@ static inline bool mgi_cpu_par(int64_t work) {
     } while (0)
 #endif
 
+/* A fixed split for sums that collapse many elements into one value (a
+ * full reduction, the losses): n terms are cut into chunks whose length
+ * depends on n alone (at least `min_chunk`, at most MG_SPLIT_MAX chunks),
+ * each chunk is summed in index order (possibly on its own thread) and
+ * the chunk sums are added in chunk order. The bits therefore depend on n,
+ * never on the thread count; up to min_chunk terms it is the plain loop. */
+#define MG_SPLIT_MAX 256
+static inline int64_t mgi_split_chunk(int64_t n, int64_t min_chunk) {
+    const int64_t c = (n + MG_SPLIT_MAX - 1) / MG_SPLIT_MAX;
+    return c < min_chunk ? min_chunk : c;
+}
+
+/* Sum of n contiguous elements in T with eight running partial sums
+ * (element j into partial j % 8, the partials added pairwise, then the
+ * tail): a fixed order that the compiler keeps in vector registers, where
+ * one running sum would wait on each add's latency. */
+#define MG_CPU_SUM8_DEF(T, SUF)                                               \
+    static inline T mgi_cpu_sum8_##SUF(const T *x, int64_t n) {               \
+        T acc[8] = {0};                                                       \
+        int64_t j = 0;                                                        \
+        for (; j + 8 <= n; j += 8)                                            \
+            for (int k = 0; k < 8; k++) acc[k] += x[j + k];                   \
+        T s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) +                       \
+              ((acc[4] + acc[5]) + (acc[6] + acc[7]));                        \
+        for (; j < n; j++) s += x[j];                                         \
+        return s;                                                             \
+    }
+MG_CPU_FLOAT_TYPES(MG_CPU_SUM8_DEF)
+#undef MG_CPU_SUM8_DEF
+
 mg_status mgi_cpu_bad_dtype(const mg_kargs *a, mg_dtype d);
 /* y[i] = x[offset of i] for every element of y (a->out), walking y in
  * order; l holds x's strides in slot 0 (cpu_shape.c). */

@@ -8,7 +8,8 @@
  * N*H*W elements, and float accumulation over all of it cost about half the
  * accuracy PyTorch has; so each row of C elements is summed in T (a loop
  * with eight running partial sums, which the compiler keeps in one vector
- * register without reordering anything, and the row sums in double.
+ * register without reordering anything, and the row sums in double; the
+ * gradients' sums over a group are taken the same way.
  *
  * With xhat = (x - mean) * rstd and h = gy * gamma, the gradients are
  *   dx     = rstd * (h - mean(h) - xhat * mean(h * xhat))   per group
@@ -33,6 +34,38 @@
               ((acc[4] + acc[5]) + (acc[6] + acc[7]));                        \
         for (; j < n; j++) s += squares ? (r[j] - m) * (r[j] - m) : r[j] - m; \
         return s;                                                             \
+    }                                                                         \
+    /* h = gy * gamma (gamma[j], or gamma[0] for every j when gs is 0):      \
+     * sums of h and h * xhat, element j into partial j % 8 */               \
+    static void h_sums_##SUF(const T *gy, const T *x, const T *g, int gs,     \
+                             int64_t n, T m, T rs, T *ph_out,             \
+                             T *phx_out) {                                    \
+        /* local partials: the outputs may alias the inputs as far as the     \
+         * compiler knows, which would keep them in memory */                 \
+        T ph[8] = {0}, phx[8] = {0};                                          \
+        const T g0 = g[0];                                                    \
+        int64_t j = 0;                                                        \
+        if (gs) {                                                             \
+            for (; j + 8 <= n; j += 8)                                        \
+                for (int k = 0; k < 8; k++) {                                 \
+                    const T h = gy[j + k] * g[j + k];                         \
+                    ph[k] += h;                                               \
+                    phx[k] += h * (x[j + k] - m) * rs;                        \
+                }                                                             \
+        } else {                                                              \
+            for (; j + 8 <= n; j += 8)                                        \
+                for (int k = 0; k < 8; k++) {                                 \
+                    const T h = gy[j + k] * g0;                               \
+                    ph[k] += h;                                               \
+                    phx[k] += h * (x[j + k] - m) * rs;                        \
+                }                                                             \
+        }                                                                     \
+        for (; j < n; j++) {                                                  \
+            const T h = gy[j] * g[gs ? j : 0];                                \
+            ph[j & 7] += h;                                                   \
+            phx[j & 7] += h * (x[j] - m) * rs;                                \
+        }                                                                     \
+        for (int k = 0; k < 8; k++) ph_out[k] = ph[k], phx_out[k] = phx[k];   \
     }                                                                         \
     static void stats_##SUF(const T *x, const mg_norm_dims *d, int64_t b,     \
                             T *mean, T *rstd) {                               \
@@ -79,11 +112,17 @@
             stats_##SUF(x, d, b, &m, &rs);                                    \
             for (int64_t i = 0; i < d->a; i++) {                              \
                 const int64_t o = (i * d->b + b) * d->c;                      \
-                for (int64_t j = 0; j < d->c; j++) {                          \
-                    const T h = gy[o + j] * gamma[d->gamma_by_c ? j : b];     \
-                    sh += h;                                                  \
-                    shx += h * (x[o + j] - m) * rs;                           \
-                }                                                             \
+                T ph[8] = {0}, phx[8] = {0};                                  \
+                if (d->gamma_by_c)                                            \
+                    h_sums_##SUF(gy + o, x + o, gamma, 1, d->c, m, rs, ph,    \
+                                 phx);                                        \
+                else                                                          \
+                    h_sums_##SUF(gy + o, x + o, gamma + b, 0, d->c, m, rs,    \
+                                 ph, phx);                                    \
+                sh += (double)(((ph[0] + ph[1]) + (ph[2] + ph[3])) +          \
+                               ((ph[4] + ph[5]) + (ph[6] + ph[7])));          \
+                shx += (double)(((phx[0] + phx[1]) + (phx[2] + phx[3])) +     \
+                                ((phx[4] + phx[5]) + (phx[6] + phx[7])));     \
             }                                                                 \
             const T mh = (T)(sh / count), mhx = (T)(shx / count);             \
             for (int64_t i = 0; i < d->a; i++) {                              \
@@ -107,11 +146,20 @@
             stats_##SUF(x, d, b, &m, &rs);                                    \
             for (int64_t i = 0; i < d->a; i++) {                              \
                 const int64_t o = (i * d->b + b) * d->c;                      \
-                for (int64_t j = 0; j < d->c; j++) {                          \
-                    const T t = gy[o + j] * ((x[o + j] - m) * rs);            \
-                    if (d->gamma_by_c) dg[j] += t;                            \
-                    else acc += t;                                            \
+                if (d->gamma_by_c) {                                          \
+                    for (int64_t j = 0; j < d->c; j++)                        \
+                        dg[j] += gy[o + j] * ((x[o + j] - m) * rs);           \
+                    continue;                                                 \
                 }                                                             \
+                T p[8] = {0};                                                 \
+                int64_t j = 0;                                                \
+                for (; j + 8 <= d->c; j += 8)                                 \
+                    for (int k = 0; k < 8; k++)                               \
+                        p[k] += gy[o + j + k] * ((x[o + j + k] - m) * rs);    \
+                for (; j < d->c; j++)                                         \
+                    p[j & 7] += gy[o + j] * ((x[o + j] - m) * rs);            \
+                acc += (double)(((p[0] + p[1]) + (p[2] + p[3])) +             \
+                                ((p[4] + p[5]) + (p[6] + p[7])));             \
             }                                                                 \
             if (!d->gamma_by_c) dg[b] = (T)acc;                               \
         });                                                                   \

@@ -50,12 +50,12 @@
      * inner) pair is one row of n elements `inner` apart. */                 \
     static mg_status softmax_##SUF(const T *x, T *y, int64_t outer,           \
                                    int64_t n, int64_t inner, int log_out) {   \
-        for (int64_t o = 0; o < outer; o++)                                   \
-            for (int64_t j = 0; j < inner; j++) {                             \
-                const int64_t base = o * n * inner + j;                       \
-                mgi_cpu_softmax_row_##SUF(x + base, y + base, n, inner,        \
-                                         log_out);                            \
-            }                                                                 \
+        /* rows are independent: each is computed whole by one thread */     \
+        const int64_t rows = outer * inner;                                   \
+        MG_CPU_PAR_LOOP(rows * n, for (int64_t r = 0; r < rows; r++), {       \
+            const int64_t base = (r / inner) * n * inner + r % inner;         \
+            mgi_cpu_softmax_row_##SUF(x + base, y + base, n, inner, log_out); \
+        });                                                                   \
         return MG_OK;                                                         \
     }
 MG_CPU_FLOAT_TYPES(ROW_DEF)

@@ -39,6 +39,7 @@ struct mg_exec {
     int32_t n_refs; /* shared blocks still held (dlpack.c) */
     bool dying;     /* mg_exec_free waits for the last of them */
     mg_device device;
+    int num_threads; /* mg_exec_options.num_threads (threads.c) */
 };
 
 mgi_observers *mgi_exec_observers(mg_exec *ex) { return &ex->obs; }
@@ -58,6 +59,10 @@ mg_status mg_exec_new(const mg_exec_options *opts, mg_exec **out) {
                             "without %s",
                             name, name);
     }
+    if (opts && opts->num_threads < 0)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_exec_new: num_threads %d is negative",
+                            opts->num_threads);
     if (reg->device_count() <= 0)
         return mg_set_error(MG_ERR_UNSUPPORTED,
                             "mg_exec_new: no %s device found", reg->name);
@@ -69,6 +74,7 @@ mg_status mg_exec_new(const mg_exec_options *opts, mg_exec **out) {
         return s;
     }
     mgi_pool_init(&ex->pool, &ex->backend, opts ? opts->max_bytes : 0);
+    ex->num_threads = opts ? opts->num_threads : 0;
     ex->device = dev;
     *out = ex;
     return MG_OK;
@@ -345,7 +351,10 @@ mg_status mg_exec_run(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
     memset(ex->pooled, 0, (size_t)p->n_tensors);
     mg_status s = bind(ex, p, binds, n_binds);
     if (s != MG_OK) return s;
-    return run_plan(ex, p, seed);
+    const int prev = mgi_threads_enter(ex->num_threads);
+    s = run_plan(ex, p, seed);
+    mgi_threads_leave(ex->num_threads, prev);
+    return s;
 }
 
 mg_status mg_exec_tensor_data(mg_exec *ex, mg_tensor t, const void **data) {

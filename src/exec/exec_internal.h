@@ -18,6 +18,11 @@ int32_t mgi_exec_take_kept(mg_exec *ex, mg_tensor *t, void **data,
 void *mgi_exec_buf(const mg_exec *ex, mg_tensor t);
 void mgi_exec_pool_free(mg_exec *ex, void *data, size_t nbytes);
 
+/* Set the calling thread's OpenMP thread count to n (> 0; 0 keeps it) for
+ * one run and return the count to restore with mgi_threads_leave (threads.c). */
+int mgi_threads_enter(int n);
+void mgi_threads_leave(int n, int prev);
+
 /* A pool block shared between the executor's kept list and exported
  * DLPack tensors: it goes back to the pool when refs reaches 0. */
 typedef struct mgi_block_ref {

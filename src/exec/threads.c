@@ -1,0 +1,33 @@
+/*
+ * threads.c - mg_exec_options.num_threads: the CPU thread count one
+ * executor's runs use. OpenMP keeps the count (nthreads-var) per calling
+ * thread, and both memgrad's kernels and oneDNN's OpenMP build read it
+ * from there at each region, so setting it around a run and restoring it
+ * afterwards affects that run alone: two executors with different counts
+ * can run on two threads at once, and the caller's own setting survives.
+ */
+#include "exec_internal.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+int mgi_threads_enter(int n) {
+#ifdef _OPENMP
+    const int prev = omp_get_max_threads();
+    if (n > 0 && n != prev) omp_set_num_threads(n);
+    return prev;
+#else
+    (void)n;
+    return 1;
+#endif
+}
+
+void mgi_threads_leave(int n, int prev) {
+#ifdef _OPENMP
+    if (n > 0 && n != prev) omp_set_num_threads(prev);
+#else
+    (void)n;
+    (void)prev;
+#endif
+}
