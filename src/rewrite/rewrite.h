@@ -131,4 +131,36 @@ mg_tensor mgi_recompute_get(mg_graph *g, mg_recompute *r, mg_tensor t);
  * does not keep valid and make its snapshots. MG_OK without a plan. */
 mg_status mgi_recompute_enter(mg_graph *g, mg_recompute *r, mg_tensor v);
 
+/* A chain for the dynamic program of Revolve and Rotor (chain_dp.c):
+ * states 0..l, step i (1..l) takes state i - 1 to i at cost f[i - 1], a
+ * snapshot of state i (1..l-1) takes w[i] >= 1 slots of `slots`. */
+typedef struct mg_chain_dp {
+    int32_t l;
+    const double *f;
+    const int32_t *w;
+    int32_t slots;
+} mg_chain_dp;
+
+/* Revolve's count: the fewest forward steps that reverse the chain from
+ * state 0 (stored, outside the slots), a taped step not counted. general:
+ * use the heterogeneous table even on a homogeneous chain (cubic in l;
+ * the homogeneous one is quadratic). */
+mg_status mgi_chain_revolve(const mg_chain_dp *c, bool general,
+                           double *steps);
+
+/* A multi-level schedule for the rewriter: the forward pass keeps the
+ * states kept[i]; step i is reversed (last first) with the snapshots
+ * snap[snap_start[i-1]] .. snap[snap_start[i]-1] (states, increasing)
+ * valid; cost: the steps recomputed after the forward pass, each step's
+ * own values once more when it is reversed included. */
+typedef struct mg_chain_sched {
+    double cost;
+    bool *kept;          /* l + 1 */
+    int32_t *snap_start; /* l + 1 */
+    int32_t *snap;
+} mg_chain_sched;
+
+mg_status mgi_chain_schedule(const mg_chain_dp *c, mg_chain_sched *q);
+void mgi_chain_sched_free(mg_chain_sched *q);
+
 #endif
