@@ -4,9 +4,11 @@
  * recomputed more than once, from snapshots that are copies themselves,
  * yet gradients equal policy none's bit for bit (dropout included), skip
  * connections stay correct, and the pool's measured peak equals the
- * prediction.
+ * prediction. The budget policy's search uses such plans to fit budgets
+ * below what recomputing each tensor at most once can reach.
  */
 #include "helpers.h"
+#include "helpers/model.h"
 
 #include "graph/graph.h"
 #include "rewrite/rewrite.h"
@@ -310,12 +312,95 @@ START_TEST(test_no_plan_single_level) {
 }
 END_TEST
 
+/* Peak predicted for m's training step with d's bindings; run: also run it
+ * once and store the pool's measured peak. */
+static size_t mlp_step(const tm_mlp *m, tm_mlp_data *d, int run,
+                       size_t *measured) {
+    mg_plan *p = NULL;
+    ck_assert_msg(mg_plan_compile(m->g, d->outs, d->n_outs, NULL, &p) == MG_OK,
+                  "%s", mg_last_error());
+    mg_plan_summary s;
+    ck_assert(mg_plan_summarize(p, d->binds, d->n_binds, &s) == MG_OK);
+    if (run) {
+        mg_exec *ex = NULL;
+        ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
+        ck_assert_msg(mg_exec_run(ex, p, d->binds, d->n_binds, 3) == MG_OK,
+                      "%s", mg_last_error());
+        mg_pool_stats st;
+        mg_exec_pool_stats(ex, &st);
+        *measured = st.peak_bytes_in_use;
+        mg_exec_free(ex);
+    }
+    mg_plan_free(p);
+    return s.predicted_peak;
+}
+
+/* An MLP with dropout, at 0.6 of the memory policy's peak (which, at about
+ * 2 sqrt(n) activations, is near the least a single-level schedule
+ * reaches): the budget policy fits with a multi-level plan, gradients
+ * equal policy none's bit for bit, and the measured peak is the
+ * predicted one. */
+START_TEST(test_budget_below_single_level) {
+    const int depth = 48, in = 8, width = 32, out = 5, batch = 6;
+    tm_mlp none, mem, bud;
+    tm_mlp_data dn, dm, db;
+    size_t meas_none = 0, meas = 0;
+    ck_assert(tm_mlp_build(&none, MG_F32, depth, in, width, out, batch, 1, 0.2,
+                           NULL) == MG_OK);
+    tm_mlp_data_init(&dn, &none, 3, 1);
+    size_t peak_none = mlp_step(&none, &dn, 1, &meas_none);
+    ck_assert_uint_eq(peak_none, meas_none);
+    mg_checkpoints ckm = {.policy = MG_CKPT_MEMORY};
+    ck_assert(tm_mlp_build(&mem, MG_F32, depth, in, width, out, batch, 1, 0.2,
+                           &ckm) == MG_OK);
+    tm_mlp_data_init(&dm, &mem, 3, 1);
+    size_t peak_mem = mlp_step(&mem, &dm, 0, &meas);
+    mg_checkpoints ck = {.policy = MG_CKPT_BUDGET,
+                         .budget_bytes = peak_mem * 6 / 10};
+    ck_assert_msg(tm_mlp_build(&bud, MG_F32, depth, in, width, out, batch, 1,
+                               0.2, &ck) == MG_OK,
+                  "budget %zu (memory policy %zu, none %zu): %s",
+                  ck.budget_bytes, peak_mem, peak_none, mg_last_error());
+    tm_mlp_data_init(&db, &bud, 3, 1);
+    size_t peak = mlp_step(&bud, &db, 1, &meas);
+    ck_assert_uint_le(peak, ck.budget_bytes);
+    ck_assert_uint_eq(peak, meas);
+    ck_assert(memcmp(&db.loss, &dn.loss, sizeof db.loss) == 0);
+    size_t es = sizeof(float);
+    int fan_in = in;
+    for (int l = 0; l <= depth; l++) {
+        int fan_out = l == depth ? out : width;
+        ck_assert_msg(memcmp(db.gw[l], dn.gw[l], es * (size_t)fan_in *
+                                                      (size_t)fan_out) == 0 &&
+                          memcmp(db.gb[l], dn.gb[l], es * (size_t)fan_out) == 0,
+                      "layer %d: gradients differ from policy none's", l);
+        fan_in = fan_out;
+    }
+    int32_t n = mg_graph_num_tensors(bud.g);
+    int *cnt = calloc((size_t)n, sizeof *cnt), most = 0;
+    for (int32_t t = 0; t < n; t++)
+        if (bud.g->nodes[t].flags & MG_NODE_RECOMPUTE) {
+            int k = ++cnt[bud.g->nodes[t].orig];
+            if (k > most) most = k;
+        }
+    free(cnt);
+    ck_assert_int_ge(most, 2);
+    tm_mlp_data_free(&dn, &none);
+    tm_mlp_data_free(&dm, &mem);
+    tm_mlp_data_free(&db, &bud);
+    mg_graph_free(none.g);
+    mg_graph_free(mem.g);
+    mg_graph_free(bud.g);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("multilevel");
     TCase *tc = tcase_create("plans");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_hand_plan_bit_exact, 0, 3 * 2 * 5);
     tcase_add_test(tc, test_no_plan_single_level);
+    tcase_add_test(tc, test_budget_below_single_level);
     suite_add_tcase(s, tc);
     return th_run_suite(s);
 }

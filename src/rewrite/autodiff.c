@@ -396,6 +396,8 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
     if (result) work_free(&w);
     free(result);
     free(m.keep_set);
+    mgi_ml_plan_free(m.ml);
+    free(m.ml);
     free(m.search.bwd_reads);
     return s;
 }

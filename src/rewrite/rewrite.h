@@ -53,11 +53,12 @@ void mgi_ml_plan_free(mg_ml_plan *p);
  * &point.search, and checkpoint.c reads the whole point back. keep_set:
  * per tensor id, what the forward pass keeps (owned by whoever set it);
  * ml: NULL (each tensor recomputed at most once) or a multi-level plan,
- * owned likewise. */
+ * owned likewise (mgi_budget_search's: malloc'd, freed with
+ * mgi_ml_plan_free and free). */
 typedef struct mg_budget_point {
     mg_memory_search search;
     bool *keep_set;
-    const mg_ml_plan *ml;
+    mg_ml_plan *ml;
 } mg_budget_point;
 
 /* mg_gradients under a given budget point, without the budget search:
@@ -88,7 +89,8 @@ mg_status mgi_memory_search_best(mg_graph *g, const mg_checkpoints *c,
                                 const void *ctx, mg_memory_search *best);
 
 /* The budget policy's search (policy_budget.c): store in best->keep_set
- * (malloc'd, the caller frees it) the checkpoints with the least
+ * (malloc'd, the caller frees it) and best->ml (NULL or malloc'd) the
+ * checkpoints and multi-level plan with the least
  * recomputed flops whose exact predicted peak fits c->budget_bytes, built
  * with build as mgi_memory_search_best does; g is left as it was.
  * MG_ERR_NOMEM naming the smallest budget that fits if none does. */
