@@ -159,7 +159,8 @@ static mg_status backprop(mg_graph *g, const mg_tensor *order, int32_t n_order,
                                                       sizeof label));
         mg_tensor gin[MG_MAX_INPUTS];
         for (int i = 0; i < MG_MAX_INPUTS; i++) gin[i] = MG_NO_TENSOR;
-        mg_status s = call_grad_rule(g, r, v, gsum[v], need, gin);
+        mg_status s = mgi_recompute_enter(g, r, v);
+        if (s == MG_OK) s = call_grad_rule(g, r, v, gsum[v], need, gin);
         if (s != MG_OK) return s;
         for (int i = 0; i < node.n_in; i++) {
             if (!need[i]) continue;
@@ -174,7 +175,8 @@ static mg_status backprop(mg_graph *g, const mg_tensor *order, int32_t n_order,
 /* Scratch arrays of one mg_gradients call, indexed by tensor id (the
  * graph as it was before the call). */
 typedef struct ad_work {
-    mg_tensor *gsum, *order, *copy, *stack;
+    mg_tensor *gsum, *order, *copy, *stack, *made;
+    int32_t *mark;
     bool *marks, *relevant, *forward, *is_y, *keep, *chosen;
     int32_t n_order;
 } ad_work;
@@ -186,16 +188,22 @@ static mg_status work_alloc(ad_work *w, int32_t n_nodes) {
     w->order = malloc(n * sizeof *w->order);
     w->copy = malloc(n * sizeof *w->copy);
     w->stack = malloc(n * sizeof *w->stack);
+    w->made = malloc(n * sizeof *w->made);
+    w->mark = malloc(n * sizeof *w->mark);
     w->marks = calloc(n, sizeof *w->marks);
     w->relevant = calloc(n, sizeof *w->relevant);
     w->forward = calloc(n, sizeof *w->forward);
     w->is_y = calloc(n, sizeof *w->is_y);
     w->keep = calloc(n, sizeof *w->keep);
     w->chosen = calloc(n, sizeof *w->chosen);
-    if (!w->gsum || !w->order || !w->copy || !w->stack || !w->marks ||
+    if (!w->gsum || !w->order || !w->copy || !w->stack || !w->made ||
+        !w->mark || !w->marks ||
         !w->relevant || !w->forward || !w->is_y || !w->keep || !w->chosen)
         return mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
-    for (size_t i = 0; i < n; i++) w->gsum[i] = w->copy[i] = MG_NO_TENSOR;
+    for (size_t i = 0; i < n; i++) {
+        w->gsum[i] = w->copy[i] = MG_NO_TENSOR;
+        w->mark[i] = -1;
+    }
     return MG_OK;
 }
 
@@ -204,6 +212,8 @@ static void work_free(ad_work *w) {
     free(w->order);
     free(w->copy);
     free(w->stack);
+    free(w->made);
+    free(w->mark);
     free(w->marks);
     free(w->relevant);
     free(w->forward);
@@ -260,7 +270,11 @@ static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
     bool recompute = false;
     for (int32_t t = 0; t < n && !recompute; t++)
         recompute = w->forward[t] && !w->keep[t];
-    mg_recompute r = {w->keep, w->copy, w->stack, n};
+    mg_recompute r = {w->keep, w->copy, w->stack, n, NULL, -1, w->made, 0,
+                      w->mark};
+    /* The budget policy's point may carry a multi-level plan. */
+    if (ckpt && ckpt->policy == MG_CKPT_BUDGET && m && !m->plain)
+        r.ml = ((const mg_budget_point *)m)->ml;
 
     for (int j = 0; j < n_ys; j++) {
         if (!w->relevant[ys[j]]) continue;
@@ -321,6 +335,33 @@ static mg_status build_trial(mg_graph *g, const void *ctx,
     return s;
 }
 
+mg_status mgi_gradients_point(mg_graph *g, const mg_tensor *ys, int n_ys,
+                             const mg_tensor *xs, int n_xs,
+                             const mg_budget_point *point,
+                             mg_tensor *grads_out) {
+    mg_status s = check_args(g, ys, n_ys, NULL, xs, n_xs, grads_out);
+    if (s != MG_OK) return s;
+    if (!point)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_gradients: budget point is NULL");
+    const mg_checkpoints ck = {.policy = MG_CKPT_BUDGET,
+                               .budget_bytes = SIZE_MAX};
+    const ad_call call = {ys, NULL, xs, n_ys, n_xs, &ck};
+    const int32_t n_before = g->n;
+    const uint64_t rng_before = g->rng_offset;
+    ad_work w;
+    s = build_once(g, &call, &point->search, &w, grads_out);
+    if (s == MG_OK) {
+        for (int32_t t = 0; t < n_before; t++)
+            if (w.chosen[t]) g->nodes[t].flags |= MG_NODE_CHOSEN;
+    } else {
+        mgi_graph_truncate(g, n_before);
+        g->rng_offset = rng_before;
+    }
+    work_free(&w);
+    return s;
+}
+
 mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
                        const mg_tensor *grad_ys, const mg_tensor *xs, int n_xs,
                        const mg_checkpoints *checkpoints, mg_tensor *grads_out) {
@@ -355,6 +396,8 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
     if (result) work_free(&w);
     free(result);
     free(m.keep_set);
+    mgi_ml_plan_free(m.ml);
+    free(m.ml);
     free(m.search.bwd_reads);
     return s;
 }

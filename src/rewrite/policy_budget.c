@@ -22,8 +22,11 @@
  * budget, so the smallest peak they reach, which the NOMEM message names,
  * fits when asked for again.
  *
- * Each tensor is recomputed at most once (the rewriter's recompute.c):
- * multi-level schedules, Revolve's and Rotor's, are not emitted.
+ * Multi-level schedules (Revolve's and Rotor's, recompute.c's mg_ml_plan)
+ * are candidates too: the chain regrouped into at most 256 steps and
+ * chain_dp.c's DP run on a second grid of M; they reach budgets below the
+ * single-level minimum of about 2 sqrt(n) activations, and are judged by
+ * the exact predicted peak like the rest.
  */
 #include "rewrite.h"
 #include "schedule.h"
@@ -121,11 +124,12 @@ typedef struct bsrch {
     bchain ch;
 } bsrch;
 
-/* Build with keep_set, measure, and leave g as it was. */
-static mg_status evaluate(bsrch *b, bool *keep_set, size_t *peak,
-                          double *rflops) {
+/* Build with keep_set (and a multi-level plan, or NULL), measure, and
+ * leave g as it was. */
+static mg_status evaluate_ml(bsrch *b, bool *keep_set, mg_ml_plan *ml,
+                             size_t *peak, double *rflops) {
     mg_budget_point m = {.search = {.segment_factor = 1.0},
-                         .keep_set = keep_set};
+                         .keep_set = keep_set, .ml = ml};
     mg_status s = b->build(b->g, b->ctx, &m.search, b->result);
     if (s == MG_OK)
         s = trial_measure(b->g, b->ch.n_before, b->result, b->n_xs, peak,
@@ -133,6 +137,11 @@ static mg_status evaluate(bsrch *b, bool *keep_set, size_t *peak,
     mgi_graph_truncate(b->g, b->ch.n_before);
     b->g->rng_offset = b->rng_before;
     return s;
+}
+
+static mg_status evaluate(bsrch *b, bool *keep_set, size_t *peak,
+                          double *rflops) {
+    return evaluate_ml(b, keep_set, NULL, peak, rflops);
 }
 
 /* The forward positions of the plain build: the non-leaf ancestors of the
@@ -346,6 +355,8 @@ typedef struct bbest {
     bool found;
     double flops;
     size_t peak;
+    mg_ml_plan ml;   /* keep's multi-level plan (n_seg 0: none) */
+    size_t ml_min_peak; /* the smallest peak of a multi-level plan */
     bool *min_keep;  /* the set with the smallest exact peak so far */
     size_t min_peak; /* its peak (SIZE_MAX: none yet) */
     double min_flops;
@@ -371,6 +382,7 @@ static mg_status consider(bsrch *b, bool *keep, bbest *best, size_t *peak,
         best->flops = *fl;
         best->peak = *peak;
         memcpy(best->keep, keep, szt * sizeof *keep);
+        mgi_ml_plan_free(&best->ml);
     }
     return MG_OK;
 }
@@ -549,10 +561,246 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
     return s;
 }
 
+/* Multi-level candidates: the chain regrouped into at most
+ * MG_BUDGET_ML_STEPS steps between candidate cuts, and for each memory
+ * parameter M of a grid that does not depend on the budget, the schedule
+ * of chain_dp.c's DP with M in MG_BUDGET_ML_SLOTS slots, less the bytes
+ * one step's reversal holds (its values that gradient rules read, and the
+ * largest one). Its states kept by the forward pass become kept
+ * separators; its snapshot stacks, the multi-level plan's snapshots. Each
+ * is built and judged by its exact predicted peak, like the rest. */
+#define MG_BUDGET_ML_STEPS 256
+#define MG_BUDGET_ML_LEVELS 5 /* chains of 16, 32, .., 256 steps */
+#define MG_BUDGET_ML_SLOTS 32
+#define MG_BUDGET_ML_GRID 16
+#define MG_BUDGET_ML_GRID_HI 0.5
+
+typedef struct mlchain {
+    int32_t l;
+    int32_t *cut;       /* l + 1: cut[0] = -1, cut[i] state i's position */
+    double *f;          /* l: each step's flops */
+    double tape;        /* the most bytes one step's reversal holds */
+    int32_t *sep_start; /* l + 1: state i's separator in sep */
+    mg_tensor *sep;
+} mlchain;
+
+static void mlchain_free(mlchain *m) {
+    free(m->cut);
+    free(m->f);
+    free(m->sep_start);
+    free(m->sep);
+}
+
+static mg_status mlchain_build(const bchain *ch, int32_t steps, mlchain *m) {
+    memset(m, 0, sizeof *m);
+    const int32_t inner = ch->k - 1; /* candidate cuts before the end */
+    const int32_t n = ch->n;
+    int32_t stride = (inner + steps - 2) / (steps - 1);
+    if (stride < 1) stride = 1;
+    m->cut = malloc((size_t)(inner + 2) * sizeof *m->cut);
+    m->f = malloc((size_t)(inner + 1) * sizeof *m->f);
+    m->sep_start = malloc((size_t)(inner + 2) * sizeof *m->sep_start);
+    if (!m->cut || !m->f || !m->sep_start) return oom();
+    m->cut[0] = -1;
+    m->l = 1;
+    for (int32_t i = 0; i < inner; i += stride) {
+        int32_t best = ch->cand[i];
+        for (int32_t j = i; j < i + stride && j < inner; j++)
+            if (ch->sep[ch->cand[j]] < ch->sep[best]) best = ch->cand[j];
+        m->cut[m->l++] = best;
+    }
+    m->cut[m->l] = n;
+    size_t n_sep = 0;
+    for (int32_t i = 1; i < m->l; i++)
+        for (int32_t q = 0; q <= m->cut[i]; q++)
+            if (q == m->cut[i] || ch->last[q] > m->cut[i]) n_sep++;
+    m->sep = malloc((n_sep ? n_sep : 1) * sizeof *m->sep);
+    if (!m->sep) return oom();
+    int32_t k = 0;
+    m->sep_start[0] = 0;
+    for (int32_t i = 1; i <= m->l; i++) {
+        m->sep_start[i] = k;
+        for (int32_t q = 0; i < m->l && q <= m->cut[i]; q++)
+            if (q == m->cut[i] || ch->last[q] > m->cut[i]) m->sep[k++] = ch->t[q];
+    }
+    m->sep_start[0] = 0;
+    /* sep_start[i]..sep_start[i + 1] is state i's separator (i >= 1) */
+    for (int32_t i = 1; i <= m->l; i++) {
+        const int32_t a = m->cut[i - 1] + 1, e = m->cut[i] < n ? m->cut[i] + 1 : n;
+        m->f[i - 1] = ch->fl_pre[e] - ch->fl_pre[a];
+        double maxb = 0;
+        for (int32_t q = a; q < e; q++)
+            if (ch->bytes[q] > maxb) maxb = ch->bytes[q];
+        double tape = ch->rb_pre[e] - ch->rb_pre[a] + maxb;
+        if (tape > m->tape) m->tape = tape;
+    }
+    return MG_OK;
+}
+
+static int cmp_tensor(const void *a, const void *b) {
+    mg_tensor x = *(const mg_tensor *)a, y = *(const mg_tensor *)b;
+    return (x > y) - (x < y);
+}
+
+/* The keep set and multi-level plan of schedule q on chain m. */
+static mg_status ml_to_plan(const bchain *ch, const mlchain *m,
+                            const mg_chain_sched *q, bool *keep,
+                            mg_ml_plan *ml) {
+    const int32_t nb = ch->n_before, l = m->l;
+    memset(keep, 0, (size_t)(nb ? nb : 1) * sizeof *keep);
+    memset(ml, 0, sizeof *ml);
+    for (int32_t i = 1; i < l; i++)
+        if (q->kept[i])
+            for (int32_t k = m->sep_start[i]; k < m->sep_start[i + 1]; k++)
+                keep[m->sep[k]] = true;
+    size_t total = 0;
+    for (int32_t i = 0; i < q->snap_start[l]; i++) {
+        int32_t st = q->snap[i];
+        total += (size_t)(m->sep_start[st + 1] - m->sep_start[st]);
+    }
+    ml->n = nb;
+    ml->n_seg = l;
+    ml->seg = malloc((size_t)(nb ? nb : 1) * sizeof *ml->seg);
+    ml->snap_start = malloc((size_t)(l + 1) * sizeof *ml->snap_start);
+    ml->snap = malloc((total ? total : 1) * sizeof *ml->snap);
+    if (!ml->seg || !ml->snap_start || !ml->snap) {
+        mgi_ml_plan_free(ml);
+        return oom();
+    }
+    for (int32_t t = 0; t < nb; t++) ml->seg[t] = -1;
+    int32_t k = 0;
+    for (int32_t i = 1; i <= l; i++) {
+        const int32_t a = m->cut[i - 1] + 1,
+                      e = m->cut[i] < ch->n ? m->cut[i] + 1 : ch->n;
+        for (int32_t p = a; p < e; p++) ml->seg[ch->t[p]] = i - 1;
+        ml->snap_start[i - 1] = k;
+        const int32_t k0 = k;
+        for (int32_t j = q->snap_start[i - 1]; j < q->snap_start[i]; j++) {
+            int32_t st = q->snap[j];
+            for (int32_t x = m->sep_start[st]; x < m->sep_start[st + 1]; x++)
+                ml->snap[k++] = m->sep[x];
+        }
+        /* increasing ids, each once */
+        qsort(ml->snap + k0, (size_t)(k - k0), sizeof *ml->snap, cmp_tensor);
+        int32_t w = k0;
+        for (int32_t x = k0; x < k; x++)
+            if (w == k0 || ml->snap[w - 1] != ml->snap[x]) ml->snap[w++] = ml->snap[x];
+        k = w;
+    }
+    ml->snap_start[l] = k;
+    return MG_OK;
+}
+
+static bool same_sched(const mg_chain_sched *a, const mg_chain_sched *b,
+                       int32_t l) {
+    if (!a->kept || !b->kept) return false;
+    if (memcmp(a->kept, b->kept, (size_t)(l + 1) * sizeof *a->kept) ||
+        memcmp(a->snap_start, b->snap_start,
+               (size_t)(l + 1) * sizeof *a->snap_start))
+        return false;
+    return !memcmp(a->snap, b->snap, (size_t)a->snap_start[l] * sizeof *a->snap);
+}
+
+static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
+    const bchain *ch = &b->ch;
+    if (ch->k < 3) return MG_OK; /* no chain to recompute in levels */
+    /* Finer chains cost a cubic DP but hold less per step: each M takes
+     * the coarsest whose steps hold at most a third of it. */
+    mlchain chains[MG_BUDGET_ML_LEVELS];
+    mg_status s = MG_OK;
+    int n_levels = 0;
+    for (int v = 0; s == MG_OK && v < MG_BUDGET_ML_LEVELS; v++) {
+        s = mlchain_build(ch, MG_BUDGET_ML_STEPS >> (MG_BUDGET_ML_LEVELS - 1 - v),
+                          &chains[v]);
+        n_levels++;
+        if (s == MG_OK && chains[v].l >= ch->k) break; /* every cut used */
+    }
+    const size_t szt = (size_t)(ch->n_before ? ch->n_before : 1);
+    int32_t *w = malloc((size_t)(MG_BUDGET_ML_STEPS + 2) * sizeof *w);
+    bool *keep = malloc(szt * sizeof *keep);
+    if (s == MG_OK && (!w || !keep)) s = oom();
+    mg_chain_sched prev = {0};
+    int32_t prev_l = -1;
+    const double lo = MG_BUDGET_GRID_LO * (double)peak_none;
+    const double step = pow(MG_BUDGET_ML_GRID_HI / MG_BUDGET_GRID_LO,
+                            1.0 / (MG_BUDGET_ML_GRID - 1));
+    /* The grid, then bisection between the largest M whose plan fits and
+     * the one above it, as search() does. */
+    double fit_M = -1, above_M = -1;
+    bool prev_fits = false;
+    for (int g = 0; s == MG_OK && g < MG_BUDGET_ML_GRID + MG_BUDGET_REFINE;
+         g++) {
+        double M;
+        if (g < MG_BUDGET_ML_GRID) M = lo * pow(step, g);
+        else if (fit_M > 0 && above_M > 0) M = sqrt(fit_M * above_M);
+        else break;
+        const double u = M / MG_BUDGET_ML_SLOTS;
+        bool fits = false;
+        int v = 0;
+        while (v + 1 < n_levels && chains[v].tape > M / 3) v++;
+        const mlchain *mc = &chains[v];
+        const int32_t l = mc->l;
+        const double tape = ceil(mc->tape / u);
+        if (tape >= MG_BUDGET_ML_SLOTS) continue; /* fits at no M below */
+        w[0] = w[l] = 1;
+        for (int32_t i = 1; i < l; i++) {
+            double d = ceil(ch->sep[mc->cut[i]] / u);
+            w[i] = d < 1 ? 1 : d > MG_BUDGET_ML_SLOTS ? MG_BUDGET_ML_SLOTS + 1
+                                                    : (int32_t)d;
+        }
+        mg_chain_dp c = {l, mc->f, w, MG_BUDGET_ML_SLOTS - (int32_t)tape};
+        mg_chain_sched q;
+        if ((s = mgi_chain_schedule(&c, &q)) != MG_OK) break;
+        if (l == prev_l && same_sched(&q, &prev, l)) {
+            mgi_chain_sched_free(&q);
+            fits = prev_fits;
+        } else {
+        mgi_chain_sched_free(&prev);
+        prev = q;
+        prev_l = l;
+        mg_ml_plan ml;
+        if ((s = ml_to_plan(ch, mc, &q, keep, &ml)) != MG_OK) break;
+        size_t peak = SIZE_MAX;
+        double fl;
+        s = evaluate_ml(b, keep, &ml, &peak, &fl);
+        if (s == MG_OK && peak < best->ml_min_peak) best->ml_min_peak = peak;
+        fits = s == MG_OK && peak <= b->c->budget_bytes;
+        if (s == MG_OK && peak <= b->c->budget_bytes &&
+            (!best->found || fl < best->flops ||
+             (fl == best->flops && peak < best->peak))) {
+            best->found = true;
+            best->flops = fl;
+            best->peak = peak;
+            memcpy(best->keep, keep, szt * sizeof *keep);
+            mgi_ml_plan_free(&best->ml);
+            best->ml = ml;
+        } else {
+            mgi_ml_plan_free(&ml);
+        }
+        }
+        prev_fits = fits;
+        if (g >= MG_BUDGET_ML_GRID) {
+            if (fits) fit_M = M;
+            else above_M = M;
+        } else if (fits) {
+            fit_M = M;
+            above_M = -1;
+        } else if (fit_M > 0 && above_M < 0) {
+            above_M = M;
+        }
+    }
+    mgi_chain_sched_free(&prev);
+    for (int v = 0; v < n_levels; v++) mlchain_free(&chains[v]);
+    free(w);
+    free(keep);
+    return s;
+}
+
 mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c, int n_xs,
                            mg_memory_build_fn build, const void *ctx,
                            mg_budget_point *best) {
     best->keep_set = NULL;
+    best->ml = NULL;
     bsrch b = {.g = g, .c = c, .n_xs = n_xs, .build = build, .ctx = ctx,
                  .rng_before = g->rng_offset};
     b.ch.n_before = g->n;
@@ -560,7 +808,7 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c, int n_xs,
     b.result = malloc((size_t)n_xs * sizeof *b.result);
     bbest bb = {.keep = malloc(szt * sizeof *bb.keep),
                 .min_keep = malloc(szt * sizeof *bb.min_keep),
-                .min_peak = SIZE_MAX};
+                .min_peak = SIZE_MAX, .ml_min_peak = SIZE_MAX};
     size_t peak_none = 0;
     mg_status s = b.result && bb.keep && bb.min_keep ? MG_OK : oom();
     if (s == MG_OK) s = chain_analyse(&b, &peak_none);
@@ -570,6 +818,8 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c, int n_xs,
         bb.found = true;
     } else if (s == MG_OK) {
         s = search(&b, peak_none, &bb);
+        if (s == MG_OK) s = ml_search(&b, peak_none, &bb);
+        if (bb.ml_min_peak < bb.min_peak) bb.min_peak = bb.ml_min_peak;
         if (peak_none < bb.min_peak) bb.min_peak = peak_none;
     }
     if (s == MG_OK && !bb.found)
@@ -581,8 +831,15 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c, int n_xs,
     chain_free(&b.ch);
     free(b.result);
     free(bb.min_keep);
+    if (s == MG_OK && bb.ml.n_seg > 0) {
+        best->ml = malloc(sizeof *best->ml);
+        if (best->ml) *best->ml = bb.ml;
+        else s = oom();
+    }
     if (s != MG_OK) {
+        mgi_ml_plan_free(&bb.ml);
         free(bb.keep);
+        best->ml = NULL;
         return s;
     }
     mg_clear_error();

@@ -11,8 +11,19 @@
  * schedule: forward, then per segment (last first) recompute + backward.
  * Same op, same attributes, same inputs bit for bit: dropout replays its
  * seed and offset, and the copy equals the original exactly.
+ *
+ * Without a plan each tensor is recomputed at most once. A multi-level
+ * plan (rewrite.h, mg_ml_plan) makes Revolve's and Rotor's schedules: on
+ * entering a segment, every copy but the segment's own and its snapshots'
+ * is dropped, so later readers recompute from the snapshots, which are
+ * copies made (from older snapshots) when the segment is entered. Copies
+ * still read only kept tensors or other copies, so the forward pass may
+ * release what it does not keep, and each dropped copy lives exactly
+ * until its last reader, which the exact peak predictor sees.
  */
 #include "rewrite.h"
+
+#include <stdlib.h>
 
 static bool needs_copy(const mg_graph *g, const mg_recompute *r, mg_tensor t) {
     return t < r->n && !r->keep[t] &&
@@ -37,6 +48,7 @@ static mg_tensor make_copy(mg_graph *g, mg_recompute *r, mg_tensor u) {
     g->nodes[c].flags |= MG_NODE_RECOMPUTE;
     g->nodes[c].orig = u;
     r->copy[u] = c;
+    if (r->ml) r->made[r->n_made++] = u;
     return c;
 }
 
@@ -63,4 +75,49 @@ mg_tensor mgi_recompute_get(mg_graph *g, mg_recompute *r, mg_tensor t) {
         if (make_copy(g, r, u) == MG_NO_TENSOR) return MG_NO_TENSOR;
     }
     return r->copy[t];
+}
+
+static int32_t seg_of(const mg_ml_plan *p, mg_tensor t) {
+    return t >= 0 && t < p->n ? p->seg[t] : -1;
+}
+
+mg_status mgi_recompute_enter(mg_graph *g, mg_recompute *r, mg_tensor v) {
+    const mg_ml_plan *p = r ? r->ml : NULL;
+    if (!p) return MG_OK;
+    const int32_t j = seg_of(p, v);
+    if (j < 0 || j == r->cur_seg) return MG_OK;
+    r->cur_seg = j;
+    const mg_tensor *sn = p->snap + p->snap_start[j];
+    const int32_t n_sn = p->snap_start[j + 1] - p->snap_start[j];
+    for (int32_t i = 0; i < n_sn; i++)
+        if (sn[i] >= 0 && sn[i] < r->n) r->mark[sn[i]] = j;
+    /* Every copy stays in made at most once: a dropped one leaves it, and
+     * only a dropped (or never made) one is made again. */
+    int32_t k = 0;
+    for (int32_t i = 0; i < r->n_made; i++) {
+        mg_tensor u = r->made[i];
+        if (r->mark[u] == j || seg_of(p, u) == j) r->made[k++] = u;
+        else r->copy[u] = MG_NO_TENSOR;
+    }
+    r->n_made = k;
+    for (int32_t i = 0; i < n_sn; i++)
+        if (sn[i] >= 0 && sn[i] < r->n &&
+            mgi_recompute_get(g, r, sn[i]) == MG_NO_TENSOR) {
+            mg_status s = mg_last_status();
+            return s != MG_OK ? s
+                              : mg_set_error(MG_ERR_INTERNAL,
+                                             "mg_gradients: a snapshot could "
+                                             "not be recomputed");
+        }
+    return MG_OK;
+}
+
+void mgi_ml_plan_free(mg_ml_plan *p) {
+    if (!p) return;
+    free(p->seg);
+    free(p->snap_start);
+    free(p->snap);
+    p->seg = p->snap_start = NULL;
+    p->snap = NULL;
+    p->n_seg = p->n = 0;
 }

@@ -28,13 +28,47 @@ typedef struct mg_memory_search {
     bool *bwd_reads;
 } mg_memory_search;
 
+/* A multi-level recomputation plan (Revolve's and Rotor's schedules): the
+ * forward tensors are split into segments, contiguous in topological
+ * order and numbered in that order; backprop builds their backward ops
+ * last segment first. When it reaches segment j, every recomputed copy is
+ * dropped except those of segment j's own tensors and of snap[j]'s, and
+ * the copies of snap[j] (snap[snap_start[j]] .. snap[snap_start[j+1]-1],
+ * in increasing id order) are made: the snapshots, recomputed from the
+ * nearest copy or kept tensor before them. A dropped copy is never read
+ * again, so the scheduler frees it after its last reader; a tensor can be
+ * recomputed once per segment that needs it, from snapshots that are
+ * themselves copies. */
+typedef struct mg_ml_plan {
+    int32_t n_seg;
+    int32_t n;                 /* entries of seg: the graph size it covers */
+    int32_t *seg;              /* per tensor id: its segment, or -1 */
+    int32_t *snap_start;       /* n_seg + 1 offsets into snap */
+    mg_tensor *snap;           /* the snapshots of each segment */
+} mg_ml_plan;
+
+void mgi_ml_plan_free(mg_ml_plan *p);
+
 /* A point of MG_CKPT_BUDGET's search: builds under that policy are handed
  * &point.search, and checkpoint.c reads the whole point back. keep_set:
- * per tensor id, what the forward pass keeps (owned by whoever set it). */
+ * per tensor id, what the forward pass keeps (owned by whoever set it);
+ * ml: NULL (each tensor recomputed at most once) or a multi-level plan,
+ * owned likewise (mgi_budget_search's: malloc'd, freed with
+ * mgi_ml_plan_free and free). */
 typedef struct mg_budget_point {
     mg_memory_search search;
     bool *keep_set;
+    mg_ml_plan *ml;
 } mg_budget_point;
+
+/* mg_gradients under a given budget point, without the budget search:
+ * the forward pass keeps point->keep_set and backprop follows point->ml.
+ * For tests of hand-written plans; the graph is left as it was on
+ * failure. */
+mg_status mgi_gradients_point(mg_graph *g, const mg_tensor *ys, int n_ys,
+                             const mg_tensor *xs, int n_xs,
+                             const mg_budget_point *point,
+                             mg_tensor *grads_out);
 
 /* Append the backward graph with the memory policy at point m, writing the
  * gradients of the xs to result; ctx is the caller's description of the
@@ -55,7 +89,8 @@ mg_status mgi_memory_search_best(mg_graph *g, const mg_checkpoints *c,
                                 const void *ctx, mg_memory_search *best);
 
 /* The budget policy's search (policy_budget.c): store in best->keep_set
- * (malloc'd, the caller frees it) the checkpoints with the least
+ * (malloc'd, the caller frees it) and best->ml (NULL or malloc'd) the
+ * checkpoints and multi-level plan with the least
  * recomputed flops whose exact predicted peak fits c->budget_bytes, built
  * with build as mgi_memory_search_best does; g is left as it was.
  * MG_ERR_NOMEM naming the smallest budget that fits if none does. */
@@ -80,11 +115,54 @@ typedef struct mg_recompute {
     mg_tensor *copy;  /* per forward tensor: its copy, or MG_NO_TENSOR */
     mg_tensor *stack; /* scratch, room for g->n entries at creation */
     int32_t n;        /* graph size when backprop began */
+    /* Multi-level plans only (else ml is NULL): */
+    const mg_ml_plan *ml;
+    int32_t cur_seg;  /* the segment being built, -1 before the first */
+    mg_tensor *made;  /* forward tensors whose copy is valid, n_made */
+    int32_t n_made;
+    int32_t *mark;    /* per tensor: the segment that made it a snapshot */
 } mg_recompute;
 
 /* The tensor the backward pass should read for forward tensor t: t itself
  * when it is kept or a leaf, else its copy, made now (with copies of what
  * it needs) if it does not exist yet. MG_NO_TENSOR on failure. */
 mg_tensor mgi_recompute_get(mg_graph *g, mg_recompute *r, mg_tensor t);
+
+/* Under a multi-level plan, called before the backward ops of forward
+ * tensor v are built: on entering v's segment, drop the copies the plan
+ * does not keep valid and make its snapshots. MG_OK without a plan. */
+mg_status mgi_recompute_enter(mg_graph *g, mg_recompute *r, mg_tensor v);
+
+/* A chain for the dynamic program of Revolve and Rotor (chain_dp.c):
+ * states 0..l, step i (1..l) takes state i - 1 to i at cost f[i - 1], a
+ * snapshot of state i (1..l-1) takes w[i] >= 1 slots of `slots`. */
+typedef struct mg_chain_dp {
+    int32_t l;
+    const double *f;
+    const int32_t *w;
+    int32_t slots;
+} mg_chain_dp;
+
+/* Revolve's count: the fewest forward steps that reverse the chain from
+ * state 0 (stored, outside the slots), a taped step not counted. general:
+ * use the heterogeneous table even on a homogeneous chain (cubic in l;
+ * the homogeneous one is quadratic). */
+mg_status mgi_chain_revolve(const mg_chain_dp *c, bool general,
+                           double *steps);
+
+/* A multi-level schedule for the rewriter: the forward pass keeps the
+ * states kept[i]; step i is reversed (last first) with the snapshots
+ * snap[snap_start[i-1]] .. snap[snap_start[i]-1] (states, increasing)
+ * valid; cost: the steps recomputed after the forward pass, each step's
+ * own values once more when it is reversed included. */
+typedef struct mg_chain_sched {
+    double cost;
+    bool *kept;          /* l + 1 */
+    int32_t *snap_start; /* l + 1 */
+    int32_t *snap;
+} mg_chain_sched;
+
+mg_status mgi_chain_schedule(const mg_chain_dp *c, mg_chain_sched *q);
+void mgi_chain_sched_free(mg_chain_sched *q);
 
 #endif

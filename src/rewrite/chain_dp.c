@@ -1,0 +1,283 @@
+/*
+ * chain_dp.c - the dynamic program of Revolve and Rotor over a chain of
+ * steps with heterogeneous costs and snapshot sizes, and the multi-level
+ * schedule it implies.
+ *
+ * States 0..l, step i (1..l) takes state i - 1 to state i at cost
+ * f[i - 1]; a snapshot of state i takes w[i] slots. Reversing steps
+ * a+1..b from a stored state a with s free slots costs, in Revolve's count
+ * of forward steps (a step taped and reversed at once is not counted):
+ *   rev(a, b, s) = 0                                           b = a + 1
+ *                = min( sum_{a<i<b} F(a, i),      advance from a each time
+ *                       min_{a<m<b, w[m]<=s} F(a, m) + rev(m, b, s - w[m])
+ *                                                  + rev(a, m, s) )
+ * with F(a, i) the cost of steps a+1..i. On a homogeneous chain with s
+ * slots free besides state 0's, rev(0, l, s) is Revolve's optimum
+ * r*l - beta(s + 2, r - 1) (test_chain_dp). The general table is cubic in
+ * l, so callers bound l (the budget policy groups its cuts into at most
+ * MG_CHAIN_DP_MAX_STEPS steps); homogeneous chains use a table over
+ * lengths, quadratic in l.
+ *
+ * For the rewriter, the advances of the first sweep are the forward pass
+ * (free; the states it stops at are kept), and each step's values are
+ * recomputed once more when it is reversed: mgi_chain_schedule minimises
+ *   T(a, s) = min( rev(a, l, s) + F(a, l),
+ *                  min_{a<m<l, w[m]<=s} T(m, s - w[m]) + rev(a, m, s) + F(a, m) )
+ * and returns, per step, the snapshot stack its reversal needs.
+ */
+#include "rewrite.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static mg_status dp_oom(void) {
+    return mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
+}
+
+static mg_status dp_check(const mg_chain_dp *c) {
+    if (!c || c->l < 1 || !c->f || !c->w || c->slots < 0)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_gradients: chain DP needs at least one step, "
+                            "costs, sizes and a slot count >= 0");
+    /* a snapshot takes a slot at least: stacks are then at most `slots`
+     * deep */
+    for (int32_t i = 1; i < c->l; i++)
+        if (c->w[i] < 1)
+            return mg_set_error(MG_ERR_INVALID_ARG,
+                                "mg_gradients: chain DP state %d takes %d "
+                                "slots; every state takes one at least",
+                                (int)i, (int)c->w[i]);
+    return MG_OK;
+}
+
+/* The interval tables rev and arg (0: advance from a each time, else the
+ * split m), indexed ((a * (l + 1)) + b) * (S + 1) + s. */
+typedef struct dp_tab {
+    int32_t l, S;
+    double *P;   /* prefix sums of f, l + 1 */
+    double *rev;
+    int32_t *arg;
+} dp_tab;
+
+static size_t ix(const dp_tab *t, int32_t a, int32_t b, int32_t s) {
+    return ((size_t)a * (size_t)(t->l + 1) + (size_t)b) * (size_t)(t->S + 1) +
+           (size_t)s;
+}
+
+static void tab_free(dp_tab *t) {
+    free(t->P);
+    free(t->rev);
+    free(t->arg);
+}
+
+static mg_status tab_solve(const mg_chain_dp *c, dp_tab *t) {
+    const int32_t l = c->l, S = c->slots;
+    memset(t, 0, sizeof *t);
+    t->l = l;
+    t->S = S;
+    size_t n = (size_t)(l + 1) * (size_t)(l + 1) * (size_t)(S + 1);
+    t->P = malloc((size_t)(l + 1) * sizeof *t->P);
+    t->rev = malloc(n * sizeof *t->rev);
+    t->arg = malloc(n * sizeof *t->arg);
+    if (!t->P || !t->rev || !t->arg) {
+        tab_free(t);
+        return dp_oom();
+    }
+    t->P[0] = 0;
+    for (int32_t i = 0; i < l; i++) t->P[i + 1] = t->P[i] + c->f[i];
+    for (int32_t len = 1; len <= l; len++)
+        for (int32_t a = 0; a + len <= l; a++) {
+            const int32_t b = a + len;
+            double noslot = 0;
+            for (int32_t i = a + 1; i < b; i++) noslot += t->P[i] - t->P[a];
+            for (int32_t s = 0; s <= S; s++) {
+                double best = noslot;
+                int32_t arg = 0;
+                for (int32_t m = a + 1; m < b; m++) {
+                    if (c->w[m] > s) continue;
+                    double v = t->P[m] - t->P[a] + t->rev[ix(t, m, b, s - c->w[m])] +
+                               t->rev[ix(t, a, m, s)];
+                    if (v < best) {
+                        best = v;
+                        arg = m;
+                    }
+                }
+                t->rev[ix(t, a, b, s)] = best;
+                t->arg[ix(t, a, b, s)] = arg;
+            }
+        }
+    return MG_OK;
+}
+
+/* Homogeneous chains: rev depends on the length and the snapshots that
+ * fit only. h[len * (k + 1) + j]: len steps, j snapshots. */
+static mg_status revolve_homogeneous(const mg_chain_dp *c, double *steps) {
+    const int32_t l = c->l;
+    const int32_t k = c->w[1] > 0 ? c->slots / c->w[1] : l;
+    const int32_t K = k < l ? k : l;
+    double *h = malloc((size_t)(l + 1) * (size_t)(K + 1) * sizeof *h);
+    if (!h) return dp_oom();
+    for (int32_t len = 1; len <= l; len++)
+        for (int32_t j = 0; j <= K; j++) {
+            double best = (double)len * (double)(len - 1) / 2;
+            for (int32_t m = 1; j > 0 && m < len; m++) {
+                double v = m + h[(size_t)(len - m) * (K + 1) + j - 1] +
+                           h[(size_t)m * (K + 1) + j];
+                if (v < best) best = v;
+            }
+            h[(size_t)len * (K + 1) + j] = best;
+        }
+    *steps = h[(size_t)l * (K + 1) + K] * c->f[0];
+    free(h);
+    return MG_OK;
+}
+
+static bool homogeneous(const mg_chain_dp *c) {
+    for (int32_t i = 1; i < c->l; i++)
+        if (c->f[i] != c->f[0] || c->w[i] != c->w[1]) return false;
+    return true;
+}
+
+mg_status mgi_chain_revolve(const mg_chain_dp *c, bool general,
+                           double *steps) {
+    mg_status s = dp_check(c);
+    if (s != MG_OK) return s;
+    if (!general && homogeneous(c)) return revolve_homogeneous(c, steps);
+    dp_tab t;
+    if ((s = tab_solve(c, &t)) != MG_OK) return s;
+    *steps = t.rev[ix(&t, 0, c->l, c->slots)];
+    tab_free(&t);
+    return MG_OK;
+}
+
+void mgi_chain_sched_free(mg_chain_sched *q) {
+    if (!q) return;
+    free(q->kept);
+    free(q->snap_start);
+    free(q->snap);
+    memset(q, 0, sizeof *q);
+}
+
+/* Writing the per-step snapshot stacks: steps are reversed last first. */
+typedef struct emit {
+    const dp_tab *t;
+    const mg_chain_dp *c;
+    mg_chain_sched *q;
+    int32_t *stack, depth;
+    int32_t **lists; /* per step: its stack, filled in by put */
+    int32_t *n_list;
+    int32_t *pool, n_pool;
+} emit;
+
+static void put(emit *e, int32_t step) {
+    e->lists[step - 1] = e->pool + e->n_pool;
+    e->n_list[step - 1] = e->depth;
+    memcpy(e->pool + e->n_pool, e->stack, (size_t)e->depth * sizeof *e->stack);
+    e->n_pool += e->depth;
+}
+
+/* Reverse a+1..b from state a (a snapshot on the stack, or kept). */
+static void emit_rev(emit *e, int32_t a, int32_t b, int32_t s) {
+    if (b == a + 1) {
+        put(e, b);
+        return;
+    }
+    int32_t m = e->t->arg[ix(e->t, a, b, s)];
+    if (m == 0) {
+        for (int32_t i = b; i > a; i--) put(e, i);
+        return;
+    }
+    e->stack[e->depth++] = m;
+    emit_rev(e, m, b, s - e->c->w[m]);
+    e->depth--;
+    emit_rev(e, a, m, s);
+}
+
+mg_status mgi_chain_schedule(const mg_chain_dp *c, mg_chain_sched *q) {
+    memset(q, 0, sizeof *q);
+    mg_status st = dp_check(c);
+    if (st != MG_OK) return st;
+    const int32_t l = c->l, S = c->slots;
+    dp_tab t;
+    if ((st = tab_solve(c, &t)) != MG_OK) return st;
+    size_t nT = (size_t)(l + 1) * (size_t)(S + 1);
+    double *T = malloc(nT * sizeof *T);
+    int32_t *argT = malloc(nT * sizeof *argT);
+    emit e = {.t = &t, .c = c, .q = q};
+    e.stack = malloc((size_t)(l + 1) * sizeof *e.stack);
+    e.lists = malloc((size_t)l * sizeof *e.lists);
+    e.n_list = malloc((size_t)l * sizeof *e.n_list);
+    /* a stack is at most one state per slot, plus the state reversed from */
+    e.pool = malloc((size_t)l * (size_t)(S + 2) * sizeof *e.pool);
+    q->kept = calloc((size_t)(l + 1), sizeof *q->kept);
+    q->snap_start = malloc((size_t)(l + 1) * sizeof *q->snap_start);
+    if (!T || !argT || !e.stack || !e.lists || !e.n_list || !e.pool ||
+        !q->kept || !q->snap_start)
+        st = dp_oom();
+    for (int32_t a = l - 1; st == MG_OK && a >= 0; a--)
+        for (int32_t s = 0; s <= S; s++) {
+            double best = t.rev[ix(&t, a, l, s)] + t.P[l] - t.P[a];
+            int32_t arg = 0;
+            for (int32_t m = a + 1; m < l; m++) {
+                if (c->w[m] > s) continue;
+                double v = T[(size_t)m * (S + 1) + s - c->w[m]] +
+                           t.rev[ix(&t, a, m, s)] + t.P[m] - t.P[a];
+                if (v < best) {
+                    best = v;
+                    arg = m;
+                }
+            }
+            T[(size_t)a * (S + 1) + s] = best;
+            argT[(size_t)a * (S + 1) + s] = arg;
+        }
+    if (st == MG_OK) {
+        q->cost = T[S];
+        /* the kept states, and between two of them rev's schedule */
+        int32_t a = 0, s = S;
+        q->kept[0] = true;
+        int32_t n_top = 0; /* the stretches between kept states */
+        int32_t *top_a = malloc((size_t)(l + 1) * sizeof *top_a);
+        int32_t *top_b = malloc((size_t)(l + 1) * sizeof *top_b);
+        int32_t *top_s = malloc((size_t)(l + 1) * sizeof *top_s);
+        if (!top_b || !top_a || !top_s) st = dp_oom();
+        while (st == MG_OK) {
+            int32_t m = argT[(size_t)a * (S + 1) + s];
+            top_a[n_top] = a;
+            top_s[n_top] = s;
+            top_b[n_top++] = m ? m : l;
+            if (!m) break;
+            q->kept[m] = true;
+            s -= c->w[m];
+            a = m;
+        }
+        /* reversed last stretch first */
+        for (int32_t i = n_top - 1; st == MG_OK && i >= 0; i--) {
+            e.depth = 0;
+            emit_rev(&e, top_a[i], top_b[i], top_s[i]);
+        }
+        if (st == MG_OK) {
+            q->snap = malloc((size_t)(e.n_pool ? e.n_pool : 1) * sizeof *q->snap);
+            if (!q->snap) st = dp_oom();
+        }
+        int32_t k = 0;
+        for (int32_t i = 0; st == MG_OK && i < l; i++) {
+            q->snap_start[i] = k;
+            memcpy(q->snap + k, e.lists[i], (size_t)e.n_list[i] * sizeof *q->snap);
+            k += e.n_list[i];
+        }
+        if (st == MG_OK) q->snap_start[l] = k;
+        free(top_a);
+        free(top_b);
+        free(top_s);
+    }
+    free(T);
+    free(argT);
+    free(e.stack);
+    free(e.lists);
+    free(e.n_list);
+    free(e.pool);
+    tab_free(&t);
+    if (st != MG_OK) mgi_chain_sched_free(q);
+    return st;
+}

@@ -1,0 +1,166 @@
+/*
+ * test_chain_dp.c - the dynamic program of Revolve and Rotor
+ * (src/rewrite/chain_dp.c): on homogeneous chains its count of forward
+ * steps equals Revolve's closed form t = r*l - beta(s+1, r-1) for s
+ * snapshots (state 0's included), through both the homogeneous and the
+ * general table; the rewriter's schedules stay within their slots and
+ * cost what replaying them costs.
+ */
+#include "helpers.h"
+
+#include "rewrite/rewrite.h"
+
+/* beta(s, r) = C(s + r, s); 0 for r < 0. Doubles: the values compared
+ * stay far below 2^53. */
+static double beta(int s, int r) {
+    if (r < 0) return 0;
+    double b = 1;
+    for (int i = 1; i <= s; i++) b = b * (r + i) / i;
+    return b;
+}
+
+static double revolve_closed(int l, int s) {
+    int r = 0;
+    while (beta(s, r) < l) r++;
+    return (double)r * l - beta(s + 1, r - 1);
+}
+
+static double dp_steps(int l, int s, bool general) {
+    double *f = malloc((size_t)l * sizeof *f);
+    int32_t *w = malloc((size_t)(l + 1) * sizeof *w);
+    for (int i = 0; i < l; i++) f[i] = 1;
+    for (int i = 0; i <= l; i++) w[i] = 1;
+    mg_chain_dp c = {l, f, w, s - 1};
+    double steps = -1;
+    ck_assert_msg(mgi_chain_revolve(&c, general, &steps) == MG_OK, "%s",
+                  mg_last_error());
+    free(f);
+    free(w);
+    return steps;
+}
+
+START_TEST(test_revolve_table) {
+    static const int ss[] = {1, 2, 3, 5, 10};
+    for (size_t k = 0; k < sizeof ss / sizeof *ss; k++) {
+        const int s = ss[k];
+        for (int l = 1; l <= 1000; l += (l < 64 ? 1 : l < 200 ? 7 : 37)) {
+            double want = revolve_closed(l, s), got = dp_steps(l, s, false);
+            ck_assert_msg(got == want, "l %d s %d: DP %.0f, Revolve %.0f", l, s,
+                          got, want);
+        }
+        ck_assert(dp_steps(1000, s, false) == revolve_closed(1000, s));
+    }
+}
+END_TEST
+
+/* The general (heterogeneous) table agrees on homogeneous chains. */
+START_TEST(test_revolve_general_table) {
+    static const int ss[] = {1, 2, 3, 5, 10};
+    for (size_t k = 0; k < sizeof ss / sizeof *ss; k++)
+        for (int l = 1; l <= 48; l++) {
+            double want = revolve_closed(l, ss[k]),
+                   got = dp_steps(l, ss[k], true);
+            ck_assert_msg(got == want, "l %d s %d: DP %.0f, Revolve %.0f", l,
+                          ss[k], got, want);
+        }
+}
+END_TEST
+
+/* Replay a schedule as the rewriter runs it: steps reversed last first;
+ * snapshots not valid for the previous step are recomputed from the
+ * nearest valid state before them, then the step itself from the top of
+ * its stack (or the nearest kept state). Returns the cost; fails when the
+ * slots in use (kept states before the step, and its snapshots) exceed
+ * c->slots. */
+static double replay(const mg_chain_dp *c, const mg_chain_sched *q) {
+    const int l = c->l;
+    double *P = malloc((size_t)(l + 1) * sizeof *P);
+    P[0] = 0;
+    for (int i = 0; i < l; i++) P[i + 1] = P[i] + c->f[i];
+    ck_assert(q->kept[0]);
+    bool *valid = calloc((size_t)(l + 1), 1);
+    double cost = 0;
+    for (int i = l; i >= 1; i--) {
+        const int32_t *sn = q->snap + q->snap_start[i - 1];
+        int n = q->snap_start[i] - q->snap_start[i - 1];
+        bool *now = calloc((size_t)(l + 1), 1);
+        int used = 0; /* kept states still read: those before step i */
+        for (int k = 1; k < i; k++)
+            if (q->kept[k]) used += c->w[k];
+        int base = 0; /* nearest kept or snapshot state so far */
+        for (int k = 0; k < n; k++) {
+            ck_assert(sn[k] > 0 && sn[k] < i);
+            if (k) ck_assert(sn[k] > sn[k - 1]);
+            int from = 0;
+            for (int a = sn[k] - 1; a >= 0 && !from; a--)
+                if (q->kept[a] || now[a]) from = a;
+            if (!valid[sn[k]]) cost += P[sn[k]] - P[from];
+            now[sn[k]] = true;
+            used += c->w[sn[k]];
+            base = sn[k];
+        }
+        for (int a = i - 1; a > base; a--)
+            if (q->kept[a]) {
+                base = a;
+                break;
+            }
+        ck_assert_msg(used <= c->slots, "step %d: %d slots of %d", i, used,
+                      c->slots);
+        cost += P[i] - P[base];
+        free(valid);
+        valid = now;
+    }
+    free(valid);
+    free(P);
+    return cost;
+}
+
+/* Heterogeneous chains: the schedule's stated cost is what replaying it
+ * costs, within the slots, and more slots never cost more. */
+START_TEST(test_schedule_replay) {
+    th_rng r;
+    th_rng_init(&r, 5);
+    for (int trial = 0; trial < 40; trial++) {
+        int l = 2 + (int)(th_rng_next(&r) % 40);
+        double *f = malloc((size_t)l * sizeof *f);
+        int32_t *w = malloc((size_t)(l + 1) * sizeof *w);
+        for (int i = 0; i < l; i++) f[i] = 1 + (double)(th_rng_next(&r) % 9);
+        for (int i = 0; i <= l; i++) w[i] = 1 + (int32_t)(th_rng_next(&r) % 3);
+        double prev = INFINITY;
+        for (int slots = 0; slots <= 12; slots++) {
+            mg_chain_dp c = {l, f, w, slots};
+            mg_chain_sched q;
+            ck_assert(mgi_chain_schedule(&c, &q) == MG_OK);
+            double got = replay(&c, &q);
+            ck_assert_msg(got == q.cost, "l %d slots %d: replay %.0f, DP %.0f",
+                          l, slots, got, q.cost);
+            ck_assert(q.cost <= prev);
+            prev = q.cost;
+            mgi_chain_sched_free(&q);
+        }
+        free(f);
+        free(w);
+    }
+}
+END_TEST
+
+START_TEST(test_bad_chain) {
+    mg_chain_dp c = {0, NULL, NULL, 1};
+    double st;
+    ck_assert_int_eq(mgi_chain_revolve(&c, false, &st), MG_ERR_INVALID_ARG);
+    double f[3] = {1, 1, 1};
+    int32_t w[4] = {1, 0, 1, 1};
+    mg_chain_dp d = {3, f, w, 2};
+    mg_chain_sched q;
+    ck_assert_int_eq(mgi_chain_schedule(&d, &q), MG_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(mg_last_error(), "state 1"));
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("chain_dp");
+    th_add_tcase(s, "chain_dp", 300,
+                 TH_TESTS(test_revolve_table, test_revolve_general_table,
+                          test_schedule_replay, test_bad_chain));
+    return th_run_suite(s);
+}
