@@ -88,13 +88,13 @@ static void gen_rec(gen *G, int lo, int hi, const mg_tensor *stack, int n_st) {
         ck_assert(j < 256 && n_st <= 64);
         G->seg_lo[j] = lo;
         G->seg_hi[j] = hi;
-        memcpy(G->snaps[j], stack, (size_t)n_st * sizeof *stack);
+        if (n_st) memcpy(G->snaps[j], stack, (size_t)n_st * sizeof *stack);
         G->n_snaps[j] = n_st;
         return;
     }
     int mid = (lo + hi) / 2;
     mg_tensor st[64];
-    memcpy(st, stack, (size_t)n_st * sizeof *stack);
+    if (n_st) memcpy(st, stack, (size_t)n_st * sizeof *stack);
     int n = n_st;
     for (int q = lo; q < mid; q++) /* the separator after mid - 1 */
         if (q == mid - 1 || last_reader(G, q) > mid - 1) st[n++] = G->pos[q];
