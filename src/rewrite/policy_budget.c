@@ -26,7 +26,8 @@
  * are candidates too: the chain regrouped into at most 256 steps and
  * chain_dp.c's DP run on a second grid of M; they reach budgets below the
  * single-level minimum of about 2 sqrt(n) activations, and are judged by
- * the exact predicted peak like the rest.
+ * the exact predicted peak like the rest. They are tried only when no
+ * single-level plan fits the budget.
  */
 #include "rewrite.h"
 #include "schedule.h"
@@ -832,7 +833,11 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c, int n_xs,
         bb.found = true;
     } else if (s == MG_OK) {
         s = search(&b, peak_none, &bb);
-        if (s == MG_OK) s = ml_search(&b, peak_none, &bb);
+        /* Multi-level plans only where no single-level plan fits: they
+         * recompute every stretch they do not keep at least once, which
+         * is all a single-level plan ever recomputes, so they rarely
+         * recompute less, and they cost the search time. */
+        if (s == MG_OK && !bb.found) s = ml_search(&b, peak_none, &bb);
         if (bb.ml_min_peak < bb.min_peak) bb.min_peak = bb.ml_min_peak;
         if (peak_none < bb.min_peak) bb.min_peak = peak_none;
     }
