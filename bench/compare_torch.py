@@ -740,7 +740,7 @@ def main():
             "loss", "time_ms_median", "vs", "time_ratio_vs_torch",
             "activation_peak_bytes", "rss_delta_bytes", "rss_ratio_vs_torch",
             "param_bytes", "max_rel_grad_diff", "max_rel_grad_diff_f64",
-            "grad_diff_vs_own_plain"]
+            "grad_diff_vs_own_plain", "omp_wait_policy"]
     if cuda:
         cols = ["model", "case", "device", "gpu", "depth", "batch", "width",
                 "segments", "loss", "time_ms_median", "vs",
@@ -866,6 +866,8 @@ def main():
                     "model": a.model, "case": case, "depth": depth,
                     "batch": a.batch, "width": a.width,
                     "threads": a.threads,
+                    "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY",
+                                                      "default").lower(),
                     "segments": r["segments"],
                     "blas": r["blas"],
                     "loss": f"{r['loss']:.6f}",
@@ -919,7 +921,9 @@ def main():
         return
     print(f"# {a.model}, batch {a.batch}, width {a.width}, {shape}f32, "
           f"{a.threads} threads; ratios: memgrad-none vs torch-plain, "
-          "memgrad-memory vs torch-checkpoint")
+          "memgrad-memory vs torch-checkpoint"
+          + (f"; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY'].lower()} on "
+             "both sides" if os.environ.get("OMP_WAIT_POLICY") else ""))
     print(f"{'case':<17} {'depth':>5} {'time_ms':>9} {'t/torch':>8} "
           f"{'act_MiB':>9} {'rss_MiB':>9} {'rss/torch':>9} "
           f"{'grad_diff':>10} {'vs_f64':>9} {'vs_own':>7}")

@@ -3,8 +3,9 @@
  * (src/rewrite/chain_dp.c): on homogeneous chains its count of forward
  * steps equals Revolve's closed form t = r*l - beta(s+1, r-1) for s
  * snapshots (state 0's included), through both the homogeneous and the
- * general table; the rewriter's schedules stay within their slots and
- * cost what replaying them costs.
+ * general table; on short heterogeneous chains no schedule found by
+ * exhaustive search over Revolve's actions does better; the rewriter's
+ * schedules stay within their slots and cost what replaying them costs.
  */
 #include "helpers.h"
 
@@ -144,6 +145,91 @@ START_TEST(test_schedule_replay) {
 }
 END_TEST
 
+/* Every schedule of Revolve's action model on a short heterogeneous chain,
+ * by shortest path: the working state p, the stored snapshots (a bit per
+ * state 1..l-1; state 0 is always stored, outside the slots) and the next
+ * step to reverse r. Actions: advance p to p + 1 (costs f[p]); store p
+ * (if its slots fit); free a snapshot; restore p from a stored state (no
+ * cost); reverse step r when p = r - 1 (the working state is then spent).
+ * The cheapest way to reverse every step is Revolve's count. */
+#define BF_L 6
+static double brute_force(const mg_chain_dp *c) {
+    const int l = c->l, nsnap = 1 << (l - 1);
+    const int V = (l + 2) * nsnap * (l + 1);
+    double *dist = malloc((size_t)V * sizeof *dist);
+    bool *done = calloc((size_t)V, 1);
+    /* p == l + 1: no working state (after a reversal) */
+#define BF_IX(p, m, r) ((((p) * nsnap) + (m)) * (l + 1) + (r))
+    for (int i = 0; i < V; i++) dist[i] = INFINITY;
+    dist[BF_IX(0, 0, l)] = 0;
+    double answer = INFINITY;
+    for (;;) {
+        int u = -1;
+        for (int i = 0; i < V; i++)
+            if (!done[i] && isfinite(dist[i]) && (u < 0 || dist[i] < dist[u]))
+                u = i;
+        if (u < 0) break;
+        done[u] = true;
+        const double d = dist[u];
+        const int r = u % (l + 1), m = (u / (l + 1)) % nsnap,
+                  p = u / (l + 1) / nsnap;
+        if (r == 0) {
+            answer = d;
+            break;
+        }
+        int used = 0;
+        for (int q = 1; q < l; q++)
+            if (m & (1 << (q - 1))) used += c->w[q];
+#define BF_RELAX(p2, m2, r2, cost)                                       \
+    do {                                                                \
+        int v_ = BF_IX(p2, m2, r2);                                     \
+        if (d + (cost) < dist[v_]) dist[v_] = d + (cost);               \
+    } while (0)
+        if (p <= l) {
+            if (p + 1 <= r - 1) BF_RELAX(p + 1, m, r, c->f[p]);
+            if (p >= 1 && p < l && !(m & (1 << (p - 1))) &&
+                used + c->w[p] <= c->slots)
+                BF_RELAX(p, m | (1 << (p - 1)), r, 0);
+            if (p == r - 1) BF_RELAX(l + 1, m, r - 1, 0);
+        }
+        for (int q = 1; q < l; q++)
+            if (m & (1 << (q - 1))) {
+                BF_RELAX(p, m & ~(1 << (q - 1)), r, 0);
+                if (q < r) BF_RELAX(q, m, r, 0);
+            }
+        BF_RELAX(0, m, r, 0);
+#undef BF_RELAX
+    }
+#undef BF_IX
+    free(dist);
+    free(done);
+    return answer;
+}
+
+/* On random heterogeneous chains of up to BF_L steps, no schedule of the
+ * action model reverses the chain with fewer forward steps than the DP. */
+START_TEST(test_dp_vs_brute_force) {
+    th_rng r;
+    th_rng_init(&r, 17);
+    for (int trial = 0; trial < 24; trial++) {
+        int l = 2 + (int)(th_rng_next(&r) % (BF_L - 1));
+        double f[BF_L];
+        int32_t w[BF_L + 1];
+        for (int i = 0; i < l; i++) f[i] = 1 + (double)(th_rng_next(&r) % 9);
+        for (int i = 0; i <= l; i++) w[i] = 1 + (int32_t)(th_rng_next(&r) % 3);
+        for (int slots = 0; slots <= 5; slots++) {
+            mg_chain_dp c = {l, f, w, slots};
+            double dp = -1;
+            ck_assert(mgi_chain_revolve(&c, true, &dp) == MG_OK);
+            double bf = brute_force(&c);
+            ck_assert_msg(dp == bf,
+                          "trial %d, l %d, slots %d: DP %.0f, exhaustive %.0f",
+                          trial, l, slots, dp, bf);
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_bad_chain) {
     mg_chain_dp c = {0, NULL, NULL, 1};
     double st;
@@ -161,6 +247,7 @@ int main(void) {
     Suite *s = suite_create("chain_dp");
     th_add_tcase(s, "chain_dp", 300,
                  TH_TESTS(test_revolve_table, test_revolve_general_table,
-                          test_schedule_replay, test_bad_chain));
+                          test_schedule_replay, test_dp_vs_brute_force,
+                          test_bad_chain));
     return th_run_suite(s);
 }

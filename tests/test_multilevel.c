@@ -14,7 +14,8 @@
 #include "rewrite/rewrite.h"
 
 /* x -> (matmul -> act)^layers -> mse. kind 0: act is tanh; 1: odd layers
- * use dropout; 2: residual, h = h + tanh(h w) (one width). */
+ * use dropout; 2: residual, h = h + tanh(h w) (one width); 3: as 1, one
+ * width. */
 #define ML_MAX_LAYERS 24
 #define ML_BATCH 5
 
@@ -31,7 +32,7 @@ static void mchain_forward(mchain *c, int kind, int layers, mg_dtype dt) {
     c->layers = layers;
     c->kind = kind;
     for (int l = 0; l <= layers; l++)
-        c->widths[l] = kind == 2 ? 8 : 3 + (l * 7) % 11;
+        c->widths[l] = kind >= 2 ? 8 : 3 + (l * 7) % 11;
     c->g = mg_graph_new();
     c->x = mg_input(c->g, "x", dt, 2, S(ML_BATCH, c->widths[0]));
     c->target = mg_input(c->g, "target", dt, 2, S(ML_BATCH, c->widths[layers]));
@@ -42,7 +43,8 @@ static void mchain_forward(mchain *c, int kind, int layers, mg_dtype dt) {
         c->w[l] = mg_param(c->g, name, dt, 2, S(c->widths[l], c->widths[l + 1]));
         mg_tensor z = mg_matmul(c->g, h, c->w[l], 0, 0);
         if (kind == 2) h = mg_add(c->g, h, mg_tanh(c->g, z));
-        else if (kind == 1 && l % 2) h = mg_dropout(c->g, z, 0.25, (uint64_t)l);
+        else if ((kind == 1 || kind == 3) && l % 2)
+            h = mg_dropout(c->g, z, 0.25, (uint64_t)l);
         else h = mg_tanh(c->g, z);
     }
     c->loss = mg_mse(c->g, h, c->target);
@@ -88,13 +90,13 @@ static void gen_rec(gen *G, int lo, int hi, const mg_tensor *stack, int n_st) {
         ck_assert(j < 256 && n_st <= 64);
         G->seg_lo[j] = lo;
         G->seg_hi[j] = hi;
-        memcpy(G->snaps[j], stack, (size_t)n_st * sizeof *stack);
+        if (n_st) memcpy(G->snaps[j], stack, (size_t)n_st * sizeof *stack);
         G->n_snaps[j] = n_st;
         return;
     }
     int mid = (lo + hi) / 2;
     mg_tensor st[64];
-    memcpy(st, stack, (size_t)n_st * sizeof *stack);
+    if (n_st) memcpy(st, stack, (size_t)n_st * sizeof *stack);
     int n = n_st;
     for (int q = lo; q < mid; q++) /* the separator after mid - 1 */
         if (q == mid - 1 || last_reader(G, q) > mid - 1) st[n++] = G->pos[q];
@@ -394,6 +396,48 @@ START_TEST(test_budget_below_single_level) {
 }
 END_TEST
 
+/* The budget policy at the smallest budget that fits (which the NOMEM
+ * message names) on the dropout and the residual chain of one width: a
+ * multi-level plan, gradients equal to policy none's bit for bit, measured
+ * peak equal to the predicted one and within the budget. */
+START_TEST(test_budget_minimum_multilevel) {
+    const int kind = _i ? 2 : 3, layers = ML_MAX_LAYERS;
+    const mg_dtype dt = MG_F64;
+    mchain ref;
+    mchain_forward(&ref, kind, layers, dt);
+    ck_assert(mg_gradients(ref.g, &ref.loss, 1, NULL, ref.w, layers, NULL,
+                           ref.gw) == MG_OK);
+    mres r0;
+    mchain_run(&ref, dt, &r0);
+
+    mchain c;
+    mchain_forward(&c, kind, layers, dt);
+    mg_checkpoints ck = {.policy = MG_CKPT_BUDGET, .budget_bytes = 1};
+    ck_assert_int_eq(mg_gradients(c.g, &c.loss, 1, NULL, c.w, layers, &ck,
+                                  c.gw),
+                     MG_ERR_NOMEM);
+    const char *at = strstr(mg_last_error(), "fits is ");
+    ck_assert_msg(at, "%s", mg_last_error());
+    ck.budget_bytes = (size_t)strtoull(at + 8, NULL, 10);
+    ck_assert_msg(mg_gradients(c.g, &c.loss, 1, NULL, c.w, layers, &ck,
+                               c.gw) == MG_OK,
+                  "%s", mg_last_error());
+    mres r1;
+    mchain_run(&c, dt, &r1);
+    char what[64];
+    snprintf(what, sizeof what, "kind %d at %zu bytes", kind, ck.budget_bytes);
+    same_grads(&c, &r1, &r0, what);
+    ck_assert_uint_eq(r1.peak, r1.predicted);
+    ck_assert_uint_le(r1.peak, ck.budget_bytes);
+    ck_assert_msg(r1.max_copies >= 2, "%s: at most %d copies", what,
+                  r1.max_copies);
+    mres_free(&r0);
+    mres_free(&r1);
+    mg_graph_free(ref.g);
+    mg_graph_free(c.g);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("multilevel");
     TCase *tc = tcase_create("plans");
@@ -401,6 +445,7 @@ int main(void) {
     tcase_add_loop_test(tc, test_hand_plan_bit_exact, 0, 3 * 2 * 5);
     tcase_add_test(tc, test_no_plan_single_level);
     tcase_add_test(tc, test_budget_below_single_level);
+    tcase_add_loop_test(tc, test_budget_minimum_multilevel, 0, 2);
     suite_add_tcase(s, tc);
     return th_run_suite(s);
 }

@@ -51,13 +51,13 @@ static mg_status dp_check(const mg_chain_dp *c) {
     return MG_OK;
 }
 
-/* The interval tables rev and arg (0: advance from a each time, else the
- * split m), indexed ((a * (l + 1)) + b) * (S + 1) + s. */
+/* The interval table rev, indexed ((a * (l + 1)) + b) * (S + 1) + s. The
+ * argmin is found again where a schedule is written (dp_arg): keeping it
+ * in the table would stop the inner loop from vectorising. */
 typedef struct dp_tab {
     int32_t l, S;
     double *P;   /* prefix sums of f, l + 1 */
     double *rev;
-    int32_t *arg;
 } dp_tab;
 
 static size_t ix(const dp_tab *t, int32_t a, int32_t b, int32_t s) {
@@ -68,7 +68,6 @@ static size_t ix(const dp_tab *t, int32_t a, int32_t b, int32_t s) {
 static void tab_free(dp_tab *t) {
     free(t->P);
     free(t->rev);
-    free(t->arg);
 }
 
 static mg_status tab_solve(const mg_chain_dp *c, dp_tab *t) {
@@ -79,32 +78,30 @@ static mg_status tab_solve(const mg_chain_dp *c, dp_tab *t) {
     size_t n = (size_t)(l + 1) * (size_t)(l + 1) * (size_t)(S + 1);
     t->P = malloc((size_t)(l + 1) * sizeof *t->P);
     t->rev = malloc(n * sizeof *t->rev);
-    t->arg = malloc(n * sizeof *t->arg);
-    if (!t->P || !t->rev || !t->arg) {
+    if (!t->P || !t->rev) {
         tab_free(t);
         return dp_oom();
     }
     t->P[0] = 0;
     for (int32_t i = 0; i < l; i++) t->P[i + 1] = t->P[i] + c->f[i];
+    /* m outermost over contiguous rows of s: the inner loop vectorises */
     for (int32_t len = 1; len <= l; len++)
         for (int32_t a = 0; a + len <= l; a++) {
             const int32_t b = a + len;
             double noslot = 0;
             for (int32_t i = a + 1; i < b; i++) noslot += t->P[i] - t->P[a];
-            for (int32_t s = 0; s <= S; s++) {
-                double best = noslot;
-                int32_t arg = 0;
-                for (int32_t m = a + 1; m < b; m++) {
-                    if (c->w[m] > s) continue;
-                    double v = t->P[m] - t->P[a] + t->rev[ix(t, m, b, s - c->w[m])] +
-                               t->rev[ix(t, a, m, s)];
-                    if (v < best) {
-                        best = v;
-                        arg = m;
-                    }
+            double *best = t->rev + ix(t, a, b, 0);
+            for (int32_t s = 0; s <= S; s++) best[s] = noslot;
+            for (int32_t m = a + 1; m < b; m++) {
+                const int32_t wm = c->w[m];
+                if (wm > S) continue;
+                const double adv = t->P[m] - t->P[a];
+                const double *right = t->rev + ix(t, m, b, 0);
+                const double *left = t->rev + ix(t, a, m, 0);
+                for (int32_t s = wm; s <= S; s++) {
+                    double v = adv + right[s - wm] + left[s];
+                    best[s] = v < best[s] ? v : best[s];
                 }
-                t->rev[ix(t, a, b, s)] = best;
-                t->arg[ix(t, a, b, s)] = arg;
             }
         }
     return MG_OK;
@@ -177,13 +174,30 @@ static void put(emit *e, int32_t step) {
     e->n_pool += e->depth;
 }
 
+/* The choice behind rev(a, b, s): 0 (advance from a each time) or the
+ * split m, found by the same arithmetic as tab_solve's, so exactly. */
+static int32_t dp_arg(const dp_tab *t, const mg_chain_dp *c, int32_t a,
+                      int32_t b, int32_t s) {
+    const double want = t->rev[ix(t, a, b, s)];
+    double noslot = 0;
+    for (int32_t i = a + 1; i < b; i++) noslot += t->P[i] - t->P[a];
+    if (noslot == want) return 0;
+    for (int32_t m = a + 1; m < b; m++) {
+        if (c->w[m] > s) continue;
+        double v = t->P[m] - t->P[a] + t->rev[ix(t, m, b, s - c->w[m])] +
+                   t->rev[ix(t, a, m, s)];
+        if (v == want) return m;
+    }
+    return 0; /* not reached: want is one of these */
+}
+
 /* Reverse a+1..b from state a (a snapshot on the stack, or kept). */
 static void emit_rev(emit *e, int32_t a, int32_t b, int32_t s) {
     if (b == a + 1) {
         put(e, b);
         return;
     }
-    int32_t m = e->t->arg[ix(e->t, a, b, s)];
+    int32_t m = dp_arg(e->t, e->c, a, b, s);
     if (m == 0) {
         for (int32_t i = b; i > a; i--) put(e, i);
         return;

@@ -26,7 +26,8 @@
  * are candidates too: the chain regrouped into at most 256 steps and
  * chain_dp.c's DP run on a second grid of M; they reach budgets below the
  * single-level minimum of about 2 sqrt(n) activations, and are judged by
- * the exact predicted peak like the rest.
+ * the exact predicted peak like the rest. They are tried only when no
+ * single-level plan fits the budget.
  */
 #include "rewrite.h"
 #include "schedule.h"
@@ -572,7 +573,8 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
 #define MG_BUDGET_ML_STEPS 256
 #define MG_BUDGET_ML_LEVELS 5 /* chains of 16, 32, .., 256 steps */
 #define MG_BUDGET_ML_SLOTS 32
-#define MG_BUDGET_ML_GRID 16
+#define MG_BUDGET_ML_GRID 10
+#define MG_BUDGET_ML_REFINE 4
 #define MG_BUDGET_ML_GRID_HI 0.5
 
 typedef struct mlchain {
@@ -704,6 +706,11 @@ static bool same_sched(const mg_chain_sched *a, const mg_chain_sched *b,
 static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
     const bchain *ch = &b->ch;
     if (ch->k < 3) return MG_OK; /* no chain to recompute in levels */
+    /* Multi-level plans pay off below the single-level plans' lowest
+     * peak: the grid stops there (that peak does not depend on the
+     * budget, so neither does the grid). */
+    const double M_max = best->min_peak != SIZE_MAX ? (double)best->min_peak
+                                                    : (double)peak_none;
     /* Finer chains cost a cubic DP but hold less per step: each M takes
      * the coarsest whose steps hold at most a third of it. */
     mlchain chains[MG_BUDGET_ML_LEVELS];
@@ -728,12 +735,20 @@ static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
      * the one above it, as search() does. */
     double fit_M = -1, above_M = -1;
     bool prev_fits = false;
-    for (int g = 0; s == MG_OK && g < MG_BUDGET_ML_GRID + MG_BUDGET_REFINE;
+    for (int g = 0; s == MG_OK && g < MG_BUDGET_ML_GRID + MG_BUDGET_ML_REFINE;
          g++) {
         double M;
-        if (g < MG_BUDGET_ML_GRID) M = lo * pow(step, g);
-        else if (fit_M > 0 && above_M > 0) M = sqrt(fit_M * above_M);
-        else break;
+        if (g < MG_BUDGET_ML_GRID) {
+            M = lo * pow(step, g);
+            if (M > M_max) { /* on to the bisection */
+                g = MG_BUDGET_ML_GRID - 1;
+                continue;
+            }
+        } else if (fit_M > 0 && above_M > 0) {
+            M = sqrt(fit_M * above_M);
+        } else {
+            break;
+        }
         const double u = M / MG_BUDGET_ML_SLOTS;
         bool fits = false;
         int v = 0;
@@ -818,7 +833,11 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c, int n_xs,
         bb.found = true;
     } else if (s == MG_OK) {
         s = search(&b, peak_none, &bb);
-        if (s == MG_OK) s = ml_search(&b, peak_none, &bb);
+        /* Multi-level plans only where no single-level plan fits: they
+         * recompute every stretch they do not keep at least once, which
+         * is all a single-level plan ever recomputes, so they rarely
+         * recompute less, and they cost the search time. */
+        if (s == MG_OK && !bb.found) s = ml_search(&b, peak_none, &bb);
         if (bb.ml_min_peak < bb.min_peak) bb.min_peak = bb.ml_min_peak;
         if (peak_none < bb.min_peak) bb.min_peak = peak_none;
     }
