@@ -495,7 +495,7 @@ def torch_worker(a):
         # The reference for the gradient check: plain backprop in double.
         model.double()
         x = x.double()
-    segments = max(1, round(math.sqrt(len(layers))))
+    segments = a.segments or max(1, round(math.sqrt(len(layers))))
     for p, _ in params:
         p.grad = torch.zeros_like(p)
 
@@ -696,6 +696,8 @@ def main():
     ap.add_argument("--worker", choices=["plain", "checkpoint", "f64"],
                     help=argparse.SUPPRESS)
     ap.add_argument("--depth", type=int, help=argparse.SUPPRESS)
+    # checkpoint_sequential's segment count (bench/pareto.py); 0: round(sqrt(n))
+    ap.add_argument("--segments", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--measure", choices=["time", "memory"], default="time",
                     help=argparse.SUPPRESS)
     ap.add_argument("--load", help=argparse.SUPPRESS)

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# bench/pareto.sh - issue 17's Pareto curves: memory against time for the
+# MLP at depth 1024 (batch 1024, width 256) and the ResNet (32 blocks,
+# batch 16), memgrad's budget policy beside its memory policy and PyTorch's
+# checkpoint_sequential at 2..64 segments, each model measured in one run
+# of bench/pareto.py; then bench/plot draws bench/results/pareto-*.svg.
+# bench/results/pareto.txt keeps the command lines, the machine, the load
+# and each run's table of points and dominance.
+#
+#   usage: bench/pareto.sh [BUILD_DIR]     (default: build)
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+build=${1:-build}
+case $build in /*) ;; *) build="$root/$build" ;; esac
+txt="$here/results/pareto.txt"
+# Debian 12's OpenBLAS falls back to slow kernels on some newer CPUs.
+source "$root/scripts/blas-env.sh"
+{
+    date -u
+    git -C "$root" log --oneline -1
+    echo "machine: $(nproc)-core CPU VM ($(uname -m)), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-}"
+    for args in "--model mlp --depth 1024" "--model resnet --depth 32 --batch 16"; do
+        model=$(echo "$args" | cut -d' ' -f2)
+        echo
+        uptime
+        echo "\$ /usr/bin/python3 bench/pareto.py $args --mg-bench ${build#$root/}/mg-bench"
+        # shellcheck disable=SC2086
+        /usr/bin/python3 "$here/pareto.py" $args --mg-bench "$build/mg-bench" \
+            --csv "$here/results/pareto-$model.csv" 2>&1 | grep -v '^\[pareto\]'
+    done
+    uptime
+} | tee "$txt"
+bash "$here/plot" "$here"/results/pareto-*.csv
