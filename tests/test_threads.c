@@ -1,7 +1,7 @@
 /*
  * test_threads.c - issue 14's threads: the CPU kernels that run on
  * OpenMP's threads (elementwise, batchnorm and layernorm, softmax,
- * reductions and the losses, forward and backward) give the same bits
+ * reductions, the losses and pooling, forward and backward) give the same bits
  * whatever the thread count, and do run on
  * more than one thread where OpenMP allows it. A graph big
  * enough to cross MG_PAR_MIN runs with 1, 2 and 3 threads (set the way
@@ -169,6 +169,34 @@ START_TEST(test_softmax_reduce_loss_bits) {
 }
 END_TEST
 
+/* max and average pooling (overlapping, padded windows) and their
+ * gradients, whose planes run on separate threads. */
+START_TEST(test_pool_bits) {
+    mg_graph *g = mg_graph_new();
+    const int64_t xs[4] = {4, 16, 32, 32};
+    mg_tensor x = mg_input(g, "x", MG_F32, 4, xs);
+    mg_tensor mp = mg_max_pool2d(g, x, 3, 3, 2, 2, 1, 1);
+    mg_tensor ap = mg_avg_pool2d(g, x, 3, 3, 1, 1, 1, 1);
+    mg_tensor loss = mg_add(g, mg_sum(g, mg_mul(g, mp, mp), 0, NULL, 0),
+                            mg_sum(g, mg_mul(g, ap, ap), 0, NULL, 0));
+    mg_tensor gx;
+    ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, &x, 1, NULL, &gx),
+                     MG_OK);
+    const int64_t n = th_numel(4, xs);
+    float *in = malloc((size_t)n * sizeof *in);
+    ck_assert_ptr_nonnull(in);
+    th_rng rng;
+    th_rng_init(&rng, 5);
+    th_fill_f32(&rng, in, n, -2, 2, 0);
+    const mg_binding b[1] = {{x, in}};
+    const mg_tensor outs[3] = {mp, ap, gx};
+    const int64_t on[3] = {4 * 16 * 16 * 16, n, n};
+    same_bits_at_thread_counts(g, 3, outs, on, 1, b, n);
+    free(in);
+    mg_graph_free(g);
+}
+END_TEST
+
 /* The OpenMP thread count the run saw when it started. */
 static mg_status note_threads(void *user, const mg_plan *plan) {
     (void)plan;
@@ -225,7 +253,7 @@ int main(void) {
     Suite *s = suite_create("threads");
     th_add_tcase(s, "threads", 120,
                  TH_TESTS(test_bits_independent_of_threads,
-                          test_softmax_reduce_loss_bits,
+                          test_softmax_reduce_loss_bits, test_pool_bits,
                           test_exec_num_threads_option));
     return th_run_suite(s);
 }
