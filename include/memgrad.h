@@ -563,8 +563,10 @@ typedef struct mg_exec_options {
      * it fails with MG_ERR_NOMEM as a real out-of-memory would. */
     size_t max_bytes;
     /* CPU threads each run uses (memgrad's kernels and oneDNN's); 0 keeps
-     * OpenMP's count, whose default is OMP_NUM_THREADS (else every core).
-     * Set for the calling thread during mg_exec_run and restored after, so
+     * OpenMP's count, whose default is OMP_NUM_THREADS (else every core);
+     * more than the larger of that count and the cores counts as that
+     * many (plans size oneDNN's scratchpad for it). Set for the calling
+     * thread during mg_exec_run and restored after, so
      * executors with different counts may run on different threads at
      * once. Results do not depend on it. OpenBLAS's own pool (Debian's
      * pthreads build) is process-wide: OPENBLAS_NUM_THREADS sets it, and

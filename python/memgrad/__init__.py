@@ -281,11 +281,17 @@ def _default_wrap(a):
 class Executor:
     """Runs plans on the CPU from a caching pool. `wrap` turns each output
     Array into the caller's array type (numpy by default; pass
-    torch.from_dlpack for torch)."""
+    torch.from_dlpack for torch). `num_threads`: the CPU threads each run
+    uses (mg_exec_options.num_threads; 0 keeps OpenMP's, whose default is
+    OMP_NUM_THREADS)."""
 
-    def __init__(self, wrap=_default_wrap):
+    def __init__(self, wrap=_default_wrap, num_threads=0):
         e = ctypes.c_void_p()
-        _lib.check(_lib.exec_new(None, ctypes.byref(e)))
+        opts = _lib.ExecOptions(device=0, max_bytes=0,
+                                num_threads=num_threads)
+        _lib.check(_lib.exec_new(ctypes.cast(ctypes.pointer(opts),
+                                             ctypes.c_void_p),
+                                 ctypes.byref(e)))
         self._e, self.wrap = e, wrap
 
     def __del__(self):

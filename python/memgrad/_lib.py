@@ -48,6 +48,11 @@ class PhasePeaks(ctypes.Structure):
                 ("pair", c_size_t), ("saved", c_size_t)]
 
 
+class ExecOptions(ctypes.Structure):
+    _fields_ = [("device", c_int), ("max_bytes", c_size_t),
+                ("num_threads", c_int)]
+
+
 class PoolStats(ctypes.Structure):
     _fields_ = [("bytes_in_use", c_size_t), ("peak_bytes_in_use", c_size_t),
                 ("bytes_reserved", c_size_t), ("alloc_calls", c_uint64),

@@ -152,6 +152,18 @@ def test_forward_outputs_are_zero_copy():
     assert ex.pool_stats()["exported_blocks"] == held - 1
 
 
+def test_executor_num_threads():
+    g, x, t, params, loss, grads = mlp("memory")
+    plan = g.compile([loss] + grads)
+    f = feeds(params)
+    one = mg.Executor(num_threads=1).run(plan, f)
+    two = mg.Executor(num_threads=2).run(plan, f)
+    for k in [loss] + grads:
+        np.testing.assert_array_equal(np.array(one[k]), np.array(two[k]))
+    with pytest.raises(mg.MemgradError, match="num_threads"):
+        mg.Executor(num_threads=-1)
+
+
 def test_errors_carry_the_c_message():
     g = mg.Graph()
     a = g.input("a", "float32", (2, 3))

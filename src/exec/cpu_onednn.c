@@ -55,8 +55,14 @@ bool mgi_onednn_conv_run(mgi_onednn_cache *c, const mg_kargs *a,
 
 #else
 
+#include "exec_internal.h"
+
 #include <dnnl.h>
 #include <pthread.h>
+#ifndef _OPENMP /* the thread count is oneDNN's own then: one size */
+static int omp_get_max_threads(void) { return 1; }
+static void omp_set_num_threads(int n) { (void)n; }
+#endif
 
 #define OD_ALIGN ((size_t)64)
 
@@ -291,10 +297,21 @@ bool mgi_onednn_conv_workspace(const mg_kargs *a, size_t *bytes) {
         if (memcmp(&od_sizes[i].key, &k, sizeof k) == 0) break;
     struct od_size found = i < OD_SIZES ? od_sizes[i] : (struct od_size){0};
     if (!found.used) {
-        od_entry e = {.key = k};
-        found = (struct od_size){.key = k, .used = true,
-                                 .ok = od_build(&k, &e), .total = e.total};
-        od_entry_clear(&e);
+        /* oneDNN sizes its scratchpad by the thread count the primitive is
+         * built under, and a run may use more threads than this compile
+         * has (mg_exec_options.num_threads, up to mgi_threads_cap()): take
+         * the larger of the two sizes. */
+        found = (struct od_size){.key = k, .used = true, .ok = true};
+        const int cur = omp_get_max_threads(), cap = mgi_threads_cap();
+        for (int t = cur;; t = cap) {
+            od_entry e = {.key = k};
+            omp_set_num_threads(t);
+            found.ok = found.ok && od_build(&k, &e);
+            if (e.total > found.total) found.total = e.total;
+            od_entry_clear(&e);
+            if (t == cap) break;
+        }
+        omp_set_num_threads(cur);
         if (i < OD_SIZES) od_sizes[i] = found;
     }
     pthread_mutex_unlock(&od_lock);

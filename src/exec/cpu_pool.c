@@ -4,6 +4,8 @@
  * x, so the max-pool gradient finds the element the forward picked: the
  * first maximum in that order, never padding. Gradients accumulate into a
  * zeroed dx in output order, so overlapping windows sum deterministically.
+ * Planes are independent and each is computed whole by one thread, so the
+ * bits do not depend on the thread count.
  */
 #include "cpu_kernels.h"
 
@@ -17,50 +19,69 @@
 #define POOL_DEF(T, SUF)                                                      \
     static mg_status max_pool_##SUF(const T *x, T *y,                         \
                                     const mg_pool2d_dims *d) {                \
-        for (int64_t p = 0; p < d->planes; p++, x += d->h * d->w)             \
+        const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                  \
+        MG_CPU_PAR_LOOP(d->planes * hw,                                       \
+                        for (int64_t p = 0; p < d->planes; p++), {            \
+            const T *xp = x + p * hw;                                         \
+            T *yp = y + p * ohw;                                              \
             for (int64_t oy = 0; oy < d->oh; oy++)                            \
                 for (int64_t ox = 0; ox < d->ow; ox++)                        \
-                    *y++ = x[ARGMAX(SUF, x, d, oy, ox)];                      \
+                    *yp++ = xp[ARGMAX(SUF, xp, d, oy, ox)];                   \
+        });                                                                   \
         return MG_OK;                                                         \
     }                                                                         \
     static mg_status max_pool_grad_##SUF(const T *gy, const T *x, T *gx,      \
                                          const mg_pool2d_dims *d) {           \
-        memset(gx, 0, (size_t)(d->planes * d->h * d->w) * sizeof(T));         \
-        for (int64_t p = 0; p < d->planes; p++, x += d->h * d->w,             \
-                     gx += d->h * d->w)                                       \
+        const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                  \
+        MG_CPU_PAR_LOOP(d->planes * hw,                                       \
+                        for (int64_t p = 0; p < d->planes; p++), {            \
+            const T *xp = x + p * hw, *gyp = gy + p * ohw;                    \
+            T *gxp = gx + p * hw;                                             \
+            memset(gxp, 0, (size_t)hw * sizeof(T));                           \
             for (int64_t oy = 0; oy < d->oh; oy++)                            \
                 for (int64_t ox = 0; ox < d->ow; ox++)                        \
-                    gx[ARGMAX(SUF, x, d, oy, ox)] += *gy++;                   \
+                    gxp[ARGMAX(SUF, xp, d, oy, ox)] += *gyp++;                \
+        });                                                                   \
         return MG_OK;                                                         \
     }                                                                         \
     static mg_status avg_pool_##SUF(const T *x, T *y,                         \
                                     const mg_pool2d_dims *d) {                \
         const T count = (T)d->kh * (T)d->kw;                                  \
-        for (int64_t p = 0; p < d->planes; p++, x += d->h * d->w)             \
+        const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                  \
+        MG_CPU_PAR_LOOP(d->planes * hw,                                       \
+                        for (int64_t p = 0; p < d->planes; p++), {            \
+            const T *xp = x + p * hw;                                         \
+            T *yp = y + p * ohw;                                              \
             for (int64_t oy = 0; oy < d->oh; oy++)                            \
                 for (int64_t ox = 0; ox < d->ow; ox++) {                      \
                     const mg_pool2d_win r = mg_pool2d_window(d, oy, ox);      \
                     T s = 0;                                                  \
                     for (int64_t iy = r.y0; iy < r.y1; iy++)                  \
                         for (int64_t ix = r.x0; ix < r.x1; ix++)              \
-                            s += x[iy * d->w + ix];                           \
-                    *y++ = s / count;                                         \
+                            s += xp[iy * d->w + ix];                          \
+                    *yp++ = s / count;                                        \
                 }                                                             \
+        });                                                                   \
         return MG_OK;                                                         \
     }                                                                         \
     static mg_status avg_pool_grad_##SUF(const T *gy, T *gx,                  \
                                          const mg_pool2d_dims *d) {           \
         const T count = (T)d->kh * (T)d->kw;                                  \
-        memset(gx, 0, (size_t)(d->planes * d->h * d->w) * sizeof(T));         \
-        for (int64_t p = 0; p < d->planes; p++, gx += d->h * d->w)            \
+        const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                  \
+        MG_CPU_PAR_LOOP(d->planes * hw,                                       \
+                        for (int64_t p = 0; p < d->planes; p++), {            \
+            const T *gyp = gy + p * ohw;                                      \
+            T *gxp = gx + p * hw;                                             \
+            memset(gxp, 0, (size_t)hw * sizeof(T));                           \
             for (int64_t oy = 0; oy < d->oh; oy++)                            \
                 for (int64_t ox = 0; ox < d->ow; ox++) {                      \
                     const mg_pool2d_win r = mg_pool2d_window(d, oy, ox);      \
-                    const T v = *gy++ / count;                                \
+                    const T v = *gyp++ / count;                               \
                     for (int64_t iy = r.y0; iy < r.y1; iy++)                  \
                         for (int64_t ix = r.x0; ix < r.x1; ix++)              \
-                            gx[iy * d->w + ix] += v;                          \
+                            gxp[iy * d->w + ix] += v;                         \
                 }                                                             \
+        });                                                                   \
         return MG_OK;                                                         \
     }
 MG_CPU_FLOAT_TYPES(POOL_DEF)

@@ -18,8 +18,12 @@ int32_t mgi_exec_take_kept(mg_exec *ex, mg_tensor *t, void **data,
 void *mgi_exec_buf(const mg_exec *ex, mg_tensor t);
 void mgi_exec_pool_free(mg_exec *ex, void *data, size_t nbytes);
 
-/* Set the calling thread's OpenMP thread count to n (> 0; 0 keeps it) for
- * one run and return the count to restore with mgi_threads_leave (threads.c). */
+/* The most threads a run may use: the larger of the calling thread's
+ * OpenMP count and the processors; what plans size oneDNN's scratchpad for. */
+int mgi_threads_cap(void);
+/* Set the calling thread's OpenMP thread count to n (> 0, at most
+ * mgi_threads_cap(); 0 keeps it) for one run and return the count to
+ * restore with mgi_threads_leave (threads.c). */
 int mgi_threads_enter(int n);
 void mgi_threads_leave(int n, int prev);
 

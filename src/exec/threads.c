@@ -12,9 +12,21 @@
 #include <omp.h>
 #endif
 
+int mgi_threads_cap(void) {
+#ifdef _OPENMP
+    const int cur = omp_get_max_threads(), procs = omp_get_num_procs();
+    return cur > procs ? cur : procs;
+#else
+    return 1;
+#endif
+}
+
 int mgi_threads_enter(int n) {
 #ifdef _OPENMP
     const int prev = omp_get_max_threads();
+    /* plans size oneDNN's scratchpad for at most this many (cpu_onednn.c) */
+    const int cap = mgi_threads_cap();
+    if (n > cap) n = cap;
     if (n > 0 && n != prev) omp_set_num_threads(n);
     return prev;
 #else
@@ -25,7 +37,7 @@ int mgi_threads_enter(int n) {
 
 void mgi_threads_leave(int n, int prev) {
 #ifdef _OPENMP
-    if (n > 0 && n != prev) omp_set_num_threads(prev);
+    if (n > 0) omp_set_num_threads(prev);
 #else
     (void)n;
     (void)prev;
