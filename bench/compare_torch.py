@@ -495,7 +495,8 @@ def torch_worker(a):
         # The reference for the gradient check: plain backprop in double.
         model.double()
         x = x.double()
-    segments = a.segments or max(1, round(math.sqrt(len(layers))))
+    segments = min(a.segments, len(layers)) if a.segments else \
+        max(1, round(math.sqrt(len(layers))))
     for p, _ in params:
         p.grad = torch.zeros_like(p)
 

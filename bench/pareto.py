@@ -115,14 +115,20 @@ def main():
                                  loss=""))
         cases = [("plain", 0)] + [("checkpoint", int(k))
                                   for k in a.segments.split(",")]
+        done = set()
         for worker, k in cases:
-            label = "plain" if worker == "plain" else f"{k} segments"
-            log(a, f"torch {label}")
+            log(a, f"torch {worker} {k}")
             cmd = [sys.executable, os.path.join(HERE, "compare_torch.py"),
                    "--worker", worker, "--model", a.model, "--threads",
                    str(a.threads), "--segments", str(k), "--load", init,
                    "--save-grads", os.path.join(tmp, "g.bin")] + common
             t = json.loads(ct.run(cmd, env).strip().splitlines()[-1])
+            # checkpoint_sequential takes at most one segment per layer
+            label = ("plain" if worker == "plain"
+                     else f"{t['segments']} segments")
+            if label in done:
+                continue
+            done.add(label)
             m = json.loads(ct.run(cmd + ["--measure", "memory"],
                                   env).strip().splitlines()[-1])
             rows.append(dict(base, series="torch-" + worker, label=label,
