@@ -7,13 +7,16 @@
 # bench/results/pareto.txt keeps the command lines, the machine, the load
 # and each run's table of points and dominance.
 #
-#   usage: bench/pareto.sh [BUILD_DIR]     (default: build)
+#   usage: bench/pareto.sh [BUILD_DIR]     (default: build-bench, the
+#          Release build bench/run.sh makes; this script builds mg-bench there)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
-build=${1:-build}
+build=${1:-build-bench}
 case $build in /*) ;; *) build="$root/$build" ;; esac
 txt="$here/results/pareto.txt"
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMG_BUILD_TESTS=OFF >/dev/null
+cmake --build "$build" -j"$(nproc)" --target mg-bench >/dev/null
 # Debian 12's OpenBLAS falls back to slow kernels on some newer CPUs.
 source "$root/scripts/blas-env.sh"
 {
