@@ -89,6 +89,7 @@ static void kernels_init(void) {
     t[MG_OP_EMBEDDING] = cu_embedding;
     t[MG_OP_EMBEDDING_GRAD] = cu_embedding_grad;
     t[MG_OP_CAUSAL_MASK] = cu_causal_mask;
+    t[MG_OP_CAST] = cu_cast;
     kernels_ready = 1;
 }
 

@@ -3,7 +3,8 @@
  * op (arithmetic with numpy broadcasting and the activation gradients): the
  * kernels that the expressions of MG_UNARY_OPS and MG_BINARY_OPS
  * (src/exec/kernel_shared.h) are instantiated in, with the CPU's layouts,
- * so both backends compute and broadcast alike.
+ * so both backends compute and broadcast alike; and cast, with the CPU's
+ * conversions (MG_CAST_PAIRS).
  */
 #include "cuda_internal.h"
 
@@ -94,4 +95,28 @@ mg_status cu_binary(cu_ctx *c, const mg_kargs *a) {
         return mg_kernel_fail(a, MG_ERR_INTERNAL, "%s is not a binary op",
                               mgi_op_str(a->op));
     }
+}
+
+/* ---- cast: y = x converted to y's dtype ---------------------------------- */
+
+#define CU_CAST_KERNEL(FT, FROM, TT, TO, CONV)                                \
+    __global__ void k_cast_##FROM##_##TO(const FT *xs, TT *ys, int64_t n) {   \
+        CU_FOR(i, n) ys[i] = CONV(TT, xs[i]);                                 \
+    }
+MG_CAST_PAIRS(CU_CAST_KERNEL)
+#undef CU_CAST_KERNEL
+
+mg_status cu_cast(cu_ctx *c, const mg_kargs *a) {
+    const int64_t n = mgi_tdesc_numel(&a->out.d);
+    const mg_dtype from = a->in[0].d.dtype, to = a->out.d.dtype;
+#define CU_CAST_CASE(FT, FROM, TT, TO, CONV)                                  \
+    if (from == FROM && to == TO) {                                           \
+        k_cast_##FROM##_##TO<<<cu_blocks(n), CU_THREADS, 0, c->stream>>>(      \
+            (const FT *)a->in[0].data, (TT *)a->out.data, n);                 \
+        return MG_OK;                                                         \
+    }
+    MG_CAST_PAIRS(CU_CAST_CASE)
+#undef CU_CAST_CASE
+    return mg_kernel_fail(a, MG_ERR_DTYPE, "cast from %s to %s",
+                          mg_dtype_name(from), mg_dtype_name(to));
 }

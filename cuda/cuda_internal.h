@@ -126,9 +126,10 @@ mg_status cu_move(cu_ctx *c, const mg_kargs *a, const void *src, void *dst,
 
 /* Kernels, by file; each file is named after its op family in src/graph
  * (ops_<family>.c) and src/exec (cpu_<family>.c). */
-/* cuda_elementwise.cu: every op of MG_UNARY_OPS / MG_BINARY_OPS */
+/* cuda_elementwise.cu: every op of MG_UNARY_OPS / MG_BINARY_OPS, cast */
 mg_status cu_unary(cu_ctx *, const mg_kargs *);  /* reads a->op */
 mg_status cu_binary(cu_ctx *, const mg_kargs *); /* reads a->op */
+mg_status cu_cast(cu_ctx *, const mg_kargs *);
 /* cuda_shape.cu */
 mg_status cu_fill(cu_ctx *, const mg_kargs *);
 mg_status cu_reshape(cu_ctx *, const mg_kargs *);

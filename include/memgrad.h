@@ -227,6 +227,18 @@ mg_tensor mg_pow(mg_graph *g, mg_tensor x, double p);
 /* x where x > 0, alpha x elsewhere (alpha finite). */
 MG_API
 mg_tensor mg_leaky_relu(mg_graph *g, mg_tensor x, double alpha);
+/* 1 where x != 0, 0 elsewhere (NaN counts as nonzero), in x's float dtype:
+ * the 0/1 masks that comparisons and boolean casts become (ONNX import).
+ * Its gradient is 0. */
+MG_API
+mg_tensor mg_is_nonzero(mg_graph *g, mg_tensor x);
+/* x converted to dtype, elementwise, same shape (torch's .to(dtype), ONNX
+ * Cast). A float becomes an integer truncated toward zero and saturated at
+ * the integer's range, NaN becoming 0; int64 to int32 keeps the low bits.
+ * Between float dtypes the gradient is gy cast back; integer tensors get
+ * none. */
+MG_API
+mg_tensor mg_cast(mg_graph *g, mg_tensor x, mg_dtype dtype);
 
 /* Reductions over the listed axes (negative axes count from the end; no
  * axes at all means every axis). keepdims keeps reduced axes as size 1. */

@@ -260,6 +260,16 @@ START_TEST(test_every_op_matches_cpu) {
     CASE("erf") finish(c, mg_erf(c->g, fin(c, 2, s35)));
     CASE("pow") finish(c, mg_pow(c->g, pos(c, 2, s35), 2.5));
     CASE("leaky_relu") finish(c, mg_leaky_relu(c->g, fin(c, 2, s35), 0.1));
+    CASE("is_nonzero") {
+        mg_tensor x = fin(c, 2, s35);
+        finish(c, mg_mul(c->g, mg_is_nonzero(c->g, x), x));
+    }
+    CASE("cast") {
+        /* f32 -> f64 -> f32, and i32 ids -> f32, in one product */
+        mg_tensor x = mg_cast(c->g, fin(c, 2, s35), MG_F64);
+        mg_tensor ids = mg_cast(c->g, leaf(c, MG_I32, 2, s35, 0, 7), MG_F32);
+        finish(c, mg_mul(c->g, mg_cast(c->g, mg_mul(c->g, x, x), MG_F32), ids));
+    }
     CASE("tanh") finish(c, mg_tanh(c->g, fin(c, 2, s35)));
     CASE("sigmoid") finish(c, mg_sigmoid(c->g, fin(c, 2, s35)));
     CASE("exp") finish(c, mg_exp(c->g, fin(c, 2, s35)));

@@ -52,16 +52,36 @@ static mg_onnx_model *import(const char *name, mg_graph *g, int training,
     return m;
 }
 
-/* All bindings: the model's, then input 0 bound to x. */
-static mg_binding *all_binds(const mg_onnx_model *m, void *x, int *n)
+/* The data of a model's second input (an attention mask), from
+ * <stem>.input1.bin, or NULL for a model with one input. */
+static void *second_input(const mg_onnx_model *m, const char *stem)
+{
+    if (mg_onnx_num_inputs(m) < 2)
+        return NULL;
+    char ib[64];
+    size_t n;
+    snprintf(ib, sizeof ib, "%s.input1.bin", stem);
+    return read_all(data_path(ib), &n);
+}
+
+/* All bindings: the model's, then input 0 bound to x and input 1 to x1
+ * (if not NULL). */
+static mg_binding *all_binds2(const mg_onnx_model *m, void *x, void *x1, int *n)
 {
     int nb;
     const mg_binding *b = mg_onnx_bindings(m, &nb);
-    mg_binding *all = malloc(sizeof *all * (size_t)(nb + 1));
+    mg_binding *all = malloc(sizeof *all * (size_t)(nb + 2));
     memcpy(all, b, sizeof *all * (size_t)nb);
     all[nb] = (mg_binding){mg_onnx_input(m, 0), x};
     *n = nb + 1;
+    if (x1)
+        all[(*n)++] = (mg_binding){mg_onnx_input(m, 1), x1};
     return all;
+}
+
+static mg_binding *all_binds(const mg_onnx_model *m, void *x, int *n)
+{
+    return all_binds2(m, x, NULL, n);
 }
 
 /* Inference mode forward pass against the reference evaluator's output. */
@@ -81,9 +101,11 @@ static void check_forward(const char *stem, int64_t batch)
     ck_assert_int_eq(mg_tensor_nbytes(g, mg_onnx_input(m, 0)), nx);
     float *got = malloc(ny);
     int n;
-    mg_binding *b = all_binds(m, x, &n);
+    void *x1 = second_input(m, stem);
+    mg_binding *b = all_binds2(m, x, x1, &n);
     void *bufs[1] = {got};
     TH_RUN_OK(stem, g, 1, &y, bufs, n, b, 0);
+    free(x1);
     for (size_t k = 0; k < ny / 4; k++)
         ck_assert_msg(fabsf(got[k] - want[k]) <= 1e-4f * (1 + fabsf(want[k])),
                       "%s: output[%zu] = %g, reference %g", stem, k,
@@ -113,6 +135,11 @@ END_TEST
 START_TEST(test_bert_forward) { check_forward("bert", 2); }
 END_TEST
 START_TEST(test_where_init_forward) { check_forward("where_init", 2); }
+END_TEST
+/* a padding mask as an int64 input: Cast, Equal and Where on tensors */
+START_TEST(test_bert_mask_forward) { check_forward("bert_mask", 2); }
+END_TEST
+START_TEST(test_bool_ops_forward) { check_forward("bool_ops", 2); }
 END_TEST
 
 START_TEST(test_model_handle)
@@ -245,7 +272,8 @@ static void check_fd(const char *stem, int n_params, uint64_t skip)
         ps[k] = mg_onnx_param(m, k);
     ck_assert(mg_gradients(g, &loss, 1, NULL, ps, np, NULL, grads) == MG_OK);
     int n;
-    mg_binding *b0 = all_binds(m, x, &n);
+    void *x1 = second_input(m, stem);
+    mg_binding *b0 = all_binds2(m, x, x1, &n);
     mg_binding *b = malloc(sizeof *b * (size_t)(n + 1));
     memcpy(b, b0, sizeof *b * (size_t)n);
     b[n++] = (mg_binding){w, wts};
@@ -283,10 +311,12 @@ static void check_fd(const char *stem, int n_params, uint64_t skip)
         }
         free(gv);
     }
-    ck_assert_int_ge(checked, 20);
+    /* at least two elements of every parameter checked */
+    ck_assert_int_ge(checked, 2 * (np - __builtin_popcountll(skip)));
     free(b);
     free(b0);
     free(x);
+    free(x1);
     mg_onnx_model_free(m);
     mg_graph_free(g);
 }
@@ -306,6 +336,10 @@ START_TEST(test_resnet_grads_finite_difference)
 }
 END_TEST
 START_TEST(test_bert_grads_finite_difference) { check_fd("bert", 14, 0); }
+END_TEST
+START_TEST(test_bert_mask_grads_finite_difference) { check_fd("bert_mask", 14, 0); }
+END_TEST
+START_TEST(test_bool_ops_grads_finite_difference) { check_fd("bool_ops", 6, 0); }
 END_TEST
 
 /* Shape/Gather/Unsqueeze/Concat are evaluated at import: the graph holds
@@ -579,11 +613,14 @@ int main(void)
                           test_gpt_forward, test_resnet_forward,
                           test_mobilenet_forward, test_unet_forward,
                           test_bert_forward, test_where_init_forward,
+                          test_bert_mask_forward, test_bool_ops_forward,
                           test_model_handle, test_mlp_grads_match_hand_built,
                           test_cnn_grads_finite_difference,
                           test_gpt_grads_finite_difference,
                           test_resnet_grads_finite_difference,
                           test_bert_grads_finite_difference,
+                          test_bert_mask_grads_finite_difference,
+                          test_bool_ops_grads_finite_difference,
                           test_shape_arithmetic_folded, test_training_mode_ops,
                           test_external_data, test_training_export));
     th_add_tcase(s, "errors", 300,

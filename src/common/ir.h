@@ -39,6 +39,7 @@
     X(ERF, "erf")                     \
     X(POW, "pow")                     \
     X(LEAKY_RELU, "leaky_relu")       \
+    X(IS_NONZERO, "is_nonzero")       \
     X(SCALE, "scale")                 \
     X(SUM, "sum")                     \
     X(MEAN, "mean")                   \
@@ -65,6 +66,7 @@
     X(PAD, "pad")                     \
     X(EMBEDDING, "embedding")         \
     X(CAUSAL_MASK, "causal_mask")     \
+    X(CAST, "cast")                   \
     X(CONV2D_GRAD_INPUT, "conv2d_grad_input") \
     X(CONV2D_GRAD_WEIGHT, "conv2d_grad_weight") \
     X(MAX_POOL2D_GRAD, "max_pool2d_grad") \

@@ -2,7 +2,8 @@
  * cpu_elementwise.c - the unary maths ops, and every two-input
  * elementwise op (arithmetic with numpy broadcasting and the activation
  * gradients): the loops that the expressions of MG_UNARY_OPS and
- * MG_BINARY_OPS (kernel_shared.h) are instantiated in, per dtype.
+ * MG_BINARY_OPS (kernel_shared.h) are instantiated in, per dtype; and
+ * cast, one loop per pair of MG_CAST_PAIRS.
  */
 #include "cpu_kernels.h"
 
@@ -83,3 +84,27 @@ static void binary_layout(const mg_kargs *ka, mg_layout *l) {
                                ka->in[1].data, ka->out.data, &l);             \
     }
 MG_BINARY_OPS(BINARY_KERNEL)
+
+/* ---- cast: y = x converted to y's dtype ---------------------------------- */
+
+#define CAST_LOOP(FT, FROM, TT, TO, CONV)                                     \
+    static void cast_##FROM##_##TO(const FT *restrict xs, TT *restrict ys,    \
+                                   int64_t n) {                               \
+        MG_CPU_PAR_LOOP(n, for (int64_t i = 0; i < n; i++),                   \
+                        { ys[i] = CONV(TT, xs[i]); });                        \
+    }
+MG_CAST_PAIRS(CAST_LOOP)
+#undef CAST_LOOP
+
+mg_status mgi_cpu_cast(const mg_kargs *ka) {
+    const int64_t n = mgi_tdesc_numel(&ka->out.d);
+    const mg_dtype from = ka->in[0].d.dtype, to = ka->out.d.dtype;
+#define CAST_CASE(FT, FROM, TT, TO, CONV)                                     \
+    if (from == FROM && to == TO) {                                           \
+        cast_##FROM##_##TO((const FT *)ka->in[0].data, (TT *)ka->out.data, n); \
+        return MG_OK;                                                         \
+    }
+    MG_CAST_PAIRS(CAST_CASE)
+#undef CAST_CASE
+    return mgi_cpu_bad_dtype(ka, from);
+}

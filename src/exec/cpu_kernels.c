@@ -37,6 +37,7 @@ const mg_kernel_fn mgi_cpu_kernels[MG_OP_COUNT] = {
     [MG_OP_PAD] = mgi_cpu_pad,
     [MG_OP_EMBEDDING] = mgi_cpu_embedding,
     [MG_OP_CAUSAL_MASK] = mgi_cpu_causal_mask,
+    [MG_OP_CAST] = mgi_cpu_cast,
     [MG_OP_CONV2D_GRAD_INPUT] = mgi_cpu_conv2d_grad_input,
     [MG_OP_CONV2D_GRAD_WEIGHT] = mgi_cpu_conv2d_grad_weight,
     [MG_OP_MAX_POOL2D_GRAD] = mgi_cpu_max_pool2d_grad,

@@ -112,6 +112,7 @@ MG_UNARY_OPS(MG_CPU_ELEMENTWISE_DECL)
 MG_BINARY_OPS(MG_CPU_ELEMENTWISE_DECL)
 #undef MG_CPU_ELEMENTWISE_DECL
 mg_status mgi_cpu_fill(const mg_kargs *a);
+mg_status mgi_cpu_cast(const mg_kargs *a);
 mg_status mgi_cpu_matmul(const mg_kargs *a);
 mg_status mgi_cpu_sum(const mg_kargs *a);
 mg_status mgi_cpu_mean(const mg_kargs *a);

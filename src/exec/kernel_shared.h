@@ -466,6 +466,45 @@ MG_KFN double mg_gelu_deriv(double x) { return mg_gelu_deriv_f64(x); }
     _Generic((x), float: mg_gelu_deriv_f32, double: mg_gelu_deriv_f64)(x)
 #endif
 
+/* ---- cast ---------------------------------------------------------------- */
+
+/* A float converted to an integer type whose range is [lo, hi]: truncated
+ * toward zero, saturated at the ends, NaN to 0. C leaves out-of-range
+ * conversions undefined, and the two devices would differ on them. */
+MG_KFN int64_t mg_cast_saturate(double x, int64_t lo, int64_t hi) {
+    if (x != x) return 0;
+    if (x <= (double)lo) return lo;
+    if (x >= (double)hi) return hi;
+    return (int64_t)x;
+}
+#define MG_CAST_PLAIN(TT, v) ((TT)(v))
+#define MG_CAST_SAT32(TT, v)                                                  \
+    ((TT)mg_cast_saturate((double)(v), INT32_MIN, INT32_MAX))
+#define MG_CAST_SAT64(TT, v)                                                  \
+    ((TT)mg_cast_saturate((double)(v), INT64_MIN, INT64_MAX))
+
+/* X(FT, FROM, TT, TO, CONV): every (source, target) dtype pair of cast and
+ * how one element converts. Between ints and from ints to floats it is C's
+ * conversion (int64 to float rounds once, to nearest; int64 to int32
+ * keeps the low bits, as numpy and PyTorch do). */
+#define MG_CAST_PAIRS(X)                                                      \
+    X(float, MG_F32, float, MG_F32, MG_CAST_PLAIN)                            \
+    X(float, MG_F32, double, MG_F64, MG_CAST_PLAIN)                           \
+    X(float, MG_F32, int32_t, MG_I32, MG_CAST_SAT32)                          \
+    X(float, MG_F32, int64_t, MG_I64, MG_CAST_SAT64)                          \
+    X(double, MG_F64, float, MG_F32, MG_CAST_PLAIN)                           \
+    X(double, MG_F64, double, MG_F64, MG_CAST_PLAIN)                          \
+    X(double, MG_F64, int32_t, MG_I32, MG_CAST_SAT32)                         \
+    X(double, MG_F64, int64_t, MG_I64, MG_CAST_SAT64)                         \
+    X(int32_t, MG_I32, float, MG_F32, MG_CAST_PLAIN)                          \
+    X(int32_t, MG_I32, double, MG_F64, MG_CAST_PLAIN)                         \
+    X(int32_t, MG_I32, int32_t, MG_I32, MG_CAST_PLAIN)                        \
+    X(int32_t, MG_I32, int64_t, MG_I64, MG_CAST_PLAIN)                        \
+    X(int64_t, MG_I64, float, MG_F32, MG_CAST_PLAIN)                          \
+    X(int64_t, MG_I64, double, MG_F64, MG_CAST_PLAIN)                         \
+    X(int64_t, MG_I64, int32_t, MG_I32, MG_CAST_PLAIN)                        \
+    X(int64_t, MG_I64, int64_t, MG_I64, MG_CAST_PLAIN)
+
 /*
  * X(name, OP, expr): the kernel of MG_OP_<OP>, named <name> in each backend,
  * computes y = expr elementwise. T is the element type; the maths functions
@@ -485,6 +524,7 @@ MG_KFN double mg_gelu_deriv(double x) { return mg_gelu_deriv_f64(x); }
     X(erf, ERF, erf(x))                                                       \
     X(pow, POW, pow(x, (T)alpha))                                             \
     X(leaky_relu, LEAKY_RELU, x > 0 ? x : (T)alpha * x)                       \
+    X(is_nonzero, IS_NONZERO, x != 0 ? (T)1 : (T)0)                           \
     /* in double, then rounded once, as for the fill value */                 \
     X(scale, SCALE, (T)(alpha * (double)x))
 

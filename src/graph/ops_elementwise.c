@@ -1,7 +1,7 @@
 /*
  * ops_elementwise.c - binary ops with numpy broadcasting, unary float ops,
- * the activation-gradient helper ops, and sum_to, which undoes a
- * broadcast on the way back.
+ * the activation-gradient helper ops, cast between dtypes, and sum_to,
+ * which undoes a broadcast on the way back.
  */
 #include "graph.h"
 #include "ops_internal.h"
@@ -50,6 +50,15 @@ mg_status mgi_unary_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
     (void)n_in, (void)a;
     *out = in[0];
     return mgi_float_check(&in[0], "x", why, len);
+}
+
+/* cast: any dtype to a->dtype, same shape */
+mg_status mgi_cast_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                         mg_tdesc *out, char *why, size_t len) {
+    (void)n_in, (void)why, (void)len;
+    *out = in[0];
+    out->dtype = a->dtype;
+    return MG_OK;
 }
 
 /* relu_grad(gy, x) and its kin: two float tensors of one shape. */
@@ -135,6 +144,34 @@ mg_tensor mg_leaky_relu(mg_graph *g, mg_tensor x, double alpha) {
         return MG_NO_TENSOR;
     }
     return unary_build(g, MG_OP_LEAKY_RELU, x, alpha);
+}
+mg_tensor mg_cast(mg_graph *g, mg_tensor x, mg_dtype dtype) {
+    if (dtype < MG_F32 || dtype > MG_I64) {
+        mg_set_error(MG_ERR_DTYPE, "cast: unknown target dtype %d", (int)dtype);
+        return MG_NO_TENSOR;
+    }
+    mg_attrs at = {0};
+    at.dtype = dtype;
+    return mgi_graph_add_node(g, MG_OP_CAST, 1, &x, &at);
+}
+
+/* Between float dtypes the gradient is gy cast back; autodiff asks for none
+ * when x is an integer tensor, and a cast to an integer dtype has no
+ * gradient to pass on. */
+mg_status mgi_cast_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
+                        mg_tensor y, mg_tensor gy, const bool *need,
+                        mg_tensor *gin) {
+    (void)node, (void)y;
+    if (!need[0]) return MG_OK;
+    mg_dtype from;
+    mg_status s = mg_tensor_dtype(g, in[0], &from);
+    if (s != MG_OK) return s;
+    gin[0] = mg_cast(g, gy, from);
+    return mgi_grad_status(1, need, gin);
+}
+
+mg_tensor mg_is_nonzero(mg_graph *g, mg_tensor x) {
+    return unary_build(g, MG_OP_IS_NONZERO, x, 0);
 }
 mg_tensor mg_scale(mg_graph *g, mg_tensor x, double alpha) {
     return unary_build(g, MG_OP_SCALE, x, alpha);
@@ -239,6 +276,10 @@ mg_status mgi_unary_grad(mg_graph *g, const mg_node *node,
                                          node->attrs.alpha));
         break;
     }
+    /* a step function: its derivative is 0 wherever it has one */
+    case MG_OP_IS_NONZERO:
+        gin[0] = mg_fill(g, node->d.dtype, node->d.ndim, node->d.shape, 0.0);
+        break;
     default:
         return mg_set_error(MG_ERR_INTERNAL, "%s: not a unary op",
                             mgi_op_str(node->op));

@@ -54,6 +54,11 @@ mg_status mgi_binary_grad(mg_graph *g, const mg_node *node,
 mg_status mgi_unary_grad(mg_graph *g, const mg_node *node,
                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
                         const bool *need, mg_tensor *gin);
+mg_status mgi_cast_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                         mg_tdesc *out, char *why, size_t len);
+mg_status mgi_cast_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
+                        mg_tensor y, mg_tensor gy, const bool *need,
+                        mg_tensor *gin);
 
 /* ---- ops_matmul.c -------------------------------------------------------- */
 mg_status mgi_matmul_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,

@@ -41,7 +41,21 @@ static const mgi_oconst *slot_const(mgi_octx *c, const node_t *n, size_t k)
     return !v ? NULL : v->c ? v->c : v->init;
 }
 
-/* Input k as a tensor; an error (already recorded) gives MG_NO_TENSOR. */
+/* Integer tensors (token ids, attention masks) take part in tensor math
+ * as f32, since memgrad's float ops take no integers: masks are 0/1 and
+ * ids below 2^24 are exact in f32. ONNX booleans computed on tensors are
+ * f32 0/1 too (comparisons below). Gather's indices and Cast read the
+ * integer tensor itself. */
+static mg_tensor as_float(mgi_octx *c, mg_tensor t)
+{
+    mg_dtype dt;
+    if (t == MG_NO_TENSOR || mg_tensor_dtype(c->g, t, &dt) != MG_OK)
+        return t;
+    return dt == MG_I32 || dt == MG_I64 ? mg_cast(c->g, t, MG_F32) : t;
+}
+
+/* Input k as a float tensor; an error (already recorded) gives
+ * MG_NO_TENSOR. */
 static mg_tensor T(mgi_octx *c, const node_t *n, size_t k)
 {
     mgi_oval *v = in(c, n, k);
@@ -49,7 +63,13 @@ static mg_tensor T(mgi_octx *c, const node_t *n, size_t k)
         mgi_onnx_node_error(c, MG_ERR_INVALID_ARG, "input %zu is missing", k);
         return MG_NO_TENSOR;
     }
-    return mgi_onnx_tensor(c, v);
+    return as_float(c, mgi_onnx_tensor(c, v));
+}
+
+/* 1 - x, for a 0/1 mask x: logical not. */
+static mg_tensor one_minus(mgi_octx *c, mg_tensor x)
+{
+    return mg_sub(c->g, mg_fill(c->g, MG_F32, 0, NULL, 1.0), x);
 }
 
 /* A builder's MG_NO_TENSOR becomes an error naming the node. */
@@ -448,7 +468,7 @@ static mg_status op_reshape(mgi_octx *c, const node_t *n)
     mgi_oval *v = in(c, n, 0);
     if (v->c)
         return out_c(c, n, 0, const_reshaped(c, v->c, nd_out, out));
-    return out_t(c, n, 0, mg_reshape(c->g, v->t, nd_out, out));
+    return out_t(c, n, 0, mg_reshape(c->g, as_float(c, v->t), nd_out, out));
 }
 
 /* Squeeze/Unsqueeze/Flatten: new shape, then as Reshape. */
@@ -458,7 +478,7 @@ static mg_status reshape_to(mgi_octx *c, const node_t *n, int nd_out,
     mgi_oval *v = in(c, n, 0);
     if (v->c)
         return out_c(c, n, 0, const_reshaped(c, v->c, nd_out, out));
-    return out_t(c, n, 0, mg_reshape(c->g, v->t, nd_out, out));
+    return out_t(c, n, 0, mg_reshape(c->g, as_float(c, v->t), nd_out, out));
 }
 
 static int axes_of(mgi_octx *c, const node_t *n, int64_t *axes, int max)
@@ -627,13 +647,18 @@ static mg_status op_cast(mgi_octx *c, const node_t *n)
     bool to_float = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
                     to == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
     if (!v->c) {
+        /* Booleans are f32 0/1 (see as_float), so a cast to bool is
+         * is_nonzero and one from bool to float is nothing. */
         mg_dtype dt;
         TRY(mg_tensor_dtype(c->g, v->t, &dt));
-        if ((dt == MG_I32) != !to_float)
-            return UNSUP("a cast between float and integer tensors");
+        bool is_int = dt == MG_I32 || dt == MG_I64;
         if (to == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE && dt != MG_F64)
             return UNSUP("a cast of a float tensor to double");
-        return out_t(c, n, 0, v->t);
+        if (to == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL)
+            return out_t(c, n, 0, mg_is_nonzero(c->g, as_float(c, v->t)));
+        if (to_float)
+            return out_t(c, n, 0, as_float(c, v->t));
+        return out_t(c, n, 0, is_int ? v->t : mg_cast(c->g, v->t, MG_I32));
     }
     mgi_oconst *k = mgi_onnx_const_new(c, (int32_t)to, to_float, v->c->ndim,
                                        v->c->shape);
@@ -800,6 +825,11 @@ static mg_status op_gather(mgi_octx *c, const node_t *n)
                      "or non-constant indices", (long long)axis);
     /* rows of a table: an embedding of [V, rest] */
     mg_tensor idx = mgi_onnx_tensor(c, iv);
+    mg_dtype idt;
+    /* ids that went through float math (a Reshape, see as_float) */
+    if (idx != MG_NO_TENSOR && mg_tensor_dtype(c->g, idx, &idt) == MG_OK &&
+        (idt == MG_F32 || idt == MG_F64))
+        idx = mg_cast(c->g, idx, MG_I32);
     if (idx == MG_NO_TENSOR)
         return mg_last_status();
     int64_t rest = numel_of(nd - 1, shape + 1);
@@ -841,7 +871,7 @@ static mg_status op_slice(mgi_octx *c, const node_t *n)
         (nsp >= 0 && nsp != ns))
         return UNSUP("starts, ends, axes and steps must be constants of one length");
     mgi_oval *v = in(c, n, 0);
-    mg_tensor y = v->c ? MG_NO_TENSOR : v->t;
+    mg_tensor y = v->c ? MG_NO_TENSOR : as_float(c, v->t);
     mgi_oconst *k = v->c;
     for (int q = 0; q < ns; q++) {
         int64_t a = na >= 0 ? ax[q] : q;
@@ -974,7 +1004,7 @@ static mg_status op_transpose(mgi_octx *c, const node_t *n)
     }
     if (nd < 2)
         return out_t(c, n, 0, v->t);
-    return out_t(c, n, 0, mg_permute(c->g, v->t, perm));
+    return out_t(c, n, 0, mg_permute(c->g, as_float(c, v->t), perm));
 }
 
 static mg_status op_expand(mgi_octx *c, const node_t *n)
@@ -1004,7 +1034,7 @@ static mg_status op_expand(mgi_octx *c, const node_t *n)
     }
     if (no == nd && memcmp(shape, out, sizeof(int64_t) * (size_t)nd) == 0)
         return out_t(c, n, 0, v->t);
-    return out_t(c, n, 0, mg_broadcast_to(c->g, v->t, no, out));
+    return out_t(c, n, 0, mg_broadcast_to(c->g, as_float(c, v->t), no, out));
 }
 
 /* ------------------------------------------------------------------ elementwise */
@@ -1035,6 +1065,14 @@ static mg_status binary(mgi_octx *c, const node_t *n, fold_op op)
     case F_SUB: y = mg_sub(c->g, a, b); break;
     case F_MUL: y = mg_mul(c->g, a, b); break;
     case F_DIV: y = mg_div(c->g, a, b); break;
+    /* Comparisons and logic give f32 0/1 masks. a - b is 0 only when
+     * a == b (subnormals keep distinct floats apart), so these are exact;
+     * NaN compares false, and inf == inf gives false (inf - inf is NaN). */
+    case F_EQ: y = one_minus(c, mg_is_nonzero(c->g, mg_sub(c->g, a, b))); break;
+    case F_LT: y = mg_is_nonzero(c->g, mg_relu(c->g, mg_sub(c->g, b, a))); break;
+    case F_GT: y = mg_is_nonzero(c->g, mg_relu(c->g, mg_sub(c->g, a, b))); break;
+    case F_AND: y = mg_mul(c->g, a, b); break;
+    case F_OR: y = mg_is_nonzero(c->g, mg_add(c->g, a, b)); break;
     default:
         return UNSUP("this op on tensors (only on constants)");
     }
@@ -1059,21 +1097,32 @@ static mg_status op_where(mgi_octx *c, const node_t *n)
         return BAD_ATTR("needs 3 inputs");
     if (all_inputs_const(c, n))
         return fold_where(c, n);
-    /* A constant condition (masks): X m + Y (1 - m) with m its 0/1 values.
-     * Infinite constant operands become the largest finite float, so that
-     * 0 * -inf does not give NaN; after a softmax the two agree. */
+    /* X m + Y (1 - m) with m the condition's 0/1 values: folded into
+     * constant operands where the condition is a constant (masks), else a
+     * tensor (booleans are f32 0/1, see as_float). Both terms are exact
+     * when X and Y are finite, one of them being 0; infinite constant
+     * operands become the largest finite float, so that 0 * -inf does not
+     * give NaN (after a softmax the two agree). A tensor operand that is
+     * infinite or NaN where it is not picked still spoils the sum. */
     mgi_oconst *q = in_const(c, n, 0);
-    if (!q)
-        return UNSUP("Where with a condition that is not a constant");
-    mgi_oconst *m = mgi_onnx_const_new(c, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
-                                       true, q->ndim, q->shape);
-    mgi_oconst *nm = mgi_onnx_const_new(c, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
-                                        true, q->ndim, q->shape);
-    if (!m || !nm)
-        return mg_last_status();
-    for (int64_t e = 0; e < q->n; e++) {
-        m->f[e] = cval(q, e) != 0;
-        nm->f[e] = 1.0 - m->f[e];
+    mgi_oconst *m = NULL, *nm = NULL;
+    mg_tensor mt = MG_NO_TENSOR, nmt = MG_NO_TENSOR;
+    if (q) {
+        m = mgi_onnx_const_new(c, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, true,
+                               q->ndim, q->shape);
+        nm = mgi_onnx_const_new(c, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, true,
+                                q->ndim, q->shape);
+        if (!m || !nm)
+            return mg_last_status();
+        for (int64_t e = 0; e < q->n; e++) {
+            m->f[e] = cval(q, e) != 0;
+            nm->f[e] = 1.0 - m->f[e];
+        }
+    } else {
+        mt = T(c, n, 0);
+        nmt = mt == MG_NO_TENSOR ? mt : one_minus(c, mt);
+        if (nmt == MG_NO_TENSOR)
+            return out_t(c, n, 0, MG_NO_TENSOR);
     }
     mg_tensor part[2];
     for (int k = 0; k < 2; k++) {
@@ -1084,6 +1133,7 @@ static mg_status op_where(mgi_octx *c, const node_t *n)
         /* A scalar initializer here is a fill value (torch's masked_fill
          * exports -inf so when folding constants), not a weight. */
         const mgi_oconst *vc = v->c ? v->c : v->init && v->init->n == 1 ? v->init : NULL;
+        mg_tensor val, mask_t;
         if (vc) {
             mgi_oconst *fin = mgi_onnx_const_new(c, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
                                                  true, vc->ndim, vc->shape);
@@ -1094,15 +1144,28 @@ static mg_status op_where(mgi_octx *c, const node_t *n)
                 fin->f[e] = x > 3.4028234663852886e38 ? 3.4028234663852886e38
                           : x < -3.4028234663852886e38 ? -3.4028234663852886e38 : x;
             }
-            mgi_oconst *prod;
-            TRY(fold_consts(c, fin, mask, F_MUL, &prod));
-            mgi_oval tmp = {v->name, MG_NO_TENSOR, prod, NULL};
-            part[k] = mgi_onnx_tensor(c, &tmp);
+            if (q) {
+                mgi_oconst *prod;
+                TRY(fold_consts(c, fin, mask, F_MUL, &prod));
+                mgi_oval tmp = {v->name, MG_NO_TENSOR, prod, NULL};
+                part[k] = mgi_onnx_tensor(c, &tmp);
+                if (part[k] == MG_NO_TENSOR)
+                    return out_t(c, n, 0, MG_NO_TENSOR);
+                continue;
+            }
+            mgi_oval tmp = {v->name, MG_NO_TENSOR, fin, NULL};
+            val = mgi_onnx_tensor(c, &tmp);
         } else {
-            mgi_oval tmp = {v->name, MG_NO_TENSOR, mask, NULL};
-            mg_tensor mt = mgi_onnx_tensor(c, &tmp);
-            part[k] = mt == MG_NO_TENSOR ? mt : mg_mul(c->g, v->t, mt);
+            val = T(c, n, (size_t)k + 1);
         }
+        if (q) {
+            mgi_oval tmp = {v->name, MG_NO_TENSOR, mask, NULL};
+            mask_t = mgi_onnx_tensor(c, &tmp);
+        } else {
+            mask_t = k == 0 ? mt : nmt;
+        }
+        part[k] = val == MG_NO_TENSOR || mask_t == MG_NO_TENSOR
+                      ? MG_NO_TENSOR : mg_mul(c->g, val, mask_t);
         if (part[k] == MG_NO_TENSOR)
             return out_t(c, n, 0, MG_NO_TENSOR);
     }
@@ -1192,8 +1255,10 @@ static mg_status op_ceil(mgi_octx *c, const node_t *n)
 }
 static mg_status op_not(mgi_octx *c, const node_t *n)
 {
-    return all_inputs_const(c, n) ? fold_unary(c, n, d_not)
-                                  : UNSUP("Not on tensors (only on constants)");
+    if (all_inputs_const(c, n))
+        return fold_unary(c, n, d_not);
+    mg_tensor x = T(c, n, 0);
+    return x == MG_NO_TENSOR ? mg_last_status() : out_t(c, n, 0, one_minus(c, x));
 }
 
 static mg_status op_leaky_relu(mgi_octx *c, const node_t *n)

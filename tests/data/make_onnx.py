@@ -466,4 +466,77 @@ if os.path.exists(os.path.join(OUT, "mlp_external.bin")):
 onnx.save_model(ext, os.path.join(OUT, "mlp_external.onnx"),
                 save_as_external_data=True, all_tensors_to_one_file=True,
                 location="mlp_external.bin", size_threshold=0)
+# bert_mask: the bert block with the padding mask as a second graph input,
+# int64 [N, L] (1 = token, 0 = padding), as Hugging Face models export it:
+# Unsqueeze, Cast to float, 1 - m, Cast to bool, Where(pad, finfo.min, s)
+# (the SDPA path), and again as masked_fill(mask == 0, -inf) through Equal;
+# the two masked score tensors are averaged. Input files: tokens
+# (bert_mask.input.bin) and the mask (bert_mask.input1.bin), both int32.
+fmin = float(np.finfo(np.float32).min)
+mask_nodes = [
+    helper.make_node("Unsqueeze", ["attention_mask", "ax12"], ["m4"], name="mask_unsq"),
+    helper.make_node("Cast", ["m4"], ["m4f"], name="mask_cast_f", to=TensorProto.FLOAT),
+    helper.make_node("Sub", ["one_f", "m4f"], ["inv"], name="mask_inv"),
+    helper.make_node("Cast", ["inv"], ["padb"], name="mask_cast_b", to=TensorProto.BOOL),
+    helper.make_node("Where", ["padb", "fmin_f", "scs"], ["scm1"], name="mask_where_min"),
+    helper.make_node("Equal", ["m4", "zero_i"], ["pad_eq"], name="mask_eq"),
+    helper.make_node("Where", ["pad_eq", "ninf_f", "scs"], ["scm2"], name="mask_where_inf"),
+    helper.make_node("Add", ["scm1", "scm2"], ["scm12"], name="mask_sum"),
+    helper.make_node("Mul", ["scm12", "half_f"], ["scm"], name="mask_mean"),
+]
+bm_nodes = [helper.make_node("Constant", [], [nm], name=nm + "_c",
+                             value=numpy_helper.from_array(np.array(v, dtype=np.float32), nm + "_v"))
+            for nm, v in [("fmin_f", fmin), ("ninf_f", -np.inf)]]
+for nd in bert.graph.node:
+    if nd.name == "pad_mask_c":
+        continue
+    if nd.name == "mask_add":
+        bm_nodes += mask_nodes
+        continue
+    bm_nodes.append(nd)
+bm_inits = list(bert.graph.initializer) + [ints("ax12", [1, 2])]
+bert_mask = model(bm_nodes, [vi("x", [2, L], TensorProto.INT64),
+                             vi("attention_mask", [2, L], TensorProto.INT64)],
+                  [vi("y", [2, 5])], bm_inits, opset=13)
+onnx.checker.check_model(bert_mask, full_check=True)
+onnx.save(bert_mask, os.path.join(OUT, "bert_mask.onnx"))
+bm_tokens = rng.integers(0, 12, (2, L)).astype(np.int64)
+bm_mask = np.ones((2, L), dtype=np.int64)
+bm_mask[0, 5:] = 0
+bm_mask[1, 3:] = 0
+bm_tokens.astype("<i4").tofile(os.path.join(OUT, "bert_mask.input.bin"))
+bm_mask.astype("<i4").tofile(os.path.join(OUT, "bert_mask.input1.bin"))
+np.asarray(ReferenceEvaluator(bert_mask).run(None, {"x": bm_tokens, "attention_mask": bm_mask})[0],
+           dtype="<f4").tofile(os.path.join(OUT, "bert_mask.output.bin"))
+
+# bool_ops: comparisons, logic, Where and Cast on tensors (not constants):
+# y = Where(x > 0.2 or x < -0.3, x, 0.1 x) + float(not(...)) + float(and)
+#     + float(int(4 x)) (truncation), through a Gemm to [N, 5]
+bool_ops = model(
+    [helper.make_node("Gemm", ["x", "w0"], ["h"], name="in_proj", transB=1),
+     helper.make_node("Greater", ["h", "c02"], ["gt"], name="gt"),
+     helper.make_node("Less", ["h", "cm03"], ["lt"], name="lt"),
+     helper.make_node("Or", ["gt", "lt"], ["either"], name="or"),
+     helper.make_node("Not", ["either"], ["neither"], name="not"),
+     helper.make_node("Not", ["lt"], ["nlt"], name="not_lt"),
+     helper.make_node("And", ["gt", "nlt"], ["both"], name="and"),
+     helper.make_node("Mul", ["h", "c01"], ["small"], name="leak"),
+     helper.make_node("Where", ["either", "h", "small"], ["sel"], name="where"),
+     helper.make_node("Cast", ["neither"], ["neither_f"], name="cast_nf", to=TensorProto.FLOAT),
+     helper.make_node("Cast", ["both"], ["both_f"], name="cast_bf", to=TensorProto.FLOAT),
+     helper.make_node("Mul", ["h", "c4"], ["h4"], name="times4"),
+     helper.make_node("Cast", ["h4"], ["h4i"], name="cast_i", to=TensorProto.INT64),
+     helper.make_node("Cast", ["h4i"], ["h4t"], name="cast_t", to=TensorProto.FLOAT),
+     helper.make_node("Add", ["sel", "neither_f"], ["s2"], name="add1"),
+     helper.make_node("Add", ["s2", "both_f"], ["s3"], name="add2"),
+     helper.make_node("Add", ["s3", "h4t"], ["s4"], name="add3"),
+     helper.make_node("Gemm", ["s4", "w1"], ["y"], name="out_proj", transB=1)],
+    [vi("x", ["N", 4])], [vi("y", ["N", 5])],
+    [init("w0", 6, 4, scale=1.0), init("w1", 5, 6),
+     numpy_helper.from_array(np.array(0.2, dtype=np.float32), "c02"),
+     numpy_helper.from_array(np.array(-0.3, dtype=np.float32), "cm03"),
+     numpy_helper.from_array(np.array(0.1, dtype=np.float32), "c01"),
+     numpy_helper.from_array(np.array(4.0, dtype=np.float32), "c4")])
+save(bool_ops, "bool_ops", rng.standard_normal((2, 4)).astype(np.float32))
+
 print("wrote models to", OUT)

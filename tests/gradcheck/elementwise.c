@@ -83,10 +83,11 @@ END_TEST
 /* ------------------------------------------------------------------ unary */
 
 START_TEST(test_gc_unary) {
-    static const char *names[12] = {"neg",  "relu", "gelu", "tanh", "sigmoid",
+    static const char *names[14] = {"neg",  "relu", "gelu", "tanh", "sigmoid",
                                     "exp",  "log",  "sqrt", "scale(-1.7)",
-                                    "erf",  "pow(2.5)", "leaky_relu(0.1)"};
-    for (int op = 0; op < 12; op++) {
+                                    "erf",  "pow(2.5)", "leaky_relu(0.1)",
+                                    "is_nonzero", "cast(f64)"};
+    for (int op = 0; op < 14; op++) {
         gc_ctx c;
         gc_begin(&c, names[op], 800 + op);
         /* log, sqrt and a fractional power need positive inputs */
@@ -105,6 +106,9 @@ START_TEST(test_gc_unary) {
         case 9: y = mg_erf(c.g, x); break;
         case 10: y = mg_pow(c.g, x, 2.5); break;
         case 11: y = mg_leaky_relu(c.g, x, 0.1); break;
+        /* a step: 0 on both sides, as no x is within the FD step of 0 */
+        case 12: y = mg_mul(c.g, mg_is_nonzero(c.g, x), x); break;
+        case 13: y = mg_cast(c.g, x, MG_F64); break;
         default: y = mg_scale(c.g, x, -1.7); break;
         }
         gc_check(&c, y);

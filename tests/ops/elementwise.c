@@ -288,6 +288,122 @@ START_TEST(test_log_sqrt) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ cast */
+
+/* Every (from, to) pair on values that probe the rules: truncation toward
+ * zero, saturation at the integer range, NaN to 0, int64 -> int32 keeping
+ * the low bits, and int64 -> f32 rounding once. */
+START_TEST(test_cast_values) {
+    const double fv[7] = {-2.75, -0.5, 0.0, 1.9, 3e9, -1e30, NAN};
+    const int64_t want_i32[7] = {-2, 0, 0, 1, INT32_MAX, INT32_MIN, 0};
+    const int64_t want_i64[7] = {-2, 0, 0, 1, 3000000000LL, INT64_MIN, 0};
+    for (int fi = 0; fi < 2; fi++) {
+        mg_graph *g = mg_graph_new();
+        mg_tensor x = mg_input(g, "x", th_dtypes[fi], 1, S(7));
+        mg_tensor y32 = mg_cast(g, x, MG_I32), y64 = mg_cast(g, x, MG_I64);
+        mg_tensor yf = mg_cast(g, x, th_dtypes[1 - fi]);
+        TH_OK_T("cast", yf);
+        float xf[7];
+        for (int k = 0; k < 7; k++) xf[k] = (float)fv[k];
+        int32_t o32[7];
+        int64_t o64[7];
+        double of64[7];
+        float of32[7];
+        void *outs[3] = {o32, o64, fi ? (void *)of32 : (void *)of64};
+        const mg_tensor ys[3] = {y32, y64, yf};
+        mg_binding b = {x, fi ? (void *)fv : (void *)xf};
+        TH_RUN_OK("cast", g, 3, ys, outs, 1, &b, 1);
+        for (int k = 0; k < 7; k++) {
+            /* 3e9 in f32 is 3000000000 exactly (a multiple of 256) */
+            ck_assert_int_eq(o32[k], want_i32[k]);
+            ck_assert_int_eq(o64[k], want_i64[k]);
+            const double back = fi ? (double)of32[k] : of64[k];
+            if (k == 6) ck_assert(isnan(back));
+            else ck_assert(back == (fi ? (double)(float)fv[k] : (double)xf[k]));
+        }
+        mg_graph_free(g);
+    }
+    /* integers to everything */
+    const int64_t iv[4] = {-7, 0, 16777217, 0x100000005LL};
+    mg_graph *g = mg_graph_new();
+    mg_tensor x = mg_input(g, "x", MG_I64, 1, S(4));
+    const mg_tensor ys[4] = {mg_cast(g, x, MG_F32), mg_cast(g, x, MG_F64),
+                             mg_cast(g, x, MG_I32),
+                             mg_cast(g, mg_cast(g, x, MG_I32), MG_I64)};
+    float f32[4];
+    double f64[4];
+    int32_t i32[4];
+    int64_t i64[4];
+    void *outs[4] = {f32, f64, i32, i64};
+    mg_binding b = {x, (void *)iv};
+    TH_RUN_OK("cast from i64", g, 4, ys, outs, 1, &b, 1);
+    for (int k = 0; k < 4; k++) {
+        ck_assert(f32[k] == (float)iv[k]);
+        ck_assert(f64[k] == (double)iv[k]);
+        ck_assert_int_eq(i32[k], (int32_t)iv[k]);
+        ck_assert_int_eq(i64[k], (int32_t)iv[k]);
+    }
+    ck_assert(f32[2] == 16777216.0f); /* 2^24 + 1 rounds to even */
+    ck_assert_int_eq(i32[3], 5);      /* the low 32 bits */
+    mg_graph_free(g);
+}
+END_TEST
+
+/* The gradient through f32 -> f64 -> f32 casts is gy cast back: with
+ * L = sum(cast(cast(x, f64) * w, f32)), dL/dx = f32(w), exactly. An integer
+ * source gets no gradient, and asking for one is an error. */
+START_TEST(test_cast_gradient) {
+    mg_graph *g = mg_graph_new();
+    mg_tensor x = mg_param(g, "x", MG_F32, 1, S(3));
+    mg_tensor w = mg_input(g, "w", MG_F64, 1, S(3));
+    mg_tensor y = mg_cast(g, mg_mul(g, mg_cast(g, x, MG_F64), w), MG_F32);
+    mg_tensor l = mg_sum(g, y, 0, NULL, 0);
+    mg_tensor gx;
+    ck_assert_int_eq(mg_gradients(g, &l, 1, NULL, &x, 1, NULL, &gx), MG_OK);
+    const float xv[3] = {1.5f, -2.0f, 0.25f};
+    const double wv[3] = {0.1, -3.0, 1e-3};
+    float gv[3];
+    void *outs[1] = {gv};
+    mg_binding b[2] = {{x, (void *)xv}, {w, (void *)wv}};
+    TH_RUN_OK("cast gradient", g, 1, &gx, outs, 2, b, 1);
+    for (int k = 0; k < 3; k++) ck_assert(gv[k] == (float)wv[k]);
+
+    mg_tensor ids = mg_input(g, "ids", MG_I32, 1, S(3));
+    mg_tensor l2 = mg_sum(g, mg_cast(g, ids, MG_F32), 0, NULL, 0);
+    mg_tensor gi;
+    ck_assert_int_eq(mg_gradients(g, &l2, 1, NULL, &ids, 1, NULL, &gi),
+                     MG_ERR_DTYPE);
+    mg_graph_free(g);
+}
+END_TEST
+
+START_TEST(test_cast_errors) {
+    th_bad_leaves l;
+    th_bad_leaves_make(&l);
+    TH_FAIL(mg_cast(l.g, l.x4, (mg_dtype)9), MG_ERR_DTYPE, "cast",
+            "unknown target dtype");
+    TH_FAIL(mg_cast(l.g, 9999, MG_F32), MG_ERR_UNKNOWN_ID, "cast",
+            "not in the graph");
+    TH_FAIL(mg_cast(NULL, l.x4, MG_F32), MG_ERR_INVALID_ARG, "cast",
+            "graph is NULL");
+    TH_FAIL(mg_is_nonzero(l.g, l.xi), MG_ERR_DTYPE, "is_nonzero",
+            "must be f32 or f64");
+    mg_graph_free(l.g);
+}
+END_TEST
+
+START_TEST(test_is_nonzero) {
+    for (int di = 0; di < 2; di++) {
+        fw f;
+        fw_begin(&f, th_dtypes[di]);
+        mg_tensor t = fw_in(&f, 1, S(6), D(-2, -0.0, 0, 1e-30, INFINITY, NAN));
+        fw_check(&f, "is_nonzero", mg_is_nonzero(f.g, t), 1, S(6),
+                 D(1, 0, 0, 1, 1, 1));
+        fw_end(&f);
+    }
+}
+END_TEST
+
 void ops_elementwise_tcase(Suite *s) {
     th_add_tcase(s, "elementwise", 0,
                  TH_TESTS(test_binary_row_broadcast,
@@ -295,5 +411,6 @@ void ops_elementwise_tcase(Suite *s) {
                           test_binary_3d_broadcast_ref,
                           test_binary_random_broadcast_ref, test_binary_errors,
                           test_unary, test_unary_errors, test_unary_extremes,
-                          test_log_sqrt));
+                          test_log_sqrt, test_cast_values, test_cast_gradient,
+                          test_cast_errors, test_is_nonzero));
 }
