@@ -14,6 +14,10 @@ mg-bench budget process for the budget points), one after the other:
   memgrad-none, memgrad-memory   mg-bench step --policy none / memory
   memgrad-budget                 mg-bench budget at each fraction of
                                  policy none's peak (infeasible ones: none)
+  memgrad-budget-matched         mg-bench budget at each PyTorch
+                                 checkpoint point's activation peak
+                                 (--match-torch 1, the default): memgrad's
+                                 time for the memory PyTorch used
   torch-plain                    plain backprop in PyTorch
   torch-checkpoint-K             checkpoint_sequential with K segments
 
@@ -63,6 +67,8 @@ def main():
                                                        "mg-bench"))
     ap.add_argument("--csv")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--match-torch", type=int, default=1,
+                    help="1: also run a budget at each PyTorch point's memory")
     a = ap.parse_args()
     a.batch = a.batch or ct.MODELS[a.model][2]
     a.width = a.width or ct.MODELS[a.model][3]
@@ -74,6 +80,7 @@ def main():
                OMP_NUM_THREADS=str(a.threads))
     base = {"model": a.model, "depth": a.depth, "batch": a.batch,
             "width": a.width, "threads": a.threads}
+    a.base = base
     rows = []
     with tempfile.TemporaryDirectory(prefix="mg-pareto-") as tmp:
         init = os.path.join(tmp, "init.bin")
@@ -94,25 +101,8 @@ def main():
                              time_ms_median=float(kv["time_ms_median"]),
                              loss=float(kv["loss"])))
         log(a, "memgrad-budget")
-        bcsv = os.path.join(tmp, "budget.csv")
-        p = subprocess.run([a.mg_bench, "budget", "--model", a.model,
-                            "--memory-point", "1",
-                            "--fractions", a.fractions, "--csv", bcsv]
-                           + common, env=env, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, text=True)
-        sys.stderr.write(p.stderr)
-        if p.returncode != 0 and not os.path.exists(bcsv):
-            sys.exit(f"pareto.py: mg-bench budget failed ({p.returncode})")
-        with open(bcsv, newline="") as f:
-            for r in csv.DictReader(f):
-                if not r["peak_bytes"]:
-                    continue  # infeasible: no point to draw
-                rows.append(dict(base, series="memgrad-budget",
-                                 label=f"budget {r['budget_fraction']}",
-                                 budget_fraction=r["budget_fraction"],
-                                 peak_bytes=int(r["peak_bytes"]),
-                                 time_ms_median=float(r["time_ms_median"]),
-                                 loss=""))
+        rows += budget_points(a, common, env, tmp, a.fractions, True,
+                              lambda f: f"budget {f}")
         cases = [("plain", 0)] + [("checkpoint", int(k))
                                   for k in a.segments.split(",")]
         done = set()
@@ -136,12 +126,58 @@ def main():
                              peak_bytes=m["activation_peak_bytes"],
                              time_ms_median=t["time_ms_median"],
                              loss=t["loss"]))
+        # The question a budget answers: with the memory a PyTorch point
+        # used, how fast is memgrad? One budget per checkpoint_sequential
+        # point, its activation peak as a fraction of memgrad-none's pool
+        # peak (PyTorch's figure leaves out transients, so memgrad gets the
+        # smaller budget).
+        if a.match_torch:
+            none_peak = next(r["peak_bytes"] for r in rows
+                             if r["series"] == "memgrad-none")
+            torch_pts = [r for r in rows if r["series"] == "torch-checkpoint"]
+            fr = ",".join("%.6g" % (r["peak_bytes"] / none_peak)
+                          for r in torch_pts)
+            names = {"%.6g" % (r["peak_bytes"] / none_peak):
+                     f"at torch's {r['label']}" for r in torch_pts}
+            log(a, "memgrad-budget at PyTorch's memory")
+            rows += budget_points(a, common, env, tmp, fr, False,
+                                  lambda f: names.get(f, f"budget {f}"),
+                                  series="memgrad-budget-matched")
     os.makedirs(os.path.dirname(os.path.abspath(a.csv)), exist_ok=True)
     with open(a.csv, "w", newline="") as f:
         w = csv.DictWriter(f, COLS, lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
     report(rows)
+
+
+def budget_points(a, common, env, tmp, fractions, memory_point, label,
+                  series="memgrad-budget"):
+    """One mg-bench budget run over `fractions`: a row per feasible budget
+    (an infeasible one is reported on stderr and left out)."""
+    bcsv = os.path.join(tmp, "budget.csv")
+    if os.path.exists(bcsv):
+        os.remove(bcsv)
+    p = subprocess.run([a.mg_bench, "budget", "--model", a.model,
+                        "--memory-point", "1" if memory_point else "0",
+                        "--fractions", fractions, "--csv", bcsv]
+                       + common, env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True)
+    sys.stderr.write(p.stderr)
+    if p.returncode != 0 and not os.path.exists(bcsv):
+        sys.exit(f"pareto.py: mg-bench budget failed ({p.returncode})")
+    out = []
+    with open(bcsv, newline="") as f:
+        for r in csv.DictReader(f):
+            if not r["peak_bytes"]:
+                continue  # infeasible: no point to draw
+            out.append(dict(a.base, series=series,
+                            label=label(r["budget_fraction"]),
+                            budget_fraction=r["budget_fraction"],
+                            peak_bytes=int(r["peak_bytes"]),
+                            time_ms_median=float(r["time_ms_median"]),
+                            loss=""))
+    return out
 
 
 def log(a, what):
@@ -153,10 +189,10 @@ def report(rows):
     """Each point, then for each checkpoint_sequential point the memgrad
     point that dominates it (no more memory and no more time)."""
     none = next(r for r in rows if r["series"] == "memgrad-none")
-    print("%-18s %-16s %12s %10s %9s %9s" % ("series", "point", "peak MiB",
+    print("%-22s %-22s %12s %10s %9s %9s" % ("series", "point", "peak MiB",
                                               "ms", "mem/none", "t/none"))
     for r in rows:
-        print("%-18s %-16s %12.1f %10.1f %9.4f %9.3f" % (
+        print("%-22s %-22s %12.1f %10.1f %9.4f %9.3f" % (
             r["series"], r["label"], r["peak_bytes"] / 2**20,
             r["time_ms_median"], r["peak_bytes"] / none["peak_bytes"],
             r["time_ms_median"] / none["time_ms_median"]))
