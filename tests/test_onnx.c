@@ -114,6 +114,16 @@ START_TEST(test_bert_forward) { check_forward("bert", 2); }
 END_TEST
 START_TEST(test_where_init_forward) { check_forward("where_init", 2); }
 END_TEST
+/* pooling with ceil_mode, each side's pads and count_include_pad */
+START_TEST(test_pool_attrs_forward)
+{
+    check_forward("maxpool_ceil", 2);
+    check_forward("avgpool_ceil", 2);
+    check_forward("avgpool_ceil_nopad", 2);
+    check_forward("avgpool_pads", 2);
+    check_forward("maxpool_same", 2);
+}
+END_TEST
 
 START_TEST(test_model_handle)
 {
@@ -579,6 +589,7 @@ int main(void)
                           test_gpt_forward, test_resnet_forward,
                           test_mobilenet_forward, test_unet_forward,
                           test_bert_forward, test_where_init_forward,
+                          test_pool_attrs_forward,
                           test_model_handle, test_mlp_grads_match_hand_built,
                           test_cnn_grads_finite_difference,
                           test_gpt_grads_finite_difference,
