@@ -1,6 +1,6 @@
 /*
  * cuda_pool.cu - max and average pooling and their gradients, with the
- * CPU's window and argmax (kernel_shared.h). The gradients are gathers in
+ * CPU's window, divisor and argmax (kernel_shared.h). The gradients are gathers in
  * the CPU's accumulation order, so they need no atomics and are
  * deterministic.
  */
@@ -34,7 +34,7 @@ __global__ void k_pool(const T *x, T *y, mg_pool2d_dims d, int is_max) {
         T s = 0;
         for (int64_t iy = r.y0; iy < r.y1; iy++)
             for (int64_t ix = r.x0; ix < r.x1; ix++) s += px[iy * d.w + ix];
-        y[idx] = s / (T)(d.kh * d.kw);
+        y[idx] = s / (T)mg_pool2d_divisor(&d, oy, ox, r);
     }
 }
 
@@ -62,7 +62,9 @@ __global__ void k_pool_grad(const T *gy, const T *x, T *gx, mg_pool2d_dims d,
                     if (pool_argmax(px, d, oy, ox) == iy * d.w + ix)
                         s += pg[oy * d.ow + ox];
                 } else {
-                    s += pg[oy * d.ow + ox] / (T)(d.kh * d.kw);
+                    const mg_pool2d_win r = mg_pool2d_window(&d, oy, ox);
+                    s += pg[oy * d.ow + ox] /
+                         (T)mg_pool2d_divisor(&d, oy, ox, r);
                 }
             }
         gx[idx] = s;

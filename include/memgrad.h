@@ -313,6 +313,35 @@ MG_API
 mg_tensor mg_avg_pool2d(mg_graph *g, mg_tensor x, int kernel_h, int kernel_w,
                         int stride_h, int stride_w, int pad_h, int pad_w);
 
+/* Pooling with each side's padding and PyTorch's (and ONNX's) ceil_mode and
+ * count_include_pad; mg_max_pool2d(x, kh, kw, sh, sw, ph, pw) is
+ * mg_max_pool2d_ex with pad_top = pad_bottom = ph, pad_left = pad_right =
+ * pw, ceil_mode 0 and count_include_pad 1, likewise mg_avg_pool2d.
+ *
+ * Along H (W alike) OH = (H + pad_top + pad_bottom - kernel_h) / stride_h
+ * + 1, rounded down, or up with ceil_mode; with ceil_mode a last window
+ * that would start below x and its top padding (at or past row H) is
+ * dropped, as PyTorch drops it. Each pad is at most half its kernel. A
+ * ceil_mode window may reach past the bottom padding: that part is outside
+ * the op. Max pooling looks only at x's elements. Average pooling divides
+ * the window's sum of x by the window clipped to the padded input
+ * (padding counted, the ceil overhang not: PyTorch's divisor) when
+ * count_include_pad is 1, by the number of x's elements in the window when
+ * it is 0. max_pool2d ignores count_include_pad. */
+typedef struct mg_pool2d_opts {
+    int kernel_h, kernel_w;
+    int stride_h, stride_w;
+    int pad_top, pad_left, pad_bottom, pad_right;
+    int ceil_mode;         /* 0 or 1 */
+    int count_include_pad; /* 0 or 1; avg pooling only */
+} mg_pool2d_opts;
+MG_API
+mg_tensor mg_max_pool2d_ex(mg_graph *g, mg_tensor x,
+                           const mg_pool2d_opts *opts);
+MG_API
+mg_tensor mg_avg_pool2d_ex(mg_graph *g, mg_tensor x,
+                           const mg_pool2d_opts *opts);
+
 /* Batch normalisation in training mode: x [N, C, ...] is normalised per
  * channel with the mean and biased variance of the batch (over every axis
  * but 1), then y = xhat * gamma[c] + beta[c]; gamma and beta are [C].

@@ -336,6 +336,13 @@ START_TEST(test_every_op_matches_cpu) {
                                                    2, 2, 1, 1));
         CASE("avg_pool2d") finish(c, mg_avg_pool2d(c->g, fin(c, 4, xp), 3, 2,
                                                    2, 2, 1, 1));
+        /* each side's padding, ceil_mode, both divisors */
+        const mg_pool2d_opts po = {3, 3, 2, 2, 1, 0, 0, 1, 1, 1},
+                             pz = {3, 3, 2, 2, 1, 0, 0, 1, 1, 0};
+        CASE("max_pool2d_ex") finish(c, mg_max_pool2d_ex(c->g, fin(c, 4, xp), &po));
+        CASE("avg_pool2d_ex") finish(c, mg_avg_pool2d_ex(c->g, fin(c, 4, xp), &po));
+        CASE("avg_pool2d_ex count_include_pad=0")
+            finish(c, mg_avg_pool2d_ex(c->g, fin(c, 4, xp), &pz));
         const int64_t xb[] = {4, 3, 5, 2}, g3[] = {3};
         CASE("batchnorm") finish(c, mg_batchnorm(c->g, fin(c, 4, xb), fin(c, 1, g3),
                                                  fin(c, 1, g3), 1e-5));

@@ -141,6 +141,16 @@ START_TEST(test_bert_mask_forward) { check_forward("bert_mask", 2); }
 END_TEST
 START_TEST(test_bool_ops_forward) { check_forward("bool_ops", 2); }
 END_TEST
+/* pooling with ceil_mode, each side's pads and count_include_pad */
+START_TEST(test_pool_attrs_forward)
+{
+    check_forward("maxpool_ceil", 2);
+    check_forward("avgpool_ceil", 2);
+    check_forward("avgpool_ceil_nopad", 2);
+    check_forward("avgpool_pads", 2);
+    check_forward("maxpool_same", 2);
+}
+END_TEST
 
 START_TEST(test_model_handle)
 {
@@ -614,6 +624,7 @@ int main(void)
                           test_mobilenet_forward, test_unet_forward,
                           test_bert_forward, test_where_init_forward,
                           test_bert_mask_forward, test_bool_ops_forward,
+                          test_pool_attrs_forward,
                           test_model_handle, test_mlp_grads_match_hand_built,
                           test_cnn_grads_finite_difference,
                           test_gpt_grads_finite_difference,

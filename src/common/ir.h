@@ -109,6 +109,11 @@ typedef struct mg_attrs {
      * dilation to 1 so that one window rule serves them all. */
     int stride[2], pad[2], dilation[2];
     int kernel[2];                /* pool window; conv2d_grad_weight: w's */
+    /* pools: pad above is the top and left padding, pad_end the bottom and
+     * right; ceil_mode rounds the output size up; count_include_pad makes
+     * avg pooling divide by the window clipped to the padded x rather than
+     * by the number of x elements in it */
+    int pad_end[2], ceil_mode, count_include_pad;
     int groups;                   /* conv2d: channel groups */
     double eps;                   /* batchnorm, layernorm: added to variance */
     int n_norm_axes;              /* layernorm: trailing axes normalised */

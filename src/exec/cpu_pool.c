@@ -2,10 +2,12 @@
  * cpu_pool.c - max and average pooling and their gradients. Every kernel
  * visits a window's elements of x in the same row-major order, clipped to
  * x, so the max-pool gradient finds the element the forward picked: the
- * first maximum in that order, never padding. Gradients accumulate into a
- * zeroed dx in output order, so overlapping windows sum deterministically.
- * Planes are independent and each is computed whole by one thread, so the
- * bits do not depend on the thread count.
+ * first maximum in that order, never padding. Average pooling divides by
+ * mg_pool2d_divisor (kernel_shared.h), which the CUDA kernels share.
+ * Gradients accumulate into a zeroed dx in output order, so overlapping
+ * windows sum deterministically. Planes are independent and each is
+ * computed whole by one thread, so the bits do not depend on the thread
+ * count.
  */
 #include "cpu_kernels.h"
 
@@ -46,7 +48,6 @@
     }                                                                         \
     static mg_status avg_pool_##SUF(const T *x, T *y,                         \
                                     const mg_pool2d_dims *d) {                \
-        const T count = (T)d->kh * (T)d->kw;                                  \
         const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                  \
         MG_CPU_PAR_LOOP(d->planes * hw,                                       \
                         for (int64_t p = 0; p < d->planes; p++), {            \
@@ -59,14 +60,13 @@
                     for (int64_t iy = r.y0; iy < r.y1; iy++)                  \
                         for (int64_t ix = r.x0; ix < r.x1; ix++)              \
                             s += xp[iy * d->w + ix];                          \
-                    *yp++ = s / count;                                        \
+                    *yp++ = s / (T)mg_pool2d_divisor(d, oy, ox, r);           \
                 }                                                             \
         });                                                                   \
         return MG_OK;                                                         \
     }                                                                         \
     static mg_status avg_pool_grad_##SUF(const T *gy, T *gx,                  \
                                          const mg_pool2d_dims *d) {           \
-        const T count = (T)d->kh * (T)d->kw;                                  \
         const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                  \
         MG_CPU_PAR_LOOP(d->planes * hw,                                       \
                         for (int64_t p = 0; p < d->planes; p++), {            \
@@ -76,7 +76,8 @@
             for (int64_t oy = 0; oy < d->oh; oy++)                            \
                 for (int64_t ox = 0; ox < d->ow; ox++) {                      \
                     const mg_pool2d_win r = mg_pool2d_window(d, oy, ox);      \
-                    const T v = *gyp++ / count;                               \
+                    const T v =                                               \
+                        *gyp++ / (T)mg_pool2d_divisor(d, oy, ox, r);          \
                     for (int64_t iy = r.y0; iy < r.y1; iy++)                  \
                         for (int64_t ix = r.x0; ix < r.x1; ix++)              \
                             gxp[iy * d->w + ix] += v;                         \

@@ -342,10 +342,12 @@ static inline mg_status mg_conv_dims_of_op(const mg_kargs *a,
 
 /* ---- pooling geometry ---------------------------------------------------- */
 
-/* x [N,C,H,W] pooled to y [N,C,OH,OW]; planes = N * C. */
+/* x [N,C,H,W] pooled to y [N,C,OH,OW]; planes = N * C. ph, pw pad the
+ * top and left, ph1, pw1 the bottom and right (ops_pool.c); cip is
+ * count_include_pad. */
 typedef struct mg_pool2d_dims {
     int64_t planes, h, w, oh, ow;
-    int kh, kw, sh, sw, ph, pw;
+    int kh, kw, sh, sw, ph, pw, ph1, pw1, cip;
 } mg_pool2d_dims;
 
 /* Window (oy, ox) clipped to x: rows [y0, y1), columns [x0, x1). */
@@ -366,6 +368,8 @@ static inline mg_status mg_pool2d_dims_setup(const mg_kargs *a,
     d->kh = at->kernel[0]; d->kw = at->kernel[1];
     d->sh = at->stride[0]; d->sw = at->stride[1];
     d->ph = at->pad[0]; d->pw = at->pad[1];
+    d->ph1 = at->pad_end[0]; d->pw1 = at->pad_end[1];
+    d->cip = at->count_include_pad;
     return MG_OK;
 }
 
@@ -377,6 +381,22 @@ MG_KFN mg_pool2d_win mg_pool2d_window(const mg_pool2d_dims *d, int64_t oy,
     if (r.y1 > d->h) r.y1 = d->h;
     if (r.x1 > d->w) r.x1 = d->w;
     return r;
+}
+
+/* What average pooling divides window (oy, ox)'s sum by: with
+ * count_include_pad the window clipped to the padded input (padding
+ * counts; a ceil_mode window's part past the end padding does not:
+ * PyTorch's divisor), without it the count of x's elements, r's area.
+ * Either is kh * kw for a window inside the padded input, the only kind
+ * without ceil_mode when both sides pad alike. */
+MG_KFN int64_t mg_pool2d_divisor(const mg_pool2d_dims *d, int64_t oy,
+                                 int64_t ox, mg_pool2d_win r) {
+    if (!d->cip) return (r.y1 - r.y0) * (r.x1 - r.x0);
+    const int64_t ys = oy * d->sh - d->ph, xs = ox * d->sw - d->pw;
+    int64_t ye = ys + d->kh, xe = xs + d->kw;
+    if (ye > d->h + d->ph1) ye = d->h + d->ph1;
+    if (xe > d->w + d->pw1) xe = d->w + d->pw1;
+    return (ye - ys) * (xe - xs);
 }
 
 /* The element max pooling picks in one plane x: the first maximum in

@@ -1,28 +1,84 @@
 /*
  * ops_pool.c - max and average pooling over the H and W axes of NCHW
- * tensors, and their backward helper ops. Windows follow conv2d's rule
- * (ops_conv.c) with dilation 1; average pooling divides by the full window
- * size, padding included (PyTorch's count_include_pad = True).
+ * tensors, and their backward helper ops. Windows are conv2d's with
+ * dilation 1, but each side has its own padding (pad: top and left,
+ * pad_end: bottom and right) and the output size may round up (ceil_mode),
+ * as in PyTorch and ONNX. Average pooling divides by the window clipped to
+ * the padded input (count_include_pad, PyTorch's default) or by the count
+ * of x's elements in it; the kernels share that rule (mg_pool2d_divisor in
+ * src/exec/kernel_shared.h).
  */
 #include "graph.h"
 #include "ops_internal.h"
 
 #include <stdio.h>
 
+/* The output length along one axis of length n, or -1 on int64_t
+ * overflow and 0 where no window fits. */
+static int64_t pool_len(int64_t n, int k, int s, int p0, int p1, int ceil) {
+    int64_t span;
+    if (__builtin_add_overflow(n, (int64_t)p0 + p1 - k, &span)) return -1;
+    if (span < 0) return 0;
+    int64_t out = (ceil ? span + (s - 1) : span) / s + 1;
+    /* PyTorch's rule: a window starting at or past x's end (in the end
+     * padding, or beyond it) is dropped; ceil mode alone can make one */
+    if (ceil && (out - 1) * s >= n + p0) out--;
+    return out;
+}
+
 mg_status mgi_pool2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                           mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
-    mg_status s = mgi_window_shape(&in[0], a->kernel, a, out, why, len);
+    mg_status s = mgi_rank_check(&in[0], "x", "[N, C, H, W]", why, len);
     if (s != MG_OK) return s;
-    /* As in PyTorch: then every window holds at least one element of x, so
-     * a max never comes from padding alone. */
+    if ((a->ceil_mode != 0 && a->ceil_mode != 1) ||
+        (a->count_include_pad != 0 && a->count_include_pad != 1)) {
+        snprintf(why, len, "ceil_mode = %d and count_include_pad = %d must "
+                 "be 0 or 1", a->ceil_mode, a->count_include_pad);
+        return MG_ERR_INVALID_ARG;
+    }
     for (int i = 0; i < 2; i++) {
-        if (a->pad[i] > a->kernel[i] / 2) { /* 2 pad > kernel, unwrapped */
-            snprintf(why, len, "pad_%s = %d is more than half the kernel (%d)",
-                     i ? "w" : "h", a->pad[i], a->kernel[i]);
+        const char *axis = i ? "w" : "h";
+        const char *side0 = i ? "left" : "top", *side1 = i ? "right" : "bottom";
+        const int k = a->kernel[i], st = a->stride[i];
+        const int p[2] = {a->pad[i], a->pad_end[i]};
+        if (k < 1 || st < 1 || p[0] < 0 || p[1] < 0) {
+            snprintf(why, len,
+                     "kernel_%s = %d and stride_%s = %d must be >= 1 and "
+                     "pad_%s = %d, pad_%s = %d >= 0",
+                     axis, k, axis, st, side0, p[0], side1, p[1]);
             return MG_ERR_INVALID_ARG;
         }
+        /* As in PyTorch: then every window holds at least one element of
+         * x, so a max never comes from padding alone and no average
+         * divides by 0. */
+        for (int e = 0; e < 2; e++)
+            if (p[e] > k / 2) { /* 2 pad > kernel, unwrapped */
+                snprintf(why, len,
+                         "pad_%s = %d is more than half the kernel (%d)",
+                         e ? side1 : side0, p[e], k);
+                return MG_ERR_INVALID_ARG;
+            }
+        const int64_t n = in[0].shape[2 + i];
+        const int64_t o = pool_len(n, k, st, p[0], p[1], a->ceil_mode);
+        if (o < 0) {
+            snprintf(why, len, "%s = %lld with padding %d + %d overflows "
+                     "int64_t", axis, (long long)n, p[0], p[1]);
+            return MG_ERR_SHAPE;
+        }
+        if (o < 1) {
+            snprintf(why, len,
+                     "a window of %d does not fit along %s = %lld with "
+                     "padding %d + %d",
+                     k, axis, (long long)n, p[0], p[1]);
+            return MG_ERR_SHAPE;
+        }
+        out->shape[2 + i] = o;
     }
+    out->dtype = in[0].dtype;
+    out->ndim = 4;
+    out->shape[0] = in[0].shape[0];
+    out->shape[1] = in[0].shape[1];
     return MG_OK;
 }
 
@@ -62,30 +118,61 @@ double mgi_pool2d_grad_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
     return window_flops(&in[0], a);
 }
 
-static mg_tensor pool_build(mg_graph *g, mg_op op, mg_tensor x, int kernel_h,
-                            int kernel_w, int stride_h, int stride_w,
-                            int pad_h, int pad_w) {
+static mg_tensor pool_build(mg_graph *g, mg_op op, mg_tensor x,
+                            const mg_pool2d_opts *o) {
+    if (!o) {
+        mg_set_error(MG_ERR_INVALID_ARG, "%s: opts is NULL", mgi_op_str(op));
+        return MG_NO_TENSOR;
+    }
     mg_attrs at = {0};
-    at.kernel[0] = kernel_h;
-    at.kernel[1] = kernel_w;
-    at.stride[0] = stride_h;
-    at.stride[1] = stride_w;
-    at.pad[0] = pad_h;
-    at.pad[1] = pad_w;
+    at.kernel[0] = o->kernel_h;
+    at.kernel[1] = o->kernel_w;
+    at.stride[0] = o->stride_h;
+    at.stride[1] = o->stride_w;
+    at.pad[0] = o->pad_top;
+    at.pad[1] = o->pad_left;
+    at.pad_end[0] = o->pad_bottom;
+    at.pad_end[1] = o->pad_right;
     at.dilation[0] = at.dilation[1] = 1;
+    at.ceil_mode = o->ceil_mode;
+    /* max pooling has no divisor: one value of the flag, so that two
+     * equal max pools have equal attributes */
+    at.count_include_pad = op == MG_OP_AVG_POOL2D ? o->count_include_pad : 1;
     return mgi_graph_add_node(g, op, 1, &x, &at);
+}
+
+/* The symmetric builders: PyTorch's defaults for the rest. */
+static mg_pool2d_opts sym_opts(int kernel_h, int kernel_w, int stride_h,
+                               int stride_w, int pad_h, int pad_w) {
+    return (mg_pool2d_opts){.kernel_h = kernel_h, .kernel_w = kernel_w,
+                            .stride_h = stride_h, .stride_w = stride_w,
+                            .pad_top = pad_h, .pad_left = pad_w,
+                            .pad_bottom = pad_h, .pad_right = pad_w,
+                            .ceil_mode = 0, .count_include_pad = 1};
 }
 
 mg_tensor mg_max_pool2d(mg_graph *g, mg_tensor x, int kernel_h, int kernel_w,
                         int stride_h, int stride_w, int pad_h, int pad_w) {
-    return pool_build(g, MG_OP_MAX_POOL2D, x, kernel_h, kernel_w, stride_h,
-                      stride_w, pad_h, pad_w);
+    const mg_pool2d_opts o =
+        sym_opts(kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w);
+    return pool_build(g, MG_OP_MAX_POOL2D, x, &o);
 }
 
 mg_tensor mg_avg_pool2d(mg_graph *g, mg_tensor x, int kernel_h, int kernel_w,
                         int stride_h, int stride_w, int pad_h, int pad_w) {
-    return pool_build(g, MG_OP_AVG_POOL2D, x, kernel_h, kernel_w, stride_h,
-                      stride_w, pad_h, pad_w);
+    const mg_pool2d_opts o =
+        sym_opts(kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w);
+    return pool_build(g, MG_OP_AVG_POOL2D, x, &o);
+}
+
+mg_tensor mg_max_pool2d_ex(mg_graph *g, mg_tensor x,
+                           const mg_pool2d_opts *opts) {
+    return pool_build(g, MG_OP_MAX_POOL2D, x, opts);
+}
+
+mg_tensor mg_avg_pool2d_ex(mg_graph *g, mg_tensor x,
+                           const mg_pool2d_opts *opts) {
+    return pool_build(g, MG_OP_AVG_POOL2D, x, opts);
 }
 
 /* The max-pool gradient reads x to find each window's argmax again rather

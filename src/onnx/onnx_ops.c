@@ -1462,25 +1462,24 @@ static mg_status op_pool(mgi_octx *c, const node_t *n, bool is_max)
     if (dl[0] != 1 || dl[1] != 1)
         return UNSUP("dilated pooling");
     TRY(spatial_pads(c, n, xs + 2, ks, st, dl, pb, pe));
-    if (attr_i(n, "ceil_mode", 0)) {
-        /* fine where ceil and floor give the same size */
-        for (int q = 0; q < 2; q++) {
-            int64_t span = xs[2 + q] + pb[q] + pe[q] - ks[q];
-            if (span % st[q])
-                return UNSUP("ceil_mode where it changes the output size");
-        }
-    }
-    if (pb[0] != pe[0] || pb[1] != pe[1])
-        return UNSUP("asymmetric pooling pads");
-    if (!is_max && (pb[0] || pb[1]) && !attr_i(n, "count_include_pad", 0))
-        return UNSUP("AveragePool with pads and count_include_pad=0");
+    /* ceil_mode, each side's pads and count_include_pad (ONNX's default 0)
+     * are the builder's own: ONNX's rules are PyTorch's (mg_pool2d_opts) */
+    int64_t ceil_mode = attr_i(n, "ceil_mode", 0);
+    int64_t cip = attr_i(n, "count_include_pad", 0);
+    if ((ceil_mode != 0 && ceil_mode != 1) || (cip != 0 && cip != 1))
+        return BAD_ATTR("ceil_mode and count_include_pad must be 0 or 1");
     if (ks[0] > INT32_MAX || ks[1] > INT32_MAX || st[0] > INT32_MAX ||
-        st[1] > INT32_MAX || pb[0] > INT32_MAX || pb[1] > INT32_MAX)
+        st[1] > INT32_MAX || pb[0] > INT32_MAX || pb[1] > INT32_MAX ||
+        pe[0] > INT32_MAX || pe[1] > INT32_MAX)
         return BAD_ATTR("sizes too large");
-    mg_tensor y = is_max ? mg_max_pool2d(c->g, x, (int)ks[0], (int)ks[1],
-                                         (int)st[0], (int)st[1], (int)pb[0], (int)pb[1])
-                         : mg_avg_pool2d(c->g, x, (int)ks[0], (int)ks[1],
-                                         (int)st[0], (int)st[1], (int)pb[0], (int)pb[1]);
+    const mg_pool2d_opts o = {
+        .kernel_h = (int)ks[0], .kernel_w = (int)ks[1],
+        .stride_h = (int)st[0], .stride_w = (int)st[1],
+        .pad_top = (int)pb[0], .pad_left = (int)pb[1],
+        .pad_bottom = (int)pe[0], .pad_right = (int)pe[1],
+        .ceil_mode = (int)ceil_mode, .count_include_pad = (int)cip};
+    mg_tensor y = is_max ? mg_max_pool2d_ex(c->g, x, &o)
+                         : mg_avg_pool2d_ex(c->g, x, &o);
     return out_t(c, n, 0, y);
 }
 

@@ -539,4 +539,39 @@ bool_ops = model(
      numpy_helper.from_array(np.array(4.0, dtype=np.float32), "c4")])
 save(bool_ops, "bool_ops", rng.standard_normal((2, 4)).astype(np.float32))
 
+
+# pooling with ceil_mode, each side's pads and count_include_pad (issue 12):
+# one op per model, on its own generator so the models above keep their
+# values. ONNX's rules are PyTorch's: a ceil_mode window starting past x's
+# end is dropped, and count_include_pad=1 divides by the window clipped to
+# the padded input.
+prng = np.random.default_rng(1412)
+
+
+def pool_model(name, op, hw, **attrs):
+    x = prng.standard_normal((2, 2) + hw).astype(np.float32)
+    node = helper.make_node(op, ["x"], ["y"], name=name, **attrs)
+    # the output's size from the reference evaluator itself
+    probe = model([node], [vi("x", ["N", 2, hw[0], hw[1]])],
+                  [vi("y", ["N", 2, None, None])], [], opset=13)
+    oh, ow = ReferenceEvaluator(probe).run(None, {"x": x})[0].shape[2:]
+    m = model([node], [vi("x", ["N", 2, hw[0], hw[1]])],
+              [vi("y", ["N", 2, int(oh), int(ow)])], [], opset=13)
+    save(m, name, x)
+
+
+# ceil_mode adds a window that overhangs the end padding
+pool_model("maxpool_ceil", "MaxPool", (6, 7), kernel_shape=[3, 3],
+           strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)
+# ceil_mode with pads on one side only, both divisors
+pool_model("avgpool_ceil", "AveragePool", (7, 6), kernel_shape=[3, 3],
+           strides=[2, 2], pads=[1, 0, 0, 1], ceil_mode=1, count_include_pad=1)
+pool_model("avgpool_ceil_nopad", "AveragePool", (7, 6), kernel_shape=[3, 3],
+           strides=[2, 2], pads=[1, 0, 0, 1], ceil_mode=1)
+# asymmetric pads, ONNX's default count_include_pad=0
+pool_model("avgpool_pads", "AveragePool", (5, 6), kernel_shape=[3, 2],
+           strides=[2, 1], pads=[0, 1, 1, 0])
+# SAME_UPPER on an odd size: the pad goes at the end
+pool_model("maxpool_same", "MaxPool", (5, 5), kernel_shape=[2, 2],
+           strides=[2, 2], auto_pad="SAME_UPPER")
 print("wrote models to", OUT)

@@ -1,7 +1,8 @@
 /*
  * gradcheck/pool.c - part of test_gradcheck: analytic gradients against
  * float64 central finite differences (gc_* in helpers/gradcheck.h) for max and
- * average pooling.
+ * average pooling, with each side's padding, ceil_mode and
+ * count_include_pad.
  */
 #include "../helpers.h"
 
@@ -9,31 +10,41 @@
 
 typedef struct gpool {
     int64_t x[4];
-    int kh, kw, sh, sw, ph, pw;
+    mg_pool2d_opts o; /* kh, kw, sh, sw, pads t l b r, ceil_mode, cip */
     const char *desc;
 } gpool;
 
+/* gc_x draws x from a continuous distribution, so max-pool windows have
+ * no ties for the finite differences to straddle. */
 static const gpool gpools[] = {
-    {{2, 2, 4, 4}, 2, 2, 2, 2, 0, 0, "2x2/2"},
-    {{1, 2, 5, 6}, 3, 3, 2, 2, 1, 1, "3x3/2 pad 1 (overlapping)"},
-    {{1, 3, 5, 4}, 3, 2, 1, 2, 1, 0, "3x2 stride 1x2 pad 1x0"},
-    {{2, 1, 6, 5}, 2, 3, 3, 1, 1, 1, "2x3 stride 3x1 pad 1"},
+    {{2, 2, 4, 4}, {2, 2, 2, 2, 0, 0, 0, 0, 0, 1}, "2x2/2"},
+    {{1, 2, 5, 6}, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1}, "3x3/2 pad 1 (overlapping)"},
+    {{1, 3, 5, 4}, {3, 2, 1, 2, 1, 0, 1, 0, 0, 1}, "3x2 stride 1x2 pad 1x0"},
+    {{2, 1, 6, 5}, {2, 3, 3, 1, 1, 1, 1, 1, 0, 1}, "2x3 stride 3x1 pad 1"},
+    {{1, 2, 5, 6}, {3, 2, 2, 1, 0, 1, 1, 0, 0, 1}, "pads t0 l1 b1 r0"},
+    {{1, 2, 6, 6}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1}, "3x3/2 pad 1 ceil_mode"},
+    {{1, 2, 7, 6}, {3, 3, 2, 2, 1, 0, 0, 1, 1, 1}, "pads t1 l0 b0 r1 ceil_mode"},
+    {{1, 1, 4, 5}, {2, 3, 2, 2, 0, 1, 1, 1, 1, 1},
+     "ceil_mode window dropped (h) and overhanging (w)"},
+    {{1, 2, 6, 6}, {3, 3, 2, 2, 1, 1, 1, 1, 1, 0},
+     "3x3/2 pad 1 ceil_mode count_include_pad=0"},
+    {{2, 1, 5, 6}, {3, 2, 2, 1, 0, 1, 1, 0, 0, 0},
+     "pads t0 l1 b1 r0 count_include_pad=0"},
 };
 
 START_TEST(test_gc_pool2d) {
     for (int avg = 0; avg < 2; avg++)
         for (int k = 0; k < (int)(sizeof gpools / sizeof gpools[0]); k++) {
             const gpool *c = &gpools[k];
-            char name[80];
+            if (!avg && !c->o.count_include_pad) continue; /* no divisor */
+            char name[96];
             gc_ctx g;
             snprintf(name, sizeof name, "%s_pool2d %s", avg ? "avg" : "max",
                      c->desc);
             gc_begin(&g, name, 3200 + 10 * (uint64_t)avg + (uint64_t)k);
             mg_tensor x = gc_x(&g, 4, c->x);
-            gc_check(&g, avg ? mg_avg_pool2d(g.g, x, c->kh, c->kw, c->sh, c->sw,
-                                             c->ph, c->pw)
-                             : mg_max_pool2d(g.g, x, c->kh, c->kw, c->sh, c->sw,
-                                             c->ph, c->pw));
+            gc_check(&g, avg ? mg_avg_pool2d_ex(g.g, x, &c->o)
+                             : mg_max_pool2d_ex(g.g, x, &c->o));
             gc_end(&g);
         }
 }

@@ -1,7 +1,9 @@
 /*
  * ops/pool.c - part of test_ops: forward values, in MG_F32 and MG_F64, of max
  * and average pooling (and max-pool gradient ties) against hand values and
- * naive loops; bad arguments to the builders.
+ * naive loops, and values and gradients with each side's padding,
+ * ceil_mode and count_include_pad against PyTorch's (pool_torch.h); bad
+ * arguments to the builders.
  */
 #include "../helpers.h"
 
@@ -138,6 +140,69 @@ START_TEST(test_pool_random_ref) {
 }
 END_TEST
 
+/* pool_torch.h: PyTorch's values for x = POOL_TORCH_X, seed gy =
+ * POOL_TORCH_GY (the formulas of tests/pool_torch_reference.py, which
+ * writes the header), for each side's padding, ceil_mode and
+ * count_include_pad. */
+#include "pool_torch.h"
+#define POOL_TORCH_X(i) ((double)(((i) * 7919) % 1009) / 64.0 - 8.0)
+#define POOL_TORCH_GY(j) ((double)(((j) * 31) % 17 + 1) / 8.0)
+
+START_TEST(test_pool_torch) {
+    double x[400], gy[200];
+    for (int i = 0; i < 400; i++) x[i] = POOL_TORCH_X(i);
+    for (int j = 0; j < 200; j++) gy[j] = POOL_TORCH_GY(j);
+    for (size_t k = 0; k < sizeof pool_torch_cases / sizeof pool_torch_cases[0];
+         k++) {
+        const pool_torch_case *c = &pool_torch_cases[k];
+        const int64_t ys[4] = {c->x[0], c->x[1], c->oh, c->ow};
+        ck_assert(th_numel(4, c->x) <= 400 && th_numel(4, ys) <= 200);
+        const mg_pool2d_opts o = {c->kh, c->kw, c->sh, c->sw, c->pt, c->pl,
+                                  c->pb, c->pr, c->ceil_mode, c->cip};
+        for (int d = 0; d < 2; d++) {
+            char what[96];
+            fw t;
+            fw_begin(&t, th_dtypes[d]);
+            mg_tensor xt = fw_in(&t, 4, c->x, x), gt = fw_in(&t, 4, ys, gy);
+            mg_tensor y = c->is_max ? mg_max_pool2d_ex(t.g, xt, &o)
+                                    : mg_avg_pool2d_ex(t.g, xt, &o);
+            snprintf(what, sizeof what, "%s_pool2d_ex torch case %zu",
+                     c->is_max ? "max" : "avg", k);
+            fw_expect(&t, what, y, 4, ys, c->y, 1e-5);
+            snprintf(what, sizeof what, "%s_pool2d_ex torch case %zu grad",
+                     c->is_max ? "max" : "avg", k);
+            fw_expect(&t, what, fw_grad(&t, y, gt, xt), 4, c->x, c->dx, 1e-5);
+            fw_end(&t);
+        }
+    }
+}
+END_TEST
+
+/* The symmetric builders are the _ex ones with PyTorch's defaults: the
+ * same shape and bits. */
+START_TEST(test_pool_ex_defaults) {
+    fw t;
+    fw_begin(&t, MG_F64);
+    double xv[60];
+    for (int i = 0; i < 60; i++) xv[i] = POOL_TORCH_X(i);
+    mg_tensor x = fw_in(&t, 4, S(1, 2, 5, 6), xv);
+    const mg_pool2d_opts o = {3, 2, 2, 1, 1, 1, 1, 1, 0, 1};
+    double a[60], b[60];
+    for (int avg = 0; avg < 2; avg++) {
+        mg_tensor y0 = avg ? mg_avg_pool2d(t.g, x, 3, 2, 2, 1, 1, 1)
+                           : mg_max_pool2d(t.g, x, 3, 2, 2, 1, 1, 1);
+        mg_tensor y1 = avg ? mg_avg_pool2d_ex(t.g, x, &o)
+                           : mg_max_pool2d_ex(t.g, x, &o);
+        TH_OK_T("pool2d", y0);
+        TH_OK_T("pool2d_ex", y1);
+        ck_assert_int_eq(fw_try(&t, y0, a), MG_OK);
+        ck_assert_int_eq(fw_try(&t, y1, b), MG_OK);
+        ck_assert(memcmp(a, b, 3 * 7 * 2 * sizeof a[0]) == 0);
+    }
+    fw_end(&t);
+}
+END_TEST
+
 START_TEST(test_pool_errors) {
     th_bad_leaves l;
     th_bad_leaves_make(&l);
@@ -154,6 +219,21 @@ START_TEST(test_pool_errors) {
             "does not fit");
     TH_FAIL(mg_max_pool2d(g, l.xi, 2, 2, 2, 2, 0, 0), MG_ERR_DTYPE, "max_pool2d",
             "i32");
+    /* each side's pad is at most half the kernel */
+    mg_pool2d_opts o = {3, 3, 1, 1, 0, 0, 2, 0, 0, 1};
+    TH_FAIL(mg_max_pool2d_ex(g, l.x4, &o), MG_ERR_INVALID_ARG, "max_pool2d",
+            "pad_bottom = 2 is more than half");
+    o = (mg_pool2d_opts){3, 3, 1, 1, 0, 0, 0, -1, 0, 1};
+    TH_FAIL(mg_avg_pool2d_ex(g, l.x4, &o), MG_ERR_INVALID_ARG, "avg_pool2d",
+            "pad_right = -1 >= 0");
+    o = (mg_pool2d_opts){2, 2, 2, 2, 0, 0, 0, 0, 2, 1};
+    TH_FAIL(mg_max_pool2d_ex(g, l.x4, &o), MG_ERR_INVALID_ARG, "max_pool2d",
+            "ceil_mode = 2");
+    o.ceil_mode = 1, o.count_include_pad = -1;
+    TH_FAIL(mg_avg_pool2d_ex(g, l.x4, &o), MG_ERR_INVALID_ARG, "avg_pool2d",
+            "count_include_pad = -1");
+    TH_FAIL(mg_avg_pool2d_ex(g, l.x4, NULL), MG_ERR_INVALID_ARG, "avg_pool2d",
+            "opts is NULL");
     mg_graph_free(g);
 }
 END_TEST
@@ -161,5 +241,6 @@ END_TEST
 void ops_pool_tcase(Suite *s) {
     th_add_tcase(s, "pool", 0,
                  TH_TESTS(test_pool_hand, test_max_pool_ties,
-                          test_pool_random_ref, test_pool_errors));
+                          test_pool_random_ref, test_pool_torch,
+                          test_pool_ex_defaults, test_pool_errors));
 }
