@@ -256,82 +256,146 @@ static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
  *              are live; costs their flops
  *   store      keep every position up to cand[j - 1], as plain backprop
  *              does: their bytes that gradient rules read stay live; free
- * Writes the positions to keep, each marked as a cut, to cuts (room for
- * ch->n) with their count; false when nothing fits the model. */
-static bool dp_solve(const bchain *ch, double M, double *F, int32_t *choice,
-                     int32_t *cuts, int32_t *n_cuts) {
+ * The edges out of node i are walked in increasing j, as long as either
+ * way still fits in the slots at all. */
+typedef struct dp_walk {
+    const bchain *ch;
+    double u; /* bytes per slot */
+    int32_t j, pa, scanned;
+    double maxb; /* the largest position between pa and cand[j - 1] */
+    bool rec_ok, store_ok;
+} dp_walk;
+
+/* One edge: recompute needs seg + sep slots (seg for the segment being
+ * recomputed, sep kept for later) and costs cost flops; store keeps
+ * store slots. Each way is open only where its flag says so. */
+typedef struct dp_edge {
+    int32_t j;
+    bool rec, st;
+    int seg, sep, store;
+    double cost;
+} dp_edge;
+
+static void walk_start(dp_walk *w, const bchain *ch, double u, int32_t i) {
+    *w = (dp_walk){.ch = ch, .u = u, .j = i,
+                   .pa = i == 0 ? -1 : ch->cand[i - 1], .maxb = 0,
+                   .rec_ok = true, .store_ok = true};
+    w->scanned = w->pa + 1;
+}
+
+/* The next edge out of the walk's node; false when no further edge can
+ * fit. The table and the trace both walk with this, so they see the
+ * same edges computed with the same arithmetic. */
+static bool walk_next(dp_walk *w, dp_edge *e) {
+    const bchain *ch = w->ch;
+    const int S = MG_BUDGET_SLOTS;
+    if (w->j >= ch->k || !(w->rec_ok || w->store_ok)) return false;
+    const int32_t j = ++w->j, pb = ch->cand[j - 1], pa = w->pa;
+    for (; w->scanned < pb; w->scanned++)
+        if (ch->bytes[w->scanned] > w->maxb) w->maxb = ch->bytes[w->scanned];
+    const double sep = pb < ch->n ? ch->sep[pb] : 0;
+    const double rb = ch->rb_pre[pb] - ch->rb_pre[pa + 1];
+    double segd = ceil((rb + w->maxb) / w->u), sepd = ceil(sep / w->u);
+    if (segd > S) w->rec_ok = false;
+    double std_ = ceil((rb + sep) / w->u);
+    if (std_ > S) w->store_ok = false;
+    e->j = j;
+    e->rec = w->rec_ok && segd + sepd <= S;
+    e->st = w->store_ok;
+    e->seg = e->rec ? (int)segd : 0;
+    e->sep = e->rec ? (int)sepd : 0;
+    e->store = e->st ? (int)std_ : 0;
+    e->cost = ch->fl_pre[pb] - ch->fl_pre[pa + 1];
+    return true;
+}
+
+/* Fi[m] = min(Fi[m], cost + Fj[m]) for m < len. Branch-free so that it
+ * vectorises: this loop is most of the DP's time, and the DP runs once
+ * per grid point. Which edge gave the minimum is found again by the
+ * trace, keeping it here would stop the vectorising. */
+static void relax(double *restrict Fi, const double *restrict Fj,
+                  double cost, int len) {
+    for (int m = 0; m < len; m++) {
+        const double v = cost + Fj[m];
+        Fi[m] = v < Fi[m] ? v : Fi[m];
+    }
+}
+
+/* F[i * (S + 1) + m]: the least recomputed flops from node i with m slots
+ * left (INFINITY: nothing fits). */
+static void dp_fill(const bchain *ch, double u, double *F) {
+    const int S = MG_BUDGET_SLOTS;
+    const int32_t K = ch->k;
+    for (int m = 0; m <= S; m++) F[(size_t)K * (S + 1) + m] = 0;
+    for (int32_t i = K - 1; i >= 0; i--) {
+        double *Fi = F + (size_t)i * (S + 1);
+        for (int m = 0; m <= S; m++) Fi[m] = INFINITY;
+        dp_walk w;
+        dp_edge e;
+        walk_start(&w, ch, u, i);
+        while (walk_next(&w, &e)) {
+            const double *Fj = F + (size_t)e.j * (S + 1);
+            if (e.rec)
+                relax(Fi + e.seg + e.sep, Fj + e.seg, e.cost,
+                      S + 1 - e.seg - e.sep);
+            if (e.st) relax(Fi + e.store, Fj, 0.0, S + 1 - e.store);
+        }
+    }
+}
+
+/* The edge that gave F at (i, m): the first in dp_fill's order (j
+ * increasing, recompute before store) whose value, computed as dp_fill
+ * does, equals it; dp_fill keeps only strictly lower values, so that is
+ * the one it kept. False when none does (not for a finite F). */
+static bool dp_arg(const bchain *ch, double u, const double *F, int32_t i,
+                   int m, dp_edge *out) {
+    const int S = MG_BUDGET_SLOTS;
+    const double want = F[(size_t)i * (S + 1) + m];
+    dp_walk w;
+    walk_start(&w, ch, u, i);
+    while (walk_next(&w, out)) {
+        const double *Fj = F + (size_t)out->j * (S + 1);
+        if (out->rec && m >= out->seg + out->sep &&
+            out->cost + Fj[m - out->sep] == want) {
+            out->st = false;
+            return true;
+        }
+        if (out->st && m >= out->store && 0.0 + Fj[m - out->store] == want) {
+            out->rec = false;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The DP's plan at memory parameter M: writes the positions to keep,
+ * each marked as a cut, to cuts (room for ch->n) with their count; false
+ * when nothing fits the model. F has room for (k + 1) x (S + 1). */
+static bool dp_solve(const bchain *ch, double M, double *F, int32_t *cuts,
+                     int32_t *n_cuts) {
     const int S = MG_BUDGET_SLOTS;
     const int32_t K = ch->k;
     const double u = M / S;
     if (u <= 0 || K == 0) return false;
-    for (int m = 0; m <= S; m++) F[(size_t)K * (S + 1) + m] = 0;
-    for (int32_t i = K - 1; i >= 0; i--) {
-        double *Fi = F + (size_t)i * (S + 1);
-        int32_t *Ci = choice + (size_t)i * (S + 1);
-        for (int m = 0; m <= S; m++) {
-            Fi[m] = INFINITY;
-            Ci[m] = 0;
-        }
-        int32_t pa = i == 0 ? -1 : ch->cand[i - 1];
-        double maxb = 0;
-        int32_t scanned = pa + 1;
-        bool rec_ok = true, store_ok = true;
-        for (int32_t j = i + 1; j <= K && (rec_ok || store_ok); j++) {
-            int32_t pb = ch->cand[j - 1];
-            for (; scanned < pb; scanned++)
-                if (ch->bytes[scanned] > maxb) maxb = ch->bytes[scanned];
-            const double sep = pb < ch->n ? ch->sep[pb] : 0;
-            const double rb = ch->rb_pre[pb] - ch->rb_pre[pa + 1];
-            const double *Fj = F + (size_t)j * (S + 1);
-            /* recompute: +j in choice */
-            double segd = ceil((rb + maxb) / u), sepd = ceil(sep / u);
-            if (segd > S) rec_ok = false;
-            if (rec_ok && segd + sepd <= S) {
-                int seg = (int)segd, sp = (int)sepd;
-                double cost = ch->fl_pre[pb] - ch->fl_pre[pa + 1];
-                for (int m = seg + sp; m <= S; m++) {
-                    double v = cost + Fj[m - sp];
-                    if (v < Fi[m]) {
-                        Fi[m] = v;
-                        Ci[m] = j;
-                    }
-                }
-            }
-            /* store: -j in choice */
-            double std_ = ceil((rb + sep) / u);
-            if (std_ > S) store_ok = false;
-            if (store_ok) {
-                int st = (int)std_;
-                for (int m = st; m <= S; m++) {
-                    double v = Fj[m - st];
-                    if (v < Fi[m]) {
-                        Fi[m] = v;
-                        Ci[m] = -j;
-                    }
-                }
-            }
-        }
-    }
+    dp_fill(ch, u, F);
     if (!isfinite(F[S])) return false;
-    int32_t i = 0, m = S;
+    int32_t i = 0;
+    int m = S;
     *n_cuts = 0;
     while (i < K) {
-        int32_t j = choice[(size_t)i * (S + 1) + m];
-        if (j == 0) return false;
-        int32_t pa = i == 0 ? -1 : ch->cand[i - 1];
-        int32_t pb = ch->cand[(j < 0 ? -j : j) - 1];
-        const double sep = pb < ch->n ? ch->sep[pb] : 0;
-        const double rb = ch->rb_pre[pb] - ch->rb_pre[pa + 1];
-        if (j < 0) {
-            j = -j;
-            m -= (int32_t)ceil((rb + sep) / u);
+        dp_edge e;
+        if (!dp_arg(ch, u, F, i, m, &e)) return false;
+        const int32_t pa = i == 0 ? -1 : ch->cand[i - 1];
+        const int32_t pb = ch->cand[e.j - 1];
+        if (e.st) {
+            m -= e.store;
             for (int32_t p = pa + 1; p <= pb && p < ch->n; p++)
                 cuts[(*n_cuts)++] = p;
         } else {
-            m -= (int32_t)ceil(sep / u);
+            m -= e.sep;
             if (pb < ch->n) cuts[(*n_cuts)++] = pb;
         }
-        i = j;
+        i = e.j;
     }
     return true;
 }
@@ -485,7 +549,6 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
     const int grid = local ? MG_BUDGET_GRID_SHORT : MG_BUDGET_GRID;
     const int max_starts = grid + MG_BUDGET_REFINE + 1;
     double *F = malloc((szk + 1) * (S + 1) * sizeof *F);
-    int32_t *choice = malloc((szk + 1) * (S + 1) * sizeof *choice);
     const size_t szn = (size_t)ch->n + 1;
     int32_t *cuts = malloc(szn * sizeof *cuts);
     int32_t *prev = malloc(szn * sizeof *prev);
@@ -494,7 +557,7 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
     bool *starts = local ? malloc(szt * (size_t)max_starts) : NULL;
     int n_starts = 0;
     mg_status s = MG_OK;
-    if (!F || !choice || !cuts || !prev || !next || !keep ||
+    if (!F || !cuts || !prev || !next || !keep ||
         (local && !starts))
         s = oom();
     int32_t n_prev = -1, n_cuts = 0;
@@ -516,7 +579,7 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
         } else {
             break;
         }
-        if (!dp_solve(ch, M, F, choice, cuts, &n_cuts)) {
+        if (!dp_solve(ch, M, F, cuts, &n_cuts)) {
             if (i >= grid) fit_M = M;
             continue;
         }
@@ -553,7 +616,6 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
         }
     }
     free(F);
-    free(choice);
     free(cuts);
     free(prev);
     free(next);
