@@ -90,27 +90,25 @@ static mg_status oom(void) {
 }
 
 /* The exact peak of a training step of the built graph, its gradients
- * bound to caller memory, and the flops its recomputed copies cost. */
+ * bound to caller memory, and the flops its recomputed copies cost.
+ * mgi_graph_peak gives the compiled plan's peak without compiling it:
+ * the search measures dozens of graphs, and building each plan (its step
+ * records and phases) was most of the search's time. */
 static mg_status trial_measure(const mg_graph *g, int32_t n_before,
-                               const mg_tensor *grads, int n, size_t *peak,
+                               const mg_tensor *grads, int n,
+                               mg_peak_scratch *sc, size_t *peak,
                                double *rflops) {
-    mg_plan *p = NULL;
-    mg_binding *b = malloc((size_t)n * sizeof *b);
-    static char any; /* the addresses are never used */
-    if (!b) return oom();
-    for (int i = 0; i < n; i++) b[i] = (mg_binding){grads[i], &any};
-    mg_status s = mg_plan_compile(g, grads, n, NULL, &p);
-    if (s == MG_OK) s = mgi_plan_peak(p, b, n, "mg_gradients", peak);
+    mg_status s = mgi_graph_peak(g, grads, n, sc, "mg_gradients", peak);
     *rflops = 0;
-    for (int32_t i = 0; s == MG_OK && i < p->n_steps; i++) {
-        mg_tensor t = p->steps[i];
-        if (t < n_before || !(g->nodes[t].flags & MG_NODE_RECOMPUTE)) continue;
+    for (int32_t k = 0; s == MG_OK && k < sc->n_order; k++) {
+        mg_tensor t = sc->order[k];
+        if (t < n_before || !(g->nodes[t].flags & MG_NODE_RECOMPUTE) ||
+            (mgi_op_table[g->nodes[t].op].flags & MG_OPF_LEAF))
+            continue;
         double f = 0;
         mgi_graph_op_cost(g, t, &f, NULL);
         *rflops += f;
     }
-    mg_plan_free(p);
-    free(b);
     return s;
 }
 
@@ -123,6 +121,7 @@ typedef struct bsrch {
     mg_tensor *result;
     uint64_t rng_before;
     bchain ch;
+    mg_peak_scratch peak; /* trial_measure's, across all trials */
 } bsrch;
 
 /* Build with keep_set (and a multi-level plan, or NULL), measure, and
@@ -133,8 +132,8 @@ static mg_status evaluate_ml(bsrch *b, bool *keep_set, mg_ml_plan *ml,
                          .keep_set = keep_set, .ml = ml};
     mg_status s = b->build(b->g, b->ctx, &m.search, b->result);
     if (s == MG_OK)
-        s = trial_measure(b->g, b->ch.n_before, b->result, b->n_xs, peak,
-                          rflops);
+        s = trial_measure(b->g, b->ch.n_before, b->result, b->n_xs, &b->peak,
+                          peak, rflops);
     mgi_graph_truncate(b->g, b->ch.n_before);
     b->g->rng_offset = b->rng_before;
     return s;
@@ -160,7 +159,8 @@ static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
     mg_status s = b->build(g, b->ctx, &m.search, b->result);
     double none_flops = 0;
     if (s == MG_OK)
-        s = trial_measure(g, nb, b->result, b->n_xs, peak_none, &none_flops);
+        s = trial_measure(g, nb, b->result, b->n_xs, &b->peak, peak_none,
+                          &none_flops);
     bool *needed = NULL, *read_bwd = NULL;
     if (s == MG_OK) {
         needed = calloc((size_t)g->n, sizeof *needed);
@@ -910,6 +910,7 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c, int n_xs,
                          "is %zu bytes (policy none needs %zu)",
                          c->budget_bytes, bb.min_peak, peak_none);
     chain_free(&b.ch);
+    mgi_peak_scratch_free(&b.peak);
     free(b.result);
     free(bb.min_keep);
     if (s == MG_OK && bb.ml.n_seg > 0) {
