@@ -72,6 +72,9 @@ typedef struct bchain {
     int32_t k;        /* candidate cuts */
     int32_t *cand;    /* their positions, increasing; the last is n, the
                          end of the chain, which keeps nothing */
+    double *gap;      /* per candidate c: the most bytes of one position
+                         strictly between cand[c - 1] (or the start) and
+                         cand[c], 0 for none */
 } bchain;
 
 static void chain_free(bchain *c) {
@@ -83,6 +86,7 @@ static void chain_free(bchain *c) {
     free(c->rb_pre);
     free(c->fl_pre);
     free(c->cand);
+    free(c->gap);
 }
 
 static mg_status oom(void) {
@@ -200,8 +204,9 @@ static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
     c->rb_pre = calloc(szn + 1, sizeof *c->rb_pre);
     c->fl_pre = calloc(szn + 1, sizeof *c->fl_pre);
     c->cand = malloc((szn + 1) * sizeof *c->cand);
+    c->gap = calloc(szn + 1, sizeof *c->gap);
     if (!c->last || !c->bytes || !c->sep || !c->rb_pre || !c->fl_pre ||
-        !c->cand) {
+        !c->cand || !c->gap) {
         free(read_bwd);
         return oom();
     }
@@ -241,6 +246,9 @@ static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
         c->cand[c->k++] = best;
     }
     c->cand[c->k++] = n;
+    for (int32_t j = 0; j < c->k; j++)
+        for (int32_t q = j ? c->cand[j - 1] + 1 : 0; q < c->cand[j]; q++)
+            if (c->bytes[q] > c->gap[j]) c->gap[j] = c->bytes[q];
     return MG_OK;
 }
 
@@ -261,8 +269,8 @@ static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
 typedef struct dp_walk {
     const bchain *ch;
     double u; /* bytes per slot */
-    int32_t j, pa, scanned;
-    double maxb; /* the largest position between pa and cand[j - 1] */
+    int32_t i, j, pa;
+    double maxb; /* the most bytes of a position between pa and cand[j - 1] */
     bool rec_ok, store_ok;
 } dp_walk;
 
@@ -277,10 +285,9 @@ typedef struct dp_edge {
 } dp_edge;
 
 static void walk_start(dp_walk *w, const bchain *ch, double u, int32_t i) {
-    *w = (dp_walk){.ch = ch, .u = u, .j = i,
+    *w = (dp_walk){.ch = ch, .u = u, .i = i, .j = i,
                    .pa = i == 0 ? -1 : ch->cand[i - 1], .maxb = 0,
                    .rec_ok = true, .store_ok = true};
-    w->scanned = w->pa + 1;
 }
 
 /* The next edge out of the walk's node; false when no further edge can
@@ -291,8 +298,11 @@ static bool walk_next(dp_walk *w, dp_edge *e) {
     const int S = MG_BUDGET_SLOTS;
     if (w->j >= ch->k || !(w->rec_ok || w->store_ok)) return false;
     const int32_t j = ++w->j, pb = ch->cand[j - 1], pa = w->pa;
-    for (; w->scanned < pb; w->scanned++)
-        if (ch->bytes[w->scanned] > w->maxb) w->maxb = ch->bytes[w->scanned];
+    /* the positions now between: the gap before cand[j - 1], and the
+     * candidate before it unless that is where the walk started */
+    if (j > w->i + 1 && ch->bytes[ch->cand[j - 2]] > w->maxb)
+        w->maxb = ch->bytes[ch->cand[j - 2]];
+    if (ch->gap[j - 1] > w->maxb) w->maxb = ch->gap[j - 1];
     const double sep = pb < ch->n ? ch->sep[pb] : 0;
     const double rb = ch->rb_pre[pb] - ch->rb_pre[pa + 1];
     double segd = ceil((rb + w->maxb) / w->u), sepd = ceil(sep / w->u);
@@ -321,6 +331,26 @@ static void relax(double *restrict Fi, const double *restrict Fj,
     }
 }
 
+/* Relax row Fi with edge values cost + Fj[m - shift], m from lo to S,
+ * where they can be lower. Every row of F, finished or not, is a minimum
+ * of functions that do not increase with m (more slots, never more
+ * flops; rounding keeps that), so it does not increase either, and no
+ * value of the edge is below cost + Fj[S]: from the first m where Fi is
+ * at most that on, the edge changes nothing, and a binary search finds
+ * it: two fifths of the relaxing at the budget bench's sizes. */
+static void relax_edge(double *Fi, const double *Fj, int lo, int shift,
+                       double cost) {
+    const int S = MG_BUDGET_SLOTS;
+    const double least = cost + Fj[S];
+    int a = lo, b = S + 1; /* the first m in [lo, S] with Fi[m] <= least */
+    while (a < b) {
+        const int mid = a + (b - a) / 2;
+        if (Fi[mid] <= least) b = mid;
+        else a = mid + 1;
+    }
+    relax(Fi + lo, Fj + lo - shift, cost, a - lo);
+}
+
 /* F[i * (S + 1) + m]: the least recomputed flops from node i with m slots
  * left (INFINITY: nothing fits). */
 static void dp_fill(const bchain *ch, double u, double *F) {
@@ -335,10 +365,8 @@ static void dp_fill(const bchain *ch, double u, double *F) {
         walk_start(&w, ch, u, i);
         while (walk_next(&w, &e)) {
             const double *Fj = F + (size_t)e.j * (S + 1);
-            if (e.rec)
-                relax(Fi + e.seg + e.sep, Fj + e.seg, e.cost,
-                      S + 1 - e.seg - e.sep);
-            if (e.st) relax(Fi + e.store, Fj, 0.0, S + 1 - e.store);
+            if (e.rec) relax_edge(Fi, Fj, e.seg + e.sep, e.sep, e.cost);
+            if (e.st) relax_edge(Fi, Fj, e.store, e.store, 0.0);
         }
     }
 }
