@@ -72,6 +72,9 @@ typedef struct bchain {
     int32_t k;        /* candidate cuts */
     int32_t *cand;    /* their positions, increasing; the last is n, the
                          end of the chain, which keeps nothing */
+    double *gap;      /* per candidate c: the most bytes of one position
+                         strictly between cand[c - 1] (or the start) and
+                         cand[c], 0 for none */
 } bchain;
 
 static void chain_free(bchain *c) {
@@ -83,6 +86,7 @@ static void chain_free(bchain *c) {
     free(c->rb_pre);
     free(c->fl_pre);
     free(c->cand);
+    free(c->gap);
 }
 
 static mg_status oom(void) {
@@ -90,27 +94,25 @@ static mg_status oom(void) {
 }
 
 /* The exact peak of a training step of the built graph, its gradients
- * bound to caller memory, and the flops its recomputed copies cost. */
+ * bound to caller memory, and the flops its recomputed copies cost.
+ * mgi_graph_peak gives the compiled plan's peak without compiling it:
+ * the search measures dozens of graphs, and building each plan (its step
+ * records and phases) was most of the search's time. */
 static mg_status trial_measure(const mg_graph *g, int32_t n_before,
-                               const mg_tensor *grads, int n, size_t *peak,
+                               const mg_tensor *grads, int n,
+                               mg_peak_scratch *sc, size_t *peak,
                                double *rflops) {
-    mg_plan *p = NULL;
-    mg_binding *b = malloc((size_t)n * sizeof *b);
-    static char any; /* the addresses are never used */
-    if (!b) return oom();
-    for (int i = 0; i < n; i++) b[i] = (mg_binding){grads[i], &any};
-    mg_status s = mg_plan_compile(g, grads, n, NULL, &p);
-    if (s == MG_OK) s = mgi_plan_peak(p, b, n, "mg_gradients", peak);
+    mg_status s = mgi_graph_peak(g, grads, n, sc, "mg_gradients", peak);
     *rflops = 0;
-    for (int32_t i = 0; s == MG_OK && i < p->n_steps; i++) {
-        mg_tensor t = p->steps[i];
-        if (t < n_before || !(g->nodes[t].flags & MG_NODE_RECOMPUTE)) continue;
+    for (int32_t k = 0; s == MG_OK && k < sc->n_order; k++) {
+        mg_tensor t = sc->order[k];
+        if (t < n_before || !(g->nodes[t].flags & MG_NODE_RECOMPUTE) ||
+            (mgi_op_table[g->nodes[t].op].flags & MG_OPF_LEAF))
+            continue;
         double f = 0;
         mgi_graph_op_cost(g, t, &f, NULL);
         *rflops += f;
     }
-    mg_plan_free(p);
-    free(b);
     return s;
 }
 
@@ -123,6 +125,7 @@ typedef struct bsrch {
     mg_tensor *result;
     uint64_t rng_before;
     bchain ch;
+    mg_peak_scratch peak; /* trial_measure's, across all trials */
 } bsrch;
 
 /* Build with keep_set (and a multi-level plan, or NULL), measure, and
@@ -133,8 +136,8 @@ static mg_status evaluate_ml(bsrch *b, bool *keep_set, mg_ml_plan *ml,
                          .keep_set = keep_set, .ml = ml};
     mg_status s = b->build(b->g, b->ctx, &m.search, b->result);
     if (s == MG_OK)
-        s = trial_measure(b->g, b->ch.n_before, b->result, b->n_xs, peak,
-                          rflops);
+        s = trial_measure(b->g, b->ch.n_before, b->result, b->n_xs, &b->peak,
+                          peak, rflops);
     mgi_graph_truncate(b->g, b->ch.n_before);
     b->g->rng_offset = b->rng_before;
     return s;
@@ -160,7 +163,8 @@ static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
     mg_status s = b->build(g, b->ctx, &m.search, b->result);
     double none_flops = 0;
     if (s == MG_OK)
-        s = trial_measure(g, nb, b->result, b->n_xs, peak_none, &none_flops);
+        s = trial_measure(g, nb, b->result, b->n_xs, &b->peak, peak_none,
+                          &none_flops);
     bool *needed = NULL, *read_bwd = NULL;
     if (s == MG_OK) {
         needed = calloc((size_t)g->n, sizeof *needed);
@@ -200,8 +204,9 @@ static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
     c->rb_pre = calloc(szn + 1, sizeof *c->rb_pre);
     c->fl_pre = calloc(szn + 1, sizeof *c->fl_pre);
     c->cand = malloc((szn + 1) * sizeof *c->cand);
+    c->gap = calloc(szn + 1, sizeof *c->gap);
     if (!c->last || !c->bytes || !c->sep || !c->rb_pre || !c->fl_pre ||
-        !c->cand) {
+        !c->cand || !c->gap) {
         free(read_bwd);
         return oom();
     }
@@ -241,6 +246,9 @@ static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
         c->cand[c->k++] = best;
     }
     c->cand[c->k++] = n;
+    for (int32_t j = 0; j < c->k; j++)
+        for (int32_t q = j ? c->cand[j - 1] + 1 : 0; q < c->cand[j]; q++)
+            if (c->bytes[q] > c->gap[j]) c->gap[j] = c->bytes[q];
     return MG_OK;
 }
 
@@ -256,82 +264,166 @@ static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
  *              are live; costs their flops
  *   store      keep every position up to cand[j - 1], as plain backprop
  *              does: their bytes that gradient rules read stay live; free
- * Writes the positions to keep, each marked as a cut, to cuts (room for
- * ch->n) with their count; false when nothing fits the model. */
-static bool dp_solve(const bchain *ch, double M, double *F, int32_t *choice,
-                     int32_t *cuts, int32_t *n_cuts) {
+ * The edges out of node i are walked in increasing j, as long as either
+ * way still fits in the slots at all. */
+typedef struct dp_walk {
+    const bchain *ch;
+    double u; /* bytes per slot */
+    int32_t i, j, pa;
+    double maxb; /* the most bytes of a position between pa and cand[j - 1] */
+    bool rec_ok, store_ok;
+} dp_walk;
+
+/* One edge: recompute needs seg + sep slots (seg for the segment being
+ * recomputed, sep kept for later) and costs cost flops; store keeps
+ * store slots. Each way is open only where its flag says so. */
+typedef struct dp_edge {
+    int32_t j;
+    bool rec, st;
+    int seg, sep, store;
+    double cost;
+} dp_edge;
+
+static void walk_start(dp_walk *w, const bchain *ch, double u, int32_t i) {
+    *w = (dp_walk){.ch = ch, .u = u, .i = i, .j = i,
+                   .pa = i == 0 ? -1 : ch->cand[i - 1], .maxb = 0,
+                   .rec_ok = true, .store_ok = true};
+}
+
+/* The next edge out of the walk's node; false when no further edge can
+ * fit. The table and the trace both walk with this, so they see the
+ * same edges computed with the same arithmetic. */
+static bool walk_next(dp_walk *w, dp_edge *e) {
+    const bchain *ch = w->ch;
+    const int S = MG_BUDGET_SLOTS;
+    if (w->j >= ch->k || !(w->rec_ok || w->store_ok)) return false;
+    const int32_t j = ++w->j, pb = ch->cand[j - 1], pa = w->pa;
+    /* the positions now between: the gap before cand[j - 1], and the
+     * candidate before it unless that is where the walk started */
+    if (j > w->i + 1 && ch->bytes[ch->cand[j - 2]] > w->maxb)
+        w->maxb = ch->bytes[ch->cand[j - 2]];
+    if (ch->gap[j - 1] > w->maxb) w->maxb = ch->gap[j - 1];
+    const double sep = pb < ch->n ? ch->sep[pb] : 0;
+    const double rb = ch->rb_pre[pb] - ch->rb_pre[pa + 1];
+    double segd = ceil((rb + w->maxb) / w->u), sepd = ceil(sep / w->u);
+    if (segd > S) w->rec_ok = false;
+    double std_ = ceil((rb + sep) / w->u);
+    if (std_ > S) w->store_ok = false;
+    e->j = j;
+    e->rec = w->rec_ok && segd + sepd <= S;
+    e->st = w->store_ok;
+    e->seg = e->rec ? (int)segd : 0;
+    e->sep = e->rec ? (int)sepd : 0;
+    e->store = e->st ? (int)std_ : 0;
+    e->cost = ch->fl_pre[pb] - ch->fl_pre[pa + 1];
+    return true;
+}
+
+/* Fi[m] = min(Fi[m], cost + Fj[m]) for m < len. Branch-free so that it
+ * vectorises: this loop is most of the DP's time, and the DP runs once
+ * per grid point. Which edge gave the minimum is found again by the
+ * trace, keeping it here would stop the vectorising. */
+static void relax(double *restrict Fi, const double *restrict Fj,
+                  double cost, int len) {
+    for (int m = 0; m < len; m++) {
+        const double v = cost + Fj[m];
+        Fi[m] = v < Fi[m] ? v : Fi[m];
+    }
+}
+
+/* Relax row Fi with edge values cost + Fj[m - shift], m from lo to S,
+ * where they can be lower. Every row of F, finished or not, is a minimum
+ * of functions that do not increase with m (more slots, never more
+ * flops; rounding keeps that), so it does not increase either, and no
+ * value of the edge is below cost + Fj[S]: from the first m where Fi is
+ * at most that on, the edge changes nothing, and a binary search finds
+ * it: two fifths of the relaxing at the budget bench's sizes. */
+static void relax_edge(double *Fi, const double *Fj, int lo, int shift,
+                       double cost) {
+    const int S = MG_BUDGET_SLOTS;
+    const double least = cost + Fj[S];
+    int a = lo, b = S + 1; /* the first m in [lo, S] with Fi[m] <= least */
+    while (a < b) {
+        const int mid = a + (b - a) / 2;
+        if (Fi[mid] <= least) b = mid;
+        else a = mid + 1;
+    }
+    relax(Fi + lo, Fj + lo - shift, cost, a - lo);
+}
+
+/* F[i * (S + 1) + m]: the least recomputed flops from node i with m slots
+ * left (INFINITY: nothing fits). */
+static void dp_fill(const bchain *ch, double u, double *F) {
+    const int S = MG_BUDGET_SLOTS;
+    const int32_t K = ch->k;
+    for (int m = 0; m <= S; m++) F[(size_t)K * (S + 1) + m] = 0;
+    for (int32_t i = K - 1; i >= 0; i--) {
+        double *Fi = F + (size_t)i * (S + 1);
+        for (int m = 0; m <= S; m++) Fi[m] = INFINITY;
+        dp_walk w;
+        dp_edge e;
+        walk_start(&w, ch, u, i);
+        while (walk_next(&w, &e)) {
+            const double *Fj = F + (size_t)e.j * (S + 1);
+            if (e.rec) relax_edge(Fi, Fj, e.seg + e.sep, e.sep, e.cost);
+            if (e.st) relax_edge(Fi, Fj, e.store, e.store, 0.0);
+        }
+    }
+}
+
+/* The edge that gave F at (i, m): the first in dp_fill's order (j
+ * increasing, recompute before store) whose value, computed as dp_fill
+ * does, equals it; dp_fill keeps only strictly lower values, so that is
+ * the one it kept. False when none does (not for a finite F). */
+static bool dp_arg(const bchain *ch, double u, const double *F, int32_t i,
+                   int m, dp_edge *out) {
+    const int S = MG_BUDGET_SLOTS;
+    const double want = F[(size_t)i * (S + 1) + m];
+    dp_walk w;
+    walk_start(&w, ch, u, i);
+    while (walk_next(&w, out)) {
+        const double *Fj = F + (size_t)out->j * (S + 1);
+        if (out->rec && m >= out->seg + out->sep &&
+            out->cost + Fj[m - out->sep] == want) {
+            out->st = false;
+            return true;
+        }
+        if (out->st && m >= out->store && 0.0 + Fj[m - out->store] == want) {
+            out->rec = false;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The DP's plan at memory parameter M: writes the positions to keep,
+ * each marked as a cut, to cuts (room for ch->n) with their count; false
+ * when nothing fits the model. F has room for (k + 1) x (S + 1). */
+static bool dp_solve(const bchain *ch, double M, double *F, int32_t *cuts,
+                     int32_t *n_cuts) {
     const int S = MG_BUDGET_SLOTS;
     const int32_t K = ch->k;
     const double u = M / S;
     if (u <= 0 || K == 0) return false;
-    for (int m = 0; m <= S; m++) F[(size_t)K * (S + 1) + m] = 0;
-    for (int32_t i = K - 1; i >= 0; i--) {
-        double *Fi = F + (size_t)i * (S + 1);
-        int32_t *Ci = choice + (size_t)i * (S + 1);
-        for (int m = 0; m <= S; m++) {
-            Fi[m] = INFINITY;
-            Ci[m] = 0;
-        }
-        int32_t pa = i == 0 ? -1 : ch->cand[i - 1];
-        double maxb = 0;
-        int32_t scanned = pa + 1;
-        bool rec_ok = true, store_ok = true;
-        for (int32_t j = i + 1; j <= K && (rec_ok || store_ok); j++) {
-            int32_t pb = ch->cand[j - 1];
-            for (; scanned < pb; scanned++)
-                if (ch->bytes[scanned] > maxb) maxb = ch->bytes[scanned];
-            const double sep = pb < ch->n ? ch->sep[pb] : 0;
-            const double rb = ch->rb_pre[pb] - ch->rb_pre[pa + 1];
-            const double *Fj = F + (size_t)j * (S + 1);
-            /* recompute: +j in choice */
-            double segd = ceil((rb + maxb) / u), sepd = ceil(sep / u);
-            if (segd > S) rec_ok = false;
-            if (rec_ok && segd + sepd <= S) {
-                int seg = (int)segd, sp = (int)sepd;
-                double cost = ch->fl_pre[pb] - ch->fl_pre[pa + 1];
-                for (int m = seg + sp; m <= S; m++) {
-                    double v = cost + Fj[m - sp];
-                    if (v < Fi[m]) {
-                        Fi[m] = v;
-                        Ci[m] = j;
-                    }
-                }
-            }
-            /* store: -j in choice */
-            double std_ = ceil((rb + sep) / u);
-            if (std_ > S) store_ok = false;
-            if (store_ok) {
-                int st = (int)std_;
-                for (int m = st; m <= S; m++) {
-                    double v = Fj[m - st];
-                    if (v < Fi[m]) {
-                        Fi[m] = v;
-                        Ci[m] = -j;
-                    }
-                }
-            }
-        }
-    }
+    dp_fill(ch, u, F);
     if (!isfinite(F[S])) return false;
-    int32_t i = 0, m = S;
+    int32_t i = 0;
+    int m = S;
     *n_cuts = 0;
     while (i < K) {
-        int32_t j = choice[(size_t)i * (S + 1) + m];
-        if (j == 0) return false;
-        int32_t pa = i == 0 ? -1 : ch->cand[i - 1];
-        int32_t pb = ch->cand[(j < 0 ? -j : j) - 1];
-        const double sep = pb < ch->n ? ch->sep[pb] : 0;
-        const double rb = ch->rb_pre[pb] - ch->rb_pre[pa + 1];
-        if (j < 0) {
-            j = -j;
-            m -= (int32_t)ceil((rb + sep) / u);
+        dp_edge e;
+        if (!dp_arg(ch, u, F, i, m, &e)) return false;
+        const int32_t pa = i == 0 ? -1 : ch->cand[i - 1];
+        const int32_t pb = ch->cand[e.j - 1];
+        if (e.st) {
+            m -= e.store;
             for (int32_t p = pa + 1; p <= pb && p < ch->n; p++)
                 cuts[(*n_cuts)++] = p;
         } else {
-            m -= (int32_t)ceil(sep / u);
+            m -= e.sep;
             if (pb < ch->n) cuts[(*n_cuts)++] = pb;
         }
-        i = j;
+        i = e.j;
     }
     return true;
 }
@@ -485,7 +577,6 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
     const int grid = local ? MG_BUDGET_GRID_SHORT : MG_BUDGET_GRID;
     const int max_starts = grid + MG_BUDGET_REFINE + 1;
     double *F = malloc((szk + 1) * (S + 1) * sizeof *F);
-    int32_t *choice = malloc((szk + 1) * (S + 1) * sizeof *choice);
     const size_t szn = (size_t)ch->n + 1;
     int32_t *cuts = malloc(szn * sizeof *cuts);
     int32_t *prev = malloc(szn * sizeof *prev);
@@ -494,7 +585,7 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
     bool *starts = local ? malloc(szt * (size_t)max_starts) : NULL;
     int n_starts = 0;
     mg_status s = MG_OK;
-    if (!F || !choice || !cuts || !prev || !next || !keep ||
+    if (!F || !cuts || !prev || !next || !keep ||
         (local && !starts))
         s = oom();
     int32_t n_prev = -1, n_cuts = 0;
@@ -516,7 +607,7 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
         } else {
             break;
         }
-        if (!dp_solve(ch, M, F, choice, cuts, &n_cuts)) {
+        if (!dp_solve(ch, M, F, cuts, &n_cuts)) {
             if (i >= grid) fit_M = M;
             continue;
         }
@@ -553,7 +644,6 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
         }
     }
     free(F);
-    free(choice);
     free(cuts);
     free(prev);
     free(next);
@@ -848,6 +938,7 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c, int n_xs,
                          "is %zu bytes (policy none needs %zu)",
                          c->budget_bytes, bb.min_peak, peak_none);
     chain_free(&b.ch);
+    mgi_peak_scratch_free(&b.peak);
     free(b.result);
     free(bb.min_keep);
     if (s == MG_OK && bb.ml.n_seg > 0) {

@@ -72,22 +72,27 @@ static void plan_add_kept(mg_plan *p, const mg_tensor *ts, int n) {
     }
 }
 
+/* The workspace step t borrows: what its op's rule asks, or more where
+ * some scratch only a backend can size (oneDNN's scratchpad): the plan
+ * lends the most any backend of this build asks, so the peak it predicts
+ * is the one the executor reaches. */
+static size_t step_workspace(const mg_graph *g, mg_tensor t) {
+    const mg_node *n = &g->nodes[t];
+    size_t work = mgi_graph_op_workspace(g, t);
+    mg_kargs a = {.op = n->op, .attrs = &n->attrs, .n_in = n->n_in,
+                  .out = {NULL, n->d}};
+    for (int k = 0; k < n->n_in; k++)
+        a.in[k] = (mg_kbuf){NULL, g->nodes[n->in[k]].d};
+    size_t backend = mgi_backends_plan_workspace(&a);
+    return backend > work ? backend : work;
+}
+
 /* The executor's copy of step t. */
 static mg_plan_step step_record(const mg_plan *p, mg_tensor t) {
     const mg_node *n = &p->g->nodes[t];
     mg_plan_step r = {.t = t, .op = n->op, .n_in = n->n_in,
-                      .work = mgi_graph_op_workspace(p->g, t),
-                      .attrs = n->attrs};
+                      .work = step_workspace(p->g, t), .attrs = n->attrs};
     for (int k = 0; k < n->n_in; k++) r.in[k] = mg_plan_input(p, t, k);
-    /* Some scratch only a backend can size (oneDNN's scratchpad): the
-     * plan lends the most any backend of this build asks, so the peak it
-     * predicts is the one the executor reaches. */
-    mg_kargs a = {.op = r.op, .attrs = &r.attrs, .n_in = r.n_in,
-                  .out = {NULL, n->d}};
-    for (int k = 0; k < n->n_in; k++)
-        a.in[k] = (mg_kbuf){NULL, p->g->nodes[n->in[k]].d};
-    size_t backend = mgi_backends_plan_workspace(&a);
-    if (backend > r.work) r.work = backend;
     return r;
 }
 
@@ -248,6 +253,88 @@ mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
                 mgi_tdesc_nbytes(&p->tensor[p->release[r]].d));
     }
     free(bound);
+    *peak_out = peak;
+    return MG_OK;
+}
+
+void mgi_peak_scratch_free(mg_peak_scratch *sc) {
+    free(sc->needed);
+    free(sc->order);
+    free(sc->last);
+    free(sc->freed);
+    memset(sc, 0, sizeof *sc);
+}
+
+static mg_status scratch_reserve(mg_peak_scratch *sc, int32_t n,
+                                 const char *what) {
+    if (n <= sc->cap) return MG_OK;
+    size_t sz = (size_t)n;
+    bool *needed = realloc(sc->needed, sz * sizeof *needed);
+    if (needed) sc->needed = needed;
+    mg_tensor *order = realloc(sc->order, sz * sizeof *order);
+    if (order) sc->order = order;
+    int32_t *last = realloc(sc->last, sz * sizeof *last);
+    if (last) sc->last = last;
+    size_t *freed = realloc(sc->freed, sz * sizeof *freed);
+    if (freed) sc->freed = freed;
+    if (!needed || !order || !last || !freed)
+        return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", what);
+    sc->cap = n;
+    return MG_OK;
+}
+
+static size_t pool_bytes(const mg_graph *g, mg_tensor t) {
+    return mg_pool_size_class(mgi_tdesc_nbytes(&g->nodes[t].d));
+}
+
+/* As plan_build and mgi_plan_peak, on positions in the order rather than
+ * step numbers (the same sequence, leaves skipped): a computed tensor is
+ * freed after its last reader, or its own step when none reads it; the
+ * outputs are bound, so they neither enter the pool nor leave it. */
+mg_status mgi_graph_peak(const mg_graph *g, const mg_tensor *outputs,
+                        int n_outputs, mg_peak_scratch *sc, const char *what,
+                        size_t *peak_out) {
+    *peak_out = 0;
+    mg_status s = check_list(g, outputs, n_outputs, "outputs");
+    if (s == MG_OK) s = scratch_reserve(sc, g->n ? g->n : 1, what);
+    if (s != MG_OK) return s;
+    const int32_t KEPT = INT32_MAX;
+    memset(sc->needed, 0, (size_t)g->n * sizeof *sc->needed);
+    s = mgi_graph_mark_ancestors(g, outputs, n_outputs, NULL, sc->needed,
+                                what);
+    if (s == MG_OK)
+        s = mgi_graph_topo_order(g, sc->needed, NULL, sc->order, &sc->n_order);
+    if (s != MG_OK) return s;
+    const int32_t n = sc->n_order;
+    const mg_tensor *order = sc->order;
+    for (int32_t k = 0; k < n; k++) {
+        sc->last[order[k]] = -1;
+        sc->freed[k] = 0;
+    }
+    for (int32_t k = 0; k < n; k++) {
+        const mg_node *nd = &g->nodes[order[k]];
+        if (mgi_op_table[nd->op].flags & MG_OPF_LEAF) continue;
+        for (int i = 0; i < nd->n_in; i++) sc->last[nd->in[i]] = k;
+    }
+    for (int i = 0; i < n_outputs; i++) sc->last[outputs[i]] = KEPT;
+    for (int32_t k = 0; k < n; k++) {
+        const mg_tensor t = order[k];
+        if ((mgi_op_table[g->nodes[t].op].flags & MG_OPF_LEAF) ||
+            sc->last[t] == KEPT)
+            continue;
+        sc->freed[sc->last[t] < 0 ? k : sc->last[t]] += pool_bytes(g, t);
+    }
+    size_t in_use = 0, peak = 0;
+    for (int32_t k = 0; k < n; k++) {
+        const mg_tensor t = order[k];
+        if (mgi_op_table[g->nodes[t].op].flags & MG_OPF_LEAF) continue;
+        if (sc->last[t] != KEPT) in_use += pool_bytes(g, t);
+        /* the workspace is lent after the output and returned at once */
+        size_t work = step_workspace(g, t);
+        work = work ? mg_pool_size_class(work) : 0;
+        if (in_use + work > peak) peak = in_use + work;
+        in_use -= sc->freed[k];
+    }
     *peak_out = peak;
     return MG_OK;
 }

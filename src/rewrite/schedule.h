@@ -72,6 +72,30 @@ static inline mg_tensor mg_plan_input(const mg_plan *p, mg_tensor t, int k) {
 mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
                        const char *what, size_t *peak);
 
+/* Scratch of mgi_graph_peak, kept by a caller that measures many graphs
+ * (the budget policy's search): its arrays grow to the largest graph and
+ * are then reused, where fresh ones would fault in every page again each
+ * time. Zero-initialise; free with mgi_peak_scratch_free. */
+typedef struct mg_peak_scratch {
+    int32_t cap;
+    bool *needed;     /* per tensor: an ancestor of the outputs */
+    mg_tensor *order; /* the schedule, leaves included: n_order of them */
+    int32_t n_order;
+    int32_t *last;    /* per tensor: position in order of its last reader */
+    size_t *freed;    /* per position in order: pool bytes freed after it */
+} mg_peak_scratch;
+
+void mgi_peak_scratch_free(mg_peak_scratch *sc);
+
+/* The peak that mgi_plan_peak predicts for mg_plan_compile(g, outputs,
+ * n_outputs, NULL) with every output bound to caller memory, without
+ * building that plan (its step records, tensor copies and phases): the
+ * same order, the same releases, the same size classes. sc->order then
+ * holds the schedule. Errors are prefixed by what. */
+mg_status mgi_graph_peak(const mg_graph *g, const mg_tensor *outputs,
+                        int n_outputs, mg_peak_scratch *sc, const char *what,
+                        size_t *peak);
+
 /* Build p->phase[0] (forward) and p->phase[1] (backward) when p has
  * backward or recompute steps (split.c). */
 mg_status mgi_plan_split(mg_plan *p);

@@ -1,0 +1,142 @@
+/*
+ * test_graph_peak.c - mgi_graph_peak, the budget policy's fast peak: it
+ * must give exactly the peak that mgi_plan_peak predicts for the compiled
+ * plan with every output bound, since the policy judges its candidates by
+ * it and the executor then reaches the compiled plan's peak. Checked on
+ * training graphs under every policy (recomputed copies, multi-level
+ * plans), convolutions (workspaces), a rewired graph whose creation
+ * order is not topological, and output lists with a leaf and repeats.
+ */
+#include "helpers.h"
+
+#include "memgrad_models.h"
+#include "rewrite/schedule.h"
+
+/* Both peaks of g for outputs, through one scratch reused across calls as
+ * the budget search reuses its own. */
+static void check_peaks(const char *what, const mg_graph *g,
+                        const mg_tensor *outs, int n, mg_peak_scratch *sc) {
+    mg_plan *p = NULL;
+    mg_status s = mg_plan_compile(g, outs, n, NULL, &p);
+    ck_assert_msg(s == MG_OK, "%s: compile: %s", what, mg_last_error());
+    mg_binding *b = malloc((size_t)n * sizeof *b);
+    static char any; /* the addresses are never used */
+    ck_assert_ptr_nonnull(b);
+    for (int i = 0; i < n; i++) b[i] = (mg_binding){outs[i], &any};
+    size_t want = 0, got = 0;
+    ck_assert(mgi_plan_peak(p, b, n, "test", &want) == MG_OK);
+    s = mgi_graph_peak(g, outs, n, sc, "test", &got);
+    ck_assert_msg(s == MG_OK, "%s: %s", what, mg_last_error());
+    ck_assert_msg(got == want, "%s: mgi_graph_peak %zu, compiled plan %zu",
+                  what, got, want);
+    ck_assert_int_gt((int)want, 0);
+    /* the schedule it leaves: the plan's steps and leaves, in order */
+    ck_assert_int_eq(sc->n_order, p->n_steps + p->n_leaves);
+    mg_plan_free(p);
+    free(b);
+}
+
+/* The loss and every gradient of m, as the bench's training plan. */
+static void check_model(const char *what, mg_model *m,
+                        const mg_checkpoints *ck, mg_peak_scratch *sc) {
+    ck_assert_ptr_nonnull(m);
+    mg_status s = mg_model_gradients(m, ck);
+    ck_assert_msg(s == MG_OK, "%s: gradients: %s", what, mg_last_error());
+    mg_tensor *outs = malloc((size_t)(m->n_params + 1) * sizeof *outs);
+    ck_assert_ptr_nonnull(outs);
+    outs[0] = m->loss;
+    memcpy(outs + 1, m->grads, (size_t)m->n_params * sizeof *outs);
+    check_peaks(what, m->g, outs, m->n_params + 1, sc);
+    /* the gradients only, as the budget search measures them */
+    check_peaks(what, m->g, outs + 1, m->n_params, sc);
+    free(outs);
+}
+
+/* Policy none's peak of the MLP, for budgets relative to it. */
+static size_t mlp_none_peak(int depth) {
+    mg_model *m = mg_model_mlp(depth, 8, 4, 8, 10, 0.1, MG_F32, 7);
+    ck_assert_ptr_nonnull(m);
+    mg_checkpoints ck = {.policy = MG_CKPT_NONE};
+    ck_assert(mg_model_gradients(m, &ck) == MG_OK);
+    mg_tensor *outs = malloc((size_t)m->n_params * sizeof *outs);
+    ck_assert_ptr_nonnull(outs);
+    memcpy(outs, m->grads, (size_t)m->n_params * sizeof *outs);
+    mg_peak_scratch sc = {0};
+    size_t peak = 0;
+    ck_assert(mgi_graph_peak(m->g, outs, m->n_params, &sc, "test", &peak) ==
+              MG_OK);
+    mgi_peak_scratch_free(&sc);
+    free(outs);
+    mg_model_free(m);
+    return peak;
+}
+
+START_TEST(test_mlp_policies) {
+    const int depth = 48;
+    mg_peak_scratch sc = {0};
+    const mg_ckpt_policy plain[] = {MG_CKPT_NONE, MG_CKPT_MEMORY,
+                                    MG_CKPT_SPEED};
+    for (int i = 0; i < 3; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "mlp, policy %d", (int)plain[i]);
+        mg_model *m = mg_model_mlp(depth, 8, 4, 8, 10, 0.1, MG_F32, 7);
+        mg_checkpoints ck = {.policy = plain[i]};
+        check_model(what, m, &ck, &sc);
+        mg_model_free(m);
+    }
+    /* budgets down to where only multi-level plans fit */
+    const size_t none = mlp_none_peak(depth);
+    const double fr[] = {0.6, 0.3, 0.15, 0.08};
+    for (int i = 0; i < 4; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "mlp, budget %.2f", fr[i]);
+        mg_model *m = mg_model_mlp(depth, 8, 4, 8, 10, 0.1, MG_F32, 7);
+        mg_checkpoints ck = {.policy = MG_CKPT_BUDGET,
+                             .budget_bytes = (size_t)(fr[i] * (double)none)};
+        check_model(what, m, &ck, &sc);
+        mg_model_free(m);
+    }
+    mgi_peak_scratch_free(&sc);
+}
+END_TEST
+
+START_TEST(test_resnet_workspaces) {
+    mg_peak_scratch sc = {0};
+    const mg_ckpt_policy pol[] = {MG_CKPT_NONE, MG_CKPT_MEMORY};
+    for (int i = 0; i < 2; i++) {
+        mg_model *m = mg_model_resnet(3, 4, 2, 8, 10, MG_F32, 3);
+        mg_checkpoints ck = {.policy = pol[i]};
+        check_model(pol[i] == MG_CKPT_NONE ? "resnet, none" : "resnet, memory",
+                    m, &ck, &sc);
+        mg_model_free(m);
+    }
+    mgi_peak_scratch_free(&sc);
+}
+END_TEST
+
+/* A node rewired to read a later one (igraph's order, not creation
+ * order); outputs with a leaf and a repeat; a tensor nobody reads. */
+START_TEST(test_rewired_and_odd_outputs) {
+    mg_graph *g = mg_graph_new();
+    mg_tensor x = mg_input(g, "x", MG_F64, 2, S(4, 16));
+    mg_tensor a = mg_neg(g, x);          /* will read c instead of x */
+    mg_tensor c = mg_scale(g, x, 2.0);   /* created after a */
+    mg_tensor d = mg_exp(g, a);
+    mg_tensor e = mg_add(g, d, mg_tanh(g, c));
+    ck_assert(mg_tensor_set_input(g, a, 0, c) == MG_OK);
+    mg_peak_scratch sc = {0};
+    check_peaks("rewired", g, &e, 1, &sc);
+    const mg_tensor outs[] = {e, x, e, d};
+    check_peaks("leaf and repeat", g, outs, 4, &sc);
+    mgi_peak_scratch_free(&sc);
+    mg_graph_free(g);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("graph_peak");
+    th_add_tcase(s, "peaks", 300,
+                 TH_TESTS(test_mlp_policies, test_resnet_workspaces,
+                          test_rewired_and_odd_outputs));
+    return th_run_suite(s);
+}
