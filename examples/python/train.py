@@ -8,6 +8,16 @@ prediction (one step: forward and backward phases, activations, gradients
 and workspace). Needs python3-torch and python3-torchvision.
 
     python examples/python/train.py [--steps 3] [--batch 4]
+                                    [--dtype float32|float64]
+
+With --dtype float64 both runs compute in float64 (the model after
+.double()). In float32, training through ReLU and max-pool kinks is
+chaotic: one input that rounds to the other side of a kink in one run and
+not the other moves a weight gradient by 1e-2, and the curves part after a
+few steps (PyTorch float32 itself drifts from PyTorch float64 that way; the
+script prints by how much, and resnet_f64_check.py compares each step from
+the same weights). In float64 no rounding lands on a kink, so the curves
+must agree within 1e-4 at every step.
 """
 import argparse
 import copy
@@ -59,25 +69,31 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--dtype", choices=["float32", "float64"],
+                    default="float32")
     a = ap.parse_args()
     torch.manual_seed(0)
-    base = torchvision.models.resnet18(num_classes=10)
-    images = torch.randn(a.batch, 3, 64, 64)
+    dtype = getattr(torch, a.dtype)
+    base = torchvision.models.resnet18(num_classes=10).to(dtype)
+    images = torch.randn(a.batch, 3, 64, 64, dtype=dtype)
     labels = torch.randint(0, 10, (a.batch,))
 
     ref = copy.deepcopy(base)
     ref_saved = torch_saved_bytes(copy.deepcopy(base), images, labels)
     ref_losses, _ = run(ref, images, labels, a.steps, a.lr)
-    print("pytorch          losses %s  saved activations %d bytes"
-          % (" ".join("%.6f" % v for v in ref_losses), ref_saved))
+    print("pytorch %-8s losses %s  saved activations %d bytes"
+          % (a.dtype, " ".join("%.6f" % v for v in ref_losses), ref_saved))
     # The float64 curve shows how far PyTorch's own float32 drifts: where
     # that drift exceeds 1e-4, a mismatch below says nothing about memgrad
     # (resnet_f64_check.py then compares each step from the same weights).
-    f64_losses, _ = run(copy.deepcopy(base).double(), images.double(), labels,
-                        a.steps, a.lr)
-    drift = max(abs(x - y) / abs(y) for x, y in zip(ref_losses, f64_losses))
-    print("pytorch float64  losses %s  (pytorch float32 drifts %.2e from it)"
-          % (" ".join("%.6f" % v for v in f64_losses), drift))
+    drift = 0.0
+    if a.dtype == "float32":
+        f64_losses, _ = run(copy.deepcopy(base).double(), images.double(),
+                            labels, a.steps, a.lr)
+        drift = max(abs(x - y) / abs(y)
+                    for x, y in zip(ref_losses, f64_losses))
+        print("pytorch float64  losses %s  (pytorch float32 drifts %.2e "
+              "from it)" % (" ".join("%.6f" % v for v in f64_losses), drift))
     ok = True
     for policy in ("none", "memory", "speed"):
         m = mgt.Module(copy.deepcopy(base), (images,), policy=policy)

@@ -8,7 +8,8 @@ mg_saved per call (so several calls may precede one backward), and the
 backward phase takes torch's output gradient as the seed. The original
 parameters stay torch Parameters of the wrapped module, bound zero-copy
 through DLPack, so any torch.optim optimizer trains them. Shapes are fixed
-by example_inputs; float32 only. A parameter must not be changed in place
+by example_inputs; the dtype (float32 or float64) is the module's, as
+after `.double()`. A parameter must not be changed in place
 between a call and its backward (memgrad reads it again when it
 recomputes).
 
@@ -37,6 +38,21 @@ _BINARY_FUNCTIONS = {operator.add: "add", torch.add: "add",
 _METHODS = {"relu": "relu", "tanh": "tanh", "sigmoid": "sigmoid"}
 
 
+_DTYPE_NAMES = {torch.float32: "float32", torch.float64: "float64"}
+
+
+def _dtype_of(module, example_inputs):
+    """memgrad's name for the dtype the module computes in: its parameters'
+    (all alike) and its inputs' must agree."""
+    dts = {p.dtype for p in module.parameters()}
+    dts |= {x.dtype for x in example_inputs if torch.is_tensor(x)}
+    if len(dts) != 1 or next(iter(dts)) not in _DTYPE_NAMES:
+        raise TypeError("memgrad.torch: parameters and inputs must all be "
+                        "float32 or all float64, not %s"
+                        % sorted(str(d) for d in dts))
+    return _DTYPE_NAMES[next(iter(dts))]
+
+
 def _pair(v):
     return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
 
@@ -46,6 +62,7 @@ class _Captured:
 
     def __init__(self, module, example_inputs, policy, training=True):
         gm = torch.fx.symbolic_trace(module)
+        dt = self.dtype = _dtype_of(module, example_inputs)
         g = self.graph = Graph()
         env, self.inputs, self.params, self.param_tensors = {}, [], [], []
         # buffers read as inputs (eval-mode running statistics): (tensor,
@@ -57,7 +74,7 @@ class _Captured:
 
         def param(qualname, p):
             if id(p) not in seen:
-                seen[id(p)] = g.param(qualname, "float32", tuple(p.shape))
+                seen[id(p)] = g.param(qualname, dt, tuple(p.shape))
                 self.params.append(p)
                 self.param_tensors.append(seen[id(p)])
             return seen[id(p)]
@@ -68,7 +85,7 @@ class _Captured:
                     for a in node.args]
             if node.op == "placeholder":
                 ex = next(ex_iter)
-                t = g.input(node.name, "float32", tuple(ex.shape))
+                t = g.input(node.name, dt, tuple(ex.shape))
                 self.inputs.append(t)
             elif node.op == "get_attr":
                 obj = gm
@@ -126,7 +143,7 @@ class _Captured:
                     "memgrad.torch: no mapping for %s %s" % (node.op,
                                                             node.target))
             env[node.name] = t
-        self.seed = g.input("grad_output", "float32", self.y.shape)
+        self.seed = g.input("grad_output", dt, self.y.shape)
         xs = self.inputs + self.param_tensors
         self.grads = g.gradients([self.y], xs, policy=policy,
                                  grad_ys=[self.seed])
@@ -151,12 +168,14 @@ class _Captured:
                 n, _, h, w = x.shape
                 self.stats.append((m, mean, var, n * h * w))
             return t
-        rm = g.input(name + ".running_mean", "float32", (1, c, 1, 1))
-        rv = g.input(name + ".running_var", "float32", (1, c, 1, 1))
+        dt = self.dtype
+        rm = g.input(name + ".running_mean", dt, (1, c, 1, 1))
+        rv = g.input(name + ".running_var", dt, (1, c, 1, 1))
         self.buffers += [(rm, m.running_mean), (rv, m.running_var)]
         # (x - mean) / sqrt(var + eps) * gamma + beta, as PyTorch's eval
-        eps = g.input(name + ".eps", "float32", (1,))
-        self.buffers.append((eps, torch.full((1,), m.eps)))
+        eps = g.input(name + ".eps", dt, (1,))
+        self.buffers.append((eps, torch.full((1,), m.eps,
+                                             dtype=m.running_var.dtype)))
         scale = g.div(g.reshape(gamma, (1, c, 1, 1)),
                       g.sqrt(g.add(rv, eps)))
         return g.add(g.mul(g.sub(x, rm), scale),

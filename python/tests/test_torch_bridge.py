@@ -129,3 +129,43 @@ def test_batchnorm_running_stats_and_eval():
         close(mine(x), ref(x))
     for a, b in zip(before, mine.buffers()):  # eval leaves them alone
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_float64_module_matches_torch_closely(policy):
+    """After .double() the bridge computes in float64: the small CNN's
+    gradients and a few SGD steps' losses then agree with PyTorch float64
+    to 1e-10, where float32 rounding cannot flip a ReLU or max-pool
+    decision."""
+    torch.manual_seed(1)
+    ref = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1, bias=False),
+        torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(3, stride=2, padding=1),
+        torch.nn.Conv2d(8, 8, 3, stride=2, padding=1),
+        torch.nn.AdaptiveAvgPool2d((1, 1)), torch.nn.Flatten(),
+        torch.nn.Linear(8, 5)).double()
+    x = torch.randn(4, 3, 16, 16, dtype=torch.float64)
+    labels = torch.randint(0, 5, (4,))
+    mine = mgt.Module(copy.deepcopy(ref), (x,), policy=policy)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (ref, mine)]
+    for step in range(3):
+        losses = []
+        for m, opt in zip((ref, mine), opts):
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(m(x), labels)
+            loss.backward()
+            losses.append(loss.item())
+            if step == 0 and m is mine:
+                for p, q in zip(ref.parameters(), mine.parameters()):
+                    assert q.grad.dtype == torch.float64
+                    assert torch.allclose(q.grad, p.grad, rtol=1e-10,
+                                          atol=1e-12)
+            opt.step()
+        assert abs(losses[0] - losses[1]) <= 1e-10 * abs(losses[0]), losses
+
+
+def test_mixed_dtypes_are_an_error():
+    m = torch.nn.Linear(3, 2).double()
+    with pytest.raises(TypeError, match="all be float32 or all float64"):
+        mgt.Module(m, (torch.zeros(2, 3),))
