@@ -1,6 +1,7 @@
-# cmake/onednn.cmake - oneDNN for the CPU convolutions (issue 14), and the
-# OpenMP runtime oneDNN's Debian build already uses, so that memgrad's own
-# threaded kernels share its thread pool instead of spinning against it.
+# cmake/onednn.cmake - oneDNN for the CPU convolutions and pooling (issue
+# 14), and the OpenMP runtime oneDNN's Debian build already uses, so that
+# memgrad's own threaded kernels share its thread pool instead of spinning
+# against it.
 #
 # Found through oneDNN's CMake config (Debian's libdnnl-dev installs it).
 # MG_WITH_ONEDNN defaults to ON when it is found; without it the CPU
@@ -65,9 +66,10 @@ if(OpenMP_C_FOUND)
 endif()
 message(STATUS "memgrad: OpenMP kernels ${OpenMP_C_FOUND}")
 
-# The tests run both convolution paths: the suites that convolve run once
-# more with MG_CONV=im2col (the plain runs take oneDNN where it is built
-# in; test_onednn compares the paths directly). At the end of the
+# The tests run both convolution and both pooling paths: the suites that
+# convolve or pool run once more with MG_CONV=im2col and MG_POOL=loops
+# (the plain runs take oneDNN where it is built in; test_onednn compares
+# the paths directly). At the end of the
 # directory, once the test targets exist.
 function(mg_onednn_tests)
   # test_threads sets the thread count as OMP_NUM_THREADS would
@@ -82,7 +84,7 @@ function(mg_onednn_tests)
     if(TARGET ${_t})
       add_test(NAME ${_t}_im2col COMMAND ${_t})
       set_tests_properties(${_t}_im2col PROPERTIES
-        ENVIRONMENT "CK_DEFAULT_TIMEOUT=120;MG_CONV=im2col")
+        ENVIRONMENT "CK_DEFAULT_TIMEOUT=120;MG_CONV=im2col;MG_POOL=loops")
     endif()
   endforeach()
 endfunction()

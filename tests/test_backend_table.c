@@ -11,6 +11,7 @@
 #include "helpers.h"
 
 #include "exec/backend.h"
+#include "exec/cpu_kernels.h"
 #include "rewrite/schedule.h"
 #ifdef MG_HAVE_CUDA
 #include "../cuda/backend_cuda.h"
@@ -18,9 +19,9 @@
 
 static const int64_t NCHW[4] = {2, 4, 9, 8};
 
-/* A training graph over conv2d (several geometries), layernorm, an
- * embedding and cross-entropy: every op that borrows workspace on some
- * backend. Returns the plan of its gradients. */
+/* A training graph over conv2d (several geometries), max and average
+ * pooling, layernorm, an embedding and cross-entropy: every op that
+ * borrows workspace on some backend. Returns the plan of its gradients. */
 static mg_plan *workspace_plan(mg_graph *g) {
     mg_tensor x = mg_input(g, "x", MG_F32, 4, NCHW);
     const int64_t w3[4] = {4, 2, 3, 3}, w1[4] = {4, 4, 1, 1};
@@ -29,7 +30,11 @@ static mg_plan *workspace_plan(mg_graph *g) {
     mg_tensor wc = mg_param(g, "wc", MG_F32, 4, w3);
     /* grouped 3x3 with padding, a direct 1x1, a strided dilated one */
     mg_tensor h = mg_conv2d(g, x, wa, 1, 1, 1, 1, 1, 1, 2);
-    h = mg_conv2d(g, mg_relu(g, h), wb, 1, 1, 0, 0, 1, 1, 1);
+    /* pools that keep the shape (oneDNN's scratch, and max_pool2d_grad's
+     * forward y and argmax, on the CPU) */
+    h = mg_max_pool2d(g, mg_relu(g, h), 3, 3, 1, 1, 1, 1);
+    h = mg_conv2d(g, h, wb, 1, 1, 0, 0, 1, 1, 1);
+    h = mg_avg_pool2d(g, h, 3, 3, 1, 1, 1, 1);
     h = mg_conv2d(g, h, wc, 2, 1, 2, 1, 2, 1, 2);
     const int64_t ln[1] = {8};
     mg_tensor gam = mg_param(g, "gamma", MG_F32, 1, ln);
@@ -87,7 +92,7 @@ START_TEST(test_workspace_within_plan) {
     mg_plan *p = workspace_plan(g);
     mg_backend cpu;
     ck_assert_int_eq(mgi_backend_cpu_init(&cpu), MG_OK);
-    int borrowing = 0;
+    int borrowing = 0, pool_grads = 0;
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_kargs a = step_args(p, s);
         size_t need = cpu.workspace(cpu.ctx, &a);
@@ -95,6 +100,13 @@ START_TEST(test_workspace_within_plan) {
                       "cpu needs %zu bytes for %s, the plan lends %zu", need,
                       mgi_op_str(a.op), p->step[s].work);
         borrowing += need > 0;
+        /* oneDNN's max-pool backward keeps the forward's y and argmax */
+        if (a.op == MG_OP_MAX_POOL2D_GRAD) {
+            pool_grads++;
+            if (mgi_onednn_conv_available() &&
+                mgi_cpu_pool_path() == MGI_POOL_ONEDNN)
+                ck_assert_uint_gt(need, 0);
+        }
 #ifdef MG_HAVE_CUDA
         size_t cneed = mgi_cuda_workspace(&a);
         ck_assert_msg(cneed <= p->step[s].work,
@@ -105,6 +117,7 @@ START_TEST(test_workspace_within_plan) {
     }
     /* the non-direct convolutions and their gradients borrow */
     ck_assert_int_ge(borrowing, 4);
+    ck_assert_int_eq(pool_grads, 1);
     cpu.destroy(cpu.ctx);
     mg_plan_free(p);
     mg_graph_free(g);

@@ -170,8 +170,11 @@ START_TEST(test_softmax_reduce_loss_bits) {
 END_TEST
 
 /* max and average pooling (overlapping, padded windows) and their
- * gradients, whose planes run on separate threads. */
+ * gradients, whose planes run on separate threads: the loops (MG_POOL=
+ * loops) and, where the library has it, oneDNN's primitives; a plan
+ * compiled at 1 thread lends oneDNN's pools their scratchpad at 3. */
 START_TEST(test_pool_bits) {
+    static const char *const paths[2] = {"loops", "onednn"};
     mg_graph *g = mg_graph_new();
     const int64_t xs[4] = {4, 16, 32, 32};
     mg_tensor x = mg_input(g, "x", MG_F32, 4, xs);
@@ -191,7 +194,11 @@ START_TEST(test_pool_bits) {
     const mg_binding b[1] = {{x, in}};
     const mg_tensor outs[3] = {mp, ap, gx};
     const int64_t on[3] = {4 * 16 * 16 * 16, n, n};
-    same_bits_at_thread_counts(g, 3, outs, on, 1, b, n);
+    for (int p = 0; p < 2; p++) {
+        setenv("MG_POOL", paths[p], 1);
+        same_bits_at_thread_counts(g, 3, outs, on, 1, b, n);
+    }
+    unsetenv("MG_POOL");
     free(in);
     mg_graph_free(g);
 }

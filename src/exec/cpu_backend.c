@@ -1,8 +1,10 @@
 /*
  * cpu_backend.c - the CPU device: host memory, dispatch through the CPU
  * kernel table, and the workspace its kernels need (conv2d's im2col
- * columns, or oneDNN's scratchpad and reordered operands). Its ctx is the
- * executor's cache of oneDNN primitives (NULL without oneDNN).
+ * columns, or oneDNN's scratchpad and reordered operands; for pooling
+ * through oneDNN its scratchpad and max_pool2d_grad's forward y and
+ * argmax). Its ctx is the executor's cache of oneDNN primitives (NULL
+ * without oneDNN).
  */
 #include "cpu_kernels.h"
 
@@ -36,9 +38,10 @@ static mg_status cpu_copy(void *ctx, void *dst, const void *src, size_t n) {
 
 static mg_status cpu_run_op(void *ctx, const mg_kargs *a) {
     mg_status s;
-    /* f32 convolutions go to oneDNN where it is built in and takes them
-     * (cpu_onednn.c), with this executor's cached primitives */
+    /* f32 convolutions and pools go to oneDNN where it is built in and
+     * takes them (cpu_onednn.c), with this executor's cached primitives */
     if (mgi_onednn_conv_run(ctx, a, &s)) return s;
+    if (mgi_onednn_pool_run(ctx, a, &s)) return s;
     if ((unsigned)a->op >= (unsigned)MG_OP_COUNT)
         return mg_set_error(MG_ERR_UNSUPPORTED,
                             "cpu backend: op code %d is out of range",
@@ -73,6 +76,13 @@ static size_t cpu_plan_workspace(const mg_kargs *a) {
         size_t bytes;
         if (mgi_onednn_conv_workspace(a, &bytes)) return bytes;
         return mgi_cpu_conv2d_workspace(a);
+    }
+    case MG_OP_MAX_POOL2D:
+    case MG_OP_AVG_POOL2D:
+    case MG_OP_MAX_POOL2D_GRAD:
+    case MG_OP_AVG_POOL2D_GRAD: { /* the loops need none */
+        size_t bytes;
+        return mgi_onednn_pool_workspace(a, &bytes) ? bytes : 0;
     }
     default:
         return 0;

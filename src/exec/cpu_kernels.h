@@ -151,6 +151,17 @@ mg_status mgi_cpu_max_pool2d(const mg_kargs *a);
 mg_status mgi_cpu_avg_pool2d(const mg_kargs *a);
 mg_status mgi_cpu_max_pool2d_grad(const mg_kargs *a);
 mg_status mgi_cpu_avg_pool2d_grad(const mg_kargs *a);
+/* The pooling path (cpu_onednn.c), from the environment variable MG_POOL:
+ * "loops" (cpu_pool.c) or, by default, "onednn" (oneDNN's primitives on
+ * plain NCHW), the latter only where the library was built with it. */
+enum { MGI_POOL_ONEDNN, MGI_POOL_LOOPS };
+int mgi_cpu_pool_path(void);
+/* As mgi_onednn_conv_workspace and _run, for the four pooling ops. False:
+ * the loops of cpu_pool.c are the ones to use (f64, MG_POOL=loops, a
+ * geometry oneDNN refuses or whose divisor it does not have). */
+bool mgi_onednn_pool_workspace(const mg_kargs *a, size_t *bytes);
+bool mgi_onednn_pool_run(mgi_onednn_cache *c, const mg_kargs *a,
+                         mg_status *s);
 /* batchnorm and layernorm share kernels that read a->op */
 mg_status mgi_cpu_norm(const mg_kargs *a);
 mg_status mgi_cpu_norm_grad_input(const mg_kargs *a);
