@@ -276,7 +276,8 @@ typedef struct dp_walk {
 
 /* One edge: recompute needs seg + sep slots (seg for the segment being
  * recomputed, sep kept for later) and costs cost flops; store keeps
- * store slots. Each way is open only where its flag says so. */
+ * store slots. Each way is open only where its flag says so; seg is set
+ * (S + 1 when over) whatever rec says, and grows with j, as cost does. */
 typedef struct dp_edge {
     int32_t j;
     bool rec, st;
@@ -312,7 +313,7 @@ static bool walk_next(dp_walk *w, dp_edge *e) {
     e->j = j;
     e->rec = w->rec_ok && segd + sepd <= S;
     e->st = w->store_ok;
-    e->seg = e->rec ? (int)segd : 0;
+    e->seg = w->rec_ok ? (int)segd : S + 1;
     e->sep = e->rec ? (int)sepd : 0;
     e->store = e->st ? (int)std_ : 0;
     e->cost = ch->fl_pre[pb] - ch->fl_pre[pa + 1];
@@ -363,9 +364,16 @@ static void dp_fill(const bchain *ch, double u, double *F) {
         dp_walk w;
         dp_edge e;
         walk_start(&w, ch, u, i);
+        bool rec_useful = true;
         while (walk_next(&w, &e)) {
             const double *Fj = F + (size_t)e.j * (S + 1);
-            if (e.rec) relax_edge(Fi, Fj, e.seg + e.sep, e.sep, e.cost);
+            /* Recomputing to this j or beyond costs at least e.cost and
+             * needs e.seg slots at least, where Fi (not increasing) is
+             * already at most e.cost: no such edge lowers Fi any more. */
+            if (rec_useful && e.seg <= S && Fi[e.seg] <= e.cost)
+                rec_useful = false;
+            if (e.rec && rec_useful)
+                relax_edge(Fi, Fj, e.seg + e.sep, e.sep, e.cost);
             if (e.st) relax_edge(Fi, Fj, e.store, e.store, 0.0);
         }
     }
