@@ -104,10 +104,9 @@ static mg_status trial_measure(const mg_graph *g, int32_t n_before,
                                double *rflops) {
     mg_status s = mgi_graph_peak(g, grads, n, sc, "mg_gradients", peak);
     *rflops = 0;
-    for (int32_t k = 0; s == MG_OK && k < sc->n_order; k++) {
-        mg_tensor t = sc->order[k];
-        if (t < n_before || !(g->nodes[t].flags & MG_NODE_RECOMPUTE) ||
-            (mgi_op_table[g->nodes[t].op].flags & MG_OPF_LEAF))
+    for (int32_t k = 0; s == MG_OK && k < sc->n_steps; k++) {
+        mg_tensor t = sc->steps[k];
+        if (t < n_before || !(g->nodes[t].flags & MG_NODE_RECOMPUTE))
             continue;
         double f = 0;
         mgi_graph_op_cost(g, t, &f, NULL);
