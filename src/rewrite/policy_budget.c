@@ -292,30 +292,44 @@ static void walk_start(dp_walk *w, const bchain *ch, double u, int32_t i) {
 
 /* The next edge out of the walk's node; false when no further edge can
  * fit. The table and the trace both walk with this, so they see the
- * same edges computed with the same arithmetic. */
-static bool walk_next(dp_walk *w, dp_edge *e) {
+ * same edges computed with the same arithmetic. A way that stopped
+ * fitting is not computed any more: it never fits again. */
+static inline bool walk_next(dp_walk *w, dp_edge *e) {
     const bchain *ch = w->ch;
     const int S = MG_BUDGET_SLOTS;
     if (w->j >= ch->k || !(w->rec_ok || w->store_ok)) return false;
     const int32_t j = ++w->j, pb = ch->cand[j - 1], pa = w->pa;
-    /* the positions now between: the gap before cand[j - 1], and the
-     * candidate before it unless that is where the walk started */
-    if (j > w->i + 1 && ch->bytes[ch->cand[j - 2]] > w->maxb)
-        w->maxb = ch->bytes[ch->cand[j - 2]];
-    if (ch->gap[j - 1] > w->maxb) w->maxb = ch->gap[j - 1];
     const double sep = pb < ch->n ? ch->sep[pb] : 0;
     const double rb = ch->rb_pre[pb] - ch->rb_pre[pa + 1];
-    double segd = ceil((rb + w->maxb) / w->u), sepd = ceil(sep / w->u);
-    if (segd > S) w->rec_ok = false;
-    double std_ = ceil((rb + sep) / w->u);
-    if (std_ > S) w->store_ok = false;
-    e->j = j;
-    e->rec = w->rec_ok && segd + sepd <= S;
-    e->st = w->store_ok;
-    e->seg = w->rec_ok ? (int)segd : S + 1;
-    e->sep = e->rec ? (int)sepd : 0;
-    e->store = e->st ? (int)std_ : 0;
-    e->cost = ch->fl_pre[pb] - ch->fl_pre[pa + 1];
+    *e = (dp_edge){.j = j, .seg = S + 1,
+                   .cost = ch->fl_pre[pb] - ch->fl_pre[pa + 1]};
+    if (w->rec_ok) {
+        /* the positions now between: the gap before cand[j - 1], and the
+         * candidate before it unless that is where the walk started */
+        if (j > w->i + 1 && ch->bytes[ch->cand[j - 2]] > w->maxb)
+            w->maxb = ch->bytes[ch->cand[j - 2]];
+        if (ch->gap[j - 1] > w->maxb) w->maxb = ch->gap[j - 1];
+        const double segd = ceil((rb + w->maxb) / w->u);
+        if (segd > S) {
+            w->rec_ok = false;
+        } else {
+            e->seg = (int)segd;
+            const double sepd = ceil(sep / w->u);
+            if (segd + sepd <= S) {
+                e->rec = true;
+                e->sep = (int)sepd;
+            }
+        }
+    }
+    if (w->store_ok) {
+        const double std_ = ceil((rb + sep) / w->u);
+        if (std_ > S) {
+            w->store_ok = false;
+        } else {
+            e->st = true;
+            e->store = (int)std_;
+        }
+    }
     return true;
 }
 
@@ -335,20 +349,18 @@ static void relax(double *restrict Fi, const double *restrict Fj,
  * where they can be lower. Every row of F, finished or not, is a minimum
  * of functions that do not increase with m (more slots, never more
  * flops; rounding keeps that), so it does not increase either, and no
- * value of the edge is below cost + Fj[S]: from the first m where Fi is
- * at most that on, the edge changes nothing, and a binary search finds
- * it: two fifths of the relaxing at the budget bench's sizes. */
+ * value of the edge is below cost + Fj[S]: from any m where Fi is at most
+ * that on, the edge changes nothing. Two probes (the start, the middle)
+ * bound the range; a full binary search cost more in mispredicted
+ * branches than the relaxing it saved. */
 static void relax_edge(double *Fi, const double *Fj, int lo, int shift,
                        double cost) {
     const int S = MG_BUDGET_SLOTS;
     const double least = cost + Fj[S];
-    int a = lo, b = S + 1; /* the first m in [lo, S] with Fi[m] <= least */
-    while (a < b) {
-        const int mid = a + (b - a) / 2;
-        if (Fi[mid] <= least) b = mid;
-        else a = mid + 1;
-    }
-    relax(Fi + lo, Fj + lo - shift, cost, a - lo);
+    if (Fi[lo] <= least) return;
+    const int mid = (lo + S + 1) / 2;
+    const int end = Fi[mid] <= least ? mid : S + 1;
+    relax(Fi + lo, Fj + lo - shift, cost, end - lo);
 }
 
 /* F[i * (S + 1) + m]: the least recomputed flops from node i with m slots
@@ -363,15 +375,14 @@ static void dp_fill(const bchain *ch, double u, double *F) {
         dp_walk w;
         dp_edge e;
         walk_start(&w, ch, u, i);
-        bool rec_useful = true;
         while (walk_next(&w, &e)) {
             const double *Fj = F + (size_t)e.j * (S + 1);
             /* Recomputing to this j or beyond costs at least e.cost and
              * needs e.seg slots at least, where Fi (not increasing) is
              * already at most e.cost: no such edge lowers Fi any more. */
-            if (rec_useful && e.seg <= S && Fi[e.seg] <= e.cost)
-                rec_useful = false;
-            if (e.rec && rec_useful)
+            if (e.seg <= S && Fi[e.seg] <= e.cost)
+                w.rec_ok = false; /* the walk need not compute them */
+            else if (e.rec)
                 relax_edge(Fi, Fj, e.seg + e.sep, e.sep, e.cost);
             if (e.st) relax_edge(Fi, Fj, e.store, e.store, 0.0);
         }
