@@ -74,6 +74,7 @@ static void tab_free(dp_tab *t) {
  * + left[m][s]), rows of S + 1. Four splits per pass over s, so that best
  * is loaded and stored once per four (a tenth off the table's time); the
  * minimum is the same whatever the order. */
+MG_DP_CLONES
 static void tab_min(double *restrict best, const double *restrict adv,
                     const double *restrict right,
                     const double *restrict left, int32_t n_m, int32_t S) {

@@ -365,6 +365,7 @@ static void relax_edge(double *Fi, const double *Fj, int lo, int shift,
 
 /* F[i * (S + 1) + m]: the least recomputed flops from node i with m slots
  * left (INFINITY: nothing fits). */
+MG_DP_CLONES
 static void dp_fill(const bchain *ch, double u, double *F) {
     const int S = MG_BUDGET_SLOTS;
     const int32_t K = ch->k;
