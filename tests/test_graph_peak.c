@@ -32,6 +32,9 @@ static void check_peaks(const char *what, const mg_graph *g,
     ck_assert_int_gt((int)want, 0);
     /* the schedule it leaves: the plan's steps and leaves, in order */
     ck_assert_int_eq(sc->n_order, p->n_steps + p->n_leaves);
+    ck_assert_int_eq(sc->n_steps, p->n_steps);
+    for (int32_t i = 0; i < p->n_steps; i++)
+        ck_assert_int_eq(sc->steps[i], p->steps[i]);
     mg_plan_free(p);
     free(b);
 }

@@ -13,6 +13,7 @@
 #include <igraph.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 static pthread_mutex_t igraph_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -66,6 +67,42 @@ mg_status mgi_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
         }
     }
     free(stack);
+    return MG_OK;
+}
+
+mg_status mgi_graph_ancestors_order(const mg_graph *g, const mg_tensor *roots,
+                                   int n_roots, bool *needed,
+                                   mg_tensor *order, int32_t *n_order,
+                                   const char *what) {
+    mg_tensor hi = -1;
+    for (int i = 0; i < n_roots; i++) {
+        needed[roots[i]] = true;
+        if (roots[i] > hi) hi = roots[i];
+    }
+    /* Each marked node marks its inputs before the sweep reaches them, as
+     * long as every one is earlier: then the marks are the ancestors, and
+     * the creation order over them is topological, which is the order
+     * mgi_graph_topo_order keeps. */
+    bool in_order = true;
+    for (mg_tensor t = hi; in_order && t >= 0; t--) {
+        if (!needed[t]) continue;
+        const mg_node *nd = &g->nodes[t];
+        for (int k = 0; k < nd->n_in; k++) {
+            if (nd->in[k] >= t) in_order = false;
+            needed[nd->in[k]] = true;
+        }
+    }
+    if (!in_order) {
+        memset(needed, 0, (size_t)g->n * sizeof *needed);
+        mg_status s =
+            mgi_graph_mark_ancestors(g, roots, n_roots, NULL, needed, what);
+        if (s == MG_OK) s = mgi_graph_topo_order(g, needed, NULL, order, n_order);
+        return s;
+    }
+    int32_t k = 0;
+    for (mg_tensor t = 0; t <= hi; t++)
+        if (needed[t]) order[k++] = t;
+    *n_order = k;
     return MG_OK;
 }
 

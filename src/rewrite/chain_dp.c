@@ -74,6 +74,7 @@ static void tab_free(dp_tab *t) {
  * + left[m][s]), rows of S + 1. Four splits per pass over s, so that best
  * is loaded and stored once per four (a tenth off the table's time); the
  * minimum is the same whatever the order. */
+MG_DP_CLONES
 static void tab_min(double *restrict best, const double *restrict adv,
                     const double *restrict right,
                     const double *restrict left, int32_t n_m, int32_t S) {
@@ -111,20 +112,26 @@ typedef struct tab_work {
     const mg_chain_dp *c;
     dp_tab *t;
     double *shifted;
-    double *adv; /* l + 1: P[m] - P[a] of the row being computed */
+    /* Per row a of the group being computed (a - lo): adv[m] = P[m] -
+     * P[a] for every split m, and noslot, the sum of P[i] - P[a] over a <
+     * i < b for the current b, grown by one term per b: the same terms
+     * in the same order as summing them afresh for each b, so the same
+     * bits, without the two passes over the splits per row. */
+    double *adv;
+    double *noslot;
 } tab_work;
 
-static void tab_row(tab_work *w, int32_t a, int32_t b) {
+static void tab_row(tab_work *w, int32_t lo, int32_t a, int32_t b) {
     const dp_tab *t = w->t;
-    const int32_t S = t->S;
-    double noslot = 0;
-    for (int32_t i = a + 1; i < b; i++) noslot += t->P[i] - t->P[a];
+    const int32_t S = t->S, l = t->l;
+    const double noslot = w->noslot[a - lo];
+    w->noslot[a - lo] = noslot + (t->P[b] - t->P[a]); /* for b + 1 */
     double *best = t->rev + ix(t, a, b, 0);
     for (int32_t s = 0; s <= S; s++) best[s] = noslot;
-    for (int32_t m = a + 1; m < b; m++) w->adv[m] = t->P[m] - t->P[a];
     if (b > a + 1)
-        tab_min(best, w->adv + a + 1, w->shifted + ix(t, b, a + 1, 0),
-                t->rev + ix(t, a, a + 1, 0), b - a - 1, S);
+        tab_min(best, w->adv + (size_t)(a - lo) * (size_t)(l + 1) + a + 1,
+                w->shifted + ix(t, b, a + 1, 0), t->rev + ix(t, a, a + 1, 0),
+                b - a - 1, S);
     /* row (a, b) as the splits of later rows read it */
     double *sh = w->shifted + ix(t, b, a, 0);
     const int32_t wa = w->c->w[a];
@@ -148,23 +155,32 @@ static mg_status tab_solve(const mg_chain_dp *c, dp_tab *t) {
     t->P = malloc((size_t)(l + 1) * sizeof *t->P);
     t->rev = malloc(n * sizeof *t->rev);
     tab_work w = {.c = c, .t = t, .shifted = malloc(n * sizeof *w.shifted),
-                  .adv = malloc((size_t)(l + 1) * sizeof *w.adv)};
-    if (!t->P || !t->rev || !w.shifted || !w.adv) {
+                  .adv = malloc((size_t)TAB_GROUP * (size_t)(l + 1) *
+                                sizeof *w.adv),
+                  .noslot = malloc(TAB_GROUP * sizeof *w.noslot)};
+    if (!t->P || !t->rev || !w.shifted || !w.adv || !w.noslot) {
         tab_free(t);
         free(w.shifted);
         free(w.adv);
+        free(w.noslot);
         return dp_oom();
     }
     t->P[0] = 0;
     for (int32_t i = 0; i < l; i++) t->P[i + 1] = t->P[i] + c->f[i];
     for (int32_t hi = l - 1; hi >= 0; hi -= TAB_GROUP) {
         const int32_t lo = hi - TAB_GROUP + 1 > 0 ? hi - TAB_GROUP + 1 : 0;
+        for (int32_t a = lo; a <= hi; a++) {
+            double *adv = w.adv + (size_t)(a - lo) * (size_t)(l + 1);
+            for (int32_t m = a + 1; m <= l; m++) adv[m] = t->P[m] - t->P[a];
+            w.noslot[a - lo] = 0;
+        }
         for (int32_t b = lo + 1; b <= l; b++)
             for (int32_t a = hi < b - 1 ? hi : b - 1; a >= lo; a--)
-                tab_row(&w, a, b);
+                tab_row(&w, lo, a, b);
     }
     free(w.shifted);
     free(w.adv);
+    free(w.noslot);
     return MG_OK;
 }
 

@@ -104,10 +104,9 @@ static mg_status trial_measure(const mg_graph *g, int32_t n_before,
                                double *rflops) {
     mg_status s = mgi_graph_peak(g, grads, n, sc, "mg_gradients", peak);
     *rflops = 0;
-    for (int32_t k = 0; s == MG_OK && k < sc->n_order; k++) {
-        mg_tensor t = sc->order[k];
-        if (t < n_before || !(g->nodes[t].flags & MG_NODE_RECOMPUTE) ||
-            (mgi_op_table[g->nodes[t].op].flags & MG_OPF_LEAF))
+    for (int32_t k = 0; s == MG_OK && k < sc->n_steps; k++) {
+        mg_tensor t = sc->steps[k];
+        if (t < n_before || !(g->nodes[t].flags & MG_NODE_RECOMPUTE))
             continue;
         double f = 0;
         mgi_graph_op_cost(g, t, &f, NULL);
@@ -276,7 +275,8 @@ typedef struct dp_walk {
 
 /* One edge: recompute needs seg + sep slots (seg for the segment being
  * recomputed, sep kept for later) and costs cost flops; store keeps
- * store slots. Each way is open only where its flag says so. */
+ * store slots. Each way is open only where its flag says so; seg is set
+ * (S + 1 when over) whatever rec says, and grows with j, as cost does. */
 typedef struct dp_edge {
     int32_t j;
     bool rec, st;
@@ -292,30 +292,44 @@ static void walk_start(dp_walk *w, const bchain *ch, double u, int32_t i) {
 
 /* The next edge out of the walk's node; false when no further edge can
  * fit. The table and the trace both walk with this, so they see the
- * same edges computed with the same arithmetic. */
-static bool walk_next(dp_walk *w, dp_edge *e) {
+ * same edges computed with the same arithmetic. A way that stopped
+ * fitting is not computed any more: it never fits again. */
+static inline bool walk_next(dp_walk *w, dp_edge *e) {
     const bchain *ch = w->ch;
     const int S = MG_BUDGET_SLOTS;
     if (w->j >= ch->k || !(w->rec_ok || w->store_ok)) return false;
     const int32_t j = ++w->j, pb = ch->cand[j - 1], pa = w->pa;
-    /* the positions now between: the gap before cand[j - 1], and the
-     * candidate before it unless that is where the walk started */
-    if (j > w->i + 1 && ch->bytes[ch->cand[j - 2]] > w->maxb)
-        w->maxb = ch->bytes[ch->cand[j - 2]];
-    if (ch->gap[j - 1] > w->maxb) w->maxb = ch->gap[j - 1];
     const double sep = pb < ch->n ? ch->sep[pb] : 0;
     const double rb = ch->rb_pre[pb] - ch->rb_pre[pa + 1];
-    double segd = ceil((rb + w->maxb) / w->u), sepd = ceil(sep / w->u);
-    if (segd > S) w->rec_ok = false;
-    double std_ = ceil((rb + sep) / w->u);
-    if (std_ > S) w->store_ok = false;
-    e->j = j;
-    e->rec = w->rec_ok && segd + sepd <= S;
-    e->st = w->store_ok;
-    e->seg = e->rec ? (int)segd : 0;
-    e->sep = e->rec ? (int)sepd : 0;
-    e->store = e->st ? (int)std_ : 0;
-    e->cost = ch->fl_pre[pb] - ch->fl_pre[pa + 1];
+    *e = (dp_edge){.j = j, .seg = S + 1,
+                   .cost = ch->fl_pre[pb] - ch->fl_pre[pa + 1]};
+    if (w->rec_ok) {
+        /* the positions now between: the gap before cand[j - 1], and the
+         * candidate before it unless that is where the walk started */
+        if (j > w->i + 1 && ch->bytes[ch->cand[j - 2]] > w->maxb)
+            w->maxb = ch->bytes[ch->cand[j - 2]];
+        if (ch->gap[j - 1] > w->maxb) w->maxb = ch->gap[j - 1];
+        const double segd = ceil((rb + w->maxb) / w->u);
+        if (segd > S) {
+            w->rec_ok = false;
+        } else {
+            e->seg = (int)segd;
+            const double sepd = ceil(sep / w->u);
+            if (segd + sepd <= S) {
+                e->rec = true;
+                e->sep = (int)sepd;
+            }
+        }
+    }
+    if (w->store_ok) {
+        const double std_ = ceil((rb + sep) / w->u);
+        if (std_ > S) {
+            w->store_ok = false;
+        } else {
+            e->st = true;
+            e->store = (int)std_;
+        }
+    }
     return true;
 }
 
@@ -335,24 +349,23 @@ static void relax(double *restrict Fi, const double *restrict Fj,
  * where they can be lower. Every row of F, finished or not, is a minimum
  * of functions that do not increase with m (more slots, never more
  * flops; rounding keeps that), so it does not increase either, and no
- * value of the edge is below cost + Fj[S]: from the first m where Fi is
- * at most that on, the edge changes nothing, and a binary search finds
- * it: two fifths of the relaxing at the budget bench's sizes. */
+ * value of the edge is below cost + Fj[S]: from any m where Fi is at most
+ * that on, the edge changes nothing. Two probes (the start, the middle)
+ * bound the range; a full binary search cost more in mispredicted
+ * branches than the relaxing it saved. */
 static void relax_edge(double *Fi, const double *Fj, int lo, int shift,
                        double cost) {
     const int S = MG_BUDGET_SLOTS;
     const double least = cost + Fj[S];
-    int a = lo, b = S + 1; /* the first m in [lo, S] with Fi[m] <= least */
-    while (a < b) {
-        const int mid = a + (b - a) / 2;
-        if (Fi[mid] <= least) b = mid;
-        else a = mid + 1;
-    }
-    relax(Fi + lo, Fj + lo - shift, cost, a - lo);
+    if (Fi[lo] <= least) return;
+    const int mid = (lo + S + 1) / 2;
+    const int end = Fi[mid] <= least ? mid : S + 1;
+    relax(Fi + lo, Fj + lo - shift, cost, end - lo);
 }
 
 /* F[i * (S + 1) + m]: the least recomputed flops from node i with m slots
  * left (INFINITY: nothing fits). */
+MG_DP_CLONES
 static void dp_fill(const bchain *ch, double u, double *F) {
     const int S = MG_BUDGET_SLOTS;
     const int32_t K = ch->k;
@@ -365,7 +378,13 @@ static void dp_fill(const bchain *ch, double u, double *F) {
         walk_start(&w, ch, u, i);
         while (walk_next(&w, &e)) {
             const double *Fj = F + (size_t)e.j * (S + 1);
-            if (e.rec) relax_edge(Fi, Fj, e.seg + e.sep, e.sep, e.cost);
+            /* Recomputing to this j or beyond costs at least e.cost and
+             * needs e.seg slots at least, where Fi (not increasing) is
+             * already at most e.cost: no such edge lowers Fi any more. */
+            if (e.seg <= S && Fi[e.seg] <= e.cost)
+                w.rec_ok = false; /* the walk need not compute them */
+            else if (e.rec)
+                relax_edge(Fi, Fj, e.seg + e.sep, e.sep, e.cost);
             if (e.st) relax_edge(Fi, Fj, e.store, e.store, 0.0);
         }
     }

@@ -8,6 +8,19 @@
 
 #include "../graph/graph.h"
 
+/* The budget policy's two dynamic programs (policy_budget.c's table over
+ * candidate cuts, chain_dp.c's interval table) are most of its time, in
+ * loops of double additions and minima. On x86-64 with glibc they are
+ * built twice, for AVX2 and for the baseline, and the loader picks one
+ * (GNU ifunc): wider vectors, and ceil in one instruction. Additions and
+ * minima of doubles give the same bits either way (no multiply, so no
+ * fused multiply-add), so the schedules do not depend on the machine. */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__GLIBC__)
+#define MG_DP_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define MG_DP_CLONES
+#endif
+
 /* Validate the checkpoints argument of mg_gradients. NULL and
  * MG_CKPT_NONE mean plain backprop. */
 mg_status mgi_checkpoints_check(const mg_graph *g, const mg_checkpoints *c);

@@ -260,37 +260,45 @@ mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
 void mgi_peak_scratch_free(mg_peak_scratch *sc) {
     free(sc->needed);
     free(sc->order);
+    free(sc->steps);
     free(sc->last);
+    free(sc->bytes);
+    free(sc->work);
     free(sc->freed);
     memset(sc, 0, sizeof *sc);
 }
 
+/* Grow every array of the scratch to n elements; on failure the arrays
+ * that did grow are kept, to be freed with the rest. */
+#define SCRATCH_GROW(field)                                                   \
+    do {                                                                      \
+        void *p_ = realloc(sc->field, (size_t)n * sizeof *sc->field);         \
+        if (p_) sc->field = p_;                                               \
+        else ok = false;                                                      \
+    } while (0)
+
 static mg_status scratch_reserve(mg_peak_scratch *sc, int32_t n,
                                  const char *what) {
     if (n <= sc->cap) return MG_OK;
-    size_t sz = (size_t)n;
-    bool *needed = realloc(sc->needed, sz * sizeof *needed);
-    if (needed) sc->needed = needed;
-    mg_tensor *order = realloc(sc->order, sz * sizeof *order);
-    if (order) sc->order = order;
-    int32_t *last = realloc(sc->last, sz * sizeof *last);
-    if (last) sc->last = last;
-    size_t *freed = realloc(sc->freed, sz * sizeof *freed);
-    if (freed) sc->freed = freed;
-    if (!needed || !order || !last || !freed)
-        return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", what);
+    bool ok = true;
+    SCRATCH_GROW(needed);
+    SCRATCH_GROW(order);
+    SCRATCH_GROW(steps);
+    SCRATCH_GROW(last);
+    SCRATCH_GROW(bytes);
+    SCRATCH_GROW(work);
+    SCRATCH_GROW(freed);
+    if (!ok) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", what);
     sc->cap = n;
     return MG_OK;
 }
 
-static size_t pool_bytes(const mg_graph *g, mg_tensor t) {
-    return mg_pool_size_class(mgi_tdesc_nbytes(&g->nodes[t].d));
-}
-
-/* As plan_build and mgi_plan_peak, on positions in the order rather than
- * step numbers (the same sequence, leaves skipped): a computed tensor is
- * freed after its last reader, or its own step when none reads it; the
- * outputs are bound, so they neither enter the pool nor leave it. */
+/* As plan_build and mgi_plan_peak: a computed tensor is freed after its
+ * last reader, or its own step when none reads it; the outputs are bound,
+ * so they neither enter the pool nor leave it. One pass over the nodes
+ * gathers what the count needs into arrays per step, and the count runs
+ * on those: the nodes are large, and reading them once is most of the
+ * cost. */
 mg_status mgi_graph_peak(const mg_graph *g, const mg_tensor *outputs,
                         int n_outputs, mg_peak_scratch *sc, const char *what,
                         size_t *peak_out) {
@@ -298,41 +306,35 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_tensor *outputs,
     mg_status s = check_list(g, outputs, n_outputs, "outputs");
     if (s == MG_OK) s = scratch_reserve(sc, g->n ? g->n : 1, what);
     if (s != MG_OK) return s;
-    const int32_t KEPT = INT32_MAX;
     memset(sc->needed, 0, (size_t)g->n * sizeof *sc->needed);
-    s = mgi_graph_mark_ancestors(g, outputs, n_outputs, NULL, sc->needed,
-                                what);
-    if (s == MG_OK)
-        s = mgi_graph_topo_order(g, sc->needed, NULL, sc->order, &sc->n_order);
+    s = mgi_graph_ancestors_order(g, outputs, n_outputs, sc->needed,
+                                  sc->order, &sc->n_order, what);
     if (s != MG_OK) return s;
-    const int32_t n = sc->n_order;
-    const mg_tensor *order = sc->order;
-    for (int32_t k = 0; k < n; k++) {
-        sc->last[order[k]] = -1;
-        sc->freed[k] = 0;
-    }
-    for (int32_t k = 0; k < n; k++) {
-        const mg_node *nd = &g->nodes[order[k]];
+    int32_t n = 0; /* steps */
+    for (int32_t k = 0; k < sc->n_order; k++) {
+        const mg_tensor t = sc->order[k];
+        const mg_node *nd = &g->nodes[t];
+        sc->last[t] = -1;
         if (mgi_op_table[nd->op].flags & MG_OPF_LEAF) continue;
-        for (int i = 0; i < nd->n_in; i++) sc->last[nd->in[i]] = k;
+        for (int i = 0; i < nd->n_in; i++) sc->last[nd->in[i]] = n;
+        const size_t work = step_workspace(g, t);
+        sc->steps[n] = t;
+        sc->bytes[n] = mg_pool_size_class(mgi_tdesc_nbytes(&nd->d));
+        sc->work[n] = work ? mg_pool_size_class(work) : 0;
+        sc->freed[n++] = 0;
     }
+    sc->n_steps = n;
+    const int32_t KEPT = INT32_MAX;
     for (int i = 0; i < n_outputs; i++) sc->last[outputs[i]] = KEPT;
-    for (int32_t k = 0; k < n; k++) {
-        const mg_tensor t = order[k];
-        if ((mgi_op_table[g->nodes[t].op].flags & MG_OPF_LEAF) ||
-            sc->last[t] == KEPT)
-            continue;
-        sc->freed[sc->last[t] < 0 ? k : sc->last[t]] += pool_bytes(g, t);
-    }
     size_t in_use = 0, peak = 0;
     for (int32_t k = 0; k < n; k++) {
-        const mg_tensor t = order[k];
-        if (mgi_op_table[g->nodes[t].op].flags & MG_OPF_LEAF) continue;
-        if (sc->last[t] != KEPT) in_use += pool_bytes(g, t);
+        const int32_t last = sc->last[sc->steps[k]];
+        if (last != KEPT) {
+            in_use += sc->bytes[k];
+            sc->freed[last < 0 ? k : last] += sc->bytes[k];
+        }
         /* the workspace is lent after the output and returned at once */
-        size_t work = step_workspace(g, t);
-        work = work ? mg_pool_size_class(work) : 0;
-        if (in_use + work > peak) peak = in_use + work;
+        if (in_use + sc->work[k] > peak) peak = in_use + sc->work[k];
         in_use -= sc->freed[k];
     }
     *peak_out = peak;

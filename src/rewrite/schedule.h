@@ -81,8 +81,12 @@ typedef struct mg_peak_scratch {
     bool *needed;     /* per tensor: an ancestor of the outputs */
     mg_tensor *order; /* the schedule, leaves included: n_order of them */
     int32_t n_order;
-    int32_t *last;    /* per tensor: position in order of its last reader */
-    size_t *freed;    /* per position in order: pool bytes freed after it */
+    mg_tensor *steps; /* its computed tensors, in the same order */
+    int32_t n_steps;
+    int32_t *last;    /* per tensor: the step of its last reader */
+    size_t *bytes;    /* per step: its output's pool bytes */
+    size_t *work;     /* per step: its workspace's pool bytes */
+    size_t *freed;    /* per step: pool bytes freed after it */
 } mg_peak_scratch;
 
 void mgi_peak_scratch_free(mg_peak_scratch *sc);
@@ -90,8 +94,8 @@ void mgi_peak_scratch_free(mg_peak_scratch *sc);
 /* The peak that mgi_plan_peak predicts for mg_plan_compile(g, outputs,
  * n_outputs, NULL) with every output bound to caller memory, without
  * building that plan (its step records, tensor copies and phases): the
- * same order, the same releases, the same size classes. sc->order then
- * holds the schedule. Errors are prefixed by what. */
+ * same order, the same releases, the same size classes. sc->order and
+ * sc->steps then hold the schedule. Errors are prefixed by what. */
 mg_status mgi_graph_peak(const mg_graph *g, const mg_tensor *outputs,
                         int n_outputs, mg_peak_scratch *sc, const char *what,
                         size_t *peak);
