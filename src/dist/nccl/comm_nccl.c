@@ -278,10 +278,10 @@ mg_status mg_dist_comm_from_nccl(MPI_Comm comm, int cuda_device,
         s = rc == MPI_SUCCESS ? mgi_dist_wait(c, who, &req, 1)
                               : mgi_dist_mpi_fail(c, who, "MPI_Ibcast", rc);
     }
-    if (s != MG_OK) {
+    if (s != MG_OK || !n) { /* !n: this rank failed, so s is not MG_OK */
         if (n) local_free(n);
         mg_dist_comm_free(c);
-        return s;
+        return s != MG_OK ? s : MG_ERR_NOMEM;
     }
     /* From here the handle owns n: mg_dist_comm_free tears it down. */
     c->nccl = n;
