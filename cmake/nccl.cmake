@@ -111,5 +111,10 @@ if(MG_BUILD_TESTS)
   set_tests_properties(test_dist_nccl PROPERTIES
     TIMEOUT 300
     ENVIRONMENT "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/lsan-openmpi.supp:print_suppressions=0")
+  if(MG_SANITIZE)
+    # As for test_dist (dist.cmake): Open MPI has no frame pointers.
+    set_tests_properties(test_dist_nccl PROPERTIES ENVIRONMENT_MODIFICATION
+      "ASAN_OPTIONS=string_append::fast_unwind_on_malloc=0")
+  endif()
   unset(_mg_src)
 endif()
