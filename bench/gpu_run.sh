@@ -10,7 +10,8 @@
 # CPU, checkpointed == plain gradients bit for bit, pool peak == prediction,
 # 1000 steps without growth, clean out-of-memory and bad-label errors), then
 # mg-bench depth --device cuda (mlp to depth 1024, resnet to 128) and
-# the PyTorch comparison on the GPU (compare_torch.py --device cuda). Logs go to bench/results/gpu-<date>/ with nvidia-smi's
+# the PyTorch comparison on the GPU (compare_torch.py --device cuda); with
+# 2+ GPUs and NCCL, test_dist_nccl under mpirun -np 2. Logs go to bench/results/gpu-<date>/ with nvidia-smi's
 # output; commit that folder. Exit status: 0 only if the build, ctest and
 # test_cuda all passed on a real device.
 #
@@ -63,6 +64,19 @@ CK_VERBOSITY=verbose "$build/test_cuda" 2>&1 | tee "$out/test_cuda.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || fail "test_cuda failed"
 if grep -q "skipped: no CUDA device" "$out/test_cuda.log"; then
     fail "test_cuda found no CUDA device: the GPU tests did not run"
+fi
+
+# The NCCL transport of memgrad_dist (issue 16): 2 ranks, one GPU each.
+# On a machine with one GPU it can only skip (NCCL takes one GPU per rank):
+# that is reported, not failed.
+if [ -x "$build/test_dist_nccl" ]; then
+    step "test_dist_nccl (NCCL, mpirun -np 2, needs 2 GPUs)"
+    mpirun --allow-run-as-root --oversubscribe -np 2 "$build/test_dist_nccl" \
+        2>&1 | tee "$out/test_dist_nccl.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || fail "test_dist_nccl failed"
+    if grep -q "skipped:" "$out/test_dist_nccl.log"; then
+        echo "NOTE: test_dist_nccl did not run on GPUs (see its skipped: line)"
+    fi
 fi
 
 if [ "${MG_GPU_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then

@@ -1,6 +1,7 @@
 # dist.cmake - data-parallel training over MPI (issue 16): the memgrad_dist
 # library (src/dist/*.c, include/memgrad_dist.h), examples/ddp_mpi.c, the
-# MPI tests (tests/test_dist*.c, run under mpirun -np 2) and bench/ddp.
+# MPI tests (tests/test_dist*.c, run under mpirun -np 2) and bench/ddp;
+# nccl.cmake adds the NCCL transport where CUDA and NCCL are found.
 # Included at the end of CMakeLists.txt (after the install section). MPI is
 # found the standard way (FindMPI); without it none of this is built.
 
@@ -56,6 +57,10 @@ install(EXPORT memgradDistTargets
 set(MG_MPIRUN "${MPIEXEC_EXECUTABLE}" --allow-run-as-root --oversubscribe
     ${MPIEXEC_NUMPROC_FLAG} 2)
 
+# The NCCL transport (src/dist/nccl/) and memgrad_dist_config.h, which
+# memgrad_dist.h includes: written with or without NCCL.
+include("${PROJECT_SOURCE_DIR}/cmake/nccl.cmake")
+
 if(MG_BUILD_EXAMPLES AND EXISTS "${PROJECT_SOURCE_DIR}/examples/ddp_mpi.c")
   add_executable(memgrad-ddp_mpi "${PROJECT_SOURCE_DIR}/examples/ddp_mpi.c")
   mg_target_settings(memgrad-ddp_mpi)
@@ -84,6 +89,8 @@ endif()
 
 if(MG_BUILD_TESTS)
   file(GLOB MG_DIST_TESTS CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/tests/test_dist*.c")
+  # The GPU test is nccl.cmake's, built only with NCCL.
+  list(FILTER MG_DIST_TESTS EXCLUDE REGEX "/tests/test_dist_nccl\\.c$")
   foreach(src IN LISTS MG_DIST_TESTS)
     get_filename_component(stem "${src}" NAME_WE)
     add_executable(${stem} "${src}")
@@ -120,10 +127,12 @@ if(MG_BUILD_TESTS AND CMAKE_C_COMPILER_ID STREQUAL "GNU")
     add_library(memgrad_dist_shared_check SHARED
                 $<TARGET_OBJECTS:memgrad_dist>)
     target_link_libraries(memgrad_dist_shared_check PRIVATE
-                          memgrad_shared_check MPI::MPI_C)
+                          memgrad_shared_check MPI::MPI_C ${MG_NCCL_LINK_LIBS})
     set(MG_DIST_SHARED_TARGET memgrad_dist_shared_check)
   endif()
+  # mpi.h, and memgrad_dist_config.h (generated, in the build tree).
   list(TRANSFORM MPI_C_INCLUDE_DIRS PREPEND "-I" OUTPUT_VARIABLE _mg_mpi_flags)
+  list(APPEND _mg_mpi_flags "-I${MG_DIST_CONFIG_DIR}")
   list(JOIN _mg_mpi_flags " " _mg_mpi_flags)
   add_test(NAME exported_symbols_dist
     COMMAND bash "${PROJECT_SOURCE_DIR}/tests/exported_symbols/run.sh"

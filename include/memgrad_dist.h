@@ -46,11 +46,19 @@
  *
  * Threads: the caller initialises MPI. A communicator handle, and the
  * buckets made on it, are used by one thread at a time.
+ *
+ * GPUs: where memgrad_dist was built with NCCL (memgrad_dist_config.h
+ * then defines MG_HAVE_NCCL), mg_dist_comm_from_nccl makes a handle whose
+ * buckets and broadcasts move device buffers over NCCL; every other call
+ * below is the same, and so are the determinism and failure rules.
+ * That code compiles and its no-device checks pass, but it has not yet
+ * run on a GPU (docs/distributed.md).
  */
 #ifndef MEMGRAD_DIST_H
 #define MEMGRAD_DIST_H
 
 #include "memgrad.h"
+#include "memgrad_dist_config.h" /* MG_HAVE_NCCL, where built with NCCL */
 #include "memgrad_observe.h"
 
 #include <mpi.h>
@@ -73,6 +81,31 @@ typedef struct mg_dist_options {
 MG_API
 mg_status mg_dist_comm_from_mpi(MPI_Comm comm, const mg_dist_options *opts,
                                 mg_dist_comm **out);
+#ifdef MG_HAVE_NCCL
+/*
+ * A handle whose data moves over NCCL between CUDA devices, one device per
+ * rank: gradients (mg_dist_buckets_new) and broadcast tensors are then
+ * device pointers on `cuda_device` (the buffers bound on an MG_DEVICE_CUDA
+ * executor), checked as such. MPI (a duplicate of comm, as in
+ * mg_dist_comm_from_mpi) still carries the small host-side agreements:
+ * statuses, fingerprints, and the NCCL id that rank 0 makes
+ * (ncclGetUniqueId) and broadcasts before every rank joins
+ * (ncclCommInitRank, non-blocking, so that a missing rank is a timeout).
+ * The handle owns a CUDA stream of its own, on which the exchange runs
+ * beside the executor's work.
+ *
+ * Makes cuda_device the calling thread's current device (cudaSetDevice),
+ * as the later calls on the handle do: create the executor after it.
+ * Each device may serve one rank only (NCCL refuses two ranks on one
+ * GPU). Collective over comm; a rank whose device is missing or wrong
+ * fails with its own status (MG_ERR_UNSUPPORTED without any CUDA device,
+ * MG_ERR_INVALID_ARG for a bad index) and the others with MG_ERR_COMM.
+ */
+MG_API
+mg_status mg_dist_comm_from_nccl(MPI_Comm comm, int cuda_device,
+                                 const mg_dist_options *opts,
+                                 mg_dist_comm **out);
+#endif
 /* Collective unless the handle is broken. NULL is accepted. */
 MG_API
 void mg_dist_comm_free(mg_dist_comm *c);
@@ -128,7 +161,8 @@ mg_status mg_dist_bucket_start(mg_dist_buckets *b, int k);
  * collectives only inside MPI calls): call it now and then while the
  * backward pass runs, e.g. from the same "after op" callback. Never
  * blocks and never issues a collective, so it may be called any number
- * of times on any rank. */
+ * of times on any rank. On an NCCL handle (which progresses on its own)
+ * it only checks for an asynchronous NCCL error. */
 MG_API
 mg_status mg_dist_progress(mg_dist_buckets *b);
 
@@ -161,7 +195,8 @@ typedef struct mg_dist_stats {
     uint64_t bytes_sent;   /* payload bytes this rank sent to other ranks */
     double wait_seconds;   /* time spent in mg_dist_allreduce */
     size_t buffer_bytes;   /* staging memory the buckets hold: about twice
-                              the gradients' bytes (packed + received) */
+                              the gradients' bytes (packed + received);
+                              device memory on an NCCL handle */
 } mg_dist_stats;
 
 MG_API

@@ -5,6 +5,10 @@
  * (MPI_Iallgatherv). MPI moves bytes and never adds, so the average does
  * not depend on the MPI library's reduction order or on timing, and every
  * rank ends with the same bits.
+ *
+ * The layout, the start order, the status agreement and the step state
+ * are the same for an NCCL handle; only the data movement (alloc, start,
+ * progress, finish, unpack) goes to src/dist/nccl/ there.
  */
 #include "dist.h"
 
@@ -14,48 +18,6 @@
 #include <string.h>
 
 #define MG_DIST_DEFAULT_BUCKET_BYTES ((size_t)25 << 20)
-
-typedef enum bucket_state {
-    BUCKET_IDLE = 0,  /* waiting for its gradients */
-    BUCKET_SCATTER,   /* MPI_Ialltoallv in flight */
-    BUCKET_GATHER     /* MPI_Iallgatherv in flight */
-} bucket_state;
-
-typedef struct grad_slot {
-    mg_tensor t;
-    void *data;     /* caller memory */
-    int64_t numel;
-    int bucket;
-    int64_t offset; /* in elements, within the bucket */
-    bool ready;     /* mg_dist_grad_ready this step */
-} grad_slot;
-
-typedef struct bucket {
-    mg_dtype dtype;
-    size_t esize;
-    MPI_Datatype mtype;
-    int first, n;   /* slots [first, first + n) */
-    int64_t numel;
-    int n_ready;
-    bucket_state state;
-    MPI_Request req;
-    /* flat: the packed local gradients, then (after the all-gather) the
-     * averaged bucket. recv: the size contributions to this rank's chunk,
-     * rank s's at s * counts[rank]. */
-    void *flat, *recv;
-    int *counts, *displs;   /* chunk of each rank, in elements */
-    int *rcounts, *rdispls; /* what this rank receives in the scatter */
-} bucket;
-
-struct mg_dist_buckets {
-    mg_dist_comm *c;
-    grad_slot *slots;
-    int n_slots;
-    bucket *b;
-    int n_buckets;
-    int next_start; /* buckets below it have started this step */
-    mg_dist_stats stats;
-};
 
 static void bucket_free_bufs(bucket *k) {
     free(k->flat);
@@ -68,6 +30,9 @@ static void bucket_free_bufs(bucket *k) {
 
 void mg_dist_buckets_free(mg_dist_buckets *b) {
     if (!b) return;
+#ifdef MG_HAVE_NCCL
+    if (b->c && b->c->nccl) mgi_nccl_buckets_free(b);
+#endif
     for (int i = 0; i < b->n_buckets; i++) bucket_free_bufs(&b->b[i]);
     free(b->b);
     free(b->slots);
@@ -138,6 +103,13 @@ static mg_status layout(mg_dist_buckets *b, const mg_graph *g,
                                 "%s: gradient %d (%s, tensor %d) has NULL "
                                 "data",
                                 who, i, name, (int)t);
+#ifdef MG_HAVE_NCCL
+        if (b->c->nccl) {
+            mg_status s = mgi_nccl_check_ptr(b->c, grads[i].data, who,
+                                             "gradient", i, name);
+            if (s != MG_OK) return s;
+        }
+#endif
         for (int j = 0; j < i; j++)
             if (grads[j].tensor == t)
                 return mg_set_error(MG_ERR_INVALID_ARG,
@@ -181,6 +153,9 @@ static mg_status layout(mg_dist_buckets *b, const mg_graph *g,
 
 /* Buffers and chunk tables of every bucket, once the layout is agreed. */
 static mg_status alloc_buckets(mg_dist_buckets *b) {
+#ifdef MG_HAVE_NCCL
+    if (b->c->nccl) return mgi_nccl_buckets_alloc(b);
+#endif
     int size = b->c->size, me = b->c->rank;
     for (int i = 0; i < b->n_buckets; i++) {
         bucket *k = &b->b[i];
@@ -253,6 +228,9 @@ mg_status mg_dist_buckets_new(mg_dist_comm *c, const mg_graph *g,
 
 /* Pack bucket k's gradients and issue its reduce-scatter. */
 static mg_status bucket_start(mg_dist_buckets *b, int i, const char *who) {
+#ifdef MG_HAVE_NCCL
+    if (b->c->nccl) return mgi_nccl_bucket_start(b, i, who);
+#endif
     bucket *k = &b->b[i];
     mg_dist_comm *c = b->c;
     for (int j = k->first; j < k->first + k->n; j++) {
@@ -325,6 +303,9 @@ mg_status mg_dist_progress(mg_dist_buckets *b) {
     if (!b) return mg_set_error(MG_ERR_INVALID_ARG, "%s: buckets is NULL", who);
     mg_status s = mgi_dist_check_usable(b->c, who);
     if (s != MG_OK) return s;
+#ifdef MG_HAVE_NCCL
+    if (b->c->nccl) return mgi_nccl_progress(b, who);
+#endif
     /* Test only. Issuing the all-gather of a bucket whose scatter is
      * found complete here would depend on timing, and MPI requires every
      * rank to issue its collectives in the same order: the gathers are
@@ -374,30 +355,19 @@ static void step_reset(mg_dist_buckets *b) {
     b->next_start = 0;
 }
 
-mg_status mg_dist_allreduce(mg_dist_buckets *b, mg_status local) {
-    const char *who = "mg_dist_allreduce";
-    if (!b) return mg_set_error(MG_ERR_INVALID_ARG, "%s: buckets is NULL", who);
+/* Complete every started bucket: wait for its scatter, average this
+ * rank's chunk, issue its gather, and wait for all the gathers. */
+static mg_status finish(mg_dist_buckets *b, const char *who) {
     mg_dist_comm *c = b->c;
-    mg_status s = mgi_dist_check_usable(c, who);
-    if (s != MG_OK) return s;
-    double t0 = mgi_dist_now();
-    /* Keep the failing rank's own message through the collectives. */
-    char own[512] = "";
-    if (local != MG_OK) snprintf(own, sizeof own, "%s", mg_last_error());
-    /* A failed rank still runs every collective (on whatever its buffers
-     * hold): the ranks must issue the same collectives in the same order,
-     * and the statuses are compared at the end, before anything is
-     * written back. */
-    s = start_upto(b, b->n_buckets - 1, who);
-    MPI_Request *reqs = NULL;
-    if (s == MG_OK) {
-        reqs = malloc((size_t)b->n_buckets * sizeof *reqs);
-        if (!reqs) {
-            c->broken = true;
-            snprintf(c->why, sizeof c->why, "out of memory in %s", who);
-            s = mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
-        }
+#ifdef MG_HAVE_NCCL
+    if (c->nccl) return mgi_nccl_finish(b, who);
+#endif
+    MPI_Request *reqs = malloc((size_t)b->n_buckets * sizeof *reqs);
+    if (!reqs) {
+        mgi_dist_break(c, "out of memory in %s", who);
+        return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
     }
+    mg_status s = MG_OK;
     /* Buckets finish their scatter in issue order; each is averaged and
      * its gather issued while later scatters are still moving. */
     for (int i = 0; s == MG_OK && i < b->n_buckets; i++) {
@@ -422,6 +392,41 @@ mg_status mg_dist_allreduce(mg_dist_buckets *b, mg_status local) {
         s = mgi_dist_wait(c, who, reqs, b->n_buckets);
     }
     free(reqs);
+    return s;
+}
+
+/* Copy the averaged buckets into the caller's gradient buffers. */
+static mg_status unpack(mg_dist_buckets *b, const char *who) {
+#ifdef MG_HAVE_NCCL
+    if (b->c->nccl) return mgi_nccl_unpack(b, who);
+#else
+    (void)who;
+#endif
+    for (int j = 0; j < b->n_slots; j++) {
+        const grad_slot *sl = &b->slots[j];
+        const bucket *k = &b->b[sl->bucket];
+        memcpy(sl->data, (const char *)k->flat + (size_t)sl->offset * k->esize,
+               (size_t)sl->numel * k->esize);
+    }
+    return MG_OK;
+}
+
+mg_status mg_dist_allreduce(mg_dist_buckets *b, mg_status local) {
+    const char *who = "mg_dist_allreduce";
+    if (!b) return mg_set_error(MG_ERR_INVALID_ARG, "%s: buckets is NULL", who);
+    mg_dist_comm *c = b->c;
+    mg_status s = mgi_dist_check_usable(c, who);
+    if (s != MG_OK) return s;
+    double t0 = mgi_dist_now();
+    /* Keep the failing rank's own message through the collectives. */
+    char own[512] = "";
+    if (local != MG_OK) snprintf(own, sizeof own, "%s", mg_last_error());
+    /* A failed rank still runs every collective (on whatever its buffers
+     * hold): the ranks must issue the same collectives in the same order,
+     * and the statuses are compared at the end, before anything is
+     * written back. */
+    s = start_upto(b, b->n_buckets - 1, who);
+    if (s == MG_OK) s = finish(b, who);
     if (s != MG_OK) { /* the handle is broken: MPI said so, or time ran out */
         step_reset(b);
         b->stats.wait_seconds += mgi_dist_now() - t0;
@@ -429,15 +434,8 @@ mg_status mg_dist_allreduce(mg_dist_buckets *b, mg_status local) {
     }
     if (local != MG_OK) mg_set_error(local, "%s", own);
     s = mgi_dist_agree(c, who, local, 0, MG_ERR_COMM);
-    if (s == MG_OK) {
-        for (int j = 0; j < b->n_slots; j++) {
-            const grad_slot *sl = &b->slots[j];
-            const bucket *k = &b->b[sl->bucket];
-            memcpy(sl->data, (const char *)k->flat + (size_t)sl->offset * k->esize,
-                   (size_t)sl->numel * k->esize);
-        }
-        b->stats.steps++;
-    }
+    if (s == MG_OK) s = unpack(b, who);
+    if (s == MG_OK) b->stats.steps++;
     step_reset(b);
     b->stats.wait_seconds += mgi_dist_now() - t0;
     return s;

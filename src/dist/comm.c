@@ -1,7 +1,9 @@
 /*
  * comm.c - the communicator handle of memgrad_dist.h: our own duplicate of
  * the caller's MPI communicator, MPI errors turned into statuses, waits
- * with a deadline, and the broadcast that gives all ranks the same weights.
+ * with a deadline, and the broadcast that gives all ranks the same weights
+ * (its data phase over NCCL for a handle from mg_dist_comm_from_nccl,
+ * src/dist/nccl/).
  */
 #include "dist.h"
 
@@ -28,9 +30,7 @@ mg_status mgi_dist_check_usable(const mg_dist_comm *c, const char *who) {
     return MG_OK;
 }
 
-static void comm_break(mg_dist_comm *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void comm_break(mg_dist_comm *c, const char *fmt, ...) {
+void mgi_dist_break(mg_dist_comm *c, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(c->why, sizeof c->why, fmt, ap);
@@ -44,7 +44,7 @@ mg_status mgi_dist_mpi_fail(mg_dist_comm *c, const char *who,
     int len = 0;
     if (MPI_Error_string(code, msg, &len) != MPI_SUCCESS)
         snprintf(msg, sizeof msg, "MPI error code %d", code);
-    comm_break(c, "%s failed: %s", mpi_call, msg);
+    mgi_dist_break(c, "%s failed: %s", mpi_call, msg);
     return mg_set_error(MG_ERR_COMM, "%s: rank %d: %s failed: %s", who,
                         c->rank, mpi_call, msg);
 }
@@ -62,7 +62,7 @@ mg_status mgi_dist_wait(mg_dist_comm *c, const char *who, MPI_Request *reqs,
         if (rc != MPI_SUCCESS) return mgi_dist_mpi_fail(c, who, "MPI_Testall", rc);
         if (done) return MG_OK;
         if (deadline >= 0 && mgi_dist_now() > deadline) {
-            comm_break(c, "timed out after %g s waiting for other ranks",
+            mgi_dist_break(c, "timed out after %g s waiting for other ranks",
                        c->timeout_s);
             return mg_set_error(MG_ERR_COMM,
                                 "%s: rank %d: timed out after %g s waiting "
@@ -99,8 +99,7 @@ mg_status mgi_dist_agree(mg_dist_comm *c, const char *who, mg_status local,
     if (!all) {
         /* Other ranks are waiting on this exchange; failing locally makes
          * them time out, and this handle must not be used again. */
-        c->broken = true;
-        snprintf(c->why, sizeof c->why, "out of memory in %s", who);
+        mgi_dist_break(c, "out of memory in %s", who);
         return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
     }
     MPI_Request req;
@@ -198,6 +197,10 @@ void mg_dist_comm_free(mg_dist_comm *c) {
      * complete; freeing the communicator under them is erroneous in MPI,
      * so it is left for MPI_Finalize / MPI_Abort. After MPI_Finalize
      * there is nothing left to free. */
+#ifdef MG_HAVE_NCCL
+    /* NCCL first: its teardown may still talk to the other ranks. */
+    if (c->nccl) mgi_nccl_comm_free(c);
+#endif
     int finalized = 1;
     MPI_Finalized(&finalized);
     if (!c->broken && !finalized && c->comm != MPI_COMM_NULL)
@@ -238,6 +241,13 @@ static mg_status bcast_check(const mg_dist_comm *c, const mg_graph *g,
             return mg_set_error(MG_ERR_INVALID_ARG,
                                 "%s: binding %d (%s) has NULL data", who, i,
                                 name ? name : "unnamed");
+#ifdef MG_HAVE_NCCL
+        if (c->nccl) {
+            mg_status s = mgi_nccl_check_ptr(c, binds[i].data, who, "binding",
+                                             i, name ? name : "unnamed");
+            if (s != MG_OK) return s;
+        }
+#endif
         if (nbytes > (size_t)INT32_MAX)
             return mg_set_error(MG_ERR_UNSUPPORTED,
                                 "%s: %s has %zu bytes, more than one MPI "
@@ -261,10 +271,12 @@ mg_status mg_dist_broadcast(mg_dist_comm *c, const mg_graph *g,
     mg_status local = bcast_check(c, g, binds, n_binds, root, &fp);
     s = mgi_dist_agree(c, who, local, fp, local != MG_OK ? local : MG_ERR_COMM);
     if (s != MG_OK) return s;
+#ifdef MG_HAVE_NCCL
+    if (c->nccl) return mgi_nccl_broadcast(c, g, binds, n_binds, root);
+#endif
     MPI_Request *reqs = malloc((size_t)(n_binds ? n_binds : 1) * sizeof *reqs);
     if (!reqs) {
-        c->broken = true;
-        snprintf(c->why, sizeof c->why, "out of memory in %s", who);
+        mgi_dist_break(c, "out of memory in %s", who);
         return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
     }
     /* One nonblocking broadcast per tensor, waited on together, so that a
