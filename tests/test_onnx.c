@@ -58,7 +58,9 @@ static mg_binding *all_binds(const mg_onnx_model *m, void *x, int *n)
     int nb;
     const mg_binding *b = mg_onnx_bindings(m, &nb);
     mg_binding *all = malloc(sizeof *all * (size_t)(nb + 1));
-    memcpy(all, b, sizeof *all * (size_t)nb);
+    ck_assert_ptr_nonnull(all);
+    if (nb) /* a model without weights has none (b may be NULL) */
+        memcpy(all, b, sizeof *all * (size_t)nb);
     all[nb] = (mg_binding){mg_onnx_input(m, 0), x};
     *n = nb + 1;
     return all;
