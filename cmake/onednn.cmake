@@ -13,7 +13,7 @@ if(TARGET DNNL::dnnl)
 else()
   set(MG_ONEDNN_FOUND OFF)
 endif()
-option(MG_WITH_ONEDNN "Run CPU convolutions through oneDNN (default: ON when found)"
+option(MG_WITH_ONEDNN "Run CPU convolutions and pooling through oneDNN (default: ON when found)"
        ${MG_ONEDNN_FOUND})
 set(MG_HAVE_ONEDNN OFF)
 if(MG_WITH_ONEDNN AND NOT MG_ONEDNN_FOUND)

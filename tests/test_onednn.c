@@ -218,7 +218,8 @@ typedef struct pgeom {
 } pgeom;
 
 static const pgeom pgeoms[] = {
-    {"ResNet stem 3x3/2 pad 1", 2, 8, 16, 16, {3, 3, 2, 2, 1, 1, 1, 1, 0, 1}, 0},
+    {"ResNet stem 3x3/2 pad 1", 2, 8, 16, 16,
+     {3, 3, 2, 2, 1, 1, 1, 1, 0, 1}, 0},
     {"2x2/2", 2, 4, 8, 8, {2, 2, 2, 2, 0, 0, 0, 0, 0, 1}, 0},
     {"3x3/1 pad 1", 1, 3, 7, 9, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1}, 0},
     {"3x2 stride 2x1, short last window", 2, 3, 8, 7,

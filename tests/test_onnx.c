@@ -71,7 +71,9 @@ static mg_binding *all_binds2(const mg_onnx_model *m, void *x, void *x1, int *n)
     int nb;
     const mg_binding *b = mg_onnx_bindings(m, &nb);
     mg_binding *all = malloc(sizeof *all * (size_t)(nb + 2));
-    memcpy(all, b, sizeof *all * (size_t)nb);
+    ck_assert_ptr_nonnull(all);
+    if (nb) /* a model without weights has none (b may be NULL) */
+        memcpy(all, b, sizeof *all * (size_t)nb);
     all[nb] = (mg_binding){mg_onnx_input(m, 0), x};
     *n = nb + 1;
     if (x1)

@@ -21,9 +21,12 @@
  * checks ties bit for bit). A NaN is the exception: memgrad's max counts
  * it as larger than any number, so that it propagates as in PyTorch,
  * while oneDNN's skips it; a max pool whose x holds a NaN therefore runs
- * the loops (od_has_nan, one read of x). oneDNN's include-padding divisor is always KH * KW, so an
- * average pool whose ceil_mode windows reach past the end padding (where
- * memgrad's divisor is smaller, mg_pool2d_divisor) stays on the loops.
+ * the loops (od_has_nan, one read of x). oneDNN's include-padding
+ * divisor is always KH * KW, so an average pool whose ceil_mode windows
+ * reach past the end padding (where memgrad's divisor is smaller,
+ * mg_pool2d_divisor) stays on the loops. The max-pool gradient adds the gy
+ * of overlapping windows that share their argmax in oneDNN's order, not
+ * the loops' output order: the same up to rounding.
  * max_pool2d_grad receives (gy, x), while oneDNN's max-pool backward wants
  * the forward's workspace (each window's argmax): the op runs the forward
  * training primitive on x into y and argmax scratch in its own workspace,
