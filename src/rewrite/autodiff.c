@@ -140,15 +140,19 @@ static mg_status backprop(mg_graph *g, const mg_tensor *order, int32_t n_order,
     for (int32_t k = n_order - 1; k >= 0; k--) {
         mg_tensor v = order[k];
         if (!relevant[v] || gsum[v] == MG_NO_TENSOR) continue;
-        /* Copy what we need: building ops may move g->nodes. */
-        const mg_node node = g->nodes[v];
-        const mg_op_def *def = &mgi_op_table[node.op];
+        /* Copy what we need: building ops may move g->nodes. Only the
+         * op and inputs, not the node: it is hundreds of bytes, and every
+         * trial of the budget search copied each one. */
+        const mg_op_def *def = &mgi_op_table[g->nodes[v].op];
+        const int n_in = g->nodes[v].n_in;
+        mg_tensor in[MG_MAX_INPUTS];
+        memcpy(in, g->nodes[v].in, sizeof in);
         bool need[MG_MAX_INPUTS] = {false};
         bool any = false;
-        for (int i = 0; i < node.n_in; i++) {
-            need[i] = relevant[node.in[i]] &&
+        for (int i = 0; i < n_in; i++) {
+            need[i] = relevant[in[i]] &&
                       !(def->no_grad_inputs & (1u << i)) &&
-                      is_float(g->nodes[node.in[i]].d.dtype);
+                      is_float(g->nodes[in[i]].d.dtype);
             any = any || need[i];
         }
         if (!any) continue;
@@ -162,10 +166,10 @@ static mg_status backprop(mg_graph *g, const mg_tensor *order, int32_t n_order,
         mg_status s = mgi_recompute_enter(g, r, v);
         if (s == MG_OK) s = call_grad_rule(g, r, v, gsum[v], need, gin);
         if (s != MG_OK) return s;
-        for (int i = 0; i < node.n_in; i++) {
+        for (int i = 0; i < n_in; i++) {
             if (!need[i]) continue;
             if (gin[i] == MG_NO_TENSOR) return builder_failed();
-            if ((s = accumulate(g, gsum, node.in[i], gin[i])) != MG_OK)
+            if ((s = accumulate(g, gsum, in[i], gin[i])) != MG_OK)
                 return builder_failed();
         }
     }

@@ -12,12 +12,16 @@
  * candidate cuts, chain_dp.c's interval table) are most of its time, in
  * loops of double additions and minima. On x86-64 with glibc they are
  * built twice, for AVX2 and for the baseline, and the loader picks one
- * (GNU ifunc): wider vectors, and ceil in one instruction. Additions and
- * minima of doubles give the same bits either way (no multiply, so no
- * fused multiply-add), so the schedules do not depend on the machine. */
-#if defined(__GNUC__) && defined(__x86_64__) && defined(__GLIBC__)
+ * (GNU ifunc): wider vectors, and ceil in one instruction. Their
+ * additions, divisions, ceil and minima of doubles are exact or correctly
+ * rounded in either build, and there is no multiply-add to fuse, so the
+ * schedules do not depend on the machine. */
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
 #define MG_DP_CLONES __attribute__((target_clones("avx2", "default")))
-#else
+#endif
+#endif
+#ifndef MG_DP_CLONES
 #define MG_DP_CLONES
 #endif
 
