@@ -10,7 +10,8 @@
 #       its own spinning worker pool, so memgrad's OpenMP loops stay on one
 #       thread beside it (cpu_kernels.h, mgi_cpu_par); with the OpenMP build
 #       OpenBLAS, oneDNN and memgrad's kernels share one pool and every
-#       core works (the ResNet step at 2 threads: 94 -> 76 ms)
+#       core works (bench/results/blas-flavor.txt: the ResNet step at 2
+#       threads 97.9 -> 79.5 ms)
 #   check (pulls libsubunit-dev)         unit tests
 #   libglpk-dev libarpack2-dev libplfit-dev libgmp-dev libxml2-dev gfortran
 #       libraries that `pkg-config --static igraph openblas` names
