@@ -149,15 +149,29 @@ class Graph:
                                    padding[0], padding[1], dilation[0],
                                    dilation[1], groups))
 
-    def max_pool2d(self, x, kernel, stride, padding=(0, 0)):
-        return self._t(_lib.max_pool2d(self._g, x.id, kernel[0], kernel[1],
-                                       stride[0], stride[1], padding[0],
-                                       padding[1]))
+    @staticmethod
+    def _pool_opts(kernel, stride, padding, ceil_mode, count_include_pad):
+        """mg_pool2d_opts; padding is (h, w) or (top, left, bottom,
+        right)."""
+        p = tuple(padding)
+        if len(p) == 2:
+            p = p + p
+        if len(p) != 4:
+            raise ValueError("padding must have 2 or 4 entries, not %r"
+                             % (padding,))
+        return _lib.Pool2dOpts(kernel[0], kernel[1], stride[0], stride[1],
+                               p[0], p[1], p[2], p[3], int(bool(ceil_mode)),
+                               int(bool(count_include_pad)))
 
-    def avg_pool2d(self, x, kernel, stride, padding=(0, 0)):
-        return self._t(_lib.avg_pool2d(self._g, x.id, kernel[0], kernel[1],
-                                       stride[0], stride[1], padding[0],
-                                       padding[1]))
+    def max_pool2d(self, x, kernel, stride, padding=(0, 0), ceil_mode=False):
+        o = self._pool_opts(kernel, stride, padding, ceil_mode, True)
+        return self._t(_lib.max_pool2d_ex(self._g, x.id, ctypes.byref(o)))
+
+    def avg_pool2d(self, x, kernel, stride, padding=(0, 0), ceil_mode=False,
+                   count_include_pad=True):
+        o = self._pool_opts(kernel, stride, padding, ceil_mode,
+                            count_include_pad)
+        return self._t(_lib.avg_pool2d_ex(self._g, x.id, ctypes.byref(o)))
 
     def batchnorm(self, x, gamma, beta, eps=1e-5):
         return self._t(_lib.batchnorm(self._g, x.id, gamma.id, beta.id, eps))

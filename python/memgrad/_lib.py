@@ -53,6 +53,14 @@ class ExecOptions(ctypes.Structure):
                 ("num_threads", c_int)]
 
 
+class Pool2dOpts(ctypes.Structure):
+    _fields_ = [("kernel_h", c_int), ("kernel_w", c_int),
+                ("stride_h", c_int), ("stride_w", c_int),
+                ("pad_top", c_int), ("pad_left", c_int),
+                ("pad_bottom", c_int), ("pad_right", c_int),
+                ("ceil_mode", c_int), ("count_include_pad", c_int)]
+
+
 class PoolStats(ctypes.Structure):
     _fields_ = [("bytes_in_use", c_size_t), ("peak_bytes_in_use", c_size_t),
                 ("bytes_reserved", c_size_t), ("alloc_calls", c_uint64),
@@ -153,6 +161,8 @@ max_pool2d = _fn("mg_max_pool2d", T, G, T, c_int, c_int, c_int, c_int, c_int,
 avg_pool2d = _fn("mg_avg_pool2d", T, G, T, c_int, c_int, c_int, c_int, c_int,
                  c_int)
 batchnorm = _fn("mg_batchnorm", T, G, T, T, T, c_double)
+max_pool2d_ex = _fn("mg_max_pool2d_ex", T, G, T, POINTER(Pool2dOpts))
+avg_pool2d_ex = _fn("mg_avg_pool2d_ex", T, G, T, POINTER(Pool2dOpts))
 global_avg_pool2d = _fn("mg_global_avg_pool2d", T, G, T)
 flatten = _fn("mg_flatten", T, G, T, c_int)
 

@@ -110,10 +110,18 @@ class _Captured:
                 elif isinstance(m, torch.nn.BatchNorm2d) and m.affine:
                     t = self._batchnorm(node.target, m, args[0], param,
                                         training)
-                elif isinstance(m, torch.nn.MaxPool2d) and not m.ceil_mode:
+                elif (isinstance(m, torch.nn.MaxPool2d)
+                      and _pair(m.dilation) == (1, 1)
+                      and not m.return_indices):
                     t = g.max_pool2d(args[0], _pair(m.kernel_size),
                                      _pair(m.stride or m.kernel_size),
-                                     _pair(m.padding))
+                                     _pair(m.padding), m.ceil_mode)
+                elif (isinstance(m, torch.nn.AvgPool2d)
+                      and m.divisor_override is None):
+                    t = g.avg_pool2d(args[0], _pair(m.kernel_size),
+                                     _pair(m.stride or m.kernel_size),
+                                     _pair(m.padding), m.ceil_mode,
+                                     m.count_include_pad)
                 elif (isinstance(m, torch.nn.AdaptiveAvgPool2d)
                       and _pair(m.output_size) == (1, 1)):
                     n, c = args[0].shape[:2]

@@ -169,3 +169,26 @@ def test_mixed_dtypes_are_an_error():
     m = torch.nn.Linear(3, 2).double()
     with pytest.raises(TypeError, match="all be float32 or all float64"):
         mgt.Module(m, (torch.zeros(2, 3),))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_ceil_mode_pooling_matches_torch(policy):
+    """MaxPool2d and AvgPool2d with ceil_mode (a last window that overhangs
+    the input) and count_include_pad=False, as torchvision's GoogLeNet and
+    SqueezeNet use them."""
+    torch.manual_seed(2)
+    ref = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 6, 3, padding=1), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(3, stride=2, ceil_mode=True),
+        torch.nn.Conv2d(6, 6, 3, padding=1),
+        torch.nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True,
+                           count_include_pad=False),
+        torch.nn.Flatten(), torch.nn.Linear(6 * 4 * 4, 5))
+    x = torch.randn(2, 3, 14, 14)
+    mine = mgt.Module(copy.deepcopy(ref), (x,), policy=policy)
+    yr, ym = ref(x), mine(x)
+    close(ym, yr)
+    yr.square().sum().backward()
+    ym.square().sum().backward()
+    for p, q in zip(ref.parameters(), mine.parameters()):
+        close(q.grad, p.grad)
