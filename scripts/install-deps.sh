@@ -56,7 +56,11 @@ done
 flavor=${MG_BLAS_FLAVOR:-openmp}
 arch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 to_select=()
-for link in libopenblas.so.0 libopenblas.so; do
+# Every OpenBLAS link at once: a process that loads libblas.so.3 from one
+# build and libopenblas.so.0 from the other (PyTorch loads both) has two
+# thread pools, and PyTorch's float64 step hung that way at 2 threads.
+for link in libopenblas.so.0 libopenblas.so libblas.so.3 libblas.so \
+    liblapack.so.3 liblapack.so; do
     want=/usr/lib/$arch/openblas-$flavor/$link
     now=$(readlink -f "/etc/alternatives/$link-$arch" 2>/dev/null || true)
     if [ "$now" != "$(readlink -f "$want" 2>/dev/null || echo "$want")" ]; then
