@@ -2,33 +2,40 @@
  * test_graph_peak.c - mgi_graph_peak, the budget policy's fast peak: it
  * must give exactly the peak that mgi_plan_peak predicts for the compiled
  * plan with every output bound, since the policy judges its candidates by
- * it and the executor then reaches the compiled plan's peak. Checked on
- * training graphs under every policy (recomputed copies, multi-level
- * plans), convolutions (workspaces), a rewired graph whose creation
- * order is not topological, and output lists with a leaf and repeats.
+ * it and the executor then reaches the compiled plan's peak; so must its
+ * figure without recomputed copies, which mg_plan_summarize reports for
+ * plain backprop. Checked on training graphs under every policy
+ * (recomputed copies, multi-level plans) with every output bound or some
+ * left in the pool, convolutions (workspaces), a rewired graph whose
+ * creation order is not topological, and output lists with a leaf and
+ * repeats.
  */
 #include "helpers.h"
 
 #include "memgrad_models.h"
 #include "rewrite/schedule.h"
 
-/* Both peaks of g for outputs, through one scratch reused across calls as
- * the budget search reuses its own. */
-static void check_peaks(const char *what, const mg_graph *g,
-                        const mg_tensor *outs, int n, mg_peak_scratch *sc) {
+/* Both peaks of q's plan, through one scratch reused across calls as the
+ * budget search reuses its own. */
+static void check_query(const char *what, const mg_graph *g,
+                        const mg_peak_query *q, mg_peak_scratch *sc) {
     mg_plan *p = NULL;
-    mg_status s = mg_plan_compile(g, outs, n, NULL, &p);
+    mg_plan_options o = {.without_recompute = q->without_recompute};
+    mg_status s = mg_plan_compile(g, q->outputs, q->n_outputs, &o, &p);
     ck_assert_msg(s == MG_OK, "%s: compile: %s", what, mg_last_error());
-    mg_binding *b = malloc((size_t)n * sizeof *b);
+    const int n = q->all_bound ? q->n_outputs : q->n_binds;
+    mg_binding *b = malloc((size_t)(n ? n : 1) * sizeof *b);
     static char any; /* the addresses are never used */
     ck_assert_ptr_nonnull(b);
-    for (int i = 0; i < n; i++) b[i] = (mg_binding){outs[i], &any};
+    for (int i = 0; i < n; i++)
+        b[i] = q->all_bound ? (mg_binding){q->outputs[i], &any} : q->binds[i];
     size_t want = 0, got = 0;
     ck_assert(mgi_plan_peak(p, b, n, "test", &want) == MG_OK);
-    s = mgi_graph_peak(g, outs, n, sc, "test", &got);
+    s = mgi_graph_peak(g, q, sc, "test", &got);
     ck_assert_msg(s == MG_OK, "%s: %s", what, mg_last_error());
-    ck_assert_msg(got == want, "%s: mgi_graph_peak %zu, compiled plan %zu",
-                  what, got, want);
+    ck_assert_msg(got == want, "%s%s%s: mgi_graph_peak %zu, compiled plan %zu",
+                  what, q->without_recompute ? ", without recompute" : "",
+                  q->all_bound ? "" : ", some bound", got, want);
     ck_assert_int_gt((int)want, 0);
     /* the schedule it leaves: the plan's steps and leaves, in order */
     ck_assert_int_eq(sc->n_order, p->n_steps + p->n_leaves);
@@ -39,20 +46,56 @@ static void check_peaks(const char *what, const mg_graph *g,
     free(b);
 }
 
-/* The loss and every gradient of m, as the bench's training plan. */
+/* Every output bound, as the budget search measures its candidates. */
+static void check_peaks(const char *what, const mg_graph *g,
+                        const mg_tensor *outs, int n, mg_peak_scratch *sc) {
+    const mg_peak_query q = {.outputs = outs, .n_outputs = n,
+                             .all_bound = true};
+    check_query(what, g, &q, sc);
+}
+
+/* The loss and every gradient of m, as the bench's training plan: all
+ * bound; the loss left in the pool; then read without recomputed copies,
+ * as mg_plan_summarize predicts plain backprop's peak. */
 static void check_model(const char *what, mg_model *m,
                         const mg_checkpoints *ck, mg_peak_scratch *sc) {
     ck_assert_ptr_nonnull(m);
     mg_status s = mg_model_gradients(m, ck);
     ck_assert_msg(s == MG_OK, "%s: gradients: %s", what, mg_last_error());
-    mg_tensor *outs = malloc((size_t)(m->n_params + 1) * sizeof *outs);
-    ck_assert_ptr_nonnull(outs);
+    const int n = m->n_params + 1;
+    mg_tensor *outs = malloc((size_t)n * sizeof *outs);
+    mg_binding *b = malloc((size_t)n * sizeof *b);
+    static char any;
+    ck_assert(outs && b);
     outs[0] = m->loss;
     memcpy(outs + 1, m->grads, (size_t)m->n_params * sizeof *outs);
-    check_peaks(what, m->g, outs, m->n_params + 1, sc);
+    for (int i = 0; i < n; i++) b[i] = (mg_binding){outs[i], &any};
+    check_peaks(what, m->g, outs, n, sc);
     /* the gradients only, as the budget search measures them */
     check_peaks(what, m->g, outs + 1, m->n_params, sc);
+    for (int without = 0; without < 2; without++) {
+        mg_peak_query q = {.outputs = outs, .n_outputs = n,
+                           .without_recompute = without, .binds = b + 1,
+                           .n_binds = n - 1};
+        check_query(what, m->g, &q, sc);
+        q.binds = b;
+        q.n_binds = n;
+        check_query(what, m->g, &q, sc);
+    }
+    /* mg_plan_summarize's figure for plain backprop is the same */
+    mg_plan *p = NULL;
+    ck_assert(mg_plan_compile(m->g, outs, n, NULL, &p) == MG_OK);
+    mg_plan_summary sum;
+    ck_assert(mg_plan_summarize(p, b + 1, n - 1, &sum) == MG_OK);
+    const mg_peak_query q = {.outputs = outs, .n_outputs = n,
+                             .without_recompute = true, .binds = b + 1,
+                             .n_binds = n - 1};
+    size_t plain = 0;
+    ck_assert(mgi_graph_peak(m->g, &q, sc, "test", &plain) == MG_OK);
+    ck_assert_uint_eq(sum.predicted_peak_without_recompute, plain);
+    mg_plan_free(p);
     free(outs);
+    free(b);
 }
 
 /* Policy none's peak of the MLP, for budgets relative to it. */
@@ -66,8 +109,9 @@ static size_t mlp_none_peak(int depth) {
     memcpy(outs, m->grads, (size_t)m->n_params * sizeof *outs);
     mg_peak_scratch sc = {0};
     size_t peak = 0;
-    ck_assert(mgi_graph_peak(m->g, outs, m->n_params, &sc, "test", &peak) ==
-              MG_OK);
+    const mg_peak_query q = {.outputs = outs, .n_outputs = m->n_params,
+                             .all_bound = true};
+    ck_assert(mgi_graph_peak(m->g, &q, &sc, "test", &peak) == MG_OK);
     mgi_peak_scratch_free(&sc);
     free(outs);
     mg_model_free(m);

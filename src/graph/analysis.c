@@ -71,9 +71,9 @@ mg_status mgi_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
 }
 
 mg_status mgi_graph_ancestors_order(const mg_graph *g, const mg_tensor *roots,
-                                   int n_roots, bool *needed,
-                                   mg_tensor *order, int32_t *n_order,
-                                   const char *what) {
+                                   int n_roots, const mg_tensor *remap,
+                                   bool *needed, mg_tensor *order,
+                                   int32_t *n_order, const char *what) {
     mg_tensor hi = -1;
     for (int i = 0; i < n_roots; i++) {
         needed[roots[i]] = true;
@@ -88,15 +88,17 @@ mg_status mgi_graph_ancestors_order(const mg_graph *g, const mg_tensor *roots,
         if (!needed[t]) continue;
         const mg_node *nd = &g->nodes[t];
         for (int k = 0; k < nd->n_in; k++) {
-            if (nd->in[k] >= t) in_order = false;
-            needed[nd->in[k]] = true;
+            const mg_tensor in = input_of(g, remap, t, k);
+            if (in >= t) in_order = false;
+            needed[in] = true;
         }
     }
     if (!in_order) {
         memset(needed, 0, (size_t)g->n * sizeof *needed);
         mg_status s =
-            mgi_graph_mark_ancestors(g, roots, n_roots, NULL, needed, what);
-        if (s == MG_OK) s = mgi_graph_topo_order(g, needed, NULL, order, n_order);
+            mgi_graph_mark_ancestors(g, roots, n_roots, remap, needed, what);
+        if (s == MG_OK)
+            s = mgi_graph_topo_order(g, needed, remap, order, n_order);
         return s;
     }
     int32_t k = 0;

@@ -99,16 +99,17 @@ mg_status mgi_graph_topo_order(const mg_graph *g, const bool *include,
 mg_status mgi_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
                                   int n_roots, const mg_tensor *remap,
                                   bool *needed, const char *what);
-/* mgi_graph_mark_ancestors then mgi_graph_topo_order over them, without
- * remapping: the same marks and the same order. When the creation order
- * is topological over the ancestors (unless mg_tensor_set_input rewired
- * one to read a later node), one sweep from the last root down does both
- * and reads the nodes in order, where the search reads them scattered;
- * the planner runs this on every candidate of the budget search. */
+/* mgi_graph_mark_ancestors then mgi_graph_topo_order over them, with the
+ * same remap (NULL: none): the same marks and the same order. When the
+ * creation order is topological over the ancestors (unless
+ * mg_tensor_set_input rewired one to read a later node), one sweep from
+ * the last root down does both and reads the nodes in order, where the
+ * search reads them scattered; the planner runs this on every candidate
+ * of the budget search. */
 mg_status mgi_graph_ancestors_order(const mg_graph *g, const mg_tensor *roots,
-                                   int n_roots, bool *needed,
-                                   mg_tensor *order, int32_t *n_order,
-                                   const char *what);
+                                   int n_roots, const mg_tensor *remap,
+                                   bool *needed, mg_tensor *order,
+                                   int32_t *n_order, const char *what);
 /* Articulation points of the undirected graph on the nodes in `include`
  * (edges between included nodes only), written to out[] (room for g->n)
  * with their count in *n_out, in id order. igraph does the work. */

@@ -232,8 +232,9 @@ static mg_status analyse(const mg_graph *g, const mg_tensor *ys, int n_ys,
                          const mg_tensor *xs, int n_xs,
                          const mg_checkpoints *ckpt,
                          const mg_memory_search *m, ad_work *w) {
-    mg_status s = mgi_graph_ancestors_order(g, ys, n_ys, w->marks, w->order,
-                                            &w->n_order, "mg_gradients");
+    mg_status s = mgi_graph_ancestors_order(g, ys, n_ys, NULL, w->marks,
+                                            w->order, &w->n_order,
+                                            "mg_gradients");
     if (s != MG_OK) return s;
     /* relevant = depends on some x (and, being in `order`, feeds some y). */
     for (int i = 0; i < n_xs; i++) w->relevant[xs[i]] = w->marks[xs[i]];

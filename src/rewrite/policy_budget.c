@@ -102,7 +102,9 @@ static mg_status trial_measure(const mg_graph *g, int32_t n_before,
                                const mg_tensor *grads, int n,
                                mg_peak_scratch *sc, size_t *peak,
                                double *rflops) {
-    mg_status s = mgi_graph_peak(g, grads, n, sc, "mg_gradients", peak);
+    const mg_peak_query q = {.outputs = grads, .n_outputs = n,
+                             .all_bound = true};
+    mg_status s = mgi_graph_peak(g, &q, sc, "mg_gradients", peak);
     *rflops = 0;
     for (int32_t k = 0; s == MG_OK && k < sc->n_steps; k++) {
         mg_tensor t = sc->steps[k];

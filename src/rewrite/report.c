@@ -45,14 +45,16 @@ mg_status mg_plan_summarize(const mg_plan *p, const mg_binding *binds,
     mg_status st = mgi_plan_peak(p, binds, n_binds, "mg_plan_summarize",
                                 &s.predicted_peak);
     if (st != MG_OK) return st;
-    /* Plain backprop's figure: the same outputs, read without copies. */
-    mg_plan_options o = {.without_recompute = 1};
-    mg_plan *plain = NULL;
-    st = mg_plan_compile(p->g, p->kept, p->n_kept, &o, &plain);
-    if (st != MG_OK) return st;
-    st = mgi_plan_peak(plain, binds, n_binds, "mg_plan_summarize",
-                      &s.predicted_peak_without_recompute);
-    mg_plan_free(plain);
+    /* Plain backprop's figure: the same outputs, read without copies.
+     * Predicted without compiling that plan, which took as long as
+     * compiling p. */
+    mg_peak_scratch sc = {0};
+    const mg_peak_query q = {.outputs = p->kept, .n_outputs = p->n_kept,
+                             .without_recompute = true, .binds = binds,
+                             .n_binds = n_binds};
+    st = mgi_graph_peak(p->g, &q, &sc, "mg_plan_summarize",
+                        &s.predicted_peak_without_recompute);
+    mgi_peak_scratch_free(&sc);
     if (st != MG_OK) return st;
     *out = s;
     return MG_OK;

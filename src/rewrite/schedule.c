@@ -265,6 +265,7 @@ void mgi_peak_scratch_free(mg_peak_scratch *sc) {
     free(sc->bytes);
     free(sc->work);
     free(sc->freed);
+    free(sc->remap);
     memset(sc, 0, sizeof *sc);
 }
 
@@ -288,27 +289,40 @@ static mg_status scratch_reserve(mg_peak_scratch *sc, int32_t n,
     SCRATCH_GROW(bytes);
     SCRATCH_GROW(work);
     SCRATCH_GROW(freed);
+    SCRATCH_GROW(remap);
     if (!ok) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", what);
     sc->cap = n;
     return MG_OK;
 }
 
 /* As plan_build and mgi_plan_peak: a computed tensor is freed after its
- * last reader, or its own step when none reads it; the outputs are bound,
- * so they neither enter the pool nor leave it. One pass over the nodes
+ * last reader, or its own step when none reads it; an output is never
+ * freed, and a bound one never enters the pool. One pass over the nodes
  * gathers what the count needs into arrays per step, and the count runs
  * on those: the nodes are large, and reading them once is most of the
  * cost. */
-mg_status mgi_graph_peak(const mg_graph *g, const mg_tensor *outputs,
-                        int n_outputs, mg_peak_scratch *sc, const char *what,
+mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
+                        mg_peak_scratch *sc, const char *what,
                         size_t *peak_out) {
     *peak_out = 0;
-    mg_status s = check_list(g, outputs, n_outputs, "outputs");
+    if (!q->all_bound && (q->n_binds < 0 || (q->n_binds > 0 && !q->binds)))
+        return mg_set_error(MG_ERR_INVALID_ARG, "%s: %d bindings%s", what,
+                            q->n_binds, q->n_binds < 0 ? "" : " with a NULL list");
+    mg_status s = check_list(g, q->outputs, q->n_outputs, "outputs");
     if (s == MG_OK) s = scratch_reserve(sc, g->n ? g->n : 1, what);
     if (s != MG_OK) return s;
+    /* as mg_plan_compile's remap */
+    const mg_tensor *remap = NULL;
+    if (q->without_recompute) {
+        for (int32_t t = 0; t < g->n; t++)
+            sc->remap[t] = (g->nodes[t].flags & MG_NODE_RECOMPUTE)
+                               ? g->nodes[t].orig
+                               : t;
+        remap = sc->remap;
+    }
     memset(sc->needed, 0, (size_t)g->n * sizeof *sc->needed);
-    s = mgi_graph_ancestors_order(g, outputs, n_outputs, sc->needed,
-                                  sc->order, &sc->n_order, what);
+    s = mgi_graph_ancestors_order(g, q->outputs, q->n_outputs, remap,
+                                  sc->needed, sc->order, &sc->n_order, what);
     if (s != MG_OK) return s;
     int32_t n = 0; /* steps */
     for (int32_t k = 0; k < sc->n_order; k++) {
@@ -316,7 +330,8 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_tensor *outputs,
         const mg_node *nd = &g->nodes[t];
         sc->last[t] = -1;
         if (mgi_op_table[nd->op].flags & MG_OPF_LEAF) continue;
-        for (int i = 0; i < nd->n_in; i++) sc->last[nd->in[i]] = n;
+        for (int i = 0; i < nd->n_in; i++)
+            sc->last[remap ? remap[nd->in[i]] : nd->in[i]] = n;
         const size_t work = step_workspace(g, t);
         sc->steps[n] = t;
         sc->bytes[n] = mg_pool_size_class(mgi_tdesc_nbytes(&nd->d));
@@ -324,15 +339,21 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_tensor *outputs,
         sc->freed[n++] = 0;
     }
     sc->n_steps = n;
-    const int32_t KEPT = INT32_MAX;
-    for (int i = 0; i < n_outputs; i++) sc->last[outputs[i]] = KEPT;
+    /* outputs: kept in the pool, or bound to caller memory */
+    const int32_t KEPT = INT32_MAX, BOUND = INT32_MAX - 1;
+    for (int i = 0; i < q->n_outputs; i++)
+        sc->last[q->outputs[i]] = q->all_bound ? BOUND : KEPT;
+    for (int i = 0; !q->all_bound && i < q->n_binds; i++) {
+        const mg_tensor t = q->binds[i].tensor;
+        if (t >= 0 && t < g->n && sc->needed[t] && sc->last[t] == KEPT)
+            sc->last[t] = BOUND;
+    }
     size_t in_use = 0, peak = 0;
     for (int32_t k = 0; k < n; k++) {
         const int32_t last = sc->last[sc->steps[k]];
-        if (last != KEPT) {
-            in_use += sc->bytes[k];
+        if (last != BOUND) in_use += sc->bytes[k];
+        if (last != BOUND && last != KEPT)
             sc->freed[last < 0 ? k : last] += sc->bytes[k];
-        }
         /* the workspace is lent after the output and returned at once */
         if (in_use + sc->work[k] > peak) peak = in_use + sc->work[k];
         in_use -= sc->freed[k];

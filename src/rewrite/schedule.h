@@ -87,18 +87,29 @@ typedef struct mg_peak_scratch {
     size_t *bytes;    /* per step: its output's pool bytes */
     size_t *work;     /* per step: its workspace's pool bytes */
     size_t *freed;    /* per step: pool bytes freed after it */
+    mg_tensor *remap; /* per tensor, with without_recompute */
 } mg_peak_scratch;
 
 void mgi_peak_scratch_free(mg_peak_scratch *sc);
 
-/* The peak that mgi_plan_peak predicts for mg_plan_compile(g, outputs,
- * n_outputs, NULL) with every output bound to caller memory, without
- * building that plan (its step records, tensor copies and phases): the
- * same order, the same releases, the same size classes. sc->order and
- * sc->steps then hold the schedule. Errors are prefixed by what. */
-mg_status mgi_graph_peak(const mg_graph *g, const mg_tensor *outputs,
-                        int n_outputs, mg_peak_scratch *sc, const char *what,
-                        size_t *peak);
+/* What mgi_graph_peak predicts: the plan of mg_plan_compile(g, outputs,
+ * n_outputs, {.without_recompute}), run with binds, or with every output
+ * bound to caller memory. */
+typedef struct mg_peak_query {
+    const mg_tensor *outputs;
+    int n_outputs;
+    bool without_recompute;
+    bool all_bound;
+    const mg_binding *binds; /* when not all_bound */
+    int n_binds;
+} mg_peak_query;
+
+/* The peak that mgi_plan_peak predicts for q's plan, without building
+ * that plan (its step records, tensor copies and phases): the same order,
+ * the same releases, the same size classes. sc->order and sc->steps then
+ * hold the schedule. Errors are prefixed by what. */
+mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
+                        mg_peak_scratch *sc, const char *what, size_t *peak);
 
 /* Build p->phase[0] (forward) and p->phase[1] (backward) when p has
  * backward or recompute steps (split.c). */
