@@ -76,16 +76,22 @@ def test_unmapped_module_is_an_error():
                    (torch.zeros(2, 2),))
 
 
-@pytest.mark.parametrize("policy", POLICIES)
-def test_small_cnn_matches_torch(policy):
-    torch.manual_seed(1)
-    ref = torch.nn.Sequential(
+def small_cnn():
+    """Conv, BatchNorm, ReLU, a padded max pool, a strided conv, global
+    pooling and a Linear: every module mapping the bridge has for images."""
+    return torch.nn.Sequential(
         torch.nn.Conv2d(3, 8, 3, padding=1, bias=False),
         torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
         torch.nn.MaxPool2d(3, stride=2, padding=1),
         torch.nn.Conv2d(8, 8, 3, stride=2, padding=1),
         torch.nn.AdaptiveAvgPool2d((1, 1)), torch.nn.Flatten(),
         torch.nn.Linear(8, 5))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_small_cnn_matches_torch(policy):
+    torch.manual_seed(1)
+    ref = small_cnn()
     x = torch.randn(4, 3, 16, 16)
     labels = torch.randint(0, 5, (4,))
     mine = mgt.Module(copy.deepcopy(ref), (x,), policy=policy)
@@ -138,13 +144,7 @@ def test_float64_module_matches_torch_closely(policy):
     to 1e-10, where float32 rounding cannot flip a ReLU or max-pool
     decision."""
     torch.manual_seed(1)
-    ref = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 8, 3, padding=1, bias=False),
-        torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
-        torch.nn.MaxPool2d(3, stride=2, padding=1),
-        torch.nn.Conv2d(8, 8, 3, stride=2, padding=1),
-        torch.nn.AdaptiveAvgPool2d((1, 1)), torch.nn.Flatten(),
-        torch.nn.Linear(8, 5)).double()
+    ref = small_cnn().double()
     x = torch.randn(4, 3, 16, 16, dtype=torch.float64)
     labels = torch.randint(0, 5, (4,))
     mine = mgt.Module(copy.deepcopy(ref), (x,), policy=policy)

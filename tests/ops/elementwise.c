@@ -404,6 +404,44 @@ START_TEST(test_is_nonzero) {
 }
 END_TEST
 
+/* cast and is_nonzero inside recomputed segments: checkpointed gradients
+ * equal plain backprop's bit for bit. Only layer 3's output is kept, so
+ * every other layer's casts and masks are recomputed for the backward. */
+START_TEST(test_cast_is_nonzero_checkpointed_bits) {
+    float got[2][64];
+    for (int run = 0; run < 2; run++) {
+        mg_graph *g = mg_graph_new();
+        mg_tensor x = mg_param(g, "x", MG_F32, 1, S(64));
+        mg_tensor c = mg_param(g, "c", MG_F32, 1, S(64));
+        mg_tensor h = x, keep = MG_NO_TENSOR;
+        for (int i = 0; i < 8; i++) {
+            mg_tensor wide = mg_cast(g, mg_tanh(g, mg_cast(g, h, MG_F64)),
+                                     MG_F32);
+            h = mg_add(g, mg_mul(g, wide, mg_is_nonzero(g, h)), c);
+            if (i == 3) keep = h;
+        }
+        mg_tensor l = mg_sum(g, mg_mul(g, h, h), 0, NULL, 0);
+        TH_OK_T("chain", l);
+        mg_checkpoints ck = {.policy = MG_CKPT_COLLECTION, .tensors = &keep,
+                             .n_tensors = 1};
+        mg_tensor gx;
+        ck_assert_int_eq(mg_gradients(g, &l, 1, NULL, &x, 1,
+                                      run ? &ck : NULL, &gx),
+                         MG_OK);
+        float xv[64], cv[64];
+        for (int k = 0; k < 64; k++) {
+            xv[k] = (float)((k % 9) - 4) * 0.37f; /* some exact zeros */
+            cv[k] = (float)(k % 5) * 0.11f - 0.2f;
+        }
+        void *outs[1] = {got[run]};
+        mg_binding b[2] = {{x, xv}, {c, cv}};
+        TH_RUN_OK("checkpointed chain", g, 1, &gx, outs, 2, b, 1);
+        mg_graph_free(g);
+    }
+    ck_assert(memcmp(got[0], got[1], sizeof got[0]) == 0);
+}
+END_TEST
+
 void ops_elementwise_tcase(Suite *s) {
     th_add_tcase(s, "elementwise", 0,
                  TH_TESTS(test_binary_row_broadcast,
@@ -412,5 +450,6 @@ void ops_elementwise_tcase(Suite *s) {
                           test_binary_random_broadcast_ref, test_binary_errors,
                           test_unary, test_unary_errors, test_unary_extremes,
                           test_log_sqrt, test_cast_values, test_cast_gradient,
-                          test_cast_errors, test_is_nonzero));
+                          test_cast_errors, test_is_nonzero,
+                          test_cast_is_nonzero_checkpointed_bits));
 }
