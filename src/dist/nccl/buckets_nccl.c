@@ -127,14 +127,8 @@ mg_status mgi_nccl_bucket_start(mg_dist_buckets *b, int i, const char *who) {
 mg_status mgi_nccl_progress(mg_dist_buckets *b, const char *who) {
     /* NCCL progresses on the GPU and its own threads, not inside our
      * calls: all there is to do is notice a failure early. */
-    mg_dist_comm *c = b->c;
-    ncclResult_t state = ncclSuccess;
-    ncclResult_t q = ncclCommGetAsyncError(c->nccl->comm, &state);
-    if (q != ncclSuccess)
-        return mgi_nccl_fail(c, who, "ncclCommGetAsyncError", q);
-    if (state != ncclSuccess && state != ncclInProgress)
-        return mgi_nccl_fail(c, who, "an NCCL operation", state);
-    return MG_OK;
+    ncclResult_t state;
+    return mgi_nccl_async_state(b->c, who, "an NCCL operation", &state);
 }
 
 mg_status mgi_nccl_finish(mg_dist_buckets *b, const char *who) {

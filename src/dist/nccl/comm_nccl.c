@@ -106,18 +106,27 @@ mg_status mgi_nccl_after_device_work(mg_dist_comm *c, const char *who) {
     return MG_OK;
 }
 
+mg_status mgi_nccl_async_state(mg_dist_comm *c, const char *who,
+                               const char *call, ncclResult_t *state) {
+    *state = ncclSuccess;
+    ncclResult_t q = ncclCommGetAsyncError(c->nccl->comm, state);
+    if (q != ncclSuccess)
+        return mgi_nccl_fail(c, who, "ncclCommGetAsyncError", q);
+    if (*state != ncclSuccess && *state != ncclInProgress)
+        return mgi_nccl_fail(c, who, call, *state);
+    return MG_OK;
+}
+
 mg_status mgi_nccl_enqueued(mg_dist_comm *c, const char *who,
                             const char *call, ncclResult_t r) {
     if (r != ncclSuccess && r != ncclInProgress)
         return mgi_nccl_fail(c, who, call, r);
     double deadline = deadline_of(c);
     for (long polls = 0;; polls++) {
-        ncclResult_t state = ncclSuccess;
-        ncclResult_t q = ncclCommGetAsyncError(c->nccl->comm, &state);
-        if (q != ncclSuccess)
-            return mgi_nccl_fail(c, who, "ncclCommGetAsyncError", q);
+        ncclResult_t state;
+        mg_status s = mgi_nccl_async_state(c, who, call, &state);
+        if (s != MG_OK) return s;
         if (state == ncclSuccess) return MG_OK;
-        if (state != ncclInProgress) return mgi_nccl_fail(c, who, call, state);
         if (past(deadline)) return timed_out(c, who);
         poll_pause(polls);
     }
@@ -128,12 +137,9 @@ mg_status mgi_nccl_wait_stream(mg_dist_comm *c, const char *who) {
     for (long polls = 0;; polls++) {
         /* An NCCL failure (a peer's connection lost, say) shows here while
          * its kernel may never finish: check it before the stream. */
-        ncclResult_t state = ncclSuccess;
-        ncclResult_t q = ncclCommGetAsyncError(c->nccl->comm, &state);
-        if (q != ncclSuccess)
-            return mgi_nccl_fail(c, who, "ncclCommGetAsyncError", q);
-        if (state != ncclSuccess && state != ncclInProgress)
-            return mgi_nccl_fail(c, who, "an NCCL operation", state);
+        ncclResult_t state;
+        mg_status s = mgi_nccl_async_state(c, who, "an NCCL operation", &state);
+        if (s != MG_OK) return s;
         cudaError_t e = cudaStreamQuery(c->nccl->stream);
         if (e == cudaSuccess) return MG_OK;
         if (e != cudaErrorNotReady)

@@ -63,6 +63,11 @@ mg_status mgi_nccl_enqueued(mg_dist_comm *c, const char *who,
  * for NCCL errors and the deadline. */
 mg_status mgi_nccl_wait_stream(mg_dist_comm *c, const char *who);
 /* Abort the NCCL communicator, break c, MG_ERR_COMM naming the call. */
+/* NCCL's asynchronous state of c into *state (ncclSuccess, ncclInProgress
+ * or the error of an operation already issued); fails, breaking c, if the
+ * query itself fails or the state is an error, naming `call`. */
+mg_status mgi_nccl_async_state(mg_dist_comm *c, const char *who,
+                               const char *call, ncclResult_t *state);
 mg_status mgi_nccl_fail(mg_dist_comm *c, const char *who, const char *call,
                         ncclResult_t r);
 mg_status mgi_nccl_cuda_fail(mg_dist_comm *c, const char *who,
