@@ -129,7 +129,10 @@ endif()
 # Models exported by torch.onnx.export against PyTorch autograd (Debian's
 # python3-torch, python3-torchvision, python3-onnx). Prints "skipped" and
 # passes where they are not installed; ctest shows it as skipped then.
-if(MG_BUILD_TESTS AND TARGET memgrad-onnx AND EXISTS /usr/bin/python3)
+# Not in the sanitizer build: it is numerics, a minute of convolutions that
+# ASan would make several; onnx_tool runs the same memgrad-onnx paths there.
+if(MG_BUILD_TESTS AND TARGET memgrad-onnx AND EXISTS /usr/bin/python3
+   AND NOT MG_SANITIZE)
   add_test(NAME onnx_torch_crosscheck
     COMMAND /usr/bin/python3 "${PROJECT_SOURCE_DIR}/tests/onnx_torch_crosscheck.py"
             --tool "$<TARGET_FILE:memgrad-onnx>")

@@ -30,6 +30,8 @@
 #   python3-venv python3-numpy python3-torch
 #                                        the Python package's tests (torch:
 #                                        its DLPack and bridge tests)
+#   python3-torchvision python3-onnx     the ONNX cross-check against PyTorch
+#                                        (tests/onnx_torch_crosscheck.py)
 set -euo pipefail
 
 packages=(
@@ -40,6 +42,7 @@ packages=(
     libopenmpi-dev openmpi-bin
     libprotobuf-c-dev protobuf-c-compiler libonnx-dev
     libdlpack-dev python3-venv python3-numpy python3-torch
+    python3-torchvision python3-onnx
     libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
 )
 

@@ -18,6 +18,11 @@
  *       loss, the median step time, and the measured and predicted pool
  *       peak. --save-grads writes the gradient of every float initializer,
  *       in the model's initializer order, as raw little-endian f32.
+ *       --tensors N1,N2,... with --save-tensors FILE also keeps the named
+ *       ONNX values (activations, say) of the step and writes them, in
+ *       that order, raw in their dtype: a caller can then check its own
+ *       reference on the same side of every ReLU's kink as memgrad's
+ *       float32 forward (tests/onnx_torch_crosscheck.py does).
  *
  * Integer inputs (token ids) without a file get random ids in [0, 4).
  */
@@ -38,7 +43,7 @@ static int usage(void)
             "[--policy none,memory,speed] [--dot FILE]\n"
             "       memgrad-onnx step MODEL.onnx --batch N --policy P "
             "[--input FILE] [--labels FILE] [--save-grads FILE] "
-            "[--repeat K]\n");
+            "[--repeat K] [--tensors N,N,... --save-tensors FILE]\n");
     return 2;
 }
 
@@ -91,6 +96,8 @@ typedef struct job {
     mg_tensor labels, loss;
     mg_tensor *grads;
     int n_params;
+    mg_tensor *extra; /* --tensors, kept as outputs */
+    int n_extra;
     mg_plan *plan;
     int64_t n, classes;
 } job;
@@ -99,12 +106,45 @@ static void job_free(job *j)
 {
     mg_plan_free(j->plan);
     free(j->grads);
+    free(j->extra);
     mg_onnx_model_free(j->m);
     mg_graph_free(j->g);
 }
 
+/* The model's values named in a comma-separated list. */
+static int find_tensors(job *j, const char *names)
+{
+    int n = 1;
+    for (const char *c = names; *c; c++)
+        n += *c == ',';
+    if (!(j->extra = malloc(sizeof *j->extra * (size_t)n))) {
+        fprintf(stderr, "memgrad-onnx: out of memory\n");
+        return 1;
+    }
+    for (const char *c = names; j->n_extra < n; c++) {
+        const char *end = strchr(c, ',');
+        size_t len = end ? (size_t)(end - c) : strlen(c);
+        char name[1024];
+        if (len == 0 || len >= sizeof name) {
+            fprintf(stderr, "memgrad-onnx: --tensors: bad name at '%.40s'\n", c);
+            return 1;
+        }
+        memcpy(name, c, len);
+        name[len] = 0;
+        mg_tensor t = mg_onnx_find(j->m, name);
+        if (t == MG_NO_TENSOR) {
+            fprintf(stderr, "memgrad-onnx: --tensors: the model has no "
+                            "value named '%s'\n", name);
+            return 1;
+        }
+        j->extra[j->n_extra++] = t;
+        c += len;
+    }
+    return 0;
+}
+
 static int job_build(job *j, const char *path, int64_t batch,
-                     mg_ckpt_policy pol)
+                     mg_ckpt_policy pol, const char *names)
 {
     memset(j, 0, sizeof *j);
     mg_onnx_options o;
@@ -129,6 +169,8 @@ static int job_build(job *j, const char *path, int64_t batch,
     j->loss = mg_cross_entropy(j->g, y, j->labels);
     if (j->loss == MG_NO_TENSOR)
         return fail("loss");
+    if (names && find_tensors(j, names))
+        return 1;
     j->n_params = mg_onnx_num_params(j->m);
     if (j->n_params < 1) {
         fprintf(stderr, "memgrad-onnx: the model has no float initializers\n");
@@ -136,7 +178,8 @@ static int job_build(job *j, const char *path, int64_t batch,
     }
     mg_tensor *ps = malloc(sizeof *ps * (size_t)j->n_params);
     j->grads = malloc(sizeof *j->grads * (size_t)j->n_params);
-    mg_tensor *outs = malloc(sizeof *outs * (size_t)(j->n_params + 1));
+    const int n_outs = j->n_params + 1 + j->n_extra;
+    mg_tensor *outs = malloc(sizeof *outs * (size_t)n_outs);
     if (!ps || !j->grads || !outs) {
         free(ps);
         free(outs);
@@ -155,7 +198,10 @@ static int job_build(job *j, const char *path, int64_t batch,
     }
     outs[0] = j->loss;
     memcpy(outs + 1, j->grads, sizeof *outs * (size_t)j->n_params);
-    s = mg_plan_compile(j->g, outs, j->n_params + 1, NULL, &j->plan);
+    if (j->n_extra)
+        memcpy(outs + 1 + j->n_params, j->extra,
+               sizeof *outs * (size_t)j->n_extra);
+    s = mg_plan_compile(j->g, outs, n_outs, NULL, &j->plan);
     free(outs);
     if (s)
         return fail("compile");
@@ -171,13 +217,13 @@ static const char *policy_name(mg_ckpt_policy p)
  * caller memory (loss and gradients), so the pool holds only
  * intermediates. */
 static mg_binding *bindings(job *j, void **inputs, void *labels, float *loss,
-                            float **grads, int *n_out)
+                            float **grads, void **extra, int *n_out)
 /* (plan passes NULL data: a prediction reads which tensors are bound) */
 {
     int nb;
     const mg_binding *mb = mg_onnx_bindings(j->m, &nb);
     int ni = mg_onnx_num_inputs(j->m);
-    int n = nb + ni + 2 + j->n_params;
+    int n = nb + ni + 2 + j->n_params + j->n_extra;
     mg_binding *b = malloc(sizeof *b * (size_t)n);
     if (!b)
         return NULL;
@@ -189,6 +235,8 @@ static mg_binding *bindings(job *j, void **inputs, void *labels, float *loss,
     b[k++] = (mg_binding){j->loss, loss};
     for (int i = 0; i < j->n_params; i++)
         b[k++] = (mg_binding){j->grads[i], grads ? grads[i] : NULL};
+    for (int i = 0; i < j->n_extra; i++)
+        b[k++] = (mg_binding){j->extra[i], extra ? extra[i] : NULL};
     *n_out = k;
     return b;
 }
@@ -198,14 +246,14 @@ static int cmd_plan(const char *path, int64_t batch, mg_ckpt_policy *pols,
 {
     for (int q = 0; q < npol; q++) {
         job j;
-        if (job_build(&j, path, batch, pols[q])) {
+        if (job_build(&j, path, batch, pols[q], NULL)) {
             job_free(&j);
             return 1;
         }
         /* predicted with the bindings step makes: leaves, loss and
          * gradients in caller memory */
         int nb;
-        mg_binding *b = bindings(&j, NULL, NULL, NULL, NULL, &nb);
+        mg_binding *b = bindings(&j, NULL, NULL, NULL, NULL, NULL, &nb);
         mg_plan_summary sum;
         if (!b || mg_plan_summarize(j.plan, b, nb, &sum)) {
             free(b);
@@ -264,26 +312,50 @@ static int read_file(const char *path, void *buf, size_t len)
     return 0;
 }
 
+/* Writes the tensors ts[0..n) from data[0..n), raw, one after another. */
+static int write_tensors(const char *path, const mg_graph *g,
+                         const mg_tensor *ts, void *const *data, int n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        fprintf(stderr, "memgrad-onnx: cannot write %s\n", path);
+        return 1;
+    }
+    int bad = 0;
+    for (int k = 0; k < n && !bad; k++) {
+        size_t len = mg_tensor_nbytes(g, ts[k]);
+        bad = fwrite(data[k], 1, len, f) != len;
+    }
+    if (fclose(f) || bad) {
+        fprintf(stderr, "memgrad-onnx: writing %s failed\n", path);
+        return 1;
+    }
+    return 0;
+}
+
 static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
                     const char *input, const char *labels_file,
-                    const char *save, int repeat)
+                    const char *save, int repeat, const char *names,
+                    const char *save_tensors)
 {
     job j;
     int rc = 1;
     void **inputs = NULL;
     int32_t *labels = NULL;
     float **grads = NULL;
+    void **extra = NULL;
     mg_binding *b = NULL;
     mg_exec *ex = NULL;
     double *times = NULL;
-    if (job_build(&j, path, batch, pol))
+    if (job_build(&j, path, batch, pol, names))
         goto done;
     int ni = mg_onnx_num_inputs(j.m);
     inputs = calloc((size_t)ni + 1, sizeof *inputs);
     labels = malloc(sizeof *labels * (size_t)j.n);
     grads = calloc((size_t)j.n_params, sizeof *grads);
+    extra = calloc((size_t)j.n_extra + 1, sizeof *extra);
     times = malloc(sizeof *times * (size_t)repeat);
-    if (!inputs || !labels || !grads || !times)
+    if (!inputs || !labels || !grads || !extra || !times)
         goto nomem;
     uint64_t seed = 0x9E3779B97F4A7C15ULL;
     for (int i = 0; i < ni; i++) {
@@ -324,9 +396,12 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
     for (int k = 0; k < j.n_params; k++)
         if (!(grads[k] = malloc(mg_tensor_nbytes(j.g, j.grads[k]))))
             goto nomem;
+    for (int k = 0; k < j.n_extra; k++)
+        if (!(extra[k] = malloc(mg_tensor_nbytes(j.g, j.extra[k]))))
+            goto nomem;
     float loss = 0;
     int nb;
-    if (!(b = bindings(&j, inputs, labels, &loss, grads, &nb)))
+    if (!(b = bindings(&j, inputs, labels, &loss, grads, extra, &nb)))
         goto nomem;
     size_t predicted = mg_plan_predicted_peak(j.plan, b, nb);
     if (mg_exec_new(NULL, &ex)) {
@@ -348,25 +423,12 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
            "pool peak measured %zu bytes, predicted %zu bytes\n",
            policy_name(pol), (double)loss, times[repeat / 2], repeat,
            st.peak_bytes_in_use, predicted);
-    if (save) {
-        FILE *f = fopen(save, "wb");
-        if (!f) {
-            fprintf(stderr, "memgrad-onnx: cannot write %s\n", save);
-            goto done;
-        }
-        for (int k = 0; k < j.n_params; k++) {
-            size_t len = mg_tensor_nbytes(j.g, j.grads[k]);
-            if (fwrite(grads[k], 1, len, f) != len) {
-                fclose(f);
-                fprintf(stderr, "memgrad-onnx: writing %s failed\n", save);
-                goto done;
-            }
-        }
-        if (fclose(f)) {
-            fprintf(stderr, "memgrad-onnx: writing %s failed\n", save);
-            goto done;
-        }
-    }
+    if (save && write_tensors(save, j.g, j.grads, (void *const *)grads,
+                              j.n_params))
+        goto done;
+    if (save_tensors && write_tensors(save_tensors, j.g, j.extra, extra,
+                                      j.n_extra))
+        goto done;
     rc = 0;
     goto done;
 nomem:
@@ -380,6 +442,9 @@ done:
     for (int k = 0; grads && k < j.n_params; k++)
         free(grads[k]);
     free(grads);
+    for (int k = 0; extra && k < j.n_extra; k++)
+        free(extra[k]);
+    free(extra);
     free(labels);
     free(times);
     job_free(&j);
@@ -397,7 +462,8 @@ int main(int argc, char **argv)
     int64_t batch = 0;
     int repeat = 1;
     const char *policy = is_plan ? "none,memory,speed" : NULL, *dot = NULL,
-               *input = NULL, *labels = NULL, *save = NULL;
+               *input = NULL, *labels = NULL, *save = NULL, *names = NULL,
+               *save_tensors = NULL;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
@@ -414,13 +480,18 @@ int main(int argc, char **argv)
             labels = v;
         else if (is_step && !strcmp(a, "--save-grads"))
             save = v;
+        else if (is_step && !strcmp(a, "--tensors"))
+            names = v;
+        else if (is_step && !strcmp(a, "--save-tensors"))
+            save_tensors = v;
         else if (is_step && !strcmp(a, "--repeat"))
             repeat = atoi(v);
         else
             return usage();
         i++;
     }
-    if (!policy || repeat < 1 || batch < 0 || (is_step && batch < 1))
+    if (!policy || repeat < 1 || batch < 0 || (is_step && batch < 1) ||
+        !names != !save_tensors)
         return usage();
     mg_ckpt_policy pols[MAX_POLICIES];
     int npol = 0;
@@ -436,5 +507,6 @@ int main(int argc, char **argv)
         return usage();
     if (is_plan)
         return cmd_plan(path, batch, pols, npol, dot);
-    return cmd_step(path, batch, pols[0], input, labels, save, repeat);
+    return cmd_step(path, batch, pols[0], input, labels, save, repeat, names,
+                    save_tensors);
 }

@@ -56,6 +56,28 @@ grep -q '^loss [0-9.]*$' "$tmp/gi.txt"
 # the mlp's 4 initializers: 16*8 + 16 + 4*16 + 4 floats
 [ "$(stat -c %s "$tmp/mlp.none.bin")" -eq $(( (128 + 16 + 64 + 4) * 4 )) ]
 
+# --tensors keeps named values: h and r are [3, 16] f32 (the 16-wide hidden
+# layer), r = relu(h); the gradients do not change
+"$tool" step "$data/mlp.onnx" --batch 3 --policy memory --input "$data/mlp.input.bin" \
+    --save-grads "$tmp/mlp.kept.bin" --tensors h,r --save-tensors "$tmp/hr.bin" >/dev/null
+cmp "$tmp/mlp.none.bin" "$tmp/mlp.kept.bin"
+[ "$(stat -c %s "$tmp/hr.bin")" -eq $(( 2 * 3 * 16 * 4 )) ]
+python3 - "$tmp/hr.bin" <<'PY'
+import struct, sys
+v = struct.unpack("<96f", open(sys.argv[1], "rb").read())
+h, r = v[:48], v[48:]
+assert all(b == max(a, 0.0) for a, b in zip(h, r)), "r is not relu(h)"
+assert any(a < 0 for a in h) and any(a > 0 for a in h), "h has one sign"
+PY
+for bad in "--tensors nope --save-tensors $tmp/x.bin" "--tensors h" "--tensors h,,r --save-tensors $tmp/x.bin"; do
+    # shellcheck disable=SC2086
+    if "$tool" step "$data/mlp.onnx" --batch 3 --policy none $bad 2>"$tmp/err.txt"; then
+        echo "FAIL: memgrad-onnx accepted $bad" >&2
+        exit 1
+    fi
+done
+grep -q "bad name" "$tmp/err.txt"
+
 # labels from a file change the loss; a file of the wrong size is refused
 printf '\x01\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00' >"$tmp/labels.bin"
 "$tool" step "$data/mlp.onnx" --batch 3 --policy none --input "$data/mlp.input.bin" \
