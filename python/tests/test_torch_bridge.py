@@ -192,3 +192,22 @@ def test_ceil_mode_pooling_matches_torch(policy):
     ym.square().sum().backward()
     for p, q in zip(ref.parameters(), mine.parameters()):
         close(q.grad, p.grad)
+
+
+@pytest.mark.parametrize("batch", [4, 16])
+def test_train_example_follows_torch(batch):
+    """examples/python/train.py: torchvision's resnet18 trained a few SGD
+    steps in PyTorch and through the bridge under every policy; the loss
+    curves must agree within 1e-4 per step (the script exits 1 if not).
+    Batch 16 is where a batch mean rounded to float32 once put a ReLU input
+    on the other side of its kink."""
+    pytest.importorskip("torchvision", reason="needs python3-torchvision")
+    import os
+    import subprocess
+    import sys
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "examples",
+                          "python", "train.py")
+    out = subprocess.run([sys.executable, script, "--batch", str(batch)],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "loss curves agree within 1e-4" in out.stdout
