@@ -30,6 +30,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "helpers/dist_check.h"
+
 #ifndef MG_HAVE_NCCL
 #error "test_dist_nccl is built only where memgrad_dist has NCCL"
 #endif
@@ -170,33 +172,6 @@ static mg_dist_comm *comm_new(double timeout_s) {
     ck_assert_int_eq(mg_dist_comm_rank(c), rank);
     ck_assert_int_eq(mg_dist_comm_size(c), size);
     return c;
-}
-
-/* Every rank holds the same bytes in buf: rank 0's, broadcast, compared. */
-static void check_same_on_all_ranks(const char *what, const void *buf,
-                                    size_t n) {
-    unsigned char *root = malloc(n);
-    memcpy(root, buf, n);
-    ck_assert(MPI_Bcast(root, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD) ==
-              MPI_SUCCESS);
-    int same = memcmp(root, buf, n) == 0, all = 0;
-    MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    free(root);
-    ck_assert_msg(all, "%s: ranks hold different bits", what);
-}
-
-static void check_close(const char *what, mg_dtype dt, const void *got,
-                        const void *exp, int64_t n) {
-    double tol = dt == MG_F32 ? 2e-5 : 1e-12;
-    for (int64_t i = 0; i < n; i++) {
-        double a = dt == MG_F32 ? ((const float *)got)[i]
-                                : ((const double *)got)[i];
-        double e = dt == MG_F32 ? ((const float *)exp)[i]
-                                : ((const double *)exp)[i];
-        ck_assert_msg(fabs(a - e) <= tol + tol * fabs(e),
-                      "%s element %lld: averaged %.9g, whole batch %.9g", what,
-                      (long long)i, a, e);
-    }
 }
 
 /* The MPI path's average of the same local gradients (host copies), for

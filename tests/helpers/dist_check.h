@@ -1,0 +1,43 @@
+/*
+ * dist_check.h - the checks both MPI test programs (test_dist.c on MPI,
+ * test_dist_nccl.c on NCCL) make of an allreduce's result: that every rank
+ * holds the same bits, and that an average is within float tolerance of
+ * the whole batch's gradient. Include after check.h and memgrad_dist.h
+ * (which brings mpi.h).
+ */
+#ifndef MG_TESTS_HELPERS_DIST_CHECK_H
+#define MG_TESTS_HELPERS_DIST_CHECK_H
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every rank holds the same bytes in buf: rank 0's, broadcast, compared. */
+static void check_same_on_all_ranks(const char *what, const void *buf,
+                                    size_t n) {
+    unsigned char *root = malloc(n);
+    memcpy(root, buf, n);
+    ck_assert(MPI_Bcast(root, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD) ==
+              MPI_SUCCESS);
+    int same = memcmp(root, buf, n) == 0, all = 0;
+    MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    free(root);
+    ck_assert_msg(all, "%s: ranks hold different bits", what);
+}
+
+/* got within 2e-5 (f32) or 1e-12 (f64), relative plus absolute, of exp. */
+static void check_close(const char *what, mg_dtype dt, const void *got,
+                        const void *exp, int64_t n) {
+    double tol = dt == MG_F32 ? 2e-5 : 1e-12;
+    for (int64_t i = 0; i < n; i++) {
+        double a = dt == MG_F32 ? ((const float *)got)[i]
+                                : ((const double *)got)[i];
+        double e = dt == MG_F32 ? ((const float *)exp)[i]
+                                : ((const double *)exp)[i];
+        ck_assert_msg(fabs(a - e) <= tol + tol * fabs(e),
+                      "%s element %lld: averaged %.9g, whole batch %.9g", what,
+                      (long long)i, a, e);
+    }
+}
+
+#endif
