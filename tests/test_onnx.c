@@ -143,6 +143,22 @@ START_TEST(test_bert_mask_forward) { check_forward("bert_mask", 2); }
 END_TEST
 START_TEST(test_bool_ops_forward) { check_forward("bool_ops", 2); }
 END_TEST
+
+/* An int64 input read by two Cast nodes and a Transpose: right values, and
+ * one cast to f32 in the graph, not one per reader. */
+START_TEST(test_int_input_cast_once)
+{
+    check_forward("int_reuse", 2);
+    mg_graph *g = mg_graph_new();
+    mg_onnx_model *m = import("int_reuse.onnx", g, 0, 2);
+    int casts = 0;
+    for (mg_tensor t = 0; t < mg_graph_num_tensors(g); t++)
+        casts += !strcmp(mg_tensor_op_name(g, t), "cast");
+    ck_assert_int_eq(casts, 1);
+    mg_onnx_model_free(m);
+    mg_graph_free(g);
+}
+END_TEST
 /* pooling with ceil_mode, each side's pads and count_include_pad */
 START_TEST(test_pool_attrs_forward)
 {
@@ -626,6 +642,7 @@ int main(void)
                           test_mobilenet_forward, test_unet_forward,
                           test_bert_forward, test_where_init_forward,
                           test_bert_mask_forward, test_bool_ops_forward,
+                          test_int_input_cast_once,
                           test_pool_attrs_forward,
                           test_model_handle, test_mlp_grads_match_hand_built,
                           test_cnn_grads_finite_difference,

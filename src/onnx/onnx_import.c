@@ -981,6 +981,7 @@ static mg_status import_buffer(const void *data, size_t size,
     free(c.vals);
     free(c.slots);
     free(c.used);
+    free(c.f32_of);
     if (s) {
         mg_onnx_model_free(c.model);
         return s;

@@ -62,6 +62,10 @@ typedef struct mgi_octx {
     const char **used;
     int n_used;
     const char *domain_of_node;
+    /* as_float's casts, by the integer tensor's id (MG_NO_TENSOR: none
+     * yet), so a mask read by several nodes is cast once */
+    mg_tensor *f32_of;
+    int32_t cap_f32_of;
 } mgi_octx;
 
 /* The model handle (memgrad_onnx.h). */

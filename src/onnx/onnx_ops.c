@@ -49,9 +49,27 @@ static const mgi_oconst *slot_const(mgi_octx *c, const node_t *n, size_t k)
 static mg_tensor as_float(mgi_octx *c, mg_tensor t)
 {
     mg_dtype dt;
-    if (t == MG_NO_TENSOR || mg_tensor_dtype(c->g, t, &dt) != MG_OK)
+    if (t == MG_NO_TENSOR || mg_tensor_dtype(c->g, t, &dt) != MG_OK ||
+        (dt != MG_I32 && dt != MG_I64))
         return t;
-    return dt == MG_I32 || dt == MG_I64 ? mg_cast(c->g, t, MG_F32) : t;
+    if (t < c->cap_f32_of && c->f32_of[t] != MG_NO_TENSOR)
+        return c->f32_of[t];
+    mg_tensor f = mg_cast(c->g, t, MG_F32);
+    if (f == MG_NO_TENSOR)
+        return f;
+    if (t >= c->cap_f32_of) { /* grow to the graph's size; on failure the
+                               * cast stays uncached, which is only slower */
+        int32_t cap = mg_graph_num_tensors(c->g);
+        mg_tensor *grown = realloc(c->f32_of, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return f;
+        for (int32_t k = c->cap_f32_of; k < cap; k++)
+            grown[k] = MG_NO_TENSOR;
+        c->f32_of = grown;
+        c->cap_f32_of = cap;
+    }
+    c->f32_of[t] = f;
+    return f;
 }
 
 /* Input k as a float tensor; an error (already recorded) gives

@@ -539,6 +539,33 @@ bool_ops = model(
      numpy_helper.from_array(np.array(4.0, dtype=np.float32), "c4")])
 save(bool_ops, "bool_ops", rng.standard_normal((2, 4)).astype(np.float32))
 
+# int_reuse: one int64 input read three times where memgrad wants floats
+# (two Cast nodes, as exporters emit them, and a Transpose); the importer
+# casts it to f32 once, not once per reader (test_onnx counts the casts).
+# Its own generator, so the models above keep their values.
+irng = np.random.default_rng(77)
+int_reuse = model(
+    [helper.make_node("Cast", ["mask"], ["m1"], to=TensorProto.FLOAT),
+     helper.make_node("Cast", ["mask"], ["m2"], to=TensorProto.FLOAT),
+     helper.make_node("Transpose", ["mask"], ["mt"], perm=[1, 0]),
+     helper.make_node("Transpose", ["mt"], ["mtt"], perm=[1, 0]),
+     helper.make_node("Cast", ["mtt"], ["m3"], to=TensorProto.FLOAT),
+     helper.make_node("Mul", ["x", "m1"], ["a"]),
+     helper.make_node("Add", ["a", "m2"], ["b"]),
+     helper.make_node("Sub", ["b", "m3"], ["c"]),
+     helper.make_node("Gemm", ["c", "w"], ["y"])],
+    [vi("x", ["N", 4]), vi("mask", ["N", 4], TensorProto.INT64)],
+    [vi("y", ["N", 3])],
+    [numpy_helper.from_array(irng.standard_normal((4, 3)).astype(np.float32), "w")])
+onnx.checker.check_model(int_reuse, full_check=True)
+onnx.save(int_reuse, os.path.join(OUT, "int_reuse.onnx"))
+ir_x = irng.standard_normal((2, 4)).astype(np.float32)
+ir_m = irng.integers(0, 3, (2, 4)).astype(np.int64)
+ir_x.astype("<f4").tofile(os.path.join(OUT, "int_reuse.input.bin"))
+ir_m.astype("<i4").tofile(os.path.join(OUT, "int_reuse.input1.bin"))
+np.asarray(ReferenceEvaluator(int_reuse).run(None, {"x": ir_x, "mask": ir_m})[0],
+           dtype="<f4").tofile(os.path.join(OUT, "int_reuse.output.bin"))
+
 
 # pooling with ceil_mode, each side's pads and count_include_pad (issue 12):
 # one op per model, on its own generator so the models above keep their
