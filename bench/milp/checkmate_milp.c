@@ -22,7 +22,10 @@
  *           can, as the paper's 1 - FREE <= num_hazards).
  *   U[t,k]  continuous in [0, budget]: bytes in use after v_k in stage t,
  *           U[t,0] = sum_i M_i S[t,i] + M_0 R[t,0],
- *           U[t,k] = U[t,k-1] - sum_i M_i FREE[t,i,k-1] + M_k R[t,k].
+ *           U[t,k] = U[t,k-1] - sum_i M_i FREE[t,i,k-1] + M_k R[t,k];
+ *           and U[t,k] + W_k R[t,k] <= budget for the workspace W_k
+ *           (memgrad's pool lends it after the output; the paper has no
+ *           workspace).
  *   R[t,j] <= R[t,i] + S[t,i]    for each edge i -> j, j <= t
  *   S[t+1,i] <= S[t,i] + R[t,i]
  *   minimise sum_{t, i < t} cost_i R[t,i]  (the recomputed flops)
@@ -68,6 +71,7 @@ void mgi_ckm_dag_free(mgi_ckm_dag *d) {
     if (!d) return;
     free(d->cost);
     free(d->mem);
+    free(d->work);
     free(d->backward);
     free(d->in_start);
     free(d->in);
@@ -98,9 +102,12 @@ static double ckm_order_peak(const mg_graph *g, const mg_step_info *st,
         peak = 0;
         for (int s = 0; s < ns; s++) {
             mg_tensor t = st[s].tensor;
-            double b = bound[t] ? 0 : (double)mg_tensor_nbytes(g, t);
+            double b = bound[t] ? 0
+                                : (double)mg_pool_size_class(
+                                      mg_tensor_nbytes(g, t));
             in_use += b;
-            if (in_use > peak) peak = in_use;
+            if (in_use + (double)st[s].workspace_bytes > peak)
+                peak = in_use + (double)st[s].workspace_bytes;
             freed[last[t] < 0 ? s : last[t]] += b;
             in_use -= freed[s];
         }
@@ -146,12 +153,13 @@ mg_status mgi_ckm_dag_from_plan(const mg_graph *g, const mg_plan *p,
         d->n = n;
         d->cost = calloc((size_t)(n ? n : 1), sizeof *d->cost);
         d->mem = calloc((size_t)(n ? n : 1), sizeof *d->mem);
+        d->work = calloc((size_t)(n ? n : 1), sizeof *d->work);
         d->backward = calloc((size_t)(n ? n : 1), sizeof *d->backward);
         d->in_start = calloc((size_t)n + 1, sizeof *d->in_start);
         d->in = calloc((size_t)(n_edges ? n_edges : 1), sizeof *d->in);
         d->tensor = calloc((size_t)(n ? n : 1), sizeof *d->tensor);
         R = calloc((size_t)(n ? n : 1) * (size_t)(n ? n : 1), 1);
-        if (!d->cost || !d->mem || !d->backward || !d->in_start || !d->in ||
+        if (!d->cost || !d->mem || !d->work || !d->backward || !d->in_start || !d->in ||
             !d->tensor || !R)
             s = ckm_fail(MG_ERR_NOMEM, "dag: out of memory");
     }
@@ -173,7 +181,9 @@ mg_status mgi_ckm_dag_from_plan(const mg_graph *g, const mg_plan *p,
         idx[t] = j;
         d->tensor[j] = t;
         d->cost[j] = st[k].flops;
-        d->mem[j] = bound[t] ? 0 : (double)mg_tensor_nbytes(g, t);
+        d->mem[j] = bound[t] ? 0
+                             : (double)mg_pool_size_class(mg_tensor_nbytes(g, t));
+        d->work[j] = (double)st[k].workspace_bytes;
         d->backward[j] = mg_tensor_is_backward(g, t) != 0;
         if (!d->backward[j]) d->forward_flops += d->cost[j];
         d->in_start[j] = e;
@@ -276,7 +286,8 @@ mg_status mgi_ckm_evaluate(const mgi_ckm_dag *d, const unsigned char *R,
     double in_use = 0;
     for (int k = 0; s == MG_OK && k < len; k++) {
         in_use += d->mem[seq[k]];
-        if (in_use > out->peak) out->peak = in_use;
+        if (in_use + d->work[seq[k]] > out->peak)
+            out->peak = in_use + d->work[seq[k]];
         freed[inst_last[k]] += d->mem[seq[k]];
         in_use -= freed[k];
     }
@@ -519,6 +530,7 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
     double mscale = 0, cscale = 0;
     for (int i = 0; i < n; i++) {
         if (d->mem[i] > mscale) mscale = d->mem[i];
+        if (d->work[i] > mscale) mscale = d->work[i];
         if (d->cost[i] > cscale) cscale = d->cost[i];
     }
     if (mscale <= 0) mscale = 1;
@@ -589,6 +601,11 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
                     nz_add(b, row, b->fcol[f], b->fmem[f]);
             }
             b->n_free = 0;
+            if (rk && d->work[k] > 0) { /* U[t,k] + W_k R[t,k] <= budget */
+                row = row_new(lp, GLP_UP, 0, cap);
+                nz_add(b, row, b->Uc[(size_t)t * n + k], 1);
+                nz_add(b, row, rk, d->work[k] / mscale);
+            }
             if (rk) add_free(b, d, mscale, t, k);
         }
     }
@@ -642,7 +659,10 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
             if (b->Rc[q]) r->R[q] = glp_mip_col_val(lp, b->Rc[q]) > 0.5;
             if (b->Sc[q]) r->S[q] = glp_mip_col_val(lp, b->Sc[q]) > 0.5;
             if (b->Uc[q]) {
-                double u = glp_mip_col_val(lp, b->Uc[q]) * mscale;
+                const int k = (int)(q % (size_t)n);
+                /* R[t,k] was read above: q = t n + k */
+                double u = glp_mip_col_val(lp, b->Uc[q]) * mscale +
+                           (r->R[q] ? d->work[k] : 0);
                 if (u > r->milp_peak) r->milp_peak = u;
             }
         }

@@ -11,19 +11,20 @@
  * copies of copies): the non-recompute steps are the DAG's ops v_0..v_{n-1}
  * in that order, which is topological. Each op has a cost (its flops, the
  * cost model mg_plan_summarize and mg_plan_timeline use), a size (the
- * bytes of its output; 0 for an output bound to caller memory: the loss
- * and the gradients, as memgrad's pool counts them), and its computed
- * inputs. Leaves (inputs, parameters, targets, constants) are caller memory
+ * bytes of its output in mg_pool_size_class units; 0 for an output bound
+ * to caller memory: the loss and the gradients, as memgrad's pool counts
+ * them), a workspace (the scratch its kernel borrows, size-class rounded,
+ * as mg_plan_timeline reports it), and its computed inputs. Leaves (inputs, parameters, targets, constants) are caller memory
  * or constant: no op, not counted.
  *
  * The memory model. A schedule is a sequence of op evaluations; an
  * evaluation's output is live from that evaluation until the last
  * evaluation that reads it (the latest evaluation of an op is the one its
- * readers read), or its own evaluation when nothing reads it. Bytes in use
- * after an evaluation (its output allocated, nothing freed yet) summed over
- * live outputs; the peak is their maximum. memgrad's own predicted peak
- * adds the pool's size-class rounding and the ops' workspace; this model
- * leaves both out, on both sides of the comparison.
+ * readers read), or its own evaluation when nothing reads it. At each
+ * evaluation the bytes in use are the live outputs' (its own allocated,
+ * nothing freed yet) plus its workspace; the peak is their maximum. This
+ * is the simulation behind memgrad's mg_plan_predicted_peak, so a plan's
+ * peak in its own order is its predicted pool peak.
  *
  * Schedules in Checkmate's stage form: R[t*n+i] = 1 when stage t
  * evaluates v_i (i <= t, R[t*n+t] = 1); a stage evaluates its ops in index
@@ -47,6 +48,7 @@ typedef struct mgi_ckm_dag {
     int n;             /* ops v_0 .. v_{n-1}, topological */
     double *cost;      /* flops of each op */
     double *mem;       /* bytes of each op's output, 0 if caller memory */
+    double *work;      /* workspace bytes of each op */
     bool *backward;    /* added by mg_gradients (never recomputed) */
     int *in_start;     /* distinct computed inputs of v_j: */
     int *in;           /*   in[in_start[j] .. in_start[j+1]-1], all < j */
