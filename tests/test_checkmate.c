@@ -2,8 +2,8 @@
  * test_checkmate.c - Checkmate's MILP (bench/milp/checkmate_milp.c, the
  * exact reference of mg-checkmate) against MG_CKPT_BUDGET on a tiny chain
  * and a tiny DAG with a skip connection: at policy none's peak the MILP
- * recomputes nothing; below it, it must recompute, and below every
- * schedule's need it is infeasible; at the budget policy's own peak (in
+ * recomputes nothing; a little below it (on the chain) it must recompute,
+ * and below every schedule's need it is infeasible; at the budget policy's own peak (in
  * the MILP's memory model) the MILP's optimum never exceeds what the
  * budget policy recomputes (memgrad's schedule is a feasible point, so a
  * violation is a bug in one or the other); and every MILP solution decodes
@@ -15,7 +15,9 @@
 #include "checkmate_milp.h"
 
 /* x -> a1 = tanh(x w0) -> a2 -> a3 -> a4 (a_k = tanh(a_{k-1} w_{k-1}))
- * -> tanh((a1 + a4) w4) -> mse: a skip connection around three layers. */
+ * -> tanh((a1 + a4) w4) -> mse: a skip connection around three layers.
+ * (Smaller variants leave the budget policy no budget below none's peak;
+ * GLPK's time on this one is about 6 s, most of the test.) */
 static mg_status skip_net(const mg_checkpoints *c, mgi_ckm_net *net) {
     memset(net, 0, sizeof *net);
     mg_graph *g = net->g = mg_graph_new();
@@ -136,9 +138,13 @@ START_TEST(test_none_peak_costs_nothing) {
     double c = -1;
     ck_assert_int_eq(solve(d, none.eval.peak, &c), MGI_CKM_OPTIMAL);
     ck_assert_double_eq_tol(c, 0, 1e-9);
-    /* the memory constraints bite: a little less memory costs flops */
-    ck_assert_int_eq(solve(d, 0.9 * none.eval.peak, &c), MGI_CKM_OPTIMAL);
-    ck_assert_double_gt(c, 0);
+    /* the memory constraints bite: a little less memory costs flops (on
+     * the chain: the skip DAG's solve there takes GLPK 6 s, and the
+     * budget policy's test below makes it recompute anyway) */
+    if (_i == 0) {
+        ck_assert_int_eq(solve(d, 0.9 * none.eval.peak, &c), MGI_CKM_OPTIMAL);
+        ck_assert_double_gt(c, 0);
+    }
     /* and less than the largest single output fits nothing */
     double biggest = 0;
     for (int i = 0; i < d->n; i++)
@@ -153,7 +159,7 @@ START_TEST(test_lower_bound_of_budget_policy) {
     mg_checkpoints cn = {.policy = MG_CKPT_NONE};
     ck_assert_msg(plan(_i, &cn, &none) == MG_OK, "%s", mgi_ckm_last_error());
     int compared = 0, recomputing = 0;
-    for (int k = 3; k <= 10; k++) {
+    for (int k = 3; k <= 10; k++) { /* budgets of 0.3 to 1.0 */
         planned bp;
         mg_checkpoints cb = {.policy = MG_CKPT_BUDGET,
                              .budget_bytes = none.sum.predicted_peak * k / 10};
