@@ -1,11 +1,37 @@
-# glpk.cmake - mg-milp-ref (bench/milp/milp_ref.c, issue 17): a MILP
-# reference for MG_CKPT_BUDGET solved with GLPK (Debian libglpk-dev, which
-# ships no pkg-config file or CMake config: found by header and library).
-# Optional: without GLPK the tool and its test are not built, and CMake
-# says so.
+# glpk.cmake - the MILP references for MG_CKPT_BUDGET (issue 17), solved
+# with GLPK (Debian libglpk-dev, which ships no pkg-config file or CMake
+# config: found by header and library): mg-milp-ref (bench/milp/milp_ref.c,
+# a knapsack with planner feedback) and mg-checkmate (bench/milp/
+# checkmate.c, Checkmate's exact MILP, whose GLPK code in
+# bench/milp/checkmate_milp.c is compiled once into a static library that
+# the tool and tests/test_checkmate.c share). Optional: without GLPK the
+# tools and their tests are not built, and CMake says so.
 find_path(GLPK_INCLUDE_DIR glpk.h)
 find_library(GLPK_LIBRARY glpk)
+if(GLPK_INCLUDE_DIR AND GLPK_LIBRARY AND (MG_BUILD_BENCH OR MG_BUILD_TESTS))
+  add_library(mg_checkmate_milp STATIC
+              "${PROJECT_SOURCE_DIR}/bench/milp/checkmate_milp.c")
+  mg_target_settings(mg_checkmate_milp)
+  target_include_directories(mg_checkmate_milp
+    PUBLIC "${PROJECT_SOURCE_DIR}/bench/milp" PRIVATE "${GLPK_INCLUDE_DIR}")
+  target_link_libraries(mg_checkmate_milp PUBLIC memgrad::memgrad
+                        "${GLPK_LIBRARY}" m)
+endif()
+if(GLPK_INCLUDE_DIR AND GLPK_LIBRARY AND MG_BUILD_TESTS)
+  # Checkmate's MILP against the budget policy on a tiny chain and DAG.
+  add_executable(test_checkmate "${PROJECT_SOURCE_DIR}/tests/test_checkmate.c")
+  mg_target_settings(test_checkmate)
+  target_include_directories(test_checkmate PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(test_checkmate PRIVATE mg_checkmate_milp
+                        mg_test_support ${MG_TEST_LIB} PkgConfig::CHECK m)
+  add_test(NAME test_checkmate COMMAND test_checkmate)
+  set_tests_properties(test_checkmate PROPERTIES
+                       ENVIRONMENT "CK_DEFAULT_TIMEOUT=120")
+endif()
 if(GLPK_INCLUDE_DIR AND GLPK_LIBRARY AND MG_BUILD_BENCH)
+  add_executable(mg-checkmate "${PROJECT_SOURCE_DIR}/bench/milp/checkmate.c")
+  mg_target_settings(mg-checkmate)
+  target_link_libraries(mg-checkmate PRIVATE mg_checkmate_milp m)
   add_executable(mg-milp-ref "${PROJECT_SOURCE_DIR}/bench/milp/milp_ref.c")
   mg_target_settings(mg-milp-ref)
   target_include_directories(mg-milp-ref PRIVATE "${GLPK_INCLUDE_DIR}")
@@ -18,6 +44,6 @@ if(GLPK_INCLUDE_DIR AND GLPK_LIBRARY AND MG_BUILD_BENCH)
              COMMAND mg-milp-ref --fractions 0.6,0.7,0.8,0.9,1.0 --check)
   endif()
 else()
-  message(STATUS "GLPK not found: mg-milp-ref (issue 17's MILP reference) "
-                 "is not built")
+  message(STATUS "GLPK not found: mg-milp-ref and mg-checkmate (issue 17's "
+                 "MILP references) and test_checkmate are not built")
 endif()

@@ -1,0 +1,293 @@
+/*
+ * checkmate.c - mg-checkmate: the gap between MG_CKPT_BUDGET and the exact
+ * optimum on small training graphs (issue 17), the optimum being
+ * Checkmate's rematerialization MILP (Jain et al., MLSys 2020) solved with
+ * GLPK (bench/milp/checkmate_milp.c).
+ *
+ * For each model (training graphs of at most about 40 ops) and each budget
+ * fraction f: MG_CKPT_BUDGET plans the training step at f times policy
+ * none's predicted pool peak; its plan is mapped onto the training DAG
+ * (recomputed copies onto their forward sources, in the plan's order),
+ * and its peak P is measured in the memory model of checkmate_milp.h
+ * (size-classed bytes of live outputs plus the workspace of the op being
+ * evaluated: the simulation behind memgrad's predicted peak). The MILP is then
+ * solved over the same DAG, in the same topological order, at exactly P:
+ * memgrad's schedule is one of its feasible points, so its optimum is a
+ * lower bound on what any schedule of that order recomputes within P.
+ * Reported: memgrad's recomputed flops (from mg_plan_summarize), the
+ * MILP's optimum (or, past the time limit, its best schedule and best
+ * bound), and the gap, as fractions of one forward pass.
+ *
+ *   usage: mg-checkmate [--model chain|mlp|resnet|unet|transformer|all]
+ *   (all: every model but the transformer)
+ *                       [--fractions F,F,...] [--time-limit SECONDS]
+ *                       [--recompute-backward]
+ *
+ * Exits 1 if a MILP schedule fails to decode into a valid schedule within
+ * its budget, or if the MILP's bound exceeds memgrad's recomputation at
+ * memgrad's own peak (a bug in one or the other); 2 on errors.
+ */
+#include "checkmate_milp.h"
+
+#include "memgrad.h"
+#include "memgrad_models.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const model_names[] = {"chain", "mlp", "resnet", "unet",
+                                          "transformer"};
+
+/* The tool's models: the chain, the MLP and the ResNet are training graphs
+ * of 28 to 40 ops; the smallest U-Net these builders make has 79 and the
+ * smallest transformer 107, past what GLPK proves optimal in a minute:
+ * "all" takes the U-Net (for its bounds) but not the transformer, which
+ * runs only by name. */
+static mg_status net_build(const char *name, const mg_checkpoints *c,
+                           mgi_ckm_net *net) {
+    if (!strcmp(name, "chain"))
+        return mgi_ckm_net_chain(5, (const int[]){32, 128, 32, 256, 64, 16},
+                                 16, c, net);
+    mg_model *m = NULL;
+    if (!strcmp(name, "mlp"))
+        m = mg_model_mlp(3, 64, 32, 64, 10, 0.0, MG_F32, 1);
+    else if (!strcmp(name, "resnet"))
+        m = mg_model_resnet(1, 4, 2, 8, 10, MG_F32, 1);
+    else if (!strcmp(name, "unet"))
+        m = mg_model_unet(1, 4, 2, 8, MG_F32, 1);
+    else if (!strcmp(name, "transformer"))
+        m = mg_model_transformer(1, 16, 2, 8, 16, 32, 0.0, 1, MG_F32, 1);
+    else {
+        fprintf(stderr, "mg-checkmate: no model '%s'\n", name);
+        return MG_ERR_INVALID_ARG;
+    }
+    return mgi_ckm_net_model(m, c, net);
+}
+
+typedef struct planned {
+    mgi_ckm_net net;
+    mg_plan *plan;
+    mg_binding binds[2 * MGI_CKM_MAX_PARAMS + 4];
+    int n_binds;
+    mg_plan_summary sum;
+    mgi_ckm_dag dag;
+    unsigned char *R; /* the plan's schedule in stage form */
+    mgi_ckm_eval eval; /* ... measured in the memory model */
+    double order_peak; /* the plan's own order, same model */
+} planned;
+
+static void planned_free(planned *p) {
+    mgi_ckm_dag_free(&p->dag);
+    free(p->R);
+    mg_plan_free(p->plan);
+    mgi_ckm_net_free(&p->net);
+    memset(p, 0, sizeof *p);
+}
+
+/* Build, plan and map one training step under c. MG_ERR_NOMEM from the
+ * budget policy (no plan fits) is returned as is, without a message. */
+static mg_status planned_make(const char *name, const mg_checkpoints *c,
+                              planned *p) {
+    memset(p, 0, sizeof *p);
+    mg_status s = net_build(name, c, &p->net);
+    if (s == MG_OK)
+        s = mgi_ckm_net_plan(&p->net, &p->plan, p->binds, &p->n_binds);
+    if (s == MG_OK) {
+        s = mg_plan_summarize(p->plan, p->binds, p->n_binds, &p->sum);
+        if (s != MG_OK)
+            fprintf(stderr, "mg-checkmate: mg_plan_summarize: %s\n",
+                    mg_last_error());
+    }
+    if (s == MG_OK)
+        s = mgi_ckm_dag_from_plan(p->net.g, p->plan, p->binds, p->n_binds,
+                                  &p->dag, &p->R, &p->order_peak);
+    if (s == MG_OK) s = mgi_ckm_evaluate(&p->dag, p->R, false, &p->eval);
+    if (s != MG_OK) planned_free(p);
+    return s;
+}
+
+/* Solve at budget and check what comes back; returns 0, 1 (a check
+ * failed) or 2 (an error). */
+static int solve_checked(const mgi_ckm_dag *d, double budget,
+                         const mgi_ckm_options *o, mgi_ckm_result *r) {
+    if (mgi_ckm_solve(d, budget, o, r) != MG_OK) {
+        fprintf(stderr, "mg-checkmate: %s\n", mgi_ckm_last_error());
+        return 2;
+    }
+    if (!r->R) return 0;
+    mgi_ckm_eval e;
+    if (mgi_ckm_evaluate(d, r->R, o->recompute_backward, &e) != MG_OK ||
+        mgi_ckm_check_held(d, r->R, r->S) != MG_OK) {
+        printf("# CHECK FAILED: the MILP's schedule is invalid: %s\n",
+               mgi_ckm_last_error());
+        return 1;
+    }
+    if (e.peak > budget * (1 + 1e-9) ||
+        fabs(e.recompute_flops - r->recompute_flops) >
+            1e-9 * (1 + r->recompute_flops)) {
+        printf("# CHECK FAILED: the MILP's schedule peaks at %.0f bytes "
+               "(budget %.0f) and recomputes %.0f flops (MILP says %.0f)\n",
+               e.peak, budget, e.recompute_flops, r->recompute_flops);
+        return 1;
+    }
+    return 0;
+}
+
+static int run_model(const char *name, const double *fr, int n_fr,
+                     const mgi_ckm_options *o) {
+    planned none;
+    mg_checkpoints cn = {.policy = MG_CKPT_NONE};
+    if (planned_make(name, &cn, &none) != MG_OK) {
+        fprintf(stderr, "mg-checkmate: %s: %s\n", name, mgi_ckm_last_error());
+        return 2;
+    }
+    const mgi_ckm_dag *d = &none.dag;
+    int n_bw = 0;
+    for (int i = 0; i < d->n; i++) n_bw += d->backward[i];
+    const double fw = d->forward_flops > 0 ? d->forward_flops : 1;
+    mgi_ckm_result r0;
+    int rc = solve_checked(d, none.eval.peak, o, &r0);
+    printf("# %s: %d ops (%d forward, %d backward), forward %.0f flops; "
+           "policy none: pool peak %zu, model peak %.0f; MILP at that peak: "
+           "%s, recompute %.4f, %d rows, %d columns (%d binary), %.2f s\n",
+           name, d->n, d->n - n_bw, n_bw, d->forward_flops,
+           none.sum.predicted_peak, none.eval.peak,
+           rc == 2 ? "error" : mgi_ckm_outcome_name(r0.outcome),
+           r0.recompute_flops / fw, r0.n_rows, r0.n_cols, r0.n_binaries,
+           r0.seconds);
+    fflush(stdout);
+    free(r0.R);
+    free(r0.S);
+    const size_t none_peak = none.sum.predicted_peak;
+    const int n_ops = d->n;
+    for (int k = 0; rc < 2 && k < n_fr; k++) {
+        const size_t budget = (size_t)(fr[k] * (double)none_peak);
+        mg_checkpoints cb = {.policy = MG_CKPT_BUDGET, .budget_bytes = budget};
+        planned bp;
+        mg_status s = planned_make(name, &cb, &bp);
+        printf("%s,%d,%.2f,%zu,", name, n_ops, fr[k], budget);
+        if (s == MG_ERR_NOMEM) {
+            printf(",,,,,,,,,budget policy infeasible\n");
+            continue;
+        }
+        if (s != MG_OK) {
+            printf("\n");
+            fprintf(stderr, "mg-checkmate: %s at %zu: %s\n", name, budget,
+                    mgi_ckm_last_error());
+            rc = 2;
+            break;
+        }
+        const double mg = bp.sum.recompute_flops;
+        if (bp.dag.n != n_ops ||
+            fabs(bp.eval.recompute_flops - mg) > 1e-9 * (1 + mg))
+            printf("# note: the budget plan's DAG has %d ops (none's %d) and "
+                   "its stage schedule recomputes %.0f flops (summary %.0f)\n",
+                   bp.dag.n, n_ops, bp.eval.recompute_flops, mg);
+        if (bp.order_peak != bp.eval.peak)
+            printf("# note: the budget plan peaks at %.0f bytes in its own "
+                   "order, %.0f in stage order; the MILP gets the latter\n",
+                   bp.order_peak, bp.eval.peak);
+        mgi_ckm_result r;
+        int c = solve_checked(&bp.dag, bp.eval.peak, o, &r);
+        if (c > rc) rc = c;
+        printf("%zu,%.0f,%.4f,", bp.sum.predicted_peak, bp.eval.peak, mg / fw);
+        if (c == 2) {
+            printf("error,,,,,\n");
+        } else {
+            const bool sol = r.outcome == MGI_CKM_OPTIMAL ||
+                             r.outcome == MGI_CKM_FEASIBLE;
+            printf("%s,", mgi_ckm_outcome_name(r.outcome));
+            if (sol) printf("%.4f,", r.recompute_flops / fw);
+            else printf(",");
+            printf("%.4f,", r.bound_flops / fw);
+            if (sol) {
+                const double gap = bp.eval.recompute_flops - r.recompute_flops;
+                printf("%.4f,", gap / fw);
+                if (bp.eval.recompute_flops > 0)
+                    printf("%.3f,", gap / bp.eval.recompute_flops);
+                else printf(",");
+            } else {
+                printf(",,");
+            }
+            printf("%.2f\n", r.seconds);
+            /* memgrad's schedule is feasible at its own peak: no bound
+             * may exceed what it recomputes */
+            if (r.outcome == MGI_CKM_INFEASIBLE ||
+                r.bound_flops > bp.eval.recompute_flops * (1 + 1e-9) + 1e-6) {
+                printf("# CHECK FAILED: the MILP says %s with bound %.0f flops "
+                       "where memgrad's schedule recomputes %.0f\n",
+                       mgi_ckm_outcome_name(r.outcome), r.bound_flops,
+                       bp.eval.recompute_flops);
+                if (rc < 1) rc = 1;
+            }
+        }
+        fflush(stdout);
+        free(r.R);
+        free(r.S);
+        planned_free(&bp);
+    }
+    planned_free(&none);
+    return rc;
+}
+
+static void usage(void) {
+    fprintf(stderr, "usage: mg-checkmate [--model chain|mlp|resnet|unet|"
+                    "transformer|all] [--fractions F,F,...] "
+                    "[--time-limit SECONDS] [--recompute-backward]\n");
+}
+
+int main(int argc, char **argv) {
+    const char *model = "all";
+    char fr_s[256] = "0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0";
+    mgi_ckm_options o = {.time_limit_s = 60};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
+        else if (!strcmp(argv[i], "--fractions") && i + 1 < argc &&
+                 strlen(argv[i + 1]) < sizeof fr_s)
+            strcpy(fr_s, argv[++i]);
+        else if (!strcmp(argv[i], "--time-limit") && i + 1 < argc) {
+            char *end;
+            o.time_limit_s = strtod(argv[++i], &end);
+            if (*end || !(o.time_limit_s > 0)) {
+                usage();
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--recompute-backward"))
+            o.recompute_backward = true;
+        else {
+            usage();
+            return 2;
+        }
+    }
+    double fr[32];
+    int n_fr = 0;
+    for (char *save = NULL, *tok = strtok_r(fr_s, ",", &save); tok && n_fr < 32;
+         tok = strtok_r(NULL, ",", &save)) {
+        char *end;
+        fr[n_fr] = strtod(tok, &end);
+        if (*end || !(fr[n_fr] > 0)) {
+            fprintf(stderr, "mg-checkmate: bad fraction '%s'\n", tok);
+            return 2;
+        }
+        n_fr++;
+    }
+    printf("model,n_ops,budget_fraction,budget_bytes,mg_pool_peak,"
+           "model_peak,mg_recompute,milp_status,milp_recompute,milp_bound,"
+           "gap,gap_rel,solve_s\n");
+    int rc = 0, found = 0;
+    for (int i = 0; i < 5; i++) {
+        if (strcmp(model, "all") ? strcmp(model, model_names[i])
+                                 : !strcmp(model_names[i], "transformer"))
+            continue;
+        found++;
+        int r = run_model(model_names[i], fr, n_fr, &o);
+        if (r > rc) rc = r;
+    }
+    if (!found) {
+        usage();
+        return 2;
+    }
+    return rc;
+}

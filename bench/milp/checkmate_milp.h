@@ -1,0 +1,171 @@
+/*
+ * checkmate_milp.h - an exact reference for MG_CKPT_BUDGET on small
+ * training graphs (issue 17): Checkmate's rematerialization MILP (Jain et
+ * al., MLSys 2020) over memgrad's training DAG, solved with GLPK, and the
+ * memory model both memgrad's plans and the MILP's schedules are measured
+ * in. Shared by mg-checkmate (bench/milp/checkmate.c) and its ctest
+ * (tests/test_checkmate.c); public memgrad API only.
+ *
+ * The DAG. A compiled training plan's steps, in the plan's order, with
+ * every recomputed copy mapped to its forward source (followed through
+ * copies of copies): the non-recompute steps are the DAG's ops v_0..v_{n-1}
+ * in that order, which is topological. Each op has a cost (its flops, the
+ * cost model mg_plan_summarize and mg_plan_timeline use), a size (the
+ * bytes of its output in mg_pool_size_class units; 0 for an output bound
+ * to caller memory: the loss and the gradients, as memgrad's pool counts
+ * them), a workspace (the scratch its kernel borrows, size-class rounded,
+ * as mg_plan_timeline reports it), and its computed inputs. Leaves (inputs, parameters, targets, constants) are caller memory
+ * or constant: no op, not counted.
+ *
+ * The memory model. A schedule is a sequence of op evaluations; an
+ * evaluation's output is live from that evaluation until the last
+ * evaluation that reads it (the latest evaluation of an op is the one its
+ * readers read), or its own evaluation when nothing reads it. At each
+ * evaluation the bytes in use are the live outputs' (its own allocated,
+ * nothing freed yet) plus its workspace; the peak is their maximum. This
+ * is the simulation behind memgrad's mg_plan_predicted_peak, so a plan's
+ * peak in its own order is its predicted pool peak.
+ *
+ * Schedules in Checkmate's stage form: R[t*n+i] = 1 when stage t
+ * evaluates v_i (i <= t, R[t*n+t] = 1); a stage evaluates its ops in index
+ * order. A memgrad plan maps onto this form: each recompute step belongs to
+ * the stage of the next non-recompute step.
+ */
+#ifndef MG_BENCH_CHECKMATE_MILP_H
+#define MG_BENCH_CHECKMATE_MILP_H
+
+#include "memgrad.h"
+#include "memgrad_models.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The message of the last failure of an mgi_ckm_ function (a memgrad
+ * call's mg_last_error() included). */
+const char *mgi_ckm_last_error(void);
+
+typedef struct mgi_ckm_dag {
+    int n;             /* ops v_0 .. v_{n-1}, topological */
+    double *cost;      /* flops of each op */
+    double *mem;       /* bytes of each op's output, 0 if caller memory */
+    double *work;      /* workspace bytes of each op */
+    bool *backward;    /* added by mg_gradients (never recomputed) */
+    int *in_start;     /* distinct computed inputs of v_j: */
+    int *in;           /*   in[in_start[j] .. in_start[j+1]-1], all < j */
+    mg_tensor *tensor; /* v_j's tensor in the graph of the plan */
+    double forward_flops; /* sum of the forward ops' cost */
+} mgi_ckm_dag;
+
+void mgi_ckm_dag_free(mgi_ckm_dag *d); /* NULL and zeroed dags accepted */
+
+/*
+ * The DAG of a compiled plan p of graph g (binds as mg_plan_summarize:
+ * bound outputs take no memory). On success *d is filled; R, when not NULL,
+ * receives p's own schedule in stage form (n*n bytes, caller frees), and
+ * order_peak, when not NULL, the peak of p's steps in their own order
+ * under the memory model. Fails with MG_ERR_INVALID_ARG when a recompute
+ * step cannot be placed in a stage (none follows it, or its op is already
+ * evaluated in that stage).
+ */
+mg_status mgi_ckm_dag_from_plan(const mg_graph *g, const mg_plan *p,
+                                const mg_binding *binds, int n_binds,
+                                mgi_ckm_dag *d, unsigned char **R,
+                                double *order_peak);
+
+/* What a stage-form schedule costs and needs. */
+typedef struct mgi_ckm_eval {
+    double recompute_flops; /* sum of the off-diagonal R's costs */
+    double peak;            /* bytes, under the memory model */
+    int n_recompute;        /* off-diagonal evaluations */
+} mgi_ckm_eval;
+
+/*
+ * Check that R (n*n) is a valid stage-form schedule of d: lower triangular,
+ * R[t,t] = 1, no backward op evaluated outside its own stage (unless
+ * recompute_backward), and every evaluation's inputs evaluated before it;
+ * then measure it. Fails with MG_ERR_INVALID_ARG naming the first
+ * violation.
+ */
+mg_status mgi_ckm_evaluate(const mgi_ckm_dag *d, const unsigned char *R,
+                           bool recompute_backward, mgi_ckm_eval *out);
+
+/*
+ * Check the MILP's own account of a schedule: R as mgi_ckm_evaluate, and S
+ * (n*n, S[t*n+i] = 1: v_i's output is held from stage t-1 into stage t)
+ * strictly lower triangular, S[0,*] = 0, S[t+1,i] <= S[t,i] + R[t,i], and
+ * every input i of an evaluation of v_j in stage t evaluated earlier in
+ * that stage (R[t,i], i < j) or held into it (S[t,i]). Fails with
+ * MG_ERR_INVALID_ARG naming the first violation.
+ */
+mg_status mgi_ckm_check_held(const mgi_ckm_dag *d, const unsigned char *R,
+                             const unsigned char *S);
+
+typedef enum mgi_ckm_outcome {
+    MGI_CKM_OPTIMAL = 0,    /* proven optimal */
+    MGI_CKM_FEASIBLE = 1,   /* time limit: best schedule found, and a bound */
+    MGI_CKM_INFEASIBLE = 2, /* proven: no schedule fits the budget */
+    MGI_CKM_NO_SOLUTION = 3 /* time limit before any schedule: bound only */
+} mgi_ckm_outcome;
+
+const char *mgi_ckm_outcome_name(mgi_ckm_outcome o);
+
+typedef struct mgi_ckm_options {
+    double time_limit_s; /* GLPK's tm_lim; <= 0: none */
+    /* Allow recomputing backward ops (memgrad's rewriter never does; off
+     * is the fair comparison). */
+    bool recompute_backward;
+} mgi_ckm_options;
+
+typedef struct mgi_ckm_result {
+    mgi_ckm_outcome outcome;
+    double recompute_flops; /* the schedule's (OPTIMAL, FEASIBLE) */
+    double bound_flops;     /* a proven lower bound on the optimum */
+    double seconds;         /* wall time of glp_intopt */
+    double milp_peak;       /* max U of the solution, bytes */
+    int n_rows, n_cols, n_binaries;
+    unsigned char *R, *S; /* n*n each (OPTIMAL, FEASIBLE); caller frees */
+} mgi_ckm_result;
+
+/*
+ * Build Checkmate's MILP for d at `budget` bytes and solve it with
+ * glp_intopt (presolve on). GLPK prints nothing, and its fatal errors come
+ * back as MG_ERR_INTERNAL (glp_error_hook) instead of aborting. On MG_OK
+ * *r holds the outcome; free r->R and r->S.
+ */
+mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
+                        const mgi_ckm_options *o, mgi_ckm_result *r);
+
+/* ---- small training graphs for the tool and the test */
+
+#define MGI_CKM_MAX_PARAMS 128
+
+typedef struct mgi_ckm_net {
+    mg_graph *g;      /* owned, unless model is set */
+    mg_model *model;  /* when built by a memgrad_models.h builder: owned */
+    mg_tensor loss;
+    mg_tensor leaves[MGI_CKM_MAX_PARAMS + 2]; /* inputs, targets, params */
+    int n_leaves;
+    mg_tensor grads[MGI_CKM_MAX_PARAMS];
+    int n_grads;
+} mgi_ckm_net;
+
+/* x [batch, widths[0]] -> (matmul w_l -> tanh)^layers -> mse against a
+ * target [batch, widths[layers]], with gradients of the weights under c
+ * (NULL: plain backprop). layers in 1..16. */
+mg_status mgi_ckm_net_chain(int layers, const int *widths, int batch,
+                            const mg_checkpoints *c, mgi_ckm_net *net);
+
+/* Take m (a memgrad_models.h model; owned by net from then on, freed with
+ * it, also on failure) and differentiate it under c. */
+mg_status mgi_ckm_net_model(mg_model *m, const mg_checkpoints *c,
+                            mgi_ckm_net *net);
+
+/* Compile net's loss and gradients, all bound to caller memory (as the
+ * budget policy counts them), and fill binds (net->n_leaves + 1 +
+ * net->n_grads entries, pointing at one dummy buffer: nothing runs). */
+mg_status mgi_ckm_net_plan(const mgi_ckm_net *net, mg_plan **p,
+                           mg_binding *binds, int *n_binds);
+
+void mgi_ckm_net_free(mgi_ckm_net *net);
+
+#endif

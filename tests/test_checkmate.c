@@ -1,0 +1,201 @@
+/*
+ * test_checkmate.c - Checkmate's MILP (bench/milp/checkmate_milp.c, the
+ * exact reference of mg-checkmate) against MG_CKPT_BUDGET on a tiny chain
+ * and a tiny DAG with a skip connection: at policy none's peak the MILP
+ * recomputes nothing; a little below it (on the chain) it must recompute,
+ * and below every schedule's need it is infeasible; at the budget policy's own peak (in
+ * the MILP's memory model) the MILP's optimum never exceeds what the
+ * budget policy recomputes (memgrad's schedule is a feasible point, so a
+ * violation is a bug in one or the other); and every MILP solution decodes
+ * into a valid schedule within its budget, every evaluation's inputs
+ * evaluated before it or held, which a corrupted schedule is not.
+ */
+#include "helpers.h"
+
+#include "checkmate_milp.h"
+
+/* x -> a1 = tanh(x w0) -> a2 -> a3 -> a4 (a_k = tanh(a_{k-1} w_{k-1}))
+ * -> tanh((a1 + a4) w4) -> mse: a skip connection around three layers.
+ * (Smaller variants leave the budget policy no budget below none's peak;
+ * GLPK's time on this one is about 6 s, most of the test.) */
+static mg_status skip_net(const mg_checkpoints *c, mgi_ckm_net *net) {
+    memset(net, 0, sizeof *net);
+    mg_graph *g = net->g = mg_graph_new();
+    if (!g) return MG_ERR_NOMEM;
+    mg_tensor x = mg_input(g, "x", MG_F32, 2, S(8, 16));
+    mg_tensor y = mg_input(g, "target", MG_F32, 2, S(8, 4));
+    const int64_t in[5] = {16, 64, 48, 96, 64}, out[5] = {64, 48, 96, 64, 4};
+    mg_tensor w[5];
+    net->leaves[net->n_leaves++] = x;
+    net->leaves[net->n_leaves++] = y;
+    for (int i = 0; i < 5; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "w%d", i);
+        w[i] = mg_param(g, name, MG_F32, 2, S(in[i], out[i]));
+        net->leaves[net->n_leaves++] = w[i];
+    }
+    mg_tensor a1 = mg_tanh(g, mg_matmul(g, x, w[0], 0, 0)), h = a1;
+    for (int i = 1; i < 4; i++) h = mg_tanh(g, mg_matmul(g, h, w[i], 0, 0));
+    h = mg_tanh(g, mg_matmul(g, mg_add(g, a1, h), w[4], 0, 0));
+    net->loss = mg_mse(g, h, y);
+    if (net->loss == MG_NO_TENSOR) return mg_last_status();
+    net->n_grads = 5;
+    return mg_gradients(g, &net->loss, 1, NULL, w, 5, c, net->grads);
+}
+
+static mg_status build(int which, const mg_checkpoints *c, mgi_ckm_net *net) {
+    if (which == 0)
+        return mgi_ckm_net_chain(4, (const int[]){16, 64, 16, 96, 8}, 8, c,
+                                 net);
+    return skip_net(c, net);
+}
+
+typedef struct planned {
+    mgi_ckm_net net;
+    mg_plan *plan;
+    mg_binding binds[2 * MGI_CKM_MAX_PARAMS + 4];
+    int n_binds;
+    mg_plan_summary sum;
+    mgi_ckm_dag dag;
+    unsigned char *R;
+    mgi_ckm_eval eval;
+} planned;
+
+static void planned_free(planned *p) {
+    mgi_ckm_dag_free(&p->dag);
+    free(p->R);
+    mg_plan_free(p->plan);
+    mgi_ckm_net_free(&p->net);
+}
+
+/* MG_ERR_NOMEM: the budget policy found nothing that fits. */
+static mg_status plan(int which, const mg_checkpoints *c, planned *p) {
+    memset(p, 0, sizeof *p);
+    mg_status s = build(which, c, &p->net);
+    if (s == MG_OK)
+        s = mgi_ckm_net_plan(&p->net, &p->plan, p->binds, &p->n_binds);
+    if (s == MG_OK) s = mg_plan_summarize(p->plan, p->binds, p->n_binds, &p->sum);
+    if (s == MG_OK) {
+        double order_peak;
+        s = mgi_ckm_dag_from_plan(p->net.g, p->plan, p->binds, p->n_binds,
+                                  &p->dag, &p->R, &order_peak);
+    }
+    if (s == MG_OK) s = mgi_ckm_evaluate(&p->dag, p->R, false, &p->eval);
+    return s;
+}
+
+/* Solve at budget; a solution must be a valid schedule within budget. */
+static mgi_ckm_outcome solve(const mgi_ckm_dag *d, double budget,
+                             double *recompute) {
+    mgi_ckm_options o = {.time_limit_s = 60};
+    mgi_ckm_result r;
+    ck_assert_msg(mgi_ckm_solve(d, budget, &o, &r) == MG_OK, "%s",
+                  mgi_ckm_last_error());
+    ck_assert_msg(r.outcome == MGI_CKM_OPTIMAL || r.outcome == MGI_CKM_INFEASIBLE,
+                  "tiny MILP not solved to a proof: %s",
+                  mgi_ckm_outcome_name(r.outcome));
+    if (r.outcome == MGI_CKM_OPTIMAL) {
+        mgi_ckm_eval e;
+        ck_assert_msg(mgi_ckm_evaluate(d, r.R, false, &e) == MG_OK, "%s",
+                      mgi_ckm_last_error());
+        ck_assert_msg(mgi_ckm_check_held(d, r.R, r.S) == MG_OK, "%s",
+                      mgi_ckm_last_error());
+        ck_assert_msg(e.peak <= budget * (1 + 1e-9), "decoded peak %.0f > "
+                      "budget %.0f", e.peak, budget);
+        ck_assert_msg(e.peak <= r.milp_peak * (1 + 1e-6) + 1e-6,
+                      "decoded peak %.0f above the MILP's own %.0f", e.peak,
+                      r.milp_peak);
+        ck_assert_double_eq_tol(e.recompute_flops, r.recompute_flops, 1e-6);
+        ck_assert_double_eq_tol(r.bound_flops, r.recompute_flops, 1e-6);
+        *recompute = r.recompute_flops;
+        /* the validator rejects the schedule without its held outputs */
+        const int n = d->n;
+        bool any_held = false;
+        for (size_t q = 0; q < (size_t)n * (size_t)n; q++)
+            if (r.S[q]) {
+                r.S[q] = 0;
+                any_held = true;
+                ck_assert_msg(mgi_ckm_check_held(d, r.R, r.S) != MG_OK,
+                              "a schedule missing a held output passed");
+                r.S[q] = 1;
+                break;
+            }
+        ck_assert(any_held || n < 2);
+    }
+    free(r.R);
+    free(r.S);
+    return r.outcome;
+}
+
+START_TEST(test_none_peak_costs_nothing) {
+    planned none;
+    mg_checkpoints cn = {.policy = MG_CKPT_NONE};
+    ck_assert_msg(plan(_i, &cn, &none) == MG_OK, "%s", mgi_ckm_last_error());
+    const mgi_ckm_dag *d = &none.dag;
+    ck_assert_int_le(d->n, 40);
+    ck_assert_int_eq(none.eval.n_recompute, 0);
+    /* plain backprop's own schedule is what the model measures */
+    double c = -1;
+    ck_assert_int_eq(solve(d, none.eval.peak, &c), MGI_CKM_OPTIMAL);
+    ck_assert_double_eq_tol(c, 0, 1e-9);
+    /* the memory constraints bite: a little less memory costs flops (on
+     * the chain: the skip DAG's solve there takes GLPK 6 s, and the
+     * budget policy's test below makes it recompute anyway) */
+    if (_i == 0) {
+        ck_assert_int_eq(solve(d, 0.9 * none.eval.peak, &c), MGI_CKM_OPTIMAL);
+        ck_assert_double_gt(c, 0);
+    }
+    /* and less than the largest single output fits nothing */
+    double biggest = 0;
+    for (int i = 0; i < d->n; i++)
+        if (d->mem[i] > biggest) biggest = d->mem[i];
+    ck_assert_int_eq(solve(d, 0.5 * biggest, &c), MGI_CKM_INFEASIBLE);
+    planned_free(&none);
+}
+END_TEST
+
+START_TEST(test_lower_bound_of_budget_policy) {
+    planned none;
+    mg_checkpoints cn = {.policy = MG_CKPT_NONE};
+    ck_assert_msg(plan(_i, &cn, &none) == MG_OK, "%s", mgi_ckm_last_error());
+    int compared = 0, recomputing = 0;
+    for (int k = 3; k <= 10; k++) { /* budgets of 0.3 to 1.0 */
+        planned bp;
+        mg_checkpoints cb = {.policy = MG_CKPT_BUDGET,
+                             .budget_bytes = none.sum.predicted_peak * k / 10};
+        mg_status s = plan(_i, &cb, &bp);
+        if (s == MG_ERR_NOMEM) {
+            planned_free(&bp);
+            continue;
+        }
+        ck_assert_msg(s == MG_OK, "%s", mgi_ckm_last_error());
+        ck_assert_int_eq(bp.dag.n, none.dag.n);
+        /* the stage form recomputes what the plan summary says */
+        ck_assert_double_eq_tol(bp.eval.recompute_flops, bp.sum.recompute_flops,
+                                1e-6 * (1 + bp.sum.recompute_flops));
+        double c = -1;
+        ck_assert_int_eq(solve(&bp.dag, bp.eval.peak, &c), MGI_CKM_OPTIMAL);
+        ck_assert_msg(c <= bp.eval.recompute_flops * (1 + 1e-9) + 1e-6,
+                      "budget %zu: the MILP's optimum %.0f exceeds the budget "
+                      "policy's %.0f at its own peak %.0f", cb.budget_bytes, c,
+                      bp.eval.recompute_flops, bp.eval.peak);
+        compared++;
+        recomputing += bp.eval.recompute_flops > 0;
+        planned_free(&bp);
+    }
+    ck_assert_int_ge(compared, 2);
+    ck_assert_int_ge(recomputing, 1);
+    planned_free(&none);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("checkmate");
+    TCase *tc = tcase_create("milp");
+    tcase_set_timeout(tc, 120);
+    /* _i: 0 the chain, 1 the skip-connection DAG */
+    tcase_add_loop_test(tc, test_none_peak_costs_nothing, 0, 2);
+    tcase_add_loop_test(tc, test_lower_bound_of_budget_policy, 0, 2);
+    suite_add_tcase(s, tc);
+    return th_run_suite(s);
+}
