@@ -5,7 +5,9 @@
  * snapshots (state 0's included), through both the homogeneous and the
  * general table; on short heterogeneous chains no schedule found by
  * exhaustive search over Revolve's actions does better; the rewriter's
- * schedules stay within their slots and cost what replaying them costs.
+ * schedules stay within their slots and cost what replaying them costs,
+ * with per-step tapes too (each step's reversal then fits beside the
+ * snapshots held), and tapes of 0 change nothing.
  */
 #include "helpers.h"
 
@@ -31,7 +33,7 @@ static double dp_steps(int l, int s, bool general) {
     int32_t *w = malloc((size_t)(l + 1) * sizeof *w);
     for (int i = 0; i < l; i++) f[i] = 1;
     for (int i = 0; i <= l; i++) w[i] = 1;
-    mg_chain_dp c = {l, f, w, s - 1};
+    mg_chain_dp c = {l, f, w, s - 1, NULL};
     double steps = -1;
     ck_assert_msg(mgi_chain_revolve(&c, general, &steps) == MG_OK, "%s",
                   mg_last_error());
@@ -105,8 +107,10 @@ static double replay(const mg_chain_dp *c, const mg_chain_sched *q) {
                 base = a;
                 break;
             }
-        ck_assert_msg(used <= c->slots, "step %d: %d slots of %d", i, used,
-                      c->slots);
+        const int tape = c->tape ? c->tape[i - 1] : 0;
+        ck_assert_msg(used + tape <= c->slots,
+                      "step %d: %d slots and a tape of %d, of %d", i, used,
+                      tape, c->slots);
         cost += P[i] - P[base];
         free(valid);
         valid = now;
@@ -127,9 +131,16 @@ START_TEST(test_schedule_replay) {
         int32_t *w = malloc((size_t)(l + 1) * sizeof *w);
         for (int i = 0; i < l; i++) f[i] = 1 + (double)(th_rng_next(&r) % 9);
         for (int i = 0; i <= l; i++) w[i] = 1 + (int32_t)(th_rng_next(&r) % 3);
-        double prev = INFINITY;
+        int32_t *tape = malloc((size_t)l * sizeof *tape);
+        int32_t *zero = calloc((size_t)l, sizeof *zero);
+        int32_t max_tape = 0;
+        for (int i = 0; i < l; i++) {
+            tape[i] = (int32_t)(th_rng_next(&r) % 5);
+            if (tape[i] > max_tape) max_tape = tape[i];
+        }
+        double prev = INFINITY, prev_t = INFINITY;
         for (int slots = 0; slots <= 12; slots++) {
-            mg_chain_dp c = {l, f, w, slots};
+            mg_chain_dp c = {l, f, w, slots, NULL};
             mg_chain_sched q;
             ck_assert(mgi_chain_schedule(&c, &q) == MG_OK);
             double got = replay(&c, &q);
@@ -137,10 +148,36 @@ START_TEST(test_schedule_replay) {
                           l, slots, got, q.cost);
             ck_assert(q.cost <= prev);
             prev = q.cost;
+            /* tapes of 0 are no tapes */
+            mg_chain_dp z = {l, f, w, slots, zero};
+            mg_chain_sched qz;
+            ck_assert(mgi_chain_schedule(&z, &qz) == MG_OK);
+            ck_assert(qz.cost == q.cost);
+            ck_assert(!memcmp(qz.kept, q.kept, (size_t)(l + 1) * sizeof *q.kept));
+            mgi_chain_sched_free(&qz);
+            mgi_chain_sched_free(&q);
+            if (slots < max_tape) {
+                mg_chain_dp bad = {l, f, w, slots, tape};
+                ck_assert_int_eq(mgi_chain_schedule(&bad, &q), MG_ERR_INVALID_ARG);
+                continue;
+            }
+            /* tapes: within the slots, as replayed; never cheaper than
+             * without them; more slots never cost more */
+            mg_chain_dp t = {l, f, w, slots, tape};
+            ck_assert(mgi_chain_schedule(&t, &q) == MG_OK);
+            got = replay(&t, &q);
+            ck_assert_msg(got == q.cost,
+                          "l %d slots %d tapes: replay %.0f, DP %.0f", l,
+                          slots, got, q.cost);
+            ck_assert(q.cost >= prev);
+            ck_assert(q.cost <= prev_t);
+            prev_t = q.cost;
             mgi_chain_sched_free(&q);
         }
         free(f);
         free(w);
+        free(tape);
+        free(zero);
     }
 }
 END_TEST
@@ -218,7 +255,7 @@ START_TEST(test_dp_vs_brute_force) {
         for (int i = 0; i < l; i++) f[i] = 1 + (double)(th_rng_next(&r) % 9);
         for (int i = 0; i <= l; i++) w[i] = 1 + (int32_t)(th_rng_next(&r) % 3);
         for (int slots = 0; slots <= 5; slots++) {
-            mg_chain_dp c = {l, f, w, slots};
+            mg_chain_dp c = {l, f, w, slots, NULL};
             double dp = -1;
             ck_assert(mgi_chain_revolve(&c, true, &dp) == MG_OK);
             double bf = brute_force(&c);
@@ -231,12 +268,12 @@ START_TEST(test_dp_vs_brute_force) {
 END_TEST
 
 START_TEST(test_bad_chain) {
-    mg_chain_dp c = {0, NULL, NULL, 1};
+    mg_chain_dp c = {0, NULL, NULL, 1, NULL};
     double st;
     ck_assert_int_eq(mgi_chain_revolve(&c, false, &st), MG_ERR_INVALID_ARG);
     double f[3] = {1, 1, 1};
     int32_t w[4] = {1, 0, 1, 1};
-    mg_chain_dp d = {3, f, w, 2};
+    mg_chain_dp d = {3, f, w, 2, NULL};
     mg_chain_sched q;
     ck_assert_int_eq(mgi_chain_schedule(&d, &q), MG_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "state 1"));

@@ -4,13 +4,19 @@
  * schedule it implies.
  *
  * States 0..l, step i (1..l) takes state i - 1 to state i at cost
- * f[i - 1]; a snapshot of state i takes w[i] slots. Reversing steps
- * a+1..b from a stored state a with s free slots costs, in Revolve's count
- * of forward steps (a step taped and reversed at once is not counted):
- *   rev(a, b, s) = 0                                           b = a + 1
- *                = min( sum_{a<i<b} F(a, i),      advance from a each time
+ * f[i - 1]; a snapshot of state i takes w[i] slots, and reversing step
+ * i takes tape[i - 1] slots of its own (0 without tapes: Revolve's
+ * model). Reversing steps a+1..b from a stored state a with s free slots
+ * costs, in Revolve's count of forward steps (a step taped and reversed
+ * at once is not counted):
+ *   rev(a, b, s) = 0 if tape[a] <= s, else infinite            b = a + 1
+ *                = min( sum_{a<i<b} F(a, i)       advance from a each time,
+ *                         if every tape of a+1..b is <= s,
  *                       min_{a<m<b, w[m]<=s} F(a, m) + rev(m, b, s - w[m])
  *                                                  + rev(a, m, s) )
+ * Per-step tapes matter on real chains: a step whose reversal holds little
+ * (a classifier head) can run beside a snapshot that a wide step's
+ * reversal has no room for.
  * with F(a, i) the cost of steps a+1..i. On a homogeneous chain with s
  * slots free besides state 0's, rev(0, l, s) is Revolve's optimum
  * r*l - beta(s + 2, r - 1) (test_chain_dp). The general table is cubic in
@@ -48,6 +54,12 @@ static mg_status dp_check(const mg_chain_dp *c) {
                                 "mg_gradients: chain DP state %d takes %d "
                                 "slots; every state takes one at least",
                                 (int)i, (int)c->w[i]);
+    for (int32_t i = 0; c->tape && i < c->l; i++)
+        if (c->tape[i] < 0 || c->tape[i] > c->slots)
+            return mg_set_error(MG_ERR_INVALID_ARG,
+                                "mg_gradients: chain DP step %d's reversal "
+                                "takes %d slots of %d",
+                                (int)i + 1, (int)c->tape[i], (int)c->slots);
     return MG_OK;
 }
 
@@ -119,6 +131,7 @@ typedef struct tab_work {
      * bits, without the two passes over the splits per row. */
     double *adv;
     double *noslot;
+    int32_t *maxtape; /* per row, as noslot: the largest tape of a+1..b */
 } tab_work;
 
 static void tab_row(tab_work *w, int32_t lo, int32_t a, int32_t b) {
@@ -126,8 +139,12 @@ static void tab_row(tab_work *w, int32_t lo, int32_t a, int32_t b) {
     const int32_t S = t->S, l = t->l;
     const double noslot = w->noslot[a - lo];
     w->noslot[a - lo] = noslot + (t->P[b] - t->P[a]); /* for b + 1 */
+    const int32_t *tape = w->c->tape;
+    int32_t mt = w->maxtape[a - lo];
+    if (tape && tape[b - 1] > mt) mt = tape[b - 1];
+    w->maxtape[a - lo] = mt;
     double *best = t->rev + ix(t, a, b, 0);
-    for (int32_t s = 0; s <= S; s++) best[s] = noslot;
+    for (int32_t s = 0; s <= S; s++) best[s] = s >= mt ? noslot : INFINITY;
     if (b > a + 1)
         tab_min(best, w->adv + (size_t)(a - lo) * (size_t)(l + 1) + a + 1,
                 w->shifted + ix(t, b, a + 1, 0), t->rev + ix(t, a, a + 1, 0),
@@ -157,12 +174,15 @@ static mg_status tab_solve(const mg_chain_dp *c, dp_tab *t) {
     tab_work w = {.c = c, .t = t, .shifted = malloc(n * sizeof *w.shifted),
                   .adv = malloc((size_t)TAB_GROUP * (size_t)(l + 1) *
                                 sizeof *w.adv),
-                  .noslot = malloc(TAB_GROUP * sizeof *w.noslot)};
-    if (!t->P || !t->rev || !w.shifted || !w.adv || !w.noslot) {
+                  .noslot = malloc(TAB_GROUP * sizeof *w.noslot),
+                  .maxtape = malloc(TAB_GROUP * sizeof *w.maxtape)};
+    if (!t->P || !t->rev || !w.shifted || !w.adv || !w.noslot ||
+        !w.maxtape) {
         tab_free(t);
         free(w.shifted);
         free(w.adv);
         free(w.noslot);
+        free(w.maxtape);
         return dp_oom();
     }
     t->P[0] = 0;
@@ -173,6 +193,7 @@ static mg_status tab_solve(const mg_chain_dp *c, dp_tab *t) {
             double *adv = w.adv + (size_t)(a - lo) * (size_t)(l + 1);
             for (int32_t m = a + 1; m <= l; m++) adv[m] = t->P[m] - t->P[a];
             w.noslot[a - lo] = 0;
+            w.maxtape[a - lo] = 0;
         }
         for (int32_t b = lo + 1; b <= l; b++)
             for (int32_t a = hi < b - 1 ? hi : b - 1; a >= lo; a--)
@@ -181,6 +202,7 @@ static mg_status tab_solve(const mg_chain_dp *c, dp_tab *t) {
     free(w.shifted);
     free(w.adv);
     free(w.noslot);
+    free(w.maxtape);
     return MG_OK;
 }
 
@@ -208,6 +230,8 @@ static mg_status revolve_homogeneous(const mg_chain_dp *c, double *steps) {
 }
 
 static bool homogeneous(const mg_chain_dp *c) {
+    for (int32_t i = 0; c->tape && i < c->l; i++)
+        if (c->tape[i] != 0) return false;
     for (int32_t i = 1; i < c->l; i++)
         if (c->f[i] != c->f[0] || c->w[i] != c->w[1]) return false;
     return true;
@@ -257,8 +281,11 @@ static int32_t dp_arg(const dp_tab *t, const mg_chain_dp *c, int32_t a,
                       int32_t b, int32_t s) {
     const double want = t->rev[ix(t, a, b, s)];
     double noslot = 0;
+    int32_t mt = 0;
     for (int32_t i = a + 1; i < b; i++) noslot += t->P[i] - t->P[a];
-    if (noslot == want) return 0;
+    for (int32_t i = a + 1; c->tape && i <= b; i++)
+        if (c->tape[i - 1] > mt) mt = c->tape[i - 1];
+    if (s >= mt && noslot == want) return 0;
     for (int32_t m = a + 1; m < b; m++) {
         if (c->w[m] > s) continue;
         double v = t->P[m] - t->P[a] + t->rev[ix(t, m, b, s - c->w[m])] +
@@ -322,6 +349,8 @@ mg_status mgi_chain_schedule(const mg_chain_dp *c, mg_chain_sched *q) {
             T[(size_t)a * (S + 1) + s] = best;
             argT[(size_t)a * (S + 1) + s] = arg;
         }
+    /* dp_check bounds every tape by the slots, so advancing from state 0
+     * each time fits: T[S] is finite */
     if (st == MG_OK) {
         q->cost = T[S];
         /* the kept states, and between two of them rev's schedule */

@@ -158,6 +158,10 @@ typedef struct mg_chain_dp {
     const double *f;
     const int32_t *w;
     int32_t slots;
+    /* per step (l of them): the slots reversing it takes besides the
+     * snapshots held meanwhile; a step reverses only where that many are
+     * free. NULL: none. */
+    const int32_t *tape;
 } mg_chain_dp;
 
 /* Revolve's count: the fewest forward steps that reverse the chain from
