@@ -119,6 +119,7 @@ static mg_status call_grad_rule(mg_graph *g, mg_recompute *r, mg_tensor v,
                                 mg_tensor gy, const bool *need,
                                 mg_tensor *gin) {
     const bool kept = !r || r->keep[v];
+    const mg_tensor first_copy = g->n;
     const mg_tensor y = kept ? v : mgi_recompute_get(g, r, v);
     if (y == MG_NO_TENSOR) return builder_failed();
     /* A copy: the rule's builder calls may move g->nodes. */
@@ -127,7 +128,11 @@ static mg_status call_grad_rule(mg_graph *g, mg_recompute *r, mg_tensor v,
         node.in[k] = mgi_recompute_get(g, r, node.in[k]);
         if (node.in[k] == MG_NO_TENSOR) return builder_failed();
     }
-    return mgi_op_table[node.op].grad(g, &node, node.in, y, gy, need, gin);
+    const mg_tensor first_rule = g->n;
+    mg_status s = mgi_op_table[node.op].grad(g, &node, node.in, y, gy, need,
+                                             gin);
+    if (s == MG_OK) mgi_recompute_forget_unread(g, r, first_copy, first_rule);
+    return s;
 }
 
 /* Backpropagate over `order` (topological, ancestors of the ys) with

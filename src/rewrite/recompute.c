@@ -112,6 +112,38 @@ mg_status mgi_recompute_enter(mg_graph *g, mg_recompute *r, mg_tensor v) {
     return MG_OK;
 }
 
+void mgi_recompute_forget_unread(mg_graph *g, mg_recompute *r,
+                                 mg_tensor first_copy, mg_tensor first_rule) {
+    if (!r || !r->ml || first_rule <= first_copy) return;
+    /* r->stack (room for r->n entries; the copies of one rule are fewer)
+     * is free between mgi_recompute_get calls: 1 marks a copy read */
+    int32_t *read = r->stack;
+    const int32_t n_copies = first_rule - first_copy;
+    if (n_copies > r->n) return; /* not reached: one copy per tensor */
+    for (int32_t i = 0; i < n_copies; i++) read[i] = 0;
+    for (mg_tensor t = g->n - 1; t >= first_copy; t--) {
+        if (t < first_rule && !read[t - first_copy]) continue;
+        const mg_node *c = &g->nodes[t];
+        for (int k = 0; k < c->n_in; k++)
+            if (c->in[k] >= first_copy && c->in[k] < first_rule)
+                read[c->in[k] - first_copy] = 1;
+    }
+    bool forgot = false;
+    for (mg_tensor t = first_copy; t < first_rule; t++) {
+        const mg_node *c = &g->nodes[t];
+        if (read[t - first_copy] || !(c->flags & MG_NODE_RECOMPUTE)) continue;
+        if (c->orig >= 0 && c->orig < r->n && r->copy[c->orig] == t) {
+            r->copy[c->orig] = MG_NO_TENSOR;
+            forgot = true;
+        }
+    }
+    if (!forgot) return;
+    int32_t k = 0;
+    for (int32_t i = 0; i < r->n_made; i++)
+        if (r->copy[r->made[i]] != MG_NO_TENSOR) r->made[k++] = r->made[i];
+    r->n_made = k;
+}
+
 void mgi_ml_plan_free(mg_ml_plan *p) {
     if (!p) return;
     free(p->seg);

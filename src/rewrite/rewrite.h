@@ -150,6 +150,15 @@ mg_tensor mgi_recompute_get(mg_graph *g, mg_recompute *r, mg_tensor t);
  * does not keep valid and make its snapshots. MG_OK without a plan. */
 mg_status mgi_recompute_enter(mg_graph *g, mg_recompute *r, mg_tensor v);
 
+/* Under a multi-level plan, after one gradient rule: the copies made for
+ * it (ids first_copy .. first_rule - 1) that none of its ops (first_rule
+ * ..) reads, directly or through another copy, are forgotten, so a later
+ * reader makes its own in its own segment. A rule handed the copy of an
+ * output it never reads (an add's) would otherwise leave a chain of copies
+ * that the next segment's entry orphans and its reader then makes again. */
+void mgi_recompute_forget_unread(mg_graph *g, mg_recompute *r,
+                                 mg_tensor first_copy, mg_tensor first_rule);
+
 /* A chain for the dynamic program of Revolve and Rotor (chain_dp.c):
  * states 0..l, step i (1..l) takes state i - 1 to i at cost f[i - 1], a
  * snapshot of state i (1..l-1) takes w[i] >= 1 slots of `slots`. */
