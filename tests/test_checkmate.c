@@ -48,46 +48,16 @@ static mg_status build(int which, const mg_checkpoints *c, mgi_ckm_net *net) {
     if (which == 0)
         return mgi_ckm_net_chain(4, (const int[]){16, 64, 16, 96, 8}, 8, c,
                                  net);
-    if (which == 2) { /* mg-checkmate's MLP (28 ops) */
-        mg_model *m = mg_model_mlp(3, 64, 32, 64, 10, 0.0, MG_F32, 1);
-        if (!m) return mg_last_status();
-        return mgi_ckm_net_model(m, c, net);
-    }
+    if (which == 2) /* mg-checkmate's MLP (28 ops) */
+        return mgi_ckm_net_model(mg_model_mlp(3, 64, 32, 64, 10, 0.0, MG_F32, 1),
+                                 c, net);
     return skip_net(c, net);
 }
 
-typedef struct planned {
-    mgi_ckm_net net;
-    mg_plan *plan;
-    mg_binding binds[2 * MGI_CKM_MAX_PARAMS + 4];
-    int n_binds;
-    mg_plan_summary sum;
-    mgi_ckm_dag dag;
-    unsigned char *R;
-    mgi_ckm_eval eval;
-} planned;
-
-static void planned_free(planned *p) {
-    mgi_ckm_dag_free(&p->dag);
-    free(p->R);
-    mg_plan_free(p->plan);
-    mgi_ckm_net_free(&p->net);
-}
-
 /* MG_ERR_NOMEM: the budget policy found nothing that fits. */
-static mg_status plan(int which, const mg_checkpoints *c, planned *p) {
+static mg_status plan(int which, const mg_checkpoints *c, mgi_ckm_planned *p) {
     memset(p, 0, sizeof *p);
-    mg_status s = build(which, c, &p->net);
-    if (s == MG_OK)
-        s = mgi_ckm_net_plan(&p->net, &p->plan, p->binds, &p->n_binds);
-    if (s == MG_OK) s = mg_plan_summarize(p->plan, p->binds, p->n_binds, &p->sum);
-    if (s == MG_OK) {
-        double order_peak;
-        s = mgi_ckm_dag_from_plan(p->net.g, p->plan, p->binds, p->n_binds,
-                                  &p->dag, &p->R, &order_peak);
-    }
-    if (s == MG_OK) s = mgi_ckm_evaluate(&p->dag, p->R, false, &p->eval);
-    return s;
+    return mgi_ckm_planned_finish(build(which, c, &p->net), p);
 }
 
 /* Solve at budget; a solution must be a valid schedule within budget. */
@@ -134,7 +104,7 @@ static mgi_ckm_outcome solve(const mgi_ckm_dag *d, double budget,
 }
 
 START_TEST(test_none_peak_costs_nothing) {
-    planned none;
+    mgi_ckm_planned none;
     mg_checkpoints cn = {.policy = MG_CKPT_NONE};
     ck_assert_msg(plan(_i, &cn, &none) == MG_OK, "%s", mgi_ckm_last_error());
     const mgi_ckm_dag *d = &none.dag;
@@ -156,22 +126,22 @@ START_TEST(test_none_peak_costs_nothing) {
     for (int i = 0; i < d->n; i++)
         if (d->mem[i] > biggest) biggest = d->mem[i];
     ck_assert_int_eq(solve(d, 0.5 * biggest, &c), MGI_CKM_INFEASIBLE);
-    planned_free(&none);
+    mgi_ckm_planned_free(&none);
 }
 END_TEST
 
 START_TEST(test_lower_bound_of_budget_policy) {
-    planned none;
+    mgi_ckm_planned none;
     mg_checkpoints cn = {.policy = MG_CKPT_NONE};
     ck_assert_msg(plan(_i, &cn, &none) == MG_OK, "%s", mgi_ckm_last_error());
     int compared = 0, recomputing = 0;
     for (int k = 3; k <= 10; k++) { /* budgets of 0.3 to 1.0 */
-        planned bp;
+        mgi_ckm_planned bp;
         mg_checkpoints cb = {.policy = MG_CKPT_BUDGET,
                              .budget_bytes = none.sum.predicted_peak * k / 10};
         mg_status s = plan(_i, &cb, &bp);
         if (s == MG_ERR_NOMEM) {
-            planned_free(&bp);
+            mgi_ckm_planned_free(&bp);
             continue;
         }
         ck_assert_msg(s == MG_OK, "%s", mgi_ckm_last_error());
@@ -187,11 +157,11 @@ START_TEST(test_lower_bound_of_budget_policy) {
                       bp.eval.recompute_flops, bp.eval.peak);
         compared++;
         recomputing += bp.eval.recompute_flops > 0;
-        planned_free(&bp);
+        mgi_ckm_planned_free(&bp);
     }
     ck_assert_int_ge(compared, 2);
     ck_assert_int_ge(recomputing, 1);
-    planned_free(&none);
+    mgi_ckm_planned_free(&none);
 }
 END_TEST
 
@@ -201,7 +171,7 @@ END_TEST
  * bytes, and 1.3x while a rule's unread copies (an add's output) were
  * orphaned on entering the next segment and made again there. */
 START_TEST(test_mlp_smallest_budget_optimal) {
-    planned none, bp;
+    mgi_ckm_planned none, bp;
     mg_checkpoints cn = {.policy = MG_CKPT_NONE};
     ck_assert_msg(plan(2, &cn, &none) == MG_OK, "%s", mgi_ckm_last_error());
     mg_checkpoints cb = {.policy = MG_CKPT_BUDGET,
@@ -213,8 +183,8 @@ START_TEST(test_mlp_smallest_budget_optimal) {
     ck_assert_msg(bp.eval.recompute_flops <= c * (1 + 1e-9) + 1e-6,
                   "budget policy %.0f recomputed flops, optimum %.0f",
                   bp.eval.recompute_flops, c);
-    planned_free(&bp);
-    planned_free(&none);
+    mgi_ckm_planned_free(&bp);
+    mgi_ckm_planned_free(&none);
 }
 END_TEST
 

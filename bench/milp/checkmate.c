@@ -66,46 +66,12 @@ static mg_status net_build(const char *name, const mg_checkpoints *c,
     return mgi_ckm_net_model(m, c, net);
 }
 
-typedef struct planned {
-    mgi_ckm_net net;
-    mg_plan *plan;
-    mg_binding binds[2 * MGI_CKM_MAX_PARAMS + 4];
-    int n_binds;
-    mg_plan_summary sum;
-    mgi_ckm_dag dag;
-    unsigned char *R; /* the plan's schedule in stage form */
-    mgi_ckm_eval eval; /* ... measured in the memory model */
-    double order_peak; /* the plan's own order, same model */
-} planned;
-
-static void planned_free(planned *p) {
-    mgi_ckm_dag_free(&p->dag);
-    free(p->R);
-    mg_plan_free(p->plan);
-    mgi_ckm_net_free(&p->net);
-    memset(p, 0, sizeof *p);
-}
-
 /* Build, plan and map one training step under c. MG_ERR_NOMEM from the
- * budget policy (no plan fits) is returned as is, without a message. */
+ * budget policy (no plan fits) is returned as is. */
 static mg_status planned_make(const char *name, const mg_checkpoints *c,
-                              planned *p) {
+                              mgi_ckm_planned *p) {
     memset(p, 0, sizeof *p);
-    mg_status s = net_build(name, c, &p->net);
-    if (s == MG_OK)
-        s = mgi_ckm_net_plan(&p->net, &p->plan, p->binds, &p->n_binds);
-    if (s == MG_OK) {
-        s = mg_plan_summarize(p->plan, p->binds, p->n_binds, &p->sum);
-        if (s != MG_OK)
-            fprintf(stderr, "mg-checkmate: mg_plan_summarize: %s\n",
-                    mg_last_error());
-    }
-    if (s == MG_OK)
-        s = mgi_ckm_dag_from_plan(p->net.g, p->plan, p->binds, p->n_binds,
-                                  &p->dag, &p->R, &p->order_peak);
-    if (s == MG_OK) s = mgi_ckm_evaluate(&p->dag, p->R, false, &p->eval);
-    if (s != MG_OK) planned_free(p);
-    return s;
+    return mgi_ckm_planned_finish(net_build(name, c, &p->net), p);
 }
 
 /* Solve at budget and check what comes back; returns 0, 1 (a check
@@ -137,7 +103,7 @@ static int solve_checked(const mgi_ckm_dag *d, double budget,
 
 static int run_model(const char *name, const double *fr, int n_fr,
                      const mgi_ckm_options *o) {
-    planned none;
+    mgi_ckm_planned none;
     mg_checkpoints cn = {.policy = MG_CKPT_NONE};
     if (planned_make(name, &cn, &none) != MG_OK) {
         fprintf(stderr, "mg-checkmate: %s: %s\n", name, mgi_ckm_last_error());
@@ -165,7 +131,7 @@ static int run_model(const char *name, const double *fr, int n_fr,
     for (int k = 0; rc < 2 && k < n_fr; k++) {
         const size_t budget = (size_t)(fr[k] * (double)none_peak);
         mg_checkpoints cb = {.policy = MG_CKPT_BUDGET, .budget_bytes = budget};
-        planned bp;
+        mgi_ckm_planned bp;
         mg_status s = planned_make(name, &cb, &bp);
         printf("%s,%d,%.2f,%zu,", name, n_ops, fr[k], budget);
         if (s == MG_ERR_NOMEM) {
@@ -226,9 +192,9 @@ static int run_model(const char *name, const double *fr, int n_fr,
         fflush(stdout);
         free(r.R);
         free(r.S);
-        planned_free(&bp);
+        mgi_ckm_planned_free(&bp);
     }
-    planned_free(&none);
+    mgi_ckm_planned_free(&none);
     return rc;
 }
 

@@ -766,6 +766,29 @@ mg_status mgi_ckm_net_model(mg_model *m, const mg_checkpoints *c,
     return MG_OK;
 }
 
+void mgi_ckm_planned_free(mgi_ckm_planned *p) {
+    mgi_ckm_dag_free(&p->dag);
+    free(p->R);
+    mg_plan_free(p->plan);
+    mgi_ckm_net_free(&p->net);
+    memset(p, 0, sizeof *p);
+}
+
+mg_status mgi_ckm_planned_finish(mg_status built, mgi_ckm_planned *p) {
+    mg_status s = built;
+    if (s == MG_OK)
+        s = mgi_ckm_net_plan(&p->net, &p->plan, p->binds, &p->n_binds);
+    if (s == MG_OK &&
+        (s = mg_plan_summarize(p->plan, p->binds, p->n_binds, &p->sum)) != MG_OK)
+        s = ckm_mg(s, "mg_plan_summarize");
+    if (s == MG_OK)
+        s = mgi_ckm_dag_from_plan(p->net.g, p->plan, p->binds, p->n_binds,
+                                  &p->dag, &p->R, &p->order_peak);
+    if (s == MG_OK) s = mgi_ckm_evaluate(&p->dag, p->R, false, &p->eval);
+    if (s != MG_OK) mgi_ckm_planned_free(p);
+    return s;
+}
+
 mg_status mgi_ckm_net_plan(const mgi_ckm_net *net, mg_plan **p,
                            mg_binding *binds, int *n_binds) {
     /* nothing runs: every binding points at the same dummy buffer */

@@ -168,4 +168,26 @@ mg_status mgi_ckm_net_plan(const mgi_ckm_net *net, mg_plan **p,
 
 void mgi_ckm_net_free(mgi_ckm_net *net);
 
+/* One training step's plan on its DAG, for the tool and the test alike:
+ * the net compiled (mgi_ckm_net_plan), summarised, mapped
+ * (mgi_ckm_dag_from_plan) and measured (mgi_ckm_evaluate). */
+typedef struct mgi_ckm_planned {
+    mgi_ckm_net net;
+    mg_plan *plan;
+    mg_binding binds[2 * MGI_CKM_MAX_PARAMS + 4];
+    int n_binds;
+    mg_plan_summary sum;
+    mgi_ckm_dag dag;
+    unsigned char *R;   /* the plan's schedule in stage form */
+    mgi_ckm_eval eval;  /* ... measured in the memory model */
+    double order_peak;  /* the plan's own order, same model */
+} mgi_ckm_planned;
+
+/* p->net as built by one of the builders above (its status in built): the
+ * rest of p. A builder's status other than MG_OK is returned as it is (the
+ * budget policy's MG_ERR_NOMEM: no plan fits). On failure p is freed and
+ * zeroed. */
+mg_status mgi_ckm_planned_finish(mg_status built, mgi_ckm_planned *p);
+void mgi_ckm_planned_free(mgi_ckm_planned *p); /* zeroed ones accepted */
+
 #endif
