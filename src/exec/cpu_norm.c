@@ -15,8 +15,8 @@
  * x - mean is exact, so an output near 0 (a ReLU's kink after a batchnorm
  * with beta 0) keeps its sign and relative precision instead of the half
  * ulp of |mean| that rounding the mean to float costs: that half ulp sent
- * one U-Net activation of true value 2.7e-7 to exactly 0 and moved a whole
- * channel's gradient by 1%.
+ * one U-Net activation a few 1e-7 above zero to exactly 0, and the ReLU
+ * after it moved a whole channel's gradient (docs/onnx.md).
  *
  * With xhat = (x - mean) * rstd and h = gy * gamma, the gradients are
  *   dx     = rstd * (h - mean(h) - xhat * mean(h * xhat))   per group
