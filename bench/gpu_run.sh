@@ -1,148 +1,234 @@
 #!/usr/bin/env bash
-# bench/gpu_run.sh - everything issue 5 still needs from a machine with an
-# NVIDIA GPU (H100/H200, sm_90, CUDA 12.x/13), in one command:
+# bench/gpu_run.sh - all of the GPU work of issue 24 in one call, for a
+# machine with an NVIDIA GPU (H100/H200, sm_90) that may lack memgrad's
+# Debian libraries (then .gpu-debs/, made by ../shared/gpu/fetch-debs.sh,
+# is unpacked first: ../shared/gpu/README.md).
 #
-#   bash bench/gpu_run.sh            # from anywhere; needs cmake, nvcc, the
-#                                    # library's deps (scripts/install-deps.sh)
+#   bash bench/gpu_run.sh OUTDIR                  # everything
+#   bash bench/gpu_run.sh OUTDIR --only a,b,...   # only these steps
 #
-# It builds a Release tree with the CUDA backend, runs the whole ctest suite,
-# runs tests/test_cuda verbosely (every op forward and backward against the
-# CPU, checkpointed == plain gradients bit for bit, pool peak == prediction,
-# 1000 steps without growth, clean out-of-memory and bad-label errors), then
-# mg-bench depth --device cuda (mlp to depth 1024, resnet to 128) and
-# the PyTorch comparison on the GPU (compare_torch.py --device cuda); with
-# 2+ GPUs and NCCL, test_dist_nccl under mpirun -np 2. Logs go to bench/results/gpu-<date>/ with nvidia-smi's
-# output; commit that folder. Exit status: 0 only if the build, ctest and
-# test_cuda all passed on a real device.
+# Steps, in order: test_cuda (each of its test cases in a process of its
+# own, so that a fault in one cannot hide the rest), memcheck (test_cuda's
+# every-op case under compute-sanitizer, only when that case failed or is
+# asked for), bench (mg-bench depth --device cuda: mlp to depth 1024, resnet
+# to 128 blocks, the transformer), torch (compare_torch.py --device cuda on
+# the mlp and the resnet), python (the Python package's tests with a CUDA
+# device), ctest (the whole suite), nccl (test_dist_nccl, needs 2 GPUs).
+# The build always runs. The summary's last line names the steps that
+# failed, as the argument of --only that reruns just those.
+#
+# OUTDIR gets at most 8 files: run.log (everything, the machine's
+# nvidia-smi included), test_cuda.log, depth-cuda.csv, torch-cuda.csv,
+# torch-cuda.txt, python.log, ctest.log, summary.txt. Copy what should be
+# kept into bench/results/gpu-<date>/ and commit it.
+#
+# A deadline (MG_GPU_DEADLINE_S, default 540 s from the start) skips the
+# steps that would start too late, and says so. Exit status 0 only when
+# every step that ran passed and test_cuda ran on a real device.
 #
 # env: MG_BUILD_DIR (default build-gpu), CUDAARCHS (default 90),
-#      MG_GPU_SANITIZE=1 also runs test_cuda under compute-sanitizer,
 #      PYTHON (default python3: one whose torch has CUDA),
 #      MG_GPU_MLP_BATCH/WIDTH (2048/512), MG_GPU_RESNET_BATCH/WIDTH (256/16).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
-
-stamp=$(date +%Y%m%d-%H%M%S)
-out="bench/results/gpu-$stamp"
-build=${MG_BUILD_DIR:-build-gpu}
-arch=${CUDAARCHS:-90}
-jobs=$(nproc 2>/dev/null || echo 4)
-mkdir -p "$out"
+t0=$(date +%s)
+out=${1:?usage: gpu_run.sh OUTDIR [--only step,step,...]}
+only=all
+[ "${2:-}" = --only ] && only=${3:?--only needs a list of steps}
+mkdir -p "$out" && out=$(cd "$out" && pwd)
 exec > >(tee -a "$out/run.log") 2>&1
 
-status=0
-step() { echo; echo "== $*"; }
-fail() { echo "FAIL: $*"; status=1; }
+build=${MG_BUILD_DIR:-build-gpu}
+arch=${CUDAARCHS:-90}
+deadline=${MG_GPU_DEADLINE_S:-540}
+jobs=$(nproc 2>/dev/null || echo 4)
+py=${PYTHON:-python3}
+failed=()
+summary=()
+
+step() { echo; echo "== $* ($(($(date +%s) - t0)) s)"; }
+wanted() { [ "$only" = all ] || [[ ",$only," == *",$1,"* ]]; }
+fail() {
+    echo "FAIL: $1: $2"
+    summary+=("FAIL $1: $2")
+    [[ " ${failed[*]} " == *" $1 "* ]] || failed+=("$1")
+}
+note() { summary+=("$*"); }
+# room NAME SECONDS: true when NAME is wanted and can finish by the deadline
+room() {
+    wanted "$1" || return 1
+    local left=$((deadline - ($(date +%s) - t0)))
+    if [ "$left" -lt "$2" ]; then
+        note "SKIPPED $1: ${left} s left before the deadline, it needs ~$2 s"
+        failed+=("$1")
+        return 1
+    fi
+}
 
 step "machine"
 date -u +%Y-%m-%dT%H:%M:%SZ
 uname -a
 git rev-parse HEAD 2>/dev/null && git status --short | head -20
-nvidia-smi | tee "$out/nvidia-smi.txt" || fail "nvidia-smi failed: no driver or no GPU"
-nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap \
-    --format=csv | tee "$out/gpu.csv"
-nvcc --version | tee "$out/nvcc.txt" || fail "nvcc not found"
+nvidia-smi || fail machine "nvidia-smi failed: no driver or no GPU"
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
+nvcc --version | tail -2
 
-step "configure and build ($build, CUDA architectures $arch)"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMG_WITH_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES="$arch" 2>&1 | tee "$out/configure.log"
-grep -q "memgrad: CUDA backend ON" "$out/configure.log" ||
-    fail "CMake did not enable the CUDA backend (see configure.log)"
-if ! cmake --build "$build" -j"$jobs" > "$out/build.log" 2>&1; then
-    tail -50 "$out/build.log"
-    fail "build failed (see build.log)"
+if ! pkg-config --exists igraph check 2>/dev/null && [ -f .gpu-debs/unpack.sh ]; then
+    step "Debian libraries from .gpu-debs/"
+    # shellcheck disable=SC1091
+    source .gpu-debs/unpack.sh /tmp/mg-sysroot
+fi
+
+step "configure and build ($build, CUDA architectures $arch, $jobs jobs)"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMG_WITH_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="$arch" -DMG_WERROR=OFF > /tmp/mg-configure.log 2>&1 ||
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMG_WITH_CUDA=ON \
+        -DCMAKE_CUDA_ARCHITECTURES="$arch" -DMG_WERROR=OFF > /tmp/mg-configure.log 2>&1
+grep -E "memgrad:|Could NOT|Error|not found" /tmp/mg-configure.log
+if ! grep -q "memgrad: CUDA backend ON" /tmp/mg-configure.log; then
+    tail -30 /tmp/mg-configure.log
+    fail build "CMake did not enable the CUDA backend"
+fi
+# Only what the chosen steps run, unless ctest is among them.
+targets=()
+wanted ctest || targets=(--target test_cuda mg-bench)
+if ! cmake --build "$build" -j"$jobs" "${targets[@]}" > /tmp/mg-build.log 2>&1; then
+    grep -E "error|Error" /tmp/mg-build.log | head -40
+    tail -20 /tmp/mg-build.log
+    fail build "the build failed"
+    printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
     exit 1
 fi
-
-step "ctest (every test, the GPU one included)"
-ctest --test-dir "$build" --output-on-failure -j"$jobs" 2>&1 |
-    tee "$out/ctest.log"
-[ "${PIPESTATUS[0]}" -eq 0 ] || fail "ctest failed"
-
-step "test_cuda, verbose"
-CK_VERBOSITY=verbose "$build/test_cuda" 2>&1 | tee "$out/test_cuda.log"
-[ "${PIPESTATUS[0]}" -eq 0 ] || fail "test_cuda failed"
-if grep -q "skipped: no CUDA device" "$out/test_cuda.log"; then
-    fail "test_cuda found no CUDA device: the GPU tests did not run"
+echo "built in $(($(date +%s) - t0)) s"
+# The Python package loads a shared libmemgrad; build it while the GPU
+# tests run, on cores that would otherwise wait.
+if wanted python; then
+    { cmake -S . -B "$build-py" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+          -DBUILD_SHARED_LIBS=ON -DMG_WITH_CUDA=ON -DMG_WERROR=OFF \
+          -DCMAKE_CUDA_ARCHITECTURES="$arch" -DMG_BUILD_TESTS=OFF \
+          -DMG_BUILD_EXAMPLES=OFF -DMG_BUILD_BENCH=OFF &&
+      nice cmake --build "$build-py" -j"$jobs" --target memgrad; } \
+        > /tmp/mg-build-py.log 2>&1 &
+    py_build_pid=$!
 fi
 
-# The NCCL transport of memgrad_dist (issue 16): 2 ranks, one GPU each.
-# On a machine with one GPU it can only skip (NCCL takes one GPU per rank):
-# that is reported, not failed.
-if [ -x "$build/test_dist_nccl" ]; then
-    step "test_dist_nccl (NCCL, mpirun -np 2, needs 2 GPUs)"
-    mpirun --allow-run-as-root --oversubscribe -np 2 "$build/test_dist_nccl" \
-        2>&1 | tee "$out/test_dist_nccl.log"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || fail "test_dist_nccl failed"
-    if grep -q "skipped:" "$out/test_dist_nccl.log"; then
-        echo "NOTE: test_dist_nccl did not run on GPUs (see its skipped: line)"
+cases="exec_new kernel_table every_op checkpointed steps_1000 out_of_memory max_bytes bad_label bad_label_i64"
+if room test_cuda 60; then
+    step "test_cuda, one process per case"
+    n_pass=0 bad=()
+    for c in $cases; do
+        echo "-- case $c" >> "$out/test_cuda.log"
+        CK_RUN_CASE=$c timeout 300 "$build/test_cuda" >> "$out/test_cuda.log" 2>&1
+        rc=$?
+        if [ "$rc" -eq 0 ]; then n_pass=$((n_pass + 1)); echo "case $c: passed"
+        else bad+=("$c"); echo "case $c: FAILED (exit $rc)"; fi
+    done
+    grep -E "^FAIL |:[EF]:" "$out/test_cuda.log" | head -60
+    if grep -q "skipped: no CUDA device" "$out/test_cuda.log"; then
+        fail test_cuda "no CUDA device: the GPU tests did not run"
+    elif [ "${#bad[@]}" -gt 0 ]; then
+        fail test_cuda "$n_pass cases passed, failed: ${bad[*]}"
+    else
+        note "test_cuda: all $n_pass cases passed on $gpu"
+    fi
+    [[ " ${bad[*]} " == *" every_op "* ]] && only_memcheck=1
+fi
+
+if { [ "${only_memcheck:-0}" = 1 ] || [[ ",$only," == *",memcheck,"* ]]; } &&
+   command -v compute-sanitizer > /dev/null; then
+    step "test_cuda every_op under compute-sanitizer memcheck"
+    CK_RUN_CASE=every_op timeout 120 compute-sanitizer --tool memcheck \
+        --print-limit 20 "$build/test_cuda" 2>&1 | grep -v "^ok " | tail -80
+fi
+
+if room bench 120; then
+    step "mg-bench depth --device cuda"
+    mb=${MG_GPU_MLP_BATCH:-2048} mw=${MG_GPU_MLP_WIDTH:-512}
+    rb=${MG_GPU_RESNET_BATCH:-256} rw=${MG_GPU_RESNET_WIDTH:-16}
+    csv="$out/depth-cuda.csv"
+    for spec in "mlp 8,64,256,1024 $mb $mw" "resnet 8,32,128 $rb $rw" \
+                "transformer 4,16 16 256"; do
+        set -- $spec
+        [ -f "$csv" ] && app=--append || app=
+        echo "-- $1 depths $2 batch $3 width $4"
+        timeout 240 "$build/mg-bench" depth --model "$1" --depths "$2" \
+            --batch "$3" --width "$4" --policy none,memory,speed \
+            --repeat 5 --device cuda --csv /tmp/mg-depth-$1.csv 2>&1 |
+            grep -v "^mg-bench: depth" | tail -30
+        rc=${PIPESTATUS[0]}
+        if [ ! -f /tmp/mg-depth-$1.csv ]; then :
+        elif [ -f "$csv" ]; then tail -n +2 /tmp/mg-depth-$1.csv >> "$csv"
+        else cp /tmp/mg-depth-$1.csv "$csv"; fi
+        [ "$rc" -eq 0 ] || fail bench "mg-bench depth --model $1 --device cuda exited $rc"
+    done
+    # peak_bytes (measured) against predicted_peak_bytes, every row
+    if [ -f "$csv" ] && ! awk -F, 'NR>1 && $6 != $7 {print "peak differs: " $0; bad=1}
+             END {exit bad ? 1 : 0}' "$csv"; then
+        fail bench "a measured pool peak differs from the plan's prediction"
+    fi
+    [ -f "$csv" ] && note "bench: $(($(wc -l < "$csv") - 1)) rows in depth-cuda.csv, measured peak == predicted on every row unless said above"
+fi
+
+if room torch 150; then
+    step "compare_torch.py --device cuda"
+    "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name())'
+    for spec in "mlp 64,256,1024 ${MG_GPU_MLP_BATCH:-2048} ${MG_GPU_MLP_WIDTH:-512}" \
+                "resnet 8,32,128 ${MG_GPU_RESNET_BATCH:-256} ${MG_GPU_RESNET_WIDTH:-16}"; do
+        set -- $spec
+        [ -f "$out/torch-cuda.csv" ] && app=--append || app=
+        timeout 300 "$py" bench/compare_torch.py --device cuda \
+            --mg-bench "$build/mg-bench" --model "$1" --depths "$2" \
+            --batch "$3" --width "$4" --repeat 5 $app \
+            --csv "$out/torch-cuda.csv" > /tmp/mg-torch-$1.txt 2> /tmp/mg-torch-$1.err
+        rc=$?
+        cat /tmp/mg-torch-$1.txt >> "$out/torch-cuda.txt"
+        cat /tmp/mg-torch-$1.txt; tail -15 /tmp/mg-torch-$1.err
+        [ "$rc" -eq 0 ] || fail torch "compare_torch.py --model $1 exited $rc"
+    done
+    if [ -f "$out/torch-cuda.csv" ]; then
+        note "torch: $(awk -F, 'NR>1 && $2 ~ /memgrad/ {printf "%s d%s %s time x%s act x%s; ", $1, $5, $2, $12, $14}' "$out/torch-cuda.csv")"
     fi
 fi
 
-if [ "${MG_GPU_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
-    step "test_cuda under compute-sanitizer (memcheck)"
-    compute-sanitizer --tool memcheck --leak-check full "$build/test_cuda" \
-        > "$out/test_cuda_memcheck.log" 2>&1 || fail "compute-sanitizer found errors"
-    tail -5 "$out/test_cuda_memcheck.log"
+if room python 60; then
+    step "python package on CUDA (pytest, MG_TEST_DEVICE=cuda)"
+    wait "${py_build_pid:-0}" 2>/dev/null
+    if [ -f "$build-py/libmemgrad.so" ]; then
+        MEMGRAD_LIBRARY=$PWD/$build-py/libmemgrad.so PYTHONPATH=$PWD/python \
+            MG_TEST_DEVICE=cuda timeout 300 "$py" -m pytest -q -rs \
+            -p no:cacheprovider python/tests > "$out/python.log" 2>&1 ||
+            fail python "pytest failed (python.log)"
+    else
+        cat /tmp/mg-build-py.log > "$out/python.log"
+        fail python "the shared libmemgrad did not build (python.log)"
+    fi
+    tail -15 "$out/python.log"
 fi
 
-step "mg-bench on the GPU"
-# mlp to depth 1024 and resnet to depth 128, batches larger than on the
-# CPU (bench/results/README.md) so that the GPU has work; every case must
-# fit --max-bytes (default: half of the GPU's memory) or is refused.
-MLP_GPU="--model mlp --depths 8,16,32,64,128,256,512,1024 --batch ${MG_GPU_MLP_BATCH:-2048} --width ${MG_GPU_MLP_WIDTH:-512}"
-RESNET_GPU="--model resnet --depths 4,8,16,32,64,128 --batch ${MG_GPU_RESNET_BATCH:-256} --width ${MG_GPU_RESNET_WIDTH:-16}"
-if [ -x "$build/mg-bench" ] && "$build/mg-bench" --help 2>&1 | grep -q -- "--device"; then
-    for m in mlp resnet; do
-        if [ "$m" = mlp ]; then args=$MLP_GPU; else args=$RESNET_GPU; fi
-        # shellcheck disable=SC2086
-        "$build/mg-bench" depth $args --policy none,memory,speed,collection \
-            --repeat 5 --device cuda --csv "$out/depth-$m-cuda.csv" \
-            > "$out/depth-$m-cuda.txt" 2> "$out/depth-$m-cuda.log"
-        rc=$?
-        cat "$out/depth-$m-cuda.txt"
-        [ "$rc" -eq 0 ] || { tail -20 "$out/depth-$m-cuda.log"; fail "mg-bench depth --model $m --device cuda failed"; }
-        grep "measured peak" "$out/depth-$m-cuda.log" &&
-            fail "mg-bench depth --model $m: a measured pool peak differs from the plan's prediction"
-    done
-    # The same mlp sweep on this machine's CPU, for the GPU/CPU ratio
-    # (shallower: the CPU is slower).
-    "$build/mg-bench" depth --model mlp --depths 8,64,256 --policy none,memory \
-        --repeat 3 --csv "$out/depth-mlp-cpu.csv" > "$out/depth-mlp-cpu.txt" \
-        2> "$out/depth-mlp-cpu.log" ||
-        echo "note: mg-bench on the CPU failed (see depth-mlp-cpu.log)"
-else
-    echo "not run: mg-bench has no --device option; rerun this script once" \
-         "it does" | tee "$out/depth-cuda.log"
+if room ctest 90; then
+    step "ctest, the whole suite"
+    ctest --test-dir "$build" -j"$jobs" --timeout 200 --output-on-failure \
+        > "$out/ctest.log" 2>&1 || fail ctest "$(grep -E 'tests passed|tests failed' "$out/ctest.log")"
+    grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|\*\*\*" "$out/ctest.log" | head -30
 fi
 
-step "PyTorch comparison on the GPU"
-py=${PYTHON:-python3}
-if grep -q -- "--device" bench/compare_torch.py 2>/dev/null &&
-   "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-    "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' |
-        tee "$out/torch.txt"
-    "$py" bench/compare_torch.py --device cuda --mg-bench "$build/mg-bench" \
-        --model mlp --depths 64,256,1024 --batch "${MG_GPU_MLP_BATCH:-2048}" \
-        --width "${MG_GPU_MLP_WIDTH:-512}" --repeat 5 \
-        --csv "$out/torch-cuda.csv" 2>&1 | tee "$out/torch-cuda-mlp.log"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || fail "compare_torch.py --device cuda --model mlp failed"
-    "$py" bench/compare_torch.py --device cuda --mg-bench "$build/mg-bench" \
-        --model resnet --depths 8,32,128 --batch "${MG_GPU_RESNET_BATCH:-256}" \
-        --width "${MG_GPU_RESNET_WIDTH:-16}" --repeat 5 --append \
-        --csv "$out/torch-cuda.csv" 2>&1 | tee "$out/torch-cuda-resnet.log"
-    [ "${PIPESTATUS[0]}" -eq 0 ] || fail "compare_torch.py --device cuda --model resnet failed"
-else
-    echo "not run: bench/compare_torch.py has no --device option or $py's" \
-         "torch has no CUDA here (set PYTHON= to a python with CUDA torch)" |
-        tee "$out/torch-cuda.log"
+if [ -x "$build/test_dist_nccl" ] && room nccl 30; then
+    step "test_dist_nccl, mpirun -np 2"
+    if command -v mpirun > /dev/null; then
+        timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 \
+            "$build/test_dist_nccl" 2>&1 | tail -20
+        [ "${PIPESTATUS[0]}" -eq 0 ] || fail nccl "test_dist_nccl failed"
+    else
+        note "nccl: not run, no mpirun on this machine"
+    fi
 fi
 
 step "summary"
-nvidia-smi --query-gpu=name --format=csv,noheader | head -1
-if [ "$status" -eq 0 ]; then
-    echo "gpu_run: all passed; logs in $out"
-else
-    echo "gpu_run: FAILURES; logs in $out"
-fi
-exit "$status"
+{
+    echo "gpu_run.sh on ${gpu:-no GPU}, $(git rev-parse --short HEAD 2>/dev/null), $(($(date +%s) - t0)) s"
+    printf '%s\n' "${summary[@]}"
+    if [ "${#failed[@]}" -eq 0 ]; then echo "gpu_run: all passed"
+    else echo "gpu_run: rerun with --only $(IFS=,; echo "${failed[*]}")"; fi
+} | tee "$out/summary.txt"
+[ "${#failed[@]}" -eq 0 ]

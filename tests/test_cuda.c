@@ -17,6 +17,8 @@
 
 #include "common/ir.h"
 
+#include <stdarg.h>
+
 #ifdef MG_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -163,9 +165,31 @@ static void finish(op_case *c, mg_tensor y) {
     }
 }
 
+/* Every case runs to the end even after one fails, so that a single run on
+ * a GPU names every op that disagrees: failures are counted and listed, and
+ * the test fails once at the end. */
+static int n_failed_cases;
+static char failed_cases[2048];
+
+static void case_failed(const op_case *c, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    printf("FAIL %s: %s\n", c->name, msg);
+    fflush(stdout);
+    if (n_failed_cases++ < 40) {
+        size_t at = strlen(failed_cases);
+        snprintf(failed_cases + at, sizeof failed_cases - at, "%s%s",
+                 at ? ", " : "", c->name);
+    }
+}
+
 /* Runs c on the CPU (host) or the GPU (device buffers); out[i] gets host
- * copies of the outputs. */
-static void run_case(op_case *c, int gpu, float **out) {
+ * copies of the outputs. Returns 0 when the run failed (and says why). */
+static int run_case(op_case *c, int gpu, float **out) {
+    int ok = 1;
     mg_plan *p = NULL;
     ck_assert_msg(mg_plan_compile(c->g, c->outs, c->n_outs, NULL, &p) == MG_OK,
                   "%s: %s", c->name, mg_last_error());
@@ -181,37 +205,40 @@ static void run_case(op_case *c, int gpu, float **out) {
     }
     for (int j = 0; j < c->n_outs; j++) {
         size_t n = mg_tensor_nbytes(c->g, c->outs[j]);
-        out[j] = malloc(n + 1);
+        out[j] = calloc(1, n + 1);
         void *o = out[j];
         if (gpu) CU_OK(cudaMalloc(&o, n + 1));
         dev[c->n_leaves + j] = o;
         b[c->n_leaves + j] = (mg_binding){c->outs[j], o};
     }
     mg_status s = mg_exec_run(ex, p, b, c->n_leaves + c->n_outs, 1234);
-    ck_assert_msg(s == MG_OK, "%s on %s: %s", c->name, gpu ? "cuda" : "cpu",
-                  mg_last_error());
+    if (s != MG_OK) {
+        case_failed(c, "run on %s: %s", gpu ? "cuda" : "cpu", mg_last_error());
+        ok = 0;
+    }
     if (gpu) {
-        for (int j = 0; j < c->n_outs; j++) {
-            CU_OK(cudaMemcpy(out[j], dev[c->n_leaves + j],
-                             mg_tensor_nbytes(c->g, c->outs[j]),
-                             cudaMemcpyDeviceToHost));
+        for (int j = 0; ok && j < c->n_outs; j++) {
+            cudaError_t e = cudaMemcpy(out[j], dev[c->n_leaves + j],
+                                       mg_tensor_nbytes(c->g, c->outs[j]),
+                                       cudaMemcpyDeviceToHost);
+            if (e != cudaSuccess) {
+                case_failed(c, "copy back: %s", cudaGetErrorString(e));
+                ok = 0;
+            }
         }
         for (int i = 0; i < c->n_leaves + c->n_outs; i++) cudaFree(dev[i]);
     }
     mg_exec_free(ex);
     mg_plan_free(p);
+    return ok;
 }
 
-static void check_case(op_case *c) {
-    float *cpu[MAX_OUTS], *gpu[MAX_OUTS];
-    run_case(c, 0, cpu);
-    run_case(c, 1, gpu);
+static void compare_outputs(op_case *c, float **cpu, float **gpu) {
     for (int j = 0; j < c->n_outs; j++) {
         int64_t n = mg_tensor_numel(c->g, c->outs[j]);
-        if (j == 0 && c->exact_forward)
-            ck_assert_msg(memcmp(cpu[j], gpu[j], (size_t)n * 4) == 0,
-                          "%s: forward differs from the CPU bit-wise",
-                          c->name);
+        if (j == 0 && c->exact_forward &&
+            memcmp(cpu[j], gpu[j], (size_t)n * 4) != 0)
+            case_failed(c, "forward differs from the CPU bit-wise");
         double num = 0, den = 0;
         for (int64_t i = 0; i < n; i++) {
             double d = (double)gpu[j][i] - (double)cpu[j][i];
@@ -219,9 +246,20 @@ static void check_case(op_case *c) {
             den += (double)cpu[j][i] * cpu[j][i];
         }
         double err = sqrt(num) / (den > 0 ? sqrt(den) : 1e-30);
-        ck_assert_msg(err <= 1e-5 || (den == 0 && num == 0),
-                      "%s: output %d (%s): normalised error %.3g vs the CPU",
-                      c->name, j, j ? "gradient" : "forward", err);
+        if (!(err <= 1e-5 || (den == 0 && num == 0)))
+            case_failed(c, "output %d (%s): normalised error %.3g vs the CPU",
+                        j, j ? "gradient" : "forward", err);
+        else if (getenv("MG_CUDA_TEST_VERBOSE"))
+            printf("ok %s output %d: %.3g\n", c->name, j, err);
+    }
+}
+
+static void check_case(op_case *c) {
+    float *cpu[MAX_OUTS], *gpu[MAX_OUTS];
+    int ok = run_case(c, 0, cpu);
+    ok = run_case(c, 1, gpu) && ok;
+    if (ok) compare_outputs(c, cpu, gpu);
+    for (int j = 0; j < c->n_outs; j++) {
         free(cpu[j]);
         free(gpu[j]);
     }
@@ -238,6 +276,8 @@ static const int64_t s34[] = {3, 4}, s4[] = {4}, s234[] = {2, 3, 4},
 
 START_TEST(test_every_op_matches_cpu) {
     th_rng_init(&rng, 5);
+    n_failed_cases = 0;
+    failed_cases[0] = 0;
     memset(ops_seen, 0, sizeof ops_seen);
     /* matmul: 2-D, transposed, batched, shared 2-D operand */
     for (int v = 0; v < 5; v++) CASE("matmul") {
@@ -379,6 +419,8 @@ START_TEST(test_every_op_matches_cpu) {
     for (int k = MG_OP_PARAM + 1; k < MG_OP_COUNT; k++) /* leaves: none */
         ck_assert_msg(ops_seen[k], "no case runs op %s on the GPU",
                       mgi_op_str((mg_op)k));
+    ck_assert_msg(n_failed_cases == 0, "%d failures on the GPU: %s",
+                  n_failed_cases, failed_cases);
 }
 END_TEST
 
@@ -604,6 +646,34 @@ START_TEST(test_cuda_out_of_memory) {
 }
 END_TEST
 
+/* A max_bytes below what the plan needs: MG_ERR_NOMEM with a message that
+ * names the limit, nothing held, and the same executor runs the plan once
+ * the limit is lifted on a fresh one. */
+START_TEST(test_cuda_max_bytes_below_need) {
+    mlp m;
+    mlp_build(&m, NULL);
+    mg_plan *p = mlp_plan(&m, 0);
+    size_t need = mg_plan_predicted_peak(p, m.binds, m.n_binds);
+    mg_exec *ex = cuda_exec(need / 2);
+    mg_status s = mg_exec_run(ex, p, m.binds, m.n_binds, 1);
+    ck_assert_msg(s == MG_ERR_NOMEM, "status %d: %s", s, mg_last_error());
+    ck_assert_msg(strstr(mg_last_error(), "max_bytes") ||
+                      strstr(mg_last_error(), "out of memory"),
+                  "%s", mg_last_error());
+    mg_pool_stats st;
+    mg_exec_pool_stats(ex, &st);
+    ck_assert_uint_eq(st.bytes_in_use, 0);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+    mg_exec_free(ex);
+    ex = cuda_exec(need);
+    ck_assert_msg(mg_exec_run(ex, p, m.binds, m.n_binds, 1) == MG_OK, "%s",
+                  mg_last_error());
+    mg_exec_free(ex);
+    mg_plan_free(p);
+    mlp_free(&m);
+}
+END_TEST
+
 START_TEST(test_cuda_bad_label) {
     mg_graph *g = mg_graph_new();
     const int64_t ls[] = {3, 5}, lb[] = {3};
@@ -657,25 +727,33 @@ END_TEST
 
 #endif /* MG_HAVE_CUDA */
 
+static void add_case(Suite *s, const char *name, const TTest *t) {
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, 900);
+    tcase_add_test(tc, t);
+    suite_add_tcase(s, tc);
+}
+
 int main(void) {
     const int gpu = n_devices() > 0;
     if (!gpu) printf("skipped: no CUDA device\n");
     Suite *s = suite_create("cuda");
-    TCase *tc = tcase_create("cuda");
-    tcase_set_timeout(tc, 900);
-    tcase_add_test(tc, test_exec_new_cuda);
+    /* One case per test, so that CK_RUN_CASE=<name> runs one test in a
+     * process of its own (bench/gpu_run.sh does): a fault in one cannot
+     * hide the others. */
+    add_case(s, "exec_new", test_exec_new_cuda);
 #ifdef MG_HAVE_CUDA
-    tcase_add_test(tc, test_kernel_table_complete);
+    add_case(s, "kernel_table", test_kernel_table_complete);
     if (gpu) {
-        tcase_add_test(tc, test_every_op_matches_cpu);
-        tcase_add_test(tc, test_checkpointed_bit_equal_and_peak);
-        tcase_add_test(tc, test_1000_steps_no_growth);
-        tcase_add_test(tc, test_cuda_out_of_memory);
-        tcase_add_test(tc, test_cuda_bad_label);
-        tcase_add_test(tc, test_cuda_bad_label_i64);
+        add_case(s, "every_op", test_every_op_matches_cpu);
+        add_case(s, "checkpointed", test_checkpointed_bit_equal_and_peak);
+        add_case(s, "steps_1000", test_1000_steps_no_growth);
+        add_case(s, "out_of_memory", test_cuda_out_of_memory);
+        add_case(s, "max_bytes", test_cuda_max_bytes_below_need);
+        add_case(s, "bad_label", test_cuda_bad_label);
+        add_case(s, "bad_label_i64", test_cuda_bad_label_i64);
     }
 #endif
-    suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     /* CUDA does not survive fork(): n_devices() above initialised it. */
     srunner_set_fork_status(sr, CK_NOFORK);
