@@ -365,9 +365,144 @@ def resnet_torch(depth, batch, width, arrays):
     return layers, x, labels, params, reference
 
 
+TRANSFORMER_SEQ = 128  # bench/models.c's TRANSFORMER_SEQ and _VOCAB
+TRANSFORMER_VOCAB = 256
+
+
+def transformer_cfg(depth, batch, width):
+    """tests/torch_crosscheck.py's transformer cfg for mg-bench's
+    transformer: heads of 32 dims (one head below 32), causal."""
+    heads = width // 32 if width >= 32 and width % 32 == 0 else 1
+    return [depth, width, heads, TRANSFORMER_SEQ, batch, TRANSFORMER_VOCAB, 1]
+
+
+def transformer_layout(depth, batch, width):
+    """mg_model_transformer (src/models/transformer.c) as bench/models.c
+    builds it: tokens [batch, 128] and labels [batch * 128] in [0, 256),
+    tok_emb, pos_emb U(+-1), then per layer ln1, attn.q/k/v/o, ln2,
+    mlp.fc1, mlp.fc2 (linear weights [in, out] U(+-1/sqrt(in)) but fc2's
+    U(+-1/sqrt(4 width)), biases U(+-1/sqrt(in)); layernorm gamma 1,
+    beta 0), ln_f and head."""
+    S, V, D = TRANSFORMER_SEQ, TRANSFORMER_VOCAB, width
+    out = [("tokens", (batch, S), "int32", ("labels", V)),
+           ("labels", (batch * S,), "int32", ("labels", V)),
+           ("tok_emb", (V, D), "float32", ("uniform", 1.0)),
+           ("pos_emb", (S, D), "float32", ("uniform", 1.0))]
+
+    def ln(prefix):
+        out.append((prefix + ".gamma", (D,), "float32", ("const", 1.0)))
+        out.append((prefix + ".beta", (D,), "float32", ("const", 0.0)))
+
+    def lin(prefix, n_in, n_out, bound):
+        out.append((prefix + ".w", (n_in, n_out), "float32",
+                    ("uniform", bound)))
+        out.append((prefix + ".b", (n_out,), "float32",
+                    ("uniform", 1.0 / math.sqrt(n_in))))
+
+    wb = 1.0 / math.sqrt(D)
+    for layer in range(depth):
+        p = f"layer{layer}"
+        ln(p + ".ln1")
+        for part in "qkv":
+            lin(f"{p}.attn.{part}", D, D, wb)
+        lin(p + ".attn.o", D, D, wb)
+        ln(p + ".ln2")
+        lin(p + ".mlp.fc1", D, 4 * D, wb)
+        lin(p + ".mlp.fc2", 4 * D, D, 1.0 / math.sqrt(4.0 * D))
+    ln("ln_f")
+    lin("head", D, V, wb)
+    return out
+
+
+def transformer_torch(depth, batch, width, arrays):
+    """The transformer as an embedding module and one module per layer
+    (ln_f and the head folded into the last), so that checkpoint_sequential
+    segments the layers. Attention is PyTorch's fused
+    scaled_dot_product_attention (causal), as a PyTorch user writes it
+    (torch < 2.0, which has none: softmax(Q K^T / sqrt(d)) V);
+    the f64 worker checks the whole against torch_crosscheck.transformer's
+    explicit softmax(Q K^T / sqrt(d)) V."""
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+    xc = crosscheck()
+    cfg = transformer_cfg(depth, batch, width)
+    _, D, H, S, B, _, _ = cfg
+    x = torch.from_numpy(arrays[0][1].astype("int64"))
+    labels = torch.from_numpy(arrays[1][1].astype("int64"))
+    plist = {name: nn.Parameter(torch.from_numpy(a.copy()))
+             for name, a in arrays[2:]}
+
+    class Part(nn.Module):
+        def __init__(self, names):
+            super().__init__()
+            self.names = names
+            self.ps = nn.ParameterList([plist[n] for n in names])
+
+        def p(self):
+            return dict(zip(self.names, self.ps))
+
+    class Embed(Part):
+        def forward(self, tokens):
+            p = self.p()
+            return F.embedding(tokens, p["tok_emb"]) + p["pos_emb"]
+
+    class Layer(Part):
+        def __init__(self, names, layer):
+            super().__init__(names)
+            self.layer = layer
+
+        def forward(self, h):
+            p, pre = self.p(), f"layer{self.layer}"
+
+            def ln(t, q):
+                return F.layer_norm(t, (D,), p[q + ".gamma"], p[q + ".beta"],
+                                    eps=1e-5)
+
+            def lin(t, q):
+                return t @ p[q + ".w"] + p[q + ".b"]
+
+            def split(t):
+                return t.reshape(B, S, H, D // H).permute(0, 2, 1, 3)
+
+            a = ln(h, pre + ".ln1")
+            q, k, v = (split(lin(a, f"{pre}.attn.{c}")) for c in "qkv")
+            if hasattr(F, "scaled_dot_product_attention"):  # torch >= 2.0
+                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                sc = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D // H))
+                mask = torch.ones(S, S, dtype=torch.bool,
+                                  device=sc.device).triu(1)
+                o = torch.softmax(sc.masked_fill(mask, float("-inf")),
+                                  dim=-1) @ v
+            o = o.permute(0, 2, 1, 3).reshape(B, S, D)
+            h = h + lin(o, pre + ".attn.o")
+            a = ln(h, pre + ".ln2")
+            f = F.gelu(lin(a, pre + ".mlp.fc1"), approximate="tanh")
+            h = h + lin(f, pre + ".mlp.fc2")
+            if self.layer == depth - 1:
+                h = ln(h, "ln_f").reshape(B * S, D)
+                h = lin(h, "head")
+            return h
+
+    names = [n for n, _ in arrays[2:]]
+    layers = [Embed(["tok_emb", "pos_emb"])]
+    for layer in range(depth):
+        mine = [n for n in names if n.startswith(f"layer{layer}.")]
+        if layer == depth - 1:
+            mine += [n for n in names if n.split(".")[0] in ("ln_f", "head")]
+        layers.append(Layer(mine, layer))
+    params = [(plist[name], lambda g: g) for name in names]
+
+    def reference(p, x, y):
+        return xc.transformer(F, torch, cfg, p, x, y)
+    return layers, x, labels, params, reference
+
+
 # name: (layout(depth, batch, width), torch builder, default batch, width)
 MODELS = {"mlp": (mlp_layout, mlp_torch, 1024, 256),
-          "resnet": (resnet_layout, resnet_torch, 64, 16)}
+          "resnet": (resnet_layout, resnet_torch, 64, 16),
+          "transformer": (transformer_layout, transformer_torch, 16, 256)}
 
 
 # --------------------------------------------------------------- measuring
@@ -494,7 +629,8 @@ def torch_worker(a):
     if a.worker == "f64":
         # The reference for the gradient check: plain backprop in double.
         model.double()
-        x = x.double()
+        if x.is_floating_point():
+            x = x.double()
     segments = min(a.segments, len(layers)) if a.segments else \
         max(1, round(math.sqrt(len(layers))))
     for p, _ in params:
@@ -505,8 +641,13 @@ def torch_worker(a):
             # Reentrant checkpointing (the only kind checkpoint_sequential
             # has in torch 1.13) needs an input that requires grad, or the
             # parameters get no gradient.
-            xin = x.detach().requires_grad_(True)
-            out = checkpoint_sequential(model, segments, xin)
+            if x.is_floating_point():
+                xin = x.detach().requires_grad_(True)
+                out = checkpoint_sequential(model, segments, xin)
+            else:
+                # token ids cannot require grad: the embedding runs
+                # outside, its output (which does) enters the segments
+                out = checkpoint_sequential(model[1:], segments, model[0](x))
         else:
             out = model(x)
         loss = F.cross_entropy(out, labels)
@@ -644,13 +785,19 @@ def run(cmd, env):
 
 
 def max_rel_diff(np, a, b, shapes):
-    """Largest over parameter tensors of ||a - b|| / ||b|| (2-norms)."""
-    worst, off = 0.0, 0
+    """Largest over parameter tensors of ||a - b|| / ||b|| (2-norms), each
+    ||b|| floored at 1e-6 of the largest: a gradient that is zero in exact
+    arithmetic (an attention key bias's: softmax ignores a constant added to
+    a row of scores) is rounding noise on both sides, not a relative
+    error."""
+    worst, off, parts = 0.0, 0, []
     for n in shapes:
-        x = a[off:off + n].astype(np.float64)
-        y = b[off:off + n].astype(np.float64)
+        parts.append((a[off:off + n].astype(np.float64),
+                      b[off:off + n].astype(np.float64)))
         off += n
-        scale = float(np.linalg.norm(y))
+    floor = 1e-6 * max([float(np.linalg.norm(y)) for _, y in parts] or [0])
+    for x, y in parts:
+        scale = max(float(np.linalg.norm(y)), floor)
         d = float(np.linalg.norm(x - y))
         worst = max(worst, d / scale if scale > 0 else d)
     return worst

@@ -14,6 +14,8 @@
 # to 128 blocks, the transformer), torch (compare_torch.py --device cuda on
 # the mlp and the resnet), python (the Python package's tests with a CUDA
 # device), ctest (the whole suite), nccl (test_dist_nccl, needs 2 GPUs).
+# The bench step also times a ResNet step with cuDNN's convolutions against
+# the backend's own im2col kernels (MG_CUDA_CONV=im2col).
 # The build always runs. The summary's last line names the steps that
 # failed, as the argument of --only that reruns just those.
 #
@@ -28,7 +30,10 @@
 #
 # env: MG_BUILD_DIR (default build-gpu), CUDAARCHS (default 90),
 #      PYTHON (default python3: one whose torch has CUDA),
-#      MG_GPU_MLP_BATCH/WIDTH (2048/512), MG_GPU_RESNET_BATCH/WIDTH (256/16).
+#      MG_GPU_MODELS (default "mlp resnet transformer": the bench and torch
+#      steps' models), MG_GPU_MLP_BATCH/WIDTH (2048/512),
+#      MG_GPU_RESNET_BATCH/WIDTH (256/16), MG_GPU_TRANSFORMER_BATCH/WIDTH
+#      (16/256).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 t0=$(date +%s)
@@ -113,7 +118,7 @@ if wanted python; then
     py_build_pid=$!
 fi
 
-cases="exec_new kernel_table every_op checkpointed steps_1000 out_of_memory max_bytes bad_label bad_label_i64"
+cases="exec_new kernel_table every_op checkpointed steps_1000 out_of_memory max_bytes bigger_than_gpu bad_label bad_label_i64"
 if room test_cuda 60; then
     step "test_cuda, one process per case"
     n_pass=0 bad=()
@@ -142,25 +147,34 @@ if { [ "${only_memcheck:-0}" = 1 ] || [[ ",$only," == *",memcheck,"* ]]; } &&
         --print-limit 20 "$build/test_cuda" 2>&1 | grep -v "^ok " | tail -80
 fi
 
+models=${MG_GPU_MODELS:-mlp resnet transformer}
+mb=${MG_GPU_MLP_BATCH:-2048} mw=${MG_GPU_MLP_WIDTH:-512}
+rb=${MG_GPU_RESNET_BATCH:-256} rw=${MG_GPU_RESNET_WIDTH:-16}
+tb=${MG_GPU_TRANSFORMER_BATCH:-16} tw=${MG_GPU_TRANSFORMER_WIDTH:-256}
+# model: depths for mg-bench depth, depths for compare_torch, batch, width
+spec_of() {
+    case $1 in
+    mlp) echo "8,64,256,1024 64,256,1024 $mb $mw" ;;
+    resnet) echo "8,32,128 32,128 $rb $rw" ;;
+    transformer) echo "4,16,32 4,16,32 $tb $tw" ;;
+    esac
+}
+
 if room bench 120; then
-    step "mg-bench depth --device cuda"
-    mb=${MG_GPU_MLP_BATCH:-2048} mw=${MG_GPU_MLP_WIDTH:-512}
-    rb=${MG_GPU_RESNET_BATCH:-256} rw=${MG_GPU_RESNET_WIDTH:-16}
+    step "mg-bench depth --device cuda ($models)"
     csv="$out/depth-cuda.csv"
-    for spec in "mlp 8,64,256,1024 $mb $mw" "resnet 8,32,128 $rb $rw" \
-                "transformer 4,16 16 256"; do
-        set -- $spec
-        [ -f "$csv" ] && app=--append || app=
-        echo "-- $1 depths $2 batch $3 width $4"
-        timeout 240 "$build/mg-bench" depth --model "$1" --depths "$2" \
+    for m in $models; do
+        set -- $(spec_of "$m")
+        echo "-- $m depths $1 batch $3 width $4"
+        timeout 240 "$build/mg-bench" depth --model "$m" --depths "$1" \
             --batch "$3" --width "$4" --policy none,memory,speed \
-            --repeat 5 --device cuda --csv /tmp/mg-depth-$1.csv 2>&1 |
-            grep -v "^mg-bench: depth" | tail -30
+            --repeat 5 --device cuda --csv /tmp/mg-depth-$m.csv 2>&1 |
+            grep -v "^\[" | tail -30
         rc=${PIPESTATUS[0]}
-        if [ ! -f /tmp/mg-depth-$1.csv ]; then :
-        elif [ -f "$csv" ]; then tail -n +2 /tmp/mg-depth-$1.csv >> "$csv"
-        else cp /tmp/mg-depth-$1.csv "$csv"; fi
-        [ "$rc" -eq 0 ] || fail bench "mg-bench depth --model $1 --device cuda exited $rc"
+        if [ ! -f /tmp/mg-depth-$m.csv ]; then :
+        elif [ -f "$csv" ]; then tail -n +2 /tmp/mg-depth-$m.csv >> "$csv"
+        else cp /tmp/mg-depth-$m.csv "$csv"; fi
+        [ "$rc" -eq 0 ] || fail bench "mg-bench depth --model $m --device cuda exited $rc"
     done
     # peak_bytes (measured) against predicted_peak_bytes, every row
     if [ -f "$csv" ] && ! awk -F, 'NR>1 && $6 != $7 {print "peak differs: " $0; bad=1}
@@ -168,23 +182,35 @@ if room bench 120; then
         fail bench "a measured pool peak differs from the plan's prediction"
     fi
     [ -f "$csv" ] && note "bench: $(($(wc -l < "$csv") - 1)) rows in depth-cuda.csv, measured peak == predicted on every row unless said above"
+    # The convolutions through cuDNN against the backend's own im2col +
+    # cuBLAS kernels: one ResNet step each, alternately, in one call.
+    if [[ " $models " == *" resnet "* ]]; then
+        echo "-- conv paths: resnet depth 32, batch $rb, width $rw, policy none"
+        for conv in cudnn im2col cudnn im2col; do
+            t=$(MG_CUDA_CONV=$conv timeout 120 "$build/mg-bench" step --model resnet \
+                --depth 32 --batch "$rb" --width "$rw" --repeat 5 --device cuda 2>/dev/null |
+                sed -n 's/^event_ms_median=//p')
+            echo "conv=$conv event_ms_median=$t"
+            eval "conv_$conv=\$t"
+        done
+        note "conv: resnet depth 32 step, cuDNN ${conv_cudnn:-?} ms, im2col ${conv_im2col:-?} ms (last of two alternating runs each)"
+    fi
 fi
 
 if room torch 150; then
-    step "compare_torch.py --device cuda"
+    step "compare_torch.py --device cuda ($models)"
     "$py" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name())'
-    for spec in "mlp 64,256,1024 ${MG_GPU_MLP_BATCH:-2048} ${MG_GPU_MLP_WIDTH:-512}" \
-                "resnet 8,32,128 ${MG_GPU_RESNET_BATCH:-256} ${MG_GPU_RESNET_WIDTH:-16}"; do
-        set -- $spec
+    for m in $models; do
+        set -- $(spec_of "$m")
         [ -f "$out/torch-cuda.csv" ] && app=--append || app=
         timeout 300 "$py" bench/compare_torch.py --device cuda \
-            --mg-bench "$build/mg-bench" --model "$1" --depths "$2" \
+            --mg-bench "$build/mg-bench" --model "$m" --depths "$2" \
             --batch "$3" --width "$4" --repeat 5 $app \
-            --csv "$out/torch-cuda.csv" > /tmp/mg-torch-$1.txt 2> /tmp/mg-torch-$1.err
+            --csv "$out/torch-cuda.csv" > /tmp/mg-torch-$m.txt 2> /tmp/mg-torch-$m.err
         rc=$?
-        cat /tmp/mg-torch-$1.txt >> "$out/torch-cuda.txt"
-        cat /tmp/mg-torch-$1.txt; tail -15 /tmp/mg-torch-$1.err
-        [ "$rc" -eq 0 ] || fail torch "compare_torch.py --model $1 exited $rc"
+        cat /tmp/mg-torch-$m.txt >> "$out/torch-cuda.txt"
+        cat /tmp/mg-torch-$m.txt; grep -v "^\[compare\]" /tmp/mg-torch-$m.err | tail -15
+        [ "$rc" -eq 0 ] || fail torch "compare_torch.py --model $m exited $rc"
     done
     if [ -f "$out/torch-cuda.csv" ]; then
         note "torch: $(awk -F, 'NR>1 && $2 ~ /memgrad/ {printf "%s d%s %s time x%s act x%s; ", $1, $5, $2, $12, $14}' "$out/torch-cuda.csv")"
@@ -192,12 +218,12 @@ if room torch 150; then
 fi
 
 if room python 60; then
-    step "python package on CUDA (pytest, MG_TEST_DEVICE=cuda)"
+    step "python package on CUDA (pytest python/tests/test_cuda.py)"
     wait "${py_build_pid:-0}" 2>/dev/null
     if [ -f "$build-py/libmemgrad.so" ]; then
         MEMGRAD_LIBRARY=$PWD/$build-py/libmemgrad.so PYTHONPATH=$PWD/python \
-            MG_TEST_DEVICE=cuda timeout 300 "$py" -m pytest -q -rs \
-            -p no:cacheprovider python/tests > "$out/python.log" 2>&1 ||
+            timeout 300 "$py" -m pytest -q -rs \
+            -p no:cacheprovider python/tests/test_cuda.py > "$out/python.log" 2>&1 ||
             fail python "pytest failed (python.log)"
     else
         cat /tmp/mg-build-py.log > "$out/python.log"

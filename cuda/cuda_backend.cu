@@ -204,6 +204,7 @@ static void cuda_destroy(void *ctx) {
     cu_ctx *c = (cu_ctx *)ctx;
     if (!c) return;
     if (c->stream) cudaStreamSynchronize(c->stream);
+    cu_dnn_free(c);
     if (c->flag) cudaFree(c->flag);
     if (c->blas) cublasDestroy(c->blas);
     if (c->stream) cudaStreamDestroy(c->stream);
@@ -261,6 +262,11 @@ extern "C" mg_status mgi_backend_cuda_init(mg_backend *out) {
             b = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH);
         if (b == CUBLAS_STATUS_SUCCESS)
             b = cublasSetPointerMode(c->blas, CUBLAS_POINTER_MODE_HOST);
+    }
+    if (e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS &&
+        cu_dnn_new(c) != MG_OK) {
+        cuda_destroy(c);
+        return MG_ERR_NOMEM;
     }
     if (e != cudaSuccess || b != CUBLAS_STATUS_SUCCESS) {
         mg_status s = e != cudaSuccess ? cuda_status(e) : MG_ERR_INTERNAL;

@@ -1,7 +1,7 @@
 /*
- * cuda_conv.cu - conv2d and its gradients by im2col + cuBLAS GEMM
- * (cu_gemm), one sample's columns at a time in the workspace the executor
- * lends. col2im is written as a gather in the CPU's accumulation order, so
+ * cuda_conv.cu - conv2d and its gradients: through cuDNN where it runs them
+ * (cuda_cudnn.cu), else by im2col + cuBLAS GEMM (cu_gemm), one sample's
+ * columns at a time in the workspace the executor lends. col2im is written as a gather in the CPU's accumulation order, so
  * it needs no atomics and is deterministic.
  */
 #include "cuda_internal.h"
@@ -62,8 +62,6 @@ size_t cu_conv2d_workspace(const mg_kargs *a) {
     return (size_t)(d.groups * d.k * d.p) * mg_dtype_size(a->out.d.dtype);
 }
 
-enum { CONV_FORWARD, CONV_GRAD_INPUT, CONV_GRAD_WEIGHT };
-
 /* mode FORWARD: (x, w) -> y; GRAD_INPUT: (gy, w) -> dx; GRAD_WEIGHT:
  * (gy, x) -> dw. */
 template <typename T>
@@ -88,7 +86,7 @@ static mg_status conv_run(cu_ctx *c, const mg_kargs *a, const mg_conv_dims *d,
     for (int64_t n0 = 0; n0 < d->n && s == MG_OK; n0 += chunk) {
         const int64_t nc = d->n - n0 < chunk ? d->n - n0 : chunk;
         const int64_t cells = nc * d->groups * cs; /* col entries */
-        if (mode == CONV_FORWARD) {
+        if (mode == CU_CONV_FORWARD) {
             const T *x = in0 + n0 * d->groups * xs;
             if (!d->direct) {
                 k_im2col<T><<<cu_blocks(cells), CU_THREADS, 0, c->stream>>>(
@@ -106,7 +104,7 @@ static mg_status conv_run(cu_ctx *c, const mg_kargs *a, const mg_conv_dims *d,
                                cx + i * d->groups * step, d->p, step, (T)0,
                                out + (n0 + i) * d->groups * ys, d->p, ys,
                                d->groups);
-        } else if (mode == CONV_GRAD_INPUT) {
+        } else if (mode == CU_CONV_GRAD_INPUT) {
             /* col = w^T gy per (sample, group), then col2im into dx */
             T *dx = out + n0 * d->groups * xs;
             T *cx = d->direct ? dx : col;
@@ -144,7 +142,7 @@ static mg_status conv_run(cu_ctx *c, const mg_kargs *a, const mg_conv_dims *d,
                                d->groups);
         }
     }
-    if (s == MG_OK && mode == CONV_GRAD_WEIGHT && d->n == 0)
+    if (s == MG_OK && mode == CU_CONV_GRAD_WEIGHT && d->n == 0)
         s = cu_check(a, cudaMemsetAsync(out, 0, (size_t)(ws * d->groups) *
                                                      sizeof(T), c->stream),
                      "conv2d_grad_weight zero fill");
@@ -155,16 +153,17 @@ static mg_status conv(cu_ctx *c, const mg_kargs *a, int mode) {
     mg_conv_dims d;
     mg_status s = mg_conv_dims_of_op(a, &d);
     if (s != MG_OK) return s;
+    if (cu_dnn_conv(c, a, &d, mode, &s)) return s;
     CU_BY_FLOAT(a, a->out.d.dtype, return conv_run<T>(c, a, &d, mode));
     return MG_OK;
 }
 
 mg_status cu_conv2d(cu_ctx *c, const mg_kargs *a) {
-    return conv(c, a, CONV_FORWARD);
+    return conv(c, a, CU_CONV_FORWARD);
 }
 mg_status cu_conv2d_grad_input(cu_ctx *c, const mg_kargs *a) {
-    return conv(c, a, CONV_GRAD_INPUT);
+    return conv(c, a, CU_CONV_GRAD_INPUT);
 }
 mg_status cu_conv2d_grad_weight(cu_ctx *c, const mg_kargs *a) {
-    return conv(c, a, CONV_GRAD_WEIGHT);
+    return conv(c, a, CU_CONV_GRAD_WEIGHT);
 }

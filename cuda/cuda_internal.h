@@ -20,12 +20,15 @@ extern "C" {
 #include "backend_cuda.h"
 }
 
+struct cu_dnn; /* cuda_cudnn.cu: the cuDNN handle and its choices */
+
 typedef struct cu_ctx {
     int device;
     cudaStream_t stream;
     cublasHandle_t blas;
     int *flag;        /* device int: first bad row of a label check, or -1 */
     int sync_each_op; /* MG_CUDA_SYNC=1: synchronise after every op */
+    struct cu_dnn *dnn; /* NULL: no cuDNN, convolutions by im2col */
 } cu_ctx;
 
 typedef mg_status (*cu_kernel_fn)(cu_ctx *c, const mg_kargs *a);
@@ -170,6 +173,15 @@ mg_status cu_conv2d(cu_ctx *, const mg_kargs *);
 mg_status cu_conv2d_grad_input(cu_ctx *, const mg_kargs *);
 mg_status cu_conv2d_grad_weight(cu_ctx *, const mg_kargs *);
 size_t cu_conv2d_workspace(const mg_kargs *); /* all three conv ops */
+enum { CU_CONV_FORWARD, CU_CONV_GRAD_INPUT, CU_CONV_GRAD_WEIGHT };
+/* cuda_cudnn.cu: runs the convolution through cuDNN and returns true (its
+ * status in *s), or returns false, having done nothing, when cuDNN is
+ * absent or declines; then cuda_conv.cu's own path runs. */
+bool cu_dnn_conv(cu_ctx *c, const mg_kargs *a, const mg_conv_dims *d,
+                 int mode, mg_status *s);
+mg_status cu_dnn_new(cu_ctx *c); /* c->stream must exist */
+void cu_dnn_free(cu_ctx *c);
+const char *cu_dnn_name(const cu_ctx *c); /* "cudnn" or "im2col" */
 /* cuda_pool.cu */
 mg_status cu_max_pool2d(cu_ctx *, const mg_kargs *);
 mg_status cu_avg_pool2d(cu_ctx *, const mg_kargs *);

@@ -13,23 +13,36 @@ __device__ __forceinline__ int64_t norm_at(const mg_norm_dims &d, int64_t b,
     return ((e / d.c) * d.b + b) * d.c + e % d.c;
 }
 
-/* Two-pass mean and rstd of group b; every thread of the block gets them. */
+/* Two-pass mean and rstd of group b, summed in double; every thread of the
+ * block gets them. As on the CPU (cpu_norm.c), the mean is carried as
+ * mean + mean_lo, the float and the rest of the double sum, and values are
+ * centred as (x - mean) - mean_lo: exact near the mean, so an output near
+ * 0 keeps its sign where rounding the mean to float would cost half an ulp
+ * of |mean|. sh has room for blockDim.x doubles. */
 template <typename T>
 __device__ void norm_stats(const T *x, const mg_norm_dims &d, int64_t b, T *sh,
-                           T *mean, T *rstd) {
+                           T *mean, T *mean_lo, T *rstd) {
+    double *shd = reinterpret_cast<double *>(sh);
     const int64_t cnt = d.a * d.c;
-    T s = 0;
+    double s = 0;
     for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x)
-        s += x[norm_at(d, b, e)];
-    const T m = cu_block_sum(s, sh) / (T)cnt;
-    T v = 0;
+        s += (double)x[norm_at(d, b, e)];
+    const double m = cu_block_sum(s, shd) / (double)cnt;
+    const T mt = (T)m, ml = (T)(m - (double)mt);
+    double v = 0;
     for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
-        const T u = x[norm_at(d, b, e)] - m;
-        v += u * u;
+        const T u = (x[norm_at(d, b, e)] - mt) - ml;
+        v += (double)(u * u);
     }
-    v = cu_block_sum(v, sh);
-    *mean = m;
-    *rstd = (T)1 / sqrt(v / (T)cnt + (T)d.eps);
+    v = cu_block_sum(v, shd);
+    *mean = mt;
+    *mean_lo = ml;
+    *rstd = (T)(1.0 / sqrt(v / (double)cnt + d.eps));
+}
+
+/* Shared memory of a norm kernel: T sums and the statistics' doubles. */
+static inline size_t norm_shared(unsigned threads) {
+    return threads * sizeof(double);
 }
 
 template <typename T>
@@ -38,11 +51,11 @@ __global__ void k_norm_fwd(const T *x, const T *gamma, const T *beta, T *y,
     CU_SHARED(T, sh);
     const int64_t cnt = d.a * d.c;
     for (int64_t b = blockIdx.x; b < d.b; b += gridDim.x) {
-        T m, rs;
-        norm_stats(x, d, b, sh, &m, &rs);
+        T m, ml, rs;
+        norm_stats(x, d, b, sh, &m, &ml, &rs);
         for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
             const int64_t o = norm_at(d, b, e), k = d.gamma_by_c ? e % d.c : b;
-            y[o] = (x[o] - m) * rs * gamma[k] + beta[k];
+            y[o] = ((x[o] - m) - ml) * rs * gamma[k] + beta[k];
         }
     }
 }
@@ -53,45 +66,47 @@ __global__ void k_norm_grad_input(const T *gy, const T *x, const T *gamma,
     CU_SHARED(T, sh);
     const int64_t cnt = d.a * d.c;
     for (int64_t b = blockIdx.x; b < d.b; b += gridDim.x) {
-        T m, rs, s1 = 0, s2 = 0;
-        norm_stats(x, d, b, sh, &m, &rs);
+        T m, ml, rs, s1 = 0, s2 = 0;
+        norm_stats(x, d, b, sh, &m, &ml, &rs);
         for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
             const int64_t o = norm_at(d, b, e), k = d.gamma_by_c ? e % d.c : b;
             const T h = gy[o] * gamma[k];
             s1 += h;
-            s2 += h * (x[o] - m) * rs;
+            s2 += h * ((x[o] - m) - ml) * rs;
         }
         const T mh = cu_block_sum(s1, sh) / (T)cnt;
         const T mhx = cu_block_sum(s2, sh) / (T)cnt;
         for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
             const int64_t o = norm_at(d, b, e), k = d.gamma_by_c ? e % d.c : b;
             const T h = gy[o] * gamma[k];
-            dx[o] = rs * (h - mh - (x[o] - m) * rs * mhx);
+            dx[o] = rs * (h - mh - ((x[o] - m) - ml) * rs * mhx);
         }
     }
 }
 
 /* batchnorm: dgamma[b] = sum over the group of gy * xhat. Layernorm keeps
- * each group's stats in st[2b], st[2b+1] for k_norm_grad_gamma_c. */
+ * each group's mean, mean_lo and rstd in st[3b..3b+2] for
+ * k_norm_grad_gamma_c. */
 template <typename T>
 __global__ void k_norm_grad_gamma_b(const T *gy, const T *x, T *dg, T *st,
                                     mg_norm_dims d) {
     CU_SHARED(T, sh);
     const int64_t cnt = d.a * d.c;
     for (int64_t b = blockIdx.x; b < d.b; b += gridDim.x) {
-        T m, rs;
-        norm_stats(x, d, b, sh, &m, &rs);
+        T m, ml, rs;
+        norm_stats(x, d, b, sh, &m, &ml, &rs);
         if (st) {
             if (threadIdx.x == 0) {
-                st[2 * b] = m;
-                st[2 * b + 1] = rs;
+                st[3 * b] = m;
+                st[3 * b + 1] = ml;
+                st[3 * b + 2] = rs;
             }
             continue;
         }
         T s = 0;
         for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
             const int64_t o = norm_at(d, b, e);
-            s += gy[o] * ((x[o] - m) * rs);
+            s += gy[o] * (((x[o] - m) - ml) * rs);
         }
         s = cu_block_sum(s, sh);
         if (threadIdx.x == 0) dg[b] = s;
@@ -106,7 +121,7 @@ __global__ void k_norm_grad_gamma_c(const T *gy, const T *x, T *dg,
         T s = 0;
         for (int64_t b = 0; b < d.b; b++) {
             const int64_t o = b * d.c + j;
-            s += gy[o] * ((x[o] - st[2 * b]) * st[2 * b + 1]);
+            s += gy[o] * (((x[o] - st[3 * b]) - st[3 * b + 1]) * st[3 * b + 2]);
         }
         dg[j] = s;
     }
@@ -118,7 +133,7 @@ mg_status cu_norm(cu_ctx *c, const mg_kargs *a) {
     if (s != MG_OK) return s;
     const unsigned t = cu_row_threads(d.a * d.c);
     CU_BY_FLOAT(a, a->out.d.dtype,
-                (k_norm_fwd<T><<<cu_grid_rows(d.b), t, t * sizeof(T),
+                (k_norm_fwd<T><<<cu_grid_rows(d.b), t, norm_shared(t),
                                  c->stream>>>(
                     (const T *)a->in[0].data, (const T *)a->in[1].data,
                     (const T *)a->in[2].data, (T *)a->out.data, d)));
@@ -131,19 +146,19 @@ mg_status cu_norm_grad_input(cu_ctx *c, const mg_kargs *a) {
     if (s != MG_OK) return s;
     const unsigned t = cu_row_threads(d.a * d.c);
     CU_BY_FLOAT(a, a->out.d.dtype,
-                (k_norm_grad_input<T><<<cu_grid_rows(d.b), t, t * sizeof(T),
+                (k_norm_grad_input<T><<<cu_grid_rows(d.b), t, norm_shared(t),
                                         c->stream>>>(
                     (const T *)a->in[0].data, (const T *)a->in[1].data,
                     (const T *)a->in[2].data, (T *)a->out.data, d)));
     return MG_OK;
 }
 
-/* layernorm keeps each row's mean and rstd for the column pass. */
+/* layernorm keeps each row's mean, mean_lo and rstd for the column pass. */
 size_t cu_norm_grad_gamma_workspace(const mg_kargs *a) {
     mg_norm_dims d = {};
     if (mg_norm_dims_setup(a, &a->in[1].d, &d) != MG_OK || !d.gamma_by_c)
         return 0;
-    return (size_t)(2 * d.b) * mg_dtype_size(a->out.d.dtype);
+    return (size_t)(3 * d.b) * mg_dtype_size(a->out.d.dtype);
 }
 
 mg_status cu_norm_grad_gamma(cu_ctx *c, const mg_kargs *a) {
@@ -156,11 +171,11 @@ mg_status cu_norm_grad_gamma(cu_ctx *c, const mg_kargs *a) {
         T *dg = (T *)a->out.data, *st = NULL;
         if (d.gamma_by_c) {
             void *w = NULL;
-            s = cu_work(a, (size_t)(2 * d.b) * sizeof(T), &w);
+            s = cu_work(a, (size_t)(3 * d.b) * sizeof(T), &w);
             if (s != MG_OK) return s;
             st = (T *)w;
         }
-        k_norm_grad_gamma_b<T><<<cu_grid_rows(d.b), t, t * sizeof(T),
+        k_norm_grad_gamma_b<T><<<cu_grid_rows(d.b), t, norm_shared(t),
                                  c->stream>>>(gy, x, dg, st, d);
         if (d.gamma_by_c) {
             s = cu_check_launch(a, "layernorm statistics");

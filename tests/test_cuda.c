@@ -11,7 +11,12 @@
  * CPU's bit for bit, checkpointed gradients equal plain ones bit for bit on
  * the GPU, the pool's measured peak equals the plan's prediction, 1000
  * repeated steps do not grow reserved or device memory, a cudaMalloc
- * failure is a clean MG_ERR_NOMEM, and a bad label is a clean error.
+ * failure is a clean MG_ERR_NOMEM (a 1 TiB tensor, a max_bytes below the
+ * plan's need, and a model whose activations under policy none take 1.5
+ * times the GPU's memory, which the same executor then trains
+ * checkpointed), and a bad label is a clean error. Each test is a case of
+ * its own (CK_RUN_CASE=name runs one; bench/gpu_run.sh runs each in its
+ * own process).
  */
 #include "helpers.h"
 
@@ -674,6 +679,79 @@ START_TEST(test_cuda_max_bytes_below_need) {
 }
 END_TEST
 
+/* A chain whose layer outputs under policy none take 1.5 times the GPU's
+ * memory: one [8192, 256] weight shared by every layer, so the parameters
+ * stay small and only activations grow. */
+static mg_graph *deep_chain(int depth, const mg_checkpoints *ck, mg_tensor *x,
+                            mg_tensor *w, mg_tensor outs[2]) {
+    mg_graph *g = mg_graph_new();
+    const int64_t xs[] = {8192, 256}, ws[] = {256, 256};
+    *x = mg_input(g, "x", MG_F32, 2, xs);
+    *w = mg_param(g, "w", MG_F32, 2, ws);
+    mg_tensor h = *x;
+    for (int l = 0; l < depth; l++)
+        h = mg_tanh(g, mg_matmul(g, h, *w, 0, 0));
+    outs[0] = mg_sum(g, h, 0, NULL, 0);
+    TH_OK_T("deep chain", outs[0]);
+    ck_assert_msg(mg_gradients(g, &outs[0], 1, NULL, w, 1, ck, &outs[1]) ==
+                      MG_OK, "%s", mg_last_error());
+    return g;
+}
+
+START_TEST(test_cuda_model_bigger_than_gpu) {
+    size_t free_b = 0, total = 0;
+    CU_OK(cudaMemGetInfo(&free_b, &total));
+    const size_t act = (size_t)8192 * 256 * 4;
+    const int depth = (int)(total / act * 3 / 2);
+    mg_checkpoints mem = {.policy = MG_CKPT_MEMORY};
+    mg_tensor x, w, outs[2], x2, w2, outs2[2];
+    mg_graph *g = deep_chain(depth, NULL, &x, &w, outs);
+    mg_graph *g2 = deep_chain(depth, &mem, &x2, &w2, outs2);
+    mg_plan *p = NULL, *p2 = NULL;
+    ck_assert(mg_plan_compile(g, outs, 2, NULL, &p) == MG_OK);
+    ck_assert(mg_plan_compile(g2, outs2, 2, NULL, &p2) == MG_OK);
+    void *dx = NULL, *dw = NULL, *dloss = NULL, *dgw = NULL;
+    CU_OK(cudaMalloc(&dx, act));
+    CU_OK(cudaMalloc(&dw, 256 * 256 * 4));
+    CU_OK(cudaMalloc(&dgw, 256 * 256 * 4));
+    CU_OK(cudaMalloc(&dloss, 4));
+    CU_OK(cudaMemset(dx, 0, act));
+    CU_OK(cudaMemset(dw, 0, 256 * 256 * 4));
+    mg_exec *ex = cuda_exec(0);
+    mg_binding b[] = {{x, dx}, {w, dw}, {outs[0], dloss}, {outs[1], dgw}};
+    printf("model_bigger_than_gpu: depth %d, policy none predicts %.1f GiB "
+           "on a %.1f GiB GPU\n", depth,
+           mg_plan_predicted_peak(p, b, 4) / 1073741824.0,
+           total / 1073741824.0);
+    mg_status s = mg_exec_run(ex, p, b, 4, 0);
+    ck_assert_msg(s == MG_ERR_NOMEM, "policy none: status %d: %s", s,
+                  mg_last_error());
+    ck_assert_msg(strstr(mg_last_error(), "out of memory"), "%s",
+                  mg_last_error());
+    mg_pool_stats st;
+    mg_exec_pool_stats(ex, &st);
+    ck_assert_uint_eq(st.bytes_in_use, 0);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+    /* the same executor then trains the same model checkpointed */
+    mg_binding b2[] = {{x2, dx}, {w2, dw}, {outs2[0], dloss}, {outs2[1], dgw}};
+    ck_assert_msg(mg_exec_run(ex, p2, b2, 4, 0) == MG_OK, "%s",
+                  mg_last_error());
+    mg_exec_pool_stats(ex, &st);
+    ck_assert_msg(st.peak_bytes_in_use == mg_plan_predicted_peak(p2, b2, 4),
+                  "checkpointed: peak %zu, predicted %zu",
+                  st.peak_bytes_in_use, mg_plan_predicted_peak(p2, b2, 4));
+    mg_exec_free(ex);
+    cudaFree(dx);
+    cudaFree(dw);
+    cudaFree(dgw);
+    cudaFree(dloss);
+    mg_plan_free(p);
+    mg_plan_free(p2);
+    mg_graph_free(g);
+    mg_graph_free(g2);
+}
+END_TEST
+
 START_TEST(test_cuda_bad_label) {
     mg_graph *g = mg_graph_new();
     const int64_t ls[] = {3, 5}, lb[] = {3};
@@ -750,6 +828,7 @@ int main(void) {
         add_case(s, "steps_1000", test_1000_steps_no_growth);
         add_case(s, "out_of_memory", test_cuda_out_of_memory);
         add_case(s, "max_bytes", test_cuda_max_bytes_below_need);
+        add_case(s, "bigger_than_gpu", test_cuda_model_bigger_than_gpu);
         add_case(s, "bad_label", test_cuda_bad_label);
         add_case(s, "bad_label_i64", test_cuda_bad_label_i64);
     }

@@ -113,7 +113,8 @@ size_t mgi_layernorm_grad_gamma_workspace(const mg_tdesc *in, int n_in,
     (void)n_in, (void)a;
     const int64_t inner = mgi_tdesc_numel(out);
     if (inner <= 0) return 0;
-    return 2 * (size_t)(mgi_tdesc_numel(&in[1]) / inner) *
+    /* the CUDA kernel keeps mean, mean_lo and rstd per row (cuda_norm.cu) */
+    return 3 * (size_t)(mgi_tdesc_numel(&in[1]) / inner) *
            mg_dtype_size(out->dtype);
 }
 
