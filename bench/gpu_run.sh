@@ -90,6 +90,18 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMG_WITH_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES="$arch" -DMG_WERROR=OFF > /tmp/mg-configure.log 2>&1 ||
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMG_WITH_CUDA=ON \
         -DCMAKE_CUDA_ARCHITECTURES="$arch" -DMG_WERROR=OFF > /tmp/mg-configure.log 2>&1
+# cuDNN from PyTorch's wheel (nvidia-cudnn) where the system has none:
+# its library has no unversioned name, so CMake is told the file itself.
+dnn_args=()
+if grep -q "cuDNN convolutions OFF" /tmp/mg-configure.log; then
+    d=$("$py" -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
+    lib=$(ls "$d"/lib/libcudnn.so* 2>/dev/null | head -1)
+    if [ -n "$d" ] && [ -f "$d/include/cudnn.h" ] && [ -n "$lib" ]; then
+        dnn_args=(-DMG_CUDNN_INCLUDE_DIR="$d/include" -DMG_CUDNN_LIBRARY="$lib")
+        cmake -S . -B "$build" "${dnn_args[@]}" >> /tmp/mg-configure.log 2>&1
+        export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    fi
+fi
 grep -E "memgrad:|Could NOT|Error|not found" /tmp/mg-configure.log
 if ! grep -q "memgrad: CUDA backend ON" /tmp/mg-configure.log; then
     tail -30 /tmp/mg-configure.log
@@ -112,7 +124,7 @@ if wanted python; then
     { cmake -S . -B "$build-py" -G Ninja -DCMAKE_BUILD_TYPE=Release \
           -DBUILD_SHARED_LIBS=ON -DMG_WITH_CUDA=ON -DMG_WERROR=OFF \
           -DCMAKE_CUDA_ARCHITECTURES="$arch" -DMG_BUILD_TESTS=OFF \
-          -DMG_BUILD_EXAMPLES=OFF -DMG_BUILD_BENCH=OFF &&
+          -DMG_BUILD_EXAMPLES=OFF -DMG_BUILD_BENCH=OFF "${dnn_args[@]}" &&
       nice cmake --build "$build-py" -j"$jobs" --target memgrad; } \
         > /tmp/mg-build-py.log 2>&1 &
     py_build_pid=$!
@@ -156,7 +168,7 @@ spec_of() {
     case $1 in
     mlp) echo "8,64,256,1024 64,256,1024 $mb $mw" ;;
     resnet) echo "8,32,128 32,128 $rb $rw" ;;
-    transformer) echo "4,16,32 4,16,32 $tb $tw" ;;
+    transformer) echo "4,16,32 4,16 $tb $tw" ;;
     esac
 }
 

@@ -264,7 +264,11 @@ class Array:
         return cap
 
     def __dlpack_device__(self):
-        return (1, 0)  # kDLCPU
+        """(kDLCPU, 0) or (kDLCUDA, device): where the executor ran."""
+        if self._ptr is None:
+            raise MemgradError(1, "this memgrad Array was already consumed")
+        dev = _lib.DLManagedTensor.from_address(self._ptr).dl_tensor.device
+        return (dev.device_type, dev.device_id)
 
     def __del__(self):
         if getattr(self, "_ptr", None):
@@ -292,21 +296,42 @@ def _default_wrap(a):
     return numpy.from_dlpack(a)
 
 
+def _torch_wrap(a):
+    import torch
+    return torch.from_dlpack(a)
+
+
+# mg_device (memgrad.h) by the names torch and JAX use
+_DEVICES = {"cpu": 0, "cuda": 1}
+
+
 class Executor:
-    """Runs plans on the CPU from a caching pool. `wrap` turns each output
-    Array into the caller's array type (numpy by default; pass
-    torch.from_dlpack for torch). `num_threads`: the CPU threads each run
+    """Runs plans from a caching pool, on the CPU or on a CUDA device.
+
+    `device`: "cpu" (default) or "cuda"; without a CUDA device (or in a
+    build without CUDA) "cuda" raises MemgradError with the C library's
+    message. With "cuda" every array fed in must be a CUDA DLPack tensor
+    (torch's CUDA tensors, say) and outputs are CUDA tensors: nothing is
+    copied through the host. `wrap` turns each output Array into the
+    caller's array type: numpy.from_dlpack by default on the CPU,
+    torch.from_dlpack on CUDA. `num_threads`: the CPU threads each run
     uses (mg_exec_options.num_threads; 0 keeps OpenMP's, whose default is
     OMP_NUM_THREADS)."""
 
-    def __init__(self, wrap=_default_wrap, num_threads=0):
+    def __init__(self, wrap=None, num_threads=0, device="cpu", max_bytes=0):
+        dev = str(device).split(":")[0]
+        if dev not in _DEVICES:
+            raise ValueError("memgrad.Executor: device must be 'cpu' or "
+                             "'cuda', not %r" % (device,))
         e = ctypes.c_void_p()
-        opts = _lib.ExecOptions(device=0, max_bytes=0,
+        opts = _lib.ExecOptions(device=_DEVICES[dev], max_bytes=max_bytes,
                                 num_threads=num_threads)
         _lib.check(_lib.exec_new(ctypes.cast(ctypes.pointer(opts),
                                              ctypes.c_void_p),
                                  ctypes.byref(e)))
-        self._e, self.wrap = e, wrap
+        if wrap is None:
+            wrap = _torch_wrap if dev == "cuda" else _default_wrap
+        self._e, self.wrap, self.device = e, wrap, dev
 
     def __del__(self):
         if getattr(self, "_e", None):

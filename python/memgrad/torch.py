@@ -13,6 +13,13 @@ after `.double()`. A parameter must not be changed in place
 between a call and its backward (memgrad reads it again when it
 recomputes).
 
+The module runs where its parameters and inputs are: on the CPU, or after
+`.cuda()` on memgrad's CUDA backend, with torch's CUDA tensors bound and
+returned through DLPack (no copy through the host). One executor per
+device is made on first use; without a CUDA device (or a libmemgrad built
+without CUDA) a call on CUDA tensors raises memgrad's MemgradError naming
+why. Inputs and parameters on different devices are a RuntimeError.
+
 BatchNorm2d behaves as in PyTorch: in training mode it normalises with the
 batch statistics and updates running_mean, running_var (unbiased) and
 num_batches_tracked from them (the plan computes each batch mean and
@@ -157,7 +164,26 @@ class _Captured:
                                  grad_ys=[self.seed])
         stat_ts = [t for _, mean, var, _ in self.stats for t in (mean, var)]
         self.plan = g.compile([self.y] + stat_ts + self.grads)
-        self.executor = Executor(wrap=torch.from_dlpack)
+        # one executor per device the module has run on (a plan is the
+        # same for every device); made on first use
+        self.executors = {}
+
+    def executor_for(self, device):
+        """The executor for torch device `device` ("cpu" or "cuda")."""
+        kind = torch.device(device).type
+        if kind not in self.executors:
+            if kind not in ("cpu", "cuda"):
+                raise NotImplementedError(
+                    "memgrad.torch: tensors on %s; memgrad runs on the CPU "
+                    "and on CUDA" % kind)
+            self.executors[kind] = Executor(wrap=torch.from_dlpack,
+                                            device=kind)
+        return self.executors[kind]
+
+    @property
+    def executor(self):
+        return self.executor_for(self.params[0].device if self.params
+                                 else "cpu")
 
     def _batchnorm(self, name, m, x, param, training):
         """BatchNorm2d m on x: batch statistics in training mode (and, if it
@@ -189,12 +215,22 @@ class _Captured:
         return g.add(g.mul(g.sub(x, rm), scale),
                      g.reshape(beta, (1, c, 1, 1)))
 
-    def feeds(self, tensors):
-        """The bindings of one call: inputs and parameters, then buffers."""
+    def device_of(self, tensors):
+        """The one device of a call's inputs and parameters."""
+        devs = {a.device for a in tensors if torch.is_tensor(a)}
+        if len(devs) != 1:
+            raise RuntimeError(
+                "memgrad.torch: inputs and parameters must be on one "
+                "device, not %s" % sorted(str(d) for d in devs))
+        return next(iter(devs))
+
+    def feeds(self, tensors, device):
+        """The bindings of one call: inputs and parameters, then buffers
+        (on the call's device)."""
         f = {t: a.detach().contiguous()
              for t, a in zip(self.inputs + self.param_tensors, tensors)}
         for t, buf in self.buffers:
-            f[t] = buf.detach().reshape(t.shape).contiguous()
+            f[t] = buf.detach().to(device).reshape(t.shape).contiguous()
         return f
 
     def update_running_stats(self, outs):
@@ -214,10 +250,12 @@ class _Captured:
 class _Function(torch.autograd.Function):
     @staticmethod
     def forward(ctx, cap, *tensors):
-        feeds = cap.feeds(tensors)
-        outs, saved = cap.executor.forward(cap.plan, feeds)
+        device = cap.device_of(tensors)
+        feeds = cap.feeds(tensors, device)
+        ex = cap.executor_for(device)
+        outs, saved = ex.forward(cap.plan, feeds)
         cap.update_running_stats(outs)
-        ctx.cap, ctx.feeds, ctx.mg_saved = cap, feeds, saved
+        ctx.cap, ctx.feeds, ctx.mg_saved, ctx.ex = cap, feeds, saved, ex
         return outs[cap.y]
 
     @staticmethod
@@ -225,7 +263,7 @@ class _Function(torch.autograd.Function):
         cap = ctx.cap
         feeds = dict(ctx.feeds)
         feeds[cap.seed] = grad_output.detach().contiguous()
-        grads = cap.executor.backward(cap.plan, ctx.mg_saved, feeds)
+        grads = ctx.ex.backward(cap.plan, ctx.mg_saved, feeds)
         ctx.mg_saved.free()
         return (None,) + tuple(grads[gt] for gt in cap.grads)
 
