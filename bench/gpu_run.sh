@@ -225,7 +225,12 @@ if room torch 150; then
         [ "$rc" -eq 0 ] || fail torch "compare_torch.py --model $m exited $rc"
     done
     if [ -f "$out/torch-cuda.csv" ]; then
-        note "torch: $(awk -F, 'NR>1 && $2 ~ /memgrad/ {printf "%s d%s %s time x%s act x%s; ", $1, $5, $2, $12, $14}' "$out/torch-cuda.csv")"
+        note "torch: $("$py" -c 'import csv, sys
+for r in csv.DictReader(open(sys.argv[1])):
+    if r["case"].startswith("memgrad"):
+        print("%s d%s %s: time x%s, act x%s vs %s;" % (r["model"], r["depth"],
+              r["case"], r["time_ratio_vs_torch"], r["act_ratio_vs_torch"],
+              r["vs"]), end=" ")' "$out/torch-cuda.csv")"
     fi
 fi
 

@@ -147,7 +147,8 @@ def transformer(F, torch, cfg, p, x, y):
         v = split(lin(a, f"layer{l}.attn.v"))
         s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(dh))
         if causal:
-            mask = torch.ones(seq, seq, dtype=torch.bool).triu(1)
+            mask = torch.ones(seq, seq, dtype=torch.bool,
+                              device=s.device).triu(1)
             s = s.masked_fill(mask, float("-inf"))
         o = torch.softmax(s, dim=-1) @ v
         o = o.permute(0, 2, 1, 3).reshape(batch, seq, d)
