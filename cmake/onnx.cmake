@@ -1,8 +1,8 @@
 # onnx.cmake - ONNX import (issue 12): the memgrad_onnx library (src/onnx/*.c,
 # include/memgrad_onnx.h), its protobuf-c code generated at build time from
-# Debian libonnx-dev's onnx.proto, the memgrad-onnx tool, test_onnx and the
-# fuzz harness. Included at the end of CMakeLists.txt. Without protobuf-c or
-# onnx.proto none of it is built.
+# Debian libonnx-dev's onnx.proto, the memgrad-onnx tool, test_onnx,
+# test_onnx_hostile and the fuzz harnesses. Included at the end of
+# CMakeLists.txt. Without protobuf-c or onnx.proto none of it is built.
 
 pkg_check_modules(PROTOBUFC IMPORTED_TARGET libprotobuf-c)
 find_program(MG_PROTOC_C protoc-c)
@@ -12,10 +12,12 @@ if(NOT PROTOBUFC_FOUND OR NOT MG_PROTOC_C OR NOT MG_ONNX_PROTO)
   message(STATUS "memgrad: protobuf-c, protoc-c or onnx.proto not found: "
                  "ONNX import not built (Debian: libprotobuf-c-dev "
                  "protobuf-c-compiler libonnx-dev)")
-  if(TARGET test_onnx)
-    set_target_properties(test_onnx PROPERTIES EXCLUDE_FROM_ALL ON)
-    set_tests_properties(test_onnx PROPERTIES DISABLED ON)
-  endif()
+  foreach(_mg_t test_onnx test_onnx_hostile)
+    if(TARGET ${_mg_t})
+      set_target_properties(${_mg_t} PROPERTIES EXCLUDE_FROM_ALL ON)
+      set_tests_properties(${_mg_t} PROPERTIES DISABLED ON)
+    endif()
+  endforeach()
   return()
 endif()
 message(STATUS "memgrad: ONNX import from ${MG_ONNX_PROTO}")
@@ -79,7 +81,14 @@ if(MG_BUILD_TESTS AND TARGET test_onnx)
   target_link_libraries(test_onnx PRIVATE memgrad_onnx)
   target_compile_definitions(test_onnx PRIVATE
     MG_ONNX_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data"
-    MG_ONNX_FUZZ_DIR="${PROJECT_SOURCE_DIR}/tests/fuzz/regressions")
+    MG_ONNX_FUZZ_DIR="${PROJECT_SOURCE_DIR}/tests/fuzz/regressions"
+    MG_ONNX_SEED_DIR="${PROJECT_SOURCE_DIR}/tests/fuzz/seeds")
+endif()
+# test_onnx_hostile builds its hostile models with the generated protobuf-c
+# code (the objects of memgrad_onnx_proto, and their header).
+if(MG_BUILD_TESTS AND TARGET test_onnx_hostile)
+  target_link_libraries(test_onnx_hostile PRIVATE memgrad_onnx
+                        memgrad_onnx_proto)
 endif()
 
 # As libmemgrad: a shared memgrad_onnx exports what memgrad_onnx.h marks
