@@ -117,9 +117,9 @@ if(MG_BUILD_TESTS AND TARGET memgrad-onnx)
             "$<TARGET_FILE:memgrad-onnx>" "${PROJECT_SOURCE_DIR}/tests/data")
 endif()
 
-# The libFuzzer harness (tests/fuzz/fuzz_onnx.c): clang only, with
+# The libFuzzer harnesses (tests/fuzz/fuzz_onnx*.c): clang only, with
 # -DMG_BUILD_FUZZ=ON, best with -DMG_SANITIZE=ON. scripts/fuzz-onnx.sh
-# builds and runs it for a bounded time.
+# builds and runs them for a bounded time.
 option(MG_BUILD_FUZZ "Build the libFuzzer harness of the ONNX importer (clang)" OFF)
 if(MG_BUILD_FUZZ)
   if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
@@ -128,11 +128,16 @@ if(MG_BUILD_FUZZ)
   # Coverage feedback from the importer and the parser it drives.
   target_compile_options(memgrad_onnx PRIVATE -fsanitize=fuzzer-no-link)
   target_compile_options(memgrad_onnx_proto PRIVATE -fsanitize=fuzzer-no-link)
-  add_executable(fuzz_onnx "${PROJECT_SOURCE_DIR}/tests/fuzz/fuzz_onnx.c")
-  mg_target_settings(fuzz_onnx)
-  target_compile_options(fuzz_onnx PRIVATE -fsanitize=fuzzer)
-  target_link_options(fuzz_onnx PRIVATE -fsanitize=fuzzer)
-  target_link_libraries(fuzz_onnx PRIVATE memgrad_onnx)
+  # fuzz_onnx: any bytes; fuzz_onnx_extdata: with a real external-data
+  # directory (links, a FIFO, a secret outside it) for the reader and the
+  # folding of what it reads.
+  foreach(_mg_f fuzz_onnx fuzz_onnx_extdata)
+    add_executable(${_mg_f} "${PROJECT_SOURCE_DIR}/tests/fuzz/${_mg_f}.c")
+    mg_target_settings(${_mg_f})
+    target_compile_options(${_mg_f} PRIVATE -fsanitize=fuzzer)
+    target_link_options(${_mg_f} PRIVATE -fsanitize=fuzzer)
+    target_link_libraries(${_mg_f} PRIVATE memgrad_onnx)
+  endforeach()
 endif()
 
 # Models exported by torch.onnx.export against PyTorch autograd (Debian's
