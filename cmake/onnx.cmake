@@ -1,8 +1,8 @@
 # onnx.cmake - ONNX import (issue 12): the memgrad_onnx library (src/onnx/*.c,
 # include/memgrad_onnx.h), its protobuf-c code generated at build time from
-# Debian libonnx-dev's onnx.proto, the memgrad-onnx tool, test_onnx and the
-# fuzz harness. Included at the end of CMakeLists.txt. Without protobuf-c or
-# onnx.proto none of it is built.
+# Debian libonnx-dev's onnx.proto, the memgrad-onnx tool, test_onnx,
+# test_onnx_hostile and the fuzz harnesses. Included at the end of
+# CMakeLists.txt. Without protobuf-c or onnx.proto none of it is built.
 
 pkg_check_modules(PROTOBUFC IMPORTED_TARGET libprotobuf-c)
 find_program(MG_PROTOC_C protoc-c)
@@ -12,10 +12,12 @@ if(NOT PROTOBUFC_FOUND OR NOT MG_PROTOC_C OR NOT MG_ONNX_PROTO)
   message(STATUS "memgrad: protobuf-c, protoc-c or onnx.proto not found: "
                  "ONNX import not built (Debian: libprotobuf-c-dev "
                  "protobuf-c-compiler libonnx-dev)")
-  if(TARGET test_onnx)
-    set_target_properties(test_onnx PROPERTIES EXCLUDE_FROM_ALL ON)
-    set_tests_properties(test_onnx PROPERTIES DISABLED ON)
-  endif()
+  foreach(_mg_t test_onnx test_onnx_hostile)
+    if(TARGET ${_mg_t})
+      set_target_properties(${_mg_t} PROPERTIES EXCLUDE_FROM_ALL ON)
+      set_tests_properties(${_mg_t} PROPERTIES DISABLED ON)
+    endif()
+  endforeach()
   return()
 endif()
 message(STATUS "memgrad: ONNX import from ${MG_ONNX_PROTO}")
@@ -79,7 +81,14 @@ if(MG_BUILD_TESTS AND TARGET test_onnx)
   target_link_libraries(test_onnx PRIVATE memgrad_onnx)
   target_compile_definitions(test_onnx PRIVATE
     MG_ONNX_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data"
-    MG_ONNX_FUZZ_DIR="${PROJECT_SOURCE_DIR}/tests/fuzz/regressions")
+    MG_ONNX_FUZZ_DIR="${PROJECT_SOURCE_DIR}/tests/fuzz/regressions"
+    MG_ONNX_SEED_DIR="${PROJECT_SOURCE_DIR}/tests/fuzz/seeds")
+endif()
+# test_onnx_hostile builds its hostile models with the generated protobuf-c
+# code (the objects of memgrad_onnx_proto, and their header).
+if(MG_BUILD_TESTS AND TARGET test_onnx_hostile)
+  target_link_libraries(test_onnx_hostile PRIVATE memgrad_onnx
+                        memgrad_onnx_proto)
 endif()
 
 # As libmemgrad: a shared memgrad_onnx exports what memgrad_onnx.h marks
@@ -108,9 +117,9 @@ if(MG_BUILD_TESTS AND TARGET memgrad-onnx)
             "$<TARGET_FILE:memgrad-onnx>" "${PROJECT_SOURCE_DIR}/tests/data")
 endif()
 
-# The libFuzzer harness (tests/fuzz/fuzz_onnx.c): clang only, with
+# The libFuzzer harnesses (tests/fuzz/fuzz_onnx*.c): clang only, with
 # -DMG_BUILD_FUZZ=ON, best with -DMG_SANITIZE=ON. scripts/fuzz-onnx.sh
-# builds and runs it for a bounded time.
+# builds and runs them for a bounded time.
 option(MG_BUILD_FUZZ "Build the libFuzzer harness of the ONNX importer (clang)" OFF)
 if(MG_BUILD_FUZZ)
   if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
@@ -119,11 +128,16 @@ if(MG_BUILD_FUZZ)
   # Coverage feedback from the importer and the parser it drives.
   target_compile_options(memgrad_onnx PRIVATE -fsanitize=fuzzer-no-link)
   target_compile_options(memgrad_onnx_proto PRIVATE -fsanitize=fuzzer-no-link)
-  add_executable(fuzz_onnx "${PROJECT_SOURCE_DIR}/tests/fuzz/fuzz_onnx.c")
-  mg_target_settings(fuzz_onnx)
-  target_compile_options(fuzz_onnx PRIVATE -fsanitize=fuzzer)
-  target_link_options(fuzz_onnx PRIVATE -fsanitize=fuzzer)
-  target_link_libraries(fuzz_onnx PRIVATE memgrad_onnx)
+  # fuzz_onnx: any bytes; fuzz_onnx_extdata: with a real external-data
+  # directory (links, a FIFO, a secret outside it) for the reader and the
+  # folding of what it reads.
+  foreach(_mg_f fuzz_onnx fuzz_onnx_extdata)
+    add_executable(${_mg_f} "${PROJECT_SOURCE_DIR}/tests/fuzz/${_mg_f}.c")
+    mg_target_settings(${_mg_f})
+    target_compile_options(${_mg_f} PRIVATE -fsanitize=fuzzer)
+    target_link_options(${_mg_f} PRIVATE -fsanitize=fuzzer)
+    target_link_libraries(${_mg_f} PRIVATE memgrad_onnx)
+  endforeach()
 endif()
 
 # Models exported by torch.onnx.export against PyTorch autograd (Debian's

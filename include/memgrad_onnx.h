@@ -47,8 +47,19 @@ typedef struct mg_onnx_options {
     /* Seed of the first Dropout node; each further one takes the next. */
     uint64_t dropout_seed;
     /* Directory that external-data locations are relative to. NULL: the
-     * directory of the model file, or for a buffer the current directory. */
+     * directory of the model file, or for a buffer the current directory.
+     * A model file is untrusted, so a location must lie inside this
+     * directory: a relative path with no '..' and no symbolic link on the
+     * way (each component is opened with O_NOFOLLOW), naming a regular
+     * file (not a FIFO or a device). Anything else is MG_ERR_INVALID_ARG
+     * naming the tensor. */
     const char *external_data_dir;
+    /* A second directory, trusted by the caller, that symbolic links under
+     * external_data_dir may lead into (a hub cache whose snapshot links
+     * point into its blobs directory, say): a location that passes through
+     * a link is accepted if it resolves to a regular file inside this
+     * directory. NULL (the default): no link is followed. */
+    const char *external_data_allowed_dir;
 } mg_onnx_options;
 
 /* Defaults: training on, no dynamic sizes, seed 0. */

@@ -111,40 +111,111 @@ static void job_free(job *j)
     mg_graph_free(j->g);
 }
 
-/* The model's values named in a comma-separated list. */
-static int find_tensors(job *j, const char *names)
+/* The names of --tensors, split and checked while the arguments are
+ * parsed (none empty, none twice), so a bad list fails before the model is
+ * imported. */
+typedef struct name_list {
+    char **v;
+    int n;
+} name_list;
+
+static void names_free(name_list *l)
 {
-    int n = 1;
-    for (const char *c = names; *c; c++)
-        n += *c == ',';
-    if (!(j->extra = malloc(sizeof *j->extra * (size_t)n))) {
+    for (int k = 0; k < l->n; k++)
+        free(l->v[k]);
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+static int parse_names(const char *arg, name_list *l)
+{
+    int cap = 1;
+    for (const char *c = arg; *c; c++)
+        cap += *c == ',';
+    if (!(l->v = calloc((size_t)cap, sizeof *l->v))) {
         fprintf(stderr, "memgrad-onnx: out of memory\n");
         return 1;
     }
-    for (const char *c = names; j->n_extra < n; c++) {
-        const char *end = strchr(c, ',');
-        size_t len = end ? (size_t)(end - c) : strlen(c);
-        char name[1024];
-        if (len == 0 || len >= sizeof name) {
+    for (const char *c = arg;; c++) {
+        size_t len = strcspn(c, ",");
+        if (len == 0 || len >= 1024) {
             fprintf(stderr, "memgrad-onnx: --tensors: bad name at '%.40s'\n", c);
             return 1;
         }
-        memcpy(name, c, len);
-        name[len] = 0;
+        if (!(l->v[l->n] = strndup(c, len))) {
+            fprintf(stderr, "memgrad-onnx: out of memory\n");
+            return 1;
+        }
+        for (int k = 0; k < l->n; k++)
+            if (!strcmp(l->v[k], l->v[l->n])) {
+                fprintf(stderr, "memgrad-onnx: --tensors: '%s' is named "
+                                "twice\n", l->v[k]);
+                l->n++;
+                return 1;
+            }
+        l->n++;
+        c += len;
+        if (!*c)
+            return 0;
+    }
+}
+
+/* What tensor t already is in the step's bindings, or NULL: --tensors
+ * binds the values it keeps to memory of its own, so it may not name what
+ * is bound already (the model's inputs, parameters and constants). */
+static const char *bound_as(const job *j, mg_tensor t)
+{
+    for (int i = 0; i < mg_onnx_num_inputs(j->m); i++)
+        if (mg_onnx_input(j->m, i) == t)
+            return "an input of the model (--input gives its data)";
+    for (int i = 0; i < mg_onnx_num_params(j->m); i++)
+        if (mg_onnx_param(j->m, i) == t)
+            return "a parameter (--save-grads writes its gradient)";
+    int nb;
+    const mg_binding *b = mg_onnx_bindings(j->m, &nb);
+    for (int i = 0; i < nb; i++)
+        if (b[i].tensor == t)
+            return "a constant of the model";
+    return NULL;
+}
+
+/* The model's values named by --tensors: each must be one the model
+ * computes, and no two may be the same tensor (an Identity's output is its
+ * input's). */
+static int find_tensors(job *j, const name_list *names)
+{
+    if (!(j->extra = malloc(sizeof *j->extra * (size_t)names->n))) {
+        fprintf(stderr, "memgrad-onnx: out of memory\n");
+        return 1;
+    }
+    for (int k = 0; k < names->n; k++) {
+        const char *name = names->v[k];
         mg_tensor t = mg_onnx_find(j->m, name);
         if (t == MG_NO_TENSOR) {
             fprintf(stderr, "memgrad-onnx: --tensors: the model has no "
                             "value named '%s'\n", name);
             return 1;
         }
+        const char *what = bound_as(j, t);
+        if (what) {
+            fprintf(stderr, "memgrad-onnx: --tensors: '%s' is %s, not a "
+                            "value the model computes\n", name, what);
+            return 1;
+        }
+        for (int q = 0; q < k; q++)
+            if (j->extra[q] == t) {
+                fprintf(stderr, "memgrad-onnx: --tensors: '%s' and '%s' are "
+                                "the same value\n", names->v[q], name);
+                return 1;
+            }
         j->extra[j->n_extra++] = t;
-        c += len;
     }
     return 0;
 }
 
 static int job_build(job *j, const char *path, int64_t batch,
-                     mg_ckpt_policy pol, const char *names)
+                     mg_ckpt_policy pol, const name_list *names)
 {
     memset(j, 0, sizeof *j);
     mg_onnx_options o;
@@ -335,7 +406,7 @@ static int write_tensors(const char *path, const mg_graph *g,
 
 static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
                     const char *input, const char *labels_file,
-                    const char *save, int repeat, const char *names,
+                    const char *save, int repeat, const name_list *names,
                     const char *save_tensors)
 {
     job j;
@@ -498,7 +569,12 @@ int main(int argc, char **argv)
     char buf[256];
     snprintf(buf, sizeof buf, "%s", policy);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (npol == MAX_POLICIES || parse_policy(tok, &pols[npol++])) {
+        if (npol == MAX_POLICIES) {
+            fprintf(stderr, "memgrad-onnx: --policy names more than %d "
+                            "policies\n", MAX_POLICIES);
+            return 2;
+        }
+        if (parse_policy(tok, &pols[npol++])) {
             fprintf(stderr, "memgrad-onnx: bad policy '%s' (none, memory, speed)\n", tok);
             return 2;
         }
@@ -507,6 +583,13 @@ int main(int argc, char **argv)
         return usage();
     if (is_plan)
         return cmd_plan(path, batch, pols, npol, dot);
-    return cmd_step(path, batch, pols[0], input, labels, save, repeat, names,
-                    save_tensors);
+    name_list list = {NULL, 0};
+    if (names && parse_names(names, &list)) {
+        names_free(&list);
+        return 2;
+    }
+    int rc = cmd_step(path, batch, pols[0], input, labels, save, repeat,
+                      names ? &list : NULL, save_tensors);
+    names_free(&list);
+    return rc;
 }

@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "onnx_internal.h"
 
@@ -42,6 +44,21 @@ mg_status mgi_onnx_node_error(mgi_octx *c, mg_status s, const char *fmt, ...)
     return mg_set_error(s, "onnx node '%s' (op_type %s, domain '%s', opset %lld): %s",
                         S(n->name), S(n->op_type), S(n->domain),
                         (long long)c->opset, msg);
+}
+
+/* The builder's error, prefixed with the value the importer was making
+ * unless it names that value already. The message is copied first:
+ * formatting mg_last_error() into the buffer it lives in read the prefix
+ * back, and printed it twice. */
+static mg_status builder_error(const char *what, const char *name)
+{
+    char msg[512], quoted[300];
+    snprintf(msg, sizeof msg, "%s", mg_last_error());
+    snprintf(quoted, sizeof quoted, "'%s'", name);
+    mg_status s = mg_last_status() ? mg_last_status() : MG_ERR_INTERNAL;
+    if (strstr(msg, quoted))
+        return mg_set_error(s, "onnx: %s", msg);
+    return mg_set_error(s, "onnx: %s %s: %s", what, quoted, msg);
 }
 
 /* ------------------------------------------------------------------ names */
@@ -273,74 +290,6 @@ static void raw_elem(const uint8_t *p, int32_t t, double *f, int64_t *i)
     }
 }
 
-/* The directory external data is read from; set by the import calls. */
-static const char *ext_dir_of(mgi_octx *c)
-{
-    return c->opts.external_data_dir ? c->opts.external_data_dir : ".";
-}
-
-/* Read `len` bytes at `offset` of the external file `loc` into a new
- * buffer, after checking that the file holds them. */
-static mg_status read_external(mgi_octx *c, const char *tname, const char *loc,
-                               int64_t offset, int64_t len, uint8_t **out)
-{
-    *out = NULL;
-    if (!loc || !loc[0] || loc[0] == '/' || strstr(loc, ".."))
-        return mg_set_error(MG_ERR_INVALID_ARG,
-                            "onnx: tensor '%s': external data location '%s' "
-                            "must be a relative path inside the model's "
-                            "directory", tname, S(loc));
-    const char *dir = ext_dir_of(c);
-    size_t plen = strlen(dir) + strlen(loc) + 2;
-    char *path = malloc(plen);
-    if (!path)
-        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
-    snprintf(path, plen, "%s/%s", dir, loc);
-    FILE *f = fopen(path, "rb");
-    struct stat st;
-    if (!f || fstat(fileno(f), &st) != 0) {
-        mg_status s = mg_set_error(MG_ERR_INVALID_ARG,
-                                   "onnx: tensor '%s': cannot open external "
-                                   "data file '%s': %s", tname, path,
-                                   strerror(errno));
-        if (f)
-            fclose(f);
-        free(path);
-        return s;
-    }
-    if (len < 0)
-        len = (int64_t)st.st_size - offset;
-    if (offset < 0 || len < 0 || offset > (int64_t)st.st_size ||
-        len > (int64_t)st.st_size - offset) {
-        fclose(f);
-        mg_status s = mg_set_error(MG_ERR_INVALID_ARG,
-                                   "onnx: tensor '%s': external data [%lld, "
-                                   "+%lld) is past the end of '%s' (%lld bytes)",
-                                   tname, (long long)offset, (long long)len,
-                                   path, (long long)st.st_size);
-        free(path);
-        return s;
-    }
-    free(path);
-    uint8_t *buf = malloc(len ? (size_t)len : 1);
-    if (!buf) {
-        fclose(f);
-        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
-    }
-    if (fseeko(f, (off_t)offset, SEEK_SET) != 0 ||
-        fread(buf, 1, (size_t)len, f) != (size_t)len) {
-        fclose(f);
-        free(buf);
-        return mg_set_error(MG_ERR_INVALID_ARG,
-                            "onnx: tensor '%s': reading external data failed",
-                            tname);
-    }
-    fclose(f);
-    *out = buf;
-    *out = buf;
-    return MG_OK;
-}
-
 mg_status mgi_onnx_decode_tensor(mgi_octx *c, const Onnx__TensorProto *tp,
                                  mgi_oconst **out)
 {
@@ -401,7 +350,7 @@ mg_status mgi_onnx_decode_tensor(mgi_octx *c, const Onnx__TensorProto *tp,
                                 (long long)len, (long long)(n * (int64_t)es));
         if (len < 0)
             len = n * (int64_t)es;
-        mg_status s = read_external(c, tname, loc, off, len, &ext);
+        mg_status s = mgi_onnx_read_external(c, tname, loc, off, len, &ext);
         if (s)
             return s;
         raw = ext;
@@ -663,8 +612,7 @@ static mg_status import_inputs(mgi_octx *c, const Onnx__GraphProto *gp)
                                 "are supported)", name, (int)et);
         mg_tensor t = mg_input(c->g, name, dt, (int)sp->n_dim, shape);
         if (t == MG_NO_TENSOR)
-            return mg_set_error(mg_last_status(), "onnx: input '%s': %s", name,
-                                mg_last_error());
+            return builder_error("input", name);
         mg_status s = mgi_onnx_define(c, name, t, NULL);
         if (s)
             return s;
@@ -690,8 +638,7 @@ static mg_status import_initializers(mgi_octx *c, const Onnx__GraphProto *gp)
         if (tp->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && kc->n > 0) {
             t = mg_param(c->g, S(tp->name), MG_F32, kc->ndim, kc->shape);
             if (t == MG_NO_TENSOR)
-                return mg_set_error(mg_last_status(), "onnx: initializer "
-                                    "'%s': %s", S(tp->name), mg_last_error());
+                return builder_error("initializer", S(tp->name));
             float *p = to_f32(kc);
             if (!p)
                 return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
@@ -864,20 +811,58 @@ static mg_status build_name_map(mgi_octx *c)
     return MG_OK;
 }
 
+/* The IR versions and default-domain opsets whose semantics the converters
+ * follow (docs/onnx.md, "Versions"). IR 3 is the first with opset_import;
+ * 14 the newest the committed test models carry. Opset 7 is the first with
+ * numpy broadcasting and without the legacy attributes (broadcast, axis on
+ * Add, consumed_inputs, is_test) the converters do not read; 21 the newest
+ * whose changes to the supported ops have been read (and where they
+ * matter, refused or implemented). */
+#define MIN_IR 3
+#define MAX_IR 14
+#define MIN_OPSET 7
+#define MAX_OPSET 21
+
+/* Refuses a model outside those versions; sets c->opset. */
+static mg_status check_versions(mgi_octx *c, const Onnx__ModelProto *mp)
+{
+    int64_t ir = mp->has_ir_version ? mp->ir_version : 0;
+    if (ir < MIN_IR || ir > MAX_IR)
+        return mg_set_error(MG_ERR_UNSUPPORTED, "onnx: IR version %lld is not "
+                            "supported (%d to %d are)", (long long)ir, MIN_IR,
+                            MAX_IR);
+    bool found = false;
+    for (size_t k = 0; k < mp->n_opset_import; k++) {
+        const Onnx__OperatorSetIdProto *o = mp->opset_import[k];
+        const char *d = S(o->domain);
+        if (d[0] && strcmp(d, "ai.onnx") != 0)
+            continue; /* other domains: their nodes are refused as such */
+        int64_t v = o->has_version ? o->version : 0;
+        if (found && c->opset != v)
+            return mg_set_error(MG_ERR_INVALID_ARG, "onnx: the model imports "
+                                "two opsets (%lld and %lld) of the default "
+                                "domain", (long long)c->opset, (long long)v);
+        c->opset = v;
+        found = true;
+    }
+    if (!found)
+        return mg_set_error(MG_ERR_UNSUPPORTED, "onnx: the model imports no "
+                            "opset of the default domain ('' or ai.onnx)");
+    if (c->opset < MIN_OPSET || c->opset > MAX_OPSET)
+        return mg_set_error(MG_ERR_UNSUPPORTED, "onnx: opset %lld of the "
+                            "default domain is not supported (%d to %d are)",
+                            (long long)c->opset, MIN_OPSET, MAX_OPSET);
+    return MG_OK;
+}
+
 static mg_status import_model(mgi_octx *c, const Onnx__ModelProto *mp)
 {
     mg_status s;
     const Onnx__GraphProto *gp = mp->graph;
     if (!gp)
         return mg_set_error(MG_ERR_INVALID_ARG, "onnx: the model has no graph");
-    c->opset = -1;
-    for (size_t k = 0; k < mp->n_opset_import; k++) {
-        const char *d = S(mp->opset_import[k]->domain);
-        if (!d[0] || strcmp(d, "ai.onnx") == 0)
-            c->opset = mp->opset_import[k]->version;
-    }
-    if (c->opset < 1)
-        c->opset = mp->n_opset_import ? 1 : 1; /* IR 1 had no opset_import */
+    if ((s = check_versions(c, mp)))
+        return s;
     c->model->opset = c->opset;
 
     /* every name the model can define, for the table's size */
@@ -961,10 +946,13 @@ static mg_status import_buffer(const void *data, size_t size,
     c.model = calloc(1, sizeof *c.model);
     if (!c.model)
         return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    /* bound the nesting first: protobuf-c's unpack recursion has none */
+    mg_status s = mgi_onnx_check_nesting(data, size);
     Onnx__ModelProto *mp =
-        onnx__model_proto__unpack(NULL, size, (const uint8_t *)data);
-    mg_status s;
-    if (!mp)
+        s ? NULL : onnx__model_proto__unpack(NULL, size, (const uint8_t *)data);
+    if (s)
+        ; /* already says why */
+    else if (!mp)
         s = mg_set_error(MG_ERR_INVALID_ARG, "onnx: not a valid ONNX model "
                          "(the protobuf does not parse: truncated or "
                          "corrupt, %zu bytes)", size);
@@ -997,6 +985,49 @@ mg_status mg_onnx_import_buffer(const void *data, size_t size,
     return import_buffer(data, size, opts, ".", g, out);
 }
 
+/* The whole of file `path` in a new buffer. O_NONBLOCK, so that a FIFO
+ * given as the model returns at once (and is refused as not a regular
+ * file) instead of waiting for a writer. */
+static mg_status read_model_file(const char *path, uint8_t **out, size_t *size)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return mg_set_error(MG_ERR_INVALID_ARG, "onnx: cannot open '%s': %s",
+                            path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        (uint64_t)st.st_size > (uint64_t)SIZE_MAX / 2) {
+        close(fd);
+        return mg_set_error(MG_ERR_INVALID_ARG, "onnx: '%s' is not a regular "
+                            "file", path);
+    }
+    size_t len = (size_t)st.st_size, have = 0;
+    uint8_t *buf = malloc(len ? len : 1);
+    if (!buf) {
+        close(fd);
+        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory reading '%s'",
+                            path);
+    }
+    while (have < len) {
+        ssize_t got = read(fd, buf + have, len - have);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        have += (size_t)got;
+    }
+    close(fd);
+    if (have != len) {
+        free(buf);
+        return mg_set_error(MG_ERR_INVALID_ARG, "onnx: reading '%s' failed",
+                            path);
+    }
+    *out = buf;
+    *size = len;
+    return MG_OK;
+}
+
 mg_status mg_onnx_import_file(const char *path, const mg_onnx_options *opts,
                               mg_graph *g, mg_onnx_model **out)
 {
@@ -1004,40 +1035,23 @@ mg_status mg_onnx_import_file(const char *path, const mg_onnx_options *opts,
         *out = NULL;
     if (!path)
         return mg_set_error(MG_ERR_INVALID_ARG, "mg_onnx_import_file: path is NULL");
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return mg_set_error(MG_ERR_INVALID_ARG, "onnx: cannot open '%s': %s",
-                            path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) ||
-        (uint64_t)st.st_size > (uint64_t)SIZE_MAX / 2) {
-        fclose(f);
-        return mg_set_error(MG_ERR_INVALID_ARG, "onnx: '%s' is not a regular "
-                            "file", path);
-    }
-    size_t size = (size_t)st.st_size;
-    uint8_t *buf = malloc(size ? size : 1);
-    if (!buf) {
-        fclose(f);
-        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory reading '%s'",
-                            path);
-    }
-    if (fread(buf, 1, size, f) != size) {
-        fclose(f);
-        free(buf);
-        return mg_set_error(MG_ERR_INVALID_ARG, "onnx: reading '%s' failed",
-                            path);
-    }
-    fclose(f);
+    uint8_t *buf;
+    size_t size = 0;
+    mg_status s = read_model_file(path, &buf, &size);
+    if (s)
+        return s;
     char *dir = strdup(path);
     if (!dir) {
         free(buf);
         return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
     }
+    /* external data lies beside the model: its directory */
     char *slash = strrchr(dir, '/');
-    if (slash)
+    if (slash == dir)
+        slash[1] = '\0'; /* "/m.onnx": the root */
+    else if (slash)
         *slash = '\0';
-    mg_status s = import_buffer(buf, size, opts, slash ? dir : ".", g, out);
+    s = import_buffer(buf, size, opts, slash ? dir : ".", g, out);
     free(dir);
     free(buf);
     return s;

@@ -58,6 +58,9 @@ typedef struct mgi_octx {
     int n_consts, cap_consts;
     uint64_t next_seed;
     const Onnx__NodeProto *node; /* the node being converted, for messages */
+    /* the node's first attribute of the wrong type or out of range, found
+     * by the attribute readers of onnx_ops.c ("" if none) */
+    char attr_err[256];
     /* every name a node or a graph output reads: open addressing */
     const char **used;
     int n_used;
@@ -101,6 +104,17 @@ mg_status mgi_onnx_node_error(mgi_octx *c, mg_status s, const char *fmt, ...)
  * nobody reads (Dropout's mask, BatchNormalization's running statistics)
  * is then left undefined instead of refused. */
 bool mgi_onnx_is_read(const mgi_octx *c, const char *name);
+
+/* onnx_extdata.c: the `len` bytes at `offset` of external-data location
+ * `loc` of tensor `tname`, opened beneath options.external_data_dir (no
+ * symbolic links, no '..', a regular file) into a new buffer. */
+mg_status mgi_onnx_read_external(mgi_octx *c, const char *tname,
+                                 const char *loc, int64_t offset, int64_t len,
+                                 uint8_t **out);
+
+/* onnx_wire.c: MG_ERR_INVALID_ARG if the ModelProto in data[0..size)
+ * nests messages deeper than protobuf-c's recursion may safely go. */
+mg_status mgi_onnx_check_nesting(const void *data, size_t size);
 
 /* onnx_ops.c */
 mg_status mgi_onnx_convert_node(mgi_octx *c, const Onnx__NodeProto *node);

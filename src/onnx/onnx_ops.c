@@ -9,6 +9,7 @@
  * input bound to data the model handle owns).
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "onnx_internal.h"
 
 #define S(x) ((x) ? (x) : "")
+#define AT(x) ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__##x
 typedef Onnx__NodeProto node_t;
 
 /* ------------------------------------------------------------------ helpers */
@@ -119,7 +121,7 @@ static mg_status out_c(mgi_octx *c, const node_t *n, size_t k, mgi_oconst *kc)
 
 static int64_t d2i(double x);
 
-static const Onnx__AttributeProto *attr(const node_t *n, const char *name)
+static const Onnx__AttributeProto *attr_any(const node_t *n, const char *name)
 {
     for (size_t k = 0; k < n->n_attribute; k++)
         if (n->attribute[k]->name && strcmp(n->attribute[k]->name, name) == 0)
@@ -127,24 +129,93 @@ static const Onnx__AttributeProto *attr(const node_t *n, const char *name)
     return NULL;
 }
 
-static int64_t attr_i(const node_t *n, const char *name, int64_t def)
+/* Records the first bad attribute of the node being converted. The readers
+ * below return a value, not a status, so mgi_onnx_convert_node reports it
+ * when the converter returns, whatever the converter made of the default
+ * it was given instead. */
+static void bad_attr(mgi_octx *c, const char *fmt, ...) MG_PRINTF(2, 3);
+static void bad_attr(mgi_octx *c, const char *fmt, ...)
 {
-    const Onnx__AttributeProto *a = attr(n, name);
-    return a && a->has_i ? a->i : def;
+    if (c->attr_err[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->attr_err, sizeof c->attr_err, fmt, ap);
+    va_end(ap);
 }
 
-static double attr_f(const node_t *n, const char *name, double def)
+/* Whether a holds a value of the given type (for files that leave the type
+ * field unset, as IR 1 allowed). */
+static bool has_value(const Onnx__AttributeProto *a,
+                      Onnx__AttributeProto__AttributeType type)
 {
-    const Onnx__AttributeProto *a = attr(n, name);
-    return a && a->has_f ? a->f : def;
+    switch (type) {
+    case AT(INT): return a->has_i;
+    case AT(FLOAT): return a->has_f;
+    case AT(STRING): return a->has_s;
+    case AT(TENSOR): return a->t != NULL;
+    case AT(INTS): return a->n_ints > 0;
+    case AT(FLOATS): return a->n_floats > 0;
+    default: return false;
+    }
+}
+
+/* Attribute `name` if the node has it with the given type; one of another
+ * type, or without its value, is recorded as bad (and NULL returned). */
+static const Onnx__AttributeProto *attr(mgi_octx *c, const node_t *n,
+                                        const char *name,
+                                        Onnx__AttributeProto__AttributeType type)
+{
+    const Onnx__AttributeProto *a = attr_any(n, name);
+    if (!a)
+        return NULL;
+    bool typed = a->has_type && a->type != AT(UNDEFINED);
+    bool lists = type == AT(INTS) || type == AT(FLOATS);
+    /* an empty list is a typed list with no entries */
+    if (typed ? a->type == type && (lists || has_value(a, type)) : has_value(a, type))
+        return a;
+    const ProtobufCEnumValue *want = protobuf_c_enum_descriptor_get_value(
+        &onnx__attribute_proto__attribute_type__descriptor, type);
+    bad_attr(c, "attribute '%s' must be of type %s", name, want ? want->name : "?");
+    return NULL;
+}
+
+static int64_t attr_i(mgi_octx *c, const node_t *n, const char *name, int64_t def)
+{
+    const Onnx__AttributeProto *a = attr(c, n, name, AT(INT));
+    return a ? a->i : def;
+}
+
+/* An int attribute that is a flag: 0 or 1 (not cast to int from 2^32). */
+static bool attr_flag(mgi_octx *c, const node_t *n, const char *name, bool def)
+{
+    int64_t v = attr_i(c, n, name, def);
+    if (v != 0 && v != 1)
+        bad_attr(c, "attribute '%s' is %lld (0 or 1)", name, (long long)v);
+    return v == 1;
+}
+
+static double attr_f(mgi_octx *c, const node_t *n, const char *name, double def)
+{
+    const Onnx__AttributeProto *a = attr(c, n, name, AT(FLOAT));
+    return a ? a->f : def;
+}
+
+/* A normalisation's epsilon: finite and not negative. */
+static double attr_eps(mgi_octx *c, const node_t *n)
+{
+    double eps = attr_f(c, n, "epsilon", 1e-5);
+    if (!(eps >= 0) || !isfinite(eps))
+        bad_attr(c, "attribute 'epsilon' is %g (finite, at least 0)", eps);
+    return eps;
 }
 
 /* A string attribute, copied (protobuf bytes are not NUL-terminated). */
-static void attr_s(const node_t *n, const char *name, const char *def,
-                   char *buf, size_t len)
+static void attr_s(mgi_octx *c, const node_t *n, const char *name,
+                   const char *def, char *buf, size_t len)
 {
-    const Onnx__AttributeProto *a = attr(n, name);
-    if (!a || !a->has_s) {
+    const Onnx__AttributeProto *a = attr(c, n, name, AT(STRING));
+    if (!a) {
         snprintf(buf, len, "%s", def);
         return;
     }
@@ -154,10 +225,11 @@ static void attr_s(const node_t *n, const char *name, const char *def,
 }
 
 /* An ints attribute: its count (-1 if absent; -2 if more than max). */
-static int attr_ints(const node_t *n, const char *name, int64_t *out, int max)
+static int attr_ints(mgi_octx *c, const node_t *n, const char *name,
+                     int64_t *out, int max)
 {
-    const Onnx__AttributeProto *a = attr(n, name);
-    if (!a || (!a->n_ints && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS))
+    const Onnx__AttributeProto *a = attr(c, n, name, AT(INTS));
+    if (!a)
         return -1;
     if (a->n_ints > (size_t)max)
         return -2;
@@ -405,7 +477,7 @@ static mg_status op_shape(mgi_octx *c, const node_t *n)
     int nd = in_shape(c, n, 0, shape);
     if (nd < 0)
         return BAD_ATTR("input 0 is missing");
-    int64_t start = attr_i(n, "start", 0), end = attr_i(n, "end", nd);
+    int64_t start = attr_i(c, n, "start", 0), end = attr_i(c, n, "end", nd);
     if (start < 0)
         start += nd;
     if (end < 0)
@@ -433,7 +505,7 @@ static mg_status reshape_target(mgi_octx *c, const node_t *n, int nd_in,
     if (nd < 0)
         return UNSUP("the target shape must be a constant of rank at most %d "
                      "(a static shape)", MG_MAX_DIMS);
-    int64_t allowzero = attr_i(n, "allowzero", 0);
+    bool allowzero = attr_flag(c, n, "allowzero", false);
     int infer = -1;
     int64_t prod = 1;
     for (int d = 0; d < nd; d++) {
@@ -501,7 +573,7 @@ static mg_status reshape_to(mgi_octx *c, const node_t *n, int nd_out,
 
 static int axes_of(mgi_octx *c, const node_t *n, int64_t *axes, int max)
 {
-    int na = attr_ints(n, "axes", axes, max);
+    int na = attr_ints(c, n, "axes", axes, max);
     if (na == -1 && c->opset >= 13)
         na = const_ints(c, n, 1, axes, max);
     return na;
@@ -556,7 +628,7 @@ static mg_status op_flatten(mgi_octx *c, const node_t *n)
 {
     int64_t shape[MG_MAX_DIMS], out[2] = {1, 1};
     int nd = in_shape(c, n, 0, shape);
-    int64_t axis = attr_i(n, "axis", 1);
+    int64_t axis = attr_i(c, n, "axis", 1);
     if (axis < 0)
         axis += nd;
     if (nd < 0 || axis < 0 || axis > nd)
@@ -580,22 +652,22 @@ static mg_status op_constant(mgi_octx *c, const node_t *n)
 {
     const Onnx__AttributeProto *a;
     mgi_oconst *k = NULL;
-    if ((a = attr(n, "value")) && a->t) {
+    if ((a = attr(c, n, "value", AT(TENSOR)))) {
         TRY(mgi_onnx_decode_tensor(c, a->t, &k));
-    } else if ((a = attr(n, "value_float")) && a->has_f) {
+    } else if ((a = attr(c, n, "value_float", AT(FLOAT)))) {
         k = mgi_onnx_const_new(c, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, true, 0, NULL);
         if (k)
             k->f[0] = a->f;
-    } else if ((a = attr(n, "value_int")) && a->has_i) {
+    } else if ((a = attr(c, n, "value_int", AT(INT)))) {
         k = mgi_onnx_const_new(c, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, false, 0, NULL);
         if (k)
             k->i[0] = a->i;
-    } else if ((a = attr(n, "value_floats"))) {
+    } else if ((a = attr(c, n, "value_floats", AT(FLOATS)))) {
         int64_t len = (int64_t)a->n_floats;
         k = mgi_onnx_const_new(c, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, true, 1, &len);
         for (int64_t e = 0; k && e < len; e++)
             k->f[e] = a->floats[e];
-    } else if ((a = attr(n, "value_ints"))) {
+    } else if ((a = attr(c, n, "value_ints", AT(INTS)))) {
         int64_t len = (int64_t)a->n_ints;
         k = mgi_onnx_const_new(c, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, false, 1, &len);
         for (int64_t e = 0; k && e < len; e++)
@@ -612,9 +684,9 @@ static mg_status op_constant_of_shape(mgi_octx *c, const node_t *n)
     int nd = const_ints(c, n, 0, shape, MG_MAX_DIMS);
     if (nd < 0)
         return UNSUP("the shape must be a constant of rank at most %d", MG_MAX_DIMS);
-    const Onnx__AttributeProto *a = attr(n, "value");
+    const Onnx__AttributeProto *a = attr(c, n, "value", AT(TENSOR));
     mgi_oconst *v = NULL;
-    if (a && a->t)
+    if (a)
         TRY(mgi_onnx_decode_tensor(c, a->t, &v));
     if (v && v->n != 1)
         return BAD_ATTR("value must hold one element");
@@ -632,11 +704,38 @@ static mg_status op_constant_of_shape(mgi_octx *c, const node_t *n)
     return out_c(c, n, 0, k);
 }
 
+/* The name of TensorProto data type t ("FLOAT", "INT64"), or NULL if t is
+ * none. */
+static const char *type_name(int64_t t)
+{
+    if (t < INT32_MIN || t > INT32_MAX)
+        return NULL;
+    const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(
+        &onnx__tensor_proto__data_type__descriptor, (int)t);
+    return v ? v->name : NULL;
+}
+
+/* An integer element of a constant, whichever way it is stored. */
+static int64_t ival(const mgi_oconst *k, int64_t e)
+{
+    return k->i ? k->i[e] : d2i(k->f[e]);
+}
+
 static mg_status op_range(mgi_octx *c, const node_t *n)
 {
     mgi_oconst *s = in_const(c, n, 0), *l = in_const(c, n, 1), *d = in_const(c, n, 2);
     if (!s || !l || !d || s->n != 1 || l->n != 1 || d->n != 1)
         return UNSUP("start, limit and delta must be constant scalars");
+    /* ONNX gives all three one type T; the integer fold below reads delta
+     * as an integer, so mixed operands are refused, not guessed at */
+    if (s->onnx_type != l->onnx_type || s->onnx_type != d->onnx_type ||
+        (s->f != NULL) != (d->f != NULL))
+        return mgi_onnx_node_error(c, MG_ERR_DTYPE,
+                                   "start, limit and delta must have one "
+                                   "type (they are %s, %s, %s)",
+                                   S(type_name(s->onnx_type)),
+                                   S(type_name(l->onnx_type)),
+                                   S(type_name(d->onnx_type)));
     double st = cval(s, 0), li = cval(l, 0), de = cval(d, 0);
     if (de == 0)
         return BAD_ATTR("delta is 0");
@@ -651,14 +750,41 @@ static mg_status op_range(mgi_octx *c, const node_t *n)
         if (k->f)
             k->f[e] = st + (double)e * de;
         else
-            k->i[e] = (int64_t)((uint64_t)s->i[0] + (uint64_t)e * (uint64_t)d->i[0]);
+            k->i[e] = (int64_t)((uint64_t)ival(s, 0) + (uint64_t)e * (uint64_t)ival(d, 0));
     }
     return out_c(c, n, 0, k);
 }
 
+/* The Cast targets memgrad implements: f32 and f64, and the integers it
+ * keeps as int64 constants or int32 tensors (see as_float). Narrower and
+ * unsigned integers would need their wrap-around, strings and float16 a
+ * representation memgrad does not have. */
+static mg_status cast_target(mgi_octx *c, const node_t *n, int64_t *to)
+{
+    if (!attr(c, n, "to", AT(INT)))
+        return BAD_ATTR("Cast needs its 'to' attribute");
+    *to = attr_i(c, n, "to", 0);
+    const char *name = type_name(*to);
+    if (!name || *to == ONNX__TENSOR_PROTO__DATA_TYPE__UNDEFINED)
+        return BAD_ATTR("to=%lld is not a TensorProto data type",
+                        (long long)*to);
+    switch (*to) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
+        return MG_OK;
+    default:
+        return UNSUP("Cast to %s (FLOAT, DOUBLE, INT32, INT64 and BOOL are "
+                     "supported)", name);
+    }
+}
+
 static mg_status op_cast(mgi_octx *c, const node_t *n)
 {
-    int64_t to = attr_i(n, "to", 0);
+    int64_t to = 0;
+    TRY(cast_target(c, n, &to));
     mgi_oval *v = in(c, n, 0);
     if (!v)
         return BAD_ATTR("input 0 is missing");
@@ -699,7 +825,10 @@ static mg_status op_concat(mgi_octx *c, const node_t *n)
 {
     if (n->n_input < 1 || n->n_input > 4096)
         return BAD_ATTR("needs 1 to 4096 inputs");
-    int64_t axis = attr_i(n, "axis", 0);
+    /* required since opset 4 (the default 1 before is of opsets refused) */
+    if (!attr(c, n, "axis", AT(INT)))
+        return BAD_ATTR("Concat needs its axis attribute");
+    int64_t axis = attr_i(c, n, "axis", 0);
     bool all_const = true;
     for (size_t k = 0; k < n->n_input; k++) {
         mgi_oval *v = in(c, n, k);
@@ -711,7 +840,8 @@ static mg_status op_concat(mgi_octx *c, const node_t *n)
         mgi_oconst *a = in_const(c, n, 0);
         int nd = a->ndim;
         if (!norm_axis(&axis, nd))
-            return BAD_ATTR("bad axis");
+            return BAD_ATTR("axis %lld is out of range for rank %d",
+                            (long long)attr_i(c, n, "axis", 0), nd);
         int64_t shape[MG_MAX_DIMS];
         memcpy(shape, a->shape, sizeof(int64_t) * (size_t)nd);
         shape[axis] = 0;
@@ -758,6 +888,15 @@ static mg_status op_concat(mgi_octx *c, const node_t *n)
             return mg_last_status();
         }
     }
+    /* normalised against the rank before the cast to int: 2^32 + 1 would
+     * otherwise become axis 1 */
+    int64_t xs0[MG_MAX_DIMS];
+    int nd = tshape(c, xs[0], xs0);
+    if (!norm_axis(&axis, nd)) {
+        free(xs);
+        return BAD_ATTR("axis %lld is out of range for rank %d",
+                        (long long)attr_i(c, n, "axis", 0), nd);
+    }
     mg_tensor y = mg_concat(c->g, (int)n->n_input, xs, (int)axis);
     free(xs);
     return out_t(c, n, 0, y);
@@ -768,7 +907,7 @@ static mg_status op_gather(mgi_octx *c, const node_t *n)
     mgi_oval *dv = in(c, n, 0), *iv = in(c, n, 1);
     if (!dv || !iv)
         return BAD_ATTR("needs data and indices");
-    int64_t axis = attr_i(n, "axis", 0);
+    int64_t axis = attr_i(c, n, "axis", 0);
     int64_t shape[MG_MAX_DIMS];
     int nd = in_shape(c, n, 0, shape);
     if (!norm_axis(&axis, nd))
@@ -875,9 +1014,9 @@ static mg_status op_slice(mgi_octx *c, const node_t *n)
     int64_t st[MG_MAX_DIMS], en[MG_MAX_DIMS], ax[MG_MAX_DIMS], sp[MG_MAX_DIMS];
     int ns, ne, na, nsp;
     if (c->opset < 10) {
-        ns = attr_ints(n, "starts", st, MG_MAX_DIMS);
-        ne = attr_ints(n, "ends", en, MG_MAX_DIMS);
-        na = attr_ints(n, "axes", ax, MG_MAX_DIMS);
+        ns = attr_ints(c, n, "starts", st, MG_MAX_DIMS);
+        ne = attr_ints(c, n, "ends", en, MG_MAX_DIMS);
+        na = attr_ints(c, n, "axes", ax, MG_MAX_DIMS);
         nsp = -1;
     } else {
         ns = const_ints(c, n, 1, st, MG_MAX_DIMS);
@@ -948,13 +1087,16 @@ static mg_status op_split(mgi_octx *c, const node_t *n)
 {
     int64_t shape[MG_MAX_DIMS], sizes[64];
     int nd = in_shape(c, n, 0, shape);
-    int64_t axis = attr_i(n, "axis", 0);
+    int64_t axis = attr_i(c, n, "axis", 0);
     if (nd < 0 || !norm_axis(&axis, nd))
         return BAD_ATTR("bad input or axis");
     size_t no = n->n_output;
     if (no < 1 || no > 64)
         return UNSUP("Split into %zu outputs (1 to 64)", no);
-    int ns = attr_ints(n, "split", sizes, 64);
+    int64_t nout = attr_i(c, n, "num_outputs", (int64_t)no); /* opset 18 */
+    if (nout != (int64_t)no)
+        return BAD_ATTR("num_outputs %lld for %zu outputs", (long long)nout, no);
+    int ns = attr_ints(c, n, "split", sizes, 64);
     if (ns == -1 && c->opset >= 13)
         ns = const_ints(c, n, 1, sizes, 64);
     if (ns < 0) {
@@ -985,14 +1127,23 @@ static mg_status op_transpose(mgi_octx *c, const node_t *n)
     int nd = in_shape(c, n, 0, shape);
     if (nd < 0)
         return BAD_ATTR("input 0 is missing");
-    int np = attr_ints(n, "perm", perm64, MG_MAX_DIMS);
+    int np = attr_ints(c, n, "perm", perm64, MG_MAX_DIMS);
     int perm[MG_MAX_DIMS];
+    if (np == -2)
+        return BAD_ATTR("perm has more than %d entries", MG_MAX_DIMS);
     if (np >= 0 && np != nd)
         return BAD_ATTR("perm has %d entries for rank %d", np, nd);
+    /* a permutation of 0..nd-1, as mg_permute asks: the folding below
+     * reads the constant through it, so a repeated axis would read past
+     * the constant's data */
+    bool seen[MG_MAX_DIMS] = {false};
     for (int d = 0; d < nd; d++) {
         int64_t p = np >= 0 ? perm64[d] : nd - 1 - d;
-        if (p < 0 || p >= nd)
-            return BAD_ATTR("bad perm entry");
+        if (p < 0 || p >= nd || seen[p])
+            return BAD_ATTR("perm entry %d (%lld) is out of range or repeated: "
+                            "perm must be a permutation of 0..%d", d,
+                            (long long)p, nd - 1);
+        seen[p] = true;
         perm[d] = (int)p;
     }
     mgi_oval *v = in(c, n, 0);
@@ -1284,7 +1435,7 @@ static mg_status op_leaky_relu(mgi_octx *c, const node_t *n)
     mg_tensor x = T(c, n, 0);
     if (x == MG_NO_TENSOR)
         return mg_last_status();
-    return out_t(c, n, 0, mg_leaky_relu(c->g, x, attr_f(n, "alpha", 0.01)));
+    return out_t(c, n, 0, mg_leaky_relu(c->g, x, attr_f(c, n, "alpha", 0.01)));
 }
 
 /* lo + relu(x - lo) - relu(x - hi), with the terms of a missing bound left
@@ -1293,8 +1444,8 @@ static mg_status op_clip(mgi_octx *c, const node_t *n)
 {
     double lo = -INFINITY, hi = INFINITY;
     if (c->opset < 11) {
-        lo = attr_f(n, "min", lo);
-        hi = attr_f(n, "max", hi);
+        lo = attr_f(c, n, "min", lo);
+        hi = attr_f(c, n, "max", hi);
     } else {
         for (size_t k = 1; k <= 2; k++) {
             if (!in(c, n, k))
@@ -1356,10 +1507,10 @@ static mg_status op_gemm(mgi_octx *c, const node_t *n)
     mg_tensor a = T(c, n, 0), b = T(c, n, 1);
     if (a == MG_NO_TENSOR || b == MG_NO_TENSOR)
         return mg_last_status();
-    double alpha = attr_f(n, "alpha", 1.0), beta = attr_f(n, "beta", 1.0);
+    double alpha = attr_f(c, n, "alpha", 1.0), beta = attr_f(c, n, "beta", 1.0);
     mg_graph *g = c->g;
-    mg_tensor y = mg_matmul(g, a, b, (int)attr_i(n, "transA", 0),
-                            (int)attr_i(n, "transB", 0));
+    mg_tensor y = mg_matmul(g, a, b, attr_flag(c, n, "transA", false),
+                            attr_flag(c, n, "transB", false));
     if (alpha != 1.0)
         y = mg_scale(g, y, alpha);
     if (in(c, n, 2) && beta != 0.0) {
@@ -1379,9 +1530,9 @@ static mg_status spatial_pads(mgi_octx *c, const node_t *n, const int64_t *in_hw
                               int64_t *pb, int64_t *pe)
 {
     char ap[32];
-    attr_s(n, "auto_pad", "NOTSET", ap, sizeof ap);
+    attr_s(c, n, "auto_pad", "NOTSET", ap, sizeof ap);
     int64_t pads[4] = {0, 0, 0, 0};
-    int np = attr_ints(n, "pads", pads, 4);
+    int np = attr_ints(c, n, "pads", pads, 4);
     if (np >= 0 && np != 4)
         return BAD_ATTR("pads must have 4 entries for 2-D");
     for (int q = 0; q < 2; q++) {
@@ -1411,7 +1562,7 @@ static mg_status spatial_pads(mgi_octx *c, const node_t *n, const int64_t *in_hw
 static mg_status hw_attrs(mgi_octx *c, const node_t *n, const char *name,
                           int64_t def, int64_t *out)
 {
-    int cnt = attr_ints(n, name, out, 2);
+    int cnt = attr_ints(c, n, name, out, 2);
     if (cnt == -1) {
         out[0] = out[1] = def;
         return MG_OK;
@@ -1437,7 +1588,7 @@ static mg_status op_conv(mgi_octx *c, const node_t *n)
     TRY(hw_attrs(c, n, "strides", 1, st));
     TRY(hw_attrs(c, n, "dilations", 1, dl));
     TRY(spatial_pads(c, n, xs + 2, ks, st, dl, pb, pe));
-    int64_t groups = attr_i(n, "group", 1);
+    int64_t groups = attr_i(c, n, "group", 1);
     if (groups < 1 || groups > INT32_MAX)
         return BAD_ATTR("bad group");
     mg_graph *g = c->g;
@@ -1471,7 +1622,7 @@ static mg_status op_pool(mgi_octx *c, const node_t *n, bool is_max)
     if (tshape(c, x, xs) != 4)
         return UNSUP("pooling of other than 2-D images (NCHW)");
     int64_t ks[2], st[2], dl[2], pb[2], pe[2];
-    if (attr_ints(n, "kernel_shape", ks, 2) != 2)
+    if (attr_ints(c, n, "kernel_shape", ks, 2) != 2)
         return UNSUP("kernel_shape with other than 2 entries (only 2-D)");
     if (ks[0] < 1 || ks[1] < 1 || ks[0] > (1 << 20) || ks[1] > (1 << 20))
         return BAD_ATTR("bad kernel_shape");
@@ -1482,8 +1633,8 @@ static mg_status op_pool(mgi_octx *c, const node_t *n, bool is_max)
     TRY(spatial_pads(c, n, xs + 2, ks, st, dl, pb, pe));
     /* ceil_mode, each side's pads and count_include_pad (ONNX's default 0)
      * are the builder's own: ONNX's rules are PyTorch's (mg_pool2d_opts) */
-    int64_t ceil_mode = attr_i(n, "ceil_mode", 0);
-    int64_t cip = attr_i(n, "count_include_pad", 0);
+    int64_t ceil_mode = attr_i(c, n, "ceil_mode", 0);
+    int64_t cip = attr_i(c, n, "count_include_pad", 0);
     if ((ceil_mode != 0 && ceil_mode != 1) || (cip != 0 && cip != 1))
         return BAD_ATTR("ceil_mode and count_include_pad must be 0 or 1");
     if (ks[0] > INT32_MAX || ks[1] > INT32_MAX || st[0] > INT32_MAX ||
@@ -1524,7 +1675,10 @@ static mg_status op_batchnorm(mgi_octx *c, const node_t *n)
     mg_tensor x = T(c, n, 0), sc = T(c, n, 1), b = T(c, n, 2);
     if (x == MG_NO_TENSOR || sc == MG_NO_TENSOR || b == MG_NO_TENSOR)
         return mg_last_status();
-    double eps = attr_f(n, "epsilon", 1e-5);
+    double eps = attr_eps(c, n);
+    /* opsets 7-8: spatial 0 normalises each element over the batch */
+    if (!attr_flag(c, n, "spatial", true))
+        return UNSUP("BatchNormalization with spatial 0");
     mg_graph *g = c->g;
     for (size_t k = 1; k < n->n_output; k++)
         if (mgi_onnx_is_read(c, n->output[k]))
@@ -1560,7 +1714,7 @@ static mg_status op_layernorm(mgi_octx *c, const node_t *n)
             return UNSUP("LayerNormalization's Mean and InvStdDev outputs");
     int64_t xs[MG_MAX_DIMS], ss[MG_MAX_DIMS];
     int nd = tshape(c, x, xs);
-    int64_t axis = attr_i(n, "axis", -1);
+    int64_t axis = attr_i(c, n, "axis", -1);
     if (!norm_axis(&axis, nd))
         return BAD_ATTR("bad axis");
     mg_tensor b;
@@ -1573,7 +1727,7 @@ static mg_status op_layernorm(mgi_octx *c, const node_t *n)
     if (b == MG_NO_TENSOR)
         return out_t(c, n, 0, b);
     return out_t(c, n, 0, mg_layernorm(c->g, x, sc, b, nd - (int)axis,
-                                       attr_f(n, "epsilon", 1e-5)));
+                                       attr_eps(c, n)));
 }
 
 static mg_status softmax_like(mgi_octx *c, const node_t *n, bool log)
@@ -1583,7 +1737,7 @@ static mg_status softmax_like(mgi_octx *c, const node_t *n, bool log)
         return mg_last_status();
     int64_t xs[MG_MAX_DIMS];
     int nd = tshape(c, x, xs);
-    int64_t axis = attr_i(n, "axis", c->opset >= 13 ? -1 : 1);
+    int64_t axis = attr_i(c, n, "axis", c->opset >= 13 ? -1 : 1);
     if (!norm_axis(&axis, nd))
         return BAD_ATTR("bad axis");
     mg_graph *g = c->g;
@@ -1610,13 +1764,15 @@ static mg_status op_dropout(mgi_octx *c, const node_t *n)
         return mg_last_status();
     if (n->n_output > 1 && mgi_onnx_is_read(c, n->output[1]))
         return UNSUP("Dropout's mask output");
-    double ratio = attr_f(n, "ratio", 0.5);
+    double ratio = attr_f(c, n, "ratio", 0.5);
     if (in(c, n, 1)) {
         const mgi_oconst *r = slot_const(c, n, 1);
         if (!r || r->n != 1)
             return UNSUP("a ratio that is not a constant scalar");
         ratio = cval(r, 0);
     }
+    if (!(ratio >= 0 && ratio < 1))
+        return BAD_ATTR("ratio %g (at least 0, below 1)", ratio);
     if (!c->opts.training || ratio == 0.0)
         return out_t(c, n, 0, x);
     return out_t(c, n, 0, mg_dropout(c->g, x, ratio, c->next_seed++));
@@ -1628,20 +1784,20 @@ static mg_status reduce(mgi_octx *c, const node_t *n, bool mean)
     if (x == MG_NO_TENSOR)
         return mg_last_status();
     int64_t ax64[MG_MAX_DIMS];
-    int na = attr_ints(n, "axes", ax64, MG_MAX_DIMS);
+    int na = attr_ints(c, n, "axes", ax64, MG_MAX_DIMS);
     if (na == -1 && ((!mean && c->opset >= 13) || c->opset >= 18))
         na = const_ints(c, n, 1, ax64, MG_MAX_DIMS);
     if (na == -2)
         return UNSUP("axes that are not a constant");
-    int64_t keep = attr_i(n, "keepdims", 1);
-    if (na <= 0 && attr_i(n, "noop_with_empty_axes", 0))
+    bool keep = attr_flag(c, n, "keepdims", true);
+    if (na <= 0 && attr_flag(c, n, "noop_with_empty_axes", false))
         return out_t(c, n, 0, x);
     int axes[MG_MAX_DIMS];
     for (int k = 0; k < na; k++)
         axes[k] = (int)(ax64[k] < -64 || ax64[k] > 64 ? 64 : ax64[k]);
     na = na < 0 ? 0 : na;
-    return out_t(c, n, 0, mean ? mg_mean(c->g, x, na, axes, (int)keep)
-                               : mg_sum(c->g, x, na, axes, (int)keep));
+    return out_t(c, n, 0, mean ? mg_mean(c->g, x, na, axes, keep)
+                               : mg_sum(c->g, x, na, axes, keep));
 }
 
 static mg_status op_reduce_mean(mgi_octx *c, const node_t *n) { return reduce(c, n, true); }
@@ -1650,7 +1806,7 @@ static mg_status op_reduce_sum(mgi_octx *c, const node_t *n) { return reduce(c, 
 static mg_status op_pad(mgi_octx *c, const node_t *n)
 {
     char mode[32];
-    attr_s(n, "mode", "constant", mode, sizeof mode);
+    attr_s(c, n, "mode", "constant", mode, sizeof mode);
     if (strcmp(mode, "constant") != 0)
         return UNSUP("Pad mode '%s' (only constant)", mode);
     mg_tensor x = T(c, n, 0);
@@ -1658,9 +1814,9 @@ static mg_status op_pad(mgi_octx *c, const node_t *n)
         return mg_last_status();
     int64_t xs[MG_MAX_DIMS], pads[2 * MG_MAX_DIMS], axes[MG_MAX_DIMS];
     int nd = tshape(c, x, xs);
-    int np = c->opset < 11 ? attr_ints(n, "pads", pads, 2 * MG_MAX_DIMS)
+    int np = c->opset < 11 ? attr_ints(c, n, "pads", pads, 2 * MG_MAX_DIMS)
                            : const_ints(c, n, 1, pads, 2 * MG_MAX_DIMS);
-    double value = c->opset < 11 ? attr_f(n, "value", 0.0) : 0.0;
+    double value = c->opset < 11 ? attr_f(c, n, "value", 0.0) : 0.0;
     const mgi_oconst *cv = c->opset >= 11 ? slot_const(c, n, 2) : NULL;
     if (c->opset >= 11 && in(c, n, 2) && (!cv || cv->n != 1))
         return UNSUP("a pad value that is not a constant scalar");
@@ -1696,9 +1852,15 @@ static mg_status op_pad(mgi_octx *c, const node_t *n)
 static mg_status op_resize(mgi_octx *c, const node_t *n)
 {
     char mode[32];
-    attr_s(n, "mode", "nearest", mode, sizeof mode);
+    attr_s(c, n, "mode", "nearest", mode, sizeof mode);
     if (strcmp(mode, "nearest") != 0)
         return UNSUP("Resize mode '%s' (only nearest)", mode);
+    /* opset 18's additions change what is computed when set */
+    char policy[32];
+    attr_s(c, n, "keep_aspect_ratio_policy", "stretch", policy, sizeof policy);
+    if (attr_i(c, n, "antialias", 0) != 0 || attr_any(n, "axes") ||
+        strcmp(policy, "stretch") != 0)
+        return UNSUP("Resize with antialias, axes or a keep_aspect_ratio_policy");
     mg_tensor x = T(c, n, 0);
     if (x == MG_NO_TENSOR)
         return mg_last_status();
@@ -1709,7 +1871,7 @@ static mg_status op_resize(mgi_octx *c, const node_t *n)
     double sc[4] = {0};
     const mgi_oconst *k = NULL;
     if (strcmp(S(n->op_type), "Upsample") == 0) {
-        const Onnx__AttributeProto *a = attr(n, "scales");
+        const Onnx__AttributeProto *a = attr(c, n, "scales", AT(FLOATS));
         if (a && a->n_floats == 4)
             for (int q = 0; q < 4; q++)
                 sc[q] = a->floats[q];
@@ -1734,6 +1896,14 @@ static mg_status op_resize(mgi_octx *c, const node_t *n)
         if (sc[q] != (double)f[q] || f[q] < 1 || f[q] > 4096 || (q < 2 && f[q] != 1))
             return UNSUP("scales other than constant integers on H and W");
     }
+    /* checked before multiplying: a [1,1,2^52,1] input scaled by 4096
+     * overflows int64 */
+    for (int q = 2; q < 4; q++)
+        if (xs[q] > INT64_MAX / f[q])
+            return mgi_onnx_node_error(c, MG_ERR_SHAPE,
+                                       "output dim %d (%lld x %lld) is too "
+                                       "large", q, (long long)xs[q],
+                                       (long long)f[q]);
     mg_graph *g = c->g;
     int64_t s6[6] = {xs[0], xs[1], xs[2], 1, xs[3], 1};
     int64_t b6[6] = {xs[0], xs[1], xs[2], f[2], xs[3], f[3]};
@@ -1748,7 +1918,7 @@ static mg_status op_resize(mgi_octx *c, const node_t *n)
 static mg_status op_gelu(mgi_octx *c, const node_t *n)
 {
     char ap[16];
-    attr_s(n, "approximate", "none", ap, sizeof ap);
+    attr_s(c, n, "approximate", "none", ap, sizeof ap);
     if (strcmp(ap, "tanh") == 0)
         return unary(c, n, mg_gelu);
     if (strcmp(ap, "none") != 0)
@@ -1802,8 +1972,15 @@ mg_status mgi_onnx_convert_node(mgi_octx *c, const node_t *n)
                                        "input '%s' is not defined", n->input[k]);
     if (!dom[0] || strcmp(dom, "ai.onnx") == 0) {
         for (size_t k = 0; k < sizeof OPS / sizeof OPS[0]; k++)
-            if (strcmp(OPS[k].op, S(n->op_type)) == 0)
-                return OPS[k].fn(c, n);
+            if (strcmp(OPS[k].op, S(n->op_type)) == 0) {
+                c->attr_err[0] = '\0';
+                mg_status s = OPS[k].fn(c, n);
+                /* a bad attribute is the first thing wrong with the node,
+                 * whatever the converter made of the default it got */
+                if (c->attr_err[0])
+                    return BAD_ATTR("%s", c->attr_err);
+                return s;
+            }
     }
     return mgi_onnx_node_error(c, MG_ERR_UNSUPPORTED, "unsupported op");
 }

@@ -78,6 +78,31 @@ for bad in "--tensors nope --save-tensors $tmp/x.bin" "--tensors h" "--tensors h
 done
 grep -q "bad name" "$tmp/err.txt"
 
+# --tensors naming what is bound already fails with what it is, not late
+# with "bound twice"; a name given twice fails as the arguments are parsed
+# (before the model is read: the model path here does not exist)
+expect_fail() { # <what the message must say> <args...>
+    local want=$1
+    shift
+    if "$tool" "$@" 2>"$tmp/err.txt"; then
+        echo "FAIL: memgrad-onnx accepted $*" >&2
+        exit 1
+    fi
+    cat "$tmp/err.txt"
+    if ! grep -q -- "$want" "$tmp/err.txt" || grep -q "bound twice" "$tmp/err.txt"; then
+        echo "FAIL: expected '$want' for $*" >&2
+        exit 1
+    fi
+}
+step_mlp=(step "$data/mlp.onnx" --batch 3 --policy none --save-tensors "$tmp/x.bin")
+expect_fail "'x' is an input" "${step_mlp[@]}" --tensors h,x
+expect_fail "'w1' is a parameter" "${step_mlp[@]}" --tensors w1
+expect_fail "'h' is named twice" step "$tmp/none.onnx" --batch 3 --policy none \
+    --tensors h,r,h --save-tensors "$tmp/x.bin"
+# nine policies: the count is the problem, not the ninth's name
+expect_fail "more than 8 policies" plan "$data/mlp.onnx" --batch 3 \
+    --policy none,none,none,none,none,none,none,none,none
+
 # labels from a file change the loss; a file of the wrong size is refused
 printf '\x01\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00' >"$tmp/labels.bin"
 "$tool" step "$data/mlp.onnx" --batch 3 --policy none --input "$data/mlp.input.bin" \
