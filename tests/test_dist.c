@@ -353,6 +353,38 @@ START_TEST(test_bad_arguments) {
 }
 END_TEST
 
+/* Issue 25 item 9: bad options on one rank only (timeout_s NaN) made that
+ * rank return at once while the others waited in MPI_Comm_dup for ever.
+ * Now every rank fails: rank 1 with its own error, naming the option, the
+ * others with MG_ERR_COMM naming rank 1; no handle anywhere. A NULL `out`
+ * on one rank alike. The watchdog turns the old hang into a failure. */
+START_TEST(test_comm_bad_options_one_rank) {
+    dist_watchdog_arm(60);
+    mg_dist_options good = {.timeout_s = 10}, nan_opt = {.timeout_s = NAN};
+    mg_dist_comm *c = (mg_dist_comm *)&c; /* must come back NULL */
+    mg_status st = mg_dist_comm_from_mpi(MPI_COMM_WORLD,
+                                         rank == 1 ? &nan_opt : &good, &c);
+    ck_assert_ptr_null(c);
+    ck_assert_int_eq(st, rank == 1 ? MG_ERR_INVALID_ARG : MG_ERR_COMM);
+    ck_assert_msg(strstr(mg_last_error(), "rank 1 (invalid argument)"), "%s",
+                  mg_last_error());
+    if (rank == 1)
+        ck_assert_msg(strstr(mg_last_error(), "timeout_s is NaN"), "%s",
+                      mg_last_error());
+    c = (mg_dist_comm *)&c;
+    st = mg_dist_comm_from_mpi(MPI_COMM_WORLD, &good, rank == 1 ? NULL : &c);
+    ck_assert_int_eq(st, rank == 1 ? MG_ERR_INVALID_ARG : MG_ERR_COMM);
+    if (rank != 1) ck_assert_ptr_null(c);
+    ck_assert_msg(strstr(mg_last_error(), rank == 1 ? "out is NULL"
+                                                    : "rank 1 (invalid "
+                                                      "argument)"),
+                  "%s", mg_last_error());
+    /* The ranks are still in step: a good handle follows. */
+    mg_dist_comm_free(comm_new(10));
+    dist_watchdog_disarm();
+}
+END_TEST
+
 /* Rank 1 fails without calling in at all: rank 0 times out, in about the
  * timeout, and the handle is broken from then on. Last in the suite: the
  * broken handle's collective can never complete. */
@@ -394,6 +426,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_broadcast);
     tcase_add_test(tc, test_rank_failure_reported);
     tcase_add_test(tc, test_bad_arguments);
+    tcase_add_test(tc, test_comm_bad_options_one_rank);
     tcase_add_test(tc, test_rank_silent_timeout);
     suite_add_tcase(su, tc);
     SRunner *sr = srunner_create(su);

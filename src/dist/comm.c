@@ -146,11 +146,42 @@ mg_status mgi_dist_agree(mg_dist_comm *c, const char *who, mg_status local,
     return MG_OK;
 }
 
-mg_status mg_dist_comm_from_mpi(MPI_Comm comm, const mg_dist_options *opts,
-                                mg_dist_comm **out) {
-    const char *who = "mg_dist_comm_from_mpi";
+/* This rank's own arguments, checked without returning early (see
+ * mg_dist_comm_from_mpi); *timeout_s gets the deadline to use. */
+static mg_status comm_args(const mg_dist_options *opts, mg_dist_comm **out,
+                           double *timeout_s, const char *who) {
     if (!out) return mg_set_error(MG_ERR_INVALID_ARG, "%s: out is NULL", who);
-    *out = NULL;
+    double t = opts ? opts->timeout_s : 0;
+    if (t != t) /* NaN: every comparison with a deadline would be false */
+        return mg_set_error(MG_ERR_INVALID_ARG, "%s: timeout_s is NaN", who);
+    *timeout_s = t == 0 ? MG_DIST_DEFAULT_TIMEOUT_S : t;
+    return MG_OK;
+}
+
+/* Duplicate comm into c->comm with errors returned, and read rank and
+ * size. The caller's communicator may still have the default handler,
+ * which aborts the job: that is its business. Errors of the duplicate are
+ * returned to us, so that a failure becomes a status. */
+static mg_status comm_dup(mg_dist_comm *c, MPI_Comm comm, const char *who) {
+    c->comm = MPI_COMM_NULL;
+    int rc = MPI_Comm_dup(comm, &c->comm);
+    if (rc != MPI_SUCCESS) return mgi_dist_mpi_fail(c, who, "MPI_Comm_dup", rc);
+    rc = MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(c->comm, &c->rank);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(c->comm, &c->size);
+    if (rc != MPI_SUCCESS) {
+        mg_status s = mgi_dist_mpi_fail(c, who, "setting up the duplicate", rc);
+        MPI_Comm_free(&c->comm);
+        return s;
+    }
+    return MG_OK;
+}
+
+mg_status mgi_dist_comm_open(MPI_Comm comm, const mg_dist_options *opts,
+                             mg_dist_comm **out, const char *who) {
+    if (out) *out = NULL;
+    /* Without MPI, or without a communicator, there is no one to agree
+     * with: these fail on this rank alone. */
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
@@ -161,33 +192,37 @@ mg_status mg_dist_comm_from_mpi(MPI_Comm comm, const mg_dist_options *opts,
     if (comm == MPI_COMM_NULL)
         return mg_set_error(MG_ERR_INVALID_ARG, "%s: comm is MPI_COMM_NULL",
                             who);
-    double timeout = opts ? opts->timeout_s : 0;
-    if (timeout != timeout) /* NaN */
-        return mg_set_error(MG_ERR_INVALID_ARG, "%s: timeout_s is NaN", who);
-    mg_dist_comm *c = calloc(1, sizeof *c);
-    if (!c) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
-    c->timeout_s = timeout == 0 ? MG_DIST_DEFAULT_TIMEOUT_S : timeout;
-    c->comm = MPI_COMM_NULL;
-    /* The caller's communicator may still have the default handler, which
-     * aborts the job: that is its business. Errors of the duplicate are
-     * returned to us, so that a failure becomes a status. */
-    int rc = MPI_Comm_dup(comm, &c->comm);
-    if (rc != MPI_SUCCESS) {
-        mg_status s = mgi_dist_mpi_fail(c, who, "MPI_Comm_dup", rc);
+    /* A rank whose own arguments are bad (or that is out of memory) still
+     * joins the duplicate and the agreement, as mg_dist_buckets_new does:
+     * returning here would leave the others in MPI_Comm_dup for ever. Until
+     * the ranks agree the handle lives on the stack, with the default
+     * deadline where this rank's own is bad. */
+    mg_dist_comm tmp = {.timeout_s = MG_DIST_DEFAULT_TIMEOUT_S};
+    mg_status local = comm_args(opts, out, &tmp.timeout_s, who);
+    mg_dist_comm *c = local == MG_OK ? malloc(sizeof *c) : NULL;
+    if (local == MG_OK && !c)
+        local = mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
+    /* An MPI error here is this rank's alone; the others then time out in
+     * the agreement, which is the most MPI lets us do. */
+    mg_status s = comm_dup(&tmp, comm, who);
+    if (s == MG_OK)
+        s = mgi_dist_agree(&tmp, who, local, 0,
+                           local != MG_OK ? local : MG_ERR_COMM);
+    if (s != MG_OK) {
+        /* A broken duplicate may have the agreement in flight: left to
+         * MPI_Finalize, as in mg_dist_comm_free. */
+        if (tmp.comm != MPI_COMM_NULL && !tmp.broken) MPI_Comm_free(&tmp.comm);
         free(c);
         return s;
     }
-    rc = MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
-    if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(c->comm, &c->rank);
-    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(c->comm, &c->size);
-    if (rc != MPI_SUCCESS) {
-        mg_status s = mgi_dist_mpi_fail(c, who, "setting up the duplicate", rc);
-        MPI_Comm_free(&c->comm);
-        free(c);
-        return s;
-    }
+    *c = tmp;
     *out = c;
     return MG_OK;
+}
+
+mg_status mg_dist_comm_from_mpi(MPI_Comm comm, const mg_dist_options *opts,
+                                mg_dist_comm **out) {
+    return mgi_dist_comm_open(comm, opts, out, "mg_dist_comm_from_mpi");
 }
 
 void mg_dist_comm_free(mg_dist_comm *c) {
