@@ -385,6 +385,28 @@ START_TEST(test_comm_bad_options_one_rank) {
 }
 END_TEST
 
+/* Issue 25 item 9, the same class in mg_dist_buckets_new: a NULL `out` on
+ * rank 1 returned there before the agreement the others were in, so they
+ * timed out and broke their handles. Now all fail at once, the handle
+ * intact. */
+START_TEST(test_buckets_out_null_one_rank) {
+    step s;
+    step_init(&s, MG_F32, 4, MG_CKPT_NONE, 0);
+    mg_dist_comm *c = comm_new(2.0);
+    mg_dist_buckets *b = NULL;
+    mg_status st = mg_dist_buckets_new(c, s.m->g, s.grads, s.m->n_params, 0,
+                                       rank == 1 ? NULL : &b);
+    ck_assert_msg(st == (rank == 1 ? MG_ERR_INVALID_ARG : MG_ERR_COMM),
+                  "rank %d: %s", rank, mg_last_error());
+    ck_assert_msg(strstr(mg_last_error(), "rank 1 (invalid argument)"), "%s",
+                  mg_last_error());
+    ck_assert_ptr_null(b);
+    ck_assert(!mg_dist_comm_broken(c));
+    mg_dist_comm_free(c);
+    step_free(&s);
+}
+END_TEST
+
 /* Rank 1 fails without calling in at all: rank 0 times out, in about the
  * timeout, and the handle is broken from then on. Last in the suite: the
  * broken handle's collective can never complete. */
@@ -427,6 +449,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_rank_failure_reported);
     tcase_add_test(tc, test_bad_arguments);
     tcase_add_test(tc, test_comm_bad_options_one_rank);
+    tcase_add_test(tc, test_buckets_out_null_one_rank);
     tcase_add_test(tc, test_rank_silent_timeout);
     suite_add_tcase(su, tc);
     SRunner *sr = srunner_create(su);
