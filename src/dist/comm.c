@@ -86,8 +86,10 @@ uint64_t mgi_dist_hash(uint64_t h, uint64_t word) {
     return h;
 }
 
-mg_status mgi_dist_agree(mg_dist_comm *c, const char *who, mg_status local,
-                        uint64_t fingerprint, mg_status on_failure) {
+mg_status mgi_dist_agree_which(mg_dist_comm *c, const char *who,
+                              mg_status local, uint64_t fingerprint,
+                              mg_status on_failure, int *differs) {
+    *differs = -1;
     mg_status s = mgi_dist_check_usable(c, who);
     if (s != MG_OK) return s;
     /* Keep this rank's own message: the exchange below may overwrite it. */
@@ -138,12 +140,21 @@ mg_status mgi_dist_agree(mg_dist_comm *c, const char *who, mg_status local,
         return mg_set_error(on_failure, "%s: rank %d: %d rank(s) failed: %s",
                             who, c->rank, n_failed, list);
     }
-    if (first_mismatch >= 0)
+    *differs = first_mismatch;
+    return MG_OK;
+}
+
+mg_status mgi_dist_agree(mg_dist_comm *c, const char *who, mg_status local,
+                        uint64_t fingerprint, mg_status on_failure) {
+    int differs;
+    mg_status s = mgi_dist_agree_which(c, who, local, fingerprint, on_failure,
+                                       &differs);
+    if (s == MG_OK && differs >= 0)
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "%s: rank %d: rank %d was given other tensors "
                             "(count, sizes, dtypes or order) than rank 0",
-                            who, c->rank, first_mismatch);
-    return MG_OK;
+                            who, c->rank, differs);
+    return s;
 }
 
 /* This rank's own arguments, checked without returning early (see

@@ -78,6 +78,7 @@ struct mg_dist_buckets {
  * agreement, and all fail together. */
 mg_status mgi_dist_comm_open(MPI_Comm comm, const mg_dist_options *opts,
                              mg_dist_comm **out, const char *who);
+
 /* Mark c broken, saying why (later calls repeat it). */
 void mgi_dist_break(mg_dist_comm *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -101,6 +102,14 @@ uint64_t mgi_dist_hash(uint64_t h, uint64_t word);
  * MG_ERR_INVALID_ARG when the fingerprints differ. */
 mg_status mgi_dist_agree(mg_dist_comm *c, const char *who, mg_status local,
                         uint64_t fingerprint, mg_status on_failure);
+/* As mgi_dist_agree, but fingerprints that differ are not an error here:
+ * MG_OK with *differs the first rank whose fingerprint is not rank 0's
+ * (the same on every rank), or -1, for a caller that then finds out what
+ * differs (mg_dist_broadcast). */
+mg_status mgi_dist_agree_which(mg_dist_comm *c, const char *who,
+                              mg_status local, uint64_t fingerprint,
+                              mg_status on_failure, int *differs);
+
 #ifdef MG_HAVE_NCCL
 /* The NCCL transport (src/dist/nccl/). Every function but the check and
  * the frees breaks c on an NCCL or CUDA failure or a timeout, and aborts
