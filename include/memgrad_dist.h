@@ -72,12 +72,19 @@ typedef struct mg_dist_comm mg_dist_comm;
 typedef struct mg_dist_options {
     /* Seconds any one wait for other ranks may take before the call fails
      * with MG_ERR_COMM. 0 means the default, 600 s (a slow rank's whole
-     * backward pass may be in it); negative means wait forever. */
+     * backward pass may be in it); negative means wait forever. NaN is
+     * refused (MG_ERR_INVALID_ARG). */
     double timeout_s;
 } mg_dist_options;
 
 /* A handle on a duplicate of `comm` (MPI_Comm_dup: memgrad's messages
- * never match the caller's). Collective over comm. opts may be NULL. */
+ * never match the caller's). Collective over comm. opts may be NULL.
+ * Every rank checks its own arguments (out not NULL, timeout_s not NaN),
+ * still joins the duplicate, and then the ranks agree: if any rank's are
+ * bad, every rank fails and none gets a handle, that rank with its own
+ * status and message, the others with MG_ERR_COMM naming it. Only MPI not
+ * initialised and comm == MPI_COMM_NULL fail on one rank alone (there is
+ * no one to agree with); the caller must not let one rank do that. */
 MG_API
 mg_status mg_dist_comm_from_mpi(MPI_Comm comm, const mg_dist_options *opts,
                                 mg_dist_comm **out);
@@ -100,6 +107,8 @@ mg_status mg_dist_comm_from_mpi(MPI_Comm comm, const mg_dist_options *opts,
  * GPU). Collective over comm; a rank whose device is missing or wrong
  * fails with its own status (MG_ERR_UNSUPPORTED without any CUDA device,
  * MG_ERR_INVALID_ARG for a bad index) and the others with MG_ERR_COMM.
+ * Bad arguments (out, opts) on one rank fail every rank alike, as in
+ * mg_dist_comm_from_mpi, before any device is touched.
  */
 MG_API
 mg_status mg_dist_comm_from_nccl(MPI_Comm comm, int cuda_device,
@@ -119,8 +128,14 @@ int mg_dist_comm_broken(const mg_dist_comm *c);
 
 /* Copy the data bound to each tensor (parameters, usually) from rank
  * `root` to every rank, so that all ranks start from the same weights.
- * Collective; every rank gives the same tensors in the same order (checked
- * as in mg_dist_buckets_new before anything moves). */
+ * Collective; every rank gives the same root and the same tensors in the
+ * same order, checked before anything moves: a bad list on one rank fails
+ * every rank (that rank with its own status, the others MG_ERR_COMM), and
+ * lists that differ fail every rank alike, naming the first binding that
+ * differs and what each side has: MG_ERR_DTYPE or MG_ERR_SHAPE where a
+ * tensor's dtype or shape differs (even at the same byte count: f64 [3]
+ * is not f32 [6]), MG_ERR_INVALID_ARG for another count or root. No
+ * caller memory is written then, and the handle stays usable. */
 MG_API
 mg_status mg_dist_broadcast(mg_dist_comm *c, const mg_graph *g,
                             const mg_binding *binds, int n_binds, int root);
@@ -134,8 +149,9 @@ typedef struct mg_dist_buckets mg_dist_buckets;
  * most bucket_bytes (0: 25 MiB, PyTorch DDP's default; a gradient larger
  * than that gets a bucket of its own) and of one dtype. Collective: the
  * ranks compare their statuses and a fingerprint of their lists (count,
- * sizes, dtypes, order, cap), so a bad list on one rank, or lists that
- * differ, fail on every rank instead of leaving some waiting. */
+ * sizes, dtypes, order, cap), so a bad list on one rank (a NULL out
+ * included), or lists that differ, fail on every rank instead of leaving
+ * some waiting. */
 MG_API
 mg_status mg_dist_buckets_new(mg_dist_comm *c, const mg_graph *g,
                               const mg_binding *grads, int n_grads,

@@ -246,6 +246,91 @@ START_TEST(test_broadcast) {
 }
 END_TEST
 
+/* A graph of one parameter "w" of the given dtype and shape, with caller
+ * memory for it filled with `fill` bytes. */
+typedef struct one_param {
+    mg_graph *g;
+    mg_binding b;
+    size_t nbytes;
+} one_param;
+
+static void one_param_init(one_param *p, mg_dtype dt, int ndim,
+                           const int64_t *shape, unsigned char fill) {
+    p->g = mg_graph_new();
+    ck_assert(p->g);
+    p->b.tensor = mg_param(p->g, "w", dt, ndim, shape);
+    ck_assert_msg(p->b.tensor >= 0, "%s", mg_last_error());
+    p->nbytes = mg_tensor_nbytes(p->g, p->b.tensor);
+    p->b.data = malloc(p->nbytes);
+    memset(p->b.data, fill, p->nbytes);
+}
+
+static void one_param_free(one_param *p) {
+    free(p->b.data);
+    mg_graph_free(p->g);
+}
+
+/* Broadcast one_param's tensor, rank 0 giving (dt0, shape0) and the others
+ * (dt1, shape1), of the same byte count: every rank must refuse with
+ * `want`, name the tensor and both sides in its message, leave its data
+ * alone, and keep the handle usable. */
+static void broadcast_mismatch(mg_dist_comm *c, mg_dtype dt0, int nd0,
+                               const int64_t *sh0, mg_dtype dt1, int nd1,
+                               const int64_t *sh1, mg_status want,
+                               const char *mine, const char *rank0s) {
+    one_param p;
+    if (rank == 0)
+        one_param_init(&p, dt0, nd0, sh0, 0x11);
+    else
+        one_param_init(&p, dt1, nd1, sh1, 0x22);
+    mg_status st = mg_dist_broadcast(c, p.g, &p.b, 1, 0);
+    const char *msg = mg_last_error();
+    ck_assert_msg(st == want, "rank %d: got %s, want %s: %s", rank,
+                  mg_status_str(st), mg_status_str(want), msg);
+    ck_assert_msg(strstr(msg, "'w'") && strstr(msg, "rank 1") &&
+                      strstr(msg, mine) && strstr(msg, rank0s),
+                  "rank %d: %s", rank, msg);
+    for (size_t i = 0; i < p.nbytes; i++)
+        ck_assert_int_eq(((unsigned char *)p.b.data)[i], rank ? 0x22 : 0x11);
+    ck_assert(!mg_dist_comm_broken(c));
+    one_param_free(&p);
+}
+
+/* Issue 25 item 9: tensors of the same byte count but another dtype or
+ * shape (f64 [3] on rank 0, f32 [6] elsewhere: 24 bytes each) were
+ * broadcast as bytes, MG_OK everywhere. Every rank now refuses and says
+ * what differs; so do lists of another length or another root. */
+START_TEST(test_broadcast_dtype_shape_differ) {
+    mg_dist_comm *c = comm_new(10);
+    int64_t three[1] = {3}, six[1] = {6}, r23[2] = {2, 3}, r32[2] = {3, 2};
+    broadcast_mismatch(c, MG_F64, 1, three, MG_F32, 1, six, MG_ERR_DTYPE,
+                       "f32 [6]", "f64 [3]");
+    broadcast_mismatch(c, MG_F32, 2, r23, MG_F32, 2, r32, MG_ERR_SHAPE,
+                       "f32 [3, 2]", "f32 [2, 3]");
+    broadcast_mismatch(c, MG_F32, 1, six, MG_F32, 2, r23, MG_ERR_SHAPE,
+                       "f32 [2, 3]", "f32 [6]");
+    /* Another count, and another root: every rank refuses alike. */
+    one_param p;
+    one_param_init(&p, MG_F32, 1, six, 0x33);
+    mg_status st = mg_dist_broadcast(c, p.g, &p.b, rank == 1 ? 0 : 1, 0);
+    ck_assert_int_eq(st, MG_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(mg_last_error(), "rank 1 gives 0 tensors, rank 0 "
+                                          "gives 1"),
+                  "%s", mg_last_error());
+    st = mg_dist_broadcast(c, p.g, &p.b, 1, rank == 1 ? 1 : 0);
+    ck_assert_int_eq(st, MG_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(mg_last_error(), "rank 1 names root 1, rank 0 "
+                                          "root 0"),
+                  "%s", mg_last_error());
+    ck_assert_int_eq(((unsigned char *)p.b.data)[0], 0x33);
+    /* And the same lists still broadcast. */
+    ck_assert_msg(mg_dist_broadcast(c, p.g, &p.b, 1, 0) == MG_OK, "%s",
+                  mg_last_error());
+    one_param_free(&p);
+    mg_dist_comm_free(c);
+}
+END_TEST
+
 /* Rank 1's step runs out of memory mid-plan; it still calls in, and every
  * rank gets MG_ERR_COMM naming rank 1, gradients untouched. The handle is
  * still usable: the next step, which all ranks pass, averages. */
@@ -353,6 +438,60 @@ START_TEST(test_bad_arguments) {
 }
 END_TEST
 
+/* Issue 25 item 9: bad options on one rank only (timeout_s NaN) made that
+ * rank return at once while the others waited in MPI_Comm_dup for ever.
+ * Now every rank fails: rank 1 with its own error, naming the option, the
+ * others with MG_ERR_COMM naming rank 1; no handle anywhere. A NULL `out`
+ * on one rank alike. The watchdog turns the old hang into a failure. */
+START_TEST(test_comm_bad_options_one_rank) {
+    dist_watchdog_arm(60);
+    mg_dist_options good = {.timeout_s = 10}, nan_opt = {.timeout_s = NAN};
+    mg_dist_comm *c = (mg_dist_comm *)&c; /* must come back NULL */
+    mg_status st = mg_dist_comm_from_mpi(MPI_COMM_WORLD,
+                                         rank == 1 ? &nan_opt : &good, &c);
+    ck_assert_ptr_null(c);
+    ck_assert_int_eq(st, rank == 1 ? MG_ERR_INVALID_ARG : MG_ERR_COMM);
+    ck_assert_msg(strstr(mg_last_error(), "rank 1 (invalid argument)"), "%s",
+                  mg_last_error());
+    if (rank == 1)
+        ck_assert_msg(strstr(mg_last_error(), "timeout_s is NaN"), "%s",
+                      mg_last_error());
+    c = (mg_dist_comm *)&c;
+    st = mg_dist_comm_from_mpi(MPI_COMM_WORLD, &good, rank == 1 ? NULL : &c);
+    ck_assert_int_eq(st, rank == 1 ? MG_ERR_INVALID_ARG : MG_ERR_COMM);
+    if (rank != 1) ck_assert_ptr_null(c);
+    ck_assert_msg(strstr(mg_last_error(), rank == 1 ? "out is NULL"
+                                                    : "rank 1 (invalid "
+                                                      "argument)"),
+                  "%s", mg_last_error());
+    /* The ranks are still in step: a good handle follows. */
+    mg_dist_comm_free(comm_new(10));
+    dist_watchdog_disarm();
+}
+END_TEST
+
+/* Issue 25 item 9, the same class in mg_dist_buckets_new: a NULL `out` on
+ * rank 1 returned there before the agreement the others were in, so they
+ * timed out and broke their handles. Now all fail at once, the handle
+ * intact. */
+START_TEST(test_buckets_out_null_one_rank) {
+    step s;
+    step_init(&s, MG_F32, 4, MG_CKPT_NONE, 0);
+    mg_dist_comm *c = comm_new(2.0);
+    mg_dist_buckets *b = NULL;
+    mg_status st = mg_dist_buckets_new(c, s.m->g, s.grads, s.m->n_params, 0,
+                                       rank == 1 ? NULL : &b);
+    ck_assert_msg(st == (rank == 1 ? MG_ERR_INVALID_ARG : MG_ERR_COMM),
+                  "rank %d: %s", rank, mg_last_error());
+    ck_assert_msg(strstr(mg_last_error(), "rank 1 (invalid argument)"), "%s",
+                  mg_last_error());
+    ck_assert_ptr_null(b);
+    ck_assert(!mg_dist_comm_broken(c));
+    mg_dist_comm_free(c);
+    step_free(&s);
+}
+END_TEST
+
 /* Rank 1 fails without calling in at all: rank 0 times out, in about the
  * timeout, and the handle is broken from then on. Last in the suite: the
  * broken handle's collective can never complete. */
@@ -392,8 +531,11 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_half_batches_grad_ready);
     tcase_add_test(tc, test_half_batches_observer);
     tcase_add_test(tc, test_broadcast);
+    tcase_add_test(tc, test_broadcast_dtype_shape_differ);
     tcase_add_test(tc, test_rank_failure_reported);
     tcase_add_test(tc, test_bad_arguments);
+    tcase_add_test(tc, test_comm_bad_options_one_rank);
+    tcase_add_test(tc, test_buckets_out_null_one_rank);
     tcase_add_test(tc, test_rank_silent_timeout);
     suite_add_tcase(su, tc);
     SRunner *sr = srunner_create(su);

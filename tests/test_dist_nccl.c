@@ -461,6 +461,19 @@ START_TEST(test_refused_without_devices) {
     if (n_dev == 0)
         ck_assert_msg(strstr(mg_last_error(), "no CUDA device"), "%s",
                       mg_last_error());
+    /* A NULL out on rank 1 only fails every rank, before any device is
+     * touched, instead of leaving the others in MPI_Comm_dup (issue 25
+     * item 9); the watchdog turns such a hang into a failure. */
+    dist_watchdog_arm(60);
+    c = (mg_dist_comm *)&c;
+    st = mg_dist_comm_from_nccl(MPI_COMM_WORLD, local_rank, NULL,
+                                rank == 1 ? NULL : &c);
+    ck_assert_msg(st == (rank == 1 ? MG_ERR_INVALID_ARG : MG_ERR_COMM),
+                  "rank %d: %s", rank, mg_last_error());
+    ck_assert_msg(strstr(mg_last_error(), "rank 1 (invalid argument)"), "%s",
+                  mg_last_error());
+    if (rank != 1) ck_assert_ptr_null(c);
+    dist_watchdog_disarm();
     /* The MPI path is untouched by all this. */
     ck_assert(mg_dist_comm_from_mpi(MPI_COMM_WORLD, NULL, &c) == MG_OK);
     mg_dist_comm_free(c);

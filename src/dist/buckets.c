@@ -202,14 +202,19 @@ mg_status mg_dist_buckets_new(mg_dist_comm *c, const mg_graph *g,
                               const mg_binding *grads, int n_grads,
                               size_t bucket_bytes, mg_dist_buckets **out) {
     const char *who = "mg_dist_buckets_new";
-    if (!out) return mg_set_error(MG_ERR_INVALID_ARG, "%s: out is NULL", who);
-    *out = NULL;
+    if (out) *out = NULL;
     mg_status s = mgi_dist_check_usable(c, who);
     if (s != MG_OK) return s;
     if (bucket_bytes == 0) bucket_bytes = MG_DIST_DEFAULT_BUCKET_BYTES;
+    /* A NULL out or no memory still joins the agreement, so the other
+     * ranks fail too instead of waiting for this one until they time out. */
+    if (!out) {
+        mg_set_error(MG_ERR_INVALID_ARG, "%s: out is NULL", who);
+        return mgi_dist_agree(c, who, MG_ERR_INVALID_ARG, 0,
+                              MG_ERR_INVALID_ARG);
+    }
     mg_dist_buckets *b = calloc(1, sizeof *b);
     if (!b) {
-        /* Still join the agreement, so the other ranks fail too. */
         mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
         return mgi_dist_agree(c, who, MG_ERR_NOMEM, 0, MG_ERR_NOMEM);
     }

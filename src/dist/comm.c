@@ -1,9 +1,8 @@
 /*
  * comm.c - the communicator handle of memgrad_dist.h: our own duplicate of
  * the caller's MPI communicator, MPI errors turned into statuses, waits
- * with a deadline, and the broadcast that gives all ranks the same weights
- * (its data phase over NCCL for a handle from mg_dist_comm_from_nccl,
- * src/dist/nccl/).
+ * with a deadline, and the agreement every collective entry point starts
+ * with (the broadcast is in broadcast.c).
  */
 #include "dist.h"
 
@@ -87,8 +86,10 @@ uint64_t mgi_dist_hash(uint64_t h, uint64_t word) {
     return h;
 }
 
-mg_status mgi_dist_agree(mg_dist_comm *c, const char *who, mg_status local,
-                        uint64_t fingerprint, mg_status on_failure) {
+mg_status mgi_dist_agree_which(mg_dist_comm *c, const char *who,
+                              mg_status local, uint64_t fingerprint,
+                              mg_status on_failure, int *differs) {
+    *differs = -1;
     mg_status s = mgi_dist_check_usable(c, who);
     if (s != MG_OK) return s;
     /* Keep this rank's own message: the exchange below may overwrite it. */
@@ -139,19 +140,59 @@ mg_status mgi_dist_agree(mg_dist_comm *c, const char *who, mg_status local,
         return mg_set_error(on_failure, "%s: rank %d: %d rank(s) failed: %s",
                             who, c->rank, n_failed, list);
     }
-    if (first_mismatch >= 0)
-        return mg_set_error(MG_ERR_INVALID_ARG,
-                            "%s: rank %d: rank %d was given other tensors "
-                            "(count, sizes, dtypes or order) than rank 0",
-                            who, c->rank, first_mismatch);
+    *differs = first_mismatch;
     return MG_OK;
 }
 
-mg_status mg_dist_comm_from_mpi(MPI_Comm comm, const mg_dist_options *opts,
-                                mg_dist_comm **out) {
-    const char *who = "mg_dist_comm_from_mpi";
+mg_status mgi_dist_agree(mg_dist_comm *c, const char *who, mg_status local,
+                        uint64_t fingerprint, mg_status on_failure) {
+    int differs;
+    mg_status s = mgi_dist_agree_which(c, who, local, fingerprint, on_failure,
+                                       &differs);
+    if (s == MG_OK && differs >= 0)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "%s: rank %d: rank %d was given other tensors "
+                            "(count, sizes, dtypes or order) than rank 0",
+                            who, c->rank, differs);
+    return s;
+}
+
+/* This rank's own arguments, checked without returning early (see
+ * mg_dist_comm_from_mpi); *timeout_s gets the deadline to use. */
+static mg_status comm_args(const mg_dist_options *opts, mg_dist_comm **out,
+                           double *timeout_s, const char *who) {
     if (!out) return mg_set_error(MG_ERR_INVALID_ARG, "%s: out is NULL", who);
-    *out = NULL;
+    double t = opts ? opts->timeout_s : 0;
+    if (t != t) /* NaN: every comparison with a deadline would be false */
+        return mg_set_error(MG_ERR_INVALID_ARG, "%s: timeout_s is NaN", who);
+    *timeout_s = t == 0 ? MG_DIST_DEFAULT_TIMEOUT_S : t;
+    return MG_OK;
+}
+
+/* Duplicate comm into c->comm with errors returned, and read rank and
+ * size. The caller's communicator may still have the default handler,
+ * which aborts the job: that is its business. Errors of the duplicate are
+ * returned to us, so that a failure becomes a status. */
+static mg_status comm_dup(mg_dist_comm *c, MPI_Comm comm, const char *who) {
+    c->comm = MPI_COMM_NULL;
+    int rc = MPI_Comm_dup(comm, &c->comm);
+    if (rc != MPI_SUCCESS) return mgi_dist_mpi_fail(c, who, "MPI_Comm_dup", rc);
+    rc = MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(c->comm, &c->rank);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(c->comm, &c->size);
+    if (rc != MPI_SUCCESS) {
+        mg_status s = mgi_dist_mpi_fail(c, who, "setting up the duplicate", rc);
+        MPI_Comm_free(&c->comm);
+        return s;
+    }
+    return MG_OK;
+}
+
+mg_status mgi_dist_comm_open(MPI_Comm comm, const mg_dist_options *opts,
+                             mg_dist_comm **out, const char *who) {
+    if (out) *out = NULL;
+    /* Without MPI, or without a communicator, there is no one to agree
+     * with: these fail on this rank alone. */
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
@@ -162,33 +203,37 @@ mg_status mg_dist_comm_from_mpi(MPI_Comm comm, const mg_dist_options *opts,
     if (comm == MPI_COMM_NULL)
         return mg_set_error(MG_ERR_INVALID_ARG, "%s: comm is MPI_COMM_NULL",
                             who);
-    double timeout = opts ? opts->timeout_s : 0;
-    if (timeout != timeout) /* NaN */
-        return mg_set_error(MG_ERR_INVALID_ARG, "%s: timeout_s is NaN", who);
-    mg_dist_comm *c = calloc(1, sizeof *c);
-    if (!c) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
-    c->timeout_s = timeout == 0 ? MG_DIST_DEFAULT_TIMEOUT_S : timeout;
-    c->comm = MPI_COMM_NULL;
-    /* The caller's communicator may still have the default handler, which
-     * aborts the job: that is its business. Errors of the duplicate are
-     * returned to us, so that a failure becomes a status. */
-    int rc = MPI_Comm_dup(comm, &c->comm);
-    if (rc != MPI_SUCCESS) {
-        mg_status s = mgi_dist_mpi_fail(c, who, "MPI_Comm_dup", rc);
+    /* A rank whose own arguments are bad (or that is out of memory) still
+     * joins the duplicate and the agreement, as mg_dist_buckets_new does:
+     * returning here would leave the others in MPI_Comm_dup for ever. Until
+     * the ranks agree the handle lives on the stack, with the default
+     * deadline where this rank's own is bad. */
+    mg_dist_comm tmp = {.timeout_s = MG_DIST_DEFAULT_TIMEOUT_S};
+    mg_status local = comm_args(opts, out, &tmp.timeout_s, who);
+    mg_dist_comm *c = local == MG_OK ? malloc(sizeof *c) : NULL;
+    if (local == MG_OK && !c)
+        local = mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
+    /* An MPI error here is this rank's alone; the others then time out in
+     * the agreement, which is the most MPI lets us do. */
+    mg_status s = comm_dup(&tmp, comm, who);
+    if (s == MG_OK)
+        s = mgi_dist_agree(&tmp, who, local, 0,
+                           local != MG_OK ? local : MG_ERR_COMM);
+    if (s != MG_OK) {
+        /* A broken duplicate may have the agreement in flight: left to
+         * MPI_Finalize, as in mg_dist_comm_free. */
+        if (tmp.comm != MPI_COMM_NULL && !tmp.broken) MPI_Comm_free(&tmp.comm);
         free(c);
         return s;
     }
-    rc = MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
-    if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(c->comm, &c->rank);
-    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(c->comm, &c->size);
-    if (rc != MPI_SUCCESS) {
-        mg_status s = mgi_dist_mpi_fail(c, who, "setting up the duplicate", rc);
-        MPI_Comm_free(&c->comm);
-        free(c);
-        return s;
-    }
+    *c = tmp;
     *out = c;
     return MG_OK;
+}
+
+mg_status mg_dist_comm_from_mpi(MPI_Comm comm, const mg_dist_options *opts,
+                                mg_dist_comm **out) {
+    return mgi_dist_comm_open(comm, opts, out, "mg_dist_comm_from_mpi");
 }
 
 void mg_dist_comm_free(mg_dist_comm *c) {
@@ -211,89 +256,3 @@ void mg_dist_comm_free(mg_dist_comm *c) {
 int mg_dist_comm_rank(const mg_dist_comm *c) { return c ? c->rank : -1; }
 int mg_dist_comm_size(const mg_dist_comm *c) { return c ? c->size : -1; }
 int mg_dist_comm_broken(const mg_dist_comm *c) { return c ? c->broken : 0; }
-
-/* Check one rank's broadcast list; MG_OK or a status with a message. */
-static mg_status bcast_check(const mg_dist_comm *c, const mg_graph *g,
-                             const mg_binding *binds, int n_binds, int root,
-                             uint64_t *fingerprint) {
-    const char *who = "mg_dist_broadcast";
-    if (!g) return mg_set_error(MG_ERR_INVALID_ARG, "%s: graph is NULL", who);
-    if (n_binds < 0 || (n_binds > 0 && !binds))
-        return mg_set_error(MG_ERR_INVALID_ARG,
-                            "%s: %d bindings with a %s list", who, n_binds,
-                            binds ? "non-NULL" : "NULL");
-    if (root < 0 || root >= c->size)
-        return mg_set_error(MG_ERR_INVALID_ARG,
-                            "%s: root %d is not a rank of a communicator of "
-                            "%d",
-                            who, root, c->size);
-    uint64_t h = mgi_dist_hash(0xcbf29ce484222325ULL, (uint64_t)n_binds);
-    h = mgi_dist_hash(h, (uint64_t)root);
-    for (int i = 0; i < n_binds; i++) {
-        size_t nbytes = mg_tensor_nbytes(g, binds[i].tensor);
-        const char *name = mg_tensor_name(g, binds[i].tensor);
-        if (nbytes == 0)
-            return mg_set_error(MG_ERR_UNKNOWN_ID,
-                                "%s: binding %d names tensor id %d, not in "
-                                "the graph",
-                                who, i, (int)binds[i].tensor);
-        if (!binds[i].data)
-            return mg_set_error(MG_ERR_INVALID_ARG,
-                                "%s: binding %d (%s) has NULL data", who, i,
-                                name ? name : "unnamed");
-#ifdef MG_HAVE_NCCL
-        if (c->nccl) {
-            mg_status s = mgi_nccl_check_ptr(c, binds[i].data, who, "binding",
-                                             i, name ? name : "unnamed");
-            if (s != MG_OK) return s;
-        }
-#endif
-        if (nbytes > (size_t)INT32_MAX)
-            return mg_set_error(MG_ERR_UNSUPPORTED,
-                                "%s: %s has %zu bytes, more than one MPI "
-                                "message of int count holds",
-                                who, name ? name : "unnamed", nbytes);
-        h = mgi_dist_hash(h, (uint64_t)nbytes);
-    }
-    *fingerprint = h;
-    return MG_OK;
-}
-
-mg_status mg_dist_broadcast(mg_dist_comm *c, const mg_graph *g,
-                            const mg_binding *binds, int n_binds, int root) {
-    const char *who = "mg_dist_broadcast";
-    mg_status s = mgi_dist_check_usable(c, who);
-    if (s != MG_OK) return s;
-    /* Every rank checks its list, then all agree before any byte moves:
-     * a bad list on one rank fails every rank instead of leaving the
-     * others waiting in a broadcast it never joins. */
-    uint64_t fp = 0;
-    mg_status local = bcast_check(c, g, binds, n_binds, root, &fp);
-    s = mgi_dist_agree(c, who, local, fp, local != MG_OK ? local : MG_ERR_COMM);
-    if (s != MG_OK) return s;
-#ifdef MG_HAVE_NCCL
-    if (c->nccl) return mgi_nccl_broadcast(c, g, binds, n_binds, root);
-#endif
-    MPI_Request *reqs = malloc((size_t)(n_binds ? n_binds : 1) * sizeof *reqs);
-    if (!reqs) {
-        mgi_dist_break(c, "out of memory in %s", who);
-        return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
-    }
-    /* One nonblocking broadcast per tensor, waited on together, so that a
-     * rank that never arrives is a timeout rather than a hang. */
-    int issued = 0;
-    for (int i = 0; i < n_binds; i++) {
-        int rc = MPI_Ibcast(binds[i].data,
-                            (int)mg_tensor_nbytes(g, binds[i].tensor),
-                            MPI_BYTE, root, c->comm, &reqs[issued]);
-        if (rc != MPI_SUCCESS) {
-            s = mgi_dist_mpi_fail(c, who, "MPI_Ibcast", rc);
-            free(reqs);
-            return s;
-        }
-        issued++;
-    }
-    s = mgi_dist_wait(c, who, reqs, issued);
-    free(reqs);
-    return s;
-}

@@ -72,6 +72,13 @@ struct mg_dist_buckets {
     mg_dist_stats stats;
 };
 
+/* mg_dist_comm_from_mpi, with `who` naming the public call in messages
+ * (mg_dist_comm_from_nccl starts with it). Collective even where this
+ * rank's arguments are bad: every rank joins the duplicate and an
+ * agreement, and all fail together. */
+mg_status mgi_dist_comm_open(MPI_Comm comm, const mg_dist_options *opts,
+                             mg_dist_comm **out, const char *who);
+
 /* Mark c broken, saying why (later calls repeat it). */
 void mgi_dist_break(mg_dist_comm *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -95,6 +102,13 @@ uint64_t mgi_dist_hash(uint64_t h, uint64_t word);
  * MG_ERR_INVALID_ARG when the fingerprints differ. */
 mg_status mgi_dist_agree(mg_dist_comm *c, const char *who, mg_status local,
                         uint64_t fingerprint, mg_status on_failure);
+/* As mgi_dist_agree, but fingerprints that differ are not an error here:
+ * MG_OK with *differs the first rank whose fingerprint is not rank 0's
+ * (the same on every rank), or -1, for a caller that then finds out what
+ * differs (mg_dist_broadcast). */
+mg_status mgi_dist_agree_which(mg_dist_comm *c, const char *who,
+                              mg_status local, uint64_t fingerprint,
+                              mg_status on_failure, int *differs);
 
 #ifdef MG_HAVE_NCCL
 /* The NCCL transport (src/dist/nccl/). Every function but the check and

@@ -9,8 +9,10 @@
 #define MG_TESTS_HELPERS_DIST_CHECK_H
 
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Every rank holds the same bytes in buf: rank 0's, broadcast, compared. */
 static void check_same_on_all_ranks(const char *what, const void *buf,
@@ -39,5 +41,30 @@ static void check_close(const char *what, mg_dtype dt, const void *got,
                       (long long)i, a, e);
     }
 }
+
+/* A watchdog for the calls that have no deadline of their own (a rank
+ * left in MPI_Comm_dup waits for ever): past `seconds` the process says so
+ * and exits, and mpirun then ends the job, so the test fails instead of
+ * hanging until ctest's timeout. Only async-signal-safe calls in the
+ * handler. */
+static void dist_watchdog_fire(int sig) {
+    (void)sig;
+    static const char msg[] = "dist test: watchdog: a call still blocked "
+                              "past its time (a hang); exiting\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+    _exit(3);
+}
+
+static void dist_watchdog_arm(unsigned seconds) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = dist_watchdog_fire;
+    sigemptyset(&sa.sa_mask);
+    ck_assert(sigaction(SIGALRM, &sa, NULL) == 0);
+    alarm(seconds);
+}
+
+static void dist_watchdog_disarm(void) { alarm(0); }
 
 #endif

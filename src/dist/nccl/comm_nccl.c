@@ -265,10 +265,12 @@ mg_status mg_dist_comm_from_nccl(MPI_Comm comm, int cuda_device,
                                  const mg_dist_options *opts,
                                  mg_dist_comm **out) {
     const char *who = "mg_dist_comm_from_nccl";
-    if (!out) return mg_set_error(MG_ERR_INVALID_ARG, "%s: out is NULL", who);
-    *out = NULL;
+    if (out) *out = NULL;
     mg_dist_comm *c = NULL;
-    mg_status s = mg_dist_comm_from_mpi(comm, opts, &c);
+    /* A NULL out (or bad options) fails in there, on every rank once the
+     * ranks agree: returning before it would leave the others waiting in
+     * its MPI_Comm_dup. */
+    mg_status s = mgi_dist_comm_open(comm, opts, out ? &c : NULL, who);
     if (s != MG_OK) return s;
     mgi_nccl *n = calloc(1, sizeof *n);
     ncclUniqueId id;
