@@ -8,7 +8,7 @@
 #ifndef MG_BACKEND_CUDA_H
 #define MG_BACKEND_CUDA_H
 
-#include "exec/backend.h"
+#include "backend/backend.h"
 
 /* Number of usable CUDA devices; 0 when there is no device or driver. */
 int mgi_cuda_device_count(void);

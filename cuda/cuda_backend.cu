@@ -291,6 +291,16 @@ extern "C" mg_status mgi_backend_cuda_init(mg_backend *out) {
     return MG_OK;
 }
 
+static bool cuda_has_kernel(mg_op op) { return mgi_cuda_has_kernel(op) != 0; }
+
 extern "C" const mg_backend_reg mgi_backend_cuda_reg = {
-    MG_DEVICE_CUDA, "CUDA", mgi_cuda_device_count, mgi_backend_cuda_init,
+    /* .device */ MG_DEVICE_CUDA,
+    /* .name */ "CUDA",
+    /* .dlpack_device */ 2, /* kDLCUDA */
+    /* .device_count */ mgi_cuda_device_count,
+    /* .init */ mgi_backend_cuda_init,
+    /* .plan_workspace: the op table's rules cover every CUDA kernel
+     * (test_backend_table checks kernel_workspace against them) */ NULL,
+    /* .has_kernel */ cuda_has_kernel,
+    /* .kernel_workspace */ mgi_cuda_workspace,
 };

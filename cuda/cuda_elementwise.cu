@@ -2,7 +2,7 @@
  * cuda_elementwise.cu - the unary maths ops and every two-input elementwise
  * op (arithmetic with numpy broadcasting and the activation gradients): the
  * kernels that the expressions of MG_UNARY_OPS and MG_BINARY_OPS
- * (src/exec/kernel_shared.h) are instantiated in, with the CPU's layouts,
+ * (src/backend/kernel_shared.h) are instantiated in, with the CPU's layouts,
  * so both backends compute and broadcast alike; and cast, with the CPU's
  * conversions (MG_CAST_PAIRS).
  */

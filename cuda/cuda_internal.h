@@ -3,7 +3,7 @@
  * backend context, the kernel signature, CUDA error checks and launch helpers
  * that the kernel files share. Included only by .cu files (C++). What they
  * share with the CPU kernels (failures, layouts, geometry, the elementwise
- * formulas) is in src/exec/kernel_shared.h.
+ * formulas) is in src/backend/kernel_shared.h.
  *
  * Every kernel is deterministic (no floating-point atomics; gathers instead of
  * scatters), so a recomputed op gives the same bits as the original, and
@@ -15,7 +15,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "exec/kernel_shared.h" /* shared with the CPU kernels */
+#include "backend/kernel_shared.h" /* shared with the CPU kernels */
 extern "C" {
 #include "backend_cuda.h"
 }

@@ -10,12 +10,9 @@
  */
 #include "helpers.h"
 
-#include "exec/backend.h"
-#include "exec/cpu_kernels.h"
+#include "backend/backend.h"
+#include "exec/cpu/cpu_kernels.h"
 #include "rewrite/schedule.h"
-#ifdef MG_HAVE_CUDA
-#include "../cuda/backend_cuda.h"
-#endif
 
 static const int64_t NCHW[4] = {2, 4, 9, 8};
 
@@ -108,7 +105,9 @@ START_TEST(test_workspace_within_plan) {
                 ck_assert_uint_gt(need, 0);
         }
 #ifdef MG_HAVE_CUDA
-        size_t cneed = mgi_cuda_workspace(&a);
+        /* through the registry, as the planner would: in a module build
+         * this loads libmemgrad-cuda.so (no device needed) */
+        size_t cneed = mgi_backend_find(MG_DEVICE_CUDA)->kernel_workspace(&a);
         ck_assert_msg(cneed <= p->step[s].work,
                       "cuda needs %zu bytes for %s, the plan lends %zu",
                       cneed, mgi_op_str(a.op), p->step[s].work);

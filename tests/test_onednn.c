@@ -20,7 +20,7 @@
  */
 #include "helpers.h"
 
-#include "exec/cpu_kernels.h"
+#include "exec/cpu/cpu_kernels.h"
 #include "rewrite/schedule.h"
 
 #include <stdlib.h>

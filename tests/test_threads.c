@@ -11,7 +11,7 @@
  */
 #include "helpers.h"
 
-#include "exec/cpu_kernels.h"
+#include "exec/cpu/cpu_kernels.h"
 #include "memgrad_observe.h"
 
 #include <stdlib.h>

@@ -116,6 +116,20 @@ class Graph:
     def find(self, name):
         return self._t(_lib.tensor_find(self._g, name.encode()))
 
+    def tensors(self, op=None):
+        """Every tensor of the graph in creation order, or those that op
+        (a name such as "relu") computes."""
+        out = []
+        for i in range(_lib.graph_num_tensors(self._g)):
+            name = _lib.tensor_op_name(self._g, i)
+            if op is None or (name and name.decode() == op):
+                out.append(self._t(i))
+        return out
+
+    def input_of(self, t, k=0):
+        """Input k of the op that computes t."""
+        return self._t(_lib.tensor_input(self._g, t.id, k))
+
     def matmul(self, a, b, trans_a=False, trans_b=False):
         return self._t(_lib.matmul(self._g, a.id, b.id, int(trans_a),
                                    int(trans_b)))

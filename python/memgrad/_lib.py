@@ -111,6 +111,9 @@ tensor_shape = _fn("mg_tensor_shape", c_int, G, T, POINTER(c_int),
 tensor_dtype = _fn("mg_tensor_dtype", c_int, G, T, POINTER(c_int))
 tensor_name = _fn("mg_tensor_name", c_char_p, G, T)
 tensor_find = _fn("mg_tensor_find", T, G, c_char_p)
+graph_num_tensors = _fn("mg_graph_num_tensors", c_int32, G)
+tensor_op_name = _fn("mg_tensor_op_name", c_char_p, G, T)
+tensor_input = _fn("mg_tensor_input", T, G, T, c_int)
 gradients = _fn("mg_gradients", c_int, G, POINTER(T), c_int, POINTER(T),
                 POINTER(T), c_int, POINTER(Checkpoints), POINTER(T))
 graph_write_dot = _fn("mg_graph_write_dot", c_int, G, c_void_p)

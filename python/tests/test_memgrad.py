@@ -194,3 +194,24 @@ def test_torch_dlpack():
     xt = torch.randn(2, 3)
     out = ex.run(plan, {x: xt})[y]
     assert torch.allclose(out, torch.sigmoid(xt))
+
+
+def test_import_maps_no_cuda():
+    """`import memgrad` and a CPU run map no cuBLAS, cuDNN or CUDA runtime:
+    the CUDA backend is a module loaded only for a CUDA executor (in a
+    fresh interpreter, so that no other test's imports count)."""
+    import subprocess
+    import sys
+    code = (
+        "import memgrad as mg\n"
+        "g = mg.Graph()\n"
+        "x = g.input('x', 'float32', (2, 3))\n"
+        "y = g.sum(g.tanh(x))\n"
+        "import numpy\n"
+        "mg.Executor().run(g.compile([y]), {'x': numpy.ones((2, 3), 'f4')})\n"
+        "libs = ('libcublas', 'libcudnn', 'libcudart', 'libmemgrad-cuda')\n"
+        "print([l.split()[-1] for l in open('/proc/self/maps')\n"
+        "       if any(n in l for n in libs)])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "[]", out

@@ -194,20 +194,95 @@ def test_ceil_mode_pooling_matches_torch(policy):
         close(q.grad, p.grad)
 
 
+def _relu_inputs_memgrad(module, x):
+    """The input of every ReLU of module's forward, as memgrad computes it
+    (through the bridge's captured graph, in creation order)."""
+    m = mgt.Module(copy.deepcopy(module), (x,), policy="none")
+    cap = m._cap
+    ts = [cap.graph.input_of(t) for t in cap.graph.tensors("relu")]
+    outs = cap.executor_for("cpu").run(cap.graph.compile(ts), cap.feeds(
+        tuple([x] + list(cap.params)), torch.device("cpu")))
+    return [outs[t].detach().clone() for t in ts]
+
+
+def _relu_inputs_torch(module, x):
+    """The input of every ReLU call of module's forward in PyTorch, in call
+    order (torchvision reuses one nn.ReLU within a block), taken before the
+    call: torchvision's ReLUs work in place."""
+    seen = []
+    hooks = [r.register_forward_pre_hook(lambda mod, i: seen.append(
+        i[0].detach().clone())) for r in module.modules()
+        if isinstance(r, torch.nn.ReLU)]
+    with torch.no_grad():
+        module(x)
+    for h in hooks:
+        h.remove()
+    return seen
+
+
+def _kinks_explained(batch):
+    """From train.py's initial weights and batch: every ReLU input where
+    memgrad's float32 forward and PyTorch's float64 one take different
+    sides of 0 lies within PyTorch float32's own error of that tensor
+    (|x64| <= max |x_torch32 - x64|): float32 cannot tell its sign, and a
+    loss curve that parts there says nothing about memgrad. Returns
+    (explained, description)."""
+    import torchvision
+    torch.manual_seed(0)
+    base = torchvision.models.resnet18(num_classes=10)
+    images = torch.randn(batch, 3, 64, 64)
+    mine = _relu_inputs_memgrad(base, images)
+    t32 = _relu_inputs_torch(copy.deepcopy(base), images)
+    t64 = _relu_inputs_torch(copy.deepcopy(base).double(), images.double())
+    assert len(mine) == len(t32) == len(t64) > 0
+    flips, worst = 0, 0.0
+    for m, a, b in zip(mine, t32, t64):
+        bad = (m > 0) != (b > 0)
+        if bad.any():
+            band = float((a.double() - b).abs().max())
+            far = float(b[bad].abs().max())
+            flips += int(bad.sum())
+            worst = max(worst, far / band)
+    return worst <= 1.0, ("%d ReLU inputs on the other side of 0 from "
+                          "float64, the farthest at %.2g of PyTorch "
+                          "float32's own error" % (flips, worst))
+
+
 @pytest.mark.parametrize("batch", [4, 16])
 def test_train_example_follows_torch(batch):
     """examples/python/train.py: torchvision's resnet18 trained a few SGD
     steps in PyTorch and through the bridge under every policy; the loss
     curves must agree within 1e-4 per step (the script exits 1 if not).
     Batch 16 is where a batch mean rounded to float32 once put a ReLU input
-    on the other side of its kink."""
+    on the other side of its kink.
+
+    Where they part in float32, the test asks why. A ReLU input within
+    rounding noise of 0 takes whichever side each float32 implementation's
+    rounding gives it (on an AMD EPYC with AVX2, memgrad's oneDNN
+    convolutions put one of resnet18's at batch 4 at +2.3e-6 where float64
+    has -4.1e-6 and PyTorch float32 -5.6e-6, while both float32 errors
+    there are 4e-5). So the float32 run passes only if every such input
+    lies within PyTorch float32's own error of 0, and the float64 run
+    must then give PyTorch's loss curve: memgrad's arithmetic is
+    PyTorch's, and only float32's sign at a kink differs."""
     pytest.importorskip("torchvision", reason="needs python3-torchvision")
     import os
     import subprocess
     import sys
     script = os.path.join(os.path.dirname(__file__), "..", "..", "examples",
                           "python", "train.py")
-    out = subprocess.run([sys.executable, script, "--batch", str(batch)],
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "loss curves agree within 1e-4" in out.stdout
+
+    def train(*args):
+        return subprocess.run([sys.executable, script, "--batch", str(batch)]
+                              + list(args), capture_output=True, text=True,
+                              timeout=600)
+    out = train()
+    if out.returncode == 0:
+        assert "loss curves agree within 1e-4" in out.stdout
+        return
+    explained, why = _kinks_explained(batch)
+    assert explained, out.stdout + out.stderr + why
+    f64 = train("--dtype", "float64")
+    assert f64.returncode == 0, f64.stdout + f64.stderr
+    assert "loss curves agree within 1e-4" in f64.stdout
+    print("float32 curves part at a kink (%s); float64 agrees" % why)

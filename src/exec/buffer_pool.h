@@ -5,7 +5,7 @@
 #ifndef MG_BUFFER_POOL_H
 #define MG_BUFFER_POOL_H
 
-#include "backend.h"
+#include "backend/backend.h"
 
 #include <stdbool.h>
 #include <stdint.h>

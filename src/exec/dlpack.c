@@ -6,6 +6,7 @@
 #include "memgrad_dlpack.h"
 
 #include "../rewrite/schedule.h"
+#include "backend/backend.h"
 #include "exec_internal.h"
 
 #include <stdlib.h>
@@ -45,13 +46,13 @@ mg_status mg_dlpack_bind(const mg_exec *ex, const mg_plan *p, mg_tensor t,
     char label[160], want[96], got[96];
     mgi_graph_tensor_label(p->g, t, label, sizeof label);
     const mg_tdesc *d = &p->tensor[t].d;
-    int want_dev = mgi_exec_device(ex) == MG_DEVICE_CUDA ? kDLCUDA : kDLCPU;
-    if ((int)dl->device.device_type != want_dev)
+    const mg_backend_reg *reg = mgi_exec_reg(ex);
+    if ((int)dl->device.device_type != reg->dlpack_device)
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_dlpack_bind: %s: the tensor is on %s, the "
                             "executor runs on %s",
                             label, device_name(dl->device.device_type),
-                            device_name(want_dev));
+                            reg->name);
     if (!dtype_matches(d->dtype, dl->dtype))
         return mg_set_error(MG_ERR_DTYPE,
                             "mg_dlpack_bind: %s is %s; the tensor has DLPack "
@@ -134,10 +135,9 @@ mg_status mgi_dlpack_export_ref(mg_exec *ex, mgi_block_ref *r,
     DLDataType dt = {d->dtype == MG_I32 || d->dtype == MG_I64 ? kDLInt
                                                               : kDLFloat,
                      (uint8_t)(8 * mg_dtype_size(d->dtype)), 1};
-    bool cuda = mgi_exec_device(ex) == MG_DEVICE_CUDA;
     e->m.dl_tensor = (DLTensor){
         .data = r->data,
-        .device = {cuda ? kDLCUDA : kDLCPU, 0},
+        .device = {(DLDeviceType)mgi_exec_reg(ex)->dlpack_device, 0},
         .ndim = d->ndim,
         .dtype = dt,
         .shape = e->shape,

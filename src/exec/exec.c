@@ -15,6 +15,7 @@
 #include "observe.h"
 #include "exec_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,33 +40,42 @@ struct mg_exec {
     int32_t n_refs; /* shared blocks still held (dlpack.c) */
     bool dying;     /* mg_exec_free waits for the last of them */
     mg_device device;
+    const mg_backend_reg *reg; /* its row of registry.c */
     int num_threads; /* mg_exec_options.num_threads (threads.c) */
 };
 
 mgi_observers *mgi_exec_observers(mg_exec *ex) { return &ex->obs; }
 
+/* A device this build has no row for: a known enum value whose backend
+ * was not built, or no device at all. */
+static mg_status unknown_device(mg_device dev) {
+    char have[128] = "";
+    for (int i = 0; i < mgi_backend_table_size; i++) {
+        size_t at = strlen(have);
+        snprintf(have + at, sizeof have - at, "%s%s (%d)", i ? ", " : "",
+                 mgi_backend_table[i]->name, (int)mgi_backend_table[i]->device);
+    }
+    if (dev == MG_DEVICE_CUDA)
+        return mg_set_error(MG_ERR_UNSUPPORTED,
+                            "mg_exec_new: no CUDA device: memgrad was built "
+                            "without CUDA (it has %s)", have);
+    return mg_set_error(MG_ERR_INVALID_ARG,
+                        "mg_exec_new: unknown device %d (this build has %s)",
+                        (int)dev, have);
+}
+
 mg_status mg_exec_new(const mg_exec_options *opts, mg_exec **out) {
     if (!out) return mg_set_error(MG_ERR_INVALID_ARG, "mg_exec_new: out is NULL");
     *out = NULL;
     mg_device dev = opts ? opts->device : MG_DEVICE_CPU;
-    if (dev != MG_DEVICE_CPU && dev != MG_DEVICE_CUDA)
-        return mg_set_error(MG_ERR_INVALID_ARG,
-                            "mg_exec_new: unknown device %d", (int)dev);
     const mg_backend_reg *reg = mgi_backend_find(dev);
-    if (!reg) {
-        const char *name = dev == MG_DEVICE_CUDA ? "CUDA" : "CPU";
-        return mg_set_error(MG_ERR_UNSUPPORTED,
-                            "mg_exec_new: no %s device: memgrad was built "
-                            "without %s",
-                            name, name);
-    }
+    if (!reg) return unknown_device(dev);
     if (opts && opts->num_threads < 0)
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_exec_new: num_threads %d is negative",
                             opts->num_threads);
-    if (reg->device_count() <= 0)
-        return mg_set_error(MG_ERR_UNSUPPORTED,
-                            "mg_exec_new: no %s device found", reg->name);
+    /* Without a device, a backend's init refuses and says why (a CUDA
+     * module row: no driver, or the driver sees no device). */
     mg_exec *ex = calloc(1, sizeof *ex);
     if (!ex) return mg_set_error(MG_ERR_NOMEM, "mg_exec_new: out of memory");
     mg_status s = reg->init(&ex->backend);
@@ -76,6 +86,7 @@ mg_status mg_exec_new(const mg_exec_options *opts, mg_exec **out) {
     mgi_pool_init(&ex->pool, &ex->backend, opts ? opts->max_bytes : 0);
     ex->num_threads = opts ? opts->num_threads : 0;
     ex->device = dev;
+    ex->reg = reg;
     *out = ex;
     return MG_OK;
 }
@@ -456,3 +467,4 @@ void mgi_block_ref_drop(mgi_block_ref *r) {
 }
 
 mg_device mgi_exec_device(const mg_exec *ex) { return ex->device; }
+const mg_backend_reg *mgi_exec_reg(const mg_exec *ex) { return ex->reg; }

@@ -6,6 +6,7 @@
 #define MG_EXEC_INTERNAL_H
 
 #include "../common/ir.h"
+#include "../common/threads.h"
 
 #include <stdbool.h>
 
@@ -17,15 +18,6 @@ int32_t mgi_exec_take_kept(mg_exec *ex, mg_tensor *t, void **data,
 /* The buffer of t as the last run left it: NULL once released. */
 void *mgi_exec_buf(const mg_exec *ex, mg_tensor t);
 void mgi_exec_pool_free(mg_exec *ex, void *data, size_t nbytes);
-
-/* The most threads a run may use: the larger of the calling thread's
- * OpenMP count and the processors; what plans size oneDNN's scratchpad for. */
-int mgi_threads_cap(void);
-/* Set the calling thread's OpenMP thread count to n (> 0, at most
- * mgi_threads_cap(); 0 keeps it) for one run and return the count to
- * restore with mgi_threads_leave (threads.c). */
-int mgi_threads_enter(int n);
-void mgi_threads_leave(int n, int prev);
 
 /* A pool block shared between the executor's kept list and exported
  * DLPack tensors: it goes back to the pool when refs reaches 0. */
@@ -50,7 +42,9 @@ struct DLManagedTensor;
 mg_status mgi_dlpack_export_ref(mg_exec *ex, mgi_block_ref *r,
                                 struct DLManagedTensor **out,
                                 const char *what);
-/* The executor's device. */
+/* The executor's device, and its backend's row. */
 mg_device mgi_exec_device(const mg_exec *ex);
+struct mg_backend_reg;
+const struct mg_backend_reg *mgi_exec_reg(const mg_exec *ex);
 
 #endif

@@ -130,7 +130,3 @@ const mg_op_def mgi_op_table[MG_OP_COUNT] = {
 };
 
 #undef OP
-
-const char *mgi_op_str(mg_op op) {
-    return op >= 0 && op < MG_OP_COUNT ? mgi_op_table[op].name : "?";
-}

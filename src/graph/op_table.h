@@ -47,7 +47,7 @@ typedef double (*mg_flops_fn)(const mg_tdesc *in, int n_in, const mg_attrs *a,
 
 /* Scratch rule: bytes of workspace the op's kernels need (an im2col
  * buffer, say). A plan lends the larger of this and what the backends'
- * plan_workspace queries ask (src/exec/backend.h: oneDNN's scratchpad is
+ * plan_workspace queries ask (src/backend/backend.h: oneDNN's scratchpad is
  * known only to oneDNN), and each backend's workspace query must not
  * exceed that. The executor lends it from the pool for the length of the
  * op, so the plan's peak prediction counts it. */

@@ -6,7 +6,7 @@
  * as in PyTorch and ONNX. Average pooling divides by the window clipped to
  * the padded input (count_include_pad, PyTorch's default) or by the count
  * of x's elements in it; the kernels share that rule (mg_pool2d_divisor in
- * src/exec/kernel_shared.h).
+ * src/backend/kernel_shared.h).
  */
 #include "graph.h"
 #include "ops_internal.h"

@@ -10,7 +10,7 @@
  * pool's measured peak equals the prediction.
  */
 #include "schedule.h"
-#include "../exec/backend.h"
+#include "backend/backend.h"
 
 #include <stdlib.h>
 #include <string.h>

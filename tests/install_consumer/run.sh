@@ -2,7 +2,8 @@
 # install_consumer test: install an already built memgrad tree to a temporary
 # prefix, then build tests/install_consumer/main.c against it twice, with
 # CMake (find_package(memgrad)) and with plain cc + pkg-config --static, and
-# check that both programs print "relu".
+# check that both programs print "relu" (pkg-config with and without
+# --static), having run a plan on the CPU and asked for a CUDA executor.
 #
 # usage: run.sh <build-dir> <source-dir>
 # env (set by ctest): MG_CMAKE, MG_CC, MG_PKG_CONFIG, MG_CONFIG;
@@ -75,13 +76,17 @@ fi
 pc_dir=$(dirname "$pc_file")
 lib_dir=$(dirname "$pc_dir")
 export PKG_CONFIG_PATH="$pc_dir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-flags=$("$pkg_config_bin" --cflags --libs --static memgrad)
-echo "pkg-config --cflags --libs --static memgrad: $flags"
-# shellcheck disable=SC2086 # the flags are meant to be split
-"$cc_bin" -std=c11 -Wall -Wextra -Werror -o "$tmp/consumer-pc" \
-    "$src_dir/tests/install_consumer/main.c" $flags
-# A shared libmemgrad has no rpath in this program; point the loader at it.
+# A shared libmemgrad has no rpath in these programs; point the loader at it.
 export LD_LIBRARY_PATH="$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-check_output "pkg-config consumer" "$tmp/consumer-pc"
+# As a user links: plain --libs (which must suffice when only the static
+# library is installed), and --static.
+for mode in "" --static; do
+    flags=$("$pkg_config_bin" --cflags --libs $mode memgrad)
+    echo "pkg-config --cflags --libs $mode memgrad: $flags"
+    # shellcheck disable=SC2086 # the flags are meant to be split
+    "$cc_bin" -std=c11 -Wall -Wextra -Werror -o "$tmp/consumer-pc" \
+        "$src_dir/tests/install_consumer/main.c" $flags
+    check_output "pkg-config consumer (--libs $mode)" "$tmp/consumer-pc"
+done
 
 echo "install_consumer: all ok"

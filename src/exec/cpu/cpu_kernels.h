@@ -7,9 +7,13 @@
 #ifndef MG_CPU_KERNELS_H
 #define MG_CPU_KERNELS_H
 
-#include "kernel_shared.h"
+#include "backend/kernel_shared.h"
 
 #include <cblas.h> /* OpenBLAS: openblas_get_parallel */
+
+/* The CPU backend. Its kernel table has an entry for every op. */
+mg_status mgi_backend_cpu_init(mg_backend *out);
+extern const mg_kernel_fn mgi_cpu_kernels[MG_OP_COUNT];
 
 /* Kernels are written once as a macro over (C type, suffix); this
  * instantiates such a macro for every float dtype. */

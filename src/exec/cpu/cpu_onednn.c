@@ -102,7 +102,7 @@ bool mgi_onednn_pool_run(mgi_onednn_cache *c, const mg_kargs *a,
 
 #else
 
-#include "exec_internal.h"
+#include "common/threads.h"
 
 #include <dnnl.h>
 #include <pthread.h>

@@ -1,11 +1,14 @@
 /*
- * backend.h - what the executor needs from a device: memory and kernels.
+ * backend.h - the floor every device stands on: what the executor and the
+ * planner need from a backend (memory, kernels, workspace, properties),
+ * and nothing else. src/rewrite and src/exec include it downward; a
+ * backend depends on it (and kernel_shared.h, common/) alone.
  *
- * A backend is a struct of function pointers (as in ggml-backend). The
- * executor and the pool call only these; the CPU backend lives in
- * cpu_backend.c, the CUDA one in cuda/cuda_backend.cu. Each registers one
- * mg_backend_reg in the table of backend_registry.c, where the executor
- * finds it by device, so the executor includes no backend's header.
+ * A backend is a struct of function pointers (as in ggml-backend). The CPU
+ * backend lives in src/exec/cpu/, the CUDA one in cuda/, built as a module
+ * that src/exec/module.c loads on first use (or linked in, with
+ * MG_CUDA_MODULE=OFF). Each is one row of src/exec/registry.c, where the
+ * executor finds it by device; docs/adding-a-backend.md says how to add one.
  * Kernels get descriptors and pointers, never the graph.
  */
 #ifndef MG_BACKEND_H
@@ -65,6 +68,9 @@ typedef struct mg_backend {
 typedef struct mg_backend_reg {
     mg_device device;
     const char *name; /* as messages spell the device: "CPU", "CUDA" */
+    /* Where its memory lives, for DLPack: the DLDeviceType (kDLCPU 1,
+     * kDLCUDA 2, ...), kept as an int so that this floor needs no dlpack.h. */
+    int dlpack_device;
     /* Usable devices of this kind; 0 when there is no device or driver. */
     int (*device_count)(void);
     mg_status (*init)(mg_backend *out);
@@ -72,10 +78,33 @@ typedef struct mg_backend_reg {
      * mg_backend.workspace), for a plan to count; NULL where the op
      * table's workspace rule covers every kernel of the backend. */
     size_t (*plan_workspace)(const mg_kargs *a);
+    /* Without a device: whether the kernel table covers op (leaves count
+     * as covered), and the scratch its kernel asks for (NULL: none), which
+     * tests hold to the op table's rule. */
+    bool (*has_kernel)(mg_op op);
+    size_t (*kernel_workspace)(const mg_kargs *a);
 } mg_backend_reg;
 
-/* The backends this library was built with (backend_registry.c): the CPU,
- * then CUDA when built with it. */
+/* ---- backends built as modules (src/exec/module.c) ---------------------- */
+
+/* What the library lends a module: its error setter, since a module (a
+ * shared object of its own, dlopen'ed with RTLD_LOCAL, perhaps beside a
+ * static libmemgrad) cannot reach the library's symbols. */
+typedef struct mg_backend_core {
+    int abi; /* MG_BACKEND_ABI */
+    mg_status (*set_error)(mg_status s, const char *message);
+} mg_backend_core;
+
+#define MG_BACKEND_ABI 1
+
+/* A module exports one function of this type, named in its registry row;
+ * it returns the module's row, or NULL when the module was built for
+ * another ABI. */
+typedef const mg_backend_reg *(*mg_backend_module_fn)(
+    const mg_backend_core *core);
+
+/* The backends this library was built with (src/exec/registry.c): the
+ * CPU, then CUDA when built with it. */
 extern const mg_backend_reg *const mgi_backend_table[];
 extern const int mgi_backend_table_size;
 /* The row for dev, or NULL when this build has no such backend. */
@@ -85,13 +114,5 @@ const mg_backend_reg *mgi_backend_find(mg_device dev);
  * table's rule, so whichever backend runs it finds its scratch counted:
  * oneDNN's scratchpad size, say, is known only to oneDNN. */
 size_t mgi_backends_plan_workspace(const mg_kargs *a);
-
-/* The rows the backends define. */
-extern const mg_backend_reg mgi_backend_cpu_reg;
-extern const mg_backend_reg mgi_backend_cuda_reg;
-
-/* The CPU backend. Its kernel table has an entry for every op. */
-mg_status mgi_backend_cpu_init(mg_backend *out);
-extern const mg_kernel_fn mgi_cpu_kernels[MG_OP_COUNT];
 
 #endif

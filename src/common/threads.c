@@ -6,7 +6,7 @@
  * afterwards affects that run alone: two executors with different counts
  * can run on two threads at once, and the caller's own setting survives.
  */
-#include "exec_internal.h"
+#include "threads.h"
 
 #ifdef _OPENMP
 #include <omp.h>

@@ -62,10 +62,14 @@ static mg_status cpu_synchronize(void *ctx) {
 
 static void cpu_destroy(void *ctx) { mgi_onednn_cache_free(ctx); }
 
-static bool cpu_supports_op(void *ctx, mg_op op) {
-    (void)ctx;
+static bool cpu_has_kernel(mg_op op) {
     if ((unsigned)op >= (unsigned)MG_OP_COUNT) return false;
     return op == MG_OP_INPUT || op == MG_OP_PARAM || mgi_cpu_kernels[op];
+}
+
+static bool cpu_supports_op(void *ctx, mg_op op) {
+    (void)ctx;
+    return cpu_has_kernel(op);
 }
 
 static size_t cpu_plan_workspace(const mg_kargs *a) {
@@ -99,9 +103,12 @@ static int cpu_device_count(void) { return 1; }
 const mg_backend_reg mgi_backend_cpu_reg = {
     .device = MG_DEVICE_CPU,
     .name = "CPU",
+    .dlpack_device = 1, /* kDLCPU */
     .device_count = cpu_device_count,
     .init = mgi_backend_cpu_init,
     .plan_workspace = cpu_plan_workspace,
+    .has_kernel = cpu_has_kernel,
+    .kernel_workspace = cpu_plan_workspace,
 };
 
 mg_status mgi_backend_cpu_init(mg_backend *out) {
