@@ -11,7 +11,8 @@
 # own, so that a fault in one cannot hide the rest), memcheck (test_cuda's
 # every-op case under compute-sanitizer, only when that case failed or is
 # asked for), bench (mg-bench depth --device cuda: mlp to depth 1024, resnet
-# to 128 blocks, the transformer), torch (compare_torch.py --device cuda on
+# to 128 blocks, the transformer), profile (a ResNet step's time by op kind),
+# torch (compare_torch.py --device cuda on
 # the mlp and the resnet), python (the Python package's tests with a CUDA
 # device), ctest (the whole suite), nccl (test_dist_nccl, needs 2 GPUs).
 # The bench step also times a ResNet step with cuDNN's convolutions against
@@ -207,6 +208,18 @@ if room bench 120; then
         done
         note "conv: resnet depth 32 step, cuDNN ${conv_cudnn:-?} ms, im2col ${conv_im2col:-?} ms (last of two alternating runs each)"
     fi
+fi
+
+# Where a ResNet step's time goes on the GPU: the profiler's table by op
+# kind, each op synchronised (MG_CUDA_SYNC=1) so that its time is its own.
+if room profile 40; then
+    step "profile: resnet depth 32 by op kind (MG_CUDA_SYNC=1)"
+    MG_CUDA_SYNC=1 timeout 120 "$build/mg-bench" observe --model resnet \
+        --depth 32 --batch "$rb" --width "$rw" --policy none --repeat 3 \
+        --device cuda --trace /tmp/mg-trace.json > /tmp/mg-profile.txt 2>&1
+    rc=$?
+    sed -n '1,40p' /tmp/mg-profile.txt
+    [ "$rc" -eq 0 ] || fail profile "mg-bench observe --device cuda exited $rc"
 fi
 
 if room torch 150; then

@@ -7,10 +7,44 @@
 
 /* ---- batchnorm, layernorm ------------------------------------------------- */
 
-/* x viewed as [A, B, C], normalised per b over A * C (see cpu_norm.c). */
-__device__ __forceinline__ int64_t norm_at(const mg_norm_dims &d, int64_t b,
-                                           int64_t e) {
-    return ((e / d.c) * d.b + b) * d.c + e % d.c;
+/* x viewed as [A, B, C], normalised per b over A * C (see cpu_norm.c).
+ * A thread visits elements e = threadIdx.x, + blockDim.x, ... of its
+ * group as (i, j) = (e / C, e % C), kept up to date by one add and one
+ * compare per step: a 64-bit division per element cost more than the
+ * memory traffic. */
+struct norm_walk {
+    int64_t i, j;   /* the element: row i < A, column j < C */
+    int64_t di, dj; /* blockDim.x as whole rows and the rest */
+    __device__ explicit norm_walk(const mg_norm_dims &d)
+        : i(d.c ? threadIdx.x / d.c : d.a), j(d.c ? threadIdx.x % d.c : 0),
+          di(d.c ? blockDim.x / d.c : 0), dj(d.c ? blockDim.x % d.c : 0) {}
+    __device__ bool more(const mg_norm_dims &d) const { return i < d.a; }
+    __device__ void next(const mg_norm_dims &d) {
+        i += di;
+        j += dj;
+        if (j >= d.c) {
+            j -= d.c;
+            i++;
+        }
+    }
+    /* the element's offset in x for group b */
+    __device__ int64_t at(const mg_norm_dims &d, int64_t b) const {
+        return (i * d.b + b) * d.c + j;
+    }
+    /* its gamma/beta index */
+    __device__ int64_t k(const mg_norm_dims &d, int64_t b) const {
+        return d.gamma_by_c ? j : b;
+    }
+};
+
+#define NORM_FOR(w, d) for (norm_walk w(d); w.more(d); w.next(d))
+
+/* Threads per group: many, so that a group (a batchnorm channel of N*H*W
+ * elements) has enough loads in flight; a power of two for the sums. */
+static inline unsigned norm_threads(int64_t n) {
+    unsigned t = 32;
+    while (t < 1024 && (int64_t)t < n) t *= 2;
+    return t;
 }
 
 /* Two-pass mean and rstd of group b, summed in double; every thread of the
@@ -25,13 +59,12 @@ __device__ void norm_stats(const T *x, const mg_norm_dims &d, int64_t b, T *sh,
     double *shd = reinterpret_cast<double *>(sh);
     const int64_t cnt = d.a * d.c;
     double s = 0;
-    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x)
-        s += (double)x[norm_at(d, b, e)];
+    NORM_FOR(w, d) s += (double)x[w.at(d, b)];
     const double m = cu_block_sum(s, shd) / (double)cnt;
     const T mt = (T)m, ml = (T)(m - (double)mt);
     double v = 0;
-    for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
-        const T u = (x[norm_at(d, b, e)] - mt) - ml;
+    NORM_FOR(w, d) {
+        const T u = (x[w.at(d, b)] - mt) - ml;
         v += (double)(u * u);
     }
     v = cu_block_sum(v, shd);
@@ -49,12 +82,11 @@ template <typename T>
 __global__ void k_norm_fwd(const T *x, const T *gamma, const T *beta, T *y,
                            mg_norm_dims d) {
     CU_SHARED(T, sh);
-    const int64_t cnt = d.a * d.c;
     for (int64_t b = blockIdx.x; b < d.b; b += gridDim.x) {
         T m, ml, rs;
         norm_stats(x, d, b, sh, &m, &ml, &rs);
-        for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
-            const int64_t o = norm_at(d, b, e), k = d.gamma_by_c ? e % d.c : b;
+        NORM_FOR(w, d) {
+            const int64_t o = w.at(d, b), k = w.k(d, b);
             y[o] = ((x[o] - m) - ml) * rs * gamma[k] + beta[k];
         }
     }
@@ -68,16 +100,16 @@ __global__ void k_norm_grad_input(const T *gy, const T *x, const T *gamma,
     for (int64_t b = blockIdx.x; b < d.b; b += gridDim.x) {
         T m, ml, rs, s1 = 0, s2 = 0;
         norm_stats(x, d, b, sh, &m, &ml, &rs);
-        for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
-            const int64_t o = norm_at(d, b, e), k = d.gamma_by_c ? e % d.c : b;
+        NORM_FOR(w, d) {
+            const int64_t o = w.at(d, b), k = w.k(d, b);
             const T h = gy[o] * gamma[k];
             s1 += h;
             s2 += h * ((x[o] - m) - ml) * rs;
         }
         const T mh = cu_block_sum(s1, sh) / (T)cnt;
         const T mhx = cu_block_sum(s2, sh) / (T)cnt;
-        for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
-            const int64_t o = norm_at(d, b, e), k = d.gamma_by_c ? e % d.c : b;
+        NORM_FOR(w, d) {
+            const int64_t o = w.at(d, b), k = w.k(d, b);
             const T h = gy[o] * gamma[k];
             dx[o] = rs * (h - mh - ((x[o] - m) - ml) * rs * mhx);
         }
@@ -91,7 +123,6 @@ template <typename T>
 __global__ void k_norm_grad_gamma_b(const T *gy, const T *x, T *dg, T *st,
                                     mg_norm_dims d) {
     CU_SHARED(T, sh);
-    const int64_t cnt = d.a * d.c;
     for (int64_t b = blockIdx.x; b < d.b; b += gridDim.x) {
         T m, ml, rs;
         norm_stats(x, d, b, sh, &m, &ml, &rs);
@@ -104,8 +135,8 @@ __global__ void k_norm_grad_gamma_b(const T *gy, const T *x, T *dg, T *st,
             continue;
         }
         T s = 0;
-        for (int64_t e = threadIdx.x; e < cnt; e += blockDim.x) {
-            const int64_t o = norm_at(d, b, e);
+        NORM_FOR(w, d) {
+            const int64_t o = w.at(d, b);
             s += gy[o] * (((x[o] - m) - ml) * rs);
         }
         s = cu_block_sum(s, sh);
@@ -131,7 +162,7 @@ mg_status cu_norm(cu_ctx *c, const mg_kargs *a) {
     mg_norm_dims d;
     mg_status s = mg_norm_dims_setup(a, &a->in[0].d, &d);
     if (s != MG_OK) return s;
-    const unsigned t = cu_row_threads(d.a * d.c);
+    const unsigned t = norm_threads(d.a * d.c);
     CU_BY_FLOAT(a, a->out.d.dtype,
                 (k_norm_fwd<T><<<cu_grid_rows(d.b), t, norm_shared(t),
                                  c->stream>>>(
@@ -144,7 +175,7 @@ mg_status cu_norm_grad_input(cu_ctx *c, const mg_kargs *a) {
     mg_norm_dims d;
     mg_status s = mg_norm_dims_setup(a, &a->in[1].d, &d);
     if (s != MG_OK) return s;
-    const unsigned t = cu_row_threads(d.a * d.c);
+    const unsigned t = norm_threads(d.a * d.c);
     CU_BY_FLOAT(a, a->out.d.dtype,
                 (k_norm_grad_input<T><<<cu_grid_rows(d.b), t, norm_shared(t),
                                         c->stream>>>(
@@ -165,7 +196,7 @@ mg_status cu_norm_grad_gamma(cu_ctx *c, const mg_kargs *a) {
     mg_norm_dims d;
     mg_status s = mg_norm_dims_setup(a, &a->in[1].d, &d);
     if (s != MG_OK) return s;
-    const unsigned t = cu_row_threads(d.a * d.c);
+    const unsigned t = norm_threads(d.a * d.c);
     CU_BY_FLOAT(a, a->out.d.dtype, {
         const T *gy = (const T *)a->in[0].data, *x = (const T *)a->in[1].data;
         T *dg = (T *)a->out.data, *st = NULL;

@@ -393,6 +393,12 @@ START_TEST(test_every_op_matches_cpu) {
         const int64_t xb[] = {4, 3, 5, 2}, g3[] = {3};
         CASE("batchnorm") finish(c, mg_batchnorm(c->g, fin(c, 4, xb), fin(c, 1, g3),
                                                  fin(c, 1, g3), 1e-5));
+        /* groups of 2304 elements: a block of 1024 threads, rows of 9
+         * columns each thread steps across */
+        const int64_t xw[] = {256, 5, 3, 3}, g5w[] = {5};
+        CASE("batchnorm wide") finish(c, mg_batchnorm(c->g, fin(c, 4, xw),
+                                                      fin(c, 1, g5w),
+                                                      fin(c, 1, g5w), 1e-5));
         const int64_t xl[] = {4, 6, 5}, g65[] = {6, 5}, g5[] = {5};
         CASE("layernorm 2") finish(c, mg_layernorm(c->g, fin(c, 3, xl), fin(c, 2, g65),
                                                    fin(c, 2, g65), 2, 1e-5));
