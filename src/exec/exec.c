@@ -260,7 +260,8 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p,
         ex->pooled[t] = true;
     }
     char why[256] = "";
-    mg_kargs a = {.op = st->op, .attrs = &st->attrs, .n_in = st->n_in,
+    mg_kargs a = {.op = st->op, .attrs = &p->g->nodes[st->t].attrs,
+                  .n_in = st->n_in,
                   .out = {ex->buf[t], p->tensor[t].d}, .run_seed = seed,
                   .work_bytes = st->work, .why = why, .why_len = sizeof why};
     for (int i = 0; i < st->n_in; i++)

@@ -91,7 +91,7 @@ static size_t step_workspace(const mg_graph *g, mg_tensor t) {
 static mg_plan_step step_record(const mg_plan *p, mg_tensor t) {
     const mg_node *n = &p->g->nodes[t];
     mg_plan_step r = {.t = t, .op = n->op, .n_in = n->n_in,
-                      .work = step_workspace(p->g, t), .attrs = n->attrs};
+                      .work = step_workspace(p->g, t)};
     for (int k = 0; k < n->n_in; k++) r.in[k] = mg_plan_input(p, t, k);
     return r;
 }

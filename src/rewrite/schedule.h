@@ -25,7 +25,9 @@ typedef struct mg_plan_step {
     int n_in;
     mg_tensor in[MG_MAX_INPUTS]; /* as this plan reads them (remapped) */
     size_t work;                 /* workspace bytes its kernel borrows */
-    mg_attrs attrs;
+    /* Its attributes are its node's (p->g->nodes[t].attrs), read there:
+     * a copy here made every step 368 bytes, and paging in a 10^6-op
+     * plan's records cost more than computing them (issue 32). */
 } mg_plan_step;
 
 /* One tensor id as the executor sees it. */
