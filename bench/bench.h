@@ -68,9 +68,9 @@ int bench_common_opt_parse(const char *opt, const char *value,
 int bench_int_list_parse(const char *s, long lo, long hi, long *out, int cap);
 /* "512M", "2GiB", "1e9" -> bytes; 0 if not a positive size. */
 int bench_bytes_parse(const char *s, size_t *out);
-/* "none,memory" -> up to cap policies; their count, or -1. */
+/* "none,memory" -> up to cap policies; their count, or -1. Names are
+ * mg_ckpt_policy_name's. */
 int bench_policy_list_parse(const char *s, mg_ckpt_policy *out, int cap);
-const char *bench_policy_str(mg_ckpt_policy p);
 
 /* --------------------------------------------------------------- measuring */
 

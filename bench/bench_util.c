@@ -235,22 +235,8 @@ int bench_bytes_parse(const char *s, size_t *out) {
     return 1;
 }
 
-typedef struct policy_name {
-    const char *name;
-    mg_ckpt_policy policy;
-} policy_name;
-
-static const policy_name policies[] = {{"none", MG_CKPT_NONE},
-                                       {"collection", MG_CKPT_COLLECTION},
-                                       {"memory", MG_CKPT_MEMORY},
-                                       {"speed", MG_CKPT_SPEED}};
-
-const char *bench_policy_str(mg_ckpt_policy p) {
-    for (size_t i = 0; i < sizeof policies / sizeof *policies; i++)
-        if (policies[i].policy == p) return policies[i].name;
-    return "?";
-}
-
+/* Policy names as mg_ckpt_policy_name gives them; not budget, which has a
+ * command of its own (mg-bench budget) and needs a byte count. */
 int bench_policy_list_parse(const char *s, mg_ckpt_policy *out, int cap) {
     int n = 0;
     char buf[256];
@@ -258,12 +244,11 @@ int bench_policy_list_parse(const char *s, mg_ckpt_policy *out, int cap) {
     strcpy(buf, s);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
-        size_t i = 0;
-        while (i < sizeof policies / sizeof *policies &&
-               strcmp(policies[i].name, tok))
-            i++;
-        if (i == sizeof policies / sizeof *policies || n == cap) return -1;
-        out[n++] = policies[i].policy;
+        mg_ckpt_policy p;
+        if (mg_ckpt_policy_parse(tok, &p) != MG_OK || p == MG_CKPT_BUDGET ||
+            n == cap)
+            return -1;
+        out[n++] = p;
     }
     return n;
 }

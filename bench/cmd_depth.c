@@ -33,20 +33,20 @@ static void print_depth_rows(const common_opts *o, const depth_row *rows,
         if (r->refused) {
             printf("%-11s %-10s %6d  refused: predicted peak plus parameters, "
                    "gradients and inputs exceed --max-bytes %.0f MiB\n",
-                   o->spec->name, bench_policy_str(r->policy), r->depth,
+                   o->spec->name, mg_ckpt_policy_name(r->policy), r->depth,
                    bench_mib(o->max_bytes));
             continue;
         }
         double tr = none ? r->time_ms / none->time_ms : NAN;
         double pr = none ? (double)r->peak / (double)none->peak : NAN;
         printf("%-11s %-10s %6d %11.2f %11.2f %8.3f %9.3f %11.1f %8.3f %9.2f\n",
-               o->spec->name, bench_policy_str(r->policy), r->depth,
+               o->spec->name, mg_ckpt_policy_name(r->policy), r->depth,
                bench_mib(r->peak), bench_mib(r->predicted), pr,
                r->recompute_ratio, r->time_ms, tr,
                (double)r->peak / (double)r->act_one_layer);
         if (csv) {
             fprintf(csv, "%s,%s,%d,%ld,%ld,%zu,%zu,%zu,%zu,%.6f,%.3f,",
-                    o->spec->name, bench_policy_str(r->policy), r->depth,
+                    o->spec->name, mg_ckpt_policy_name(r->policy), r->depth,
                     o->batch, o->width, r->peak, r->predicted, r->param_bytes,
                     r->act_one_layer, r->recompute_ratio, r->time_ms);
             if (none) fprintf(csv, "%.4f\n", tr);
@@ -77,7 +77,7 @@ static int depth_one(const common_opts *o, int depth,
     for (int p = 0; p < n_pol; p++) {
         bench_case *c = &cases[p];
         snprintf(label, sizeof label, "%s depth %d policy %s", o->spec->name,
-                 depth, bench_policy_str(pol[p]));
+                 depth, mg_ckpt_policy_name(pol[p]));
         fprintf(stderr, "[%s] building, differentiating, planning\n", label);
         mg_status s = bench_case_prepare(o->spec, &cfg, pol[p], c);
         if (s != MG_OK) {
@@ -130,7 +130,7 @@ static int depth_one(const common_opts *o, int depth,
                 bench_case *c = &cases[p];
                 if (rows[p].refused) continue;
                 snprintf(label, sizeof label, "%s depth %d policy %s",
-                         o->spec->name, depth, bench_policy_str(pol[p]));
+                         o->spec->name, depth, mg_ckpt_policy_name(pol[p]));
                 mg_status s;
                 if (k < 0) {
                     fprintf(stderr, "[%s] warm-up step\n", label);
@@ -150,7 +150,7 @@ static int depth_one(const common_opts *o, int depth,
             if (rows[p].refused) continue;
             step_result *r = &res[p];
             snprintf(label, sizeof label, "%s depth %d policy %s",
-                     o->spec->name, depth, bench_policy_str(pol[p]));
+                     o->spec->name, depth, mg_ckpt_policy_name(pol[p]));
             r->time_ms_median = bench_median(r->times, (int)o->repeat);
             rows[p].peak = r->peak_bytes;
             rows[p].time_ms = r->time_ms_median;

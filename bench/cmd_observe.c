@@ -113,7 +113,7 @@ int bench_cmd_observe(int argc, char **argv) {
         int steps = mg_plan_num_steps(c.plan);
         printf("model=%s\npolicy=%s\ndepth=%ld\nbatch=%ld\nwidth=%ld\n"
                "steps=%d\nrepeat=%ld\ncallbacks_counted=%ld\n",
-               o.spec->name, bench_policy_str(pol), depth, o.batch, o.width,
+               o.spec->name, mg_ckpt_policy_name(pol), depth, o.batch, o.width,
                steps, o.repeat, calls);
         double none = bench_median(t[V_NONE], (int)o.repeat);
         for (int v = 0; v < N_VARIANTS; v++) {
