@@ -172,6 +172,22 @@ int bench_long_parse(const char *s, long lo, long hi, long *out) {
     return 1;
 }
 
+int bench_opt_next(int argc, char **argv, int i, common_opts *o,
+                   const char **opt, const char **value) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        bench_usage_print(stdout);
+        return 0;
+    }
+    if (!v) return bench_usage_error("%s needs a value", a);
+    int common = o ? bench_common_opt_parse(a, v, o) : 0;
+    if (common == 1) return BENCH_OPT_DONE;
+    if (common != 0) return common;
+    *opt = a;
+    *value = v;
+    return BENCH_OPT_OWN;
+}
+
 int bench_common_opt_parse(const char *opt, const char *value,
                            common_opts *o) {
     if (!strcmp(opt, "--batch")) {
