@@ -2,7 +2,8 @@
  * checkmate.c - mg-checkmate: the gap between MG_CKPT_BUDGET and the exact
  * optimum on small training graphs (issue 17), the optimum being
  * Checkmate's rematerialization MILP (Jain et al., MLSys 2020) solved with
- * GLPK (bench/milp/checkmate_milp.c).
+ * GLPK (the test oracle tests/oracle/checkmate_milp.c, which
+ * test_checkmate also uses).
  *
  * For each model (training graphs of at most about 40 ops) and each budget
  * fraction f: MG_CKPT_BUDGET plans the training step at f times policy
