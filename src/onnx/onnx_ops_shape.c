@@ -69,21 +69,8 @@ static mg_status reshape_target(mgi_octx *c, const node_t *n, int nd_in,
     return MG_OK;
 }
 
-static mg_status op_reshape(mgi_octx *c, const node_t *n) {
-    int64_t shape[MG_MAX_DIMS], out[MG_MAX_DIMS];
-    int nd = mgi_onnx_in_shape(c, n, 0, shape), nd_out = 0;
-    if (nd < 0) return BAD_ATTR("input 0 is missing");
-    TRY(reshape_target(c, n, nd, shape, mgi_onnx_numel(nd, shape), &nd_out,
-                       out));
-    mgi_oval *v = mgi_onnx_in(c, n, 0);
-    if (v->c)
-        return mgi_onnx_out_const(
-            c, n, 0, mgi_onnx_const_reshaped(c, v->c, nd_out, out));
-    return mgi_onnx_out(
-        c, n, 0, mg_reshape(c->g, mgi_onnx_as_float(c, v->t), nd_out, out));
-}
-
-/* Squeeze/Unsqueeze/Flatten: new shape, then as Reshape. */
+/* Input 0 reshaped to (nd_out, out): Reshape, and Squeeze, Unsqueeze and
+ * Flatten once they have their new shape. */
 static mg_status reshape_to(mgi_octx *c, const node_t *n, int nd_out,
                             const int64_t *out) {
     mgi_oval *v = mgi_onnx_in(c, n, 0);
@@ -92,6 +79,15 @@ static mg_status reshape_to(mgi_octx *c, const node_t *n, int nd_out,
             c, n, 0, mgi_onnx_const_reshaped(c, v->c, nd_out, out));
     return mgi_onnx_out(
         c, n, 0, mg_reshape(c->g, mgi_onnx_as_float(c, v->t), nd_out, out));
+}
+
+static mg_status op_reshape(mgi_octx *c, const node_t *n) {
+    int64_t shape[MG_MAX_DIMS], out[MG_MAX_DIMS];
+    int nd = mgi_onnx_in_shape(c, n, 0, shape), nd_out = 0;
+    if (nd < 0) return BAD_ATTR("input 0 is missing");
+    TRY(reshape_target(c, n, nd, shape, mgi_onnx_numel(nd, shape), &nd_out,
+                       out));
+    return reshape_to(c, n, nd_out, out);
 }
 
 static int axes_of(mgi_octx *c, const node_t *n, int64_t *axes, int max) {
