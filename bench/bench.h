@@ -59,6 +59,15 @@ int bench_model_check(const char *name, const bench_model_spec **spec);
 /* ------------------------------------------------------------------ parsing */
 
 int bench_long_parse(const char *s, long lo, long hi, long *out);
+/* The option at argv[i] of a subcommand's --option value pairs: --help
+ * prints the usage, a missing value is a usage error, and with o the
+ * options depth and step share are parsed into it (bench_common_opt_parse).
+ * BENCH_OPT_OWN with *opt and *value set when the option is for the
+ * caller to read, BENCH_OPT_DONE when it is parsed, else the exit code (0
+ * after --help, 2 after a usage error). */
+enum { BENCH_OPT_DONE = -1, BENCH_OPT_OWN = -2 };
+int bench_opt_next(int argc, char **argv, int i, struct common_opts *o,
+                   const char **opt, const char **value);
 /* The options depth and step share (--batch, --width, --repeat, --device,
  * --max-bytes): 1 if `opt` was one of them and `value` parsed into o, 0 if
  * `opt` is not one of them, or the exit code 2 after a usage error. */
@@ -68,9 +77,9 @@ int bench_common_opt_parse(const char *opt, const char *value,
 int bench_int_list_parse(const char *s, long lo, long hi, long *out, int cap);
 /* "512M", "2GiB", "1e9" -> bytes; 0 if not a positive size. */
 int bench_bytes_parse(const char *s, size_t *out);
-/* "none,memory" -> up to cap policies; their count, or -1. */
+/* "none,memory" -> up to cap policies; their count, or -1. Names are
+ * mg_ckpt_policy_name's. */
 int bench_policy_list_parse(const char *s, mg_ckpt_policy *out, int cap);
-const char *bench_policy_str(mg_ckpt_policy p);
 
 /* --------------------------------------------------------------- measuring */
 
@@ -155,6 +164,26 @@ typedef struct step_result {
     float loss;
 } step_result;
 
+/* The case setup every model command shares, after its options: the model
+ * named `model` into o->spec (else a usage error), --batch and --width
+ * from its defaults where not given, o->device checked
+ * (bench_device_check) and --max-bytes defaulted to half of its memory
+ * where not given. 0, or the exit code. */
+int bench_case_setup(const char *model, common_opts *o);
+/* The model's shape at `depth`, with o's batch and width. */
+bench_model_cfg bench_case_cfg(const common_opts *o, long depth);
+/* "<prefix> refused: predicted peak ... exceeds --max-bytes ..." on
+ * stderr, for a case whose bench_case_need passes max_bytes. */
+void bench_case_refusal_print(const char *prefix, const bench_case *c,
+                              size_t max_bytes);
+/* A case ready to run on o->device: prepared under `policy` (else
+ * "building the model" fails), refused when max_bytes is not 0 and its
+ * need exceeds it, its memory allocated (bench_memory_alloc: `load` or the
+ * model's initialisation) and moved to the device. 0 with c and mem ready,
+ * else the exit code with both freed. */
+int bench_case_open(const common_opts *o, const bench_model_cfg *cfg,
+                    mg_ckpt_policy policy, const char *load,
+                    size_t max_bytes, bench_case *c, bench_memory *mem);
 mg_status bench_case_prepare(const bench_model_spec *spec,
                              const bench_model_cfg *cfg,
                              mg_ckpt_policy policy, bench_case *c);

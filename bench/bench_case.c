@@ -22,6 +22,52 @@ void bench_case_free(bench_case *c) {
     memset(c, 0, sizeof *c);
 }
 
+int bench_case_setup(const char *model, common_opts *o) {
+    int rc = bench_model_check(model, &o->spec);
+    if (rc) return rc;
+    if (!o->batch) o->batch = o->spec->default_batch;
+    if (!o->width) o->width = o->spec->default_width;
+    if ((rc = bench_device_check(o->device))) return rc;
+    if (!o->max_bytes) o->max_bytes = bench_default_max_bytes(o->device);
+    return 0;
+}
+
+bench_model_cfg bench_case_cfg(const common_opts *o, long depth) {
+    return (bench_model_cfg){(int)depth, (int)o->batch, (int)o->width};
+}
+
+void bench_case_refusal_print(const char *prefix, const bench_case *c,
+                              size_t max_bytes) {
+    fprintf(stderr, "%s refused: predicted peak %.1f MiB plus %.1f MiB of "
+            "parameters, gradients and inputs exceeds --max-bytes %.1f MiB\n",
+            prefix, bench_mib(c->sum.predicted_peak),
+            bench_mib(2 * c->param_bytes + c->input_bytes),
+            bench_mib(max_bytes));
+}
+
+int bench_case_open(const common_opts *o, const bench_model_cfg *cfg,
+                    mg_ckpt_policy policy, const char *load,
+                    size_t max_bytes, bench_case *c, bench_memory *mem) {
+    memset(mem, 0, sizeof *mem);
+    mg_status s = bench_case_prepare(o->spec, cfg, policy, c);
+    if (s != MG_OK) {
+        bench_case_free(c);
+        return bench_fail("building the model", s);
+    }
+    if (max_bytes && bench_case_need(c) > max_bytes) {
+        bench_case_refusal_print("mg-bench:", c, max_bytes);
+        bench_case_free(c);
+        return 1;
+    }
+    if (!bench_memory_alloc(c, mem, load) ||
+        !bench_memory_to_device(c, mem, o->device)) {
+        bench_memory_free(mem);
+        bench_case_free(c);
+        return 1;
+    }
+    return 0;
+}
+
 /* Bytes a case needs while it runs: its predicted pool peak plus the
  * caller memory (parameters, their gradients, inputs). */
 size_t bench_case_need(const bench_case *c) {

@@ -172,6 +172,22 @@ int bench_long_parse(const char *s, long lo, long hi, long *out) {
     return 1;
 }
 
+int bench_opt_next(int argc, char **argv, int i, common_opts *o,
+                   const char **opt, const char **value) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        bench_usage_print(stdout);
+        return 0;
+    }
+    if (!v) return bench_usage_error("%s needs a value", a);
+    int common = o ? bench_common_opt_parse(a, v, o) : 0;
+    if (common == 1) return BENCH_OPT_DONE;
+    if (common != 0) return common;
+    *opt = a;
+    *value = v;
+    return BENCH_OPT_OWN;
+}
+
 int bench_common_opt_parse(const char *opt, const char *value,
                            common_opts *o) {
     if (!strcmp(opt, "--batch")) {
@@ -235,22 +251,8 @@ int bench_bytes_parse(const char *s, size_t *out) {
     return 1;
 }
 
-typedef struct policy_name {
-    const char *name;
-    mg_ckpt_policy policy;
-} policy_name;
-
-static const policy_name policies[] = {{"none", MG_CKPT_NONE},
-                                       {"collection", MG_CKPT_COLLECTION},
-                                       {"memory", MG_CKPT_MEMORY},
-                                       {"speed", MG_CKPT_SPEED}};
-
-const char *bench_policy_str(mg_ckpt_policy p) {
-    for (size_t i = 0; i < sizeof policies / sizeof *policies; i++)
-        if (policies[i].policy == p) return policies[i].name;
-    return "?";
-}
-
+/* Policy names as mg_ckpt_policy_name gives them; not budget, which has a
+ * command of its own (mg-bench budget) and needs a byte count. */
 int bench_policy_list_parse(const char *s, mg_ckpt_policy *out, int cap) {
     int n = 0;
     char buf[256];
@@ -258,12 +260,11 @@ int bench_policy_list_parse(const char *s, mg_ckpt_policy *out, int cap) {
     strcpy(buf, s);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
-        size_t i = 0;
-        while (i < sizeof policies / sizeof *policies &&
-               strcmp(policies[i].name, tok))
-            i++;
-        if (i == sizeof policies / sizeof *policies || n == cap) return -1;
-        out[n++] = policies[i].policy;
+        mg_ckpt_policy p;
+        if (mg_ckpt_policy_parse(tok, &p) != MG_OK || p == MG_CKPT_BUDGET ||
+            n == cap)
+            return -1;
+        out[n++] = p;
     }
     return n;
 }

@@ -99,15 +99,10 @@ int bench_cmd_budget(int argc, char **argv) {
     long depth = 1024, memory_point = 0;
     common_opts o = {.repeat = 3};
     for (int i = 0; i < argc; i += 2) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            bench_usage_print(stdout);
-            return 0;
-        }
-        if (!v) return bench_usage_error("%s needs a value", a);
-        int common = bench_common_opt_parse(a, v, &o);
-        if (common == 1) continue;
-        if (common != 0) return common;
+        const char *a, *v;
+        int r = bench_opt_next(argc, argv, i, &o, &a, &v);
+        if (r == BENCH_OPT_DONE) continue;
+        if (r != BENCH_OPT_OWN) return r;
         if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--depth")) {
             if (!bench_long_parse(v, 1, 1L << 20, &depth))
@@ -125,14 +120,12 @@ int bench_cmd_budget(int argc, char **argv) {
     if (n_fr < 1)
         return bench_usage_error("bad --fractions '%s' (positive numbers)",
                                  fr_s);
-    int rc = bench_model_check(model, &o.spec);
-    if (rc) return rc;
     if (o.device != MG_DEVICE_CPU)
         return bench_usage_error("budget runs on the CPU only");
-    if (!o.batch) o.batch = o.spec->default_batch;
-    if (!o.width) o.width = o.spec->default_width;
+    int rc = bench_case_setup(model, &o);
+    if (rc) return rc;
     const int repeat = (int)o.repeat;
-    bench_model_cfg cfg = {(int)depth, (int)o.batch, (int)o.width};
+    bench_model_cfg cfg = bench_case_cfg(&o, depth);
     FILE *out = stdout;
     if (o.csv && !(out = fopen(o.csv, "w"))) {
         fprintf(stderr, "mg-bench: cannot write %s\n", o.csv);

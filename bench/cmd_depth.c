@@ -33,20 +33,20 @@ static void print_depth_rows(const common_opts *o, const depth_row *rows,
         if (r->refused) {
             printf("%-11s %-10s %6d  refused: predicted peak plus parameters, "
                    "gradients and inputs exceed --max-bytes %.0f MiB\n",
-                   o->spec->name, bench_policy_str(r->policy), r->depth,
+                   o->spec->name, mg_ckpt_policy_name(r->policy), r->depth,
                    bench_mib(o->max_bytes));
             continue;
         }
         double tr = none ? r->time_ms / none->time_ms : NAN;
         double pr = none ? (double)r->peak / (double)none->peak : NAN;
         printf("%-11s %-10s %6d %11.2f %11.2f %8.3f %9.3f %11.1f %8.3f %9.2f\n",
-               o->spec->name, bench_policy_str(r->policy), r->depth,
+               o->spec->name, mg_ckpt_policy_name(r->policy), r->depth,
                bench_mib(r->peak), bench_mib(r->predicted), pr,
                r->recompute_ratio, r->time_ms, tr,
                (double)r->peak / (double)r->act_one_layer);
         if (csv) {
             fprintf(csv, "%s,%s,%d,%ld,%ld,%zu,%zu,%zu,%zu,%.6f,%.3f,",
-                    o->spec->name, bench_policy_str(r->policy), r->depth,
+                    o->spec->name, mg_ckpt_policy_name(r->policy), r->depth,
                     o->batch, o->width, r->peak, r->predicted, r->param_bytes,
                     r->act_one_layer, r->recompute_ratio, r->time_ms);
             if (none) fprintf(csv, "%.4f\n", tr);
@@ -64,7 +64,7 @@ static void print_depth_rows(const common_opts *o, const depth_row *rows,
  * If together they would pass --max-bytes, they run one after another. */
 static int depth_one(const common_opts *o, int depth,
                      const mg_ckpt_policy *pol, int n_pol, FILE *csv) {
-    bench_model_cfg cfg = {depth, (int)o->batch, (int)o->width};
+    bench_model_cfg cfg = bench_case_cfg(o, depth);
     bench_case cases[8];
     step_result res[8];
     depth_row rows[8];
@@ -77,7 +77,7 @@ static int depth_one(const common_opts *o, int depth,
     for (int p = 0; p < n_pol; p++) {
         bench_case *c = &cases[p];
         snprintf(label, sizeof label, "%s depth %d policy %s", o->spec->name,
-                 depth, bench_policy_str(pol[p]));
+                 depth, mg_ckpt_policy_name(pol[p]));
         fprintf(stderr, "[%s] building, differentiating, planning\n", label);
         mg_status s = bench_case_prepare(o->spec, &cfg, pol[p], c);
         if (s != MG_OK) {
@@ -92,12 +92,9 @@ static int depth_one(const common_opts *o, int depth,
                                    ? c->sum.recompute_flops / c->sum.forward_flops
                                    : 0};
         if (bench_case_need(c) > o->max_bytes) {
-            fprintf(stderr, "[%s] refused: predicted peak %.1f MiB plus %.1f "
-                    "MiB of parameters, gradients and inputs exceeds "
-                    "--max-bytes %.1f MiB\n", label,
-                    bench_mib(c->sum.predicted_peak),
-                    bench_mib(2 * c->param_bytes + c->input_bytes),
-                    bench_mib(o->max_bytes));
+            char prefix[sizeof label + 2];
+            snprintf(prefix, sizeof prefix, "[%s]", label);
+            bench_case_refusal_print(prefix, c, o->max_bytes);
             rows[p].refused = 1;
             bench_case_free(c);
             continue;
@@ -130,7 +127,7 @@ static int depth_one(const common_opts *o, int depth,
                 bench_case *c = &cases[p];
                 if (rows[p].refused) continue;
                 snprintf(label, sizeof label, "%s depth %d policy %s",
-                         o->spec->name, depth, bench_policy_str(pol[p]));
+                         o->spec->name, depth, mg_ckpt_policy_name(pol[p]));
                 mg_status s;
                 if (k < 0) {
                     fprintf(stderr, "[%s] warm-up step\n", label);
@@ -150,7 +147,7 @@ static int depth_one(const common_opts *o, int depth,
             if (rows[p].refused) continue;
             step_result *r = &res[p];
             snprintf(label, sizeof label, "%s depth %d policy %s",
-                     o->spec->name, depth, bench_policy_str(pol[p]));
+                     o->spec->name, depth, mg_ckpt_policy_name(pol[p]));
             r->time_ms_median = bench_median(r->times, (int)o->repeat);
             rows[p].peak = r->peak_bytes;
             rows[p].time_ms = r->time_ms_median;
@@ -185,22 +182,17 @@ int bench_cmd_depth(int argc, char **argv) {
                *policy_s = "none,memory,speed";
     common_opts o = {.batch = 0, .width = 0, .repeat = 5};
     for (int i = 0; i < argc; i += 2) { /* --option value pairs */
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            bench_usage_print(stdout);
-            return 0;
-        }
-        if (!v) return bench_usage_error("%s needs a value", a);
-        int common = bench_common_opt_parse(a, v, &o);
-        if (common == 1) continue;
-        if (common != 0) return common;
+        const char *a, *v;
+        int r = bench_opt_next(argc, argv, i, &o, &a, &v);
+        if (r == BENCH_OPT_DONE) continue;
+        if (r != BENCH_OPT_OWN) return r;
         if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--depths")) depths_s = v;
         else if (!strcmp(a, "--policy")) policy_s = v;
         else if (!strcmp(a, "--csv")) o.csv = v;
         else return bench_usage_error("unknown option '%s' for depth", a);
     }
-    int rc = bench_model_check(model, &o.spec);
+    int rc = bench_case_setup(model, &o);
     if (rc) return rc;
     long depths[BENCH_MAX_LIST];
     mg_ckpt_policy pol[8];
@@ -211,10 +203,6 @@ int bench_cmd_depth(int argc, char **argv) {
     if (n_pol < 1)
         return bench_usage_error("bad --policy '%s' (none, memory, speed, "
                                  "collection)", policy_s);
-    if (!o.batch) o.batch = o.spec->default_batch;
-    if (!o.width) o.width = o.spec->default_width;
-    if ((rc = bench_device_check(o.device))) return rc;
-    if (!o.max_bytes) o.max_bytes = bench_default_max_bytes(o.device);
 
     FILE *csv = NULL;
     if (o.csv) {

@@ -36,11 +36,10 @@ int bench_cmd_observe(int argc, char **argv) {
     long depth = 64;
     mg_ckpt_policy pol = MG_CKPT_MEMORY;
     for (int i = 0; i < argc; i += 2) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) return bench_usage_error("%s needs a value", a);
-        int r = bench_common_opt_parse(a, v, &o);
-        if (r == 2) return 2;
-        if (r == 1) continue;
+        const char *a, *v;
+        int r = bench_opt_next(argc, argv, i, &o, &a, &v);
+        if (r == BENCH_OPT_DONE) continue;
+        if (r != BENCH_OPT_OWN) return r;
         if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--trace")) trace = v;
         else if (!strcmp(a, "--depth")) {
@@ -52,30 +51,18 @@ int bench_cmd_observe(int argc, char **argv) {
         } else
             return bench_usage_error("unknown option '%s'", a);
     }
-    int rc = bench_model_check(model, &o.spec);
+    int rc = bench_case_setup(model, &o);
     if (rc) return rc;
-    if (!o.width) o.width = o.spec->default_width;
-    bench_model_cfg cfg = {(int)depth, (int)o.batch, (int)o.width};
+    bench_model_cfg cfg = bench_case_cfg(&o, depth);
     bench_case c;
-    mg_status s = bench_case_prepare(o.spec, &cfg, pol, &c);
     bench_memory mem;
-    memset(&mem, 0, sizeof mem);
-    if (s != MG_OK) {
-        bench_case_free(&c);
-        return bench_fail("building the model", s);
-    }
-    if (!bench_memory_alloc(&c, &mem, NULL) ||
-        !bench_memory_to_device(&c, &mem, o.device)) {
-        bench_memory_free(&mem);
-        bench_case_free(&c);
-        return 1;
-    }
+    if ((rc = bench_case_open(&o, &cfg, pol, NULL, 0, &c, &mem))) return rc;
     step_result r = {0};
     double *t[N_VARIANTS];
     for (int v = 0; v < N_VARIANTS; v++)
         t[v] = calloc((size_t)o.repeat, sizeof *t[v]);
     long calls = 0;
-    s = bench_case_warm_up(&c, &mem, (int)o.repeat, &r);
+    mg_status s = bench_case_warm_up(&c, &mem, (int)o.repeat, &r);
     mg_profiler *prof = NULL;
     if (s == MG_OK) s = mg_profiler_new(&prof);
     mg_observer profiler = mg_profiler_observer(prof);
@@ -113,7 +100,7 @@ int bench_cmd_observe(int argc, char **argv) {
         int steps = mg_plan_num_steps(c.plan);
         printf("model=%s\npolicy=%s\ndepth=%ld\nbatch=%ld\nwidth=%ld\n"
                "steps=%d\nrepeat=%ld\ncallbacks_counted=%ld\n",
-               o.spec->name, bench_policy_str(pol), depth, o.batch, o.width,
+               o.spec->name, mg_ckpt_policy_name(pol), depth, o.batch, o.width,
                steps, o.repeat, calls);
         double none = bench_median(t[V_NONE], (int)o.repeat);
         for (int v = 0; v < N_VARIANTS; v++) {

@@ -44,12 +44,9 @@ int bench_cmd_rewrite(int argc, char **argv) {
                *csv_path = NULL;
     long repeat = 5;
     for (int i = 0; i < argc; i += 2) { /* --option value pairs */
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            bench_usage_print(stdout);
-            return 0;
-        }
-        if (!v) return bench_usage_error("%s needs a value", a);
+        const char *a, *v;
+        int r = bench_opt_next(argc, argv, i, NULL, &a, &v);
+        if (r != BENCH_OPT_OWN) return r;
         if (!strcmp(a, "--ops")) ops_s = v;
         else if (!strcmp(a, "--shape")) shape_s = v;
         else if (!strcmp(a, "--csv")) csv_path = v;

@@ -58,15 +58,10 @@ int bench_cmd_step(int argc, char **argv) {
     long depth = 64;
     common_opts o = {.repeat = 5};
     for (int i = 0; i < argc; i += 2) { /* --option value pairs */
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            bench_usage_print(stdout);
-            return 0;
-        }
-        if (!v) return bench_usage_error("%s needs a value", a);
-        int common = bench_common_opt_parse(a, v, &o);
-        if (common == 1) continue;
-        if (common != 0) return common;
+        const char *a, *v;
+        int r = bench_opt_next(argc, argv, i, &o, &a, &v);
+        if (r == BENCH_OPT_DONE) continue;
+        if (r != BENCH_OPT_OWN) return r;
         if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--depth")) {
             if (!bench_long_parse(v, 1, 1L << 20, &depth))
@@ -76,40 +71,17 @@ int bench_cmd_step(int argc, char **argv) {
         else if (!strcmp(a, "--save-grads")) save = v;
         else return bench_usage_error("unknown option '%s' for step", a);
     }
-    int rc = bench_model_check(model, &o.spec);
+    int rc = bench_case_setup(model, &o);
     if (rc) return rc;
-    if ((rc = bench_device_check(o.device))) return rc;
-    if (!o.max_bytes) o.max_bytes = bench_default_max_bytes(o.device);
     mg_ckpt_policy pol;
     if (bench_policy_list_parse(policy_s, &pol, 1) != 1)
         return bench_usage_error("bad --policy '%s' (one of none, memory, "
                                  "speed, collection)", policy_s);
-    if (!o.batch) o.batch = o.spec->default_batch;
-    if (!o.width) o.width = o.spec->default_width;
-    bench_model_cfg cfg = {(int)depth, (int)o.batch, (int)o.width};
+    bench_model_cfg cfg = bench_case_cfg(&o, depth);
     bench_case c;
-    mg_status s = bench_case_prepare(o.spec, &cfg, pol, &c);
-    if (s != MG_OK) {
-        bench_case_free(&c);
-        return bench_fail("building the model", s);
-    }
-    size_t need = c.sum.predicted_peak + 2 * c.param_bytes + c.input_bytes;
-    if (need > o.max_bytes) {
-        fprintf(stderr, "mg-bench: refused: predicted peak %.1f MiB plus "
-                "%.1f MiB of parameters, gradients and inputs exceeds "
-                "--max-bytes %.1f MiB\n", bench_mib(c.sum.predicted_peak),
-                bench_mib(2 * c.param_bytes + c.input_bytes),
-                bench_mib(o.max_bytes));
-        bench_case_free(&c);
-        return 1;
-    }
     bench_memory mem;
-    if (!bench_memory_alloc(&c, &mem, load) ||
-        !bench_memory_to_device(&c, &mem, o.device)) {
-        bench_memory_free(&mem);
-        bench_case_free(&c);
-        return 1;
-    }
+    if ((rc = bench_case_open(&o, &cfg, pol, load, o.max_bytes, &c, &mem)))
+        return rc;
     if (o.device == MG_DEVICE_CPU) {
         /* Touch the gradient buffers, as PyTorch's side pre-allocates
          * .grad: both sides then start the measured step with them
@@ -120,7 +92,7 @@ int bench_cmd_step(int argc, char **argv) {
         warm_up_runtime();
     }
     step_result r = {0};
-    s = bench_case_warm_up(&c, &mem, (int)o.repeat, &r);
+    mg_status s = bench_case_warm_up(&c, &mem, (int)o.repeat, &r);
     for (int k = 0; s == MG_OK && k < o.repeat; k++)
         s = bench_case_timed_step(&c, k, &r);
     r.time_ms_median = bench_median(r.times, (int)o.repeat);
@@ -132,7 +104,7 @@ int bench_cmd_step(int argc, char **argv) {
         char blas[128];
         bench_blas_info(blas, sizeof blas);
         printf("model=%s\npolicy=%s\ndepth=%ld\nbatch=%ld\nwidth=%ld\n"
-               "device=%s\nblas=%s\n", o.spec->name, bench_policy_str(pol),
+               "device=%s\nblas=%s\n", o.spec->name, mg_ckpt_policy_name(pol),
                depth, o.batch, o.width, bench_device_str(o.device), blas);
         if (o.device != MG_DEVICE_CPU) {
             char gpu[256];

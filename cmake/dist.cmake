@@ -88,9 +88,9 @@ if(MG_BUILD_TESTS AND TARGET memgrad-ddp_mpi)
 endif()
 
 if(MG_BUILD_TESTS)
+  # test_dist.c on the MPI transport; nccl.cmake builds it a second time,
+  # as test_dist_nccl, on the NCCL transport where NCCL is found.
   file(GLOB MG_DIST_TESTS CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/tests/test_dist*.c")
-  # The GPU test is nccl.cmake's, built only with NCCL.
-  list(FILTER MG_DIST_TESTS EXCLUDE REGEX "/tests/test_dist_nccl\\.c$")
   foreach(src IN LISTS MG_DIST_TESTS)
     get_filename_component(stem "${src}" NAME_WE)
     add_executable(${stem} "${src}")

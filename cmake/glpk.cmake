@@ -1,19 +1,19 @@
 # glpk.cmake - the MILP references for MG_CKPT_BUDGET (issue 17), solved
 # with GLPK (Debian libglpk-dev, which ships no pkg-config file or CMake
-# config: found by header and library): mg-milp-ref (bench/milp/milp_ref.c,
-# a knapsack with planner feedback) and mg-checkmate (bench/milp/
-# checkmate.c, Checkmate's exact MILP, whose GLPK code in
-# bench/milp/checkmate_milp.c is compiled once into a static library that
-# the tool and tests/test_checkmate.c share). Optional: without GLPK the
-# tools and their tests are not built, and CMake says so.
+# config: found by header and library): the test oracle
+# tests/oracle/checkmate_milp.c (Checkmate's exact MILP), compiled once into
+# a static library that tests/test_checkmate.c and the bench tool
+# mg-checkmate (bench/milp/checkmate.c) share, and mg-milp-ref
+# (bench/milp/milp_ref.c, a knapsack with planner feedback). Optional:
+# without GLPK the tools and their tests are not built, and CMake says so.
 find_path(GLPK_INCLUDE_DIR glpk.h)
 find_library(GLPK_LIBRARY glpk)
 if(GLPK_INCLUDE_DIR AND GLPK_LIBRARY AND (MG_BUILD_BENCH OR MG_BUILD_TESTS))
   add_library(mg_checkmate_milp STATIC
-              "${PROJECT_SOURCE_DIR}/bench/milp/checkmate_milp.c")
+              "${PROJECT_SOURCE_DIR}/tests/oracle/checkmate_milp.c")
   mg_target_settings(mg_checkmate_milp)
   target_include_directories(mg_checkmate_milp
-    PUBLIC "${PROJECT_SOURCE_DIR}/bench/milp" PRIVATE "${GLPK_INCLUDE_DIR}")
+    PUBLIC "${PROJECT_SOURCE_DIR}/tests/oracle" PRIVATE "${GLPK_INCLUDE_DIR}")
   target_link_libraries(mg_checkmate_milp PUBLIC memgrad::memgrad
                         "${GLPK_LIBRARY}" m)
 endif()

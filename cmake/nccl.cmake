@@ -96,14 +96,16 @@ target_link_libraries(memgrad_dist PRIVATE
   "${MG_NCCL_LIBRARY}")
 set(MG_NCCL_LINK_LIBS CUDA::cudart "${MG_NCCL_LIBRARY}")
 
-# The GPU test: 2 ranks, one GPU each. Without a CUDA device (or with
+# The GPU test: 2 ranks, one GPU each; test_dist.c compiled a second time
+# for the NCCL transport (MG_TEST_DIST_NCCL). Without a CUDA device (or with
 # fewer devices than ranks) it checks that mg_dist_comm_from_nccl refuses
 # cleanly on every rank, prints "skipped: no CUDA device" and passes, as
 # test_cuda does.
 if(MG_BUILD_TESTS)
-  set(_mg_src "${PROJECT_SOURCE_DIR}/tests/test_dist_nccl.c")
+  set(_mg_src "${PROJECT_SOURCE_DIR}/tests/test_dist.c")
   add_executable(test_dist_nccl "${_mg_src}")
   mg_target_settings(test_dist_nccl)
+  target_compile_definitions(test_dist_nccl PRIVATE MG_TEST_DIST_NCCL=1)
   target_include_directories(test_dist_nccl PRIVATE ${MG_NCCL_INCLUDE_DIR})
   target_link_libraries(test_dist_nccl PRIVATE memgrad::dist CUDA::cudart
                         PkgConfig::CHECK m)

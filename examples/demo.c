@@ -179,22 +179,23 @@ int main(int argc, char **argv) {
            (double)batch * width * 4 / (1 << 20));
     printf("%-12s %12s %12s %14s %14s\n", "policy", "first loss", "last loss",
            "peak MiB", "predicted MiB");
-    const struct { const char *name; mg_ckpt_policy policy; } policies[] = {
-        {"none", MG_CKPT_NONE}, {"memory", MG_CKPT_MEMORY}, {"speed", MG_CKPT_SPEED}};
+    const mg_ckpt_policy policies[] = {MG_CKPT_NONE, MG_CKPT_MEMORY,
+                                       MG_CKPT_SPEED};
     for (size_t i = 0; i < sizeof policies / sizeof *policies; i++) {
-        mg_checkpoints ck = {.policy = policies[i].policy, .tensors = NULL, .n_tensors = 0};
+        const char *name = mg_ckpt_policy_name(policies[i]);
+        mg_checkpoints ck = {.policy = policies[i], .tensors = NULL, .n_tensors = 0};
         mlp m;
         mg_status gs;
         mlp_build(&m, depth, width, batch, classes, &ck, &gs);
         if (gs == MG_ERR_UNSUPPORTED) {
-            printf("%-12s not available in this build: %s\n", policies[i].name,
+            printf("%-12s not available in this build: %s\n", name,
                    mg_last_error());
             mlp_free(&m);
             continue;
         }
         if (gs != MG_OK) fail("mg_gradients", gs);
         run_result r = train(&m, width, batch, classes, steps);
-        printf("%-12s %12.4f %12.4f %14.2f %14.2f\n", policies[i].name,
+        printf("%-12s %12.4f %12.4f %14.2f %14.2f\n", name,
                r.first_loss, r.last_loss, (double)r.peak / (1 << 20),
                (double)r.predicted / (1 << 20));
         mlp_free(&m);

@@ -57,8 +57,9 @@ static mg_model *build(const char *model, int depth, int width, int batch) {
 /* ------------------------------------------------------------ timeline */
 
 #define N_POLICIES 3
-static const char *const policy_names[N_POLICIES] = {"none", "memory",
-                                                     "speed"};
+static const mg_ckpt_policy policies[N_POLICIES] = {
+    MG_CKPT_NONE, MG_CKPT_MEMORY, MG_CKPT_SPEED};
+static const char *pname(int k) { return mg_ckpt_policy_name(policies[k]); }
 static const char *const policy_colors[N_POLICIES] = {"#d62728", "#1f77b4",
                                                       "#2ca02c"};
 static const char *const phase_colors[3] = {"#dbe9f6", "#fde0c5",
@@ -83,9 +84,7 @@ static mg_status record_step(void *user, const mg_step_info *info) {
  * loss in caller memory (as in training). */
 static int timeline_policy(const char *model, int depth, int width,
                            int batch, int k, const char *csv, series *out) {
-    static const mg_ckpt_policy pol[N_POLICIES] = {
-        MG_CKPT_NONE, MG_CKPT_MEMORY, MG_CKPT_SPEED};
-    mg_checkpoints ck = {.policy = pol[k]};
+    mg_checkpoints ck = {.policy = policies[k]};
     mg_model *m = build(model, depth, width, batch);
     if (!m) return fail("building the model");
     if (mg_model_gradients(m, &ck) != MG_OK) return fail("mg_gradients");
@@ -134,12 +133,12 @@ static int timeline_policy(const char *model, int depth, int width,
     if (!rc) {
         s->peak = mg_plan_predicted_peak(plan, binds, nb);
         printf("%s: %d steps, predicted peak %zu bytes, measured %d steps\n",
-               policy_names[k], s->n, s->peak, s->n_meas);
+               pname(k), s->n, s->peak, s->n_meas);
         for (int i = 0; i < s->n && i < s->n_meas; i++)
             if (s->pred[i].bytes_after != s->meas[i].bytes_after ||
                 s->pred[i].bytes_before != s->meas[i].bytes_before) {
                 fprintf(stderr, "memgrad-plan: %s step %d: measured %zu "
-                        "bytes, predicted %zu\n", policy_names[k], i,
+                        "bytes, predicted %zu\n", pname(k), i,
                         s->meas[i].bytes_after, s->pred[i].bytes_after);
                 rc = 1;
                 break;
@@ -147,7 +146,7 @@ static int timeline_policy(const char *model, int depth, int width,
     }
     if (!rc && csv) {
         char path[1024];
-        snprintf(path, sizeof path, "%s-%s.csv", csv, policy_names[k]);
+        snprintf(path, sizeof path, "%s-%s.csv", csv, pname(k));
         FILE *f = fopen(path, "w");
         if (!f || mg_plan_write_timeline(plan, binds, nb, s->meas, f) != MG_OK)
             rc = fail(path);
@@ -208,7 +207,7 @@ static void write_svg(FILE *f, const series *ser, int shade,
         i = j;
     }
     fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" fill=\"#555\">shading: phases "
-            "of policy %s</text>\n", L + 8, T + 16, policy_names[shade]);
+            "of policy %s</text>\n", L + 8, T + 16, pname(shade));
     /* axes and ticks */
     fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" "
             "fill=\"none\" stroke=\"#333\"/>\n", L, T, PW, PH);
@@ -259,7 +258,7 @@ static void write_svg(FILE *f, const series *ser, int shade,
                 "y=\"%.0f\">%s: predicted peak %.2f MiB (workspace included), "
                 "%d steps</text>\n",
                 L, L + 25, ly - 4, ly - 4, policy_colors[k], L + 32, ly,
-                policy_names[k], mib(s->peak), s->n);
+                pname(k), mib(s->peak), s->n);
     }
     fprintf(f, "<text x=\"%.0f\" y=\"48\" fill=\"#555\">wide pale line: "
             "predicted</text><text x=\"%.0f\" y=\"66\" fill=\"#555\">"
@@ -271,7 +270,7 @@ static void write_svg(FILE *f, const series *ser, int shade,
         const series *s = &ser[k];
         double y = T + PH + 50 + 22.0 * k;
         fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">%s"
-                "</text>\n", L - 6, y + 11, policy_names[k]);
+                "</text>\n", L - 6, y + 11, pname(k));
         for (int i = 0; i < s->n;) {
             int j = i;
             while (j < s->n && s->pred[j].phase == s->pred[i].phase) j++;
@@ -298,7 +297,7 @@ static int timeline(const char *model, int depth, int width, int batch,
     series ser[N_POLICIES] = {{0}};
     int rc = 0, shade = 1;
     for (int k = 0; k < N_POLICIES; k++)
-        if (!strcmp(policy, policy_names[k])) shade = k;
+        if (!strcmp(policy, pname(k))) shade = k;
     for (int k = 0; k < N_POLICIES && !rc; k++)
         rc = timeline_policy(model, depth, width, batch, k, csv, &ser[k]);
     if (!rc) {
@@ -342,9 +341,10 @@ int main(int argc, char **argv) {
         i++;
     }
     mg_checkpoints ck = {.policy = MG_CKPT_NONE};
-    if (!strcmp(policy, "memory")) ck.policy = MG_CKPT_MEMORY;
-    else if (!strcmp(policy, "speed")) ck.policy = MG_CKPT_SPEED;
-    else if (strcmp(policy, "none")) return usage();
+    if (mg_ckpt_policy_parse(policy, &ck.policy) != MG_OK ||
+        (ck.policy != MG_CKPT_NONE && ck.policy != MG_CKPT_MEMORY &&
+         ck.policy != MG_CKPT_SPEED))
+        return usage();
     if (svg) return timeline(model, depth, width, batch, policy, svg, csv);
     if (csv) return usage();
 

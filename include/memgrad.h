@@ -451,6 +451,15 @@ typedef struct mg_checkpoints {
     size_t budget_bytes;
 } mg_checkpoints;
 
+/* A policy's name: "none", "collection", "memory", "speed" or "budget";
+ * "?" for a value that is no policy. */
+MG_API
+const char *mg_ckpt_policy_name(mg_ckpt_policy p);
+/* The policy whose mg_ckpt_policy_name is `name` into *out: MG_OK, or
+ * MG_ERR_INVALID_ARG (out untouched) for any other string or NULL. */
+MG_API
+mg_status mg_ckpt_policy_parse(const char *name, mg_ckpt_policy *out);
+
 /* Tag t (a computed tensor) for MG_CKPT_COLLECTION, or untag it (on = 0). */
 MG_API
 mg_status mg_tensor_set_checkpoint(mg_graph *g, mg_tensor t, int on);

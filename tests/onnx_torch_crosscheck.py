@@ -252,8 +252,8 @@ def record_inputs(model, store):
 
 def sides(pre, mod):
     """memgrad's branch for each element of a float32 input: relu keeps
-    x > 0; clip is lo + relu(x - lo) - relu(x - hi) (onnx_ops.c), so it
-    passes x where x - lo > 0 and not x - hi > 0, both in float32."""
+    x > 0; clip is lo + relu(x - lo) - relu(x - hi) (onnx_ops_elementwise.c),
+    so it passes x where x - lo > 0 and not x - hi > 0, both in float32."""
     if isinstance(mod, nn.ReLU):
         return pre > 0, torch.zeros_like(pre, dtype=torch.bool)
     return (pre - mod.min_val) > 0, (pre - mod.max_val) > 0

@@ -1,7 +1,7 @@
 /*
- * test_checkmate.c - Checkmate's MILP (bench/milp/checkmate_milp.c, the
- * exact reference of mg-checkmate) against MG_CKPT_BUDGET on a tiny chain
- * and a tiny DAG with a skip connection: at policy none's peak the MILP
+ * test_checkmate.c - Checkmate's MILP (the test oracle
+ * tests/oracle/checkmate_milp.c, which mg-checkmate also uses) against
+ * MG_CKPT_BUDGET on a tiny chain and a tiny DAG with a skip connection: at policy none's peak the MILP
  * recomputes nothing; a little below it (on the chain) it must recompute,
  * and below every schedule's need it is infeasible; at the budget policy's own peak (in
  * the MILP's memory model) the MILP's optimum never exceeds what the

@@ -409,6 +409,29 @@ START_TEST(test_bad_checkpoints) {
 }
 END_TEST
 
+/* mg_ckpt_policy_name and mg_ckpt_policy_parse: every policy's name, and
+ * back; anything else refused. */
+START_TEST(test_policy_names) {
+    const char *names[] = {"none", "collection", "memory", "speed", "budget"};
+    for (int p = MG_CKPT_NONE; p <= MG_CKPT_BUDGET; p++) {
+        ck_assert_str_eq(mg_ckpt_policy_name((mg_ckpt_policy)p), names[p]);
+        mg_ckpt_policy got = (mg_ckpt_policy)-1;
+        ck_assert_int_eq(mg_ckpt_policy_parse(names[p], &got), MG_OK);
+        ck_assert_int_eq(got, p);
+    }
+    ck_assert_str_eq(mg_ckpt_policy_name((mg_ckpt_policy)9), "?");
+    ck_assert_str_eq(mg_ckpt_policy_name((mg_ckpt_policy)-1), "?");
+    mg_ckpt_policy kept = MG_CKPT_SPEED;
+    ck_assert_int_eq(mg_ckpt_policy_parse("Memory", &kept), MG_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(mg_last_error(), "'Memory' is no policy"), "%s",
+                  mg_last_error());
+    ck_assert_int_eq(mg_ckpt_policy_parse("", &kept), MG_ERR_INVALID_ARG);
+    ck_assert_int_eq(mg_ckpt_policy_parse(NULL, &kept), MG_ERR_INVALID_ARG);
+    ck_assert_int_eq(kept, MG_CKPT_SPEED);
+    ck_assert_int_eq(mg_ckpt_policy_parse("none", NULL), MG_ERR_INVALID_ARG);
+}
+END_TEST
+
 /* The DOT export marks checkpoints and recomputed ops; the report names
  * the figures a person needs. */
 START_TEST(test_dot_and_report) {
@@ -454,6 +477,7 @@ int main(void) {
                           test_collection_keeps_exactly_listed,
                           test_tagged_checkpoints,
                           test_unet_without_articulation_points,
-                          test_bad_checkpoints, test_dot_and_report));
+                          test_bad_checkpoints, test_policy_names,
+                          test_dot_and_report));
     return th_run_suite(s);
 }

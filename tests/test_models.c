@@ -272,17 +272,6 @@ END_TEST
  * peak), speed recomputes no matmul or conv2d, collection keeps exactly the
  * listed block outputs. */
 
-static const char *policy_name(mg_ckpt_policy p) {
-    switch (p) {
-    case MG_CKPT_NONE: return "none";
-    case MG_CKPT_COLLECTION: return "collection";
-    case MG_CKPT_MEMORY: return "memory";
-    case MG_CKPT_SPEED: return "speed";
-    case MG_CKPT_BUDGET: return "budget";
-    }
-    return "?";
-}
-
 static void check_policies_dt(mg_model_kind kind, mg_dtype dt) {
     char kn[32];
     snprintf(kn, sizeof kn, "%s %s", mg_model_kind_name(kind),
@@ -300,7 +289,7 @@ static void check_policies_dt(mg_model_kind kind, mg_dtype dt) {
     const mg_ckpt_policy pols[3] = {MG_CKPT_MEMORY, MG_CKPT_SPEED,
                                     MG_CKPT_COLLECTION};
     for (int k = 0; k < 3; k++) {
-        const char *pn = policy_name(pols[k]);
+        const char *pn = mg_ckpt_policy_name(pols[k]);
         mg_model *m = make(kind, 0, dt);
         mg_checkpoints c = {.policy = pols[k]};
         mg_tensor listed[4];

@@ -53,16 +53,14 @@ static int fail(const char *what)
     return 1;
 }
 
+/* The policies this tool runs: none, memory and speed. */
 static int parse_policy(const char *s, mg_ckpt_policy *p)
 {
-    if (!strcmp(s, "none"))
-        *p = MG_CKPT_NONE;
-    else if (!strcmp(s, "memory"))
-        *p = MG_CKPT_MEMORY;
-    else if (!strcmp(s, "speed"))
-        *p = MG_CKPT_SPEED;
-    else
+    mg_ckpt_policy q;
+    if (mg_ckpt_policy_parse(s, &q) != MG_OK ||
+        (q != MG_CKPT_NONE && q != MG_CKPT_MEMORY && q != MG_CKPT_SPEED))
         return -1;
+    *p = q;
     return 0;
 }
 
@@ -279,11 +277,6 @@ static int job_build(job *j, const char *path, int64_t batch,
     return 0;
 }
 
-static const char *policy_name(mg_ckpt_policy p)
-{
-    return p == MG_CKPT_NONE ? "none" : p == MG_CKPT_MEMORY ? "memory" : "speed";
-}
-
 /* Bindings: the model's, its inputs, the labels, and the outputs bound to
  * caller memory (loss and gradients), so the pool holds only
  * intermediates. */
@@ -333,7 +326,8 @@ static int cmd_plan(const char *path, int64_t batch, mg_ckpt_policy *pols,
         }
         free(b);
         int nck = mg_graph_checkpoints(j.g, NULL, 0);
-        printf("policy %s\n  checkpoints: %d", policy_name(pols[q]), nck);
+        printf("policy %s\n  checkpoints: %d", mg_ckpt_policy_name(pols[q]),
+               nck);
         if (nck > 0) {
             mg_tensor *ck = malloc(sizeof *ck * (size_t)nck);
             if (ck) {
@@ -492,7 +486,7 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
     qsort(times, (size_t)repeat, sizeof *times, cmp_double);
     printf("policy %s\nloss %.7g\nmedian step %.6f s (%d steps)\n"
            "pool peak measured %zu bytes, predicted %zu bytes\n",
-           policy_name(pol), (double)loss, times[repeat / 2], repeat,
+           mg_ckpt_policy_name(pol), (double)loss, times[repeat / 2], repeat,
            st.peak_bytes_in_use, predicted);
     if (save && write_tensors(save, j.g, j.grads, (void *const *)grads,
                               j.n_params))

@@ -238,10 +238,9 @@ int main(int argc, char **argv) {
     for (char *save = NULL, *p = strtok_r(list, ",", &save); p;
          p = strtok_r(NULL, ",", &save)) {
         mg_ckpt_policy pol;
-        if (!strcmp(p, "none")) pol = MG_CKPT_NONE;
-        else if (!strcmp(p, "memory")) pol = MG_CKPT_MEMORY;
-        else if (!strcmp(p, "speed")) pol = MG_CKPT_SPEED;
-        else {
+        if (mg_ckpt_policy_parse(p, &pol) != MG_OK ||
+            (pol != MG_CKPT_NONE && pol != MG_CKPT_MEMORY &&
+             pol != MG_CKPT_SPEED)) {
             if (rank == 0) fprintf(stderr, "mg-bench-ddp: unknown policy %s\n", p);
             MPI_Finalize();
             return 2;

@@ -2,7 +2,8 @@
  * checkmate.c - mg-checkmate: the gap between MG_CKPT_BUDGET and the exact
  * optimum on small training graphs (issue 17), the optimum being
  * Checkmate's rematerialization MILP (Jain et al., MLSys 2020) solved with
- * GLPK (bench/milp/checkmate_milp.c).
+ * GLPK (the test oracle tests/oracle/checkmate_milp.c, which
+ * test_checkmate also uses).
  *
  * For each model (training graphs of at most about 40 ops) and each budget
  * fraction f: MG_CKPT_BUDGET plans the training step at f times policy
@@ -31,6 +32,7 @@
 
 #include "memgrad.h"
 #include "memgrad_models.h"
+#include "milp_args.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -228,17 +230,8 @@ int main(int argc, char **argv) {
         }
     }
     double fr[32];
-    int n_fr = 0;
-    for (char *save = NULL, *tok = strtok_r(fr_s, ",", &save); tok && n_fr < 32;
-         tok = strtok_r(NULL, ",", &save)) {
-        char *end;
-        fr[n_fr] = strtod(tok, &end);
-        if (*end || !(fr[n_fr] > 0)) {
-            fprintf(stderr, "mg-checkmate: bad fraction '%s'\n", tok);
-            return 2;
-        }
-        n_fr++;
-    }
+    int n_fr = milp_fractions_parse(fr_s, fr, 32, "mg-checkmate");
+    if (n_fr < 0) return 2;
     printf("model,n_ops,budget_fraction,budget_bytes,mg_pool_peak,"
            "model_peak,mg_recompute,milp_status,milp_recompute,milp_bound,"
            "gap,gap_rel,solve_s\n");

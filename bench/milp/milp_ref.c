@@ -36,6 +36,7 @@
  */
 #include "memgrad.h"
 #include "memgrad_models.h"
+#include "milp_args.h"
 
 #include <glpk.h>
 #include <stdbool.h>
@@ -277,17 +278,8 @@ int main(int argc, char **argv) {
         }
     }
     double fr[32];
-    int n_fr = 0;
-    for (char *save = NULL, *tok = strtok_r(fr_s, ",", &save); tok && n_fr < 32;
-         tok = strtok_r(NULL, ",", &save)) {
-        char *end;
-        fr[n_fr] = strtod(tok, &end);
-        if (*end || !(fr[n_fr] > 0)) {
-            fprintf(stderr, "mg-milp-ref: bad fraction '%s'\n", tok);
-            return 2;
-        }
-        n_fr++;
-    }
+    int n_fr = milp_fractions_parse(fr_s, fr, 32, "mg-milp-ref");
+    if (n_fr < 0) return 2;
     glp_term_out(GLP_OFF);
     printf("model,budget_fraction,budget_bytes,budget_policy_peak,"
            "budget_policy_recompute,milp_peak,milp_recompute,milp_rounds,"

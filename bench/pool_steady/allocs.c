@@ -28,9 +28,10 @@ static int fail(const char *what) {
 int main(int argc, char **argv) {
     const char *pol_name = argc > 1 ? argv[1] : "none";
     const int runs = argc > 2 ? atoi(argv[2]) : 6;
-    mg_ckpt_policy pol = MG_CKPT_NONE;
-    if (strcmp(pol_name, "memory") == 0) pol = MG_CKPT_MEMORY;
-    else if (strcmp(pol_name, "speed") == 0) pol = MG_CKPT_SPEED;
+    mg_ckpt_policy pol = MG_CKPT_NONE; /* for an unknown name too */
+    if (mg_ckpt_policy_parse(pol_name, &pol) != MG_OK ||
+        (pol != MG_CKPT_MEMORY && pol != MG_CKPT_SPEED))
+        pol = MG_CKPT_NONE;
     mg_model *m = mg_model_resnet(8, 16, 64, 32, 10, MG_F32, 1);
     if (!m) return fail("model");
     mg_checkpoints c = {.policy = pol};

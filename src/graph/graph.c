@@ -472,7 +472,7 @@ void mgi_graph_op_cost(const mg_graph *g, mg_tensor t, double *flops,
 
 size_t mgi_graph_op_workspace(const mg_graph *g, mg_tensor t) {
     const mg_node *n = &g->nodes[t];
-    mg_workspace_fn ws = mgi_op_table[n->op].workspace;
+    mg_workspace_fn *ws = mgi_op_table[n->op].workspace;
     if (!ws) return 0;
     mg_tdesc in[MG_MAX_INPUTS];
     for (int i = 0; i < n->n_in; i++) in[i] = g->nodes[n->in[i]].d;

@@ -20,11 +20,14 @@ enum {
     MG_OPF_EXPENSIVE = 1u << 3     /* kept by MG_CKPT_SPEED (matmul, conv) */
 };
 
+/* The rules are function types, so that ops_internal.h declares each rule
+ * through its type (mg_infer_fn mgi_matmul_infer;) and the table holds
+ * pointers to them. */
+
 /* Shape rule: fill out from the inputs and attributes, or return an error
  * status and a short reason in why (the caller adds op and input names). */
-typedef mg_status (*mg_infer_fn)(const mg_tdesc *in, int n_in,
-                                 const mg_attrs *a, mg_tdesc *out, char *why,
-                                 size_t why_len);
+typedef mg_status mg_infer_fn(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                              mg_tdesc *out, char *why, size_t why_len);
 
 /* Gradient rule, written with builder calls on g. It is handed everything
  * it may read about the op: node, a copy of the op's node (op, attributes,
@@ -36,14 +39,13 @@ typedef mg_status (*mg_infer_fn)(const mg_tdesc *in, int n_in,
  * output (its recomputed copy, if it has one), gy its gradient. For each
  * input i with need[i] set, store the gradient in gin[i] (same shape as
  * input i). Return MG_OK or the failing builder's status. */
-typedef mg_status (*mg_grad_fn)(mg_graph *g, const mg_node *node,
-                                const mg_tensor *in, mg_tensor y,
-                                mg_tensor gy, const bool *need,
-                                mg_tensor *gin);
+typedef mg_status mg_grad_fn(mg_graph *g, const mg_node *node,
+                             const mg_tensor *in, mg_tensor y, mg_tensor gy,
+                             const bool *need, mg_tensor *gin);
 
 /* Cost rule: floating point operations to compute out. */
-typedef double (*mg_flops_fn)(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                              const mg_tdesc *out);
+typedef double mg_flops_fn(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                           const mg_tdesc *out);
 
 /* Scratch rule: bytes of workspace the op's kernels need (an im2col
  * buffer, say). A plan lends the larger of this and what the backends'
@@ -51,17 +53,17 @@ typedef double (*mg_flops_fn)(const mg_tdesc *in, int n_in, const mg_attrs *a,
  * known only to oneDNN), and each backend's workspace query must not
  * exceed that. The executor lends it from the pool for the length of the
  * op, so the plan's peak prediction counts it. */
-typedef size_t (*mg_workspace_fn)(const mg_tdesc *in, int n_in,
-                                  const mg_attrs *a, const mg_tdesc *out);
+typedef size_t mg_workspace_fn(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                               const mg_tdesc *out);
 
 typedef struct mg_op_def {
     const char *name;
     int n_inputs;
     unsigned flags;
-    mg_infer_fn infer;
-    mg_grad_fn grad;   /* NULL: not differentiable */
-    mg_flops_fn flops; /* NULL: flops_per_elem * numel(out) */
-    mg_workspace_fn workspace; /* NULL: none */
+    mg_infer_fn *infer;
+    mg_grad_fn *grad;   /* NULL: not differentiable */
+    mg_flops_fn *flops; /* NULL: flops_per_elem * numel(out) */
+    mg_workspace_fn *workspace; /* NULL: none */
     double flops_per_elem;
     /* Bitmask of inputs that gradients never flow into (labels, say). */
     unsigned no_grad_inputs;

@@ -91,7 +91,7 @@ mg_status mgi_grad_shape_check(const mg_tdesc *gy, const mg_tdesc *want,
     return s;
 }
 
-mg_status mgi_grad_infer_via(mg_infer_fn forward, const mg_tdesc *in,
+mg_status mgi_grad_infer_via(mg_infer_fn *forward, const mg_tdesc *in,
                             int n_in, const mg_attrs *a, mg_tdesc *out,
                             char *why, size_t len) {
     mg_tdesc fwd[MG_MAX_INPUTS] = {{.dtype = in[0].dtype, .ndim = a->ndim}}, y;

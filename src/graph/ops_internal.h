@@ -40,216 +40,100 @@ static inline int mg_axis_wrap(int axis, int ndim) {
     return axis < 0 && axis >= -ndim ? axis + ndim : axis;
 }
 
+/* The rules, declared through their types (op_table.h); each file
+ * defines them with the full signature. */
+
 /* ---- ops_elementwise.c --------------------------------------------------- */
 bool mgi_shape_broadcasts_to(const mg_tdesc *from, const mg_tdesc *to);
-mg_status mgi_binary_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                          mg_tdesc *out, char *why, size_t len);
-mg_status mgi_unary_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                         mg_tdesc *out, char *why, size_t len);
-mg_status mgi_pair_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                        mg_tdesc *out, char *why, size_t len);
-mg_status mgi_binary_grad(mg_graph *g, const mg_node *node,
-                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                         const bool *need, mg_tensor *gin);
-mg_status mgi_unary_grad(mg_graph *g, const mg_node *node,
-                        const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                        const bool *need, mg_tensor *gin);
-mg_status mgi_cast_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                         mg_tdesc *out, char *why, size_t len);
-mg_status mgi_cast_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
-                        mg_tensor y, mg_tensor gy, const bool *need,
-                        mg_tensor *gin);
+mg_infer_fn mgi_binary_infer, mgi_unary_infer, mgi_pair_infer, mgi_cast_infer;
+mg_grad_fn mgi_binary_grad, mgi_unary_grad, mgi_cast_grad;
 
 /* ---- ops_matmul.c -------------------------------------------------------- */
-mg_status mgi_matmul_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                          mg_tdesc *out, char *why, size_t len);
-mg_status mgi_matmul_grad(mg_graph *g, const mg_node *node,
-                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                         const bool *need, mg_tensor *gin);
-double mgi_matmul_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                       const mg_tdesc *out);
+mg_infer_fn mgi_matmul_infer;
+mg_grad_fn mgi_matmul_grad;
+mg_flops_fn mgi_matmul_flops;
 
 /* ---- ops_reduce.c -------------------------------------------------------- */
-mg_status mgi_reduce_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                          mg_tdesc *out, char *why, size_t len);
-mg_status mgi_reduce_grad(mg_graph *g, const mg_node *node,
-                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                         const bool *need, mg_tensor *gin);
-double mgi_reduce_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                       const mg_tdesc *out);
-mg_status mgi_broadcast_to_infer(const mg_tdesc *in, int n_in,
-                                const mg_attrs *a, mg_tdesc *out, char *why,
-                                size_t len);
-mg_status mgi_broadcast_to_grad(mg_graph *g, const mg_node *node,
-                               const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                               const bool *need, mg_tensor *gin);
+mg_infer_fn mgi_reduce_infer, mgi_broadcast_to_infer;
+mg_grad_fn mgi_reduce_grad, mgi_broadcast_to_grad;
+mg_flops_fn mgi_reduce_flops;
 
 /* ---- ops_shape.c --------------------------------------------------------- */
 /* Reshape t to d's shape, or return t if it already has it. */
 mg_tensor mgi_reshape_as(mg_graph *g, mg_tensor t, const mg_tdesc *d);
-mg_status mgi_reshape_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                           mg_tdesc *out, char *why, size_t len);
-mg_status mgi_reshape_grad(mg_graph *g, const mg_node *node,
-                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                          const bool *need, mg_tensor *gin);
-mg_status mgi_permute_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                           mg_tdesc *out, char *why, size_t len);
-mg_status mgi_permute_grad(mg_graph *g, const mg_node *node,
-                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                          const bool *need, mg_tensor *gin);
-mg_status mgi_fill_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                        mg_tdesc *out, char *why, size_t len);
+mg_infer_fn mgi_reshape_infer, mgi_permute_infer, mgi_fill_infer;
+mg_grad_fn mgi_reshape_grad, mgi_permute_grad;
 
 /* ---- ops_softmax.c ------------------------------------------------------- */
-mg_status mgi_softmax_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                           mg_tdesc *out, char *why, size_t len);
-mg_status mgi_softmax_grad(mg_graph *g, const mg_node *node,
-                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                          const bool *need, mg_tensor *gin);
+mg_infer_fn mgi_softmax_infer;
+mg_grad_fn mgi_softmax_grad;
 
 /* ---- ops_random.c -------------------------------------------------------- */
-mg_status mgi_dropout_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                           mg_tdesc *out, char *why, size_t len);
-mg_status mgi_dropout_grad(mg_graph *g, const mg_node *node,
-                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                          const bool *need, mg_tensor *gin);
+mg_infer_fn mgi_dropout_infer;
+mg_grad_fn mgi_dropout_grad;
 
 /* ---- ops_loss.c ---------------------------------------------------------- */
-mg_status mgi_cross_entropy_infer(const mg_tdesc *in, int n_in,
-                                 const mg_attrs *a, mg_tdesc *out, char *why,
-                                 size_t len);
-size_t mgi_cross_entropy_workspace(const mg_tdesc *in, int n_in,
-                                  const mg_attrs *a, const mg_tdesc *out);
-mg_status mgi_cross_entropy_grad(mg_graph *g, const mg_node *node,
-                                const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                                const bool *need, mg_tensor *gin);
-mg_status mgi_ce_grad_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                           mg_tdesc *out, char *why, size_t len);
-mg_status mgi_mse_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                       mg_tdesc *out, char *why, size_t len);
-mg_status mgi_mse_grad(mg_graph *g, const mg_node *node,
-                      const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                      const bool *need, mg_tensor *gin);
+mg_infer_fn mgi_cross_entropy_infer, mgi_ce_grad_infer, mgi_mse_infer;
+mg_workspace_fn mgi_cross_entropy_workspace;
+mg_grad_fn mgi_cross_entropy_grad, mgi_mse_grad;
 /* Cost per element of the first input (for ops with scalar outputs). */
-double mgi_loss_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                     const mg_tdesc *out);
+mg_flops_fn mgi_loss_flops;
 
 /* ---- ops_conv.c ---------------------------------------------------------- */
 /* A float tensor whose rank is the number of dims named in layout, e.g.
  * "[N, C, H, W]"; the message quotes the layout. */
 mg_status mgi_rank_check(const mg_tdesc *d, const char *what,
-                        const char *layout, char *why, size_t len);
+                         const char *layout, char *why, size_t len);
 /* Shape rule of a sliding window over x [N, C, H, W] with a's stride, pad
  * and dilation: checks them and writes [N, C, OH, OW] into out. */
 mg_status mgi_window_shape(const mg_tdesc *x, const int kernel[2],
-                          const mg_attrs *a, mg_tdesc *out, char *why,
-                          size_t len);
+                           const mg_attrs *a, mg_tdesc *out, char *why,
+                           size_t len);
 /* A gradient op's gy must match the output its forward op would have. */
 mg_status mgi_grad_shape_check(const mg_tdesc *gy, const mg_tdesc *want,
-                              char *why, size_t len);
+                               char *why, size_t len);
 /* Shape rule of a gradient op (gy, in[1..]) whose output is input 0 of its
  * forward op, with that input's shape kept in a->ndim/shape: runs the
  * forward rule on (that input, in[1..]) and checks gy against its output. */
-mg_status mgi_grad_infer_via(mg_infer_fn forward, const mg_tdesc *in,
-                            int n_in, const mg_attrs *a, mg_tdesc *out,
-                            char *why, size_t len);
-mg_status mgi_conv2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                          mg_tdesc *out, char *why, size_t len);
-mg_status mgi_conv2d_grad(mg_graph *g, const mg_node *node,
-                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                         const bool *need, mg_tensor *gin);
-size_t mgi_conv2d_workspace(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                           const mg_tdesc *out);
-size_t mgi_conv2d_grad_input_workspace(const mg_tdesc *in, int n_in,
-                                      const mg_attrs *a, const mg_tdesc *out);
-size_t mgi_conv2d_grad_weight_workspace(const mg_tdesc *in, int n_in,
-                                       const mg_attrs *a, const mg_tdesc *out);
-double mgi_conv2d_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                       const mg_tdesc *out);
-mg_status mgi_conv2d_grad_input_infer(const mg_tdesc *in, int n_in,
-                                     const mg_attrs *a, mg_tdesc *out,
-                                     char *why, size_t len);
-double mgi_conv2d_grad_input_flops(const mg_tdesc *in, int n_in,
-                                  const mg_attrs *a, const mg_tdesc *out);
-mg_status mgi_conv2d_grad_weight_infer(const mg_tdesc *in, int n_in,
-                                      const mg_attrs *a, mg_tdesc *out,
-                                      char *why, size_t len);
-double mgi_conv2d_grad_weight_flops(const mg_tdesc *in, int n_in,
-                                   const mg_attrs *a, const mg_tdesc *out);
+mg_status mgi_grad_infer_via(mg_infer_fn *forward, const mg_tdesc *in,
+                             int n_in, const mg_attrs *a, mg_tdesc *out,
+                             char *why, size_t len);
+mg_infer_fn mgi_conv2d_infer, mgi_conv2d_grad_input_infer,
+    mgi_conv2d_grad_weight_infer;
+mg_grad_fn mgi_conv2d_grad;
+mg_workspace_fn mgi_conv2d_workspace, mgi_conv2d_grad_input_workspace,
+    mgi_conv2d_grad_weight_workspace;
+mg_flops_fn mgi_conv2d_flops, mgi_conv2d_grad_input_flops,
+    mgi_conv2d_grad_weight_flops;
 
 /* ---- ops_pool.c ---------------------------------------------------------- */
-mg_status mgi_pool2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                          mg_tdesc *out, char *why, size_t len);
-mg_status mgi_pool2d_grad(mg_graph *g, const mg_node *node,
-                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                         const bool *need, mg_tensor *gin);
-double mgi_pool2d_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                       const mg_tdesc *out);
-mg_status mgi_max_pool2d_grad_infer(const mg_tdesc *in, int n_in,
-                                   const mg_attrs *a, mg_tdesc *out, char *why,
-                                   size_t len);
-mg_status mgi_avg_pool2d_grad_infer(const mg_tdesc *in, int n_in,
-                                   const mg_attrs *a, mg_tdesc *out, char *why,
-                                   size_t len);
-double mgi_pool2d_grad_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                            const mg_tdesc *out);
+mg_infer_fn mgi_pool2d_infer, mgi_max_pool2d_grad_infer,
+    mgi_avg_pool2d_grad_infer;
+mg_grad_fn mgi_pool2d_grad;
+mg_flops_fn mgi_pool2d_flops, mgi_pool2d_grad_flops;
 
 /* ---- ops_norm.c ---------------------------------------------------------- */
-#define MG_NORM_INFER_DECL(name)                                              \
-    mg_status mgi_##name##_infer(const mg_tdesc *in, int n_in,                 \
-                                const mg_attrs *a, mg_tdesc *out, char *why,  \
-                                size_t len);
-MG_NORM_INFER_DECL(batchnorm)
-MG_NORM_INFER_DECL(layernorm)
-MG_NORM_INFER_DECL(batchnorm_grad_input)
-MG_NORM_INFER_DECL(layernorm_grad_input)
-MG_NORM_INFER_DECL(batchnorm_grad_gamma)
-MG_NORM_INFER_DECL(layernorm_grad_gamma)
-#undef MG_NORM_INFER_DECL
-mg_status mgi_norm_grad(mg_graph *g, const mg_node *node,
-                       const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                       const bool *need, mg_tensor *gin);
-double mgi_norm_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                     const mg_tdesc *out);
-size_t mgi_layernorm_grad_gamma_workspace(const mg_tdesc *in, int n_in,
-                                         const mg_attrs *a,
-                                         const mg_tdesc *out);
+mg_infer_fn mgi_batchnorm_infer, mgi_layernorm_infer,
+    mgi_batchnorm_grad_input_infer, mgi_layernorm_grad_input_infer,
+    mgi_batchnorm_grad_gamma_infer, mgi_layernorm_grad_gamma_infer;
+mg_grad_fn mgi_norm_grad;
+mg_flops_fn mgi_norm_flops;
+mg_workspace_fn mgi_layernorm_grad_gamma_workspace;
 
 /* ---- ops_slice.c --------------------------------------------------------- */
-mg_status mgi_slice_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                         mg_tdesc *out, char *why, size_t len);
-mg_status mgi_pad_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                       mg_tdesc *out, char *why, size_t len);
+mg_infer_fn mgi_slice_infer, mgi_pad_infer, mgi_concat_infer;
 /* Gradient of slice (a pad) and of pad (a slice). */
-mg_status mgi_window_grad(mg_graph *g, const mg_node *node,
-                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                         const bool *need, mg_tensor *gin);
-mg_status mgi_concat_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                          mg_tdesc *out, char *why, size_t len);
-mg_status mgi_concat_grad(mg_graph *g, const mg_node *node,
-                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                         const bool *need, mg_tensor *gin);
+mg_grad_fn mgi_window_grad;
+mg_grad_fn mgi_concat_grad;
 
 /* ---- ops_embedding.c ----------------------------------------------------- */
-mg_status mgi_embedding_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                             mg_tdesc *out, char *why, size_t len);
-mg_status mgi_embedding_grad(mg_graph *g, const mg_node *node,
-                            const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                            const bool *need, mg_tensor *gin);
-mg_status mgi_embedding_grad_infer(const mg_tdesc *in, int n_in,
-                                  const mg_attrs *a, mg_tdesc *out, char *why,
-                                  size_t len);
-double mgi_embedding_grad_flops(const mg_tdesc *in, int n_in,
-                               const mg_attrs *a, const mg_tdesc *out);
-size_t mgi_embedding_grad_workspace(const mg_tdesc *in, int n_in,
-                                   const mg_attrs *a, const mg_tdesc *out);
+mg_infer_fn mgi_embedding_infer, mgi_embedding_grad_infer;
+mg_grad_fn mgi_embedding_grad;
+mg_flops_fn mgi_embedding_grad_flops;
+mg_workspace_fn mgi_embedding_grad_workspace;
 
 /* ---- ops_attention.c ----------------------------------------------------- */
-mg_status mgi_causal_mask_infer(const mg_tdesc *in, int n_in,
-                               const mg_attrs *a, mg_tdesc *out, char *why,
-                               size_t len);
-mg_status mgi_causal_mask_grad(mg_graph *g, const mg_node *node,
-                              const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                              const bool *need, mg_tensor *gin);
+mg_infer_fn mgi_causal_mask_infer;
+mg_grad_fn mgi_causal_mask_grad;
 
 #endif

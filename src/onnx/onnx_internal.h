@@ -59,7 +59,7 @@ typedef struct mgi_octx {
     uint64_t next_seed;
     const Onnx__NodeProto *node; /* the node being converted, for messages */
     /* the node's first attribute of the wrong type or out of range, found
-     * by the attribute readers of onnx_ops.c ("" if none) */
+     * by the attribute readers of onnx_ops_common.c ("" if none) */
     char attr_err[256];
     /* every name a node or a graph output reads: open addressing */
     const char **used;
@@ -116,7 +116,7 @@ mg_status mgi_onnx_read_external(mgi_octx *c, const char *tname,
  * nests messages deeper than protobuf-c's recursion may safely go. */
 mg_status mgi_onnx_check_nesting(const void *data, size_t size);
 
-/* onnx_ops.c */
+/* onnx_ops.c: node n converted by its op family (onnx_ops_*.c). */
 mg_status mgi_onnx_convert_node(mgi_octx *c, const Onnx__NodeProto *node);
 
 #endif

@@ -16,15 +16,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *policy_name(mg_ckpt_policy p) {
-    switch (p) {
-    case MG_CKPT_NONE: return "none";
-    case MG_CKPT_COLLECTION: return "collection";
-    case MG_CKPT_MEMORY: return "memory";
-    case MG_CKPT_SPEED: return "speed";
-    case MG_CKPT_BUDGET: return "budget";
-    }
-    return "?";
+/* Every policy, in enum order: the one place their names are spelled. */
+static const char *const policy_names[] = {
+    [MG_CKPT_NONE] = "none",     [MG_CKPT_COLLECTION] = "collection",
+    [MG_CKPT_MEMORY] = "memory", [MG_CKPT_SPEED] = "speed",
+    [MG_CKPT_BUDGET] = "budget"};
+#define N_POLICIES ((int)(sizeof policy_names / sizeof *policy_names))
+
+const char *mg_ckpt_policy_name(mg_ckpt_policy p) {
+    return (int)p >= 0 && (int)p < N_POLICIES ? policy_names[p] : "?";
+}
+
+mg_status mg_ckpt_policy_parse(const char *name, mg_ckpt_policy *out) {
+    if (!out)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_ckpt_policy_parse: out is NULL");
+    for (int i = 0; name && i < N_POLICIES; i++)
+        if (strcmp(name, policy_names[i]) == 0) {
+            *out = (mg_ckpt_policy)i;
+            return MG_OK;
+        }
+    return mg_set_error(MG_ERR_INVALID_ARG,
+                        "mg_ckpt_policy_parse: '%s' is no policy (none, "
+                        "collection, memory, speed, budget)",
+                        name ? name : "(null)");
 }
 
 mg_status mgi_checkpoints_check(const mg_graph *g, const mg_checkpoints *c) {
@@ -295,7 +310,7 @@ mg_status mgi_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
         break;
     default:
         return mg_set_error(MG_ERR_INTERNAL, "mg_gradients: policy '%s'",
-                            policy_name(policy));
+                            mg_ckpt_policy_name(policy));
     }
     for (int32_t t = 0; t < g->n; t++) {
         chosen[t] = chosen[t] && forward[t] && !is_y[t];

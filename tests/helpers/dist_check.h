@@ -1,8 +1,8 @@
 /*
- * dist_check.h - the checks both MPI test programs (test_dist.c on MPI,
- * test_dist_nccl.c on NCCL) make of an allreduce's result: that every rank
- * holds the same bits, and that an average is within float tolerance of
- * the whole batch's gradient. Include after check.h and memgrad_dist.h
+ * dist_check.h - the checks both MPI test programs (test_dist on MPI,
+ * test_dist_nccl on NCCL, both from test_dist.c) make of an allreduce's
+ * result: that every rank holds the same bits, and that an average is
+ * within float tolerance of the whole batch's gradient. Include after check.h and memgrad_dist.h
  * (which brings mpi.h).
  */
 #ifndef MG_TESTS_HELPERS_DIST_CHECK_H

@@ -3,8 +3,10 @@
  * training graphs (issue 17): Checkmate's rematerialization MILP (Jain et
  * al., MLSys 2020) over memgrad's training DAG, solved with GLPK, and the
  * memory model both memgrad's plans and the MILP's schedules are measured
- * in. Shared by mg-checkmate (bench/milp/checkmate.c) and its ctest
- * (tests/test_checkmate.c); public memgrad API only.
+ * in. A test oracle (tests/oracle/, beside the tests that trust it):
+ * tests/test_checkmate.c checks the budget policy against it, and the
+ * bench tool mg-checkmate (bench/milp/checkmate.c) measures the gap with
+ * it; public memgrad API only, no memgrad internals.
  *
  * The DAG. A compiled training plan's steps, in the plan's order, with
  * every recomputed copy mapped to its forward source (followed through
@@ -31,8 +33,8 @@
  * order. A memgrad plan maps onto this form: each recompute step belongs to
  * the stage of the next non-recompute step.
  */
-#ifndef MG_BENCH_CHECKMATE_MILP_H
-#define MG_BENCH_CHECKMATE_MILP_H
+#ifndef MG_TESTS_ORACLE_CHECKMATE_MILP_H
+#define MG_TESTS_ORACLE_CHECKMATE_MILP_H
 
 #include "memgrad.h"
 #include "memgrad_models.h"
