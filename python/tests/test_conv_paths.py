@@ -1,0 +1,74 @@
+"""Every CPU convolution path against float64 (issue 25 item 10): a small
+squeezenet-like network (3x3 and 1x1 convolutions, strides, pooling) run
+through memgrad.torch under each path the machine offers: the default
+(oneDNN, blocked layouts), MG_CONV=onednn-plain, MG_CONV=im2col, and oneDNN
+capped at each instruction set up to the machine's own
+(DNNL_MAX_CPU_ISA). Each parameter's float32 gradient must lie within
+max(1e-4, 10x PyTorch float32's own distance from float64). The network
+has no batch norm, whose outputs sit at a ReLU's kink at initialisation,
+so no float32 rounding decides a ReLU's side here; resnet18's one such
+case is test_torch_bridge's."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip(
+    "torch", reason="test_conv_paths needs torch (Debian python3-torch)")
+
+WORKER = r"""
+import copy, json, torch
+import memgrad.torch as mgt
+torch.manual_seed(0)
+net = torch.nn.Sequential(
+    torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
+    torch.nn.MaxPool2d(3, 2, 1),
+    torch.nn.Conv2d(16, 8, 1), torch.nn.ReLU(),
+    torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(),
+    torch.nn.Conv2d(16, 16, 3, stride=2, padding=1), torch.nn.ReLU(),
+    torch.nn.Conv2d(16, 32, 1), torch.nn.ReLU(),
+    torch.nn.AdaptiveAvgPool2d((1, 1)), torch.nn.Flatten(),
+    torch.nn.Linear(32, 10))
+x = torch.randn(4, 3, 32, 32)
+y = torch.randint(0, 10, (4,))
+def grads(m, xx):
+    m.zero_grad(set_to_none=True)
+    torch.nn.functional.cross_entropy(m(xx), y).backward()
+    return [p.grad.double() for p in m.parameters()]
+g64 = grads(copy.deepcopy(net).double(), x.double())
+g32 = grads(copy.deepcopy(net), x)
+gmg = grads(mgt.Module(copy.deepcopy(net), (x,), policy="none"), x)
+rel = lambda a, b: float((a - b).norm() / b.norm())
+print(json.dumps([[rel(m, r), rel(t, r)] for m, t, r in zip(gmg, g32, g64)]))
+"""
+
+
+def _isas():
+    """oneDNN's ISA caps up to what this CPU has."""
+    flags = open("/proc/cpuinfo").read()
+    caps = ["SSE41"]
+    if " avx " in flags:
+        caps.append("AVX")
+    if " avx2 " in flags:
+        caps.append("AVX2")
+    if " avx512f " in flags:
+        caps.append("AVX512_CORE")
+    return caps
+
+
+PATHS = ([("default", {}), ("onednn-plain", {"MG_CONV": "onednn-plain"}),
+          ("im2col", {"MG_CONV": "im2col"})]
+         + [("isa " + isa, {"DNNL_MAX_CPU_ISA": isa}) for isa in _isas()])
+
+
+@pytest.mark.parametrize("name,env", PATHS, ids=[p[0] for p in PATHS])
+def test_conv_path_matches_float64(name, env):
+    out = subprocess.run([sys.executable, "-c", WORKER], capture_output=True,
+                         text=True, timeout=300,
+                         env=dict(os.environ, **env))
+    assert out.returncode == 0, out.stderr
+    errs = json.loads(out.stdout.strip().splitlines()[-1])
+    worst = max(m / max(1e-4, 10 * t) for m, t in errs)
+    assert worst <= 1.0, "%s: %s" % (name, errs)
