@@ -1396,10 +1396,14 @@ class Module(torch.nn.Module):
     """`module` run through memgrad; its parameters stay its own.
 
     policy: "none", "memory", "speed" or "budget"; with "budget",
-    budget_bytes is the most pool bytes a training step may use
-    (mg_checkpoints.budget_bytes: activations, recomputed copies,
-    temporaries and the gradients memgrad computes; not the parameters or
-    inputs, which torch owns)."""
+    budget_bytes is mg_checkpoints.budget_bytes in C: the most pool bytes
+    (size-class units) that a training step may use with its gradients
+    written to caller memory, i.e. activations, recomputed copies and
+    temporaries, not the parameters, the inputs or their gradients. The
+    bridge hands gradients to torch from memgrad's pool, so
+    `predicted_peak` and `report()`, which count them, may pass the budget
+    by up to the gradients' bytes (issue 27 item 5 asks for one meaning
+    everywhere; that is not done yet)."""
 
     MAX_PLANS = 8
 
