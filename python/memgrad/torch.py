@@ -198,6 +198,20 @@ def _contains_mg(*vals):
     return bool(found)
 
 
+class _Unknown:
+    """The value of a node after an unmapped one that torch could not
+    compute for the example (the check goes on past it)."""
+
+
+_UNKNOWN = _Unknown()
+
+
+def _contains_unknown(*vals):
+    found = []
+    map_aggregate(vals, lambda v: found.append(v) if v is _UNKNOWN else None)
+    return bool(found)
+
+
 def _axis(d, nd):
     d = int(d)
     if not -nd <= d < nd:
@@ -230,27 +244,30 @@ class _Tracer(torch.fx.Tracer):
         finally:
             self._paths.pop()
 
-    def iter(self, obj):
-        """`a, b, c = proxy` (x.size(), split's pieces): torch 1.13's
-        Proxy.__iter__ finds the UNPACK_SEQUENCE by f_lasti // 2, which
-        Python 3.11's inline caches break; find it by offset instead."""
-        frame = inspect.currentframe().f_back.f_back  # the traced code
-        if frame is not None:
-            for inst in dis.get_instructions(frame.f_code):
-                if inst.offset == frame.f_lasti:
-                    if inst.opname == "UNPACK_SEQUENCE":
-                        return iter([obj[i] for i in range(inst.argval)])
-                    break
-        return super().iter(obj)
-
     def create_node(self, *args, **kwargs):
         node = super().create_node(*args, **kwargs)
         node.meta["mg_path"] = self._paths[-1] if self._paths else ""
         return node
 
 
+def _proxy_iter(self):
+    """`a, b, c = proxy` (x.size(), x.shape, split's pieces): torch 1.13's
+    Proxy.__iter__ looks for the UNPACK_SEQUENCE at f_lasti // 2, which
+    Python 3.11's inline caches break (a wrong instruction, or an
+    IndexError); this finds it by its offset. Installed while tracing."""
+    frame = inspect.currentframe().f_back
+    for inst in dis.get_instructions(frame.f_code):
+        if inst.offset == frame.f_lasti:
+            if inst.opname == "UNPACK_SEQUENCE":
+                return (self[i] for i in range(inst.argval))
+            break
+    return self.tracer.iter(self)
+
+
 def _trace(module):
     tracer = _Tracer()
+    proxy_iter = torch.fx.proxy.Proxy.__iter__
+    torch.fx.proxy.Proxy.__iter__ = _proxy_iter
     try:
         graph = tracer.trace(module)
     except Exception as e:  # noqa: BLE001 - any tracer failure
@@ -258,6 +275,8 @@ def _trace(module):
         raise UnsupportedModelError(CheckReport(
             type(module).__name__, [], trace_error="%s: %s" % (
                 type(e).__name__, msg[0] if msg else ""))) from None
+    finally:
+        torch.fx.proxy.Proxy.__iter__ = proxy_iter
     return torch.fx.GraphModule(tracer.root, graph, type(module).__name__)
 
 
@@ -352,13 +371,15 @@ class _Captured:
 
     def __init__(self, module, example_inputs, policy, training=True,
                  budget_bytes=0, collect=False, gm=None):
-        was = module.training
+        # trace in the plan's mode; each submodule's own flag is restored
+        was = [(m, m.training) for m in module.modules()]
         module.train(training)
         try:
             self._build(module, example_inputs, policy, training,
                         budget_bytes, collect, gm)
         finally:
-            module.train(was)
+            for m, flag in was:
+                m.training = flag
 
     def _build(self, module, example_inputs, policy, training, budget_bytes,
                collect, gm):
@@ -401,6 +422,8 @@ class _Captured:
             kwargs = map_arg(node.kwargs, lambda n: env[n])
             if node.op == "output":
                 y = args[0]
+                if _contains_unknown(y):
+                    continue  # what made it is listed already
                 if not _is_mg(y):
                     what = ("a %s of %d values" % (type(y).__name__, len(y))
                             if isinstance(y, (tuple, list, dict))
@@ -413,6 +436,15 @@ class _Captured:
                                    []).append("the output")
                 else:
                     self.y = y
+                continue
+            if _contains_unknown(args, kwargs):
+                # after an unmapped node whose value torch could not give:
+                # list this node only if it is a module with no mapping
+                if node.op == "call_module" and \
+                        not self._has_mapping(node, modules):
+                    what, path = self._describe(node, modules)
+                    bad.setdefault((what, ""), []).append(path)
+                env[node] = self._stand_in(node)
                 continue
             try:
                 env[node] = self._map(node, args, kwargs, modules)
@@ -472,12 +504,25 @@ class _Captured:
             what = "%s %s" % (node.op, node.target)
         return what, "%s (%s)" % (where, node.name)
 
+    def _has_mapping(self, node, modules):
+        if node.op == "call_module":
+            return type(modules[node.target]) in _MODULES
+        if node.op == "call_function":
+            return node.target in _FUNCTIONS or "%s.%s" % (
+                getattr(node.target, "__module__", ""),
+                getattr(node.target, "__name__", "")) in _FUNCTIONS_BY_NAME
+        if node.op == "call_method":
+            return node.target in _METHODS
+        return True
+
     def _stand_in(self, node):
         """An input of the shape torch computes for an unmapped node, so
         the capture goes on and finds every unmapped node at once."""
         if self._real is None:
             self._real = _real_values(self._gm, self._examples)
-        v = self._real.get(node)
+        if node not in self._real:
+            return _UNKNOWN
+        v = self._real[node]
         return map_aggregate(v, lambda r: self.graph.input(
             "unmapped:" + node.name, self.dtype, r.shape)
             if isinstance(r, _Meta) else r)
@@ -497,15 +542,15 @@ class _Captured:
                 raise _Unsupported(None)
             return h(self, m, node.target, *args, **kwargs)
         if node.op == "call_function":
+            if not _contains_mg(args, kwargs) and node.target not in _RANDOM:
+                # sizes, a mask buffer sliced to the sequence length
+                return self._fold(node.target, args, kwargs)
             h = _FUNCTIONS.get(node.target)
             if h is None:
                 h = _FUNCTIONS_BY_NAME.get("%s.%s" % (
                     getattr(node.target, "__module__", ""),
                     getattr(node.target, "__name__", "")))
-            if h is None or (h is _h_getattr and not _is_mg(args[0])):
-                if not _contains_mg(args, kwargs) and \
-                        node.target not in _RANDOM:
-                    return self._fold(node.target, args, kwargs)
+            if h is None:
                 raise _Unsupported(None)
             return h(self, *args, **kwargs)
         if node.op == "call_method":

@@ -337,6 +337,17 @@ def test_check_lists_every_unmapped_layer_at_once():
     assert mgt.check(build("densenet121"), (torch.zeros(2, 3, 64, 64),)).ok
 
 
+def test_check_goes_past_what_torch_cannot_size():
+    """A small ViT: torch.fx traces it (tuple unpacking of x.shape on
+    Python 3.11) and the one unmapped layer is listed with its paths."""
+    vit = torchvision.models.VisionTransformer(
+        image_size=32, patch_size=16, num_layers=2, num_heads=2,
+        hidden_dim=16, mlp_dim=32, num_classes=10)
+    report = mgt.check(vit, (torch.zeros(2, 3, 32, 32),))
+    assert [(w, c) for w, c, _, _ in report.unsupported] == [
+        ("torch.nn.MultiheadAttention (module)", 2)]
+
+
 def test_function_names_read_as_torch_spells_them():
     assert mgt._fn_name(torch.cat) == "torch.cat"
     assert mgt._fn_name(F.adaptive_avg_pool2d) == \
