@@ -196,6 +196,50 @@ class Graph:
     def flatten(self, x, start_axis=1):
         return self._t(_lib.flatten(self._g, x.id, start_axis))
 
+    def fill(self, dtype, shape, value):
+        """A tensor of `shape` holding `value` (mg_fill); shape () is a
+        scalar."""
+        return self._t(_lib.fill(self._g, _DTYPES[dtype], *_shape(shape),
+                                 float(value)))
+
+    def pow(self, x, p):
+        return self._t(_lib.pow_(self._g, x.id, float(p)))
+
+    def leaky_relu(self, x, alpha):
+        return self._t(_lib.leaky_relu(self._g, x.id, float(alpha)))
+
+    def concat(self, xs, axis):
+        n, ids = _ids(xs)
+        return self._t(_lib.concat(self._g, n, ids, axis))
+
+    def slice(self, x, axis, start, length):
+        """x narrowed to [start, start + length) along axis."""
+        return self._t(_lib.slice_(self._g, x.id, axis, start, length))
+
+    def pad(self, x, before, after):
+        """Zeros around each axis: before[i] and after[i] of them."""
+        nd = len(x.shape)
+        b = (ctypes.c_int64 * nd)(*before)
+        a = (ctypes.c_int64 * nd)(*after)
+        return self._t(_lib.pad(self._g, x.id, b, a))
+
+    def permute(self, x, perm):
+        p = (ctypes.c_int * max(len(perm), 1))(*perm)
+        return self._t(_lib.permute(self._g, x.id, p))
+
+    def transpose(self, x, axis0, axis1):
+        return self._t(_lib.transpose(self._g, x.id, axis0, axis1))
+
+    def layernorm(self, x, gamma, beta, n_norm_axes, eps=1e-5):
+        return self._t(_lib.layernorm(self._g, x.id, gamma.id, beta.id,
+                                      n_norm_axes, eps))
+
+    def causal_mask(self, x, value):
+        return self._t(_lib.causal_mask(self._g, x.id, float(value)))
+
+    def broadcast_to(self, x, shape):
+        return self._t(_lib.broadcast_to(self._g, x.id, *_shape(shape)))
+
     def __getattr__(self, name):
         if name in _lib.unary:
             return lambda x: self._t(_lib.unary[name](self._g, x.id))

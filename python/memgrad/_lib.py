@@ -146,7 +146,8 @@ saved_export = _fn("mg_saved_export", c_int, S, T, POINTER(c_void_p))
 
 # builders taking (g, x) / (g, a, b)
 unary = {n: _fn("mg_" + n, T, G, T) for n in
-         ("relu", "tanh", "sigmoid", "exp", "log", "sqrt", "neg", "gelu")}
+         ("relu", "tanh", "sigmoid", "exp", "log", "sqrt", "neg", "gelu",
+          "erf", "is_nonzero")}
 binary = {n: _fn("mg_" + n, T, G, T, T) for n in
           ("add", "sub", "mul", "div", "mse", "cross_entropy")}
 matmul = _fn("mg_matmul", T, G, T, T, c_int, c_int)
@@ -168,6 +169,17 @@ max_pool2d_ex = _fn("mg_max_pool2d_ex", T, G, T, POINTER(Pool2dOpts))
 avg_pool2d_ex = _fn("mg_avg_pool2d_ex", T, G, T, POINTER(Pool2dOpts))
 global_avg_pool2d = _fn("mg_global_avg_pool2d", T, G, T)
 flatten = _fn("mg_flatten", T, G, T, c_int)
+fill = _fn("mg_fill", T, G, c_int, c_int, POINTER(c_int64), c_double)
+pow_ = _fn("mg_pow", T, G, T, c_double)
+leaky_relu = _fn("mg_leaky_relu", T, G, T, c_double)
+concat = _fn("mg_concat", T, G, c_int, POINTER(T), c_int)
+slice_ = _fn("mg_slice", T, G, T, c_int, c_int64, c_int64)
+pad = _fn("mg_pad", T, G, T, POINTER(c_int64), POINTER(c_int64))
+permute = _fn("mg_permute", T, G, T, POINTER(c_int))
+transpose = _fn("mg_transpose", T, G, T, c_int, c_int)
+layernorm = _fn("mg_layernorm", T, G, T, T, T, c_int, c_double)
+causal_mask = _fn("mg_causal_mask", T, G, T, c_double)
+broadcast_to = _fn("mg_broadcast_to", T, G, T, c_int, POINTER(c_int64))
 
 
 def check(status):

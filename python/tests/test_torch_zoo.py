@@ -1,0 +1,487 @@
+"""memgrad.torch on torchvision's models and a GPT-2-style block (issue 27):
+each loads and trains two SGD steps beside PyTorch, with gradients
+compared at both steps; dropout from memgrad's counter RNG; check()'s
+list of unmapped layers; readable errors; other batch sizes; a byte
+budget; inputs checked by count.
+
+Gradient agreement, per parameter, as max |mine - torch| over max |torch|:
+  - float64: within 1e-9 of PyTorch float64. A parameter whose true
+    gradient is zero (a conv bias before a BatchNorm, or a BatchNorm bias
+    before a 1x1 conv and another BatchNorm: the BatchNorm removes any
+    per-channel constant) holds rounding noise in both, around 1e-17, so
+    the denominator is at least 1e-4 of the model's largest gradient
+    entry (an absolute 1e-13 of it).
+  - float32: within max(1e-4, 2x PyTorch float32's own distance from
+    float64), for the models in F32_MODELS. The others are judged in
+    float64 only: at these small inputs (BatchNorm over 2 x 2 maps of a
+    batch of 2, ReLUs fed by such BatchNorms) a ReLU input within float32
+    rounding of 0 takes either side in either float32 implementation and
+    moves whole gradients; their float64 agreement shows the arithmetic
+    is PyTorch's.
+PyTorch's float64 Hardsigmoid backward multiplies by the float32 constant
+1.0f/6.0f (aten's hardsigmoid_backward), which is 3e-8 off; the reference
+models therefore run Hardsigmoid as F.relu6(x + 3) / 6, its definition.
+Dropout and stochastic depth are set to p = 0 for the comparisons (memgrad's
+masks are not PyTorch's); their own tests are below.
+"""
+import copy
+import math
+
+import pytest
+
+torch = pytest.importorskip(
+    "torch", reason="test_torch_zoo needs torch (Debian python3-torch)")
+torchvision = pytest.importorskip(
+    "torchvision", reason="test_torch_zoo needs python3-torchvision")
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import memgrad.torch as mgt  # noqa: E402
+
+# model: input size
+ZOO = {
+    "mobilenet_v3_small": 64,
+    "densenet121": 64,
+    "efficientnet_b0": 64,
+    "vgg11_bn": 96,  # classifier narrowed, see build()
+    "squeezenet1_1": 64,
+    "mobilenet_v2": 64,
+    "shufflenet_v2_x0_5": 64,
+    "googlenet": 64,
+}
+F32_MODELS = {"mobilenet_v3_small", "densenet121", "efficientnet_b0",
+              "squeezenet1_1"}
+
+
+class _ExactHardsigmoid(nn.Module):
+    def forward(self, x):
+        return F.relu6(x + 3.0) / 6.0
+
+
+def _exact_reference(model):
+    for name, mod in list(model.named_modules()):
+        for cname, child in list(mod.named_children()):
+            if isinstance(child, nn.Hardsigmoid):
+                setattr(mod, cname, _ExactHardsigmoid())
+    return model
+
+
+def no_randomness(model):
+    for mod in model.modules():
+        if isinstance(mod, nn.Dropout) or \
+                type(mod).__name__ == "StochasticDepth":
+            mod.p = 0.0
+    return model
+
+
+def build(name):
+    torch.manual_seed(0)
+    kw = {"num_classes": 10}
+    if name == "googlenet":
+        kw.update(aux_logits=False, init_weights=False)
+    model = getattr(torchvision.models, name)(**kw)
+    if name.startswith("vgg"):
+        # vgg's classifier is Linear(512*7*7, 4096), 400 MB of float32;
+        # the same layers (AdaptiveAvgPool2d((7,7)) before it, Linear,
+        # ReLU, Dropout), narrower
+        model.classifier = nn.Sequential(
+            nn.Linear(512 * 7 * 7, 32), nn.ReLU(True), nn.Dropout(),
+            nn.Linear(32, 32), nn.ReLU(True), nn.Dropout(),
+            nn.Linear(32, 10))
+    return no_randomness(model)
+
+
+def rel_errors(mine, ref):
+    """Per-parameter max |a - b| / max |b|, the denominator at least 1e-4
+    of the largest entry of any of ref's gradients."""
+    floor = 1e-4 * max(float(g.abs().max()) for g in ref)
+    return [float((a.double() - b.double()).abs().max())
+            / max(float(b.abs().max()), floor) for a, b in zip(mine, ref)]
+
+
+def two_steps(model, x, labels, policy="memory"):
+    """Gradients of both of two SGD steps (lr 0.1) for torch's model and
+    memgrad's copy: {"torch": [[grads step 1], [step 2]], "memgrad": ...}"""
+    ref = _exact_reference(copy.deepcopy(model))
+    mine = mgt.Module(copy.deepcopy(model), (x,), policy=policy)
+    out = {}
+    for key, m in (("torch", ref), ("memgrad", mine)):
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        steps = []
+        for _ in range(2):
+            opt.zero_grad()
+            F.cross_entropy(m(x), labels).backward()
+            steps.append([p.grad.detach().clone() for p in m.parameters()])
+            opt.step()
+        out[key] = steps
+    return out
+
+
+def assert_f64(res, what):
+    for step in range(2):
+        errs = rel_errors(res["memgrad"][step], res["torch"][step])
+        worst = max(range(len(errs)), key=errs.__getitem__)
+        assert errs[worst] <= 1e-9, "%s step %d: parameter %d off by %.3g" % (
+            what, step + 1, worst, errs[worst])
+
+
+def assert_f32(res32, res64, what):
+    """Step 1 (both start from the same weights): memgrad float32 within
+    max(1e-4, 2x PyTorch float32's distance) of PyTorch float64."""
+    ref = res64["torch"][0]
+    own = rel_errors(res32["torch"][0], ref)
+    mine = rel_errors(res32["memgrad"][0], ref)
+    bad = [(i, m, o) for i, (m, o) in enumerate(zip(mine, own))
+           if m > max(1e-4, 2 * o)]
+    assert not bad, "%s float32: %d parameters off, first %s" % (
+        what, len(bad), bad[0])
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_zoo_model_trains_like_torch(name):
+    size = ZOO[name]
+    base = build(name)
+    x = torch.randn(2, 3, size, size)
+    labels = torch.tensor([1, 7])
+    assert mgt.check(base, (x,)).ok
+    res64 = two_steps(copy.deepcopy(base).double(), x.double(), labels)
+    assert_f64(res64, name)
+    if name in F32_MODELS:
+        res32 = two_steps(base, x, labels)
+        assert_f32(res32, res64, name)
+
+
+def test_full_vgg11_bn_loads():
+    """The real vgg11_bn (its 4096-wide classifier and all) captures; one
+    float32 step runs and gives finite gradients of every parameter."""
+    torch.manual_seed(0)
+    model = no_randomness(torchvision.models.vgg11_bn(num_classes=10))
+    x = torch.randn(2, 3, 32, 32)
+    mine = mgt.Module(model, (x,), policy="memory")
+    F.cross_entropy(mine(x), torch.tensor([0, 1])).backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all()
+               for p in model.parameters())
+
+
+# ------------------------------------------------------------ GPT-2 block
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d, heads, max_len, pieces="split", p=0.1):
+        super().__init__()
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.attn_drop, self.resid_drop = nn.Dropout(p), nn.Dropout(p)
+        self.h, self.d, self.pieces = heads, d, pieces
+        self.register_buffer("bias", torch.tril(
+            torch.ones(max_len, max_len)).view(1, 1, max_len, max_len))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        qkv = self.c_attn(x)
+        if self.pieces == "split":
+            q, k, v = qkv.split(self.d, dim=2)
+        else:
+            q, k, v = qkv.chunk(3, dim=-1)
+        k = k.view(B, T, self.h, C // self.h).transpose(1, 2)
+        q = q.view(B, T, self.h, C // self.h).transpose(1, 2)
+        v = v.reshape(B, T, self.h, C // self.h).permute(0, 2, 1, 3)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // self.h))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = self.attn_drop(F.softmax(att, dim=-1))
+        y = torch.matmul(att, v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_drop(self.c_proj(y))
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads, max_len, approximate, pieces, p=0.1):
+        super().__init__()
+        self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = CausalSelfAttention(d, heads, max_len, pieces, p)
+        self.fc, self.proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.act = nn.GELU(approximate=approximate)
+        self.drop = nn.Dropout(p)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.drop(self.proj(self.act(self.fc(self.ln_2(x)))))
+
+
+class TinyGPT(nn.Module):
+    """Two blocks (exact GELU with split, tanh GELU with chunk), a final
+    LayerNorm, then the last token beside the mean over tokens (getitem,
+    mean, cat) and a head."""
+
+    def __init__(self, d=16, heads=4, max_len=8, p=0.1):
+        super().__init__()
+        self.b1 = Block(d, heads, max_len, "none", "split", p)
+        self.b2 = Block(d, heads, max_len, "tanh", "chunk", p)
+        self.ln_f = nn.LayerNorm(d)
+        self.head = nn.Linear(2 * d, 5)
+
+    def forward(self, x):
+        x = self.ln_f(self.b2(self.b1(x)))
+        return self.head(torch.cat([x[:, -1, :], x.mean(dim=1)], dim=-1))
+
+
+@pytest.mark.parametrize("policy", ["none", "memory", "speed"])
+def test_gpt_block_trains_like_torch(policy):
+    torch.manual_seed(0)
+    base = no_randomness(TinyGPT())
+    x = torch.randn(3, 8, 16)
+    labels = torch.tensor([0, 3, 4])
+    res64 = two_steps(copy.deepcopy(base).double(), x.double(), labels,
+                      policy)
+    assert_f64(res64, "TinyGPT")
+    res32 = two_steps(base, x, labels, policy)
+    assert_f32(res32, res64, "TinyGPT")
+    # a shorter sequence slices the causal mask buffer to its length
+    short = mgt.Module(copy.deepcopy(base).double(), (x.double(),))
+    ref = copy.deepcopy(base).double()
+    xs = torch.randn(2, 5, 16, dtype=torch.float64)
+    assert torch.allclose(short(xs), ref(xs), rtol=1e-12, atol=1e-12)
+
+
+# ------------------------------------------------------------ dropout
+def test_dropout_masks_replay_and_eval_turns_them_off():
+    """nn.Dropout through mg_dropout: kept elements scaled by 1/(1-p), the
+    gradient is the same mask (replayed, not redrawn), another call draws
+    another mask, and eval() is the identity."""
+    torch.manual_seed(0)
+    p = 0.3
+    model = nn.Sequential(nn.Linear(32, 64), nn.Dropout(p))
+    mine = mgt.Module(model, (torch.zeros(16, 32),), policy="memory")
+    x = torch.randn(16, 32)
+    y = mine(x)
+    h = model[0](x).detach()
+    kept = y != 0
+    assert 0.2 < 1 - kept.float().mean().item() < 0.4
+    assert torch.allclose(y[kept], h[kept] / (1 - p), rtol=1e-6)
+    y.sum().backward()
+    # d sum(y) / d bias = sum over the batch of the mask / (1 - p)
+    want = kept.float().sum(0) / (1 - p)
+    assert torch.allclose(model[0].bias.grad, want, rtol=1e-6)
+    assert not torch.equal(mine(x) != 0, kept)  # a new mask per call
+    mine.eval()
+    assert torch.allclose(mine(x), model[0](x), rtol=1e-6, atol=1e-7)
+
+
+def test_dropout_gradients_equal_under_every_policy():
+    """With dropout on (TinyGPT's dropout at p = 0.2 and efficientnet's
+    stochastic depth), the same torch seed gives gradients bit-equal to
+    policy none's under every policy: recomputation replays the masks."""
+    torch.manual_seed(0)
+    models = [(TinyGPT(p=0.2), torch.randn(3, 8, 16)),
+              (torchvision.models.efficientnet_b0(num_classes=10),
+               torch.randn(2, 3, 32, 32))]
+    for base, x in models:
+        grads = {}
+        for policy in ("none", "memory", "speed"):
+            m = mgt.Module(copy.deepcopy(base), (x,), policy=policy)
+            torch.manual_seed(1)
+            m(x).square().sum().backward()
+            grads[policy] = [q.grad for q in m.parameters()]
+        for policy in ("memory", "speed"):
+            assert all(torch.equal(a, b) for a, b in
+                       zip(grads[policy], grads["none"])), policy
+
+
+def test_stochastic_depth_drops_whole_rows():
+    tv_sd = pytest.importorskip("torchvision.ops").StochasticDepth
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+            self.sd = tv_sd(0.5, "row")
+
+        def forward(self, x):
+            return self.sd(self.lin(x))
+    torch.manual_seed(3)
+    net = Net()
+    x = torch.randn(64, 8)
+    y = mgt.Module(net, (x,))(x)
+    h = net.lin(x).detach()
+    rows = (y != 0).all(1)
+    assert torch.equal(rows, (y != 0).any(1))  # a row is kept or dropped
+    assert 10 < int(rows.sum()) < 54
+    assert torch.allclose(y[rows], 2 * h[rows], rtol=1e-6)
+
+
+# ------------------------------------------------------------ pre-flight
+class _Mixed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Sequential(nn.Linear(4, 4), nn.Softplus(),
+                               nn.Linear(4, 4), nn.Softplus())
+        self.b = nn.ELU()
+
+    def forward(self, x):
+        x = self.b(self.a(x))
+        return torch.cumsum(torch.cat([x, x], 1), 1)
+
+
+def test_check_lists_every_unmapped_layer_at_once():
+    report = mgt.check(_Mixed(), (torch.zeros(2, 4),))
+    assert not report.ok
+    rows = {what: (count, paths) for what, count, paths, _ in
+            report.unsupported}
+    assert rows["torch.nn.Softplus (module)"] == (2, ["a.1", "a.3"])
+    assert rows["torch.nn.ELU (module)"][0] == 1
+    assert rows["torch.cumsum (function)"][0] == 1
+    text = str(report)
+    assert "memgrad.torch" in text and "What to do" in text
+    assert "<built-in" not in text and "torch.cat" not in text
+    with pytest.raises(mgt.UnsupportedModelError) as e:
+        mgt.Module(_Mixed(), (torch.zeros(2, 4),))
+    assert str(e.value) == text
+    assert isinstance(e.value, NotImplementedError)
+    assert mgt.check(build("densenet121"), (torch.zeros(2, 3, 64, 64),)).ok
+
+
+def test_check_goes_past_what_torch_cannot_size():
+    """A small ViT: torch.fx traces it (tuple unpacking of x.shape on
+    Python 3.11) and the one unmapped layer is listed with its paths."""
+    vit = torchvision.models.VisionTransformer(
+        image_size=32, patch_size=16, num_layers=2, num_heads=2,
+        hidden_dim=16, mlp_dim=32, num_classes=10)
+    report = mgt.check(vit, (torch.zeros(2, 3, 32, 32),))
+    assert [(w, c) for w, c, _, _ in report.unsupported] == [
+        ("torch.nn.MultiheadAttention (module)", 2)]
+
+
+def test_function_names_read_as_torch_spells_them():
+    assert mgt._fn_name(torch.cat) == "torch.cat"
+    assert mgt._fn_name(F.adaptive_avg_pool2d) == \
+        "torch.nn.functional.adaptive_avg_pool2d"
+    assert "torch.cat" in mgt.SUPPORTED["functions"]
+
+
+# ------------------------------------------------------------ errors
+class _AddOne(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return (self.lin(x) + 1.0) * 2 - 0.5 / (1.0 + x * x)
+
+
+def test_scalar_arithmetic_maps():
+    """x + 1.0 once raised AttributeError: 'float' object has no
+    attribute 'id'."""
+    torch.manual_seed(0)
+    m = _AddOne().double()
+    x = torch.randn(4, 3, dtype=torch.float64)
+    assert torch.allclose(mgt.Module(copy.deepcopy(m), (x,))(x), m(x),
+                          rtol=1e-14, atol=1e-14)
+
+
+class _TwoOut(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        y = self.lin(x)
+        return y, y.relu()
+
+
+def test_readable_errors():
+    with pytest.raises(mgt.UnsupportedModelError,
+                       match="returns one tensor"):
+        mgt.Module(_TwoOut(), (torch.zeros(2, 3),))
+    m = mgt.Module(nn.Linear(3, 2), (torch.zeros(2, 3),))
+    np = pytest.importorskip("numpy")
+    with pytest.raises(TypeError, match="torch.from_numpy"):
+        m(np.zeros((2, 3), dtype=np.float32))
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same'")
+@pytest.mark.parametrize("kernel", [3, 4])
+def test_conv_padding_same(kernel):
+    """Conv2d(padding='same') once failed with a ctypes ArgumentError; an
+    even kernel pads one more at the bottom and right, as PyTorch."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(2, 3, kernel, padding="same"),
+                      nn.Flatten()).double()
+    x = torch.randn(2, 2, 7, 7, dtype=torch.float64)
+    mine = mgt.Module(copy.deepcopy(m), (x,))
+    yr, ym = m(x), mine(x)
+    assert torch.allclose(ym, yr, rtol=1e-12, atol=1e-12)
+    yr.square().sum().backward()
+    ym.square().sum().backward()
+    for p, q in zip(m.parameters(), mine.parameters()):
+        assert torch.allclose(q.grad, p.grad, rtol=1e-12, atol=1e-12)
+
+
+def test_inputs_are_checked_by_count_never_bound_as_parameters():
+    """Sequential(Linear(4, 4, bias=False)) called as m(x, y) once
+    computed x @ y.T."""
+    m = mgt.Module(nn.Sequential(nn.Linear(4, 4, bias=False)),
+                   (torch.zeros(4, 4),))
+    x = torch.randn(4, 4)
+    with pytest.raises(TypeError, match="1 input"):
+        m(x, torch.randn(4, 4))
+    with pytest.raises(TypeError, match="1 input"):
+        m()
+
+
+# ------------------------------------------------------------ shapes
+def test_other_batch_sizes_plan_again():
+    """A smaller last batch and a larger one run (plans cached per input
+    signature, at most MAX_PLANS), in training and in eval mode."""
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4),
+                        nn.ReLU(), nn.AdaptiveAvgPool2d((1, 1)),
+                        nn.Flatten(), nn.Linear(4, 3)).double()
+    mine = mgt.Module(copy.deepcopy(ref),
+                      (torch.zeros(4, 3, 8, 8, dtype=torch.float64),))
+    for n, hw in ((4, 8), (3, 8), (6, 8), (2, 12), (3, 8)):
+        x = torch.randn(n, 3, hw, hw, dtype=torch.float64)
+        for m in (ref, mine):
+            m.zero_grad()
+            m(x).square().sum().backward()
+        for p, q in zip(ref.parameters(), mine.parameters()):
+            assert torch.allclose(q.grad, p.grad, rtol=1e-10, atol=1e-12)
+    assert len(mine._plans) == 4
+    ref.eval()
+    mine.eval()
+    x = torch.randn(5, 3, 8, 8, dtype=torch.float64)
+    assert torch.allclose(mine(x), ref(x), rtol=1e-10, atol=1e-12)
+    mine.MAX_PLANS = 2
+    mine.train()
+    mine(torch.randn(7, 3, 8, 8, dtype=torch.float64))
+    assert len(mine._plans) == 2
+
+
+# ------------------------------------------------------------ budget
+def test_budget_policy():
+    torch.manual_seed(0)
+    ref = nn.Sequential(*[nn.Sequential(nn.Linear(64, 64), nn.Tanh())
+                          for _ in range(8)]).double()
+    x = torch.randn(1024, 64, dtype=torch.float64)
+    none = mgt.Module(copy.deepcopy(ref), (x,), policy="none")
+    budget = int(none.predicted_peak * 0.6)
+    mine = mgt.Module(copy.deepcopy(ref), (x,), policy="budget",
+                      budget_bytes=budget)
+    # the budget is mg_checkpoints.budget_bytes: the step's pool peak with
+    # the gradients (of the input and the parameters) in caller memory;
+    # the bridge keeps them in the pool, so its predicted peak may pass
+    # the budget by their bytes
+    import ctypes
+    from memgrad import _lib
+    size_class = _lib.lib.mg_pool_size_class
+    size_class.restype, size_class.argtypes = ctypes.c_size_t, [
+        ctypes.c_size_t]
+    grad_bytes = sum(size_class(t.numel() * 8)
+                     for t in [x] + list(ref.parameters()))
+    assert mine.predicted_peak <= budget + grad_bytes
+    assert mine.predicted_peak < none.predicted_peak
+    ref(x).sum().backward()
+    mine(x).sum().backward()
+    for p, q in zip(ref.parameters(), mine.parameters()):
+        assert torch.allclose(q.grad, p.grad, rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="budget_bytes"):
+        mgt.Module(copy.deepcopy(ref), (x,), policy="budget")
+    with pytest.raises(mgt.MemgradError, match="memgrad.torch"):
+        mgt.Module(copy.deepcopy(ref), (x,), policy="budget",
+                   budget_bytes=1000)
