@@ -185,7 +185,8 @@ START_TEST(test_onednn_taken) {
         if (st->op != MG_OP_CONV2D && st->op != MG_OP_CONV2D_GRAD_INPUT &&
             st->op != MG_OP_CONV2D_GRAD_WEIGHT)
             continue;
-        mg_kargs a = {.op = st->op, .attrs = &st->attrs, .n_in = st->n_in};
+        mg_kargs a = {.op = st->op, .attrs = &plan->g->nodes[st->t].attrs,
+                      .n_in = st->n_in};
         for (int i = 0; i < st->n_in; i++) a.in[i].d = plan->tensor[st->in[i]].d;
         a.out.d = plan->tensor[st->t].d;
         size_t bytes = 0;
@@ -395,7 +396,8 @@ START_TEST(test_pool_onednn_taken) {
             if (!avg && st->op != MG_OP_MAX_POOL2D &&
                 st->op != MG_OP_MAX_POOL2D_GRAD)
                 continue;
-            mg_kargs a = {.op = st->op, .attrs = &st->attrs,
+            mg_kargs a = {.op = st->op,
+                          .attrs = &plan->g->nodes[st->t].attrs,
                           .n_in = st->n_in};
             for (int i = 0; i < st->n_in; i++)
                 a.in[i].d = plan->tensor[st->in[i]].d;
