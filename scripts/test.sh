@@ -16,7 +16,13 @@ cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
 # ctest shows only pass/fail; say in the log whether the GPU tests ran.
 if [ -x build/test_cuda ]; then
-    echo "test_cuda: $(build/test_cuda 2>&1 | grep -m1 '^skipped:' || echo 'ran on a CUDA device')"
+    rc=0
+    out=$(build/test_cuda 2>&1) || rc=$?
+    case $rc in
+    0) echo "test_cuda: ran on a CUDA device" ;;
+    77) echo "test_cuda: $(grep -m1 '^skipped:' <<<"$out")" ;; # no GPU here
+    *) echo "test_cuda: FAILED (exit $rc)"; exit 1 ;;
+    esac
 fi
 
 # The Python package (python/): installed into a venv that also sees the

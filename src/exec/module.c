@@ -81,7 +81,7 @@ static void module_load(mgi_backend_module *m) {
     char why[sizeof m->why] = "";
     void *h = module_open(m->file, why, sizeof why);
     if (!h) {
-        snprintf(m->why, sizeof m->why, "its module %s did not load: %s",
+        snprintf(m->why, sizeof m->why, "its module %.64s did not load: %.400s",
                  m->file, why);
         return;
     }
@@ -91,7 +91,7 @@ static void module_load(mgi_backend_module *m) {
     const mg_backend_reg *reg = entry ? entry(&core) : NULL;
     if (!reg) {
         snprintf(m->why, sizeof m->why,
-                 "its module %s has no entry %s for ABI %d", m->file,
+                 "its module %.64s has no entry %.64s for ABI %d", m->file,
                  m->entry, MG_BACKEND_ABI);
         dlclose(h);
         return;
