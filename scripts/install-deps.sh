@@ -32,6 +32,8 @@
 #                                        its DLPack and bridge tests)
 #   python3-torchvision python3-onnx     the ONNX cross-check against PyTorch
 #                                        (tests/onnx_torch_crosscheck.py)
+#   valgrind                             scripts/icount.sh, the instruction-
+#                                        count guard (callgrind)
 #   clang libclang-rt-dev                the ONNX importer's libFuzzer harnesses
 #                                        (scripts/fuzz-onnx.sh: clang's
 #                                        -fsanitize=fuzzer runtime)
@@ -47,7 +49,7 @@ packages=(
     libdlpack-dev python3-venv python3-numpy python3-torch
     python3-torchvision python3-onnx
     libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
-    clang libclang-rt-dev
+    clang libclang-rt-dev valgrind
 )
 
 missing=()

@@ -14,6 +14,9 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DMG_BUILD_TESTS=ON -DMG_BUILD_EXAMPLES=ON -DMG_SANITIZE=OFF
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
+# Instructions of differentiating, rewriting and planning 10^4 ops against
+# the committed baseline (bench/results/icount-baseline.txt): +10% fails.
+bash scripts/icount.sh build
 # ctest shows only pass/fail; say in the log whether the GPU tests ran.
 if [ -x build/test_cuda ]; then
     rc=0
