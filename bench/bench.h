@@ -134,7 +134,7 @@ typedef struct bench_case {
     mg_plan *plan;
     mg_plan_summary sum;
     size_t param_bytes, input_bytes;
-    mg_binding *binds;     /* to a bench_memory, once it exists */
+    mg_binding *binds; /* to a bench_memory, once it exists */
     int n_binds;
     mg_exec *ex;
     mg_device device; /* of the executor: bench_memory's, at warm-up */
@@ -156,7 +156,7 @@ typedef struct bench_memory {
 
 typedef struct step_result {
     double time_ms_median;
-    double *times; /* repeat entries, wall clock around mg_exec_run */
+    double *times;       /* repeat entries, wall clock around mg_exec_run */
     double *event_times; /* on a CUDA device: CUDA events, else NULL */
     size_t peak_bytes;
     size_t reserved_bytes; /* the pool's reservation after the first step */
@@ -182,11 +182,11 @@ void bench_case_refusal_print(const char *prefix, const bench_case *c,
  * model's initialisation) and moved to the device. 0 with c and mem ready,
  * else the exit code with both freed. */
 int bench_case_open(const common_opts *o, const bench_model_cfg *cfg,
-                    mg_ckpt_policy policy, const char *load,
-                    size_t max_bytes, bench_case *c, bench_memory *mem);
+                    mg_ckpt_policy policy, const char *load, size_t max_bytes,
+                    bench_case *c, bench_memory *mem);
 mg_status bench_case_prepare(const bench_model_spec *spec,
-                             const bench_model_cfg *cfg,
-                             mg_ckpt_policy policy, bench_case *c);
+                             const bench_model_cfg *cfg, mg_ckpt_policy policy,
+                             bench_case *c);
 /* The same with every field of mg_checkpoints (MG_CKPT_BUDGET's budget). */
 mg_status bench_case_prepare_ckpt(const bench_model_spec *spec,
                                   const bench_model_cfg *cfg,
@@ -199,8 +199,7 @@ int bench_memory_alloc(const bench_case *c, bench_memory *mem,
                        const char *load);
 /* Moves mem (host memory from bench_memory_alloc) to device d: device
  * buffers with the same contents, gradients zeroed; no-op for the CPU. */
-int bench_memory_to_device(const bench_case *c, bench_memory *mem,
-                           mg_device d);
+int bench_memory_to_device(const bench_case *c, bench_memory *mem, mg_device d);
 /* Gradient i into host memory dst (a copy from the device when there). */
 int bench_memory_grad_to_host(const bench_case *c, const bench_memory *mem,
                               int i, void *dst);

@@ -38,7 +38,8 @@ bench_model_cfg bench_case_cfg(const common_opts *o, long depth) {
 
 void bench_case_refusal_print(const char *prefix, const bench_case *c,
                               size_t max_bytes) {
-    fprintf(stderr, "%s refused: predicted peak %.1f MiB plus %.1f MiB of "
+    fprintf(stderr,
+            "%s refused: predicted peak %.1f MiB plus %.1f MiB of "
             "parameters, gradients and inputs exceeds --max-bytes %.1f MiB\n",
             prefix, bench_mib(c->sum.predicted_peak),
             bench_mib(2 * c->param_bytes + c->input_bytes),
@@ -46,8 +47,8 @@ void bench_case_refusal_print(const char *prefix, const bench_case *c,
 }
 
 int bench_case_open(const common_opts *o, const bench_model_cfg *cfg,
-                    mg_ckpt_policy policy, const char *load,
-                    size_t max_bytes, bench_case *c, bench_memory *mem) {
+                    mg_ckpt_policy policy, const char *load, size_t max_bytes,
+                    bench_case *c, bench_memory *mem) {
     memset(mem, 0, sizeof *mem);
     mg_status s = bench_case_prepare(o->spec, cfg, policy, c);
     if (s != MG_OK) {
@@ -122,8 +123,10 @@ int bench_memory_to_device(const bench_case *c, bench_memory *mem,
     if (!ok) {
         for (int k = 0; k < n; k++) bench_device_free(dev[k]);
         free(dev);
-        fprintf(stderr, "mg-bench: could not copy the inputs, parameters "
-                "and gradients to the %s device\n", bench_device_str(d));
+        fprintf(stderr,
+                "mg-bench: could not copy the inputs, parameters "
+                "and gradients to the %s device\n",
+                bench_device_str(d));
         return 0;
     }
     for (int k = 0; k < 2; k++) {
@@ -168,8 +171,9 @@ mg_status bench_case_bind(const bench_case *c, bench_memory *mem,
         b[k++] = (mg_binding){m->params[i], mem ? mem->params[i] : placeholder};
         b[k++] = (mg_binding){m->grads[i], mem ? mem->grads[i] : placeholder};
     }
-    void *loss = !mem ? placeholder
-                 : mem->loss_dev ? mem->loss_dev : (void *)&mem->loss;
+    void *loss = !mem            ? placeholder
+                 : mem->loss_dev ? mem->loss_dev
+                                 : (void *)&mem->loss;
     b[k++] = (mg_binding){m->loss, loss};
     *binds_out = b;
     *n_out = n;
@@ -181,8 +185,8 @@ mg_status bench_case_bind(const bench_case *c, bench_memory *mem,
  * block outputs): sqrt(n) checkpoints placed by hand, as
  * torch.utils.checkpoint.checkpoint_sequential places them. */
 mg_status bench_case_prepare(const bench_model_spec *spec,
-                             const bench_model_cfg *cfg,
-                             mg_ckpt_policy policy, bench_case *c) {
+                             const bench_model_cfg *cfg, mg_ckpt_policy policy,
+                             bench_case *c) {
     mg_checkpoints ck = {.policy = policy};
     return bench_case_prepare_ckpt(spec, cfg, &ck, c);
 }
@@ -281,8 +285,10 @@ int bench_memory_alloc(const bench_case *c, bench_memory *mem,
         }
     }
     if (ok && fgetc(f) != EOF) {
-        fprintf(stderr, "mg-bench: %s is longer than the inputs and "
-                "parameters of this model\n", load);
+        fprintf(stderr,
+                "mg-bench: %s is longer than the inputs and "
+                "parameters of this model\n",
+                load);
         ok = 0;
     }
     fclose(f);
@@ -332,7 +338,8 @@ mg_status bench_case_timed_step(bench_case *c, int k, step_result *r) {
     double t0 = bench_now_ms();
     mg_status s = mg_exec_run(c->ex, c->plan, c->binds, c->n_binds, 0);
     r->times[k] = bench_now_ms() - t0;
-    if (r->event_times) r->event_times[k] = ev ? bench_device_timer_stop() : NAN;
+    if (r->event_times)
+        r->event_times[k] = ev ? bench_device_timer_stop() : NAN;
     mg_pool_stats st;
     mg_exec_pool_stats(c->ex, &st);
     if (st.peak_bytes_in_use > r->peak_bytes)

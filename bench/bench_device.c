@@ -43,8 +43,8 @@ int bench_device_check(mg_device d) {
     if (d == MG_DEVICE_CPU) return 0;
 #ifndef MG_HAVE_CUDA
     fprintf(stderr, "mg-bench: --device cuda: this mg-bench was built "
-            "without CUDA support (configure with nvcc available and "
-            "-DMG_WITH_CUDA=ON)\n");
+                    "without CUDA support (configure with nvcc available and "
+                    "-DMG_WITH_CUDA=ON)\n");
     return 2;
 #else
     /* The library decides: no device, no driver, or a library without the
@@ -54,8 +54,8 @@ int bench_device_check(mg_device d) {
     mg_status s = mg_exec_new(&eo, &ex);
     mg_exec_free(ex);
     if (s != MG_OK) {
-        fprintf(stderr, "mg-bench: --device cuda: %s: %s\n",
-                mg_status_str(s), mg_last_error());
+        fprintf(stderr, "mg-bench: --device cuda: %s: %s\n", mg_status_str(s),
+                mg_last_error());
         return 2;
     }
     return 0;

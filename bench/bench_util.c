@@ -6,6 +6,7 @@
  */
 #include "bench.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -13,112 +14,166 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <dlfcn.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------ usage */
 
 void bench_usage_print(FILE *out) {
-    fprintf(out,
-"usage: mg-bench depth   [--model NAME] [--depths N,N,...] [--policy P,P,...]\n"
-"                        [--batch B] [--width W] [--repeat K] [--csv FILE]\n"
-"                        [--max-bytes BYTES] [--device cpu|cuda]\n"
-"       mg-bench rewrite [--ops N,N,...] [--shape chain,residual] [--repeat K]\n"
-"                        [--csv FILE]\n"
-"       mg-bench step    [--model NAME] [--depth N] [--policy P] [--batch B]\n"
-"                        [--width W] [--repeat K] [--load FILE]\n"
-"                        [--save-grads FILE] [--max-bytes BYTES]\n"
-"                        [--device cpu|cuda]\n"
-"       mg-bench observe [--model NAME] [--depth N] [--policy P] [--batch B]\n"
-"                        [--width W] [--repeat K] [--trace FILE]\n"
-"       mg-bench budget  [--model NAME] [--depth N] [--fractions F,F,...]\n"
-"                        [--batch B] [--width W] [--repeat K] [--csv FILE]\n"
-"                        [--memory-point 0|1]\n"
-"       mg-bench --help\n"
-"\n"
-"depth: for each depth and policy, build the model, differentiate it under\n"
-"  the policy, compile the plan and time --repeat training steps (forward\n"
-"  and backward, after one untimed warm-up step). Parameters and their\n"
-"  gradient buffers are caller memory, so peak_bytes (the pool's measured\n"
-"  peak in one step) is activations, recomputed values and temporaries.\n"
-"  The policies of one depth run interleaved (step k of each, then step\n"
-"  k+1 of each), so that load from other processes falls on all of them\n"
-"  alike; time_ratio_vs_none compares medians of the same run.\n"
-"  --model     one of the models below (default mlp)\n"
-"  --depths    default 8,16,32,64,128,256,512,1024\n"
-"  --policy    none, memory, speed, collection (default none,memory,speed;\n"
-"              collection keeps every round(sqrt(n))-th of the model's n\n"
-"              layer or block outputs, as checkpoint_sequential would)\n"
-"  --batch     default: the model's, below\n"
-"  --width     default: the model's, below\n"
-"  --repeat    timed steps per case, median reported (default 5)\n"
-"  --csv       also write one row per case to FILE, columns\n"
-"              model,policy,depth,batch,width,peak_bytes,\n"
-"              predicted_peak_bytes,param_bytes,activation_bytes_one_layer,\n"
-"              recompute_flops_ratio,time_ms_median,time_ratio_vs_none\n"
-"  --max-bytes refuse (and say so) a case whose predicted peak plus its\n"
-"              parameters, gradients and inputs exceeds BYTES; suffixes\n"
-"              K, M, G (powers of 1024). Default: half of physical memory\n"
-"              (with --device cuda: half of the GPU's memory)\n"
-"  --device    cpu (default) or cuda: run the steps on the CUDA backend,\n"
-"              inputs, parameters, gradients and loss in device memory\n"
-"              (cudaMalloc, uploaded once). Times are wall clock around\n"
-"              mg_exec_run (the backend synchronises before it returns);\n"
-"              stderr also gives the median by CUDA events. The table's\n"
-"              header names the device and the GPU; the CSV columns stay\n"
-"              the same. Exits 2, saying why, when this build has no CUDA\n"
-"              or no CUDA device is found\n"
-"\n"
-"rewrite: time mg_gradients (differentiate and rewrite, policy memory) and\n"
-"  mg_plan_compile on a graph of N forward ops, median of --repeat runs;\n"
-"  building the forward graph is timed separately.\n"
-"  --ops       default 10000,100000,1000000\n"
-"  --shape     chain (x -> tanh -> tanh ...), residual (h + tanh(h) blocks)\n"
-"              or both (default chain,residual)\n"
-"  --repeat    default 5\n"
-"  --csv       columns shape,ops,tensors,plan_steps,build_ms,gradients_ms,\n"
-"              plan_ms,total_ms (total = gradients + plan)\n"
-"\n"
-"step: one model at one depth under one policy, for bench/compare_torch.py.\n"
-"  --load FILE reads the model's input, its target and then its parameters\n"
-"  (mg_model.params order, memgrad_models.h) as raw little-endian f32\n"
-"  (labels int32), back to back; without it they come from the model's\n"
-"  seeded initialisation. --save-grads FILE writes the parameters'\n"
-"  gradients in the same order as raw f32. Prints key=value\n"
-"  lines: blas, loss, time_ms_median, time_ms (each step), peak_bytes,\n"
-"  predicted_peak_bytes, pool_reserved_bytes (the pool's blocks, in use\n"
-"  or cached, after the first step: peak_bytes plus what its size classes\n"
-"  could not reuse), rss_before_bytes, rss_peak_bytes (whole process,\n"
-"  around the first step), param_bytes, recompute_flops_ratio, segments\n"
-"  and checkpoints (of the plan); device; with --device cuda also gpu,\n"
-"  event_ms_median and event_ms (CUDA events around each step). --device\n"
-"  is as for depth; --load/--save-grads files stay host files.\n"
-"  --depth default 64, --policy default none, --repeat default 5.\n"
-"\n"
-"budget: policy none, then MG_CKPT_BUDGET at each --fractions of none's\n"
-"  predicted peak (default 0.02,0.05,0.1,0.2,0.3,0.5,1.0); one CSV row each:\n"
-"  model,depth,batch,width,budget_fraction,budget_bytes,\n"
-"  predicted_peak_bytes,peak_bytes,recompute_flops_ratio,forward_share,\n"
-"  time_ms_median,time_ratio_vs_none. forward_share: none's forward-only\n"
-"  plan's time over none's step time. Each row interleaves none's step,\n"
-"  none's forward-only plan and the budget's step --repeat times, and its\n"
-"  ratios are between those medians (the machine's load drifts). An infeasible budget gets\n"
-"  empty peaks and the error on stderr. --depth default 1024, --repeat 3.\n"
-"  --memory-point 1 adds a row at policy memory's predicted peak.\n"
-"\n"
-"models (memgrad_models.h builders; the defaults make activations dominate\n"
-"weights, as in openai's ResNet plots with batch 1280):\n");
+    fprintf(
+        out,
+        "usage: mg-bench depth   [--model NAME] [--depths N,N,...] [--policy "
+        "P,P,...]\n"
+        "                        [--batch B] [--width W] [--repeat K] [--csv "
+        "FILE]\n"
+        "                        [--max-bytes BYTES] [--device cpu|cuda]\n"
+        "       mg-bench rewrite [--ops N,N,...] [--shape chain,residual] "
+        "[--repeat K]\n"
+        "                        [--csv FILE]\n"
+        "       mg-bench step    [--model NAME] [--depth N] [--policy P] "
+        "[--batch B]\n"
+        "                        [--width W] [--repeat K] [--load FILE]\n"
+        "                        [--save-grads FILE] [--max-bytes BYTES]\n"
+        "                        [--device cpu|cuda]\n"
+        "       mg-bench observe [--model NAME] [--depth N] [--policy P] "
+        "[--batch B]\n"
+        "                        [--width W] [--repeat K] [--trace FILE]\n"
+        "       mg-bench budget  [--model NAME] [--depth N] [--fractions "
+        "F,F,...]\n"
+        "                        [--batch B] [--width W] [--repeat K] [--csv "
+        "FILE]\n"
+        "                        [--memory-point 0|1]\n"
+        "       mg-bench --help\n"
+        "\n"
+        "depth: for each depth and policy, build the model, differentiate it "
+        "under\n"
+        "  the policy, compile the plan and time --repeat training steps "
+        "(forward\n"
+        "  and backward, after one untimed warm-up step). Parameters and "
+        "their\n"
+        "  gradient buffers are caller memory, so peak_bytes (the pool's "
+        "measured\n"
+        "  peak in one step) is activations, recomputed values and "
+        "temporaries.\n"
+        "  The policies of one depth run interleaved (step k of each, then "
+        "step\n"
+        "  k+1 of each), so that load from other processes falls on all of "
+        "them\n"
+        "  alike; time_ratio_vs_none compares medians of the same run.\n"
+        "  --model     one of the models below (default mlp)\n"
+        "  --depths    default 8,16,32,64,128,256,512,1024\n"
+        "  --policy    none, memory, speed, collection (default "
+        "none,memory,speed;\n"
+        "              collection keeps every round(sqrt(n))-th of the model's "
+        "n\n"
+        "              layer or block outputs, as checkpoint_sequential "
+        "would)\n"
+        "  --batch     default: the model's, below\n"
+        "  --width     default: the model's, below\n"
+        "  --repeat    timed steps per case, median reported (default 5)\n"
+        "  --csv       also write one row per case to FILE, columns\n"
+        "              model,policy,depth,batch,width,peak_bytes,\n"
+        "              "
+        "predicted_peak_bytes,param_bytes,activation_bytes_one_layer,\n"
+        "              "
+        "recompute_flops_ratio,time_ms_median,time_ratio_vs_none\n"
+        "  --max-bytes refuse (and say so) a case whose predicted peak plus "
+        "its\n"
+        "              parameters, gradients and inputs exceeds BYTES; "
+        "suffixes\n"
+        "              K, M, G (powers of 1024). Default: half of physical "
+        "memory\n"
+        "              (with --device cuda: half of the GPU's memory)\n"
+        "  --device    cpu (default) or cuda: run the steps on the CUDA "
+        "backend,\n"
+        "              inputs, parameters, gradients and loss in device "
+        "memory\n"
+        "              (cudaMalloc, uploaded once). Times are wall clock "
+        "around\n"
+        "              mg_exec_run (the backend synchronises before it "
+        "returns);\n"
+        "              stderr also gives the median by CUDA events. The "
+        "table's\n"
+        "              header names the device and the GPU; the CSV columns "
+        "stay\n"
+        "              the same. Exits 2, saying why, when this build has no "
+        "CUDA\n"
+        "              or no CUDA device is found\n"
+        "\n"
+        "rewrite: time mg_gradients (differentiate and rewrite, policy memory) "
+        "and\n"
+        "  mg_plan_compile on a graph of N forward ops, median of --repeat "
+        "runs;\n"
+        "  building the forward graph is timed separately.\n"
+        "  --ops       default 10000,100000,1000000\n"
+        "  --shape     chain (x -> tanh -> tanh ...), residual (h + tanh(h) "
+        "blocks)\n"
+        "              or both (default chain,residual)\n"
+        "  --repeat    default 5\n"
+        "  --csv       columns "
+        "shape,ops,tensors,plan_steps,build_ms,gradients_ms,\n"
+        "              plan_ms,total_ms (total = gradients + plan)\n"
+        "\n"
+        "step: one model at one depth under one policy, for "
+        "bench/compare_torch.py.\n"
+        "  --load FILE reads the model's input, its target and then its "
+        "parameters\n"
+        "  (mg_model.params order, memgrad_models.h) as raw little-endian f32\n"
+        "  (labels int32), back to back; without it they come from the "
+        "model's\n"
+        "  seeded initialisation. --save-grads FILE writes the parameters'\n"
+        "  gradients in the same order as raw f32. Prints key=value\n"
+        "  lines: blas, loss, time_ms_median, time_ms (each step), "
+        "peak_bytes,\n"
+        "  predicted_peak_bytes, pool_reserved_bytes (the pool's blocks, in "
+        "use\n"
+        "  or cached, after the first step: peak_bytes plus what its size "
+        "classes\n"
+        "  could not reuse), rss_before_bytes, rss_peak_bytes (whole process,\n"
+        "  around the first step), param_bytes, recompute_flops_ratio, "
+        "segments\n"
+        "  and checkpoints (of the plan); device; with --device cuda also "
+        "gpu,\n"
+        "  event_ms_median and event_ms (CUDA events around each step). "
+        "--device\n"
+        "  is as for depth; --load/--save-grads files stay host files.\n"
+        "  --depth default 64, --policy default none, --repeat default 5.\n"
+        "\n"
+        "budget: policy none, then MG_CKPT_BUDGET at each --fractions of "
+        "none's\n"
+        "  predicted peak (default 0.02,0.05,0.1,0.2,0.3,0.5,1.0); one CSV row "
+        "each:\n"
+        "  model,depth,batch,width,budget_fraction,budget_bytes,\n"
+        "  "
+        "predicted_peak_bytes,peak_bytes,recompute_flops_ratio,forward_share,\n"
+        "  time_ms_median,time_ratio_vs_none. forward_share: none's "
+        "forward-only\n"
+        "  plan's time over none's step time. Each row interleaves none's "
+        "step,\n"
+        "  none's forward-only plan and the budget's step --repeat times, and "
+        "its\n"
+        "  ratios are between those medians (the machine's load drifts). An "
+        "infeasible budget gets\n"
+        "  empty peaks and the error on stderr. --depth default 1024, --repeat "
+        "3.\n"
+        "  --memory-point 1 adds a row at policy memory's predicted peak.\n"
+        "\n"
+        "models (memgrad_models.h builders; the defaults make activations "
+        "dominate\n"
+        "weights, as in openai's ResNet plots with batch 1280):\n");
     for (int i = 0; i < bench_n_models; i++) {
         const bench_model_spec *s = &bench_models[i];
         fprintf(out, "  %-12s %s\n  %-12s default --batch %d --width %d\n",
                 s->name, s->summary, "", s->default_batch, s->default_width);
     }
-    fprintf(out,
-"  mlp: a layer holds batch x width activations against width x width\n"
-"  weights; batch 1024 x width 256 is 1 MiB against 256 KiB (4x). Depth\n"
-"  1024 under policy none holds about 1 GiB of activations and a step takes\n"
-"  seconds on two cores. The reasons for the other defaults are in\n"
-"  bench/models.c.\n");
+    fprintf(
+        out,
+        "  mlp: a layer holds batch x width activations against width x width\n"
+        "  weights; batch 1024 x width 256 is 1 MiB against 256 KiB (4x). "
+        "Depth\n"
+        "  1024 under policy none holds about 1 GiB of activations and a step "
+        "takes\n"
+        "  seconds on two cores. The reasons for the other defaults are in\n"
+        "  bench/models.c.\n");
 }
 
 int bench_usage_error(const char *fmt, ...) {
@@ -156,8 +211,8 @@ int bench_fail(const char *what, mg_status s) {
 int bench_model_check(const char *name, const bench_model_spec **spec) {
     *spec = bench_model_find(name);
     if (!*spec)
-        return bench_usage_error("unknown model '%s'; known models: %s",
-                                 name, bench_model_names());
+        return bench_usage_error("unknown model '%s'; known models: %s", name,
+                                 bench_model_names());
     return 0;
 }
 
@@ -188,8 +243,7 @@ int bench_opt_next(int argc, char **argv, int i, common_opts *o,
     return BENCH_OPT_OWN;
 }
 
-int bench_common_opt_parse(const char *opt, const char *value,
-                           common_opts *o) {
+int bench_common_opt_parse(const char *opt, const char *value, common_opts *o) {
     if (!strcmp(opt, "--batch")) {
         if (!bench_long_parse(value, 1, 1L << 24, &o->batch))
             return bench_usage_error("bad --batch '%s'", value);
@@ -212,8 +266,7 @@ int bench_common_opt_parse(const char *opt, const char *value,
 }
 
 /* "8,16,1e4" -> up to cap positive integers (1e4-style accepted). */
-int bench_int_list_parse(const char *s, long lo, long hi, long *out,
-                         int cap) {
+int bench_int_list_parse(const char *s, long lo, long hi, long *out, int cap) {
     int n = 0;
     char buf[1024];
     if (strlen(s) >= sizeof buf) return -1;
@@ -286,8 +339,7 @@ void bench_blas_info(char *buf, size_t len) {
     if (corename && threads)
         snprintf(buf, len, "OpenBLAS core %s, %d threads", corename(),
                  threads());
-    else
-        snprintf(buf, len, "BLAS: not OpenBLAS or not found");
+    else snprintf(buf, len, "BLAS: not OpenBLAS or not found");
     if (self) dlclose(self);
 }
 

@@ -112,8 +112,7 @@ int bench_cmd_budget(int argc, char **argv) {
         else if (!strcmp(a, "--memory-point")) {
             if (!bench_long_parse(v, 0, 1, &memory_point))
                 return bench_usage_error("bad --memory-point '%s' (0 or 1)", v);
-        }
-        else return bench_usage_error("unknown option '%s' for budget", a);
+        } else return bench_usage_error("unknown option '%s' for budget", a);
     }
     double fr[MAX_FRACTIONS + 1];
     int n_fr = fractions_parse(fr_s, fr, MAX_FRACTIONS);
@@ -147,13 +146,16 @@ int bench_cmd_budget(int argc, char **argv) {
         rc = bench_fail("running policy none", s);
     if (!rc && (s = fwd_prepare(&none, &mem, &fp)) != MG_OK)
         rc = bench_fail("running the forward-only plan", s);
-    if (!rc && (s = time_row(&none, &rn, &fp, NULL, NULL, repeat, &rt)) != MG_OK)
+    if (!rc &&
+        (s = time_row(&none, &rn, &fp, NULL, NULL, repeat, &rt)) != MG_OK)
         rc = bench_fail("timing policy none", s);
     const size_t none_peak = none.sum.predicted_peak;
     if (!rc)
-        fprintf(stderr, "none: predicted peak %zu, measured %zu, step %.1f ms, "
-                "forward %.1f ms (share %.3f)\n", none_peak, rn.peak_bytes,
-                rt.none_ms, rt.fwd_ms, rt.fwd_ms / rt.none_ms);
+        fprintf(stderr,
+                "none: predicted peak %zu, measured %zu, step %.1f ms, "
+                "forward %.1f ms (share %.3f)\n",
+                none_peak, rn.peak_bytes, rt.none_ms, rt.fwd_ms,
+                rt.fwd_ms / rt.none_ms);
     if (!rc && memory_point) {
         /* The memory policy's point, for the comparison at its peak: its
          * predicted peak becomes one more budget. */
@@ -163,8 +165,10 @@ int bench_cmd_budget(int argc, char **argv) {
             rc = bench_fail("building under policy memory", s);
         } else {
             double f = (double)mc.sum.predicted_peak / (double)none_peak;
-            fprintf(stderr, "memory policy: predicted peak %zu (%.4f of none), "
-                    "recompute_flops_ratio %.4f\n", mc.sum.predicted_peak, f,
+            fprintf(stderr,
+                    "memory policy: predicted peak %zu (%.4f of none), "
+                    "recompute_flops_ratio %.4f\n",
+                    mc.sum.predicted_peak, f,
                     mc.sum.recompute_flops / mc.sum.forward_flops);
             fr[n_fr++] = f;
         }
@@ -172,7 +176,8 @@ int bench_cmd_budget(int argc, char **argv) {
     }
     for (int i = 0; !rc && i < n_fr; i++) {
         mg_checkpoints ck = {.policy = MG_CKPT_BUDGET,
-                             .budget_bytes = (size_t)(fr[i] * (double)none_peak)};
+                             .budget_bytes =
+                                 (size_t)(fr[i] * (double)none_peak)};
         bench_case c;
         double t0 = bench_now_ms();
         s = bench_case_prepare_ckpt(o.spec, &cfg, &ck, &c);
@@ -200,14 +205,14 @@ int bench_cmd_budget(int argc, char **argv) {
             fprintf(out, "%s,%ld,%ld,%ld,%g,%zu,%zu,%zu,%.4f,%.4f,%.3f,%.4f\n",
                     o.spec->name, depth, o.batch, o.width, fr[i],
                     ck.budget_bytes, c.sum.predicted_peak, r.peak_bytes, ratio,
-                    share, r.time_ms_median,
-                    r.time_ms_median / none_ms);
+                    share, r.time_ms_median, r.time_ms_median / none_ms);
             fflush(out);
-            fprintf(stderr, "budget %.3f: %d checkpoints, %d segments, "
+            fprintf(stderr,
+                    "budget %.3f: %d checkpoints, %d segments, "
                     "differentiate+choose+compile %.0f ms, none's step "
-                    "%.1f ms and forward %.1f ms in the same row\n", fr[i],
-                    c.sum.n_checkpoints, c.sum.n_segments, prep_ms, none_ms,
-                    rt.fwd_ms);
+                    "%.1f ms and forward %.1f ms in the same row\n",
+                    fr[i], c.sum.n_checkpoints, c.sum.n_segments, prep_ms,
+                    none_ms, rt.fwd_ms);
         }
         free(r.times);
         free(r.event_times);

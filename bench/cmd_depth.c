@@ -23,8 +23,8 @@ static const char *csv_header =
     "param_bytes,activation_bytes_one_layer,recompute_flops_ratio,"
     "time_ms_median,time_ratio_vs_none\n";
 
-static void print_depth_rows(const common_opts *o, const depth_row *rows,
-                             int n, FILE *csv) {
+static void print_depth_rows(const common_opts *o, const depth_row *rows, int n,
+                             FILE *csv) {
     const depth_row *none = NULL;
     for (int i = 0; i < n; i++)
         if (rows[i].policy == MG_CKPT_NONE && !rows[i].refused) none = &rows[i];
@@ -62,8 +62,8 @@ static void print_depth_rows(const common_opts *o, const depth_row *rows,
  * processes on a shared machine falls on all of them alike and the time
  * ratios stay meaningful; the cases then hold their pools at the same time.
  * If together they would pass --max-bytes, they run one after another. */
-static int depth_one(const common_opts *o, int depth,
-                     const mg_ckpt_policy *pol, int n_pol, FILE *csv) {
+static int depth_one(const common_opts *o, int depth, const mg_ckpt_policy *pol,
+                     int n_pol, FILE *csv) {
     bench_model_cfg cfg = bench_case_cfg(o, depth);
     bench_case cases[8];
     step_result res[8];
@@ -84,13 +84,15 @@ static int depth_one(const common_opts *o, int depth,
             rc = bench_fail(label, s);
             goto done;
         }
-        rows[p] = (depth_row){
-            .policy = pol[p], .depth = depth,
-            .predicted = c->sum.predicted_peak, .param_bytes = c->param_bytes,
-            .act_one_layer = c->act_one_layer,
-            .recompute_ratio = c->sum.forward_flops > 0
-                                   ? c->sum.recompute_flops / c->sum.forward_flops
-                                   : 0};
+        rows[p] = (depth_row){.policy = pol[p],
+                              .depth = depth,
+                              .predicted = c->sum.predicted_peak,
+                              .param_bytes = c->param_bytes,
+                              .act_one_layer = c->act_one_layer,
+                              .recompute_ratio = c->sum.forward_flops > 0
+                                                     ? c->sum.recompute_flops /
+                                                           c->sum.forward_flops
+                                                     : 0};
         if (bench_case_need(c) > o->max_bytes) {
             char prefix[sizeof label + 2];
             snprintf(prefix, sizeof prefix, "[%s]", label);
@@ -102,8 +104,10 @@ static int depth_one(const common_opts *o, int depth,
         if (!have_mem) {
             if (!bench_memory_alloc(c, &mem, NULL) ||
                 !bench_memory_to_device(c, &mem, o->device)) {
-                fprintf(stderr, "mg-bench: %s: out of memory for the "
-                        "parameters\n", label);
+                fprintf(stderr,
+                        "mg-bench: %s: out of memory for the "
+                        "parameters\n",
+                        label);
                 rc = 1;
                 goto done;
             }
@@ -115,8 +119,10 @@ static int depth_one(const common_opts *o, int depth,
     }
     int interleave = together <= o->max_bytes;
     if (!interleave && n_run > 1)
-        fprintf(stderr, "[depth %d] the policies' pools together would pass "
-                "--max-bytes; running them one after another\n", depth);
+        fprintf(stderr,
+                "[depth %d] the policies' pools together would pass "
+                "--max-bytes; running them one after another\n",
+                depth);
     /* Interleaved: one round of warm-ups, then rounds of timed steps.
      * Otherwise each case runs all its steps and frees its pool. */
     int n_groups = interleave ? 1 : n_pol;
@@ -152,8 +158,10 @@ static int depth_one(const common_opts *o, int depth,
             rows[p].peak = r->peak_bytes;
             rows[p].time_ms = r->time_ms_median;
             if (r->peak_bytes != c->sum.predicted_peak)
-                fprintf(stderr, "[%s] measured peak %zu bytes != predicted "
-                        "%zu\n", label, r->peak_bytes, c->sum.predicted_peak);
+                fprintf(stderr,
+                        "[%s] measured peak %zu bytes != predicted "
+                        "%zu\n",
+                        label, r->peak_bytes, c->sum.predicted_peak);
             if (!isfinite(r->loss))
                 fprintf(stderr, "[%s] loss is %g\n", label, (double)r->loss);
             fprintf(stderr, "[%s] median %.1f ms, peak %.2f MiB, loss %.4f\n",
@@ -196,13 +204,14 @@ int bench_cmd_depth(int argc, char **argv) {
     if (rc) return rc;
     long depths[BENCH_MAX_LIST];
     mg_ckpt_policy pol[8];
-    int n_depths = bench_int_list_parse(depths_s, 1, 1L << 20, depths,
-                                        BENCH_MAX_LIST);
+    int n_depths =
+        bench_int_list_parse(depths_s, 1, 1L << 20, depths, BENCH_MAX_LIST);
     if (n_depths < 1) return bench_usage_error("bad --depths '%s'", depths_s);
     int n_pol = bench_policy_list_parse(policy_s, pol, 8);
     if (n_pol < 1)
         return bench_usage_error("bad --policy '%s' (none, memory, speed, "
-                                 "collection)", policy_s);
+                                 "collection)",
+                                 policy_s);
 
     FILE *csv = NULL;
     if (o.csv) {
@@ -213,7 +222,8 @@ int bench_cmd_depth(int argc, char **argv) {
         }
         fputs(csv_header, csv);
     }
-    fprintf(stderr, "mg-bench depth: model %s, batch %ld, width %ld, %ld "
+    fprintf(stderr,
+            "mg-bench depth: model %s, batch %ld, width %ld, %ld "
             "timed steps per case, device %s, --max-bytes %.0f MiB\n",
             o.spec->name, o.batch, o.width, o.repeat,
             bench_device_str(o.device), bench_mib(o.max_bytes));
@@ -223,13 +233,12 @@ int bench_cmd_depth(int argc, char **argv) {
     if (o.device != MG_DEVICE_CPU) {
         char gpu[256];
         bench_device_info(gpu, sizeof gpu);
-        printf("# device %s: %s (TF32 off)\n", bench_device_str(o.device),
-               gpu);
+        printf("# device %s: %s (TF32 off)\n", bench_device_str(o.device), gpu);
     }
     printf("# model %s, batch %ld, width %ld, f32, device %s; peak = pool "
            "peak in one training step (parameters and gradients are caller "
-           "memory)\n", o.spec->name, o.batch, o.width,
-           bench_device_str(o.device));
+           "memory)\n",
+           o.spec->name, o.batch, o.width, bench_device_str(o.device));
     printf("%-11s %-10s %6s %11s %11s %8s %9s %11s %8s %9s\n", "model",
            "policy", "depth", "peak_MiB", "pred_MiB", "peak/no", "recompute",
            "time_ms", "time/no", "peak/layer");

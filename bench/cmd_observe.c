@@ -30,8 +30,8 @@ static const char *const variant_name[N_VARIANTS] = {"none", "empty", "count",
                                                      "profiler"};
 
 int bench_cmd_observe(int argc, char **argv) {
-    common_opts o = {.batch = 4, .width = 0, .repeat = 50,
-                     .device = MG_DEVICE_CPU};
+    common_opts o = {
+        .batch = 4, .width = 0, .repeat = 50, .device = MG_DEVICE_CPU};
     const char *model = "mlp", *trace = NULL;
     long depth = 64;
     mg_ckpt_policy pol = MG_CKPT_MEMORY;
@@ -48,8 +48,7 @@ int bench_cmd_observe(int argc, char **argv) {
         } else if (!strcmp(a, "--policy")) {
             if (bench_policy_list_parse(v, &pol, 1) != 1)
                 return bench_usage_error("bad --policy '%s'", v);
-        } else
-            return bench_usage_error("unknown option '%s'", a);
+        } else return bench_usage_error("unknown option '%s'", a);
     }
     int rc = bench_case_setup(model, &o);
     if (rc) return rc;
@@ -67,17 +66,20 @@ int bench_cmd_observe(int argc, char **argv) {
     if (s == MG_OK) s = mg_profiler_new(&prof);
     mg_observer profiler = mg_profiler_observer(prof);
     mg_observer empty = {0};
-    mg_observer count = {.user = &calls, .before_op = count_step,
-                         .after_op = count_step};
+    mg_observer count = {
+        .user = &calls, .before_op = count_step, .after_op = count_step};
     for (int k = 0; s == MG_OK && k < o.repeat; k++)
         for (int v = 0; s == MG_OK && v < N_VARIANTS; v++) {
             int id = -1;
             if (v != V_NONE)
-                s = mg_exec_observer_attach(
-                    c.ex, v == V_EMPTY ? &empty
-                          : v == V_COUNT ? &count : &profiler, &id);
+                s = mg_exec_observer_attach(c.ex,
+                                            v == V_EMPTY   ? &empty
+                                            : v == V_COUNT ? &count
+                                                           : &profiler,
+                                            &id);
             double t0 = bench_now_ms();
-            if (s == MG_OK) s = mg_exec_run(c.ex, c.plan, c.binds, c.n_binds, 0);
+            if (s == MG_OK)
+                s = mg_exec_run(c.ex, c.plan, c.binds, c.n_binds, 0);
             t[v][k] = bench_now_ms() - t0;
             if (s == MG_OK && v != V_NONE)
                 s = mg_exec_observer_detach(c.ex, id);
@@ -89,8 +91,8 @@ int bench_cmd_observe(int argc, char **argv) {
         s = mg_exec_observer_attach(c.ex, &profiler, &id);
         if (s == MG_OK) s = mg_exec_run(c.ex, c.plan, c.binds, c.n_binds, 0);
         if (s == MG_OK) s = mg_exec_observer_detach(c.ex, id);
-        if (s == MG_OK && !f) s = mg_set_error(MG_ERR_INVALID_ARG,
-                                               "cannot write %s", trace);
+        if (s == MG_OK && !f)
+            s = mg_set_error(MG_ERR_INVALID_ARG, "cannot write %s", trace);
         if (s == MG_OK) s = mg_profiler_write_trace(prof, f);
         if (s == MG_OK) s = mg_profiler_print(prof, stdout);
         if (f) fclose(f);

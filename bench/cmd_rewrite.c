@@ -86,14 +86,14 @@ int bench_cmd_rewrite(int argc, char **argv) {
             return 1;
         }
         fputs("shape,ops,tensors,plan_steps,build_ms,gradients_ms,plan_ms,"
-              "total_ms\n", csv);
+              "total_ms\n",
+              csv);
     }
     printf("# mg-bench rewrite: median of %ld runs; gradients = mg_gradients "
            "(differentiate + rewrite, policy memory), plan = mg_plan_compile\n",
            repeat);
-    printf("%-9s %9s %9s %9s %10s %12s %10s %10s\n", "shape", "ops",
-           "tensors", "steps", "build_ms", "gradients_ms", "plan_ms",
-           "total_ms");
+    printf("%-9s %9s %9s %9s %10s %12s %10s %10s\n", "shape", "ops", "tensors",
+           "steps", "build_ms", "gradients_ms", "plan_ms", "total_ms");
     double *tb = malloc((size_t)repeat * sizeof *tb),
            *tg = malloc((size_t)repeat * sizeof *tg),
            *tp = malloc((size_t)repeat * sizeof *tp),
@@ -112,8 +112,8 @@ int bench_cmd_rewrite(int argc, char **argv) {
                 mg_graph *g;
                 mg_tensor p, y, gp;
                 double t0 = bench_now_ms();
-                mg_status s = build_rewrite_graph(shapes[si], ops[oi], &g, &p,
-                                                  &y);
+                mg_status s =
+                    build_rewrite_graph(shapes[si], ops[oi], &g, &p, &y);
                 double t1 = bench_now_ms();
                 if (s != MG_OK) {
                     rc = bench_fail("building the graph", s);

@@ -76,7 +76,8 @@ int bench_cmd_step(int argc, char **argv) {
     mg_ckpt_policy pol;
     if (bench_policy_list_parse(policy_s, &pol, 1) != 1)
         return bench_usage_error("bad --policy '%s' (one of none, memory, "
-                                 "speed, collection)", policy_s);
+                                 "speed, collection)",
+                                 policy_s);
     bench_model_cfg cfg = bench_case_cfg(&o, depth);
     bench_case c;
     bench_memory mem;
@@ -87,8 +88,7 @@ int bench_cmd_step(int argc, char **argv) {
          * .grad: both sides then start the measured step with them
          * resident. (On a device they were uploaded zeroed.) */
         for (int i = 0; i < mem.n_params; i++)
-            memset(mem.grads[i], 0,
-                   mg_tensor_nbytes(c.mm->g, c.mm->params[i]));
+            memset(mem.grads[i], 0, mg_tensor_nbytes(c.mm->g, c.mm->params[i]));
         warm_up_runtime();
     }
     step_result r = {0};
@@ -104,8 +104,9 @@ int bench_cmd_step(int argc, char **argv) {
         char blas[128];
         bench_blas_info(blas, sizeof blas);
         printf("model=%s\npolicy=%s\ndepth=%ld\nbatch=%ld\nwidth=%ld\n"
-               "device=%s\nblas=%s\n", o.spec->name, mg_ckpt_policy_name(pol),
-               depth, o.batch, o.width, bench_device_str(o.device), blas);
+               "device=%s\nblas=%s\n",
+               o.spec->name, mg_ckpt_policy_name(pol), depth, o.batch, o.width,
+               bench_device_str(o.device), blas);
         if (o.device != MG_DEVICE_CPU) {
             char gpu[256];
             bench_device_info(gpu, sizeof gpu);
@@ -127,8 +128,7 @@ int bench_cmd_step(int argc, char **argv) {
                "recompute_flops_ratio=%.6f\nsegments=%d\ncheckpoints=%d\n",
                r.peak_bytes, c.sum.predicted_peak,
                c.sum.predicted_peak_without_recompute, r.reserved_bytes,
-               c.param_bytes,
-               r.rss_before, r.rss_peak,
+               c.param_bytes, r.rss_before, r.rss_peak,
                c.sum.forward_flops > 0
                    ? c.sum.recompute_flops / c.sum.forward_flops
                    : 0.0,

@@ -40,5 +40,6 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "observe")) return bench_cmd_observe(argc - 2, argv + 2);
     if (!strcmp(cmd, "budget")) return bench_cmd_budget(argc - 2, argv + 2);
     return bench_usage_error("unknown command '%s' (depth, rewrite, step, "
-                             "observe, budget)", cmd);
+                             "observe, budget)",
+                             cmd);
 }

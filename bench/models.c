@@ -28,8 +28,8 @@
 
 static mg_model *build_mlp(const bench_model_cfg *c, size_t *act) {
     *act = (size_t)c->batch * (size_t)c->width * sizeof(float);
-    return mg_model_mlp(c->depth, c->width, c->batch, c->width,
-                        BENCH_CLASSES, 0.0, MG_F32, BENCH_SEED);
+    return mg_model_mlp(c->depth, c->width, c->batch, c->width, BENCH_CLASSES,
+                        0.0, MG_F32, BENCH_SEED);
 }
 
 #define RESNET_IMAGE 32
@@ -52,8 +52,8 @@ static mg_model *build_unet(const bench_model_cfg *c, size_t *act) {
 #define TRANSFORMER_VOCAB 256
 static mg_model *build_transformer(const bench_model_cfg *c, size_t *act) {
     int heads = c->width >= 32 && c->width % 32 == 0 ? c->width / 32 : 1;
-    *act = (size_t)c->batch * TRANSFORMER_SEQ * (size_t)c->width *
-           sizeof(float);
+    *act =
+        (size_t)c->batch * TRANSFORMER_SEQ * (size_t)c->width * sizeof(float);
     return mg_model_transformer(c->depth, c->width, heads, TRANSFORMER_SEQ,
                                 c->batch, TRANSFORMER_VOCAB, 0.0, 1, MG_F32,
                                 BENCH_SEED);
@@ -62,12 +62,16 @@ static mg_model *build_transformer(const bench_model_cfg *c, size_t *act) {
 const bench_model_spec bench_models[] = {
     {"mlp", "MLP classifier, depth hidden layers of width units, 10 classes",
      1024, 256, build_mlp},
-    {"resnet", "pre-activation ResNet, depth blocks, 32x32 images, base "
-               "width channels", 64, 16, build_resnet},
-    {"unet", "U-Net, depth levels (<= 6), 64x64 images, width channels",
-     4, 16, build_unet},
-    {"transformer", "causal transformer, depth layers, d_model width, seq "
-                    "128, vocab 256", 8, 128, build_transformer},
+    {"resnet",
+     "pre-activation ResNet, depth blocks, 32x32 images, base "
+     "width channels",
+     64, 16, build_resnet},
+    {"unet", "U-Net, depth levels (<= 6), 64x64 images, width channels", 4, 16,
+     build_unet},
+    {"transformer",
+     "causal transformer, depth layers, d_model width, seq "
+     "128, vocab 256",
+     8, 128, build_transformer},
 };
 const int bench_n_models = (int)(sizeof bench_models / sizeof *bench_models);
 

@@ -26,7 +26,7 @@ typedef struct bench_model_cfg {
 
 typedef struct bench_model_spec {
     const char *name;
-    const char *summary;        /* for --help: the shape behind the numbers */
+    const char *summary; /* for --help: the shape behind the numbers */
     int default_batch, default_width;
     /* Builds the model (NULL with mg_last_error() set on failure) and
      * stores the bytes of one layer's output activation. Never NULL. */

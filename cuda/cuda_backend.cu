@@ -28,12 +28,11 @@ mg_status cu_check_launch(const mg_kargs *a, const char *what) {
     return cu_check(a, cudaGetLastError(), what);
 }
 
-mg_status cu_check_blas(const mg_kargs *a, cublasStatus_t e,
-                        const char *what) {
+mg_status cu_check_blas(const mg_kargs *a, cublasStatus_t e, const char *what) {
     if (e == CUBLAS_STATUS_SUCCESS) return MG_OK;
-    return mg_kernel_fail(a, e == CUBLAS_STATUS_ALLOC_FAILED ? MG_ERR_NOMEM
-                          : MG_ERR_INTERNAL, "cuBLAS error in %s: %s", what,
-                          cublasGetStatusString(e));
+    return mg_kernel_fail(
+        a, e == CUBLAS_STATUS_ALLOC_FAILED ? MG_ERR_NOMEM : MG_ERR_INTERNAL,
+        "cuBLAS error in %s: %s", what, cublasGetStatusString(e));
 }
 
 mg_status cu_work(const mg_kargs *a, size_t nbytes, void **out) {
@@ -110,16 +109,11 @@ extern "C" size_t mgi_cuda_workspace(const mg_kargs *a) {
     switch (a->op) {
     case MG_OP_CONV2D:
     case MG_OP_CONV2D_GRAD_INPUT:
-    case MG_OP_CONV2D_GRAD_WEIGHT:
-        return cu_conv2d_workspace(a);
-    case MG_OP_CROSS_ENTROPY:
-        return cu_cross_entropy_workspace(a);
-    case MG_OP_LAYERNORM_GRAD_GAMMA:
-        return cu_norm_grad_gamma_workspace(a);
-    case MG_OP_EMBEDDING_GRAD:
-        return cu_embedding_grad_workspace(a);
-    default:
-        return 0;
+    case MG_OP_CONV2D_GRAD_WEIGHT: return cu_conv2d_workspace(a);
+    case MG_OP_CROSS_ENTROPY: return cu_cross_entropy_workspace(a);
+    case MG_OP_LAYERNORM_GRAD_GAMMA: return cu_norm_grad_gamma_workspace(a);
+    case MG_OP_EMBEDDING_GRAD: return cu_embedding_grad_workspace(a);
+    default: return 0;
     }
 }
 
@@ -156,8 +150,10 @@ static mg_status copy(void *ctx, void *dst, const void *src, size_t n,
     cudaError_t e = cudaMemcpyAsync(dst, src, n, kind, c->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(c->stream);
     if (e != cudaSuccess)
-        return mg_set_error(cuda_status(e), "cuda backend: %s of %zu bytes "
-                            "failed: %s", what, n, cudaGetErrorString(e));
+        return mg_set_error(cuda_status(e),
+                            "cuda backend: %s of %zu bytes "
+                            "failed: %s",
+                            what, n, cudaGetErrorString(e));
     return MG_OK;
 }
 
@@ -229,15 +225,15 @@ extern "C" mg_status mgi_backend_cuda_init(mg_backend *out) {
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
         cudaGetLastError();
-        return mg_set_error(MG_ERR_UNSUPPORTED,
-                            "mg_exec_new: no CUDA device (%s)",
-                            e != cudaSuccess ? cudaGetErrorString(e)
-                                             : "device count is 0");
+        return mg_set_error(
+            MG_ERR_UNSUPPORTED, "mg_exec_new: no CUDA device (%s)",
+            e != cudaSuccess ? cudaGetErrorString(e) : "device count is 0");
     }
     kernels_init();
     cu_ctx *c = (cu_ctx *)calloc(1, sizeof *c);
-    if (!c) return mg_set_error(MG_ERR_NOMEM, "mgi_backend_cuda_init: out of "
-                                "memory");
+    if (!c)
+        return mg_set_error(MG_ERR_NOMEM, "mgi_backend_cuda_init: out of "
+                                          "memory");
     const char *sync = getenv("MG_CUDA_SYNC");
     c->sync_each_op = sync && sync[0] == '1';
     const char *step = "cudaGetDevice";
@@ -300,7 +296,8 @@ extern "C" const mg_backend_reg mgi_backend_cuda_reg = {
     /* .device_count */ mgi_cuda_device_count,
     /* .init */ mgi_backend_cuda_init,
     /* .plan_workspace: the op table's rules cover every CUDA kernel
-     * (test_backend_table checks kernel_workspace against them) */ NULL,
+     * (test_backend_table checks kernel_workspace against them) */
+    NULL,
     /* .has_kernel */ cuda_has_kernel,
     /* .kernel_workspace */ mgi_cuda_workspace,
 };

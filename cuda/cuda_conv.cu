@@ -1,12 +1,14 @@
 /*
  * cuda_conv.cu - conv2d and its gradients: through cuDNN where it runs them
  * (cuda_cudnn.cu), else by im2col + cuBLAS GEMM (cu_gemm), one sample's
- * columns at a time in the workspace the executor lends. col2im is written as a gather in the CPU's accumulation order, so
- * it needs no atomics and is deterministic.
+ * columns at a time in the workspace the executor lends. col2im is written as a
+ * gather in the CPU's accumulation order, so it needs no atomics and is
+ * deterministic.
  */
 #include "cuda_internal.h"
 
-/* ---- conv2d ---------------------------------------------------------------- */
+/* ---- conv2d ----------------------------------------------------------------
+ */
 
 /* col[s][(cc*KH + i)*KW + j][oy*OW + ox] for samples s of a chunk, cc over
  * all channels (group g's block starts at g*k*p, as the GEMMs expect). */
@@ -14,10 +16,14 @@ template <typename T>
 __global__ void k_im2col(const T *x, T *col, int64_t total, mg_conv_dims d) {
     CU_FOR(idx, total) {
         int64_t t = idx;
-        const int64_t ox = t % d.ow; t /= d.ow;
-        const int64_t oy = t % d.oh; t /= d.oh;
-        const int j = (int)(t % d.kw); t /= d.kw;
-        const int i = (int)(t % d.kh); t /= d.kh;
+        const int64_t ox = t % d.ow;
+        t /= d.ow;
+        const int64_t oy = t % d.oh;
+        t /= d.oh;
+        const int j = (int)(t % d.kw);
+        t /= d.kw;
+        const int i = (int)(t % d.kh);
+        t /= d.kh;
         const int64_t cc = t; /* sample * C + channel */
         const int64_t iy = oy * d.sh - d.ph + i * d.dh;
         const int64_t ix = ox * d.sw - d.pw + j * d.dw;
@@ -32,8 +38,10 @@ template <typename T>
 __global__ void k_col2im(const T *col, T *x, int64_t total, mg_conv_dims d) {
     CU_FOR(idx, total) {
         int64_t t = idx;
-        const int64_t ix = t % d.w; t /= d.w;
-        const int64_t iy = t % d.h; t /= d.h;
+        const int64_t ix = t % d.w;
+        t /= d.w;
+        const int64_t iy = t % d.h;
+        t /= d.h;
         const int64_t cc = t;
         const int64_t base = cc * d.kh * d.kw;
         T s = 0;
@@ -115,8 +123,8 @@ static mg_status conv_run(cu_ctx *c, const mg_kargs *a, const mg_conv_dims *d,
                                nc);
             for (int64_t i = 0; s == MG_OK && d->groups > 1 && i < nc; i++)
                 s = cu_gemm<T>(c, a, 1, 0, d->k, d->p, d->m, in1, d->k, ws,
-                               in0 + (n0 + i) * d->groups * ys, d->p, ys,
-                               (T)0, cx + i * d->groups * step, d->p, step,
+                               in0 + (n0 + i) * d->groups * ys, d->p, ys, (T)0,
+                               cx + i * d->groups * step, d->p, step,
                                d->groups);
             if (s == MG_OK && !d->direct) {
                 const int64_t nx = nc * d->groups * xs;
@@ -143,8 +151,10 @@ static mg_status conv_run(cu_ctx *c, const mg_kargs *a, const mg_conv_dims *d,
         }
     }
     if (s == MG_OK && mode == CU_CONV_GRAD_WEIGHT && d->n == 0)
-        s = cu_check(a, cudaMemsetAsync(out, 0, (size_t)(ws * d->groups) *
-                                                     sizeof(T), c->stream),
+        s = cu_check(a,
+                     cudaMemsetAsync(out, 0,
+                                     (size_t)(ws * d->groups) * sizeof(T),
+                                     c->stream),
                      "conv2d_grad_weight zero fill");
     return s;
 }

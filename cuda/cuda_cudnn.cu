@@ -108,13 +108,12 @@ static int first_usable(const Perf *p, int n, size_t work) {
     return -1;
 }
 
-static int choose(cudnnHandle_t h, const dnn_descs *s, int mode,
-                  size_t work) {
+static int choose(cudnnHandle_t h, const dnn_descs *s, int mode, size_t work) {
     int n = 0;
     if (mode == CU_CONV_FORWARD) {
         cudnnConvolutionFwdAlgoPerf_t p[DNN_ALGOS];
-        if (cudnnGetConvolutionForwardAlgorithm_v7(h, s->x, s->w, s->conv,
-                                                   s->y, DNN_ALGOS, &n,
+        if (cudnnGetConvolutionForwardAlgorithm_v7(h, s->x, s->w, s->conv, s->y,
+                                                   DNN_ALGOS, &n,
                                                    p) != CUDNN_STATUS_SUCCESS)
             return -1;
         return first_usable(p, n, work);
@@ -128,8 +127,8 @@ static int choose(cudnnHandle_t h, const dnn_descs *s, int mode,
         return first_usable(p, n, work);
     }
     cudnnConvolutionBwdFilterAlgoPerf_t p[DNN_ALGOS];
-    if (cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-            h, s->x, s->y, s->conv, s->w, DNN_ALGOS, &n, p) !=
+    if (cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, s->x, s->y, s->conv,
+                                                      s->w, DNN_ALGOS, &n, p) !=
         CUDNN_STATUS_SUCCESS)
         return -1;
     return first_usable(p, n, work);
@@ -140,9 +139,9 @@ static dnn_key key_of(const mg_kargs *a, const mg_conv_dims *d, int mode) {
     memset(&k, 0, sizeof k);
     k.mode = mode;
     k.dtype = (int)a->out.d.dtype;
-    const int64_t v[17] = {d->n, d->c, d->h, d->w, d->o, d->oh, d->ow,
-                           d->kh, d->kw, d->sh, d->sw, d->ph, d->pw,
-                           d->dh, d->dw, d->groups, 0};
+    const int64_t v[17] = {d->n,  d->c,  d->h,  d->w,      d->o,  d->oh,
+                           d->ow, d->kh, d->kw, d->sh,     d->sw, d->ph,
+                           d->pw, d->dh, d->dw, d->groups, 0};
     for (int i = 0; i < 17; i++) k.dims[i] = (int)v[i];
     k.work_bytes = a->work_bytes;
     return k;
@@ -170,10 +169,10 @@ static cudnnStatus_t run(cu_dnn *dnn, const mg_kargs *a, const dnn_descs *s,
     const void *be = f64 ? (const void *)&zero : (const void *)&zerof;
     const void *in0 = a->in[0].data, *in1 = a->in[1].data;
     if (mode == CU_CONV_FORWARD) /* (x, w) -> y */
-        return cudnnConvolutionForward(
-            dnn->h, al, s->x, in0, s->w, in1, s->conv,
-            (cudnnConvolutionFwdAlgo_t)algo, a->work, a->work_bytes, be, s->y,
-            a->out.data);
+        return cudnnConvolutionForward(dnn->h, al, s->x, in0, s->w, in1,
+                                       s->conv, (cudnnConvolutionFwdAlgo_t)algo,
+                                       a->work, a->work_bytes, be, s->y,
+                                       a->out.data);
     if (mode == CU_CONV_GRAD_INPUT) /* (gy, w) -> dx */
         return cudnnConvolutionBackwardData(
             dnn->h, al, s->w, in1, s->y, in0, s->conv,
@@ -182,19 +181,19 @@ static cudnnStatus_t run(cu_dnn *dnn, const mg_kargs *a, const dnn_descs *s,
     /* (gy, x) -> dw */
     return cudnnConvolutionBackwardFilter(
         dnn->h, al, s->x, in1, s->y, in0, s->conv,
-        (cudnnConvolutionBwdFilterAlgo_t)algo, a->work, a->work_bytes, be,
-        s->w, a->out.data);
+        (cudnnConvolutionBwdFilterAlgo_t)algo, a->work, a->work_bytes, be, s->w,
+        a->out.data);
 }
 
-bool cu_dnn_conv(cu_ctx *c, const mg_kargs *a, const mg_conv_dims *d,
-                 int mode, mg_status *s) {
+bool cu_dnn_conv(cu_ctx *c, const mg_kargs *a, const mg_conv_dims *d, int mode,
+                 mg_status *s) {
     cu_dnn *dnn = c->dnn;
     if (!dnn || !fits_int(d) || d->n == 0) return false;
     const mg_dtype dt = a->out.d.dtype;
     if (dt != MG_F32 && dt != MG_F64) return false;
     dnn_descs ds;
-    if (!descs_make(&ds, d, dt == MG_F64 ? CUDNN_DATA_DOUBLE
-                                         : CUDNN_DATA_FLOAT))
+    if (!descs_make(&ds, d,
+                    dt == MG_F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT))
         return false;
     const int algo = algo_for(dnn, a, d, mode, &ds);
     bool done = false;
@@ -203,11 +202,12 @@ bool cu_dnn_conv(cu_ctx *c, const mg_kargs *a, const mg_conv_dims *d,
         done = true;
         *s = e == CUDNN_STATUS_SUCCESS
                  ? MG_OK
-                 : mg_kernel_fail(a, e == CUDNN_STATUS_ALLOC_FAILED
-                                         ? MG_ERR_NOMEM : MG_ERR_INTERNAL,
-                                  "cuDNN error in %s (algorithm %d): %s",
-                                  mgi_op_str(a->op), algo,
-                                  cudnnGetErrorString(e));
+                 : mg_kernel_fail(
+                       a,
+                       e == CUDNN_STATUS_ALLOC_FAILED ? MG_ERR_NOMEM
+                                                      : MG_ERR_INTERNAL,
+                       "cuDNN error in %s (algorithm %d): %s",
+                       mgi_op_str(a->op), algo, cudnnGetErrorString(e));
     }
     descs_free(&ds);
     return done;
@@ -220,7 +220,7 @@ mg_status cu_dnn_new(cu_ctx *c) {
     cu_dnn *dnn = (cu_dnn *)calloc(1, sizeof *dnn);
     if (!dnn)
         return mg_set_error(MG_ERR_NOMEM, "cuda backend: out of memory for "
-                            "the cuDNN state");
+                                          "the cuDNN state");
     cudnnStatus_t e = cudnnCreate(&dnn->h);
     if (e == CUDNN_STATUS_SUCCESS) e = cudnnSetStream(dnn->h, c->stream);
     if (e != CUDNN_STATUS_SUCCESS) {
@@ -242,9 +242,7 @@ void cu_dnn_free(cu_ctx *c) {
     c->dnn = NULL;
 }
 
-const char *cu_dnn_name(const cu_ctx *c) {
-    return c->dnn ? "cudnn" : "im2col";
-}
+const char *cu_dnn_name(const cu_ctx *c) { return c->dnn ? "cudnn" : "im2col"; }
 
 #else /* no cuDNN in this build */
 

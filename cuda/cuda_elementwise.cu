@@ -11,24 +11,24 @@
 /* ---- unary and binary: the formulas of kernel_shared.h ------------------- */
 
 /* One functor per formula, so each op is its own kernel instantiation. */
-#define CU_UNARY_FN(name, OP, expr)                                           \
-    struct cu_unary_##name {                                                  \
-        template <typename T>                                                 \
-        __device__ __forceinline__ T operator()(const T x,                    \
-                                                double alpha) const {         \
-            (void)alpha;                                                      \
-            return (expr);                                                    \
-        }                                                                     \
+#define CU_UNARY_FN(name, OP, expr)                                            \
+    struct cu_unary_##name {                                                   \
+        template <typename T>                                                  \
+        __device__ __forceinline__ T operator()(const T x,                     \
+                                                double alpha) const {          \
+            (void)alpha;                                                       \
+            return (expr);                                                     \
+        }                                                                      \
     };
 MG_UNARY_OPS(CU_UNARY_FN)
 #undef CU_UNARY_FN
 
-#define CU_BINARY_FN(name, OP, expr)                                          \
-    struct cu_binary_##name {                                                 \
-        template <typename T>                                                 \
-        __device__ __forceinline__ T operator()(const T a, const T b) const { \
-            return (expr);                                                    \
-        }                                                                     \
+#define CU_BINARY_FN(name, OP, expr)                                           \
+    struct cu_binary_##name {                                                  \
+        template <typename T>                                                  \
+        __device__ __forceinline__ T operator()(const T a, const T b) const {  \
+            return (expr);                                                     \
+        }                                                                      \
     };
 MG_BINARY_OPS(CU_BINARY_FN)
 #undef CU_BINARY_FN
@@ -44,13 +44,12 @@ mg_status cu_unary(cu_ctx *c, const mg_kargs *a) {
     const double alpha = a->attrs ? a->attrs->alpha : 0.0;
     const unsigned b = cu_blocks(n);
     switch (a->op) {
-#define CU_UNARY_CASE(name, OP, expr)                                         \
-    case MG_OP_##OP:                                                          \
-        CU_BY_FLOAT(a, a->out.d.dtype,                                        \
-                    (k_unary<T, cu_unary_##name>                              \
-                     <<<b, CU_THREADS, 0, c->stream>>>(                       \
-                         (const T *)a->in[0].data, (T *)a->out.data, n,       \
-                         alpha)));                                            \
+#define CU_UNARY_CASE(name, OP, expr)                                          \
+    case MG_OP_##OP:                                                           \
+        CU_BY_FLOAT(                                                           \
+            a, a->out.d.dtype,                                                 \
+            (k_unary<T, cu_unary_##name><<<b, CU_THREADS, 0, c->stream>>>(     \
+                (const T *)a->in[0].data, (T *)a->out.data, n, alpha)));       \
         return MG_OK;
         MG_UNARY_OPS(CU_UNARY_CASE)
 #undef CU_UNARY_CASE
@@ -81,13 +80,13 @@ mg_status cu_binary(cu_ctx *c, const mg_kargs *a) {
     const int64_t n = mgi_tdesc_numel(&a->out.d);
     const unsigned b = cu_blocks(n);
     switch (a->op) {
-#define CU_BINARY_CASE(name, OP, expr)                                        \
-    case MG_OP_##OP:                                                          \
-        CU_BY_FLOAT(a, a->out.d.dtype,                                        \
-                    (k_binary<T, cu_binary_##name>                            \
-                     <<<b, CU_THREADS, 0, c->stream>>>(                       \
-                         (const T *)a->in[0].data, (const T *)a->in[1].data,  \
-                         (T *)a->out.data, n, l)));                           \
+#define CU_BINARY_CASE(name, OP, expr)                                         \
+    case MG_OP_##OP:                                                           \
+        CU_BY_FLOAT(                                                           \
+            a, a->out.d.dtype,                                                 \
+            (k_binary<T, cu_binary_##name><<<b, CU_THREADS, 0, c->stream>>>(   \
+                (const T *)a->in[0].data, (const T *)a->in[1].data,            \
+                (T *)a->out.data, n, l)));                                     \
         return MG_OK;
         MG_BINARY_OPS(CU_BINARY_CASE)
 #undef CU_BINARY_CASE
@@ -99,9 +98,9 @@ mg_status cu_binary(cu_ctx *c, const mg_kargs *a) {
 
 /* ---- cast: y = x converted to y's dtype ---------------------------------- */
 
-#define CU_CAST_KERNEL(FT, FROM, TT, TO, CONV)                                \
-    __global__ void k_cast_##FROM##_##TO(const FT *xs, TT *ys, int64_t n) {   \
-        CU_FOR(i, n) ys[i] = CONV(TT, xs[i]);                                 \
+#define CU_CAST_KERNEL(FT, FROM, TT, TO, CONV)                                 \
+    __global__ void k_cast_##FROM##_##TO(const FT *xs, TT *ys, int64_t n) {    \
+        CU_FOR(i, n) ys[i] = CONV(TT, xs[i]);                                  \
     }
 MG_CAST_PAIRS(CU_CAST_KERNEL)
 #undef CU_CAST_KERNEL
@@ -109,11 +108,11 @@ MG_CAST_PAIRS(CU_CAST_KERNEL)
 mg_status cu_cast(cu_ctx *c, const mg_kargs *a) {
     const int64_t n = mgi_tdesc_numel(&a->out.d);
     const mg_dtype from = a->in[0].d.dtype, to = a->out.d.dtype;
-#define CU_CAST_CASE(FT, FROM, TT, TO, CONV)                                  \
-    if (from == FROM && to == TO) {                                           \
+#define CU_CAST_CASE(FT, FROM, TT, TO, CONV)                                   \
+    if (from == FROM && to == TO) {                                            \
         k_cast_##FROM##_##TO<<<cu_blocks(n), CU_THREADS, 0, c->stream>>>(      \
-            (const FT *)a->in[0].data, (TT *)a->out.data, n);                 \
-        return MG_OK;                                                         \
+            (const FT *)a->in[0].data, (TT *)a->out.data, n);                  \
+        return MG_OK;                                                          \
     }
     MG_CAST_PAIRS(CU_CAST_CASE)
 #undef CU_CAST_CASE

@@ -20,12 +20,12 @@ static mg_status host_indices(cu_ctx *c, const mg_kargs *a, int64_t bound,
     const mg_dtype it = a->in[1].d.dtype;
     const size_t es = mg_dtype_size(it);
     void *h = malloc((size_t)(n ? n : 1) * es);
-    if (!h) return mg_kernel_fail(a, MG_ERR_NOMEM,
-                                  "out of host memory for indices");
-    mg_status s = cu_check(a, cudaMemcpyAsync(h, a->in[1].data,
-                                              (size_t)n * es,
-                                              cudaMemcpyDeviceToHost,
-                                              c->stream),
+    if (!h)
+        return mg_kernel_fail(a, MG_ERR_NOMEM,
+                              "out of host memory for indices");
+    mg_status s = cu_check(a,
+                           cudaMemcpyAsync(h, a->in[1].data, (size_t)n * es,
+                                           cudaMemcpyDeviceToHost, c->stream),
                            "index copy");
     if (s == MG_OK)
         s = cu_check(a, cudaStreamSynchronize(c->stream), "index copy");
@@ -40,10 +40,10 @@ static mg_status host_indices(cu_ctx *c, const mg_kargs *a, int64_t bound,
 }
 
 template <typename U>
-__global__ void k_embedding(const U *table, const void *idx, mg_dtype it,
-                            U *y, int64_t n, int64_t dim) {
+__global__ void k_embedding(const U *table, const void *idx, mg_dtype it, U *y,
+                            int64_t n, int64_t dim) {
     CU_FOR(e, n * dim)
-        y[e] = table[mg_index_at(idx, it, e / dim) * dim + e % dim];
+    y[e] = table[mg_index_at(idx, it, e / dim) * dim + e % dim];
 }
 
 mg_status cu_embedding(cu_ctx *c, const mg_kargs *a) {
@@ -57,16 +57,14 @@ mg_status cu_embedding(cu_ctx *c, const mg_kargs *a) {
     const mg_dtype it = a->in[1].d.dtype;
     switch (mg_dtype_size(td->dtype)) {
     case 4:
-        k_embedding<uint32_t><<<cu_blocks(n * dim), CU_THREADS, 0,
-                                c->stream>>>((const uint32_t *)a->in[0].data,
-                                             idx, it, (uint32_t *)a->out.data,
-                                             n, dim);
+        k_embedding<uint32_t><<<cu_blocks(n * dim), CU_THREADS, 0, c->stream>>>(
+            (const uint32_t *)a->in[0].data, idx, it, (uint32_t *)a->out.data,
+            n, dim);
         return MG_OK;
     case 8:
-        k_embedding<uint64_t><<<cu_blocks(n * dim), CU_THREADS, 0,
-                                c->stream>>>((const uint64_t *)a->in[0].data,
-                                             idx, it, (uint64_t *)a->out.data,
-                                             n, dim);
+        k_embedding<uint64_t><<<cu_blocks(n * dim), CU_THREADS, 0, c->stream>>>(
+            (const uint64_t *)a->in[0].data, idx, it, (uint64_t *)a->out.data,
+            n, dim);
         return MG_OK;
     default:
         return mg_kernel_fail(a, MG_ERR_DTYPE,
@@ -124,8 +122,7 @@ mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
                               "out of host memory for indices");
     }
     memcpy(fill, start, (size_t)rows * sizeof *fill);
-    for (int64_t p = 0; p < n; p++)
-        order[fill[mg_index_at(h, it, p)]++] = p;
+    for (int64_t p = 0; p < n; p++) order[fill[mg_index_at(h, it, p)]++] = p;
     free(fill);
     free(h);
     void *w = NULL;
@@ -135,18 +132,18 @@ mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
         return s;
     }
     int64_t *d = (int64_t *)w;
-    s = cu_check(a, cudaMemcpyAsync(d, csr, words * sizeof *csr,
-                                    cudaMemcpyHostToDevice, c->stream),
+    s = cu_check(a,
+                 cudaMemcpyAsync(d, csr, words * sizeof *csr,
+                                 cudaMemcpyHostToDevice, c->stream),
                  "index upload");
     if (s == MG_OK)
         s = cu_check(a, cudaStreamSynchronize(c->stream), "index upload");
     free(csr);
     if (s != MG_OK) return s;
     CU_BY_FLOAT(a, td->dtype,
-                k_embedding_grad<T><<<cu_blocks(rows * dim), CU_THREADS, 0,
-                                      c->stream>>>((const T *)a->in[0].data,
-                                                   d, d + rows + 1,
-                                                   (T *)a->out.data, rows,
-                                                   dim));
+                k_embedding_grad<T>
+                <<<cu_blocks(rows * dim), CU_THREADS, 0, c->stream>>>(
+                    (const T *)a->in[0].data, d, d + rows + 1, (T *)a->out.data,
+                    rows, dim));
     return MG_OK;
 }

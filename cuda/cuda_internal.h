@@ -26,8 +26,8 @@ typedef struct cu_ctx {
     int device;
     cudaStream_t stream;
     cublasHandle_t blas;
-    int *flag;        /* device int: first bad row of a label check, or -1 */
-    int sync_each_op; /* MG_CUDA_SYNC=1: synchronise after every op */
+    int *flag;          /* device int: first bad row of a label check, or -1 */
+    int sync_each_op;   /* MG_CUDA_SYNC=1: synchronise after every op */
     struct cu_dnn *dnn; /* NULL: no cuDNN, convolutions by im2col */
 } cu_ctx;
 
@@ -61,24 +61,24 @@ static inline unsigned cu_row_threads(int64_t n) {
     return t;
 }
 
-#define CU_FOR(i, n)                                                          \
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+#define CU_FOR(i, n)                                                           \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);  \
          i += (int64_t)blockDim.x * gridDim.x)
 
 /* Dispatch on a float dtype: the statements run with T defined. */
-#define CU_BY_FLOAT(a, dtype, ...)                                            \
-    do {                                                                      \
-        if ((dtype) == MG_F32) {                                              \
-            typedef float T;                                                  \
-            __VA_ARGS__;                                                      \
-        } else if ((dtype) == MG_F64) {                                       \
-            typedef double T;                                                 \
-            __VA_ARGS__;                                                      \
-        } else {                                                              \
-            return mg_kernel_fail((a), MG_ERR_DTYPE,                          \
-                                  "the CUDA kernel has no %s version",        \
-                                  mg_dtype_name(dtype));                      \
-        }                                                                     \
+#define CU_BY_FLOAT(a, dtype, ...)                                             \
+    do {                                                                       \
+        if ((dtype) == MG_F32) {                                               \
+            typedef float T;                                                   \
+            __VA_ARGS__;                                                       \
+        } else if ((dtype) == MG_F64) {                                        \
+            typedef double T;                                                  \
+            __VA_ARGS__;                                                       \
+        } else {                                                               \
+            return mg_kernel_fail((a), MG_ERR_DTYPE,                           \
+                                  "the CUDA kernel has no %s version",         \
+                                  mg_dtype_name(dtype));                       \
+        }                                                                      \
     } while (0)
 
 /* Deterministic block-wide sum (fixed tree order); every thread gets it.
@@ -108,8 +108,8 @@ template <typename T> __device__ T cu_block_max(T v, T *sh) {
 }
 
 /* Shared memory for cu_block_* of T (one extern array per kernel file). */
-#define CU_SHARED(T, name)                                                    \
-    extern __shared__ __align__(16) unsigned char name##_raw[];               \
+#define CU_SHARED(T, name)                                                     \
+    extern __shared__ __align__(16) unsigned char name##_raw[];                \
     T *name = reinterpret_cast<T *>(name##_raw)
 
 /* Shared by the kernel files: */
@@ -177,8 +177,8 @@ enum { CU_CONV_FORWARD, CU_CONV_GRAD_INPUT, CU_CONV_GRAD_WEIGHT };
 /* cuda_cudnn.cu: runs the convolution through cuDNN and returns true (its
  * status in *s), or returns false, having done nothing, when cuDNN is
  * absent or declines; then cuda_conv.cu's own path runs. */
-bool cu_dnn_conv(cu_ctx *c, const mg_kargs *a, const mg_conv_dims *d,
-                 int mode, mg_status *s);
+bool cu_dnn_conv(cu_ctx *c, const mg_kargs *a, const mg_conv_dims *d, int mode,
+                 mg_status *s);
 mg_status cu_dnn_new(cu_ctx *c); /* c->stream must exist */
 void cu_dnn_free(cu_ctx *c);
 const char *cu_dnn_name(const cu_ctx *c); /* "cudnn" or "im2col" */

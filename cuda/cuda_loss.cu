@@ -8,19 +8,21 @@
 
 #include <limits.h>
 
-/* ---- losses ----------------------------------------------------------------- */
+/* ---- losses -----------------------------------------------------------------
+ */
 
 /* Per row: logsumexp(row) - row[label] as (m - v) + log s; a bad label
  * records its row in *flag (the smallest such row) and contributes 0. */
 template <typename T>
-__global__ void k_ce_rows(const T *x, const void *labels, mg_dtype lt,
-                          T *part, int64_t rows, int64_t cl, int *flag) {
+__global__ void k_ce_rows(const T *x, const void *labels, mg_dtype lt, T *part,
+                          int64_t rows, int64_t cl, int *flag) {
     CU_SHARED(T, sh);
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const T *px = x + r * cl;
         const int64_t lab = mg_index_at(labels, lt, r);
         const bool bad = lab < 0 || lab >= cl;
-        if (bad && threadIdx.x == 0) atomicMin(flag, (int)(r < INT_MAX ? r : INT_MAX - 1));
+        if (bad && threadIdx.x == 0)
+            atomicMin(flag, (int)(r < INT_MAX ? r : INT_MAX - 1));
         T m = px[0];
         for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
             if (px[i] > m) m = px[i];
@@ -85,26 +87,26 @@ static mg_status flag_reset(cu_ctx *c, const mg_kargs *a) {
 }
 
 /* Waits for the kernel and reports the first bad label, as the CPU does. */
-static mg_status flag_check(cu_ctx *c, const mg_kargs *a,
-                            const void *labels, mg_dtype lt, int64_t cl) {
+static mg_status flag_check(cu_ctx *c, const mg_kargs *a, const void *labels,
+                            mg_dtype lt, int64_t cl) {
     int row = 0;
-    mg_status s = cu_check(a, cudaMemcpyAsync(&row, c->flag, sizeof row,
-                                              cudaMemcpyDeviceToHost,
-                                              c->stream),
+    mg_status s = cu_check(a,
+                           cudaMemcpyAsync(&row, c->flag, sizeof row,
+                                           cudaMemcpyDeviceToHost, c->stream),
                            "label check");
     if (s == MG_OK)
         s = cu_check(a, cudaStreamSynchronize(c->stream), "label check");
     if (s != MG_OK || row == 0x7f7f7f7f) return s;
     int64_t lab[1] = {0}; /* room for either label dtype */
     const size_t es = mg_dtype_size(lt);
-    s = cu_check(a, cudaMemcpy(lab, (const char *)labels + (size_t)row * es,
-                               es, cudaMemcpyDeviceToHost),
+    s = cu_check(a,
+                 cudaMemcpy(lab, (const char *)labels + (size_t)row * es, es,
+                            cudaMemcpyDeviceToHost),
                  "label check");
     if (s != MG_OK) return s;
-    return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
-                          "label %lld at row %d is outside [0, %lld)",
-                          (long long)mg_index_at(lab, lt, 0), row,
-                          (long long)cl);
+    return mg_kernel_fail(
+        a, MG_ERR_INVALID_ARG, "label %lld at row %d is outside [0, %lld)",
+        (long long)mg_index_at(lab, lt, 0), row, (long long)cl);
 }
 
 size_t cu_cross_entropy_workspace(const mg_kargs *a) {
@@ -145,11 +147,11 @@ mg_status cu_cross_entropy_grad(cu_ctx *c, const mg_kargs *a) {
     const void *labels = a->in[2].data;
     const mg_dtype lt = a->in[2].d.dtype;
     const unsigned t = cu_row_threads(cl);
-    CU_BY_FLOAT(a, a->out.d.dtype,
-                (k_ce_grad<T><<<cu_grid_rows(rows), t, t * sizeof(T),
-                                c->stream>>>(
-                    (const T *)a->in[0].data, (const T *)a->in[1].data,
-                    labels, lt, (T *)a->out.data, rows, cl, c->flag)));
+    CU_BY_FLOAT(
+        a, a->out.d.dtype,
+        (k_ce_grad<T><<<cu_grid_rows(rows), t, t * sizeof(T), c->stream>>>(
+            (const T *)a->in[0].data, (const T *)a->in[1].data, labels, lt,
+            (T *)a->out.data, rows, cl, c->flag)));
     s = cu_check_launch(a, "cross_entropy_grad");
     return s != MG_OK ? s : flag_check(c, a, labels, lt, cl);
 }

@@ -7,7 +7,8 @@
 
 #include <limits.h>
 
-/* ---- GEMM ------------------------------------------------------------------- */
+/* ---- GEMM -------------------------------------------------------------------
+ */
 
 static cublasStatus_t gemm_sb(cublasHandle_t h, cublasOperation_t oa,
                               cublasOperation_t ob, int m, int n, int k,
@@ -43,13 +44,12 @@ mg_status cu_gemm(cu_ctx *c, const mg_kargs *a, int ta, int tb, int64_t M,
                               "GEMM dims exceed the cuBLAS int range");
     if (M == 0 || N == 0 || batch == 0) return MG_OK;
     const T one = 1;
-    return cu_check_blas(
-        a,
-        gemm_sb(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M, (int)K, &one,
-                B, (int)ldb, sb, A, (int)lda, sa, &beta, Y, (int)ldy, sy,
-                (int)batch),
-        "gemm");
+    return cu_check_blas(a,
+                         gemm_sb(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                 ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M,
+                                 (int)K, &one, B, (int)ldb, sb, A, (int)lda, sa,
+                                 &beta, Y, (int)ldy, sy, (int)batch),
+                         "gemm");
 }
 
 mg_status cu_matmul(cu_ctx *c, const mg_kargs *a) {
@@ -57,17 +57,19 @@ mg_status cu_matmul(cu_ctx *c, const mg_kargs *a) {
     if (da->ndim < 2 || db->ndim < 2 || dy->ndim < 2)
         return mg_kernel_fail(a, MG_ERR_SHAPE,
                               "matmul needs operands of 2 or more "
-                              "dims, got %d and %d", da->ndim, db->ndim);
+                              "dims, got %d and %d",
+                              da->ndim, db->ndim);
     const int ta = a->attrs->trans_a, tb = a->attrs->trans_b;
     const int64_t m = dy->shape[dy->ndim - 2], n = dy->shape[dy->ndim - 1];
     const int64_t k = da->shape[da->ndim - (ta ? 2 : 1)];
     const int64_t lda = da->shape[da->ndim - 1], ldb = db->shape[db->ndim - 1];
     const int64_t batch = (m * n) != 0 ? mgi_tdesc_numel(dy) / (m * n) : 0;
-    const int64_t sa = da->ndim == 2 ? 0 : m * k, sb = db->ndim == 2 ? 0 : k * n;
+    const int64_t sa = da->ndim == 2 ? 0 : m * k,
+                  sb = db->ndim == 2 ? 0 : k * n;
     if (k == 0)
-        return cu_check(a, cudaMemsetAsync(a->out.data, 0,
-                                           mgi_tdesc_nbytes(dy), c->stream),
-                        "matmul zero fill");
+        return cu_check(
+            a, cudaMemsetAsync(a->out.data, 0, mgi_tdesc_nbytes(dy), c->stream),
+            "matmul zero fill");
     CU_BY_FLOAT(a, dy->dtype,
                 return cu_gemm<T>(c, a, ta, tb, m, n, k,
                                   (const T *)a->in[0].data, lda, sa,
@@ -76,13 +78,12 @@ mg_status cu_matmul(cu_ctx *c, const mg_kargs *a) {
     return MG_OK;
 }
 
-template mg_status cu_gemm<float>(cu_ctx *, const mg_kargs *, int, int,
-                                  int64_t, int64_t, int64_t, const float *,
+template mg_status cu_gemm<float>(cu_ctx *, const mg_kargs *, int, int, int64_t,
                                   int64_t, int64_t, const float *, int64_t,
-                                  int64_t, float, float *, int64_t, int64_t,
-                                  int64_t);
+                                  int64_t, const float *, int64_t, int64_t,
+                                  float, float *, int64_t, int64_t, int64_t);
 template mg_status cu_gemm<double>(cu_ctx *, const mg_kargs *, int, int,
                                    int64_t, int64_t, int64_t, const double *,
                                    int64_t, int64_t, const double *, int64_t,
-                                   int64_t, double, double *, int64_t,
-                                   int64_t, int64_t);
+                                   int64_t, double, double *, int64_t, int64_t,
+                                   int64_t);

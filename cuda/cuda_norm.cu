@@ -5,7 +5,8 @@
  */
 #include "cuda_internal.h"
 
-/* ---- batchnorm, layernorm ------------------------------------------------- */
+/* ---- batchnorm, layernorm -------------------------------------------------
+ */
 
 /* x viewed as [A, B, C], normalised per b over A * C (see cpu_norm.c).
  * A thread visits elements e = threadIdx.x, + blockDim.x, ... of its
@@ -146,8 +147,8 @@ __global__ void k_norm_grad_gamma_b(const T *gy, const T *x, T *dg, T *st,
 
 /* layernorm (A = 1): dgamma[j] = sum over rows b of gy * xhat, in row order */
 template <typename T>
-__global__ void k_norm_grad_gamma_c(const T *gy, const T *x, T *dg,
-                                    const T *st, mg_norm_dims d) {
+__global__ void k_norm_grad_gamma_c(const T *gy, const T *x, T *dg, const T *st,
+                                    mg_norm_dims d) {
     CU_FOR(j, d.c) {
         T s = 0;
         for (int64_t b = 0; b < d.b; b++) {
@@ -163,11 +164,11 @@ mg_status cu_norm(cu_ctx *c, const mg_kargs *a) {
     mg_status s = mg_norm_dims_setup(a, &a->in[0].d, &d);
     if (s != MG_OK) return s;
     const unsigned t = norm_threads(d.a * d.c);
-    CU_BY_FLOAT(a, a->out.d.dtype,
-                (k_norm_fwd<T><<<cu_grid_rows(d.b), t, norm_shared(t),
-                                 c->stream>>>(
-                    (const T *)a->in[0].data, (const T *)a->in[1].data,
-                    (const T *)a->in[2].data, (T *)a->out.data, d)));
+    CU_BY_FLOAT(
+        a, a->out.d.dtype,
+        (k_norm_fwd<T><<<cu_grid_rows(d.b), t, norm_shared(t), c->stream>>>(
+            (const T *)a->in[0].data, (const T *)a->in[1].data,
+            (const T *)a->in[2].data, (T *)a->out.data, d)));
     return MG_OK;
 }
 
@@ -177,10 +178,10 @@ mg_status cu_norm_grad_input(cu_ctx *c, const mg_kargs *a) {
     if (s != MG_OK) return s;
     const unsigned t = norm_threads(d.a * d.c);
     CU_BY_FLOAT(a, a->out.d.dtype,
-                (k_norm_grad_input<T><<<cu_grid_rows(d.b), t, norm_shared(t),
-                                        c->stream>>>(
-                    (const T *)a->in[0].data, (const T *)a->in[1].data,
-                    (const T *)a->in[2].data, (T *)a->out.data, d)));
+                (k_norm_grad_input<T>
+                 <<<cu_grid_rows(d.b), t, norm_shared(t), c->stream>>>(
+                     (const T *)a->in[0].data, (const T *)a->in[1].data,
+                     (const T *)a->in[2].data, (T *)a->out.data, d)));
     return MG_OK;
 }
 
@@ -206,13 +207,15 @@ mg_status cu_norm_grad_gamma(cu_ctx *c, const mg_kargs *a) {
             if (s != MG_OK) return s;
             st = (T *)w;
         }
-        k_norm_grad_gamma_b<T><<<cu_grid_rows(d.b), t, norm_shared(t),
-                                 c->stream>>>(gy, x, dg, st, d);
+        k_norm_grad_gamma_b<T>
+            <<<cu_grid_rows(d.b), t, norm_shared(t), c->stream>>>(gy, x, dg, st,
+                                                                  d);
         if (d.gamma_by_c) {
             s = cu_check_launch(a, "layernorm statistics");
             if (s != MG_OK) return s;
-            k_norm_grad_gamma_c<T><<<cu_blocks(d.c), CU_THREADS, 0,
-                                     c->stream>>>(gy, x, dg, st, d);
+            k_norm_grad_gamma_c<T>
+                <<<cu_blocks(d.c), CU_THREADS, 0, c->stream>>>(gy, x, dg, st,
+                                                               d);
         }
     });
     return MG_OK;

@@ -1,12 +1,13 @@
 /*
  * cuda_pool.cu - max and average pooling and their gradients, with the
- * CPU's window, divisor and argmax (kernel_shared.h). The gradients are gathers in
- * the CPU's accumulation order, so they need no atomics and are
+ * CPU's window, divisor and argmax (kernel_shared.h). The gradients are gathers
+ * in the CPU's accumulation order, so they need no atomics and are
  * deterministic.
  */
 #include "cuda_internal.h"
 
-/* ---- pooling ----------------------------------------------------------------- */
+/* ---- pooling
+ * ----------------------------------------------------------------- */
 
 /* The first maximum of the window, as the CPU picks it (kernel_shared.h). */
 __device__ __forceinline__ int64_t pool_argmax(const float *x,

@@ -8,7 +8,8 @@
 
 #include <string.h>
 
-/* ---- sum, mean -------------------------------------------------------------- */
+/* ---- sum, mean --------------------------------------------------------------
+ */
 
 /* Kept dims (the output, in order) and reduced dims, with x's strides. */
 struct red_dims {
@@ -95,14 +96,13 @@ static mg_status reduce(cu_ctx *c, const mg_kargs *a, int mean) {
     CU_BY_FLOAT(a, a->out.d.dtype, {
         if (nr < 64) {
             k_reduce_thread<T><<<cu_blocks(ny), CU_THREADS, 0, c->stream>>>(
-                (const T *)a->in[0].data, (T *)a->out.data, ny, nr, d,
-                mean_of);
+                (const T *)a->in[0].data, (T *)a->out.data, ny, nr, d, mean_of);
         } else {
             const unsigned t = cu_row_threads(nr);
-            k_reduce_block<T><<<cu_grid_rows(ny), t, t * sizeof(T),
-                                c->stream>>>((const T *)a->in[0].data,
-                                             (T *)a->out.data, ny, nr, d,
-                                             mean_of);
+            k_reduce_block<T>
+                <<<cu_grid_rows(ny), t, t * sizeof(T), c->stream>>>(
+                    (const T *)a->in[0].data, (T *)a->out.data, ny, nr, d,
+                    mean_of);
         }
     });
     return MG_OK;

@@ -6,7 +6,8 @@
  */
 #include "cuda_internal.h"
 
-/* ---- fill ------------------------------------------------------------------ */
+/* ---- fill ------------------------------------------------------------------
+ */
 
 template <typename T> __global__ void k_fill(T *y, int64_t n, T v) {
     CU_FOR(i, n) y[i] = v;
@@ -63,8 +64,9 @@ mg_status cu_move(cu_ctx *c, const mg_kargs *a, const void *src, void *dst,
 mg_status cu_reshape(cu_ctx *c, const mg_kargs *a) {
     const size_t n = mgi_tdesc_nbytes(&a->out.d);
     if (!n || a->out.data == a->in[0].data) return MG_OK;
-    return cu_check(a, cudaMemcpyAsync(a->out.data, a->in[0].data, n,
-                                       cudaMemcpyDeviceToDevice, c->stream),
+    return cu_check(a,
+                    cudaMemcpyAsync(a->out.data, a->in[0].data, n,
+                                    cudaMemcpyDeviceToDevice, c->stream),
                     "reshape copy");
 }
 

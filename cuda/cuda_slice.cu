@@ -17,15 +17,14 @@ static mg_status copy_box(cu_ctx *c, const mg_kargs *a, const mg_kbuf *src,
 }
 
 mg_status cu_slice(cu_ctx *c, const mg_kargs *a) {
-    return copy_box(c, a, &a->in[0], a->attrs->start, &a->out, NULL,
-                    &a->out.d);
+    return copy_box(c, a, &a->in[0], a->attrs->start, &a->out, NULL, &a->out.d);
 }
 
 mg_status cu_pad(cu_ctx *c, const mg_kargs *a) {
-    mg_status s = cu_check(a, cudaMemsetAsync(a->out.data, 0,
-                                              mgi_tdesc_nbytes(&a->out.d),
-                                              c->stream),
-                           "pad memset");
+    mg_status s = cu_check(
+        a,
+        cudaMemsetAsync(a->out.data, 0, mgi_tdesc_nbytes(&a->out.d), c->stream),
+        "pad memset");
     if (s != MG_OK) return s;
     return copy_box(c, a, &a->in[0], NULL, &a->out, a->attrs->start,
                     &a->in[0].d);

@@ -4,7 +4,8 @@
  */
 #include "cuda_internal.h"
 
-/* ---- softmax rows ----------------------------------------------------------- */
+/* ---- softmax rows -----------------------------------------------------------
+ */
 
 /* Row r of [outer, n, inner]: n elements `inner` apart. One block per row:
  * max, then the sum of exp(x - m), then the outputs, as the CPU does. */
@@ -41,11 +42,11 @@ static mg_status softmax(cu_ctx *c, const mg_kargs *a, int log_out) {
     if (s != MG_OK) return s;
     const int64_t n = d.n, inner = d.inner, rows = d.outer * d.inner;
     const unsigned t = cu_row_threads(n);
-    CU_BY_FLOAT(a, a->out.d.dtype,
-                (k_softmax<T><<<cu_grid_rows(rows), t, t * sizeof(T),
-                                c->stream>>>((const T *)a->in[0].data,
-                                             (T *)a->out.data, rows, n, inner,
-                                             log_out)));
+    CU_BY_FLOAT(
+        a, a->out.d.dtype,
+        (k_softmax<T><<<cu_grid_rows(rows), t, t * sizeof(T), c->stream>>>(
+            (const T *)a->in[0].data, (T *)a->out.data, rows, n, inner,
+            log_out)));
     return MG_OK;
 }
 

@@ -45,8 +45,9 @@ int main(int argc, char **argv) {
     if (steps < 1 || batch < 1 ||
         (strcmp(kind, "resnet") != 0 && strcmp(kind, "mlp") != 0)) {
         if (rank == 0)
-            fprintf(stderr, "usage: mpirun -np N memgrad-ddp_mpi "
-                            "[resnet|mlp] [steps >= 1] [batch per rank >= 1]\n");
+            fprintf(stderr,
+                    "usage: mpirun -np N memgrad-ddp_mpi "
+                    "[resnet|mlp] [steps >= 1] [batch per rank >= 1]\n");
         MPI_Finalize();
         return 2;
     }
@@ -60,7 +61,8 @@ int main(int argc, char **argv) {
 
     /* Caller memory: parameters, gradients, a batch, the loss. */
     int n = m->n_params;
-    void **w = calloc((size_t)n, sizeof *w), **gw = calloc((size_t)n, sizeof *gw);
+    void **w = calloc((size_t)n, sizeof *w),
+         **gw = calloc((size_t)n, sizeof *gw);
     mg_binding *binds = calloc((size_t)(2 * n + 3), sizeof *binds);
     mg_binding *params = calloc((size_t)n, sizeof *params);
     mg_binding *grads = calloc((size_t)n, sizeof *grads);

@@ -20,8 +20,8 @@ typedef struct mlp {
     mg_graph *g;
     int depth;
     mg_tensor x, labels, loss;
-    mg_tensor *w, *b;      /* depth weights [in,out] and biases [out] */
-    mg_tensor *gw, *gb;    /* their gradient tensors */
+    mg_tensor *w, *b;   /* depth weights [in,out] and biases [out] */
+    mg_tensor *gw, *gb; /* their gradient tensors */
 } mlp;
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dULL;
@@ -29,7 +29,8 @@ static double rng_uniform(void) { /* xorshift64*: deterministic data */
     rng_state ^= rng_state >> 12;
     rng_state ^= rng_state << 25;
     rng_state ^= rng_state >> 27;
-    return (double)((rng_state * 0x2545f4914f6cdd1dULL) >> 11) / 9007199254740992.0;
+    return (double)((rng_state * 0x2545f4914f6cdd1dULL) >> 11) /
+           9007199254740992.0;
 }
 
 static void fail(const char *what, mg_status s) {
@@ -71,8 +72,8 @@ static void mlp_build(mlp *m, int depth, int width, int batch, int classes,
         params[2 * l] = m->w[l];
         params[2 * l + 1] = m->b[l];
     }
-    *grad_status = mg_gradients(m->g, &m->loss, 1, NULL, params, 2 * depth,
-                                ckpt, grads);
+    *grad_status =
+        mg_gradients(m->g, &m->loss, 1, NULL, params, 2 * depth, ckpt, grads);
     for (int l = 0; *grad_status == MG_OK && l < depth; l++) {
         m->gw[l] = grads[2 * l];
         m->gb[l] = grads[2 * l + 1];
@@ -97,8 +98,10 @@ typedef struct run_result {
 
 static run_result train(mlp *m, int width, int batch, int classes, int steps) {
     int depth = m->depth;
-    float **pw = malloc((size_t)depth * sizeof *pw), **pb = malloc((size_t)depth * sizeof *pb);
-    float **dw = malloc((size_t)depth * sizeof *dw), **db = malloc((size_t)depth * sizeof *db);
+    float **pw = malloc((size_t)depth * sizeof *pw),
+          **pb = malloc((size_t)depth * sizeof *pb);
+    float **dw = malloc((size_t)depth * sizeof *dw),
+          **db = malloc((size_t)depth * sizeof *db);
     int n_binds = 3 + 4 * depth;
     mg_binding *binds = malloc((size_t)n_binds * sizeof *binds);
     mg_tensor *outs = malloc((size_t)(1 + 2 * depth) * sizeof *outs);
@@ -106,8 +109,10 @@ static run_result train(mlp *m, int width, int batch, int classes, int steps) {
     int32_t *labels = malloc(sizeof(int32_t) * (size_t)batch);
     float loss = 0;
     rng_state = 0x2545f4914f6cdd1dULL; /* same data and weights per policy */
-    for (int i = 0; i < batch * width; i++) x[i] = (float)(2 * rng_uniform() - 1);
-    for (int i = 0; i < batch; i++) labels[i] = (int32_t)(rng_uniform() * classes);
+    for (int i = 0; i < batch * width; i++)
+        x[i] = (float)(2 * rng_uniform() - 1);
+    for (int i = 0; i < batch; i++)
+        labels[i] = (int32_t)(rng_uniform() * classes);
     int k = 0;
     binds[k++] = (mg_binding){m->x, x};
     binds[k++] = (mg_binding){m->labels, labels};
@@ -139,7 +144,8 @@ static run_result train(mlp *m, int width, int batch, int classes, int steps) {
                     .steps = steps};
     const float lr = 0.05f;
     for (int step = 0; step < steps; step++) {
-        if ((s = mg_exec_run(ex, plan, binds, n_binds, (uint64_t)step)) != MG_OK)
+        if ((s = mg_exec_run(ex, plan, binds, n_binds, (uint64_t)step)) !=
+            MG_OK)
             fail("running a training step", s);
         if (step == 0) r.first_loss = loss;
         r.last_loss = loss;
@@ -156,10 +162,19 @@ static run_result train(mlp *m, int width, int batch, int classes, int steps) {
     mg_exec_free(ex);
     mg_plan_free(plan);
     for (int l = 0; l < depth; l++) {
-        free(pw[l]); free(pb[l]); free(dw[l]); free(db[l]);
+        free(pw[l]);
+        free(pb[l]);
+        free(dw[l]);
+        free(db[l]);
     }
-    free(pw); free(pb); free(dw); free(db);
-    free(binds); free(outs); free(x); free(labels);
+    free(pw);
+    free(pb);
+    free(dw);
+    free(db);
+    free(binds);
+    free(outs);
+    free(x);
+    free(labels);
     return r;
 }
 
@@ -170,11 +185,13 @@ int main(int argc, char **argv) {
     int steps = argc > 4 ? atoi(argv[4]) : 5;
     const int classes = 10;
     if (depth < 1 || width < 1 || batch < 1 || steps < 1) {
-        fprintf(stderr, "usage: memgrad-demo [depth] [width] [batch] [steps]\n");
+        fprintf(stderr,
+                "usage: memgrad-demo [depth] [width] [batch] [steps]\n");
         return 2;
     }
-    printf("memgrad demo: MLP depth %d, width %d, batch %d, %d SGD steps, f32\n",
-           depth, width, batch, steps);
+    printf(
+        "memgrad demo: MLP depth %d, width %d, batch %d, %d SGD steps, f32\n",
+        depth, width, batch, steps);
     printf("one layer's activations: %.2f MiB\n\n",
            (double)batch * width * 4 / (1 << 20));
     printf("%-12s %12s %12s %14s %14s\n", "policy", "first loss", "last loss",
@@ -183,7 +200,8 @@ int main(int argc, char **argv) {
                                        MG_CKPT_SPEED};
     for (size_t i = 0; i < sizeof policies / sizeof *policies; i++) {
         const char *name = mg_ckpt_policy_name(policies[i]);
-        mg_checkpoints ck = {.policy = policies[i], .tensors = NULL, .n_tensors = 0};
+        mg_checkpoints ck = {
+            .policy = policies[i], .tensors = NULL, .n_tensors = 0};
         mlp m;
         mg_status gs;
         mlp_build(&m, depth, width, batch, classes, &ck, &gs);
@@ -195,8 +213,8 @@ int main(int argc, char **argv) {
         }
         if (gs != MG_OK) fail("mg_gradients", gs);
         run_result r = train(&m, width, batch, classes, steps);
-        printf("%-12s %12.4f %12.4f %14.2f %14.2f\n", name,
-               r.first_loss, r.last_loss, (double)r.peak / (1 << 20),
+        printf("%-12s %12.4f %12.4f %14.2f %14.2f\n", name, r.first_loss,
+               r.last_loss, (double)r.peak / (1 << 20),
                (double)r.predicted / (1 << 20));
         mlp_free(&m);
     }

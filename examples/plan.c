@@ -26,11 +26,10 @@
 #include <string.h>
 
 static int usage(void) {
-    fprintf(stderr,
-            "usage: memgrad-plan [--model mlp|resnet|unet|transformer] "
-            "[--policy none|memory|speed] [--depth N] [--width W] "
-            "[--batch B] [--dot FILE] [--dump] [--timeline FILE.svg] "
-            "[--csv PREFIX]\n");
+    fprintf(stderr, "usage: memgrad-plan [--model mlp|resnet|unet|transformer] "
+                    "[--policy none|memory|speed] [--depth N] [--width W] "
+                    "[--batch B] [--dot FILE] [--dump] [--timeline FILE.svg] "
+                    "[--csv PREFIX]\n");
     return 2;
 }
 
@@ -62,8 +61,7 @@ static const mg_ckpt_policy policies[N_POLICIES] = {
 static const char *pname(int k) { return mg_ckpt_policy_name(policies[k]); }
 static const char *const policy_colors[N_POLICIES] = {"#d62728", "#1f77b4",
                                                       "#2ca02c"};
-static const char *const phase_colors[3] = {"#dbe9f6", "#fde0c5",
-                                            "#dcefd8"};
+static const char *const phase_colors[3] = {"#dbe9f6", "#fde0c5", "#dcefd8"};
 
 typedef struct series {
     mg_step_info *pred, *meas;
@@ -82,8 +80,8 @@ static mg_status record_step(void *user, const mg_step_info *info) {
 /* Build the model under policy k, compile its training step, predict its
  * timeline and measure it in one run with parameters, gradients and the
  * loss in caller memory (as in training). */
-static int timeline_policy(const char *model, int depth, int width,
-                           int batch, int k, const char *csv, series *out) {
+static int timeline_policy(const char *model, int depth, int width, int batch,
+                           int k, const char *csv, series *out) {
     mg_checkpoints ck = {.policy = policies[k]};
     mg_model *m = build(model, depth, width, batch);
     if (!m) return fail("building the model");
@@ -137,9 +135,11 @@ static int timeline_policy(const char *model, int depth, int width,
         for (int i = 0; i < s->n && i < s->n_meas; i++)
             if (s->pred[i].bytes_after != s->meas[i].bytes_after ||
                 s->pred[i].bytes_before != s->meas[i].bytes_before) {
-                fprintf(stderr, "memgrad-plan: %s step %d: measured %zu "
-                        "bytes, predicted %zu\n", pname(k), i,
-                        s->meas[i].bytes_after, s->pred[i].bytes_after);
+                fprintf(stderr,
+                        "memgrad-plan: %s step %d: measured %zu "
+                        "bytes, predicted %zu\n",
+                        pname(k), i, s->meas[i].bytes_after,
+                        s->pred[i].bytes_after);
                 rc = 1;
                 break;
             }
@@ -191,7 +191,8 @@ static void write_svg(FILE *f, const series *ser, int shade,
     const double H = T + PH + 60 + 22.0 * N_POLICIES + 20;
 #define X(s) (L + PW * ((double)(s)) / max_n)
 #define Y(b) (T + PH - PH * mib(b) / top)
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" "
             "height=\"%.0f\" font-family=\"sans-serif\" font-size=\"12\">\n"
             "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
             "<text x=\"%.0f\" y=\"24\" font-size=\"15\">%s</text>\n",
@@ -201,19 +202,25 @@ static void write_svg(FILE *f, const series *ser, int shade,
     for (int i = 0; i < sh->n;) {
         int j = i;
         while (j < sh->n && sh->pred[j].phase == sh->pred[i].phase) j++;
-        fprintf(f, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" "
-                "height=\"%.0f\" fill=\"%s\"/>\n", X(i), T, X(j) - X(i), PH,
-                phase_colors[sh->pred[i].phase]);
+        fprintf(f,
+                "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" "
+                "height=\"%.0f\" fill=\"%s\"/>\n",
+                X(i), T, X(j) - X(i), PH, phase_colors[sh->pred[i].phase]);
         i = j;
     }
-    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" fill=\"#555\">shading: phases "
-            "of policy %s</text>\n", L + 8, T + 16, pname(shade));
+    fprintf(f,
+            "<text x=\"%.0f\" y=\"%.0f\" fill=\"#555\">shading: phases "
+            "of policy %s</text>\n",
+            L + 8, T + 16, pname(shade));
     /* axes and ticks */
-    fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" "
-            "fill=\"none\" stroke=\"#333\"/>\n", L, T, PW, PH);
+    fprintf(f,
+            "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" "
+            "fill=\"none\" stroke=\"#333\"/>\n",
+            L, T, PW, PH);
     for (double v = 0; v <= top; v += step) {
         double y = T + PH - PH * v / top;
-        fprintf(f, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" "
+        fprintf(f,
+                "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" "
                 "stroke=\"#ccc\" stroke-width=\"0.5\"/><text x=\"%.0f\" "
                 "y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
                 L, L + PW, y, y, L - 6, y + 4, v);
@@ -223,9 +230,12 @@ static void write_svg(FILE *f, const series *ser, int shade,
     if (max_n / xs > 25) xs *= 5;
     else if (max_n / xs > 10) xs *= 2;
     for (int s = 0; s <= max_n; s += xs)
-        fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">"
-                "%d</text>\n", X(s), T + PH + 16, s);
-    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step"
+        fprintf(f,
+                "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">"
+                "%d</text>\n",
+                X(s), T + PH + 16, s);
+    fprintf(f,
+            "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step"
             "</text>\n<text x=\"18\" y=\"%.0f\" transform=\"rotate(-90 18 "
             "%.0f)\" text-anchor=\"middle\">pool MiB in use</text>\n",
             L + PW / 2, T + PH + 34, T + PH / 2, T + PH / 2);
@@ -235,8 +245,10 @@ static void write_svg(FILE *f, const series *ser, int shade,
         for (int m = 0; m < 2; m++) {
             const mg_step_info *v = m ? s->meas : s->pred;
             int n = m ? s->n_meas : s->n;
-            fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" %s "
-                    "points=\"", policy_colors[k],
+            fprintf(f,
+                    "<polyline fill=\"none\" stroke=\"%s\" %s "
+                    "points=\"",
+                    policy_colors[k],
                     m ? "stroke-width=\"1.2\" stroke-dasharray=\"5 3\""
                       : "stroke-width=\"5\" stroke-opacity=\"0.3\"");
             for (int i = 0; i < n; i++)
@@ -247,46 +259,54 @@ static void write_svg(FILE *f, const series *ser, int shade,
         for (int i = 0; i < s->n; i++)
             if (s->pred[i].is_checkpoint &&
                 s->pred[i].phase == MG_PHASE_FORWARD)
-                fprintf(f, "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"3.5\" "
+                fprintf(f,
+                        "<circle cx=\"%.2f\" cy=\"%.2f\" r=\"3.5\" "
                         "fill=\"white\" stroke=\"%s\" stroke-width=\"1.5\"/>"
-                        "\n", X(i + 1), Y(s->pred[i].bytes_after),
-                        policy_colors[k]);
+                        "\n",
+                        X(i + 1), Y(s->pred[i].bytes_after), policy_colors[k]);
         /* legend */
         double ly = 48 + 18.0 * k;
-        fprintf(f, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.0f\" y2=\"%.0f\" "
+        fprintf(f,
+                "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.0f\" y2=\"%.0f\" "
                 "stroke=\"%s\" stroke-width=\"3\"/><text x=\"%.0f\" "
                 "y=\"%.0f\">%s: predicted peak %.2f MiB (workspace included), "
                 "%d steps</text>\n",
                 L, L + 25, ly - 4, ly - 4, policy_colors[k], L + 32, ly,
                 pname(k), mib(s->peak), s->n);
     }
-    fprintf(f, "<text x=\"%.0f\" y=\"48\" fill=\"#555\">wide pale line: "
+    fprintf(f,
+            "<text x=\"%.0f\" y=\"48\" fill=\"#555\">wide pale line: "
             "predicted</text><text x=\"%.0f\" y=\"66\" fill=\"#555\">"
             "dashed line: measured in a run</text><text x=\"%.0f\" y=\"84\" "
-            "fill=\"#555\">circles: checkpoints</text>\n", L + 580, L + 580,
-            L + 580);
+            "fill=\"#555\">circles: checkpoints</text>\n",
+            L + 580, L + 580, L + 580);
     /* one phase strip per policy */
     for (int k = 0; k < N_POLICIES; k++) {
         const series *s = &ser[k];
         double y = T + PH + 50 + 22.0 * k;
-        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">%s"
-                "</text>\n", L - 6, y + 11, pname(k));
+        fprintf(f,
+                "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">%s"
+                "</text>\n",
+                L - 6, y + 11, pname(k));
         for (int i = 0; i < s->n;) {
             int j = i;
             while (j < s->n && s->pred[j].phase == s->pred[i].phase) j++;
-            fprintf(f, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" "
+            fprintf(f,
+                    "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" "
                     "height=\"14\" fill=\"%s\" stroke=\"#999\" "
-                    "stroke-width=\"0.3\"/>\n", X(i), y, X(j) - X(i),
-                    phase_colors[s->pred[i].phase]);
+                    "stroke-width=\"0.3\"/>\n",
+                    X(i), y, X(j) - X(i), phase_colors[s->pred[i].phase]);
             i = j;
         }
     }
     double ly = T + PH + 50 + 22.0 * N_POLICIES + 6;
     for (int ph = 0; ph < 3; ph++)
-        fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"14\" height=\"10\" "
+        fprintf(f,
+                "<rect x=\"%.0f\" y=\"%.0f\" width=\"14\" height=\"10\" "
                 "fill=\"%s\" stroke=\"#999\"/><text x=\"%.0f\" y=\"%.0f\">"
-                "%s</text>\n", L + 120.0 * ph, ly, phase_colors[ph],
-                L + 120.0 * ph + 18, ly + 10, mg_phase_name((mg_phase)ph));
+                "%s</text>\n",
+                L + 120.0 * ph, ly, phase_colors[ph], L + 120.0 * ph + 18,
+                ly + 10, mg_phase_name((mg_phase)ph));
     fputs("</svg>\n", f);
 #undef X
 #undef Y
@@ -302,9 +322,10 @@ static int timeline(const char *model, int depth, int width, int batch,
         rc = timeline_policy(model, depth, width, batch, k, csv, &ser[k]);
     if (!rc) {
         char title[256];
-        snprintf(title, sizeof title, "memory timeline: %s depth %d, width "
-                 "%d, batch %d, f32, one training step", model, depth, width,
-                 batch);
+        snprintf(title, sizeof title,
+                 "memory timeline: %s depth %d, width "
+                 "%d, batch %d, f32, one training step",
+                 model, depth, width, batch);
         FILE *f = fopen(svg, "w");
         if (!f) {
             fprintf(stderr, "memgrad-plan: cannot write %s\n", svg);
@@ -327,7 +348,10 @@ int main(int argc, char **argv) {
     const char *svg = NULL, *csv = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--dump")) { dump = 1; continue; }
+        if (!strcmp(a, "--dump")) {
+            dump = 1;
+            continue;
+        }
         if (!v) return usage();
         if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--policy")) policy = v;

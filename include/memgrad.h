@@ -70,18 +70,18 @@ extern "C" {
 
 typedef enum mg_status {
     MG_OK = 0,
-    MG_ERR_INVALID_ARG,  /* NULL pointer, bad count, bad attribute value */
-    MG_ERR_SHAPE,        /* shapes that do not fit the op */
-    MG_ERR_DTYPE,        /* dtypes that do not fit the op */
-    MG_ERR_UNKNOWN_ID,   /* a tensor id that is not in the graph */
-    MG_ERR_CYCLE,        /* the graph is not acyclic */
-    MG_ERR_NOMEM,        /* an allocation failed or the pool limit was hit */
-    MG_ERR_UNBOUND,      /* a leaf the schedule reads has no memory bound */
+    MG_ERR_INVALID_ARG, /* NULL pointer, bad count, bad attribute value */
+    MG_ERR_SHAPE,       /* shapes that do not fit the op */
+    MG_ERR_DTYPE,       /* dtypes that do not fit the op */
+    MG_ERR_UNKNOWN_ID,  /* a tensor id that is not in the graph */
+    MG_ERR_CYCLE,       /* the graph is not acyclic */
+    MG_ERR_NOMEM,       /* an allocation failed or the pool limit was hit */
+    MG_ERR_UNBOUND,     /* a leaf the schedule reads has no memory bound */
     MG_ERR_NOT_DIFFERENTIABLE, /* a gradient through an op that has none */
-    MG_ERR_UNSUPPORTED,  /* valid request that this build cannot do yet */
+    MG_ERR_UNSUPPORTED,        /* valid request that this build cannot do yet */
     MG_ERR_INTERNAL,
-    MG_ERR_COMM          /* another rank failed or timed out, or MPI
-                            returned an error (memgrad_dist.h) */
+    MG_ERR_COMM /* another rank failed or timed out, or MPI
+                   returned an error (memgrad_dist.h) */
 } mg_status;
 
 /* A constant string naming the status, e.g. "shape mismatch". */
@@ -402,7 +402,8 @@ mg_tensor mg_global_avg_pool2d(mg_graph *g, mg_tensor x);
 MG_API
 mg_tensor mg_flatten(mg_graph *g, mg_tensor x, int start_axis);
 
-/* ------------------------------------------------------------------ gradients */
+/* ------------------------------------------------------------------ gradients
+ */
 
 typedef enum mg_ckpt_policy {
     MG_CKPT_NONE = 0,       /* plain backprop: every activation kept */
@@ -597,8 +598,8 @@ mg_status mg_plan_summarize(const mg_plan *p, const mg_binding *binds,
  * ops and flops as a fraction of one forward pass, and the predicted peak
  * beside plain backprop's. */
 MG_API
-mg_status mg_plan_report(const mg_plan *p, const mg_binding *binds,
-                         int n_binds, FILE *out);
+mg_status mg_plan_report(const mg_plan *p, const mg_binding *binds, int n_binds,
+                         FILE *out);
 
 /* ------------------------------------------------------------------ running */
 

@@ -206,18 +206,17 @@ mg_status mg_dist_allreduce(mg_dist_buckets *b, mg_status local);
 
 /* Counters since the buckets were made. */
 typedef struct mg_dist_stats {
-    uint64_t steps;        /* mg_dist_allreduce calls that returned MG_OK */
-    uint64_t collectives;  /* nonblocking collectives issued */
-    uint64_t bytes_sent;   /* payload bytes this rank sent to other ranks */
-    double wait_seconds;   /* time spent in mg_dist_allreduce */
-    size_t buffer_bytes;   /* staging memory the buckets hold: about twice
-                              the gradients' bytes (packed + received);
-                              device memory on an NCCL handle */
+    uint64_t steps;       /* mg_dist_allreduce calls that returned MG_OK */
+    uint64_t collectives; /* nonblocking collectives issued */
+    uint64_t bytes_sent;  /* payload bytes this rank sent to other ranks */
+    double wait_seconds;  /* time spent in mg_dist_allreduce */
+    size_t buffer_bytes;  /* staging memory the buckets hold: about twice
+                             the gradients' bytes (packed + received);
+                             device memory on an NCCL handle */
 } mg_dist_stats;
 
 MG_API
-mg_status mg_dist_buckets_stats(const mg_dist_buckets *b,
-                                mg_dist_stats *out);
+mg_status mg_dist_buckets_stats(const mg_dist_buckets *b, mg_dist_stats *out);
 
 #ifdef __cplusplus
 }

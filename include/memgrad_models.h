@@ -50,12 +50,12 @@ typedef struct mg_model_impl mg_model_impl; /* private bookkeeping */
 typedef struct mg_model {
     mg_graph *g; /* owned: freed by mg_model_free */
     mg_model_kind kind;
-    mg_dtype dtype;  /* of the input (but token ids), params and loss */
-    uint64_t seed;   /* the builder's seed (dropout ops are seeded from it) */
-    mg_tensor input; /* float data, or i32 token ids for the transformer */
-    mg_tensor target; /* i32 labels, or a float target for the U-Net */
-    mg_tensor output; /* logits [N, classes] / prediction [N, 1, H, W] */
-    mg_tensor loss;   /* scalar */
+    mg_dtype dtype;    /* of the input (but token ids), params and loss */
+    uint64_t seed;     /* the builder's seed (dropout ops are seeded from it) */
+    mg_tensor input;   /* float data, or i32 token ids for the transformer */
+    mg_tensor target;  /* i32 labels, or a float target for the U-Net */
+    mg_tensor output;  /* logits [N, classes] / prediction [N, 1, H, W] */
+    mg_tensor loss;    /* scalar */
     mg_tensor *params; /* n_params mg_param leaves, in creation order */
     int n_params;
     /* The output of every layer or block in order (the MLP's hidden
@@ -118,8 +118,8 @@ mg_model *mg_model_unet(int depth, int channels, int batch, int image,
  * in [0, 1); layernorm eps 1e-5. */
 MG_API
 mg_model *mg_model_transformer(int layers, int d_model, int heads, int seq,
-                               int batch, int vocab, double dropout,
-                               int causal, mg_dtype dtype, uint64_t seed);
+                               int batch, int vocab, double dropout, int causal,
+                               mg_dtype dtype, uint64_t seed);
 
 /* Append the gradients of m->loss with respect to every parameter
  * (mg_gradients with the given checkpoints, NULL for plain backprop) and

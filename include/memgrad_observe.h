@@ -44,17 +44,17 @@ const char *mg_phase_name(mg_phase phase);
  * bytes_after is 0. */
 typedef struct mg_step_info {
     const mg_plan *plan;
-    int step;                /* 0 .. n_steps - 1 */
+    int step; /* 0 .. n_steps - 1 */
     int n_steps;
     const char *op;          /* the op's name, e.g. "matmul" */
     mg_tensor tensor;        /* the tensor the step computes */
     const char *tensor_name; /* its name, or NULL */
     mg_phase phase;
-    int is_checkpoint;       /* a checkpoint chosen or tagged for the
-                                backward pass */
+    int is_checkpoint; /* a checkpoint chosen or tagged for the
+                          backward pass */
     size_t bytes_before, bytes_after;
-    size_t workspace_bytes;  /* scratch lent for the op (size class) */
-    double flops;            /* the op's cost model, as the plan report's */
+    size_t workspace_bytes; /* scratch lent for the op (size class) */
+    double flops;           /* the op's cost model, as the plan report's */
     double bytes_moved;
 } mg_step_info;
 
@@ -71,8 +71,7 @@ typedef struct mg_observer {
 /* Attach a copy of *obs to ex; *id (may be NULL) receives the handle that
  * mg_exec_observer_detach takes. */
 MG_API
-mg_status mg_exec_observer_attach(mg_exec *ex, const mg_observer *obs,
-                                  int *id);
+mg_status mg_exec_observer_attach(mg_exec *ex, const mg_observer *obs, int *id);
 /* Detach the observer with that handle; MG_ERR_UNKNOWN_ID if none. */
 MG_API
 mg_status mg_exec_observer_detach(mg_exec *ex, int id);

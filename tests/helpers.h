@@ -41,19 +41,19 @@
 /* The op families, named as src/graph/ops_*.c: test_ops and test_gradcheck
  * have one part per family, tests/ops/<family>.c and
  * tests/gradcheck/<family>.c. */
-#define TH_OP_FAMILIES(X) \
-    X(matmul) \
-    X(elementwise) \
-    X(reduce) \
-    X(shape) \
-    X(softmax) \
-    X(random) \
-    X(loss) \
-    X(conv) \
-    X(pool) \
-    X(norm) \
-    X(slice) \
-    X(embedding) \
+#define TH_OP_FAMILIES(X)                                                      \
+    X(matmul)                                                                  \
+    X(elementwise)                                                             \
+    X(reduce)                                                                  \
+    X(shape)                                                                   \
+    X(softmax)                                                                 \
+    X(random)                                                                  \
+    X(loss)                                                                    \
+    X(conv)                                                                    \
+    X(pool)                                                                    \
+    X(norm)                                                                    \
+    X(slice)                                                                   \
+    X(embedding)                                                               \
     X(attention)
 
 /* The float dtypes every kernel exists in. */
@@ -67,8 +67,7 @@ typedef struct th_rng {
 
 static inline void th_rng_init(th_rng *r, uint64_t seed) {
     r->s = seed * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
-    if (r->s == 0)
-        r->s = 1;
+    if (r->s == 0) r->s = 1;
 }
 
 static inline uint64_t th_rng_next(th_rng *r) {
@@ -98,8 +97,7 @@ static inline double th_rng_range(th_rng *r, double lo, double hi,
 
 static inline void th_fill_f64(th_rng *r, double *d, int64_t n, double lo,
                                double hi, double minabs) {
-    for (int64_t i = 0; i < n; i++)
-        d[i] = th_rng_range(r, lo, hi, minabs);
+    for (int64_t i = 0; i < n; i++) d[i] = th_rng_range(r, lo, hi, minabs);
 }
 
 static inline void th_fill_f32(th_rng *r, float *d, int64_t n, double lo,
@@ -118,8 +116,7 @@ static inline void th_rand_vals(th_rng *r, double *d, int64_t n, double lo,
 
 static inline int64_t th_numel(int ndim, const int64_t *shape) {
     int64_t n = 1;
-    for (int i = 0; i < ndim; i++)
-        n *= shape[i];
+    for (int i = 0; i < ndim; i++) n *= shape[i];
     return n;
 }
 
@@ -164,8 +161,7 @@ static inline mg_status th_run_opts(const mg_graph *g, int n_outs,
         snprintf(th_errmsg, sizeof th_errmsg, "test: calloc failed");
         goto done;
     }
-    for (int i = 0; i < n_ins; i++)
-        b[i] = ins[i];
+    for (int i = 0; i < n_ins; i++) b[i] = ins[i];
     /* an output listed twice is bound once and copied afterwards */
     nb = n_ins;
     for (int i = 0; i < n_outs; i++) {
@@ -194,10 +190,8 @@ static inline mg_status th_run_opts(const mg_graph *g, int n_outs,
 done:
     free(first);
     free(b);
-    if (ex)
-        mg_exec_free(ex);
-    if (p)
-        mg_plan_free(p);
+    if (ex) mg_exec_free(ex);
+    if (p) mg_plan_free(p);
     return st;
 }
 
@@ -209,17 +203,18 @@ static inline mg_status th_run(const mg_graph *g, int n_outs,
 }
 
 /* Run and fail the test with the library's message if the run fails. */
-#define TH_RUN_OK(what, ...)                                                \
-    do {                                                                    \
-        mg_status th_st_ = th_run(__VA_ARGS__);                             \
-        ck_assert_msg(th_st_ == MG_OK, "%s: run failed: %s", (what),        \
-                      th_errmsg);                                           \
+#define TH_RUN_OK(what, ...)                                                   \
+    do {                                                                       \
+        mg_status th_st_ = th_run(__VA_ARGS__);                                \
+        ck_assert_msg(th_st_ == MG_OK, "%s: run failed: %s", (what),           \
+                      th_errmsg);                                              \
     } while (0)
 
 /* Fail unless builder call result t is a valid tensor. */
-#define TH_OK_T(what, t)                                                    \
-    ck_assert_msg((t) != MG_NO_TENSOR, "%s: builder returned MG_NO_TENSOR: %s", \
-                  (what), mg_last_error())
+#define TH_OK_T(what, t)                                                       \
+    ck_assert_msg((t) != MG_NO_TENSOR,                                         \
+                  "%s: builder returned MG_NO_TENSOR: %s", (what),             \
+                  mg_last_error())
 
 /* Adds a test case `name` of `tests` (TH_TESTS(test_a, test_b, ...)) to s,
  * with a timeout in seconds (0: Check's default). */
@@ -228,10 +223,8 @@ static inline mg_status th_run(const mg_graph *g, int n_outs,
 static inline void th_add_tcase(Suite *s, const char *name, double timeout,
                                 const TTest **tests) {
     TCase *tc = tcase_create(name);
-    if (timeout > 0)
-        tcase_set_timeout(tc, timeout);
-    for (int i = 0; tests[i]; i++)
-        tcase_add_test(tc, tests[i]);
+    if (timeout > 0) tcase_set_timeout(tc, timeout);
+    for (int i = 0; tests[i]; i++) tcase_add_test(tc, tests[i]);
     suite_add_tcase(s, tc);
 }
 
@@ -277,8 +270,7 @@ static inline void th_check_f32(const char *what, const float *got,
 
 /* The tensor's shape equals (ndim, shape). */
 static inline void th_check_shape(const char *what, const mg_graph *g,
-                                  mg_tensor t, int ndim,
-                                  const int64_t *shape) {
+                                  mg_tensor t, int ndim, const int64_t *shape) {
     int nd = -1;
     int64_t sh[MG_MAX_DIMS];
     mg_status st = mg_tensor_shape(g, t, &nd, sh);
@@ -286,18 +278,16 @@ static inline void th_check_shape(const char *what, const mg_graph *g,
                   mg_last_error());
     ck_assert_msg(nd == ndim, "%s: ndim is %d, expected %d", what, nd, ndim);
     for (int i = 0; i < ndim; i++)
-        ck_assert_msg(sh[i] == shape[i],
-                      "%s: shape[%d] is %lld, expected %lld", what, i,
-                      (long long)sh[i], (long long)shape[i]);
+        ck_assert_msg(sh[i] == shape[i], "%s: shape[%d] is %lld, expected %lld",
+                      what, i, (long long)sh[i], (long long)shape[i]);
 }
 
 /* ------------------------------------------------------------------ errors */
 
 /* A builder call must have failed: t is MG_NO_TENSOR, the status is st and
  * the message holds both needles (the op, then the reason). */
-static inline void th_expect_fail(const char *what, mg_tensor t,
-                                  mg_status st, const char *op,
-                                  const char *reason) {
+static inline void th_expect_fail(const char *what, mg_tensor t, mg_status st,
+                                  const char *op, const char *reason) {
     const char *msg = mg_last_error();
     ck_assert_msg(t == MG_NO_TENSOR, "%s: built tensor %d", what, (int)t);
     ck_assert_msg(mg_last_status() == st, "%s: status %s, expected %s (%s)",
@@ -308,7 +298,7 @@ static inline void th_expect_fail(const char *what, mg_tensor t,
     mg_clear_error();
 }
 
-#define TH_FAIL(call, st, op, reason)                                       \
+#define TH_FAIL(call, st, op, reason)                                          \
     th_expect_fail(#call, (call), st, op, reason)
 
 /* Leaves of the shapes and dtypes the builder-error tests feed to ops. */

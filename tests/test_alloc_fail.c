@@ -61,13 +61,13 @@ void *__libc_memalign(size_t, size_t);
 
 #define NO_SAN __attribute__((no_sanitize("address", "undefined")))
 
-static volatile int fa_armed;      /* count and fail only while set */
-static atomic_long fa_count;       /* counted allocations since arming */
-static long fa_fail_at = -1;       /* index of the first to fail */
-static bool fa_persist;            /* fail every one after it too */
-static atomic_long fa_failed;      /* failures handed out */
-static atomic_long fa_igraph;      /* counted allocations made by igraph */
-static void *fa_exe_base;          /* load address of this executable */
+static volatile int fa_armed;       /* count and fail only while set */
+static atomic_long fa_count;        /* counted allocations since arming */
+static long fa_fail_at = -1;        /* index of the first to fail */
+static bool fa_persist;             /* fail every one after it too */
+static atomic_long fa_failed;       /* failures handed out */
+static atomic_long fa_igraph;       /* counted allocations made by igraph */
+static void *fa_exe_base;           /* load address of this executable */
 static _Thread_local int fa_inside; /* dladdr must not recurse into us */
 
 /* Does the allocation requested from `caller` count? Ours and igraph's. */
@@ -88,8 +88,8 @@ NO_SAN static bool fa_counts(void *caller) {
 NO_SAN static bool fa_fail(void *caller) {
     if (!fa_armed || !fa_counts(caller)) return false;
     long n = atomic_fetch_add(&fa_count, 1);
-    bool fail = fa_fail_at >= 0 &&
-                (n == fa_fail_at || (fa_persist && n > fa_fail_at));
+    bool fail =
+        fa_fail_at >= 0 && (n == fa_fail_at || (fa_persist && n > fa_fail_at));
     if (fail) atomic_fetch_add(&fa_failed, 1);
     return fail;
 }
@@ -107,8 +107,7 @@ NO_SAN void *realloc(void *p, size_t n) {
 }
 
 NO_SAN void *aligned_alloc(size_t align, size_t n) {
-    return fa_fail(__builtin_return_address(0)) ? NULL
-                                                : REAL_ALIGNED(align, n);
+    return fa_fail(__builtin_return_address(0)) ? NULL : REAL_ALIGNED(align, n);
 }
 
 /* Start counting from 0 for a pipeline; fa_arm/fa_disarm bracket the
@@ -198,8 +197,8 @@ static void bufs_free(bufs *b) {
 #define SENTINEL 0xA5
 
 static void outputs_poison(bufs *b) {
-    for (int i = 0; i < b->n_out; i++) memset(b->out[i], SENTINEL,
-                                              b->out_bytes[i]);
+    for (int i = 0; i < b->n_out; i++)
+        memset(b->out[i], SENTINEL, b->out_bytes[i]);
 }
 
 static char *graph_text(const mg_graph *g);
@@ -208,10 +207,10 @@ static char *graph_text(const mg_graph *g);
 typedef struct reference {
     unsigned char *bytes;
     size_t n;
-    long allocs; /* counted allocations of the whole pipeline */
-    char *graph; /* graph_text after mg_gradients */
-    int n_steps; /* of the training plan */
-    size_t peak; /* its predicted peak */
+    long allocs;    /* counted allocations of the whole pipeline */
+    char *graph;    /* graph_text after mg_gradients */
+    int n_steps;    /* of the training plan */
+    size_t peak;    /* its predicted peak */
     long recovered; /* failure points the pipeline recovered from */
     long igraph;    /* of allocs, those made inside igraph */
 } reference;
@@ -296,7 +295,8 @@ static bool pipeline(const sweep_case *c, long fail_at, bool persist,
         char *after = graph_text(m->g);
         ck_assert_msg(strcmp(before, after) == 0,
                       "%s, allocation %ld failed: mg_gradients changed the "
-                      "graph", what, fail_at);
+                      "graph",
+                      what, fail_at);
         free(after);
         ck_assert(mg_model_gradients(m, &ck) == MG_OK);
     }
@@ -377,10 +377,12 @@ static bool pipeline(const sweep_case *c, long fail_at, bool persist,
         /* a failure met and survived must not have changed the answer */
         ck_assert_msg(strcmp(text, ref->graph) == 0,
                       "%s, allocation %ld failed: the graph differs from a "
-                      "fault-free build", what, fail_at);
+                      "fault-free build",
+                      what, fail_at);
         ck_assert_msg(n_steps == ref->n_steps && peak == ref->peak,
                       "%s, allocation %ld failed: the plan differs from a "
-                      "fault-free compile", what, fail_at);
+                      "fault-free compile",
+                      what, fail_at);
         if (!failed && atomic_load(&fa_failed) > 0) ref->recovered++;
     }
     free(text);
@@ -427,15 +429,17 @@ static void sweep(const sweep_case *c, bool persist) {
          * with: some call must report it. */
         ck_assert_msg(failed || !persist,
                       "%s: allocations %ld.. of %ld failed and no call "
-                      "reported it", c->name, n, ref.allocs);
+                      "reported it",
+                      c->name, n, ref.allocs);
         tried++;
-        if (n + step >= ref.allocs && n != ref.allocs - 1) n = ref.allocs - 1 - step;
+        if (n + step >= ref.allocs && n != ref.allocs - 1)
+            n = ref.allocs - 1 - step;
     }
     /* past the end nothing fails: the counts are deterministic */
     ck_assert(!pipeline(c, ref.allocs, persist, &ref));
     printf("%s (%s): %ld allocations (%ld in igraph), %ld failure points "
-           "tried, %ld recovered from\n", c->name,
-           persist ? "persist" : "once", ref.allocs, ref.igraph, tried,
+           "tried, %ld recovered from\n",
+           c->name, persist ? "persist" : "once", ref.allocs, ref.igraph, tried,
            ref.recovered);
     free(ref.bytes);
     free(ref.graph);

@@ -36,8 +36,8 @@ static mg_plan *workspace_plan(mg_graph *g) {
     const int64_t ln[1] = {8};
     mg_tensor gam = mg_param(g, "gamma", MG_F32, 1, ln);
     mg_tensor bet = mg_param(g, "beta", MG_F32, 1, ln);
-    mg_tensor flat = mg_sum(g, mg_layernorm(g, h, gam, bet, 1, 1e-5), 0,
-                            NULL, 0);
+    mg_tensor flat =
+        mg_sum(g, mg_layernorm(g, h, gam, bet, 1, 1e-5), 0, NULL, 0);
     const int64_t tab[2] = {7, 5}, idx[1] = {6}, lab[1] = {6};
     mg_tensor table = mg_param(g, "table", MG_F32, 2, tab);
     mg_tensor ids = mg_input(g, "ids", MG_I32, 1, idx);
@@ -56,8 +56,8 @@ static mg_plan *workspace_plan(mg_graph *g) {
 /* Step s as the executor hands it to a kernel, without data. */
 static mg_kargs step_args(const mg_plan *p, int32_t s) {
     const mg_plan_step *st = &p->step[s];
-    mg_kargs a = {.op = st->op, .attrs = &p->g->nodes[st->t].attrs,
-                  .n_in = st->n_in};
+    mg_kargs a = {
+        .op = st->op, .attrs = &p->g->nodes[st->t].attrs, .n_in = st->n_in};
     for (int i = 0; i < st->n_in; i++) a.in[i].d = p->tensor[st->in[i]].d;
     a.out.d = p->tensor[st->t].d;
     return a;
@@ -110,8 +110,8 @@ START_TEST(test_workspace_within_plan) {
          * this loads libmemgrad-cuda.so (no device needed) */
         size_t cneed = mgi_backend_find(MG_DEVICE_CUDA)->kernel_workspace(&a);
         ck_assert_msg(cneed <= p->step[s].work,
-                      "cuda needs %zu bytes for %s, the plan lends %zu",
-                      cneed, mgi_op_str(a.op), p->step[s].work);
+                      "cuda needs %zu bytes for %s, the plan lends %zu", cneed,
+                      mgi_op_str(a.op), p->step[s].work);
         borrowing += cneed > 0;
 #endif
     }

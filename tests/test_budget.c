@@ -18,11 +18,16 @@
  * ch_configs. */
 static int ch_widths[CH_LAYERS + 1] = {6, 20, 5, 32, 9, 24};
 static const int ch_configs[][CH_LAYERS + 1] = {
-    {6, 20, 5, 32, 9, 24}, {40, 3, 3, 48, 2, 64}, {16, 16, 16, 16, 16, 16},
+    {6, 20, 5, 32, 9, 24},
+    {40, 3, 3, 48, 2, 64},
+    {16, 16, 16, 16, 16, 16},
     {2, 64, 8, 64, 8, 4},
     /* arbitrary widths; the last one defeated a coarser grid of M */
-    {3, 3, 6, 8, 4, 24}, {1, 32, 64, 2, 16, 6}, {24, 2, 48, 12, 1, 64},
-    {64, 4, 32, 1, 48, 8}, {48, 48, 4, 3, 64, 4}};
+    {3, 3, 6, 8, 4, 24},
+    {1, 32, 64, 2, 16, 6},
+    {24, 2, 48, 12, 1, 64},
+    {64, 4, 32, 1, 48, 8},
+    {48, 48, 4, 3, 64, 4}};
 #define CH_BATCH 7
 
 typedef struct chain {
@@ -38,13 +43,14 @@ static mg_status chain_build(chain *c, int dropout, mg_dtype dt,
     memset(c, 0, sizeof *c);
     c->g = mg_graph_new();
     c->x = mg_input(c->g, "x", dt, 2, S(CH_BATCH, ch_widths[0]));
-    c->target = mg_input(c->g, "target", dt, 2,
-                         S(CH_BATCH, ch_widths[CH_LAYERS]));
+    c->target =
+        mg_input(c->g, "target", dt, 2, S(CH_BATCH, ch_widths[CH_LAYERS]));
     mg_tensor h = c->x;
     for (int l = 0; l < CH_LAYERS; l++) {
         char name[16];
         snprintf(name, sizeof name, "w%d", l);
-        c->w[l] = mg_param(c->g, name, dt, 2, S(ch_widths[l], ch_widths[l + 1]));
+        c->w[l] =
+            mg_param(c->g, name, dt, 2, S(ch_widths[l], ch_widths[l + 1]));
         h = c->fwd[2 * l] = mg_matmul(c->g, h, c->w[l], 0, 0);
         h = c->fwd[2 * l + 1] = dropout && (l % 2)
                                     ? mg_dropout(c->g, h, 0.3, (uint64_t)l)
@@ -175,8 +181,8 @@ START_TEST(test_exhaustive_chain) {
         int k = 0;
         for (int i = 0; i < n; i++)
             if (set & (1 << i)) listed[k++] = probe.fwd[i];
-        mg_checkpoints ck = {.policy = MG_CKPT_COLLECTION, .tensors = listed,
-                             .n_tensors = k};
+        mg_checkpoints ck = {
+            .policy = MG_CKPT_COLLECTION, .tensors = listed, .n_tensors = k};
         measured m;
         chain_under(&ck, dropout, MG_F32, 0, &m);
         peak[set] = m.predicted;
@@ -204,8 +210,7 @@ START_TEST(test_exhaustive_chain) {
                       "%.0f flops, exhaustive search finds %.0f (set %#x, "
                       "peak %zu)",
                       config, dropout ? " with dropout" : "", budget, m.rflops,
-                      best, (unsigned)best_set,
-                      peak[best_set]);
+                      best, (unsigned)best_set, peak[best_set]);
         budgets++;
     }
     ck_assert_int_ge(budgets, 20);
@@ -224,8 +229,8 @@ START_TEST(test_infeasible_names_minimum) {
     const char *msg = mg_last_error();
     const char *at = strstr(msg, "smallest budget that fits is ");
     ck_assert_msg(at && strstr(msg, "256 bytes"), "%s", msg);
-    size_t minimum = (size_t)strtoull(at + strlen("smallest budget that fits is "),
-                                      NULL, 10);
+    size_t minimum = (size_t)strtoull(
+        at + strlen("smallest budget that fits is "), NULL, 10);
     ck_assert_msg(minimum > 256, "%s", msg);
     ck_assert_int_eq(mg_graph_num_tensors(c.g), 2 + 3 * CH_LAYERS + 1);
     ck_assert_int_eq(mg_graph_checkpoints(c.g, NULL, 0), 0);
@@ -260,7 +265,8 @@ START_TEST(test_bit_exact_and_measured_peak) {
         mg_graph_free(c.g);
         int recomputed = 0;
         for (int k = 0; k <= 4; k++) {
-            ck.budget_bytes = minimum + (ref.predicted - minimum) * (size_t)k / 4;
+            ck.budget_bytes =
+                minimum + (ref.predicted - minimum) * (size_t)k / 4;
             measured m;
             chain_under(&ck, 1, dt, 1, &m);
             same_grads("budget vs none", &m, &ref);

@@ -153,12 +153,14 @@ START_TEST(test_schedule_replay) {
             mg_chain_sched qz;
             ck_assert(mgi_chain_schedule(&z, &qz) == MG_OK);
             ck_assert(qz.cost == q.cost);
-            ck_assert(!memcmp(qz.kept, q.kept, (size_t)(l + 1) * sizeof *q.kept));
+            ck_assert(
+                !memcmp(qz.kept, q.kept, (size_t)(l + 1) * sizeof *q.kept));
             mgi_chain_sched_free(&qz);
             mgi_chain_sched_free(&q);
             if (slots < max_tape) {
                 mg_chain_dp bad = {l, f, w, slots, tape};
-                ck_assert_int_eq(mgi_chain_schedule(&bad, &q), MG_ERR_INVALID_ARG);
+                ck_assert_int_eq(mgi_chain_schedule(&bad, &q),
+                                 MG_ERR_INVALID_ARG);
                 continue;
             }
             /* tapes: within the slots, as replayed; never cheaper than
@@ -167,8 +169,8 @@ START_TEST(test_schedule_replay) {
             ck_assert(mgi_chain_schedule(&t, &q) == MG_OK);
             got = replay(&t, &q);
             ck_assert_msg(got == q.cost,
-                          "l %d slots %d tapes: replay %.0f, DP %.0f", l,
-                          slots, got, q.cost);
+                          "l %d slots %d tapes: replay %.0f, DP %.0f", l, slots,
+                          got, q.cost);
             ck_assert(q.cost >= prev);
             ck_assert(q.cost <= prev_t);
             prev_t = q.cost;
@@ -196,7 +198,7 @@ static double brute_force(const mg_chain_dp *c) {
     double *dist = malloc((size_t)V * sizeof *dist);
     bool *done = calloc((size_t)V, 1);
     /* p == l + 1: no working state (after a reversal) */
-#define BF_IX(p, m, r) ((((p) * nsnap) + (m)) * (l + 1) + (r))
+#define BF_IX(p, m, r) ((((p)*nsnap) + (m)) * (l + 1) + (r))
     for (int i = 0; i < V; i++) dist[i] = INFINITY;
     dist[BF_IX(0, 0, l)] = 0;
     double answer = INFINITY;
@@ -217,10 +219,10 @@ static double brute_force(const mg_chain_dp *c) {
         int used = 0;
         for (int q = 1; q < l; q++)
             if (m & (1 << (q - 1))) used += c->w[q];
-#define BF_RELAX(p2, m2, r2, cost)                                       \
-    do {                                                                \
-        int v_ = BF_IX(p2, m2, r2);                                     \
-        if (d + (cost) < dist[v_]) dist[v_] = d + (cost);               \
+#define BF_RELAX(p2, m2, r2, cost)                                             \
+    do {                                                                       \
+        int v_ = BF_IX(p2, m2, r2);                                            \
+        if (d + (cost) < dist[v_]) dist[v_] = d + (cost);                      \
     } while (0)
         if (p <= l) {
             if (p + 1 <= r - 1) BF_RELAX(p + 1, m, r, c->f[p]);

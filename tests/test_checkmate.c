@@ -1,14 +1,15 @@
 /*
  * test_checkmate.c - Checkmate's MILP (the test oracle
  * tests/oracle/checkmate_milp.c, which mg-checkmate also uses) against
- * MG_CKPT_BUDGET on a tiny chain and a tiny DAG with a skip connection: at policy none's peak the MILP
- * recomputes nothing; a little below it (on the chain) it must recompute,
- * and below every schedule's need it is infeasible; at the budget policy's own peak (in
- * the MILP's memory model) the MILP's optimum never exceeds what the
- * budget policy recomputes (memgrad's schedule is a feasible point, so a
- * violation is a bug in one or the other); and every MILP solution decodes
- * into a valid schedule within its budget, every evaluation's inputs
- * evaluated before it or held, which a corrupted schedule is not.
+ * MG_CKPT_BUDGET on a tiny chain and a tiny DAG with a skip connection: at
+ * policy none's peak the MILP recomputes nothing; a little below it (on the
+ * chain) it must recompute, and below every schedule's need it is infeasible;
+ * at the budget policy's own peak (in the MILP's memory model) the MILP's
+ * optimum never exceeds what the budget policy recomputes (memgrad's schedule
+ * is a feasible point, so a violation is a bug in one or the other); and every
+ * MILP solution decodes into a valid schedule within its budget, every
+ * evaluation's inputs evaluated before it or held, which a corrupted schedule
+ * is not.
  */
 #include "helpers.h"
 
@@ -49,8 +50,8 @@ static mg_status build(int which, const mg_checkpoints *c, mgi_ckm_net *net) {
         return mgi_ckm_net_chain(4, (const int[]){16, 64, 16, 96, 8}, 8, c,
                                  net);
     if (which == 2) /* mg-checkmate's MLP (28 ops) */
-        return mgi_ckm_net_model(mg_model_mlp(3, 64, 32, 64, 10, 0.0, MG_F32, 1),
-                                 c, net);
+        return mgi_ckm_net_model(
+            mg_model_mlp(3, 64, 32, 64, 10, 0.0, MG_F32, 1), c, net);
     return skip_net(c, net);
 }
 
@@ -67,17 +68,19 @@ static mgi_ckm_outcome solve(const mgi_ckm_dag *d, double budget,
     mgi_ckm_result r;
     ck_assert_msg(mgi_ckm_solve(d, budget, &o, &r) == MG_OK, "%s",
                   mgi_ckm_last_error());
-    ck_assert_msg(r.outcome == MGI_CKM_OPTIMAL || r.outcome == MGI_CKM_INFEASIBLE,
-                  "tiny MILP not solved to a proof: %s",
-                  mgi_ckm_outcome_name(r.outcome));
+    ck_assert_msg(
+        r.outcome == MGI_CKM_OPTIMAL || r.outcome == MGI_CKM_INFEASIBLE,
+        "tiny MILP not solved to a proof: %s", mgi_ckm_outcome_name(r.outcome));
     if (r.outcome == MGI_CKM_OPTIMAL) {
         mgi_ckm_eval e;
         ck_assert_msg(mgi_ckm_evaluate(d, r.R, false, &e) == MG_OK, "%s",
                       mgi_ckm_last_error());
         ck_assert_msg(mgi_ckm_check_held(d, r.R, r.S) == MG_OK, "%s",
                       mgi_ckm_last_error());
-        ck_assert_msg(e.peak <= budget * (1 + 1e-9), "decoded peak %.0f > "
-                      "budget %.0f", e.peak, budget);
+        ck_assert_msg(e.peak <= budget * (1 + 1e-9),
+                      "decoded peak %.0f > "
+                      "budget %.0f",
+                      e.peak, budget);
         ck_assert_msg(e.peak <= r.milp_peak * (1 + 1e-6) + 1e-6,
                       "decoded peak %.0f above the MILP's own %.0f", e.peak,
                       r.milp_peak);
@@ -153,8 +156,9 @@ START_TEST(test_lower_bound_of_budget_policy) {
         ck_assert_int_eq(solve(&bp.dag, bp.eval.peak, &c), MGI_CKM_OPTIMAL);
         ck_assert_msg(c <= bp.eval.recompute_flops * (1 + 1e-9) + 1e-6,
                       "budget %zu: the MILP's optimum %.0f exceeds the budget "
-                      "policy's %.0f at its own peak %.0f", cb.budget_bytes, c,
-                      bp.eval.recompute_flops, bp.eval.peak);
+                      "policy's %.0f at its own peak %.0f",
+                      cb.budget_bytes, c, bp.eval.recompute_flops,
+                      bp.eval.peak);
         compared++;
         recomputing += bp.eval.recompute_flops > 0;
         mgi_ckm_planned_free(&bp);

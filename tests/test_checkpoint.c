@@ -82,8 +82,8 @@ START_TEST(test_policies_bit_exact) {
     for (int dt = 0; dt < 2; dt++) {
         mg_dtype dtype = dt ? MG_F64 : MG_F32;
         tm_mlp plain;
-        ck_assert(tm_mlp_build(&plain, dtype, 12, 8, 32, 5, 6, 1, 0.25,
-                               NULL) == MG_OK);
+        ck_assert(tm_mlp_build(&plain, dtype, 12, 8, 32, 5, 6, 1, 0.25, NULL) ==
+                  MG_OK);
         run_out ref;
         run_mlp(&plain, 4, 0, &ref);
         for (size_t k = 0; k < sizeof all_policies / sizeof *all_policies;
@@ -101,8 +101,7 @@ START_TEST(test_policies_bit_exact) {
                 c.tensors = listed;
                 c.n_tensors = 4;
             }
-            mg_status s =
-                tm_mlp_build(&m, dtype, 12, 8, 32, 5, 6, 1, 0.25, &c);
+            mg_status s = tm_mlp_build(&m, dtype, 12, 8, 32, 5, 6, 1, 0.25, &c);
             ck_assert_msg(s == MG_OK, "policy %d: %s", (int)c.policy,
                           mg_last_error());
             run_out got, same_graph_plain;
@@ -166,7 +165,8 @@ START_TEST(test_memory_against_depth) {
                 b[nb++] = (mg_binding){gw[l], mem + (size_t)(4 + 2 * l) * 1024};
                 outs[l + 1] = gw[l];
             }
-            for (int l = 0; l < n; l++) /* identity-ish weights keep values sane */
+            for (int l = 0; l < n;
+                 l++) /* identity-ish weights keep values sane */
                 for (int k = 0; k < 32; k++)
                     mem[(size_t)(3 + 2 * l) * 1024 + (size_t)k * 33] = 1.0f;
             mg_plan *p = NULL;
@@ -187,7 +187,8 @@ START_TEST(test_memory_against_depth) {
                           "depth %d: recompute %g > forward %g flops", n,
                           sum.recompute_flops, sum.forward_flops);
             ck_assert_uint_eq(st.peak_bytes_in_use, sum.predicted_peak);
-            ck_assert(sum.predicted_peak * 4 < sum.predicted_peak_without_recompute);
+            ck_assert(sum.predicted_peak * 4 <
+                      sum.predicted_peak_without_recompute);
             mg_exec_free(ex);
             mg_plan_free(p);
             mg_graph_free(g);
@@ -250,8 +251,10 @@ static void assert_reads_only(const mg_graph *g, const mg_tensor *kept,
             if (!strcmp(op, "input") || !strcmp(op, "param")) continue;
             int ok = 0;
             for (int i = 0; i < n_kept; i++) ok |= kept[i] == in;
-            ck_assert_msg(ok, "backward #%d reads forward #%d (%s), which is "
-                          "not a checkpoint", (int)t, (int)in, op);
+            ck_assert_msg(ok,
+                          "backward #%d reads forward #%d (%s), which is "
+                          "not a checkpoint",
+                          (int)t, (int)in, op);
         }
     }
 }
@@ -263,8 +266,8 @@ START_TEST(test_collection_keeps_exactly_listed) {
     mg_tensor listed[2] = {probe.h[2], probe.h[5]};
     mg_graph_free(probe.g);
     tm_mlp m;
-    mg_checkpoints c = {.policy = MG_CKPT_COLLECTION, .tensors = listed,
-                        .n_tensors = 2};
+    mg_checkpoints c = {
+        .policy = MG_CKPT_COLLECTION, .tensors = listed, .n_tensors = 2};
     ck_assert(tm_mlp_build(&m, MG_F64, 8, 4, 8, 3, 2, 1, 0.0, &c) == MG_OK);
     mg_tensor chosen[8];
     ck_assert_int_eq(mg_graph_checkpoints(m.g, chosen, 8), 2);
@@ -319,9 +322,11 @@ START_TEST(test_unet_without_articulation_points) {
         int64_t s[2] = {16, 16};
         mg_tensor x = mg_param(g, "x", MG_F64, 2, s);
         mg_tensor enc[16], h = x;
-        for (int i = 0; i < levels; i++) h = enc[i] = mg_tanh(g, mg_scale(g, h, 0.9));
+        for (int i = 0; i < levels; i++)
+            h = enc[i] = mg_tanh(g, mg_scale(g, h, 0.9));
         for (int i = levels - 1; i >= 0; i--)
-            h = mg_sigmoid(g, mg_add(g, mg_exp(g, mg_scale(g, h, 0.5)), enc[i]));
+            h = mg_sigmoid(g,
+                           mg_add(g, mg_exp(g, mg_scale(g, h, 0.5)), enc[i]));
         mg_tensor L = mg_sum(g, h, 0, NULL, 0);
         mg_checkpoints c = {.policy = v ? MG_CKPT_MEMORY : MG_CKPT_NONE};
         mg_tensor gx;
@@ -471,13 +476,12 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("checkpoint");
-    th_add_tcase(s, "checkpoint", 300,
-                 TH_TESTS(test_policies_bit_exact, test_memory_against_depth,
-                          test_speed_recomputes_no_matmul,
-                          test_collection_keeps_exactly_listed,
-                          test_tagged_checkpoints,
-                          test_unet_without_articulation_points,
-                          test_bad_checkpoints, test_policy_names,
-                          test_dot_and_report));
+    th_add_tcase(
+        s, "checkpoint", 300,
+        TH_TESTS(test_policies_bit_exact, test_memory_against_depth,
+                 test_speed_recomputes_no_matmul,
+                 test_collection_keeps_exactly_listed, test_tagged_checkpoints,
+                 test_unet_without_articulation_points, test_bad_checkpoints,
+                 test_policy_names, test_dot_and_report));
     return th_run_suite(s);
 }

@@ -74,11 +74,11 @@ START_TEST(test_kernel_table_complete) {
 }
 END_TEST
 
-#define CU_OK(call)                                                           \
-    do {                                                                      \
-        cudaError_t e_ = (call);                                              \
-        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call,                     \
-                      cudaGetErrorString(e_));                                \
+#define CU_OK(call)                                                            \
+    do {                                                                       \
+        cudaError_t e_ = (call);                                               \
+        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call,                      \
+                      cudaGetErrorString(e_));                                 \
     } while (0)
 
 static void *dev_copy(const void *host, size_t n) {
@@ -128,8 +128,7 @@ static mg_tensor leaf(op_case *c, mg_dtype dt, int ndim, const int64_t *sh,
     else if (dt == MG_I64)
         for (int64_t i = 0; i < n; i++)
             ((int64_t *)h)[i] = (int64_t)(th_rng_next(&rng) % (uint64_t)hi);
-    else
-        th_fill_f32(&rng, h, n, lo, hi, 0.05);
+    else th_fill_f32(&rng, h, n, lo, hi, 0.05);
     c->leaves[c->n_leaves] = t;
     c->host[c->n_leaves++] = h;
     return t;
@@ -274,8 +273,8 @@ static void check_case(op_case *c) {
     mg_graph_free(c->g);
 }
 
-#define CASE(label)                                                           \
-    for (op_case c_ = {.g = mg_graph_new(), .name = (label)}, *c = &c_; c;    \
+#define CASE(label)                                                            \
+    for (op_case c_ = {.g = mg_graph_new(), .name = (label)}, *c = &c_; c;     \
          check_case(c), c = NULL)
 
 static const int64_t s34[] = {3, 4}, s4[] = {4}, s234[] = {2, 3, 4},
@@ -336,9 +335,11 @@ START_TEST(test_every_op_matches_cpu) {
         CASE("sum long") finish(c, mg_sum(c->g, fin(c, 2, tall), 1, ax0, 0));
         CASE("mean wide") finish(c, mg_mean(c->g, fin(c, 2, wide), 1, ax1, 0));
         CASE("softmax wide") finish(c, mg_softmax(c->g, fin(c, 2, wide), 1));
-        CASE("log_softmax") finish(c, mg_log_softmax(c->g, fin(c, 2, wide), -1));
+        CASE("log_softmax")
+        finish(c, mg_log_softmax(c->g, fin(c, 2, wide), -1));
     }
-    CASE("broadcast_to") finish(c, mg_broadcast_to(c->g, fin(c, 2, s31), 3, s234));
+    CASE("broadcast_to")
+    finish(c, mg_broadcast_to(c->g, fin(c, 2, s31), 3, s234));
     {
         const int64_t s26[] = {2, 6};
         const int perm[] = {2, 0, 1};
@@ -372,38 +373,46 @@ START_TEST(test_every_op_matches_cpu) {
         const int64_t x1[] = {2, 4, 7, 6}, w1[] = {6, 2, 3, 3};
         const int64_t x2[] = {2, 3, 4, 4}, w2[] = {5, 3, 1, 1};
         const int64_t x3[] = {3, 3, 6, 6}, w3[] = {4, 3, 3, 3};
-        CASE("conv2d grouped") finish(c, mg_conv2d(c->g, fin(c, 4, x1), fin(c, 4, w1),
-                                                   1, 2, 1, 0, 1, 2, 2));
-        CASE("conv2d 1x1") finish(c, mg_conv2d(c->g, fin(c, 4, x2), fin(c, 4, w2),
-                                               1, 1, 0, 0, 1, 1, 1));
-        CASE("conv2d") finish(c, mg_conv2d(c->g, fin(c, 4, x3), fin(c, 4, w3),
-                                           1, 1, 1, 1, 1, 1, 1));
+        CASE("conv2d grouped")
+        finish(c, mg_conv2d(c->g, fin(c, 4, x1), fin(c, 4, w1), 1, 2, 1, 0, 1,
+                            2, 2));
+        CASE("conv2d 1x1")
+        finish(c, mg_conv2d(c->g, fin(c, 4, x2), fin(c, 4, w2), 1, 1, 0, 0, 1,
+                            1, 1));
+        CASE("conv2d")
+        finish(c, mg_conv2d(c->g, fin(c, 4, x3), fin(c, 4, w3), 1, 1, 1, 1, 1,
+                            1, 1));
         const int64_t xp[] = {2, 3, 7, 6};
-        CASE("max_pool2d") finish(c, mg_max_pool2d(c->g, fin(c, 4, xp), 3, 2,
-                                                   2, 2, 1, 1));
-        CASE("avg_pool2d") finish(c, mg_avg_pool2d(c->g, fin(c, 4, xp), 3, 2,
-                                                   2, 2, 1, 1));
+        CASE("max_pool2d")
+        finish(c, mg_max_pool2d(c->g, fin(c, 4, xp), 3, 2, 2, 2, 1, 1));
+        CASE("avg_pool2d")
+        finish(c, mg_avg_pool2d(c->g, fin(c, 4, xp), 3, 2, 2, 2, 1, 1));
         /* each side's padding, ceil_mode, both divisors */
         const mg_pool2d_opts po = {3, 3, 2, 2, 1, 0, 0, 1, 1, 1},
                              pz = {3, 3, 2, 2, 1, 0, 0, 1, 1, 0};
-        CASE("max_pool2d_ex") finish(c, mg_max_pool2d_ex(c->g, fin(c, 4, xp), &po));
-        CASE("avg_pool2d_ex") finish(c, mg_avg_pool2d_ex(c->g, fin(c, 4, xp), &po));
+        CASE("max_pool2d_ex")
+        finish(c, mg_max_pool2d_ex(c->g, fin(c, 4, xp), &po));
+        CASE("avg_pool2d_ex")
+        finish(c, mg_avg_pool2d_ex(c->g, fin(c, 4, xp), &po));
         CASE("avg_pool2d_ex count_include_pad=0")
-            finish(c, mg_avg_pool2d_ex(c->g, fin(c, 4, xp), &pz));
+        finish(c, mg_avg_pool2d_ex(c->g, fin(c, 4, xp), &pz));
         const int64_t xb[] = {4, 3, 5, 2}, g3[] = {3};
-        CASE("batchnorm") finish(c, mg_batchnorm(c->g, fin(c, 4, xb), fin(c, 1, g3),
-                                                 fin(c, 1, g3), 1e-5));
+        CASE("batchnorm")
+        finish(c, mg_batchnorm(c->g, fin(c, 4, xb), fin(c, 1, g3),
+                               fin(c, 1, g3), 1e-5));
         /* groups of 2304 elements: a block of 1024 threads, rows of 9
          * columns each thread steps across */
         const int64_t xw[] = {256, 5, 3, 3}, g5w[] = {5};
-        CASE("batchnorm wide") finish(c, mg_batchnorm(c->g, fin(c, 4, xw),
-                                                      fin(c, 1, g5w),
-                                                      fin(c, 1, g5w), 1e-5));
+        CASE("batchnorm wide")
+        finish(c, mg_batchnorm(c->g, fin(c, 4, xw), fin(c, 1, g5w),
+                               fin(c, 1, g5w), 1e-5));
         const int64_t xl[] = {4, 6, 5}, g65[] = {6, 5}, g5[] = {5};
-        CASE("layernorm 2") finish(c, mg_layernorm(c->g, fin(c, 3, xl), fin(c, 2, g65),
-                                                   fin(c, 2, g65), 2, 1e-5));
-        CASE("layernorm 1") finish(c, mg_layernorm(c->g, fin(c, 3, xl), fin(c, 1, g5),
-                                                   fin(c, 1, g5), 1, 1e-5));
+        CASE("layernorm 2")
+        finish(c, mg_layernorm(c->g, fin(c, 3, xl), fin(c, 2, g65),
+                               fin(c, 2, g65), 2, 1e-5));
+        CASE("layernorm 1")
+        finish(c, mg_layernorm(c->g, fin(c, 3, xl), fin(c, 1, g5),
+                               fin(c, 1, g5), 1, 1e-5));
     }
     {
         const int64_t a[] = {2, 3, 4}, b[] = {2, 2, 4}, s[] = {2, 3, 5};
@@ -478,8 +487,8 @@ static void mlp_build(mlp *m, const mg_checkpoints *ck) {
     }
     m->loss = mg_cross_entropy(m->g, h, m->labels);
     TH_OK_T("mlp", m->loss);
-    ck_assert_msg(mg_gradients(m->g, &m->loss, 1, NULL, m->params,
-                               m->n_params, ck, m->grads) == MG_OK,
+    ck_assert_msg(mg_gradients(m->g, &m->loss, 1, NULL, m->params, m->n_params,
+                               ck, m->grads) == MG_OK,
                   "%s", mg_last_error());
     /* device data, the same for every build of the graph */
     float *hx = malloc(sizeof(float) * MLP_B * MLP_W);
@@ -540,8 +549,8 @@ static void mlp_free(mlp *m) {
     mg_graph_free(m->g);
 }
 
-static float *mlp_run(mlp *m, int without_recompute, size_t *n,
-                      size_t *peak, size_t *predicted) {
+static float *mlp_run(mlp *m, int without_recompute, size_t *n, size_t *peak,
+                      size_t *predicted) {
     mg_plan *p = mlp_plan(m, without_recompute);
     mg_exec *ex = cuda_exec(0);
     ck_assert_msg(mg_exec_run(ex, p, m->binds, m->n_binds, 7) == MG_OK, "%s",
@@ -592,8 +601,8 @@ START_TEST(test_1000_steps_no_growth) {
     mg_pool_stats first, st;
     size_t free1 = 0, free2 = 0, total = 0;
     for (int step = 0; step < 1000; step++) {
-        ck_assert_msg(mg_exec_run(ex, p, m.binds, m.n_binds,
-                                  (uint64_t)step) == MG_OK,
+        ck_assert_msg(mg_exec_run(ex, p, m.binds, m.n_binds, (uint64_t)step) ==
+                          MG_OK,
                       "step %d: %s", step, mg_last_error());
         if (step == 0) {
             mg_exec_pool_stats(ex, &first);
@@ -697,12 +706,12 @@ static mg_graph *deep_chain(int depth, const mg_checkpoints *ck, mg_tensor *x,
     *x = mg_input(g, "x", MG_F32, 2, xs);
     *w = mg_param(g, "w", MG_F32, 2, ws);
     mg_tensor h = *x;
-    for (int l = 0; l < depth; l++)
-        h = mg_tanh(g, mg_matmul(g, h, *w, 0, 0));
+    for (int l = 0; l < depth; l++) h = mg_tanh(g, mg_matmul(g, h, *w, 0, 0));
     outs[0] = mg_sum(g, h, 0, NULL, 0);
     TH_OK_T("deep chain", outs[0]);
     ck_assert_msg(mg_gradients(g, &outs[0], 1, NULL, w, 1, ck, &outs[1]) ==
-                      MG_OK, "%s", mg_last_error());
+                      MG_OK,
+                  "%s", mg_last_error());
     return g;
 }
 
@@ -728,8 +737,8 @@ START_TEST(test_cuda_model_bigger_than_gpu) {
     mg_exec *ex = cuda_exec(0);
     mg_binding b[] = {{x, dx}, {w, dw}, {outs[0], dloss}, {outs[1], dgw}};
     printf("model_bigger_than_gpu: depth %d, policy none predicts %.1f GiB "
-           "on a %.1f GiB GPU\n", depth,
-           mg_plan_predicted_peak(p, b, 4) / 1073741824.0,
+           "on a %.1f GiB GPU\n",
+           depth, mg_plan_predicted_peak(p, b, 4) / 1073741824.0,
            total / 1073741824.0);
     mg_status s = mg_exec_run(ex, p, b, 4, 0);
     ck_assert_msg(s == MG_ERR_NOMEM, "policy none: status %d: %s", s,
@@ -748,8 +757,8 @@ START_TEST(test_cuda_model_bigger_than_gpu) {
                   mg_last_error());
     mg_exec_pool_stats(ex, &st);
     ck_assert_msg(st.peak_bytes_in_use == mg_plan_predicted_peak(p2, b2, 4),
-                  "checkpointed: peak %zu, predicted %zu",
-                  st.peak_bytes_in_use, mg_plan_predicted_peak(p2, b2, 4));
+                  "checkpointed: peak %zu, predicted %zu", st.peak_bytes_in_use,
+                  mg_plan_predicted_peak(p2, b2, 4));
     mg_exec_free(ex);
     cudaFree(dx);
     cudaFree(dw);

@@ -60,11 +60,11 @@ static int rank, size;
 static int local_rank, local_size; /* on this node */
 static int n_dev;                  /* CUDA devices this rank sees */
 
-#define CU_OK(call)                                                           \
-    do {                                                                      \
-        cudaError_t e_ = (call);                                              \
-        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call,                     \
-                      cudaGetErrorString(e_));                                \
+#define CU_OK(call)                                                            \
+    do {                                                                       \
+        cudaError_t e_ = (call);                                               \
+        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call,                      \
+                      cudaGetErrorString(e_));                                 \
     } while (0)
 
 static void *dev_alloc(size_t n) {
@@ -360,8 +360,10 @@ static void half_batches(mg_dtype dt, int ready) {
     size_t grad_bytes = 0;
     for (int i = 0; i < n; i++) grad_bytes += pbytes(&part, i);
     /* Device staging: packed + received, each at least the gradients. */
-    ck_assert_msg(st.buffer_bytes >= 2 * grad_bytes, "buffer_bytes %zu for "
-                  "%zu bytes of gradients", st.buffer_bytes, grad_bytes);
+    ck_assert_msg(st.buffer_bytes >= 2 * grad_bytes,
+                  "buffer_bytes %zu for "
+                  "%zu bytes of gradients",
+                  st.buffer_bytes, grad_bytes);
 #endif
     mg_dist_buckets_free(b);
     mg_dist_comm_free(c);
@@ -488,8 +490,7 @@ START_TEST(test_rank_silent_timeout) {
         ck_assert_int_eq(st, MG_ERR_COMM);
         ck_assert_msg(strstr(mg_last_error(), "timed out"), "%s",
                       mg_last_error());
-        ck_assert_msg(dt >= 0.9 * timeout && dt < 30, "gave up after %g s",
-                      dt);
+        ck_assert_msg(dt >= 0.9 * timeout && dt < 30, "gave up after %g s", dt);
         ck_assert(mg_dist_comm_broken(c));
         ck_assert(mg_dist_allreduce(b, MG_OK) == MG_ERR_COMM);
         ck_assert_msg(strstr(mg_last_error(), "broken"), "%s", mg_last_error());
@@ -518,8 +519,8 @@ START_TEST(test_host_memory_refused) {
               MG_ERR_INVALID_ARG);
     ck_assert_msg(strstr(mg_last_error(), "not device memory"), "%s",
                   mg_last_error());
-    mg_status st = mg_dist_buckets_new(c, s.m->g, rank == 1 ? &hb : s.grads,
-                                       1, 0, &b);
+    mg_status st =
+        mg_dist_buckets_new(c, s.m->g, rank == 1 ? &hb : s.grads, 1, 0, &b);
     ck_assert_int_eq(st, rank == 1 ? MG_ERR_INVALID_ARG : MG_ERR_COMM);
     ck_assert(b == NULL);
     ck_assert(mg_dist_buckets_new(c, s.m->g, s.grads, n, 0, &b) == MG_OK);
@@ -541,7 +542,7 @@ START_TEST(test_refused_without_devices) {
               MG_ERR_INVALID_ARG);
     mg_status st = mg_dist_comm_from_nccl(MPI_COMM_WORLD, local_rank, NULL, &c);
     ck_assert_ptr_null(c);
-    mg_status want = n_dev == 0               ? MG_ERR_UNSUPPORTED
+    mg_status want = n_dev == 0            ? MG_ERR_UNSUPPORTED
                      : local_rank >= n_dev ? MG_ERR_INVALID_ARG
                                            : MG_ERR_COMM;
     ck_assert_msg(st == want, "got %s, want %s: %s", mg_status_str(st),
@@ -585,8 +586,7 @@ static int devices_for_every_rank(void) {
     MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (all && cudaSetDevice(local_rank) != cudaSuccess) all = 0;
     if (!all && rank == 0) {
-        if (n_dev == 0)
-            printf("skipped: no CUDA device\n");
+        if (n_dev == 0) printf("skipped: no CUDA device\n");
         else
             printf("skipped: %d CUDA device(s) for %d ranks on a node (NCCL "
                    "takes one GPU per rank)\n",
@@ -631,10 +631,8 @@ static void broadcast_mismatch(mg_dist_comm *c, mg_dtype dt0, int nd0,
                                const int64_t *sh1, mg_status want,
                                const char *mine, const char *rank0s) {
     one_param p;
-    if (rank == 0)
-        one_param_init(&p, dt0, nd0, sh0, 0x11);
-    else
-        one_param_init(&p, dt1, nd1, sh1, 0x22);
+    if (rank == 0) one_param_init(&p, dt0, nd0, sh0, 0x11);
+    else one_param_init(&p, dt1, nd1, sh1, 0x22);
     mg_status st = mg_dist_broadcast(c, p.g, &p.b, 1, 0);
     const char *msg = mg_last_error();
     ck_assert_msg(st == want, "rank %d: got %s, want %s: %s", rank,
@@ -718,7 +716,8 @@ START_TEST(test_bad_arguments) {
     mg_binding two[2] = {s.grads[0], s.grads[0]};
     ck_assert(mg_dist_buckets_new(c, s.m->g, two, 2, 0, &b) ==
               MG_ERR_INVALID_ARG);
-    ck_assert_msg(strstr(mg_last_error(), "listed twice"), "%s", mg_last_error());
+    ck_assert_msg(strstr(mg_last_error(), "listed twice"), "%s",
+                  mg_last_error());
     mg_binding labels = {s.m->target, s.y};
     ck_assert(mg_dist_buckets_new(c, s.m->g, &labels, 1, 0, &b) ==
               MG_ERR_DTYPE);
@@ -728,8 +727,8 @@ START_TEST(test_bad_arguments) {
     ck_assert(b == NULL);
     /* Only rank 1 is wrong: it reports its error, the others MG_ERR_COMM. */
     mg_binding nul = {s.grads[0].tensor, NULL};
-    mg_status st = mg_dist_buckets_new(c, s.m->g, rank == 1 ? &nul : s.grads,
-                                       1, 0, &b);
+    mg_status st =
+        mg_dist_buckets_new(c, s.m->g, rank == 1 ? &nul : s.grads, 1, 0, &b);
     ck_assert_int_eq(st, rank == 1 ? MG_ERR_INVALID_ARG : MG_ERR_COMM);
     /* Ranks give different gradient lists: every rank refuses. */
     st = mg_dist_buckets_new(c, s.m->g, s.grads, rank == 1 ? n - 1 : n, 0, &b);
@@ -759,8 +758,8 @@ START_TEST(test_comm_bad_options_one_rank) {
     dist_watchdog_arm(60);
     mg_dist_options good = {.timeout_s = 10}, nan_opt = {.timeout_s = NAN};
     mg_dist_comm *c = (mg_dist_comm *)&c; /* must come back NULL */
-    mg_status st = mg_dist_comm_from_mpi(MPI_COMM_WORLD,
-                                         rank == 1 ? &nan_opt : &good, &c);
+    mg_status st =
+        mg_dist_comm_from_mpi(MPI_COMM_WORLD, rank == 1 ? &nan_opt : &good, &c);
     ck_assert_ptr_null(c);
     ck_assert_int_eq(st, rank == 1 ? MG_ERR_INVALID_ARG : MG_ERR_COMM);
     ck_assert_msg(strstr(mg_last_error(), "rank 1 (invalid argument)"), "%s",

@@ -10,7 +10,9 @@
 #include "memgrad_dlpack.h"
 
 static DLTensor dl_of(void *data, mg_dtype dt, int ndim, int64_t *shape) {
-    DLTensor t = {.data = data, .device = {kDLCPU, 0}, .ndim = ndim,
+    DLTensor t = {.data = data,
+                  .device = {kDLCPU, 0},
+                  .ndim = ndim,
                   .dtype = {dt == MG_I32 ? kDLInt : kDLFloat,
                             (uint8_t)(8 * mg_dtype_size(dt)), 1},
                   .shape = shape};
@@ -287,8 +289,8 @@ START_TEST(test_saved_export) {
     ck_assert_int_eq(mg_saved_export(NULL, m.y, &e), MG_ERR_INVALID_ARG);
     ck_assert_int_eq(mg_saved_export(sv, m.y, NULL), MG_ERR_INVALID_ARG);
     ck_assert_int_eq(mg_saved_export(sv, m.gw, &e), MG_ERR_UNKNOWN_ID);
-    ck_assert_msg(strstr(mg_last_error(), "not an output of the forward"),
-                  "%s", mg_last_error());
+    ck_assert_msg(strstr(mg_last_error(), "not an output of the forward"), "%s",
+                  mg_last_error());
     ck_assert_ptr_null(e);
     mg_saved_free(sv);
     float y[6];

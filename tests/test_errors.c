@@ -13,26 +13,26 @@
 
 #include <pthread.h>
 
-#define EXPECT_ERR(call, status, needle)                                      \
-    do {                                                                      \
-        mg_clear_error();                                                     \
-        mg_status s_ = (call);                                                \
-        ck_assert_msg(s_ == (status), "%s: got %s (%s), expected %s", #call,  \
-                      mg_status_str(s_), mg_last_error(),                     \
-                      mg_status_str(status));                                 \
-        ck_assert_msg(strstr(mg_last_error(), (needle)) != NULL,              \
-                      "%s: message '%s' does not mention '%s'", #call,        \
-                      mg_last_error(), (needle));                             \
+#define EXPECT_ERR(call, status, needle)                                       \
+    do {                                                                       \
+        mg_clear_error();                                                      \
+        mg_status s_ = (call);                                                 \
+        ck_assert_msg(s_ == (status), "%s: got %s (%s), expected %s", #call,   \
+                      mg_status_str(s_), mg_last_error(),                      \
+                      mg_status_str(status));                                  \
+        ck_assert_msg(strstr(mg_last_error(), (needle)) != NULL,               \
+                      "%s: message '%s' does not mention '%s'", #call,         \
+                      mg_last_error(), (needle));                              \
     } while (0)
 
-#define EXPECT_NO_TENSOR(call, needle)                                        \
-    do {                                                                      \
-        mg_clear_error();                                                     \
-        mg_tensor t_ = (call);                                                \
-        ck_assert_msg(t_ == MG_NO_TENSOR, "%s: expected MG_NO_TENSOR", #call);\
-        ck_assert_msg(strstr(mg_last_error(), (needle)) != NULL,              \
-                      "%s: message '%s' does not mention '%s'", #call,        \
-                      mg_last_error(), (needle));                             \
+#define EXPECT_NO_TENSOR(call, needle)                                         \
+    do {                                                                       \
+        mg_clear_error();                                                      \
+        mg_tensor t_ = (call);                                                 \
+        ck_assert_msg(t_ == MG_NO_TENSOR, "%s: expected MG_NO_TENSOR", #call); \
+        ck_assert_msg(strstr(mg_last_error(), (needle)) != NULL,               \
+                      "%s: message '%s' does not mention '%s'", #call,         \
+                      mg_last_error(), (needle));                              \
     } while (0)
 
 static const int64_t s23[2] = {2, 3}, s45[2] = {4, 5}, s3[1] = {3};
@@ -81,11 +81,11 @@ START_TEST(test_null_arguments_run_and_observe) {
     mg_phase_peaks pk;
     DLManagedTensor *dm = NULL;
     const void *d = NULL;
-    EXPECT_ERR(mg_exec_forward(NULL, NULL, NULL, 0, 0, &sv),
-               MG_ERR_INVALID_ARG, "mg_exec_forward");
+    EXPECT_ERR(mg_exec_forward(NULL, NULL, NULL, 0, 0, &sv), MG_ERR_INVALID_ARG,
+               "mg_exec_forward");
     ck_assert(sv == NULL);
-    EXPECT_ERR(mg_exec_backward(NULL, NULL, NULL, NULL, 0),
-               MG_ERR_INVALID_ARG, "mg_exec_backward");
+    EXPECT_ERR(mg_exec_backward(NULL, NULL, NULL, NULL, 0), MG_ERR_INVALID_ARG,
+               "mg_exec_backward");
     EXPECT_ERR(mg_saved_tensor_data(NULL, 0, &d), MG_ERR_INVALID_ARG,
                "mg_saved_tensor_data");
     ck_assert_uint_eq(mg_saved_bytes(NULL), 0);
@@ -269,13 +269,16 @@ START_TEST(test_checkpoint_arguments) {
     mg_tensor L = mg_sum(g, h, 0, NULL, 0);
     mg_tensor gx;
     mg_tensor outside = 77;
-    mg_checkpoints c1 = {.policy = MG_CKPT_COLLECTION, .tensors = &outside, .n_tensors = 1};
-    EXPECT_ERR(mg_gradients(g, &L, 1, NULL, &x, 1, &c1, &gx),
-               MG_ERR_UNKNOWN_ID, "77");
-    mg_checkpoints c2 = {.policy = MG_CKPT_COLLECTION, .tensors = NULL, .n_tensors = 2};
+    mg_checkpoints c1 = {
+        .policy = MG_CKPT_COLLECTION, .tensors = &outside, .n_tensors = 1};
+    EXPECT_ERR(mg_gradients(g, &L, 1, NULL, &x, 1, &c1, &gx), MG_ERR_UNKNOWN_ID,
+               "77");
+    mg_checkpoints c2 = {
+        .policy = MG_CKPT_COLLECTION, .tensors = NULL, .n_tensors = 2};
     EXPECT_ERR(mg_gradients(g, &L, 1, NULL, &x, 1, &c2, &gx),
                MG_ERR_INVALID_ARG, "collection");
-    mg_checkpoints c3 = {.policy = (mg_ckpt_policy)9, .tensors = NULL, .n_tensors = 0};
+    mg_checkpoints c3 = {
+        .policy = (mg_ckpt_policy)9, .tensors = NULL, .n_tensors = 0};
     EXPECT_ERR(mg_gradients(g, &L, 1, NULL, &x, 1, &c3, &gx),
                MG_ERR_INVALID_ARG, "policy");
     mg_graph_free(g);
@@ -287,8 +290,8 @@ END_TEST
 START_TEST(test_cycles_and_rewiring) {
     mg_graph *g = mg_graph_new();
     mg_tensor x = mg_input(g, "x", MG_F64, 1, s3);
-    mg_tensor a = mg_neg(g, x);          /* will read c instead of x */
-    mg_tensor c = mg_scale(g, x, 2.0);   /* created after a */
+    mg_tensor a = mg_neg(g, x);        /* will read c instead of x */
+    mg_tensor c = mg_scale(g, x, 2.0); /* created after a */
     mg_tensor d = mg_exp(g, a);
     ck_assert(mg_tensor_set_input(g, a, 0, c) == MG_OK);
     double xv[3] = {0.5, -1, 2}, dv[3];
@@ -484,9 +487,9 @@ START_TEST(test_errors_propagate) {
     th_bad_leaves_make(&l);
     mg_graph *g = l.g;
     mg_tensor bad = mg_conv2d(g, l.x4, l.w, 0, 1, 0, 0, 1, 1, 1);
-    TH_FAIL(mg_attention(g,
-                         mg_flatten(g, mg_max_pool2d(g, bad, 2, 2, 2, 2, 0, 0), 1),
-                         l.x3, l.x3, 1, 0),
+    TH_FAIL(mg_attention(
+                g, mg_flatten(g, mg_max_pool2d(g, bad, 2, 2, 2, 2, 0, 0), 1),
+                l.x3, l.x3, 1, 0),
             MG_ERR_INVALID_ARG, "conv2d", "stride_h = 0");
     bad = mg_slice(g, l.x4, 9, 0, 1);
     TH_FAIL(mg_concat(g, 2, (mg_tensor[]){l.x4, bad}, 0), MG_ERR_INVALID_ARG,
@@ -523,8 +526,8 @@ int main(void) {
     Suite *s = suite_create("errors");
     th_add_tcase(s, "errors", 120,
                  TH_TESTS(test_null_arguments,
-                          test_null_arguments_run_and_observe, test_unknown_ids, test_shapes,
-                          test_dtypes, test_gradient_requests,
+                          test_null_arguments_run_and_observe, test_unknown_ids,
+                          test_shapes, test_dtypes, test_gradient_requests,
                           test_checkpoint_arguments, test_cycles_and_rewiring,
                           test_unbound_and_aliasing, test_out_of_memory,
                           test_kernel_error_label_range, test_exec_device,

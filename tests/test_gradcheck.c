@@ -13,9 +13,9 @@
  */
 #include "helpers.h"
 
-#define GRADCHECK_PARTS(X) \
-    TH_OP_FAMILIES(X) \
-    X(autodiff) \
+#define GRADCHECK_PARTS(X)                                                     \
+    TH_OP_FAMILIES(X)                                                          \
+    X(autodiff)                                                                \
     X(f32)
 
 #define GRADCHECK_PART_DECL(f) void gradcheck_##f##_tcase(Suite *s);
@@ -32,8 +32,7 @@ START_TEST(test_every_op_gradchecked) {
     ck_assert_msg(gc_record_is_open(), "the check record was not opened");
     for (int k = 0; k < GC_N_OPS; k++) {
         const char *op = gc_op_name(k);
-        if (no_inputs(op))
-            continue;
+        if (no_inputs(op)) continue;
         /* a backward helper (*_grad) must be computed by the analytic
          * gradient of some check; every other op differentiated by one */
         if (strstr(op, "_grad"))

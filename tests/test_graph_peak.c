@@ -49,16 +49,16 @@ static void check_query(const char *what, const mg_graph *g,
 /* Every output bound, as the budget search measures its candidates. */
 static void check_peaks(const char *what, const mg_graph *g,
                         const mg_tensor *outs, int n, mg_peak_scratch *sc) {
-    const mg_peak_query q = {.outputs = outs, .n_outputs = n,
-                             .all_bound = true};
+    const mg_peak_query q = {
+        .outputs = outs, .n_outputs = n, .all_bound = true};
     check_query(what, g, &q, sc);
 }
 
 /* The loss and every gradient of m, as the bench's training plan: all
  * bound; the loss left in the pool; then read without recomputed copies,
  * as mg_plan_summarize predicts plain backprop's peak. */
-static void check_model(const char *what, mg_model *m,
-                        const mg_checkpoints *ck, mg_peak_scratch *sc) {
+static void check_model(const char *what, mg_model *m, const mg_checkpoints *ck,
+                        mg_peak_scratch *sc) {
     ck_assert_ptr_nonnull(m);
     mg_status s = mg_model_gradients(m, ck);
     ck_assert_msg(s == MG_OK, "%s: gradients: %s", what, mg_last_error());
@@ -74,8 +74,10 @@ static void check_model(const char *what, mg_model *m,
     /* the gradients only, as the budget search measures them */
     check_peaks(what, m->g, outs + 1, m->n_params, sc);
     for (int without = 0; without < 2; without++) {
-        mg_peak_query q = {.outputs = outs, .n_outputs = n,
-                           .without_recompute = without, .binds = b + 1,
+        mg_peak_query q = {.outputs = outs,
+                           .n_outputs = n,
+                           .without_recompute = without,
+                           .binds = b + 1,
                            .n_binds = n - 1};
         check_query(what, m->g, &q, sc);
         q.binds = b;
@@ -87,8 +89,10 @@ static void check_model(const char *what, mg_model *m,
     ck_assert(mg_plan_compile(m->g, outs, n, NULL, &p) == MG_OK);
     mg_plan_summary sum;
     ck_assert(mg_plan_summarize(p, b + 1, n - 1, &sum) == MG_OK);
-    const mg_peak_query q = {.outputs = outs, .n_outputs = n,
-                             .without_recompute = true, .binds = b + 1,
+    const mg_peak_query q = {.outputs = outs,
+                             .n_outputs = n,
+                             .without_recompute = true,
+                             .binds = b + 1,
                              .n_binds = n - 1};
     size_t plain = 0;
     ck_assert(mgi_graph_peak(m->g, &q, sc, "test", &plain) == MG_OK);
@@ -109,8 +113,8 @@ static size_t mlp_none_peak(int depth) {
     memcpy(outs, m->grads, (size_t)m->n_params * sizeof *outs);
     mg_peak_scratch sc = {0};
     size_t peak = 0;
-    const mg_peak_query q = {.outputs = outs, .n_outputs = m->n_params,
-                             .all_bound = true};
+    const mg_peak_query q = {
+        .outputs = outs, .n_outputs = m->n_params, .all_bound = true};
     ck_assert(mgi_graph_peak(m->g, &q, &sc, "test", &peak) == MG_OK);
     mgi_peak_scratch_free(&sc);
     free(outs);
@@ -166,8 +170,8 @@ END_TEST
 START_TEST(test_rewired_and_odd_outputs) {
     mg_graph *g = mg_graph_new();
     mg_tensor x = mg_input(g, "x", MG_F64, 2, S(4, 16));
-    mg_tensor a = mg_neg(g, x);          /* will read c instead of x */
-    mg_tensor c = mg_scale(g, x, 2.0);   /* created after a */
+    mg_tensor a = mg_neg(g, x);        /* will read c instead of x */
+    mg_tensor c = mg_scale(g, x, 2.0); /* created after a */
     mg_tensor d = mg_exp(g, a);
     mg_tensor e = mg_add(g, d, mg_tanh(g, c));
     ck_assert(mg_tensor_set_input(g, a, 0, c) == MG_OK);

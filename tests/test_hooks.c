@@ -53,8 +53,10 @@ static void small_build(small *s) {
 
 /* dL/dw with every hook on the graph in force. */
 static void small_grad_w(const small *s, double *gw) {
-    mg_binding ins[4] = {{s->x, (void *)s->xd}, {s->w, (void *)s->wd},
-                         {s->v, (void *)s->vd}, {s->target, (void *)s->td}};
+    mg_binding ins[4] = {{s->x, (void *)s->xd},
+                         {s->w, (void *)s->wd},
+                         {s->v, (void *)s->vd},
+                         {s->target, (void *)s->td}};
     void *out[1] = {gw};
     ck_assert_msg(th_run(s->g, 1, &s->gw, out, 4, ins, 0) == MG_OK, "%s",
                   th_errmsg);
@@ -128,10 +130,11 @@ START_TEST(test_gradient_hook_clips_downstream) {
         for (int i = 0; i < N * M; i++)
             fd[j] += c.kept[i] * (hp[i] - hm[i]) / (2 * eps);
     }
-    th_check_f64("dw with dh clipped vs finite differences", hooked, fd,
-                 K * M, 1e-7, 1e-6);
+    th_check_f64("dw with dh clipped vs finite differences", hooked, fd, K * M,
+                 1e-7, 1e-6);
     double diff = 0;
-    for (int j = 0; j < K * M; j++) diff = fmax(diff, fabs(hooked[j] - plain[j]));
+    for (int j = 0; j < K * M; j++)
+        diff = fmax(diff, fabs(hooked[j] - plain[j]));
     ck_assert_msg(diff > 1e-3, "clipping changed dw by only %g", diff);
 
     /* removed: the plain gradient again */
@@ -179,8 +182,8 @@ START_TEST(test_forward_hook_once_under_recompute) {
             if (mg_tensor_is_recompute(m.g, t) &&
                 mg_tensor_recompute_source(m.g, t) == m.h[l]) {
                 recomputed++;
-                ck_assert(mg_tensor_add_hook(m.g, t, count_hook, &s[l],
-                                             NULL) == MG_ERR_INVALID_ARG);
+                ck_assert(mg_tensor_add_hook(m.g, t, count_hook, &s[l], NULL) ==
+                          MG_ERR_INVALID_ARG);
                 ck_assert(strstr(mg_last_error(), "recomputed copy"));
             }
     }
@@ -197,8 +200,8 @@ START_TEST(test_forward_hook_once_under_recompute) {
         ck_assert_msg(mg_exec_run(ex, p, d.binds, d.n_binds, 1) == MG_OK, "%s",
                       mg_last_error());
         for (int l = 0; l < DEPTH; l++)
-            ck_assert_msg(s[l].calls == run, "h[%d]: %d calls after run %d",
-                          l, s[l].calls, run);
+            ck_assert_msg(s[l].calls == run, "h[%d]: %d calls after run %d", l,
+                          s[l].calls, run);
         const void *kept;
         ck_assert(mg_exec_tensor_data(ex, m.h[DEPTH / 2], &kept) == MG_OK);
         seen ref = {0};
@@ -227,8 +230,7 @@ static mg_status failing_hook(void *user, const mg_graph *g, mg_tensor t,
 
 START_TEST(test_hook_error_stops_run) {
     tm_mlp m;
-    ck_assert(tm_mlp_build(&m, MG_F32, 3, 8, 16, 4, 5, 1, 0.0, NULL) ==
-              MG_OK);
+    ck_assert(tm_mlp_build(&m, MG_F32, 3, 8, 16, 4, 5, 1, 0.0, NULL) == MG_OK);
     tm_mlp_data d;
     tm_mlp_data_init(&d, &m, 4, 0);
     int id;

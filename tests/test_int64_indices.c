@@ -107,8 +107,8 @@ START_TEST(test_int64_out_of_range_not_truncated) {
     void *out[1] = {got};
     mg_binding b[3] = {{tab, tv}, {idx, (void *)iv}, {x, tv}};
     ck_assert_int_eq(th_run(g, 1, &y, out, 2, b, 1), MG_ERR_INVALID_ARG);
-    ck_assert_msg(strstr(th_errmsg, "index 4294967297 at position 1"),
-                  "%s", th_errmsg);
+    ck_assert_msg(strstr(th_errmsg, "index 4294967297 at position 1"), "%s",
+                  th_errmsg);
     out[0] = &loss;
     ck_assert_int_eq(th_run(g, 1, &ce, out, 3, b, 1), MG_ERR_INVALID_ARG);
     ck_assert_msg(strstr(th_errmsg, "label 4294967297 at row 1"), "%s",
@@ -127,9 +127,8 @@ static void train_step(mg_dtype fdt, mg_dtype idt, const void *ids,
     mg_tensor w = mg_param(g, "w", fdt, 2, S(5, 4));
     mg_tensor idx = mg_input(g, "ids", idt, 1, S(6));
     mg_tensor lab = mg_input(g, "labels", idt, 1, S(6));
-    mg_tensor ce =
-        mg_cross_entropy(g, mg_matmul(g, mg_embedding(g, tab, idx), w, 0, 0),
-                         lab);
+    mg_tensor ce = mg_cross_entropy(
+        g, mg_matmul(g, mg_embedding(g, tab, idx), w, 0, 0), lab);
     TH_OK_T("model", ce);
     const mg_tensor xs[2] = {tab, w};
     mg_tensor gr[2];

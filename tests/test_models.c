@@ -34,8 +34,8 @@ static mg_model *make(mg_model_kind kind, int tiny, mg_dtype dt) {
                  : mg_model_transformer(4, 16, 2, 8, 2, 11, 0.1, 1, dt, 7);
         break;
     }
-    ck_assert_msg(m != NULL, "building %s failed: %s",
-                  mg_model_kind_name(kind), mg_last_error());
+    ck_assert_msg(m != NULL, "building %s failed: %s", mg_model_kind_name(kind),
+                  mg_last_error());
     return m;
 }
 
@@ -65,8 +65,7 @@ static void md_init(mdata *d, const mg_model *m, uint64_t seed) {
     }
     ck_assert_msg(mg_model_init_params(m, seed, d->params) == MG_OK, "%s",
                   mg_last_error());
-    ck_assert_msg(mg_model_init_data(m, seed + 1, d->input, d->target) ==
-                      MG_OK,
+    ck_assert_msg(mg_model_init_data(m, seed + 1, d->input, d->target) == MG_OK,
                   "%s", mg_last_error());
 }
 
@@ -219,9 +218,10 @@ static void check_fd(mg_model_kind kind) {
                   mg_last_error());
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
     ck_assert(mg_exec_run(ex, p, b, nb, 17) == MG_OK);
-    ck_assert_msg(d.loss == loss0, "%s: forward-only loss %.17g differs from "
-                  "the training step's %.17g", mg_model_kind_name(kind),
-                  d.loss, loss0);
+    ck_assert_msg(d.loss == loss0,
+                  "%s: forward-only loss %.17g differs from "
+                  "the training step's %.17g",
+                  mg_model_kind_name(kind), d.loss, loss0);
     int checked = 0;
     for (int i = 0; i < m->n_params; i++) {
         double *w = d.params[i];
@@ -241,7 +241,8 @@ static void check_fd(mg_model_kind kind) {
             double num = (fp - fm) / (2 * FD_H);
             ck_assert_msg(fabs(an[k] - num) <= 1e-6 + 1e-5 * fabs(num),
                           "%s: d loss / d %s[%lld]: analytic %.12g, numeric "
-                          "%.12g", mg_model_kind_name(kind),
+                          "%.12g",
+                          mg_model_kind_name(kind),
                           mg_tensor_name(m->g, m->params[i]), (long long)k,
                           an[k], num);
             checked++;
@@ -284,8 +285,10 @@ static void check_policies_dt(mg_model_kind kind, mg_dtype dt) {
     md_init(&rd, ref, 11);
     step_out ro;
     md_step(&rd, ref, 5, &ro);
-    ck_assert_msg(ro.peak == ro.predicted, "%s, policy none: peak %zu, "
-                  "predicted %zu", kn, ro.peak, ro.predicted);
+    ck_assert_msg(ro.peak == ro.predicted,
+                  "%s, policy none: peak %zu, "
+                  "predicted %zu",
+                  kn, ro.peak, ro.predicted);
     const mg_ckpt_policy pols[3] = {MG_CKPT_MEMORY, MG_CKPT_SPEED,
                                     MG_CKPT_COLLECTION};
     for (int k = 0; k < 3; k++) {
@@ -309,7 +312,8 @@ static void check_policies_dt(mg_model_kind kind, mg_dtype dt) {
         md_step(&d, m, 5, &so);
         ck_assert_msg(memcmp(&d.loss, &rd.loss, es) == 0,
                       "%s, policy %s: loss %.9g differs from plain backprop's "
-                      "%.9g", kn, pn, md_loss(&d, m), md_loss(&rd, ref));
+                      "%.9g",
+                      kn, pn, md_loss(&d, m), md_loss(&rd, ref));
         for (int i = 0; i < m->n_params; i++) {
             if (memcmp(d.grads[i], rd.grads[i], d.pbytes[i]) == 0) continue;
             const char *a = d.grads[i], *e = rd.grads[i];
@@ -332,8 +336,8 @@ static void check_policies_dt(mg_model_kind kind, mg_dtype dt) {
                          ve);
         }
         ck_assert_msg(so.peak == so.predicted,
-                      "%s, policy %s: measured peak %zu, predicted %zu", kn,
-                      pn, so.peak, so.predicted);
+                      "%s, policy %s: measured peak %zu, predicted %zu", kn, pn,
+                      so.peak, so.predicted);
         int n_ck = mg_graph_checkpoints(m->g, NULL, 0);
         if (pols[k] == MG_CKPT_MEMORY) {
             ck_assert_msg(so.peak <= ro.peak,
@@ -383,9 +387,7 @@ START_TEST(test_policies_resnet) { check_policies(MG_MODEL_RESNET); }
 END_TEST
 START_TEST(test_policies_unet) { check_policies(MG_MODEL_UNET); }
 END_TEST
-START_TEST(test_policies_transformer) {
-    check_policies(MG_MODEL_TRANSFORMER);
-}
+START_TEST(test_policies_transformer) { check_policies(MG_MODEL_TRANSFORMER); }
 END_TEST
 
 /* ------------------------------------------------------------------ init */
@@ -406,8 +408,7 @@ START_TEST(test_init_is_seeded) {
         for (int i = 0; i < a->n_params; i++) {
             ck_assert_str_eq(mg_tensor_name(a->g, a->params[i]),
                              mg_tensor_name(b->g, b->params[i]));
-            ck_assert_msg(memcmp(da.params[i], db.params[i], da.pbytes[i]) ==
-                              0,
+            ck_assert_msg(memcmp(da.params[i], db.params[i], da.pbytes[i]) == 0,
                           "%s: %s differs for the same seed",
                           mg_model_kind_name(a->kind),
                           mg_tensor_name(a->g, a->params[i]));
@@ -417,8 +418,8 @@ START_TEST(test_init_is_seeded) {
         }
         ck_assert_msg(differs, "%s: seed 100 gives seed 99's weights",
                       mg_model_kind_name(a->kind));
-        ck_assert(memcmp(da.input, db.input,
-                         mg_tensor_nbytes(a->g, a->input)) == 0);
+        ck_assert(
+            memcmp(da.input, db.input, mg_tensor_nbytes(a->g, a->input)) == 0);
         ck_assert(memcmp(da.target, db.target,
                          mg_tensor_nbytes(a->g, a->target)) == 0);
         md_free(&da, a);
@@ -432,14 +433,14 @@ END_TEST
 
 /* ------------------------------------------------------------------ errors */
 
-#define EXPECT_NULL(call, needle)                                           \
-    do {                                                                    \
-        mg_clear_error();                                                   \
-        mg_model *m_ = (call);                                              \
-        ck_assert_msg(m_ == NULL, "%s did not fail", #call);                \
-        ck_assert_msg(strstr(mg_last_error(), (needle)) != NULL,            \
-                      "%s: '%s' lacks '%s'", #call, mg_last_error(),        \
-                      (needle));                                            \
+#define EXPECT_NULL(call, needle)                                              \
+    do {                                                                       \
+        mg_clear_error();                                                      \
+        mg_model *m_ = (call);                                                 \
+        ck_assert_msg(m_ == NULL, "%s did not fail", #call);                   \
+        ck_assert_msg(strstr(mg_last_error(), (needle)) != NULL,               \
+                      "%s: '%s' lacks '%s'", #call, mg_last_error(),           \
+                      (needle));                                               \
     } while (0)
 
 START_TEST(test_bad_arguments) {
@@ -482,10 +483,10 @@ END_TEST
 int main(void) {
     Suite *s = suite_create("models");
     th_add_tcase(s, "models", 300,
-                 TH_TESTS(test_bad_arguments, test_init_is_seeded,
-                          test_sgd_mlp, test_sgd_resnet, test_sgd_unet,
-                          test_sgd_transformer, test_fd_mlp, test_fd_resnet,
-                          test_fd_unet, test_fd_transformer, test_policies_mlp,
+                 TH_TESTS(test_bad_arguments, test_init_is_seeded, test_sgd_mlp,
+                          test_sgd_resnet, test_sgd_unet, test_sgd_transformer,
+                          test_fd_mlp, test_fd_resnet, test_fd_unet,
+                          test_fd_transformer, test_policies_mlp,
                           test_policies_resnet, test_policies_unet,
                           test_policies_transformer));
     return th_run_suite(s);

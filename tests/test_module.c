@@ -66,7 +66,8 @@ START_TEST(test_cuda_asked_without_gpu) {
     mg_status s = mg_exec_new(&o, &ex);
     if (s == MG_OK) {
         printf("test_module: a CUDA device is present; the module is mapped "
-               "(%s)\n", cuda_mapped(line, sizeof line) ? "yes" : "NO");
+               "(%s)\n",
+               cuda_mapped(line, sizeof line) ? "yes" : "NO");
         mg_exec_free(ex);
         return;
     }

@@ -40,7 +40,8 @@ static void mchain_forward(mchain *c, int kind, int layers, mg_dtype dt) {
     for (int l = 0; l < layers; l++) {
         char name[16];
         snprintf(name, sizeof name, "w%d", l);
-        c->w[l] = mg_param(c->g, name, dt, 2, S(c->widths[l], c->widths[l + 1]));
+        c->w[l] =
+            mg_param(c->g, name, dt, 2, S(c->widths[l], c->widths[l + 1]));
         mg_tensor z = mg_matmul(c->g, h, c->w[l], 0, 0);
         if (kind == 2) h = mg_add(c->g, h, mg_tanh(c->g, z));
         else if ((kind == 1 || kind == 3) && l % 2)
@@ -144,7 +145,8 @@ static void plan_build(const mchain *c, int leaf, int keep_every,
         int src = G.n_seg - 1 - j;
         ml->snap_start[j] = k;
         for (int p = G.seg_lo[src]; p < G.seg_hi[src]; p++) ml->seg[pos[p]] = j;
-        for (int i = 0; i < G.n_snaps[src]; i++) ml->snap[k++] = G.snaps[src][i];
+        for (int i = 0; i < G.n_snaps[src]; i++)
+            ml->snap[k++] = G.snaps[src][i];
     }
     ml->snap_start[G.n_seg] = k;
     memset(bp, 0, sizeof *bp);
@@ -269,9 +271,9 @@ START_TEST(test_hand_plan_bit_exact) {
     mg_budget_point bp;
     mg_ml_plan ml;
     plan_build(&c, leaf, keep_every, &bp, &ml);
-    ck_assert_msg(mgi_gradients_point(c.g, &c.loss, 1, c.w, layers, &bp,
-                                      c.gw) == MG_OK,
-                  "%s", mg_last_error());
+    ck_assert_msg(
+        mgi_gradients_point(c.g, &c.loss, 1, c.w, layers, &bp, c.gw) == MG_OK,
+        "%s", mg_last_error());
     mres r1;
     mchain_run(&c, dt, &r1);
     char what[96];
@@ -372,8 +374,8 @@ START_TEST(test_budget_below_single_level) {
     int fan_in = in;
     for (int l = 0; l <= depth; l++) {
         int fan_out = l == depth ? out : width;
-        ck_assert_msg(memcmp(db.gw[l], dn.gw[l], es * (size_t)fan_in *
-                                                      (size_t)fan_out) == 0 &&
+        ck_assert_msg(memcmp(db.gw[l], dn.gw[l],
+                             es * (size_t)fan_in * (size_t)fan_out) == 0 &&
                           memcmp(db.gb[l], dn.gb[l], es * (size_t)fan_out) == 0,
                       "layer %d: gradients differ from policy none's", l);
         fan_in = fan_out;
@@ -413,14 +415,14 @@ START_TEST(test_budget_minimum_multilevel) {
     mchain c;
     mchain_forward(&c, kind, layers, dt);
     mg_checkpoints ck = {.policy = MG_CKPT_BUDGET, .budget_bytes = 1};
-    ck_assert_int_eq(mg_gradients(c.g, &c.loss, 1, NULL, c.w, layers, &ck,
-                                  c.gw),
-                     MG_ERR_NOMEM);
+    ck_assert_int_eq(
+        mg_gradients(c.g, &c.loss, 1, NULL, c.w, layers, &ck, c.gw),
+        MG_ERR_NOMEM);
     const char *at = strstr(mg_last_error(), "fits is ");
     ck_assert_msg(at, "%s", mg_last_error());
     ck.budget_bytes = (size_t)strtoull(at + 8, NULL, 10);
-    ck_assert_msg(mg_gradients(c.g, &c.loss, 1, NULL, c.w, layers, &ck,
-                               c.gw) == MG_OK,
+    ck_assert_msg(mg_gradients(c.g, &c.loss, 1, NULL, c.w, layers, &ck, c.gw) ==
+                      MG_OK,
                   "%s", mg_last_error());
     mres r1;
     mchain_run(&c, dt, &r1);

@@ -56,8 +56,11 @@ static mg_status on_after(void *u, const mg_step_info *i) {
 static mg_observer observer_of(rec *r) {
     memset(r, 0, sizeof *r);
     r->fail_step = -1;
-    return (mg_observer){.user = r, .run_start = on_start, .run_end = on_end,
-                         .before_op = on_before, .after_op = on_after};
+    return (mg_observer){.user = r,
+                         .run_start = on_start,
+                         .run_end = on_end,
+                         .before_op = on_before,
+                         .after_op = on_after};
 }
 
 static mg_pool_stats stats(const mg_exec *ex) {
@@ -102,7 +105,8 @@ START_TEST(test_order_and_counts) {
     for (int run = 0; run < 2; run++) {
         r.n = 0;
         ck_assert_msg(mg_exec_run(f.ex, f.p, f.d.binds, f.d.n_binds, 1) ==
-                          MG_OK, "%s", mg_last_error());
+                          MG_OK,
+                      "%s", mg_last_error());
         int n = mg_plan_num_steps(f.p);
         ck_assert_int_eq(r.n, 2 * n + 2);
         ck_assert_int_eq(r.ev[0].kind, 's');
@@ -126,14 +130,13 @@ START_TEST(test_order_and_counts) {
             ck_assert_uint_eq(b->info.bytes_before, a->info.bytes_before);
             ck_assert_uint_eq(b->info.bytes_after, 0);
             /* the output is allocated (outputs bound here: only the loss) */
-            size_t out = mg_pool_size_class(
-                mg_tensor_nbytes(f.m.g, a->info.tensor));
+            size_t out =
+                mg_pool_size_class(mg_tensor_nbytes(f.m.g, a->info.tensor));
             if (a->info.tensor != f.m.loss)
                 ck_assert_uint_eq(a->info.bytes_after,
                                   a->info.bytes_before + out);
             /* releases after step s - 1 show before step s */
-            ck_assert_uint_le(a->info.bytes_before,
-                              s ? prev_after : (size_t)0);
+            ck_assert_uint_le(a->info.bytes_before, s ? prev_after : (size_t)0);
             prev_after = a->info.bytes_after;
             if (a->info.bytes_after + a->info.workspace_bytes > peak)
                 peak = a->info.bytes_after + a->info.workspace_bytes;
@@ -165,7 +168,8 @@ START_TEST(test_phases) {
         mg_observer o = observer_of(&r);
         ck_assert(mg_exec_observer_attach(f.ex, &o, NULL) == MG_OK);
         ck_assert_msg(mg_exec_run(f.ex, f.p, f.d.binds, f.d.n_binds, 1) ==
-                          MG_OK, "%s", mg_last_error());
+                          MG_OK,
+                      "%s", mg_last_error());
         int count[3] = {0}, ckpts = 0;
         bool seen_backward = false;
         for (int i = 0; i < r.n; i++) {
@@ -186,8 +190,7 @@ START_TEST(test_phases) {
                 ck_assert(!mg_tensor_is_recompute(f.m.g, t));
                 seen_backward = true;
                 break;
-            default:
-                ck_abort_msg("phase %d", (int)s->phase);
+            default: ck_abort_msg("phase %d", (int)s->phase);
             }
             ck_assert_int_eq(s->is_checkpoint,
                              mg_tensor_is_checkpoint(f.m.g, t) != 0);
@@ -275,8 +278,8 @@ START_TEST(test_error_stops_run) {
     const struct {
         char kind;
         int step;
-    } cases[] = {{'s', -1}, {'b', 0}, {'a', 0}, {'b', 4}, {'a', n - 1},
-                 {'e', -1}};
+    } cases[] = {{'s', -1}, {'b', 0},     {'a', 0},
+                 {'b', 4},  {'a', n - 1}, {'e', -1}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         static rec r, later;
         mg_observer o = observer_of(&r), o2 = observer_of(&later);
@@ -307,9 +310,8 @@ START_TEST(test_error_stops_run) {
             ck_assert_int_eq(later.n, r.n - 1);
         }
         if (cases[c].kind == 's' || cases[c].kind == 'b')
-            ck_assert_int_eq(r.n, cases[c].kind == 's'
-                                      ? 2
-                                      : 2 * cases[c].step + 3);
+            ck_assert_int_eq(r.n,
+                             cases[c].kind == 's' ? 2 : 2 * cases[c].step + 3);
         /* nothing kept from a failed run */
         const void *data;
         ck_assert(mg_exec_tensor_data(f.ex, f.m.gw[0], &data) ==
@@ -317,7 +319,8 @@ START_TEST(test_error_stops_run) {
         ck_assert(mg_exec_observer_detach(f.ex, id) == MG_OK);
         ck_assert(mg_exec_observer_detach(f.ex, id2) == MG_OK);
         ck_assert_msg(mg_exec_run(f.ex, f.p, f.d.binds, f.d.n_binds, 1) ==
-                          MG_OK, "%s", mg_last_error());
+                          MG_OK,
+                      "%s", mg_last_error());
         ck_assert(mg_exec_tensor_data(f.ex, f.m.gw[0], &data) == MG_OK);
     }
     teardown(&f);

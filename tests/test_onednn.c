@@ -56,8 +56,8 @@ static void case_build(conv_case *k, const geom *q, mg_dtype dt) {
     const int64_t ws[4] = {q->o, q->c / q->groups, q->kh, q->kw};
     k->x = mg_input(k->g, "x", dt, 4, xs);
     k->w = mg_param(k->g, "w", dt, 4, ws);
-    k->y = mg_conv2d(k->g, k->x, k->w, q->sh, q->sw, q->ph, q->pw, q->dh,
-                     q->dw, q->groups);
+    k->y = mg_conv2d(k->g, k->x, k->w, q->sh, q->sw, q->ph, q->pw, q->dh, q->dw,
+                     q->groups);
     TH_OK_T(q->name, k->y);
     int64_t ys[MG_MAX_DIMS];
     int nd = 0;
@@ -67,7 +67,8 @@ static void case_build(conv_case *k, const geom *q, mg_dtype dt) {
     mg_tensor loss = mg_sum(k->g, mg_mul(k->g, k->y, k->r), 0, NULL, 0);
     const mg_tensor wrt[2] = {k->x, k->w};
     mg_tensor g[2];
-    ck_assert_int_eq(mg_gradients(k->g, &loss, 1, NULL, wrt, 2, NULL, g), MG_OK);
+    ck_assert_int_eq(mg_gradients(k->g, &loss, 1, NULL, wrt, 2, NULL, g),
+                     MG_OK);
     k->gx = g[0];
     k->gw = g[1];
     k->nx = th_numel(4, xs);
@@ -136,9 +137,9 @@ START_TEST(test_paths_agree) {
         mg_exec *ex = NULL;
         ck_assert_int_eq(mg_plan_compile(k.g, outs, 3, NULL, &plan), MG_OK);
         ck_assert_int_eq(mg_exec_new(NULL, &ex), MG_OK);
-        const mg_binding b[6] = {in[0], in[1], in[2],
+        const mg_binding b[6] = {in[0],    in[1],      in[2],
                                  {k.y, y}, {k.gx, gx}, {k.gw, gw}};
-        const mg_binding b2[6] = {in[0], in[1], in[2],
+        const mg_binding b2[6] = {in[0],     in[1],       in[2],
                                   {k.y, y2}, {k.gx, gx2}, {k.gw, gw2}};
         mg_status st = mg_exec_run(ex, plan, b, 6, 1);
         ck_assert_msg(st == MG_OK, "%s: %s", what, mg_last_error());
@@ -185,9 +186,11 @@ START_TEST(test_onednn_taken) {
         if (st->op != MG_OP_CONV2D && st->op != MG_OP_CONV2D_GRAD_INPUT &&
             st->op != MG_OP_CONV2D_GRAD_WEIGHT)
             continue;
-        mg_kargs a = {.op = st->op, .attrs = &plan->g->nodes[st->t].attrs,
+        mg_kargs a = {.op = st->op,
+                      .attrs = &plan->g->nodes[st->t].attrs,
                       .n_in = st->n_in};
-        for (int i = 0; i < st->n_in; i++) a.in[i].d = plan->tensor[st->in[i]].d;
+        for (int i = 0; i < st->n_in; i++)
+            a.in[i].d = plan->tensor[st->in[i]].d;
         a.out.d = plan->tensor[st->t].d;
         size_t bytes = 0;
         convs++;
@@ -219,21 +222,41 @@ typedef struct pgeom {
 } pgeom;
 
 static const pgeom pgeoms[] = {
-    {"ResNet stem 3x3/2 pad 1", 2, 8, 16, 16,
-     {3, 3, 2, 2, 1, 1, 1, 1, 0, 1}, 0},
+    {"ResNet stem 3x3/2 pad 1",
+     2,
+     8,
+     16,
+     16,
+     {3, 3, 2, 2, 1, 1, 1, 1, 0, 1},
+     0},
     {"2x2/2", 2, 4, 8, 8, {2, 2, 2, 2, 0, 0, 0, 0, 0, 1}, 0},
     {"3x3/1 pad 1", 1, 3, 7, 9, {3, 3, 1, 1, 1, 1, 1, 1, 0, 1}, 0},
-    {"3x2 stride 2x1, short last window", 2, 3, 8, 7,
-     {3, 2, 2, 1, 0, 0, 0, 0, 0, 1}, 0},
+    {"3x2 stride 2x1, short last window",
+     2,
+     3,
+     8,
+     7,
+     {3, 2, 2, 1, 0, 0, 0, 0, 0, 1},
+     0},
     {"pads t0 l1 b1 r0", 1, 3, 7, 6, {3, 2, 2, 1, 0, 1, 1, 0, 0, 1}, 0},
-    {"pads t0 l1 b1 r0 count_include_pad=0", 1, 3, 7, 6,
-     {3, 2, 2, 1, 0, 1, 1, 0, 0, 0}, 0},
+    {"pads t0 l1 b1 r0 count_include_pad=0",
+     1,
+     3,
+     7,
+     6,
+     {3, 2, 2, 1, 0, 1, 1, 0, 0, 0},
+     0},
     {"SAME_UPPER 2x2/2 on 5x5", 1, 2, 5, 5, {2, 2, 2, 2, 0, 0, 1, 1, 0, 0}, 0},
     /* the ceil window overhangs the end padding: oneDNN's include-padding
      * divisor would be 9 there, PyTorch's (and memgrad's) 6 */
     {"ceil_mode 3x3/2 pad 1", 1, 3, 6, 6, {3, 3, 2, 2, 1, 1, 1, 1, 1, 1}, 1},
-    {"ceil_mode count_include_pad=0", 1, 3, 6, 6,
-     {3, 3, 2, 2, 1, 1, 1, 1, 1, 0}, 0},
+    {"ceil_mode count_include_pad=0",
+     1,
+     3,
+     6,
+     6,
+     {3, 3, 2, 2, 1, 1, 1, 1, 1, 0},
+     0},
 };
 
 static const char *const pool_paths[] = {"onednn", "loops"};
@@ -271,14 +294,14 @@ typedef struct pool_out {
     float *v[4];
 } pool_out;
 
-static void pool_run_path(const pool_case *k, const char *path,
-                          const float *x, const float *rm, const float *ra,
-                          pool_out *o, const char *what) {
+static void pool_run_path(const pool_case *k, const char *path, const float *x,
+                          const float *rm, const float *ra, pool_out *o,
+                          const char *what) {
     setenv("MG_POOL", path, 1);
     const mg_tensor outs[4] = {k->ym, k->ya, k->gm, k->ga};
     const int64_t n[4] = {k->ny, k->ny, k->nx, k->nx};
-    mg_binding b[7] = {{k->x, (void *)x}, {k->rm, (void *)rm},
-                       {k->ra, (void *)ra}};
+    mg_binding b[7] = {
+        {k->x, (void *)x}, {k->rm, (void *)rm}, {k->ra, (void *)ra}};
     for (int i = 0; i < 4; i++) {
         o->v[i] = malloc((size_t)n[i] * sizeof(float));
         ck_assert_ptr_nonnull(o->v[i]);
@@ -305,8 +328,8 @@ static void pool_run_path(const pool_case *k, const char *path,
 /* x from 5 levels (-1, -0.5, 0, 0.5, 1): most windows hold tied maxima;
  * with nan_at >= 0 a NaN there. With int_rm, rm holds small integers, so
  * that the max-pool gradient's sums are exact in any order. */
-static void pool_values(const pool_case *k, int gi, int64_t nan_at,
-                        int int_rm, float **x, float **rm, float **ra) {
+static void pool_values(const pool_case *k, int gi, int64_t nan_at, int int_rm,
+                        float **x, float **rm, float **ra) {
     th_rng rng;
     th_rng_init(&rng, 2000 + (uint64_t)gi);
     double *d = malloc((size_t)(k->nx + 2 * k->ny) * sizeof *d);
@@ -319,8 +342,8 @@ static void pool_values(const pool_case *k, int gi, int64_t nan_at,
         (*x)[i] = (float)(floor(d[i] * 2.5 + 0.5) / 2);
     if (nan_at >= 0) (*x)[nan_at] = NAN;
     for (int64_t i = 0; i < k->ny; i++) {
-        (*rm)[i] = int_rm ? (float)floor(d[k->nx + i] * 8)
-                          : (float)d[k->nx + i];
+        (*rm)[i] =
+            int_rm ? (float)floor(d[k->nx + i] * 8) : (float)d[k->nx + i];
         (*ra)[i] = (float)d[k->nx + k->ny + i];
     }
     free(d);
@@ -339,8 +362,7 @@ START_TEST(test_pool_paths_agree) {
     for (int v = 0; v < 3; v++) {
         const int with_nan = v == 1, int_rm = v < 2;
         float *x, *rm, *ra;
-        pool_values(&k, _i, with_nan ? k.nx / 2 + 1 : -1, int_rm, &x, &rm,
-                    &ra);
+        pool_values(&k, _i, with_nan ? k.nx / 2 + 1 : -1, int_rm, &x, &rm, &ra);
         char what[160];
         snprintf(what, sizeof what, "%s%s%s", q->name,
                  with_nan ? ", a NaN in x" : "",
@@ -349,16 +371,15 @@ START_TEST(test_pool_paths_agree) {
         for (int p = 0; p < 2; p++)
             pool_run_path(&k, pool_paths[p], x, rm, ra, &o[p], what);
         /* max pooling: the same element, so the same bits */
-        ck_assert_msg(!memcmp(o[0].v[0], o[1].v[0],
-                              (size_t)k.ny * sizeof(float)),
-                      "%s: max_pool2d differs between the paths", what);
+        ck_assert_msg(
+            !memcmp(o[0].v[0], o[1].v[0], (size_t)k.ny * sizeof(float)),
+            "%s: max_pool2d differs between the paths", what);
         double *ref = malloc((size_t)k.nx * sizeof *ref);
         ck_assert_ptr_nonnull(ref);
         if (int_rm) {
-            ck_assert_msg(!memcmp(o[0].v[2], o[1].v[2],
-                                  (size_t)k.nx * sizeof(float)),
-                          "%s: max_pool2d_grad differs between the paths",
-                          what);
+            ck_assert_msg(
+                !memcmp(o[0].v[2], o[1].v[2], (size_t)k.nx * sizeof(float)),
+                "%s: max_pool2d_grad differs between the paths", what);
         } else {
             for (int64_t i = 0; i < k.nx; i++) ref[i] = o[1].v[2][i];
             th_check_f32(what, o[0].v[2], ref, k.nx, 1e-6, 1e-6);
@@ -391,8 +412,8 @@ START_TEST(test_pool_onednn_taken) {
         int pools = 0;
         for (int32_t s = 0; s < plan->n_steps; s++) {
             const mg_plan_step *st = &plan->step[s];
-            const bool avg = st->op == MG_OP_AVG_POOL2D ||
-                             st->op == MG_OP_AVG_POOL2D_GRAD;
+            const bool avg =
+                st->op == MG_OP_AVG_POOL2D || st->op == MG_OP_AVG_POOL2D_GRAD;
             if (!avg && st->op != MG_OP_MAX_POOL2D &&
                 st->op != MG_OP_MAX_POOL2D_GRAD)
                 continue;
@@ -409,8 +430,8 @@ START_TEST(test_pool_onednn_taken) {
                 bool on = mgi_onednn_pool_workspace(&a, &bytes);
                 ck_assert_msg(on == (mgi_onednn_conv_available() && p == 0 &&
                                      !(avg && q->avg_loops)),
-                              "%s: %s %s oneDNN", q->name,
-                              mgi_op_str(st->op), on ? "takes" : "skips");
+                              "%s: %s %s oneDNN", q->name, mgi_op_str(st->op),
+                              on ? "takes" : "skips");
                 /* the plan lent it */
                 if (on) ck_assert_uint_le(bytes, st->work);
             }
@@ -450,17 +471,17 @@ START_TEST(test_pool_checkpoint_bits) {
          * recomputed in the backward pass */
         const mg_tensor kept[1] = {h1};
         mg_checkpoints c = {.policy = v ? MG_CKPT_COLLECTION : MG_CKPT_NONE,
-                            .tensors = kept, .n_tensors = 1};
+                            .tensors = kept,
+                            .n_tensors = 1};
         const mg_tensor wrt[2] = {w1, w2};
         mg_tensor gw[2];
         ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, wrt, 2, &c, gw),
                          MG_OK);
         if (v)
             for (mg_tensor t = 0; t < mg_graph_num_tensors(g); t++)
-                recomputed_pools +=
-                    mg_tensor_is_recompute(g, t) &&
-                    (mg_tensor_recompute_source(g, t) == p1 ||
-                     mg_tensor_recompute_source(g, t) == p2);
+                recomputed_pools += mg_tensor_is_recompute(g, t) &&
+                                    (mg_tensor_recompute_source(g, t) == p1 ||
+                                     mg_tensor_recompute_source(g, t) == p2);
         th_rng rng;
         th_rng_init(&rng, 77);
         const int64_t n[3] = {th_numel(4, xs), th_numel(4, w1s),
@@ -481,8 +502,11 @@ START_TEST(test_pool_checkpoint_bits) {
         }
         mg_plan *plan = NULL;
         mg_exec *ex = NULL;
-        const mg_binding b[5] = {{x, in[0]}, {w1, in[1]}, {w2, in[2]},
-                                 {gw[0], grads[v][0]}, {gw[1], grads[v][1]}};
+        const mg_binding b[5] = {{x, in[0]},
+                                 {w1, in[1]},
+                                 {w2, in[2]},
+                                 {gw[0], grads[v][0]},
+                                 {gw[1], grads[v][1]}};
         ck_assert_int_eq(mg_plan_compile(g, gw, 2, NULL, &plan), MG_OK);
         ck_assert_int_eq(mg_exec_new(NULL, &ex), MG_OK);
         ck_assert_msg(mg_exec_run(ex, plan, b, 5, 1) == MG_OK, "%s",
@@ -500,7 +524,8 @@ START_TEST(test_pool_checkpoint_bits) {
     for (int i = 0; i < 2; i++) {
         ck_assert_msg(!memcmp(grads[0][i], grads[1][i], gbytes[i]),
                       "checkpointed gradient %d differs from plain "
-                      "backprop's", i);
+                      "backprop's",
+                      i);
         free(grads[0][i]);
         free(grads[1][i]);
     }

@@ -15,8 +15,7 @@
 #error "MG_ONNX_DATA_DIR must name tests/data"
 #endif
 
-static char *data_path(const char *name)
-{
+static char *data_path(const char *name) {
     static char buf[4][1024];
     static int k;
     char *p = buf[k++ & 3];
@@ -24,8 +23,7 @@ static char *data_path(const char *name)
     return p;
 }
 
-static void *read_all(const char *path, size_t *len)
-{
+static void *read_all(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     ck_assert_msg(f != NULL, "cannot open %s", path);
     fseek(f, 0, SEEK_END);
@@ -40,8 +38,7 @@ static void *read_all(const char *path, size_t *len)
 }
 
 static mg_onnx_model *import(const char *name, mg_graph *g, int training,
-                             int64_t batch)
-{
+                             int64_t batch) {
     mg_onnx_options o;
     mg_onnx_options_init(&o);
     o.training = training;
@@ -54,10 +51,8 @@ static mg_onnx_model *import(const char *name, mg_graph *g, int training,
 
 /* The data of a model's second input (an attention mask), from
  * <stem>.input1.bin, or NULL for a model with one input. */
-static void *second_input(const mg_onnx_model *m, const char *stem)
-{
-    if (mg_onnx_num_inputs(m) < 2)
-        return NULL;
+static void *second_input(const mg_onnx_model *m, const char *stem) {
+    if (mg_onnx_num_inputs(m) < 2) return NULL;
     char ib[64];
     size_t n;
     snprintf(ib, sizeof ib, "%s.input1.bin", stem);
@@ -66,8 +61,8 @@ static void *second_input(const mg_onnx_model *m, const char *stem)
 
 /* All bindings: the model's, then input 0 bound to x and input 1 to x1
  * (if not NULL). */
-static mg_binding *all_binds2(const mg_onnx_model *m, void *x, void *x1, int *n)
-{
+static mg_binding *all_binds2(const mg_onnx_model *m, void *x, void *x1,
+                              int *n) {
     int nb;
     const mg_binding *b = mg_onnx_bindings(m, &nb);
     mg_binding *all = malloc(sizeof *all * (size_t)(nb + 2));
@@ -76,19 +71,16 @@ static mg_binding *all_binds2(const mg_onnx_model *m, void *x, void *x1, int *n)
         memcpy(all, b, sizeof *all * (size_t)nb);
     all[nb] = (mg_binding){mg_onnx_input(m, 0), x};
     *n = nb + 1;
-    if (x1)
-        all[(*n)++] = (mg_binding){mg_onnx_input(m, 1), x1};
+    if (x1) all[(*n)++] = (mg_binding){mg_onnx_input(m, 1), x1};
     return all;
 }
 
-static mg_binding *all_binds(const mg_onnx_model *m, void *x, int *n)
-{
+static mg_binding *all_binds(const mg_onnx_model *m, void *x, int *n) {
     return all_binds2(m, x, NULL, n);
 }
 
 /* Inference mode forward pass against the reference evaluator's output. */
-static void check_forward(const char *stem, int64_t batch)
-{
+static void check_forward(const char *stem, int64_t batch) {
     char on[64], ib[64], ob[64];
     snprintf(on, sizeof on, "%s.onnx", stem);
     snprintf(ib, sizeof ib, "%s.input.bin", stem);
@@ -146,8 +138,7 @@ END_TEST
 
 /* An int64 input read by two Cast nodes and a Transpose: right values, and
  * one cast to f32 in the graph, not one per reader. */
-START_TEST(test_int_input_cast_once)
-{
+START_TEST(test_int_input_cast_once) {
     check_forward("int_reuse", 2);
     mg_graph *g = mg_graph_new();
     mg_onnx_model *m = import("int_reuse.onnx", g, 0, 2);
@@ -160,8 +151,7 @@ START_TEST(test_int_input_cast_once)
 }
 END_TEST
 /* pooling with ceil_mode, each side's pads and count_include_pad */
-START_TEST(test_pool_attrs_forward)
-{
+START_TEST(test_pool_attrs_forward) {
     check_forward("maxpool_ceil", 2);
     check_forward("avgpool_ceil", 2);
     check_forward("avgpool_ceil_nopad", 2);
@@ -170,8 +160,7 @@ START_TEST(test_pool_attrs_forward)
 }
 END_TEST
 
-START_TEST(test_model_handle)
-{
+START_TEST(test_model_handle) {
     mg_graph *g = mg_graph_new();
     mg_onnx_model *m = import("mlp.onnx", g, 1, 3);
     ck_assert_int_eq(mg_onnx_opset(m), 13);
@@ -225,8 +214,7 @@ END_TEST
 
 /* The MLP imported and the MLP written with builder calls give the same
  * loss and gradients bit for bit, under every policy. */
-START_TEST(test_mlp_grads_match_hand_built)
-{
+START_TEST(test_mlp_grads_match_hand_built) {
     mg_ckpt_policy pols[3] = {MG_CKPT_NONE, MG_CKPT_MEMORY, MG_CKPT_SPEED};
     size_t nx;
     float *x = read_all(data_path("mlp.input.bin"), &nx);
@@ -237,18 +225,19 @@ START_TEST(test_mlp_grads_match_hand_built)
             mg_graph *g = mg_graph_new();
             mg_onnx_model *m = import("mlp.onnx", g, 1, 3);
             mg_tensor y, ps[4];
-            for (int k = 0; k < 4; k++)
-                ps[k] = mg_onnx_param(m, k);
+            for (int k = 0; k < 4; k++) ps[k] = mg_onnx_param(m, k);
             if (hand) {
                 mg_tensor xi = mg_onnx_input(m, 0);
-                mg_tensor h = mg_relu(g, mg_add(g, mg_matmul(g, xi, ps[0], 0, 1), ps[1]));
+                mg_tensor h =
+                    mg_relu(g, mg_add(g, mg_matmul(g, xi, ps[0], 0, 1), ps[1]));
                 y = mg_add(g, mg_matmul(g, h, ps[2], 0, 1), ps[3]);
             } else {
                 y = mg_onnx_output(m, 0);
             }
             mg_tensor loss = mg_sum(g, mg_mul(g, y, y), 0, NULL, 0);
             mg_tensor grads[4];
-            ck_assert_msg(mg_gradients(g, &loss, 1, NULL, ps, 4, &ck, grads) == MG_OK,
+            ck_assert_msg(mg_gradients(g, &loss, 1, NULL, ps, 4, &ck, grads) ==
+                              MG_OK,
                           "%s", mg_last_error());
             float gv[4][128];
             void *bufs[4] = {gv[0], gv[1], gv[2], gv[3]};
@@ -258,8 +247,7 @@ START_TEST(test_mlp_grads_match_hand_built)
             for (int k = 0; k < 4; k++) {
                 size_t nb = mg_tensor_nbytes(g, grads[k]);
                 ck_assert(nb <= sizeof gv[k]);
-                if (hand == 0 && pi == 0)
-                    memcpy(ref[k], gv[k], nb);
+                if (hand == 0 && pi == 0) memcpy(ref[k], gv[k], nb);
                 else
                     ck_assert_msg(memcmp(ref[k], gv[k], nb) == 0,
                                   "param %d differs (policy %d, hand %d)", k,
@@ -277,8 +265,7 @@ END_TEST
 /* Training mode (BatchNorm on batch statistics): gradients of a weighted
  * sum of the [2, 5] outputs against central differences, for every
  * parameter but those listed in skip (unused ones). */
-static void check_fd(const char *stem, int n_params, uint64_t skip)
-{
+static void check_fd(const char *stem, int n_params, uint64_t skip) {
     char on[64], ib[64];
     snprintf(on, sizeof on, "%s.onnx", stem);
     snprintf(ib, sizeof ib, "%s.input.bin", stem);
@@ -288,16 +275,14 @@ static void check_fd(const char *stem, int n_params, uint64_t skip)
     void *x = read_all(data_path(ib), &nx);
     mg_tensor y = mg_onnx_output(m, 0);
     float wts[10];
-    for (int k = 0; k < 10; k++)
-        wts[k] = (float)((k * 7) % 5) - 2.0f;
+    for (int k = 0; k < 10; k++) wts[k] = (float)((k * 7) % 5) - 2.0f;
     mg_tensor w = mg_input(g, "loss_w", MG_F32, 2, S(2, 5));
     mg_tensor loss = mg_sum(g, mg_mul(g, y, w), 0, NULL, 0);
     int np = mg_onnx_num_params(m);
     ck_assert_int_eq(np, n_params);
     mg_tensor ps[64], grads[64];
     ck_assert(np <= 64);
-    for (int k = 0; k < np; k++)
-        ps[k] = mg_onnx_param(m, k);
+    for (int k = 0; k < np; k++) ps[k] = mg_onnx_param(m, k);
     ck_assert(mg_gradients(g, &loss, 1, NULL, ps, np, NULL, grads) == MG_OK);
     int n;
     void *x1 = second_input(m, stem);
@@ -307,16 +292,14 @@ static void check_fd(const char *stem, int n_params, uint64_t skip)
     b[n++] = (mg_binding){w, wts};
     int checked = 0;
     for (int k = 0; k < np; k++) {
-        if (skip & ((uint64_t)1 << k))
-            continue;
+        if (skip & ((uint64_t)1 << k)) continue;
         int64_t cnt = mg_tensor_numel(g, ps[k]);
         float *gv = malloc((size_t)cnt * sizeof *gv);
         void *bufs[1] = {gv};
         TH_RUN_OK("cnn grad", g, 1, &grads[k], bufs, n, b, 0);
         float *pdata = NULL;
         for (int q = 0; q < n; q++)
-            if (b[q].tensor == ps[k])
-                pdata = b[q].data;
+            if (b[q].tensor == ps[k]) pdata = b[q].data;
         ck_assert(pdata != NULL);
         /* A small step: a larger one moves values across ReLU's and
          * MaxPool's kinks (with 1e-2, bn_b's difference is 5% off and
@@ -333,8 +316,8 @@ static void check_fd(const char *stem, int n_params, uint64_t skip)
             double fd = ((double)lp - lm) / 1e-3;
             ck_assert_msg(fabs(fd - gv[e]) <= 1e-2 * (1 + fabs(fd)),
                           "param %s[%lld]: gradient %g, finite difference %g",
-                          mg_tensor_name(g, ps[k]), (long long)e,
-                          (double)gv[e], fd);
+                          mg_tensor_name(g, ps[k]), (long long)e, (double)gv[e],
+                          fd);
             checked++;
         }
         free(gv);
@@ -355,25 +338,26 @@ END_TEST
 START_TEST(test_gpt_grads_finite_difference) { check_fd("gpt", 15, 0); }
 END_TEST
 /* six conv + batchnorm pairs, each with running statistics 3 and 4 */
-START_TEST(test_resnet_grads_finite_difference)
-{
+START_TEST(test_resnet_grads_finite_difference) {
     uint64_t skip = 0;
-    for (int k = 0; k < 6; k++)
-        skip |= (uint64_t)3 << (5 * k + 3);
+    for (int k = 0; k < 6; k++) skip |= (uint64_t)3 << (5 * k + 3);
     check_fd("resnet", 32, skip);
 }
 END_TEST
 START_TEST(test_bert_grads_finite_difference) { check_fd("bert", 14, 0); }
 END_TEST
-START_TEST(test_bert_mask_grads_finite_difference) { check_fd("bert_mask", 14, 0); }
+START_TEST(test_bert_mask_grads_finite_difference) {
+    check_fd("bert_mask", 14, 0);
+}
 END_TEST
-START_TEST(test_bool_ops_grads_finite_difference) { check_fd("bool_ops", 6, 0); }
+START_TEST(test_bool_ops_grads_finite_difference) {
+    check_fd("bool_ops", 6, 0);
+}
 END_TEST
 
 /* Shape/Gather/Unsqueeze/Concat are evaluated at import: the graph holds
  * one reshape and no integer tensors. */
-START_TEST(test_shape_arithmetic_folded)
-{
+START_TEST(test_shape_arithmetic_folded) {
     mg_graph *g = mg_graph_new();
     mg_onnx_model *m = import("cnn.onnx", g, 1, 2);
     int reshapes = 0;
@@ -398,8 +382,7 @@ START_TEST(test_shape_arithmetic_folded)
 }
 END_TEST
 
-START_TEST(test_training_mode_ops)
-{
+START_TEST(test_training_mode_ops) {
     /* training: a dropout op and batchnorm; inference: neither */
     for (int tr = 0; tr < 2; tr++) {
         mg_graph *g = mg_graph_new();
@@ -424,8 +407,7 @@ END_TEST
 
 /* A training-mode export: optional outputs nobody reads are left out, and
  * a read one is refused naming the node. */
-START_TEST(test_training_export)
-{
+START_TEST(test_training_export) {
     for (int tr = 0; tr < 2; tr++) {
         mg_graph *g = mg_graph_new();
         mg_onnx_model *m = import("train_export.onnx", g, tr, 2);
@@ -445,21 +427,23 @@ START_TEST(test_training_export)
     mg_onnx_options_init(&o);
     o.batch_size = 2;
     mg_onnx_model *m;
-    ck_assert_int_eq(mg_onnx_import_file(data_path("train_export_mask.onnx"), &o, g, &m),
-                     MG_ERR_UNSUPPORTED);
+    ck_assert_int_eq(
+        mg_onnx_import_file(data_path("train_export_mask.onnx"), &o, g, &m),
+        MG_ERR_UNSUPPORTED);
     ck_assert_msg(strstr(mg_last_error(), "drop_train") &&
-                      strstr(mg_last_error(), "mask"), "%s", mg_last_error());
+                      strstr(mg_last_error(), "mask"),
+                  "%s", mg_last_error());
     mg_graph_free(g);
 }
 END_TEST
 
-START_TEST(test_external_data)
-{
+START_TEST(test_external_data) {
     mg_graph *g1 = mg_graph_new(), *g2 = mg_graph_new();
     mg_onnx_model *a = import("mlp.onnx", g1, 1, 3);
     mg_onnx_model *b = import("mlp_external.onnx", g2, 1, 3);
     int na, nb;
-    const mg_binding *ba = mg_onnx_bindings(a, &na), *bb = mg_onnx_bindings(b, &nb);
+    const mg_binding *ba = mg_onnx_bindings(a, &na),
+                     *bb = mg_onnx_bindings(b, &nb);
     ck_assert_int_eq(na, nb);
     for (int k = 0; k < na; k++) {
         size_t len = mg_tensor_nbytes(g1, ba[k].tensor);
@@ -490,8 +474,7 @@ START_TEST(test_external_data)
 }
 END_TEST
 
-static mg_status import_status(const char *name)
-{
+static mg_status import_status(const char *name) {
     mg_graph *g = mg_graph_new();
     mg_onnx_model *m = (mg_onnx_model *)1;
     mg_status s = mg_onnx_import_file(data_path(name), NULL, g, &m);
@@ -501,8 +484,7 @@ static mg_status import_status(const char *name)
     return s;
 }
 
-START_TEST(test_unsupported_op)
-{
+START_TEST(test_unsupported_op) {
     ck_assert_int_eq(import_status("unsupported.onnx"), MG_ERR_UNSUPPORTED);
     const char *e = mg_last_error();
     ck_assert_msg(strstr(e, "the_hardmax") && strstr(e, "Hardmax") &&
@@ -515,21 +497,25 @@ START_TEST(test_unsupported_op)
 }
 END_TEST
 
-START_TEST(test_bad_graphs)
-{
+START_TEST(test_bad_graphs) {
     ck_assert_int_eq(import_status("cycle.onnx"), MG_ERR_CYCLE);
     ck_assert_int_eq(import_status("undefined_input.onnx"), MG_ERR_UNKNOWN_ID);
     ck_assert_msg(strstr(mg_last_error(), "nowhere"), "%s", mg_last_error());
     ck_assert_int_eq(import_status("shape_mismatch.onnx"), MG_ERR_SHAPE);
     ck_assert_msg(strstr(mg_last_error(), "mm_bad"), "%s", mg_last_error());
-    ck_assert_int_eq(import_status("short_initializer.onnx"), MG_ERR_INVALID_ARG);
-    ck_assert_int_eq(import_status("huge_initializer.onnx"), MG_ERR_INVALID_ARG);
+    ck_assert_int_eq(import_status("short_initializer.onnx"),
+                     MG_ERR_INVALID_ARG);
+    ck_assert_int_eq(import_status("huge_initializer.onnx"),
+                     MG_ERR_INVALID_ARG);
     ck_assert_int_eq(import_status("no_such_file.onnx"), MG_ERR_INVALID_ARG);
     mg_graph *g = mg_graph_new();
     mg_onnx_model *m;
-    ck_assert_int_eq(mg_onnx_import_file(NULL, NULL, g, &m), MG_ERR_INVALID_ARG);
-    ck_assert_int_eq(mg_onnx_import_buffer(NULL, 4, NULL, g, &m), MG_ERR_INVALID_ARG);
-    ck_assert_int_eq(mg_onnx_import_buffer("", 0, NULL, NULL, &m), MG_ERR_INVALID_ARG);
+    ck_assert_int_eq(mg_onnx_import_file(NULL, NULL, g, &m),
+                     MG_ERR_INVALID_ARG);
+    ck_assert_int_eq(mg_onnx_import_buffer(NULL, 4, NULL, g, &m),
+                     MG_ERR_INVALID_ARG);
+    ck_assert_int_eq(mg_onnx_import_buffer("", 0, NULL, NULL, &m),
+                     MG_ERR_INVALID_ARG);
     /* The accessors answer "nothing" for a NULL model or an index out of
      * range, instead of reading out of bounds. */
     ck_assert_int_eq(mg_onnx_num_inputs(NULL), 0);
@@ -560,8 +546,7 @@ END_TEST
 
 /* Every prefix of a model, and the model with bytes changed: a status,
  * never a crash (ASan builds check for overreads and leaks too). */
-START_TEST(test_truncated_and_corrupt)
-{
+START_TEST(test_truncated_and_corrupt) {
     const char *names[2] = {"cnn.onnx", "ops.onnx"};
     for (int q = 0; q < 2; q++) {
         size_t len;
@@ -604,14 +589,12 @@ START_TEST(test_truncated_and_corrupt)
 END_TEST
 
 /* Imports every file in dir (a status, never a crash); their count. */
-static int import_dir(const char *dir)
-{
+static int import_dir(const char *dir) {
     DIR *d = opendir(dir);
     ck_assert_msg(d != NULL, "cannot open %s", dir);
     int n = 0;
     for (struct dirent *e; (e = readdir(d));) {
-        if (e->d_name[0] == '.')
-            continue;
+        if (e->d_name[0] == '.') continue;
         char path[2048];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         size_t len;
@@ -635,33 +618,29 @@ static int import_dir(const char *dir)
 
 /* Inputs the fuzzer once crashed the importer with (tests/fuzz/), and the
  * fuzzers' seeds of the hostile cases of issue 25. */
-START_TEST(test_fuzz_regressions)
-{
+START_TEST(test_fuzz_regressions) {
     ck_assert_int_ge(import_dir(MG_ONNX_FUZZ_DIR), 1);
     ck_assert_int_ge(import_dir(MG_ONNX_SEED_DIR), 1);
 }
 END_TEST
 
-int main(void)
-{
+int main(void) {
     Suite *s = suite_create("onnx");
-    th_add_tcase(s, "import", 300,
-                 TH_TESTS(test_mlp_forward, test_cnn_forward, test_ops_forward,
-                          test_gpt_forward, test_resnet_forward,
-                          test_mobilenet_forward, test_unet_forward,
-                          test_bert_forward, test_where_init_forward,
-                          test_bert_mask_forward, test_bool_ops_forward,
-                          test_int_input_cast_once,
-                          test_pool_attrs_forward,
-                          test_model_handle, test_mlp_grads_match_hand_built,
-                          test_cnn_grads_finite_difference,
-                          test_gpt_grads_finite_difference,
-                          test_resnet_grads_finite_difference,
-                          test_bert_grads_finite_difference,
-                          test_bert_mask_grads_finite_difference,
-                          test_bool_ops_grads_finite_difference,
-                          test_shape_arithmetic_folded, test_training_mode_ops,
-                          test_external_data, test_training_export));
+    th_add_tcase(
+        s, "import", 300,
+        TH_TESTS(
+            test_mlp_forward, test_cnn_forward, test_ops_forward,
+            test_gpt_forward, test_resnet_forward, test_mobilenet_forward,
+            test_unet_forward, test_bert_forward, test_where_init_forward,
+            test_bert_mask_forward, test_bool_ops_forward,
+            test_int_input_cast_once, test_pool_attrs_forward,
+            test_model_handle, test_mlp_grads_match_hand_built,
+            test_cnn_grads_finite_difference, test_gpt_grads_finite_difference,
+            test_resnet_grads_finite_difference,
+            test_bert_grads_finite_difference,
+            test_bert_mask_grads_finite_difference,
+            test_bool_ops_grads_finite_difference, test_shape_arithmetic_folded,
+            test_training_mode_ops, test_external_data, test_training_export));
     th_add_tcase(s, "errors", 300,
                  TH_TESTS(test_unsupported_op, test_bad_graphs,
                           test_truncated_and_corrupt, test_fuzz_regressions));

@@ -32,8 +32,7 @@ typedef struct arena {
     int n, cap;
 } arena;
 
-static void *A(arena *a, size_t size)
-{
+static void *A(arena *a, size_t size) {
     if (a->n == a->cap) {
         a->cap = a->cap ? 2 * a->cap : 64;
         a->p = realloc(a->p, sizeof *a->p * (size_t)a->cap);
@@ -45,29 +44,26 @@ static void *A(arena *a, size_t size)
     return q;
 }
 
-static char *As(arena *a, const char *s)
-{
+static char *As(arena *a, const char *s) {
     char *q = A(a, strlen(s) + 1);
     strcpy(q, s);
     return q;
 }
 
-static void arena_free(arena *a)
-{
-    for (int k = 0; k < a->n; k++)
-        free(a->p[k]);
+static void arena_free(arena *a) {
+    for (int k = 0; k < a->n; k++) free(a->p[k]);
     free(a->p);
     memset(a, 0, sizeof *a);
 }
 
-/* ------------------------------------------------------------------ builders */
+/* ------------------------------------------------------------------ builders
+ */
 
 /* A growing array of pointers inside a protobuf-c message. */
 #define PUSH(ar, arr, cnt, x)                                                  \
     do {                                                                       \
         void **grown_ = A(ar, sizeof(void *) * ((cnt) + 1));                   \
-        if (cnt)                                                               \
-            memcpy(grown_, (arr), sizeof(void *) * (cnt));                     \
+        if (cnt) memcpy(grown_, (arr), sizeof(void *) * (cnt));                \
         grown_[(cnt)++] = (x);                                                 \
         (arr) = (void *)grown_;                                                \
     } while (0)
@@ -78,8 +74,7 @@ typedef struct model {
     Onnx__GraphProto g;
 } model;
 
-static void model_init(model *md, int64_t ir, int64_t opset)
-{
+static void model_init(model *md, int64_t ir, int64_t opset) {
     memset(md, 0, sizeof *md);
     onnx__model_proto__init(&md->m);
     onnx__graph_proto__init(&md->g);
@@ -96,9 +91,8 @@ static void model_init(model *md, int64_t ir, int64_t opset)
 }
 
 static Onnx__NodeProto *node(model *md, const char *op, const char *name,
-                             const char *in0, const char *in1,
-                             const char *in2, const char *out)
-{
+                             const char *in0, const char *in1, const char *in2,
+                             const char *out) {
     Onnx__NodeProto *n = A(&md->a, sizeof *n);
     onnx__node_proto__init(n);
     n->op_type = As(&md->a, op);
@@ -113,8 +107,7 @@ static Onnx__NodeProto *node(model *md, const char *op, const char *name,
 
 static Onnx__AttributeProto *attr(model *md, Onnx__NodeProto *n,
                                   const char *name,
-                                  Onnx__AttributeProto__AttributeType type)
-{
+                                  Onnx__AttributeProto__AttributeType type) {
     Onnx__AttributeProto *a = A(&md->a, sizeof *a);
     onnx__attribute_proto__init(a);
     a->name = As(&md->a, name);
@@ -124,25 +117,25 @@ static Onnx__AttributeProto *attr(model *md, Onnx__NodeProto *n,
     return a;
 }
 
-static void attr_int(model *md, Onnx__NodeProto *n, const char *name, int64_t v)
-{
-    Onnx__AttributeProto *a = attr(md, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+static void attr_int(model *md, Onnx__NodeProto *n, const char *name,
+                     int64_t v) {
+    Onnx__AttributeProto *a =
+        attr(md, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
     a->has_i = 1;
     a->i = v;
 }
 
 static void attr_ints(model *md, Onnx__NodeProto *n, const char *name,
-                      const int64_t *v, size_t cnt)
-{
-    Onnx__AttributeProto *a = attr(md, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
+                      const int64_t *v, size_t cnt) {
+    Onnx__AttributeProto *a =
+        attr(md, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
     a->ints = A(&md->a, sizeof *a->ints * cnt);
     memcpy(a->ints, v, sizeof *a->ints * cnt);
     a->n_ints = cnt;
 }
 
 static Onnx__TensorProto *tensor(model *md, const char *name, int32_t type,
-                                 int ndim, const int64_t *dims)
-{
+                                 int ndim, const int64_t *dims) {
     Onnx__TensorProto *t = A(&md->a, sizeof *t);
     onnx__tensor_proto__init(t);
     t->name = As(&md->a, name);
@@ -156,59 +149,49 @@ static Onnx__TensorProto *tensor(model *md, const char *name, int32_t type,
 }
 
 /* A Constant node `out` holding t. */
-static void constant(model *md, Onnx__TensorProto *t, const char *out)
-{
+static void constant(model *md, Onnx__TensorProto *t, const char *out) {
     Onnx__NodeProto *n = node(md, "Constant", out, NULL, NULL, NULL, out);
     attr(md, n, "value", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR)->t = t;
 }
 
 /* A Constant of n floats (rank 1, or a scalar if rank0) all equal to v. */
 static void const_f32(model *md, const char *out, int ndim, const int64_t *dims,
-                      float v)
-{
-    Onnx__TensorProto *t = tensor(md, out, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
-                                  ndim, dims);
+                      float v) {
+    Onnx__TensorProto *t =
+        tensor(md, out, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, ndim, dims);
     size_t n = 1;
-    for (int d = 0; d < ndim; d++)
-        n *= (size_t)dims[d];
+    for (int d = 0; d < ndim; d++) n *= (size_t)dims[d];
     t->float_data = A(&md->a, sizeof(float) * n);
-    for (size_t k = 0; k < n; k++)
-        t->float_data[k] = v + (float)k;
+    for (size_t k = 0; k < n; k++) t->float_data[k] = v + (float)k;
     t->n_float_data = n;
     constant(md, t, out);
 }
 
 static void const_i64(model *md, const char *out, int ndim, const int64_t *dims,
-                      int64_t v)
-{
-    Onnx__TensorProto *t = tensor(md, out, ONNX__TENSOR_PROTO__DATA_TYPE__INT64,
-                                  ndim, dims);
+                      int64_t v) {
+    Onnx__TensorProto *t =
+        tensor(md, out, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, ndim, dims);
     size_t n = 1;
-    for (int d = 0; d < ndim; d++)
-        n *= (size_t)dims[d];
+    for (int d = 0; d < ndim; d++) n *= (size_t)dims[d];
     t->int64_data = A(&md->a, sizeof(int64_t) * n);
-    for (size_t k = 0; k < n; k++)
-        t->int64_data[k] = v + (int64_t)k;
+    for (size_t k = 0; k < n; k++) t->int64_data[k] = v + (int64_t)k;
     t->n_int64_data = n;
     constant(md, t, out);
 }
 
-static Onnx__ValueInfoProto *value_info(model *md, const char *name)
-{
+static Onnx__ValueInfoProto *value_info(model *md, const char *name) {
     Onnx__ValueInfoProto *v = A(&md->a, sizeof *v);
     onnx__value_info_proto__init(v);
     v->name = As(&md->a, name);
     return v;
 }
 
-static void output(model *md, const char *name)
-{
+static void output(model *md, const char *name) {
     PUSH(&md->a, md->g.output, md->g.n_output, value_info(md, name));
 }
 
 /* A float graph input of a static shape. */
-static void input(model *md, const char *name, int ndim, const int64_t *dims)
-{
+static void input(model *md, const char *name, int ndim, const int64_t *dims) {
     Onnx__ValueInfoProto *v = value_info(md, name);
     Onnx__TypeProto *tp = A(&md->a, sizeof *tp);
     Onnx__TypeProto__Tensor *tt = A(&md->a, sizeof *tt);
@@ -233,8 +216,7 @@ static void input(model *md, const char *name, int ndim, const int64_t *dims)
 }
 
 /* The packed model (the arena is freed); free() it. */
-static uint8_t *pack(model *md, size_t *len)
-{
+static uint8_t *pack(model *md, size_t *len) {
     *len = onnx__model_proto__get_packed_size(&md->m);
     uint8_t *buf = malloc(*len ? *len : 1);
     ck_assert_ptr_nonnull(buf);
@@ -246,23 +228,19 @@ static uint8_t *pack(model *md, size_t *len)
 /* Imports the model (freeing it) with opts (NULL: defaults); the graph
  * is freed, the handle returned in *out if out is not NULL. */
 static mg_status import_opts(model *md, const mg_onnx_options *opts,
-                             mg_onnx_model **out)
-{
+                             mg_onnx_model **out) {
     size_t len;
     uint8_t *buf = pack(md, &len);
     mg_graph *g = mg_graph_new();
     mg_onnx_model *m = (mg_onnx_model *)&len; /* must become NULL on failure */
     mg_status s = mg_onnx_import_buffer(buf, len, opts, g, &m);
-    if (s)
-        ck_assert_ptr_null(m);
-    else
-        ck_assert_ptr_nonnull(m);
-    ck_assert_msg(s == MG_OK || mg_last_error()[0], "an error without a message");
+    if (s) ck_assert_ptr_null(m);
+    else ck_assert_ptr_nonnull(m);
+    ck_assert_msg(s == MG_OK || mg_last_error()[0],
+                  "an error without a message");
     free(buf);
-    if (out)
-        *out = m;
-    else
-        mg_onnx_model_free(m);
+    if (out) *out = m;
+    else mg_onnx_model_free(m);
     mg_graph_free(g);
     return s;
 }
@@ -278,7 +256,8 @@ static mg_status import(model *md) { return import_opts(md, NULL, NULL); }
                           mg_last_error());                                    \
     } while (0)
 
-/* ------------------------------------------------------------------ 1, 2: external data */
+/* ------------------------------------------------------------------ 1, 2:
+ * external data */
 
 static char tmp_root[PATH_MAX];
 
@@ -286,8 +265,7 @@ static char tmp_root[PATH_MAX];
  *   root/outside/secret.bin   16 bytes the model must not read
  *   root/a/m/real.bin          16 bytes of its own data
  * The model directory is root/a/m. */
-static void make_tree(void)
-{
+static void make_tree(void) {
     const char *t = getenv("TMPDIR");
     snprintf(tmp_root, sizeof tmp_root, "%s/mg-onnx-hostile.XXXXXX",
              t && t[0] ? t : "/tmp");
@@ -311,15 +289,13 @@ static void make_tree(void)
 }
 
 /* Makes link `name` in the model directory pointing at target. */
-static void link_in_model_dir(const char *name, const char *target)
-{
+static void link_in_model_dir(const char *name, const char *target) {
     char p[PATH_MAX + 64];
     snprintf(p, sizeof p, "%s/a/m/%s", tmp_root, name);
     ck_assert_msg(symlink(target, p) == 0, "symlink %s", p);
 }
 
-static void remove_tree(void)
-{
+static void remove_tree(void) {
     char cmd[PATH_MAX + 32];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp_root);
     ck_assert_int_eq(system(cmd), 0);
@@ -328,13 +304,12 @@ static void remove_tree(void)
 /* A model whose one float initializer 'w' [4] is 16 bytes at `location`,
  * imported from the model directory; its data in got[16] on success. */
 static mg_status import_external(const char *location, const char *allowed,
-                                 char *got)
-{
+                                 char *got) {
     model md;
     model_init(&md, 8, 13);
     int64_t four = 4;
-    Onnx__TensorProto *t = tensor(&md, "w", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
-                                  1, &four);
+    Onnx__TensorProto *t =
+        tensor(&md, "w", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, &four);
     t->has_data_location = 1;
     t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
     const char *kv[2][2] = {{"location", location}, {"length", "16"}};
@@ -366,16 +341,14 @@ static mg_status import_external(const char *location, const char *allowed,
 }
 
 /* Refused, with a message naming the tensor and the location. */
-static void expect_refused(const char *location)
-{
+static void expect_refused(const char *location) {
     char got[16];
     ck_assert_msg(import_external(location, NULL, got) == MG_ERR_INVALID_ARG,
                   "location '%s' was read", location);
     ERR_HAS("tensor 'w'", location);
 }
 
-START_TEST(test_external_data_confined)
-{
+START_TEST(test_external_data_confined) {
     make_tree();
     char target[PATH_MAX + 32], got[16];
     snprintf(target, sizeof target, "%s/outside/secret.bin", tmp_root);
@@ -420,8 +393,7 @@ START_TEST(test_external_data_confined)
 }
 END_TEST
 
-START_TEST(test_external_data_fifo)
-{
+START_TEST(test_external_data_fifo) {
     make_tree();
     char p[PATH_MAX + 32], got[16];
     snprintf(p, sizeof p, "%s/a/m/pipe.bin", tmp_root);
@@ -440,26 +412,23 @@ START_TEST(test_external_data_fifo)
 }
 END_TEST
 
-/* ------------------------------------------------------------------ 3, 4: folding */
+/* ------------------------------------------------------------------ 3, 4:
+ * folding */
 
 /* Constant [3, 1000] (f32 or int64) -> Transpose(perm) -> output. */
-static mg_status fold_transpose(bool f32, const int64_t *perm, size_t np)
-{
+static mg_status fold_transpose(bool f32, const int64_t *perm, size_t np) {
     model md;
     model_init(&md, 8, 13);
     int64_t dims[2] = {3, 1000};
-    if (f32)
-        const_f32(&md, "c", 2, dims, 0.5f);
-    else
-        const_i64(&md, "c", 2, dims, 7);
+    if (f32) const_f32(&md, "c", 2, dims, 0.5f);
+    else const_i64(&md, "c", 2, dims, 7);
     Onnx__NodeProto *n = node(&md, "Transpose", "tr", "c", NULL, NULL, "y");
     attr_ints(&md, n, "perm", perm, np);
     output(&md, "y");
     return import(&md);
 }
 
-START_TEST(test_fold_transpose_perm)
-{
+START_TEST(test_fold_transpose_perm) {
     const int64_t dup0[2] = {0, 0}, dup1[2] = {1, 1}, ok[2] = {1, 0},
                   three[3] = {1, 0, 2};
     ck_assert_int_eq(fold_transpose(true, dup0, 2), MG_ERR_INVALID_ARG);
@@ -473,48 +442,44 @@ START_TEST(test_fold_transpose_perm)
 END_TEST
 
 /* Range(start, limit, delta) of constant scalars of the given types. */
-static mg_status fold_range(bool fs, bool fl, bool fd)
-{
+static mg_status fold_range(bool fs, bool fl, bool fd) {
     model md;
     model_init(&md, 8, 13);
     const char *names[3] = {"start", "limit", "delta"};
     bool fl3[3] = {fs, fl, fd};
     int64_t vals[3] = {0, 10, 1};
     for (int k = 0; k < 3; k++) {
-        if (fl3[k])
-            const_f32(&md, names[k], 0, NULL, (float)vals[k]);
-        else
-            const_i64(&md, names[k], 0, NULL, vals[k]);
+        if (fl3[k]) const_f32(&md, names[k], 0, NULL, (float)vals[k]);
+        else const_i64(&md, names[k], 0, NULL, vals[k]);
     }
     node(&md, "Range", "rg", "start", "limit", "delta", "y");
     output(&md, "y");
     return import(&md);
 }
 
-START_TEST(test_fold_range_mixed_types)
-{
+START_TEST(test_fold_range_mixed_types) {
     ck_assert_int_eq(fold_range(false, false, true), MG_ERR_DTYPE);
     ERR_HAS("'rg'", "Range", "type");
     ck_assert_int_eq(fold_range(true, false, false), MG_ERR_DTYPE);
     ck_assert_int_eq(fold_range(false, true, true), MG_ERR_DTYPE);
-    ck_assert_msg(fold_range(false, false, false) == MG_OK, "%s", mg_last_error());
+    ck_assert_msg(fold_range(false, false, false) == MG_OK, "%s",
+                  mg_last_error());
     ck_assert_msg(fold_range(true, true, true) == MG_OK, "%s", mg_last_error());
 }
 END_TEST
 
-/* ------------------------------------------------------------------ 5: nesting */
+/* ------------------------------------------------------------------ 5: nesting
+ */
 
 /* Appends field `field` of wire type 2 holding buf[0..*len) around it, in
  * place: buf must have room for 11 more bytes. */
-static void wrap(uint8_t *buf, size_t *len, uint32_t field)
-{
+static void wrap(uint8_t *buf, size_t *len, uint32_t field) {
     uint8_t hdr[16];
     size_t h = 0;
     hdr[h++] = (uint8_t)(field << 3 | 2);
     for (uint64_t v = *len;; v >>= 7) {
         hdr[h++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-        if (v <= 0x7f)
-            break;
+        if (v <= 0x7f) break;
     }
     memmove(buf + h, buf, *len);
     memcpy(buf, hdr, h);
@@ -524,8 +489,7 @@ static void wrap(uint8_t *buf, size_t *len, uint32_t field)
 /* A model whose graph input 'x' has a type nesting `levels` sequences:
  * ModelProto{ir_version 8, opset_import{version 13}, graph{input{name "x",
  * type{sequence_type{elem_type{sequence_type{...}}}}}}}. */
-static uint8_t *nested_model(int levels, size_t *len)
-{
+static uint8_t *nested_model(int levels, size_t *len) {
     size_t cap = (size_t)levels * 16 + 256;
     uint8_t *buf = calloc(1, cap);
     ck_assert_ptr_nonnull(buf);
@@ -548,8 +512,7 @@ static uint8_t *nested_model(int levels, size_t *len)
     return buf;
 }
 
-static mg_status import_nested(int levels)
-{
+static mg_status import_nested(int levels) {
     size_t len;
     uint8_t *buf = nested_model(levels, &len);
     mg_graph *g = mg_graph_new();
@@ -561,8 +524,7 @@ static mg_status import_nested(int levels)
     return s;
 }
 
-START_TEST(test_protobuf_nesting_bounded)
-{
+START_TEST(test_protobuf_nesting_bounded) {
     /* 34 KB nesting 5000 levels: refused before protobuf-c recurses */
     ck_assert_int_eq(import_nested(5000), MG_ERR_INVALID_ARG);
     ERR_HAS("nest");
@@ -579,16 +541,16 @@ START_TEST(test_protobuf_nesting_bounded)
 }
 END_TEST
 
-/* ------------------------------------------------------------------ 6: Resize */
+/* ------------------------------------------------------------------ 6: Resize
+ */
 
-START_TEST(test_resize_size_overflow)
-{
+START_TEST(test_resize_size_overflow) {
     model md;
     model_init(&md, 8, 13);
     int64_t xs[4] = {1, 1, INT64_C(1) << 52, 1}, four = 4;
     input(&md, "x", 4, xs);
-    Onnx__TensorProto *t = tensor(&md, "sc", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
-                                  1, &four);
+    Onnx__TensorProto *t =
+        tensor(&md, "sc", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1, &four);
     float sc[4] = {1, 1, 4096, 1};
     t->float_data = A(&md.a, sizeof sc);
     memcpy(t->float_data, sc, sizeof sc);
@@ -602,11 +564,11 @@ START_TEST(test_resize_size_overflow)
 }
 END_TEST
 
-/* ------------------------------------------------------------------ 7: attributes, opsets */
+/* ------------------------------------------------------------------ 7:
+ * attributes, opsets */
 
 /* Concat of two graph inputs [2, 3] (or two constants) along `axis`. */
-static mg_status concat_axis(bool consts, int64_t axis)
-{
+static mg_status concat_axis(bool consts, int64_t axis) {
     model md;
     model_init(&md, 8, 13);
     int64_t dims[2] = {2, 3};
@@ -623,8 +585,7 @@ static mg_status concat_axis(bool consts, int64_t axis)
     return import(&md);
 }
 
-START_TEST(test_concat_axis_range)
-{
+START_TEST(test_concat_axis_range) {
     const int64_t bad[] = {INT64_C(1) << 32, (INT64_C(1) << 32) + 1, INT64_MIN,
                            2, -3};
     for (int q = 0; q < 2; q++) {
@@ -640,23 +601,19 @@ START_TEST(test_concat_axis_range)
 END_TEST
 
 /* Cast(to) of a graph input [2] or of a constant [2]. */
-static mg_status cast_to(bool konst, int64_t to)
-{
+static mg_status cast_to(bool konst, int64_t to) {
     model md;
     model_init(&md, 8, 13);
     int64_t two = 2;
-    if (konst)
-        const_f32(&md, "a", 1, &two, 1.5f);
-    else
-        input(&md, "a", 1, &two);
+    if (konst) const_f32(&md, "a", 1, &two, 1.5f);
+    else input(&md, "a", 1, &two);
     Onnx__NodeProto *n = node(&md, "Cast", "cast", "a", NULL, NULL, "y");
     attr_int(&md, n, "to", to);
     output(&md, "y");
     return import(&md);
 }
 
-START_TEST(test_cast_target_type)
-{
+START_TEST(test_cast_target_type) {
     for (int q = 0; q < 2; q++) {
         ck_assert_int_eq(cast_to(q, 999), MG_ERR_INVALID_ARG);
         ERR_HAS("'cast'", "to");
@@ -675,16 +632,15 @@ START_TEST(test_cast_target_type)
 END_TEST
 
 /* An attribute of the wrong type, or an int flag out of {0, 1}. */
-START_TEST(test_attribute_types)
-{
+START_TEST(test_attribute_types) {
     model md;
     model_init(&md, 8, 13);
     int64_t dims[2] = {2, 3};
     input(&md, "a", 2, dims);
     input(&md, "b", 2, dims);
     Onnx__NodeProto *n = node(&md, "Concat", "cat", "a", "b", NULL, "y");
-    Onnx__AttributeProto *a = attr(&md, n, "axis",
-                                   ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+    Onnx__AttributeProto *a =
+        attr(&md, n, "axis", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
     a->has_f = 1;
     a->f = 1.0f;
     output(&md, "y");
@@ -714,8 +670,7 @@ START_TEST(test_attribute_types)
 END_TEST
 
 /* An Identity model under the given IR version and opset. */
-static mg_status versions(int64_t ir, int64_t opset)
-{
+static mg_status versions(int64_t ir, int64_t opset) {
     model md;
     model_init(&md, ir, opset);
     int64_t two = 2;
@@ -725,8 +680,7 @@ static mg_status versions(int64_t ir, int64_t opset)
     return import(&md);
 }
 
-START_TEST(test_opset_and_ir_version)
-{
+START_TEST(test_opset_and_ir_version) {
     const int64_t bad_opsets[] = {1, 6, 99, -5, 0};
     for (size_t k = 0; k < sizeof bad_opsets / sizeof *bad_opsets; k++) {
         ck_assert_msg(versions(8, bad_opsets[k]) == MG_ERR_UNSUPPORTED,
@@ -753,12 +707,12 @@ START_TEST(test_opset_and_ir_version)
 }
 END_TEST
 
-/* ------------------------------------------------------------------ 8: messages */
+/* ------------------------------------------------------------------ 8:
+ * messages */
 
 /* A graph input the builder refuses (2^62 elements): the importer's prefix
  * once, then the builder's reason. */
-START_TEST(test_error_prefix_once)
-{
+START_TEST(test_error_prefix_once) {
     model md;
     model_init(&md, 8, 13);
     int64_t dims[3] = {INT64_C(1) << 31, INT64_C(1) << 31, INT64_C(1) << 31};
@@ -772,11 +726,11 @@ START_TEST(test_error_prefix_once)
 }
 END_TEST
 
-int main(void)
-{
+int main(void) {
     Suite *s = suite_create("onnx_hostile");
-    th_add_tcase(s, "external_data", 120,
-                 TH_TESTS(test_external_data_confined, test_external_data_fifo));
+    th_add_tcase(
+        s, "external_data", 120,
+        TH_TESTS(test_external_data_confined, test_external_data_fifo));
     th_add_tcase(s, "folding", 120,
                  TH_TESTS(test_fold_transpose_perm, test_fold_range_mixed_types,
                           test_resize_size_overflow));

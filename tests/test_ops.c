@@ -7,8 +7,8 @@
  */
 #include "helpers.h"
 
-#include "common/ir.h"
 #include "backend/backend.h"
+#include "common/ir.h"
 
 #define OPS_PARTS(X) TH_OP_FAMILIES(X)
 

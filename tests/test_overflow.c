@@ -19,8 +19,8 @@
 static void expect_refused(mg_tensor t, mg_status want, const char *op,
                            const char *what) {
     ck_assert_msg(t == MG_NO_TENSOR, "%s: built tensor %d", what, (int)t);
-    ck_assert_msg(mg_last_status() == want, "%s: status %s, want %s (%s)",
-                  what, mg_status_str(mg_last_status()), mg_status_str(want),
+    ck_assert_msg(mg_last_status() == want, "%s: status %s, want %s (%s)", what,
+                  mg_status_str(mg_last_status()), mg_status_str(want),
                   mg_last_error());
     ck_assert_msg(strstr(mg_last_error(), op) != NULL,
                   "%s: message does not name %s: %s", what, op,
@@ -111,10 +111,10 @@ START_TEST(test_pad_and_slice) {
                    "pad before and after INT64_MAX");
     /* start + length does not fit int64_t: refused, and the message
      * (which used to print start + length) is well defined */
-    expect_refused(mg_slice(g, x, 0, INT64_MAX, INT64_MAX),
-                   MG_ERR_INVALID_ARG, "slice", "slice INT64_MAX + INT64_MAX");
-    expect_refused(mg_slice(g, x, 1, 1, INT64_MAX), MG_ERR_INVALID_ARG,
-                   "slice", "slice 1 + INT64_MAX");
+    expect_refused(mg_slice(g, x, 0, INT64_MAX, INT64_MAX), MG_ERR_INVALID_ARG,
+                   "slice", "slice INT64_MAX + INT64_MAX");
+    expect_refused(mg_slice(g, x, 1, 1, INT64_MAX), MG_ERR_INVALID_ARG, "slice",
+                   "slice 1 + INT64_MAX");
     ck_assert_int_ge(mg_slice(g, x, 1, 1, 1), 0);
     ck_assert_int_ge(mg_pad(g, x, s, s), 0);
     mg_graph_free(g);
@@ -138,7 +138,8 @@ END_TEST
 
 START_TEST(test_products_of_fitting_inputs) {
     mg_graph *g = mg_graph_new();
-    const int64_t col[2] = {(int64_t)1 << 31, 1}, row[2] = {1, (int64_t)1 << 31};
+    const int64_t col[2] = {(int64_t)1 << 31, 1},
+                  row[2] = {1, (int64_t)1 << 31};
     mg_tensor c = mg_input(g, "col", MG_F32, 2, col);
     mg_tensor r = mg_input(g, "row", MG_F32, 2, row);
     expect_refused(mg_matmul(g, c, r, 0, 0), MG_ERR_SHAPE, "matmul",
@@ -168,16 +169,16 @@ START_TEST(test_windows) {
                    MG_ERR_SHAPE, "conv2d", "conv2d pad INT_MAX");
     /* 2 * INT_MAX wraps negative: the half-kernel rule must still hold,
      * here where the output (3 x 3) would fit */
-    expect_refused(mg_max_pool2d(g, x, 2, 2, INT_MAX, INT_MAX, INT_MAX,
-                                 INT_MAX),
-                   MG_ERR_INVALID_ARG, "max_pool2d", "max_pool2d pad INT_MAX");
+    expect_refused(
+        mg_max_pool2d(g, x, 2, 2, INT_MAX, INT_MAX, INT_MAX, INT_MAX),
+        MG_ERR_INVALID_ARG, "max_pool2d", "max_pool2d pad INT_MAX");
     expect_refused(mg_avg_pool2d(g, x, 3, 3, 1, 1, INT_MAX, 0),
                    MG_ERR_INVALID_ARG, "avg_pool2d", "avg_pool2d pad INT_MAX");
     /* dilation * (kernel - 1) with both near INT_MAX */
     const int64_t wbig[4] = {1, 1, INT_MAX, 1};
     mg_tensor wb = mg_param(g, "wb", MG_F32, 4, wbig);
-    expect_refused(mg_conv2d(g, x, wb, 1, 1, 0, 0, INT_MAX, 1, 1),
-                   MG_ERR_SHAPE, "conv2d", "conv2d huge dilated kernel");
+    expect_refused(mg_conv2d(g, x, wb, 1, 1, 0, 0, INT_MAX, 1, 1), MG_ERR_SHAPE,
+                   "conv2d", "conv2d huge dilated kernel");
     ck_assert_int_ge(mg_conv2d(g, x, w, 1, 1, 1, 1, 1, 1, 1), 0);
     ck_assert_int_ge(mg_max_pool2d(g, x, 2, 2, 2, 2, 1, 1), 0);
     mg_graph_free(g);

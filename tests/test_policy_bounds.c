@@ -41,9 +41,9 @@ typedef enum graph_kind {
 /* The graphs of the min_bytes test: the first three. */
 #define N_MIN_BYTES_KINDS 3
 
-static const char *kind_name[N_KINDS] = {
-    "two mixing streams", "layernorm mlp", "transformer", "mlp",
-    "small cnn",          "unet"};
+static const char *kind_name[N_KINDS] = {"two mixing streams", "layernorm mlp",
+                                         "transformer",        "mlp",
+                                         "small cnn",          "unet"};
 
 /* Two streams [8, 24] (768 bytes each tensor) of matmul + add that mix:
  * a' = tanh(a W + b), b' = tanh(b V + a). */
@@ -76,8 +76,8 @@ static void build_ln_mlp(case_graph *c, int layers) {
         c->params[c->n_params++] = w;
         c->params[c->n_params++] = gm;
         c->params[c->n_params++] = bt;
-        h = mg_gelu(g, mg_layernorm(g, mg_matmul(g, h, w, 0, 0), gm, bt, 1,
-                                    1e-5));
+        h = mg_gelu(g,
+                    mg_layernorm(g, mg_matmul(g, h, w, 0, 0), gm, bt, 1, 1e-5));
     }
     mg_tensor t = mg_input(g, "target", MG_F32, 2, S(16, 32));
     c->loss = mg_mse(g, h, t);
@@ -88,8 +88,7 @@ static void case_build(case_graph *c, graph_kind k) {
     if (k >= TRANSFORMER) {
         switch (k) {
         case TRANSFORMER:
-            c->m = mg_model_transformer(3, 16, 2, 8, 2, 13, 0.0, 1, MG_F32,
-                                        4);
+            c->m = mg_model_transformer(3, 16, 2, 8, 2, 13, 0.0, 1, MG_F32, 4);
             break;
         case MLP: c->m = mg_model_mlp(6, 32, 16, 24, 5, 0.0, MG_F32, 4); break;
         case CNN: c->m = mg_model_resnet(3, 4, 2, 8, 10, MG_F32, 4); break;
@@ -120,8 +119,8 @@ static void case_free(case_graph *c) {
 static unsigned char *train(case_graph *c, const mg_checkpoints *ck,
                             size_t *peak, size_t *nbytes) {
     mg_tensor grads[64];
-    ck_assert_msg(mg_gradients(c->g, &c->loss, 1, NULL, c->params,
-                               c->n_params, ck, grads) == MG_OK,
+    ck_assert_msg(mg_gradients(c->g, &c->loss, 1, NULL, c->params, c->n_params,
+                               ck, grads) == MG_OK,
                   "%s", mg_last_error());
     const int32_t n = mg_graph_num_tensors(c->g);
     mg_binding *b = calloc((size_t)n + 64, sizeof *b);
@@ -136,8 +135,8 @@ static unsigned char *train(case_graph *c, const mg_checkpoints *ck,
         mem[nb] = calloc(1, bytes);
         mg_dtype dt;
         mg_tensor_dtype(c->g, t, &dt);
-        if (dt == MG_F32) th_fill_f32(&r, mem[nb], mg_tensor_numel(c->g, t),
-                                      -1, 1, 0);
+        if (dt == MG_F32)
+            th_fill_f32(&r, mem[nb], mg_tensor_numel(c->g, t), -1, 1, 0);
         b[nb] = (mg_binding){t, mem[nb]};
         nb++;
     }
@@ -166,13 +165,11 @@ static unsigned char *train(case_graph *c, const mg_checkpoints *ck,
     }
     mg_plan *p = NULL;
     mg_exec *ex = NULL;
-    ck_assert(mg_plan_compile(c->g, outs, c->n_params + 1, NULL, &p) ==
-              MG_OK);
+    ck_assert(mg_plan_compile(c->g, outs, c->n_params + 1, NULL, &p) == MG_OK);
     /* the training peak: gradients are caller memory */
     *peak = mg_plan_predicted_peak(p, b + first_out, c->n_params + 1);
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
-    ck_assert_msg(mg_exec_run(ex, p, b, nb, 5) == MG_OK, "%s",
-                  mg_last_error());
+    ck_assert_msg(mg_exec_run(ex, p, b, nb, 5) == MG_OK, "%s", mg_last_error());
     mg_exec_free(ex);
     mg_plan_free(p);
     for (int i = 0; i < first_out; i++) free(mem[i]);
@@ -266,9 +263,8 @@ START_TEST(test_never_above_none) {
     }
     size_t peak, n;
     unsigned char *got = train(&c, &ck, &peak, &n);
-    printf("%-18s %-10s predicted peak %7zu, none %7zu (%.3f)\n",
-           kind_name[k], pn, peak, none_peak,
-           (double)peak / (double)none_peak);
+    printf("%-18s %-10s predicted peak %7zu, none %7zu (%.3f)\n", kind_name[k],
+           pn, peak, none_peak, (double)peak / (double)none_peak);
     ck_assert_msg(peak <= none_peak,
                   "%s, policy %s: predicted peak %zu > policy none's %zu",
                   kind_name[k], pn, peak, none_peak);
@@ -295,8 +291,7 @@ START_TEST(test_speed_falls_back_on_mixing) {
         const bool mm = strcmp(mg_tensor_op_name(c.g, t), "matmul") == 0;
         if (mm && t < n_fwd)
             ck_assert_msg(!mg_tensor_is_checkpoint(c.g, t),
-                          "matmul output %d kept to the backward pass",
-                          (int)t);
+                          "matmul output %d kept to the backward pass", (int)t);
         if (mm)
             ck_assert_msg(!mg_tensor_is_recompute(c.g, t),
                           "matmul %d recomputed", (int)t);
@@ -309,8 +304,7 @@ int main(void) {
     Suite *s = suite_create("policy_bounds");
     TCase *tc = tcase_create("policy_bounds");
     tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_min_bytes_honoured, 0,
-                        2 * N_MIN_BYTES_KINDS);
+    tcase_add_loop_test(tc, test_min_bytes_honoured, 0, 2 * N_MIN_BYTES_KINDS);
     tcase_add_loop_test(tc, test_never_above_none, 0, 3 * N_KINDS);
     tcase_add_test(tc, test_speed_falls_back_on_mixing);
     tcase_add_test(tc, test_cuts_choose_without_min_bytes);

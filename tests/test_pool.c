@@ -74,8 +74,8 @@ START_TEST(test_cache_reuse_and_trim) {
         ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
         ck_assert(mg_exec_run(ex, p, d.binds, d.n_binds, 0) == MG_OK);
         mg_pool_stats s1 = stats(ex);
-        ck_assert(s1.alloc_calls == (uint64_t)mg_plan_num_steps(p) -
-                                        (uint64_t)(d.n_outs));
+        ck_assert(s1.alloc_calls ==
+                  (uint64_t)mg_plan_num_steps(p) - (uint64_t)(d.n_outs));
         ck_assert(s1.system_allocs <= s1.alloc_calls);
         ck_assert_msg(s1.cache_hits > 0, "a chain reuses blocks within a run");
         ck_assert_msg(s1.bytes_reserved <= s1.peak_bytes_in_use,
@@ -89,8 +89,7 @@ START_TEST(test_cache_reuse_and_trim) {
                       "(first: %llu)",
                       uniform, (unsigned long long)again,
                       (unsigned long long)s1.system_allocs);
-        ck_assert(s2.cache_hits - s1.cache_hits ==
-                  s1.alloc_calls - again);
+        ck_assert(s2.cache_hits - s1.cache_hits == s1.alloc_calls - again);
         ck_assert(s2.bytes_reserved <= s2.peak_bytes_in_use);
         mg_exec_pool_trim(ex);
         ck_assert_uint_eq(stats(ex).bytes_reserved, 0);
@@ -164,7 +163,8 @@ START_TEST(test_no_grad_keeps_nothing) {
     mg_binding b[3 + 2 * (TM_MAX_LAYERS + 1)];
     int nb = 0;
     for (int i = 0; i < d.n_binds; i++)
-        if (!mg_tensor_is_backward(m.g, d.binds[i].tensor)) b[nb++] = d.binds[i];
+        if (!mg_tensor_is_backward(m.g, d.binds[i].tensor))
+            b[nb++] = d.binds[i];
     mg_exec *ex = NULL;
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
     ck_assert_msg(mg_exec_run(ex, fwd, b, nb, 0) == MG_OK, "%s",
@@ -249,11 +249,10 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("pool");
-    th_add_tcase(s, "pool", 120,
-                 TH_TESTS(test_peak_equals_prediction,
-                          test_cache_reuse_and_trim,
-                          test_caller_memory_borrowed,
-                          test_no_grad_keeps_nothing, test_retain_grad,
-                          test_size_class));
+    th_add_tcase(
+        s, "pool", 120,
+        TH_TESTS(test_peak_equals_prediction, test_cache_reuse_and_trim,
+                 test_caller_memory_borrowed, test_no_grad_keeps_nothing,
+                 test_retain_grad, test_size_class));
     return th_run_suite(s);
 }

@@ -120,20 +120,20 @@ START_TEST(test_steady_state) {
     const mg_pool_stats first = stats(ex);
     const double loss1 = loss_of(ex, m);
     for (int run = 2; run <= 5; run++) {
-        ck_assert_msg(mg_exec_run(ex, p, d.binds, d.n_binds, 1) == MG_OK,
-                      "%s", mg_last_error());
+        ck_assert_msg(mg_exec_run(ex, p, d.binds, d.n_binds, 1) == MG_OK, "%s",
+                      mg_last_error());
         const mg_pool_stats s = stats(ex);
-        ck_assert_msg(s.system_allocs == first.system_allocs,
-                      "%s, policy %d, grads %s: run %d went to the system "
-                      "%llu times",
-                      c->name, (int)pol, bind_grads ? "bound" : "kept", run,
-                      (unsigned long long)(s.system_allocs -
-                                           first.system_allocs));
+        ck_assert_msg(
+            s.system_allocs == first.system_allocs,
+            "%s, policy %d, grads %s: run %d went to the system "
+            "%llu times",
+            c->name, (int)pol, bind_grads ? "bound" : "kept", run,
+            (unsigned long long)(s.system_allocs - first.system_allocs));
         ck_assert_uint_eq(s.peak_bytes_in_use, predicted);
         ck_assert_msg((double)s.bytes_reserved <=
                           POOL_BOUND * (double)s.peak_bytes_in_use,
-                      "%s, policy %d: reserved %zu > %.2f x peak %zu",
-                      c->name, (int)pol, s.bytes_reserved, POOL_BOUND,
+                      "%s, policy %d: reserved %zu > %.2f x peak %zu", c->name,
+                      (int)pol, s.bytes_reserved, POOL_BOUND,
                       s.peak_bytes_in_use);
         ck_assert(loss_of(ex, m) == loss1);
     }
@@ -181,8 +181,8 @@ START_TEST(test_plans_taking_turns) {
     for (int run = 0; run < 6; run++) {
         const bool t = run % 2 == 0;
         const uint64_t before = stats(ex).system_allocs;
-        ck_assert_msg(mg_exec_run(ex, t ? train : fwd, d.binds, d.n_binds,
-                                  1) == MG_OK,
+        ck_assert_msg(mg_exec_run(ex, t ? train : fwd, d.binds, d.n_binds, 1) ==
+                          MG_OK,
                       "%s", mg_last_error());
         ck_assert_msg(stats(ex).system_allocs - before <= 1,
                       "run %d: %llu system allocations", run,
@@ -218,8 +218,8 @@ START_TEST(test_limit_below_arena) {
     mg_exec_options eo = {.device = MG_DEVICE_CPU, .max_bytes = peak};
     ck_assert(mg_exec_new(&eo, &ex) == MG_OK);
     for (int run = 0; run < 3; run++) {
-        ck_assert_msg(mg_exec_run(ex, p, d.binds, d.n_binds, 1) == MG_OK,
-                      "%s", mg_last_error());
+        ck_assert_msg(mg_exec_run(ex, p, d.binds, d.n_binds, 1) == MG_OK, "%s",
+                      mg_last_error());
         ck_assert_uint_eq(stats(ex).peak_bytes_in_use, peak);
     }
     mg_exec_free(ex);

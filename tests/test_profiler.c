@@ -25,8 +25,7 @@ static void check_trace_json(const char *path, int runs, int steps) {
 START_TEST(test_profile_and_trace) {
     tm_mlp m;
     mg_checkpoints ck = {.policy = MG_CKPT_MEMORY};
-    ck_assert(tm_mlp_build(&m, MG_F32, 10, 8, 16, 4, 5, 1, 0.0, &ck) ==
-              MG_OK);
+    ck_assert(tm_mlp_build(&m, MG_F32, 10, 8, 16, 4, 5, 1, 0.0, &ck) == MG_OK);
     /* a name that needs escaping in JSON */
     ck_assert(mg_tensor_set_name(m.g, m.h[0], "h\"0\\") == MG_OK);
     tm_mlp_data d;

@@ -19,14 +19,18 @@ static int64_t pick(th_rng *r, int64_t n) {
 static mg_tensor random_op(mg_graph *g, th_rng *r, int *which) {
     int32_t n = mg_graph_num_tensors(g);
     /* mostly valid ids, sometimes not */
-    mg_tensor a = pick(r, 10) ? (mg_tensor)pick(r, n) : (mg_tensor)pick(r, 3 * n + 3) - n;
-    mg_tensor b = pick(r, 10) ? (mg_tensor)pick(r, n) : (mg_tensor)pick(r, 3 * n + 3) - n;
+    mg_tensor a =
+        pick(r, 10) ? (mg_tensor)pick(r, n) : (mg_tensor)pick(r, 3 * n + 3) - n;
+    mg_tensor b =
+        pick(r, 10) ? (mg_tensor)pick(r, n) : (mg_tensor)pick(r, 3 * n + 3) - n;
     int64_t shape[3] = {pick(r, 4) + (pick(r, 20) ? 1 : -1), pick(r, 3) + 1,
                         pick(r, 3) + 1};
     int axes[2] = {(int)pick(r, 7) - 3, (int)pick(r, 7) - 3};
     int perm[3] = {(int)pick(r, 3), (int)pick(r, 3), (int)pick(r, 3)};
     switch ((*which = (int)pick(r, 16))) {
-    case 0: return mg_input(g, NULL, pick(r, 8) ? MG_F64 : MG_I32, (int)pick(r, 4), shape);
+    case 0:
+        return mg_input(g, NULL, pick(r, 8) ? MG_F64 : MG_I32, (int)pick(r, 4),
+                        shape);
     case 1: return mg_add(g, a, b);
     case 2: return mg_mul(g, a, b);
     case 3: return mg_div(g, a, b);
@@ -74,7 +78,8 @@ START_TEST(test_random_builder_calls) {
         /* Whatever was built differentiates, plans and runs (or says why:
          * the last tensor may not depend on x). */
         mg_tensor L = mg_sum(g, last, 0, NULL, 0), gx;
-        mg_checkpoints c = {.policy = round % 2 ? MG_CKPT_MEMORY : MG_CKPT_NONE};
+        mg_checkpoints c = {.policy =
+                                round % 2 ? MG_CKPT_MEMORY : MG_CKPT_NONE};
         if (L != MG_NO_TENSOR &&
             mg_gradients(g, &L, 1, NULL, &x, 1, &c, &gx) == MG_OK) {
             /* bind every leaf with enough zeroed memory */
@@ -133,7 +138,8 @@ static void *train_once(void *arg) {
     mg_exec *ex = NULL;
     j->status = mg_plan_compile(m.g, d.outs, d.n_outs, NULL, &p);
     if (j->status == MG_OK) j->status = mg_exec_new(NULL, &ex);
-    if (j->status == MG_OK) j->status = mg_exec_run(ex, p, d.binds, d.n_binds, 5);
+    if (j->status == MG_OK)
+        j->status = mg_exec_run(ex, p, d.binds, d.n_binds, 5);
     if (j->status == MG_OK) {
         mg_pool_stats st;
         mg_exec_pool_stats(ex, &st);
@@ -161,10 +167,10 @@ START_TEST(test_threads_agree_with_one_thread) {
     for (int i = 0; i < N; i++) ck_assert(pthread_join(th[i], NULL) == 0);
     for (int i = 0; i < N; i++) {
         ck_assert_int_eq(together[i].status, MG_OK);
-        ck_assert_msg(memcmp(&together[i].loss, &alone[i].loss,
-                             sizeof(double)) == 0,
-                      "thread %d: loss %.17g vs %.17g alone", i,
-                      together[i].loss, alone[i].loss);
+        ck_assert_msg(
+            memcmp(&together[i].loss, &alone[i].loss, sizeof(double)) == 0,
+            "thread %d: loss %.17g vs %.17g alone", i, together[i].loss,
+            alone[i].loss);
         ck_assert_uint_eq(together[i].peak, alone[i].peak);
     }
 }

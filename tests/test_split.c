@@ -109,9 +109,9 @@ static void same_bits(const net *m, float **a, float **b, const char *what) {
     ck_assert_msg(!memcmp(a[0], b[0], mg_tensor_nbytes(m->g, m->y)),
                   "%s: y differs", what);
     for (int i = 0; i < NP; i++)
-        ck_assert_msg(!memcmp(a[1 + i], b[1 + i],
-                              mg_tensor_nbytes(m->g, m->grads[i])),
-                      "%s: gradient %d differs", what, i);
+        ck_assert_msg(
+            !memcmp(a[1 + i], b[1 + i], mg_tensor_nbytes(m->g, m->grads[i])),
+            "%s: gradient %d differs", what, i);
 }
 
 static void free_vals(float **v) {
@@ -134,8 +134,8 @@ START_TEST(test_split_equals_one_call) {
                       mg_last_error());
         take(&m, ex, NULL, one);
         mg_saved *sv = NULL;
-        ck_assert_msg(mg_exec_forward(ex, m.plan, b, nb, 5, &sv) == MG_OK,
-                      "%s", mg_last_error());
+        ck_assert_msg(mg_exec_forward(ex, m.plan, b, nb, 5, &sv) == MG_OK, "%s",
+                      mg_last_error());
         ck_assert_msg(mg_exec_backward(ex, m.plan, sv, b, nb) == MG_OK, "%s",
                       mg_last_error());
         take(&m, ex, sv, two);

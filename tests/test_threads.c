@@ -50,10 +50,9 @@ START_TEST(test_bits_independent_of_threads) {
         ck_assert_ptr_nonnull(in[i]);
         th_fill_f32(&rng, in[i], n[i], -2, 2, 0);
     }
-    const mg_binding b[5] = {{x, in[0]}, {gam, in[1]}, {bet, in[2]},
-                             {lg, in[3]}, {lb, in[4]}};
-    mg_tensor outs[6] = {h, grads[0], grads[1], grads[2], grads[3],
-                         grads[4]};
+    const mg_binding b[5] = {
+        {x, in[0]}, {gam, in[1]}, {bet, in[2]}, {lg, in[3]}, {lb, in[4]}};
+    mg_tensor outs[6] = {h, grads[0], grads[1], grads[2], grads[3], grads[4]};
     const int64_t on[6] = {n[0], n[0], 16, 16, 24, 24};
     float *ref[6], *got[6];
     for (int i = 0; i < 6; i++) {
@@ -75,10 +74,9 @@ START_TEST(test_bits_independent_of_threads) {
 #endif
         TH_RUN_OK("threads", g, 6, outs, (void *const *)got, 5, b, 1);
         for (int i = 0; i < 6; i++)
-            ck_assert_msg(!memcmp(ref[i], got[i],
-                                  (size_t)on[i] * sizeof(float)),
-                          "output %d differs between 1 and %d threads", i,
-                          t);
+            ck_assert_msg(
+                !memcmp(ref[i], got[i], (size_t)on[i] * sizeof(float)),
+                "output %d differs between 1 and %d threads", i, t);
     }
     omp_set_num_threads(1);
     for (int i = 0; i < 6; i++) free(ref[i]), free(got[i]);
@@ -89,9 +87,9 @@ END_TEST
 
 /* Runs outs at 1 thread, then 2 and 3, and compares every output's bits. */
 static void same_bits_at_thread_counts(const mg_graph *g, int n_outs,
-                                       const mg_tensor *outs,
-                                       const int64_t *on, int n_ins,
-                                       const mg_binding *b, int64_t work) {
+                                       const mg_tensor *outs, const int64_t *on,
+                                       int n_ins, const mg_binding *b,
+                                       int64_t work) {
     float *ref[8], *got[8];
     ck_assert_int_le(n_outs, 8);
     for (int i = 0; i < n_outs; i++) {
@@ -109,13 +107,11 @@ static void same_bits_at_thread_counts(const mg_graph *g, int n_outs,
 #else
         (void)work;
 #endif
-        TH_RUN_OK("threads", g, n_outs, outs, (void *const *)got, n_ins, b,
-                  1);
+        TH_RUN_OK("threads", g, n_outs, outs, (void *const *)got, n_ins, b, 1);
         for (int i = 0; i < n_outs; i++)
-            ck_assert_msg(!memcmp(ref[i], got[i],
-                                  (size_t)on[i] * sizeof(float)),
-                          "output %d differs between 1 and %d threads", i,
-                          t);
+            ck_assert_msg(
+                !memcmp(ref[i], got[i], (size_t)on[i] * sizeof(float)),
+                "output %d differs between 1 and %d threads", i, t);
     }
     omp_set_num_threads(1);
     for (int i = 0; i < n_outs; i++) free(ref[i]), free(got[i]);
@@ -134,9 +130,9 @@ START_TEST(test_softmax_reduce_loss_bits) {
     const int ax0[1] = {0}, ax1[1] = {1}, ax02[2] = {0, 2};
     mg_tensor sm = mg_softmax(g, x, 1);
     mg_tensor lsm = mg_log_softmax(g, x, 0);
-    mg_tensor col = mg_mean(g, lsm, 1, ax0, 0);   /* [64] */
-    mg_tensor row = mg_sum(g, sm, 1, ax1, 0);     /* [1024] */
-    mg_tensor mid = mg_sum(g, y3, 2, ax02, 0);    /* [32] */
+    mg_tensor col = mg_mean(g, lsm, 1, ax0, 0); /* [64] */
+    mg_tensor row = mg_sum(g, sm, 1, ax1, 0);   /* [1024] */
+    mg_tensor mid = mg_sum(g, y3, 2, ax02, 0);  /* [32] */
     mg_tensor loss = mg_add(g, mg_cross_entropy(g, x, lab), mg_mse(g, sm, t));
     loss = mg_add(g, loss, mg_sum(g, mg_mul(g, lsm, t), 0, NULL, 0));
     loss = mg_add(g, loss, mg_mean(g, mg_mul(g, y3, y3), 0, NULL, 0));
@@ -157,10 +153,10 @@ START_TEST(test_softmax_reduce_loss_bits) {
     }
     ck_assert_ptr_nonnull(labels);
     for (int i = 0; i < 1024; i++) labels[i] = (i * 37) % 64;
-    const mg_binding b[4] = {{x, in[0]}, {t, in[1]}, {y3, in[2]},
-                             {lab, labels}};
-    const mg_tensor outs[8] = {sm, lsm, col, row, mid, loss, grads[0],
-                               grads[1]};
+    const mg_binding b[4] = {
+        {x, in[0]}, {t, in[1]}, {y3, in[2]}, {lab, labels}};
+    const mg_tensor outs[8] = {sm,  lsm,  col,      row,
+                               mid, loss, grads[0], grads[1]};
     const int64_t on[8] = {nx, nx, 64, 1024, 32, 1, nx, ny};
     same_bits_at_thread_counts(g, 8, outs, on, 4, b, nx);
     for (int i = 0; i < 3; i++) free(in[i]);
@@ -183,8 +179,7 @@ START_TEST(test_pool_bits) {
     mg_tensor loss = mg_add(g, mg_sum(g, mg_mul(g, mp, mp), 0, NULL, 0),
                             mg_sum(g, mg_mul(g, ap, ap), 0, NULL, 0));
     mg_tensor gx;
-    ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, &x, 1, NULL, &gx),
-                     MG_OK);
+    ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, &x, 1, NULL, &gx), MG_OK);
     const int64_t n = th_numel(4, xs);
     float *in = malloc((size_t)n * sizeof *in);
     ck_assert_ptr_nonnull(in);

@@ -6,8 +6,8 @@
 #include "helpers.h"
 
 /* Train for `steps` and return first and last loss. */
-static void train(tm_mlp *m, double lr, int steps, uint64_t seed,
-                  double *first, double *last) {
+static void train(tm_mlp *m, double lr, int steps, uint64_t seed, double *first,
+                  double *last) {
     tm_mlp_data d;
     tm_mlp_data_init(&d, m, seed, 1);
     mg_plan *p = NULL;
@@ -52,8 +52,8 @@ START_TEST(test_classifier_f64) {
                   "%s", mg_last_error());
     double first = 0, last = 0;
     train(&m, 0.1, 40, 2, &first, &last);
-    ck_assert_msg(last < 0.8 * first, "cross-entropy went from %g to %g",
-                  first, last);
+    ck_assert_msg(last < 0.8 * first, "cross-entropy went from %g to %g", first,
+                  last);
     mg_graph_free(m.g);
 }
 END_TEST
@@ -81,9 +81,8 @@ START_TEST(test_softmax_classifier_matches_cross_entropy) {
     mg_tensor labels = mg_input(g, "labels", MG_I32, 1, ys);
     mg_tensor ce = mg_cross_entropy(g, logits, labels);
     mg_tensor lsm = mg_log_softmax(g, logits, -1);
-    mg_tensor manual =
-        mg_neg(g, mg_scale(g, mg_sum(g, mg_mul(g, lsm, onehot), 0, NULL, 0),
-                           1.0 / 4));
+    mg_tensor manual = mg_neg(
+        g, mg_scale(g, mg_sum(g, mg_mul(g, lsm, onehot), 0, NULL, 0), 1.0 / 4));
     TH_OK_T("manual loss", manual);
     mg_tensor g1, g2;
     ck_assert(mg_gradients(g, &ce, 1, NULL, &logits, 1, NULL, &g1) == MG_OK);

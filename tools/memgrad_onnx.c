@@ -36,26 +36,22 @@
 
 #define MAX_POLICIES 8
 
-static int usage(void)
-{
-    fprintf(stderr,
-            "usage: memgrad-onnx plan MODEL.onnx [--batch N] "
-            "[--policy none,memory,speed] [--dot FILE]\n"
-            "       memgrad-onnx step MODEL.onnx --batch N --policy P "
-            "[--input FILE] [--labels FILE] [--save-grads FILE] "
-            "[--repeat K] [--tensors N,N,... --save-tensors FILE]\n");
+static int usage(void) {
+    fprintf(stderr, "usage: memgrad-onnx plan MODEL.onnx [--batch N] "
+                    "[--policy none,memory,speed] [--dot FILE]\n"
+                    "       memgrad-onnx step MODEL.onnx --batch N --policy P "
+                    "[--input FILE] [--labels FILE] [--save-grads FILE] "
+                    "[--repeat K] [--tensors N,N,... --save-tensors FILE]\n");
     return 2;
 }
 
-static int fail(const char *what)
-{
+static int fail(const char *what) {
     fprintf(stderr, "memgrad-onnx: %s: %s\n", what, mg_last_error());
     return 1;
 }
 
 /* The policies this tool runs: none, memory and speed. */
-static int parse_policy(const char *s, mg_ckpt_policy *p)
-{
+static int parse_policy(const char *s, mg_ckpt_policy *p) {
     mg_ckpt_policy q;
     if (mg_ckpt_policy_parse(s, &q) != MG_OK ||
         (q != MG_CKPT_NONE && q != MG_CKPT_MEMORY && q != MG_CKPT_SPEED))
@@ -65,23 +61,20 @@ static int parse_policy(const char *s, mg_ckpt_policy *p)
 }
 
 /* A deterministic generator for the random data (xorshift64*). */
-static uint64_t rng_next(uint64_t *s)
-{
+static uint64_t rng_next(uint64_t *s) {
     *s ^= *s >> 12;
     *s ^= *s << 25;
     *s ^= *s >> 27;
     return *s * 2685821657736338717ULL;
 }
 
-static double now_s(void)
-{
+static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
+static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
@@ -100,8 +93,7 @@ typedef struct job {
     int64_t n, classes;
 } job;
 
-static void job_free(job *j)
-{
+static void job_free(job *j) {
     mg_plan_free(j->plan);
     free(j->grads);
     free(j->extra);
@@ -117,20 +109,16 @@ typedef struct name_list {
     int n;
 } name_list;
 
-static void names_free(name_list *l)
-{
-    for (int k = 0; k < l->n; k++)
-        free(l->v[k]);
+static void names_free(name_list *l) {
+    for (int k = 0; k < l->n; k++) free(l->v[k]);
     free(l->v);
     l->v = NULL;
     l->n = 0;
 }
 
-static int parse_names(const char *arg, name_list *l)
-{
+static int parse_names(const char *arg, name_list *l) {
     int cap = 1;
-    for (const char *c = arg; *c; c++)
-        cap += *c == ',';
+    for (const char *c = arg; *c; c++) cap += *c == ',';
     if (!(l->v = calloc((size_t)cap, sizeof *l->v))) {
         fprintf(stderr, "memgrad-onnx: out of memory\n");
         return 1;
@@ -138,7 +126,8 @@ static int parse_names(const char *arg, name_list *l)
     for (const char *c = arg;; c++) {
         size_t len = strcspn(c, ",");
         if (len == 0 || len >= 1024) {
-            fprintf(stderr, "memgrad-onnx: --tensors: bad name at '%.40s'\n", c);
+            fprintf(stderr, "memgrad-onnx: --tensors: bad name at '%.40s'\n",
+                    c);
             return 1;
         }
         if (!(l->v[l->n] = strndup(c, len))) {
@@ -147,23 +136,23 @@ static int parse_names(const char *arg, name_list *l)
         }
         for (int k = 0; k < l->n; k++)
             if (!strcmp(l->v[k], l->v[l->n])) {
-                fprintf(stderr, "memgrad-onnx: --tensors: '%s' is named "
-                                "twice\n", l->v[k]);
+                fprintf(stderr,
+                        "memgrad-onnx: --tensors: '%s' is named "
+                        "twice\n",
+                        l->v[k]);
                 l->n++;
                 return 1;
             }
         l->n++;
         c += len;
-        if (!*c)
-            return 0;
+        if (!*c) return 0;
     }
 }
 
 /* What tensor t already is in the step's bindings, or NULL: --tensors
  * binds the values it keeps to memory of its own, so it may not name what
  * is bound already (the model's inputs, parameters and constants). */
-static const char *bound_as(const job *j, mg_tensor t)
-{
+static const char *bound_as(const job *j, mg_tensor t) {
     for (int i = 0; i < mg_onnx_num_inputs(j->m); i++)
         if (mg_onnx_input(j->m, i) == t)
             return "an input of the model (--input gives its data)";
@@ -173,16 +162,14 @@ static const char *bound_as(const job *j, mg_tensor t)
     int nb;
     const mg_binding *b = mg_onnx_bindings(j->m, &nb);
     for (int i = 0; i < nb; i++)
-        if (b[i].tensor == t)
-            return "a constant of the model";
+        if (b[i].tensor == t) return "a constant of the model";
     return NULL;
 }
 
 /* The model's values named by --tensors: each must be one the model
  * computes, and no two may be the same tensor (an Identity's output is its
  * input's). */
-static int find_tensors(job *j, const name_list *names)
-{
+static int find_tensors(job *j, const name_list *names) {
     if (!(j->extra = malloc(sizeof *j->extra * (size_t)names->n))) {
         fprintf(stderr, "memgrad-onnx: out of memory\n");
         return 1;
@@ -191,20 +178,26 @@ static int find_tensors(job *j, const name_list *names)
         const char *name = names->v[k];
         mg_tensor t = mg_onnx_find(j->m, name);
         if (t == MG_NO_TENSOR) {
-            fprintf(stderr, "memgrad-onnx: --tensors: the model has no "
-                            "value named '%s'\n", name);
+            fprintf(stderr,
+                    "memgrad-onnx: --tensors: the model has no "
+                    "value named '%s'\n",
+                    name);
             return 1;
         }
         const char *what = bound_as(j, t);
         if (what) {
-            fprintf(stderr, "memgrad-onnx: --tensors: '%s' is %s, not a "
-                            "value the model computes\n", name, what);
+            fprintf(stderr,
+                    "memgrad-onnx: --tensors: '%s' is %s, not a "
+                    "value the model computes\n",
+                    name, what);
             return 1;
         }
         for (int q = 0; q < k; q++)
             if (j->extra[q] == t) {
-                fprintf(stderr, "memgrad-onnx: --tensors: '%s' and '%s' are "
-                                "the same value\n", names->v[q], name);
+                fprintf(stderr,
+                        "memgrad-onnx: --tensors: '%s' and '%s' are "
+                        "the same value\n",
+                        names->v[q], name);
                 return 1;
             }
         j->extra[j->n_extra++] = t;
@@ -213,17 +206,14 @@ static int find_tensors(job *j, const name_list *names)
 }
 
 static int job_build(job *j, const char *path, int64_t batch,
-                     mg_ckpt_policy pol, const name_list *names)
-{
+                     mg_ckpt_policy pol, const name_list *names) {
     memset(j, 0, sizeof *j);
     mg_onnx_options o;
     mg_onnx_options_init(&o);
     o.batch_size = batch;
     j->g = mg_graph_new();
-    if (!j->g)
-        return fail("graph");
-    if (mg_onnx_import_file(path, &o, j->g, &j->m))
-        return fail(path);
+    if (!j->g) return fail("graph");
+    if (mg_onnx_import_file(path, &o, j->g, &j->m)) return fail(path);
     mg_tensor y = mg_onnx_output(j->m, 0);
     int nd;
     int64_t sh[MG_MAX_DIMS];
@@ -236,10 +226,8 @@ static int job_build(job *j, const char *path, int64_t batch,
     j->classes = sh[1];
     j->labels = mg_input(j->g, "memgrad_onnx_labels", MG_I32, 1, &j->n);
     j->loss = mg_cross_entropy(j->g, y, j->labels);
-    if (j->loss == MG_NO_TENSOR)
-        return fail("loss");
-    if (names && find_tensors(j, names))
-        return 1;
+    if (j->loss == MG_NO_TENSOR) return fail("loss");
+    if (names && find_tensors(j, names)) return 1;
     j->n_params = mg_onnx_num_params(j->m);
     if (j->n_params < 1) {
         fprintf(stderr, "memgrad-onnx: the model has no float initializers\n");
@@ -255,11 +243,10 @@ static int job_build(job *j, const char *path, int64_t batch,
         fprintf(stderr, "memgrad-onnx: out of memory\n");
         return 1;
     }
-    for (int k = 0; k < j->n_params; k++)
-        ps[k] = mg_onnx_param(j->m, k);
+    for (int k = 0; k < j->n_params; k++) ps[k] = mg_onnx_param(j->m, k);
     mg_checkpoints ck = {.policy = pol};
-    mg_status s = mg_gradients(j->g, &j->loss, 1, NULL, ps, j->n_params, &ck,
-                               j->grads);
+    mg_status s =
+        mg_gradients(j->g, &j->loss, 1, NULL, ps, j->n_params, &ck, j->grads);
     free(ps);
     if (s) {
         free(outs);
@@ -272,8 +259,7 @@ static int job_build(job *j, const char *path, int64_t batch,
                sizeof *outs * (size_t)j->n_extra);
     s = mg_plan_compile(j->g, outs, n_outs, NULL, &j->plan);
     free(outs);
-    if (s)
-        return fail("compile");
+    if (s) return fail("compile");
     return 0;
 }
 
@@ -289,12 +275,12 @@ static mg_binding *bindings(job *j, void **inputs, void *labels, float *loss,
     int ni = mg_onnx_num_inputs(j->m);
     int n = nb + ni + 2 + j->n_params + j->n_extra;
     mg_binding *b = malloc(sizeof *b * (size_t)n);
-    if (!b)
-        return NULL;
+    if (!b) return NULL;
     memcpy(b, mb, sizeof *b * (size_t)nb);
     int k = nb;
     for (int i = 0; i < ni; i++)
-        b[k++] = (mg_binding){mg_onnx_input(j->m, i), inputs ? inputs[i] : NULL};
+        b[k++] =
+            (mg_binding){mg_onnx_input(j->m, i), inputs ? inputs[i] : NULL};
     b[k++] = (mg_binding){j->labels, labels};
     b[k++] = (mg_binding){j->loss, loss};
     for (int i = 0; i < j->n_params; i++)
@@ -306,8 +292,7 @@ static mg_binding *bindings(job *j, void **inputs, void *labels, float *loss,
 }
 
 static int cmd_plan(const char *path, int64_t batch, mg_ckpt_policy *pols,
-                    int npol, const char *dot)
-{
+                    int npol, const char *dot) {
     for (int q = 0; q < npol; q++) {
         job j;
         if (job_build(&j, path, batch, pols[q], NULL)) {
@@ -334,21 +319,23 @@ static int cmd_plan(const char *path, int64_t batch, mg_ckpt_policy *pols,
                 mg_graph_checkpoints(j.g, ck, nck);
                 for (int k = 0; k < nck; k++) {
                     const char *nm = mg_tensor_name(j.g, ck[k]);
-                    printf("%s %s", k ? "," : "", nm ? nm : mg_tensor_op_name(j.g, ck[k]));
+                    printf("%s %s", k ? "," : "",
+                           nm ? nm : mg_tensor_op_name(j.g, ck[k]));
                 }
                 free(ck);
             }
         }
         printf("\n  predicted peak: %zu bytes (plain backprop %zu)\n",
                sum.predicted_peak, sum.predicted_peak_without_recompute);
-        printf("  recompute fraction: %.4f (%d recomputed ops in %d segments)\n",
-               sum.forward_flops > 0 ? sum.recompute_flops / sum.forward_flops : 0.0,
-               sum.n_recompute, sum.n_segments);
+        printf(
+            "  recompute fraction: %.4f (%d recomputed ops in %d segments)\n",
+            sum.forward_flops > 0 ? sum.recompute_flops / sum.forward_flops
+                                  : 0.0,
+            sum.n_recompute, sum.n_segments);
         if (dot && q == npol - 1) {
             FILE *f = fopen(dot, "w");
             if (!f || mg_graph_write_dot(j.g, f)) {
-                if (f)
-                    fclose(f);
+                if (f) fclose(f);
                 job_free(&j);
                 fprintf(stderr, "memgrad-onnx: cannot write %s\n", dot);
                 return 1;
@@ -360,8 +347,7 @@ static int cmd_plan(const char *path, int64_t batch, mg_ckpt_policy *pols,
     return 0;
 }
 
-static int read_file(const char *path, void *buf, size_t len)
-{
+static int read_file(const char *path, void *buf, size_t len) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         fprintf(stderr, "memgrad-onnx: cannot open %s\n", path);
@@ -371,7 +357,8 @@ static int read_file(const char *path, void *buf, size_t len)
     int extra = fgetc(f) != EOF;
     fclose(f);
     if (got != len || extra) {
-        fprintf(stderr, "memgrad-onnx: %s must hold exactly %zu bytes\n", path, len);
+        fprintf(stderr, "memgrad-onnx: %s must hold exactly %zu bytes\n", path,
+                len);
         return 1;
     }
     return 0;
@@ -379,8 +366,7 @@ static int read_file(const char *path, void *buf, size_t len)
 
 /* Writes the tensors ts[0..n) from data[0..n), raw, one after another. */
 static int write_tensors(const char *path, const mg_graph *g,
-                         const mg_tensor *ts, void *const *data, int n)
-{
+                         const mg_tensor *ts, void *const *data, int n) {
     FILE *f = fopen(path, "wb");
     if (!f) {
         fprintf(stderr, "memgrad-onnx: cannot write %s\n", path);
@@ -401,8 +387,7 @@ static int write_tensors(const char *path, const mg_graph *g,
 static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
                     const char *input, const char *labels_file,
                     const char *save, int repeat, const name_list *names,
-                    const char *save_tensors)
-{
+                    const char *save_tensors) {
     job j;
     int rc = 1;
     void **inputs = NULL;
@@ -412,16 +397,14 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
     mg_binding *b = NULL;
     mg_exec *ex = NULL;
     double *times = NULL;
-    if (job_build(&j, path, batch, pol, names))
-        goto done;
+    if (job_build(&j, path, batch, pol, names)) goto done;
     int ni = mg_onnx_num_inputs(j.m);
     inputs = calloc((size_t)ni + 1, sizeof *inputs);
     labels = malloc(sizeof *labels * (size_t)j.n);
     grads = calloc((size_t)j.n_params, sizeof *grads);
     extra = calloc((size_t)j.n_extra + 1, sizeof *extra);
     times = malloc(sizeof *times * (size_t)repeat);
-    if (!inputs || !labels || !grads || !extra || !times)
-        goto nomem;
+    if (!inputs || !labels || !grads || !extra || !times) goto nomem;
     uint64_t seed = 0x9E3779B97F4A7C15ULL;
     for (int i = 0; i < ni; i++) {
         mg_tensor t = mg_onnx_input(j.m, i);
@@ -429,26 +412,25 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
         mg_tensor_dtype(j.g, t, &dt);
         size_t nbytes = mg_tensor_nbytes(j.g, t);
         int64_t cnt = mg_tensor_numel(j.g, t);
-        if (!(inputs[i] = malloc(nbytes)))
-            goto nomem;
+        if (!(inputs[i] = malloc(nbytes))) goto nomem;
         if (i == 0 && input) {
             if (dt == MG_F64) {
                 fprintf(stderr, "memgrad-onnx: --input is f32 or int32, the "
                                 "first input is f64\n");
                 goto done;
             }
-            if (read_file(input, inputs[i], nbytes))
-                goto done;
+            if (read_file(input, inputs[i], nbytes)) goto done;
             continue;
         }
         for (int64_t e = 0; e < cnt; e++) {
             uint64_t r = rng_next(&seed);
             if (dt == MG_F32)
-                ((float *)inputs[i])[e] = (float)((double)(r >> 11) / 9007199254740992.0 * 2 - 1);
+                ((float *)inputs[i])[e] =
+                    (float)((double)(r >> 11) / 9007199254740992.0 * 2 - 1);
             else if (dt == MG_F64)
-                ((double *)inputs[i])[e] = (double)(r >> 11) / 9007199254740992.0 * 2 - 1;
-            else
-                ((int32_t *)inputs[i])[e] = (int32_t)(r >> 62);
+                ((double *)inputs[i])[e] =
+                    (double)(r >> 11) / 9007199254740992.0 * 2 - 1;
+            else ((int32_t *)inputs[i])[e] = (int32_t)(r >> 62);
         }
     }
     if (labels_file) {
@@ -459,11 +441,9 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
             labels[e] = (int32_t)(rng_next(&seed) % (uint64_t)j.classes);
     }
     for (int k = 0; k < j.n_params; k++)
-        if (!(grads[k] = malloc(mg_tensor_nbytes(j.g, j.grads[k]))))
-            goto nomem;
+        if (!(grads[k] = malloc(mg_tensor_nbytes(j.g, j.grads[k])))) goto nomem;
     for (int k = 0; k < j.n_extra; k++)
-        if (!(extra[k] = malloc(mg_tensor_nbytes(j.g, j.extra[k]))))
-            goto nomem;
+        if (!(extra[k] = malloc(mg_tensor_nbytes(j.g, j.extra[k])))) goto nomem;
     float loss = 0;
     int nb;
     if (!(b = bindings(&j, inputs, labels, &loss, grads, extra, &nb)))
@@ -488,11 +468,11 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
            "pool peak measured %zu bytes, predicted %zu bytes\n",
            mg_ckpt_policy_name(pol), (double)loss, times[repeat / 2], repeat,
            st.peak_bytes_in_use, predicted);
-    if (save && write_tensors(save, j.g, j.grads, (void *const *)grads,
-                              j.n_params))
+    if (save &&
+        write_tensors(save, j.g, j.grads, (void *const *)grads, j.n_params))
         goto done;
-    if (save_tensors && write_tensors(save_tensors, j.g, j.extra, extra,
-                                      j.n_extra))
+    if (save_tensors &&
+        write_tensors(save_tensors, j.g, j.extra, extra, j.n_extra))
         goto done;
     rc = 0;
     goto done;
@@ -501,14 +481,11 @@ nomem:
 done:
     mg_exec_free(ex);
     free(b);
-    for (int i = 0; inputs && i < mg_onnx_num_inputs(j.m); i++)
-        free(inputs[i]);
+    for (int i = 0; inputs && i < mg_onnx_num_inputs(j.m); i++) free(inputs[i]);
     free(inputs);
-    for (int k = 0; grads && k < j.n_params; k++)
-        free(grads[k]);
+    for (int k = 0; grads && k < j.n_params; k++) free(grads[k]);
     free(grads);
-    for (int k = 0; extra && k < j.n_extra; k++)
-        free(extra[k]);
+    for (int k = 0; extra && k < j.n_extra; k++) free(extra[k]);
     free(extra);
     free(labels);
     free(times);
@@ -516,14 +493,11 @@ done:
     return rc;
 }
 
-int main(int argc, char **argv)
-{
-    if (argc < 3)
-        return usage();
+int main(int argc, char **argv) {
+    if (argc < 3) return usage();
     const char *cmd = argv[1], *path = argv[2];
     int is_plan = !strcmp(cmd, "plan"), is_step = !strcmp(cmd, "step");
-    if (!is_plan && !is_step)
-        return usage();
+    if (!is_plan && !is_step) return usage();
     int64_t batch = 0;
     int repeat = 1;
     const char *policy = is_plan ? "none,memory,speed" : NULL, *dot = NULL,
@@ -531,28 +505,17 @@ int main(int argc, char **argv)
                *save_tensors = NULL;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v)
-            return usage();
-        if (!strcmp(a, "--batch"))
-            batch = atoll(v);
-        else if (!strcmp(a, "--policy"))
-            policy = v;
-        else if (is_plan && !strcmp(a, "--dot"))
-            dot = v;
-        else if (is_step && !strcmp(a, "--input"))
-            input = v;
-        else if (is_step && !strcmp(a, "--labels"))
-            labels = v;
-        else if (is_step && !strcmp(a, "--save-grads"))
-            save = v;
-        else if (is_step && !strcmp(a, "--tensors"))
-            names = v;
-        else if (is_step && !strcmp(a, "--save-tensors"))
-            save_tensors = v;
-        else if (is_step && !strcmp(a, "--repeat"))
-            repeat = atoi(v);
-        else
-            return usage();
+        if (!v) return usage();
+        if (!strcmp(a, "--batch")) batch = atoll(v);
+        else if (!strcmp(a, "--policy")) policy = v;
+        else if (is_plan && !strcmp(a, "--dot")) dot = v;
+        else if (is_step && !strcmp(a, "--input")) input = v;
+        else if (is_step && !strcmp(a, "--labels")) labels = v;
+        else if (is_step && !strcmp(a, "--save-grads")) save = v;
+        else if (is_step && !strcmp(a, "--tensors")) names = v;
+        else if (is_step && !strcmp(a, "--save-tensors")) save_tensors = v;
+        else if (is_step && !strcmp(a, "--repeat")) repeat = atoi(v);
+        else return usage();
         i++;
     }
     if (!policy || repeat < 1 || batch < 0 || (is_step && batch < 1) ||
@@ -564,19 +527,21 @@ int main(int argc, char **argv)
     snprintf(buf, sizeof buf, "%s", policy);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         if (npol == MAX_POLICIES) {
-            fprintf(stderr, "memgrad-onnx: --policy names more than %d "
-                            "policies\n", MAX_POLICIES);
+            fprintf(stderr,
+                    "memgrad-onnx: --policy names more than %d "
+                    "policies\n",
+                    MAX_POLICIES);
             return 2;
         }
         if (parse_policy(tok, &pols[npol++])) {
-            fprintf(stderr, "memgrad-onnx: bad policy '%s' (none, memory, speed)\n", tok);
+            fprintf(stderr,
+                    "memgrad-onnx: bad policy '%s' (none, memory, speed)\n",
+                    tok);
             return 2;
         }
     }
-    if (npol == 0 || (is_step && npol != 1))
-        return usage();
-    if (is_plan)
-        return cmd_plan(path, batch, pols, npol, dot);
+    if (npol == 0 || (is_step && npol != 1)) return usage();
+    if (is_plan) return cmd_plan(path, batch, pols, npol, dot);
     name_list list = {NULL, 0};
     if (names && parse_names(names, &list)) {
         names_free(&list);

@@ -53,8 +53,8 @@ typedef struct config {
 
 static mg_model *model_build(const config *cf) {
     if (strcmp(cf->model, "mlp") == 0)
-        return mg_model_mlp(cf->depth, cf->width, cf->batch, cf->width, 10,
-                            0.0, MG_F32, 1);
+        return mg_model_mlp(cf->depth, cf->width, cf->batch, cf->width, 10, 0.0,
+                            MG_F32, 1);
     return mg_model_resnet(cf->depth, cf->width, cf->batch, cf->image, 10,
                            MG_F32, 1);
 }
@@ -67,7 +67,8 @@ static void bench_policy(const config *cf, mg_ckpt_policy policy,
     mg_status s = mg_model_gradients(m, &ck);
     if (s != MG_OK) die("mg_model_gradients", s);
     int n = m->n_params;
-    void **w = calloc((size_t)n, sizeof *w), **gw = calloc((size_t)n, sizeof *gw);
+    void **w = calloc((size_t)n, sizeof *w),
+         **gw = calloc((size_t)n, sizeof *gw);
     mg_binding *binds = calloc((size_t)(2 * n + 3), sizeof *binds);
     mg_binding *grads = calloc((size_t)n, sizeof *grads);
     mg_tensor *outs = calloc((size_t)n + 1, sizeof *outs);
@@ -131,8 +132,8 @@ static void bench_policy(const config *cf, mg_ckpt_policy policy,
         if (s != MG_OK) die("training step", s);
         if (step < 0) continue;
         /* No update: every step does the same work on the same data. */
-        double mine[2] = {t2 - t0, t1 - t0}, mx[2], ar[2] = {t2 - t1, -(t2 - t1)},
-               arr[2];
+        double mine[2] = {t2 - t0, t1 - t0}, mx[2],
+               ar[2] = {t2 - t1, -(t2 - t1)}, arr[2];
         MPI_Allreduce(mine, mx, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         MPI_Allreduce(ar, arr, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
         t_step[step] = mx[0];
@@ -206,12 +207,14 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
-            if (rank == 0) fprintf(stderr, "mg-bench-ddp: %s needs a value\n", o);
+            if (rank == 0)
+                fprintf(stderr, "mg-bench-ddp: %s needs a value\n", o);
             MPI_Finalize();
             return 2;
         }
         i++;
-        if (!strcmp(o, "--model") && (!strcmp(v, "resnet") || !strcmp(v, "mlp")))
+        if (!strcmp(o, "--model") &&
+            (!strcmp(v, "resnet") || !strcmp(v, "mlp")))
             cf.model = v;
         else if (!strcmp(o, "--depth")) cf.depth = arg_int(v, 1, 4096, o);
         else if (!strcmp(o, "--width")) cf.width = arg_int(v, 1, 1 << 16, o);
@@ -219,7 +222,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--image")) cf.image = arg_int(v, 1, 4096, o);
         else if (!strcmp(o, "--steps")) cf.steps = arg_int(v, 1, 100000, o);
         else if (!strcmp(o, "--warmup")) cf.warmup = arg_int(v, 0, 100000, o);
-        else if (!strcmp(o, "--bucket-kb")) cf.bucket_kb = arg_int(v, 1, 1 << 21, o);
+        else if (!strcmp(o, "--bucket-kb"))
+            cf.bucket_kb = arg_int(v, 1, 1 << 21, o);
         else if (!strcmp(o, "--policies")) policies = v;
         else if (!strcmp(o, "--overlap")) cf.overlap = arg_int(v, 0, 1, o);
         else {
@@ -241,7 +245,8 @@ int main(int argc, char **argv) {
         if (mg_ckpt_policy_parse(p, &pol) != MG_OK ||
             (pol != MG_CKPT_NONE && pol != MG_CKPT_MEMORY &&
              pol != MG_CKPT_SPEED)) {
-            if (rank == 0) fprintf(stderr, "mg-bench-ddp: unknown policy %s\n", p);
+            if (rank == 0)
+                fprintf(stderr, "mg-bench-ddp: unknown policy %s\n", p);
             MPI_Finalize();
             return 2;
         }

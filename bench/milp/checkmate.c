@@ -50,15 +50,14 @@ static const char *const model_names[] = {"chain", "mlp", "resnet", "unet",
 static mg_status net_build(const char *name, const mg_checkpoints *c,
                            mgi_ckm_net *net) {
     if (!strcmp(name, "chain"))
-        return mgi_ckm_net_chain(5, (const int[]){32, 128, 32, 256, 64, 16},
-                                 16, c, net);
+        return mgi_ckm_net_chain(5, (const int[]){32, 128, 32, 256, 64, 16}, 16,
+                                 c, net);
     mg_model *m = NULL;
     if (!strcmp(name, "mlp"))
         m = mg_model_mlp(3, 64, 32, 64, 10, 0.0, MG_F32, 1);
     else if (!strcmp(name, "resnet"))
         m = mg_model_resnet(1, 4, 2, 8, 10, MG_F32, 1);
-    else if (!strcmp(name, "unet"))
-        m = mg_model_unet(1, 4, 2, 8, MG_F32, 1);
+    else if (!strcmp(name, "unet")) m = mg_model_unet(1, 4, 2, 8, MG_F32, 1);
     else if (!strcmp(name, "transformer"))
         m = mg_model_transformer(1, 16, 2, 8, 16, 32, 0.0, 1, MG_F32, 1);
     else {
@@ -164,8 +163,8 @@ static int run_model(const char *name, const double *fr, int n_fr,
         if (c == 2) {
             printf("error,,,,,\n");
         } else {
-            const bool sol = r.outcome == MGI_CKM_OPTIMAL ||
-                             r.outcome == MGI_CKM_FEASIBLE;
+            const bool sol =
+                r.outcome == MGI_CKM_OPTIMAL || r.outcome == MGI_CKM_FEASIBLE;
             printf("%s,", mgi_ckm_outcome_name(r.outcome));
             if (sol) printf("%.4f,", r.recompute_flops / fw);
             else printf(",");

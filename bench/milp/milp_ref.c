@@ -17,16 +17,15 @@
  * set is differentiated with MG_CKPT_COLLECTION, compiled, and its exact
  * predicted peak P compared with B; while P > B the capacity shrinks by
  * P - B (or, while it fits, grows), then it is bisected between the
- * largest capacity whose plan fitted and the smallest whose plan did not, and the fitting plan with
- * the least recomputation is the MILP's answer. The model is a knapsack
- * (PyTorch's min-cut partitioner solves one for activation_memory_budget),
- * not Checkmate's scheduled MILP: it is
- * exact in what it recomputes but not in memory, which the planner
- * feedback supplies. So it is a reference to beat, not a proof of
- * optimality. Its answer is then compared with MG_CKPT_BUDGET at the same
- * budget: recomputed flops as a fraction of one forward pass, and exact
- * predicted peaks, both under a single-level rewriter (what a keep set
- * can express).
+ * largest capacity whose plan fitted and the smallest whose plan did not, and
+ * the fitting plan with the least recomputation is the MILP's answer. The model
+ * is a knapsack (PyTorch's min-cut partitioner solves one for
+ * activation_memory_budget), not Checkmate's scheduled MILP: it is exact in
+ * what it recomputes but not in memory, which the planner feedback supplies. So
+ * it is a reference to beat, not a proof of optimality. Its answer is then
+ * compared with MG_CKPT_BUDGET at the same budget: recomputed flops as a
+ * fraction of one forward pass, and exact predicted peaks, both under a
+ * single-level rewriter (what a keep set can express).
  *
  *   usage: mg-milp-ref [--model mlp|resnet|unet|transformer|all]
  *                      [--fractions F,F,...] [--check]
@@ -68,8 +67,9 @@ typedef struct trial {
 static mg_status trial_run(const char *name, const mg_checkpoints *c,
                            trial *out) {
     mg_model *m = model_build(name);
-    if (!m) return mg_last_status() != MG_OK ? mg_last_status()
-                                             : MG_ERR_INVALID_ARG;
+    if (!m)
+        return mg_last_status() != MG_OK ? mg_last_status()
+                                         : MG_ERR_INVALID_ARG;
     mg_status s = mg_model_gradients(m, c);
     mg_plan *p = NULL;
     int n = 0;
@@ -80,7 +80,8 @@ static mg_status trial_run(const char *name, const mg_checkpoints *c,
         b = malloc((size_t)(2 * m->n_params + 3) * sizeof *b);
         mem = calloc((size_t)(2 * m->n_params + 3), sizeof *mem);
         if (!outs || !b || !mem) s = MG_ERR_NOMEM;
-        for (int i = 0; s == MG_OK && i < m->n_params; i++) outs[i] = m->grads[i];
+        for (int i = 0; s == MG_OK && i < m->n_params; i++)
+            outs[i] = m->grads[i];
         if (s == MG_OK) {
             outs[m->n_params] = m->loss;
             s = mg_plan_compile(m->g, outs, m->n_params + 1, NULL, &p);
@@ -89,7 +90,7 @@ static mg_status trial_run(const char *name, const mg_checkpoints *c,
     }
     mg_tensor bound[4] = {m->input, m->target, m->loss};
     for (int i = 0; s == MG_OK && i < 2 * m->n_params + 3; i++) {
-        mg_tensor t = i < 3 ? bound[i]
+        mg_tensor t = i < 3                 ? bound[i]
                       : i < 3 + m->n_params ? m->params[i - 3]
                                             : m->grads[i - 3 - m->n_params];
         if (!(mem[i] = calloc(1, mg_tensor_nbytes(m->g, t)))) s = MG_ERR_NOMEM;
@@ -98,8 +99,8 @@ static mg_status trial_run(const char *name, const mg_checkpoints *c,
     mg_plan_summary sum;
     if (s == MG_OK) s = mg_plan_summarize(p, b, n, &sum);
     if (s == MG_OK)
-        *out = (trial){sum.predicted_peak, sum.recompute_flops,
-                       sum.forward_flops};
+        *out =
+            (trial){sum.predicted_peak, sum.recompute_flops, sum.forward_flops};
     for (int i = 0; mem && i < 2 * m->n_params + 3; i++) free(mem[i]);
     free(mem);
     free(b);
@@ -132,8 +133,8 @@ static mg_status keep_set_run(const char *name, const mg_tensor *cand,
     int k = 0;
     for (int i = 0; i < n; i++)
         if (keep[i]) list[k++] = cand[i];
-    mg_checkpoints c = {.policy = MG_CKPT_COLLECTION, .tensors = list,
-                        .n_tensors = k};
+    mg_checkpoints c = {
+        .policy = MG_CKPT_COLLECTION, .tensors = list, .n_tensors = k};
     return trial_run(name, &c, out);
 }
 
@@ -163,13 +164,13 @@ static bool milp_solve(int n, const double *f, const size_t *b, double cap,
     parm.msg_lev = GLP_MSG_OFF;
     bool ok = glp_intopt(lp, &parm) == 0 &&
               (glp_mip_status(lp) == GLP_OPT || glp_mip_status(lp) == GLP_FEAS);
-    for (int j = 1; ok && j <= n; j++) keep[j - 1] = glp_mip_col_val(lp, j) > 0.5;
+    for (int j = 1; ok && j <= n; j++)
+        keep[j - 1] = glp_mip_col_val(lp, j) > 0.5;
     glp_delete_prob(lp);
     return ok;
 }
 
-static int run_model(const char *name, const double *fr, int n_fr,
-                     bool check) {
+static int run_model(const char *name, const double *fr, int n_fr, bool check) {
     mg_tensor cand[MAX_CAND];
     size_t bytes[MAX_CAND];
     double f[MAX_CAND];
@@ -244,20 +245,22 @@ static int run_model(const char *name, const double *fr, int n_fr,
         printf("%s,%.3f,%zu,", name, fr[k], budget);
         if (bud_ok) printf("%zu,%.4f,", bud.peak, bud.recompute / fw);
         else printf(",,");
-        if (mil_ok) printf("%zu,%.4f,%d,", mil.peak, mil.recompute / fw, rounds);
+        if (mil_ok)
+            printf("%zu,%.4f,%d,", mil.peak, mil.recompute / fw, rounds);
         else printf(",,%d,", rounds);
         if (bud_ok && mil_ok)
             printf("%+.4f\n", (bud.recompute - mil.recompute) / fw);
         else
             printf("%s\n", !bud_ok && !mil_ok ? "both infeasible"
-                           : !bud_ok ? "budget policy infeasible"
-                                     : "milp infeasible");
+                           : !bud_ok          ? "budget policy infeasible"
+                                              : "milp infeasible");
         if (mil_ok && (!bud_ok || bud.recompute > mil.recompute + 1e-9 * fw))
             worse++;
     }
     if (worse)
         printf("# %s: at %d budget(s) the MILP fits with less recomputation "
-               "than MG_CKPT_BUDGET\n", name, worse);
+               "than MG_CKPT_BUDGET\n",
+               name, worse);
     return check && worse ? 1 : 0;
 }
 
@@ -272,8 +275,9 @@ int main(int argc, char **argv) {
                  strlen(argv[i + 1]) < sizeof fr_s)
             strcpy(fr_s, argv[++i]);
         else {
-            fprintf(stderr, "usage: mg-milp-ref [--model mlp|resnet|unet|"
-                            "transformer|all] [--fractions F,F,...] [--check]\n");
+            fprintf(stderr,
+                    "usage: mg-milp-ref [--model mlp|resnet|unet|"
+                    "transformer|all] [--fractions F,F,...] [--check]\n");
             return 2;
         }
     }

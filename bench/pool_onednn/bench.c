@@ -87,10 +87,9 @@ int main(int argc, char **argv) {
         mg_graph *g = mg_graph_new();
         const int64_t xs[4] = {q->n, q->c, q->h, q->w};
         mg_tensor x = mg_input(g, "x", MG_F32, 4, xs);
-        mg_tensor y = q->max ? mg_max_pool2d(g, x, q->k, q->k, q->s, q->s,
-                                             q->p, q->p)
-                             : mg_avg_pool2d(g, x, q->k, q->k, q->s, q->s,
-                                             q->p, q->p);
+        mg_tensor y =
+            q->max ? mg_max_pool2d(g, x, q->k, q->k, q->s, q->s, q->p, q->p)
+                   : mg_avg_pool2d(g, x, q->k, q->k, q->s, q->s, q->p, q->p);
         int64_t ys[MG_MAX_DIMS];
         int nd;
         mg_tensor_shape(g, y, &nd, ys);

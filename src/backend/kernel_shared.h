@@ -59,8 +59,7 @@ static inline mg_status mg_kernel_fail(const mg_kargs *a, mg_status s,
 
 /* Entry p of label or index data, whose dtype is MG_I32 or MG_I64 (the
  * shape rules admit no other), widened so that one kernel serves both. */
-MG_KFN int64_t mg_index_at(const void *idx, mg_dtype dt,
-                          int64_t p) {
+MG_KFN int64_t mg_index_at(const void *idx, mg_dtype dt, int64_t p) {
     return dt == MG_I64 ? ((const int64_t *)idx)[p]
                         : (int64_t)((const int32_t *)idx)[p];
 }
@@ -128,8 +127,7 @@ MG_KFN void mg_layout_coalesce(mg_layout *l) {
     int n = 0;
     for (int i = 0; i < l->ndim; i++) {
         if (l->shape[i] == 1) continue;
-        if (n > 0 &&
-            l->stride[0][n - 1] == l->stride[0][i] * l->shape[i] &&
+        if (n > 0 && l->stride[0][n - 1] == l->stride[0][i] * l->shape[i] &&
             l->stride[1][n - 1] == l->stride[1][i] * l->shape[i]) {
             l->shape[n - 1] *= l->shape[i];
             l->stride[0][n - 1] = l->stride[0][i];
@@ -239,8 +237,7 @@ static inline mg_status mg_concat_corner(const mg_kargs *a, int64_t *at) {
     const int ax = a->attrs->axis;
     if (ax < 0 || ax >= a->out.d.ndim)
         return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
-                              "axis %d is outside [0, %d)", ax,
-                              a->out.d.ndim);
+                              "axis %d is outside [0, %d)", ax, a->out.d.ndim);
     for (int i = 0; i < MG_MAX_DIMS; i++) at[i] = 0;
     at[ax] = a->in[0].d.shape[ax];
     return MG_OK;
@@ -288,8 +285,8 @@ static inline mg_status mg_ce_dims_setup(const mg_kargs *a, int lo,
  * into a column matrix of k rows by p columns, so that the op is a GEMM of
  * the group's m = O/groups filters with it. */
 typedef struct mg_conv_dims {
-    int64_t n, c, h, w;     /* x */
-    int64_t o, oh, ow;      /* y */
+    int64_t n, c, h, w; /* x */
+    int64_t o, oh, ow;  /* y */
     int kh, kw, sh, sw, ph, pw, dh, dw;
     int64_t groups, cg, og; /* channels per group of x and of y */
     int64_t k, p, m;        /* GEMM sizes: rows of col, cols of col, og */
@@ -297,26 +294,35 @@ typedef struct mg_conv_dims {
 } mg_conv_dims;
 
 /* Sizes from x, y and w as above. */
-static inline mg_status mg_conv_dims_setup(const mg_kargs *a,
-                                           const mg_tdesc *x,
-                                           const mg_tdesc *y,
-                                           const mg_tdesc *w,
+static inline mg_status mg_conv_dims_setup(const mg_kargs *a, const mg_tdesc *x,
+                                           const mg_tdesc *y, const mg_tdesc *w,
                                            mg_conv_dims *d) {
     const mg_attrs *at = a->attrs;
     if (x->ndim != 4 || y->ndim != 4 || w->ndim != 4 || at->groups < 1)
         return mg_kernel_fail(a, MG_ERR_SHAPE,
                               "conv2d kernels need 4-D tensors and groups "
                               ">= 1");
-    d->n = x->shape[0]; d->c = x->shape[1];
-    d->h = x->shape[2]; d->w = x->shape[3];
-    d->o = y->shape[1]; d->oh = y->shape[2]; d->ow = y->shape[3];
-    d->kh = (int)w->shape[2]; d->kw = (int)w->shape[3];
-    d->sh = at->stride[0]; d->sw = at->stride[1];
-    d->ph = at->pad[0]; d->pw = at->pad[1];
-    d->dh = at->dilation[0]; d->dw = at->dilation[1];
+    d->n = x->shape[0];
+    d->c = x->shape[1];
+    d->h = x->shape[2];
+    d->w = x->shape[3];
+    d->o = y->shape[1];
+    d->oh = y->shape[2];
+    d->ow = y->shape[3];
+    d->kh = (int)w->shape[2];
+    d->kw = (int)w->shape[3];
+    d->sh = at->stride[0];
+    d->sw = at->stride[1];
+    d->ph = at->pad[0];
+    d->pw = at->pad[1];
+    d->dh = at->dilation[0];
+    d->dw = at->dilation[1];
     d->groups = at->groups;
-    d->cg = d->c / d->groups; d->og = d->o / d->groups;
-    d->k = d->cg * d->kh * d->kw; d->p = d->oh * d->ow; d->m = d->og;
+    d->cg = d->c / d->groups;
+    d->og = d->o / d->groups;
+    d->k = d->cg * d->kh * d->kw;
+    d->p = d->oh * d->ow;
+    d->m = d->og;
     d->direct = d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 &&
                 d->ph == 0 && d->pw == 0;
     return MG_OK;
@@ -325,8 +331,7 @@ static inline mg_status mg_conv_dims_setup(const mg_kargs *a,
 /* The same for the op a->op, which names x, y and w among its tensors:
  * conv2d (x, w) -> y; conv2d_grad_input (gy, w) -> dx; conv2d_grad_weight
  * (gy, x) -> dw. */
-static inline mg_status mg_conv_dims_of_op(const mg_kargs *a,
-                                           mg_conv_dims *d) {
+static inline mg_status mg_conv_dims_of_op(const mg_kargs *a, mg_conv_dims *d) {
     switch (a->op) {
     case MG_OP_CONV2D:
         return mg_conv_dims_setup(a, &a->in[0].d, &a->out.d, &a->in[1].d, d);
@@ -363,12 +368,18 @@ static inline mg_status mg_pool2d_dims_setup(const mg_kargs *a,
     if (x->ndim != 4 || y->ndim != 4)
         return mg_kernel_fail(a, MG_ERR_SHAPE, "pooling needs 4-D tensors");
     d->planes = x->shape[0] * x->shape[1];
-    d->h = x->shape[2]; d->w = x->shape[3];
-    d->oh = y->shape[2]; d->ow = y->shape[3];
-    d->kh = at->kernel[0]; d->kw = at->kernel[1];
-    d->sh = at->stride[0]; d->sw = at->stride[1];
-    d->ph = at->pad[0]; d->pw = at->pad[1];
-    d->ph1 = at->pad_end[0]; d->pw1 = at->pad_end[1];
+    d->h = x->shape[2];
+    d->w = x->shape[3];
+    d->oh = y->shape[2];
+    d->ow = y->shape[3];
+    d->kh = at->kernel[0];
+    d->kw = at->kernel[1];
+    d->sh = at->stride[0];
+    d->sw = at->stride[1];
+    d->ph = at->pad[0];
+    d->pw = at->pad[1];
+    d->ph1 = at->pad_end[0];
+    d->pw1 = at->pad_end[1];
     d->cip = at->count_include_pad;
     return MG_OK;
 }
@@ -404,17 +415,16 @@ MG_KFN int64_t mg_pool2d_divisor(const mg_pool2d_dims *d, int64_t oy,
  * number, as in PyTorch, so it propagates; the first NaN wins like the
  * first maximum does. Every max-pool kernel and its gradient call this, so
  * the gradient finds the element the forward picked. */
-#define MG_POOL2D_ARGMAX_DEF(T, SUF)                                          \
-    MG_KFN int64_t mg_pool2d_argmax_##SUF(const T *x,                         \
-                                          const mg_pool2d_dims *d,            \
-                                          mg_pool2d_win r) {                  \
-        int64_t best = r.y0 * d->w + r.x0;                                    \
-        for (int64_t iy = r.y0; iy < r.y1; iy++)                              \
-            for (int64_t ix = r.x0; ix < r.x1; ix++) {                        \
-                const T v = x[iy * d->w + ix], b = x[best];                   \
-                if (v > b || (isnan(v) && !isnan(b))) best = iy * d->w + ix;  \
-            }                                                                 \
-        return best;                                                          \
+#define MG_POOL2D_ARGMAX_DEF(T, SUF)                                           \
+    MG_KFN int64_t mg_pool2d_argmax_##SUF(const T *x, const mg_pool2d_dims *d, \
+                                          mg_pool2d_win r) {                   \
+        int64_t best = r.y0 * d->w + r.x0;                                     \
+        for (int64_t iy = r.y0; iy < r.y1; iy++)                               \
+            for (int64_t ix = r.x0; ix < r.x1; ix++) {                         \
+                const T v = x[iy * d->w + ix], b = x[best];                    \
+                if (v > b || (isnan(v) && !isnan(b))) best = iy * d->w + ix;   \
+            }                                                                  \
+        return best;                                                           \
     }
 MG_POOL2D_ARGMAX_DEF(float, f32)
 MG_POOL2D_ARGMAX_DEF(double, f64)
@@ -439,8 +449,7 @@ MG_KFN int mg_norm_is_layer(mg_op op) {
 
 /* The [A, B, C] view of x (the op's input x, which gradient ops name as
  * theirs) for the op a->op. */
-static inline mg_status mg_norm_dims_setup(const mg_kargs *a,
-                                           const mg_tdesc *x,
+static inline mg_status mg_norm_dims_setup(const mg_kargs *a, const mg_tdesc *x,
                                            mg_norm_dims *d) {
     const int layer = mg_norm_is_layer(a->op);
     const int n = layer ? a->attrs->n_norm_axes : 1;
@@ -469,11 +478,11 @@ static inline mg_status mg_norm_dims_setup(const mg_kargs *a,
 
 /* Exact derivative of the tanh approximation (not of the erf gelu), so that
  * gradients agree with finite differences of the forward op. */
-#define MG_GELU_DERIV_DEF(T, SUF, TANH)                                       \
-    MG_KFN T mg_gelu_deriv_##SUF(T x) {                                       \
-        const T t = TANH(MG_GELU_U(T, x));                                    \
-        const T du = (T)MG_GELU_C * ((T)1 + (T)(3 * MG_GELU_K) * x * x);      \
-        return (T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * du;        \
+#define MG_GELU_DERIV_DEF(T, SUF, TANH)                                        \
+    MG_KFN T mg_gelu_deriv_##SUF(T x) {                                        \
+        const T t = TANH(MG_GELU_U(T, x));                                     \
+        const T du = (T)MG_GELU_C * ((T)1 + (T)(3 * MG_GELU_K) * x * x);       \
+        return (T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * du;         \
     }
 MG_GELU_DERIV_DEF(float, f32, tanhf)
 MG_GELU_DERIV_DEF(double, f64, tanh)
@@ -482,8 +491,8 @@ MG_GELU_DERIV_DEF(double, f64, tanh)
 MG_KFN float mg_gelu_deriv(float x) { return mg_gelu_deriv_f32(x); }
 MG_KFN double mg_gelu_deriv(double x) { return mg_gelu_deriv_f64(x); }
 #else
-#define mg_gelu_deriv(x)                                                      \
-    _Generic((x), float: mg_gelu_deriv_f32, double: mg_gelu_deriv_f64)(x)
+#define mg_gelu_deriv(x)                                                       \
+    _Generic((x), float : mg_gelu_deriv_f32, double : mg_gelu_deriv_f64)(x)
 #endif
 
 /* ---- cast ---------------------------------------------------------------- */
@@ -498,31 +507,31 @@ MG_KFN int64_t mg_cast_saturate(double x, int64_t lo, int64_t hi) {
     return (int64_t)x;
 }
 #define MG_CAST_PLAIN(TT, v) ((TT)(v))
-#define MG_CAST_SAT32(TT, v)                                                  \
+#define MG_CAST_SAT32(TT, v)                                                   \
     ((TT)mg_cast_saturate((double)(v), INT32_MIN, INT32_MAX))
-#define MG_CAST_SAT64(TT, v)                                                  \
+#define MG_CAST_SAT64(TT, v)                                                   \
     ((TT)mg_cast_saturate((double)(v), INT64_MIN, INT64_MAX))
 
 /* X(FT, FROM, TT, TO, CONV): every (source, target) dtype pair of cast and
  * how one element converts. Between ints and from ints to floats it is C's
  * conversion (int64 to float rounds once, to nearest; int64 to int32
  * keeps the low bits, as numpy and PyTorch do). */
-#define MG_CAST_PAIRS(X)                                                      \
-    X(float, MG_F32, float, MG_F32, MG_CAST_PLAIN)                            \
-    X(float, MG_F32, double, MG_F64, MG_CAST_PLAIN)                           \
-    X(float, MG_F32, int32_t, MG_I32, MG_CAST_SAT32)                          \
-    X(float, MG_F32, int64_t, MG_I64, MG_CAST_SAT64)                          \
-    X(double, MG_F64, float, MG_F32, MG_CAST_PLAIN)                           \
-    X(double, MG_F64, double, MG_F64, MG_CAST_PLAIN)                          \
-    X(double, MG_F64, int32_t, MG_I32, MG_CAST_SAT32)                         \
-    X(double, MG_F64, int64_t, MG_I64, MG_CAST_SAT64)                         \
-    X(int32_t, MG_I32, float, MG_F32, MG_CAST_PLAIN)                          \
-    X(int32_t, MG_I32, double, MG_F64, MG_CAST_PLAIN)                         \
-    X(int32_t, MG_I32, int32_t, MG_I32, MG_CAST_PLAIN)                        \
-    X(int32_t, MG_I32, int64_t, MG_I64, MG_CAST_PLAIN)                        \
-    X(int64_t, MG_I64, float, MG_F32, MG_CAST_PLAIN)                          \
-    X(int64_t, MG_I64, double, MG_F64, MG_CAST_PLAIN)                         \
-    X(int64_t, MG_I64, int32_t, MG_I32, MG_CAST_PLAIN)                        \
+#define MG_CAST_PAIRS(X)                                                       \
+    X(float, MG_F32, float, MG_F32, MG_CAST_PLAIN)                             \
+    X(float, MG_F32, double, MG_F64, MG_CAST_PLAIN)                            \
+    X(float, MG_F32, int32_t, MG_I32, MG_CAST_SAT32)                           \
+    X(float, MG_F32, int64_t, MG_I64, MG_CAST_SAT64)                           \
+    X(double, MG_F64, float, MG_F32, MG_CAST_PLAIN)                            \
+    X(double, MG_F64, double, MG_F64, MG_CAST_PLAIN)                           \
+    X(double, MG_F64, int32_t, MG_I32, MG_CAST_SAT32)                          \
+    X(double, MG_F64, int64_t, MG_I64, MG_CAST_SAT64)                          \
+    X(int32_t, MG_I32, float, MG_F32, MG_CAST_PLAIN)                           \
+    X(int32_t, MG_I32, double, MG_F64, MG_CAST_PLAIN)                          \
+    X(int32_t, MG_I32, int32_t, MG_I32, MG_CAST_PLAIN)                         \
+    X(int32_t, MG_I32, int64_t, MG_I64, MG_CAST_PLAIN)                         \
+    X(int64_t, MG_I64, float, MG_F32, MG_CAST_PLAIN)                           \
+    X(int64_t, MG_I64, double, MG_F64, MG_CAST_PLAIN)                          \
+    X(int64_t, MG_I64, int32_t, MG_I32, MG_CAST_PLAIN)                         \
     X(int64_t, MG_I64, int64_t, MG_I64, MG_CAST_PLAIN)
 
 /*
@@ -532,32 +541,32 @@ MG_KFN int64_t mg_cast_saturate(double x, int64_t lo, int64_t hi) {
  *
  * Unary: expr of x; alpha is the op's attribute (a double).
  */
-#define MG_UNARY_OPS(X)                                                       \
-    X(neg, NEG, -x)                                                           \
-    X(relu, RELU, x > 0 ? x : (T)0)                                           \
-    X(gelu, GELU, (T)0.5 * x * ((T)1 + tanh(MG_GELU_U(T, x))))                \
-    X(tanh, TANH, tanh(x))                                                    \
-    X(sigmoid, SIGMOID, (T)1 / ((T)1 + exp(-x)))                              \
-    X(exp, EXP, exp(x))                                                       \
-    X(log, LOG, log(x))                                                       \
-    X(sqrt, SQRT, sqrt(x))                                                    \
-    X(erf, ERF, erf(x))                                                       \
-    X(pow, POW, pow(x, (T)alpha))                                             \
-    X(leaky_relu, LEAKY_RELU, x > 0 ? x : (T)alpha * x)                       \
-    X(is_nonzero, IS_NONZERO, x != 0 ? (T)1 : (T)0)                           \
-    /* in double, then rounded once, as for the fill value */                 \
+#define MG_UNARY_OPS(X)                                                        \
+    X(neg, NEG, -x)                                                            \
+    X(relu, RELU, x > 0 ? x : (T)0)                                            \
+    X(gelu, GELU, (T)0.5 * x * ((T)1 + tanh(MG_GELU_U(T, x))))                 \
+    X(tanh, TANH, tanh(x))                                                     \
+    X(sigmoid, SIGMOID, (T)1 / ((T)1 + exp(-x)))                               \
+    X(exp, EXP, exp(x))                                                        \
+    X(log, LOG, log(x))                                                        \
+    X(sqrt, SQRT, sqrt(x))                                                     \
+    X(erf, ERF, erf(x))                                                        \
+    X(pow, POW, pow(x, (T)alpha))                                              \
+    X(leaky_relu, LEAKY_RELU, x > 0 ? x : (T)alpha * x)                        \
+    X(is_nonzero, IS_NONZERO, x != 0 ? (T)1 : (T)0)                            \
+    /* in double, then rounded once, as for the fill value */                  \
     X(scale, SCALE, (T)(alpha * (double)x))
 
 /* Binary: expr of a and b, broadcast to y's shape (numpy rules). The
  * activation gradients take (gy, y), except gelu's, which takes (gy, x). */
-#define MG_BINARY_OPS(X)                                                      \
-    X(add, ADD, a + b)                                                        \
-    X(sub, SUB, a - b)                                                        \
-    X(mul, MUL, a * b)                                                        \
-    X(div, DIV, a / b)                                                        \
-    X(relu_grad, RELU_GRAD, b > 0 ? a : (T)0)                                 \
-    X(gelu_grad, GELU_GRAD, a * mg_gelu_deriv(b))                             \
-    X(tanh_grad, TANH_GRAD, a * ((T)1 - b * b))                               \
-    X(sigmoid_grad, SIGMOID_GRAD, a * b * ((T)1 - b))
+#define MG_BINARY_OPS(X)                                                       \
+    X(add, ADD, a + b)                                                         \
+    X(sub, SUB, a - b)                                                         \
+    X(mul, MUL, a *b)                                                          \
+    X(div, DIV, a / b)                                                         \
+    X(relu_grad, RELU_GRAD, b > 0 ? a : (T)0)                                  \
+    X(gelu_grad, GELU_GRAD, a *mg_gelu_deriv(b))                               \
+    X(tanh_grad, TANH_GRAD, a *((T)1 - b * b))                                 \
+    X(sigmoid_grad, SIGMOID_GRAD, a *b *((T)1 - b))
 
 #endif

@@ -19,62 +19,62 @@
  * src/graph/op_table.c and each backend's kernel table are indexed by it.
  * Ops after DROPOUT whose names contain _GRAD are backward helpers built
  * only by gradient rules. */
-#define MG_OP_LIST(X)                 \
-    X(INPUT, "input")                 \
-    X(PARAM, "param")                 \
-    X(FILL, "fill")                   \
-    X(MATMUL, "matmul")               \
-    X(ADD, "add")                     \
-    X(SUB, "sub")                     \
-    X(MUL, "mul")                     \
-    X(DIV, "div")                     \
-    X(NEG, "neg")                     \
-    X(RELU, "relu")                   \
-    X(GELU, "gelu")                   \
-    X(TANH, "tanh")                   \
-    X(SIGMOID, "sigmoid")             \
-    X(EXP, "exp")                     \
-    X(LOG, "log")                     \
-    X(SQRT, "sqrt")                   \
-    X(ERF, "erf")                     \
-    X(POW, "pow")                     \
-    X(LEAKY_RELU, "leaky_relu")       \
-    X(IS_NONZERO, "is_nonzero")       \
-    X(SCALE, "scale")                 \
-    X(SUM, "sum")                     \
-    X(MEAN, "mean")                   \
-    X(BROADCAST_TO, "broadcast_to")   \
-    X(RESHAPE, "reshape")             \
-    X(PERMUTE, "permute")             \
-    X(SOFTMAX, "softmax")             \
-    X(LOG_SOFTMAX, "log_softmax")     \
-    X(DROPOUT, "dropout")             \
-    X(CROSS_ENTROPY, "cross_entropy") \
-    X(MSE, "mse")                     \
-    X(RELU_GRAD, "relu_grad")         \
-    X(GELU_GRAD, "gelu_grad")         \
-    X(TANH_GRAD, "tanh_grad")         \
-    X(SIGMOID_GRAD, "sigmoid_grad")   \
-    X(CROSS_ENTROPY_GRAD, "cross_entropy_grad") \
-    X(CONV2D, "conv2d")               \
-    X(MAX_POOL2D, "max_pool2d")       \
-    X(AVG_POOL2D, "avg_pool2d")       \
-    X(BATCHNORM, "batchnorm")         \
-    X(LAYERNORM, "layernorm")         \
-    X(CONCAT, "concat")               \
-    X(SLICE, "slice")                 \
-    X(PAD, "pad")                     \
-    X(EMBEDDING, "embedding")         \
-    X(CAUSAL_MASK, "causal_mask")     \
-    X(CAST, "cast")                   \
-    X(CONV2D_GRAD_INPUT, "conv2d_grad_input") \
-    X(CONV2D_GRAD_WEIGHT, "conv2d_grad_weight") \
-    X(MAX_POOL2D_GRAD, "max_pool2d_grad") \
-    X(AVG_POOL2D_GRAD, "avg_pool2d_grad") \
-    X(BATCHNORM_GRAD_INPUT, "batchnorm_grad_input") \
-    X(BATCHNORM_GRAD_GAMMA, "batchnorm_grad_gamma") \
-    X(LAYERNORM_GRAD_INPUT, "layernorm_grad_input") \
-    X(LAYERNORM_GRAD_GAMMA, "layernorm_grad_gamma") \
+#define MG_OP_LIST(X)                                                          \
+    X(INPUT, "input")                                                          \
+    X(PARAM, "param")                                                          \
+    X(FILL, "fill")                                                            \
+    X(MATMUL, "matmul")                                                        \
+    X(ADD, "add")                                                              \
+    X(SUB, "sub")                                                              \
+    X(MUL, "mul")                                                              \
+    X(DIV, "div")                                                              \
+    X(NEG, "neg")                                                              \
+    X(RELU, "relu")                                                            \
+    X(GELU, "gelu")                                                            \
+    X(TANH, "tanh")                                                            \
+    X(SIGMOID, "sigmoid")                                                      \
+    X(EXP, "exp")                                                              \
+    X(LOG, "log")                                                              \
+    X(SQRT, "sqrt")                                                            \
+    X(ERF, "erf")                                                              \
+    X(POW, "pow")                                                              \
+    X(LEAKY_RELU, "leaky_relu")                                                \
+    X(IS_NONZERO, "is_nonzero")                                                \
+    X(SCALE, "scale")                                                          \
+    X(SUM, "sum")                                                              \
+    X(MEAN, "mean")                                                            \
+    X(BROADCAST_TO, "broadcast_to")                                            \
+    X(RESHAPE, "reshape")                                                      \
+    X(PERMUTE, "permute")                                                      \
+    X(SOFTMAX, "softmax")                                                      \
+    X(LOG_SOFTMAX, "log_softmax")                                              \
+    X(DROPOUT, "dropout")                                                      \
+    X(CROSS_ENTROPY, "cross_entropy")                                          \
+    X(MSE, "mse")                                                              \
+    X(RELU_GRAD, "relu_grad")                                                  \
+    X(GELU_GRAD, "gelu_grad")                                                  \
+    X(TANH_GRAD, "tanh_grad")                                                  \
+    X(SIGMOID_GRAD, "sigmoid_grad")                                            \
+    X(CROSS_ENTROPY_GRAD, "cross_entropy_grad")                                \
+    X(CONV2D, "conv2d")                                                        \
+    X(MAX_POOL2D, "max_pool2d")                                                \
+    X(AVG_POOL2D, "avg_pool2d")                                                \
+    X(BATCHNORM, "batchnorm")                                                  \
+    X(LAYERNORM, "layernorm")                                                  \
+    X(CONCAT, "concat")                                                        \
+    X(SLICE, "slice")                                                          \
+    X(PAD, "pad")                                                              \
+    X(EMBEDDING, "embedding")                                                  \
+    X(CAUSAL_MASK, "causal_mask")                                              \
+    X(CAST, "cast")                                                            \
+    X(CONV2D_GRAD_INPUT, "conv2d_grad_input")                                  \
+    X(CONV2D_GRAD_WEIGHT, "conv2d_grad_weight")                                \
+    X(MAX_POOL2D_GRAD, "max_pool2d_grad")                                      \
+    X(AVG_POOL2D_GRAD, "avg_pool2d_grad")                                      \
+    X(BATCHNORM_GRAD_INPUT, "batchnorm_grad_input")                            \
+    X(BATCHNORM_GRAD_GAMMA, "batchnorm_grad_gamma")                            \
+    X(LAYERNORM_GRAD_INPUT, "layernorm_grad_input")                            \
+    X(LAYERNORM_GRAD_GAMMA, "layernorm_grad_gamma")                            \
     X(EMBEDDING_GRAD, "embedding_grad")
 
 typedef enum mg_op {
@@ -93,30 +93,30 @@ typedef struct mg_tdesc {
 
 /* Attributes of every op in one flat struct; each op reads its own fields. */
 typedef struct mg_attrs {
-    int trans_a, trans_b;         /* matmul */
-    int naxes;                    /* sum, mean: sorted, non-negative, unique */
+    int trans_a, trans_b; /* matmul */
+    int naxes;            /* sum, mean: sorted, non-negative, unique */
     int axes[MG_MAX_DIMS];
     int keepdims;
-    int perm[MG_MAX_DIMS];        /* permute */
-    int axis;                     /* softmax, log_softmax: non-negative */
-    int ndim;                     /* reshape, broadcast_to, fill: target */
-    mg_dtype dtype;               /* fill: element type */
+    int perm[MG_MAX_DIMS]; /* permute */
+    int axis;              /* softmax, log_softmax: non-negative */
+    int ndim;              /* reshape, broadcast_to, fill: target */
+    mg_dtype dtype;        /* fill: element type */
     int64_t shape[MG_MAX_DIMS];
-    double alpha;                 /* scale factor; fill value */
-    double p;                     /* dropout probability */
-    uint64_t seed, offset;        /* dropout: op seed and RNG counter base */
+    double alpha;          /* scale factor; fill value */
+    double p;              /* dropout probability */
+    uint64_t seed, offset; /* dropout: op seed and RNG counter base */
     /* conv2d, pools and their gradient ops, as (h, w) pairs. Pools set
      * dilation to 1 so that one window rule serves them all. */
     int stride[2], pad[2], dilation[2];
-    int kernel[2];                /* pool window; conv2d_grad_weight: w's */
+    int kernel[2]; /* pool window; conv2d_grad_weight: w's */
     /* pools: pad above is the top and left padding, pad_end the bottom and
      * right; ceil_mode rounds the output size up; count_include_pad makes
      * avg pooling divide by the window clipped to the padded x rather than
      * by the number of x elements in it */
     int pad_end[2], ceil_mode, count_include_pad;
-    int groups;                   /* conv2d: channel groups */
-    double eps;                   /* batchnorm, layernorm: added to variance */
-    int n_norm_axes;              /* layernorm: trailing axes normalised */
+    int groups;      /* conv2d: channel groups */
+    double eps;      /* batchnorm, layernorm: added to variance */
+    int n_norm_axes; /* layernorm: trailing axes normalised */
     /* slice: where the window starts in x; pad: where x starts in y */
     int64_t start[MG_MAX_DIMS];
     /* ndim/shape above also carry the output shape of ops that cannot infer

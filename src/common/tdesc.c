@@ -62,8 +62,8 @@ bool mgi_tdesc_same_shape(const mg_tdesc *a, const mg_tdesc *b) {
 char *mgi_shape_str(const mg_tdesc *d, char *buf, size_t len) {
     size_t used = (size_t)snprintf(buf, len, "[");
     for (int i = 0; i < d->ndim && used < len; i++)
-        used += (size_t)snprintf(buf + used, len - used, "%s%lld",
-                                 i ? "," : "", (long long)d->shape[i]);
+        used += (size_t)snprintf(buf + used, len - used, "%s%lld", i ? "," : "",
+                                 (long long)d->shape[i]);
     if (used < len) snprintf(buf + used, len - used, "]");
     return buf;
 }

@@ -127,9 +127,9 @@ static mg_status rank0_list(mg_dist_comm *c, const mg_graph *g,
     hdr[0] = n_binds; /* only rank 0's count */
     hdr[1] = root;
     MPI_Request req;
-    mg_status s = waited(c, "MPI_Ibcast",
-                         MPI_Ibcast(hdr, 2, MPI_INT64_T, 0, c->comm, &req),
-                         &req);
+    mg_status s =
+        waited(c, "MPI_Ibcast",
+               MPI_Ibcast(hdr, 2, MPI_INT64_T, 0, c->comm, &req), &req);
     if (s != MG_OK || hdr[0] < 0 || hdr[0] > INT_MAX / DESC_WORDS) return s;
     size_t n0 = (size_t)hdr[0];
     bcast_desc *t = malloc((n0 ? n0 : 1) * sizeof *t);
@@ -139,10 +139,10 @@ static mg_status rank0_list(mg_dist_comm *c, const mg_graph *g,
     }
     for (size_t i = 0; c->rank == 0 && i < n0; i++)
         desc_of(g, binds[i].tensor, &t[i]);
-    s = waited(c, "MPI_Ibcast",
-               MPI_Ibcast(t, (int)n0 * DESC_WORDS, MPI_INT64_T, 0, c->comm,
-                          &req),
-               &req);
+    s = waited(
+        c, "MPI_Ibcast",
+        MPI_Ibcast(t, (int)n0 * DESC_WORDS, MPI_INT64_T, 0, c->comm, &req),
+        &req);
     if (s != MG_OK) {
         free(t); /* broken: MPI will not write into it again */
         return s;
@@ -226,19 +226,15 @@ static mg_status report_diff(const mg_dist_comm *c, const mg_graph *g,
     desc_str(&table[dr->index], ours, sizeof ours);
     /* This rank's name for the binding, where it has one (the ranks run
      * the same program, so it is the tensor the others mean). */
-    const char *nm = dr->index < n_binds
-                         ? mg_tensor_name(g, binds[dr->index].tensor)
-                         : NULL;
-    if (nm)
-        snprintf(name, sizeof name, " ('%s')", nm);
-    else
-        name[0] = '\0';
-    return mg_set_error(dr->d.dtype != table[dr->index].dtype ? MG_ERR_DTYPE
-                                                              : MG_ERR_SHAPE,
-                        "%s: rank %d: binding %lld%s differs between ranks: "
-                        "rank %d has %s, rank 0 has %s",
-                        who, c->rank, (long long)dr->index, name, r, theirs,
-                        ours);
+    const char *nm =
+        dr->index < n_binds ? mg_tensor_name(g, binds[dr->index].tensor) : NULL;
+    if (nm) snprintf(name, sizeof name, " ('%s')", nm);
+    else name[0] = '\0';
+    return mg_set_error(
+        dr->d.dtype != table[dr->index].dtype ? MG_ERR_DTYPE : MG_ERR_SHAPE,
+        "%s: rank %d: binding %lld%s differs between ranks: "
+        "rank %d has %s, rank 0 has %s",
+        who, c->rank, (long long)dr->index, name, r, theirs, ours);
 }
 
 /* The ranks' fingerprints differ (rank `differs` first): find out how, on
@@ -313,9 +309,9 @@ mg_status mg_dist_broadcast(mg_dist_comm *c, const mg_graph *g,
      * rank that never arrives is a timeout rather than a hang. */
     int issued = 0;
     for (int i = 0; i < n_binds; i++) {
-        int rc = MPI_Ibcast(binds[i].data,
-                            (int)mg_tensor_nbytes(g, binds[i].tensor),
-                            MPI_BYTE, root, c->comm, &reqs[issued]);
+        int rc =
+            MPI_Ibcast(binds[i].data, (int)mg_tensor_nbytes(g, binds[i].tensor),
+                       MPI_BYTE, root, c->comm, &reqs[issued]);
         if (rc != MPI_SUCCESS) {
             s = mgi_dist_mpi_fail(c, who, "MPI_Ibcast", rc);
             free(reqs);

@@ -136,7 +136,8 @@ static mg_status layout(mg_dist_buckets *b, const mg_graph *g,
             cur->first = i;
             cur_bytes = 0;
         }
-        b->slots[i] = (grad_slot){.t = t, .data = grads[i].data,
+        b->slots[i] = (grad_slot){.t = t,
+                                  .data = grads[i].data,
                                   .numel = numel,
                                   .bucket = b->n_buckets - 1,
                                   .offset = cur->numel};
@@ -187,8 +188,8 @@ static mg_status alloc_buckets(mg_dist_buckets *b) {
                                 "mg_dist_buckets_new: bucket %d is too large "
                                 "for MPI int displacements",
                                 i);
-        size_t recv_bytes = (size_t)(size * (int64_t)(mine ? mine : 1)) *
-                            k->esize;
+        size_t recv_bytes =
+            (size_t)(size * (int64_t)(mine ? mine : 1)) * k->esize;
         k->recv = malloc(recv_bytes);
         b->stats.buffer_bytes += (size_t)k->numel * k->esize + recv_bytes;
         if (!k->recv)
@@ -244,9 +245,9 @@ static mg_status bucket_start(mg_dist_buckets *b, int i, const char *who) {
                (size_t)sl->numel * k->esize);
     }
     int rc = MPI_Ialltoallv(k->flat, k->counts, k->displs, k->mtype, k->recv,
-                            k->rcounts, k->rdispls, k->mtype, c->comm,
-                            &k->req);
-    if (rc != MPI_SUCCESS) return mgi_dist_mpi_fail(c, who, "MPI_Ialltoallv", rc);
+                            k->rcounts, k->rdispls, k->mtype, c->comm, &k->req);
+    if (rc != MPI_SUCCESS)
+        return mgi_dist_mpi_fail(c, who, "MPI_Ialltoallv", rc);
     k->state = BUCKET_SCATTER;
     b->stats.collectives++;
     b->stats.bytes_sent +=
@@ -318,7 +319,8 @@ mg_status mg_dist_progress(mg_dist_buckets *b) {
     for (int i = 0; i < b->next_start; i++) {
         int done = 0;
         int rc = MPI_Test(&b->b[i].req, &done, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) return mgi_dist_mpi_fail(b->c, who, "MPI_Test", rc);
+        if (rc != MPI_SUCCESS)
+            return mgi_dist_mpi_fail(b->c, who, "MPI_Test", rc);
     }
     return MG_OK;
 }
@@ -333,7 +335,8 @@ static void chunk_average(const mg_dist_buckets *b, bucket *k) {
         float *out = (float *)k->flat + k->displs[me];
         for (int e = 0; e < mine; e++) {
             double acc = 0;
-            for (int r = 0; r < size; r++) acc += (double)in[(size_t)r * (size_t)mine + (size_t)e];
+            for (int r = 0; r < size; r++)
+                acc += (double)in[(size_t)r * (size_t)mine + (size_t)e];
             /* The double sum of N f32 values is exact unless their
              * exponents spread over more than 29 - log2(N) bits; the
              * division and the cast to f32 round. */
@@ -344,7 +347,8 @@ static void chunk_average(const mg_dist_buckets *b, bucket *k) {
         double *out = (double *)k->flat + k->displs[me];
         for (int e = 0; e < mine; e++) {
             double acc = 0;
-            for (int r = 0; r < size; r++) acc += in[(size_t)r * (size_t)mine + (size_t)e];
+            for (int r = 0; r < size; r++)
+                acc += in[(size_t)r * (size_t)mine + (size_t)e];
             out[e] = acc / size;
         }
     }
@@ -380,9 +384,9 @@ static mg_status finish(mg_dist_buckets *b, const char *who) {
         s = mgi_dist_wait(c, who, &k->req, 1);
         if (s != MG_OK) break;
         chunk_average(b, k);
-        int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, k->flat,
-                                 k->counts, k->displs, k->mtype, c->comm,
-                                 &k->req);
+        int rc =
+            MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, k->flat,
+                            k->counts, k->displs, k->mtype, c->comm, &k->req);
         if (rc != MPI_SUCCESS) {
             s = mgi_dist_mpi_fail(c, who, "MPI_Iallgatherv", rc);
             break;

@@ -38,18 +38,18 @@ void mgi_dist_break(mg_dist_comm *c, const char *fmt, ...) {
 }
 
 mg_status mgi_dist_mpi_fail(mg_dist_comm *c, const char *who,
-                           const char *mpi_call, int code) {
+                            const char *mpi_call, int code) {
     char msg[MPI_MAX_ERROR_STRING + 1] = "";
     int len = 0;
     if (MPI_Error_string(code, msg, &len) != MPI_SUCCESS)
         snprintf(msg, sizeof msg, "MPI error code %d", code);
     mgi_dist_break(c, "%s failed: %s", mpi_call, msg);
-    return mg_set_error(MG_ERR_COMM, "%s: rank %d: %s failed: %s", who,
-                        c->rank, mpi_call, msg);
+    return mg_set_error(MG_ERR_COMM, "%s: rank %d: %s failed: %s", who, c->rank,
+                        mpi_call, msg);
 }
 
 mg_status mgi_dist_wait(mg_dist_comm *c, const char *who, MPI_Request *reqs,
-                       int n) {
+                        int n) {
     double deadline = c->timeout_s < 0 ? -1 : mgi_dist_now() + c->timeout_s;
     /* MPI_Waitall would block forever on a rank that never arrives, so
      * poll: spin a little (a message on the same machine arrives in
@@ -58,11 +58,12 @@ mg_status mgi_dist_wait(mg_dist_comm *c, const char *who, MPI_Request *reqs,
     for (long polls = 0;; polls++) {
         int done = 0;
         int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS) return mgi_dist_mpi_fail(c, who, "MPI_Testall", rc);
+        if (rc != MPI_SUCCESS)
+            return mgi_dist_mpi_fail(c, who, "MPI_Testall", rc);
         if (done) return MG_OK;
         if (deadline >= 0 && mgi_dist_now() > deadline) {
             mgi_dist_break(c, "timed out after %g s waiting for other ranks",
-                       c->timeout_s);
+                           c->timeout_s);
             return mg_set_error(MG_ERR_COMM,
                                 "%s: rank %d: timed out after %g s waiting "
                                 "for other ranks (one failed or stopped "
@@ -87,8 +88,8 @@ uint64_t mgi_dist_hash(uint64_t h, uint64_t word) {
 }
 
 mg_status mgi_dist_agree_which(mg_dist_comm *c, const char *who,
-                              mg_status local, uint64_t fingerprint,
-                              mg_status on_failure, int *differs) {
+                               mg_status local, uint64_t fingerprint,
+                               mg_status on_failure, int *differs) {
     *differs = -1;
     mg_status s = mgi_dist_check_usable(c, who);
     if (s != MG_OK) return s;
@@ -134,7 +135,8 @@ mg_status mgi_dist_agree_which(mg_dist_comm *c, const char *who,
     free(all);
     if (n_failed) {
         if (local != MG_OK)
-            return mg_set_error(on_failure, "%s: rank %d: %d rank(s) failed: "
+            return mg_set_error(on_failure,
+                                "%s: rank %d: %d rank(s) failed: "
                                 "%s; this rank's error: %s",
                                 who, c->rank, n_failed, list, own);
         return mg_set_error(on_failure, "%s: rank %d: %d rank(s) failed: %s",
@@ -145,10 +147,10 @@ mg_status mgi_dist_agree_which(mg_dist_comm *c, const char *who,
 }
 
 mg_status mgi_dist_agree(mg_dist_comm *c, const char *who, mg_status local,
-                        uint64_t fingerprint, mg_status on_failure) {
+                         uint64_t fingerprint, mg_status on_failure) {
     int differs;
-    mg_status s = mgi_dist_agree_which(c, who, local, fingerprint, on_failure,
-                                       &differs);
+    mg_status s =
+        mgi_dist_agree_which(c, who, local, fingerprint, on_failure, &differs);
     if (s == MG_OK && differs >= 0)
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "%s: rank %d: rank %d was given other tensors "
@@ -238,10 +240,10 @@ mg_status mg_dist_comm_from_mpi(MPI_Comm comm, const mg_dist_options *opts,
 
 void mg_dist_comm_free(mg_dist_comm *c) {
     if (!c) return;
-    /* A broken handle may have collectives in flight that will never
-     * complete; freeing the communicator under them is erroneous in MPI,
-     * so it is left for MPI_Finalize / MPI_Abort. After MPI_Finalize
-     * there is nothing left to free. */
+        /* A broken handle may have collectives in flight that will never
+         * complete; freeing the communicator under them is erroneous in MPI,
+         * so it is left for MPI_Finalize / MPI_Abort. After MPI_Finalize
+         * there is nothing left to free. */
 #ifdef MG_HAVE_NCCL
     /* NCCL first: its teardown may still talk to the other ranks. */
     if (c->nccl) mgi_nccl_comm_free(c);

@@ -26,14 +26,14 @@ struct mg_dist_comm {
 
 /* The bucket layout (buckets.c), shared with the NCCL transport. */
 typedef enum bucket_state {
-    BUCKET_IDLE = 0,  /* waiting for its gradients */
-    BUCKET_SCATTER,   /* the all-to-all is in flight */
-    BUCKET_GATHER     /* the all-gather is in flight */
+    BUCKET_IDLE = 0, /* waiting for its gradients */
+    BUCKET_SCATTER,  /* the all-to-all is in flight */
+    BUCKET_GATHER    /* the all-gather is in flight */
 } bucket_state;
 
 typedef struct grad_slot {
     mg_tensor t;
-    void *data;     /* caller memory (device memory for NCCL) */
+    void *data; /* caller memory (device memory for NCCL) */
     int64_t numel;
     int bucket;
     int64_t offset; /* in elements, within the bucket */
@@ -44,7 +44,7 @@ typedef struct bucket {
     mg_dtype dtype;
     size_t esize;
     MPI_Datatype mtype;
-    int first, n;   /* slots [first, first + n) */
+    int first, n; /* slots [first, first + n) */
     int64_t numel;
     int n_ready;
     bucket_state state;
@@ -86,11 +86,11 @@ void mgi_dist_break(mg_dist_comm *c, const char *fmt, ...)
 mg_status mgi_dist_check_usable(const mg_dist_comm *c, const char *who);
 /* Turn an MPI error code into MG_ERR_COMM, break c, and say which call. */
 mg_status mgi_dist_mpi_fail(mg_dist_comm *c, const char *who,
-                           const char *mpi_call, int code);
+                            const char *mpi_call, int code);
 /* Wait for n requests, polling so that a missing rank turns into a
  * timeout (break c, MG_ERR_COMM) instead of a hang. */
 mg_status mgi_dist_wait(mg_dist_comm *c, const char *who, MPI_Request *reqs,
-                       int n);
+                        int n);
 double mgi_dist_now(void); /* monotonic seconds */
 
 /* Fold a 64-bit word into an FNV-1a hash (start from 0xcbf29ce484222325). */
@@ -101,14 +101,14 @@ uint64_t mgi_dist_hash(uint64_t h, uint64_t word);
  * that failed, and this rank's own message if it is one of them), or with
  * MG_ERR_INVALID_ARG when the fingerprints differ. */
 mg_status mgi_dist_agree(mg_dist_comm *c, const char *who, mg_status local,
-                        uint64_t fingerprint, mg_status on_failure);
+                         uint64_t fingerprint, mg_status on_failure);
 /* As mgi_dist_agree, but fingerprints that differ are not an error here:
  * MG_OK with *differs the first rank whose fingerprint is not rank 0's
  * (the same on every rank), or -1, for a caller that then finds out what
  * differs (mg_dist_broadcast). */
 mg_status mgi_dist_agree_which(mg_dist_comm *c, const char *who,
-                              mg_status local, uint64_t fingerprint,
-                              mg_status on_failure, int *differs);
+                               mg_status local, uint64_t fingerprint,
+                               mg_status on_failure, int *differs);
 
 #ifdef MG_HAVE_NCCL
 /* The NCCL transport (src/dist/nccl/). Every function but the check and

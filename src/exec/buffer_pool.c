@@ -28,8 +28,8 @@
  * in a gap that is free for its whole lifetime, in a few greedy orders
  * (largest first, as TensorFlow Lite's "greedy by size" arena planner, or
  * largest bytes x lifetime first; best or first fit), keeps the smallest
- * layout, and serves the run from it. The next run with the same list reuses the
- * arena: no system allocation at all. Each request is checked against the
+ * layout, and serves the run from it. The next run with the same list reuses
+ * the arena: no system allocation at all. Each request is checked against the
  * layout (same class, slot not held by a block in use), and the first one
  * that differs sends the rest of the run to the cache, so a wrong list
  * costs speed, never correctness. In use is still counted in classes, so
@@ -193,8 +193,8 @@ void *mgi_pool_alloc(mg_pool *p, size_t nbytes) {
     size_t size = mg_pool_size_class(nbytes);
     p->stats.alloc_calls++;
     if (size == SIZE_MAX) return NULL;
-    if (p->max_bytes && (size > p->max_bytes ||
-                         p->stats.bytes_in_use > p->max_bytes - size))
+    if (p->max_bytes &&
+        (size > p->max_bytes || p->stats.bytes_in_use > p->max_bytes - size))
         return NULL;
     void *ptr = replay_serve(p, size, nbytes);
     if (ptr) {
@@ -337,9 +337,8 @@ static int by_area(const void *x, const void *y) {
 /* Offsets for the requests in the order of key, each in the smallest gap
  * (best fit) or the lowest (first fit) among the blocks whose lifetimes it
  * overlaps, or above them all. placed: scratch of n. The arena size. */
-static size_t lay_out_in(const mg_pool_rec *rec, const lay_key *key,
-                         size_t n, bool best_fit, size_t *placed,
-                         size_t *off) {
+static size_t lay_out_in(const mg_pool_rec *rec, const lay_key *key, size_t n,
+                         bool best_fit, size_t *placed, size_t *off) {
     size_t n_placed = 0, total = 0;
     for (size_t k = 0; k < n; k++) {
         const size_t i = key[k].i;
@@ -383,15 +382,15 @@ static size_t lay_out(const mg_pool_rec *rec, size_t n, size_t *off) {
     size_t *trial = malloc(n * sizeof *trial);
     size_t total = 0;
     if (key && placed && trial) {
-        int (*const orders[3])(const void *, const void *) = {
-            by_size, by_size_life, by_area};
+        int (*const orders[3])(const void *,
+                               const void *) = {by_size, by_size_life, by_area};
         const int tries = n <= MG_POOL_LAYOUT_TRIES_MAX ? 6 : 1;
         for (int t = 0; t < tries; t++) {
             for (size_t i = 0; i < n; i++) {
-                const int64_t died = rec[i].died < 0 ? INT64_MAX / 2
-                                                     : rec[i].died;
-                key[i] = (lay_key){rec[i].size, rec[i].born,
-                                   died - rec[i].born, i};
+                const int64_t died =
+                    rec[i].died < 0 ? INT64_MAX / 2 : rec[i].died;
+                key[i] =
+                    (lay_key){rec[i].size, rec[i].born, died - rec[i].born, i};
             }
             qsort(key, n, sizeof *key, orders[t / 2]);
             size_t sz = lay_out_in(rec, key, n, t % 2 == 0, placed, trial);

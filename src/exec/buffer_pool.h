@@ -11,8 +11,8 @@
 #include <stdint.h>
 
 typedef struct mg_pool_bin {
-    size_t size;  /* size class */
-    void **free;  /* cached blocks of exactly this class */
+    size_t size; /* size class */
+    void **free; /* cached blocks of exactly this class */
     size_t n, cap;
 } mg_pool_bin;
 
@@ -33,7 +33,7 @@ typedef struct mg_pool_live {
 
 typedef struct mg_pool {
     const mg_backend *backend;
-    size_t max_bytes; /* 0: unbounded */
+    size_t max_bytes;  /* 0: unbounded */
     mg_pool_bin *bins; /* sorted by size */
     size_t n_bins, cap_bins;
     mg_pool_stats stats;
@@ -70,7 +70,6 @@ void mgi_pool_run_end(mg_pool *p);
 
 /* mgi_pool_run_begin with the requests of a run of plan p whose caller
  * memory is in buf (per tensor id, NULL where the pool provides it). */
-void mgi_pool_replay_begin(mg_pool *pool, const mg_plan *p,
-                           void *const *buf);
+void mgi_pool_replay_begin(mg_pool *pool, const mg_plan *p, void *const *buf);
 
 #endif

@@ -37,8 +37,10 @@ mg_status mg_dlpack_bind(const mg_exec *ex, const mg_plan *p, mg_tensor t,
                          const DLTensor *dl, mg_binding *out) {
     if (!ex || !p || !dl || !out)
         return mg_set_error(MG_ERR_INVALID_ARG, "mg_dlpack_bind: %s is NULL",
-                            !ex ? "executor" : !p ? "plan" : !dl ? "tensor"
-                                                                 : "out");
+                            !ex   ? "executor"
+                            : !p  ? "plan"
+                            : !dl ? "tensor"
+                                  : "out");
     if (t < 0 || t >= p->n_tensors)
         return mg_set_error(MG_ERR_UNKNOWN_ID,
                             "mg_dlpack_bind: tensor id %d is not in the plan",
@@ -60,7 +62,8 @@ mg_status mg_dlpack_bind(const mg_exec *ex, const mg_plan *p, mg_tensor t,
                             label, mg_dtype_name(d->dtype), (int)dl->dtype.code,
                             (int)dl->dtype.bits, (int)dl->dtype.lanes);
     bool same = dl->ndim == d->ndim && (dl->ndim == 0 || dl->shape);
-    for (int i = 0; same && i < d->ndim; i++) same = dl->shape[i] == d->shape[i];
+    for (int i = 0; same && i < d->ndim; i++)
+        same = dl->shape[i] == d->shape[i];
     if (!same) {
         mg_tdesc dd = {.dtype = d->dtype, .ndim = 0};
         if (dl->shape && dl->ndim > 0 && dl->ndim <= MG_MAX_DIMS) {
@@ -135,14 +138,14 @@ mg_status mgi_dlpack_export_ref(mg_exec *ex, mgi_block_ref *r,
     DLDataType dt = {d->dtype == MG_I32 || d->dtype == MG_I64 ? kDLInt
                                                               : kDLFloat,
                      (uint8_t)(8 * mg_dtype_size(d->dtype)), 1};
-    e->m.dl_tensor = (DLTensor){
-        .data = r->data,
-        .device = {(DLDeviceType)mgi_exec_reg(ex)->dlpack_device, 0},
-        .ndim = d->ndim,
-        .dtype = dt,
-        .shape = e->shape,
-        .strides = NULL,
-        .byte_offset = 0};
+    e->m.dl_tensor =
+        (DLTensor){.data = r->data,
+                   .device = {(DLDeviceType)mgi_exec_reg(ex)->dlpack_device, 0},
+                   .ndim = d->ndim,
+                   .dtype = dt,
+                   .shape = e->shape,
+                   .strides = NULL,
+                   .byte_offset = 0};
     e->m.manager_ctx = e;
     e->m.deleter = export_deleter;
     *out = &e->m;

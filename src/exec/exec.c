@@ -12,8 +12,8 @@
  */
 #include "../rewrite/schedule.h"
 #include "buffer_pool.h"
-#include "observe.h"
 #include "exec_internal.h"
+#include "observe.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +23,7 @@ typedef struct mg_kept {
     mg_tensor t;
     void *data;
     size_t nbytes;
-    bool pooled; /* false: caller memory (a bound output or a leaf) */
+    bool pooled;        /* false: caller memory (a bound output or a leaf) */
     mgi_block_ref *ref; /* set once exported: the block is shared */
     mg_tdesc d;
 } mg_kept;
@@ -37,11 +37,11 @@ struct mg_exec {
     mg_kept *kept;
     int32_t n_kept;
     mgi_observers obs; /* observe.c */
-    int32_t n_refs; /* shared blocks still held (dlpack.c) */
-    bool dying;     /* mg_exec_free waits for the last of them */
+    int32_t n_refs;    /* shared blocks still held (dlpack.c) */
+    bool dying;        /* mg_exec_free waits for the last of them */
     mg_device device;
     const mg_backend_reg *reg; /* its row of registry.c */
-    int num_threads; /* mg_exec_options.num_threads (threads.c) */
+    int num_threads;           /* mg_exec_options.num_threads (threads.c) */
 };
 
 mgi_observers *mgi_exec_observers(mg_exec *ex) { return &ex->obs; }
@@ -58,14 +58,16 @@ static mg_status unknown_device(mg_device dev) {
     if (dev == MG_DEVICE_CUDA)
         return mg_set_error(MG_ERR_UNSUPPORTED,
                             "mg_exec_new: no CUDA device: memgrad was built "
-                            "without CUDA (it has %s)", have);
+                            "without CUDA (it has %s)",
+                            have);
     return mg_set_error(MG_ERR_INVALID_ARG,
                         "mg_exec_new: unknown device %d (this build has %s)",
                         (int)dev, have);
 }
 
 mg_status mg_exec_new(const mg_exec_options *opts, mg_exec **out) {
-    if (!out) return mg_set_error(MG_ERR_INVALID_ARG, "mg_exec_new: out is NULL");
+    if (!out)
+        return mg_set_error(MG_ERR_INVALID_ARG, "mg_exec_new: out is NULL");
     *out = NULL;
     mg_device dev = opts ? opts->device : MG_DEVICE_CPU;
     const mg_backend_reg *reg = mgi_backend_find(dev);
@@ -126,7 +128,8 @@ typedef struct bound_range {
 } bound_range;
 
 static int compare_ranges(const void *a, const void *b) {
-    uintptr_t x = ((const bound_range *)a)->lo, y = ((const bound_range *)b)->lo;
+    uintptr_t x = ((const bound_range *)a)->lo,
+              y = ((const bound_range *)b)->lo;
     return (x > y) - (x < y);
 }
 
@@ -134,8 +137,7 @@ static int compare_ranges(const void *a, const void *b) {
  * nor checked, so one binding list serves a forward and a training plan
  * alike (memgrad.h, mg_exec_run). */
 static bool binding_ignored(const mg_plan *p, mg_tensor t) {
-    return p->role[t] == MG_ROLE_NONE &&
-           p->tensor[t].leaf;
+    return p->role[t] == MG_ROLE_NONE && p->tensor[t].leaf;
 }
 
 /* A bound output must not overlap any other binding: it would overwrite an
@@ -221,7 +223,8 @@ static mg_status bind(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
                 MG_ERR_INVALID_ARG,
                 "mg_exec_run: %s is %s; only inputs, parameters, outputs and "
                 "retained tensors take caller memory",
-                label, role ? "an intermediate of the plan" : "not in the plan");
+                label,
+                role ? "an intermediate of the plan" : "not in the plan");
         if (ex->buf[t])
             return mg_set_error(MG_ERR_INVALID_ARG,
                                 "mg_exec_run: %s is bound twice", label);
@@ -237,14 +240,15 @@ static mg_status bind(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
     return MG_OK;
 }
 
-static mg_status run_step(mg_exec *ex, const mg_plan *p,
-                          const mg_plan_step *st, uint64_t seed) {
+static mg_status run_step(mg_exec *ex, const mg_plan *p, const mg_plan_step *st,
+                          uint64_t seed) {
     const mg_tensor t = st->t;
     char label[160];
     size_t nbytes = mgi_tdesc_nbytes(&p->tensor[t].d);
     if (!ex->backend.supports_op(ex->backend.ctx, st->op))
         return mg_set_error(
-            MG_ERR_UNSUPPORTED, "mg_exec_run: %s failed: %s backend: no "
+            MG_ERR_UNSUPPORTED,
+            "mg_exec_run: %s failed: %s backend: no "
             "kernel for op %s",
             mgi_graph_tensor_label(p->g, t, label, sizeof label),
             ex->backend.name, mgi_op_str(st->op));
@@ -260,10 +264,14 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p,
         ex->pooled[t] = true;
     }
     char why[256] = "";
-    mg_kargs a = {.op = st->op, .attrs = &p->g->nodes[st->t].attrs,
+    mg_kargs a = {.op = st->op,
+                  .attrs = &p->g->nodes[st->t].attrs,
                   .n_in = st->n_in,
-                  .out = {ex->buf[t], p->tensor[t].d}, .run_seed = seed,
-                  .work_bytes = st->work, .why = why, .why_len = sizeof why};
+                  .out = {ex->buf[t], p->tensor[t].d},
+                  .run_seed = seed,
+                  .work_bytes = st->work,
+                  .why = why,
+                  .why_len = sizeof why};
     for (int i = 0; i < st->n_in; i++)
         a.in[i] = (mg_kbuf){ex->buf[st->in[i]], p->tensor[st->in[i]].d};
     /* Scratch only ever comes from the pool, as much as the plan counted. */
@@ -285,9 +293,10 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p,
     mg_status s = ex->backend.run_op(ex->backend.ctx, &a);
     if (a.work) mgi_pool_free(&ex->pool, a.work, st->work);
     if (s != MG_OK)
-        return mg_set_error(s, "mg_exec_run: %s failed: %s",
-                            mgi_graph_tensor_label(p->g, t, label, sizeof label),
-                            why[0] ? why : mg_last_error());
+        return mg_set_error(
+            s, "mg_exec_run: %s failed: %s",
+            mgi_graph_tensor_label(p->g, t, label, sizeof label),
+            why[0] ? why : mg_last_error());
     return MG_OK;
 }
 
@@ -297,7 +306,7 @@ static void unwind(mg_exec *ex, const mg_plan *p) {
         mg_tensor t = p->steps[st];
         if (ex->pooled[t] && ex->buf[t])
             mgi_pool_free(&ex->pool, ex->buf[t],
-                         mgi_tdesc_nbytes(&p->tensor[t].d));
+                          mgi_tdesc_nbytes(&p->tensor[t].d));
     }
 }
 
@@ -307,9 +316,12 @@ static mg_status keep_outputs(mg_exec *ex, const mg_plan *p) {
         return mg_set_error(MG_ERR_NOMEM, "mg_exec_run: out of memory");
     for (int32_t k = 0; k < p->n_kept; k++) {
         mg_tensor t = p->kept[k];
-        ex->kept[ex->n_kept++] = (mg_kept){
-            t, ex->buf[t], mgi_tdesc_nbytes(&p->tensor[t].d), ex->pooled[t],
-            NULL, p->tensor[t].d};
+        ex->kept[ex->n_kept++] = (mg_kept){t,
+                                           ex->buf[t],
+                                           mgi_tdesc_nbytes(&p->tensor[t].d),
+                                           ex->pooled[t],
+                                           NULL,
+                                           p->tensor[t].d};
     }
     return MG_OK;
 }
@@ -332,7 +344,7 @@ static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed) {
              r++) {
             mg_tensor dead = p->release[r];
             mgi_pool_free(&ex->pool, ex->buf[dead],
-                         mgi_tdesc_nbytes(&p->tensor[dead].d));
+                          mgi_tdesc_nbytes(&p->tensor[dead].d));
             ex->buf[dead] = NULL;
         }
     }
@@ -433,8 +445,8 @@ mg_status mgi_exec_share(mg_exec *ex, mg_tensor t, mgi_block_ref **out) {
                                 "caller bound; only outputs left in the pool "
                                 "are exported",
                                 (int)t);
-        if (!k->ref && !(k->ref = mgi_block_ref_new(ex, k->data, k->nbytes,
-                                                     &k->d)))
+        if (!k->ref &&
+            !(k->ref = mgi_block_ref_new(ex, k->data, k->nbytes, &k->d)))
             return mg_set_error(MG_ERR_NOMEM, "mg_exec_export: out of memory");
         k->ref->refs++;
         *out = k->ref;

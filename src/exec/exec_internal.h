@@ -40,8 +40,7 @@ void mgi_block_ref_drop(mgi_block_ref *r);
 /* A DLManagedTensor holding a new reference on r (dlpack.c). */
 struct DLManagedTensor;
 mg_status mgi_dlpack_export_ref(mg_exec *ex, mgi_block_ref *r,
-                                struct DLManagedTensor **out,
-                                const char *what);
+                                struct DLManagedTensor **out, const char *what);
 /* The executor's device, and its backend's row. */
 mg_device mgi_exec_device(const mg_exec *ex);
 struct mg_backend_reg;

@@ -56,8 +56,7 @@ static void *open_in(const char *dir, const char *file, char *why,
         const char *e = dlerror();
         /* a module that is there but cannot load says why; a missing one
          * is only the next place to look */
-        if (e && !strstr(e, "No such file"))
-            snprintf(why, why_len, "%s", e);
+        if (e && !strstr(e, "No such file")) snprintf(why, why_len, "%s", e);
     }
     return h;
 }
@@ -141,7 +140,8 @@ size_t mgi_backend_module_kernel_workspace(mgi_backend_module *m,
 void mgi_backend_module_load(mgi_backend_module *m) { module_load(m); }
 void mgi_backend_module_probe(mgi_backend_module *m) { driver_probe(m); }
 
-/* ---- the CUDA driver, asked without the runtime ---------------------------- */
+/* ---- the CUDA driver, asked without the runtime ----------------------------
+ */
 
 int mgi_cuda_driver_probe(char *why, size_t why_len) {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);

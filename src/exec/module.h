@@ -41,28 +41,37 @@ void mgi_backend_module_probe(mgi_backend_module *m);
 int mgi_cuda_driver_probe(char *why, size_t why_len);
 
 /* Defines `static const mg_backend_reg var`, the row of a module backend. */
-#define MGI_BACKEND_MODULE(var, DEVICE, NAME, DLPACK, FILE, ENTRY, PROBE)    \
-    static mgi_backend_module var##_m;                                       \
-    static void var##_load(void) { mgi_backend_module_load(&var##_m); }      \
-    static void var##_probe(void) { mgi_backend_module_probe(&var##_m); }    \
-    static mgi_backend_module var##_m = {                                    \
-        .name = NAME, .file = FILE, .entry = ENTRY, .probe = PROBE,          \
-        .load_once = var##_load, .probe_once_fn = var##_probe,               \
-        .once = PTHREAD_ONCE_INIT, .probe_once = PTHREAD_ONCE_INIT};         \
-    static int var##_count(void) { return mgi_backend_module_count(&var##_m); } \
-    static mg_status var##_init(mg_backend *o) {                             \
-        return mgi_backend_module_init(&var##_m, o);                         \
-    }                                                                        \
-    static bool var##_has(mg_op op) {                                        \
-        return mgi_backend_module_has_kernel(&var##_m, op);                  \
-    }                                                                        \
-    static size_t var##_ws(const mg_kargs *a) {                              \
-        return mgi_backend_module_kernel_workspace(&var##_m, a);             \
-    }                                                                        \
-    static const mg_backend_reg var = {                                      \
-        .device = DEVICE, .name = NAME, .dlpack_device = DLPACK,             \
-        .device_count = var##_count, .init = var##_init,                     \
-        .plan_workspace = NULL, .has_kernel = var##_has,                     \
-        .kernel_workspace = var##_ws}
+#define MGI_BACKEND_MODULE(var, DEVICE, NAME, DLPACK, FILE, ENTRY, PROBE)      \
+    static mgi_backend_module var##_m;                                         \
+    static void var##_load(void) { mgi_backend_module_load(&var##_m); }        \
+    static void var##_probe(void) { mgi_backend_module_probe(&var##_m); }      \
+    static mgi_backend_module var##_m = {.name = NAME,                         \
+                                         .file = FILE,                         \
+                                         .entry = ENTRY,                       \
+                                         .probe = PROBE,                       \
+                                         .load_once = var##_load,              \
+                                         .probe_once_fn = var##_probe,         \
+                                         .once = PTHREAD_ONCE_INIT,            \
+                                         .probe_once = PTHREAD_ONCE_INIT};     \
+    static int var##_count(void) {                                             \
+        return mgi_backend_module_count(&var##_m);                             \
+    }                                                                          \
+    static mg_status var##_init(mg_backend *o) {                               \
+        return mgi_backend_module_init(&var##_m, o);                           \
+    }                                                                          \
+    static bool var##_has(mg_op op) {                                          \
+        return mgi_backend_module_has_kernel(&var##_m, op);                    \
+    }                                                                          \
+    static size_t var##_ws(const mg_kargs *a) {                                \
+        return mgi_backend_module_kernel_workspace(&var##_m, a);               \
+    }                                                                          \
+    static const mg_backend_reg var = {.device = DEVICE,                       \
+                                       .name = NAME,                           \
+                                       .dlpack_device = DLPACK,                \
+                                       .device_count = var##_count,            \
+                                       .init = var##_init,                     \
+                                       .plan_workspace = NULL,                 \
+                                       .has_kernel = var##_has,                \
+                                       .kernel_workspace = var##_ws}
 
 #endif

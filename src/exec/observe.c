@@ -44,8 +44,7 @@ mg_status mg_exec_observer_attach(mg_exec *ex, const mg_observer *obs,
     o->n++;
     return MG_OK;
 nomem:
-    return mg_set_error(MG_ERR_NOMEM,
-                        "mg_exec_observer_attach: out of memory");
+    return mg_set_error(MG_ERR_NOMEM, "mg_exec_observer_attach: out of memory");
 }
 
 mg_status mg_exec_observer_detach(mg_exec *ex, int id) {
@@ -82,8 +81,7 @@ static mg_status stopped(const mgi_observers *o, int i, mg_status s,
     char why[256];
     if (mg_last_status() == s && mg_last_error()[0])
         snprintf(why, sizeof why, "%s", mg_last_error());
-    else
-        snprintf(why, sizeof why, "%s", mg_status_str(s));
+    else snprintf(why, sizeof why, "%s", mg_status_str(s));
     return mg_set_error(s, "mg_exec_run: observer %d stopped the run %s: %s",
                         o->ids[i], where, why);
 }
@@ -111,8 +109,8 @@ static mg_status call_step(mgi_observers *o, const mg_step_info *info,
             char where[224], label[160];
             snprintf(where, sizeof where, "%s step %d, %s",
                      after ? "after" : "before", info->step,
-                     mgi_graph_tensor_label(info->plan->g, info->tensor,
-                                            label, sizeof label));
+                     mgi_graph_tensor_label(info->plan->g, info->tensor, label,
+                                            sizeof label));
             return stopped(o, i, s, where);
         }
     }
@@ -146,8 +144,7 @@ mg_status mgi_observe_after(mgi_observers *o, const mg_plan *p, int32_t step,
     return call_step(o, &info, true);
 }
 
-mg_status mgi_observe_run_end(mgi_observers *o, const mg_plan *p,
-                              mg_status s) {
+mg_status mgi_observe_run_end(mgi_observers *o, const mg_plan *p, mg_status s) {
     for (int i = 0; i < o->n; i++) {
         if (!o->list[i].run_end) continue;
         if (s == MG_OK) {

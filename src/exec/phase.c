@@ -38,8 +38,8 @@ struct mg_saved {
  * saved state already supplies. */
 static mg_status phase_bindings(const mg_plan *p, const mg_plan *q,
                                 const mg_saved *sv, const mg_binding *binds,
-                                int n_binds, const char *what,
-                                mg_binding **out, int *n_out) {
+                                int n_binds, const char *what, mg_binding **out,
+                                int *n_out) {
     *out = NULL;
     *n_out = 0;
     if (n_binds < 0 || (n_binds > 0 && !binds))
@@ -55,8 +55,9 @@ static mg_status phase_bindings(const mg_plan *p, const mg_plan *q,
     for (int i = 0; i < n_binds; i++) {
         mg_tensor t = binds[i].tensor;
         if (t >= 0 && t < p->n_tensors) {
-            bool other_phase = q->role[t] == MG_ROLE_NONE &&
-                               (p->tensor[t].leaf || (p->role[t] & MG_ROLE_KEPT));
+            bool other_phase =
+                q->role[t] == MG_ROLE_NONE &&
+                (p->tensor[t].leaf || (p->role[t] & MG_ROLE_KEPT));
             bool from_saved = sv && q->tensor[t].leaf && !p->tensor[t].leaf;
             if (other_phase || from_saved) continue;
         }
@@ -185,7 +186,8 @@ mg_status mg_saved_tensor_data(const mg_saved *sv, mg_tensor t,
 size_t mg_saved_bytes(const mg_saved *sv) {
     size_t n = 0;
     for (int32_t i = 0; sv && i < sv->n; i++)
-        if (sv->data[i] && sv->pooled[i]) n += mg_pool_size_class(sv->nbytes[i]);
+        if (sv->data[i] && sv->pooled[i])
+            n += mg_pool_size_class(sv->nbytes[i]);
     return n;
 }
 
@@ -222,8 +224,7 @@ mg_status mg_saved_export(mg_saved *sv, mg_tensor t, DLManagedTensor **out) {
 void mg_saved_free(mg_saved *sv) {
     if (!sv) return;
     for (int32_t i = 0; i < sv->n; i++) {
-        if (sv->ref && sv->ref[i])
-            mgi_block_ref_drop(sv->ref[i]);
+        if (sv->ref && sv->ref[i]) mgi_block_ref_drop(sv->ref[i]);
         else if (sv->data[i] && sv->pooled[i])
             mgi_exec_pool_free(sv->ex, sv->data[i], sv->nbytes[i]);
     }

@@ -11,12 +11,11 @@
 
 #include <stdlib.h>
 
-void mgi_pool_replay_begin(mg_pool *pool, const mg_plan *p,
-                           void *const *buf) {
+void mgi_pool_replay_begin(mg_pool *pool, const mg_plan *p, void *const *buf) {
     const size_t cap = 2 * (size_t)p->n_steps;
     mg_pool_rec *rec = malloc((cap ? cap : 1) * sizeof *rec);
-    int64_t *of = malloc((size_t)(p->n_tensors ? p->n_tensors : 1) *
-                         sizeof *of);
+    int64_t *of =
+        malloc((size_t)(p->n_tensors ? p->n_tensors : 1) * sizeof *of);
     size_t n = 0;
     int64_t clock = 0;
     bool ok = rec && of;
@@ -30,8 +29,8 @@ void mgi_pool_replay_begin(mg_pool *pool, const mg_plan *p,
                 clock++, -1};
         }
         if (s->work) {
-            rec[n++] = (mg_pool_rec){mg_pool_size_class(s->work), clock,
-                                     clock + 1};
+            rec[n++] =
+                (mg_pool_rec){mg_pool_size_class(s->work), clock, clock + 1};
             clock += 2;
         }
         for (int32_t r = p->release_start[st]; r < p->release_start[st + 1];

@@ -15,7 +15,7 @@ typedef struct prof_event {
     int run, step;
     const char *op; /* the op table's static name */
     mg_tensor tensor;
-    char *name;     /* a copy: the graph may be gone when printing */
+    char *name; /* a copy: the graph may be gone when printing */
     mg_phase phase;
     int checkpoint;
     double ts_us, dur_us;
@@ -130,8 +130,10 @@ static mg_status on_after(void *user, const mg_step_info *info) {
 }
 
 mg_observer mg_profiler_observer(mg_profiler *prof) {
-    return (mg_observer){.user = prof, .run_start = on_run_start,
-                         .before_op = on_before, .after_op = on_after};
+    return (mg_observer){.user = prof,
+                         .run_start = on_run_start,
+                         .before_op = on_before,
+                         .after_op = on_after};
 }
 
 /* ------------------------------------------------------------------ table */
@@ -149,13 +151,12 @@ static int compare_rows(const void *a, const void *b) {
     return (x->us < y->us) - (x->us > y->us); /* slowest first */
 }
 
-static void print_row(FILE *out, const char *op, const char *phase,
-                      int count, double us, double total_us, double flops,
-                      double bytes) {
+static void print_row(FILE *out, const char *op, const char *phase, int count,
+                      double us, double total_us, double flops, double bytes) {
     fprintf(out, "%-20s %-10s %7d %12.3f %6.1f%% %12.4f %12.4f %9.2f %9.2f\n",
-            op, phase, count, us / 1e3, total_us > 0 ? 100.0 * us / total_us : 0,
-            flops / 1e9, bytes / 1e9, us > 0 ? flops / us / 1e3 : 0,
-            us > 0 ? bytes / us / 1e3 : 0);
+            op, phase, count, us / 1e3,
+            total_us > 0 ? 100.0 * us / total_us : 0, flops / 1e9, bytes / 1e9,
+            us > 0 ? flops / us / 1e3 : 0, us > 0 ? bytes / us / 1e3 : 0);
 }
 
 mg_status mg_profiler_print(const mg_profiler *prof, FILE *out) {
@@ -173,7 +174,8 @@ mg_status mg_profiler_print(const mg_profiler *prof, FILE *out) {
         while (r < n_rows &&
                !(rows[r].phase == e->phase && !strcmp(rows[r].op, e->op)))
             r++;
-        if (r == n_rows) rows[n_rows++] = (prof_row){.op = e->op, .phase = e->phase};
+        if (r == n_rows)
+            rows[n_rows++] = (prof_row){.op = e->op, .phase = e->phase};
         rows[r].count++;
         rows[r].us += e->dur_us;
         rows[r].flops += e->flops;
@@ -202,9 +204,9 @@ mg_status mg_profiler_print(const mg_profiler *prof, FILE *out) {
                   total_us, t.flops, t.bytes);
     }
     free(rows);
-    return ferror(out) ? mg_set_error(MG_ERR_INTERNAL,
-                                      "mg_profiler_print: write error")
-                       : MG_OK;
+    return ferror(out)
+               ? mg_set_error(MG_ERR_INTERNAL, "mg_profiler_print: write error")
+               : MG_OK;
 }
 
 /* ------------------------------------------------------------------ trace */
@@ -228,7 +230,8 @@ mg_status mg_profiler_write_trace(const mg_profiler *prof, FILE *out) {
                             prof ? "out" : "profiler");
     fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n", out);
     fputs("{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, "
-          "\"args\": {\"name\": \"memgrad\"}}", out);
+          "\"args\": {\"name\": \"memgrad\"}}",
+          out);
     for (int ph = MG_PHASE_FORWARD; ph <= MG_PHASE_BACKWARD; ph++)
         fprintf(out,
                 ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, "
@@ -236,7 +239,8 @@ mg_status mg_profiler_write_trace(const mg_profiler *prof, FILE *out) {
                 ph + 1, mg_phase_name((mg_phase)ph));
     for (int i = 0; i < prof->n; i++) {
         const prof_event *e = &prof->ev[i];
-        fprintf(out, ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", "
+        fprintf(out,
+                ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", "
                 "\"pid\": 1, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
                 "\"args\": {\"run\": %d, \"step\": %d, \"tensor\": %d, "
                 "\"name\": ",
@@ -244,15 +248,18 @@ mg_status mg_profiler_write_trace(const mg_profiler *prof, FILE *out) {
                 e->dur_us, e->run, e->step, (int)e->tensor);
         if (e->name) json_string(out, e->name);
         else fputs("null", out);
-        fprintf(out, ", \"checkpoint\": %s, \"flops\": %.17g, "
+        fprintf(out,
+                ", \"checkpoint\": %s, \"flops\": %.17g, "
                 "\"bytes_moved\": %.17g, \"bytes_before\": %zu, "
                 "\"bytes_after\": %zu}}",
                 e->checkpoint ? "true" : "false", e->flops, e->bytes_moved,
                 e->bytes_before, e->bytes_after);
-        fprintf(out, ",\n{\"name\": \"pool bytes in use\", \"ph\": \"C\", "
+        fprintf(out,
+                ",\n{\"name\": \"pool bytes in use\", \"ph\": \"C\", "
                 "\"pid\": 1, \"ts\": %.3f, \"args\": {\"bytes\": %zu}}",
                 e->ts_us, e->bytes_before);
-        fprintf(out, ",\n{\"name\": \"pool bytes in use\", \"ph\": \"C\", "
+        fprintf(out,
+                ",\n{\"name\": \"pool bytes in use\", \"ph\": \"C\", "
                 "\"pid\": 1, \"ts\": %.3f, \"args\": {\"bytes\": %zu}}",
                 e->ts_us + e->dur_us, e->bytes_after);
     }

@@ -41,8 +41,8 @@ static mg_tensor input_of(const mg_graph *g, const mg_tensor *remap,
 }
 
 mg_status mgi_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
-                                  int n_roots, const mg_tensor *remap,
-                                  bool *needed, const char *what) {
+                                   int n_roots, const mg_tensor *remap,
+                                   bool *needed, const char *what) {
     /* Iterative DFS; `needed` doubles as the visited set, so a cycle made
      * with mg_tensor_set_input cannot make it loop. The stack holds each
      * node at most once. Marking everything instead on a failed
@@ -71,9 +71,9 @@ mg_status mgi_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
 }
 
 mg_status mgi_graph_ancestors_order(const mg_graph *g, const mg_tensor *roots,
-                                   int n_roots, const mg_tensor *remap,
-                                   bool *needed, mg_tensor *order,
-                                   int32_t *n_order, const char *what) {
+                                    int n_roots, const mg_tensor *remap,
+                                    bool *needed, mg_tensor *order,
+                                    int32_t *n_order, const char *what) {
     mg_tensor hi = -1;
     for (int i = 0; i < n_roots; i++) {
         needed[roots[i]] = true;
@@ -132,7 +132,7 @@ static mg_status report_cycle(const mg_graph *g, const igraph_t *ig,
     }
     if (e == IGRAPH_ENOMEM) /* not the cycle's fault */
         return mg_set_error(MG_ERR_NOMEM, "graph has a cycle; naming an op "
-                            "on it ran out of memory in igraph");
+                                          "on it ran out of memory in igraph");
     return mg_set_error(MG_ERR_CYCLE, "graph has a cycle");
 }
 
@@ -162,8 +162,7 @@ static bool creation_order_is_topological(const mg_graph *g,
  * ids[v] the node of igraph vertex v. vid and ids have room for g->n. */
 static igraph_error_t build_igraph(const mg_graph *g, const bool *include,
                                    const mg_tensor *remap, bool directed,
-                                   int32_t *vid, mg_tensor *ids,
-                                   igraph_t *ig) {
+                                   int32_t *vid, mg_tensor *ids, igraph_t *ig) {
     int32_t nv = 0;
     igraph_integer_t ne = 0;
     for (int32_t i = 0; i < g->n; i++) {
@@ -208,8 +207,8 @@ typedef struct ig_view {
 } ig_view;
 
 static mg_status ig_view_open(const mg_graph *g, const bool *include,
-                              const mg_tensor *remap, bool directed,
-                              ig_view *v, const char *what) {
+                              const mg_tensor *remap, bool directed, ig_view *v,
+                              const char *what) {
     v->built = false;
     v->vid = malloc((size_t)(g->n ? g->n : 1) * sizeof *v->vid);
     v->ids = malloc((size_t)(g->n ? g->n : 1) * sizeof *v->ids);
@@ -231,10 +230,10 @@ static void ig_view_close(ig_view *v) {
 }
 
 mg_status mgi_graph_articulation_points(const mg_graph *g, const bool *include,
-                                       mg_tensor *out, int32_t *n_out) {
+                                        mg_tensor *out, int32_t *n_out) {
     ig_view v;
-    mg_status s = ig_view_open(g, include, NULL, false, &v,
-                               "articulation points");
+    mg_status s =
+        ig_view_open(g, include, NULL, false, &v, "articulation points");
     igraph_vector_int_t res;
     if (s == MG_OK) {
         igraph_error_t e = igraph_vector_int_init(&res, 0);
@@ -256,8 +255,8 @@ mg_status mgi_graph_articulation_points(const mg_graph *g, const bool *include,
 }
 
 mg_status mgi_graph_topo_order(const mg_graph *g, const bool *include,
-                              const mg_tensor *remap, mg_tensor *order,
-                              int32_t *n_order) {
+                               const mg_tensor *remap, mg_tensor *order,
+                               int32_t *n_order) {
     if (creation_order_is_topological(g, include, remap)) {
         int32_t k = 0;
         for (int32_t i = 0; i < g->n; i++)
@@ -266,8 +265,8 @@ mg_status mgi_graph_topo_order(const mg_graph *g, const bool *include,
         return MG_OK;
     }
     ig_view v;
-    mg_status s = ig_view_open(g, include, remap, true, &v,
-                               "topological order");
+    mg_status s =
+        ig_view_open(g, include, remap, true, &v, "topological order");
     igraph_vector_int_t res;
     if (s == MG_OK) {
         igraph_bool_t dag = 0;

@@ -34,7 +34,7 @@ void mgi_graph_truncate(mg_graph *g, int32_t n) {
 }
 
 const char *mgi_graph_tensor_label(const mg_graph *g, mg_tensor t, char *buf,
-                                  size_t len) {
+                                   size_t len) {
     if (!g || t < 0 || t >= g->n) {
         snprintf(buf, len, "#%d", (int)t);
         return buf;
@@ -42,8 +42,7 @@ const char *mgi_graph_tensor_label(const mg_graph *g, mg_tensor t, char *buf,
     const mg_node *n = &g->nodes[t];
     if (n->name)
         snprintf(buf, len, "'%s' (#%d %s)", n->name, (int)t, mgi_op_str(n->op));
-    else
-        snprintf(buf, len, "#%d (%s)", (int)t, mgi_op_str(n->op));
+    else snprintf(buf, len, "#%d (%s)", (int)t, mgi_op_str(n->op));
     return buf;
 }
 
@@ -79,8 +78,10 @@ static mg_status graph_reserve(mg_graph *g) {
     int32_t cap = g->cap ? g->cap * 2 : 64;
     mg_node *nodes = realloc(g->nodes, (size_t)cap * sizeof *nodes);
     if (!nodes)
-        return mg_set_error(MG_ERR_NOMEM, "graph: out of memory growing to %d "
-                            "tensors", (int)cap);
+        return mg_set_error(MG_ERR_NOMEM,
+                            "graph: out of memory growing to %d "
+                            "tensors",
+                            (int)cap);
     g->nodes = nodes;
     g->cap = cap;
     return MG_OK;
@@ -94,9 +95,8 @@ static void describe_call(const mg_graph *g, mg_op op, int n_in,
         const mg_node *n = &g->nodes[in[i]];
         char shape[128];
         used += (size_t)snprintf(buf + used, len - used, "%s#%d%s%s%s %s %s",
-                                 i ? ", " : "", (int)in[i],
-                                 n->name ? " '" : "", n->name ? n->name : "",
-                                 n->name ? "'" : "",
+                                 i ? ", " : "", (int)in[i], n->name ? " '" : "",
+                                 n->name ? n->name : "", n->name ? "'" : "",
                                  mgi_shape_str(&n->d, shape, sizeof shape),
                                  mg_dtype_name(n->d.dtype));
     }
@@ -162,7 +162,7 @@ static mg_status infer_node(const mg_graph *g, mg_op op, int n_in,
 }
 
 mg_tensor mgi_graph_add_node(mg_graph *g, mg_op op, int n_in,
-                            const mg_tensor *in, const mg_attrs *attrs) {
+                             const mg_tensor *in, const mg_attrs *attrs) {
     if (!g) {
         mg_set_error(MG_ERR_INVALID_ARG, "%s: graph is NULL", mgi_op_str(op));
         return MG_NO_TENSOR;
@@ -367,7 +367,8 @@ mg_tensor mg_tensor_input(const mg_graph *g, mg_tensor t, int k) {
         return MG_NO_TENSOR;
     if (k < 0 || k >= g->nodes[t].n_in) {
         char label[160];
-        mg_set_error(MG_ERR_INVALID_ARG, "mg_tensor_input: %s has %d inputs, "
+        mg_set_error(MG_ERR_INVALID_ARG,
+                     "mg_tensor_input: %s has %d inputs, "
                      "no input %d",
                      mgi_graph_tensor_label(g, t, label, sizeof label),
                      g->nodes[t].n_in, k);
@@ -454,7 +455,7 @@ mg_status mg_tensor_set_input(mg_graph *g, mg_tensor t, int slot,
 /* ---- cost ---------------------------------------------------------------- */
 
 void mgi_graph_op_cost(const mg_graph *g, mg_tensor t, double *flops,
-                      double *bytes) {
+                       double *bytes) {
     const mg_node *n = &g->nodes[t];
     const mg_op_def *def = &mgi_op_table[n->op];
     mg_tdesc in[MG_MAX_INPUTS];
@@ -464,9 +465,9 @@ void mgi_graph_op_cost(const mg_graph *g, mg_tensor t, double *flops,
         moved += (double)mgi_tdesc_nbytes(&in[i]);
     }
     if (flops)
-        *flops = def->flops ? def->flops(in, n->n_in, &n->attrs, &n->d)
-                            : def->flops_per_elem *
-                                  (double)mgi_tdesc_numel(&n->d);
+        *flops = def->flops
+                     ? def->flops(in, n->n_in, &n->attrs, &n->d)
+                     : def->flops_per_elem * (double)mgi_tdesc_numel(&n->d);
     if (bytes) *bytes = (def->flags & MG_OPF_LEAF) ? 0.0 : moved;
 }
 
@@ -526,8 +527,7 @@ mg_status mg_graph_write_dot(const mg_graph *g, FILE *out) {
         const char *style = "";
         if (n->flags & (MG_NODE_CHOSEN | MG_NODE_CHECKPOINT))
             style = " style=bold penwidth=3";
-        else if (n->flags & MG_NODE_RECOMPUTE)
-            style = " style=dashed";
+        else if (n->flags & MG_NODE_RECOMPUTE) style = " style=dashed";
         else if (n->flags & MG_NODE_BACKWARD)
             style = " style=filled fillcolor=lightgrey";
         fprintf(out, "  t%d [label=\"", (int)i);

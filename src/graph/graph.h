@@ -35,10 +35,10 @@ struct mgi_hooks; /* hooks.c */
 struct mg_graph {
     mg_node *nodes;
     int32_t n, cap;
-    uint64_t rng_offset; /* next free dropout counter */
+    uint64_t rng_offset;     /* next free dropout counter */
     unsigned building_flags; /* OR-ed into every new node's flags */
     struct mgi_hooks *hooks; /* tensor hooks (memgrad_observe.h), or NULL */
-    size_t budget_bytes; /* of the last MG_CKPT_BUDGET mg_gradients, or 0 */
+    size_t budget_bytes;     /* of the last MG_CKPT_BUDGET mg_gradients, or 0 */
 };
 
 /* ---- tensor hooks (hooks.c) ---------------------------------------------- */
@@ -56,7 +56,7 @@ mg_status mgi_hooks_call(const mg_graph *g, mg_tensor t, void *data);
 /* Check ids (MG_NO_TENSOR propagates silently), run the shape rule, append
  * the node. Returns its id or MG_NO_TENSOR with the error set. */
 mg_tensor mgi_graph_add_node(mg_graph *g, mg_op op, int n_in,
-                            const mg_tensor *in, const mg_attrs *attrs);
+                             const mg_tensor *in, const mg_attrs *attrs);
 /* Input i (-1: the caller's label names it) is MG_NO_TENSOR: keep the
  * pending error, or set one. */
 void mgi_graph_missing_input(const char *op, int i);
@@ -64,7 +64,7 @@ void mgi_graph_missing_input(const char *op, int i);
 mg_status mgi_graph_check_id(const mg_graph *g, mg_tensor t, const char *what);
 /* "'fc1' (#12 matmul)" or "#12 (matmul)" for error messages. */
 const char *mgi_graph_tensor_label(const mg_graph *g, mg_tensor t, char *buf,
-                                  size_t len);
+                                   size_t len);
 /* Drop every node with id >= n (used to undo a failed mg_gradients). */
 void mgi_graph_truncate(mg_graph *g, int32_t n);
 
@@ -74,11 +74,11 @@ mg_tensor mgi_sum_to(mg_graph *g, mg_tensor t, const mg_tdesc *shape);
 /* Dropout with an explicit RNG offset: the gradient of dropout replays the
  * forward mask through it. */
 mg_tensor mgi_dropout_at(mg_graph *g, mg_tensor x, double p, uint64_t seed,
-                        uint64_t offset);
+                         uint64_t offset);
 
 /* Flops and bytes moved to compute tensor t from its inputs. */
 void mgi_graph_op_cost(const mg_graph *g, mg_tensor t, double *flops,
-                      double *bytes);
+                       double *bytes);
 /* Workspace bytes the kernels computing t need (0 for most ops). */
 size_t mgi_graph_op_workspace(const mg_graph *g, mg_tensor t);
 
@@ -90,15 +90,15 @@ size_t mgi_graph_op_workspace(const mg_graph *g, mg_tensor t);
  * naming an op on a cycle. Runs igraph with its error handler switched off
  * so that nothing aborts the process. */
 mg_status mgi_graph_topo_order(const mg_graph *g, const bool *include,
-                              const mg_tensor *remap, mg_tensor *order,
-                              int32_t *n_order);
+                               const mg_tensor *remap, mg_tensor *order,
+                               int32_t *n_order);
 /* Mark in `needed` (length g->n, zeroed by the caller) every node the given
  * roots depend on, roots included. With remap (NULL: none), node i's input
  * j is read as remap[in[j]]. MG_ERR_NOMEM (message prefixed by what) if its
  * scratch stack cannot be allocated. */
 mg_status mgi_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
-                                  int n_roots, const mg_tensor *remap,
-                                  bool *needed, const char *what);
+                                   int n_roots, const mg_tensor *remap,
+                                   bool *needed, const char *what);
 /* mgi_graph_mark_ancestors then mgi_graph_topo_order over them, with the
  * same remap (NULL: none): the same marks and the same order. When the
  * creation order is topological over the ancestors (unless
@@ -107,13 +107,13 @@ mg_status mgi_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
  * search reads them scattered; the planner runs this on every candidate
  * of the budget search. */
 mg_status mgi_graph_ancestors_order(const mg_graph *g, const mg_tensor *roots,
-                                   int n_roots, const mg_tensor *remap,
-                                   bool *needed, mg_tensor *order,
-                                   int32_t *n_order, const char *what);
+                                    int n_roots, const mg_tensor *remap,
+                                    bool *needed, mg_tensor *order,
+                                    int32_t *n_order, const char *what);
 /* Articulation points of the undirected graph on the nodes in `include`
  * (edges between included nodes only), written to out[] (room for g->n)
  * with their count in *n_out, in id order. igraph does the work. */
 mg_status mgi_graph_articulation_points(const mg_graph *g, const bool *include,
-                                       mg_tensor *out, int32_t *n_out);
+                                        mg_tensor *out, int32_t *n_out);
 
 #endif

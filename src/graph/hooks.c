@@ -106,10 +106,9 @@ mg_status mgi_hooks_call(const mg_graph *g, mg_tensor t, void *data) {
                  mg_last_status() == s && mg_last_error()[0]
                      ? mg_last_error()
                      : mg_status_str(s));
-        return mg_set_error(s, "mg_exec_run: hook %d on %s stopped the run: %s",
-                            h->list[i].id,
-                            mgi_graph_tensor_label(g, t, label, sizeof label),
-                            why);
+        return mg_set_error(
+            s, "mg_exec_run: hook %d on %s stopped the run: %s", h->list[i].id,
+            mgi_graph_tensor_label(g, t, label, sizeof label), why);
     }
     return MG_OK;
 }

@@ -16,7 +16,7 @@ const mg_tdesc *mgi_arg_desc(const mg_graph *g, mg_tensor t, const char *op) {
 }
 
 mg_status mgi_attrs_shape_set(mg_attrs *a, int ndim, const int64_t *shape,
-                             const char *op) {
+                              const char *op) {
     if (ndim < 0 || ndim > MG_MAX_DIMS)
         return mg_set_error(MG_ERR_INVALID_ARG, "%s: ndim %d is not in 0..%d",
                             op, ndim, MG_MAX_DIMS);
@@ -28,7 +28,7 @@ mg_status mgi_attrs_shape_set(mg_attrs *a, int ndim, const int64_t *shape,
 }
 
 mg_status mgi_shape_check(int ndim, const int64_t *shape, char *why,
-                         size_t len) {
+                          size_t len) {
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 1) {
             snprintf(why, len,
@@ -41,7 +41,7 @@ mg_status mgi_shape_check(int ndim, const int64_t *shape, char *why,
 }
 
 mg_status mgi_float_check(const mg_tdesc *d, const char *what, char *why,
-                         size_t len) {
+                          size_t len) {
     if (d->dtype == MG_F32 || d->dtype == MG_F64) return MG_OK;
     snprintf(why, len, "%s must be f32 or f64, not %s", what,
              mg_dtype_name(d->dtype));
@@ -49,7 +49,7 @@ mg_status mgi_float_check(const mg_tdesc *d, const char *what, char *why,
 }
 
 mg_status mgi_index_check(const mg_tdesc *d, const char *what, char *why,
-                         size_t len) {
+                          size_t len) {
     if (d->dtype == MG_I32 || d->dtype == MG_I64) return MG_OK;
     snprintf(why, len, "%s must be i32 or i64, not %s", what,
              mg_dtype_name(d->dtype));
@@ -57,8 +57,8 @@ mg_status mgi_index_check(const mg_tdesc *d, const char *what, char *why,
 }
 
 mg_status mgi_float_pair_check(const mg_tdesc *a, const char *a_what,
-                              const mg_tdesc *b, const char *b_what, char *why,
-                              size_t len) {
+                               const mg_tdesc *b, const char *b_what, char *why,
+                               size_t len) {
     mg_status s = mgi_float_check(a, a_what, why, len);
     if (s == MG_OK) s = mgi_float_check(b, b_what, why, len);
     if (s == MG_OK && a->dtype != b->dtype) {

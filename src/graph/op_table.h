@@ -14,8 +14,8 @@
 typedef struct mg_node mg_node;
 
 enum {
-    MG_OPF_LEAF = 1u << 0,     /* input or parameter: memory from the caller */
-    MG_OPF_RANDOM = 1u << 1,   /* reads the RNG: recompute must replay it */
+    MG_OPF_LEAF = 1u << 0,   /* input or parameter: memory from the caller */
+    MG_OPF_RANDOM = 1u << 1, /* reads the RNG: recompute must replay it */
     MG_OPF_NO_RECOMPUTE = 1u << 2, /* side effects: always keep the output */
     MG_OPF_EXPENSIVE = 1u << 3     /* kept by MG_CKPT_SPEED (matmul, conv) */
 };
@@ -61,8 +61,8 @@ typedef struct mg_op_def {
     int n_inputs;
     unsigned flags;
     mg_infer_fn *infer;
-    mg_grad_fn *grad;   /* NULL: not differentiable */
-    mg_flops_fn *flops; /* NULL: flops_per_elem * numel(out) */
+    mg_grad_fn *grad;           /* NULL: not differentiable */
+    mg_flops_fn *flops;         /* NULL: flops_per_elem * numel(out) */
     mg_workspace_fn *workspace; /* NULL: none */
     double flops_per_elem;
     /* Bitmask of inputs that gradients never flow into (labels, say). */

@@ -10,9 +10,8 @@
 #include <math.h>
 #include <stdio.h>
 
-mg_status mgi_causal_mask_infer(const mg_tdesc *in, int n_in,
-                               const mg_attrs *a, mg_tdesc *out, char *why,
-                               size_t len) {
+mg_status mgi_causal_mask_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                                mg_tdesc *out, char *why, size_t len) {
     (void)n_in, (void)a;
     mg_status s = mgi_float_check(&in[0], "x", why, len);
     if (s == MG_OK && in[0].ndim < 2) {
@@ -32,8 +31,8 @@ mg_tensor mg_causal_mask(mg_graph *g, mg_tensor x, double value) {
 /* Masked entries do not depend on x: their gradient is 0, the same mask
  * with 0 as the value. */
 mg_status mgi_causal_mask_grad(mg_graph *g, const mg_node *node,
-                              const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                              const bool *need, mg_tensor *gin) {
+                               const mg_tensor *in, mg_tensor y, mg_tensor gy,
+                               const bool *need, mg_tensor *gin) {
     (void)node;
     (void)in;
     (void)y;

@@ -23,7 +23,7 @@ static int64_t window_len(int64_t in, int k, int stride, int pad, int dil) {
 }
 
 mg_status mgi_rank_check(const mg_tdesc *d, const char *what,
-                        const char *layout, char *why, size_t len) {
+                         const char *layout, char *why, size_t len) {
     mg_status s = mgi_float_check(d, what, why, len);
     int ndim = 1;
     for (const char *c = layout; *c; c++) ndim += *c == ',';
@@ -37,8 +37,8 @@ mg_status mgi_rank_check(const mg_tdesc *d, const char *what,
 }
 
 mg_status mgi_window_shape(const mg_tdesc *x, const int kernel[2],
-                          const mg_attrs *a, mg_tdesc *out, char *why,
-                          size_t len) {
+                           const mg_attrs *a, mg_tdesc *out, char *why,
+                           size_t len) {
     mg_status s = mgi_rank_check(x, "x", "[N, C, H, W]", why, len);
     if (s != MG_OK) return s;
     for (int i = 0; i < 2; i++) {
@@ -48,8 +48,8 @@ mg_status mgi_window_shape(const mg_tdesc *x, const int kernel[2],
             snprintf(why, len,
                      "kernel_%s = %d, stride_%s = %d and dilation_%s = %d "
                      "must be >= 1 and pad_%s = %d >= 0",
-                     axis, kernel[i], axis, a->stride[i], axis,
-                     a->dilation[i], axis, a->pad[i]);
+                     axis, kernel[i], axis, a->stride[i], axis, a->dilation[i],
+                     axis, a->pad[i]);
             return MG_ERR_INVALID_ARG;
         }
         const int64_t n = window_len(x->shape[2 + i], kernel[i], a->stride[i],
@@ -78,9 +78,9 @@ mg_status mgi_window_shape(const mg_tdesc *x, const int kernel[2],
 
 /* Checks the output of a gradient op's forward against its gy. */
 mg_status mgi_grad_shape_check(const mg_tdesc *gy, const mg_tdesc *want,
-                              char *why, size_t len) {
-    mg_status s = mgi_float_pair_check(gy, "gy", want, "the forward output",
-                                      why, len);
+                               char *why, size_t len) {
+    mg_status s =
+        mgi_float_pair_check(gy, "gy", want, "the forward output", why, len);
     if (s == MG_OK && !mgi_tdesc_same_shape(gy, want)) {
         char a[128], b[128];
         snprintf(why, len, "gy is %s but the forward output would be %s",
@@ -91,9 +91,9 @@ mg_status mgi_grad_shape_check(const mg_tdesc *gy, const mg_tdesc *want,
     return s;
 }
 
-mg_status mgi_grad_infer_via(mg_infer_fn *forward, const mg_tdesc *in,
-                            int n_in, const mg_attrs *a, mg_tdesc *out,
-                            char *why, size_t len) {
+mg_status mgi_grad_infer_via(mg_infer_fn *forward, const mg_tdesc *in, int n_in,
+                             const mg_attrs *a, mg_tdesc *out, char *why,
+                             size_t len) {
     mg_tdesc fwd[MG_MAX_INPUTS] = {{.dtype = in[0].dtype, .ndim = a->ndim}}, y;
     for (int i = 0; i < a->ndim; i++) fwd[0].shape[i] = a->shape[i];
     for (int i = 1; i < n_in; i++) fwd[i] = in[i];
@@ -104,7 +104,7 @@ mg_status mgi_grad_infer_via(mg_infer_fn *forward, const mg_tdesc *in,
 }
 
 mg_status mgi_conv2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                          mg_tdesc *out, char *why, size_t len) {
+                           mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
     const mg_tdesc *x = &in[0], *w = &in[1];
     mg_status s = mgi_float_pair_check(x, "x", w, "w", why, len);
@@ -138,20 +138,21 @@ mg_status mgi_conv2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 
 /* conv2d_grad_input(gy, w): x's shape is in the attributes. */
 mg_status mgi_conv2d_grad_input_infer(const mg_tdesc *in, int n_in,
-                                     const mg_attrs *a, mg_tdesc *out,
-                                     char *why, size_t len) {
+                                      const mg_attrs *a, mg_tdesc *out,
+                                      char *why, size_t len) {
     return mgi_grad_infer_via(mgi_conv2d_infer, in, n_in, a, out, why, len);
 }
 
 /* conv2d_grad_weight(gy, x): w's kernel size is in the attributes. */
 mg_status mgi_conv2d_grad_weight_infer(const mg_tdesc *in, int n_in,
-                                      const mg_attrs *a, mg_tdesc *out,
-                                      char *why, size_t len) {
+                                       const mg_attrs *a, mg_tdesc *out,
+                                       char *why, size_t len) {
     if (in[0].ndim != 4 || in[1].ndim != 4 || a->groups < 1) {
         snprintf(why, len, "gy and x must be 4-D and groups >= 1");
         return MG_ERR_SHAPE;
     }
-    const mg_tdesc w = {.dtype = in[1].dtype, .ndim = 4,
+    const mg_tdesc w = {.dtype = in[1].dtype,
+                        .ndim = 4,
                         .shape = {in[0].shape[1], in[1].shape[1] / a->groups,
                                   a->kernel[0], a->kernel[1]}};
     mg_tdesc fwd[2] = {in[1], w}, y;
@@ -190,38 +191,38 @@ static size_t conv_workspace(const mg_tdesc *w, const mg_tdesc *y,
 }
 
 size_t mgi_conv2d_workspace(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                           const mg_tdesc *out) {
+                            const mg_tdesc *out) {
     (void)n_in;
     return conv_workspace(&in[1], out, a);
 }
 
 size_t mgi_conv2d_grad_input_workspace(const mg_tdesc *in, int n_in,
-                                      const mg_attrs *a, const mg_tdesc *out) {
+                                       const mg_attrs *a, const mg_tdesc *out) {
     (void)n_in, (void)out;
     return conv_workspace(&in[1], &in[0], a);
 }
 
 size_t mgi_conv2d_grad_weight_workspace(const mg_tdesc *in, int n_in,
-                                       const mg_attrs *a,
-                                       const mg_tdesc *out) {
+                                        const mg_attrs *a,
+                                        const mg_tdesc *out) {
     (void)n_in;
     return conv_workspace(out, &in[0], a);
 }
 
 double mgi_conv2d_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                       const mg_tdesc *out) {
+                        const mg_tdesc *out) {
     (void)n_in, (void)a;
     return conv_flops(out, &in[1]);
 }
 
 double mgi_conv2d_grad_input_flops(const mg_tdesc *in, int n_in,
-                                  const mg_attrs *a, const mg_tdesc *out) {
+                                   const mg_attrs *a, const mg_tdesc *out) {
     (void)n_in, (void)a, (void)out;
     return conv_flops(&in[0], &in[1]);
 }
 
 double mgi_conv2d_grad_weight_flops(const mg_tdesc *in, int n_in,
-                                   const mg_attrs *a, const mg_tdesc *out) {
+                                    const mg_attrs *a, const mg_tdesc *out) {
     (void)n_in, (void)a;
     return conv_flops(&in[0], out);
 }
@@ -244,18 +245,18 @@ mg_tensor mg_conv2d(mg_graph *g, mg_tensor x, mg_tensor w, int stride_h,
 /* dx is the transposed convolution of gy with w, dw correlates gy with x;
  * both are helper ops so that no flipped or dilated copy of w or gy is
  * ever materialised. */
-mg_status mgi_conv2d_grad(mg_graph *g, const mg_node *node,
-                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                         const bool *need, mg_tensor *gin) {
+mg_status mgi_conv2d_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
+                          mg_tensor y, mg_tensor gy, const bool *need,
+                          mg_tensor *gin) {
     (void)y;
     const mg_tdesc xd = g->nodes[in[0]].d, wd = g->nodes[in[1]].d;
     mg_attrs at = node->attrs;
     if (need[0]) {
         const mg_tensor args[2] = {gy, in[1]};
-        gin[0] = mgi_attrs_shape_set(&at, xd.ndim, xd.shape, "conv2d") == MG_OK
-                     ? mgi_graph_add_node(g, MG_OP_CONV2D_GRAD_INPUT, 2, args,
-                                         &at)
-                     : MG_NO_TENSOR;
+        gin[0] =
+            mgi_attrs_shape_set(&at, xd.ndim, xd.shape, "conv2d") == MG_OK
+                ? mgi_graph_add_node(g, MG_OP_CONV2D_GRAD_INPUT, 2, args, &at)
+                : MG_NO_TENSOR;
     }
     if (need[1]) {
         const mg_tensor args[2] = {gy, in[0]};

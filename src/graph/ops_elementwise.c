@@ -21,7 +21,7 @@ bool mgi_shape_broadcasts_to(const mg_tdesc *from, const mg_tdesc *to) {
 }
 
 mg_status mgi_binary_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                          mg_tdesc *out, char *why, size_t len) {
+                           mg_tdesc *out, char *why, size_t len) {
     (void)n_in, (void)a;
     mg_status s = mgi_float_pair_check(&in[0], "a", &in[1], "b", why, len);
     if (s != MG_OK) return s;
@@ -46,7 +46,7 @@ mg_status mgi_binary_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 }
 
 mg_status mgi_unary_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                         mg_tdesc *out, char *why, size_t len) {
+                          mg_tdesc *out, char *why, size_t len) {
     (void)n_in, (void)a;
     *out = in[0];
     return mgi_float_check(&in[0], "x", why, len);
@@ -63,7 +63,7 @@ mg_status mgi_cast_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 
 /* relu_grad(gy, x) and its kin: two float tensors of one shape. */
 mg_status mgi_pair_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                        mg_tdesc *out, char *why, size_t len) {
+                         mg_tdesc *out, char *why, size_t len) {
     (void)n_in, (void)a;
     mg_status s = mgi_float_pair_check(&in[0], "gy", &in[1], "x", why, len);
     if (s != MG_OK) return s;
@@ -77,14 +77,12 @@ mg_status mgi_pair_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 
 /* ---- builders ------------------------------------------------------------ */
 
-static mg_tensor binary_build(mg_graph *g, mg_op op, mg_tensor a,
-                              mg_tensor b) {
+static mg_tensor binary_build(mg_graph *g, mg_op op, mg_tensor a, mg_tensor b) {
     const mg_tensor in[2] = {a, b};
     return mgi_graph_add_node(g, op, 2, in, NULL);
 }
 
-static mg_tensor unary_build(mg_graph *g, mg_op op, mg_tensor x,
-                             double alpha) {
+static mg_tensor unary_build(mg_graph *g, mg_op op, mg_tensor x, double alpha) {
     mg_attrs at = {0};
     at.alpha = alpha;
     return mgi_graph_add_node(g, op, 1, &x, &at);
@@ -205,9 +203,9 @@ mg_tensor mgi_sum_to(mg_graph *g, mg_tensor t, const mg_tdesc *shape) {
 
 /* ---- gradient rules ------------------------------------------------------ */
 
-mg_status mgi_binary_grad(mg_graph *g, const mg_node *node,
-                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                         const bool *need, mg_tensor *gin) {
+mg_status mgi_binary_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
+                          mg_tensor y, mg_tensor gy, const bool *need,
+                          mg_tensor *gin) {
     const mg_tensor a = in[0], b = in[1];
     const mg_tdesc ad = g->nodes[a].d, bd = g->nodes[b].d;
     /* Gradients at the broadcast shape; sub and div negate b's after the
@@ -239,9 +237,9 @@ static mg_tensor helper_build(mg_graph *g, mg_op op, mg_tensor gy,
     return mgi_graph_add_node(g, op, 2, in, NULL);
 }
 
-mg_status mgi_unary_grad(mg_graph *g, const mg_node *node,
-                        const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                        const bool *need, mg_tensor *gin) {
+mg_status mgi_unary_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
+                         mg_tensor y, mg_tensor gy, const bool *need,
+                         mg_tensor *gin) {
     const mg_tensor x = in[0];
     if (!need[0]) return MG_OK;
     switch (node->op) {
@@ -260,20 +258,22 @@ mg_status mgi_unary_grad(mg_graph *g, const mg_node *node,
     case MG_OP_SCALE: gin[0] = mg_scale(g, gy, node->attrs.alpha); break;
     /* erf'(x) = 2/sqrt(pi) exp(-x^2) */
     case MG_OP_ERF:
-        gin[0] = mg_mul(g, gy, mg_scale(g, mg_exp(g, mg_neg(g, mg_mul(g, x, x))),
-                                        1.12837916709551257390));
+        gin[0] = mg_mul(g, gy,
+                        mg_scale(g, mg_exp(g, mg_neg(g, mg_mul(g, x, x))),
+                                 1.12837916709551257390));
         break;
     /* p x^(p-1) */
     case MG_OP_POW:
-        gin[0] = mg_mul(g, gy, mg_scale(g, mg_pow(g, x, node->attrs.alpha - 1.0),
-                                        node->attrs.alpha));
+        gin[0] = mg_mul(g, gy,
+                        mg_scale(g, mg_pow(g, x, node->attrs.alpha - 1.0),
+                                 node->attrs.alpha));
         break;
     /* gy where x > 0, alpha gy elsewhere; relu_grad tests its second
      * argument, here x. Both terms are exact: one of them is 0. */
     case MG_OP_LEAKY_RELU: {
         mg_tensor pos = helper_build(g, MG_OP_RELU_GRAD, gy, x);
-        gin[0] = mg_add(g, pos, mg_scale(g, mg_sub(g, gy, pos),
-                                         node->attrs.alpha));
+        gin[0] =
+            mg_add(g, pos, mg_scale(g, mg_sub(g, gy, pos), node->attrs.alpha));
         break;
     }
     /* a step function: its derivative is 0 wherever it has one */

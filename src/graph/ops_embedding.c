@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 mg_status mgi_embedding_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                             mg_tdesc *out, char *why, size_t len) {
+                              mg_tdesc *out, char *why, size_t len) {
     (void)n_in, (void)a;
     const mg_tdesc *table = &in[0], *idx = &in[1];
     mg_status s = mgi_rank_check(table, "table", "[V, D]", why, len);
@@ -28,14 +28,14 @@ mg_status mgi_embedding_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 
 /* embedding_grad(gy, idx): the table's shape is in the attributes. */
 mg_status mgi_embedding_grad_infer(const mg_tdesc *in, int n_in,
-                                  const mg_attrs *a, mg_tdesc *out, char *why,
-                                  size_t len) {
+                                   const mg_attrs *a, mg_tdesc *out, char *why,
+                                   size_t len) {
     return mgi_grad_infer_via(mgi_embedding_infer, in, n_in, a, out, why, len);
 }
 
 /* One add per element of gy. */
-double mgi_embedding_grad_flops(const mg_tdesc *in, int n_in,
-                               const mg_attrs *a, const mg_tdesc *out) {
+double mgi_embedding_grad_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                                const mg_tdesc *out) {
     (void)n_in, (void)a, (void)out;
     return (double)mgi_tdesc_numel(&in[0]);
 }
@@ -44,7 +44,7 @@ double mgi_embedding_grad_flops(const mg_tdesc *in, int n_in,
  * of scattering, from the positions of each row sorted by row (CSR: rows
  * + 1 starts, then one entry per index, as int64); the CPU needs none. */
 size_t mgi_embedding_grad_workspace(const mg_tdesc *in, int n_in,
-                                   const mg_attrs *a, const mg_tdesc *out) {
+                                    const mg_attrs *a, const mg_tdesc *out) {
     (void)n_in, (void)a;
     if (out->ndim < 1) return 0;
     return (size_t)(out->shape[0] + 1 + mgi_tdesc_numel(&in[1])) *
@@ -58,8 +58,8 @@ mg_tensor mg_embedding(mg_graph *g, mg_tensor table, mg_tensor indices) {
 
 /* The indices are in no_grad_inputs: only the table gets a gradient. */
 mg_status mgi_embedding_grad(mg_graph *g, const mg_node *node,
-                            const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                            const bool *need, mg_tensor *gin) {
+                             const mg_tensor *in, mg_tensor y, mg_tensor gy,
+                             const bool *need, mg_tensor *gin) {
     (void)node;
     (void)y;
     const mg_tdesc td = g->nodes[in[0]].d;

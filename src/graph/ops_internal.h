@@ -18,18 +18,18 @@
 const mg_tdesc *mgi_arg_desc(const mg_graph *g, mg_tensor t, const char *op);
 /* Copy a caller's target shape into attributes; errors name op. */
 mg_status mgi_attrs_shape_set(mg_attrs *a, int ndim, const int64_t *shape,
-                             const char *op);
+                              const char *op);
 /* Shape rule checks that leave a reason in why. */
 mg_status mgi_shape_check(int ndim, const int64_t *shape, char *why,
-                         size_t len);
+                          size_t len);
 mg_status mgi_float_check(const mg_tdesc *d, const char *what, char *why,
-                         size_t len);
+                          size_t len);
 /* Labels and indices: MG_I32 or MG_I64. */
 mg_status mgi_index_check(const mg_tdesc *d, const char *what, char *why,
-                         size_t len);
+                          size_t len);
 mg_status mgi_float_pair_check(const mg_tdesc *a, const char *a_what,
-                              const mg_tdesc *b, const char *b_what, char *why,
-                              size_t len);
+                               const mg_tdesc *b, const char *b_what, char *why,
+                               size_t len);
 /* Gradient rules chain builder calls (MG_NO_TENSOR passes through) and
  * check only their results here. */
 mg_status mgi_grad_status(int n, const bool *need, const mg_tensor *gin);
@@ -95,9 +95,9 @@ mg_status mgi_grad_shape_check(const mg_tdesc *gy, const mg_tdesc *want,
 /* Shape rule of a gradient op (gy, in[1..]) whose output is input 0 of its
  * forward op, with that input's shape kept in a->ndim/shape: runs the
  * forward rule on (that input, in[1..]) and checks gy against its output. */
-mg_status mgi_grad_infer_via(mg_infer_fn *forward, const mg_tdesc *in,
-                             int n_in, const mg_attrs *a, mg_tdesc *out,
-                             char *why, size_t len);
+mg_status mgi_grad_infer_via(mg_infer_fn *forward, const mg_tdesc *in, int n_in,
+                             const mg_attrs *a, mg_tdesc *out, char *why,
+                             size_t len);
 mg_infer_fn mgi_conv2d_infer, mgi_conv2d_grad_input_infer,
     mgi_conv2d_grad_weight_infer;
 mg_grad_fn mgi_conv2d_grad;

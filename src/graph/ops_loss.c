@@ -35,8 +35,8 @@ static void scalar_desc(mg_tdesc *out, mg_dtype dtype) {
 }
 
 mg_status mgi_cross_entropy_infer(const mg_tdesc *in, int n_in,
-                                 const mg_attrs *a, mg_tdesc *out, char *why,
-                                 size_t len) {
+                                  const mg_attrs *a, mg_tdesc *out, char *why,
+                                  size_t len) {
     (void)n_in, (void)a;
     mg_status s = ce_check(&in[0], &in[1], why, len);
     if (s == MG_OK) scalar_desc(out, in[0].dtype);
@@ -45,9 +45,10 @@ mg_status mgi_cross_entropy_infer(const mg_tdesc *in, int n_in,
 
 /* cross_entropy_grad(gy, logits, labels): gy is the loss's scalar grad. */
 mg_status mgi_ce_grad_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                           mg_tdesc *out, char *why, size_t len) {
+                            mg_tdesc *out, char *why, size_t len) {
     (void)n_in, (void)a;
-    mg_status s = mgi_float_pair_check(&in[0], "gy", &in[1], "logits", why, len);
+    mg_status s =
+        mgi_float_pair_check(&in[0], "gy", &in[1], "logits", why, len);
     if (s == MG_OK && in[0].ndim != 0) {
         snprintf(why, len, "gy must be a scalar");
         s = MG_ERR_SHAPE;
@@ -58,7 +59,7 @@ mg_status mgi_ce_grad_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 }
 
 mg_status mgi_mse_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                       mg_tdesc *out, char *why, size_t len) {
+                        mg_tdesc *out, char *why, size_t len) {
     (void)n_in, (void)a;
     mg_status s =
         mgi_float_pair_check(&in[0], "pred", &in[1], "target", why, len);
@@ -73,7 +74,7 @@ mg_status mgi_mse_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 /* About a softmax row per element for cross-entropy, a subtract, square
  * and add for mse. */
 double mgi_loss_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                     const mg_tdesc *out) {
+                      const mg_tdesc *out) {
     (void)n_in, (void)a, (void)out;
     return 4.0 * (double)mgi_tdesc_numel(&in[0]);
 }
@@ -81,7 +82,7 @@ double mgi_loss_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
 /* One partial loss per row, which the CUDA kernel sums in a fixed order for
  * a deterministic result (the CPU needs none). */
 size_t mgi_cross_entropy_workspace(const mg_tdesc *in, int n_in,
-                                  const mg_attrs *a, const mg_tdesc *out) {
+                                   const mg_attrs *a, const mg_tdesc *out) {
     (void)n_in, (void)a, (void)out;
     if (in[0].ndim != 2) return 0;
     return (size_t)in[0].shape[0] * mg_dtype_size(in[0].dtype);
@@ -99,8 +100,8 @@ mg_tensor mg_mse(mg_graph *g, mg_tensor pred, mg_tensor target) {
 
 /* Labels are in no_grad_inputs, so only the logits get a gradient. */
 mg_status mgi_cross_entropy_grad(mg_graph *g, const mg_node *node,
-                                const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                                const bool *need, mg_tensor *gin) {
+                                 const mg_tensor *in, mg_tensor y, mg_tensor gy,
+                                 const bool *need, mg_tensor *gin) {
     (void)node;
     (void)y;
     const mg_tensor args[3] = {gy, in[0], in[1]};
@@ -109,9 +110,9 @@ mg_status mgi_cross_entropy_grad(mg_graph *g, const mg_node *node,
     return mgi_grad_status(1, need, gin);
 }
 
-mg_status mgi_mse_grad(mg_graph *g, const mg_node *node,
-                      const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                      const bool *need, mg_tensor *gin) {
+mg_status mgi_mse_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
+                       mg_tensor y, mg_tensor gy, const bool *need,
+                       mg_tensor *gin) {
     (void)node;
     (void)y;
     const mg_tensor p = in[0], t = in[1];

@@ -17,7 +17,7 @@ static int64_t mat_cols(const mg_tdesc *d, int trans) {
 }
 
 mg_status mgi_matmul_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                          mg_tdesc *out, char *why, size_t len) {
+                           mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
     const mg_tdesc *x = &in[0], *w = &in[1];
     mg_status s = mgi_float_pair_check(x, "a", w, "b", why, len);
@@ -31,8 +31,8 @@ mg_status mgi_matmul_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
     if (k_a != k_b) {
         snprintf(why, len,
                  "inner dims differ: a%s has K = %lld, b%s has K = %lld",
-                 a->trans_a ? "^T" : "", (long long)k_a,
-                 a->trans_b ? "^T" : "", (long long)k_b);
+                 a->trans_a ? "^T" : "", (long long)k_a, a->trans_b ? "^T" : "",
+                 (long long)k_b);
         return MG_ERR_SHAPE;
     }
     /* The batch dims come from the batched operand; a 2-D one is shared. */
@@ -56,7 +56,7 @@ mg_status mgi_matmul_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 }
 
 double mgi_matmul_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                       const mg_tdesc *out) {
+                        const mg_tdesc *out) {
     (void)n_in;
     /* numel(out) = M * N * batch. */
     return 2.0 * (double)mgi_tdesc_numel(out) *
@@ -96,24 +96,24 @@ static mg_tensor shared_b_grad(mg_graph *g, mg_tensor a, mg_tensor gy,
 
 /* With A = op(a), B = op(b): dA = gy B^T and dB = A^T gy, each written so
  * that it comes out in the operand's stored (possibly transposed) layout. */
-mg_status mgi_matmul_grad(mg_graph *g, const mg_node *node,
-                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                         const bool *need, mg_tensor *gin) {
+mg_status mgi_matmul_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
+                          mg_tensor y, mg_tensor gy, const bool *need,
+                          mg_tensor *gin) {
     (void)y;
     const mg_tensor a = in[0], b = in[1];
     const int ta = node->attrs.trans_a, tb = node->attrs.trans_b;
     const mg_tdesc ad = g->nodes[a].d, bd = g->nodes[b].d;
     if (need[0]) {
-        mg_tensor t = ta ? mg_matmul(g, b, gy, tb, 1)
-                         : mg_matmul(g, gy, b, 0, !tb);
+        mg_tensor t =
+            ta ? mg_matmul(g, b, gy, tb, 1) : mg_matmul(g, gy, b, 0, !tb);
         gin[0] = batch_sum(g, t, &ad);
     }
     if (need[1]) {
         if (bd.ndim == 2 && ad.ndim > 2 && !ta) {
             gin[1] = shared_b_grad(g, a, gy, &ad, tb);
         } else {
-            mg_tensor t = tb ? mg_matmul(g, gy, a, 1, ta)
-                             : mg_matmul(g, a, gy, !ta, 0);
+            mg_tensor t =
+                tb ? mg_matmul(g, gy, a, 1, ta) : mg_matmul(g, a, gy, !ta, 0);
             gin[1] = batch_sum(g, t, &bd);
         }
     }

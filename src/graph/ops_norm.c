@@ -73,19 +73,19 @@ static mg_status norm_infer(const mg_tdesc *in, const mg_attrs *a, bool layer,
         if (s == MG_OK) *out = in[0];
         return s;
     }
-    mg_status s = norm_check(in + 1, role == NORM_GRAD_INPUT, a, layer, &p,
-                             why, len);
+    mg_status s =
+        norm_check(in + 1, role == NORM_GRAD_INPUT, a, layer, &p, why, len);
     if (s == MG_OK) s = mgi_grad_shape_check(&in[0], &in[1], why, len);
     if (s == MG_OK) *out = role == NORM_GRAD_INPUT ? in[1] : p;
     return s;
 }
 
-#define NORM_INFER_DEF(name, layer, role)                                     \
+#define NORM_INFER_DEF(name, layer, role)                                      \
     mg_status mgi_##name##_infer(const mg_tdesc *in, int n_in,                 \
-                                const mg_attrs *a, mg_tdesc *out, char *why,  \
-                                size_t len) {                                 \
-        (void)n_in;                                                           \
-        return norm_infer(in, a, layer, role, out, why, len);                 \
+                                 const mg_attrs *a, mg_tdesc *out, char *why,  \
+                                 size_t len) {                                 \
+        (void)n_in;                                                            \
+        return norm_infer(in, a, layer, role, out, why, len);                  \
     }
 NORM_INFER_DEF(batchnorm, false, NORM_FORWARD)
 NORM_INFER_DEF(layernorm, true, NORM_FORWARD)
@@ -98,7 +98,7 @@ NORM_INFER_DEF(layernorm_grad_gamma, true, NORM_GRAD_GAMMA)
 /* Two passes for the statistics and one to write, a few flops each, per
  * element of x (or of gy, its size, for the gradient ops). */
 double mgi_norm_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                     const mg_tdesc *out) {
+                      const mg_tdesc *out) {
     (void)n_in, (void)a, (void)out;
     return 8.0 * (double)mgi_tdesc_numel(&in[0]);
 }
@@ -108,8 +108,8 @@ double mgi_norm_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
  * dgamma (the CPU needs none). dgamma has the normalised shape, so there
  * are numel(x) / numel(dgamma) rows. */
 size_t mgi_layernorm_grad_gamma_workspace(const mg_tdesc *in, int n_in,
-                                         const mg_attrs *a,
-                                         const mg_tdesc *out) {
+                                          const mg_attrs *a,
+                                          const mg_tdesc *out) {
     (void)n_in, (void)a;
     const int64_t inner = mgi_tdesc_numel(out);
     if (inner <= 0) return 0;
@@ -139,23 +139,23 @@ mg_tensor mg_layernorm(mg_graph *g, mg_tensor x, mg_tensor gamma,
  * recompute them from x rather than graph ops that would keep mean and
  * variance tensors alive; dbeta is a plain sum of gy over the axes the
  * parameters are broadcast along. */
-mg_status mgi_norm_grad(mg_graph *g, const mg_node *node,
-                       const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                       const bool *need, mg_tensor *gin) {
+mg_status mgi_norm_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
+                        mg_tensor y, mg_tensor gy, const bool *need,
+                        mg_tensor *gin) {
     (void)y;
     const bool layer = node->op == MG_OP_LAYERNORM;
     const int nd = g->nodes[in[0]].d.ndim;
     if (need[0]) {
         const mg_tensor args[3] = {gy, in[0], in[1]};
-        gin[0] = mgi_graph_add_node(g, layer ? MG_OP_LAYERNORM_GRAD_INPUT
-                                            : MG_OP_BATCHNORM_GRAD_INPUT,
-                                   3, args, &node->attrs);
+        gin[0] = mgi_graph_add_node(
+            g, layer ? MG_OP_LAYERNORM_GRAD_INPUT : MG_OP_BATCHNORM_GRAD_INPUT,
+            3, args, &node->attrs);
     }
     if (need[1]) {
         const mg_tensor args[2] = {gy, in[0]};
-        gin[1] = mgi_graph_add_node(g, layer ? MG_OP_LAYERNORM_GRAD_GAMMA
-                                            : MG_OP_BATCHNORM_GRAD_GAMMA,
-                                   2, args, &node->attrs);
+        gin[1] = mgi_graph_add_node(
+            g, layer ? MG_OP_LAYERNORM_GRAD_GAMMA : MG_OP_BATCHNORM_GRAD_GAMMA,
+            2, args, &node->attrs);
     }
     if (need[2]) {
         int axes[MG_MAX_DIMS], k = 0;

@@ -27,14 +27,16 @@ static int64_t pool_len(int64_t n, int k, int s, int p0, int p1, int ceil) {
 }
 
 mg_status mgi_pool2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                          mg_tdesc *out, char *why, size_t len) {
+                           mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
     mg_status s = mgi_rank_check(&in[0], "x", "[N, C, H, W]", why, len);
     if (s != MG_OK) return s;
     if ((a->ceil_mode != 0 && a->ceil_mode != 1) ||
         (a->count_include_pad != 0 && a->count_include_pad != 1)) {
-        snprintf(why, len, "ceil_mode = %d and count_include_pad = %d must "
-                 "be 0 or 1", a->ceil_mode, a->count_include_pad);
+        snprintf(why, len,
+                 "ceil_mode = %d and count_include_pad = %d must "
+                 "be 0 or 1",
+                 a->ceil_mode, a->count_include_pad);
         return MG_ERR_INVALID_ARG;
     }
     for (int i = 0; i < 2; i++) {
@@ -62,8 +64,10 @@ mg_status mgi_pool2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
         const int64_t n = in[0].shape[2 + i];
         const int64_t o = pool_len(n, k, st, p[0], p[1], a->ceil_mode);
         if (o < 0) {
-            snprintf(why, len, "%s = %lld with padding %d + %d overflows "
-                     "int64_t", axis, (long long)n, p[0], p[1]);
+            snprintf(why, len,
+                     "%s = %lld with padding %d + %d overflows "
+                     "int64_t",
+                     axis, (long long)n, p[0], p[1]);
             return MG_ERR_SHAPE;
         }
         if (o < 1) {
@@ -84,8 +88,8 @@ mg_status mgi_pool2d_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 
 /* max_pool2d_grad(gy, x): x's shape is the output's. */
 mg_status mgi_max_pool2d_grad_infer(const mg_tdesc *in, int n_in,
-                                   const mg_attrs *a, mg_tdesc *out, char *why,
-                                   size_t len) {
+                                    const mg_attrs *a, mg_tdesc *out, char *why,
+                                    size_t len) {
     mg_tdesc y;
     mg_status s = mgi_pool2d_infer(&in[1], n_in, a, &y, why, len);
     if (s == MG_OK) s = mgi_grad_shape_check(&in[0], &y, why, len);
@@ -95,8 +99,8 @@ mg_status mgi_max_pool2d_grad_infer(const mg_tdesc *in, int n_in,
 
 /* avg_pool2d_grad(gy) reads nothing of x but its shape, in the attributes. */
 mg_status mgi_avg_pool2d_grad_infer(const mg_tdesc *in, int n_in,
-                                   const mg_attrs *a, mg_tdesc *out, char *why,
-                                   size_t len) {
+                                    const mg_attrs *a, mg_tdesc *out, char *why,
+                                    size_t len) {
     return mgi_grad_infer_via(mgi_pool2d_infer, in, n_in, a, out, why, len);
 }
 
@@ -107,13 +111,13 @@ static double window_flops(const mg_tdesc *y, const mg_attrs *a) {
 }
 
 double mgi_pool2d_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                       const mg_tdesc *out) {
+                        const mg_tdesc *out) {
     (void)in, (void)n_in;
     return window_flops(out, a);
 }
 
 double mgi_pool2d_grad_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                            const mg_tdesc *out) {
+                             const mg_tdesc *out) {
     (void)n_in, (void)out;
     return window_flops(&in[0], a);
 }
@@ -144,11 +148,16 @@ static mg_tensor pool_build(mg_graph *g, mg_op op, mg_tensor x,
 /* The symmetric builders: PyTorch's defaults for the rest. */
 static mg_pool2d_opts sym_opts(int kernel_h, int kernel_w, int stride_h,
                                int stride_w, int pad_h, int pad_w) {
-    return (mg_pool2d_opts){.kernel_h = kernel_h, .kernel_w = kernel_w,
-                            .stride_h = stride_h, .stride_w = stride_w,
-                            .pad_top = pad_h, .pad_left = pad_w,
-                            .pad_bottom = pad_h, .pad_right = pad_w,
-                            .ceil_mode = 0, .count_include_pad = 1};
+    return (mg_pool2d_opts){.kernel_h = kernel_h,
+                            .kernel_w = kernel_w,
+                            .stride_h = stride_h,
+                            .stride_w = stride_w,
+                            .pad_top = pad_h,
+                            .pad_left = pad_w,
+                            .pad_bottom = pad_h,
+                            .pad_right = pad_w,
+                            .ceil_mode = 0,
+                            .count_include_pad = 1};
 }
 
 mg_tensor mg_max_pool2d(mg_graph *g, mg_tensor x, int kernel_h, int kernel_w,
@@ -179,9 +188,9 @@ mg_tensor mg_avg_pool2d_ex(mg_graph *g, mg_tensor x,
  * than keeping an index tensor from the forward pass: that costs a second
  * scan but no memory, and recomputing gives the same element, ties
  * included, because the scan order is fixed. */
-mg_status mgi_pool2d_grad(mg_graph *g, const mg_node *node,
-                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                         const bool *need, mg_tensor *gin) {
+mg_status mgi_pool2d_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
+                          mg_tensor y, mg_tensor gy, const bool *need,
+                          mg_tensor *gin) {
     (void)y;
     const mg_tdesc xd = g->nodes[in[0]].d;
     mg_attrs at = node->attrs;

@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 mg_status mgi_dropout_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                           mg_tdesc *out, char *why, size_t len) {
+                            mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
     mg_status s = mgi_float_check(&in[0], "x", why, len);
     if (s != MG_OK) return s;
@@ -22,7 +22,7 @@ mg_status mgi_dropout_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
 }
 
 mg_tensor mgi_dropout_at(mg_graph *g, mg_tensor x, double p, uint64_t seed,
-                        uint64_t offset) {
+                         uint64_t offset) {
     mg_attrs at = {0};
     at.p = p;
     at.seed = seed;
@@ -42,8 +42,8 @@ mg_tensor mg_dropout(mg_graph *g, mg_tensor x, double p, uint64_t seed) {
 }
 
 mg_status mgi_dropout_grad(mg_graph *g, const mg_node *node,
-                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                          const bool *need, mg_tensor *gin) {
+                           const mg_tensor *in, mg_tensor y, mg_tensor gy,
+                           const bool *need, mg_tensor *gin) {
     (void)in;
     (void)y;
     const mg_attrs at = node->attrs;

@@ -11,7 +11,7 @@
  * sorts them, and the shape rule rejects what is still wrong, so the
  * attributes kernels see are sorted, unique and non-negative. */
 mg_status mgi_reduce_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                          mg_tdesc *out, char *why, size_t len) {
+                           mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
     mg_status s = mgi_float_check(&in[0], "x", why, len);
     if (s != MG_OK) return s;
@@ -24,8 +24,9 @@ mg_status mgi_reduce_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
             return MG_ERR_INVALID_ARG;
         }
         if (reduced[ax] || (i > 0 && ax < a->axes[i - 1])) {
-            snprintf(why, len, reduced[ax] ? "axis %d is listed twice"
-                                           : "axes must be sorted (at %d)",
+            snprintf(why, len,
+                     reduced[ax] ? "axis %d is listed twice"
+                                 : "axes must be sorted (at %d)",
                      ax);
             return MG_ERR_INVALID_ARG;
         }
@@ -34,16 +35,14 @@ mg_status mgi_reduce_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
     out->dtype = in[0].dtype;
     out->ndim = 0;
     for (int i = 0; i < nd; i++) {
-        if (!reduced[i])
-            out->shape[out->ndim++] = in[0].shape[i];
-        else if (a->keepdims)
-            out->shape[out->ndim++] = 1;
+        if (!reduced[i]) out->shape[out->ndim++] = in[0].shape[i];
+        else if (a->keepdims) out->shape[out->ndim++] = 1;
     }
     return MG_OK;
 }
 
 double mgi_reduce_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                       const mg_tdesc *out) {
+                        const mg_tdesc *out) {
     (void)n_in, (void)a, (void)out;
     return (double)mgi_tdesc_numel(&in[0]);
 }
@@ -87,9 +86,9 @@ mg_tensor mg_mean(mg_graph *g, mg_tensor x, int naxes, const int *axes,
     return reduce_build(g, MG_OP_MEAN, x, naxes, axes, keepdims);
 }
 
-mg_status mgi_reduce_grad(mg_graph *g, const mg_node *node,
-                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                         const bool *need, mg_tensor *gin) {
+mg_status mgi_reduce_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
+                          mg_tensor y, mg_tensor gy, const bool *need,
+                          mg_tensor *gin) {
     (void)y;
     const mg_tdesc xd = g->nodes[in[0]].d;
     if (!need[0]) return MG_OK;
@@ -113,8 +112,8 @@ mg_status mgi_reduce_grad(mg_graph *g, const mg_node *node,
 }
 
 mg_status mgi_broadcast_to_infer(const mg_tdesc *in, int n_in,
-                                const mg_attrs *a, mg_tdesc *out, char *why,
-                                size_t len) {
+                                 const mg_attrs *a, mg_tdesc *out, char *why,
+                                 size_t len) {
     (void)n_in;
     mg_status s = mgi_float_check(&in[0], "x", why, len);
     if (s == MG_OK) s = mgi_shape_check(a->ndim, a->shape, why, len);
@@ -140,8 +139,8 @@ mg_tensor mg_broadcast_to(mg_graph *g, mg_tensor x, int ndim,
 }
 
 mg_status mgi_broadcast_to_grad(mg_graph *g, const mg_node *node,
-                               const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                               const bool *need, mg_tensor *gin) {
+                                const mg_tensor *in, mg_tensor y, mg_tensor gy,
+                                const bool *need, mg_tensor *gin) {
     (void)node;
     (void)y;
     const mg_tdesc xd = g->nodes[in[0]].d;

@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 mg_status mgi_reshape_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                           mg_tdesc *out, char *why, size_t len) {
+                            mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
     mg_status s = mgi_float_check(&in[0], "x", why, len);
     if (s == MG_OK) s = mgi_shape_check(a->ndim, a->shape, why, len);
@@ -47,8 +47,8 @@ mg_tensor mgi_reshape_as(mg_graph *g, mg_tensor t, const mg_tdesc *d) {
 }
 
 mg_status mgi_reshape_grad(mg_graph *g, const mg_node *node,
-                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                          const bool *need, mg_tensor *gin) {
+                           const mg_tensor *in, mg_tensor y, mg_tensor gy,
+                           const bool *need, mg_tensor *gin) {
     (void)node;
     (void)y;
     const mg_tdesc xd = g->nodes[in[0]].d;
@@ -57,7 +57,7 @@ mg_status mgi_reshape_grad(mg_graph *g, const mg_node *node,
 }
 
 mg_status mgi_permute_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                           mg_tdesc *out, char *why, size_t len) {
+                            mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
     mg_status s = mgi_float_check(&in[0], "x", why, len);
     if (s != MG_OK) return s;
@@ -66,8 +66,10 @@ mg_status mgi_permute_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
     for (int i = 0; i < nd; i++) {
         int p = a->perm[i];
         if (p < 0 || p >= nd || seen[p]) {
-            snprintf(why, len, "perm is not a permutation of 0..%d (entry %d "
-                     "is %d)", nd - 1, i, p);
+            snprintf(why, len,
+                     "perm is not a permutation of 0..%d (entry %d "
+                     "is %d)",
+                     nd - 1, i, p);
             return MG_ERR_INVALID_ARG;
         }
         seen[p] = true;
@@ -109,8 +111,8 @@ mg_tensor mg_transpose(mg_graph *g, mg_tensor x, int axis0, int axis1) {
 }
 
 mg_status mgi_permute_grad(mg_graph *g, const mg_node *node,
-                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                          const bool *need, mg_tensor *gin) {
+                           const mg_tensor *in, mg_tensor y, mg_tensor gy,
+                           const bool *need, mg_tensor *gin) {
     (void)in;
     (void)y;
     int inv[MG_MAX_DIMS];
@@ -120,7 +122,7 @@ mg_status mgi_permute_grad(mg_graph *g, const mg_node *node,
 }
 
 mg_status mgi_fill_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                        mg_tdesc *out, char *why, size_t len) {
+                         mg_tdesc *out, char *why, size_t len) {
     (void)in, (void)n_in;
     int dtype = a->dtype;
     if (dtype != MG_F32 && dtype != MG_F64) {

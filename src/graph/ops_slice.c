@@ -20,8 +20,9 @@ static mg_status box_check(const mg_tdesc *box, const mg_tdesc *big,
             if (__builtin_add_overflow(start[i], box->shape[i], &end))
                 snprintf(why, len,
                          "axis %d: %lld elements from %lld are not inside "
-                         "[0, %lld)", i, (long long)box->shape[i],
-                         (long long)start[i], (long long)big->shape[i]);
+                         "[0, %lld)",
+                         i, (long long)box->shape[i], (long long)start[i],
+                         (long long)big->shape[i]);
             else
                 snprintf(why, len,
                          "axis %d: [%lld, %lld) is not inside [0, %lld)", i,
@@ -40,8 +41,8 @@ static mg_status window_infer(const mg_tdesc *x, const mg_attrs *a, bool pad,
     if (s == MG_OK) s = mgi_shape_check(a->ndim, a->shape, why, len);
     if (s != MG_OK) return s;
     if (a->ndim != x->ndim) {
-        snprintf(why, len, "the output must have x's %d dims, not %d",
-                 x->ndim, a->ndim);
+        snprintf(why, len, "the output must have x's %d dims, not %d", x->ndim,
+                 a->ndim);
         return MG_ERR_SHAPE;
     }
     *out = *x;
@@ -51,19 +52,19 @@ static mg_status window_infer(const mg_tdesc *x, const mg_attrs *a, bool pad,
 }
 
 mg_status mgi_slice_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                         mg_tdesc *out, char *why, size_t len) {
+                          mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
     return window_infer(&in[0], a, false, out, why, len);
 }
 
 mg_status mgi_pad_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                       mg_tdesc *out, char *why, size_t len) {
+                        mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
     return window_infer(&in[0], a, true, out, why, len);
 }
 
 mg_status mgi_concat_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                          mg_tdesc *out, char *why, size_t len) {
+                           mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
     const mg_tdesc *x = &in[0], *y = &in[1];
     mg_status s = mgi_float_pair_check(x, "a", y, "b", why, len);
@@ -105,8 +106,10 @@ mg_tensor mg_slice(mg_graph *g, mg_tensor x, int axis, int64_t start,
     if (!xd) return MG_NO_TENSOR;
     const int nd = xd->ndim, ax = mg_axis_wrap(axis, nd);
     if (ax < 0 || ax >= nd) {
-        mg_set_error(MG_ERR_INVALID_ARG, "slice: axis %d is out of range for "
-                     "%d dims", axis, nd);
+        mg_set_error(MG_ERR_INVALID_ARG,
+                     "slice: axis %d is out of range for "
+                     "%d dims",
+                     axis, nd);
         return MG_NO_TENSOR;
     }
     int64_t shape[MG_MAX_DIMS], at[MG_MAX_DIMS] = {0};
@@ -125,17 +128,20 @@ mg_tensor mg_pad(mg_graph *g, mg_tensor x, const int64_t *before,
         at[i] = before ? before[i] : 0;
         const int64_t b = after ? after[i] : 0;
         if (at[i] < 0 || b < 0) {
-            mg_set_error(MG_ERR_INVALID_ARG, "pad: axis %d has padding %lld "
-                         "before and %lld after; both must be >= 0", i,
-                         (long long)at[i], (long long)b);
+            mg_set_error(MG_ERR_INVALID_ARG,
+                         "pad: axis %d has padding %lld "
+                         "before and %lld after; both must be >= 0",
+                         i, (long long)at[i], (long long)b);
             return MG_NO_TENSOR;
         }
         if (__builtin_add_overflow(at[i], xd->shape[i], &shape[i]) ||
             __builtin_add_overflow(shape[i], b, &shape[i])) {
-            mg_set_error(MG_ERR_SHAPE, "pad: axis %d of size %lld with "
+            mg_set_error(MG_ERR_SHAPE,
+                         "pad: axis %d of size %lld with "
                          "padding %lld before and %lld after overflows "
-                         "int64_t", i, (long long)xd->shape[i],
-                         (long long)at[i], (long long)b);
+                         "int64_t",
+                         i, (long long)xd->shape[i], (long long)at[i],
+                         (long long)b);
             return MG_NO_TENSOR;
         }
     }
@@ -144,8 +150,10 @@ mg_tensor mg_pad(mg_graph *g, mg_tensor x, const int64_t *before,
 
 mg_tensor mg_concat(mg_graph *g, int n, const mg_tensor *xs, int axis) {
     if (n < 1 || !xs) {
-        mg_set_error(MG_ERR_INVALID_ARG, "concat: needs at least one tensor "
-                     "(got %d%s)", n, xs ? "" : ", NULL");
+        mg_set_error(MG_ERR_INVALID_ARG,
+                     "concat: needs at least one tensor "
+                     "(got %d%s)",
+                     n, xs ? "" : ", NULL");
         return MG_NO_TENSOR;
     }
     const mg_tdesc *xd = mgi_arg_desc(g, xs[0], "concat");
@@ -162,21 +170,21 @@ mg_tensor mg_concat(mg_graph *g, int n, const mg_tensor *xs, int axis) {
 }
 
 /* slice and pad: each is the other with the same corner and x's shape. */
-mg_status mgi_window_grad(mg_graph *g, const mg_node *node,
-                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                         const bool *need, mg_tensor *gin) {
+mg_status mgi_window_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
+                          mg_tensor y, mg_tensor gy, const bool *need,
+                          mg_tensor *gin) {
     (void)y;
     const mg_tdesc xd = g->nodes[in[0]].d;
     const mg_op back = node->op == MG_OP_SLICE ? MG_OP_PAD : MG_OP_SLICE;
     if (need[0])
-        gin[0] = window_build(g, back, gy, xd.ndim, xd.shape,
-                              node->attrs.start);
+        gin[0] =
+            window_build(g, back, gy, xd.ndim, xd.shape, node->attrs.start);
     return mgi_grad_status(1, need, gin);
 }
 
-mg_status mgi_concat_grad(mg_graph *g, const mg_node *node,
-                         const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                         const bool *need, mg_tensor *gin) {
+mg_status mgi_concat_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
+                          mg_tensor y, mg_tensor gy, const bool *need,
+                          mg_tensor *gin) {
     (void)y;
     const int ax = node->attrs.axis;
     const int64_t na = g->nodes[in[0]].d.shape[ax];

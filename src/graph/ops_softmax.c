@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 mg_status mgi_softmax_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                           mg_tdesc *out, char *why, size_t len) {
+                            mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
     mg_status s = mgi_float_check(&in[0], "x", why, len);
     if (s != MG_OK) return s;
@@ -38,16 +38,16 @@ mg_tensor mg_log_softmax(mg_graph *g, mg_tensor x, int axis) {
 }
 
 mg_status mgi_softmax_grad(mg_graph *g, const mg_node *node,
-                          const mg_tensor *in, mg_tensor y, mg_tensor gy,
-                          const bool *need, mg_tensor *gin) {
+                           const mg_tensor *in, mg_tensor y, mg_tensor gy,
+                           const bool *need, mg_tensor *gin) {
     (void)in;
     const int axis = node->attrs.axis;
     if (!need[0]) return MG_OK;
     if (node->op == MG_OP_SOFTMAX) /* y * (gy - sum(gy * y)) */
-        gin[0] = mg_mul(g, y, mg_sub(g, gy,
-                                     mg_sum(g, mg_mul(g, gy, y), 1, &axis, 1)));
+        gin[0] = mg_mul(
+            g, y, mg_sub(g, gy, mg_sum(g, mg_mul(g, gy, y), 1, &axis, 1)));
     else /* gy - exp(y) * sum(gy) */
-        gin[0] = mg_sub(g, gy, mg_mul(g, mg_exp(g, y),
-                                      mg_sum(g, gy, 1, &axis, 1)));
+        gin[0] =
+            mg_sub(g, gy, mg_mul(g, mg_exp(g, y), mg_sum(g, gy, 1, &axis, 1)));
     return mgi_grad_status(1, need, gin);
 }

@@ -89,8 +89,8 @@ mg_tensor mgm_param(mg_model *m, const char *name, int ndim,
         if (p) m->params = p;
         void *q = p ? realloc(im->init, (size_t)nc * sizeof *im->init) : NULL;
         if (q) im->init = q;
-        void *r = q ? realloc(im->init_a, (size_t)nc * sizeof *im->init_a)
-                    : NULL;
+        void *r =
+            q ? realloc(im->init_a, (size_t)nc * sizeof *im->init_a) : NULL;
         if (r) im->init_a = r;
         if (!r) {
             im->failed = 1;
@@ -141,8 +141,8 @@ mg_tensor mgm_linear(mg_model *m, mg_tensor x, int in, int out,
     snprintf(name, sizeof name, "%s.w", prefix);
     mg_tensor w = mgm_param(m, name, 2, ws, MGM_INIT_UNIFORM, w_bound);
     snprintf(name, sizeof name, "%s.b", prefix);
-    mg_tensor b = mgm_param(m, name, 1, bs, MGM_INIT_UNIFORM,
-                            1.0 / sqrt((double)in));
+    mg_tensor b =
+        mgm_param(m, name, 1, bs, MGM_INIT_UNIFORM, 1.0 / sqrt((double)in));
     return mg_add(m->g, mg_matmul(m->g, x, w, 0, 0), b);
 }
 
@@ -189,12 +189,13 @@ mg_status mg_model_init_params(const mg_model *m, uint64_t seed,
         if (!param_data[i])
             return mg_set_error(MG_ERR_INVALID_ARG,
                                 "mg_model_init_params: param_data[%d] (%s) is "
-                                "NULL", i, mg_tensor_name(m->g, m->params[i]));
+                                "NULL",
+                                i, mg_tensor_name(m->g, m->params[i]));
     for (int i = 0; i < m->n_params; i++) {
         uint64_t rng = mgm_rng_stream(seed, (uint64_t)i);
         double a = m->impl->init_a[i];
-        fill(m->dtype, param_data[i], mg_tensor_numel(m->g, m->params[i]),
-             &rng, m->impl->init[i], a, -a, a);
+        fill(m->dtype, param_data[i], mg_tensor_numel(m->g, m->params[i]), &rng,
+             m->impl->init[i], a, -a, a);
     }
     return MG_OK;
 }
@@ -214,8 +215,7 @@ mg_status mg_model_init_data(const mg_model *m, uint64_t seed, void *input,
         mg_tensor_dtype(m->g, m->input, &dt);
         if (dt == MG_I32) {
             for (int64_t k = 0; k < n; k++)
-                ((int32_t *)input)[k] =
-                    (int32_t)(mgm_rng_next(&rin) % classes);
+                ((int32_t *)input)[k] = (int32_t)(mgm_rng_next(&rin) % classes);
         } else {
             fill(dt, input, n, &rin, MGM_INIT_UNIFORM, 1.0, -1.0, 1.0);
         }

@@ -20,10 +20,10 @@ typedef enum mgm_init {
 
 struct mg_model_impl {
     int cap_params, cap_blocks;
-    mgm_init *init;  /* per parameter */
-    double *init_a;  /* per parameter */
-    int n_classes;   /* label range of the target (classifiers) */
-    int failed;      /* a registration ran out of memory */
+    mgm_init *init; /* per parameter */
+    double *init_a; /* per parameter */
+    int n_classes;  /* label range of the target (classifiers) */
+    int failed;     /* a registration ran out of memory */
 };
 
 /* A new model with an empty graph; NULL (error set) on allocation failure. */

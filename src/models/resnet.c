@@ -37,10 +37,11 @@ mg_model *mg_model_resnet(int depth, int width, int batch, int image,
     if (!mgm_check(depth >= 1, who, "depth = %d must be >= 1", depth) ||
         !mgm_check(width >= 1, who, "width = %d must be >= 1", width) ||
         /* the last stage has width << (stages - 1) channels, an int */
-        !mgm_check(((int64_t)width << ((depth < 3 ? depth : 3) - 1)) <=
-                       INT_MAX,
-                   who, "width = %d is too large: the widest stage's "
-                   "channels must fit an int", width) ||
+        !mgm_check(((int64_t)width << ((depth < 3 ? depth : 3) - 1)) <= INT_MAX,
+                   who,
+                   "width = %d is too large: the widest stage's "
+                   "channels must fit an int",
+                   width) ||
         !mgm_check(batch >= 1, who, "batch = %d must be >= 1", batch) ||
         !mgm_check(image >= 1, who, "image = %d must be >= 1", image) ||
         !mgm_check(classes >= 1, who, "classes = %d must be >= 1", classes) ||

@@ -32,8 +32,8 @@ static mg_tensor split_heads(mg_graph *g, mg_tensor x, int64_t b, int64_t s,
 }
 
 mg_model *mg_model_transformer(int layers, int d_model, int heads, int seq,
-                               int batch, int vocab, double dropout,
-                               int causal, mg_dtype dtype, uint64_t seed) {
+                               int batch, int vocab, double dropout, int causal,
+                               mg_dtype dtype, uint64_t seed) {
     const char *who = "mg_model_transformer";
     if (!mgm_check(layers >= 1, who, "layers = %d must be >= 1", layers) ||
         !mgm_check(d_model >= 1, who, "d_model = %d must be >= 1", d_model) ||

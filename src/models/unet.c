@@ -22,8 +22,8 @@ static mg_tensor conv_relu(mg_model *m, mg_tensor x, int cin, int cout, int k,
     snprintf(name, sizeof name, "%s.b", prefix);
     mg_tensor b =
         mgm_param(m, name, 3, bs, MGM_INIT_UNIFORM, 1.0 / sqrt(fan_in));
-    mg_tensor y = mg_add(
-        m->g, mg_conv2d(m->g, x, w, 1, 1, k / 2, k / 2, 1, 1, 1), b);
+    mg_tensor y =
+        mg_add(m->g, mg_conv2d(m->g, x, w, 1, 1, k / 2, k / 2, 1, 1, 1), b);
     return relu ? mg_relu(m->g, y) : y;
 }
 

@@ -38,18 +38,15 @@
  * component at a time, refusing symbolic links and '..'. Returns a
  * descriptor, or -1 with errno: ELOOP for a link (or ENOTDIR where a
  * component that must be a directory is not one), EXDEV for '..'. */
-static int open_beneath(int dir, const char *rel)
-{
+static int open_beneath(int dir, const char *rel) {
     char comp[NAME_MAX + 1];
     int fd = dup(dir);
     const char *p = rel;
     while (fd >= 0) {
-        while (*p == '/')
-            p++;
+        while (*p == '/') p++;
         size_t len = strcspn(p, "/");
         const char *next = p + len;
-        while (*next == '/')
-            next++;
+        while (*next == '/') next++;
         bool last = *next == '\0';
         if (len == 0 || len > NAME_MAX) {
             close(fd);
@@ -59,8 +56,7 @@ static int open_beneath(int dir, const char *rel)
         memcpy(comp, p, len);
         comp[len] = '\0';
         p = next;
-        if (strcmp(comp, ".") == 0 && !last)
-            continue;
+        if (strcmp(comp, ".") == 0 && !last) continue;
         if (strcmp(comp, "..") == 0) {
             close(fd);
             errno = EXDEV;
@@ -71,18 +67,15 @@ static int open_beneath(int dir, const char *rel)
         close(fd);
         errno = saved;
         fd = sub;
-        if (last)
-            return fd;
+        if (last) return fd;
     }
     return -1;
 }
 
 /* Opens `rel` beneath the directory `root`. */
-static int open_in_dir(const char *root, const char *rel)
-{
+static int open_in_dir(const char *root, const char *rel) {
     int dir = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir < 0)
-        return -1;
+    if (dir < 0) return -1;
     int fd = open_beneath(dir, rel);
     int saved = errno;
     close(dir);
@@ -94,8 +87,8 @@ static int open_in_dir(const char *root, const char *rel)
  * everything resolves inside `allowed` (a hub cache's snapshot linking into
  * its blobs, say): the resolved path's part below `allowed` is then opened
  * beneath it as above, so a link swapped in after realpath is refused. */
-static int open_allowed(const char *root, const char *loc, const char *allowed)
-{
+static int open_allowed(const char *root, const char *loc,
+                        const char *allowed) {
     char *joined = malloc(strlen(root) + strlen(loc) + 2);
     char *target = NULL, *base = NULL;
     int fd = -1, err = ELOOP;
@@ -129,8 +122,7 @@ static int open_allowed(const char *root, const char *loc, const char *allowed)
 
 /* The error for a failed open of loc: why, in words a user can act on. */
 static mg_status open_error(const char *tname, const char *loc,
-                            const char *root, int err)
-{
+                            const char *root, int err) {
     if (err == ELOOP || err == ENOTDIR || err == EXDEV)
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "onnx: tensor '%s': external data location '%s' "
@@ -141,19 +133,17 @@ static mg_status open_error(const char *tname, const char *loc,
                             tname, loc, root);
     return mg_set_error(MG_ERR_INVALID_ARG,
                         "onnx: tensor '%s': cannot open external data file "
-                        "'%s' in '%s': %s", tname, loc, root, strerror(err));
+                        "'%s' in '%s': %s",
+                        tname, loc, root, strerror(err));
 }
 
 /* Reads exactly len bytes at offset of fd. */
-static bool read_at(int fd, uint8_t *buf, int64_t len, int64_t offset)
-{
+static bool read_at(int fd, uint8_t *buf, int64_t len, int64_t offset) {
     while (len > 0) {
         size_t chunk = len > (int64_t)1 << 30 ? (size_t)1 << 30 : (size_t)len;
         ssize_t got = pread(fd, buf, chunk, (off_t)offset);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return false;
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return false;
         buf += got;
         len -= got;
         offset += got;
@@ -163,41 +153,42 @@ static bool read_at(int fd, uint8_t *buf, int64_t len, int64_t offset)
 
 mg_status mgi_onnx_read_external(mgi_octx *c, const char *tname,
                                  const char *loc, int64_t offset, int64_t len,
-                                 uint8_t **out)
-{
+                                 uint8_t **out) {
     *out = NULL;
-    const char *root = c->opts.external_data_dir ? c->opts.external_data_dir : ".";
+    const char *root =
+        c->opts.external_data_dir ? c->opts.external_data_dir : ".";
     if (!loc || !loc[0] || loc[0] == '/')
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "onnx: tensor '%s': external data location '%s' "
                             "must be a relative path inside the model's "
-                            "directory", tname, S(loc));
+                            "directory",
+                            tname, S(loc));
     int fd = open_in_dir(root, loc);
     if (fd < 0 && (errno == ELOOP || errno == ENOTDIR) &&
         c->opts.external_data_allowed_dir)
         fd = open_allowed(root, loc, c->opts.external_data_allowed_dir);
-    if (fd < 0)
-        return open_error(tname, loc, root, errno);
+    if (fd < 0) return open_error(tname, loc, root, errno);
     struct stat st;
     mg_status s = MG_OK;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         s = mg_set_error(MG_ERR_INVALID_ARG,
                          "onnx: tensor '%s': external data location '%s' is "
-                         "not a regular file", tname, loc);
+                         "not a regular file",
+                         tname, loc);
     else if (offset < 0 || len < 0 || offset > (int64_t)st.st_size ||
              len > (int64_t)st.st_size - offset)
         s = mg_set_error(MG_ERR_INVALID_ARG,
                          "onnx: tensor '%s': external data [%lld, +%lld) is "
-                         "past the end of '%s' (%lld bytes)", tname,
-                         (long long)offset, (long long)len, loc,
+                         "past the end of '%s' (%lld bytes)",
+                         tname, (long long)offset, (long long)len, loc,
                          (long long)st.st_size);
     uint8_t *buf = s ? NULL : malloc(len ? (size_t)len : 1);
-    if (!s && !buf)
-        s = mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    if (!s && !buf) s = mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
     if (!s && !read_at(fd, buf, len, offset))
         s = mg_set_error(MG_ERR_INVALID_ARG,
                          "onnx: tensor '%s': reading external data '%s' "
-                         "failed", tname, loc);
+                         "failed",
+                         tname, loc);
     close(fd);
     if (s) {
         free(buf);

@@ -10,12 +10,12 @@
  * the buffer, and a tensor's dims must match its data's length here.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,75 +23,61 @@
 
 #define S(x) ((x) ? (x) : "")
 
-void mg_onnx_options_init(mg_onnx_options *opts)
-{
-    if (!opts)
-        return;
+void mg_onnx_options_init(mg_onnx_options *opts) {
+    if (!opts) return;
     memset(opts, 0, sizeof *opts);
     opts->training = 1;
 }
 
-mg_status mgi_onnx_node_error(mgi_octx *c, mg_status s, const char *fmt, ...)
-{
+mg_status mgi_onnx_node_error(mgi_octx *c, mg_status s, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     const Onnx__NodeProto *n = c->node;
-    if (!n)
-        return mg_set_error(s, "onnx: %s", msg);
-    return mg_set_error(s, "onnx node '%s' (op_type %s, domain '%s', opset %lld): %s",
-                        S(n->name), S(n->op_type), S(n->domain),
-                        (long long)c->opset, msg);
+    if (!n) return mg_set_error(s, "onnx: %s", msg);
+    return mg_set_error(
+        s, "onnx node '%s' (op_type %s, domain '%s', opset %lld): %s",
+        S(n->name), S(n->op_type), S(n->domain), (long long)c->opset, msg);
 }
 
 /* The builder's error, prefixed with the value the importer was making
  * unless it names that value already. The message is copied first:
  * formatting mg_last_error() into the buffer it lives in read the prefix
  * back, and printed it twice. */
-static mg_status builder_error(const char *what, const char *name)
-{
+static mg_status builder_error(const char *what, const char *name) {
     char msg[512], quoted[300];
     snprintf(msg, sizeof msg, "%s", mg_last_error());
     snprintf(quoted, sizeof quoted, "'%s'", name);
     mg_status s = mg_last_status() ? mg_last_status() : MG_ERR_INTERNAL;
-    if (strstr(msg, quoted))
-        return mg_set_error(s, "onnx: %s", msg);
+    if (strstr(msg, quoted)) return mg_set_error(s, "onnx: %s", msg);
     return mg_set_error(s, "onnx: %s %s: %s", what, quoted, msg);
 }
 
 /* ------------------------------------------------------------------ names */
 
-static uint32_t hash_str(const char *s)
-{
+static uint32_t hash_str(const char *s) {
     uint32_t h = 2166136261u;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 16777619u;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 16777619u;
     return h;
 }
 
-mgi_oval *mgi_onnx_lookup(mgi_octx *c, const char *name)
-{
-    if (!name || !c->n_slots)
-        return NULL;
+mgi_oval *mgi_onnx_lookup(mgi_octx *c, const char *name) {
+    if (!name || !c->n_slots) return NULL;
     uint32_t mask = (uint32_t)c->n_slots - 1;
     for (uint32_t h = hash_str(name) & mask;; h = (h + 1) & mask) {
         int32_t k = c->slots[h];
-        if (k < 0)
-            return NULL;
-        if (strcmp(c->vals[k].name, name) == 0)
-            return &c->vals[k];
+        if (k < 0) return NULL;
+        if (strcmp(c->vals[k].name, name) == 0) return &c->vals[k];
     }
 }
 
 /* Names are defined once (SSA); the table was sized for every name the
  * model can define, so it never fills. */
 mg_status mgi_onnx_define(mgi_octx *c, const char *name, mg_tensor t,
-                          mgi_oconst *k)
-{
-    if (!name || !name[0])
-        return MG_OK; /* an output nobody may read */
+                          mgi_oconst *k) {
+    if (!name || !name[0]) return MG_OK; /* an output nobody may read */
     if (mgi_onnx_lookup(c, name))
         return mgi_onnx_node_error(c, MG_ERR_INVALID_ARG,
                                    "value '%s' is defined twice", name);
@@ -99,8 +85,7 @@ mg_status mgi_onnx_define(mgi_octx *c, const char *name, mg_tensor t,
         return mgi_onnx_node_error(c, MG_ERR_INTERNAL, "name table full");
     uint32_t mask = (uint32_t)c->n_slots - 1;
     uint32_t h = hash_str(name) & mask;
-    while (c->slots[h] >= 0)
-        h = (h + 1) & mask;
+    while (c->slots[h] >= 0) h = (h + 1) & mask;
     c->slots[h] = c->n_vals;
     c->vals[c->n_vals++] = (mgi_oval){name, t, k, NULL};
     if (t != MG_NO_TENSOR && !mg_tensor_name(c->g, t))
@@ -109,56 +94,49 @@ mg_status mgi_onnx_define(mgi_octx *c, const char *name, mg_tensor t,
     return MG_OK;
 }
 
-bool mgi_onnx_is_read(const mgi_octx *c, const char *name)
-{
-    if (!name || !name[0] || !c->n_used)
-        return false;
+bool mgi_onnx_is_read(const mgi_octx *c, const char *name) {
+    if (!name || !name[0] || !c->n_used) return false;
     uint32_t mask = (uint32_t)c->n_used - 1;
     for (uint32_t h = hash_str(name) & mask; c->used[h]; h = (h + 1) & mask)
-        if (strcmp(c->used[h], name) == 0)
-            return true;
+        if (strcmp(c->used[h], name) == 0) return true;
     return false;
 }
 
-static mg_status build_used(mgi_octx *c, const Onnx__GraphProto *gp)
-{
+static mg_status build_used(mgi_octx *c, const Onnx__GraphProto *gp) {
     size_t n = gp->n_output + 1;
     for (size_t k = 0; k < gp->n_node; k++) {
-        if (gp->node[k]->n_input > (size_t)INT32_MAX / 4 || n > (size_t)INT32_MAX / 4)
+        if (gp->node[k]->n_input > (size_t)INT32_MAX / 4 ||
+            n > (size_t)INT32_MAX / 4)
             return mg_set_error(MG_ERR_INVALID_ARG, "onnx: too many values");
         n += gp->node[k]->n_input;
     }
     size_t slots = 16;
-    while (slots < 2 * n)
-        slots *= 2;
+    while (slots < 2 * n) slots *= 2;
     if (slots > (size_t)INT32_MAX / 2)
         return mg_set_error(MG_ERR_INVALID_ARG, "onnx: too many values");
     c->used = calloc(slots, sizeof *c->used);
-    if (!c->used)
-        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    if (!c->used) return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
     c->n_used = (int)slots;
     uint32_t mask = (uint32_t)slots - 1;
     for (size_t k = 0; k <= gp->n_node; k++) {
         size_t cnt = k < gp->n_node ? gp->node[k]->n_input : gp->n_output;
         for (size_t i = 0; i < cnt; i++) {
-            const char *nm = k < gp->n_node ? gp->node[k]->input[i]
-                                            : S(gp->output[i]->name);
-            if (!nm[0] || mgi_onnx_is_read(c, nm))
-                continue;
+            const char *nm =
+                k < gp->n_node ? gp->node[k]->input[i] : S(gp->output[i]->name);
+            if (!nm[0] || mgi_onnx_is_read(c, nm)) continue;
             uint32_t h = hash_str(nm) & mask;
-            while (c->used[h])
-                h = (h + 1) & mask;
+            while (c->used[h]) h = (h + 1) & mask;
             c->used[h] = nm;
         }
     }
     return MG_OK;
 }
 
-/* ------------------------------------------------------------------ constants */
+/* ------------------------------------------------------------------ constants
+ */
 
 mgi_oconst *mgi_onnx_const_new(mgi_octx *c, int32_t onnx_type, bool is_float,
-                               int ndim, const int64_t *shape)
-{
+                               int ndim, const int64_t *shape) {
     if (ndim < 0 || ndim > MG_MAX_DIMS) {
         mgi_onnx_node_error(c, MG_ERR_SHAPE, "constant of rank %d (at most %d)",
                             ndim, MG_MAX_DIMS);
@@ -166,7 +144,8 @@ mgi_oconst *mgi_onnx_const_new(mgi_octx *c, int32_t onnx_type, bool is_float,
     }
     int64_t n = 1;
     for (int d = 0; d < ndim; d++) {
-        if (shape[d] < 0 || (shape[d] > 0 && n > MGI_ONNX_MAX_CONST_ELEMS / shape[d])) {
+        if (shape[d] < 0 ||
+            (shape[d] > 0 && n > MGI_ONNX_MAX_CONST_ELEMS / shape[d])) {
             mgi_onnx_node_error(c, MG_ERR_SHAPE,
                                 "constant too large or negative dim %lld",
                                 (long long)shape[d]);
@@ -195,49 +174,38 @@ mgi_oconst *mgi_onnx_const_new(mgi_octx *c, int32_t onnx_type, bool is_float,
     }
     k->onnx_type = onnx_type;
     k->ndim = ndim;
-    for (int d = 0; d < ndim; d++)
-        k->shape[d] = shape[d];
+    for (int d = 0; d < ndim; d++) k->shape[d] = shape[d];
     k->n = n;
-    if (is_float)
-        k->f = data;
-    else
-        k->i = data;
+    if (is_float) k->f = data;
+    else k->i = data;
     c->consts[c->n_consts++] = k;
     return k;
 }
 
-static bool type_is_float(int32_t t)
-{
+static bool type_is_float(int32_t t) {
     return t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
            t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
 }
 
-static size_t type_size(int32_t t)
-{
+static size_t type_size(int32_t t) {
     switch (t) {
     case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
-    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32:
-        return 4;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: return 4;
     case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
-    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64:
-        return 8;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: return 8;
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
-    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16:
-        return 2;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: return 2;
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
     case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
-    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL:
-        return 1;
-    default:
-        return 0; /* strings, float16, complex: not supported */
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: return 1;
+    default: return 0; /* strings, float16, complex: not supported */
     }
 }
 
 /* Element k of little-endian raw bytes of type t. */
-static void raw_elem(const uint8_t *p, int32_t t, double *f, int64_t *i)
-{
+static void raw_elem(const uint8_t *p, int32_t t, double *f, int64_t *i) {
     switch (t) {
     case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: {
         float v;
@@ -245,9 +213,7 @@ static void raw_elem(const uint8_t *p, int32_t t, double *f, int64_t *i)
         *f = v;
         return;
     }
-    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
-        memcpy(f, p, 8);
-        return;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: memcpy(f, p, 8); return;
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: {
         int32_t v;
         memcpy(&v, p, 4);
@@ -260,9 +226,7 @@ static void raw_elem(const uint8_t *p, int32_t t, double *f, int64_t *i)
         *i = v;
         return;
     }
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
-        memcpy(i, p, 8);
-        return;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: memcpy(i, p, 8); return;
     case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: {
         uint64_t v;
         memcpy(&v, p, 8);
@@ -281,18 +245,13 @@ static void raw_elem(const uint8_t *p, int32_t t, double *f, int64_t *i)
         *i = v;
         return;
     }
-    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
-        *i = (int8_t)p[0];
-        return;
-    default: /* uint8, bool */
-        *i = p[0];
-        return;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: *i = (int8_t)p[0]; return;
+    default: /* uint8, bool */ *i = p[0]; return;
     }
 }
 
 mg_status mgi_onnx_decode_tensor(mgi_octx *c, const Onnx__TensorProto *tp,
-                                 mgi_oconst **out)
-{
+                                 mgi_oconst **out) {
     *out = NULL;
     const char *tname = S(tp->name);
     int32_t t = tp->has_data_type ? tp->data_type : 0;
@@ -301,7 +260,8 @@ mg_status mgi_onnx_decode_tensor(mgi_octx *c, const Onnx__TensorProto *tp,
         return mgi_onnx_node_error(c, MG_ERR_DTYPE,
                                    "tensor '%s': data type %d is not "
                                    "supported (float, double and integer "
-                                   "types are)", tname, (int)t);
+                                   "types are)",
+                                   tname, (int)t);
     if (tp->n_dims > MG_MAX_DIMS)
         return mgi_onnx_node_error(c, MG_ERR_SHAPE,
                                    "tensor '%s' has %zu dims (at most %d)",
@@ -312,8 +272,8 @@ mg_status mgi_onnx_decode_tensor(mgi_octx *c, const Onnx__TensorProto *tp,
         if (v < 0 || (v > 0 && n > INT64_MAX / 16 / v))
             return mgi_onnx_node_error(c, MG_ERR_INVALID_ARG,
                                        "tensor '%s': dim %lld is negative "
-                                       "or makes it larger than any file", tname,
-                                       (long long)v);
+                                       "or makes it larger than any file",
+                                       tname, (long long)v);
         n *= v;
     }
     /* Where the elements are, and how many the file really holds. */
@@ -328,38 +288,34 @@ mg_status mgi_onnx_decode_tensor(mgi_octx *c, const Onnx__TensorProto *tp,
             const char *key = S(tp->external_data[k]->key);
             const char *val = S(tp->external_data[k]->value);
             char *end;
-            if (strcmp(key, "location") == 0)
-                loc = val;
+            if (strcmp(key, "location") == 0) loc = val;
             else if (strcmp(key, "offset") == 0 || strcmp(key, "length") == 0) {
                 errno = 0;
                 long long v = strtoll(val, &end, 10);
                 if (errno || *end || v < 0)
                     return mg_set_error(MG_ERR_INVALID_ARG,
                                         "onnx: tensor '%s': bad external "
-                                        "%s '%s'", tname, key, val);
-                if (key[0] == 'o')
-                    off = v;
-                else
-                    len = v;
+                                        "%s '%s'",
+                                        tname, key, val);
+                if (key[0] == 'o') off = v;
+                else len = v;
             }
         }
         if (len >= 0 && len != n * (int64_t)es)
             return mg_set_error(MG_ERR_INVALID_ARG,
                                 "onnx: tensor '%s': external length %lld, "
-                                "but its dims need %lld bytes", tname,
-                                (long long)len, (long long)(n * (int64_t)es));
-        if (len < 0)
-            len = n * (int64_t)es;
+                                "but its dims need %lld bytes",
+                                tname, (long long)len,
+                                (long long)(n * (int64_t)es));
+        if (len < 0) len = n * (int64_t)es;
         mg_status s = mgi_onnx_read_external(c, tname, loc, off, len, &ext);
-        if (s)
-            return s;
+        if (s) return s;
         raw = ext;
         have = len / (int64_t)es;
     } else if (tp->has_raw_data) {
         raw = tp->raw_data.data;
         have = (int64_t)(tp->raw_data.len / es);
-        if ((int64_t)tp->raw_data.len != n * (int64_t)es)
-            have = -1;
+        if ((int64_t)tp->raw_data.len != n * (int64_t)es) have = -1;
     } else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
         have = (int64_t)tp->n_float_data;
     } else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE) {
@@ -376,8 +332,8 @@ mg_status mgi_onnx_decode_tensor(mgi_octx *c, const Onnx__TensorProto *tp,
         free(ext);
         return mgi_onnx_node_error(c, MG_ERR_INVALID_ARG,
                                    "tensor '%s': its dims say %lld elements "
-                                   "but the file holds %s", tname,
-                                   (long long)n,
+                                   "but the file holds %s",
+                                   tname, (long long)n,
                                    have < 0 ? "a different byte count"
                                             : "a different count");
     }
@@ -388,8 +344,7 @@ mg_status mgi_onnx_decode_tensor(mgi_octx *c, const Onnx__TensorProto *tp,
     }
     /* Parameters may exceed the folding limit: build the constant here. */
     int64_t shape[MG_MAX_DIMS];
-    for (size_t d = 0; d < tp->n_dims; d++)
-        shape[d] = tp->dims[d];
+    for (size_t d = 0; d < tp->n_dims; d++) shape[d] = tp->dims[d];
     bool fl = type_is_float(t);
     mgi_oconst *k = calloc(1, sizeof *k);
     void *data = calloc(n ? (size_t)n : 1, 8);
@@ -397,7 +352,8 @@ mg_status mgi_onnx_decode_tensor(mgi_octx *c, const Onnx__TensorProto *tp,
         free(k);
         free(data);
         free(ext);
-        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory for '%s'", tname);
+        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory for '%s'",
+                            tname);
     }
     if (c->n_consts == c->cap_consts) {
         int cap = c->cap_consts ? 2 * c->cap_consts : 64;
@@ -416,10 +372,8 @@ mg_status mgi_onnx_decode_tensor(mgi_octx *c, const Onnx__TensorProto *tp,
     k->ndim = (int)tp->n_dims;
     memcpy(k->shape, shape, sizeof(int64_t) * tp->n_dims);
     k->n = n;
-    if (fl)
-        k->f = data;
-    else
-        k->i = data;
+    if (fl) k->f = data;
+    else k->i = data;
     for (int64_t e = 0; e < n; e++) {
         double fv = 0;
         int64_t iv = 0;
@@ -437,30 +391,26 @@ mg_status mgi_onnx_decode_tensor(mgi_octx *c, const Onnx__TensorProto *tp,
         } else {
             iv = tp->int32_data[e];
         }
-        if (fl)
-            k->f[e] = fv;
-        else
-            k->i[e] = iv;
+        if (fl) k->f[e] = fv;
+        else k->i[e] = iv;
     }
     free(ext);
     *out = k;
     return MG_OK;
 }
 
-/* ------------------------------------------------------------------ bindings */
+/* ------------------------------------------------------------------ bindings
+ */
 
-static mg_status add_binding(mgi_octx *c, mg_tensor t, void *data)
-{
+static mg_status add_binding(mgi_octx *c, mg_tensor t, void *data) {
     mg_onnx_model *m = c->model;
     if (m->n_binds == m->cap_binds) {
         int cap = m->cap_binds ? 2 * m->cap_binds : 32;
         mg_binding *b = realloc(m->binds, (size_t)cap * sizeof *b);
-        if (!b)
-            return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+        if (!b) return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
         m->binds = b;
         void **d = realloc(m->bind_data, (size_t)cap * sizeof *d);
-        if (!d)
-            return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+        if (!d) return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
         m->bind_data = d;
         m->cap_binds = cap;
     }
@@ -469,25 +419,19 @@ static mg_status add_binding(mgi_octx *c, mg_tensor t, void *data)
     return MG_OK;
 }
 
-static float *to_f32(const mgi_oconst *k)
-{
+static float *to_f32(const mgi_oconst *k) {
     float *p = malloc(k->n ? (size_t)k->n * sizeof(float) : sizeof(float));
-    if (!p)
-        return NULL;
+    if (!p) return NULL;
     for (int64_t e = 0; e < k->n; e++)
         p[e] = k->f ? (float)k->f[e] : (float)k->i[e];
     return p;
 }
 
-mg_tensor mgi_onnx_tensor(mgi_octx *c, mgi_oval *v)
-{
-    if (!v)
-        return MG_NO_TENSOR;
-    if (v->t != MG_NO_TENSOR)
-        return v->t;
+mg_tensor mgi_onnx_tensor(mgi_octx *c, mgi_oval *v) {
+    if (!v) return MG_NO_TENSOR;
+    if (v->t != MG_NO_TENSOR) return v->t;
     mgi_oconst *k = v->c;
-    if (!k)
-        return MG_NO_TENSOR;
+    if (!k) return MG_NO_TENSOR;
     if (k->n == 0) {
         mgi_onnx_node_error(c, MG_ERR_SHAPE, "constant '%s' is empty", v->name);
         return MG_NO_TENSOR;
@@ -548,12 +492,10 @@ mg_tensor mgi_onnx_tensor(mgi_octx *c, mgi_oval *v)
 
 /* ------------------------------------------------------------------ graph */
 
-static mg_status import_inputs(mgi_octx *c, const Onnx__GraphProto *gp)
-{
+static mg_status import_inputs(mgi_octx *c, const Onnx__GraphProto *gp) {
     mg_onnx_model *m = c->model;
     m->inputs = calloc(gp->n_input ? gp->n_input : 1, sizeof *m->inputs);
-    if (!m->inputs)
-        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    if (!m->inputs) return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
     for (size_t k = 0; k < gp->n_input; k++) {
         const Onnx__ValueInfoProto *vi = gp->input[k];
         const char *name = S(vi->name);
@@ -564,18 +506,21 @@ static mg_status import_inputs(mgi_octx *c, const Onnx__GraphProto *gp)
             !tp->tensor_type || !tp->tensor_type->shape)
             return mg_set_error(MG_ERR_UNSUPPORTED,
                                 "onnx: input '%s' is not a tensor of known "
-                                "rank", name);
+                                "rank",
+                                name);
         const Onnx__TensorShapeProto *sp = tp->tensor_type->shape;
         if (sp->n_dim > MG_MAX_DIMS)
-            return mg_set_error(MG_ERR_SHAPE, "onnx: input '%s' has rank %zu "
-                                "(at most %d)", name, sp->n_dim, MG_MAX_DIMS);
+            return mg_set_error(MG_ERR_SHAPE,
+                                "onnx: input '%s' has rank %zu "
+                                "(at most %d)",
+                                name, sp->n_dim, MG_MAX_DIMS);
         int64_t shape[MG_MAX_DIMS];
         for (size_t d = 0; d < sp->n_dim; d++) {
             const Onnx__TensorShapeProto__Dimension *dm = sp->dim[d];
             int64_t v = -1;
             const char *pname = NULL;
             if (dm->value_case ==
-                ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
+                    ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
                 dm->dim_value > 0) {
                 v = dm->dim_value;
             } else {
@@ -593,70 +538,63 @@ static mg_status import_inputs(mgi_octx *c, const Onnx__GraphProto *gp)
                 return mg_set_error(MG_ERR_INVALID_ARG,
                                     "onnx: input '%s' dim %zu ('%s') is "
                                     "dynamic: give its size in the options "
-                                    "(batch_size, or dims by name)", name, d,
-                                    S(pname));
+                                    "(batch_size, or dims by name)",
+                                    name, d, S(pname));
             shape[d] = v;
         }
-        int32_t et = tp->tensor_type->has_elem_type ? tp->tensor_type->elem_type : 0;
+        int32_t et =
+            tp->tensor_type->has_elem_type ? tp->tensor_type->elem_type : 0;
         mg_dtype dt;
-        if (et == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-            dt = MG_F32;
-        else if (et == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE)
-            dt = MG_F64;
+        if (et == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) dt = MG_F32;
+        else if (et == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE) dt = MG_F64;
         else if (et == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ||
                  et == ONNX__TENSOR_PROTO__DATA_TYPE__INT32)
             dt = MG_I32;
         else
-            return mg_set_error(MG_ERR_DTYPE, "onnx: input '%s' has element "
+            return mg_set_error(MG_ERR_DTYPE,
+                                "onnx: input '%s' has element "
                                 "type %d (float, double, int32 and int64 "
-                                "are supported)", name, (int)et);
+                                "are supported)",
+                                name, (int)et);
         mg_tensor t = mg_input(c->g, name, dt, (int)sp->n_dim, shape);
-        if (t == MG_NO_TENSOR)
-            return builder_error("input", name);
+        if (t == MG_NO_TENSOR) return builder_error("input", name);
         mg_status s = mgi_onnx_define(c, name, t, NULL);
-        if (s)
-            return s;
+        if (s) return s;
         m->inputs[m->n_inputs++] = t;
     }
     return MG_OK;
 }
 
-static mg_status import_initializers(mgi_octx *c, const Onnx__GraphProto *gp)
-{
+static mg_status import_initializers(mgi_octx *c, const Onnx__GraphProto *gp) {
     mg_onnx_model *m = c->model;
-    m->params = calloc(gp->n_initializer ? gp->n_initializer : 1,
-                       sizeof *m->params);
-    if (!m->params)
-        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    m->params =
+        calloc(gp->n_initializer ? gp->n_initializer : 1, sizeof *m->params);
+    if (!m->params) return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
     for (size_t k = 0; k < gp->n_initializer; k++) {
         const Onnx__TensorProto *tp = gp->initializer[k];
         mgi_oconst *kc;
         mg_status s = mgi_onnx_decode_tensor(c, tp, &kc);
-        if (s)
-            return s;
+        if (s) return s;
         mg_tensor t = MG_NO_TENSOR;
-        if (tp->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && kc->n > 0) {
+        if (tp->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT &&
+            kc->n > 0) {
             t = mg_param(c->g, S(tp->name), MG_F32, kc->ndim, kc->shape);
             if (t == MG_NO_TENSOR)
                 return builder_error("initializer", S(tp->name));
             float *p = to_f32(kc);
-            if (!p)
-                return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+            if (!p) return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
             if ((s = add_binding(c, t, p))) {
                 free(p);
                 return s;
             }
             m->params[m->n_params++] = t;
             /* Parameters are trained: never folded as constants. */
-            if ((s = mgi_onnx_define(c, S(tp->name), t, NULL)))
-                return s;
+            if ((s = mgi_onnx_define(c, S(tp->name), t, NULL))) return s;
             mgi_oval *v = mgi_onnx_lookup(c, S(tp->name));
-            if (v)
-                v->init = kc;
+            if (v) v->init = kc;
             continue;
         }
-        if ((s = mgi_onnx_define(c, S(tp->name), t, kc)))
-            return s;
+        if ((s = mgi_onnx_define(c, S(tp->name), t, kc))) return s;
     }
     return MG_OK;
 }
@@ -665,16 +603,13 @@ static mg_status import_initializers(mgi_octx *c, const Onnx__GraphProto *gp)
  * order and finds cycles): depth-first with an explicit stack, since a
  * hostile file may chain a million nodes. */
 static mg_status node_order(mgi_octx *c, const Onnx__GraphProto *gp,
-                            int32_t **order_out)
-{
+                            int32_t **order_out) {
     size_t n = gp->n_node;
     *order_out = NULL;
     size_t nslots = 16;
     size_t nout = 0;
-    for (size_t i = 0; i < n; i++)
-        nout += gp->node[i]->n_output;
-    while (nslots < 2 * nout + 2)
-        nslots *= 2;
+    for (size_t i = 0; i < n; i++) nout += gp->node[i]->n_output;
+    while (nslots < 2 * nout + 2) nslots *= 2;
     int32_t *prod_slot = malloc(nslots * sizeof *prod_slot);
     int32_t *prod_node = malloc(nslots * sizeof *prod_node);
     const char **prod_name = malloc(nslots * sizeof *prod_name);
@@ -688,20 +623,19 @@ static mg_status node_order(mgi_octx *c, const Onnx__GraphProto *gp,
         s = mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
         goto done;
     }
-    for (size_t i = 0; i < nslots; i++)
-        prod_slot[i] = -1;
+    for (size_t i = 0; i < nslots; i++) prod_slot[i] = -1;
     uint32_t mask = (uint32_t)nslots - 1;
     for (size_t i = 0; i < n; i++)
         for (size_t o = 0; o < gp->node[i]->n_output; o++) {
             const char *nm = gp->node[i]->output[o];
-            if (!nm[0])
-                continue;
+            if (!nm[0]) continue;
             uint32_t h = hash_str(nm) & mask;
             while (prod_slot[h] >= 0) {
                 if (strcmp(prod_name[h], nm) == 0) {
                     c->node = gp->node[i];
                     s = mgi_onnx_node_error(c, MG_ERR_INVALID_ARG,
-                                            "output '%s' is produced twice", nm);
+                                            "output '%s' is produced twice",
+                                            nm);
                     goto done;
                 }
                 h = (h + 1) & mask;
@@ -712,8 +646,7 @@ static mg_status node_order(mgi_octx *c, const Onnx__GraphProto *gp,
         }
     size_t n_order = 0;
     for (size_t r = 0; r < n; r++) {
-        if (state[r])
-            continue;
+        if (state[r]) continue;
         size_t sp = 0;
         stk_node[sp] = (int32_t)r;
         stk_next[sp++] = 0;
@@ -722,8 +655,7 @@ static mg_status node_order(mgi_octx *c, const Onnx__GraphProto *gp,
             const Onnx__NodeProto *nd = gp->node[stk_node[sp - 1]];
             if (stk_next[sp - 1] < nd->n_input) {
                 const char *nm = nd->input[stk_next[sp - 1]++];
-                if (!nm[0])
-                    continue;
+                if (!nm[0]) continue;
                 uint32_t h = hash_str(nm) & mask;
                 int32_t p = -1;
                 for (; prod_slot[h] >= 0; h = (h + 1) & mask)
@@ -737,7 +669,8 @@ static mg_status node_order(mgi_octx *c, const Onnx__GraphProto *gp,
                     c->node = nd;
                     s = mgi_onnx_node_error(c, MG_ERR_CYCLE,
                                             "the graph has a cycle through "
-                                            "value '%s'", nm);
+                                            "value '%s'",
+                                            nm);
                     goto done;
                 }
                 if (state[p] == 0) {
@@ -764,18 +697,15 @@ done:
     return s;
 }
 
-static int cmp_names(const void *a, const void *b)
-{
+static int cmp_names(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 /* The handle's name -> tensor map: every value that became a tensor. */
-static mg_status build_name_map(mgi_octx *c)
-{
+static mg_status build_name_map(mgi_octx *c) {
     mg_onnx_model *m = c->model;
     int n = 0;
-    for (int k = 0; k < c->n_vals; k++)
-        n += c->vals[k].t != MG_NO_TENSOR;
+    for (int k = 0; k < c->n_vals; k++) n += c->vals[k].t != MG_NO_TENSOR;
     m->names = calloc(n ? (size_t)n : 1, sizeof *m->names);
     char **tmp = calloc(n ? (size_t)n : 1, sizeof *tmp);
     m->name_tensors = calloc(n ? (size_t)n : 1, sizeof *m->name_tensors);
@@ -786,13 +716,11 @@ static mg_status build_name_map(mgi_octx *c)
     /* Sort "name\0id" strings so names and ids stay paired. */
     int j = 0;
     for (int k = 0; k < c->n_vals; k++) {
-        if (c->vals[k].t == MG_NO_TENSOR)
-            continue;
+        if (c->vals[k].t == MG_NO_TENSOR) continue;
         size_t len = strlen(c->vals[k].name);
         char *s = malloc(len + 16);
         if (!s) {
-            for (int q = 0; q < j; q++)
-                free(tmp[q]);
+            for (int q = 0; q < j; q++) free(tmp[q]);
             free(tmp);
             return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
         }
@@ -824,13 +752,13 @@ static mg_status build_name_map(mgi_octx *c)
 #define MAX_OPSET 21
 
 /* Refuses a model outside those versions; sets c->opset. */
-static mg_status check_versions(mgi_octx *c, const Onnx__ModelProto *mp)
-{
+static mg_status check_versions(mgi_octx *c, const Onnx__ModelProto *mp) {
     int64_t ir = mp->has_ir_version ? mp->ir_version : 0;
     if (ir < MIN_IR || ir > MAX_IR)
-        return mg_set_error(MG_ERR_UNSUPPORTED, "onnx: IR version %lld is not "
-                            "supported (%d to %d are)", (long long)ir, MIN_IR,
-                            MAX_IR);
+        return mg_set_error(MG_ERR_UNSUPPORTED,
+                            "onnx: IR version %lld is not "
+                            "supported (%d to %d are)",
+                            (long long)ir, MIN_IR, MAX_IR);
     bool found = false;
     for (size_t k = 0; k < mp->n_opset_import; k++) {
         const Onnx__OperatorSetIdProto *o = mp->opset_import[k];
@@ -839,30 +767,32 @@ static mg_status check_versions(mgi_octx *c, const Onnx__ModelProto *mp)
             continue; /* other domains: their nodes are refused as such */
         int64_t v = o->has_version ? o->version : 0;
         if (found && c->opset != v)
-            return mg_set_error(MG_ERR_INVALID_ARG, "onnx: the model imports "
+            return mg_set_error(MG_ERR_INVALID_ARG,
+                                "onnx: the model imports "
                                 "two opsets (%lld and %lld) of the default "
-                                "domain", (long long)c->opset, (long long)v);
+                                "domain",
+                                (long long)c->opset, (long long)v);
         c->opset = v;
         found = true;
     }
     if (!found)
-        return mg_set_error(MG_ERR_UNSUPPORTED, "onnx: the model imports no "
+        return mg_set_error(MG_ERR_UNSUPPORTED,
+                            "onnx: the model imports no "
                             "opset of the default domain ('' or ai.onnx)");
     if (c->opset < MIN_OPSET || c->opset > MAX_OPSET)
-        return mg_set_error(MG_ERR_UNSUPPORTED, "onnx: opset %lld of the "
+        return mg_set_error(MG_ERR_UNSUPPORTED,
+                            "onnx: opset %lld of the "
                             "default domain is not supported (%d to %d are)",
                             (long long)c->opset, MIN_OPSET, MAX_OPSET);
     return MG_OK;
 }
 
-static mg_status import_model(mgi_octx *c, const Onnx__ModelProto *mp)
-{
+static mg_status import_model(mgi_octx *c, const Onnx__ModelProto *mp) {
     mg_status s;
     const Onnx__GraphProto *gp = mp->graph;
     if (!gp)
         return mg_set_error(MG_ERR_INVALID_ARG, "onnx: the model has no graph");
-    if ((s = check_versions(c, mp)))
-        return s;
+    if ((s = check_versions(c, mp))) return s;
     c->model->opset = c->opset;
 
     /* every name the model can define, for the table's size */
@@ -876,14 +806,12 @@ static mg_status import_model(mgi_octx *c, const Onnx__ModelProto *mp)
     if (cap > (size_t)INT32_MAX / 4)
         return mg_set_error(MG_ERR_INVALID_ARG, "onnx: too many values");
     int nslots = 16;
-    while ((size_t)nslots < 2 * cap)
-        nslots *= 2;
+    while ((size_t)nslots < 2 * cap) nslots *= 2;
     c->vals = calloc(cap, sizeof *c->vals);
     c->slots = malloc((size_t)nslots * sizeof *c->slots);
     if (!c->vals || !c->slots)
         return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
-    for (int k = 0; k < nslots; k++)
-        c->slots[k] = -1;
+    for (int k = 0; k < nslots; k++) c->slots[k] = -1;
     c->cap_vals = (int)cap;
     c->n_slots = nslots;
 
@@ -891,8 +819,7 @@ static mg_status import_model(mgi_octx *c, const Onnx__ModelProto *mp)
         (s = build_used(c, gp)))
         return s;
     int32_t *order;
-    if ((s = node_order(c, gp, &order)))
-        return s;
+    if ((s = node_order(c, gp, &order))) return s;
     for (size_t k = 0; k < gp->n_node; k++) {
         c->node = gp->node[order[k]];
         if ((s = mgi_onnx_convert_node(c, c->node))) {
@@ -905,14 +832,15 @@ static mg_status import_model(mgi_octx *c, const Onnx__ModelProto *mp)
 
     mg_onnx_model *m = c->model;
     m->outputs = calloc(gp->n_output ? gp->n_output : 1, sizeof *m->outputs);
-    if (!m->outputs)
-        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    if (!m->outputs) return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
     for (size_t k = 0; k < gp->n_output; k++) {
         const char *nm = S(gp->output[k]->name);
         mgi_oval *v = mgi_onnx_lookup(c, nm);
         if (!v)
-            return mg_set_error(MG_ERR_UNKNOWN_ID, "onnx: graph output '%s' "
-                                "is not defined by any node", nm);
+            return mg_set_error(MG_ERR_UNKNOWN_ID,
+                                "onnx: graph output '%s' "
+                                "is not defined by any node",
+                                nm);
         mg_tensor t = mgi_onnx_tensor(c, v);
         if (t == MG_NO_TENSOR)
             return mg_last_status() ? mg_last_status() : MG_ERR_INTERNAL;
@@ -923,8 +851,7 @@ static mg_status import_model(mgi_octx *c, const Onnx__ModelProto *mp)
 
 static mg_status import_buffer(const void *data, size_t size,
                                const mg_onnx_options *opts, const char *dir,
-                               mg_graph *g, mg_onnx_model **out)
-{
+                               mg_graph *g, mg_onnx_model **out) {
     if (!out)
         return mg_set_error(MG_ERR_INVALID_ARG, "mg_onnx_import: out is NULL");
     *out = NULL;
@@ -934,18 +861,14 @@ static mg_status import_buffer(const void *data, size_t size,
     mgi_octx c;
     memset(&c, 0, sizeof c);
     c.g = g;
-    if (opts)
-        c.opts = *opts;
-    else
-        mg_onnx_options_init(&c.opts);
-    if (!c.opts.external_data_dir)
-        c.opts.external_data_dir = dir;
+    if (opts) c.opts = *opts;
+    else mg_onnx_options_init(&c.opts);
+    if (!c.opts.external_data_dir) c.opts.external_data_dir = dir;
     if (c.opts.n_dims < 0 || (c.opts.n_dims && !c.opts.dims))
         return mg_set_error(MG_ERR_INVALID_ARG, "mg_onnx_import: bad dims");
     c.next_seed = c.opts.dropout_seed;
     c.model = calloc(1, sizeof *c.model);
-    if (!c.model)
-        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    if (!c.model) return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
     /* bound the nesting first: protobuf-c's unpack recursion has none */
     mg_status s = mgi_onnx_check_nesting(data, size);
     Onnx__ModelProto *mp =
@@ -953,13 +876,13 @@ static mg_status import_buffer(const void *data, size_t size,
     if (s)
         ; /* already says why */
     else if (!mp)
-        s = mg_set_error(MG_ERR_INVALID_ARG, "onnx: not a valid ONNX model "
+        s = mg_set_error(MG_ERR_INVALID_ARG,
+                         "onnx: not a valid ONNX model "
                          "(the protobuf does not parse: truncated or "
-                         "corrupt, %zu bytes)", size);
-    else
-        s = import_model(&c, mp);
-    if (mp)
-        onnx__model_proto__free_unpacked(mp, NULL);
+                         "corrupt, %zu bytes)",
+                         size);
+    else s = import_model(&c, mp);
+    if (mp) onnx__model_proto__free_unpacked(mp, NULL);
     for (int k = 0; k < c.n_consts; k++) {
         free(c.consts[k]->f);
         free(c.consts[k]->i);
@@ -980,16 +903,15 @@ static mg_status import_buffer(const void *data, size_t size,
 
 mg_status mg_onnx_import_buffer(const void *data, size_t size,
                                 const mg_onnx_options *opts, mg_graph *g,
-                                mg_onnx_model **out)
-{
+                                mg_onnx_model **out) {
     return import_buffer(data, size, opts, ".", g, out);
 }
 
 /* The whole of file `path` in a new buffer. O_NONBLOCK, so that a FIFO
  * given as the model returns at once (and is refused as not a regular
  * file) instead of waiting for a writer. */
-static mg_status read_model_file(const char *path, uint8_t **out, size_t *size)
-{
+static mg_status read_model_file(const char *path, uint8_t **out,
+                                 size_t *size) {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
@@ -999,8 +921,10 @@ static mg_status read_model_file(const char *path, uint8_t **out, size_t *size)
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
         (uint64_t)st.st_size > (uint64_t)SIZE_MAX / 2) {
         close(fd);
-        return mg_set_error(MG_ERR_INVALID_ARG, "onnx: '%s' is not a regular "
-                            "file", path);
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "onnx: '%s' is not a regular "
+                            "file",
+                            path);
     }
     size_t len = (size_t)st.st_size, have = 0;
     uint8_t *buf = malloc(len ? len : 1);
@@ -1011,10 +935,8 @@ static mg_status read_model_file(const char *path, uint8_t **out, size_t *size)
     }
     while (have < len) {
         ssize_t got = read(fd, buf + have, len - have);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            break;
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
         have += (size_t)got;
     }
     close(fd);
@@ -1029,17 +951,15 @@ static mg_status read_model_file(const char *path, uint8_t **out, size_t *size)
 }
 
 mg_status mg_onnx_import_file(const char *path, const mg_onnx_options *opts,
-                              mg_graph *g, mg_onnx_model **out)
-{
-    if (out)
-        *out = NULL;
+                              mg_graph *g, mg_onnx_model **out) {
+    if (out) *out = NULL;
     if (!path)
-        return mg_set_error(MG_ERR_INVALID_ARG, "mg_onnx_import_file: path is NULL");
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_onnx_import_file: path is NULL");
     uint8_t *buf;
     size_t size = 0;
     mg_status s = read_model_file(path, &buf, &size);
-    if (s)
-        return s;
+    if (s) return s;
     char *dir = strdup(path);
     if (!dir) {
         free(buf);
@@ -1047,24 +967,18 @@ mg_status mg_onnx_import_file(const char *path, const mg_onnx_options *opts,
     }
     /* external data lies beside the model: its directory */
     char *slash = strrchr(dir, '/');
-    if (slash == dir)
-        slash[1] = '\0'; /* "/m.onnx": the root */
-    else if (slash)
-        *slash = '\0';
+    if (slash == dir) slash[1] = '\0'; /* "/m.onnx": the root */
+    else if (slash) *slash = '\0';
     s = import_buffer(buf, size, opts, slash ? dir : ".", g, out);
     free(dir);
     free(buf);
     return s;
 }
 
-void mg_onnx_model_free(mg_onnx_model *m)
-{
-    if (!m)
-        return;
-    for (int k = 0; k < m->n_binds; k++)
-        free(m->bind_data[k]);
-    for (int k = 0; k < m->n_names; k++)
-        free(m->names[k]);
+void mg_onnx_model_free(mg_onnx_model *m) {
+    if (!m) return;
+    for (int k = 0; k < m->n_binds; k++) free(m->bind_data[k]);
+    for (int k = 0; k < m->n_names; k++) free(m->names[k]);
     free(m->names);
     free(m->name_tensors);
     free(m->binds);
@@ -1079,42 +993,32 @@ int mg_onnx_num_inputs(const mg_onnx_model *m) { return m ? m->n_inputs : 0; }
 int mg_onnx_num_outputs(const mg_onnx_model *m) { return m ? m->n_outputs : 0; }
 int mg_onnx_num_params(const mg_onnx_model *m) { return m ? m->n_params : 0; }
 
-mg_tensor mg_onnx_input(const mg_onnx_model *m, int i)
-{
+mg_tensor mg_onnx_input(const mg_onnx_model *m, int i) {
     return m && i >= 0 && i < m->n_inputs ? m->inputs[i] : MG_NO_TENSOR;
 }
 
-mg_tensor mg_onnx_output(const mg_onnx_model *m, int i)
-{
+mg_tensor mg_onnx_output(const mg_onnx_model *m, int i) {
     return m && i >= 0 && i < m->n_outputs ? m->outputs[i] : MG_NO_TENSOR;
 }
 
-mg_tensor mg_onnx_param(const mg_onnx_model *m, int i)
-{
+mg_tensor mg_onnx_param(const mg_onnx_model *m, int i) {
     return m && i >= 0 && i < m->n_params ? m->params[i] : MG_NO_TENSOR;
 }
 
-const mg_binding *mg_onnx_bindings(const mg_onnx_model *m, int *n_bindings)
-{
-    if (n_bindings)
-        *n_bindings = m ? m->n_binds : 0;
+const mg_binding *mg_onnx_bindings(const mg_onnx_model *m, int *n_bindings) {
+    if (n_bindings) *n_bindings = m ? m->n_binds : 0;
     return m ? m->binds : NULL;
 }
 
-mg_tensor mg_onnx_find(const mg_onnx_model *m, const char *name)
-{
-    if (!m || !name)
-        return MG_NO_TENSOR;
+mg_tensor mg_onnx_find(const mg_onnx_model *m, const char *name) {
+    if (!m || !name) return MG_NO_TENSOR;
     int lo = 0, hi = m->n_names - 1;
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2;
         int r = strcmp(name, m->names[mid]);
-        if (r == 0)
-            return m->name_tensors[mid];
-        if (r < 0)
-            hi = mid - 1;
-        else
-            lo = mid + 1;
+        if (r == 0) return m->name_tensors[mid];
+        if (r < 0) hi = mid - 1;
+        else lo = mid + 1;
     }
     return MG_NO_TENSOR;
 }

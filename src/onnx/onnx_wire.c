@@ -23,8 +23,7 @@
 
 /* The varint at p[0..n): its length (0 if it does not end in n or 10
  * bytes) and its value in *v. */
-static size_t varint(const uint8_t *p, size_t n, uint64_t *v)
-{
+static size_t varint(const uint8_t *p, size_t n, uint64_t *v) {
     uint64_t x = 0;
     for (size_t k = 0; k < n && k < 10; k++) {
         x |= (uint64_t)(p[k] & 0x7f) << (7 * k);
@@ -39,10 +38,8 @@ static size_t varint(const uint8_t *p, size_t n, uint64_t *v)
 /* The submessage descriptor for field `id` of d, or NULL if that field is
  * not a message (or not known: protobuf-c keeps it as unknown bytes). */
 static const ProtobufCMessageDescriptor *
-submessage(const ProtobufCMessageDescriptor *d, uint64_t id)
-{
-    if (id == 0 || id > UINT32_MAX)
-        return NULL;
+submessage(const ProtobufCMessageDescriptor *d, uint64_t id) {
+    if (id == 0 || id > UINT32_MAX) return NULL;
     const ProtobufCFieldDescriptor *f =
         protobuf_c_message_descriptor_get_field(d, (unsigned)id);
     return f && f->type == PROTOBUF_C_TYPE_MESSAGE ? f->descriptor : NULL;
@@ -51,37 +48,33 @@ submessage(const ProtobufCMessageDescriptor *d, uint64_t id)
 /* False if a message of type d in p[0..n) nests more than `left` levels of
  * messages inside it. */
 static bool nesting_ok(const ProtobufCMessageDescriptor *d, const uint8_t *p,
-                       size_t n, int left)
-{
+                       size_t n, int left) {
     size_t at = 0;
     while (at < n) {
         uint64_t tag, len;
         size_t h = varint(p + at, n - at, &tag);
-        if (!h)
-            return true;
+        if (!h) return true;
         at += h;
         switch (tag & 7) {
         case PROTOBUF_C_WIRE_TYPE_VARINT:
             h = varint(p + at, n - at, &len);
-            if (!h)
-                return true;
+            if (!h) return true;
             at += h;
             break;
         case PROTOBUF_C_WIRE_TYPE_64BIT:
         case PROTOBUF_C_WIRE_TYPE_32BIT: {
             size_t w = (tag & 7) == PROTOBUF_C_WIRE_TYPE_64BIT ? 8 : 4;
-            if (n - at < w)
-                return true;
+            if (n - at < w) return true;
             at += w;
             break;
         }
         case PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED: {
             h = varint(p + at, n - at, &len);
-            if (!h || len > n - at - h)
-                return true;
+            if (!h || len > n - at - h) return true;
             at += h;
             const ProtobufCMessageDescriptor *sub = submessage(d, tag >> 3);
-            if (sub && (left == 0 || !nesting_ok(sub, p + at, (size_t)len, left - 1)))
+            if (sub &&
+                (left == 0 || !nesting_ok(sub, p + at, (size_t)len, left - 1)))
                 return false;
             at += (size_t)len;
             break;
@@ -93,13 +86,13 @@ static bool nesting_ok(const ProtobufCMessageDescriptor *d, const uint8_t *p,
     return true;
 }
 
-mg_status mgi_onnx_check_nesting(const void *data, size_t size)
-{
-    if (!size || nesting_ok(&onnx__model_proto__descriptor, data, size,
-                            MAX_NESTING))
+mg_status mgi_onnx_check_nesting(const void *data, size_t size) {
+    if (!size ||
+        nesting_ok(&onnx__model_proto__descriptor, data, size, MAX_NESTING))
         return MG_OK;
     return mg_set_error(MG_ERR_INVALID_ARG,
                         "onnx: not a usable ONNX model: its messages nest "
                         "more than %d levels deep (the protobuf parser would "
-                        "recurse once per level)", MAX_NESTING);
+                        "recurse once per level)",
+                        MAX_NESTING);
 }

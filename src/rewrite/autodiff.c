@@ -20,7 +20,8 @@ static bool is_float(mg_dtype d) { return d == MG_F32 || d == MG_F64; }
 static mg_status check_args(const mg_graph *g, const mg_tensor *ys, int n_ys,
                             const mg_tensor *grad_ys, const mg_tensor *xs,
                             int n_xs, const mg_tensor *grads_out) {
-    if (!g) return mg_set_error(MG_ERR_INVALID_ARG, "mg_gradients: graph is NULL");
+    if (!g)
+        return mg_set_error(MG_ERR_INVALID_ARG, "mg_gradients: graph is NULL");
     if (!ys || n_ys < 1)
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_gradients: needs at least one y (got %s, %d)",
@@ -39,12 +40,12 @@ static mg_status check_args(const mg_graph *g, const mg_tensor *ys, int n_ys,
             return s;
         const mg_node *y = &g->nodes[ys[j]];
         if (!is_float(y->d.dtype))
-            return mg_set_error(MG_ERR_DTYPE,
-                                "mg_gradients: y %s is %s; only float tensors "
-                                "can be differentiated",
-                                mgi_graph_tensor_label(g, ys[j], label,
-                                                      sizeof label),
-                                mg_dtype_name(y->d.dtype));
+            return mg_set_error(
+                MG_ERR_DTYPE,
+                "mg_gradients: y %s is %s; only float tensors "
+                "can be differentiated",
+                mgi_graph_tensor_label(g, ys[j], label, sizeof label),
+                mg_dtype_name(y->d.dtype));
         mg_tensor seed = grad_ys ? grad_ys[j] : MG_NO_TENSOR;
         if (seed == MG_NO_TENSOR) {
             if (mgi_tdesc_numel(&y->d) != 1) {
@@ -58,7 +59,8 @@ static mg_status check_args(const mg_graph *g, const mg_tensor *ys, int n_ys,
             }
             continue;
         }
-        if ((s = mgi_graph_check_id(g, seed, "mg_gradients (grad_ys)")) != MG_OK)
+        if ((s = mgi_graph_check_id(g, seed, "mg_gradients (grad_ys)")) !=
+            MG_OK)
             return s;
         const mg_node *sd = &g->nodes[seed];
         if (!mgi_tdesc_same_shape(&sd->d, &y->d) || sd->d.dtype != y->d.dtype) {
@@ -106,7 +108,8 @@ static mg_status accumulate(mg_graph *g, mg_tensor *gsum, mg_tensor t,
 static mg_status builder_failed(void) {
     mg_status s = mg_last_status();
     return s != MG_OK ? s
-                      : mg_set_error(MG_ERR_INTERNAL, "mg_gradients: a "
+                      : mg_set_error(MG_ERR_INTERNAL,
+                                     "mg_gradients: a "
                                      "gradient op could not be built");
 }
 
@@ -129,8 +132,8 @@ static mg_status call_grad_rule(mg_graph *g, mg_recompute *r, mg_tensor v,
         if (node.in[k] == MG_NO_TENSOR) return builder_failed();
     }
     const mg_tensor first_rule = g->n;
-    mg_status s = mgi_op_table[node.op].grad(g, &node, node.in, y, gy, need,
-                                             gin);
+    mg_status s =
+        mgi_op_table[node.op].grad(g, &node, node.in, y, gy, need, gin);
     if (s == MG_OK) mgi_recompute_forget_unread(g, r, first_copy, first_rule);
     return s;
 }
@@ -155,17 +158,16 @@ static mg_status backprop(mg_graph *g, const mg_tensor *order, int32_t n_order,
         bool need[MG_MAX_INPUTS] = {false};
         bool any = false;
         for (int i = 0; i < n_in; i++) {
-            need[i] = relevant[in[i]] &&
-                      !(def->no_grad_inputs & (1u << i)) &&
+            need[i] = relevant[in[i]] && !(def->no_grad_inputs & (1u << i)) &&
                       is_float(g->nodes[in[i]].d.dtype);
             any = any || need[i];
         }
         if (!any) continue;
         if (!def->grad)
-            return mg_set_error(MG_ERR_NOT_DIFFERENTIABLE,
-                                "mg_gradients: op %s has no gradient rule",
-                                mgi_graph_tensor_label(g, v, label,
-                                                      sizeof label));
+            return mg_set_error(
+                MG_ERR_NOT_DIFFERENTIABLE,
+                "mg_gradients: op %s has no gradient rule",
+                mgi_graph_tensor_label(g, v, label, sizeof label));
         mg_tensor gin[MG_MAX_INPUTS];
         for (int i = 0; i < MG_MAX_INPUTS; i++) gin[i] = MG_NO_TENSOR;
         mg_status s = mgi_recompute_enter(g, r, v);
@@ -206,8 +208,8 @@ static mg_status work_alloc(ad_work *w, int32_t n_nodes) {
     w->keep = calloc(n, sizeof *w->keep);
     w->chosen = calloc(n, sizeof *w->chosen);
     if (!w->gsum || !w->order || !w->copy || !w->stack || !w->made ||
-        !w->mark || !w->marks ||
-        !w->relevant || !w->forward || !w->is_y || !w->keep || !w->chosen)
+        !w->mark || !w->marks || !w->relevant || !w->forward || !w->is_y ||
+        !w->keep || !w->chosen)
         return mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
     for (size_t i = 0; i < n; i++) {
         w->gsum[i] = w->copy[i] = MG_NO_TENSOR;
@@ -235,11 +237,10 @@ static void work_free(ad_work *w) {
  * policy decide what the forward pass keeps. */
 static mg_status analyse(const mg_graph *g, const mg_tensor *ys, int n_ys,
                          const mg_tensor *xs, int n_xs,
-                         const mg_checkpoints *ckpt,
-                         const mg_memory_search *m, ad_work *w) {
-    mg_status s = mgi_graph_ancestors_order(g, ys, n_ys, NULL, w->marks,
-                                            w->order, &w->n_order,
-                                            "mg_gradients");
+                         const mg_checkpoints *ckpt, const mg_memory_search *m,
+                         ad_work *w) {
+    mg_status s = mgi_graph_ancestors_order(
+        g, ys, n_ys, NULL, w->marks, w->order, &w->n_order, "mg_gradients");
     if (s != MG_OK) return s;
     /* relevant = depends on some x (and, being in `order`, feeds some y). */
     for (int i = 0; i < n_xs; i++) w->relevant[xs[i]] = w->marks[xs[i]];
@@ -257,14 +258,14 @@ static mg_status analyse(const mg_graph *g, const mg_tensor *ys, int n_ys,
     }
     if (!any) {
         char label[160];
-        return mg_set_error(MG_ERR_INVALID_ARG,
-                            "mg_gradients: no y depends on any x (e.g. y %s), "
-                            "so every gradient would be zero",
-                            mgi_graph_tensor_label(g, ys[0], label,
-                                                  sizeof label));
+        return mg_set_error(
+            MG_ERR_INVALID_ARG,
+            "mg_gradients: no y depends on any x (e.g. y %s), "
+            "so every gradient would be zero",
+            mgi_graph_tensor_label(g, ys[0], label, sizeof label));
     }
     return mgi_checkpoints_choose(g, ckpt, m, w->order, w->n_order, w->forward,
-                                 w->is_y, w->keep, w->chosen);
+                                  w->is_y, w->keep, w->chosen);
 }
 
 static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
@@ -278,8 +279,8 @@ static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
     bool recompute = false;
     for (int32_t t = 0; t < n && !recompute; t++)
         recompute = w->forward[t] && !w->keep[t];
-    mg_recompute r = {w->keep, w->copy, w->stack, n, NULL, -1, w->made, 0,
-                      w->mark};
+    mg_recompute r = {w->keep, w->copy, w->stack, n,      NULL,
+                      -1,      w->made, 0,        w->mark};
     /* The budget policy's point may carry a multi-level plan. */
     if (ckpt && ckpt->policy == MG_CKPT_BUDGET && m && !m->plain)
         r.ml = ((const mg_budget_point *)m)->ml;
@@ -327,8 +328,8 @@ static mg_status build_once(mg_graph *g, const ad_call *c,
     if (s != MG_OK) return s;
     const unsigned flags_before = g->building_flags;
     g->building_flags |= MG_NODE_BACKWARD;
-    s = gradients_build(g, c->ys, c->n_ys, c->grad_ys, c->xs, c->n_xs,
-                        c->ckpt, m, w, result);
+    s = gradients_build(g, c->ys, c->n_ys, c->grad_ys, c->xs, c->n_xs, c->ckpt,
+                        m, w, result);
     g->building_flags = flags_before;
     return s;
 }
@@ -344,9 +345,9 @@ static mg_status build_trial(mg_graph *g, const void *ctx,
 }
 
 mg_status mgi_gradients_point(mg_graph *g, const mg_tensor *ys, int n_ys,
-                             const mg_tensor *xs, int n_xs,
-                             const mg_budget_point *point,
-                             mg_tensor *grads_out) {
+                              const mg_tensor *xs, int n_xs,
+                              const mg_budget_point *point,
+                              mg_tensor *grads_out) {
     mg_status s = check_args(g, ys, n_ys, NULL, xs, n_xs, grads_out);
     if (s != MG_OK) return s;
     if (!point)
@@ -372,7 +373,8 @@ mg_status mgi_gradients_point(mg_graph *g, const mg_tensor *ys, int n_ys,
 
 mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
                        const mg_tensor *grad_ys, const mg_tensor *xs, int n_xs,
-                       const mg_checkpoints *checkpoints, mg_tensor *grads_out) {
+                       const mg_checkpoints *checkpoints,
+                       mg_tensor *grads_out) {
     mg_status s = check_args(g, ys, n_ys, grad_ys, xs, n_xs, grads_out);
     if (s != MG_OK) return s;
     if ((s = mgi_checkpoints_check(g, checkpoints)) != MG_OK) return s;
@@ -384,7 +386,7 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
     s = checkpoints && checkpoints->policy == MG_CKPT_BUDGET
             ? mgi_budget_search(g, checkpoints, n_xs, build_trial, &call, &m)
             : mgi_memory_search_best(g, checkpoints, n_xs, build_trial, &call,
-                                    &m.search);
+                                     &m.search);
     if (s != MG_OK) return s;
     ad_work w;
     mg_tensor *result = malloc((size_t)n_xs * sizeof *result);

@@ -28,8 +28,8 @@
  * (free; the states it stops at are kept), and each step's values are
  * recomputed once more when it is reversed: mgi_chain_schedule minimises
  *   T(a, s) = min( rev(a, l, s) + F(a, l),
- *                  min_{a<m<l, w[m]<=s} T(m, s - w[m]) + rev(a, m, s) + F(a, m) )
- * and returns, per step, the snapshot stack its reversal needs.
+ *                  min_{a<m<l, w[m]<=s} T(m, s - w[m]) + rev(a, m, s) + F(a, m)
+ * ) and returns, per step, the snapshot stack its reversal needs.
  */
 #include "rewrite.h"
 
@@ -68,7 +68,7 @@ static mg_status dp_check(const mg_chain_dp *c) {
  * in the table would stop the inner loop from vectorising. */
 typedef struct dp_tab {
     int32_t l, S;
-    double *P;   /* prefix sums of f, l + 1 */
+    double *P; /* prefix sums of f, l + 1 */
     double *rev;
 } dp_tab;
 
@@ -88,8 +88,8 @@ static void tab_free(dp_tab *t) {
  * minimum is the same whatever the order. */
 MG_DP_CLONES
 static void tab_min(double *restrict best, const double *restrict adv,
-                    const double *restrict right,
-                    const double *restrict left, int32_t n_m, int32_t S) {
+                    const double *restrict right, const double *restrict left,
+                    int32_t n_m, int32_t S) {
     const size_t row = (size_t)(S + 1);
     int32_t m = 0;
     for (; m + 4 <= n_m; m += 4) {
@@ -171,13 +171,14 @@ static mg_status tab_solve(const mg_chain_dp *c, dp_tab *t) {
     size_t n = (size_t)(l + 1) * (size_t)(l + 1) * (size_t)(S + 1);
     t->P = malloc((size_t)(l + 1) * sizeof *t->P);
     t->rev = malloc(n * sizeof *t->rev);
-    tab_work w = {.c = c, .t = t, .shifted = malloc(n * sizeof *w.shifted),
-                  .adv = malloc((size_t)TAB_GROUP * (size_t)(l + 1) *
-                                sizeof *w.adv),
-                  .noslot = malloc(TAB_GROUP * sizeof *w.noslot),
-                  .maxtape = malloc(TAB_GROUP * sizeof *w.maxtape)};
-    if (!t->P || !t->rev || !w.shifted || !w.adv || !w.noslot ||
-        !w.maxtape) {
+    tab_work w = {
+        .c = c,
+        .t = t,
+        .shifted = malloc(n * sizeof *w.shifted),
+        .adv = malloc((size_t)TAB_GROUP * (size_t)(l + 1) * sizeof *w.adv),
+        .noslot = malloc(TAB_GROUP * sizeof *w.noslot),
+        .maxtape = malloc(TAB_GROUP * sizeof *w.maxtape)};
+    if (!t->P || !t->rev || !w.shifted || !w.adv || !w.noslot || !w.maxtape) {
         tab_free(t);
         free(w.shifted);
         free(w.adv);
@@ -237,8 +238,7 @@ static bool homogeneous(const mg_chain_dp *c) {
     return true;
 }
 
-mg_status mgi_chain_revolve(const mg_chain_dp *c, bool general,
-                           double *steps) {
+mg_status mgi_chain_revolve(const mg_chain_dp *c, bool general, double *steps) {
     mg_status s = dp_check(c);
     if (s != MG_OK) return s;
     if (!general && homogeneous(c)) return revolve_homogeneous(c, steps);
@@ -377,13 +377,15 @@ mg_status mgi_chain_schedule(const mg_chain_dp *c, mg_chain_sched *q) {
             emit_rev(&e, top_a[i], top_b[i], top_s[i]);
         }
         if (st == MG_OK) {
-            q->snap = malloc((size_t)(e.n_pool ? e.n_pool : 1) * sizeof *q->snap);
+            q->snap =
+                malloc((size_t)(e.n_pool ? e.n_pool : 1) * sizeof *q->snap);
             if (!q->snap) st = dp_oom();
         }
         int32_t k = 0;
         for (int32_t i = 0; st == MG_OK && i < l; i++) {
             q->snap_start[i] = k;
-            memcpy(q->snap + k, e.lists[i], (size_t)e.n_list[i] * sizeof *q->snap);
+            memcpy(q->snap + k, e.lists[i],
+                   (size_t)e.n_list[i] * sizeof *q->snap);
             k += e.n_list[i];
         }
         if (st == MG_OK) q->snap_start[l] = k;

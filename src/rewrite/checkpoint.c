@@ -17,10 +17,11 @@
 #include <string.h>
 
 /* Every policy, in enum order: the one place their names are spelled. */
-static const char *const policy_names[] = {
-    [MG_CKPT_NONE] = "none",     [MG_CKPT_COLLECTION] = "collection",
-    [MG_CKPT_MEMORY] = "memory", [MG_CKPT_SPEED] = "speed",
-    [MG_CKPT_BUDGET] = "budget"};
+static const char *const policy_names[] = {[MG_CKPT_NONE] = "none",
+                                           [MG_CKPT_COLLECTION] = "collection",
+                                           [MG_CKPT_MEMORY] = "memory",
+                                           [MG_CKPT_SPEED] = "speed",
+                                           [MG_CKPT_BUDGET] = "budget"};
 #define N_POLICIES ((int)(sizeof policy_names / sizeof *policy_names))
 
 const char *mg_ckpt_policy_name(mg_ckpt_policy p) {
@@ -48,8 +49,7 @@ mg_status mgi_checkpoints_check(const mg_graph *g, const mg_checkpoints *c) {
     case MG_CKPT_NONE:
     case MG_CKPT_MEMORY:
     case MG_CKPT_SPEED:
-    case MG_CKPT_BUDGET:
-        return MG_OK;
+    case MG_CKPT_BUDGET: return MG_OK;
     case MG_CKPT_COLLECTION:
         if (c->n_tensors < 0 || (c->n_tensors > 0 && !c->tensors))
             return mg_set_error(MG_ERR_INVALID_ARG,
@@ -58,7 +58,7 @@ mg_status mgi_checkpoints_check(const mg_graph *g, const mg_checkpoints *c) {
                                 c->n_tensors, c->tensors ? "set" : "NULL");
         for (int i = 0; i < c->n_tensors; i++) {
             mg_status s = mgi_graph_check_id(g, c->tensors[i],
-                                            "mg_gradients (checkpoint)");
+                                             "mg_gradients (checkpoint)");
             if (s != MG_OK) return s;
         }
         return MG_OK;
@@ -138,9 +138,9 @@ static void choose_speed(const mg_graph *g, const bool *forward,
 typedef struct fwd_order {
     mg_tensor *order; /* forward tensors in topological (id) order */
     int32_t n;
-    int32_t *pos;     /* per tensor id: index in order, or -1 */
+    int32_t *pos; /* per tensor id: index in order, or -1 */
     double total_bytes;
-    double factor;    /* segment length, in units of the balanced length */
+    double factor; /* segment length, in units of the balanced length */
 } fwd_order;
 
 /* The byte budget of one segment. sqrt(total * mean) makes the number of
@@ -220,8 +220,7 @@ static mg_status choose_cuts(const mg_graph *g, const fwd_order *fo,
         for (int32_t j = 0; j <= best; j++)
             /* min_bytes holds here as at articulation points: a
              * separator's smaller members are recomputed instead. */
-            if (last[j] > best &&
-                candidate(g, fo->order[j], is_y, min_bytes))
+            if (last[j] > best && candidate(g, fo->order[j], is_y, min_bytes))
                 keep[fo->order[j]] = true;
         best = -1;
         acc = 0;
@@ -264,8 +263,8 @@ static mg_status choose_memory(const mg_graph *g, const mg_checkpoints *c,
         if (!trial) {
             s = mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
         } else {
-            int32_t got = choose_articulation(g, &fo, is_ap, is_y,
-                                              c->min_bytes, trial);
+            int32_t got =
+                choose_articulation(g, &fo, is_ap, is_y, c->min_bytes, trial);
             if (!m->force_cuts && got + 1 >= want / 2) {
                 for (int32_t t = 0; t < g->n; t++) keep[t] |= trial[t];
             } else {
@@ -282,10 +281,10 @@ static mg_status choose_memory(const mg_graph *g, const mg_checkpoints *c,
 }
 
 mg_status mgi_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
-                                const mg_memory_search *m,
-                                const mg_tensor *order, int32_t n_order,
-                                const bool *forward, const bool *is_y,
-                                bool *keep, bool *chosen) {
+                                 const mg_memory_search *m,
+                                 const mg_tensor *order, int32_t n_order,
+                                 const bool *forward, const bool *is_y,
+                                 bool *keep, bool *chosen) {
     mg_ckpt_policy policy = c && !m->plain ? c->policy : MG_CKPT_NONE;
     for (int32_t t = 0; t < g->n; t++) {
         chosen[t] = false;

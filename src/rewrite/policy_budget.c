@@ -102,14 +102,13 @@ static mg_status trial_measure(const mg_graph *g, int32_t n_before,
                                const mg_tensor *grads, int n,
                                mg_peak_scratch *sc, size_t *peak,
                                double *rflops) {
-    const mg_peak_query q = {.outputs = grads, .n_outputs = n,
-                             .all_bound = true};
+    const mg_peak_query q = {
+        .outputs = grads, .n_outputs = n, .all_bound = true};
     mg_status s = mgi_graph_peak(g, &q, sc, "mg_gradients", peak);
     *rflops = 0;
     for (int32_t k = 0; s == MG_OK && k < sc->n_steps; k++) {
         mg_tensor t = sc->steps[k];
-        if (t < n_before || !(g->nodes[t].flags & MG_NODE_RECOMPUTE))
-            continue;
+        if (t < n_before || !(g->nodes[t].flags & MG_NODE_RECOMPUTE)) continue;
         double f = 0;
         mgi_graph_op_cost(g, t, &f, NULL);
         *rflops += f;
@@ -133,8 +132,8 @@ typedef struct bsrch {
  * leave g as it was. */
 static mg_status evaluate_ml(bsrch *b, bool *keep_set, mg_ml_plan *ml,
                              size_t *peak, double *rflops) {
-    mg_budget_point m = {.search = {.segment_factor = 1.0},
-                         .keep_set = keep_set, .ml = ml};
+    mg_budget_point m = {
+        .search = {.segment_factor = 1.0}, .keep_set = keep_set, .ml = ml};
     mg_status s = b->build(b->g, b->ctx, &m.search, b->result);
     if (s == MG_OK)
         s = trial_measure(b->g, b->ch.n_before, b->result, b->n_xs, &b->peak,
@@ -176,14 +175,15 @@ static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
     }
     if (s == MG_OK)
         s = mgi_graph_mark_ancestors(g, b->result, b->n_xs, NULL, needed,
-                                    "mg_gradients");
+                                     "mg_gradients");
     if (s == MG_OK) {
         for (int32_t t = nb; t < g->n; t++)
             for (int k = 0; needed[t] && k < g->nodes[t].n_in; k++)
                 if (g->nodes[t].in[k] < nb) read_bwd[g->nodes[t].in[k]] = true;
         for (int32_t t = 0; t < nb; t++) {
             c->pos[t] = -1;
-            if (!needed[t] || (mgi_op_table[g->nodes[t].op].flags & MG_OPF_LEAF))
+            if (!needed[t] ||
+                (mgi_op_table[g->nodes[t].op].flags & MG_OPF_LEAF))
                 continue;
             c->pos[t] = c->n;
             c->t[c->n++] = t;
@@ -287,9 +287,14 @@ typedef struct dp_edge {
 } dp_edge;
 
 static void walk_start(dp_walk *w, const bchain *ch, double u, int32_t i) {
-    *w = (dp_walk){.ch = ch, .u = u, .i = i, .j = i,
-                   .pa = i == 0 ? -1 : ch->cand[i - 1], .maxb = 0,
-                   .rec_ok = true, .store_ok = true};
+    *w = (dp_walk){.ch = ch,
+                   .u = u,
+                   .i = i,
+                   .j = i,
+                   .pa = i == 0 ? -1 : ch->cand[i - 1],
+                   .maxb = 0,
+                   .rec_ok = true,
+                   .store_ok = true};
 }
 
 /* The next edge out of the walk's node; false when no further edge can
@@ -303,8 +308,8 @@ static inline bool walk_next(dp_walk *w, dp_edge *e) {
     const int32_t j = ++w->j, pb = ch->cand[j - 1], pa = w->pa;
     const double sep = pb < ch->n ? ch->sep[pb] : 0;
     const double rb = ch->rb_pre[pb] - ch->rb_pre[pa + 1];
-    *e = (dp_edge){.j = j, .seg = S + 1,
-                   .cost = ch->fl_pre[pb] - ch->fl_pre[pa + 1]};
+    *e = (dp_edge){
+        .j = j, .seg = S + 1, .cost = ch->fl_pre[pb] - ch->fl_pre[pa + 1]};
     if (w->rec_ok) {
         /* the positions now between: the gap before cand[j - 1], and the
          * candidate before it unless that is where the walk started */
@@ -339,8 +344,8 @@ static inline bool walk_next(dp_walk *w, dp_edge *e) {
  * vectorises: this loop is most of the DP's time, and the DP runs once
  * per grid point. Which edge gave the minimum is found again by the
  * trace, keeping it here would stop the vectorising. */
-static void relax(double *restrict Fi, const double *restrict Fj,
-                  double cost, int len) {
+static void relax(double *restrict Fi, const double *restrict Fj, double cost,
+                  int len) {
     for (int m = 0; m < len; m++) {
         const double v = cost + Fj[m];
         Fi[m] = v < Fi[m] ? v : Fi[m];
@@ -385,8 +390,7 @@ static void dp_fill(const bchain *ch, double u, double *F) {
              * already at most e.cost: no such edge lowers Fi any more. */
             if (e.seg <= S && Fi[e.seg] <= e.cost)
                 w.rec_ok = false; /* the walk need not compute them */
-            else if (e.rec)
-                relax_edge(Fi, Fj, e.seg + e.sep, e.sep, e.cost);
+            else if (e.rec) relax_edge(Fi, Fj, e.seg + e.sep, e.sep, e.cost);
             if (e.st) relax_edge(Fi, Fj, e.store, e.store, 0.0);
         }
     }
@@ -469,10 +473,10 @@ typedef struct bbest {
     bool found;
     double flops;
     size_t peak;
-    mg_ml_plan ml;   /* keep's multi-level plan (n_seg 0: none) */
+    mg_ml_plan ml;      /* keep's multi-level plan (n_seg 0: none) */
     size_t ml_min_peak; /* the smallest peak of a multi-level plan */
-    bool *min_keep;  /* the set with the smallest exact peak so far */
-    size_t min_peak; /* its peak (SIZE_MAX: none yet) */
+    bool *min_keep;     /* the set with the smallest exact peak so far */
+    size_t min_peak;    /* its peak (SIZE_MAX: none yet) */
     double min_flops;
 } bbest;
 
@@ -534,8 +538,8 @@ static mg_status descend(bsrch *b, bool *cur, bool by_peak, bbest *best) {
                 bpeak = peak;
                 bfl = fl;
             }
-            for (int32_t q = p + 1; s == MG_OK && n <= MG_BUDGET_PAIR_MAX &&
-                                    q < n; q++) {
+            for (int32_t q = p + 1;
+                 s == MG_OK && n <= MG_BUDGET_PAIR_MAX && q < n; q++) {
                 cur[ch->t[q]] = !cur[ch->t[q]];
                 s = consider(b, cur, best, &peak, &fl);
                 if (s == MG_OK &&
@@ -551,8 +555,8 @@ static mg_status descend(bsrch *b, bool *cur, bool by_peak, bbest *best) {
         }
         /* Stuck: on the shortest chains, flips of three positions. */
         int32_t br = -1;
-        for (int32_t p = 0; s == MG_OK && bp < 0 &&
-                            n <= MG_BUDGET_TRIPLE_MAX && p < n; p++) {
+        for (int32_t p = 0;
+             s == MG_OK && bp < 0 && n <= MG_BUDGET_TRIPLE_MAX && p < n; p++) {
             cur[ch->t[p]] = !cur[ch->t[p]];
             for (int32_t q = p + 1; s == MG_OK && q < n; q++) {
                 cur[ch->t[q]] = !cur[ch->t[q]];
@@ -606,20 +610,16 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
     bool *starts = local ? malloc(szt * (size_t)max_starts) : NULL;
     int n_starts = 0;
     mg_status s = MG_OK;
-    if (!F || !cuts || !prev || !next || !keep ||
-        (local && !starts))
-        s = oom();
+    if (!F || !cuts || !prev || !next || !keep || (local && !starts)) s = oom();
     int32_t n_prev = -1, n_cuts = 0;
     size_t peak;
     double fl;
     const size_t budget = b->c->budget_bytes;
     double lo = MG_BUDGET_GRID_LO * (double)peak_none;
-    double step = pow(MG_BUDGET_GRID_HI / MG_BUDGET_GRID_LO,
-                      1.0 / (grid - 1));
+    double step = pow(MG_BUDGET_GRID_HI / MG_BUDGET_GRID_LO, 1.0 / (grid - 1));
     /* The largest grid point whose plan fits, and the one above it. */
     double fit_M = -1, above_M = -1;
-    for (int i = 0; s == MG_OK && i < grid + MG_BUDGET_REFINE;
-         i++) {
+    for (int i = 0; s == MG_OK && i < grid + MG_BUDGET_REFINE; i++) {
         double M;
         if (i < grid) {
             M = lo * pow(step, i);
@@ -742,12 +742,14 @@ static mg_status mlchain_build(const bchain *ch, int32_t steps, mlchain *m) {
     for (int32_t i = 1; i <= m->l; i++) {
         m->sep_start[i] = k;
         for (int32_t q = 0; i < m->l && q <= m->cut[i]; q++)
-            if (q == m->cut[i] || ch->last[q] > m->cut[i]) m->sep[k++] = ch->t[q];
+            if (q == m->cut[i] || ch->last[q] > m->cut[i])
+                m->sep[k++] = ch->t[q];
     }
     m->sep_start[0] = 0;
     /* sep_start[i]..sep_start[i + 1] is state i's separator (i >= 1) */
     for (int32_t i = 1; i <= m->l; i++) {
-        const int32_t a = m->cut[i - 1] + 1, e = m->cut[i] < n ? m->cut[i] + 1 : n;
+        const int32_t a = m->cut[i - 1] + 1,
+                      e = m->cut[i] < n ? m->cut[i] + 1 : n;
         m->f[i - 1] = ch->fl_pre[e] - ch->fl_pre[a];
         double maxb = 0;
         for (int32_t q = a; q < e; q++)
@@ -806,7 +808,8 @@ static mg_status ml_to_plan(const bchain *ch, const mlchain *m,
         qsort(ml->snap + k0, (size_t)(k - k0), sizeof *ml->snap, cmp_tensor);
         int32_t w = k0;
         for (int32_t x = k0; x < k; x++)
-            if (w == k0 || ml->snap[w - 1] != ml->snap[x]) ml->snap[w++] = ml->snap[x];
+            if (w == k0 || ml->snap[w - 1] != ml->snap[x])
+                ml->snap[w++] = ml->snap[x];
         k = w;
     }
     ml->snap_start[l] = k;
@@ -820,7 +823,8 @@ static bool same_sched(const mg_chain_sched *a, const mg_chain_sched *b,
         memcmp(a->snap_start, b->snap_start,
                (size_t)(l + 1) * sizeof *a->snap_start))
         return false;
-    return !memcmp(a->snap, b->snap, (size_t)a->snap_start[l] * sizeof *a->snap);
+    return !memcmp(a->snap, b->snap,
+                   (size_t)a->snap_start[l] * sizeof *a->snap);
 }
 
 static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
@@ -829,15 +833,16 @@ static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
     /* Multi-level plans pay off below the single-level plans' lowest
      * peak: the grid stops there (that peak does not depend on the
      * budget, so neither does the grid). */
-    const double M_max = best->min_peak != SIZE_MAX ? (double)best->min_peak
-                                                    : (double)peak_none;
+    const double M_max =
+        best->min_peak != SIZE_MAX ? (double)best->min_peak : (double)peak_none;
     /* Finer chains cost a cubic DP but hold less per step: each M takes
      * the coarsest whose steps hold at most a third of it. */
     mlchain chains[MG_BUDGET_ML_LEVELS];
     mg_status s = MG_OK;
     int n_levels = 0;
     for (int v = 0; s == MG_OK && v < MG_BUDGET_ML_LEVELS; v++) {
-        s = mlchain_build(ch, MG_BUDGET_ML_STEPS >> (MG_BUDGET_ML_LEVELS - 1 - v),
+        s = mlchain_build(ch,
+                          MG_BUDGET_ML_STEPS >> (MG_BUDGET_ML_LEVELS - 1 - v),
                           &chains[v]);
         n_levels++;
         if (s == MG_OK && chains[v].l >= ch->k) break; /* every cut used */
@@ -882,8 +887,9 @@ static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
         w[0] = w[l] = 1;
         for (int32_t i = 1; i < l; i++) {
             double d = ceil(ch->sep[mc->cut[i]] / u);
-            w[i] = d < 1 ? 1 : d > MG_BUDGET_ML_SLOTS ? MG_BUDGET_ML_SLOTS + 1
-                                                    : (int32_t)d;
+            w[i] = d < 1                    ? 1
+                   : d > MG_BUDGET_ML_SLOTS ? MG_BUDGET_ML_SLOTS + 1
+                                            : (int32_t)d;
         }
         mg_chain_dp c = {l, mc->f, w, MG_BUDGET_ML_SLOTS, ts};
         mg_chain_sched q;
@@ -892,28 +898,29 @@ static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
             mgi_chain_sched_free(&q);
             fits = prev_fits;
         } else {
-        mgi_chain_sched_free(&prev);
-        prev = q;
-        prev_l = l;
-        mg_ml_plan ml;
-        if ((s = ml_to_plan(ch, mc, &q, keep, &ml)) != MG_OK) break;
-        size_t peak = SIZE_MAX;
-        double fl;
-        s = evaluate_ml(b, keep, &ml, &peak, &fl);
-        if (s == MG_OK && peak < best->ml_min_peak) best->ml_min_peak = peak;
-        fits = s == MG_OK && peak <= b->c->budget_bytes;
-        if (s == MG_OK && peak <= b->c->budget_bytes &&
-            (!best->found || fl < best->flops ||
-             (fl == best->flops && peak < best->peak))) {
-            best->found = true;
-            best->flops = fl;
-            best->peak = peak;
-            memcpy(best->keep, keep, szt * sizeof *keep);
-            mgi_ml_plan_free(&best->ml);
-            best->ml = ml;
-        } else {
-            mgi_ml_plan_free(&ml);
-        }
+            mgi_chain_sched_free(&prev);
+            prev = q;
+            prev_l = l;
+            mg_ml_plan ml;
+            if ((s = ml_to_plan(ch, mc, &q, keep, &ml)) != MG_OK) break;
+            size_t peak = SIZE_MAX;
+            double fl;
+            s = evaluate_ml(b, keep, &ml, &peak, &fl);
+            if (s == MG_OK && peak < best->ml_min_peak)
+                best->ml_min_peak = peak;
+            fits = s == MG_OK && peak <= b->c->budget_bytes;
+            if (s == MG_OK && peak <= b->c->budget_bytes &&
+                (!best->found || fl < best->flops ||
+                 (fl == best->flops && peak < best->peak))) {
+                best->found = true;
+                best->flops = fl;
+                best->peak = peak;
+                memcpy(best->keep, keep, szt * sizeof *keep);
+                mgi_ml_plan_free(&best->ml);
+                best->ml = ml;
+            } else {
+                mgi_ml_plan_free(&ml);
+            }
         }
         prev_fits = fits;
         if (g >= MG_BUDGET_ML_GRID) {
@@ -935,18 +942,23 @@ static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
 }
 
 mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c, int n_xs,
-                           mg_memory_build_fn build, const void *ctx,
-                           mg_budget_point *best) {
+                            mg_memory_build_fn build, const void *ctx,
+                            mg_budget_point *best) {
     best->keep_set = NULL;
     best->ml = NULL;
-    bsrch b = {.g = g, .c = c, .n_xs = n_xs, .build = build, .ctx = ctx,
-                 .rng_before = g->rng_offset};
+    bsrch b = {.g = g,
+               .c = c,
+               .n_xs = n_xs,
+               .build = build,
+               .ctx = ctx,
+               .rng_before = g->rng_offset};
     b.ch.n_before = g->n;
     size_t szt = (size_t)(g->n ? g->n : 1);
     b.result = malloc((size_t)n_xs * sizeof *b.result);
     bbest bb = {.keep = malloc(szt * sizeof *bb.keep),
                 .min_keep = malloc(szt * sizeof *bb.min_keep),
-                .min_peak = SIZE_MAX, .ml_min_peak = SIZE_MAX};
+                .min_peak = SIZE_MAX,
+                .ml_min_peak = SIZE_MAX};
     size_t peak_none = 0;
     mg_status s = b.result && bb.keep && bb.min_keep ? MG_OK : oom();
     if (s == MG_OK) s = chain_analyse(&b, &peak_none);

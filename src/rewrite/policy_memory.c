@@ -71,8 +71,8 @@ static mg_status search_memory(mg_graph *g, const void *ctx,
     *best_peak = SIZE_MAX;
     for (size_t i = 0; i < sizeof points / sizeof *points; i++) {
         size_t peak;
-        mg_status s = trial(g, ctx, build, &points[i], n_xs, result, &peak,
-                            NULL);
+        mg_status s =
+            trial(g, ctx, build, &points[i], n_xs, result, &peak, NULL);
         if (s == MG_ERR_NOMEM) return s;
         if (s == MG_OK && peak < *best_peak) {
             *best_peak = peak;
@@ -97,9 +97,9 @@ static mg_status search_memory(mg_graph *g, const void *ctx,
  * choice must not depend on how much memory was free. Any other failure
  * leaves the policy's own point, whose build then reports it.
  */
-mg_status mgi_memory_search_best(mg_graph *g, const mg_checkpoints *c,
-                                int n_xs, mg_memory_build_fn build,
-                                const void *ctx, mg_memory_search *best) {
+mg_status mgi_memory_search_best(mg_graph *g, const mg_checkpoints *c, int n_xs,
+                                 mg_memory_build_fn build, const void *ctx,
+                                 mg_memory_search *best) {
     static const mg_memory_search first = {2.0, false, false, NULL};
     static const mg_memory_search plain = {2.0, false, true, NULL};
     *best = first;
@@ -107,8 +107,8 @@ mg_status mgi_memory_search_best(mg_graph *g, const mg_checkpoints *c,
         return MG_OK;
     const bool speed = c->policy == MG_CKPT_SPEED;
     mg_tensor *result = malloc((size_t)n_xs * sizeof *result);
-    bool *reads = speed ? calloc((size_t)(g->n ? g->n : 1), sizeof *reads)
-                        : NULL;
+    bool *reads =
+        speed ? calloc((size_t)(g->n ? g->n : 1), sizeof *reads) : NULL;
     if (!result || (speed && !reads)) {
         free(result);
         free(reads);
@@ -116,8 +116,7 @@ mg_status mgi_memory_search_best(mg_graph *g, const mg_checkpoints *c,
     }
     size_t none_peak, peak;
     mg_memory_search choice = first;
-    mg_status s =
-        trial(g, ctx, build, &plain, n_xs, result, &none_peak, reads);
+    mg_status s = trial(g, ctx, build, &plain, n_xs, result, &none_peak, reads);
     if (s == MG_OK && c->policy == MG_CKPT_MEMORY)
         s = search_memory(g, ctx, build, n_xs, result, &choice, &peak);
     else if (s == MG_OK)

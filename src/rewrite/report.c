@@ -7,7 +7,11 @@
 
 #include <stdlib.h>
 
-typedef enum step_kind { STEP_FORWARD, STEP_RECOMPUTE, STEP_BACKWARD } step_kind;
+typedef enum step_kind {
+    STEP_FORWARD,
+    STEP_RECOMPUTE,
+    STEP_BACKWARD
+} step_kind;
 
 static step_kind kind_of(const mg_node *n) {
     if (n->flags & MG_NODE_RECOMPUTE) return STEP_RECOMPUTE;
@@ -43,14 +47,16 @@ mg_status mg_plan_summarize(const mg_plan *p, const mg_binding *binds,
         prev = k;
     }
     mg_status st = mgi_plan_peak(p, binds, n_binds, "mg_plan_summarize",
-                                &s.predicted_peak);
+                                 &s.predicted_peak);
     if (st != MG_OK) return st;
     /* Plain backprop's figure: the same outputs, read without copies.
      * Predicted without compiling that plan, which took as long as
      * compiling p. */
     mg_peak_scratch sc = {0};
-    const mg_peak_query q = {.outputs = p->kept, .n_outputs = p->n_kept,
-                             .without_recompute = true, .binds = binds,
+    const mg_peak_query q = {.outputs = p->kept,
+                             .n_outputs = p->n_kept,
+                             .without_recompute = true,
+                             .binds = binds,
                              .n_binds = n_binds};
     st = mgi_graph_peak(p->g, &q, &sc, "mg_plan_summarize",
                         &s.predicted_peak_without_recompute);
@@ -70,13 +76,14 @@ static void report_checkpoints(const mg_plan *p, FILE *out) {
         const mg_node *n = &p->g->nodes[p->steps[i]];
         if (!(n->flags & MG_NODE_CHOSEN)) continue;
         if (shown++ < shown_max)
-            fprintf(out, "  %s %s %zu bytes\n",
-                    mgi_graph_tensor_label(p->g, p->steps[i], label,
-                                          sizeof label),
-                    mgi_shape_str(&n->d, shape, sizeof shape),
-                    mgi_tdesc_nbytes(&n->d));
+            fprintf(
+                out, "  %s %s %zu bytes\n",
+                mgi_graph_tensor_label(p->g, p->steps[i], label, sizeof label),
+                mgi_shape_str(&n->d, shape, sizeof shape),
+                mgi_tdesc_nbytes(&n->d));
     }
-    if (shown > shown_max) fprintf(out, "  ... and %d more\n", shown - shown_max);
+    if (shown > shown_max)
+        fprintf(out, "  ... and %d more\n", shown - shown_max);
 }
 
 static void report_segments(const mg_plan *p, FILE *out) {
@@ -96,15 +103,15 @@ static void report_segments(const mg_plan *p, FILE *out) {
             flops += f;
         }
         if (seg++ < shown_max)
-            fprintf(out, "  segment %d: steps %d-%d, %d ops, %.3g flops\n",
-                    seg, (int)i, (int)j - 1, (int)(j - i), flops);
+            fprintf(out, "  segment %d: steps %d-%d, %d ops, %.3g flops\n", seg,
+                    (int)i, (int)j - 1, (int)(j - i), flops);
         i = j;
     }
     if (seg > shown_max) fprintf(out, "  ... and %d more\n", seg - shown_max);
 }
 
-mg_status mg_plan_report(const mg_plan *p, const mg_binding *binds,
-                         int n_binds, FILE *out) {
+mg_status mg_plan_report(const mg_plan *p, const mg_binding *binds, int n_binds,
+                         FILE *out) {
     if (!out)
         return mg_set_error(MG_ERR_INVALID_ARG, "mg_plan_report: out is NULL");
     mg_plan_summary s;
@@ -116,8 +123,10 @@ mg_status mg_plan_report(const mg_plan *p, const mg_binding *binds,
     report_checkpoints(p, out);
     fprintf(out, "recompute segments: %d\n", s.n_segments);
     report_segments(p, out);
-    fprintf(out, "recomputed: %d ops, %.3g flops = %.3f of one forward pass "
-            "(%.3g flops)\n", s.n_recompute, s.recompute_flops,
+    fprintf(out,
+            "recomputed: %d ops, %.3g flops = %.3f of one forward pass "
+            "(%.3g flops)\n",
+            s.n_recompute, s.recompute_flops,
             s.forward_flops > 0 ? s.recompute_flops / s.forward_flops : 0.0,
             s.forward_flops);
     fprintf(out, "predicted peak: %.3f MiB; plain backprop: %.3f MiB (%.3fx)\n",

@@ -58,10 +58,10 @@ typedef struct mg_memory_search {
  * themselves copies. */
 typedef struct mg_ml_plan {
     int32_t n_seg;
-    int32_t n;                 /* entries of seg: the graph size it covers */
-    int32_t *seg;              /* per tensor id: its segment, or -1 */
-    int32_t *snap_start;       /* n_seg + 1 offsets into snap */
-    mg_tensor *snap;           /* the snapshots of each segment */
+    int32_t n;           /* entries of seg: the graph size it covers */
+    int32_t *seg;        /* per tensor id: its segment, or -1 */
+    int32_t *snap_start; /* n_seg + 1 offsets into snap */
+    mg_tensor *snap;     /* the snapshots of each segment */
 } mg_ml_plan;
 
 void mgi_ml_plan_free(mg_ml_plan *p);
@@ -83,9 +83,9 @@ typedef struct mg_budget_point {
  * For tests of hand-written plans; the graph is left as it was on
  * failure. */
 mg_status mgi_gradients_point(mg_graph *g, const mg_tensor *ys, int n_ys,
-                             const mg_tensor *xs, int n_xs,
-                             const mg_budget_point *point,
-                             mg_tensor *grads_out);
+                              const mg_tensor *xs, int n_xs,
+                              const mg_budget_point *point,
+                              mg_tensor *grads_out);
 
 /* Append the backward graph with the memory policy at point m, writing the
  * gradients of the xs to result; ctx is the caller's description of the
@@ -101,9 +101,9 @@ typedef mg_status (*mg_memory_build_fn)(mg_graph *g, const void *ctx,
  * higher peak; the speed policy first tries keeping fewer expensive
  * outputs. n_xs: how many gradients build writes. MG_ERR_NOMEM if a trial
  * ran out of memory. The caller frees best->bwd_reads. */
-mg_status mgi_memory_search_best(mg_graph *g, const mg_checkpoints *c,
-                                int n_xs, mg_memory_build_fn build,
-                                const void *ctx, mg_memory_search *best);
+mg_status mgi_memory_search_best(mg_graph *g, const mg_checkpoints *c, int n_xs,
+                                 mg_memory_build_fn build, const void *ctx,
+                                 mg_memory_search *best);
 
 /* The budget policy's search (policy_budget.c): store in best->keep_set
  * (malloc'd, the caller frees it) and best->ml (NULL or malloc'd) the
@@ -112,8 +112,8 @@ mg_status mgi_memory_search_best(mg_graph *g, const mg_checkpoints *c,
  * with build as mgi_memory_search_best does; g is left as it was.
  * MG_ERR_NOMEM naming the smallest budget that fits if none does. */
 mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c, int n_xs,
-                           mg_memory_build_fn build, const void *ctx,
-                           mg_budget_point *best);
+                            mg_memory_build_fn build, const void *ctx,
+                            mg_budget_point *best);
 
 /* Decide what the forward pass keeps. order: the ancestors of the ys in
  * topological order; forward[t]: t is a computed tensor among them;
@@ -121,10 +121,10 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c, int n_xs,
  * chosen[t] that the policy picked it (what mg_graph_checkpoints reports).
  * Policy none keeps everything. */
 mg_status mgi_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
-                                const mg_memory_search *m,
-                                const mg_tensor *order, int32_t n_order,
-                                const bool *forward, const bool *is_y,
-                                bool *keep, bool *chosen);
+                                 const mg_memory_search *m,
+                                 const mg_tensor *order, int32_t n_order,
+                                 const bool *forward, const bool *is_y,
+                                 bool *keep, bool *chosen);
 
 /* Recomputed copies, made on demand while backprop runs. */
 typedef struct mg_recompute {
@@ -134,10 +134,10 @@ typedef struct mg_recompute {
     int32_t n;        /* graph size when backprop began */
     /* Multi-level plans only (else ml is NULL): */
     const mg_ml_plan *ml;
-    int32_t cur_seg;  /* the segment being built, -1 before the first */
-    mg_tensor *made;  /* forward tensors whose copy is valid, n_made */
+    int32_t cur_seg; /* the segment being built, -1 before the first */
+    mg_tensor *made; /* forward tensors whose copy is valid, n_made */
     int32_t n_made;
-    int32_t *mark;    /* per tensor: the segment that made it a snapshot */
+    int32_t *mark; /* per tensor: the segment that made it a snapshot */
 } mg_recompute;
 
 /* The tensor the backward pass should read for forward tensor t: t itself
@@ -177,8 +177,7 @@ typedef struct mg_chain_dp {
  * state 0 (stored, outside the slots), a taped step not counted. general:
  * use the heterogeneous table even on a homogeneous chain (cubic in l;
  * the homogeneous one is quadratic). */
-mg_status mgi_chain_revolve(const mg_chain_dp *c, bool general,
-                           double *steps);
+mg_status mgi_chain_revolve(const mg_chain_dp *c, bool general, double *steps);
 
 /* A multi-level schedule for the rewriter: the forward pass keeps the
  * states kept[i]; step i is reversed (last first) with the snapshots

@@ -56,11 +56,12 @@ static mg_status plan_alloc(mg_plan *p, int32_t n, int n_kept) {
     p->leaves = malloc(sz * sizeof *p->leaves);
     p->kept = malloc((size_t)(n_kept ? n_kept : 1) * sizeof *p->kept);
     p->remap = malloc(sz * sizeof *p->remap);
-    if (!p->role || !p->steps || !p->step || !p->tensor ||
-        !p->release_start || !p->release || !p->leaves || !p->kept ||
-        !p->remap)
-        return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
-                            "a plan over %d tensors", (int)n);
+    if (!p->role || !p->steps || !p->step || !p->tensor || !p->release_start ||
+        !p->release || !p->leaves || !p->kept || !p->remap)
+        return mg_set_error(MG_ERR_NOMEM,
+                            "mg_plan_compile: out of memory for "
+                            "a plan over %d tensors",
+                            (int)n);
     return MG_OK;
 }
 
@@ -79,8 +80,8 @@ static void plan_add_kept(mg_plan *p, const mg_tensor *ts, int n) {
 static size_t step_workspace(const mg_graph *g, mg_tensor t) {
     const mg_node *n = &g->nodes[t];
     size_t work = mgi_graph_op_workspace(g, t);
-    mg_kargs a = {.op = n->op, .attrs = &n->attrs, .n_in = n->n_in,
-                  .out = {NULL, n->d}};
+    mg_kargs a = {
+        .op = n->op, .attrs = &n->attrs, .n_in = n->n_in, .out = {NULL, n->d}};
     for (int k = 0; k < n->n_in; k++)
         a.in[k] = (mg_kbuf){NULL, g->nodes[n->in[k]].d};
     size_t backend = mgi_backends_plan_workspace(&a);
@@ -90,15 +91,15 @@ static size_t step_workspace(const mg_graph *g, mg_tensor t) {
 /* The executor's copy of step t. */
 static mg_plan_step step_record(const mg_plan *p, mg_tensor t) {
     const mg_node *n = &p->g->nodes[t];
-    mg_plan_step r = {.t = t, .op = n->op, .n_in = n->n_in,
-                      .work = step_workspace(p->g, t)};
+    mg_plan_step r = {
+        .t = t, .op = n->op, .n_in = n->n_in, .work = step_workspace(p->g, t)};
     for (int k = 0; k < n->n_in; k++) r.in[k] = mg_plan_input(p, t, k);
     return r;
 }
 
 /* Fill steps, leaves and release lists from a topological order. */
-static mg_status plan_build(mg_plan *p, const mg_tensor *order,
-                            int32_t n_order, int32_t *last_read) {
+static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
+                            int32_t *last_read) {
     const mg_graph *g = p->g;
     for (int32_t t = 0; t < p->n_tensors; t++) {
         const mg_node *n = &g->nodes[t];
@@ -132,7 +133,8 @@ static mg_status plan_build(mg_plan *p, const mg_tensor *order,
     for (int32_t s = 0; s < p->n_steps; s++)
         p->release_start[s + 1] += p->release_start[s];
     int32_t *fill = malloc(((size_t)p->n_steps + 1) * sizeof *fill);
-    if (!fill) return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory");
+    if (!fill)
+        return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory");
     memcpy(fill, p->release_start, ((size_t)p->n_steps + 1) * sizeof *fill);
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_tensor t = p->steps[s];
@@ -161,7 +163,9 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
     if (!out)
         return mg_set_error(MG_ERR_INVALID_ARG, "mg_plan_compile: out is NULL");
     *out = NULL;
-    if (!g) return mg_set_error(MG_ERR_INVALID_ARG, "mg_plan_compile: graph is NULL");
+    if (!g)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_plan_compile: graph is NULL");
     if (n_outputs < 1)
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_plan_compile: needs at least one output");
@@ -190,10 +194,10 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
                               ? g->nodes[t].orig
                               : t;
         s = mgi_graph_mark_ancestors(g, outputs, n_outputs, p->remap, needed,
-                                    "mg_plan_compile");
+                                     "mg_plan_compile");
         if (s == MG_OK)
             s = mgi_graph_mark_ancestors(g, retain, n_retain, p->remap, needed,
-                                        "mg_plan_compile");
+                                         "mg_plan_compile");
         if (s == MG_OK)
             s = mgi_graph_topo_order(g, needed, p->remap, order, &n_order);
     }
@@ -226,12 +230,11 @@ size_t mg_plan_predicted_peak(const mg_plan *p, const mg_binding *binds,
 }
 
 mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
-                       const char *what, size_t *peak_out) {
+                        const char *what, size_t *peak_out) {
     *peak_out = 0;
     if (n_binds < 0 || (n_binds > 0 && !binds))
-        return mg_set_error(MG_ERR_INVALID_ARG,
-                            "%s: %d bindings%s", what, n_binds,
-                            n_binds < 0 ? "" : " with a NULL list");
+        return mg_set_error(MG_ERR_INVALID_ARG, "%s: %d bindings%s", what,
+                            n_binds, n_binds < 0 ? "" : " with a NULL list");
     /* Caller-bound outputs never enter the pool. */
     bool *bound = calloc((size_t)(p->n_tensors ? p->n_tensors : 1), 1);
     if (!bound) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", what);
@@ -245,8 +248,7 @@ mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
         if (!bound[t])
             in_use += mg_pool_size_class(mgi_tdesc_nbytes(&p->tensor[t].d));
         /* the workspace is lent after the output and returned at once */
-        size_t work = p->step[s].work ? mg_pool_size_class(p->step[s].work)
-                                      : 0;
+        size_t work = p->step[s].work ? mg_pool_size_class(p->step[s].work) : 0;
         if (in_use + work > peak) peak = in_use + work;
         for (int32_t r = p->release_start[s]; r < p->release_start[s + 1]; r++)
             in_use -= mg_pool_size_class(
@@ -271,11 +273,11 @@ void mgi_peak_scratch_free(mg_peak_scratch *sc) {
 
 /* Grow every array of the scratch to n elements; on failure the arrays
  * that did grow are kept, to be freed with the rest. */
-#define SCRATCH_GROW(field)                                                   \
-    do {                                                                      \
-        void *p_ = realloc(sc->field, (size_t)n * sizeof *sc->field);         \
-        if (p_) sc->field = p_;                                               \
-        else ok = false;                                                      \
+#define SCRATCH_GROW(field)                                                    \
+    do {                                                                       \
+        void *p_ = realloc(sc->field, (size_t)n * sizeof *sc->field);          \
+        if (p_) sc->field = p_;                                                \
+        else ok = false;                                                       \
     } while (0)
 
 static mg_status scratch_reserve(mg_peak_scratch *sc, int32_t n,
@@ -302,12 +304,13 @@ static mg_status scratch_reserve(mg_peak_scratch *sc, int32_t n,
  * on those: the nodes are large, and reading them once is most of the
  * cost. */
 mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
-                        mg_peak_scratch *sc, const char *what,
-                        size_t *peak_out) {
+                         mg_peak_scratch *sc, const char *what,
+                         size_t *peak_out) {
     *peak_out = 0;
     if (!q->all_bound && (q->n_binds < 0 || (q->n_binds > 0 && !q->binds)))
         return mg_set_error(MG_ERR_INVALID_ARG, "%s: %d bindings%s", what,
-                            q->n_binds, q->n_binds < 0 ? "" : " with a NULL list");
+                            q->n_binds,
+                            q->n_binds < 0 ? "" : " with a NULL list");
     mg_status s = check_list(g, q->outputs, q->n_outputs, "outputs");
     if (s == MG_OK) s = scratch_reserve(sc, g->n ? g->n : 1, what);
     if (s != MG_OK) return s;
@@ -315,9 +318,8 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
     const mg_tensor *remap = NULL;
     if (q->without_recompute) {
         for (int32_t t = 0; t < g->n; t++)
-            sc->remap[t] = (g->nodes[t].flags & MG_NODE_RECOMPUTE)
-                               ? g->nodes[t].orig
-                               : t;
+            sc->remap[t] =
+                (g->nodes[t].flags & MG_NODE_RECOMPUTE) ? g->nodes[t].orig : t;
         remap = sc->remap;
     }
     memset(sc->needed, 0, (size_t)g->n * sizeof *sc->needed);
@@ -370,9 +372,10 @@ mg_status mg_plan_dump(const mg_plan *p, FILE *out) {
     size_t peak;
     mg_status st = mgi_plan_peak(p, NULL, 0, "mg_plan_dump", &peak);
     if (st != MG_OK) return st;
-    fprintf(out, "plan: %d steps, %d leaves, %d kept, predicted peak %zu "
-            "bytes\n", (int)p->n_steps, (int)p->n_leaves, (int)p->n_kept,
-            peak);
+    fprintf(out,
+            "plan: %d steps, %d leaves, %d kept, predicted peak %zu "
+            "bytes\n",
+            (int)p->n_steps, (int)p->n_leaves, (int)p->n_kept, peak);
     for (int32_t s = 0; s < p->n_steps; s++) {
         fprintf(out, "%5d  %s", (int)s,
                 mgi_graph_tensor_label(p->g, p->steps[s], label, sizeof label));

@@ -20,7 +20,7 @@ enum {
 
 /* One step as the executor runs it. */
 typedef struct mg_plan_step {
-    mg_tensor t;                 /* the tensor the step computes */
+    mg_tensor t; /* the tensor the step computes */
     mg_op op;
     int n_in;
     mg_tensor in[MG_MAX_INPUTS]; /* as this plan reads them (remapped) */
@@ -41,8 +41,8 @@ struct mg_plan {
     int32_t n_tensors; /* graph size when compiled; ids below it are valid */
     uint8_t *role;     /* per tensor id, MG_ROLE_* bits */
     int32_t n_steps;
-    mg_tensor *steps;  /* computed tensors in execution order */
-    mg_plan_step *step; /* per step: its record, in the same order */
+    mg_tensor *steps;       /* computed tensors in execution order */
+    mg_plan_step *step;     /* per step: its record, in the same order */
     mg_plan_tensor *tensor; /* per tensor id */
     /* After step s, release release[release_start[s] .. release_start[s+1]) */
     int32_t *release_start;
@@ -50,7 +50,7 @@ struct mg_plan {
     int32_t n_leaves;
     mg_tensor *leaves; /* leaves some step reads, or that are outputs */
     int32_t n_kept;
-    mg_tensor *kept;   /* outputs then retained, without repeats */
+    mg_tensor *kept; /* outputs then retained, without repeats */
     /* Inputs are read through this map: identity, or with
      * without_recompute, each recomputed copy -> its forward tensor. */
     mg_tensor *remap;
@@ -72,7 +72,7 @@ static inline mg_tensor mg_plan_input(const mg_plan *p, mg_tensor t, int k) {
  * n_binds or a NULL list of n_binds > 0 (as mg_exec_run), MG_ERR_NOMEM if
  * its scratch memory cannot be had; errors are prefixed by what. */
 mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
-                       const char *what, size_t *peak);
+                        const char *what, size_t *peak);
 
 /* Scratch of mgi_graph_peak, kept by a caller that measures many graphs
  * (the budget policy's search): its arrays grow to the largest graph and
@@ -111,7 +111,7 @@ typedef struct mg_peak_query {
  * the same releases, the same size classes. sc->order and sc->steps then
  * hold the schedule. Errors are prefixed by what. */
 mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
-                        mg_peak_scratch *sc, const char *what, size_t *peak);
+                         mg_peak_scratch *sc, const char *what, size_t *peak);
 
 /* Build p->phase[0] (forward) and p->phase[1] (backward) when p has
  * backward or recompute steps (split.c). */

@@ -38,9 +38,8 @@ static mg_plan *phase_alloc(const mg_plan *p) {
     q->kept = malloc(sz * sizeof *q->kept);
     q->remap = malloc(sz * sizeof *q->remap);
     q->saved = malloc(sz * sizeof *q->saved);
-    if (!q->role || !q->steps || !q->step || !q->tensor ||
-        !q->release_start || !q->release || !q->leaves || !q->kept ||
-        !q->remap || !q->saved) {
+    if (!q->role || !q->steps || !q->step || !q->tensor || !q->release_start ||
+        !q->release || !q->leaves || !q->kept || !q->remap || !q->saved) {
         mg_plan_free(q);
         return NULL;
     }
@@ -101,7 +100,7 @@ mg_status mgi_plan_split(mg_plan *p) {
     mg_status s = MG_OK;
     if (!f || !b || !last || !fill || !saved) {
         s = mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
-                         "the forward and backward phases");
+                                       "the forward and backward phases");
         goto done;
     }
     for (int32_t i = 0; i < p->n_steps; i++) {
@@ -116,11 +115,11 @@ mg_status mgi_plan_split(mg_plan *p) {
             mg_tensor in = f->step[i].in[k];
             if (in_backward(g, in)) {
                 char la[160];
-                s = mg_set_error(MG_ERR_INTERNAL,
-                                 "mg_plan_compile: forward op %s reads a "
-                                 "backward tensor",
-                                 mgi_graph_tensor_label(g, f->steps[i], la,
-                                                        sizeof la));
+                s = mg_set_error(
+                    MG_ERR_INTERNAL,
+                    "mg_plan_compile: forward op %s reads a "
+                    "backward tensor",
+                    mgi_graph_tensor_label(g, f->steps[i], la, sizeof la));
                 goto done;
             }
             if (p->tensor[in].leaf) f->role[in] |= MG_ROLE_LEAF;
@@ -170,8 +169,7 @@ static size_t phase_peak(const mg_plan *q, const bool *bound, size_t base,
         mg_tensor t = q->steps[s];
         if (!bound[t])
             in_use += mg_pool_size_class(mgi_tdesc_nbytes(&q->tensor[t].d));
-        size_t work = q->step[s].work ? mg_pool_size_class(q->step[s].work)
-                                      : 0;
+        size_t work = q->step[s].work ? mg_pool_size_class(q->step[s].work) : 0;
         if (in_use + work > peak) peak = in_use + work;
         for (int32_t r = q->release_start[s]; r < q->release_start[s + 1]; r++)
             in_use -= mg_pool_size_class(

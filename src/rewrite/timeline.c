@@ -83,7 +83,8 @@ mg_status mg_plan_write_timeline(const mg_plan *p, const mg_binding *binds,
     }
     fputs("step,phase,op,tensor,name,checkpoint,workspace_bytes,"
           "predicted_bytes_before,predicted_bytes_after,"
-          "measured_bytes_before,measured_bytes_after\n", out);
+          "measured_bytes_before,measured_bytes_after\n",
+          out);
     for (int32_t s = 0; s < p->n_steps; s++) {
         const mg_step_info *e = &pred[s];
         fprintf(out, "%d,%s,%s,%d,", (int)s, mg_phase_name(e->phase), e->op,
@@ -94,8 +95,7 @@ mg_status mg_plan_write_timeline(const mg_plan *p, const mg_binding *binds,
         if (measured)
             fprintf(out, "%zu,%zu", measured[s].bytes_before,
                     measured[s].bytes_after);
-        else
-            fputc(',', out);
+        else fputc(',', out);
         fputc('\n', out);
     }
     free(pred);

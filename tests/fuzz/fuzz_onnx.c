@@ -15,11 +15,9 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     mg_graph *g = mg_graph_new();
-    if (!g)
-        return 0;
+    if (!g) return 0;
     mg_onnx_options o;
     mg_onnx_options_init(&o);
     o.batch_size = 2;
@@ -31,13 +29,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         /* the handle must describe the graph it built */
         int n = mg_onnx_num_outputs(m);
         for (int k = 0; k < n; k++)
-            if (mg_tensor_numel(g, mg_onnx_output(m, k)) < 0)
-                abort();
+            if (mg_tensor_numel(g, mg_onnx_output(m, k)) < 0) abort();
         int nb;
         const mg_binding *b = mg_onnx_bindings(m, &nb);
         for (int k = 0; k < nb; k++)
-            if (!b[k].data || mg_tensor_nbytes(g, b[k].tensor) == 0)
-                abort();
+            if (!b[k].data || mg_tensor_nbytes(g, b[k].tensor) == 0) abort();
     } else if (m != NULL || !mg_last_error()[0]) {
         abort();
     }

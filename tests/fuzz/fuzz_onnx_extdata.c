@@ -14,8 +14,9 @@
  *
  * and imports each input with external_data_dir = root/m. Any bytes must
  * give MG_OK or an error with a message, never a crash, a hang, a leak or
- * the secret in the model's data (unless the model's bytes hold it). Seeds: tests/fuzz/seeds/. Built by
- * cmake/onnx.cmake with -DMG_BUILD_FUZZ=ON; run by scripts/fuzz-onnx.sh.
+ * the secret in the model's data (unless the model's bytes hold it). Seeds:
+ * tests/fuzz/seeds/. Built by cmake/onnx.cmake with -DMG_BUILD_FUZZ=ON; run by
+ * scripts/fuzz-onnx.sh.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -32,71 +33,68 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char model_dir[512];
-static const uint8_t SECRET[16] = {0xa5, 0x5a, 0xc3, 0x3c, 0x0f, 0xf0, 0x69, 0x96,
-                                   0xa5, 0x5a, 0xc3, 0x3c, 0x0f, 0xf0, 0x69, 0x96};
+static const uint8_t SECRET[16] = {0xa5, 0x5a, 0xc3, 0x3c, 0x0f, 0xf0,
+                                   0x69, 0x96, 0xa5, 0x5a, 0xc3, 0x3c,
+                                   0x0f, 0xf0, 0x69, 0x96};
 
 static void write_file(const char *root, const char *name, const uint8_t *p,
-                       size_t n)
-{
+                       size_t n) {
     char path[640];
     snprintf(path, sizeof path, "%s/%s", root, name);
     FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, n, f) != n)
-        abort();
+    if (!f || fwrite(p, 1, n, f) != n) abort();
     fclose(f);
 }
 
-static void in_root(char *out, size_t len, const char *root, const char *name)
-{
+static void in_root(char *out, size_t len, const char *root, const char *name) {
     snprintf(out, len, "%s/%s", root, name);
 }
 
 static char root_dir[400];
 
 /* Removes the tree at exit (libFuzzer's ends at -max_total_time call exit). */
-static void remove_tree(void)
-{
-    static const char *const made[] = {
-        "m/data.bin", "m/sub/data.bin", "outside/secret.bin", "m/link.bin",
-        "m/up.bin", "m/pipe.bin", "m/sub", "m", "outside", ""};
+static void remove_tree(void) {
+    static const char *const made[] = {"m/data.bin",
+                                       "m/sub/data.bin",
+                                       "outside/secret.bin",
+                                       "m/link.bin",
+                                       "m/up.bin",
+                                       "m/pipe.bin",
+                                       "m/sub",
+                                       "m",
+                                       "outside",
+                                       ""};
     char p[640];
     for (size_t k = 0; k < sizeof made / sizeof *made; k++) {
         snprintf(p, sizeof p, "%s/%s", root_dir, made[k]);
-        if (unlink(p) != 0)
-            rmdir(p);
+        if (unlink(p) != 0) rmdir(p);
     }
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
     const char *t = getenv("TMPDIR");
     char root[400], p[640];
-    snprintf(root, sizeof root, "%s/mg-fuzz-extdata.XXXXXX", t && t[0] ? t : "/tmp");
-    if (!mkdtemp(root))
-        abort();
+    snprintf(root, sizeof root, "%s/mg-fuzz-extdata.XXXXXX",
+             t && t[0] ? t : "/tmp");
+    if (!mkdtemp(root)) abort();
     const char *dirs[3] = {"m", "m/sub", "outside"};
     for (int k = 0; k < 3; k++) {
         in_root(p, sizeof p, root, dirs[k]);
-        if (mkdir(p, 0700))
-            abort();
+        if (mkdir(p, 0700)) abort();
     }
     uint8_t data[64];
-    for (int k = 0; k < 64; k++)
-        data[k] = (uint8_t)(k * 7 + 1);
+    for (int k = 0; k < 64; k++) data[k] = (uint8_t)(k * 7 + 1);
     write_file(root, "m/data.bin", data, sizeof data);
     write_file(root, "m/sub/data.bin", data, sizeof data);
     write_file(root, "outside/secret.bin", SECRET, sizeof SECRET);
     in_root(p, sizeof p, root, "m/link.bin");
-    if (symlink("data.bin", p))
-        abort();
+    if (symlink("data.bin", p)) abort();
     in_root(p, sizeof p, root, "m/up.bin");
-    if (symlink("../outside/secret.bin", p))
-        abort();
+    if (symlink("../outside/secret.bin", p)) abort();
     in_root(p, sizeof p, root, "m/pipe.bin");
-    if (mkfifo(p, 0600))
-        abort();
+    if (mkfifo(p, 0600)) abort();
     in_root(model_dir, sizeof model_dir, root, "m");
     snprintf(root_dir, sizeof root_dir, "%s", root);
     atexit(remove_tree);
@@ -104,19 +102,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 }
 
 /* Whether n bytes at p hold the secret. */
-static int holds_secret(const uint8_t *p, size_t n)
-{
+static int holds_secret(const uint8_t *p, size_t n) {
     for (size_t k = 0; k + sizeof SECRET <= n; k++)
-        if (memcmp(p + k, SECRET, sizeof SECRET) == 0)
-            return 1;
+        if (memcmp(p + k, SECRET, sizeof SECRET) == 0) return 1;
     return 0;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     mg_graph *g = mg_graph_new();
-    if (!g)
-        return 0;
+    if (!g) return 0;
     mg_onnx_options o;
     mg_onnx_options_init(&o);
     o.batch_size = 2;

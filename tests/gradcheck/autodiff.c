@@ -6,7 +6,8 @@
  */
 #include "../helpers.h"
 
-/* ------------------------------------------------------------------ autodiff */
+/* ------------------------------------------------------------------ autodiff
+ */
 
 /* y = x*x + relu(x): x fans out to three uses; gradients must be summed */
 START_TEST(test_gc_fan_out) {
@@ -42,8 +43,7 @@ START_TEST(test_gc_unused_x) {
                       "unused x: gradient element %d is %.17g, expected 0", i,
                       grads[1][i]);
     int nonzero = 0;
-    for (int i = 0; i < 6; i++)
-        nonzero += grads[0][i] != 0.0;
+    for (int i = 0; i < 6; i++) nonzero += grads[0][i] != 0.0;
     ck_assert_msg(nonzero > 0, "used x: gradient is all zero");
     free(grads[0]);
     free(grads[1]);
@@ -81,8 +81,7 @@ START_TEST(test_gc_intermediate_x) {
                       "%.17g",
                       i, gh[i], e);
         ck_assert_msg(fabs(gx[i] - 3 * e) <= 1e-12 * (1 + fabs(e)),
-                      "dL/dx[%d]: got %.17g, expected %.17g", i, gx[i],
-                      3 * e);
+                      "dL/dx[%d]: got %.17g, expected %.17g", i, gx[i], 3 * e);
     }
     mg_graph_free(g);
 }
@@ -157,7 +156,8 @@ static mg_tensor build_net(gc_ctx *c) {
 START_TEST(test_gc_checkpoints_none_identical) {
     gc_ctx c1, c2;
     double *g1[GC_MAX_LEAVES], *g2[GC_MAX_LEAVES];
-    mg_checkpoints none = {.policy = MG_CKPT_NONE, .tensors = NULL, .n_tensors = 0};
+    mg_checkpoints none = {
+        .policy = MG_CKPT_NONE, .tensors = NULL, .n_tensors = 0};
 
     gc_begin(&c1, "net, checkpoints NULL", 2200);
     c1.run_seed = 11;
@@ -171,13 +171,12 @@ START_TEST(test_gc_checkpoints_none_identical) {
 
     int nx = 0;
     for (int i = 0; i < c1.n; i++) {
-        if (!c1.is_x[i])
-            continue;
-        ck_assert_msg(memcmp(g1[nx], g2[nx],
-                             (size_t)c1.numel[i] * sizeof(double)) == 0,
-                      "gradient %d differs between checkpoints NULL and "
-                      "MG_CKPT_NONE",
-                      nx);
+        if (!c1.is_x[i]) continue;
+        ck_assert_msg(
+            memcmp(g1[nx], g2[nx], (size_t)c1.numel[i] * sizeof(double)) == 0,
+            "gradient %d differs between checkpoints NULL and "
+            "MG_CKPT_NONE",
+            nx);
         free(g1[nx]);
         free(g2[nx]);
         nx++;
@@ -197,9 +196,9 @@ START_TEST(test_gc_checkpoints_same_graph) {
     mg_tensor xs[GC_MAX_LEAVES], ga[GC_MAX_LEAVES], gb[GC_MAX_LEAVES];
     int nx = 0;
     for (int i = 0; i < c.n; i++)
-        if (c.is_x[i])
-            xs[nx++] = c.t[i];
-    mg_checkpoints none = {.policy = MG_CKPT_NONE, .tensors = NULL, .n_tensors = 0};
+        if (c.is_x[i]) xs[nx++] = c.t[i];
+    mg_checkpoints none = {
+        .policy = MG_CKPT_NONE, .tensors = NULL, .n_tensors = 0};
     ck_assert_msg(mg_gradients(c.g, &L, 1, NULL, xs, nx, NULL, ga) == MG_OK,
                   "mg_gradients (NULL) failed: %s", mg_last_error());
     ck_assert_msg(mg_gradients(c.g, &L, 1, NULL, xs, nx, &none, gb) == MG_OK,
@@ -215,14 +214,15 @@ START_TEST(test_gc_checkpoints_same_graph) {
         outs[nx + i] = gb[i];
     }
     mg_binding *b = gc_bindings(&c);
-    TH_RUN_OK("both gradient sets", c.g, 2 * nx, outs, (void *const *)bufs,
-              c.n, b, c.run_seed);
+    TH_RUN_OK("both gradient sets", c.g, 2 * nx, outs, (void *const *)bufs, c.n,
+              b, c.run_seed);
     for (int i = 0; i < nx; i++) {
         int64_t n = mg_tensor_numel(c.g, xs[i]);
-        ck_assert_msg(memcmp(bufs[i], bufs[nx + i], (size_t)n * sizeof(double)) == 0,
-                      "one graph: gradient %d differs between checkpoints "
-                      "NULL and MG_CKPT_NONE",
-                      i);
+        ck_assert_msg(
+            memcmp(bufs[i], bufs[nx + i], (size_t)n * sizeof(double)) == 0,
+            "one graph: gradient %d differs between checkpoints "
+            "NULL and MG_CKPT_NONE",
+            i);
         free(bufs[i]);
         free(bufs[nx + i]);
     }

@@ -83,16 +83,18 @@ END_TEST
 /* ------------------------------------------------------------------ unary */
 
 START_TEST(test_gc_unary) {
-    static const char *names[14] = {"neg",  "relu", "gelu", "tanh", "sigmoid",
-                                    "exp",  "log",  "sqrt", "scale(-1.7)",
-                                    "erf",  "pow(2.5)", "leaky_relu(0.1)",
+    static const char *names[14] = {"neg",        "relu",     "gelu",
+                                    "tanh",       "sigmoid",  "exp",
+                                    "log",        "sqrt",     "scale(-1.7)",
+                                    "erf",        "pow(2.5)", "leaky_relu(0.1)",
                                     "is_nonzero", "cast(f64)"};
     for (int op = 0; op < 14; op++) {
         gc_ctx c;
         gc_begin(&c, names[op], 800 + op);
         /* log, sqrt and a fractional power need positive inputs */
-        mg_tensor x = (op == 6 || op == 7 || op == 10) ? gc_x_range(&c, 2, S(3, 4), 0.3, 3.0)
-                                           : gc_x_range(&c, 2, S(3, 4), -3.0, 3.0);
+        mg_tensor x = (op == 6 || op == 7 || op == 10)
+                          ? gc_x_range(&c, 2, S(3, 4), 0.3, 3.0)
+                          : gc_x_range(&c, 2, S(3, 4), -3.0, 3.0);
         mg_tensor y;
         switch (op) {
         case 0: y = mg_neg(c.g, x); break;
@@ -130,8 +132,9 @@ START_TEST(test_gc_unary_chain) {
     gc_begin(&c, "log(scale(relu(neg(x)),3) + 1)", 851);
     x = gc_x(&c, 1, S(7));
     mg_tensor one = mg_fill(c.g, MG_F64, 1, S(7), 1.0);
-    y = mg_log(c.g, mg_add(c.g, mg_scale(c.g, mg_relu(c.g, mg_neg(c.g, x)), 3.0),
-                           one));
+    y = mg_log(
+        c.g,
+        mg_add(c.g, mg_scale(c.g, mg_relu(c.g, mg_neg(c.g, x)), 3.0), one));
     gc_check(&c, y);
     gc_end(&c);
 }
@@ -140,10 +143,10 @@ END_TEST
 /* unary ops and reductions on a 0-d scalar */
 START_TEST(test_gc_scalar_ops) {
     for (int op = 0; op < 6; op++) {
-        static const char *names[6] = {"tanh(scalar)",    "log(scalar)",
-                                       "sqrt(scalar)",    "sum(scalar)",
-                                       "mse(scalar, scalar)",
-                                       "sigmoid(reshape([1,1]->scalar))"};
+        static const char *names[6] = {
+            "tanh(scalar)",        "log(scalar)",
+            "sqrt(scalar)",        "sum(scalar)",
+            "mse(scalar, scalar)", "sigmoid(reshape([1,1]->scalar))"};
         gc_ctx c;
         gc_begin(&c, names[op], 860 + op);
         mg_tensor x = op == 5 ? gc_x_range(&c, 2, S(1, 1), 0.3, 3.0)

@@ -9,18 +9,30 @@
  * The f32 gradient of each dense op must match the (FD-checked) f64 one. */
 
 #define F32_NOPS 17
-static const char *f32_names[F32_NOPS] = {
-    "matmul",  "add [3,4]+[4]", "sub [3,1]-[3,4]", "mul [3,4]*[3,1]",
-    "div",     "neg",          "relu",          "gelu",
-    "tanh",    "sigmoid",      "exp",           "log",
-    "sqrt",    "scale",        "softmax(0)",    "log_softmax(-1)",
-    "cross_entropy"};
+static const char *f32_names[F32_NOPS] = {"matmul",
+                                          "add [3,4]+[4]",
+                                          "sub [3,1]-[3,4]",
+                                          "mul [3,4]*[3,1]",
+                                          "div",
+                                          "neg",
+                                          "relu",
+                                          "gelu",
+                                          "tanh",
+                                          "sigmoid",
+                                          "exp",
+                                          "log",
+                                          "sqrt",
+                                          "scale",
+                                          "softmax(0)",
+                                          "log_softmax(-1)",
+                                          "cross_entropy"};
 
 /* grads of L = sum(op(a, b) * W) w.r.t. a and b, copied out as doubles */
-static void f32_grads(mg_dtype dt, int op, const double *av,
-                      const double *bv, const double *wv, double *ga,
-                      double *gb) {
-    int64_t sb[2] = {op == 0 ? 4 : 3, op == 0 ? 5 : (op == 2 || op == 3) ? 1 : 4};
+static void f32_grads(mg_dtype dt, int op, const double *av, const double *bv,
+                      const double *wv, double *ga, double *gb) {
+    int64_t sb[2] = {op == 0 ? 4 : 3, op == 0                ? 5
+                                      : (op == 2 || op == 3) ? 1
+                                                             : 4};
     int ndb = op == 1 ? 1 : 2;
     const int64_t *sbp = op == 1 ? S(4) : sb;
     int64_t nb = th_numel(ndb, sbp);
@@ -87,7 +99,11 @@ static void f32_grads(mg_dtype dt, int op, const double *av,
         for (int64_t i = 0; i < nb; i++)
             gb[i] = dt == MG_F32 ? ((float *)gbd)[i] : ((double *)gbd)[i];
     }
-    free(ad); free(bd); free(wd); free(gad); free(gbd);
+    free(ad);
+    free(bd);
+    free(wd);
+    free(gad);
+    free(gbd);
     mg_graph_free(g);
     ck_assert_msg(rs == MG_OK, "%s (%s): gradient run failed: %s",
                   f32_names[op], mg_dtype_name(dt), th_errmsg);
@@ -110,13 +126,15 @@ START_TEST(test_f32_grads_match_f64) {
         f32_grads(MG_F32, op, av, bv, wv, ga32, gb32);
         int64_t nb = op == 0 ? 20 : op == 1 ? 4 : (op == 2 || op == 3) ? 3 : 12;
         for (int i = 0; i < 12; i++)
-            ck_assert_msg(fabs(ga32[i] - ga64[i]) <= 1e-5 + 1e-4 * fabs(ga64[i]),
+            ck_assert_msg(fabs(ga32[i] - ga64[i]) <=
+                              1e-5 + 1e-4 * fabs(ga64[i]),
                           "%s: f32 gradient of a[%d] is %.9g, f64 gives %.17g",
                           f32_names[op], i, ga32[i], ga64[i]);
         for (int64_t i = 0; i < nb; i++)
-            ck_assert_msg(fabs(gb32[i] - gb64[i]) <= 1e-5 + 1e-4 * fabs(gb64[i]),
-                          "%s: f32 gradient of b[%lld] is %.9g, f64 gives %.17g",
-                          f32_names[op], (long long)i, gb32[i], gb64[i]);
+            ck_assert_msg(
+                fabs(gb32[i] - gb64[i]) <= 1e-5 + 1e-4 * fabs(gb64[i]),
+                "%s: f32 gradient of b[%lld] is %.9g, f64 gives %.17g",
+                f32_names[op], (long long)i, gb32[i], gb64[i]);
     }
 }
 END_TEST
@@ -137,24 +155,17 @@ typedef struct f32_case {
 
 static mg_tensor f32_build(mg_graph *g, int op, const mg_tensor *x) {
     switch (op) {
-    case 0:
-        return mg_conv2d(g, x[0], x[1], 2, 1, 1, 2, 1, 2, 2);
-    case 1:
-        return mg_max_pool2d(g, x[0], 3, 2, 2, 1, 1, 1);
-    case 2:
-        return mg_avg_pool2d(g, x[0], 3, 2, 2, 1, 1, 1);
-    case 3:
-        return mg_batchnorm(g, x[0], x[1], x[2], 1e-5);
-    case 4:
-        return mg_layernorm(g, x[0], x[1], x[2], 2, 1e-5);
+    case 0: return mg_conv2d(g, x[0], x[1], 2, 1, 1, 2, 1, 2, 2);
+    case 1: return mg_max_pool2d(g, x[0], 3, 2, 2, 1, 1, 1);
+    case 2: return mg_avg_pool2d(g, x[0], 3, 2, 2, 1, 1, 1);
+    case 3: return mg_batchnorm(g, x[0], x[1], x[2], 1e-5);
+    case 4: return mg_layernorm(g, x[0], x[1], x[2], 2, 1e-5);
     case 5:
         return mg_slice(
             g, mg_pad(g, mg_concat(g, 2, x, 1), S(0, 1, 2), S(1, 0, 0)), 2, 1,
             3);
-    case 6:
-        return mg_embedding(g, x[0], x[1]);
-    default:
-        return mg_attention(g, x[0], x[1], x[2], 1, 0);
+    case 6: return mg_embedding(g, x[0], x[1]);
+    default: return mg_attention(g, x[0], x[1], x[2], 1, 0);
     }
 }
 
@@ -176,7 +187,7 @@ static const f32_case f32_cases[] = {
 
 /* Gradients of sum(y * W) for every float input, as doubles. */
 static void f32_nn_grads(const f32_case *c, mg_dtype dt, double *const *vals,
-                      const double *wv, double **grads) {
+                         const double *wv, double **grads) {
     mg_graph *g = mg_graph_new();
     ck_assert(g != NULL);
     mg_tensor x[F32_MAX_IN], xs[F32_MAX_IN], gr[F32_MAX_IN];
@@ -190,16 +201,12 @@ static void f32_nn_grads(const f32_case *c, mg_dtype dt, double *const *vals,
         mem[i] = malloc((size_t)n * 8);
         ck_assert(x[i] != MG_NO_TENSOR && mem[i] != NULL);
         for (int64_t k = 0; k < n; k++) {
-            if (di == MG_I32)
-                ((int32_t *)mem[i])[k] = (int32_t)vals[i][k];
-            else if (di == MG_F32)
-                ((float *)mem[i])[k] = (float)vals[i][k];
-            else
-                ((double *)mem[i])[k] = vals[i][k];
+            if (di == MG_I32) ((int32_t *)mem[i])[k] = (int32_t)vals[i][k];
+            else if (di == MG_F32) ((float *)mem[i])[k] = (float)vals[i][k];
+            else ((double *)mem[i])[k] = vals[i][k];
         }
         b[i] = (mg_binding){x[i], mem[i]};
-        if (di != MG_I32)
-            xs[nx++] = x[i];
+        if (di != MG_I32) xs[nx++] = x[i];
     }
     mg_tensor y = f32_build(g, c->op, x);
     TH_OK_T(c->name, y);
@@ -211,10 +218,8 @@ static void f32_nn_grads(const f32_case *c, mg_dtype dt, double *const *vals,
     mem[c->n] = malloc((size_t)ny * 8);
     ck_assert(mem[c->n] != NULL);
     for (int64_t k = 0; k < ny; k++) {
-        if (dt == MG_F32)
-            ((float *)mem[c->n])[k] = (float)wv[k];
-        else
-            ((double *)mem[c->n])[k] = wv[k];
+        if (dt == MG_F32) ((float *)mem[c->n])[k] = (float)wv[k];
+        else ((double *)mem[c->n])[k] = wv[k];
     }
     b[c->n] = (mg_binding){w, mem[c->n]};
     mg_tensor L = mg_sum(g, mg_mul(g, y, w), 0, NULL, 0);
@@ -234,8 +239,7 @@ static void f32_nn_grads(const f32_case *c, mg_dtype dt, double *const *vals,
                 dt == MG_F32 ? ((float *)out[i])[k] : ((double *)out[i])[k];
         free(out[i]);
     }
-    for (int i = 0; i <= c->n; i++)
-        free(mem[i]);
+    for (int i = 0; i <= c->n; i++) free(mem[i]);
     mg_graph_free(g);
 }
 
@@ -258,16 +262,14 @@ START_TEST(test_f32_nn_grads_match_f64) {
                                             (uint64_t)c->index_bound[i])
                                  : (double)(float)th_rng_range(&r, -2, 2, 0);
             vp[i] = vals[i];
-            if (!c->index_bound[i])
-                p32[nx] = g32[nx], p64[nx] = g64[nx], nx++;
+            if (!c->index_bound[i]) p32[nx] = g32[nx], p64[nx] = g64[nx], nx++;
         }
         for (int j = 0; j < MAXN; j++)
             wv[j] = (double)(float)th_rng_range(&r, -1, 1, 0);
         f32_nn_grads(c, MG_F64, vp, wv, p64);
         f32_nn_grads(c, MG_F32, vp, wv, p32);
         for (int i = 0, xi = 0; i < c->n; i++) {
-            if (c->index_bound[i])
-                continue;
+            if (c->index_bound[i]) continue;
             char what[64];
             snprintf(what, sizeof what, "%s: f32 gradient of input %d", c->name,
                      i);
@@ -280,7 +282,7 @@ START_TEST(test_f32_nn_grads_match_f64) {
 END_TEST
 
 void gradcheck_f32_tcase(Suite *s) {
-    th_add_tcase(s, "f32", 0,
-                 TH_TESTS(test_f32_grads_match_f64,
-                          test_f32_nn_grads_match_f64));
+    th_add_tcase(
+        s, "f32", 0,
+        TH_TESTS(test_f32_grads_match_f64, test_f32_nn_grads_match_f64));
 }

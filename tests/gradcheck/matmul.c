@@ -31,8 +31,10 @@ START_TEST(test_gc_matmul_batched) {
             snprintf(name, sizeof name,
                      "matmul batched [2,3,4]x[2,4,2] ta=%d tb=%d", ta, tb);
             gc_begin(&c, name, 200 + 2 * ta + tb);
-            mg_tensor a = ta ? gc_x(&c, 3, S(2, 4, 3)) : gc_x(&c, 3, S(2, 3, 4));
-            mg_tensor b = tb ? gc_x(&c, 3, S(2, 2, 4)) : gc_x(&c, 3, S(2, 4, 2));
+            mg_tensor a =
+                ta ? gc_x(&c, 3, S(2, 4, 3)) : gc_x(&c, 3, S(2, 3, 4));
+            mg_tensor b =
+                tb ? gc_x(&c, 3, S(2, 2, 4)) : gc_x(&c, 3, S(2, 4, 2));
             gc_check(&c, mg_matmul(c.g, a, b, ta, tb));
             gc_end(&c);
         }
@@ -48,7 +50,8 @@ START_TEST(test_gc_matmul_shared_b) {
                      "matmul batched [3,2,4] x shared 2-D [4,3] ta=%d tb=%d",
                      ta, tb);
             gc_begin(&c, name, 300 + 2 * ta + tb);
-            mg_tensor a = ta ? gc_x(&c, 3, S(3, 4, 2)) : gc_x(&c, 3, S(3, 2, 4));
+            mg_tensor a =
+                ta ? gc_x(&c, 3, S(3, 4, 2)) : gc_x(&c, 3, S(3, 2, 4));
             mg_tensor b = tb ? gc_x(&c, 2, S(3, 4)) : gc_x(&c, 2, S(4, 3));
             gc_check(&c, mg_matmul(c.g, a, b, ta, tb));
             gc_end(&c);
@@ -66,7 +69,8 @@ START_TEST(test_gc_matmul_shared_a) {
                      ta, tb);
             gc_begin(&c, name, 400 + 2 * ta + tb);
             mg_tensor a = ta ? gc_x(&c, 2, S(4, 2)) : gc_x(&c, 2, S(2, 4));
-            mg_tensor b = tb ? gc_x(&c, 3, S(3, 3, 4)) : gc_x(&c, 3, S(3, 4, 3));
+            mg_tensor b =
+                tb ? gc_x(&c, 3, S(3, 3, 4)) : gc_x(&c, 3, S(3, 4, 3));
             gc_check(&c, mg_matmul(c.g, a, b, ta, tb));
             gc_end(&c);
         }

@@ -25,8 +25,8 @@ START_TEST(test_gc_dropout) {
     c.run_seed = 7;
     mg_tensor x = gc_x(&c, 2, S(3, 4));
     mg_tensor w = gc_p(&c, 2, S(4, 5));
-    gc_check(&c, mg_tanh(c.g, mg_dropout(c.g, mg_matmul(c.g, x, w, 0, 0),
-                                         0.5, 1)));
+    gc_check(&c,
+             mg_tanh(c.g, mg_dropout(c.g, mg_matmul(c.g, x, w, 0, 0), 0.5, 1)));
     gc_end(&c);
 }
 END_TEST

@@ -2,8 +2,8 @@
  * dist_check.h - the checks both MPI test programs (test_dist on MPI,
  * test_dist_nccl on NCCL, both from test_dist.c) make of an allreduce's
  * result: that every rank holds the same bits, and that an average is
- * within float tolerance of the whole batch's gradient. Include after check.h and memgrad_dist.h
- * (which brings mpi.h).
+ * within float tolerance of the whole batch's gradient. Include after check.h
+ * and memgrad_dist.h (which brings mpi.h).
  */
 #ifndef MG_TESTS_HELPERS_DIST_CHECK_H
 #define MG_TESTS_HELPERS_DIST_CHECK_H
@@ -32,10 +32,10 @@ static void check_close(const char *what, mg_dtype dt, const void *got,
                         const void *exp, int64_t n) {
     double tol = dt == MG_F32 ? 2e-5 : 1e-12;
     for (int64_t i = 0; i < n; i++) {
-        double a = dt == MG_F32 ? ((const float *)got)[i]
-                                : ((const double *)got)[i];
-        double e = dt == MG_F32 ? ((const float *)exp)[i]
-                                : ((const double *)exp)[i];
+        double a =
+            dt == MG_F32 ? ((const float *)got)[i] : ((const double *)got)[i];
+        double e =
+            dt == MG_F32 ? ((const float *)exp)[i] : ((const double *)exp)[i];
         ck_assert_msg(fabs(a - e) <= tol + tol * fabs(e),
                       "%s element %lld: averaged %.9g, whole batch %.9g", what,
                       (long long)i, a, e);

@@ -63,8 +63,7 @@ static inline void fw_begin(fw *f, mg_dtype dt) {
 }
 
 static inline void fw_end(fw *f) {
-    for (int i = 0; i < f->n; i++)
-        free(f->b[i].data);
+    for (int i = 0; i < f->n; i++) free(f->b[i].data);
     mg_graph_free(f->g);
     f->g = NULL;
 }
@@ -81,12 +80,9 @@ static inline mg_tensor fw_leaf(fw *f, mg_dtype dt, int ndim,
     void *d = calloc((size_t)(n > 0 ? n : 1), mg_dtype_size(dt));
     ck_assert(d != NULL);
     for (int64_t i = 0; i < n; i++) {
-        if (dt == MG_F32)
-            ((float *)d)[i] = (float)vals[i];
-        else if (dt == MG_F64)
-            ((double *)d)[i] = vals[i];
-        else
-            ((int32_t *)d)[i] = (int32_t)vals[i];
+        if (dt == MG_F32) ((float *)d)[i] = (float)vals[i];
+        else if (dt == MG_F64) ((double *)d)[i] = vals[i];
+        else ((int32_t *)d)[i] = (int32_t)vals[i];
     }
     f->b[f->n++] = (mg_binding){t, d};
     return t;
@@ -156,15 +152,15 @@ static inline void fw_run(fw *f, const char *what, mg_tensor y, int ndim,
         ck_abort_msg("%s: run failed: %s", f->what, th_errmsg);
     }
     for (int64_t i = 0; i < n; i++)
-        out[i] = f->dt == MG_F32 ? (double)((float *)buf)[i]
-                                 : ((double *)buf)[i];
+        out[i] =
+            f->dt == MG_F32 ? (double)((float *)buf)[i] : ((double *)buf)[i];
     free(buf);
 }
 
 /* Run for y and compare with exp[] (tolerance by dtype, times tolscale). */
-static inline void fw_check_tol(fw *f, const char *what, mg_tensor y,
-                                int ndim, const int64_t *shape,
-                                const double *exp, double tolscale) {
+static inline void fw_check_tol(fw *f, const char *what, mg_tensor y, int ndim,
+                                const int64_t *shape, const double *exp,
+                                double tolscale) {
     int64_t n = th_numel(ndim, shape);
     double *got = (double *)malloc((size_t)(n + 1) * sizeof(double));
     ck_assert(got != NULL);
@@ -173,12 +169,12 @@ static inline void fw_check_tol(fw *f, const char *what, mg_tensor y,
     double rtol = f->dt == MG_F32 ? 2e-6 : 1e-13;
     for (int64_t i = 0; i < n; i++) {
         double a = got[i], e = exp[i];
-        int ok = isfinite(a) &&
-                 fabs(a - e) <= tolscale * (atol + rtol * fabs(e));
+        int ok =
+            isfinite(a) && fabs(a - e) <= tolscale * (atol + rtol * fabs(e));
         if (!ok) {
             free(got);
-            ck_abort_msg("%s: element %lld: got %.17g, expected %.17g",
-                         f->what, (long long)i, a, e);
+            ck_abort_msg("%s: element %lld: got %.17g, expected %.17g", f->what,
+                         (long long)i, a, e);
         }
     }
     free(got);
@@ -202,8 +198,7 @@ static inline void fw_expect(fw *f, const char *what, mg_tensor y, int nd,
     double *got = (double *)malloc((size_t)n * sizeof *got);
     ck_assert(got != NULL);
     mg_status st = fw_try(f, y, got);
-    if (st != MG_OK)
-        free(got);
+    if (st != MG_OK) free(got);
     ck_assert_msg(st == MG_OK, "%s: run failed: %s", name, th_errmsg);
     double scale = f->dt == MG_F32 ? 1.0 : 1e-8;
     th_check_f64(name, got, want, n, tol * scale, tol * scale);

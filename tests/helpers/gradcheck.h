@@ -68,11 +68,9 @@ int gc_record_count(int k, int which);
  * a topological order: an op's inputs exist before it). */
 static inline void gc_mark_ancestors(const mg_graph *g, unsigned char *mark,
                                      int n_to, const mg_tensor *to) {
-    for (int j = 0; j < n_to; j++)
-        mark[to[j]] |= 1;
+    for (int j = 0; j < n_to; j++) mark[to[j]] |= 1;
     for (int32_t t = mg_graph_num_tensors(g) - 1; t >= 0; t--) {
-        if (!(mark[t] & 1))
-            continue;
+        if (!(mark[t] & 1)) continue;
         for (int k = 0; k < mg_tensor_num_inputs(g, t); k++)
             mark[mg_tensor_input(g, t, k)] |= 1;
     }
@@ -87,12 +85,10 @@ static inline void gc_record_forward(const gc_ctx *c, int n_ys,
     ck_assert(mark != NULL);
     gc_mark_ancestors(c->g, mark, n_ys, ys);
     for (int i = 0; i < c->n; i++)
-        if (c->is_x[i])
-            mark[c->t[i]] |= 2;
+        if (c->is_x[i]) mark[c->t[i]] |= 2;
     for (int32_t t = 0; t < n; t++) {
         for (int k = 0; k < mg_tensor_num_inputs(c->g, t); k++)
-            if (mark[mg_tensor_input(c->g, t, k)] & 2)
-                mark[t] |= 2;
+            if (mark[mg_tensor_input(c->g, t, k)] & 2) mark[t] |= 2;
         if (mark[t] == 3 && t < fwd_end && mg_tensor_num_inputs(c->g, t) > 0)
             gc_record_op(mg_tensor_op_name(c->g, t), GC_FORWARD);
     }
@@ -122,8 +118,7 @@ static inline void gc_begin(gc_ctx *c, const char *name, uint64_t seed) {
 }
 
 static inline void gc_end(gc_ctx *c) {
-    for (int i = 0; i < c->n; i++)
-        free(c->data[i]);
+    for (int i = 0; i < c->n; i++) free(c->data[i]);
     mg_graph_free(c->g);
     c->g = NULL;
     c->n = 0;
@@ -131,8 +126,7 @@ static inline void gc_end(gc_ctx *c) {
 
 static inline int gc_find(const gc_ctx *c, mg_tensor t) {
     for (int i = 0; i < c->n; i++)
-        if (c->t[i] == t)
-            return i;
+        if (c->t[i] == t) return i;
     return -1;
 }
 
@@ -145,8 +139,8 @@ static inline mg_tensor gc_leaf(gc_ctx *c, int param, int is_x, int ndim,
     snprintf(nm, sizeof nm, "leaf%d", c->n);
     mg_tensor t = param ? mg_param(c->g, nm, MG_F64, ndim, shape)
                         : mg_input(c->g, nm, MG_F64, ndim, shape);
-    ck_assert_msg(t != MG_NO_TENSOR, "%s: creating leaf %s failed: %s",
-                  c->name, nm, mg_last_error());
+    ck_assert_msg(t != MG_NO_TENSOR, "%s: creating leaf %s failed: %s", c->name,
+                  nm, mg_last_error());
     int64_t n = th_numel(ndim, shape);
     double *d = (double *)malloc((size_t)n * sizeof *d);
     ck_assert(d != NULL);
@@ -186,8 +180,8 @@ static inline mg_tensor gc_labels(gc_ctx *c, int64_t n, int classes) {
     int64_t shape[1] = {n};
     ck_assert_msg(c->n < GC_MAX_LEAVES, "%s: too many leaves", c->name);
     mg_tensor t = mg_input(c->g, "labels", MG_I32, 1, shape);
-    ck_assert_msg(t != MG_NO_TENSOR, "%s: creating labels failed: %s",
-                  c->name, mg_last_error());
+    ck_assert_msg(t != MG_NO_TENSOR, "%s: creating labels failed: %s", c->name,
+                  mg_last_error());
     int32_t *d = (int32_t *)malloc((size_t)n * sizeof *d);
     ck_assert(d != NULL);
     for (int64_t i = 0; i < n; i++)
@@ -213,16 +207,17 @@ static inline void *gc_data(gc_ctx *c, mg_tensor t) {
 static inline mg_tensor gc_loss(gc_ctx *c, mg_tensor y) {
     int nd = 0;
     int64_t sh[MG_MAX_DIMS];
-    ck_assert_msg(y != MG_NO_TENSOR, "%s: op under test returned "
-                  "MG_NO_TENSOR: %s", c->name, mg_last_error());
+    ck_assert_msg(y != MG_NO_TENSOR,
+                  "%s: op under test returned "
+                  "MG_NO_TENSOR: %s",
+                  c->name, mg_last_error());
     ck_assert_msg(mg_tensor_shape(c->g, y, &nd, sh) == MG_OK,
                   "%s: mg_tensor_shape failed: %s", c->name, mg_last_error());
     mg_tensor w = gc_const(c, nd, sh, -1.0, 1.0);
     mg_tensor yw = mg_mul(c->g, y, w);
     ck_assert_msg(yw != MG_NO_TENSOR, "%s: mul(y, W) failed: %s", c->name,
                   mg_last_error());
-    if (nd == 0)
-        return yw;
+    if (nd == 0) return yw;
     mg_tensor L = mg_sum(c->g, yw, 0, NULL, 0);
     ck_assert_msg(L != MG_NO_TENSOR, "%s: sum(y*W) failed: %s", c->name,
                   mg_last_error());
@@ -275,15 +270,13 @@ static inline double gc_check_ys_ex(gc_ctx *c, int n_ys, const mg_tensor *ys,
     for (int j = 0; j < n_ys; j++)
         ck_assert_msg(ys[j] != MG_NO_TENSOR, "%s: y[%d] is MG_NO_TENSOR: %s",
                       c->name, j, mg_last_error());
-    for (int i = 0; i < n_x; i++)
-        grads[i] = MG_NO_TENSOR;
+    for (int i = 0; i < n_x; i++) grads[i] = MG_NO_TENSOR;
 
     const int32_t n_fwd = mg_graph_num_tensors(c->g);
     if (gc_record_is_open())
         gc_record_forward(c, n_ys, ys, c->fwd_end > 0 ? c->fwd_end : n_fwd);
     mg_clear_error();
-    mg_status st =
-        mg_gradients(c->g, ys, n_ys, grad_ys, xs, n_x, ckpt, grads);
+    mg_status st = mg_gradients(c->g, ys, n_ys, grad_ys, xs, n_x, ckpt, grads);
     ck_assert_msg(st == MG_OK, "%s: mg_gradients failed: %s: %s", c->name,
                   mg_status_str(st), mg_last_error());
     for (int i = 0; i < n_x; i++) {
@@ -300,23 +293,21 @@ static inline double gc_check_ys_ex(gc_ctx *c, int n_ys, const mg_tensor *ys,
                       c->name, i, nd1, nd2);
         for (int d = 0; d < nd1; d++)
             ck_assert_msg(s1[d] == s2[d],
-                          "%s: gradient %d dim %d is %lld, x has %lld",
-                          c->name, i, d, (long long)s1[d], (long long)s2[d]);
+                          "%s: gradient %d dim %d is %lld, x has %lld", c->name,
+                          i, d, (long long)s1[d], (long long)s2[d]);
         ck_assert_msg(mg_tensor_dtype(c->g, grads[i], &dt) == MG_OK &&
                           dt == MG_F64,
                       "%s: gradient %d is not MG_F64", c->name, i);
     }
 
-    if (gc_record_is_open())
-        gc_record_backward(c, n_x, grads, n_fwd);
+    if (gc_record_is_open()) gc_record_backward(c, n_x, grads, n_fwd);
 
     /* analytic */
     double *an[GC_MAX_LEAVES];
     for (int i = 0; i < n_x; i++) {
         an[i] = (double *)malloc((size_t)c->numel[xi[i]] * sizeof(double) + 8);
         ck_assert(an[i] != NULL);
-        for (int64_t k = 0; k < c->numel[xi[i]]; k++)
-            an[i][k] = NAN;
+        for (int64_t k = 0; k < c->numel[xi[i]]; k++) an[i][k] = NAN;
     }
     mg_binding *b = gc_bindings(c);
     st = th_run(c->g, n_x, grads, (void *const *)an, c->n, b, c->run_seed);
@@ -345,10 +336,8 @@ static inline double gc_check_ys_ex(gc_ctx *c, int n_ys, const mg_tensor *ys,
     int n_uy = 0;
     for (int j = 0; j < n_ys; j++) {
         int seen = 0;
-        for (int u = 0; u < n_uy; u++)
-            seen |= uy[u] == ys[j];
-        if (!seen)
-            uy[n_uy++] = ys[j];
+        for (int u = 0; u < n_uy; u++) seen |= uy[u] == ys[j];
+        if (!seen) uy[n_uy++] = ys[j];
     }
     mg_plan *fp = NULL;
     st = mg_plan_compile(c->g, uy, n_uy, &fo, &fp);
@@ -361,8 +350,7 @@ static inline double gc_check_ys_ex(gc_ctx *c, int n_ys, const mg_tensor *ys,
     int nb = c->n + n_uy;
     mg_binding *fb = (mg_binding *)calloc((size_t)nb, sizeof *fb);
     ck_assert(fb != NULL);
-    for (int i = 0; i < c->n; i++)
-        fb[i] = b[i];
+    for (int i = 0; i < c->n; i++) fb[i] = b[i];
     {
         int u = 0;
         for (int j = 0; j < n_ys; j++) {
@@ -393,11 +381,11 @@ static inline double gc_check_ys_ex(gc_ctx *c, int n_ys, const mg_tensor *ys,
         for (int64_t k = 0; k < n; k++) {
             double v = x[k];
             x[k] = v + GC_H;
-            double fp_ = gc_objective(c, ex, fp, fb, nb, n_ys, ybuf, ynumel,
-                                      seeds);
+            double fp_ =
+                gc_objective(c, ex, fp, fb, nb, n_ys, ybuf, ynumel, seeds);
             x[k] = v - GC_H;
-            double fm_ = gc_objective(c, ex, fp, fb, nb, n_ys, ybuf, ynumel,
-                                      seeds);
+            double fm_ =
+                gc_objective(c, ex, fp, fb, nb, n_ys, ybuf, ynumel, seeds);
             x[k] = v;
             double num = (fp_ - fm_) / (2.0 * GC_H);
             double a = an[i][k];
@@ -405,8 +393,7 @@ static inline double gc_check_ys_ex(gc_ctx *c, int n_ys, const mg_tensor *ys,
                           "%s: analytic gradient of x%d[%lld] is %g "
                           "(numeric %.12g)",
                           c->name, i, (long long)k, a, num);
-            if (fabs(num) > maxn)
-                maxn = fabs(num);
+            if (fabs(num) > maxn) maxn = fabs(num);
             if (fabs(a - num) >= maxd) {
                 maxd = fabs(a - num);
                 at = k;
@@ -419,10 +406,9 @@ static inline double gc_check_ys_ex(gc_ctx *c, int n_ys, const mg_tensor *ys,
                       "%s: gradient of x%d (leaf %d, %lld elements) is wrong: "
                       "rel err %.3g; worst at [%lld]: analytic %.12g, "
                       "numeric %.12g",
-                      c->name, i, xi[i], (long long)n, rel, (long long)at,
-                      at_a, at_n);
-        if (rel > worst)
-            worst = rel;
+                      c->name, i, xi[i], (long long)n, rel, (long long)at, at_a,
+                      at_n);
+        if (rel > worst) worst = rel;
     }
 
     free(fb);
@@ -430,18 +416,14 @@ static inline double gc_check_ys_ex(gc_ctx *c, int n_ys, const mg_tensor *ys,
     mg_plan_free(fp);
     for (int j = 0; j < n_ys; j++) {
         int dup = 0;
-        for (int k = 0; k < j; k++)
-            dup |= ys[k] == ys[j];
-        if (!dup)
-            free(ybuf[j]);
+        for (int k = 0; k < j; k++) dup |= ys[k] == ys[j];
+        if (!dup) free(ybuf[j]);
     }
     free(b);
     if (grads_out) {
-        for (int i = 0; i < n_x; i++)
-            grads_out[i] = an[i];
+        for (int i = 0; i < n_x; i++) grads_out[i] = an[i];
     } else {
-        for (int i = 0; i < n_x; i++)
-            free(an[i]);
+        for (int i = 0; i < n_x; i++) free(an[i]);
     }
     c->max_err = worst;
     return worst;

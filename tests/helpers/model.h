@@ -19,7 +19,7 @@ typedef struct tm_mlp {
     mg_dtype dtype;
     int depth, in, width, out, batch, classify;
     mg_tensor x, target, loss;
-    mg_tensor h[TM_MAX_LAYERS];      /* hidden activations after relu */
+    mg_tensor h[TM_MAX_LAYERS]; /* hidden activations after relu */
     mg_tensor w[TM_MAX_LAYERS + 1], b[TM_MAX_LAYERS + 1];
     mg_tensor gw[TM_MAX_LAYERS + 1], gb[TM_MAX_LAYERS + 1];
     int n_params;
@@ -28,8 +28,8 @@ typedef struct tm_mlp {
 /* depth hidden layers of `width`; classify: cross-entropy over `out`
  * classes, else mse against a [batch,out] target. dropout_p > 0 adds
  * dropout after each hidden relu. ckpt is passed to mg_gradients. */
-static inline mg_status tm_mlp_build(tm_mlp *m, mg_dtype dt, int depth,
-                                     int in, int width, int out, int batch,
+static inline mg_status tm_mlp_build(tm_mlp *m, mg_dtype dt, int depth, int in,
+                                     int width, int out, int batch,
                                      int classify, double dropout_p,
                                      const mg_checkpoints *ckpt) {
     memset(m, 0, sizeof *m);
@@ -78,8 +78,8 @@ static inline mg_status tm_mlp_build(tm_mlp *m, mg_dtype dt, int depth,
         params[2 * l] = m->w[l];
         params[2 * l + 1] = m->b[l];
     }
-    mg_status s = mg_gradients(m->g, &m->loss, 1, NULL, params, m->n_params,
-                               ckpt, grads);
+    mg_status s =
+        mg_gradients(m->g, &m->loss, 1, NULL, params, m->n_params, ckpt, grads);
     if (s != MG_OK) return s;
     for (int l = 0; l <= depth; l++) {
         m->gw[l] = grads[2 * l];

@@ -22,14 +22,11 @@ void gc_record_open(void) {
 }
 
 void gc_record_close(void) {
-    if (counts)
-        munmap(counts, sizeof(int) * 2 * GC_N_OPS);
+    if (counts) munmap(counts, sizeof(int) * 2 * GC_N_OPS);
     counts = NULL;
 }
 
-int gc_record_is_open(void) {
-    return counts != NULL;
-}
+int gc_record_is_open(void) { return counts != NULL; }
 
 const char *gc_op_name(int k) {
     return k >= 0 && k < GC_N_OPS ? op_names[k] : NULL;
@@ -38,11 +35,9 @@ const char *gc_op_name(int k) {
 /* Check runs one test process at a time, so plain increments suffice. */
 void gc_record_op(const char *name, int which) {
     for (int k = 0; counts && name && k < GC_N_OPS; k++)
-        if (strcmp(name, op_names[k]) == 0)
-            counts[which * GC_N_OPS + k]++;
+        if (strcmp(name, op_names[k]) == 0) counts[which * GC_N_OPS + k]++;
 }
 
 int gc_record_count(int k, int which) {
-    return counts && k >= 0 && k < GC_N_OPS ? counts[which * GC_N_OPS + k]
-                                            : 0;
+    return counts && k >= 0 && k < GC_N_OPS ? counts[which * GC_N_OPS + k] : 0;
 }

@@ -14,7 +14,8 @@ static int run_on_cpu(mg_graph *g, mg_tensor x, mg_tensor y) {
     float hx[6] = {-1, 2, -3, 4, -5, 6}, hy[6];
     mg_binding b[2] = {{x, hx}, {y, hy}};
     if (mg_plan_compile(g, &y, 1, NULL, &p) != MG_OK ||
-        mg_exec_new(NULL, &ex) != MG_OK || mg_exec_run(ex, p, b, 2, 0) != MG_OK) {
+        mg_exec_new(NULL, &ex) != MG_OK ||
+        mg_exec_run(ex, p, b, 2, 0) != MG_OK) {
         fprintf(stderr, "running on the CPU failed: %s\n", mg_last_error());
         mg_exec_free(ex);
         mg_plan_free(p);

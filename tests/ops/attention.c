@@ -42,8 +42,7 @@ static void ref_attention(const double *q, const double *k, const double *v,
                 s[j] = causal && j > i ? -INFINITY : s[j] * scale;
                 m = fmax(m, s[j]);
             }
-            for (int64_t j = 0; j < lk; j++)
-                z += s[j] = exp(s[j] - m);
+            for (int64_t j = 0; j < lk; j++) z += s[j] = exp(s[j] - m);
             for (int64_t e = 0; e < dv; e++) {
                 double acc = 0;
                 for (int64_t j = 0; j < lk; j++)
@@ -100,13 +99,14 @@ START_TEST(test_attention_errors) {
             "do not fit");
     TH_FAIL(mg_attention(g, q2, k, v, 0, 0), MG_ERR_SHAPE, "attention",
             "do not fit");
-    TH_FAIL(mg_attention(g, q, k, v, 0, INFINITY), MG_ERR_INVALID_ARG, "attention",
-            "not finite");
+    TH_FAIL(mg_attention(g, q, k, v, 0, INFINITY), MG_ERR_INVALID_ARG,
+            "attention", "not finite");
     TH_FAIL(mg_causal_mask(g, l.v3, -1), MG_ERR_SHAPE, "causal_mask",
             "at least 2 dims");
     TH_FAIL(mg_global_avg_pool2d(g, l.x3), MG_ERR_SHAPE, "global_avg_pool2d",
             "4-D");
-    TH_FAIL(mg_flatten(g, l.x3, 3), MG_ERR_INVALID_ARG, "flatten", "start_axis 3");
+    TH_FAIL(mg_flatten(g, l.x3, 3), MG_ERR_INVALID_ARG, "flatten",
+            "start_axis 3");
     mg_graph_free(g);
 }
 END_TEST

@@ -118,10 +118,10 @@ START_TEST(test_conv2d_errors) {
     th_bad_leaves l;
     th_bad_leaves_make(&l);
     mg_graph *g = l.g;
-    TH_FAIL(mg_conv2d(g, l.x3, l.w, 1, 1, 0, 0, 1, 1, 1), MG_ERR_SHAPE, "conv2d",
-            "x must be 4-D");
-    TH_FAIL(mg_conv2d(g, l.x4, l.v3, 1, 1, 0, 0, 1, 1, 1), MG_ERR_SHAPE, "conv2d",
-            "w must be 4-D");
+    TH_FAIL(mg_conv2d(g, l.x3, l.w, 1, 1, 0, 0, 1, 1, 1), MG_ERR_SHAPE,
+            "conv2d", "x must be 4-D");
+    TH_FAIL(mg_conv2d(g, l.x4, l.v3, 1, 1, 0, 0, 1, 1, 1), MG_ERR_SHAPE,
+            "conv2d", "w must be 4-D");
     mg_tensor w2 = mg_param(g, "w2", MG_F32, 4, S(4, 2, 3, 3));
     TH_FAIL(mg_conv2d(g, l.x4, w2, 1, 1, 0, 0, 1, 1, 1), MG_ERR_SHAPE, "conv2d",
             "channel mismatch");
@@ -135,18 +135,18 @@ START_TEST(test_conv2d_errors) {
             "conv2d", "dilation_w = 0");
     TH_FAIL(mg_conv2d(g, l.x4, l.w, 1, 1, -1, 0, 1, 1, 1), MG_ERR_INVALID_ARG,
             "conv2d", "pad_h = -1");
-    TH_FAIL(mg_conv2d(g, l.x4, l.w, 1, 1, 0, 0, 3, 3, 1), MG_ERR_SHAPE, "conv2d",
-            "does not fit");
-    TH_FAIL(mg_conv2d(g, l.x4d, l.w, 1, 1, 0, 0, 1, 1, 1), MG_ERR_DTYPE, "conv2d",
-            "f64");
-    TH_FAIL(mg_conv2d(g, l.xi, l.w, 1, 1, 0, 0, 1, 1, 1), MG_ERR_DTYPE, "conv2d",
-            "i32");
+    TH_FAIL(mg_conv2d(g, l.x4, l.w, 1, 1, 0, 0, 3, 3, 1), MG_ERR_SHAPE,
+            "conv2d", "does not fit");
+    TH_FAIL(mg_conv2d(g, l.x4d, l.w, 1, 1, 0, 0, 1, 1, 1), MG_ERR_DTYPE,
+            "conv2d", "f64");
+    TH_FAIL(mg_conv2d(g, l.xi, l.w, 1, 1, 0, 0, 1, 1, 1), MG_ERR_DTYPE,
+            "conv2d", "i32");
     mg_graph_free(g);
 }
 END_TEST
 
 void ops_conv_tcase(Suite *s) {
-    th_add_tcase(s, "conv", 0,
-                 TH_TESTS(test_conv2d_hand, test_conv2d_random_ref,
-                          test_conv2d_errors));
+    th_add_tcase(
+        s, "conv", 0,
+        TH_TESTS(test_conv2d_hand, test_conv2d_random_ref, test_conv2d_errors));
 }

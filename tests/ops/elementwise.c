@@ -69,8 +69,7 @@ START_TEST(test_binary_scalar) {
         fw_check(&f, "div [2,2]/scalar", mg_div(f.g, a, s), 2, S(2, 2),
                  D(0.4, 0.8, 1.2, 1.6));
         mg_tensor t = fw_in(&f, 0, NULL, D(-4));
-        fw_check(&f, "mul scalar*scalar", mg_mul(f.g, s, t), 0, NULL,
-                 D(-10));
+        fw_check(&f, "mul scalar*scalar", mg_mul(f.g, s, t), 0, NULL, D(-10));
         /* [1] (1-D of size 1) against [2,2] */
         mg_tensor o = fw_in(&f, 1, S(1), D(-1));
         fw_check(&f, "add [2,2]+[1]", mg_add(f.g, a, o), 2, S(2, 2),
@@ -89,10 +88,9 @@ START_TEST(test_binary_3d_broadcast_ref) {
     th_rand_vals(&r, b, 8, 0.5, 2);
     for (int op = 0; op < 4; op++)
         for (int di = 0; di < 2; di++) {
-            static const char *names[4] = {"add [3,1,4]+[2,4]",
-                                           "sub [3,1,4]-[2,4]",
-                                           "mul [3,1,4]*[2,4]",
-                                           "div [3,1,4]/[2,4]"};
+            static const char *names[4] = {
+                "add [3,1,4]+[2,4]", "sub [3,1,4]-[2,4]", "mul [3,1,4]*[2,4]",
+                "div [3,1,4]/[2,4]"};
             for (int i = 0; i < 3; i++)
                 for (int j = 0; j < 2; j++)
                     for (int k = 0; k < 4; k++) {
@@ -146,9 +144,9 @@ START_TEST(test_binary_random_broadcast_ref) {
                 int64_t ix[4];
                 th_unravel(i, cases[k].ndo, cases[k].so, ix);
                 double x = a[th_bcast_off(cases[k].nda, cases[k].sa,
-                                       cases[k].ndo, ix)];
+                                          cases[k].ndo, ix)];
                 double y = b[th_bcast_off(cases[k].ndb, cases[k].sb,
-                                       cases[k].ndo, ix)];
+                                          cases[k].ndo, ix)];
                 e[i] = op == 0   ? x + y
                        : op == 1 ? x - y
                        : op == 2 ? x * y
@@ -221,24 +219,20 @@ START_TEST(test_unary) {
                  D(0, 0, 0, 0.5, 1, 3));
         fw_check(&f, "gelu", mg_gelu(f.g, t), 2, S(2, 3),
                  D(-0.04540230591222494, -0.15428599017485606, 0.0,
-                   0.34571400982514394, 0.8411919906082768,
-                   2.996362607918227));
+                   0.34571400982514394, 0.8411919906082768, 2.996362607918227));
         fw_check(&f, "tanh", mg_tanh(f.g, t), 2, S(2, 3),
                  D(-0.9640275800758169, -0.46211715726000974, 0.0,
                    0.46211715726000974, 0.7615941559557649,
                    0.9950547536867305));
         fw_check(&f, "sigmoid", mg_sigmoid(f.g, t), 2, S(2, 3),
                  D(0.11920292202211755, 0.3775406687981454, 0.5,
-                   0.6224593312018546, 0.7310585786300049,
-                   0.9525741268224334));
+                   0.6224593312018546, 0.7310585786300049, 0.9525741268224334));
         fw_check(&f, "exp", mg_exp(f.g, t), 2, S(2, 3),
                  D(0.1353352832366127, 0.6065306597126334, 1.0,
-                   1.6487212707001282, 2.718281828459045,
-                   20.085536923187668));
+                   1.6487212707001282, 2.718281828459045, 20.085536923187668));
         fw_check(&f, "erf", mg_erf(f.g, t), 2, S(2, 3),
                  D(-0.9953222650189527, -0.5204998778130465, 0.0,
-                   0.5204998778130465, 0.8427007929497149,
-                   0.9999779095030014));
+                   0.5204998778130465, 0.8427007929497149, 0.9999779095030014));
         fw_check(&f, "pow 2", mg_pow(f.g, t, 2.0), 2, S(2, 3),
                  D(4, 0.25, 0, 0.25, 1, 9));
         fw_check(&f, "leaky_relu 0.1", mg_leaky_relu(f.g, t, 0.1), 2, S(2, 3),
@@ -415,19 +409,18 @@ START_TEST(test_cast_is_nonzero_checkpointed_bits) {
         mg_tensor c = mg_param(g, "c", MG_F32, 1, S(64));
         mg_tensor h = x, keep = MG_NO_TENSOR;
         for (int i = 0; i < 8; i++) {
-            mg_tensor wide = mg_cast(g, mg_tanh(g, mg_cast(g, h, MG_F64)),
-                                     MG_F32);
+            mg_tensor wide =
+                mg_cast(g, mg_tanh(g, mg_cast(g, h, MG_F64)), MG_F32);
             h = mg_add(g, mg_mul(g, wide, mg_is_nonzero(g, h)), c);
             if (i == 3) keep = h;
         }
         mg_tensor l = mg_sum(g, mg_mul(g, h, h), 0, NULL, 0);
         TH_OK_T("chain", l);
-        mg_checkpoints ck = {.policy = MG_CKPT_COLLECTION, .tensors = &keep,
-                             .n_tensors = 1};
+        mg_checkpoints ck = {
+            .policy = MG_CKPT_COLLECTION, .tensors = &keep, .n_tensors = 1};
         mg_tensor gx;
-        ck_assert_int_eq(mg_gradients(g, &l, 1, NULL, &x, 1,
-                                      run ? &ck : NULL, &gx),
-                         MG_OK);
+        ck_assert_int_eq(
+            mg_gradients(g, &l, 1, NULL, &x, 1, run ? &ck : NULL, &gx), MG_OK);
         float xv[64], cv[64];
         for (int k = 0; k < 64; k++) {
             xv[k] = (float)((k % 9) - 4) * 0.37f; /* some exact zeros */

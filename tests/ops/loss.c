@@ -16,18 +16,15 @@ START_TEST(test_cross_entropy) {
         mg_tensor l = fw_in(&f, 2, S(2, 3), D(1, 2, 3, 1, 1, 1));
         mg_tensor y1 = fw_labels(&f, 2, (const int32_t[]){2, 0});
         mg_tensor y2 = fw_labels(&f, 2, (const int32_t[]){0, 1});
-        fw_check(&f, "cross_entropy labels {2,0}",
-                 mg_cross_entropy(f.g, l, y1), 0, NULL,
-                 D(((lse0 - 3) + ln3) / 2));
-        fw_check(&f, "cross_entropy labels {0,1}",
-                 mg_cross_entropy(f.g, l, y2), 0, NULL,
-                 D(((lse0 - 1) + ln3) / 2));
+        fw_check(&f, "cross_entropy labels {2,0}", mg_cross_entropy(f.g, l, y1),
+                 0, NULL, D(((lse0 - 3) + ln3) / 2));
+        fw_check(&f, "cross_entropy labels {0,1}", mg_cross_entropy(f.g, l, y2),
+                 0, NULL, D(((lse0 - 1) + ln3) / 2));
         /* large logits: must not overflow */
         mg_tensor big = fw_in(&f, 2, S(1, 3), D(1000, 1001, 1002));
         mg_tensor y3 = fw_labels(&f, 1, (const int32_t[]){1});
         fw_check(&f, "cross_entropy large logits",
-                 mg_cross_entropy(f.g, big, y3), 0, NULL,
-                 D(lse0 - 2));
+                 mg_cross_entropy(f.g, big, y3), 0, NULL, D(lse0 - 2));
         fw_end(&f);
     }
 }

@@ -7,7 +7,8 @@
 
 /* ------------------------------------------------------------------ matmul */
 
-/* A = [[1,2,3],[4,5,6]], B = [[7,8],[9,10],[11,12]]: AB = [[58,64],[139,154]] */
+/* A = [[1,2,3],[4,5,6]], B = [[7,8],[9,10],[11,12]]: AB = [[58,64],[139,154]]
+ */
 START_TEST(test_matmul_2d) {
     for (int di = 0; di < 2; di++) {
         const double *exp = D(58, 64, 139, 154);
@@ -120,27 +121,26 @@ START_TEST(test_matmul_random_ref) {
         for (int mode = 0; mode < 4; mode++)
             for (int ta = 0; ta < 2; ta++)
                 for (int tb = 0; tb < 2; tb++) {
-                    int ab = mode == 1 || mode == 2, bb = mode == 1 || mode == 3;
+                    int ab = mode == 1 || mode == 2,
+                        bb = mode == 1 || mode == 3;
                     int64_t nb = mode == 0 ? 1 : batch;
                     fw f;
                     char what[96];
                     fw_begin(&f, th_dtypes[di]);
                     int64_t ash[4] = {B0, B1, ta ? K : M, ta ? M : K};
                     int64_t bsh[4] = {B0, B1, tb ? N : K, tb ? K : N};
-                    mg_tensor ta_ = ab ? fw_in(&f, 4, ash, a)
-                                       : fw_in(&f, 2, ash + 2, a);
-                    mg_tensor tb_ = bb ? fw_in(&f, 4, bsh, b)
-                                       : fw_in(&f, 2, bsh + 2, b);
+                    mg_tensor ta_ =
+                        ab ? fw_in(&f, 4, ash, a) : fw_in(&f, 2, ash + 2, a);
+                    mg_tensor tb_ =
+                        bb ? fw_in(&f, 4, bsh, b) : fw_in(&f, 2, bsh + 2, b);
                     ref_matmul(a, b, e, nb, M, K, N, ta, tb, ab, bb);
                     snprintf(what, sizeof what,
                              "matmul random mode=%d (a %s, b %s) ta=%d tb=%d",
                              mode, ab ? "[2,3,.,.]" : "2-D",
                              bb ? "[2,3,.,.]" : "2-D", ta, tb);
                     mg_tensor y = mg_matmul(f.g, ta_, tb_, ta, tb);
-                    if (mode == 0)
-                        fw_check_tol(&f, what, y, 2, S(M, N), e, 4);
-                    else
-                        fw_check_tol(&f, what, y, 4, S(B0, B1, M, N), e, 4);
+                    if (mode == 0) fw_check_tol(&f, what, y, 2, S(M, N), e, 4);
+                    else fw_check_tol(&f, what, y, 4, S(B0, B1, M, N), e, 4);
                     fw_end(&f);
                 }
     free(a);

@@ -38,8 +38,7 @@ static void ref_norm(const double *x, const double *gm, const double *bt,
     for (int64_t b = 0; b < nb; b++) {
         double m = 0, v = 0;
         for (int64_t a = 0; a < na; a++)
-            for (int64_t c = 0; c < nc; c++)
-                m += x[(a * nb + b) * nc + c];
+            for (int64_t c = 0; c < nc; c++) m += x[(a * nb + b) * nc + c];
         m /= (double)(na * nc);
         for (int64_t a = 0; a < na; a++)
             for (int64_t c = 0; c < nc; c++) {
@@ -106,8 +105,8 @@ START_TEST(test_norm_errors) {
             "gamma must be [3]");
     TH_FAIL(mg_batchnorm(g, l.x4, l.v3, v3d, 1e-5), MG_ERR_DTYPE, "batchnorm",
             "beta");
-    TH_FAIL(mg_batchnorm(g, l.x4, l.v3, l.v3, -1), MG_ERR_INVALID_ARG, "batchnorm",
-            "eps");
+    TH_FAIL(mg_batchnorm(g, l.x4, l.v3, l.v3, -1), MG_ERR_INVALID_ARG,
+            "batchnorm", "eps");
     TH_FAIL(mg_batchnorm(g, l.x4, l.v3, l.v3, NAN), MG_ERR_INVALID_ARG,
             "batchnorm", "eps");
     TH_FAIL(mg_layernorm(g, l.x4, m55, m55, 0, 1e-5), MG_ERR_INVALID_ARG,
@@ -123,7 +122,7 @@ START_TEST(test_norm_errors) {
 END_TEST
 
 void ops_norm_tcase(Suite *s) {
-    th_add_tcase(s, "norm", 0,
-                 TH_TESTS(test_norm_hand, test_norm_random_ref,
-                          test_norm_errors));
+    th_add_tcase(
+        s, "norm", 0,
+        TH_TESTS(test_norm_hand, test_norm_random_ref, test_norm_errors));
 }

@@ -145,8 +145,8 @@ END_TEST
  * writes the header), for each side's padding, ceil_mode and
  * count_include_pad. */
 #include "pool_torch.h"
-#define POOL_TORCH_X(i) ((double)(((i) * 7919) % 1009) / 64.0 - 8.0)
-#define POOL_TORCH_GY(j) ((double)(((j) * 31) % 17 + 1) / 8.0)
+#define POOL_TORCH_X(i) ((double)(((i)*7919) % 1009) / 64.0 - 8.0)
+#define POOL_TORCH_GY(j) ((double)(((j)*31) % 17 + 1) / 8.0)
 
 START_TEST(test_pool_torch) {
     double x[400], gy[200];
@@ -157,8 +157,8 @@ START_TEST(test_pool_torch) {
         const pool_torch_case *c = &pool_torch_cases[k];
         const int64_t ys[4] = {c->x[0], c->x[1], c->oh, c->ow};
         ck_assert(th_numel(4, c->x) <= 400 && th_numel(4, ys) <= 200);
-        const mg_pool2d_opts o = {c->kh, c->kw, c->sh, c->sw, c->pt, c->pl,
-                                  c->pb, c->pr, c->ceil_mode, c->cip};
+        const mg_pool2d_opts o = {c->kh, c->kw, c->sh, c->sw,        c->pt,
+                                  c->pl, c->pb, c->pr, c->ceil_mode, c->cip};
         for (int d = 0; d < 2; d++) {
             char what[96];
             fw t;
@@ -191,8 +191,8 @@ START_TEST(test_pool_ex_defaults) {
     for (int avg = 0; avg < 2; avg++) {
         mg_tensor y0 = avg ? mg_avg_pool2d(t.g, x, 3, 2, 2, 1, 1, 1)
                            : mg_max_pool2d(t.g, x, 3, 2, 2, 1, 1, 1);
-        mg_tensor y1 = avg ? mg_avg_pool2d_ex(t.g, x, &o)
-                           : mg_max_pool2d_ex(t.g, x, &o);
+        mg_tensor y1 =
+            avg ? mg_avg_pool2d_ex(t.g, x, &o) : mg_max_pool2d_ex(t.g, x, &o);
         TH_OK_T("pool2d", y0);
         TH_OK_T("pool2d_ex", y1);
         ck_assert_int_eq(fw_try(&t, y0, a), MG_OK);
@@ -207,18 +207,18 @@ START_TEST(test_pool_errors) {
     th_bad_leaves l;
     th_bad_leaves_make(&l);
     mg_graph *g = l.g;
-    TH_FAIL(mg_max_pool2d(g, l.x3, 2, 2, 2, 2, 0, 0), MG_ERR_SHAPE, "max_pool2d",
-            "x must be 4-D");
+    TH_FAIL(mg_max_pool2d(g, l.x3, 2, 2, 2, 2, 0, 0), MG_ERR_SHAPE,
+            "max_pool2d", "x must be 4-D");
     TH_FAIL(mg_avg_pool2d(g, l.x4, 0, 2, 2, 2, 0, 0), MG_ERR_INVALID_ARG,
             "avg_pool2d", "kernel_h = 0");
     TH_FAIL(mg_max_pool2d(g, l.x4, 2, 2, 2, 0, 0, 0), MG_ERR_INVALID_ARG,
             "max_pool2d", "stride_w = 0");
     TH_FAIL(mg_max_pool2d(g, l.x4, 3, 3, 1, 1, 2, 0), MG_ERR_INVALID_ARG,
             "max_pool2d", "more than half the kernel");
-    TH_FAIL(mg_avg_pool2d(g, l.x4, 6, 2, 1, 1, 0, 0), MG_ERR_SHAPE, "avg_pool2d",
-            "does not fit");
-    TH_FAIL(mg_max_pool2d(g, l.xi, 2, 2, 2, 2, 0, 0), MG_ERR_DTYPE, "max_pool2d",
-            "i32");
+    TH_FAIL(mg_avg_pool2d(g, l.x4, 6, 2, 1, 1, 0, 0), MG_ERR_SHAPE,
+            "avg_pool2d", "does not fit");
+    TH_FAIL(mg_max_pool2d(g, l.xi, 2, 2, 2, 2, 0, 0), MG_ERR_DTYPE,
+            "max_pool2d", "i32");
     /* each side's pad is at most half the kernel */
     mg_pool2d_opts o = {3, 3, 1, 1, 0, 0, 2, 0, 0, 1};
     TH_FAIL(mg_max_pool2d_ex(g, l.x4, &o), MG_ERR_INVALID_ARG, "max_pool2d",

@@ -10,8 +10,8 @@
 #define DROP_N 100000
 
 /* run dropout(x, p, opseed) on DROP_N values in [1,2) with run seed */
-static void drop_run(mg_dtype dt, double p, uint64_t opseed,
-                     uint64_t run_seed, const double *xv, double *out) {
+static void drop_run(mg_dtype dt, double p, uint64_t opseed, uint64_t run_seed,
+                     const double *xv, double *out) {
     fw f;
     fw_begin(&f, dt);
     mg_tensor x = fw_in(&f, 1, S(DROP_N), xv);
@@ -80,8 +80,7 @@ END_TEST
 
 static int64_t mask_diff(const double *a, const double *b, int64_t n) {
     int64_t d = 0;
-    for (int64_t i = 0; i < n; i++)
-        d += (a[i] == 0.0) != (b[i] == 0.0);
+    for (int64_t i = 0; i < n; i++) d += (a[i] == 0.0) != (b[i] == 0.0);
     return d;
 }
 
@@ -96,8 +95,7 @@ START_TEST(test_dropout_seeds) {
         drop_run(th_dtypes[di], 0.5, 3, 42, x, o1);
         drop_run(th_dtypes[di], 0.5, 3, 42, x, o2);
         ck_assert_msg(memcmp(o1, o2, sizeof(double) * DROP_N) == 0,
-                      "dropout (%s): same run seed gave different outputs",
-                      dn);
+                      "dropout (%s): same run seed gave different outputs", dn);
         /* different run seed: a different mask (about half differ) */
         drop_run(th_dtypes[di], 0.5, 3, 43, x, o2);
         int64_t d = mask_diff(o1, o2, DROP_N);
@@ -150,8 +148,7 @@ START_TEST(test_dropout_two_ops_one_graph) {
     ck_assert_msg(memcmp(o[0], o[2], sizeof(double) * DROP_N) == 0 &&
                       memcmp(o[1], o[3], sizeof(double) * DROP_N) == 0,
                   "two dropout ops: a second run with the same seed differs");
-    for (int i = 0; i < 4; i++)
-        free(o[i]);
+    for (int i = 0; i < 4; i++) free(o[i]);
     free(x);
 }
 END_TEST
@@ -170,7 +167,7 @@ END_TEST
 
 void ops_random_tcase(Suite *s) {
     th_add_tcase(s, "random", 60,
-                 TH_TESTS(test_dropout_p0_identity,
-                          test_dropout_scale_and_rate, test_dropout_seeds,
-                          test_dropout_two_ops_one_graph, test_dropout_bad_p));
+                 TH_TESTS(test_dropout_p0_identity, test_dropout_scale_and_rate,
+                          test_dropout_seeds, test_dropout_two_ops_one_graph,
+                          test_dropout_bad_p));
 }

@@ -23,15 +23,15 @@ START_TEST(test_sum_axes) {
                  D(6, 22, 38, 54, 70, 86));
         fw_check(&f, "sum axis -1 keepdims", mg_sum(f.g, x, 1, AX(-1), 1), 3,
                  S(2, 3, 1), D(6, 22, 38, 54, 70, 86));
-        fw_check(&f, "sum axes {0,2}", mg_sum(f.g, x, 2, AX(0, 2), 0), 1,
-                 S(3), D(60, 92, 124));
+        fw_check(&f, "sum axes {0,2}", mg_sum(f.g, x, 2, AX(0, 2), 0), 1, S(3),
+                 D(60, 92, 124));
         fw_check(&f, "sum axes {0,-1} keepdims",
                  mg_sum(f.g, x, 2, AX(0, -1), 1), 3, S(1, 3, 1),
                  D(60, 92, 124));
-        fw_check(&f, "sum axes {0,1}", mg_sum(f.g, x, 2, AX(0, 1), 0), 1,
-                 S(4), D(60, 66, 72, 78));
-        fw_check(&f, "sum all (naxes 0)", mg_sum(f.g, x, 0, NULL, 0), 0,
-                 NULL, D(276));
+        fw_check(&f, "sum axes {0,1}", mg_sum(f.g, x, 2, AX(0, 1), 0), 1, S(4),
+                 D(60, 66, 72, 78));
+        fw_check(&f, "sum all (naxes 0)", mg_sum(f.g, x, 0, NULL, 0), 0, NULL,
+                 D(276));
         fw_check(&f, "sum all keepdims", mg_sum(f.g, x, 0, NULL, 1), 3,
                  S(1, 1, 1), D(276));
         fw_check(&f, "sum axes {0,1,2}", mg_sum(f.g, x, 3, AX(0, 1, 2), 0), 0,
@@ -61,16 +61,15 @@ START_TEST(test_mean_axes) {
         fw f;
         fw_begin(&f, th_dtypes[di]);
         mg_tensor x = fw_in(&f, 3, S(2, 3, 4), th_iota24);
-        fw_check(&f, "mean axis -1", mg_mean(f.g, x, 1, AX(-1), 0), 2,
-                 S(2, 3), D(1.5, 5.5, 9.5, 13.5, 17.5, 21.5));
+        fw_check(&f, "mean axis -1", mg_mean(f.g, x, 1, AX(-1), 0), 2, S(2, 3),
+                 D(1.5, 5.5, 9.5, 13.5, 17.5, 21.5));
         fw_check(&f, "mean axis 1 keepdims", mg_mean(f.g, x, 1, AX(1), 1), 3,
                  S(2, 1, 4), D(4, 5, 6, 7, 16, 17, 18, 19));
         fw_check(&f, "mean axis 0", mg_mean(f.g, x, 1, AX(0), 0), 2, S(3, 4),
                  D(6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17));
         fw_check(&f, "mean axes {0,2}", mg_mean(f.g, x, 2, AX(0, 2), 0), 1,
                  S(3), D(7.5, 11.5, 15.5));
-        fw_check(&f, "mean all", mg_mean(f.g, x, 0, NULL, 0), 0, NULL,
-                 D(11.5));
+        fw_check(&f, "mean all", mg_mean(f.g, x, 0, NULL, 0), 0, NULL, D(11.5));
         fw_check(&f, "mean all keepdims", mg_mean(f.g, x, 0, NULL, 1), 3,
                  S(1, 1, 1), D(11.5));
         fw_end(&f);
@@ -98,24 +97,21 @@ START_TEST(test_reduce_random_ref) {
                         axes[na++] = (mask & 1) ? d - 3 : d;
                         sk[d] = 1;
                         cnt *= sh[d];
-                        if (keep)
-                            so[ndo++] = 1;
+                        if (keep) so[ndo++] = 1;
                     } else {
                         sk[d] = sh[d];
                         so[ndo++] = sh[d];
                     }
                 }
                 int64_t no = th_numel(3, sk);
-                for (int64_t i = 0; i < no; i++)
-                    e[i] = 0;
+                for (int64_t i = 0; i < no; i++) e[i] = 0;
                 for (int64_t i = 0; i < 105; i++) {
                     int64_t ix[3];
                     th_unravel(i, 3, sh, ix);
                     e[th_bcast_off(3, sk, 3, ix)] += x[i];
                 }
                 if (mean)
-                    for (int64_t i = 0; i < no; i++)
-                        e[i] /= (double)cnt;
+                    for (int64_t i = 0; i < no; i++) e[i] /= (double)cnt;
                 for (int di = 0; di < 2; di++) {
                     char what[96];
                     snprintf(what, sizeof what,
@@ -179,7 +175,7 @@ END_TEST
 
 void ops_reduce_tcase(Suite *s) {
     th_add_tcase(s, "reduce", 0,
-                 TH_TESTS(test_sum_axes, test_sum_axes_unsorted,
-                          test_mean_axes, test_reduce_random_ref,
-                          test_reduce_errors, test_broadcast_to));
+                 TH_TESTS(test_sum_axes, test_sum_axes_unsorted, test_mean_axes,
+                          test_reduce_random_ref, test_reduce_errors,
+                          test_broadcast_to));
 }

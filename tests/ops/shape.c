@@ -70,17 +70,14 @@ START_TEST(test_permute_random_ref) {
         {3, 1, 0, 2}, {0, 1, 3, 2}, {3, 2, 1, 0}, {1, 3, 0, 2}};
     const int64_t sh[4] = {2, 3, 4, 5};
     double x[120], e[120];
-    for (int i = 0; i < 120; i++)
-        x[i] = i;
+    for (int i = 0; i < 120; i++) x[i] = i;
     for (int k = 0; k < 4; k++) {
         int64_t so[4];
-        for (int d = 0; d < 4; d++)
-            so[d] = sh[perms[k][d]];
+        for (int d = 0; d < 4; d++) so[d] = sh[perms[k][d]];
         for (int64_t i = 0; i < 120; i++) {
             int64_t io[4], ix[4];
             th_unravel(i, 4, so, io);
-            for (int d = 0; d < 4; d++)
-                ix[perms[k][d]] = io[d];
+            for (int d = 0; d < 4; d++) ix[perms[k][d]] = io[d];
             e[i] = x[((ix[0] * 3 + ix[1]) * 4 + ix[2]) * 5 + ix[3]];
         }
         for (int di = 0; di < 2; di++) {
@@ -112,8 +109,7 @@ START_TEST(test_fill) {
         /* fill used as an operand */
         mg_tensor x = fw_in(&f, 1, S(3), D(1, 2, 3));
         mg_tensor one = mg_fill(f.g, f.dt, 1, S(3), 1.0);
-        fw_check(&f, "x + fill(1)", mg_add(f.g, x, one), 1, S(3),
-                 D(2, 3, 4));
+        fw_check(&f, "x + fill(1)", mg_add(f.g, x, one), 1, S(3), D(2, 3, 4));
         fw_end(&f);
     }
 }

@@ -55,8 +55,7 @@ START_TEST(test_slice_pad_random_ref) {
     static const int64_t xs[4] = {2, 3, 4, 5}, bf[4] = {0, 1, 2, 1},
                          af[4] = {1, 0, 1, 3};
     int64_t ys[4];
-    for (int i = 0; i < 4; i++)
-        ys[i] = xs[i] + bf[i] + af[i];
+    for (int i = 0; i < 4; i++) ys[i] = xs[i] + bf[i] + af[i];
     th_rng r;
     th_rng_init(&r, 71);
     double x[120], y[800], z[800];
@@ -66,8 +65,7 @@ START_TEST(test_slice_pad_random_ref) {
     for (int64_t i = 0; i < n; i++) {
         int64_t ix[4], rem = i, src = 0;
         int inside = 1;
-        for (int a = 3; a >= 0; a--)
-            ix[a] = rem % ys[a], rem /= ys[a];
+        for (int a = 3; a >= 0; a--) ix[a] = rem % ys[a], rem /= ys[a];
         for (int a = 0; a < 4; a++) {
             int64_t v = ix[a] - bf[a];
             inside &= v >= 0 && v < xs[a];
@@ -75,8 +73,7 @@ START_TEST(test_slice_pad_random_ref) {
         }
         y[i] = inside ? x[src] : 0;
         /* slice axis 2 of y at [1, 4) */
-        if (ix[2] >= 1 && ix[2] < 4)
-            z[k++] = y[i];
+        if (ix[2] >= 1 && ix[2] < 4) z[k++] = y[i];
     }
     for (int d = 0; d < 2; d++) {
         fw t;
@@ -98,12 +95,12 @@ START_TEST(test_slice_errors) {
     TH_FAIL(mg_concat(g, 0, &l.x4, 0), MG_ERR_INVALID_ARG, "concat",
             "at least one");
     TH_FAIL(mg_concat(g, 2, NULL, 0), MG_ERR_INVALID_ARG, "concat", "NULL");
-    TH_FAIL(mg_concat(g, 2, (mg_tensor[]){l.x4, l.x3}, 1), MG_ERR_SHAPE, "concat",
-            "must match except along axis 1");
+    TH_FAIL(mg_concat(g, 2, (mg_tensor[]){l.x4, l.x3}, 1), MG_ERR_SHAPE,
+            "concat", "must match except along axis 1");
     TH_FAIL(mg_concat(g, 2, (mg_tensor[]){l.x4, l.x4}, 4), MG_ERR_INVALID_ARG,
             "concat", "axis 4 is out of range");
-    TH_FAIL(mg_concat(g, 2, (mg_tensor[]){l.x4, l.x4d}, 0), MG_ERR_DTYPE, "concat",
-            "f64");
+    TH_FAIL(mg_concat(g, 2, (mg_tensor[]){l.x4, l.x4d}, 0), MG_ERR_DTYPE,
+            "concat", "f64");
     TH_FAIL(mg_slice(g, l.x4, 4, 0, 1), MG_ERR_INVALID_ARG, "slice",
             "axis 4 is out of range");
     TH_FAIL(mg_slice(g, l.x4, 1, -1, 2), MG_ERR_INVALID_ARG, "slice",

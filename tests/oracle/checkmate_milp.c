@@ -85,8 +85,8 @@ static mg_tensor ckm_source(const mg_graph *g, mg_tensor t) {
 }
 
 /* Peak of p's steps in their own order under the memory model. */
-static double ckm_order_peak(const mg_graph *g, const mg_step_info *st,
-                             int ns, const int *stepof, const bool *bound) {
+static double ckm_order_peak(const mg_graph *g, const mg_step_info *st, int ns,
+                             const int *stepof, const bool *bound) {
     const int32_t nt = mg_graph_num_tensors(g);
     int *last = malloc((size_t)nt * sizeof *last);
     double *freed = calloc((size_t)ns + 1, sizeof *freed);
@@ -102,9 +102,9 @@ static double ckm_order_peak(const mg_graph *g, const mg_step_info *st,
         peak = 0;
         for (int s = 0; s < ns; s++) {
             mg_tensor t = st[s].tensor;
-            double b = bound[t] ? 0
-                                : (double)mg_pool_size_class(
-                                      mg_tensor_nbytes(g, t));
+            double b = bound[t]
+                           ? 0
+                           : (double)mg_pool_size_class(mg_tensor_nbytes(g, t));
             in_use += b;
             if (in_use + (double)st[s].workspace_bytes > peak)
                 peak = in_use + (double)st[s].workspace_bytes;
@@ -123,7 +123,8 @@ mg_status mgi_ckm_dag_from_plan(const mg_graph *g, const mg_plan *p,
                                 double *order_peak) {
     memset(d, 0, sizeof *d);
     if (R_out) *R_out = NULL;
-    if (!g || !p) return ckm_fail(MG_ERR_INVALID_ARG, "dag: NULL graph or plan");
+    if (!g || !p)
+        return ckm_fail(MG_ERR_INVALID_ARG, "dag: NULL graph or plan");
     const int ns = mg_plan_num_steps(p);
     const int32_t nt = mg_graph_num_tensors(g);
     mg_step_info *st = malloc((size_t)(ns ? ns : 1) * sizeof *st);
@@ -159,8 +160,8 @@ mg_status mgi_ckm_dag_from_plan(const mg_graph *g, const mg_plan *p,
         d->in = calloc((size_t)(n_edges ? n_edges : 1), sizeof *d->in);
         d->tensor = calloc((size_t)(n ? n : 1), sizeof *d->tensor);
         R = calloc((size_t)(n ? n : 1) * (size_t)(n ? n : 1), 1);
-        if (!d->cost || !d->mem || !d->work || !d->backward || !d->in_start || !d->in ||
-            !d->tensor || !R)
+        if (!d->cost || !d->mem || !d->work || !d->backward || !d->in_start ||
+            !d->in || !d->tensor || !R)
             s = ckm_fail(MG_ERR_NOMEM, "dag: out of memory");
     }
     int j = 0, n_pending = 0, e = 0;
@@ -169,9 +170,10 @@ mg_status mgi_ckm_dag_from_plan(const mg_graph *g, const mg_plan *p,
         if (mg_tensor_is_recompute(g, t)) {
             mg_tensor src = ckm_source(g, t);
             if (idx[src] < 0) {
-                s = ckm_fail(MG_ERR_INVALID_ARG, "dag: step %d recomputes "
-                             "%%%d before its source %%%d is computed", k,
-                             (int)t, (int)src);
+                s = ckm_fail(MG_ERR_INVALID_ARG,
+                             "dag: step %d recomputes "
+                             "%%%d before its source %%%d is computed",
+                             k, (int)t, (int)src);
                 break;
             }
             idx[t] = idx[src];
@@ -181,8 +183,8 @@ mg_status mgi_ckm_dag_from_plan(const mg_graph *g, const mg_plan *p,
         idx[t] = j;
         d->tensor[j] = t;
         d->cost[j] = st[k].flops;
-        d->mem[j] = bound[t] ? 0
-                             : (double)mg_pool_size_class(mg_tensor_nbytes(g, t));
+        d->mem[j] =
+            bound[t] ? 0 : (double)mg_pool_size_class(mg_tensor_nbytes(g, t));
         d->work[j] = (double)st[k].workspace_bytes;
         d->backward[j] = mg_tensor_is_backward(g, t) != 0;
         if (!d->backward[j]) d->forward_flops += d->cost[j];
@@ -192,8 +194,10 @@ mg_status mgi_ckm_dag_from_plan(const mg_graph *g, const mg_plan *p,
             if (in < 0 || in >= nt || stepof[in] < 0) continue; /* a leaf */
             int i = idx[in];
             if (i < 0 || i >= j) {
-                s = ckm_fail(MG_ERR_INVALID_ARG, "dag: %%%d reads %%%d, "
-                             "which no earlier step computes", (int)t, (int)in);
+                s = ckm_fail(MG_ERR_INVALID_ARG,
+                             "dag: %%%d reads %%%d, "
+                             "which no earlier step computes",
+                             (int)t, (int)in);
                 break;
             }
             bool dup = false;
@@ -204,8 +208,10 @@ mg_status mgi_ckm_dag_from_plan(const mg_graph *g, const mg_plan *p,
         for (int q = 0; s == MG_OK && q < n_pending; q++) {
             unsigned char *r = &R[(size_t)j * n + pending[q]];
             if (*r)
-                s = ckm_fail(MG_ERR_INVALID_ARG, "dag: v_%d is recomputed "
-                             "twice in stage %d", pending[q], j);
+                s = ckm_fail(MG_ERR_INVALID_ARG,
+                             "dag: v_%d is recomputed "
+                             "twice in stage %d",
+                             pending[q], j);
             *r = 1;
         }
         n_pending = 0;
@@ -214,8 +220,10 @@ mg_status mgi_ckm_dag_from_plan(const mg_graph *g, const mg_plan *p,
     if (s == MG_OK) {
         d->in_start[n] = e;
         if (n_pending)
-            s = ckm_fail(MG_ERR_INVALID_ARG, "dag: the plan ends with %d "
-                         "recompute steps", n_pending);
+            s = ckm_fail(MG_ERR_INVALID_ARG,
+                         "dag: the plan ends with %d "
+                         "recompute steps",
+                         n_pending);
     }
     if (s == MG_OK && order_peak) {
         *order_peak = ckm_order_peak(g, st, ns, stepof, bound);
@@ -232,7 +240,8 @@ mg_status mgi_ckm_dag_from_plan(const mg_graph *g, const mg_plan *p,
     return s;
 }
 
-/* ------------------------------------------------------------------ schedules */
+/* ------------------------------------------------------------------ schedules
+ */
 
 mg_status mgi_ckm_evaluate(const mgi_ckm_dag *d, const unsigned char *R,
                            bool recompute_backward, mgi_ckm_eval *out) {
@@ -240,16 +249,22 @@ mg_status mgi_ckm_evaluate(const mgi_ckm_dag *d, const unsigned char *R,
     memset(out, 0, sizeof *out);
     for (int t = 0; t < n; t++) {
         if (!R[(size_t)t * n + t])
-            return ckm_fail(MG_ERR_INVALID_ARG, "schedule: stage %d does "
-                            "not evaluate v_%d", t, t);
+            return ckm_fail(MG_ERR_INVALID_ARG,
+                            "schedule: stage %d does "
+                            "not evaluate v_%d",
+                            t, t);
         for (int i = 0; i < n; i++) {
             if (!R[(size_t)t * n + i] || i == t) continue;
             if (i > t)
-                return ckm_fail(MG_ERR_INVALID_ARG, "schedule: stage %d "
-                                "evaluates v_%d, a later op", t, i);
+                return ckm_fail(MG_ERR_INVALID_ARG,
+                                "schedule: stage %d "
+                                "evaluates v_%d, a later op",
+                                t, i);
             if (d->backward[i] && !recompute_backward)
-                return ckm_fail(MG_ERR_INVALID_ARG, "schedule: stage %d "
-                                "recomputes backward op v_%d", t, i);
+                return ckm_fail(MG_ERR_INVALID_ARG,
+                                "schedule: stage %d "
+                                "recomputes backward op v_%d",
+                                t, i);
         }
     }
     size_t cap = (size_t)n * (size_t)(n + 1) / 2 + 1;
@@ -268,9 +283,10 @@ mg_status mgi_ckm_evaluate(const mgi_ckm_dag *d, const unsigned char *R,
             for (int r = d->in_start[j]; r < d->in_start[j + 1]; r++) {
                 const int i = d->in[r];
                 if (latest[i] < 0) {
-                    s = ckm_fail(MG_ERR_INVALID_ARG, "schedule: stage %d "
-                                 "evaluates v_%d before its input v_%d", t,
-                                 j, i);
+                    s = ckm_fail(MG_ERR_INVALID_ARG,
+                                 "schedule: stage %d "
+                                 "evaluates v_%d before its input v_%d",
+                                 t, j, i);
                     break;
                 }
                 inst_last[latest[i]] = len;
@@ -304,22 +320,27 @@ mg_status mgi_ckm_check_held(const mgi_ckm_dag *d, const unsigned char *R,
     for (int t = 0; t < n; t++)
         for (int i = t; i < n; i++)
             if (S[(size_t)t * n + i])
-                return ckm_fail(MG_ERR_INVALID_ARG, "held: S[%d,%d] set on "
-                                "or above the diagonal", t, i);
+                return ckm_fail(MG_ERR_INVALID_ARG,
+                                "held: S[%d,%d] set on "
+                                "or above the diagonal",
+                                t, i);
     for (int t = 0; t + 1 < n; t++)
         for (int i = 0; i <= t; i++)
             if (S[(size_t)(t + 1) * n + i] && !S[(size_t)t * n + i] &&
                 !R[(size_t)t * n + i])
-                return ckm_fail(MG_ERR_INVALID_ARG, "held: v_%d held into "
+                return ckm_fail(MG_ERR_INVALID_ARG,
+                                "held: v_%d held into "
                                 "stage %d but neither held into nor "
-                                "evaluated in stage %d", i, t + 1, t);
+                                "evaluated in stage %d",
+                                i, t + 1, t);
     for (int t = 0; t < n; t++)
         for (int j = 0; j <= t; j++) {
             if (!R[(size_t)t * n + j]) continue;
             for (int r = d->in_start[j]; r < d->in_start[j + 1]; r++) {
                 const int i = d->in[r];
                 if (!R[(size_t)t * n + i] && !S[(size_t)t * n + i])
-                    return ckm_fail(MG_ERR_INVALID_ARG, "held: stage %d "
+                    return ckm_fail(MG_ERR_INVALID_ARG,
+                                    "held: stage %d "
                                     "evaluates v_%d but its input v_%d is "
                                     "neither evaluated before it nor held",
                                     t, j, i);
@@ -428,8 +449,8 @@ static void ckm_callback(glp_tree *T, void *info) {
 
 /* Add the FREE variables of v_k in stage t and their rows; the previous
  * op's are kept in fcol/fmem for U[t,k+1]'s row. */
-static void add_free(ckm_build *b, const mgi_ckm_dag *d, double mscale,
-                     int t, int k) {
+static void add_free(ckm_build *b, const mgi_ckm_dag *d, double mscale, int t,
+                     int k) {
     const int n = d->n;
     glp_prob *lp = b->lp;
     const int rk = b->Rc[(size_t)t * n + k];
@@ -491,8 +512,8 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
     memset(r, 0, sizeof *r);
     const int n = d->n;
     if (n < 1) return ckm_fail(MG_ERR_INVALID_ARG, "milp: empty DAG");
-    if (!(budget >= 0)) return ckm_fail(MG_ERR_INVALID_ARG, "milp: budget %g",
-                                        budget);
+    if (!(budget >= 0))
+        return ckm_fail(MG_ERR_INVALID_ARG, "milp: budget %g", budget);
     const bool rb = o && o->recompute_backward;
     const size_t nn = (size_t)n * (size_t)n;
     ckm_build *b = calloc(1, sizeof *b);
@@ -634,8 +655,9 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
     parm.clq_cuts = GLP_ON;
     parm.mip_gap = 0;
     if (o && o->time_limit_s > 0)
-        parm.tm_lim = o->time_limit_s * 1000 > 2e9 ? 2000000000
-                                                   : (int)(o->time_limit_s * 1000);
+        parm.tm_lim = o->time_limit_s * 1000 > 2e9
+                          ? 2000000000
+                          : (int)(o->time_limit_s * 1000);
     parm.cb_func = ckm_callback;
     parm.cb_info = b;
     const double t0 = now_s();
@@ -650,8 +672,10 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
     } else if (ret == GLP_ETMLIM) {
         r->outcome = mip == GLP_FEAS ? MGI_CKM_FEASIBLE : MGI_CKM_NO_SOLUTION;
     } else {
-        s = ckm_fail(MG_ERR_INTERNAL, "milp: glp_intopt returned %d (mip "
-                     "status %d)", ret, mip);
+        s = ckm_fail(MG_ERR_INTERNAL,
+                     "milp: glp_intopt returned %d (mip "
+                     "status %d)",
+                     ret, mip);
     }
     if (s == MG_OK &&
         (r->outcome == MGI_CKM_OPTIMAL || r->outcome == MGI_CKM_FEASIBLE)) {
@@ -710,7 +734,8 @@ mg_status mgi_ckm_net_chain(int layers, const int *widths, int batch,
                         layers, batch);
     mg_graph *g = net->g = mg_graph_new();
     if (!g) return ckm_fail(MG_ERR_NOMEM, "chain: out of memory");
-    mg_tensor x = mg_input(g, "x", MG_F32, 2, (const int64_t[]){batch, widths[0]});
+    mg_tensor x =
+        mg_input(g, "x", MG_F32, 2, (const int64_t[]){batch, widths[0]});
     mg_tensor y = mg_input(g, "target", MG_F32, 2,
                            (const int64_t[]){batch, widths[layers]});
     net->leaves[net->n_leaves++] = x;
@@ -725,10 +750,10 @@ mg_status mgi_ckm_net_chain(int layers, const int *widths, int batch,
         h = mg_tanh(g, mg_matmul(g, h, w[l], 0, 0));
     }
     net->loss = mg_mse(g, h, y);
-    mg_status s = net->loss == MG_NO_TENSOR
-                      ? ckm_mg(mg_last_status(), "chain")
-                      : mg_gradients(g, &net->loss, 1, NULL, w, layers, c,
-                                     net->grads);
+    mg_status s =
+        net->loss == MG_NO_TENSOR
+            ? ckm_mg(mg_last_status(), "chain")
+            : mg_gradients(g, &net->loss, 1, NULL, w, layers, c, net->grads);
     if (s == MG_OK) net->n_grads = layers;
     else {
         if (net->loss != MG_NO_TENSOR) ckm_mg(s, "chain: mg_gradients");
@@ -740,9 +765,10 @@ mg_status mgi_ckm_net_chain(int layers, const int *widths, int batch,
 mg_status mgi_ckm_net_model(mg_model *m, const mg_checkpoints *c,
                             mgi_ckm_net *net) {
     memset(net, 0, sizeof *net);
-    if (!m) return ckm_mg(mg_last_status() != MG_OK ? mg_last_status()
-                                                    : MG_ERR_INVALID_ARG,
-                          "model");
+    if (!m)
+        return ckm_mg(mg_last_status() != MG_OK ? mg_last_status()
+                                                : MG_ERR_INVALID_ARG,
+                      "model");
     net->model = m;
     net->g = m->g;
     if (m->n_params > MGI_CKM_MAX_PARAMS) {
@@ -778,8 +804,8 @@ mg_status mgi_ckm_planned_finish(mg_status built, mgi_ckm_planned *p) {
     mg_status s = built;
     if (s == MG_OK)
         s = mgi_ckm_net_plan(&p->net, &p->plan, p->binds, &p->n_binds);
-    if (s == MG_OK &&
-        (s = mg_plan_summarize(p->plan, p->binds, p->n_binds, &p->sum)) != MG_OK)
+    if (s == MG_OK && (s = mg_plan_summarize(p->plan, p->binds, p->n_binds,
+                                             &p->sum)) != MG_OK)
         s = ckm_mg(s, "mg_plan_summarize");
     if (s == MG_OK)
         s = mgi_ckm_dag_from_plan(p->net.g, p->plan, p->binds, p->n_binds,

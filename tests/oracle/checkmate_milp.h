@@ -16,8 +16,9 @@
  * bytes of its output in mg_pool_size_class units; 0 for an output bound
  * to caller memory: the loss and the gradients, as memgrad's pool counts
  * them), a workspace (the scratch its kernel borrows, size-class rounded,
- * as mg_plan_timeline reports it), and its computed inputs. Leaves (inputs, parameters, targets, constants) are caller memory
- * or constant: no op, not counted.
+ * as mg_plan_timeline reports it), and its computed inputs. Leaves (inputs,
+ * parameters, targets, constants) are caller memory or constant: no op, not
+ * counted.
  *
  * The memory model. A schedule is a sequence of op evaluations; an
  * evaluation's output is live from that evaluation until the last
@@ -47,14 +48,14 @@
 const char *mgi_ckm_last_error(void);
 
 typedef struct mgi_ckm_dag {
-    int n;             /* ops v_0 .. v_{n-1}, topological */
-    double *cost;      /* flops of each op */
-    double *mem;       /* bytes of each op's output, 0 if caller memory */
-    double *work;      /* workspace bytes of each op */
-    bool *backward;    /* added by mg_gradients (never recomputed) */
-    int *in_start;     /* distinct computed inputs of v_j: */
-    int *in;           /*   in[in_start[j] .. in_start[j+1]-1], all < j */
-    mg_tensor *tensor; /* v_j's tensor in the graph of the plan */
+    int n;                /* ops v_0 .. v_{n-1}, topological */
+    double *cost;         /* flops of each op */
+    double *mem;          /* bytes of each op's output, 0 if caller memory */
+    double *work;         /* workspace bytes of each op */
+    bool *backward;       /* added by mg_gradients (never recomputed) */
+    int *in_start;        /* distinct computed inputs of v_j: */
+    int *in;              /*   in[in_start[j] .. in_start[j+1]-1], all < j */
+    mg_tensor *tensor;    /* v_j's tensor in the graph of the plan */
     double forward_flops; /* sum of the forward ops' cost */
 } mgi_ckm_dag;
 
@@ -142,8 +143,8 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
 #define MGI_CKM_MAX_PARAMS 128
 
 typedef struct mgi_ckm_net {
-    mg_graph *g;      /* owned, unless model is set */
-    mg_model *model;  /* when built by a memgrad_models.h builder: owned */
+    mg_graph *g;     /* owned, unless model is set */
+    mg_model *model; /* when built by a memgrad_models.h builder: owned */
     mg_tensor loss;
     mg_tensor leaves[MGI_CKM_MAX_PARAMS + 2]; /* inputs, targets, params */
     int n_leaves;
@@ -180,9 +181,9 @@ typedef struct mgi_ckm_planned {
     int n_binds;
     mg_plan_summary sum;
     mgi_ckm_dag dag;
-    unsigned char *R;   /* the plan's schedule in stage form */
-    mgi_ckm_eval eval;  /* ... measured in the memory model */
-    double order_peak;  /* the plan's own order, same model */
+    unsigned char *R;  /* the plan's schedule in stage form */
+    mgi_ckm_eval eval; /* ... measured in the memory model */
+    double order_peak; /* the plan's own order, same model */
 } mgi_ckm_planned;
 
 /* p->net as built by one of the builders above (its status in built): the

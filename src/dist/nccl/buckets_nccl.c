@@ -47,18 +47,18 @@ mg_status mgi_nccl_buckets_alloc(mg_dist_buckets *b) {
         if (e == cudaSuccess) e = cudaMalloc(&k->dev_recv, bytes);
         /* The padding is sent and averaged like the rest: make it zeros,
          * not whatever the allocation held. Packing never writes it. */
-        if (e == cudaSuccess) e = cudaMemsetAsync(k->dev_flat, 0, bytes, n->stream);
+        if (e == cudaSuccess)
+            e = cudaMemsetAsync(k->dev_flat, 0, bytes, n->stream);
         if (e == cudaSuccess) b->stats.buffer_bytes += 2 * bytes;
     }
     if (e == cudaSuccess) e = cudaStreamSynchronize(n->stream);
     if (e != cudaSuccess) {
         cudaGetLastError();
-        return mg_set_error(e == cudaErrorMemoryAllocation ? MG_ERR_NOMEM
-                                                           : MG_ERR_INTERNAL,
-                            "%s: rank %d: device staging for the buckets "
-                            "(%zu bytes so far): %s",
-                            who, c->rank, b->stats.buffer_bytes,
-                            cudaGetErrorString(e));
+        return mg_set_error(
+            e == cudaErrorMemoryAllocation ? MG_ERR_NOMEM : MG_ERR_INTERNAL,
+            "%s: rank %d: device staging for the buckets "
+            "(%zu bytes so far): %s",
+            who, c->rank, b->stats.buffer_bytes, cudaGetErrorString(e));
     }
     return MG_OK;
 }
@@ -98,9 +98,9 @@ mg_status mgi_nccl_bucket_start(mg_dist_buckets *b, int i, const char *who) {
     /* Our own chunk does not travel. */
     size_t cb = chunk_bytes(k);
     int me = c->rank;
-    cudaError_t e = cudaMemcpyAsync(recv + (size_t)me * cb,
-                                    flat + (size_t)me * cb, cb,
-                                    cudaMemcpyDeviceToDevice, n->stream);
+    cudaError_t e =
+        cudaMemcpyAsync(recv + (size_t)me * cb, flat + (size_t)me * cb, cb,
+                        cudaMemcpyDeviceToDevice, n->stream);
     if (e != cudaSuccess)
         return mgi_nccl_cuda_fail(c, who, "cudaMemcpyAsync (own chunk)", e);
     ncclDataType_t dt = mgi_nccl_dtype(k->dtype);
@@ -111,8 +111,8 @@ mg_status mgi_nccl_bucket_start(mg_dist_buckets *b, int i, const char *who) {
         r = ncclSend(flat + (size_t)peer * cb, k->chunk, dt, peer, n->comm,
                      n->stream);
         if (r == ncclSuccess)
-            r = ncclRecv(recv + (size_t)peer * cb, k->chunk, dt, peer,
-                         n->comm, n->stream);
+            r = ncclRecv(recv + (size_t)peer * cb, k->chunk, dt, peer, n->comm,
+                         n->stream);
     }
     ncclResult_t end = ncclGroupEnd();
     if (r != ncclSuccess) return mgi_nccl_fail(c, who, "ncclSend/ncclRecv", r);
@@ -147,9 +147,9 @@ mg_status mgi_nccl_finish(mg_dist_buckets *b, const char *who) {
                                          k->dev_recv, mine, k->chunk, c->size);
         if (e != cudaSuccess)
             return mgi_nccl_cuda_fail(c, who, "the averaging kernel", e);
-        ncclResult_t r = ncclAllGather(mine, k->dev_flat, k->chunk,
-                                       mgi_nccl_dtype(k->dtype), n->comm,
-                                       n->stream);
+        ncclResult_t r =
+            ncclAllGather(mine, k->dev_flat, k->chunk, mgi_nccl_dtype(k->dtype),
+                          n->comm, n->stream);
         s = mgi_nccl_enqueued(c, who, "ncclAllGather", r);
         if (s != MG_OK) return s;
         k->state = BUCKET_GATHER;

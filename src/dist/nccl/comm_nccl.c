@@ -51,8 +51,8 @@ mg_status mgi_nccl_fail(mg_dist_comm *c, const char *who, const char *call,
     /* ncclGetLastError has the detail (which peer, which resource); read
      * it before the abort frees the communicator. */
     char detail[200] = "";
-    const char *last = c->nccl && c->nccl->comm ? ncclGetLastError(c->nccl->comm)
-                                                : NULL;
+    const char *last =
+        c->nccl && c->nccl->comm ? ncclGetLastError(c->nccl->comm) : NULL;
     if (last && last[0]) snprintf(detail, sizeof detail, " (%s)", last);
     nccl_abort(c->nccl);
     mgi_dist_break(c, "%s failed: %s%s", call, ncclGetErrorString(r), detail);
@@ -60,8 +60,8 @@ mg_status mgi_nccl_fail(mg_dist_comm *c, const char *who, const char *call,
                         c->rank, call, ncclGetErrorString(r), detail);
 }
 
-mg_status mgi_nccl_cuda_fail(mg_dist_comm *c, const char *who,
-                             const char *call, cudaError_t e) {
+mg_status mgi_nccl_cuda_fail(mg_dist_comm *c, const char *who, const char *call,
+                             cudaError_t e) {
     cudaGetLastError(); /* clear it unless sticky */
     nccl_abort(c->nccl);
     mgi_dist_break(c, "%s failed: %s", call, cudaGetErrorString(e));
@@ -99,7 +99,8 @@ mg_status mgi_nccl_after_device_work(mg_dist_comm *c, const char *who) {
      * every kernel queued so far by the executor. */
     mgi_nccl *n = c->nccl;
     cudaError_t e = cudaEventRecord(n->ready, cudaStreamLegacy);
-    if (e != cudaSuccess) return mgi_nccl_cuda_fail(c, who, "cudaEventRecord", e);
+    if (e != cudaSuccess)
+        return mgi_nccl_cuda_fail(c, who, "cudaEventRecord", e);
     e = cudaStreamWaitEvent(n->stream, n->ready, 0);
     if (e != cudaSuccess)
         return mgi_nccl_cuda_fail(c, who, "cudaStreamWaitEvent", e);
@@ -117,8 +118,8 @@ mg_status mgi_nccl_async_state(mg_dist_comm *c, const char *who,
     return MG_OK;
 }
 
-mg_status mgi_nccl_enqueued(mg_dist_comm *c, const char *who,
-                            const char *call, ncclResult_t r) {
+mg_status mgi_nccl_enqueued(mg_dist_comm *c, const char *who, const char *call,
+                            ncclResult_t r) {
     if (r != ncclSuccess && r != ncclInProgress)
         return mgi_nccl_fail(c, who, call, r);
     double deadline = deadline_of(c);
@@ -161,8 +162,8 @@ mg_status mgi_nccl_check_ptr(const mg_dist_comm *c, const void *p,
                             "failed: %s",
                             who, what, i, name, cudaGetErrorString(e));
     }
-    bool on_device = a.type == cudaMemoryTypeDevice ||
-                     a.type == cudaMemoryTypeManaged;
+    bool on_device =
+        a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
     if (!on_device || a.device != c->nccl->device)
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "%s: %s %d (%s) is not device memory of CUDA "
@@ -226,8 +227,8 @@ static mg_status nccl_init(mg_dist_comm *c, mgi_nccl *n, ncclUniqueId id) {
     const char *who = "mg_dist_comm_from_nccl";
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
-    ncclResult_t r = ncclCommInitRankConfig(&n->comm, c->size, id, c->rank,
-                                            &cfg);
+    ncclResult_t r =
+        ncclCommInitRankConfig(&n->comm, c->size, id, c->rank, &cfg);
     double deadline = deadline_of(c);
     for (long polls = 0; r == ncclInProgress && n->comm; polls++) {
         if (past(deadline)) {
@@ -323,10 +324,8 @@ void mgi_nccl_comm_free(mg_dist_comm *c) {
                 r = ncclInternalError;
             poll_pause(polls);
         }
-        if (r == ncclSuccess)
-            ncclCommDestroy(n->comm);
-        else
-            ncclCommAbort(n->comm);
+        if (r == ncclSuccess) ncclCommDestroy(n->comm);
+        else ncclCommAbort(n->comm);
         n->comm = NULL;
     }
     c->nccl = NULL;
@@ -346,8 +345,8 @@ mg_status mgi_nccl_broadcast(mg_dist_comm *c, const mg_graph *g,
     if (r != ncclSuccess) return mgi_nccl_fail(c, who, "ncclGroupStart", r);
     for (int i = 0; i < n_binds && r == ncclSuccess; i++)
         r = ncclBroadcast(binds[i].data, binds[i].data,
-                          mg_tensor_nbytes(g, binds[i].tensor), ncclUint8,
-                          root, n->comm, n->stream);
+                          mg_tensor_nbytes(g, binds[i].tensor), ncclUint8, root,
+                          n->comm, n->stream);
     ncclResult_t end = ncclGroupEnd();
     if (r != ncclSuccess) {
         /* The group is abandoned; the abort in mgi_nccl_fail ends it. */

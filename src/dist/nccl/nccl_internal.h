@@ -57,8 +57,8 @@ mg_status mgi_nccl_after_device_work(mg_dist_comm *c, const char *who);
  * (and, the first time, connects to the peer); NCCL asks that nothing else
  * be called on it until ncclCommGetAsyncError says ncclSuccess. Polls that
  * against the deadline. r is what the call returned. */
-mg_status mgi_nccl_enqueued(mg_dist_comm *c, const char *who,
-                            const char *call, ncclResult_t r);
+mg_status mgi_nccl_enqueued(mg_dist_comm *c, const char *who, const char *call,
+                            ncclResult_t r);
 /* Wait until everything queued on the comm's stream has run, watching
  * for NCCL errors and the deadline. */
 mg_status mgi_nccl_wait_stream(mg_dist_comm *c, const char *who);
@@ -70,8 +70,8 @@ mg_status mgi_nccl_async_state(mg_dist_comm *c, const char *who,
                                const char *call, ncclResult_t *state);
 mg_status mgi_nccl_fail(mg_dist_comm *c, const char *who, const char *call,
                         ncclResult_t r);
-mg_status mgi_nccl_cuda_fail(mg_dist_comm *c, const char *who,
-                             const char *call, cudaError_t e);
+mg_status mgi_nccl_cuda_fail(mg_dist_comm *c, const char *who, const char *call,
+                             cudaError_t e);
 ncclDataType_t mgi_nccl_dtype(mg_dtype dt);
 
 #endif /* !__CUDACC__ */

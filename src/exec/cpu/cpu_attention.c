@@ -5,15 +5,15 @@
  */
 #include "cpu_kernels.h"
 
-#define MASK_DEF(T, SUF)                                                      \
-    static mg_status causal_mask_##SUF(const T *x, T *y, int64_t batch,       \
-                                       int64_t rows, int64_t cols,            \
-                                       double value) {                        \
-        const T v = (T)value;                                                 \
-        for (int64_t b = 0; b < batch; b++)                                   \
-            for (int64_t i = 0; i < rows; i++, x += cols, y += cols)          \
-                for (int64_t j = 0; j < cols; j++) y[j] = j > i ? v : x[j];   \
-        return MG_OK;                                                         \
+#define MASK_DEF(T, SUF)                                                       \
+    static mg_status causal_mask_##SUF(const T *x, T *y, int64_t batch,        \
+                                       int64_t rows, int64_t cols,             \
+                                       double value) {                         \
+        const T v = (T)value;                                                  \
+        for (int64_t b = 0; b < batch; b++)                                    \
+            for (int64_t i = 0; i < rows; i++, x += cols, y += cols)           \
+                for (int64_t j = 0; j < cols; j++) y[j] = j > i ? v : x[j];    \
+        return MG_OK;                                                          \
     }
 MG_CPU_FLOAT_TYPES(MASK_DEF)
 

@@ -88,8 +88,7 @@ static size_t cpu_plan_workspace(const mg_kargs *a) {
         size_t bytes;
         return mgi_onednn_pool_workspace(a, &bytes) ? bytes : 0;
     }
-    default:
-        return 0;
+    default: return 0;
     }
 }
 

@@ -36,98 +36,98 @@ static void conv_valid_cols(const mg_conv_dims *d, int j, int64_t *lo,
     *hi = b;
 }
 
-#define CONV_DEF(T, SUF, GEMM)                                                \
-    static void im2col_##SUF(const T *restrict x, T *restrict col,            \
-                             const mg_conv_dims *d) {                         \
-        for (int64_t c = 0; c < d->cg; c++)                                   \
-            for (int i = 0; i < d->kh; i++)                                   \
-                for (int j = 0; j < d->kw; j++) {                             \
-                    int64_t lo, hi;                                           \
-                    conv_valid_cols(d, j, &lo, &hi);                          \
-                    const int64_t off = (int64_t)j * d->dw - d->pw;           \
-                    for (int64_t oy = 0; oy < d->oh; oy++, col += d->ow) {    \
-                        const int64_t iy =                                    \
-                            oy * d->sh - d->ph + (int64_t)i * d->dh;          \
-                        if (iy < 0 || iy >= d->h || lo == hi) {               \
-                            memset(col, 0, (size_t)d->ow * sizeof(T));        \
-                            continue;                                         \
-                        }                                                     \
-                        const T *row = x + (c * d->h + iy) * d->w + off;      \
-                        if (lo > 0) memset(col, 0, (size_t)lo * sizeof(T));   \
-                        if (d->sw == 1)                                       \
-                            memcpy(col + lo, row + lo,                        \
-                                   (size_t)(hi - lo) * sizeof(T));            \
-                        else                                                  \
-                            for (int64_t ox = lo; ox < hi; ox++)              \
-                                col[ox] = row[ox * d->sw];                    \
-                        if (hi < d->ow)                                       \
-                            memset(col + hi, 0,                               \
-                                   (size_t)(d->ow - hi) * sizeof(T));         \
-                    }                                                         \
-                }                                                             \
-    }                                                                         \
-    static void col2im_##SUF(const T *restrict col, T *restrict x,            \
-                             const mg_conv_dims *d) {                         \
-        for (int64_t c = 0; c < d->cg; c++)                                   \
-            for (int i = 0; i < d->kh; i++)                                   \
-                for (int j = 0; j < d->kw; j++) {                             \
-                    int64_t lo, hi;                                           \
-                    conv_valid_cols(d, j, &lo, &hi);                          \
-                    const int64_t off = (int64_t)j * d->dw - d->pw;           \
-                    for (int64_t oy = 0; oy < d->oh; oy++, col += d->ow) {    \
-                        const int64_t iy =                                    \
-                            oy * d->sh - d->ph + (int64_t)i * d->dh;          \
-                        if (iy < 0 || iy >= d->h) continue;                   \
-                        T *row = x + (c * d->h + iy) * d->w + off;            \
-                        if (d->sw == 1) /* unit stride: vectorises */         \
-                            for (int64_t ox = lo; ox < hi; ox++)              \
-                                row[ox] += col[ox];                           \
-                        else                                                  \
-                            for (int64_t ox = lo; ox < hi; ox++)              \
-                                row[ox * d->sw] += col[ox];                   \
-                    }                                                         \
-                }                                                             \
-    }                                                                         \
-    /* (a, b) are (x, w), (gy, w) or (gy, x) by mode; out is y, dx or dw. */  \
-    static mg_status conv_##SUF(const T *a, const T *b, T *out, T *col,       \
-                                const mg_conv_dims *d, enum conv_mode mode) { \
-        const int64_t xs = d->cg * d->h * d->w, ys = (int64_t)d->m * d->p;    \
-        const int64_t ws = (int64_t)d->m * d->k;                              \
-        const int64_t nx = d->n * d->c * d->h * d->w;                         \
-        if (mode == CONV_GRAD_INPUT) memset(out, 0, (size_t)nx * sizeof(T));  \
-        if (mode == CONV_GRAD_WEIGHT)                                         \
-            memset(out, 0, (size_t)(ws * d->groups) * sizeof(T));             \
-        for (int64_t n = 0; n < d->n; n++)                                    \
-            for (int64_t g = 0; g < d->groups; g++) {                         \
-                const int64_t e = n * d->groups + g; /* (n, g) block */       \
-                switch (mode) {                                               \
-                case CONV_FORWARD: {                                          \
-                    const T *cx = d->direct ? a + e * xs : col;               \
-                    if (!d->direct) im2col_##SUF(a + e * xs, col, d);         \
-                    GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, d->m,     \
-                         d->p, d->k, 1, b + g * ws, d->k, cx, d->p, 0,        \
-                         out + e * ys, d->p);                                 \
-                    break;                                                    \
-                }                                                             \
-                case CONV_GRAD_INPUT: {                                       \
-                    T *cx = d->direct ? out + e * xs : col;                   \
-                    GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, d->k, d->p, \
-                         d->m, 1, b + g * ws, d->k, a + e * ys, d->p, 0, cx,  \
-                         d->p);                                               \
-                    if (!d->direct) col2im_##SUF(col, out + e * xs, d);       \
-                    break;                                                    \
-                }                                                             \
-                case CONV_GRAD_WEIGHT: {                                      \
-                    const T *cx = d->direct ? b + e * xs : col;               \
-                    if (!d->direct) im2col_##SUF(b + e * xs, col, d);         \
-                    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, d->m, d->k, \
-                         d->p, 1, a + e * ys, d->p, cx, d->p, 1,              \
-                         out + g * ws, d->k);                                 \
-                    break;                                                    \
-                }                                                             \
-                }                                                             \
-            }                                                                 \
-        return MG_OK;                                                         \
+#define CONV_DEF(T, SUF, GEMM)                                                 \
+    static void im2col_##SUF(const T *restrict x, T *restrict col,             \
+                             const mg_conv_dims *d) {                          \
+        for (int64_t c = 0; c < d->cg; c++)                                    \
+            for (int i = 0; i < d->kh; i++)                                    \
+                for (int j = 0; j < d->kw; j++) {                              \
+                    int64_t lo, hi;                                            \
+                    conv_valid_cols(d, j, &lo, &hi);                           \
+                    const int64_t off = (int64_t)j * d->dw - d->pw;            \
+                    for (int64_t oy = 0; oy < d->oh; oy++, col += d->ow) {     \
+                        const int64_t iy =                                     \
+                            oy * d->sh - d->ph + (int64_t)i * d->dh;           \
+                        if (iy < 0 || iy >= d->h || lo == hi) {                \
+                            memset(col, 0, (size_t)d->ow * sizeof(T));         \
+                            continue;                                          \
+                        }                                                      \
+                        const T *row = x + (c * d->h + iy) * d->w + off;       \
+                        if (lo > 0) memset(col, 0, (size_t)lo * sizeof(T));    \
+                        if (d->sw == 1)                                        \
+                            memcpy(col + lo, row + lo,                         \
+                                   (size_t)(hi - lo) * sizeof(T));             \
+                        else                                                   \
+                            for (int64_t ox = lo; ox < hi; ox++)               \
+                                col[ox] = row[ox * d->sw];                     \
+                        if (hi < d->ow)                                        \
+                            memset(col + hi, 0,                                \
+                                   (size_t)(d->ow - hi) * sizeof(T));          \
+                    }                                                          \
+                }                                                              \
+    }                                                                          \
+    static void col2im_##SUF(const T *restrict col, T *restrict x,             \
+                             const mg_conv_dims *d) {                          \
+        for (int64_t c = 0; c < d->cg; c++)                                    \
+            for (int i = 0; i < d->kh; i++)                                    \
+                for (int j = 0; j < d->kw; j++) {                              \
+                    int64_t lo, hi;                                            \
+                    conv_valid_cols(d, j, &lo, &hi);                           \
+                    const int64_t off = (int64_t)j * d->dw - d->pw;            \
+                    for (int64_t oy = 0; oy < d->oh; oy++, col += d->ow) {     \
+                        const int64_t iy =                                     \
+                            oy * d->sh - d->ph + (int64_t)i * d->dh;           \
+                        if (iy < 0 || iy >= d->h) continue;                    \
+                        T *row = x + (c * d->h + iy) * d->w + off;             \
+                        if (d->sw == 1) /* unit stride: vectorises */          \
+                            for (int64_t ox = lo; ox < hi; ox++)               \
+                                row[ox] += col[ox];                            \
+                        else                                                   \
+                            for (int64_t ox = lo; ox < hi; ox++)               \
+                                row[ox * d->sw] += col[ox];                    \
+                    }                                                          \
+                }                                                              \
+    }                                                                          \
+    /* (a, b) are (x, w), (gy, w) or (gy, x) by mode; out is y, dx or dw. */   \
+    static mg_status conv_##SUF(const T *a, const T *b, T *out, T *col,        \
+                                const mg_conv_dims *d, enum conv_mode mode) {  \
+        const int64_t xs = d->cg * d->h * d->w, ys = (int64_t)d->m * d->p;     \
+        const int64_t ws = (int64_t)d->m * d->k;                               \
+        const int64_t nx = d->n * d->c * d->h * d->w;                          \
+        if (mode == CONV_GRAD_INPUT) memset(out, 0, (size_t)nx * sizeof(T));   \
+        if (mode == CONV_GRAD_WEIGHT)                                          \
+            memset(out, 0, (size_t)(ws * d->groups) * sizeof(T));              \
+        for (int64_t n = 0; n < d->n; n++)                                     \
+            for (int64_t g = 0; g < d->groups; g++) {                          \
+                const int64_t e = n * d->groups + g; /* (n, g) block */        \
+                switch (mode) {                                                \
+                case CONV_FORWARD: {                                           \
+                    const T *cx = d->direct ? a + e * xs : col;                \
+                    if (!d->direct) im2col_##SUF(a + e * xs, col, d);          \
+                    GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, d->m,      \
+                         d->p, d->k, 1, b + g * ws, d->k, cx, d->p, 0,         \
+                         out + e * ys, d->p);                                  \
+                    break;                                                     \
+                }                                                              \
+                case CONV_GRAD_INPUT: {                                        \
+                    T *cx = d->direct ? out + e * xs : col;                    \
+                    GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, d->k, d->p,  \
+                         d->m, 1, b + g * ws, d->k, a + e * ys, d->p, 0, cx,   \
+                         d->p);                                                \
+                    if (!d->direct) col2im_##SUF(col, out + e * xs, d);        \
+                    break;                                                     \
+                }                                                              \
+                case CONV_GRAD_WEIGHT: {                                       \
+                    const T *cx = d->direct ? b + e * xs : col;                \
+                    if (!d->direct) im2col_##SUF(b + e * xs, col, d);          \
+                    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, d->m, d->k,  \
+                         d->p, 1, a + e * ys, d->p, cx, d->p, 1, out + g * ws, \
+                         d->k);                                                \
+                    break;                                                     \
+                }                                                              \
+                }                                                              \
+            }                                                                  \
+        return MG_OK;                                                          \
     }
 CONV_DEF(float, f32, cblas_sgemm)
 CONV_DEF(double, f64, cblas_dgemm)

@@ -10,29 +10,29 @@
 #include <tgmath.h> /* tanh/exp/... pick the float or double version */
 
 /* Pairs a macro X(T, SUF, name, expr) with every float dtype. */
-#define FOR_FLOAT_TYPES(X, name, expr)                                        \
+#define FOR_FLOAT_TYPES(X, name, expr)                                         \
     X(float, f32, name, expr) X(double, f64, name, expr)
 
 /* ---- unary: y = expr(x); T is the element type, alpha the op's attribute */
 
-#define UNARY_LOOP(TYPE, SUF, name, expr)                                     \
-    static mg_status name##_##SUF(const TYPE *restrict xs, TYPE *restrict ys, \
-                                  int64_t n, double alpha) {                  \
-        typedef TYPE T;                                                       \
-        (void)alpha;                                                          \
-        MG_CPU_PAR_LOOP(n, for (int64_t i = 0; i < n; i++), {                 \
-            const T x = xs[i];                                                \
-            ys[i] = (expr);                                                   \
-        });                                                                   \
-        return MG_OK;                                                         \
+#define UNARY_LOOP(TYPE, SUF, name, expr)                                      \
+    static mg_status name##_##SUF(const TYPE *restrict xs, TYPE *restrict ys,  \
+                                  int64_t n, double alpha) {                   \
+        typedef TYPE T;                                                        \
+        (void)alpha;                                                           \
+        MG_CPU_PAR_LOOP(n, for (int64_t i = 0; i < n; i++), {                  \
+            const T x = xs[i];                                                 \
+            ys[i] = (expr);                                                    \
+        });                                                                    \
+        return MG_OK;                                                          \
     }
 
-#define UNARY_KERNEL(name, OP, expr)                                          \
-    FOR_FLOAT_TYPES(UNARY_LOOP, name, expr)                                   \
+#define UNARY_KERNEL(name, OP, expr)                                           \
+    FOR_FLOAT_TYPES(UNARY_LOOP, name, expr)                                    \
     mg_status mgi_cpu_##name(const mg_kargs *ka) {                             \
-        return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, name, ka->in[0].data,     \
+        return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, name, ka->in[0].data,      \
                                ka->out.data, mgi_tdesc_numel(&ka->out.d),      \
-                               ka->attrs ? ka->attrs->alpha : 0.0);           \
+                               ka->attrs ? ka->attrs->alpha : 0.0);            \
     }
 MG_UNARY_OPS(UNARY_KERNEL)
 
@@ -41,31 +41,30 @@ MG_UNARY_OPS(UNARY_KERNEL)
 /* After coalescing, equal shapes are one flat row with unit strides, which
  * gets its own loop so the compiler can vectorise it; a scalar operand or a
  * repeated row takes the strided loop with stride 0. */
-#define BINARY_LOOP(TYPE, SUF, name, expr)                                    \
-    static mg_status name##_##SUF(const TYPE *as, const TYPE *bs,             \
-                                  TYPE *restrict ys,                          \
-                                  const mg_layout *l) {                       \
-        typedef TYPE T;                                                       \
-        int64_t idx[MG_MAX_DIMS] = {0}, off[2] = {0, 0};                      \
-        const int last = l->ndim - 1;                                         \
-        const int64_t n = l->shape[last], rows = mg_layout_rows(l);           \
-        const int64_t sa = l->stride[0][last], sb = l->stride[1][last];       \
-        for (int64_t r = 0; r < rows; r++, ys += n) {                         \
-            const T *pa = as + off[0], *pb = bs + off[1];                     \
-            if (sa == 1 && sb == 1) {                                         \
-                MG_CPU_PAR_LOOP(n, for (int64_t i = 0; i < n; i++), {         \
-                    const T a = pa[i], b = pb[i];                             \
-                    ys[i] = (expr);                                           \
-                });                                                           \
-            } else {                                                          \
-                MG_CPU_PAR_LOOP(n, for (int64_t i = 0; i < n; i++), {         \
-                    const T a = pa[i * sa], b = pb[i * sb];                   \
-                    ys[i] = (expr);                                           \
-                });                                                           \
-            }                                                                 \
-            mg_layout_next(l, idx, off);                                      \
-        }                                                                     \
-        return MG_OK;                                                         \
+#define BINARY_LOOP(TYPE, SUF, name, expr)                                     \
+    static mg_status name##_##SUF(const TYPE *as, const TYPE *bs,              \
+                                  TYPE *restrict ys, const mg_layout *l) {     \
+        typedef TYPE T;                                                        \
+        int64_t idx[MG_MAX_DIMS] = {0}, off[2] = {0, 0};                       \
+        const int last = l->ndim - 1;                                          \
+        const int64_t n = l->shape[last], rows = mg_layout_rows(l);            \
+        const int64_t sa = l->stride[0][last], sb = l->stride[1][last];        \
+        for (int64_t r = 0; r < rows; r++, ys += n) {                          \
+            const T *pa = as + off[0], *pb = bs + off[1];                      \
+            if (sa == 1 && sb == 1) {                                          \
+                MG_CPU_PAR_LOOP(n, for (int64_t i = 0; i < n; i++), {          \
+                    const T a = pa[i], b = pb[i];                              \
+                    ys[i] = (expr);                                            \
+                });                                                            \
+            } else {                                                           \
+                MG_CPU_PAR_LOOP(n, for (int64_t i = 0; i < n; i++), {          \
+                    const T a = pa[i * sa], b = pb[i * sb];                    \
+                    ys[i] = (expr);                                            \
+                });                                                            \
+            }                                                                  \
+            mg_layout_next(l, idx, off);                                       \
+        }                                                                      \
+        return MG_OK;                                                          \
     }
 
 static void binary_layout(const mg_kargs *ka, mg_layout *l) {
@@ -75,23 +74,23 @@ static void binary_layout(const mg_kargs *ka, mg_layout *l) {
     mg_layout_coalesce(l);
 }
 
-#define BINARY_KERNEL(name, OP, expr)                                         \
-    FOR_FLOAT_TYPES(BINARY_LOOP, name, expr)                                  \
+#define BINARY_KERNEL(name, OP, expr)                                          \
+    FOR_FLOAT_TYPES(BINARY_LOOP, name, expr)                                   \
     mg_status mgi_cpu_##name(const mg_kargs *ka) {                             \
-        mg_layout l;                                                          \
-        binary_layout(ka, &l);                                                \
-        return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, name, ka->in[0].data,     \
-                               ka->in[1].data, ka->out.data, &l);             \
+        mg_layout l;                                                           \
+        binary_layout(ka, &l);                                                 \
+        return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, name, ka->in[0].data,      \
+                               ka->in[1].data, ka->out.data, &l);              \
     }
 MG_BINARY_OPS(BINARY_KERNEL)
 
 /* ---- cast: y = x converted to y's dtype ---------------------------------- */
 
-#define CAST_LOOP(FT, FROM, TT, TO, CONV)                                     \
-    static void cast_##FROM##_##TO(const FT *restrict xs, TT *restrict ys,    \
-                                   int64_t n) {                               \
-        MG_CPU_PAR_LOOP(n, for (int64_t i = 0; i < n; i++),                   \
-                        { ys[i] = CONV(TT, xs[i]); });                        \
+#define CAST_LOOP(FT, FROM, TT, TO, CONV)                                      \
+    static void cast_##FROM##_##TO(const FT *restrict xs, TT *restrict ys,     \
+                                   int64_t n) {                                \
+        MG_CPU_PAR_LOOP(n, for (int64_t i = 0; i < n; i++),                    \
+                        { ys[i] = CONV(TT, xs[i]); });                         \
     }
 MG_CAST_PAIRS(CAST_LOOP)
 #undef CAST_LOOP
@@ -99,10 +98,10 @@ MG_CAST_PAIRS(CAST_LOOP)
 mg_status mgi_cpu_cast(const mg_kargs *ka) {
     const int64_t n = mgi_tdesc_numel(&ka->out.d);
     const mg_dtype from = ka->in[0].d.dtype, to = ka->out.d.dtype;
-#define CAST_CASE(FT, FROM, TT, TO, CONV)                                     \
-    if (from == FROM && to == TO) {                                           \
+#define CAST_CASE(FT, FROM, TT, TO, CONV)                                      \
+    if (from == FROM && to == TO) {                                            \
         cast_##FROM##_##TO((const FT *)ka->in[0].data, (TT *)ka->out.data, n); \
-        return MG_OK;                                                         \
+        return MG_OK;                                                          \
     }
     MG_CAST_PAIRS(CAST_CASE)
 #undef CAST_CASE

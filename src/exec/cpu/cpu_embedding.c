@@ -7,16 +7,16 @@
 
 #include <string.h>
 
-#define EMBEDDING_DEF(T, SUF)                                                 \
-    static mg_status embedding_grad_##SUF(const T *gy, const void *idx,       \
-                                          mg_dtype it, T *gt, int64_t n,      \
-                                          int64_t rows, int64_t dim) {        \
-        memset(gt, 0, (size_t)(rows * dim) * sizeof(T));                      \
-        for (int64_t p = 0; p < n; p++, gy += dim) {                          \
-            T *row = gt + mg_index_at(idx, it, p) * dim;                      \
-            for (int64_t j = 0; j < dim; j++) row[j] += gy[j];                \
-        }                                                                     \
-        return MG_OK;                                                         \
+#define EMBEDDING_DEF(T, SUF)                                                  \
+    static mg_status embedding_grad_##SUF(const T *gy, const void *idx,        \
+                                          mg_dtype it, T *gt, int64_t n,       \
+                                          int64_t rows, int64_t dim) {         \
+        memset(gt, 0, (size_t)(rows * dim) * sizeof(T));                       \
+        for (int64_t p = 0; p < n; p++, gy += dim) {                           \
+            T *row = gt + mg_index_at(idx, it, p) * dim;                       \
+            for (int64_t j = 0; j < dim; j++) row[j] += gy[j];                 \
+        }                                                                      \
+        return MG_OK;                                                          \
     }
 MG_CPU_FLOAT_TYPES(EMBEDDING_DEF)
 
@@ -26,8 +26,8 @@ mg_status mgi_cpu_embedding(const mg_kargs *ka) {
     const int64_t n = mgi_tdesc_numel(&ka->in[1].d), dim = td->shape[1];
     const void *idx = ka->in[1].data;
     const mg_dtype it = ka->in[1].d.dtype;
-    mg_status s = mg_kernel_check_indices(ka, idx, it, n, td->shape[0],
-                                          "index", "position");
+    mg_status s = mg_kernel_check_indices(ka, idx, it, n, td->shape[0], "index",
+                                          "position");
     if (s != MG_OK) return s;
     const size_t row = (size_t)dim * mg_dtype_size(td->dtype);
     const char *table = ka->in[0].data;

@@ -5,16 +5,14 @@
  */
 #include "cpu_kernels.h"
 
-
 const mg_kernel_fn mgi_cpu_kernels[MG_OP_COUNT] = {
     /* Leaves own caller memory: nothing to compute. */
     [MG_OP_INPUT] = NULL,
     [MG_OP_PARAM] = NULL,
 #define ELEMENTWISE_ENTRY(name, OP, expr) [MG_OP_##OP] = mgi_cpu_##name,
-    MG_UNARY_OPS(ELEMENTWISE_ENTRY)
-    MG_BINARY_OPS(ELEMENTWISE_ENTRY)
+    MG_UNARY_OPS(ELEMENTWISE_ENTRY) MG_BINARY_OPS(ELEMENTWISE_ENTRY)
 #undef ELEMENTWISE_ENTRY
-    [MG_OP_FILL] = mgi_cpu_fill,
+        [MG_OP_FILL] = mgi_cpu_fill,
     [MG_OP_MATMUL] = mgi_cpu_matmul,
     [MG_OP_SUM] = mgi_cpu_sum,
     [MG_OP_MEAN] = mgi_cpu_mean,

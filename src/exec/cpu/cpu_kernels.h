@@ -21,20 +21,20 @@ extern const mg_kernel_fn mgi_cpu_kernels[MG_OP_COUNT];
 
 /* Calls fn_f32(...) or fn_f64(...), both returning mg_status; the void data
  * pointers in the arguments convert to the right element type on the way. */
-#define MG_CPU_BY_DTYPE(ka, dtype, fn, ...)                                   \
-    ((dtype) == MG_F32   ? fn##_f32(__VA_ARGS__)                              \
-     : (dtype) == MG_F64 ? fn##_f64(__VA_ARGS__)                              \
+#define MG_CPU_BY_DTYPE(ka, dtype, fn, ...)                                    \
+    ((dtype) == MG_F32   ? fn##_f32(__VA_ARGS__)                               \
+     : (dtype) == MG_F64 ? fn##_f64(__VA_ARGS__)                               \
                          : mgi_cpu_bad_dtype((ka), (dtype)))
 
 /* Loops over independent elements, rows or groups run on OpenMP's threads
  * (the runtime oneDNN shares; OMP_NUM_THREADS sets the count) when they
  * are big enough to pay for waking them: MG_CPU_PAR_LOOP(work, head, body)
- * runs `head body` (body: the rest of the arguments) as an OpenMP loop where mgi_cpu_par(work) says so, and
- * as a plain loop otherwise (not through an if clause, which still enters
- * the OpenMP runtime, and hides restrict from the vectoriser). Each element
- * is computed by one thread exactly as one thread alone computes it, and
- * no reduction is split across threads, so results do not depend on the
- * thread count. */
+ * runs `head body` (body: the rest of the arguments) as an OpenMP loop where
+ * mgi_cpu_par(work) says so, and as a plain loop otherwise (not through an if
+ * clause, which still enters the OpenMP runtime, and hides restrict from the
+ * vectoriser). Each element is computed by one thread exactly as one thread
+ * alone computes it, and no reduction is split across threads, so results do
+ * not depend on the thread count. */
 #define MG_PAR_MIN ((int64_t)32768)
 #ifdef _OPENMP
 #include <omp.h>
@@ -48,18 +48,18 @@ static inline bool mgi_cpu_par(int64_t work) {
     return work >= MG_PAR_MIN && omp_get_max_threads() > 1 &&
            (openblas_get_parallel() != 1 || openblas_get_num_threads() <= 1);
 }
-#define MG_CPU_PAR_LOOP(work, head, ...)                                      \
-    do {                                                                      \
-        if (mgi_cpu_par(work)) {                                              \
-            _Pragma("omp parallel for schedule(static)") head __VA_ARGS__     \
-        } else {                                                              \
-            head __VA_ARGS__                                                  \
-        }                                                                     \
+#define MG_CPU_PAR_LOOP(work, head, ...)                                       \
+    do {                                                                       \
+        if (mgi_cpu_par(work)) {                                               \
+            _Pragma("omp parallel for schedule(static)") head __VA_ARGS__      \
+        } else {                                                               \
+            head __VA_ARGS__                                                   \
+        }                                                                      \
     } while (0)
 #else
-#define MG_CPU_PAR_LOOP(work, head, ...)                                      \
-    do {                                                                      \
-        head __VA_ARGS__                                                      \
+#define MG_CPU_PAR_LOOP(work, head, ...)                                       \
+    do {                                                                       \
+        head __VA_ARGS__                                                       \
     } while (0)
 #endif
 
@@ -79,16 +79,16 @@ static inline int64_t mgi_split_chunk(int64_t n, int64_t min_chunk) {
  * (element j into partial j % 8, the partials added pairwise, then the
  * tail): a fixed order that the compiler keeps in vector registers, where
  * one running sum would wait on each add's latency. */
-#define MG_CPU_SUM8_DEF(T, SUF)                                               \
-    static inline T mgi_cpu_sum8_##SUF(const T *x, int64_t n) {               \
-        T acc[8] = {0};                                                       \
-        int64_t j = 0;                                                        \
-        for (; j + 8 <= n; j += 8)                                            \
-            for (int k = 0; k < 8; k++) acc[k] += x[j + k];                   \
-        T s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) +                       \
-              ((acc[4] + acc[5]) + (acc[6] + acc[7]));                        \
-        for (; j < n; j++) s += x[j];                                         \
-        return s;                                                             \
+#define MG_CPU_SUM8_DEF(T, SUF)                                                \
+    static inline T mgi_cpu_sum8_##SUF(const T *x, int64_t n) {                \
+        T acc[8] = {0};                                                        \
+        int64_t j = 0;                                                         \
+        for (; j + 8 <= n; j += 8)                                             \
+            for (int k = 0; k < 8; k++) acc[k] += x[j + k];                    \
+        T s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) +                        \
+              ((acc[4] + acc[5]) + (acc[6] + acc[7]));                         \
+        for (; j < n; j++) s += x[j];                                          \
+        return s;                                                              \
     }
 MG_CPU_FLOAT_TYPES(MG_CPU_SUM8_DEF)
 #undef MG_CPU_SUM8_DEF
@@ -100,17 +100,17 @@ mg_status mgi_cpu_gather(const mg_kargs *a, mg_layout *l);
 
 /* Row-wise softmax helpers shared by softmax and the cross-entropy ops: n
  * elements `stride` apart, stabilised by subtracting the maximum. */
-#define MG_CPU_ROW_DECL(T, SUF)                                               \
+#define MG_CPU_ROW_DECL(T, SUF)                                                \
     T mgi_cpu_logsumexp_minus_##SUF(const T *x, int64_t n, int64_t stride,     \
-                                   T v);                                      \
+                                    T v);                                      \
     void mgi_cpu_softmax_row_##SUF(const T *x, T *y, int64_t n,                \
-                                  int64_t stride, int log_out);
+                                   int64_t stride, int log_out);
 MG_CPU_FLOAT_TYPES(MG_CPU_ROW_DECL)
 #undef MG_CPU_ROW_DECL
 
 /* Kernels, one per op (cpu_kernels.c puts them in the table); the
  * elementwise ones are named by MG_UNARY_OPS and MG_BINARY_OPS. */
-#define MG_CPU_ELEMENTWISE_DECL(name, OP, expr)                               \
+#define MG_CPU_ELEMENTWISE_DECL(name, OP, expr)                                \
     mg_status mgi_cpu_##name(const mg_kargs *a);
 MG_UNARY_OPS(MG_CPU_ELEMENTWISE_DECL)
 MG_BINARY_OPS(MG_CPU_ELEMENTWISE_DECL)
@@ -149,8 +149,7 @@ bool mgi_onednn_conv_workspace(const mg_kargs *a, size_t *bytes);
 typedef struct mgi_onednn_cache mgi_onednn_cache; /* an executor's primitives */
 mgi_onednn_cache *mgi_onednn_cache_new(void);     /* NULL without oneDNN */
 void mgi_onednn_cache_free(mgi_onednn_cache *c);
-bool mgi_onednn_conv_run(mgi_onednn_cache *c, const mg_kargs *a,
-                         mg_status *s);
+bool mgi_onednn_conv_run(mgi_onednn_cache *c, const mg_kargs *a, mg_status *s);
 mg_status mgi_cpu_max_pool2d(const mg_kargs *a);
 mg_status mgi_cpu_avg_pool2d(const mg_kargs *a);
 mg_status mgi_cpu_max_pool2d_grad(const mg_kargs *a);
@@ -164,8 +163,7 @@ int mgi_cpu_pool_path(void);
  * the loops of cpu_pool.c are the ones to use (f64, MG_POOL=loops, a
  * geometry oneDNN refuses or whose divisor it does not have). */
 bool mgi_onednn_pool_workspace(const mg_kargs *a, size_t *bytes);
-bool mgi_onednn_pool_run(mgi_onednn_cache *c, const mg_kargs *a,
-                         mg_status *s);
+bool mgi_onednn_pool_run(mgi_onednn_cache *c, const mg_kargs *a, mg_status *s);
 /* batchnorm and layernorm share kernels that read a->op */
 mg_status mgi_cpu_norm(const mg_kargs *a);
 mg_status mgi_cpu_norm_grad_input(const mg_kargs *a);

@@ -16,14 +16,14 @@ typedef struct mm_dims {
     enum CBLAS_TRANSPOSE ta, tb;
 } mm_dims;
 
-#define MATMUL_DEF(T, SUF, GEMM)                                              \
-    static mg_status matmul_##SUF(const T *a, const T *b, T *y,               \
-                                  const mm_dims *d) {                         \
-        for (int64_t i = 0; i < d->batch; i++)                                \
-            GEMM(CblasRowMajor, d->ta, d->tb, d->m, d->n, d->k, 1,            \
-                 a + i * d->step_a, d->lda, b + i * d->step_b, d->ldb, 0,     \
-                 y + i * d->step_y, d->n);                                    \
-        return MG_OK;                                                         \
+#define MATMUL_DEF(T, SUF, GEMM)                                               \
+    static mg_status matmul_##SUF(const T *a, const T *b, T *y,                \
+                                  const mm_dims *d) {                          \
+        for (int64_t i = 0; i < d->batch; i++)                                 \
+            GEMM(CblasRowMajor, d->ta, d->tb, d->m, d->n, d->k, 1,             \
+                 a + i * d->step_a, d->lda, b + i * d->step_b, d->ldb, 0,      \
+                 y + i * d->step_y, d->n);                                     \
+        return MG_OK;                                                          \
     }
 MATMUL_DEF(float, f32, cblas_sgemm)
 MATMUL_DEF(double, f64, cblas_dgemm)
@@ -31,8 +31,10 @@ MATMUL_DEF(double, f64, cblas_dgemm)
 mg_status mgi_cpu_matmul(const mg_kargs *ka) {
     const mg_tdesc *da = &ka->in[0].d, *db = &ka->in[1].d, *dy = &ka->out.d;
     if (da->ndim < 2 || db->ndim < 2 || dy->ndim < 2)
-        return mg_kernel_fail(ka, MG_ERR_SHAPE, "matmul needs operands of 2 or "
-                              "more dims, got %d and %d", da->ndim, db->ndim);
+        return mg_kernel_fail(ka, MG_ERR_SHAPE,
+                              "matmul needs operands of 2 or "
+                              "more dims, got %d and %d",
+                              da->ndim, db->ndim);
     const int ta = ka->attrs->trans_a, tb = ka->attrs->trans_b;
     const int64_t m = dy->shape[dy->ndim - 2], n = dy->shape[dy->ndim - 1];
     const int64_t k = da->shape[da->ndim - (ta ? 2 : 1)];
@@ -43,8 +45,11 @@ mg_status mgi_cpu_matmul(const mg_kargs *ka) {
         return mg_kernel_fail(ka, MG_ERR_UNSUPPORTED,
                               "matmul dims exceed the BLAS int range");
     mm_dims d = {
-        .m = (int)m, .n = (int)n, .k = (int)k,
-        .lda = (int)lda, .ldb = (int)ldb,
+        .m = (int)m,
+        .n = (int)n,
+        .k = (int)k,
+        .lda = (int)lda,
+        .ldb = (int)ldb,
         .batch = mgi_tdesc_numel(dy) / (m * n),
         .step_a = da->ndim == 2 ? 0 : m * k,
         .step_b = db->ndim == 2 ? 0 : k * n,

@@ -83,8 +83,7 @@ mgi_onednn_cache *mgi_onednn_cache_new(void) { return NULL; }
 
 void mgi_onednn_cache_free(mgi_onednn_cache *c) { (void)c; }
 
-bool mgi_onednn_conv_run(mgi_onednn_cache *c, const mg_kargs *a,
-                         mg_status *s) {
+bool mgi_onednn_conv_run(mgi_onednn_cache *c, const mg_kargs *a, mg_status *s) {
     (void)c, (void)a, (void)s;
     return false;
 }
@@ -94,8 +93,7 @@ bool mgi_onednn_pool_workspace(const mg_kargs *a, size_t *bytes) {
     return false;
 }
 
-bool mgi_onednn_pool_run(mgi_onednn_cache *c, const mg_kargs *a,
-                         mg_status *s) {
+bool mgi_onednn_pool_run(mgi_onednn_cache *c, const mg_kargs *a, mg_status *s) {
     (void)c, (void)a, (void)s;
     return false;
 }
@@ -125,11 +123,11 @@ typedef struct od_key {
 } od_key;
 
 typedef struct od_arg {
-    int arg;                 /* DNNL_ARG_SRC, ... */
-    dnnl_memory_desc_t user; /* memgrad's plain layout */
-    dnnl_memory_desc_t prim; /* the primitive's */
+    int arg;                  /* DNNL_ARG_SRC, ... */
+    dnnl_memory_desc_t user;  /* memgrad's plain layout */
+    dnnl_memory_desc_t prim;  /* the primitive's */
     dnnl_primitive_t reorder; /* user -> prim (inputs), prim -> user (out) */
-    size_t off;              /* of the reordered copy in the workspace */
+    size_t off;               /* of the reordered copy in the workspace */
 } od_arg;
 
 typedef struct od_entry {
@@ -209,8 +207,8 @@ static bool od_pool_key_of(const mg_kargs *a, od_key *k) {
     k->kh = d.kh, k->kw = d.kw, k->sh = d.sh, k->sw = d.sw;
     k->ph = d.ph, k->pw = d.pw, k->dh = 1, k->dw = 1;
     k->ph1 = d.ph1, k->pw1 = d.pw1;
-    const bool avg = a->op == MG_OP_AVG_POOL2D ||
-                     a->op == MG_OP_AVG_POOL2D_GRAD;
+    const bool avg =
+        a->op == MG_OP_AVG_POOL2D || a->op == MG_OP_AVG_POOL2D_GRAD;
     k->cip = avg && d.cip;
     /* oneDNN's include-padding divisor is KH * KW for every window, ours
      * the window clipped to the padded input: the same unless a window
@@ -232,11 +230,11 @@ static bool od_key_of(const mg_kargs *a, od_key *k) {
  * after another, so they share the scratch region). */
 static bool od_reorder(const dnnl_memory_desc_t *src,
                        const dnnl_memory_desc_t *dst,
-                       const_dnnl_primitive_attr_t attr,
-                       dnnl_primitive_t *out, size_t *scratch) {
+                       const_dnnl_primitive_attr_t attr, dnnl_primitive_t *out,
+                       size_t *scratch) {
     dnnl_primitive_desc_t pd = NULL;
-    if (dnnl_reorder_primitive_desc_create(&pd, src, od_engine, dst,
-                                           od_engine, attr) != dnnl_success)
+    if (dnnl_reorder_primitive_desc_create(&pd, src, od_engine, dst, od_engine,
+                                           attr) != dnnl_success)
         return false;
     size_t sp = dnnl_memory_desc_get_size(
         dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
@@ -270,10 +268,9 @@ static bool od_build_conv(const od_key *k, od_entry *e) {
      * size), which oneDNN accepts. */
     dnnl_dims_t st = {k->sh, k->sw}, dil = {k->dh - 1, k->dw - 1};
     dnnl_dims_t pl = {k->ph, k->pw};
-    dnnl_dims_t pr = {(k->oh - 1) * k->sh + (int64_t)(k->kh - 1) * k->dh +
-                          1 - k->h - k->ph,
-                      (k->ow - 1) * k->sw + (int64_t)(k->kw - 1) * k->dw +
-                          1 - k->w - k->pw};
+    dnnl_dims_t pr = {
+        (k->oh - 1) * k->sh + (int64_t)(k->kh - 1) * k->dh + 1 - k->h - k->ph,
+        (k->ow - 1) * k->sw + (int64_t)(k->kw - 1) * k->dw + 1 - k->w - k->pw};
     dnnl_primitive_attr_t attr = NULL;
     if (dnnl_primitive_attr_create(&attr) != dnnl_success) return false;
     bool ok = dnnl_primitive_attr_set_scratchpad_mode(
@@ -281,51 +278,50 @@ static bool od_build_conv(const od_key *k, od_entry *e) {
     dnnl_convolution_desc_t fd, bd;
     dnnl_primitive_desc_t fpd = NULL, pd = NULL;
     ok = ok && dnnl_dilated_convolution_forward_desc_init(
-                   &fd, dnnl_forward_training, dnnl_convolution_direct, &x,
-                   &w, NULL, &y, st, dil, pl, pr) == dnnl_success;
-    ok = ok && dnnl_primitive_desc_create(&fpd, &fd, attr, od_engine,
-                                          NULL) == dnnl_success;
+                   &fd, dnnl_forward_training, dnnl_convolution_direct, &x, &w,
+                   NULL, &y, st, dil, pl, pr) == dnnl_success;
+    ok = ok && dnnl_primitive_desc_create(&fpd, &fd, attr, od_engine, NULL) ==
+                   dnnl_success;
     /* operands in mg_kargs order, with the plain descriptor of each */
     const dnnl_memory_desc_t *user[OD_NARGS];
     dnnl_query_t q[OD_NARGS];
     int args[OD_NARGS];
     if (ok) switch (k->op) {
-    case MG_OP_CONV2D: /* (x, w) -> y */
-        pd = fpd;
-        fpd = NULL;
-        user[0] = &xu, q[0] = dnnl_query_src_md, args[0] = DNNL_ARG_SRC;
-        user[1] = &wu, q[1] = dnnl_query_weights_md,
-        args[1] = DNNL_ARG_WEIGHTS;
-        user[2] = &yu, q[2] = dnnl_query_dst_md, args[2] = DNNL_ARG_DST;
-        break;
-    case MG_OP_CONV2D_GRAD_INPUT: /* (gy, w) -> gx */
-        ok = dnnl_dilated_convolution_backward_data_desc_init(
-                 &bd, dnnl_convolution_direct, &x, &w, &y, st, dil, pl,
-                 pr) == dnnl_success &&
-             dnnl_primitive_desc_create(&pd, &bd, attr, od_engine, fpd) ==
-                 dnnl_success;
-        user[0] = &yu, q[0] = dnnl_query_diff_dst_md,
-        args[0] = DNNL_ARG_DIFF_DST;
-        user[1] = &wu, q[1] = dnnl_query_weights_md,
-        args[1] = DNNL_ARG_WEIGHTS;
-        user[2] = &xu, q[2] = dnnl_query_diff_src_md,
-        args[2] = DNNL_ARG_DIFF_SRC;
-        break;
-    case MG_OP_CONV2D_GRAD_WEIGHT: /* (gy, x) -> gw */
-        ok = dnnl_dilated_convolution_backward_weights_desc_init(
-                 &bd, dnnl_convolution_direct, &x, &w, NULL, &y, st, dil, pl,
-                 pr) == dnnl_success &&
-             dnnl_primitive_desc_create(&pd, &bd, attr, od_engine, fpd) ==
-                 dnnl_success;
-        user[0] = &yu, q[0] = dnnl_query_diff_dst_md,
-        args[0] = DNNL_ARG_DIFF_DST;
-        user[1] = &xu, q[1] = dnnl_query_src_md, args[1] = DNNL_ARG_SRC;
-        user[2] = &wu, q[2] = dnnl_query_diff_weights_md,
-        args[2] = DNNL_ARG_DIFF_WEIGHTS;
-        break;
-    default:
-        ok = false;
-    }
+        case MG_OP_CONV2D: /* (x, w) -> y */
+            pd = fpd;
+            fpd = NULL;
+            user[0] = &xu, q[0] = dnnl_query_src_md, args[0] = DNNL_ARG_SRC;
+            user[1] = &wu, q[1] = dnnl_query_weights_md,
+            args[1] = DNNL_ARG_WEIGHTS;
+            user[2] = &yu, q[2] = dnnl_query_dst_md, args[2] = DNNL_ARG_DST;
+            break;
+        case MG_OP_CONV2D_GRAD_INPUT: /* (gy, w) -> gx */
+            ok = dnnl_dilated_convolution_backward_data_desc_init(
+                     &bd, dnnl_convolution_direct, &x, &w, &y, st, dil, pl,
+                     pr) == dnnl_success &&
+                 dnnl_primitive_desc_create(&pd, &bd, attr, od_engine, fpd) ==
+                     dnnl_success;
+            user[0] = &yu, q[0] = dnnl_query_diff_dst_md,
+            args[0] = DNNL_ARG_DIFF_DST;
+            user[1] = &wu, q[1] = dnnl_query_weights_md,
+            args[1] = DNNL_ARG_WEIGHTS;
+            user[2] = &xu, q[2] = dnnl_query_diff_src_md,
+            args[2] = DNNL_ARG_DIFF_SRC;
+            break;
+        case MG_OP_CONV2D_GRAD_WEIGHT: /* (gy, x) -> gw */
+            ok = dnnl_dilated_convolution_backward_weights_desc_init(
+                     &bd, dnnl_convolution_direct, &x, &w, NULL, &y, st, dil,
+                     pl, pr) == dnnl_success &&
+                 dnnl_primitive_desc_create(&pd, &bd, attr, od_engine, fpd) ==
+                     dnnl_success;
+            user[0] = &yu, q[0] = dnnl_query_diff_dst_md,
+            args[0] = DNNL_ARG_DIFF_DST;
+            user[1] = &xu, q[1] = dnnl_query_src_md, args[1] = DNNL_ARG_SRC;
+            user[2] = &wu, q[2] = dnnl_query_diff_weights_md,
+            args[2] = DNNL_ARG_DIFF_WEIGHTS;
+            break;
+        default: ok = false;
+        }
     size_t scratch = 0, copies = 0;
     if (ok) {
         scratch = dnnl_memory_desc_get_size(
@@ -338,10 +334,9 @@ static bool od_build_conv(const od_key *k, od_entry *e) {
         g->user = *user[i];
         g->prim = *dnnl_primitive_desc_query_md(pd, q[i], 0);
         if (dnnl_memory_desc_equal(&g->user, &g->prim)) continue;
-        ok = i < 2 ? od_reorder(&g->user, &g->prim, attr, &g->reorder,
-                                &scratch)
-                   : od_reorder(&g->prim, &g->user, attr, &g->reorder,
-                                &scratch);
+        ok = i < 2
+                 ? od_reorder(&g->user, &g->prim, attr, &g->reorder, &scratch)
+                 : od_reorder(&g->prim, &g->user, attr, &g->reorder, &scratch);
         g->off = copies;
         copies += od_round(dnnl_memory_desc_get_size(&g->prim));
     }
@@ -359,8 +354,8 @@ static bool od_build_conv(const od_key *k, od_entry *e) {
 /* Build the pooling primitive(s) for k into e, all on plain NCHW; false if
  * oneDNN refuses the geometry. */
 static bool od_build_pool(const od_key *k, od_entry *e) {
-    const bool is_max = k->op == MG_OP_MAX_POOL2D ||
-                        k->op == MG_OP_MAX_POOL2D_GRAD;
+    const bool is_max =
+        k->op == MG_OP_MAX_POOL2D || k->op == MG_OP_MAX_POOL2D_GRAD;
     const bool fwd = k->op == MG_OP_MAX_POOL2D || k->op == MG_OP_AVG_POOL2D;
     const dnnl_alg_kind_t alg = is_max   ? dnnl_pooling_max
                                 : k->cip ? dnnl_pooling_avg_include_padding
@@ -385,8 +380,8 @@ static bool od_build_pool(const od_key *k, od_entry *e) {
     ok = ok && dnnl_pooling_forward_desc_init(
                    &fd, fwd ? dnnl_forward_inference : dnnl_forward_training,
                    alg, &x, &y, st, ker, pl, pr) == dnnl_success;
-    ok = ok && dnnl_primitive_desc_create(&fpd, &fd, attr, od_engine,
-                                          NULL) == dnnl_success;
+    ok = ok && dnnl_primitive_desc_create(&fpd, &fd, attr, od_engine, NULL) ==
+                   dnnl_success;
     size_t scratch = 0, extra = 0;
     if (ok && fwd) {
         pd = fpd;
@@ -406,8 +401,8 @@ static bool od_build_pool(const od_key *k, od_entry *e) {
     if (ok && is_max && !fwd) {
         /* y and the argmax workspace, after the scratchpad */
         e->y_md = y;
-        e->ws_md = *dnnl_primitive_desc_query_md(fpd, dnnl_query_workspace_md,
-                                                 0);
+        e->ws_md =
+            *dnnl_primitive_desc_query_md(fpd, dnnl_query_workspace_md, 0);
         e->y_off = 0;
         e->ws_off = od_round(dnnl_memory_desc_get_size(&y));
         extra = e->ws_off + od_round(dnnl_memory_desc_get_size(&e->ws_md));
@@ -489,8 +484,8 @@ static bool od_workspace(const mg_kargs *a, size_t *bytes) {
          * built under, and a run may use more threads than this compile
          * has (mg_exec_options.num_threads, up to mgi_threads_cap()): take
          * the larger of the two sizes. */
-        found = (struct od_size){.key = k, .used = true, .ok = true,
-                                 .cap = cap};
+        found =
+            (struct od_size){.key = k, .used = true, .ok = true, .cap = cap};
         for (int t = cur;; t = cap) {
             od_entry e = {.key = k};
             omp_set_num_threads(t);
@@ -561,21 +556,18 @@ static bool od_lookup(mgi_onednn_cache *c, const mg_kargs *a,
 /* A memory object over ptr with descriptor md (cheap: no allocation of
  * data; made per call since a memory object's handle is not thread-safe
  * to share). */
-static bool od_mem(const dnnl_memory_desc_t *md, void *ptr,
-                   dnnl_memory_t *m) {
+static bool od_mem(const dnnl_memory_desc_t *md, void *ptr, dnnl_memory_t *m) {
     return dnnl_memory_create(m, md, od_engine, ptr) == dnnl_success;
 }
 
 static bool od_exec(dnnl_primitive_t p, dnnl_memory_t src, int src_arg,
                     dnnl_memory_t dst, int dst_arg, dnnl_memory_t sp) {
-    dnnl_exec_arg_t ea[3] = {{src_arg, src}, {dst_arg, dst},
-                             {DNNL_ARG_SCRATCHPAD, sp}};
-    return dnnl_primitive_execute(p, od_stream, sp ? 3 : 2, ea) ==
-           dnnl_success;
+    dnnl_exec_arg_t ea[3] = {
+        {src_arg, src}, {dst_arg, dst}, {DNNL_ARG_SCRATCHPAD, sp}};
+    return dnnl_primitive_execute(p, od_stream, sp ? 3 : 2, ea) == dnnl_success;
 }
 
-bool mgi_onednn_conv_run(mgi_onednn_cache *c, const mg_kargs *a,
-                         mg_status *s) {
+bool mgi_onednn_conv_run(mgi_onednn_cache *c, const mg_kargs *a, mg_status *s) {
     const od_entry *e;
     if (!c || !od_is_conv(a->op) || !od_lookup(c, a, &e)) return false;
     if (!e) {
@@ -618,9 +610,8 @@ bool mgi_onednn_conv_run(mgi_onednn_cache *c, const mg_kargs *a,
             ea[i] = (dnnl_exec_arg_t){e->args[i].arg,
                                       e->args[i].reorder ? prim[i] : user[i]};
         ea[OD_NARGS] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, sp};
-        ok = dnnl_primitive_execute(e->prim, od_stream,
-                                    OD_NARGS + (sp != NULL), ea) ==
-             dnnl_success;
+        ok = dnnl_primitive_execute(e->prim, od_stream, OD_NARGS + (sp != NULL),
+                                    ea) == dnnl_success;
     }
     if (ok && e->args[2].reorder)
         ok = od_exec(e->args[2].reorder, prim[2], DNNL_ARG_FROM, user[2],
@@ -632,8 +623,8 @@ bool mgi_onednn_conv_run(mgi_onednn_cache *c, const mg_kargs *a,
     }
     if (sp) dnnl_memory_destroy(sp);
     *s = ok ? MG_OK
-            : mg_kernel_fail(a, MG_ERR_INTERNAL,
-                             "oneDNN failed to run %s", mgi_op_str(a->op));
+            : mg_kernel_fail(a, MG_ERR_INTERNAL, "oneDNN failed to run %s",
+                             mgi_op_str(a->op));
     return true;
 }
 
@@ -659,14 +650,13 @@ static bool od_has_nan(const float *x, int64_t n) {
 /* A pool: the op's operands are plain, so they go to the primitive as
  * they are; only oneDNN's scratchpad and, for max_pool2d_grad, the
  * forward's y and argmax come from the workspace. */
-bool mgi_onednn_pool_run(mgi_onednn_cache *c, const mg_kargs *a,
-                         mg_status *s) {
+bool mgi_onednn_pool_run(mgi_onednn_cache *c, const mg_kargs *a, mg_status *s) {
     const od_entry *e;
     if (!c || !od_is_pool(a->op) || !od_lookup(c, a, &e)) return false;
     /* a NaN must win a max: the loops' rule, not oneDNN's */
     if (e && (a->op == MG_OP_MAX_POOL2D || a->op == MG_OP_MAX_POOL2D_GRAD)) {
-        const mg_tdesc *xd = a->op == MG_OP_MAX_POOL2D ? &a->in[0].d
-                                                       : &a->out.d;
+        const mg_tdesc *xd =
+            a->op == MG_OP_MAX_POOL2D ? &a->in[0].d : &a->out.d;
         if (od_has_nan(a->op == MG_OP_MAX_POOL2D ? a->in[0].data
                                                  : a->in[1].data,
                        mgi_tdesc_numel(xd)))
@@ -705,25 +695,23 @@ bool mgi_onednn_pool_run(mgi_onednn_cache *c, const mg_kargs *a,
                                  {DNNL_ARG_DST, y},
                                  {DNNL_ARG_WORKSPACE, ws},
                                  {DNNL_ARG_SCRATCHPAD, sp}};
-        ok = ok && dnnl_primitive_execute(e->fwd, od_stream, sp ? 4 : 3,
-                                          fa) == dnnl_success;
+        ok = ok && dnnl_primitive_execute(e->fwd, od_stream, sp ? 4 : 3, fa) ==
+                       dnnl_success;
     }
     if (ok) {
-        dnnl_exec_arg_t ea[4] = {{e->args[0].arg, in0},
-                                 {e->args[2].arg, out}};
+        dnnl_exec_arg_t ea[4] = {{e->args[0].arg, in0}, {e->args[2].arg, out}};
         int n = 2;
         if (ws) ea[n++] = (dnnl_exec_arg_t){DNNL_ARG_WORKSPACE, ws};
         if (sp) ea[n++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, sp};
-        ok = dnnl_primitive_execute(e->prim, od_stream, n, ea) ==
-             dnnl_success;
+        ok = dnnl_primitive_execute(e->prim, od_stream, n, ea) == dnnl_success;
     }
     if (ok) ok = dnnl_stream_wait(od_stream) == dnnl_success;
     dnnl_memory_t all[6] = {in0, in1, out, y, ws, sp};
     for (int i = 0; i < 6; i++)
         if (all[i]) dnnl_memory_destroy(all[i]);
     *s = ok ? MG_OK
-            : mg_kernel_fail(a, MG_ERR_INTERNAL,
-                             "oneDNN failed to run %s", mgi_op_str(a->op));
+            : mg_kernel_fail(a, MG_ERR_INTERNAL, "oneDNN failed to run %s",
+                             mgi_op_str(a->op));
     return true;
 }
 

@@ -15,75 +15,75 @@
 #include <string.h>
 
 /* The element max pooling picks for output (oy, ox) of plane x. */
-#define ARGMAX(SUF, x, d, oy, ox)                                             \
+#define ARGMAX(SUF, x, d, oy, ox)                                              \
     mg_pool2d_argmax_##SUF((x), (d), mg_pool2d_window((d), (oy), (ox)))
 
-#define POOL_DEF(T, SUF)                                                      \
-    static mg_status max_pool_##SUF(const T *x, T *y,                         \
-                                    const mg_pool2d_dims *d) {                \
-        const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                  \
-        MG_CPU_PAR_LOOP(d->planes * hw,                                       \
-                        for (int64_t p = 0; p < d->planes; p++), {            \
-            const T *xp = x + p * hw;                                         \
-            T *yp = y + p * ohw;                                              \
-            for (int64_t oy = 0; oy < d->oh; oy++)                            \
-                for (int64_t ox = 0; ox < d->ow; ox++)                        \
-                    *yp++ = xp[ARGMAX(SUF, xp, d, oy, ox)];                   \
-        });                                                                   \
-        return MG_OK;                                                         \
-    }                                                                         \
-    static mg_status max_pool_grad_##SUF(const T *gy, const T *x, T *gx,      \
-                                         const mg_pool2d_dims *d) {           \
-        const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                  \
-        MG_CPU_PAR_LOOP(d->planes * hw,                                       \
-                        for (int64_t p = 0; p < d->planes; p++), {            \
-            const T *xp = x + p * hw, *gyp = gy + p * ohw;                    \
-            T *gxp = gx + p * hw;                                             \
-            memset(gxp, 0, (size_t)hw * sizeof(T));                           \
-            for (int64_t oy = 0; oy < d->oh; oy++)                            \
-                for (int64_t ox = 0; ox < d->ow; ox++)                        \
-                    gxp[ARGMAX(SUF, xp, d, oy, ox)] += *gyp++;                \
-        });                                                                   \
-        return MG_OK;                                                         \
-    }                                                                         \
-    static mg_status avg_pool_##SUF(const T *x, T *y,                         \
-                                    const mg_pool2d_dims *d) {                \
-        const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                  \
-        MG_CPU_PAR_LOOP(d->planes * hw,                                       \
-                        for (int64_t p = 0; p < d->planes; p++), {            \
-            const T *xp = x + p * hw;                                         \
-            T *yp = y + p * ohw;                                              \
-            for (int64_t oy = 0; oy < d->oh; oy++)                            \
-                for (int64_t ox = 0; ox < d->ow; ox++) {                      \
-                    const mg_pool2d_win r = mg_pool2d_window(d, oy, ox);      \
-                    T s = 0;                                                  \
-                    for (int64_t iy = r.y0; iy < r.y1; iy++)                  \
-                        for (int64_t ix = r.x0; ix < r.x1; ix++)              \
-                            s += xp[iy * d->w + ix];                          \
-                    *yp++ = s / (T)mg_pool2d_divisor(d, oy, ox, r);           \
-                }                                                             \
-        });                                                                   \
-        return MG_OK;                                                         \
-    }                                                                         \
-    static mg_status avg_pool_grad_##SUF(const T *gy, T *gx,                  \
-                                         const mg_pool2d_dims *d) {           \
-        const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                  \
-        MG_CPU_PAR_LOOP(d->planes * hw,                                       \
-                        for (int64_t p = 0; p < d->planes; p++), {            \
-            const T *gyp = gy + p * ohw;                                      \
-            T *gxp = gx + p * hw;                                             \
-            memset(gxp, 0, (size_t)hw * sizeof(T));                           \
-            for (int64_t oy = 0; oy < d->oh; oy++)                            \
-                for (int64_t ox = 0; ox < d->ow; ox++) {                      \
-                    const mg_pool2d_win r = mg_pool2d_window(d, oy, ox);      \
-                    const T v =                                               \
-                        *gyp++ / (T)mg_pool2d_divisor(d, oy, ox, r);          \
-                    for (int64_t iy = r.y0; iy < r.y1; iy++)                  \
-                        for (int64_t ix = r.x0; ix < r.x1; ix++)              \
-                            gxp[iy * d->w + ix] += v;                         \
-                }                                                             \
-        });                                                                   \
-        return MG_OK;                                                         \
+#define POOL_DEF(T, SUF)                                                       \
+    static mg_status max_pool_##SUF(const T *x, T *y,                          \
+                                    const mg_pool2d_dims *d) {                 \
+        const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                   \
+        MG_CPU_PAR_LOOP(d->planes *hw,                                         \
+                        for (int64_t p = 0; p < d->planes; p++), {             \
+                            const T *xp = x + p * hw;                          \
+                            T *yp = y + p * ohw;                               \
+                            for (int64_t oy = 0; oy < d->oh; oy++)             \
+                                for (int64_t ox = 0; ox < d->ow; ox++)         \
+                                    *yp++ = xp[ARGMAX(SUF, xp, d, oy, ox)];    \
+                        });                                                    \
+        return MG_OK;                                                          \
+    }                                                                          \
+    static mg_status max_pool_grad_##SUF(const T *gy, const T *x, T *gx,       \
+                                         const mg_pool2d_dims *d) {            \
+        const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                   \
+        MG_CPU_PAR_LOOP(d->planes *hw,                                         \
+                        for (int64_t p = 0; p < d->planes; p++), {             \
+                            const T *xp = x + p * hw, *gyp = gy + p * ohw;     \
+                            T *gxp = gx + p * hw;                              \
+                            memset(gxp, 0, (size_t)hw * sizeof(T));            \
+                            for (int64_t oy = 0; oy < d->oh; oy++)             \
+                                for (int64_t ox = 0; ox < d->ow; ox++)         \
+                                    gxp[ARGMAX(SUF, xp, d, oy, ox)] += *gyp++; \
+                        });                                                    \
+        return MG_OK;                                                          \
+    }                                                                          \
+    static mg_status avg_pool_##SUF(const T *x, T *y,                          \
+                                    const mg_pool2d_dims *d) {                 \
+        const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                   \
+        MG_CPU_PAR_LOOP(                                                       \
+            d->planes *hw, for (int64_t p = 0; p < d->planes; p++), {          \
+                const T *xp = x + p * hw;                                      \
+                T *yp = y + p * ohw;                                           \
+                for (int64_t oy = 0; oy < d->oh; oy++)                         \
+                    for (int64_t ox = 0; ox < d->ow; ox++) {                   \
+                        const mg_pool2d_win r = mg_pool2d_window(d, oy, ox);   \
+                        T s = 0;                                               \
+                        for (int64_t iy = r.y0; iy < r.y1; iy++)               \
+                            for (int64_t ix = r.x0; ix < r.x1; ix++)           \
+                                s += xp[iy * d->w + ix];                       \
+                        *yp++ = s / (T)mg_pool2d_divisor(d, oy, ox, r);        \
+                    }                                                          \
+            });                                                                \
+        return MG_OK;                                                          \
+    }                                                                          \
+    static mg_status avg_pool_grad_##SUF(const T *gy, T *gx,                   \
+                                         const mg_pool2d_dims *d) {            \
+        const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                   \
+        MG_CPU_PAR_LOOP(                                                       \
+            d->planes *hw, for (int64_t p = 0; p < d->planes; p++), {          \
+                const T *gyp = gy + p * ohw;                                   \
+                T *gxp = gx + p * hw;                                          \
+                memset(gxp, 0, (size_t)hw * sizeof(T));                        \
+                for (int64_t oy = 0; oy < d->oh; oy++)                         \
+                    for (int64_t ox = 0; ox < d->ow; ox++) {                   \
+                        const mg_pool2d_win r = mg_pool2d_window(d, oy, ox);   \
+                        const T v =                                            \
+                            *gyp++ / (T)mg_pool2d_divisor(d, oy, ox, r);       \
+                        for (int64_t iy = r.y0; iy < r.y1; iy++)               \
+                            for (int64_t ix = r.x0; ix < r.x1; ix++)           \
+                                gxp[iy * d->w + ix] += v;                      \
+                    }                                                          \
+            });                                                                \
+        return MG_OK;                                                          \
     }
 MG_CPU_FLOAT_TYPES(POOL_DEF)
 

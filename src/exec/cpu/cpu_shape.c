@@ -9,18 +9,18 @@
 #include <string.h>
 
 /* y[i] = x[offset of i], walking y in order; the layout holds x's strides. */
-#define GATHER_DEF(U, BYTES)                                                  \
-    static void gather_##BYTES(const U *x, U *restrict y,                     \
-                               const mg_layout *l) {                          \
-        int64_t idx[MG_MAX_DIMS] = {0}, off[2] = {0, 0};                      \
-        const int last = l->ndim - 1;                                         \
-        const int64_t n = l->shape[last], rows = mg_layout_rows(l);           \
-        const int64_t sx = l->stride[0][last];                                \
-        for (int64_t r = 0; r < rows; r++, y += n) {                          \
-            const U *px = x + off[0];                                         \
-            for (int64_t i = 0; i < n; i++) y[i] = px[i * sx];                \
-            mg_layout_next(l, idx, off);                                      \
-        }                                                                     \
+#define GATHER_DEF(U, BYTES)                                                   \
+    static void gather_##BYTES(const U *x, U *restrict y,                      \
+                               const mg_layout *l) {                           \
+        int64_t idx[MG_MAX_DIMS] = {0}, off[2] = {0, 0};                       \
+        const int last = l->ndim - 1;                                          \
+        const int64_t n = l->shape[last], rows = mg_layout_rows(l);            \
+        const int64_t sx = l->stride[0][last];                                 \
+        for (int64_t r = 0; r < rows; r++, y += n) {                           \
+            const U *px = x + off[0];                                          \
+            for (int64_t i = 0; i < n; i++) y[i] = px[i * sx];                 \
+            mg_layout_next(l, idx, off);                                       \
+        }                                                                      \
     }
 GATHER_DEF(uint32_t, 4)
 GATHER_DEF(uint64_t, 8)
@@ -47,11 +47,11 @@ mg_status mgi_cpu_permute(const mg_kargs *ka) {
 
 /* ---- fill ---------------------------------------------------------------- */
 
-#define FILL_DEF(T, SUF)                                                      \
-    static mg_status fill_##SUF(T *restrict y, int64_t n, double value) {     \
-        const T v = (T)value;                                                 \
-        for (int64_t i = 0; i < n; i++) y[i] = v;                             \
-        return MG_OK;                                                         \
+#define FILL_DEF(T, SUF)                                                       \
+    static mg_status fill_##SUF(T *restrict y, int64_t n, double value) {      \
+        const T v = (T)value;                                                  \
+        for (int64_t i = 0; i < n; i++) y[i] = v;                              \
+        return MG_OK;                                                          \
     }
 MG_CPU_FLOAT_TYPES(FILL_DEF)
 
