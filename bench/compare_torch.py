@@ -427,11 +427,15 @@ def transformer_torch(depth, batch, width, arrays):
     import torch.nn.functional as F
     xc = crosscheck()
     cfg = transformer_cfg(depth, batch, width)
-    _, D, H, S, B, _, _ = cfg
     x = torch.from_numpy(arrays[0][1].astype("int64"))
     labels = torch.from_numpy(arrays[1][1].astype("int64"))
     plist = {name: nn.Parameter(torch.from_numpy(a.copy()))
              for name, a in arrays[2:]}
+
+    def attend(q, k, v):
+        if hasattr(F, "scaled_dot_product_attention"):  # torch >= 2.0
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return xc.attention(torch, q, k, v)
 
     class Part(nn.Module):
         def __init__(self, names):
@@ -453,36 +457,10 @@ def transformer_torch(depth, batch, width, arrays):
             self.layer = layer
 
         def forward(self, h):
-            p, pre = self.p(), f"layer{self.layer}"
-
-            def ln(t, q):
-                return F.layer_norm(t, (D,), p[q + ".gamma"], p[q + ".beta"],
-                                    eps=1e-5)
-
-            def lin(t, q):
-                return t @ p[q + ".w"] + p[q + ".b"]
-
-            def split(t):
-                return t.reshape(B, S, H, D // H).permute(0, 2, 1, 3)
-
-            a = ln(h, pre + ".ln1")
-            q, k, v = (split(lin(a, f"{pre}.attn.{c}")) for c in "qkv")
-            if hasattr(F, "scaled_dot_product_attention"):  # torch >= 2.0
-                o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            else:
-                sc = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D // H))
-                mask = torch.ones(S, S, dtype=torch.bool,
-                                  device=sc.device).triu(1)
-                o = torch.softmax(sc.masked_fill(mask, float("-inf")),
-                                  dim=-1) @ v
-            o = o.permute(0, 2, 1, 3).reshape(B, S, D)
-            h = h + lin(o, pre + ".attn.o")
-            a = ln(h, pre + ".ln2")
-            f = F.gelu(lin(a, pre + ".mlp.fc1"), approximate="tanh")
-            h = h + lin(f, pre + ".mlp.fc2")
+            p = self.p()
+            h = xc.transformer_layer(F, torch, cfg, p, h, self.layer, attend)
             if self.layer == depth - 1:
-                h = ln(h, "ln_f").reshape(B * S, D)
-                h = lin(h, "head")
+                h = xc.transformer_head(F, cfg, p, h)
             return h
 
     names = [n for n, _ in arrays[2:]]

@@ -28,7 +28,7 @@ enum { DNN_CACHE = 128, DNN_ALGOS = 16 };
 
 /* One convolution as cuDNN sees it, and what was chosen for it. */
 typedef struct dnn_key {
-    int mode, dtype, dims[17];
+    int mode, dtype, dims[16];
     size_t work_bytes;
 } dnn_key;
 
@@ -139,10 +139,10 @@ static dnn_key key_of(const mg_kargs *a, const mg_conv_dims *d, int mode) {
     memset(&k, 0, sizeof k);
     k.mode = mode;
     k.dtype = (int)a->out.d.dtype;
-    const int64_t v[17] = {d->n,  d->c,  d->h,  d->w,      d->o,  d->oh,
-                           d->ow, d->kh, d->kw, d->sh,     d->sw, d->ph,
-                           d->pw, d->dh, d->dw, d->groups, 0};
-    for (int i = 0; i < 17; i++) k.dims[i] = (int)v[i];
+    const int64_t v[16] = {d->n,  d->c,  d->h,  d->w,     d->o,  d->oh,
+                           d->ow, d->kh, d->kw, d->sh,    d->sw, d->ph,
+                           d->pw, d->dh, d->dw, d->groups};
+    for (int i = 0; i < 16; i++) k.dims[i] = (int)v[i];
     k.work_bytes = a->work_bytes;
     return k;
 }

@@ -125,39 +125,57 @@ def unet(F, torch, cfg, p, x, y):
     return F.mse_loss(out, y)
 
 
-def transformer(F, torch, cfg, p, x, y):
-    layers, d, heads, seq, batch, vocab, causal = cfg
-    dh = d // heads
+def _ln(F, d, p, h, prefix):
+    return F.layer_norm(h, (d,), p[prefix + ".gamma"], p[prefix + ".beta"],
+                        eps=1e-5)
 
-    def ln(h, prefix):
-        return F.layer_norm(h, (d,), p[prefix + ".gamma"], p[prefix + ".beta"],
-                            eps=1e-5)
 
-    def lin(h, prefix):
-        return h @ p[prefix + ".w"] + p[prefix + ".b"]
+def _lin(p, h, prefix):
+    return h @ p[prefix + ".w"] + p[prefix + ".b"]
+
+
+def attention(torch, q, k, v, causal=True):
+    """softmax(Q K^T / sqrt(d) [+ causal mask]) V, written out."""
+    s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))
+    if causal:
+        seq = s.shape[-1]
+        mask = torch.ones(seq, seq, dtype=torch.bool,
+                          device=s.device).triu(1)
+        s = s.masked_fill(mask, float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+def transformer_layer(F, torch, cfg, p, h, l, attend=None):
+    """Layer l of mg_model_transformer on h [batch, seq, d]; `attend(q, k,
+    v)` computes the attention (default: attention(), causal as cfg says),
+    so that bench/compare_torch.py can time PyTorch's fused kernel on the
+    same layer."""
+    _, d, heads, seq, batch, _, causal = cfg
+    attend = attend or (lambda q, k, v: attention(torch, q, k, v, causal))
 
     def split(t):
-        return t.reshape(batch, seq, heads, dh).permute(0, 2, 1, 3)
+        return t.reshape(batch, seq, heads, d // heads).permute(0, 2, 1, 3)
 
+    a = _ln(F, d, p, h, f"layer{l}.ln1")
+    q, k, v = (split(_lin(p, a, f"layer{l}.attn.{c}")) for c in "qkv")
+    o = attend(q, k, v).permute(0, 2, 1, 3).reshape(batch, seq, d)
+    h = h + _lin(p, o, f"layer{l}.attn.o")
+    a = _ln(F, d, p, h, f"layer{l}.ln2")
+    f = F.gelu(_lin(p, a, f"layer{l}.mlp.fc1"), approximate="tanh")
+    return h + _lin(p, f, f"layer{l}.mlp.fc2")
+
+
+def transformer_head(F, cfg, p, h):
+    """ln_f and the head: the logits [batch * seq, vocab]."""
+    _, d, _, seq, batch, _, _ = cfg
+    return _lin(p, _ln(F, d, p, h, "ln_f").reshape(batch * seq, d), "head")
+
+
+def transformer(F, torch, cfg, p, x, y):
     h = F.embedding(x.long(), p["tok_emb"]) + p["pos_emb"]
-    for l in range(layers):
-        a = ln(h, f"layer{l}.ln1")
-        q = split(lin(a, f"layer{l}.attn.q"))
-        k = split(lin(a, f"layer{l}.attn.k"))
-        v = split(lin(a, f"layer{l}.attn.v"))
-        s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(dh))
-        if causal:
-            mask = torch.ones(seq, seq, dtype=torch.bool,
-                              device=s.device).triu(1)
-            s = s.masked_fill(mask, float("-inf"))
-        o = torch.softmax(s, dim=-1) @ v
-        o = o.permute(0, 2, 1, 3).reshape(batch, seq, d)
-        h = h + lin(o, f"layer{l}.attn.o")
-        a = ln(h, f"layer{l}.ln2")
-        f = F.gelu(lin(a, f"layer{l}.mlp.fc1"), approximate="tanh")
-        h = h + lin(f, f"layer{l}.mlp.fc2")
-    h = ln(h, "ln_f").reshape(batch * seq, d)
-    return F.cross_entropy(lin(h, "head"), y.long())
+    for l in range(cfg[0]):
+        h = transformer_layer(F, torch, cfg, p, h, l)
+    return F.cross_entropy(transformer_head(F, cfg, p, h), y.long())
 
 
 BUILDERS = {"mlp": mlp, "resnet": resnet, "unet": unet,

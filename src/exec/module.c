@@ -76,7 +76,7 @@ static void *module_open(const char *file, char *why, size_t why_len) {
     return h;
 }
 
-static void module_load(mgi_backend_module *m) {
+void mgi_backend_module_load(mgi_backend_module *m) {
     char why[sizeof m->why] = "";
     void *h = module_open(m->file, why, sizeof why);
     if (!h) {
@@ -98,7 +98,7 @@ static void module_load(mgi_backend_module *m) {
     m->reg = reg; /* kept open for the life of the process */
 }
 
-static void driver_probe(mgi_backend_module *m) {
+void mgi_backend_module_probe(mgi_backend_module *m) {
     if (!m->probe) {
         m->probed_count = -1; /* no probe: ask the module */
         return;
@@ -136,9 +136,6 @@ size_t mgi_backend_module_kernel_workspace(mgi_backend_module *m,
     const mg_backend_reg *reg = mgi_backend_module_get(m);
     return reg && reg->kernel_workspace ? reg->kernel_workspace(a) : 0;
 }
-
-void mgi_backend_module_load(mgi_backend_module *m) { module_load(m); }
-void mgi_backend_module_probe(mgi_backend_module *m) { driver_probe(m); }
 
 /* ---- the CUDA driver, asked without the runtime ----------------------------
  */
