@@ -215,3 +215,20 @@ def test_import_maps_no_cuda():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == "[]", out
+
+
+def test_graph_introspection_and_its_errors():
+    """Graph.tensors and Graph.input_of (public C mg_graph_num_tensors,
+    mg_tensor_op_name, mg_tensor_input): what they return, and a clear
+    MemgradError for an input index the op does not have."""
+    g = mg.Graph()
+    x = g.input("x", "float32", (2, 3))
+    y = g.tanh(x)
+    assert [t.id for t in g.tensors("tanh")] == [y.id]
+    assert [t.id for t in g.tensors()] == [x.id, y.id]
+    assert g.tensors("no_such_op") == []
+    assert g.input_of(y).id == x.id
+    with pytest.raises(mg.MemgradError):
+        g.input_of(y, 3)
+    with pytest.raises(mg.MemgradError):
+        g.input_of(x)  # a leaf has no inputs
