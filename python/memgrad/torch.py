@@ -19,8 +19,9 @@ shapes (another batch size, another image size) or in the other mode
 cached per (mode, input shapes and dtypes, parameter dtype), at most
 `Module.MAX_PLANS` of them, the least recently used dropped first.
 Planning again costs one trace, the graph build, mg_gradients and
-mg_plan_compile: milliseconds for a small network, 0.03 s for resnet18
-and 0.3 s for densenet121 on one CPU core (the README's Python section).
+mg_plan_compile: milliseconds for a small network, 0.06 s for resnet18
+and 0.31 s for densenet121 on one CPU thread
+(bench/results/replan-time.txt).
 
 Inputs are checked on every call: their number must be the traced
 forward's, each must be a torch tensor, and an input is never bound as a
