@@ -473,6 +473,19 @@ const char *mg_ckpt_policy_name(mg_ckpt_policy p);
 MG_API
 mg_status mg_ckpt_policy_parse(const char *name, mg_ckpt_policy *out);
 
+/* A byte budget written as text, as memgrad-plan and memgrad-onnx take it
+ * (--budget): either a byte count, a whole number ("1048576") or a number
+ * with a binary suffix K, M or G, also written KiB, MiB or GiB, for 2^10,
+ * 2^20 or 2^30 bytes ("64M", "1.5G"; rounded down to whole bytes); or a
+ * fraction of plain backprop's peak in the budget's measure (its plan's
+ * mg_plan_summary.budget_peak), a number followed by x ("0.25x"). On
+ * success, a count sets *bytes and *fraction = 0; a fraction sets *bytes
+ * = 0 and *fraction > 0. Anything else (empty, signed, zero, another
+ * suffix, too large for size_t) is MG_ERR_INVALID_ARG with a message that
+ * quotes the text, the outputs untouched. */
+MG_API
+mg_status mg_budget_parse(const char *text, size_t *bytes, double *fraction);
+
 /* Tag t (a computed tensor) for MG_CKPT_COLLECTION, or untag it (on = 0). */
 MG_API
 mg_status mg_tensor_set_checkpoint(mg_graph *g, mg_tensor t, int on);

@@ -444,6 +444,71 @@ START_TEST(test_mlp_summary_and_report) {
 }
 END_TEST
 
+/* The text form of a budget: byte counts with binary suffixes, fractions
+ * of plain backprop's peak, and a clear refusal of anything else, the
+ * outputs untouched. */
+START_TEST(test_budget_parse) {
+    static const struct {
+        const char *text;
+        size_t bytes;
+        double fraction;
+    } good[] = {{"1", 1, 0},        {"1048576", 1048576, 0},
+                {"64K", 65536, 0},  {"64KiB", 65536, 0},
+                {"3M", 3 << 20, 0}, {"1.5MiB", 3 << 19, 0},
+                {".5K", 512, 0},    {"2G", (size_t)2 << 30, 0},
+                {"0.25x", 0, 0.25}, {"2x", 0, 2.0},
+                {".5x", 0, 0.5}};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        size_t b = 7;
+        double f = 7;
+        ck_assert_msg(mg_budget_parse(good[i].text, &b, &f) == MG_OK, "%s: %s",
+                      good[i].text, mg_last_error());
+        ck_assert_msg(b == good[i].bytes && f == good[i].fraction,
+                      "%s: %zu bytes, fraction %g", good[i].text, b, f);
+    }
+    static const char *const bad[] = {"",
+                                      "0",
+                                      "0x",
+                                      "0K",
+                                      "-1",
+                                      "+1",
+                                      " 1",
+                                      "1 ",
+                                      "1.5",
+                                      "1e6",
+                                      "1k",
+                                      "1T",
+                                      "1MB",
+                                      "x",
+                                      ".",
+                                      "..5",
+                                      "1.2.3",
+                                      "0x10",
+                                      "inf",
+                                      "nanx",
+                                      "1xx",
+                                      "0.25X",
+                                      "-0.5x",
+                                      "99999999999999999999",
+                                      "99999999999G"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        size_t b = 7;
+        double f = 7;
+        ck_assert_msg(mg_budget_parse(bad[i], &b, &f) == MG_ERR_INVALID_ARG,
+                      "'%s' was read as %zu bytes, fraction %g", bad[i], b, f);
+        ck_assert(b == 7 && f == 7);
+        char want[80];
+        snprintf(want, sizeof want, "'%s' is no budget", bad[i]);
+        ck_assert_msg(strstr(mg_last_error(), want), "%s", mg_last_error());
+    }
+    size_t b;
+    double f;
+    ck_assert_int_eq(mg_budget_parse(NULL, &b, &f), MG_ERR_INVALID_ARG);
+    ck_assert_int_eq(mg_budget_parse("1", NULL, &f), MG_ERR_INVALID_ARG);
+    ck_assert_int_eq(mg_budget_parse("1", &b, NULL), MG_ERR_INVALID_ARG);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("budget");
     TCase *tc = tcase_create("exhaustive");
@@ -452,7 +517,7 @@ int main(void) {
                         2 * (int)(sizeof ch_configs / sizeof *ch_configs));
     suite_add_tcase(s, tc);
     th_add_tcase(s, "budget", 300,
-                 TH_TESTS(test_infeasible_names_minimum,
+                 TH_TESTS(test_budget_parse, test_infeasible_names_minimum,
                           test_nomem_figures_are_budget_peaks,
                           test_nomem_figures_with_y_read_by_backward,
                           test_bit_exact_and_measured_peak,
