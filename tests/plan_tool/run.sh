@@ -29,10 +29,10 @@ budget_line() {
 cat "$tmp/frac.txt"
 plain=$(sed -n "s/^budget: 0.6 of plain backprop's \([0-9]*\) bytes = \([0-9]*\) bytes$/\1/p" "$tmp/frac.txt")
 budget=$(sed -n "s/^budget: 0.6 of plain backprop's \([0-9]*\) bytes = \([0-9]*\) bytes$/\2/p" "$tmp/frac.txt")
-[ -n "$plain" ] && [ -n "$budget" ] || fail "no fraction line"
+{ [ -n "$plain" ] && [ -n "$budget" ]; } || fail "no fraction line"
 [ "$budget" -eq $((plain * 6 / 10)) ] || fail "0.6x of $plain is not $budget"
 read -r b p <<<"$(budget_line "$tmp/frac.txt")"
-[ "$b" -eq "$budget" ] && [ "$p" -le "$budget" ] || fail "fraction: budget line"
+{ [ "$b" -eq "$budget" ] && [ "$p" -le "$budget" ]; } || fail "fraction: budget line"
 grep -q "not the parameters, the inputs, or the outputs and gradients" "$tmp/frac.txt" ||
     fail "the report does not say what the budget covers"
 grep -q '^plan: .*, [1-9][0-9]* recompute,' "$tmp/frac.txt" || fail "0.6x recomputes nothing"
@@ -43,7 +43,7 @@ grep -q '^plan: .*, [1-9][0-9]* recompute,' "$tmp/frac.txt" || fail "0.6x recomp
     fail "--budget $budget differs from --budget 0.6x"
 "$tool" "${model[@]}" --policy budget --budget 64K >"$tmp/k.txt"
 read -r b p <<<"$(budget_line "$tmp/k.txt")"
-[ "$b" -eq 65536 ] && [ "$p" -le 65536 ] || fail "64K: budget line"
+{ [ "$b" -eq 65536 ] && [ "$p" -le 65536 ]; } || fail "64K: budget line"
 
 # too small: the message names the smallest budget that fits, which fits
 # exactly; policy none needs plain backprop's peak in the same measure
@@ -53,7 +53,7 @@ fi
 cat "$tmp/err.txt"
 min=$(sed -n 's/.*the smallest budget that fits is \([0-9]*\) bytes.*/\1/p' "$tmp/err.txt")
 none=$(sed -n 's/.*policy none needs \([0-9]*\);.*/\1/p' "$tmp/err.txt")
-[ -n "$min" ] && [ "$none" = "$plain" ] || fail "NOMEM figures: '$min' '$none' (plain $plain)"
+{ [ -n "$min" ] && [ "$none" = "$plain" ]; } || fail "NOMEM figures: '$min' '$none' (plain $plain)"
 "$tool" "${model[@]}" --policy budget --budget "$min" >"$tmp/min.txt"
 [ "$(budget_line "$tmp/min.txt")" = "$min $min" ] || fail "the smallest budget $min"
 if "$tool" "${model[@]}" --policy budget --budget $((min - 1)) >/dev/null 2>&1; then
@@ -71,7 +71,7 @@ expect_usage() { # <what the message must say> <args...>
     local want=$1 rc=0
     shift
     "$tool" "$@" >/dev/null 2>"$tmp/err.txt" || rc=$?
-    [ "$rc" -eq 2 ] && grep -q -- "$want" "$tmp/err.txt" || fail "$* (exit $rc): $(cat "$tmp/err.txt")"
+    { [ "$rc" -eq 2 ] && grep -q -- "$want" "$tmp/err.txt"; } || fail "$* (exit $rc): $(cat "$tmp/err.txt")"
 }
 expect_usage "needs --budget" "${model[@]}" --policy budget
 expect_usage "goes with --policy budget" "${model[@]}" --policy memory --budget 1M
