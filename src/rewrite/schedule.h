@@ -61,6 +61,9 @@ struct mg_plan {
      * state, marked as leaves; n_saved of them in saved. */
     int32_t n_saved;
     mg_tensor *saved;
+    /* mg_plan_options.budget_bytes: the budget the plan was made for, or
+     * 0; mg_plan_summary reports it beside the plan's budget_peak. */
+    size_t budget_bytes;
 };
 
 /* Input k of the node of tensor t, as this plan reads it. */
