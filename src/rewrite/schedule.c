@@ -181,6 +181,7 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
     if (!p) return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory");
     p->g = g;
     p->n_tensors = g->n;
+    p->budget_bytes = opts ? opts->budget_bytes : 0;
     size_t sz = (size_t)(g->n ? g->n : 1);
     bool *needed = calloc(sz, sizeof *needed);
     mg_tensor *order = malloc(sz * sizeof *order);

@@ -68,6 +68,9 @@ struct mg_plan {
     size_t *out_off, *work_off;
     size_t arena_bytes;     /* the arena's size: what a run reserves */
     size_t arena_live_peak; /* the most of its bytes live at once */
+    /* mg_plan_options.budget_bytes: the budget the plan was made for, or
+     * 0; mg_plan_summary reports it beside the plan's budget_peak. */
+    size_t budget_bytes;
 };
 
 /* Input k of the node of tensor t, as this plan reads it. */
