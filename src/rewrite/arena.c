@@ -19,9 +19,10 @@
  * smallest layout is kept, as TensorFlow Lite's arena planner and
  * ggml-alloc do in spirit: a sweep in schedule order with best fit among
  * the free gaps (linear in the steps, for plans of any size), and, for
- * plans small enough that a quadratic pass is cheap, largest-first and
- * largest-area-first placements, each into the tightest gap its lifetime
- * allows.
+ * plans small enough that a quadratic pass is cheap, greedy placements
+ * (largest first, longest first, largest area first; TensorFlow Lite's
+ * "by breadth": the busiest moments first), each into the tightest or the
+ * lowest gap its lifetime allows.
  */
 #include "schedule.h"
 
@@ -34,10 +35,11 @@ typedef struct arena_req {
     int64_t born, died;
 } arena_req;
 
-/* Requests up to this many also get the quadratic greedy orders. */
-#ifndef MG_ARENA_GREEDY_MAX
+/* Requests up to this many also get the quadratic greedy orders, and up
+ * to the second, the breadth orders (quadratic too, with a larger
+ * constant). */
 #define MG_ARENA_GREEDY_MAX 3000
-#endif
+#define MG_ARENA_BREADTH_MAX 1200
 
 /* ---- sweep with best fit ------------------------------------------------ */
 
@@ -170,11 +172,12 @@ static int by_area(const void *x, const void *y) {
     return by_size(x, y);
 }
 
-/* Offsets for the requests in key order, each in the smallest gap among
- * the placed requests its lifetime overlaps, or above them. placed:
- * scratch of n, kept sorted by offset. Returns the arena size. */
+/* Offsets for the requests in key order, each in the smallest (best fit)
+ * or lowest (first fit) gap among the placed requests its lifetime
+ * overlaps, or above them. placed: scratch of n, kept sorted by offset.
+ * Returns the arena size. */
 static size_t lay_out_greedy(const arena_req *rq, const lay_key *key, size_t n,
-                             size_t *placed, size_t *off) {
+                             bool first_fit, size_t *placed, size_t *off) {
     size_t n_placed = 0, total = 0;
     for (size_t k = 0; k < n; k++) {
         const size_t i = key[k].i;
@@ -187,6 +190,7 @@ static size_t lay_out_greedy(const arena_req *rq, const lay_key *key, size_t n,
                 if (gap >= rq[i].size && gap < best_gap) {
                     best_gap = gap;
                     best = end;
+                    if (first_fit) break;
                 }
             }
             if (off[q] + rq[q].size > end) end = off[q] + rq[q].size;
@@ -248,6 +252,47 @@ static void scratch_free(arena_scratch *sc) {
     free(sc->g.len);
 }
 
+/* sc->key: the requests by breadth. Moments (ticks at which a request is
+ * born) by the bytes live then, most first; at each, the requests live
+ * then and not yet listed, largest first. Quadratic: small plans only. */
+static void breadth_order(arena_scratch *sc, size_t n,
+                          int (*within)(const void *, const void *)) {
+    /* the moments, with their live bytes, in sc->trial/sc->placed */
+    size_t *moment = sc->placed, *live = sc->trial;
+    for (size_t k = 0; k < n; k++) {
+        moment[k] = k;
+        live[k] = 0;
+        for (size_t j = 0; j < n; j++)
+            if (sc->rq[j].born <= sc->rq[k].born &&
+                sc->rq[k].born < sc->rq[j].died)
+                live[k] += sc->rq[j].size;
+    }
+    /* insertion sort of moments by live bytes, most first (stable) */
+    for (size_t k = 1; k < n; k++) {
+        const size_t m = moment[k];
+        size_t at = k;
+        while (at > 0 && live[moment[at - 1]] < live[m]) {
+            moment[at] = moment[at - 1];
+            at--;
+        }
+        moment[at] = m;
+    }
+    size_t n_key = 0;
+    bool *listed = (bool *)sc->bucket; /* free once by_died is sorted */
+    memset(listed, 0, n);
+    for (size_t k = 0; k < n && n_key < n; k++) {
+        const int64_t tick = sc->rq[moment[k]].born;
+        const size_t first = n_key;
+        for (size_t j = 0; j < n; j++)
+            if (!listed[j] && sc->rq[j].born <= tick && tick < sc->rq[j].died) {
+                listed[j] = true;
+                sc->key[n_key++] =
+                    (lay_key){sc->rq[j].size, sc->rq[j].born, 0, j};
+            }
+        qsort(sc->key + first, n_key - first, sizeof *sc->key, within);
+    }
+}
+
 /* by_died: the requests by death tick (stable), by a counting sort: every
  * tick is below ticks. */
 static void sort_by_died(arena_scratch *sc, size_t n, size_t ticks) {
@@ -268,16 +313,30 @@ static size_t lay_out_best(arena_scratch *sc, size_t n, size_t ticks) {
     if (n > MG_ARENA_GREEDY_MAX) return total;
     int (*const orders[])(const void *, const void *) = {by_size, by_size_life,
                                                          by_area, by_life};
-    for (size_t o = 0; o < sizeof orders / sizeof *orders; o++) {
+    const size_t n_orders = sizeof orders / sizeof *orders;
+    for (size_t t = 0; t < 2 * n_orders; t++) {
         for (size_t i = 0; i < n; i++)
             sc->key[i] = (lay_key){sc->rq[i].size, sc->rq[i].born,
                                    sc->rq[i].died - sc->rq[i].born, i};
-        qsort(sc->key, n, sizeof *sc->key, orders[o]);
-        const size_t sz =
-            lay_out_greedy(sc->rq, sc->key, n, sc->placed, sc->trial);
+        qsort(sc->key, n, sizeof *sc->key, orders[t / 2]);
+        const size_t sz = lay_out_greedy(sc->rq, sc->key, n, t % 2 == 1,
+                                         sc->placed, sc->trial);
         if (sz < total) {
             total = sz;
             memcpy(sc->off, sc->trial, n * sizeof *sc->off);
+        }
+    }
+    /* by breadth (TensorFlow Lite's other greedy): the busiest moments
+     * first, each placing its unplaced buffers largest first */
+    for (size_t o = 0; n <= MG_ARENA_BREADTH_MAX && o < n_orders; o++) {
+        breadth_order(sc, n, orders[o]);
+        for (int first_fit = 0; first_fit < 2; first_fit++) {
+            const size_t sz = lay_out_greedy(sc->rq, sc->key, n, first_fit,
+                                             sc->placed, sc->trial);
+            if (sz < total) {
+                total = sz;
+                memcpy(sc->off, sc->trial, n * sizeof *sc->off);
+            }
         }
     }
     return total;
