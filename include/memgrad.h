@@ -603,6 +603,31 @@ int mg_plan_num_steps(const mg_plan *p);
 MG_API
 size_t mg_plan_predicted_peak(const mg_plan *p, const mg_binding *binds,
                               int n_binds);
+/* The plan's arena (issue 28). Every buffer that lives and dies within a
+ * run (intermediates, recomputed copies, kernel workspace) has an offset
+ * in one block, chosen when the plan was compiled: an executor takes that
+ * block from the system once, as large as the largest arena of the plans
+ * it has run, and a run takes nothing else for them. Outputs and retained
+ * tensors outlive the run, so they have blocks of their own (from the
+ * pool's cache), and one that the caller holds never pins the arena. */
+typedef struct mg_plan_arena {
+    size_t bytes;     /* the arena's size */
+    size_t live_peak; /* the most of its bytes live at once: no layout of
+                         these buffers is smaller */
+    size_t reserved;  /* what a new executor's pool reserves after one
+                         mg_exec_run of the plan with these bindings:
+                         bytes, plus in size classes each output and
+                         retained tensor not bound to caller memory
+                         (mg_pool_stats.bytes_reserved equals it, unless
+                         max_bytes is below bytes: then the run is served
+                         block by block from the cache) */
+} mg_plan_arena;
+
+/* binds as for mg_plan_predicted_peak. MG_ERR_INVALID_ARG for a NULL p or
+ * out, a negative n_binds, or a NULL list with n_binds > 0. */
+MG_API
+mg_status mg_plan_arena_info(const mg_plan *p, const mg_binding *binds,
+                             int n_binds, mg_plan_arena *out);
 /* The plan's ops in order with the buffers each step releases. */
 MG_API
 mg_status mg_plan_dump(const mg_plan *p, FILE *out);
@@ -742,16 +767,12 @@ mg_status mg_plan_phase_peaks(const mg_plan *p, const mg_binding *binds,
 typedef struct mg_pool_stats {
     size_t bytes_in_use;      /* handed out now (size-class rounded) */
     size_t peak_bytes_in_use; /* since creation or the last reset */
-    size_t bytes_reserved;    /* in use plus cached free blocks. A run
-                                 is served from one arena laid out for its
-                                 requests before it starts, which the next
-                                 run of the same plan and bindings reuses
-                                 without a system allocation; the layout
-                                 stays within a few percent of the peak in
-                                 use. Outside it the pool gives cached
-                                 blocks back rather than let this pass
-                                 max(peak in use, in use plus the request
-                                 being served) */
+    size_t bytes_reserved;    /* the arena (mg_plan_arena: the largest of
+                                 the plans run so far), plus blocks outside
+                                 it in use or cached. Outside the arena the
+                                 pool gives cached blocks back rather than
+                                 let them pass max(peak in use, in use plus
+                                 the request being served) */
     uint64_t alloc_calls;     /* requests to the pool */
     uint64_t cache_hits;      /* requests served from cached blocks */
     uint64_t system_allocs;   /* requests that went to the system */
@@ -764,8 +785,8 @@ MG_API
 mg_status mg_exec_pool_stats(const mg_exec *ex, mg_pool_stats *out);
 MG_API
 void mg_exec_pool_reset_peak(mg_exec *ex);
-/* Give cached free blocks back to the system, and the arena when no kept
- * output lives in it (the next run lays out a new one). */
+/* Give cached free blocks back to the system, and the arena (the next run
+ * takes a new one). */
 MG_API
 void mg_exec_pool_trim(mg_exec *ex);
 /* The size a request of `nbytes` occupies in the pool (its size class). */

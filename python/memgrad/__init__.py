@@ -311,6 +311,15 @@ class Plan:
     def predicted_peak(self):
         return _lib.plan_predicted_peak(self._p, None, 0)
 
+    def arena(self):
+        """The plan's arena (mg_plan_arena_info), outputs left in the pool:
+        {"bytes": its size, "live_peak": the most of its bytes live at once,
+        "reserved": what a new Executor reserves after one run}."""
+        a = _lib.PlanArena()
+        _lib.check(_lib.plan_arena_info(self._p, None, 0, a))
+        return {"bytes": a.bytes, "live_peak": a.live_peak,
+                "reserved": a.reserved}
+
     def phase_peaks(self):
         """Predicted peaks of the forward and backward phases."""
         pk = _lib.PhasePeaks()

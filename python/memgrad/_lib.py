@@ -65,6 +65,11 @@ class PhasePeaks(ctypes.Structure):
                 ("pair", c_size_t), ("saved", c_size_t)]
 
 
+class PlanArena(ctypes.Structure):
+    _fields_ = [("bytes", c_size_t), ("live_peak", c_size_t),
+                ("reserved", c_size_t)]
+
+
 class ExecOptions(ctypes.Structure):
     _fields_ = [("device", c_int), ("max_bytes", c_size_t),
                 ("num_threads", c_int)]
@@ -141,6 +146,8 @@ plan_predicted_peak = _fn("mg_plan_predicted_peak", c_size_t, P,
                           POINTER(Binding), c_int)
 plan_report = _fn("mg_plan_report", c_int, P, POINTER(Binding), c_int,
                   c_void_p)
+plan_arena_info = _fn("mg_plan_arena_info", c_int, P, POINTER(Binding),
+                      c_int, POINTER(PlanArena))
 plan_summarize = _fn("mg_plan_summarize", c_int, P, POINTER(Binding), c_int,
                      POINTER(PlanSummary))
 plan_phase_peaks = _fn("mg_plan_phase_peaks", c_int, P, POINTER(Binding),

@@ -22,6 +22,7 @@ STRUCTS = {
     "mg_plan_options": (_lib.PlanOptions, "memgrad.h"),
     "mg_plan_summary": (_lib.PlanSummary, "memgrad.h"),
     "mg_phase_peaks": (_lib.PhasePeaks, "memgrad.h"),
+    "mg_plan_arena": (_lib.PlanArena, "memgrad.h"),
     "mg_exec_options": (_lib.ExecOptions, "memgrad.h"),
     "mg_pool2d_opts": (_lib.Pool2dOpts, "memgrad.h"),
     "mg_pool_stats": (_lib.PoolStats, "memgrad.h"),

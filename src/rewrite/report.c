@@ -143,6 +143,14 @@ mg_status mg_plan_report(const mg_plan *p, const mg_binding *binds, int n_binds,
                 ? (double)s.predicted_peak /
                       (double)s.predicted_peak_without_recompute
                 : 1.0);
+    mg_plan_arena a;
+    if ((st = mg_plan_arena_info(p, binds, n_binds, &a)) != MG_OK) return st;
+    fprintf(out,
+            "arena: %.3f MiB, %.4fx the most of its bytes live at once; "
+            "reserved by a new executor after one run: %.3f MiB\n",
+            mib(a.bytes),
+            a.live_peak ? (double)a.bytes / (double)a.live_peak : 1.0,
+            mib(a.reserved));
     if (s.budget_bytes)
         fprintf(out,
                 "budget: %.3f MiB (%zu bytes); budget peak %.3f MiB (%zu "

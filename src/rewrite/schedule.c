@@ -40,6 +40,8 @@ void mg_plan_free(mg_plan *p) {
     free(p->kept);
     free(p->remap);
     free(p->saved);
+    free(p->out_off);
+    free(p->work_off);
     mg_plan_free(p->phase[0]);
     mg_plan_free(p->phase[1]);
     free(p);
@@ -209,6 +211,7 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
     }
     if (s == MG_OK && opts && opts->no_grad) s = check_no_grad(p);
     if (s == MG_OK) s = mgi_plan_split(p);
+    if (s == MG_OK) s = mgi_plan_lay_out(p);
     free(needed);
     free(order);
     free(last_read);
