@@ -126,6 +126,13 @@ const mg_op_def mgi_op_table[MG_OP_COUNT] = {
     OP(EMBEDDING_GRAD, .n_inputs = 2, .infer = mgi_embedding_grad_infer,
        .flops = mgi_embedding_grad_flops,
        .workspace = mgi_embedding_grad_workspace),
+    OP(ATTENTION, .n_inputs = 4, .n_optional = 1, .flags = MG_OPF_EXPENSIVE,
+       .infer = mgi_attention_infer, .grad = mgi_attention_grad,
+       .flops = mgi_attention_flops, .workspace = mgi_attention_workspace,
+       .no_grad_inputs = 1u << 3),
+    OP(ATTENTION_GRAD, .n_inputs = 6, .n_optional = 1,
+       .infer = mgi_attention_grad_infer, .flops = mgi_attention_grad_flops,
+       .workspace = mgi_attention_grad_workspace),
 };
 
 #undef OP
