@@ -239,13 +239,19 @@ mg_tensor mg_attention(mg_graph *g, mg_tensor q, mg_tensor k, mg_tensor v,
 }
 
 /* One attention_grad op writes dq, dk and dv packed; each input's gradient
- * is its part, sliced out and reshaped. The mask gets no gradient (it is in
- * no_grad_inputs, as PyTorch's fused kernels treat attn_mask). */
+ * is its part, sliced out and reshaped. The mask has no gradient rule: a
+ * mask that a differentiated tensor depends on fails, rather than get a
+ * silent zero. */
 mg_status mgi_attention_grad(mg_graph *g, const mg_node *node,
                              const mg_tensor *in, mg_tensor y, mg_tensor gy,
                              const bool *need, mg_tensor *gin) {
     const mg_attrs at = node->attrs;
     const int n_in = node->n_in;
+    if (n_in > 3 && need[3])
+        return mg_set_error(MG_ERR_NOT_DIFFERENTIABLE,
+                            "attention: the additive mask has no gradient; "
+                            "build it from tensors that are not "
+                            "differentiated");
     mg_tensor gi[6] = {in[0], in[1], in[2], y, gy};
     if (n_in > 3) gi[5] = in[3];
     const mg_tdesc qd = g->nodes[in[0]].d, kd = g->nodes[in[1]].d,
