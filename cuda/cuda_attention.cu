@@ -243,6 +243,26 @@ __global__ void k_attn_dkv(const T *q, const T *k, const T *v, const T *y,
     }
 }
 
+/* The scores' gradient ds [batch, Lq, Lk] (attention_grad_mask), one
+ * element per thread. */
+template <typename T>
+__global__ void k_attn_dmask(const T *q, const T *k, const T *v, const T *y,
+                             const T *gy, const T *mask, const T *D, T *ds,
+                             mg_attn_dims d, T scale, int causal, double p,
+                             uint64_t key, uint64_t offset) {
+    CU_FOR(e, d.batch * d.lq * d.lk) {
+        const int64_t j = e % d.lk, i = (e / d.lk) % d.lq,
+                      b = e / (d.lk * d.lq);
+        T pd = 0, dsv = 0;
+        if (!(causal && j > i))
+            cu_attn_pds(q, k, v, y, gy, D,
+                        mask ? mask + mg_attn_mask_base(&d, b)
+                             : (const T *)NULL,
+                        d, scale, p, key, offset, b, i, j, &pd, &dsv);
+        ds[e] = dsv;
+    }
+}
+
 mg_status cu_attention(cu_ctx *c, const mg_kargs *a) {
     mg_attn_dims d;
     mg_status s = mg_attn_dims_setup(a, 3, &d);
@@ -268,6 +288,37 @@ size_t cu_attention_grad_workspace(const mg_kargs *a) {
            mg_dtype_size(q->dtype);
 }
 
+/* attention_grad (dq, dk, dv packed) or attention_grad_mask (ds): D
+ * first, then the gradient kernels, all on the context's stream. */
+template <typename T>
+static void attn_grad_launch(cu_ctx *c, const mg_kargs *a,
+                             const mg_attn_dims &d, T *D) {
+    const mg_attrs *at = a->attrs;
+    const uint64_t key = mg_rng_key(a->run_seed, at->seed);
+    const int64_t rows = d.batch * d.lq;
+    const T *q = (const T *)a->in[0].data, *k = (const T *)a->in[1].data,
+            *v = (const T *)a->in[2].data, *y = (const T *)a->in[3].data,
+            *gy = (const T *)a->in[4].data;
+    const T *m = d.has_mask ? (const T *)a->in[5].data : (const T *)NULL;
+    T *g = (T *)a->out.data;
+    const T scale = (T)at->alpha;
+    k_attn_rowdot<T>
+        <<<cu_blocks(rows), CU_THREADS, 0, c->stream>>>(y, gy, D, rows, d.dv);
+    if (a->op == MG_OP_ATTENTION_GRAD_MASK) {
+        const int64_t n = rows * d.lk;
+        k_attn_dmask<T><<<cu_blocks(n), CU_THREADS, 0, c->stream>>>(
+            q, k, v, y, gy, m, D, g, d, scale, at->causal, at->p, key,
+            at->offset);
+        return;
+    }
+    k_attn_dq<T><<<cu_grid_rows(rows), CU_ATTN_THREADS,
+                   CU_ATTN_THREADS * sizeof(T), c->stream>>>(
+        q, k, v, y, gy, m, D, g, d, scale, at->causal, at->p, key, at->offset);
+    k_attn_dkv<T><<<cu_grid_rows(d.batch * d.lk), CU_ATTN_THREADS,
+                    2 * CU_ATTN_THREADS * sizeof(T), c->stream>>>(
+        q, k, v, y, gy, m, D, g, d, scale, at->causal, at->p, key, at->offset);
+}
+
 mg_status cu_attention_grad(cu_ctx *c, const mg_kargs *a) {
     mg_attn_dims d;
     mg_status s = mg_attn_dims_setup(a, 5, &d);
@@ -275,25 +326,6 @@ mg_status cu_attention_grad(cu_ctx *c, const mg_kargs *a) {
     void *work = NULL;
     s = cu_work(a, cu_attention_grad_workspace(a), &work);
     if (s != MG_OK) return s;
-    const mg_attrs *at = a->attrs;
-    const uint64_t key = mg_rng_key(a->run_seed, at->seed);
-    const int64_t rows = d.batch * d.lq;
-    CU_BY_FLOAT(
-        a, a->out.d.dtype, const T *q = (const T *)a->in[0].data;
-        const T *k = (const T *)a->in[1].data;
-        const T *v = (const T *)a->in[2].data;
-        const T *y = (const T *)a->in[3].data;
-        const T *gy = (const T *)a->in[4].data;
-        const T *m = d.has_mask ? (const T *)a->in[5].data : (const T *)NULL;
-        T *D = (T *)work; T *g = (T *)a->out.data; k_attn_rowdot<T>
-        <<<cu_blocks(rows), CU_THREADS, 0, c->stream>>>(y, gy, D, rows, d.dv);
-        k_attn_dq<T>
-        <<<cu_grid_rows(rows), CU_ATTN_THREADS, CU_ATTN_THREADS * sizeof(T),
-           c->stream>>>(q, k, v, y, gy, m, D, g, d, (T)at->alpha, at->causal,
-                        at->p, key, at->offset);
-        k_attn_dkv<T><<<cu_grid_rows(d.batch * d.lk), CU_ATTN_THREADS,
-                        2 * CU_ATTN_THREADS * sizeof(T), c->stream>>>(
-            q, k, v, y, gy, m, D, g, d, (T)at->alpha, at->causal, at->p, key,
-            at->offset));
+    CU_BY_FLOAT(a, a->out.d.dtype, attn_grad_launch<T>(c, a, d, (T *)work));
     return MG_OK;
 }

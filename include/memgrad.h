@@ -407,9 +407,10 @@ typedef struct mg_attention_opts {
  * broadcasting to the scores [..., Lq, Lk], added after the scale; -inf
  * removes a key) and dropout on the weights: weight (b, i, j) is dropped
  * by the counter (b * Lq + i) * Lk + j of the op's range, so the fused op
- * drops what mg_dropout on the composed weights would. The mask has no
- * gradient: mg_gradients fails (MG_ERR_NOT_DIFFERENTIABLE) if it must
- * differentiate through it. opts NULL: the defaults. */
+ * drops what mg_dropout on the composed weights would. The mask's gradient
+ * (computed only when asked for) is the scores' gradient summed over the
+ * dims it broadcasts across, which costs Lq x Lk per batch entry. opts
+ * NULL: the defaults. */
 MG_API
 mg_tensor mg_attention_ex(mg_graph *g, mg_tensor q, mg_tensor k, mg_tensor v,
                           mg_tensor mask, const mg_attention_opts *opts);

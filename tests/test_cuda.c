@@ -448,9 +448,7 @@ START_TEST(test_every_op_matches_cpu) {
                                fin(c, 4, vs), 1, 0));
         CASE("attention_ex mask dropout") {
             mg_tensor q = fin(c, 4, qs), k = fin(c, 4, ks), v = fin(c, 4, vs);
-            /* the mask has no gradient: an f64 leaf (not differentiated
-             * by finish) cast to f32 */
-            mg_tensor m = mg_cast(c->g, leaf(c, MG_F64, 4, ms, -2, 2), MG_F32);
+            mg_tensor m = fin(c, 4, ms); /* its gradient: attention_grad_mask */
             const mg_attention_opts o = {.dropout_p = 0.2, .seed = 9};
             finish(c, mg_attention_ex(c->g, q, k, v, m, &o));
         }

@@ -178,9 +178,9 @@ START_TEST(test_attention_bits) {
     const mg_attention_opts o = {.causal = 1, .dropout_p = 0.1, .seed = 3};
     mg_tensor y = mg_attention_ex(g, q, k, v, m, &o);
     mg_tensor loss = mg_sum(g, mg_mul(g, y, mg_tanh(g, y)), 0, NULL, 0);
-    const mg_tensor wrt[3] = {q, k, v};
-    mg_tensor grads[3];
-    ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, wrt, 3, NULL, grads),
+    const mg_tensor wrt[4] = {q, k, v, m};
+    mg_tensor grads[4];
+    ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, wrt, 4, NULL, grads),
                      MG_OK);
     const int64_t n = th_numel(4, s);
     float *in[4];
@@ -193,9 +193,9 @@ START_TEST(test_attention_bits) {
         th_fill_f32(&rng, in[i], ni, -2, 2, 0);
     }
     const mg_binding b[4] = {{q, in[0]}, {k, in[1]}, {v, in[2]}, {m, in[3]}};
-    const mg_tensor outs[4] = {y, grads[0], grads[1], grads[2]};
-    const int64_t on[4] = {n, n, n, n};
-    same_bits_at_thread_counts(g, 4, outs, on, 4, b, 8 * 130 * 130);
+    const mg_tensor outs[5] = {y, grads[0], grads[1], grads[2], grads[3]};
+    const int64_t on[5] = {n, n, n, n, 130 * 130};
+    same_bits_at_thread_counts(g, 5, outs, on, 4, b, 8 * 130 * 130);
     for (int i = 0; i < 4; i++) free(in[i]);
     mg_graph_free(g);
 }

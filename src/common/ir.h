@@ -77,7 +77,8 @@
     X(LAYERNORM_GRAD_GAMMA, "layernorm_grad_gamma")                            \
     X(EMBEDDING_GRAD, "embedding_grad")                                        \
     X(ATTENTION, "attention")                                                  \
-    X(ATTENTION_GRAD, "attention_grad")
+    X(ATTENTION_GRAD, "attention_grad")                                        \
+    X(ATTENTION_GRAD_MASK, "attention_grad_mask")
 
 typedef enum mg_op {
 #define MG_OP_ENUM(e, s) MG_OP_##e,

@@ -132,6 +132,10 @@ const mg_op_def mgi_op_table[MG_OP_COUNT] = {
     OP(ATTENTION_GRAD, .n_inputs = 6, .n_optional = 1,
        .infer = mgi_attention_grad_infer, .flops = mgi_attention_grad_flops,
        .workspace = mgi_attention_grad_workspace),
+    OP(ATTENTION_GRAD_MASK, .n_inputs = 6,
+       .infer = mgi_attention_grad_mask_infer,
+       .flops = mgi_attention_grad_mask_flops,
+       .workspace = mgi_attention_grad_workspace),
 };
 
 #undef OP

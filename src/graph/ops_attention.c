@@ -141,6 +141,21 @@ mg_status mgi_attention_grad_infer(const mg_tdesc *in, int n_in,
     return MG_OK;
 }
 
+/* attention_grad_mask reads what attention_grad reads, the mask included,
+ * and writes the scores' gradient [..., Lq, Lk], which the gradient rule
+ * sums down to the mask's shape. */
+mg_status mgi_attention_grad_mask_infer(const mg_tdesc *in, int n_in,
+                                        const mg_attrs *a, mg_tdesc *out,
+                                        char *why, size_t len) {
+    mg_tdesc packed;
+    mg_status s = mgi_attention_grad_infer(in, n_in, a, &packed, why, len);
+    if (s != MG_OK) return s;
+    const int nd = in[0].ndim;
+    *out = in[0];
+    out->shape[nd - 1] = in[1].shape[nd - 2];
+    return MG_OK;
+}
+
 /* Multiply-adds of the score and output products (the causal mask's
  * skipped tiles are not subtracted), plus the exponentials. */
 static double attention_pairs(const mg_tdesc *q, const mg_tdesc *k) {
@@ -175,6 +190,16 @@ static int64_t attention_batch(const mg_tdesc *q) {
     int64_t b = 1;
     for (int i = 0; i < q->ndim - 2; i++) b *= q->shape[i];
     return b;
+}
+
+/* the scores and dp products */
+double mgi_attention_grad_mask_flops(const mg_tdesc *in, int n_in,
+                                     const mg_attrs *a, const mg_tdesc *out) {
+    (void)n_in, (void)a, (void)out;
+    const int nd = in[0].ndim;
+    const double d = (double)in[0].shape[nd - 1],
+                 dv = (double)in[2].shape[nd - 1];
+    return attention_pairs(&in[0], &in[1]) * (2 * (d + dv) + 10);
 }
 
 size_t mgi_attention_workspace(const mg_tdesc *in, int n_in, const mg_attrs *a,
@@ -239,25 +264,22 @@ mg_tensor mg_attention(mg_graph *g, mg_tensor q, mg_tensor k, mg_tensor v,
 }
 
 /* One attention_grad op writes dq, dk and dv packed; each input's gradient
- * is its part, sliced out and reshaped. The mask has no gradient rule: a
- * mask that a differentiated tensor depends on fails, rather than get a
- * silent zero. */
+ * is its part, sliced out and reshaped. The mask's (asked for only when
+ * something it depends on is differentiated) is the scores' gradient,
+ * Lq x Lk per batch entry, from attention_grad_mask. */
 mg_status mgi_attention_grad(mg_graph *g, const mg_node *node,
                              const mg_tensor *in, mg_tensor y, mg_tensor gy,
                              const bool *need, mg_tensor *gin) {
     const mg_attrs at = node->attrs;
     const int n_in = node->n_in;
-    if (n_in > 3 && need[3])
-        return mg_set_error(MG_ERR_NOT_DIFFERENTIABLE,
-                            "attention: the additive mask has no gradient; "
-                            "build it from tensors that are not "
-                            "differentiated");
     mg_tensor gi[6] = {in[0], in[1], in[2], y, gy};
     if (n_in > 3) gi[5] = in[3];
     const mg_tdesc qd = g->nodes[in[0]].d, kd = g->nodes[in[1]].d,
                    vd = g->nodes[in[2]].d;
-    mg_tensor pk =
-        mgi_graph_add_node(g, MG_OP_ATTENTION_GRAD, n_in > 3 ? 6 : 5, gi, &at);
+    mg_tensor pk = need[0] || need[1] || need[2]
+                       ? mgi_graph_add_node(g, MG_OP_ATTENTION_GRAD,
+                                            n_in > 3 ? 6 : 5, gi, &at)
+                       : MG_NO_TENSOR;
     const int nd = qd.ndim;
     const int64_t part[3] = {mgi_tdesc_numel(&qd), mgi_tdesc_numel(&kd),
                              mgi_tdesc_numel(&vd)};
@@ -271,7 +293,15 @@ mg_status mgi_attention_grad(mg_graph *g, const mg_node *node,
                 mgi_reshape_as(g, mg_slice(g, pk, nd - 2, start, n), shape[i]);
         start += n;
     }
-    return mgi_grad_status(3, need, gin);
+    if (n_in > 3 && need[3]) {
+        /* the scores' gradient [..., Lq, Lk], summed over what the mask
+         * broadcasts */
+        const mg_tdesc md = g->nodes[in[3]].d;
+        gin[3] = mgi_sum_to(
+            g, mgi_graph_add_node(g, MG_OP_ATTENTION_GRAD_MASK, 6, gi, &at),
+            &md);
+    }
+    return mgi_grad_status(n_in, need, gin);
 }
 
 mg_tensor mg_global_avg_pool2d(mg_graph *g, mg_tensor x) {

@@ -35,8 +35,8 @@ START_TEST(test_gc_attention) {
 END_TEST
 
 /* The fused op over several query and key tiles (64 and 128 rows), with a
- * broadcast additive mask (a constant: it gets no gradient), causality and
- * dropout on the weights (the same counters in every evaluation). */
+ * broadcast additive mask, causality and dropout on the weights (the same
+ * counters in every evaluation). */
 START_TEST(test_gc_attention_fused) {
     for (int v = 0; v < 4; v++) {
         char name[96];
@@ -49,7 +49,10 @@ START_TEST(test_gc_attention_fused) {
         gc_begin(&g, name, 3730 + (uint64_t)v);
         mg_tensor q = gc_x(&g, 3, S(2, 70, 3)), k = gc_x(&g, 3, S(2, 140, 3));
         mg_tensor vv = gc_x(&g, 3, S(2, 140, 2));
-        mg_tensor m = gc_const(&g, 2, S(70, 140), -1, 1);
+        /* differentiated in two of the four: its gradient is the scores',
+         * summed over the batch it broadcasts across */
+        mg_tensor m = v == 1 || v == 2 ? gc_x(&g, 2, S(70, 140))
+                                       : gc_const(&g, 2, S(70, 140), -1, 1);
         const mg_attention_opts o = {.causal = causal,
                                      .scale = 0.8,
                                      .dropout_p = drop ? 0.3 : 0,

@@ -27,6 +27,7 @@
 #undef SUF
 #undef GEMM
 
+/* grad: 0 the forward, 1 attention_grad, 2 attention_grad_mask */
 static mg_status attention(const mg_kargs *ka, int grad) {
     mg_attn_dims d;
     mg_status s = mg_attn_dims_setup(ka, grad ? 5 : 3, &d);
@@ -46,6 +47,10 @@ mg_status mgi_cpu_attention(const mg_kargs *ka) { return attention(ka, 0); }
 
 mg_status mgi_cpu_attention_grad(const mg_kargs *ka) {
     return attention(ka, 1);
+}
+
+mg_status mgi_cpu_attention_grad_mask(const mg_kargs *ka) {
+    return attention(ka, 2);
 }
 
 #define MASK_DEF(T, SUF)                                                       \

@@ -15,8 +15,9 @@
  * the causal mask leaves any weight in, the weights p = exp(s - lse) are
  * recomputed from the scores, dp = do v^T, ds = p * (dp - D) with
  * D = rowsum(do * o) - glse, and dv += p^T do, dq += scale ds k,
- * dk += scale ds^T q by GEMM. One task owns a whole batch entry, so its
- * sums run in one order whatever the thread count.
+ * dk += scale ds^T q by GEMM (attention_grad_mask writes ds itself, the
+ * mask's gradient before it is summed over broadcast dims). One task owns a
+ * whole batch entry, so its sums run in one order whatever the thread count.
  */
 #define AT_CAT2(a, b) a##_##b
 #define AT_CAT(a, b) AT_CAT2(a, b)
@@ -107,23 +108,28 @@ static void AT_FN(attn_fwd_task)(const T *q, const T *k, const T *v,
     }
 }
 
+/* With dmask, the scores' gradient ds of batch entry b goes to g + b * Lq
+ * * Lk (attention_grad_mask) instead of dq, dk and dv. */
 static void AT_FN(attn_bwd_task)(const T *q, const T *k, const T *v, const T *y,
                                  const T *gy, const T *mask, T *g,
                                  const mg_attn_dims *d, const mg_attrs *at,
-                                 uint64_t key, int64_t b, T *work) {
+                                 uint64_t key, int64_t b, T *work, int dmask) {
     const int64_t ldy = d->dv + 1, dv = d->dv, dd = d->d, lq = d->lq,
                   lk = d->lk;
     const T *qb = q + b * lq * dd, *kb = k + b * lk * dd, *vb = v + b * lk * dv;
     const T *yb = y + b * lq * ldy, *gyb = gy + b * lq * ldy;
     const T *mb = mask ? mask + mg_attn_mask_base(d, b) : NULL;
     T *dq = g + b * (lq * dd + lk * dd + lk * dv), *dk = dq + lq * dd,
-      *dvo = dk + lk * dd;
+      *dvo = dk + lk * dd, *dso = g + b * lq * lk;
     T *s = work, *dp = s + MG_ATTN_BQ * MG_ATTN_BK,
       *D = dp + MG_ATTN_BQ * MG_ATTN_BK;
     const T keep = (T)(1.0 / (1.0 - at->p));
     const int drop = at->p > 0;
     const T scale = (T)at->alpha;
-    for (int64_t e = 0; e < lq * dd + lk * dd + lk * dv; e++) dq[e] = 0;
+    if (dmask)
+        for (int64_t e = 0; e < lq * lk; e++) dso[e] = 0;
+    else
+        for (int64_t e = 0; e < lq * dd + lk * dd + lk * dv; e++) dq[e] = 0;
     for (int64_t i = 0; i < lq; i++) {
         const T *gr = gyb + i * ldy, *yr = yb + i * ldy;
         T acc = 0;
@@ -166,7 +172,11 @@ static void AT_FN(attn_bwd_task)(const T *q, const T *k, const T *v, const T *y,
                     }
                 }
                 for (int j = ncol; j < nc; j++) row[j] = prow[j] = 0;
+                if (dmask)
+                    for (int j = 0; j < nc; j++)
+                        dso[gi * lk + c0 + j] = prow[j];
             }
+            if (dmask) continue;
             GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, nc, (int)dv, nr, 1, s,
                  MG_ATTN_BK, gyb + r0 * ldy, (int)ldy, 1, dvo + c0 * dv,
                  (int)dv);
@@ -208,10 +218,9 @@ static mg_status AT_FN(attn_run)(const mg_kargs *ka, const mg_attn_dims *d,
             T *w = work + (int64_t)omp_get_thread_num() * per;
 #pragma omp for schedule(dynamic, 1)
             for (int64_t t = 0; t < tasks; t++) {
-                if (grad)
-                    AT_FN(attn_bwd_task)
-                    (q, k, v, ka->in[3].data, ka->in[4].data, mask, out, d, at,
-                     key, t, w);
+                if (grad) AT_FN(attn_bwd_task)
+                (q, k, v, ka->in[3].data, ka->in[4].data, mask, out, d, at, key,
+                 t, w, grad == 2);
                 else AT_FN(attn_fwd_task)(q, k, v, mask, out, d, at, key, t, w);
             }
         }
@@ -219,12 +228,10 @@ static mg_status AT_FN(attn_run)(const mg_kargs *ka, const mg_attn_dims *d,
     }
 #endif
     for (int64_t t = 0; t < tasks; t++) {
-        if (grad)
-            AT_FN(attn_bwd_task)
-            (q, k, v, ka->in[3].data, ka->in[4].data, mask, out, d, at, key, t,
-             work);
-        else AT_FN(attn_fwd_task)(q, k, v, mask, out, d, at, key, t, work);
-    }
+        if (grad) AT_FN(attn_bwd_task)
+        (q, k, v, ka->in[3].data, ka->in[4].data, mask, out, d, at, key, t,
+         work, grad == 2);
+        else AT_FN(attn_fwd_task)(q, k, v, mask, out, d, at, key, t, work); }
     return MG_OK;
 }
 

@@ -37,6 +37,7 @@ const mg_kernel_fn mgi_cpu_kernels[MG_OP_COUNT] = {
     [MG_OP_CAUSAL_MASK] = mgi_cpu_causal_mask,
     [MG_OP_ATTENTION] = mgi_cpu_attention,
     [MG_OP_ATTENTION_GRAD] = mgi_cpu_attention_grad,
+    [MG_OP_ATTENTION_GRAD_MASK] = mgi_cpu_attention_grad_mask,
     [MG_OP_CAST] = mgi_cpu_cast,
     [MG_OP_CONV2D_GRAD_INPUT] = mgi_cpu_conv2d_grad_input,
     [MG_OP_CONV2D_GRAD_WEIGHT] = mgi_cpu_conv2d_grad_weight,
