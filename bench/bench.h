@@ -13,6 +13,7 @@
  *   cmd_step.c     mg-bench step
  *   cmd_observe.c  mg-bench observe (what an observer costs)
  *   cmd_budget.c   mg-bench budget
+ *   cmd_attention.c mg-bench attention (fused vs composed attention)
  *   mg_bench.c     main() and the subcommand dispatch
  *   models.c       the models (models.h)
  */
@@ -44,6 +45,7 @@ int bench_cmd_rewrite(int argc, char **argv);
 int bench_cmd_step(int argc, char **argv);
 int bench_cmd_observe(int argc, char **argv);
 int bench_cmd_budget(int argc, char **argv);
+int bench_cmd_attention(int argc, char **argv);
 
 /* ------------------------------------------------------ usage and errors */
 

@@ -6,7 +6,7 @@ Runs with Debian's python3-torch (bench/setup.sh installs it). Invoke it as
 interpreter without torch.
 
     /usr/bin/python3 bench/compare_torch.py [--mg-bench build-bench/mg-bench]
-        [--model mlp|resnet] [--depths 64,1024] [--batch B] [--width W]
+        [--model mlp|resnet|transformer|gpt] [--depths 64,1024] [--batch B] [--width W]
         [--repeat 3] [--threads 1] [--csv bench/results/torch-cpu.csv]
         [--append]
 
@@ -29,6 +29,14 @@ defaults; bench/models.c):
            batch_norm); the f64 worker also runs its whole-model resnet on
            the same weights and the driver stops if the two differ by more
            than 1e-9 (they have agreed exactly).
+  gpt      mg_model_gpt (issue 30): token and position embeddings, depth
+           causal pre-norm blocks (attention over heads of 32 dims, a gelu
+           MLP of 4 width), ln_f and a head tied to the token embedding;
+           sequence 512, vocabulary 256; default batch 8, width 256.
+           torch-checkpoint checkpoints each block (depth segments). The
+           PyTorch layers are tests/torch_crosscheck.py's transformer_layer
+           (torch 1.13 has no fused attention: softmax(Q K^T / sqrt(d)) V);
+           memgrad's attention is its fused op.
 
 For each depth it runs four cases, each in its own fresh process:
 
@@ -376,14 +384,15 @@ def transformer_cfg(depth, batch, width):
     return [depth, width, heads, TRANSFORMER_SEQ, batch, TRANSFORMER_VOCAB, 1]
 
 
-def transformer_layout(depth, batch, width):
+def transformer_layout(depth, batch, width, seq=TRANSFORMER_SEQ, head=True):
     """mg_model_transformer (src/models/transformer.c) as bench/models.c
     builds it: tokens [batch, 128] and labels [batch * 128] in [0, 256),
     tok_emb, pos_emb U(+-1), then per layer ln1, attn.q/k/v/o, ln2,
     mlp.fc1, mlp.fc2 (linear weights [in, out] U(+-1/sqrt(in)) but fc2's
     U(+-1/sqrt(4 width)), biases U(+-1/sqrt(in)); layernorm gamma 1,
-    beta 0), ln_f and head."""
-    S, V, D = TRANSFORMER_SEQ, TRANSFORMER_VOCAB, width
+    beta 0), ln_f and head (mg_model_gpt: seq 512 and no head, which is
+    tied to tok_emb)."""
+    S, V, D = seq, TRANSFORMER_VOCAB, width
     out = [("tokens", (batch, S), "int32", ("labels", V)),
            ("labels", (batch * S,), "int32", ("labels", V)),
            ("tok_emb", (V, D), "float32", ("uniform", 1.0)),
@@ -410,11 +419,36 @@ def transformer_layout(depth, batch, width):
         lin(p + ".mlp.fc1", D, 4 * D, wb)
         lin(p + ".mlp.fc2", 4 * D, D, 1.0 / math.sqrt(4.0 * D))
     ln("ln_f")
-    lin("head", D, V, wb)
+    if head:
+        lin("head", D, V, wb)
     return out
 
 
-def transformer_torch(depth, batch, width, arrays):
+GPT_SEQ = 512  # bench/models.c's GPT_SEQ
+
+
+def gpt_cfg(depth, batch, width):
+    """transformer_cfg at GPT's sequence length."""
+    cfg = transformer_cfg(depth, batch, width)
+    cfg[3] = GPT_SEQ
+    return cfg
+
+
+def gpt_layout(depth, batch, width):
+    """mg_model_gpt as bench/models.c builds it: the transformer's layout
+    at sequence 512, without a head."""
+    return transformer_layout(depth, batch, width, GPT_SEQ, head=False)
+
+
+def gpt_head(F, cfg, p, h):
+    """ln_f and the tied head: logits = ln_f(h) tok_emb^T, no bias."""
+    _, d, _, seq, batch, _, _ = cfg
+    xc = crosscheck()
+    return xc._ln(F, d, p, h, "ln_f").reshape(batch * seq, d) @ \
+        p["tok_emb"].t()
+
+
+def transformer_torch(depth, batch, width, arrays, gpt=False):
     """The transformer as an embedding module and one module per layer
     (ln_f and the head folded into the last), so that checkpoint_sequential
     segments the layers. Attention is PyTorch's fused
@@ -426,7 +460,9 @@ def transformer_torch(depth, batch, width, arrays):
     from torch import nn
     import torch.nn.functional as F
     xc = crosscheck()
-    cfg = transformer_cfg(depth, batch, width)
+    cfg = (gpt_cfg if gpt else transformer_cfg)(depth, batch, width)
+    head = (lambda F_, cfg_, p_, h_: gpt_head(F_, cfg_, p_, h_)) if gpt \
+        else xc.transformer_head
     x = torch.from_numpy(arrays[0][1].astype("int64"))
     labels = torch.from_numpy(arrays[1][1].astype("int64"))
     plist = {name: nn.Parameter(torch.from_numpy(a.copy()))
@@ -460,7 +496,7 @@ def transformer_torch(depth, batch, width, arrays):
             p = self.p()
             h = xc.transformer_layer(F, torch, cfg, p, h, self.layer, attend)
             if self.layer == depth - 1:
-                h = xc.transformer_head(F, cfg, p, h)
+                h = head(F, cfg, p, h)
             return h
 
     names = [n for n, _ in arrays[2:]]
@@ -469,18 +505,37 @@ def transformer_torch(depth, batch, width, arrays):
         mine = [n for n in names if n.startswith(f"layer{layer}.")]
         if layer == depth - 1:
             mine += [n for n in names if n.split(".")[0] in ("ln_f", "head")]
+            if gpt:  # the tied head reads the embedding again
+                mine.append("tok_emb")
         layers.append(Layer(mine, layer))
     params = [(plist[name], lambda g: g) for name in names]
 
     def reference(p, x, y):
-        return xc.transformer(F, torch, cfg, p, x, y)
+        if not gpt:
+            return xc.transformer(F, torch, cfg, p, x, y)
+        # torch_crosscheck's layers (explicit softmax(Q K^T / sqrt(d)) V)
+        # with the tied head
+        h = F.embedding(x.long(), p["tok_emb"]) + p["pos_emb"]
+        for l in range(cfg[0]):
+            h = xc.transformer_layer(F, torch, cfg, p, h, l)
+        return F.cross_entropy(gpt_head(F, cfg, p, h), y.long())
     return layers, x, labels, params, reference
+
+
+def gpt_torch(depth, batch, width, arrays):
+    """The transformer's PyTorch modules at sequence 512 with the tied
+    head; torch-checkpoint checkpoints each block (see SEGMENTS)."""
+    return transformer_torch(depth, batch, width, arrays, gpt=True)
 
 
 # name: (layout(depth, batch, width), torch builder, default batch, width)
 MODELS = {"mlp": (mlp_layout, mlp_torch, 1024, 256),
           "resnet": (resnet_layout, resnet_torch, 64, 16),
-          "transformer": (transformer_layout, transformer_torch, 16, 256)}
+          "transformer": (transformer_layout, transformer_torch, 16, 256),
+          "gpt": (gpt_layout, gpt_torch, 8, 256)}
+# torch-checkpoint's segments where not round(sqrt(n)): GPT checkpoints
+# each block, as GPT training code does (one segment per layer).
+SEGMENTS = {"gpt": lambda depth: depth}
 
 
 # --------------------------------------------------------------- measuring
@@ -610,6 +665,7 @@ def torch_worker(a):
         if x.is_floating_point():
             x = x.double()
     segments = min(a.segments, len(layers)) if a.segments else \
+        SEGMENTS[a.model](a.depth) if a.model in SEGMENTS else \
         max(1, round(math.sqrt(len(layers))))
     for p, _ in params:
         p.grad = torch.zeros_like(p)

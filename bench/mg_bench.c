@@ -39,6 +39,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "step")) return bench_cmd_step(argc - 2, argv + 2);
     if (!strcmp(cmd, "observe")) return bench_cmd_observe(argc - 2, argv + 2);
     if (!strcmp(cmd, "budget")) return bench_cmd_budget(argc - 2, argv + 2);
+    if (!strcmp(cmd, "attention"))
+        return bench_cmd_attention(argc - 2, argv + 2);
     return bench_usage_error("unknown command '%s' (depth, rewrite, step, "
                              "observe, budget)",
                              cmd);

@@ -18,6 +18,8 @@
  *                plus batch x heads x 128 x 128 attention weights (2.5 MiB
  *                at batch 8, d_model 128) against 12 d_model^2 weights
  *                (768 KiB).
+ *   gpt          the transformer with a tied head at sequence 512 (issue
+ *                30's size: 6 layers, d_model 256, 8 heads, batch 8).
  */
 #include "models.h"
 
@@ -59,6 +61,16 @@ static mg_model *build_transformer(const bench_model_cfg *c, size_t *act) {
                                 BENCH_SEED);
 }
 
+/* GPT at issue 30's comparison size by default: sequence 512, heads of 32
+ * dims (8 at d_model 256), vocabulary 256, tied head. */
+#define GPT_SEQ 512
+static mg_model *build_gpt(const bench_model_cfg *c, size_t *act) {
+    int heads = c->width >= 32 && c->width % 32 == 0 ? c->width / 32 : 1;
+    *act = (size_t)c->batch * GPT_SEQ * (size_t)c->width * sizeof(float);
+    return mg_model_gpt(c->depth, c->width, heads, GPT_SEQ, c->batch,
+                        TRANSFORMER_VOCAB, 0.0, MG_F32, BENCH_SEED);
+}
+
 const bench_model_spec bench_models[] = {
     {"mlp", "MLP classifier, depth hidden layers of width units, 10 classes",
      1024, 256, build_mlp},
@@ -72,6 +84,10 @@ const bench_model_spec bench_models[] = {
      "causal transformer, depth layers, d_model width, seq "
      "128, vocab 256",
      8, 128, build_transformer},
+    {"gpt",
+     "GPT: causal, tied head, depth layers, d_model width, seq 512, "
+     "vocab 256",
+     8, 256, build_gpt},
 };
 const int bench_n_models = (int)(sizeof bench_models / sizeof *bench_models);
 

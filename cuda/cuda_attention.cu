@@ -1,7 +1,7 @@
 /*
- * cuda_attention.cu - causal_mask, the op attention needs: over the last
- * two axes [L1, L2] of x, entries above the diagonal (column j > row i)
- * take the fill value; the rest are copied.
+ * cuda_attention.cu - the fused attention op and its backward op (below),
+ * and causal_mask: over the last two axes [L1, L2] of x, entries above the
+ * diagonal (column j > row i) take the fill value; the rest are copied.
  */
 #include "cuda_internal.h"
 
@@ -26,5 +26,306 @@ mg_status cu_causal_mask(cu_ctx *c, const mg_kargs *a) {
                 k_causal_mask<T><<<cu_blocks(n), CU_THREADS, 0, c->stream>>>(
                     (const T *)a->in[0].data, (T *)a->out.data, n, rows, cols,
                     (T)a->attrs->alpha));
+    return MG_OK;
+}
+
+/* ---- fused attention ------------------------------------------------------
+ * Plain, deterministic kernels (each output element summed in one fixed
+ * order by one thread, no atomics), with the CPU's formulas: the forward
+ * runs one block per query row over chunks of blockDim keys with an online
+ * softmax; the backward computes D = rowsum(do * o) - glse per row, then dq
+ * with a block per query row and dk, dv with a block per key row, each
+ * recomputing the scores and weights it needs. */
+
+#define CU_ATTN_THREADS 128
+
+/* Block-wide max (op 0) or sum (op 1) of v over the block, in a fixed tree
+ * order; red holds blockDim.x entries. Every thread gets the result. */
+template <typename T> __device__ T cu_attn_reduce(T v, T *red, int op) {
+    const unsigned t = threadIdx.x;
+    __syncthreads();
+    red[t] = v;
+    __syncthreads();
+    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (t < s) {
+            const T o = red[t + s];
+            red[t] = op ? red[t] + o : (o > red[t] ? o : red[t]);
+        }
+        __syncthreads();
+    }
+    const T r = red[0];
+    __syncthreads();
+    return r;
+}
+
+/* Score of query row i (of batch entry b) against key j: scale q.k + mask. */
+template <typename T>
+__device__ T cu_attn_score(const T *qr, const T *kr, const T *mb,
+                           const mg_attn_dims &d, T scale, int64_t i,
+                           int64_t j) {
+    T s = 0;
+    for (int64_t e = 0; e < d.d; e++) s += qr[e] * kr[e];
+    s *= scale;
+    if (mb) s += mb[i * d.ms_r + j * d.ms_c];
+    return s;
+}
+
+template <typename T>
+__global__ void k_attn_fwd(const T *q, const T *k, const T *v, const T *mask,
+                           T *y, mg_attn_dims d, T scale, int causal, double p,
+                           uint64_t key, uint64_t offset) {
+    extern __shared__ unsigned char cu_attn_sm[];
+    T *w = (T *)cu_attn_sm, *red = w + blockDim.x;
+    const int64_t ldy = d.dv + 1;
+    const T keep = (T)(1.0 / (1.0 - p));
+    for (int64_t row = blockIdx.x; row < d.batch * d.lq; row += gridDim.x) {
+        const int64_t b = row / d.lq, i = row % d.lq;
+        const T *qr = q + row * d.d, *kb = k + b * d.lk * d.d,
+                *vb = v + b * d.lk * d.dv;
+        const T *mb = mask ? mask + mg_attn_mask_base(&d, b) : NULL;
+        T *yr = y + row * ldy;
+        const int64_t kend = causal && i + 1 < d.lk ? i + 1 : d.lk;
+        for (int64_t c = threadIdx.x; c < d.dv; c += blockDim.x) yr[c] = 0;
+        T m = -INFINITY, l = 0;
+        for (int64_t j0 = 0; j0 < kend; j0 += blockDim.x) {
+            const int64_t j = j0 + threadIdx.x;
+            const T s =
+                j < kend ? cu_attn_score(qr, kb + j * d.d, mb, d, scale, i, j)
+                         : (T)-INFINITY;
+            const T cm = cu_attn_reduce(s, red, 0);
+            const T m_new = cm > m ? cm : m;
+            if (m_new == (T)-INFINITY) continue; /* the same in every thread */
+            const T alpha = exp(m - m_new);
+            const T e = j < kend ? exp(s - m_new) : (T)0;
+            l = l * alpha + cu_attn_reduce(e, red, 1);
+            w[threadIdx.x] =
+                p > 0 && j < kend &&
+                        !(mg_rng_uniform(mg_rng_hash(
+                              key, offset + (uint64_t)(row * d.lk + j))) >= p)
+                    ? (T)0
+                    : (p > 0 ? e * keep : e);
+            __syncthreads();
+            const int64_t n = kend - j0 < (int64_t)blockDim.x
+                                  ? kend - j0
+                                  : (int64_t)blockDim.x;
+            for (int64_t c = threadIdx.x; c < d.dv; c += blockDim.x) {
+                T acc = 0;
+                for (int64_t t = 0; t < n; t++)
+                    acc += w[t] * vb[(j0 + t) * d.dv + c];
+                yr[c] = yr[c] * alpha + acc;
+            }
+            m = m_new;
+            __syncthreads();
+        }
+        for (int64_t c = threadIdx.x; c < d.dv; c += blockDim.x) yr[c] /= l;
+        if (threadIdx.x == 0) yr[d.dv] = m + log(l);
+        __syncthreads();
+    }
+}
+
+/* D = rowsum(do * o) - glse for every row, into the workspace. */
+template <typename T>
+__global__ void k_attn_rowdot(const T *y, const T *gy, T *D, int64_t rows,
+                              int64_t dv) {
+    CU_FOR(r, rows) {
+        const T *yr = y + r * (dv + 1), *gr = gy + r * (dv + 1);
+        T acc = 0;
+        for (int64_t c = 0; c < dv; c++) acc += gr[c] * yr[c];
+        D[r] = acc - gr[dv];
+    }
+}
+
+/* The weight p (dropped and rescaled: pd) and the score gradient ds of
+ * query i and key j (of batch entry b, global row `row`). */
+template <typename T>
+__device__ void cu_attn_pds(const T *q, const T *k, const T *v, const T *y,
+                            const T *gy, const T *D, const T *mb,
+                            const mg_attn_dims &d, T scale, double p,
+                            uint64_t key, uint64_t offset, int64_t b, int64_t i,
+                            int64_t j, T *pd, T *ds) {
+    const int64_t row = b * d.lq + i, ldy = d.dv + 1;
+    const T s = cu_attn_score(q + row * d.d, k + (b * d.lk + j) * d.d, mb, d,
+                              scale, i, j);
+    const T pw = exp(s - y[row * ldy + d.dv]);
+    const T *gr = gy + row * ldy, *vr = v + (b * d.lk + j) * d.dv;
+    T dp = 0;
+    for (int64_t c = 0; c < d.dv; c++) dp += gr[c] * vr[c];
+    T w = pw;
+    if (p > 0) {
+        const T keep = (T)(1.0 / (1.0 - p));
+        const int kept = mg_rng_uniform(mg_rng_hash(
+                             key, offset + (uint64_t)(row * d.lk + j))) >= p;
+        dp = kept ? dp * keep : (T)0;
+        w = kept ? pw * keep : (T)0;
+    }
+    *pd = w;
+    *ds = pw * (dp - D[row]);
+}
+
+template <typename T>
+__global__ void k_attn_dq(const T *q, const T *k, const T *v, const T *y,
+                          const T *gy, const T *mask, const T *D, T *g,
+                          mg_attn_dims d, T scale, int causal, double p,
+                          uint64_t key, uint64_t offset) {
+    extern __shared__ unsigned char cu_attn_sm[];
+    T *dsm = (T *)cu_attn_sm;
+    const int64_t per = d.lq * d.d + d.lk * d.d + d.lk * d.dv;
+    for (int64_t row = blockIdx.x; row < d.batch * d.lq; row += gridDim.x) {
+        const int64_t b = row / d.lq, i = row % d.lq;
+        const T *mb = mask ? mask + mg_attn_mask_base(&d, b) : NULL;
+        T *dq = g + b * per + i * d.d;
+        const int64_t kend = causal && i + 1 < d.lk ? i + 1 : d.lk;
+        for (int64_t c = threadIdx.x; c < d.d; c += blockDim.x) dq[c] = 0;
+        for (int64_t j0 = 0; j0 < kend; j0 += blockDim.x) {
+            const int64_t j = j0 + threadIdx.x;
+            T pd = 0, ds = 0;
+            if (j < kend)
+                cu_attn_pds(q, k, v, y, gy, D, mb, d, scale, p, key, offset, b,
+                            i, j, &pd, &ds);
+            dsm[threadIdx.x] = ds;
+            __syncthreads();
+            const int64_t n = kend - j0 < (int64_t)blockDim.x
+                                  ? kend - j0
+                                  : (int64_t)blockDim.x;
+            const T *kb = k + (b * d.lk + j0) * d.d;
+            for (int64_t c = threadIdx.x; c < d.d; c += blockDim.x) {
+                T acc = 0;
+                for (int64_t t = 0; t < n; t++) acc += dsm[t] * kb[t * d.d + c];
+                dq[c] += scale * acc;
+            }
+            __syncthreads();
+        }
+    }
+}
+
+template <typename T>
+__global__ void k_attn_dkv(const T *q, const T *k, const T *v, const T *y,
+                           const T *gy, const T *mask, const T *D, T *g,
+                           mg_attn_dims d, T scale, int causal, double p,
+                           uint64_t key, uint64_t offset) {
+    extern __shared__ unsigned char cu_attn_sm[];
+    T *dsm = (T *)cu_attn_sm, *psm = dsm + blockDim.x;
+    const int64_t per = d.lq * d.d + d.lk * d.d + d.lk * d.dv, ldy = d.dv + 1;
+    for (int64_t kr = blockIdx.x; kr < d.batch * d.lk; kr += gridDim.x) {
+        const int64_t b = kr / d.lk, j = kr % d.lk;
+        const T *mb = mask ? mask + mg_attn_mask_base(&d, b) : NULL;
+        T *dk = g + b * per + d.lq * d.d + j * d.d;
+        T *dvr = g + b * per + d.lq * d.d + d.lk * d.d + j * d.dv;
+        const int64_t istart = causal ? j : 0; /* rows i >= j see key j */
+        for (int64_t c = threadIdx.x; c < d.d; c += blockDim.x) dk[c] = 0;
+        for (int64_t c = threadIdx.x; c < d.dv; c += blockDim.x) dvr[c] = 0;
+        for (int64_t i0 = istart; i0 < d.lq; i0 += blockDim.x) {
+            const int64_t i = i0 + threadIdx.x;
+            T pd = 0, ds = 0;
+            if (i < d.lq)
+                cu_attn_pds(q, k, v, y, gy, D, mb, d, scale, p, key, offset, b,
+                            i, j, &pd, &ds);
+            dsm[threadIdx.x] = ds;
+            psm[threadIdx.x] = pd;
+            __syncthreads();
+            const int64_t n = d.lq - i0 < (int64_t)blockDim.x
+                                  ? d.lq - i0
+                                  : (int64_t)blockDim.x;
+            const T *qb = q + (b * d.lq + i0) * d.d;
+            const T *gb = gy + (b * d.lq + i0) * ldy;
+            for (int64_t c = threadIdx.x; c < d.d; c += blockDim.x) {
+                T acc = 0;
+                for (int64_t t = 0; t < n; t++) acc += dsm[t] * qb[t * d.d + c];
+                dk[c] += scale * acc;
+            }
+            for (int64_t c = threadIdx.x; c < d.dv; c += blockDim.x) {
+                T acc = 0;
+                for (int64_t t = 0; t < n; t++) acc += psm[t] * gb[t * ldy + c];
+                dvr[c] += acc;
+            }
+            __syncthreads();
+        }
+    }
+}
+
+/* The scores' gradient ds [batch, Lq, Lk] (attention_grad_mask), one
+ * element per thread. */
+template <typename T>
+__global__ void k_attn_dmask(const T *q, const T *k, const T *v, const T *y,
+                             const T *gy, const T *mask, const T *D, T *ds,
+                             mg_attn_dims d, T scale, int causal, double p,
+                             uint64_t key, uint64_t offset) {
+    CU_FOR(e, d.batch * d.lq * d.lk) {
+        const int64_t j = e % d.lk, i = (e / d.lk) % d.lq,
+                      b = e / (d.lk * d.lq);
+        T pd = 0, dsv = 0;
+        if (!(causal && j > i))
+            cu_attn_pds(q, k, v, y, gy, D,
+                        mask ? mask + mg_attn_mask_base(&d, b)
+                             : (const T *)NULL,
+                        d, scale, p, key, offset, b, i, j, &pd, &dsv);
+        ds[e] = dsv;
+    }
+}
+
+mg_status cu_attention(cu_ctx *c, const mg_kargs *a) {
+    mg_attn_dims d;
+    mg_status s = mg_attn_dims_setup(a, 3, &d);
+    if (s != MG_OK) return s;
+    const mg_attrs *at = a->attrs;
+    const uint64_t key = mg_rng_key(a->run_seed, at->seed);
+    const int64_t rows = d.batch * d.lq;
+    CU_BY_FLOAT(a, a->out.d.dtype,
+                (k_attn_fwd<T><<<cu_grid_rows(rows), CU_ATTN_THREADS,
+                                 2 * CU_ATTN_THREADS * sizeof(T), c->stream>>>(
+                    (const T *)a->in[0].data, (const T *)a->in[1].data,
+                    (const T *)a->in[2].data,
+                    d.has_mask ? (const T *)a->in[3].data : (const T *)NULL,
+                    (T *)a->out.data, d, (T)at->alpha, at->causal, at->p, key,
+                    at->offset)));
+    return MG_OK;
+}
+
+size_t cu_attention_grad_workspace(const mg_kargs *a) {
+    const mg_tdesc *q = &a->in[0].d;
+    if (q->ndim < 2) return 0;
+    return (size_t)(mgi_tdesc_numel(q) / q->shape[q->ndim - 1]) *
+           mg_dtype_size(q->dtype);
+}
+
+/* attention_grad (dq, dk, dv packed) or attention_grad_mask (ds): D
+ * first, then the gradient kernels, all on the context's stream. */
+template <typename T>
+static void attn_grad_launch(cu_ctx *c, const mg_kargs *a,
+                             const mg_attn_dims &d, T *D) {
+    const mg_attrs *at = a->attrs;
+    const uint64_t key = mg_rng_key(a->run_seed, at->seed);
+    const int64_t rows = d.batch * d.lq;
+    const T *q = (const T *)a->in[0].data, *k = (const T *)a->in[1].data,
+            *v = (const T *)a->in[2].data, *y = (const T *)a->in[3].data,
+            *gy = (const T *)a->in[4].data;
+    const T *m = d.has_mask ? (const T *)a->in[5].data : (const T *)NULL;
+    T *g = (T *)a->out.data;
+    const T scale = (T)at->alpha;
+    k_attn_rowdot<T>
+        <<<cu_blocks(rows), CU_THREADS, 0, c->stream>>>(y, gy, D, rows, d.dv);
+    if (a->op == MG_OP_ATTENTION_GRAD_MASK) {
+        const int64_t n = rows * d.lk;
+        k_attn_dmask<T><<<cu_blocks(n), CU_THREADS, 0, c->stream>>>(
+            q, k, v, y, gy, m, D, g, d, scale, at->causal, at->p, key,
+            at->offset);
+        return;
+    }
+    k_attn_dq<T><<<cu_grid_rows(rows), CU_ATTN_THREADS,
+                   CU_ATTN_THREADS * sizeof(T), c->stream>>>(
+        q, k, v, y, gy, m, D, g, d, scale, at->causal, at->p, key, at->offset);
+    k_attn_dkv<T><<<cu_grid_rows(d.batch * d.lk), CU_ATTN_THREADS,
+                    2 * CU_ATTN_THREADS * sizeof(T), c->stream>>>(
+        q, k, v, y, gy, m, D, g, d, scale, at->causal, at->p, key, at->offset);
+}
+
+mg_status cu_attention_grad(cu_ctx *c, const mg_kargs *a) {
+    mg_attn_dims d;
+    mg_status s = mg_attn_dims_setup(a, 5, &d);
+    if (s != MG_OK) return s;
+    void *work = NULL;
+    s = cu_work(a, cu_attention_grad_workspace(a), &work);
+    if (s != MG_OK) return s;
+    CU_BY_FLOAT(a, a->out.d.dtype, attn_grad_launch<T>(c, a, d, (T *)work));
     return MG_OK;
 }

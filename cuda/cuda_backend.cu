@@ -88,6 +88,9 @@ static void kernels_init(void) {
     t[MG_OP_EMBEDDING] = cu_embedding;
     t[MG_OP_EMBEDDING_GRAD] = cu_embedding_grad;
     t[MG_OP_CAUSAL_MASK] = cu_causal_mask;
+    t[MG_OP_ATTENTION] = cu_attention;
+    t[MG_OP_ATTENTION_GRAD] = cu_attention_grad;
+    t[MG_OP_ATTENTION_GRAD_MASK] = cu_attention_grad;
     t[MG_OP_CAST] = cu_cast;
     kernels_ready = 1;
 }
@@ -113,6 +116,8 @@ extern "C" size_t mgi_cuda_workspace(const mg_kargs *a) {
     case MG_OP_CROSS_ENTROPY: return cu_cross_entropy_workspace(a);
     case MG_OP_LAYERNORM_GRAD_GAMMA: return cu_norm_grad_gamma_workspace(a);
     case MG_OP_EMBEDDING_GRAD: return cu_embedding_grad_workspace(a);
+    case MG_OP_ATTENTION_GRAD:
+    case MG_OP_ATTENTION_GRAD_MASK: return cu_attention_grad_workspace(a);
     default: return 0;
     }
 }

@@ -386,14 +386,34 @@ mg_tensor mg_embedding(mg_graph *g, mg_tensor table, mg_tensor indices);
  * those entries zeroed. */
 MG_API
 mg_tensor mg_causal_mask(mg_graph *g, mg_tensor x, double value);
-/* Scaled dot-product attention softmax(q k^T * scale [+ causal mask]) v,
- * built from matmul, scale, causal_mask and softmax ops (no op of its own).
- * q is [..., Lq, d], k [..., Lk, d], v [..., Lk, dv] with equal leading
- * dims; y is [..., Lq, dv]. scale 0 means 1/sqrt(d). causal masks column
- * j > row i with -inf, aligned at the top left like PyTorch's is_causal. */
+/* Scaled dot-product attention softmax(q k^T * scale [+ causal mask]) v as
+ * one fused op (FlashAttention's algorithm): q is [..., Lq, d], k [..., Lk,
+ * d], v [..., Lk, dv] with equal leading dims; y is [..., Lq, dv]. scale 0
+ * means 1/sqrt(d). causal masks column j > row i with -inf, aligned at the
+ * top left like PyTorch's is_causal. The op keeps only its output and each
+ * row's log-sum-exp (O(Lq) memory, no Lq x Lk scores); its gradient
+ * recomputes the scores tile by tile. */
 MG_API
 mg_tensor mg_attention(mg_graph *g, mg_tensor q, mg_tensor k, mg_tensor v,
                        int causal, double scale);
+/* Options of mg_attention_ex; all-zero means mg_attention's defaults. */
+typedef struct mg_attention_opts {
+    int causal;       /* mask column j > row i (top-left aligned) */
+    double scale;     /* 0: 1/sqrt(d) */
+    double dropout_p; /* on the attention weights, as PyTorch's dropout_p */
+    uint64_t seed;    /* the dropout's op seed, as mg_dropout's */
+} mg_attention_opts;
+/* mg_attention with an additive mask (MG_NO_TENSOR for none: q's dtype,
+ * broadcasting to the scores [..., Lq, Lk], added after the scale; -inf
+ * removes a key) and dropout on the weights: weight (b, i, j) is dropped
+ * by the counter (b * Lq + i) * Lk + j of the op's range, so the fused op
+ * drops what mg_dropout on the composed weights would. The mask's gradient
+ * (computed only when asked for) is the scores' gradient summed over the
+ * dims it broadcasts across, which costs Lq x Lk per batch entry. opts
+ * NULL: the defaults. */
+MG_API
+mg_tensor mg_attention_ex(mg_graph *g, mg_tensor q, mg_tensor k, mg_tensor v,
+                          mg_tensor mask, const mg_attention_opts *opts);
 /* Mean over H and W of x [N, C, H, W]: [N, C]. A mean op. */
 MG_API
 mg_tensor mg_global_avg_pool2d(mg_graph *g, mg_tensor x);

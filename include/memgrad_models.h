@@ -1,6 +1,7 @@
 /*
  * memgrad_models.h - reference model builders on top of memgrad.h: an MLP,
- * a CIFAR-style pre-activation ResNet, a U-Net and a transformer encoder.
+ * a CIFAR-style pre-activation ResNet, a U-Net, a transformer encoder and
+ * GPT (causal, with a tied head).
  *
  * A builder makes a fresh graph holding one training step's forward pass:
  * its input, target, output (logits or prediction), scalar loss, and the
@@ -42,7 +43,8 @@ typedef enum mg_model_kind {
     MG_MODEL_MLP = 0,
     MG_MODEL_RESNET = 1,
     MG_MODEL_UNET = 2,
-    MG_MODEL_TRANSFORMER = 3
+    MG_MODEL_TRANSFORMER = 3,
+    MG_MODEL_GPT = 4
 } mg_model_kind;
 
 typedef struct mg_model_impl mg_model_impl; /* private bookkeeping */
@@ -121,6 +123,13 @@ mg_model *mg_model_transformer(int layers, int d_model, int heads, int seq,
                                int batch, int vocab, double dropout, int causal,
                                mg_dtype dtype, uint64_t seed);
 
+/* GPT (GPT-2's layout): mg_model_transformer with causal attention and the
+ * head tied to the token embedding: logits = ln_f(h) tok_emb^T [batch *
+ * seq, vocab], no head parameters of its own. Same arguments and checks. */
+MG_API
+mg_model *mg_model_gpt(int layers, int d_model, int heads, int seq, int batch,
+                       int vocab, double dropout, mg_dtype dtype,
+                       uint64_t seed);
 /* Append the gradients of m->loss with respect to every parameter
  * (mg_gradients with the given checkpoints, NULL for plain backprop) and
  * store them in m->grads. Call it at most once per model. */
@@ -147,7 +156,7 @@ MG_API
 mg_status mg_model_init_data(const mg_model *m, uint64_t seed, void *input,
                              void *target);
 
-/* "mlp", "resnet", "unet", "transformer" ("?" otherwise). */
+/* "mlp", "resnet", "unet", "transformer", "gpt" ("?" otherwise). */
 MG_API
 const char *mg_model_kind_name(mg_model_kind kind);
 

@@ -128,6 +128,7 @@ static mg_tensor leaf(op_case *c, mg_dtype dt, int ndim, const int64_t *sh,
     else if (dt == MG_I64)
         for (int64_t i = 0; i < n; i++)
             ((int64_t *)h)[i] = (int64_t)(th_rng_next(&rng) % (uint64_t)hi);
+    else if (dt == MG_F64) th_fill_f64(&rng, h, n, lo, hi, 0.05);
     else th_fill_f32(&rng, h, n, lo, hi, 0.05);
     c->leaves[c->n_leaves] = t;
     c->host[c->n_leaves++] = h;
@@ -437,6 +438,20 @@ START_TEST(test_every_op_matches_cpu) {
             finish(c, mg_embedding(c->g, t, i));
         }
         CASE("causal_mask") finish(c, mg_causal_mask(c->g, fin(c, 3, xm), 0.5));
+    }
+    {
+        /* several key chunks of the CUDA kernels' 128 threads, Lq != Lk */
+        const int64_t qs[] = {2, 3, 70, 5}, ks[] = {2, 3, 300, 5},
+                      vs[] = {2, 3, 300, 4}, ms[] = {2, 1, 70, 300};
+        CASE("attention causal")
+        finish(c, mg_attention(c->g, fin(c, 4, qs), fin(c, 4, ks),
+                               fin(c, 4, vs), 1, 0));
+        CASE("attention_ex mask dropout") {
+            mg_tensor q = fin(c, 4, qs), k = fin(c, 4, ks), v = fin(c, 4, vs);
+            mg_tensor m = fin(c, 4, ms); /* its gradient: attention_grad_mask */
+            const mg_attention_opts o = {.dropout_p = 0.2, .seed = 9};
+            finish(c, mg_attention_ex(c->g, q, k, v, m, &o));
+        }
     }
     for (int k = MG_OP_PARAM + 1; k < MG_OP_COUNT; k++) /* leaves: none */
         ck_assert_msg(ops_seen[k], "no case runs op %s on the GPU",

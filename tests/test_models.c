@@ -1,6 +1,6 @@
 /*
  * test_models.c - the reference model builders of memgrad_models.h (MLP,
- * pre-activation ResNet, U-Net, transformer): each builds, trains (a few
+ * pre-activation ResNet, U-Net, transformer, GPT): each builds, trains (a few
  * f32 SGD steps lower the loss), has a whole-model gradient that matches
  * float64 central differences on a tiny configuration, and under every
  * checkpoint policy gives plain backprop's loss and gradients bit for bit,
@@ -32,6 +32,10 @@ static mg_model *make(mg_model_kind kind, int tiny, mg_dtype dt) {
     case MG_MODEL_TRANSFORMER:
         m = tiny ? mg_model_transformer(2, 4, 2, 3, 2, 5, 0.2, 0, dt, 7)
                  : mg_model_transformer(4, 16, 2, 8, 2, 11, 0.1, 1, dt, 7);
+        break;
+    case MG_MODEL_GPT:
+        m = tiny ? mg_model_gpt(2, 4, 2, 3, 2, 5, 0.2, dt, 7)
+                 : mg_model_gpt(4, 16, 2, 8, 2, 11, 0.1, dt, 7);
         break;
     }
     ck_assert_msg(m != NULL, "building %s failed: %s", mg_model_kind_name(kind),
@@ -189,6 +193,8 @@ START_TEST(test_sgd_unet) { check_sgd(MG_MODEL_UNET, 0.05, 8); }
 END_TEST
 START_TEST(test_sgd_transformer) { check_sgd(MG_MODEL_TRANSFORMER, 0.1, 8); }
 END_TEST
+START_TEST(test_sgd_gpt) { check_sgd(MG_MODEL_GPT, 0.1, 8); }
+END_TEST
 
 /* ------------------------------------------------------------------ finite
  * differences: every parameter of a tiny f64 model (up to FD_PER_PARAM
@@ -263,6 +269,8 @@ END_TEST
 START_TEST(test_fd_unet) { check_fd(MG_MODEL_UNET); }
 END_TEST
 START_TEST(test_fd_transformer) { check_fd(MG_MODEL_TRANSFORMER); }
+END_TEST
+START_TEST(test_fd_gpt) { check_fd(MG_MODEL_GPT); }
 END_TEST
 
 /* ------------------------------------------------------------------ policies
@@ -389,6 +397,8 @@ START_TEST(test_policies_unet) { check_policies(MG_MODEL_UNET); }
 END_TEST
 START_TEST(test_policies_transformer) { check_policies(MG_MODEL_TRANSFORMER); }
 END_TEST
+START_TEST(test_policies_gpt) { check_policies(MG_MODEL_GPT); }
+END_TEST
 
 /* ------------------------------------------------------------------ init */
 
@@ -458,6 +468,9 @@ START_TEST(test_bad_arguments) {
                 "heads = 3 must divide d_model = 8");
     EXPECT_NULL(mg_model_transformer(1, 8, 2, 4, 2, 0, 0, 0, MG_F32, 1),
                 "vocab = 0");
+    EXPECT_NULL(mg_model_gpt(1, 8, 3, 4, 2, 5, 0, MG_F32, 1),
+                "mg_model_gpt: heads = 3 must divide d_model = 8");
+    EXPECT_NULL(mg_model_gpt(1, 8, 2, 0, 2, 5, 0, MG_F32, 1), "seq = 0");
 
     mg_model *m = make(MG_MODEL_MLP, 1, MG_F32);
     ck_assert_int_eq(mg_model_init_params(m, 1, NULL), MG_ERR_INVALID_ARG);
@@ -477,6 +490,17 @@ START_TEST(test_bad_arguments) {
     mg_model_free(m);
     mg_model_free(NULL);
     ck_assert_str_eq(mg_model_kind_name(MG_MODEL_UNET), "unet");
+    ck_assert_str_eq(mg_model_kind_name(MG_MODEL_GPT), "gpt");
+    /* the tied head: no head parameters, the embedding is read twice */
+    m = make(MG_MODEL_GPT, 1, MG_F32);
+    for (int i = 0; i < m->n_params; i++)
+        ck_assert_msg(strncmp(mg_tensor_name(m->g, m->params[i]), "head", 4),
+                      "gpt has a parameter %s",
+                      mg_tensor_name(m->g, m->params[i]));
+    ck_assert_str_eq(mg_tensor_op_name(m->g, m->output), "matmul");
+    ck_assert_str_eq(mg_tensor_name(m->g, mg_tensor_input(m->g, m->output, 1)),
+                     "tok_emb");
+    mg_model_free(m);
 }
 END_TEST
 
@@ -488,6 +512,7 @@ int main(void) {
                           test_fd_mlp, test_fd_resnet, test_fd_unet,
                           test_fd_transformer, test_policies_mlp,
                           test_policies_resnet, test_policies_unet,
-                          test_policies_transformer));
+                          test_policies_transformer, test_sgd_gpt, test_fd_gpt,
+                          test_policies_gpt));
     return th_run_suite(s);
 }

@@ -112,6 +112,75 @@ static void check_forward(const char *stem, int64_t batch) {
     mg_graph_free(g);
 }
 
+/* softmax(Q K^T * s + mask) V, twice (Mul and Div scales, Add either way
+ * round, Softmax axis -1 and 3): the importer builds memgrad's fused
+ * attention op for both, the forward matches the reference, and in training
+ * mode the gradients of every parameter (the mask initializer included)
+ * come out finite. */
+START_TEST(test_attention_fused) {
+    check_forward("attention", 2);
+    for (int training = 0; training < 2; training++) {
+        mg_graph *g = mg_graph_new();
+        mg_onnx_model *m = import("attention.onnx", g, training, 2);
+        int fused = 0, softmax = 0;
+        for (mg_tensor t = 0; t < (mg_tensor)mg_graph_num_tensors(g); t++) {
+            fused += !strcmp(mg_tensor_op_name(g, t), "attention");
+            softmax += !strcmp(mg_tensor_op_name(g, t), "softmax");
+        }
+        ck_assert_int_eq(fused, 2);
+        mg_tensor y = mg_onnx_output(m, 0);
+        /* the composed ops the importer built first are left unread: the
+         * plan computes none of them */
+        mg_plan *p = NULL;
+        ck_assert_int_eq(mg_plan_compile(g, &y, 1, NULL, &p), MG_OK);
+        char *dump = NULL;
+        size_t dlen = 0;
+        FILE *f = open_memstream(&dump, &dlen);
+        ck_assert_ptr_nonnull(f);
+        ck_assert_int_eq(mg_plan_dump(p, f), MG_OK);
+        fclose(f);
+        ck_assert_msg(strstr(dump, "attention") && !strstr(dump, "softmax"),
+                      "plan: %s", dump);
+        free(dump);
+        mg_plan_free(p);
+        ck_assert_int_eq(softmax, 2); /* built, then left unread */
+        if (training) {
+            mg_tensor loss = mg_sum(g, mg_mul(g, y, y), 0, NULL, 0);
+            const int np = mg_onnx_num_params(m);
+            /* 6 weights, the mask and the two scales */
+            ck_assert_int_eq(np, 9);
+            mg_tensor ps_[9], gr[9];
+            for (int k = 0; k < np; k++) ps_[k] = mg_onnx_param(m, k);
+            ck_assert_msg(mg_gradients(g, &loss, 1, NULL, ps_, np, NULL, gr) ==
+                              MG_OK,
+                          "%s", mg_last_error());
+            size_t nx;
+            void *x = read_all(data_path("attention.input.bin"), &nx);
+            int n;
+            mg_binding *b = all_binds(m, x, &n);
+            float *gv[9];
+            void *bufs[9];
+            for (int k = 0; k < np; k++)
+                bufs[k] = gv[k] = malloc(mg_tensor_nbytes(g, gr[k]));
+            TH_RUN_OK("attention grads", g, np, gr, bufs, n, b, 0);
+            for (int k = 0; k < np; k++) {
+                double norm = 0;
+                for (int64_t e = 0; e < mg_tensor_numel(g, gr[k]); e++) {
+                    ck_assert(isfinite(gv[k][e]));
+                    norm += (double)gv[k][e] * gv[k][e];
+                }
+                ck_assert_msg(norm > 0, "gradient %d is zero", k);
+                free(gv[k]);
+            }
+            free(b);
+            free(x);
+        }
+        mg_onnx_model_free(m);
+        mg_graph_free(g);
+    }
+}
+END_TEST
+
 START_TEST(test_mlp_forward) { check_forward("mlp", 3); }
 END_TEST
 START_TEST(test_cnn_forward) { check_forward("cnn", 2); }
@@ -630,12 +699,13 @@ int main(void) {
         s, "import", 300,
         TH_TESTS(
             test_mlp_forward, test_cnn_forward, test_ops_forward,
-            test_gpt_forward, test_resnet_forward, test_mobilenet_forward,
-            test_unet_forward, test_bert_forward, test_where_init_forward,
-            test_bert_mask_forward, test_bool_ops_forward,
-            test_int_input_cast_once, test_pool_attrs_forward,
-            test_model_handle, test_mlp_grads_match_hand_built,
-            test_cnn_grads_finite_difference, test_gpt_grads_finite_difference,
+            test_attention_fused, test_gpt_forward, test_resnet_forward,
+            test_mobilenet_forward, test_unet_forward, test_bert_forward,
+            test_where_init_forward, test_bert_mask_forward,
+            test_bool_ops_forward, test_int_input_cast_once,
+            test_pool_attrs_forward, test_model_handle,
+            test_mlp_grads_match_hand_built, test_cnn_grads_finite_difference,
+            test_gpt_grads_finite_difference,
             test_resnet_grads_finite_difference,
             test_bert_grads_finite_difference,
             test_bert_mask_grads_finite_difference,

@@ -23,10 +23,9 @@ typedef struct steady_case {
 } steady_case;
 
 static const steady_case cases[] = {
-    {"mlp", MG_MODEL_MLP},
-    {"resnet", MG_MODEL_RESNET},
-    {"unet", MG_MODEL_UNET},
-    {"transformer", MG_MODEL_TRANSFORMER},
+    {"mlp", MG_MODEL_MLP},   {"resnet", MG_MODEL_RESNET},
+    {"unet", MG_MODEL_UNET}, {"transformer", MG_MODEL_TRANSFORMER},
+    {"gpt", MG_MODEL_GPT},
 };
 
 static const mg_ckpt_policy policies[] = {MG_CKPT_NONE, MG_CKPT_MEMORY,
@@ -39,6 +38,7 @@ static mg_model *build(mg_model_kind k) {
     case MG_MODEL_UNET: return mg_model_unet(2, 4, 2, 16, MG_F32, 3);
     case MG_MODEL_TRANSFORMER:
         return mg_model_transformer(2, 16, 2, 8, 2, 11, 0.1, 1, MG_F32, 3);
+    case MG_MODEL_GPT: return mg_model_gpt(2, 16, 2, 8, 2, 11, 0.1, MG_F32, 3);
     }
     return NULL;
 }

@@ -165,6 +165,42 @@ START_TEST(test_softmax_reduce_loss_bits) {
 }
 END_TEST
 
+/* The fused attention and its backward op (issue 30), causal with an
+ * additive mask and dropout: its tasks (query blocks forward, batch entries
+ * backward) run on separate threads, each exactly as one thread runs it. */
+START_TEST(test_attention_bits) {
+    mg_graph *g = mg_graph_new();
+    const int64_t s[4] = {2, 4, 130, 16}, ms[2] = {130, 130};
+    mg_tensor q = mg_input(g, "q", MG_F32, 4, s);
+    mg_tensor k = mg_input(g, "k", MG_F32, 4, s);
+    mg_tensor v = mg_input(g, "v", MG_F32, 4, s);
+    mg_tensor m = mg_input(g, "mask", MG_F32, 2, ms);
+    const mg_attention_opts o = {.causal = 1, .dropout_p = 0.1, .seed = 3};
+    mg_tensor y = mg_attention_ex(g, q, k, v, m, &o);
+    mg_tensor loss = mg_sum(g, mg_mul(g, y, mg_tanh(g, y)), 0, NULL, 0);
+    const mg_tensor wrt[4] = {q, k, v, m};
+    mg_tensor grads[4];
+    ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, wrt, 4, NULL, grads),
+                     MG_OK);
+    const int64_t n = th_numel(4, s);
+    float *in[4];
+    th_rng rng;
+    th_rng_init(&rng, 30);
+    for (int i = 0; i < 4; i++) {
+        const int64_t ni = i == 3 ? 130 * 130 : n;
+        in[i] = malloc((size_t)ni * sizeof(float));
+        ck_assert_ptr_nonnull(in[i]);
+        th_fill_f32(&rng, in[i], ni, -2, 2, 0);
+    }
+    const mg_binding b[4] = {{q, in[0]}, {k, in[1]}, {v, in[2]}, {m, in[3]}};
+    const mg_tensor outs[5] = {y, grads[0], grads[1], grads[2], grads[3]};
+    const int64_t on[5] = {n, n, n, n, 130 * 130};
+    same_bits_at_thread_counts(g, 5, outs, on, 4, b, 8 * 130 * 130);
+    for (int i = 0; i < 4; i++) free(in[i]);
+    mg_graph_free(g);
+}
+END_TEST
+
 /* max and average pooling (overlapping, padded windows) and their
  * gradients, whose planes run on separate threads: the loops (MG_POOL=
  * loops) and, where the library has it, oneDNN's primitives; a plan
@@ -307,7 +343,7 @@ int main(void) {
     th_add_tcase(s, "threads", 120,
                  TH_TESTS(test_bits_independent_of_threads,
                           test_softmax_reduce_loss_bits, test_pool_bits,
-                          test_exec_num_threads_option,
+                          test_attention_bits, test_exec_num_threads_option,
                           test_conv_plan_covers_more_threads));
     return th_run_suite(s);
 }

@@ -237,6 +237,17 @@ class Graph:
     def causal_mask(self, x, value):
         return self._t(_lib.causal_mask(self._g, x.id, float(value)))
 
+    def attention(self, q, k, v, causal=False, scale=0.0, mask=None,
+                  dropout_p=0.0, seed=0):
+        """Fused scaled dot-product attention (mg_attention_ex): q [..., Lq,
+        d], k [..., Lk, d], v [..., Lk, dv]; an additive float mask that
+        broadcasts to [..., Lq, Lk] (None: none); scale 0 is 1/sqrt(d)."""
+        o = _lib.AttentionOpts(int(bool(causal)), float(scale),
+                               float(dropout_p), int(seed))
+        m = mask.id if mask is not None else -1
+        return self._t(_lib.attention_ex(self._g, q.id, k.id, v.id, m,
+                                         ctypes.byref(o)))
+
     def broadcast_to(self, x, shape):
         return self._t(_lib.broadcast_to(self._g, x.id, *_shape(shape)))
 

@@ -83,6 +83,11 @@ class Pool2dOpts(ctypes.Structure):
                 ("ceil_mode", c_int), ("count_include_pad", c_int)]
 
 
+class AttentionOpts(ctypes.Structure):
+    _fields_ = [("causal", c_int), ("scale", c_double),
+                ("dropout_p", c_double), ("seed", c_uint64)]
+
+
 class PoolStats(ctypes.Structure):
     _fields_ = [("bytes_in_use", c_size_t), ("peak_bytes_in_use", c_size_t),
                 ("bytes_reserved", c_size_t), ("alloc_calls", c_uint64),
@@ -205,6 +210,8 @@ permute = _fn("mg_permute", T, G, T, POINTER(c_int))
 transpose = _fn("mg_transpose", T, G, T, c_int, c_int)
 layernorm = _fn("mg_layernorm", T, G, T, T, T, c_int, c_double)
 causal_mask = _fn("mg_causal_mask", T, G, T, c_double)
+attention = _fn("mg_attention", T, G, T, T, T, c_int, c_double)
+attention_ex = _fn("mg_attention_ex", T, G, T, T, T, T, POINTER(AttentionOpts))
 broadcast_to = _fn("mg_broadcast_to", T, G, T, c_int, POINTER(c_int64))
 
 

@@ -25,6 +25,7 @@ STRUCTS = {
     "mg_plan_arena": (_lib.PlanArena, "memgrad.h"),
     "mg_exec_options": (_lib.ExecOptions, "memgrad.h"),
     "mg_pool2d_opts": (_lib.Pool2dOpts, "memgrad.h"),
+    "mg_attention_opts": (_lib.AttentionOpts, "memgrad.h"),
     "mg_pool_stats": (_lib.PoolStats, "memgrad.h"),
     "DLDevice": (_lib.DLDevice, "dlpack/dlpack.h"),
     "DLDataType": (_lib.DLDataType, "dlpack/dlpack.h"),

@@ -134,6 +134,38 @@ def test_report_peak_and_dot():
     assert dot.startswith("digraph") and "matmul" in dot
 
 
+def test_attention_matches_numpy():
+    """Graph.attention (the fused op) against softmax(q k^T s + mask) v in
+    numpy, and its gradients against the composed ops'."""
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((2, 5, 4)) for _ in range(3))
+    m = np.triu(np.full((5, 5), -np.inf), 1) + rng.standard_normal((5, 5))
+    s = q @ k.transpose(0, 2, 1) * 0.5 + m
+    w = np.exp(s - s.max(-1, keepdims=True))
+    want = (w / w.sum(-1, keepdims=True)) @ v
+    g = mg.Graph()
+    tq, tk, tv = (g.input(n, "float64", (2, 5, 4)) for n in "qkv")
+    tm = g.input("m", "float64", (5, 5))
+    y = g.attention(tq, tk, tv, scale=0.5, mask=tm)
+    loss = g.sum(g.mul(y, y))
+    gq, = g.gradients([loss], [tq], policy="none")
+    plan = g.compile([y, gq])
+    out = mg.Executor().run(plan, {tq: q, tk: k, tv: v, tm: m})
+    np.testing.assert_allclose(out[y], want, rtol=1e-12, atol=1e-12)
+    # the composed ops' gradient of q
+    g2 = mg.Graph()
+    cq, ck, cv = (g2.input(n, "float64", (2, 5, 4)) for n in "qkv")
+    cm = g2.input("m", "float64", (5, 5))
+    sc = g2.add(g2.scale(g2.matmul(cq, ck, trans_b=True), 0.5), cm)
+    y2 = g2.matmul(g2.softmax(sc, -1), cv)
+    gq2, = g2.gradients([g2.sum(g2.mul(y2, y2))], [cq], policy="none")
+    out2 = mg.Executor().run(g2.compile([gq2]),
+                             {cq: q, ck: k, cv: v, cm: m})
+    np.testing.assert_allclose(out[gq], out2[gq2], rtol=1e-10, atol=1e-12)
+    with pytest.raises(mg.MemgradError, match="attention"):
+        g.attention(tq, tk, tv, dropout_p=1.0)
+
+
 def test_outputs_are_zero_copy_and_held():
     g = mg.Graph()
     x = g.input("x", "float32", (4,))

@@ -278,6 +278,67 @@ static inline mg_status mg_ce_dims_setup(const mg_kargs *a, int lo,
     return MG_OK;
 }
 
+/* ---- attention geometry -------------------------------------------------- */
+
+/* The attention op reads q [..., Lq, d], k [..., Lk, d], v [..., Lk, dv]
+ * (inputs 0-2) and an optional additive mask that broadcasts to the scores
+ * [..., Lq, Lk] (input mask_slot). batch is the product of the leading
+ * dims; the mask's element for (b, i, j) is at mask_base(b) + i * ms_r +
+ * j * ms_c, with stride 0 on broadcast dims. */
+typedef struct mg_attn_dims {
+    int64_t batch, lq, lk, d, dv;
+    int has_mask, nbd;
+    int64_t bshape[MG_MAX_DIMS], mstride[MG_MAX_DIMS];
+    int64_t ms_r, ms_c;
+} mg_attn_dims;
+
+MG_KFN int64_t mg_attn_mask_base(const mg_attn_dims *d, int64_t b) {
+    int64_t off = 0;
+    for (int i = d->nbd - 1; i >= 0; i--) {
+        off += (b % d->bshape[i]) * d->mstride[i];
+        b /= d->bshape[i];
+    }
+    return off;
+}
+
+static inline mg_status mg_attn_dims_setup(const mg_kargs *a, int mask_slot,
+                                           mg_attn_dims *d) {
+    const mg_tdesc *q = &a->in[0].d, *k = &a->in[1].d, *v = &a->in[2].d;
+    const int nd = q->ndim;
+    if (nd < 2 || k->ndim != nd || v->ndim != nd)
+        return mg_kernel_fail(a, MG_ERR_SHAPE,
+                              "attention needs q, k, v of 2 or more dims");
+    d->lq = q->shape[nd - 2];
+    d->lk = k->shape[nd - 2];
+    d->d = q->shape[nd - 1];
+    d->dv = v->shape[nd - 1];
+    d->batch = 1;
+    d->nbd = nd - 2;
+    for (int i = 0; i < nd - 2; i++) {
+        d->bshape[i] = q->shape[i];
+        d->batch *= q->shape[i];
+    }
+    d->has_mask = a->n_in > mask_slot;
+    d->ms_r = d->ms_c = 0;
+    for (int i = 0; i < nd - 2; i++) d->mstride[i] = 0;
+    if (!d->has_mask) return MG_OK;
+    const mg_tdesc *m = &a->in[mask_slot].d;
+    if (m->ndim > nd)
+        return mg_kernel_fail(a, MG_ERR_SHAPE,
+                              "attention mask has more dims than q");
+    /* contiguous strides of the mask, aligned from the right */
+    int64_t st = 1;
+    for (int i = m->ndim - 1; i >= 0; i--) {
+        const int o = i + nd - m->ndim; /* the scores' axis */
+        const int64_t s = m->shape[i] == 1 ? 0 : st;
+        if (o == nd - 1) d->ms_c = s;
+        else if (o == nd - 2) d->ms_r = s;
+        else d->mstride[o] = s;
+        st *= m->shape[i];
+    }
+    return MG_OK;
+}
+
 /* ---- conv2d geometry ----------------------------------------------------- */
 
 /* conv2d and its gradients see x [N,C,H,W], y [N,O,OH,OW] and w

@@ -13,7 +13,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 
-#define MG_MAX_INPUTS 4
+#define MG_MAX_INPUTS 6
 
 /* One line per op: enum suffix and printed name. The op table in
  * src/graph/op_table.c and each backend's kernel table are indexed by it.
@@ -75,7 +75,10 @@
     X(BATCHNORM_GRAD_GAMMA, "batchnorm_grad_gamma")                            \
     X(LAYERNORM_GRAD_INPUT, "layernorm_grad_input")                            \
     X(LAYERNORM_GRAD_GAMMA, "layernorm_grad_gamma")                            \
-    X(EMBEDDING_GRAD, "embedding_grad")
+    X(EMBEDDING_GRAD, "embedding_grad")                                        \
+    X(ATTENTION, "attention")                                                  \
+    X(ATTENTION_GRAD, "attention_grad")                                        \
+    X(ATTENTION_GRAD_MASK, "attention_grad_mask")
 
 typedef enum mg_op {
 #define MG_OP_ENUM(e, s) MG_OP_##e,
@@ -102,9 +105,10 @@ typedef struct mg_attrs {
     int ndim;              /* reshape, broadcast_to, fill: target */
     mg_dtype dtype;        /* fill: element type */
     int64_t shape[MG_MAX_DIMS];
-    double alpha;          /* scale factor; fill value */
-    double p;              /* dropout probability */
+    double alpha;          /* scale factor; fill value; attention's scale */
+    double p;              /* dropout (and attention's) probability */
     uint64_t seed, offset; /* dropout: op seed and RNG counter base */
+    int causal;            /* attention: mask column j > row i */
     /* conv2d, pools and their gradient ops, as (h, w) pairs. Pools set
      * dilation to 1 so that one window rule serves them all. */
     int stride[2], pad[2], dilation[2];

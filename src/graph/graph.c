@@ -106,9 +106,15 @@ static void describe_call(const mg_graph *g, mg_op op, int n_in,
 static mg_status check_inputs(const mg_graph *g, mg_op op, int n_in,
                               const mg_tensor *in) {
     const mg_op_def *def = &mgi_op_table[op];
-    if (n_in != def->n_inputs)
+    if (n_in > def->n_inputs || n_in < def->n_inputs - def->n_optional) {
+        if (def->n_optional)
+            return mg_set_error(MG_ERR_INVALID_ARG,
+                                "%s: takes %d to %d inputs, got %d", def->name,
+                                def->n_inputs - def->n_optional, def->n_inputs,
+                                n_in);
         return mg_set_error(MG_ERR_INVALID_ARG, "%s: takes %d inputs, got %d",
                             def->name, def->n_inputs, n_in);
+    }
     if (n_in > 0 && !in)
         return mg_set_error(MG_ERR_INVALID_ARG, "%s: inputs are NULL",
                             def->name);

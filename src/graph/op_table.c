@@ -126,6 +126,16 @@ const mg_op_def mgi_op_table[MG_OP_COUNT] = {
     OP(EMBEDDING_GRAD, .n_inputs = 2, .infer = mgi_embedding_grad_infer,
        .flops = mgi_embedding_grad_flops,
        .workspace = mgi_embedding_grad_workspace),
+    OP(ATTENTION, .n_inputs = 4, .n_optional = 1, .flags = MG_OPF_EXPENSIVE,
+       .infer = mgi_attention_infer, .grad = mgi_attention_grad,
+       .flops = mgi_attention_flops, .workspace = mgi_attention_workspace),
+    OP(ATTENTION_GRAD, .n_inputs = 6, .n_optional = 1,
+       .infer = mgi_attention_grad_infer, .flops = mgi_attention_grad_flops,
+       .workspace = mgi_attention_grad_workspace),
+    OP(ATTENTION_GRAD_MASK, .n_inputs = 6,
+       .infer = mgi_attention_grad_mask_infer,
+       .flops = mgi_attention_grad_mask_flops,
+       .workspace = mgi_attention_grad_workspace),
 };
 
 #undef OP

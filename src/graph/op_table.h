@@ -59,6 +59,8 @@ typedef size_t mg_workspace_fn(const mg_tdesc *in, int n_in, const mg_attrs *a,
 typedef struct mg_op_def {
     const char *name;
     int n_inputs;
+    /* How many of the last inputs may be left out (attention's mask). */
+    int n_optional;
     unsigned flags;
     mg_infer_fn *infer;
     mg_grad_fn *grad;           /* NULL: not differentiable */

@@ -133,7 +133,11 @@ mg_flops_fn mgi_embedding_grad_flops;
 mg_workspace_fn mgi_embedding_grad_workspace;
 
 /* ---- ops_attention.c ----------------------------------------------------- */
-mg_infer_fn mgi_causal_mask_infer;
-mg_grad_fn mgi_causal_mask_grad;
+mg_infer_fn mgi_causal_mask_infer, mgi_attention_infer,
+    mgi_attention_grad_infer, mgi_attention_grad_mask_infer;
+mg_grad_fn mgi_causal_mask_grad, mgi_attention_grad;
+mg_flops_fn mgi_attention_flops, mgi_attention_grad_flops,
+    mgi_attention_grad_mask_flops;
+mg_workspace_fn mgi_attention_workspace, mgi_attention_grad_workspace;
 
 #endif

@@ -17,6 +17,7 @@ const char *mg_model_kind_name(mg_model_kind kind) {
     case MG_MODEL_RESNET: return "resnet";
     case MG_MODEL_UNET: return "unet";
     case MG_MODEL_TRANSFORMER: return "transformer";
+    case MG_MODEL_GPT: return "gpt";
     }
     return "?";
 }

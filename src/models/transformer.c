@@ -1,8 +1,10 @@
 /*
- * transformer.c - mg_model_transformer: a pre-layernorm transformer encoder
- * language model (token and learned position embeddings, multi-head
- * attention through mg_attention, a gelu MLP, residuals, dropout) with a
- * cross-entropy loss over every position.
+ * transformer.c - mg_model_transformer and mg_model_gpt: a pre-layernorm
+ * transformer language model (token and learned position embeddings,
+ * multi-head attention through mg_attention, the fused op, a gelu MLP,
+ * residuals, dropout) with a cross-entropy loss over every position. The
+ * transformer has a head of its own; GPT is causal with the head tied to
+ * the token embedding (logits = h tok_emb^T, no bias), as GPT-2.
  */
 #include "models_internal.h"
 
@@ -31,10 +33,11 @@ static mg_tensor split_heads(mg_graph *g, mg_tensor x, int64_t b, int64_t s,
     return mg_permute(g, mg_reshape(g, x, 4, sh), perm);
 }
 
-mg_model *mg_model_transformer(int layers, int d_model, int heads, int seq,
-                               int batch, int vocab, double dropout, int causal,
-                               mg_dtype dtype, uint64_t seed) {
-    const char *who = "mg_model_transformer";
+static mg_model *transformer_build(const char *who, mg_model_kind kind,
+                                   int layers, int d_model, int heads, int seq,
+                                   int batch, int vocab, double dropout,
+                                   int causal, mg_dtype dtype, uint64_t seed) {
+    const int tied = kind == MG_MODEL_GPT;
     if (!mgm_check(layers >= 1, who, "layers = %d must be >= 1", layers) ||
         !mgm_check(d_model >= 1, who, "d_model = %d must be >= 1", d_model) ||
         /* the MLP is 4 d_model wide, an int */
@@ -52,7 +55,7 @@ mg_model *mg_model_transformer(int layers, int d_model, int heads, int seq,
         !mgm_check(dtype == MG_F32 || dtype == MG_F64, who,
                    "dtype = %s must be f32 or f64", mg_dtype_name(dtype)))
         return NULL;
-    mg_model *m = mgm_new(MG_MODEL_TRANSFORMER, dtype, seed);
+    mg_model *m = mgm_new(kind, dtype, seed);
     if (!m) return NULL;
     mg_graph *g = m->g;
     m->impl->n_classes = vocab;
@@ -101,7 +104,23 @@ mg_model *mg_model_transformer(int layers, int d_model, int heads, int seq,
     h = layernorm(m, h, d_model, "ln_f");
     int64_t flat[2] = {B * S, D};
     h = mg_reshape(g, h, 2, flat);
-    m->output = mgm_linear(m, h, d_model, vocab, "head", wb);
+    m->output = tied ? mg_matmul(g, h, tok, 0, 1)
+                     : mgm_linear(m, h, d_model, vocab, "head", wb);
     m->loss = mg_cross_entropy(g, m->output, m->target);
     return mgm_finish(m, who);
+}
+
+mg_model *mg_model_transformer(int layers, int d_model, int heads, int seq,
+                               int batch, int vocab, double dropout, int causal,
+                               mg_dtype dtype, uint64_t seed) {
+    return transformer_build("mg_model_transformer", MG_MODEL_TRANSFORMER,
+                             layers, d_model, heads, seq, batch, vocab, dropout,
+                             causal, dtype, seed);
+}
+
+mg_model *mg_model_gpt(int layers, int d_model, int heads, int seq, int batch,
+                       int vocab, double dropout, mg_dtype dtype,
+                       uint64_t seed) {
+    return transformer_build("mg_model_gpt", MG_MODEL_GPT, layers, d_model,
+                             heads, seq, batch, vocab, dropout, 1, dtype, seed);
 }

@@ -794,6 +794,7 @@ static mg_status import_model(mgi_octx *c, const Onnx__ModelProto *mp) {
         return mg_set_error(MG_ERR_INVALID_ARG, "onnx: the model has no graph");
     if ((s = check_versions(c, mp))) return s;
     c->model->opset = c->opset;
+    c->gp = gp;
 
     /* every name the model can define, for the table's size */
     size_t cap = gp->n_input + gp->n_initializer + 16;

@@ -58,6 +58,8 @@ typedef struct mgi_octx {
     int n_consts, cap_consts;
     uint64_t next_seed;
     const Onnx__NodeProto *node; /* the node being converted, for messages */
+    /* the graph being imported: the attention matcher walks producers */
+    const Onnx__GraphProto *gp;
     /* the node's first attribute of the wrong type or out of range, found
      * by the attribute readers of onnx_ops_common.c ("" if none) */
     char attr_err[256];

@@ -1,12 +1,191 @@
 /*
  * onnx_ops_matmul.c - the matrix product converters: MatMul (batched, with
- * broadcast leading dims) and Gemm (transposes, alpha, beta and C).
+ * broadcast leading dims) and Gemm (transposes, alpha, beta and C). A MatMul
+ * that closes softmax(Q K^T * s + mask) V becomes memgrad's fused attention
+ * op (mg_attention_ex), which keeps no Lq x Lk scores.
  */
+#include <math.h>
 #include <string.h>
 
 #include "onnx_ops.h"
 
+/* ---- attention -----------------------------------------------------------
+ * MatMul(p, v) with p = Softmax(x) over the last axis, x = Add(s, mask) (or
+ * Add(mask, s), or s itself), s = Mul(t, c), Mul(c, t) or Div(t, c) with c
+ * one value (or t itself; a constant becomes the op's scale, a tensor such
+ * as an initializer multiplies or divides q), t = MatMul(q, kt): every
+ * intermediate
+ * value read by the next node alone (and by no graph output), q, kt, v of
+ * one rank with equal leading dims, no broadcasting. k is kt with its last
+ * two axes swapped: the input of a Transpose that swaps them, or a
+ * transpose. The nodes of the chain were converted already; their outputs
+ * are left unread, so no plan computes them. */
+
+static bool is_op(const node_t *n, const char *op) {
+    return n &&
+           (!n->domain || !n->domain[0] || !strcmp(n->domain, "ai.onnx")) &&
+           !strcmp(S(n->op_type), op);
+}
+
+/* The node whose output 0 is `name`, if it is read by nothing else (no
+ * other node input, no graph output). */
+static const node_t *sole_producer(const mgi_octx *c, const char *name) {
+    const Onnx__GraphProto *gp = c->gp;
+    const node_t *prod = NULL;
+    int readers = 0;
+    if (!gp || !name || !name[0]) return NULL;
+    for (size_t k = 0; k < gp->n_node; k++) {
+        const node_t *n = gp->node[k];
+        if (n->n_output > 0 && !strcmp(S(n->output[0]), name)) prod = n;
+        for (size_t i = 0; i < n->n_input; i++)
+            readers += !strcmp(S(n->input[i]), name);
+    }
+    for (size_t k = 0; k < gp->n_output; k++)
+        readers += !strcmp(S(gp->output[k]->name), name);
+    return readers == 1 ? prod : NULL;
+}
+
+/* A scale: a scalar float constant (into *v), or else a one-element
+ * tensor such as an initializer, which is a trained parameter (into *t,
+ * applied to q so that its gradient flows). */
+static bool scalar_value(mgi_octx *c, const char *name, double *v,
+                         mg_tensor *t) {
+    mgi_oval *o = mgi_onnx_lookup(c, name);
+    *t = MG_NO_TENSOR;
+    if (!o) return false;
+    if (o->c) {
+        if (!o->c->f || o->c->n != 1) return false;
+        *v = o->c->f[0];
+        return true;
+    }
+    if (o->t == MG_NO_TENSOR || mg_tensor_numel(c->g, o->t) != 1) return false;
+    mg_dtype dt;
+    mg_tensor_dtype(c->g, o->t, &dt);
+    if (dt != MG_F32 && dt != MG_F64) return false;
+    *t = o->t;
+    *v = 1.0;
+    return true;
+}
+
+/* The graph tensor of value `name` (a constant gets one), shape in sh. */
+static mg_tensor named_tensor(mgi_octx *c, const char *name, int *nd,
+                              int64_t *sh) {
+    mgi_oval *o = mgi_onnx_lookup(c, name);
+    mg_tensor t = o ? mgi_onnx_tensor(c, o) : MG_NO_TENSOR;
+    *nd = t == MG_NO_TENSOR ? -1 : mgi_onnx_tshape(c, t, sh);
+    return t;
+}
+
+/* The fused attention for MatMul node n, or MG_NO_TENSOR with no error set
+ * when n does not close the pattern (n converts as a plain MatMul then);
+ * *matched says which. */
+static mg_tensor try_attention(mgi_octx *c, const node_t *n, bool *matched) {
+    *matched = false;
+    if (n->n_input != 2) return MG_NO_TENSOR;
+    const node_t *sm = sole_producer(c, n->input[0]);
+    if (!is_op(sm, "Softmax") || sm->n_input != 1) return MG_NO_TENSOR;
+    /* x: the scores, with a mask added or not */
+    const char *x = sm->input[0], *mask = NULL, *s = x;
+    const node_t *xn = sole_producer(c, x);
+    if (is_op(xn, "Add") && xn->n_input == 2) {
+        for (int i = 0; i < 2 && !mask; i++) {
+            const node_t *p = sole_producer(c, xn->input[i]);
+            if (is_op(p, "Mul") || is_op(p, "Div") || is_op(p, "MatMul")) {
+                s = xn->input[i];
+                mask = xn->input[1 - i];
+            }
+        }
+        if (!mask) return MG_NO_TENSOR;
+    }
+    double scale = 1.0, cv;
+    mg_tensor st = MG_NO_TENSOR; /* a scale tensor */
+    const char *t = s;
+    const node_t *sn = sole_producer(c, s);
+    const bool div = is_op(sn, "Div");
+    if ((is_op(sn, "Mul") || div) && sn->n_input == 2) {
+        if (scalar_value(c, sn->input[1], &cv, &st)) {
+            t = sn->input[0];
+            scale = div ? 1.0 / cv : cv;
+        } else if (!div && scalar_value(c, sn->input[0], &cv, &st)) {
+            t = sn->input[1];
+            scale = cv;
+        } else {
+            return MG_NO_TENSOR;
+        }
+    }
+    if (!isfinite(scale) || scale == 0) return MG_NO_TENSOR;
+    const node_t *tn = sole_producer(c, t);
+    if (!is_op(tn, "MatMul") || tn->n_input != 2) return MG_NO_TENSOR;
+
+    int nq, nkt, nv, nx, nm = 0;
+    int64_t sq[MG_MAX_DIMS], skt[MG_MAX_DIMS], sv[MG_MAX_DIMS], sx[MG_MAX_DIMS],
+        smk[MG_MAX_DIMS];
+    mg_tensor q = named_tensor(c, tn->input[0], &nq, sq);
+    mg_tensor kt = named_tensor(c, tn->input[1], &nkt, skt);
+    mg_tensor v = named_tensor(c, n->input[1], &nv, sv);
+    mg_tensor xt = named_tensor(c, x, &nx, sx);
+    mg_tensor m = mask ? named_tensor(c, mask, &nm, smk) : MG_NO_TENSOR;
+    if (q == MG_NO_TENSOR || kt == MG_NO_TENSOR || v == MG_NO_TENSOR ||
+        xt == MG_NO_TENSOR || (mask && m == MG_NO_TENSOR)) {
+        mg_clear_error();
+        return MG_NO_TENSOR;
+    }
+    const int nd = nq;
+    mg_dtype dq, dkt, dv;
+    mg_tensor_dtype(c->g, q, &dq);
+    mg_tensor_dtype(c->g, kt, &dkt);
+    mg_tensor_dtype(c->g, v, &dv);
+    if (nd < 2 || nkt != nd || nv != nd || nx != nd || nm > nd ||
+        skt[nd - 2] != sq[nd - 1] || sv[nd - 2] != skt[nd - 1] ||
+        memcmp(sq, skt, sizeof(int64_t) * (size_t)(nd - 2)) ||
+        memcmp(sq, sv, sizeof(int64_t) * (size_t)(nd - 2)) ||
+        !(dq == MG_F32 || dq == MG_F64) || dkt != dq || dv != dq)
+        return MG_NO_TENSOR;
+    /* the softmax's axis must be the last (before opset 13 the input is
+     * flattened at axis, the same only for the last) */
+    int64_t axis = mgi_onnx_attr_i(c, sm, "axis", c->opset >= 13 ? -1 : 1);
+    if (!mgi_onnx_norm_axis(&axis, nd) || axis != nd - 1) return MG_NO_TENSOR;
+    if (m != MG_NO_TENSOR) { /* q's dtype, broadcasting to the scores */
+        mg_dtype dm;
+        mg_tensor_dtype(c->g, m, &dm);
+        if (dm != dq) return MG_NO_TENSOR;
+        for (int i = 0; i < nm; i++) {
+            const int64_t want = sx[nd - nm + i];
+            if (smk[i] != 1 && smk[i] != want) return MG_NO_TENSOR;
+        }
+    }
+    /* k: kt's source if kt is a Transpose swapping the last two axes */
+    mg_tensor k = MG_NO_TENSOR;
+    const node_t *ktn = sole_producer(c, tn->input[1]);
+    int64_t perm[MG_MAX_DIMS];
+    if (is_op(ktn, "Transpose") && ktn->n_input == 1 &&
+        mgi_onnx_attr_ints(c, ktn, "perm", perm, MG_MAX_DIMS) == nd) {
+        bool swap = perm[nd - 2] == nd - 1 && perm[nd - 1] == nd - 2;
+        for (int i = 0; swap && i < nd - 2; i++) swap = perm[i] == i;
+        int nk;
+        int64_t sk[MG_MAX_DIMS];
+        if (swap) k = named_tensor(c, ktn->input[0], &nk, sk);
+        if (k == MG_NO_TENSOR) mg_clear_error();
+    }
+    if (st != MG_NO_TENSOR) {
+        mg_dtype ds;
+        mg_tensor_dtype(c->g, st, &ds);
+        int64_t ss[MG_MAX_DIMS];
+        if (ds != dq || mgi_onnx_tshape(c, st, ss) > nd) return MG_NO_TENSOR;
+    }
+    *matched = true;
+    if (k == MG_NO_TENSOR) k = mg_transpose(c->g, kt, nd - 2, nd - 1);
+    /* (q s) k^T = (q k^T) s: a scale tensor goes onto q */
+    if (st != MG_NO_TENSOR) q = div ? mg_div(c->g, q, st) : mg_mul(c->g, q, st);
+    const mg_attention_opts o = {.scale = scale};
+    return mg_attention_ex(c->g, q, k, v, m, &o);
+}
+
 static mg_status op_matmul(mgi_octx *c, const node_t *n) {
+    bool matched;
+    mg_tensor att = try_attention(c, n, &matched);
+    if (matched) return mgi_onnx_out(c, n, 0, att);
+
     mg_tensor a = mgi_onnx_float_in(c, n, 0), b = mgi_onnx_float_in(c, n, 1);
     if (a == MG_NO_TENSOR || b == MG_NO_TENSOR) return mg_last_status();
     int64_t sa[MG_MAX_DIMS], sb[MG_MAX_DIMS];

@@ -601,4 +601,54 @@ pool_model("avgpool_pads", "AveragePool", (5, 6), kernel_shape=[3, 2],
 # SAME_UPPER on an odd size: the pad goes at the end
 pool_model("maxpool_same", "MaxPool", (5, 5), kernel_shape=[2, 2],
            strides=[2, 2], auto_pad="SAME_UPPER")
+
+# attention: two self-attention blocks in the pattern the importer maps to
+# memgrad's fused attention op, softmax(Q K^T * s + mask) V: the first with
+# K^T from a Transpose, Mul by a scale and Add(scores, mask); the second with
+# Div by sqrt(d), Add(mask, scores) and Softmax's axis given as 3
+arng = np.random.default_rng(3030)
+
+
+def ainit(name, *shape):
+    return numpy_helper.from_array(
+        (arng.standard_normal(shape) * 0.5).astype(np.float32), name)
+
+
+amask = np.triu(np.full((5, 5), -1e9, dtype=np.float32), 1)
+amask[:, 0] += 0.25  # a finite additive term too
+anodes, ainits = [], [numpy_helper.from_array(amask, "amask"),
+                      numpy_helper.from_array(np.array(0.5, np.float32),
+                                              "ascale"),
+                      numpy_helper.from_array(np.array(2.0, np.float32),
+                                              "asqrt_d")]
+src = "x"
+for b in range(2):
+    for part in "qkv":
+        ainits.append(ainit(f"w{part}{b}", 4, 4))
+        anodes.append(helper.make_node("MatMul", [src, f"w{part}{b}"],
+                                       [f"{part}{b}"]))
+    anodes.append(helper.make_node("Transpose", [f"k{b}"], [f"kt{b}"],
+                                   perm=[0, 1, 3, 2]))
+    anodes.append(helper.make_node("MatMul", [f"q{b}", f"kt{b}"], [f"s{b}"]))
+    if b == 0:
+        anodes.append(helper.make_node("Mul", [f"s{b}", "ascale"],
+                                       [f"ss{b}"]))
+        anodes.append(helper.make_node("Add", [f"ss{b}", "amask"],
+                                       [f"sm{b}"]))
+        anodes.append(helper.make_node("Softmax", [f"sm{b}"], [f"p{b}"],
+                                       axis=-1))
+    else:
+        anodes.append(helper.make_node("Div", [f"s{b}", "asqrt_d"],
+                                       [f"ss{b}"]))
+        anodes.append(helper.make_node("Add", ["amask", f"ss{b}"],
+                                       [f"sm{b}"]))
+        anodes.append(helper.make_node("Softmax", [f"sm{b}"], [f"p{b}"],
+                                       axis=3))
+    anodes.append(helper.make_node("MatMul", [f"p{b}", f"v{b}"], [f"o{b}"]))
+    src = f"o{b}"
+anodes.append(helper.make_node("Identity", [src], ["y"]))
+attn = model(anodes, [vi("x", ["N", 2, 5, 4])], [vi("y", ["N", 2, 5, 4])],
+             ainits, opset=13)
+save(attn, "attention", arng.standard_normal((2, 2, 5, 4)).astype(np.float32))
+
 print("wrote models to", OUT)

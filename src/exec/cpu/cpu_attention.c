@@ -1,9 +1,57 @@
 /*
- * cpu_attention.c - causal_mask, the op attention needs: over the last two
- * axes [L1, L2] of x, entries above the diagonal (column j > row i) take the
- * fill value; the rest are copied.
+ * cpu_attention.c - the fused attention op and its backward op (tiled, with
+ * OpenBLAS GEMMs for the tiles; the loops are in cpu_attention_impl.h), and
+ * causal_mask: over the last two axes [L1, L2] of x, entries above the
+ * diagonal (column j > row i) take the fill value; the rest are copied.
  */
 #include "cpu_kernels.h"
+
+#include "common/attn_tiles.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <tgmath.h>
+
+#define T float
+#define SUF f32
+#define GEMM cblas_sgemm
+#include "cpu_attention_impl.h"
+#undef T
+#undef SUF
+#undef GEMM
+#define T double
+#define SUF f64
+#define GEMM cblas_dgemm
+#include "cpu_attention_impl.h"
+#undef T
+#undef SUF
+#undef GEMM
+
+/* grad: 0 the forward, 1 attention_grad, 2 attention_grad_mask */
+static mg_status attention(const mg_kargs *ka, int grad) {
+    mg_attn_dims d;
+    mg_status s = mg_attn_dims_setup(ka, grad ? 5 : 3, &d);
+    if (s != MG_OK) return s;
+    if (d.lq > INT_MAX || d.lk > INT_MAX || d.d > INT_MAX - 1 ||
+        d.dv > INT_MAX - 1)
+        return mg_kernel_fail(ka, MG_ERR_UNSUPPORTED,
+                              "attention dims exceed the BLAS int range");
+    switch (ka->in[0].d.dtype) {
+    case MG_F32: return attn_run_f32(ka, &d, grad);
+    case MG_F64: return attn_run_f64(ka, &d, grad);
+    default: return mgi_cpu_bad_dtype(ka, ka->in[0].d.dtype);
+    }
+}
+
+mg_status mgi_cpu_attention(const mg_kargs *ka) { return attention(ka, 0); }
+
+mg_status mgi_cpu_attention_grad(const mg_kargs *ka) {
+    return attention(ka, 1);
+}
+
+mg_status mgi_cpu_attention_grad_mask(const mg_kargs *ka) {
+    return attention(ka, 2);
+}
 
 #define MASK_DEF(T, SUF)                                                       \
     static mg_status causal_mask_##SUF(const T *x, T *y, int64_t batch,        \

@@ -118,6 +118,9 @@ MG_BINARY_OPS(MG_CPU_ELEMENTWISE_DECL)
 mg_status mgi_cpu_fill(const mg_kargs *a);
 mg_status mgi_cpu_cast(const mg_kargs *a);
 mg_status mgi_cpu_matmul(const mg_kargs *a);
+mg_status mgi_cpu_attention(const mg_kargs *a);
+mg_status mgi_cpu_attention_grad(const mg_kargs *a);
+mg_status mgi_cpu_attention_grad_mask(const mg_kargs *a);
 mg_status mgi_cpu_sum(const mg_kargs *a);
 mg_status mgi_cpu_mean(const mg_kargs *a);
 mg_status mgi_cpu_broadcast_to(const mg_kargs *a);
