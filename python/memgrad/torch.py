@@ -27,6 +27,21 @@ Inputs are checked on every call: their number must be the traced
 forward's, each must be a torch tensor, and an input is never bound as a
 parameter.
 
+In-place safety, as in PyTorch: backward raises a RuntimeError naming
+memgrad and the tensor, rather than return wrong gradients, when a tensor
+memgrad's backward reads was written in place after the call: an input
+or a parameter (torch's version counters, recorded at the call; memgrad
+may read them again when it recomputes, so any write counts, as after an
+optimizer step that precedes backward), or the output where the backward
+phase reads it (tanh's output, say; libmemgrad fingerprints such an
+output when it hands it to torch and checks it at backward). In-place ops
+inside forward (`h += y`, `x.mul_(2)`, `F.relu(h, inplace=True)`,
+`nn.ReLU(inplace=True)`) are computed out of place, and every later
+reader of the written tensor and its aliases reads the new value, as in
+eager PyTorch; a write into a forward input, a parameter or buffer, or a
+tensor whose earlier view is read after the write is refused (check()
+lists it with the reason).
+
 The module runs where its parameters and inputs are: on the CPU, or after
 `.cuda()` on memgrad's CUDA backend, with torch's CUDA tensors bound and
 returned through DLPack (no copy through the host). One executor per
@@ -265,10 +280,30 @@ def _proxy_iter(self):
     return self.tracer.iter(self)
 
 
+# `h += y` on a Proxy: torch 1.13's Proxy has no __iadd__, so Python
+# falls back to `h = h + y` and an alias of h (`h2 = h` before it) keeps
+# the old value, where eager PyTorch's changes too. While tracing, these
+# record operator.iadd and friends, which the capture functionalises.
+_PROXY_INPLACE = {"__iadd__": operator.iadd, "__isub__": operator.isub,
+                  "__imul__": operator.imul,
+                  "__itruediv__": operator.itruediv}
+
+
+def _proxy_inplace(op):
+    def f(self, other):
+        return self.tracer.create_proxy("call_function", op, (self, other),
+                                        {})
+    return f
+
+
 def _trace(module):
     tracer = _Tracer()
     proxy_iter = torch.fx.proxy.Proxy.__iter__
     torch.fx.proxy.Proxy.__iter__ = _proxy_iter
+    had = {k: torch.fx.proxy.Proxy.__dict__[k] for k in _PROXY_INPLACE
+           if k in torch.fx.proxy.Proxy.__dict__}
+    for k, op in _PROXY_INPLACE.items():
+        setattr(torch.fx.proxy.Proxy, k, _proxy_inplace(op))
     try:
         graph = tracer.trace(module)
     except Exception as e:  # noqa: BLE001 - any tracer failure
@@ -278,6 +313,11 @@ def _trace(module):
                 type(e).__name__, msg[0] if msg else ""))) from None
     finally:
         torch.fx.proxy.Proxy.__iter__ = proxy_iter
+        for k in _PROXY_INPLACE:
+            if k in had:
+                setattr(torch.fx.proxy.Proxy, k, had[k])
+            else:
+                delattr(torch.fx.proxy.Proxy, k)
     return torch.fx.GraphModule(tracer.root, graph, type(module).__name__)
 
 
@@ -303,7 +343,10 @@ def _real_values(gm, example_inputs):
     bufs = [(b, b.detach().clone()) for b in gm.buffers()]
     try:
         with torch.random.fork_rng(devices=[]), torch.no_grad():
-            Rec(gm).run(*example_inputs)
+            # on copies: an in-place op in forward must not write into
+            # the caller's example tensors
+            Rec(gm).run(*[x.clone() if torch.is_tensor(x) else x
+                          for x in example_inputs])
     except Exception:  # noqa: BLE001 - stand-ins are best effort
         pass
     finally:
@@ -311,6 +354,84 @@ def _real_values(gm, example_inputs):
             for b, v in bufs:
                 b.copy_(v)
     return vals
+
+
+# functions with an `inplace` argument, and in-place functions
+_INPLACE_ARG = {F.relu, F.relu6, F.hardtanh, F.leaky_relu, F.silu,
+                F.hardswish, F.hardsigmoid, F.dropout, F.elu, F.selu,
+                F.celu, F.rrelu, F.threshold, F.mish}
+_INPLACE_FNS = {operator.iadd, operator.isub, operator.imul,
+                operator.itruediv}
+for _name in ("relu_", "hardtanh_", "leaky_relu_", "elu_", "celu_",
+              "selu_", "rrelu_", "threshold_"):
+    if hasattr(F, _name):
+        _INPLACE_FNS.add(getattr(F, _name))
+for _name in ("relu_", "sigmoid_", "tanh_", "exp_", "log_", "sqrt_",
+              "rsqrt_", "neg_", "erf_", "selu_", "celu_", "rrelu_"):
+    if hasattr(torch, _name):
+        _INPLACE_FNS.add(getattr(torch, _name))
+
+
+def _inplace_flag(fn, args, kwargs):
+    if "inplace" in kwargs:
+        return bool(kwargs["inplace"])
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return False
+    return bool(bound.arguments.get("inplace", False))
+
+
+def _inplace_target(node, modules):
+    """The fx node an in-place op node writes into, or None."""
+    first = node.args[0] if node.args else None
+    if not isinstance(first, torch.fx.Node):
+        return None
+    if node.op == "call_function":
+        if node.target in _INPLACE_FNS:
+            return first
+        if node.target in _INPLACE_ARG and \
+                _inplace_flag(node.target, node.args, node.kwargs):
+            return first
+    elif node.op == "call_method":
+        t = node.target
+        if t.endswith("_") and not t.startswith("_"):
+            return first
+    elif node.op == "call_module":
+        if getattr(modules.get(node.target), "inplace", False) is True:
+            return first
+    return None
+
+
+# ops whose result may share memory with their first argument
+_VIEW_METHODS = {"view", "view_as", "reshape", "reshape_as", "flatten",
+                 "unflatten", "transpose", "permute", "t", "expand",
+                 "expand_as", "unsqueeze", "squeeze", "contiguous", "split",
+                 "chunk", "narrow", "select", "unbind", "detach",
+                 "as_strided", "movedim", "swapaxes", "diagonal", "to",
+                 "type_as", "float", "double"}
+_VIEW_FUNCTIONS = {torch.reshape, torch.flatten, torch.transpose,
+                   torch.permute, torch.unsqueeze, torch.squeeze,
+                   torch.split, torch.chunk, torch.narrow, torch.select,
+                   torch.unbind, torch.detach, torch.t, torch.movedim,
+                   operator.getitem}
+
+
+def _is_view_node(node, modules, training):
+    if node.op == "call_method":
+        return node.target in _VIEW_METHODS
+    if node.op == "call_function":
+        if node.target is getattr:  # x.T, not x.shape
+            return len(node.args) > 1 and node.args[1] in ("T", "mT", "H")
+        return node.target in _VIEW_FUNCTIONS
+    if node.op == "call_module":
+        m = modules.get(node.target)
+        if isinstance(m, (torch.nn.Identity, torch.nn.Flatten,
+                          torch.nn.Unflatten)):
+            return True
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
+            return not training or m.p == 0
+    return False
 
 
 class CheckReport:
@@ -386,6 +507,7 @@ class _Captured:
                collect, gm):
         gm = gm if gm is not None else _trace(module)
         self.training = training
+        self.module_name = type(module).__name__
         dt = self.dtype = _dtype_of(module, example_inputs)
         g = self.graph = Graph()
         env = {}
@@ -402,6 +524,9 @@ class _Captured:
         self._gm, self._examples = gm, example_inputs
         bad = collections.OrderedDict()  # (what, reason) -> paths
         modules = dict(gm.named_modules())
+        # in-place ops: node -> its order; written node -> alias group
+        self._order = {n: i for i, n in enumerate(gm.graph.nodes)}
+        self._alias_root, self._alias_group = {}, {}
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         if len(placeholders) != len(example_inputs):
             raise TypeError(
@@ -449,6 +574,7 @@ class _Captured:
                 continue
             try:
                 env[node] = self._map(node, args, kwargs, modules)
+                self._functionalise(node, env, modules)
             except (_Unsupported, MemgradError, TypeError, ValueError,
                     IndexError, KeyError) as e:
                 # TypeError and the like: arguments the mapping does not
@@ -563,6 +689,67 @@ class _Captured:
                 raise _Unsupported(None)
             return h(self, *args, **kwargs)
         raise _Unsupported("node kind %s" % node.op)
+
+    def _functionalise(self, node, env, modules):
+        """Eager PyTorch's values for an in-place op (h += y, x.mul_(2),
+        F.relu(h, inplace=True), nn.ReLU(inplace=True)): memgrad computes
+        it out of place, and every later reader of the tensor it wrote
+        (and of the aliases made by earlier in-place ops on it) reads the
+        new value. Refused, with the reason, where that is not eager's
+        value: a write into a forward input or a parameter or buffer
+        (memgrad never writes the caller's memory), or into a tensor with
+        a view (view, reshape, slicing, split, ...) read after the
+        write."""
+        tgt = _inplace_target(node, modules)
+        if tgt is None or not _is_mg(env[node]):
+            return
+        root = self._alias_root.get(tgt, tgt)
+        group = self._alias_group.setdefault(root, [root])
+        if tgt not in group:
+            group.append(tgt)
+        group.append(node)
+        self._alias_root[node] = root
+        # everything that shares memory with the group: views of it and
+        # what it is a view of, transitively
+        at = self._order[node]
+        seen, todo = set(group), list(group)
+        while todo:
+            n = todo.pop()
+            # views of n taken before this write (views taken after it
+            # read the new value; later in-place ops on n join the group
+            # when they are reached)
+            near = [u for u in n.users if u.args and u.args[0] is n and
+                    self._order[u] < at and
+                    _is_view_node(u, modules, self.training)]
+            if (_is_view_node(n, modules, self.training) or
+                    _inplace_target(n, modules) is not None) and \
+                    isinstance(n.args[0], torch.fx.Node):
+                near.append(n.args[0])
+            for m in near:
+                if m not in seen:
+                    seen.add(m)
+                    todo.append(m)
+        for a in seen:
+            if a.op == "placeholder":
+                raise _Unsupported(
+                    "an in-place write into the forward input %r (memgrad "
+                    "never writes into the caller's tensors; write "
+                    "x = x + ... instead)" % a.name)
+            if a.op == "get_attr":
+                raise _Unsupported(
+                    "an in-place write into the parameter or buffer %r "
+                    "(write an out-of-place op instead)" % a.target)
+        for a in seen:
+            if a in group:
+                continue
+            if any(self._order[u] > at for u in a.users):
+                raise _Unsupported(
+                    "an in-place write into a tensor whose view %r is read "
+                    "after it (memgrad computes in-place ops out of place; "
+                    "write an out-of-place op, or take the view after the "
+                    "write)" % a.name)
+        for m in group:
+            env[m] = env[node]
 
     def _fold(self, f, args, kwargs):
         """A value of constants alone (sizes, a mask buffer sliced to the
@@ -680,6 +867,16 @@ class _Captured:
             f[t] = buf.detach().to(device=device, dtype=tdt).reshape(
                 t.shape).contiguous()
         return f
+
+    def describe_feed(self, t):
+        """How a user names the torch tensor bound to memgrad tensor t."""
+        for i, x in enumerate(self.inputs):
+            if x is t:
+                return "input %d (%r)" % (i, self.input_names[i])
+        for p, x in zip(self.params, self.param_tensors):
+            if x is t:
+                return "parameter %r" % t.name
+        return "buffer %r" % t.name
 
     def update_running_stats(self, outs):
         """PyTorch's running-statistics update from this call's batch."""
@@ -1378,6 +1575,18 @@ def _f_getitem(cx, obj, idx):
     return g.reshape(x, out_shape) if out_shape != x.shape else x
 
 
+# in-place variants (x.add_(y), x.relu_(), F.relu_(x)): the out-of-place
+# mapping, then _Captured._functionalise gives later readers the new value
+for _name in list(_METHODS):
+    if _name + "_" not in _METHODS and hasattr(torch.Tensor, _name + "_"):
+        _METHODS[_name + "_"] = _METHODS[_name]
+for _f in list(_INPLACE_FNS):
+    _base = getattr(_f, "__name__", "").rstrip("_")
+    for _src in (F, torch):
+        if getattr(_src, _base + "_", None) is _f and \
+                getattr(_src, _base, None) in _FUNCTIONS:
+            _FUNCTIONS.setdefault(_f, _FUNCTIONS[getattr(_src, _base)])
+
 SUPPORTED = {
     "modules": sorted(_class_name(t) for t in _MODULES),
     "functions": sorted({_fn_name(f) for f in _FUNCTIONS}
@@ -1388,6 +1597,14 @@ SUPPORTED = {
 
 # ------------------------------------------------------------ calling
 class _Function(torch.autograd.Function):
+    """One call: memgrad's forward phase now, its backward phase when
+    torch's autograd reaches it. In-place safety as in PyTorch: the
+    version counter of every tensor memgrad shares with torch (each input,
+    parameter and bound buffer) is recorded here and compared in backward,
+    which raises rather than read a tensor written in place since; a write
+    into the output is caught by memgrad itself (mg_saved_export
+    fingerprints an output that the backward phase reads)."""
+
     @staticmethod
     def forward(ctx, cap, seed, *tensors):
         device = cap.device_of(tensors)
@@ -1396,14 +1613,43 @@ class _Function(torch.autograd.Function):
         outs, saved = ex.forward(cap.plan, feeds, seed)
         cap.update_running_stats(outs)
         ctx.cap, ctx.feeds, ctx.mg_saved, ctx.ex = cap, feeds, saved, ex
-        return outs[cap.y]
+        # the feeds are detached aliases (same version counter) of the
+        # caller's tensors, or copies nobody else can write
+        ctx.versions = [(t, a._version) for t, a in feeds.items()]
+        y = outs[cap.y]
+        ctx.y_alias = y.detach()  # shares y's counter; no reference cycle
+        ctx.y_version = y._version
+        return y
 
     @staticmethod
     def backward(ctx, grad_output):
         cap = ctx.cap
+        for t, v in ctx.versions:
+            a = ctx.feeds[t]
+            if a._version != v:
+                raise RuntimeError(
+                    "memgrad.torch: %s of %s was modified by an in-place "
+                    "operation after the forward call (its version is %d, "
+                    "it was %d); memgrad's backward reads it, so the "
+                    "gradients would be wrong. Modify a copy (x = x + 1, or "
+                    "x.clone()), or run backward before changing it (an "
+                    "optimizer step goes after backward)."
+                    % (cap.describe_feed(t), cap.module_name, a._version, v))
         feeds = dict(ctx.feeds)
         feeds[cap.seed] = grad_output.detach().contiguous()
-        grads = ctx.ex.backward(cap.plan, ctx.mg_saved, feeds)
+        try:
+            grads = ctx.ex.backward(cap.plan, ctx.mg_saved, feeds)
+        except MemgradError as e:
+            if ctx.y_alias._version == ctx.y_version:
+                raise
+            raise RuntimeError(
+                "memgrad.torch: the output of %s was modified by an "
+                "in-place operation after the forward call (its version is "
+                "%d, it was %d), and memgrad's backward reads it, so the "
+                "gradients would be wrong. Modify a copy instead (y = y * 2 "
+                "rather than y.mul_(2), or y.clone()). memgrad said: %s"
+                % (cap.module_name, ctx.y_alias._version, ctx.y_version,
+                   e)) from None
         ctx.mg_saved.free()
         return (None, None) + tuple(grads[gt] for gt in cap.grads)
 
