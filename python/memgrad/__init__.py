@@ -237,6 +237,12 @@ class Graph:
     def causal_mask(self, x, value):
         return self._t(_lib.causal_mask(self._g, x.id, float(value)))
 
+    def attention(self, q, k, v, causal=False, scale=0.0):
+        """softmax(q k^T * scale [+ causal mask]) v (mg_attention); scale
+        0 means 1/sqrt(d)."""
+        return self._t(_lib.attention(self._g, q.id, k.id, v.id,
+                                      1 if causal else 0, float(scale)))
+
     def broadcast_to(self, x, shape):
         return self._t(_lib.broadcast_to(self._g, x.id, *_shape(shape)))
 

@@ -179,6 +179,7 @@ permute = _fn("mg_permute", T, G, T, POINTER(c_int))
 transpose = _fn("mg_transpose", T, G, T, c_int, c_int)
 layernorm = _fn("mg_layernorm", T, G, T, T, T, c_int, c_double)
 causal_mask = _fn("mg_causal_mask", T, G, T, c_double)
+attention = _fn("mg_attention", T, G, T, T, T, c_int, c_double)
 broadcast_to = _fn("mg_broadcast_to", T, G, T, c_int, POINTER(c_int64))
 
 

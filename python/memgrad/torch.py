@@ -72,7 +72,12 @@ Supported (the mapping tables below; `SUPPORTED` lists them):
     AdaptiveAvgPool2d (any output size: average pooling where the output
     divides the input, else per-bin slices and means), Flatten, Identity,
     Dropout, ReLU, ReLU6, LeakyReLU, Tanh, Sigmoid, SiLU, GELU (exact and
-    tanh), Hardswish, Hardsigmoid, Softmax, LogSoftmax;
+    tanh), Hardswish, Hardsigmoid, Softmax, LogSoftmax,
+    MultiheadAttention (mg_attention per head; no key_padding_mask, masks
+    other than the causal one given as a constant), TransformerEncoder
+    and TransformerEncoderLayer, TransformerDecoder and
+    TransformerDecoderLayer (mapped as whole layers, also as the model
+    itself);
   functions: + - * / ** @ and unary -, torch.add/sub/mul/div/matmul/bmm/
     cat/concat/stack/flatten/reshape/transpose/permute/split/chunk/mean/
     sum/softmax/log_softmax/relu/tanh/sigmoid/exp/log/sqrt/rsqrt/erf/pow/
@@ -296,7 +301,29 @@ def _proxy_inplace(op):
     return f
 
 
+def _trace_mapped_leaf(module):
+    """A graph of one call of `module`, a layer memgrad maps as a whole
+    (nn.TransformerEncoder, say, whose own forward does not trace): its
+    positional inputs, the call, the output."""
+    holder = torch.nn.Module()
+    holder.add_module("m", module)
+    graph = torch.fx.Graph()
+    kinds = (inspect.Parameter.POSITIONAL_ONLY,
+             inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names = [p.name for p in
+             inspect.signature(module.forward).parameters.values()
+             if p.kind in kinds and p.default is inspect.Parameter.empty]
+    args = tuple(graph.placeholder(n) for n in names)
+    out = graph.call_module("m", args)
+    graph.output(out)
+    for n in graph.nodes:
+        n.meta["mg_path"] = ""
+    return torch.fx.GraphModule(holder, graph, type(module).__name__)
+
+
 def _trace(module):
+    if type(module) in _MODULES:
+        return _trace_mapped_leaf(module)
     tracer = _Tracer()
     proxy_iter = torch.fx.proxy.Proxy.__iter__
     torch.fx.proxy.Proxy.__iter__ = _proxy_iter
@@ -992,6 +1019,250 @@ def _m_layernorm(cx, m, path, x):
 def _f_layernorm(cx, input, normalized_shape, weight=None, bias=None,
                  eps=1e-5):
     return _layernorm(cx, input, tuple(normalized_shape), weight, bias, eps)
+
+
+# ------------------------------------------------------------ attention
+def _causal_or_none(mask, lq, lk, what):
+    """True for PyTorch's causal mask (bool True, or a float -inf, above the
+    diagonal: nn.Transformer.generate_square_subsequent_mask), False for
+    no mask; anything else is not mapped yet."""
+    if mask is None:
+        return False
+    if _is_mg(mask):
+        raise _Unsupported(
+            "%s given as a forward input (memgrad needs a constant causal "
+            "mask: build it inside forward, e.g. with "
+            "nn.Transformer.generate_square_subsequent_mask)" % what)
+    if not torch.is_tensor(mask) or tuple(mask.shape[-2:]) != (lq, lk):
+        raise _Unsupported("%s of shape %s" % (
+            what, tuple(getattr(mask, "shape", ()))))
+    above = torch.ones(lq, lk, dtype=torch.bool).triu(1).expand(mask.shape)
+    if mask.dtype == torch.bool:
+        if torch.equal(mask, above):
+            return True
+        if not mask.any():
+            return False
+    else:
+        m = mask.to(torch.float64)
+        if bool((m[above] == -math.inf).all()) and \
+                bool((m[~above] == 0).all()):
+            return True
+        if not bool(m.any()):
+            return False
+    raise _Unsupported("%s other than the causal one (memgrad maps causal "
+                       "masks only)" % what)
+
+
+def _mha(cx, m, path, query, key, value, key_padding_mask=None,
+         need_weights=True, attn_mask=None, average_attn_weights=True,
+         is_causal=False):
+    """nn.MultiheadAttention: the in-projections, mg_attention per head
+    (scaled by 1/sqrt(head_dim), causal where attn_mask is the causal
+    mask), the out-projection; with dropout in training, the same as
+    matmul, softmax, mg_dropout and matmul. Returns (output, the attention
+    weights averaged over heads or None), as PyTorch does."""
+    g = cx.graph
+    if key_padding_mask is not None:
+        raise _Unsupported("key_padding_mask")
+    if m.bias_k is not None or m.add_zero_attn:
+        raise _Unsupported("add_bias_kv or add_zero_attn")
+    if not all(_is_mg(t) for t in (query, key, value)):
+        raise _Unsupported("query, key and value must be tensors")
+    bf = getattr(m, "batch_first", False)
+    if len(query.shape) != 3:
+        raise _Unsupported("unbatched (2-dim) inputs")
+    if not bf:  # [L, N, E] -> [N, L, E]
+        query, key, value = (g.transpose(t, 0, 1)
+                             for t in (query, key, value))
+    n, lq, e = query.shape
+    lk = key.shape[1]
+    h = m.num_heads
+    hd = e // h
+    causal = bool(is_causal) or _causal_or_none(attn_mask, lq, lk,
+                                                "attn_mask")
+    if m._qkv_same_embed_dim:
+        w = cx.param(path + ".in_proj_weight", m.in_proj_weight)
+        ws = [g.slice(w, 0, i * e, e) for i in range(3)]
+    else:
+        ws = [cx.param(path + "." + nm, getattr(m, nm))
+              for nm in ("q_proj_weight", "k_proj_weight", "v_proj_weight")]
+    if m.in_proj_bias is not None:
+        b = cx.param(path + ".in_proj_bias", m.in_proj_bias)
+        bs = [g.slice(b, 0, i * e, e) for i in range(3)]
+    else:
+        bs = [None] * 3
+
+    def heads(x, w, b):  # [N, L, E] -> [N, H, L, hd]
+        t = _linear(cx, x, w, b)
+        t = g.reshape(t, (n, t.shape[1], h, hd))
+        return g.permute(t, (0, 2, 1, 3))
+
+    q, k, v = (heads(x, w, b) for x, w, b in zip((query, key, value), ws,
+                                                   bs))
+    p = m.dropout if cx.training else 0.0
+    weights = None
+    if p > 0 or need_weights:
+        kt = g.transpose(k, 2, 3)
+        s = g.scale(g.matmul(q, kt), 1.0 / math.sqrt(hd))
+        if causal:
+            s = g.causal_mask(s, -math.inf)
+        a = g.softmax(s, 3)
+        if p > 0:  # PyTorch returns the weights after dropout
+            a = cx.dropout(a, p)
+        if need_weights:
+            weights = g.mean(a, (1,)) if average_attn_weights else a
+        o = g.matmul(a, v) if p > 0 else None
+    else:
+        o = None
+    if o is None:
+        o = g.attention(q, k, v, causal=causal)
+    o = g.reshape(g.permute(o, (0, 2, 1, 3)), (n, lq, e))
+    o = _m_linear(cx, m.out_proj, path + ".out_proj", o)
+    if not bf:
+        o = g.transpose(o, 0, 1)
+    return o, weights
+
+
+_MODULES[torch.nn.MultiheadAttention] = _mha
+
+
+def _activation(cx, act, path, x):
+    """A Transformer layer's activation: a function (F.relu, F.gelu) or a
+    module."""
+    if isinstance(act, torch.nn.Module):
+        h = _MODULES.get(type(act))
+        if h is None:
+            raise _Unsupported("activation %s" % _class_name(type(act)))
+        return h(cx, act, path + ".activation", x)
+    h = _FUNCTIONS.get(act)
+    if h is None:
+        raise _Unsupported("activation %s" % _fn_name(act))
+    return h(cx, x)
+
+
+def _drop(cx, m, x):
+    return cx.dropout(x, m.p) if cx.training else x
+
+
+def _ff_block(cx, m, path, x):
+    x = _m_linear(cx, m.linear1, path + ".linear1", x)
+    x = _drop(cx, m.dropout, _activation(cx, m.activation, path, x))
+    return _m_linear(cx, m.linear2, path + ".linear2", x)
+
+
+def _sa_block(cx, m, path, x, mask, attn, drop, mem=None):
+    kv = x if mem is None else mem
+    y, _ = _mha(cx, attn, path, x, kv, kv, attn_mask=mask,
+                need_weights=False)
+    return _drop(cx, drop, y)
+
+
+def _ln(cx, m, path, x):
+    return _m_layernorm(cx, m, path, x)
+
+
+@_module(torch.nn.TransformerEncoderLayer)
+def _m_encoder_layer(cx, m, path, src, src_mask=None,
+                     src_key_padding_mask=None, is_causal=False):
+    """nn.TransformerEncoderLayer's math (its eval fast path computes the
+    same): self-attention and feed-forward blocks, each with a residual
+    and a LayerNorm before (norm_first) or after."""
+    if src_key_padding_mask is not None:
+        raise _Unsupported("src_key_padding_mask")
+    if is_causal and src_mask is None:
+        n = src.shape[1] if getattr(m.self_attn, "batch_first", False) \
+            else src.shape[0]
+        src_mask = torch.ones(n, n, dtype=torch.bool).triu(1)
+    g, x = cx.graph, src
+
+    def sa(t):
+        return _sa_block(cx, m, path + ".self_attn", t, src_mask,
+                         m.self_attn, m.dropout1)
+
+    def ff(t):
+        return _drop(cx, m.dropout2, _ff_block(cx, m, path, t))
+
+    if m.norm_first:
+        x = g.add(x, sa(_ln(cx, m.norm1, path + ".norm1", x)))
+        x = g.add(x, ff(_ln(cx, m.norm2, path + ".norm2", x)))
+    else:
+        x = _ln(cx, m.norm1, path + ".norm1", g.add(x, sa(x)))
+        x = _ln(cx, m.norm2, path + ".norm2", g.add(x, ff(x)))
+    return x
+
+
+@_module(torch.nn.TransformerDecoderLayer)
+def _m_decoder_layer(cx, m, path, tgt, memory, tgt_mask=None,
+                     memory_mask=None, tgt_key_padding_mask=None,
+                     memory_key_padding_mask=None, tgt_is_causal=False,
+                     memory_is_causal=False):
+    """nn.TransformerDecoderLayer: self-attention, cross-attention on
+    memory and feed-forward blocks, residuals and LayerNorms."""
+    if tgt_key_padding_mask is not None or \
+            memory_key_padding_mask is not None:
+        raise _Unsupported("key padding masks")
+    if tgt_is_causal and tgt_mask is None:
+        n = tgt.shape[1] if getattr(m.self_attn, "batch_first", False) \
+            else tgt.shape[0]
+        tgt_mask = torch.ones(n, n, dtype=torch.bool).triu(1)
+    if memory_is_causal:
+        raise _Unsupported("memory_is_causal")
+    g, x = cx.graph, tgt
+
+    def sa(t):
+        return _sa_block(cx, m, path + ".self_attn", t, tgt_mask,
+                         m.self_attn, m.dropout1)
+
+    def ca(t):
+        return _sa_block(cx, m, path + ".multihead_attn", t, memory_mask,
+                         m.multihead_attn, m.dropout2, mem=memory)
+
+    def ff(t):
+        return _drop(cx, m.dropout3, _ff_block(cx, m, path, t))
+
+    if m.norm_first:
+        x = g.add(x, sa(_ln(cx, m.norm1, path + ".norm1", x)))
+        x = g.add(x, ca(_ln(cx, m.norm2, path + ".norm2", x)))
+        x = g.add(x, ff(_ln(cx, m.norm3, path + ".norm3", x)))
+    else:
+        x = _ln(cx, m.norm1, path + ".norm1", g.add(x, sa(x)))
+        x = _ln(cx, m.norm2, path + ".norm2", g.add(x, ca(x)))
+        x = _ln(cx, m.norm3, path + ".norm3", g.add(x, ff(x)))
+    return x
+
+
+def _stack(cx, m, path, kind, x, call):
+    for i, layer in enumerate(m.layers):
+        if type(layer) is not kind:
+            raise _Unsupported("a layer of type %s in layers"
+                               % _class_name(type(layer)))
+        x = call(layer, "%s.layers.%d" % (path, i), x)
+    if m.norm is not None:
+        h = _MODULES.get(type(m.norm))
+        if h is None:
+            raise _Unsupported("norm %s" % _class_name(type(m.norm)))
+        x = h(cx, m.norm, path + ".norm", x)
+    return x
+
+
+@_module(torch.nn.TransformerEncoder)
+def _m_encoder(cx, m, path, src, mask=None, src_key_padding_mask=None,
+               is_causal=None):
+    return _stack(cx, m, path, torch.nn.TransformerEncoderLayer, src,
+                  lambda layer, p, x: _m_encoder_layer(
+                      cx, layer, p, x, mask, src_key_padding_mask,
+                      bool(is_causal)))
+
+
+@_module(torch.nn.TransformerDecoder)
+def _m_decoder(cx, m, path, tgt, memory, tgt_mask=None, memory_mask=None,
+               tgt_key_padding_mask=None, memory_key_padding_mask=None,
+               tgt_is_causal=None, memory_is_causal=False):
+    return _stack(cx, m, path, torch.nn.TransformerDecoderLayer, tgt,
+                  lambda layer, p, x: _m_decoder_layer(
+                      cx, layer, p, x, memory, tgt_mask, memory_mask,
+                      tgt_key_padding_mask, memory_key_padding_mask,
+                      bool(tgt_is_causal), memory_is_causal))
 
 
 def _max_pool(cx, x, kernel, stride, padding, dilation, ceil_mode,
