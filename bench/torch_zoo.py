@@ -5,9 +5,10 @@ PyTorch and torch.utils.checkpoint.checkpoint_sequential, per memgrad
 policy: gradient agreement with plain PyTorch float32 at the first step,
 peak RSS of the training steps and step time.
 
-Each (model, method) runs in a fresh process so that its peak RSS
-(ru_maxrss) is its own: the table gives the peak less the RSS just before
-the first step (the model, its copy and the input already made). A step is
+Each (model, method) runs in a fresh process; the table gives the peak
+RSS of its steps (VmHWM, reset through /proc/self/clear_refs just before
+the first step) less the RSS at that point (the model and the input
+already made). A step is
 forward, cross-entropy, backward and an SGD update (lr 0.01); the step
 time is the median of the steps after the first (which plans in memgrad,
 and warms the caches in torch). One thread in torch and in memgrad
@@ -23,7 +24,6 @@ import argparse
 import copy
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -105,6 +105,21 @@ def rss_now():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def reset_peak_rss():
+    """Start the process's peak RSS (VmHWM) afresh: ru_maxrss cannot be
+    reset, and on Linux a child process starts with its parent's."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def peak_rss():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def one(name, method, steps, batch, size):
     """Run one (model, method) in this process: a JSON line."""
     import torch
@@ -143,6 +158,7 @@ def one(name, method, steps, batch, size):
     params = list(model.parameters())
     opt = torch.optim.SGD(params, lr=0.01)
     base = rss_now()
+    reset_peak_rss()
     times, err = [], None
     for i in range(steps):
         t0 = time.perf_counter()
@@ -153,7 +169,7 @@ def one(name, method, steps, batch, size):
                       for p, w in zip(params, want) if w.abs().max() > 0)
         opt.step()
         times.append(time.perf_counter() - t0)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = peak_rss()
     return {"model": name, "method": method, "grad_err": err,
             "peak_mb": max(peak - base, 0) / 2 ** 20,
             "step_ms": 1e3 * statistics.median(times[1:])}
