@@ -321,12 +321,28 @@ def _trace_mapped_leaf(module):
     return torch.fx.GraphModule(holder, graph, type(module).__name__)
 
 
+_SQUARE_MASK = torch.nn.Transformer.generate_square_subsequent_mask
+
+
+def _square_mask(sz, *args, **kwargs):
+    """nn.Transformer.generate_square_subsequent_mask(x.size(0)): with a
+    traced size torch.full fails inside it; while tracing, a call with a
+    traced argument is recorded as one node (computed from the size when
+    the plan is made)."""
+    if isinstance(sz, torch.fx.Proxy):
+        return sz.tracer.create_proxy("call_function", _SQUARE_MASK,
+                                      (sz,) + args, kwargs)
+    return _SQUARE_MASK(sz, *args, **kwargs)
+
+
 def _trace(module):
     if type(module) in _MODULES:
         return _trace_mapped_leaf(module)
     tracer = _Tracer()
     proxy_iter = torch.fx.proxy.Proxy.__iter__
     torch.fx.proxy.Proxy.__iter__ = _proxy_iter
+    torch.nn.Transformer.generate_square_subsequent_mask = \
+        staticmethod(_square_mask)
     had = {k: torch.fx.proxy.Proxy.__dict__[k] for k in _PROXY_INPLACE
            if k in torch.fx.proxy.Proxy.__dict__}
     for k, op in _PROXY_INPLACE.items():
@@ -340,6 +356,8 @@ def _trace(module):
                 type(e).__name__, msg[0] if msg else ""))) from None
     finally:
         torch.fx.proxy.Proxy.__iter__ = proxy_iter
+        torch.nn.Transformer.generate_square_subsequent_mask = \
+            staticmethod(_SQUARE_MASK)
         for k in _PROXY_INPLACE:
             if k in had:
                 setattr(torch.fx.proxy.Proxy, k, had[k])

@@ -160,3 +160,28 @@ def test_unmapped_attention_features_are_named():
     assert not report.ok
     assert "torch.nn.MultiheadAttention (module) x1: key_padding_mask" in \
         str(report)
+
+
+class _MaskFromLength(nn.Module):
+    """The usual way to write it: the causal mask made in forward from the
+    sequence length (a traced size, which torch.full inside the helper
+    cannot take while tracing); another length plans again."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(
+            8, 2, 16, dropout=0.0), 2)
+
+    def forward(self, x):
+        mask = nn.Transformer.generate_square_subsequent_mask(x.size(0))
+        return self.enc(x, mask=mask)
+
+
+def test_causal_mask_made_from_the_sequence_length():
+    torch.manual_seed(0)
+    ref = _MaskFromLength().double()
+    _compare(ref, (_rand(5, 3, 8),))
+    mine = mgt.Module(copy.deepcopy(ref), (_rand(5, 3, 8),))
+    x = _rand(7, 3, 8, seed=3)
+    assert torch.allclose(mine(x), ref(x), rtol=1e-12, atol=1e-12)
+    assert nn.Transformer.generate_square_subsequent_mask(3).shape == (3, 3)
