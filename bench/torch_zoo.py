@@ -68,7 +68,7 @@ def build(name):
     size = 64
     if name == "googlenet":
         kw.update(aux_logits=False, init_weights=False)
-    if name in ("vit_b_16", "swin_t", "convnext_tiny", "vit_tiny"):
+    if name in ("vit_b_16", "convnext_tiny", "vit_tiny"):
         size = 32
     if name == "vit_b_16":
         kw.update(image_size=32)
@@ -211,7 +211,7 @@ def main():
           % os.getloadavg())
     print()
     print("## Loads: memgrad.torch.check() on each model (torchvision "
-          "classification models at 64x64, 32x32 for vit_b_16, swin_t and "
+          "classification models at 64x64, 32x32 for vit_b_16 and "
           "convnext_tiny; two-layer transformer stacks of width 64)")
     print()
     print("| model | loads | first unmapped |")

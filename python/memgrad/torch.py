@@ -77,7 +77,9 @@ Supported (the mapping tables below; `SUPPORTED` lists them):
     other than the causal one given as a constant), TransformerEncoder
     and TransformerEncoderLayer, TransformerDecoder and
     TransformerDecoderLayer (mapped as whole layers, also as the model
-    itself);
+    itself); torchvision's Swin window attention (its wrapped
+    shifted_window_attention, _get_relative_position_bias and
+    _patch_merging_pad);
   functions: + - * / ** @ and unary -, torch.add/sub/mul/div/matmul/bmm/
     cat/concat/stack/flatten/reshape/transpose/permute/split/chunk/mean/
     sum/softmax/log_softmax/relu/tanh/sigmoid/exp/log/sqrt/rsqrt/erf/pow/
@@ -1419,6 +1421,141 @@ def _f_stochastic_depth(cx, input, p, mode, training=True):
     shape = ((input.shape[0],) if mode == "row" else (1,)) + (1,) * (nd - 1)
     g = cx.graph
     return g.mul(input, cx.dropout(g.fill(cx.dtype, shape, 1.0), p))
+
+
+# ------------------------------------------------------------ swin
+# torchvision's Swin Transformer keeps its window attention in functions it
+# wraps for torch.fx (leaves of the trace); these are their math.
+_SWIN = "torchvision.models.swin_transformer."
+
+
+@_function(names=(_SWIN + "_get_relative_position_bias",))
+def _f_swin_position_bias(cx, table, index, window_size):
+    """table[index] viewed [N, N, heads], permuted to [1, heads, N, N]:
+    the gather as a constant one-hot matrix times the table (its gradient
+    sums the gathered rows, as index's backward does)."""
+    if _is_mg(index) or not torch.is_tensor(index):
+        raise _Unsupported("an index computed from the inputs")
+    g = cx.graph
+    t = cx.tensor(table)
+    n = int(window_size[0]) * int(window_size[1])
+    idx = index.reshape(-1).to(torch.long)
+    onehot = torch.zeros(idx.numel(), t.shape[0], dtype=torch.float64)
+    onehot[torch.arange(idx.numel()), idx] = 1.0
+    b = g.matmul(cx.const(onehot, "position_onehot"), t)
+    b = g.permute(g.reshape(b, (n, n, t.shape[1])), (2, 0, 1))
+    return g.reshape(b, (1, t.shape[1], n, n))
+
+
+def _every_other(g, x, axis, start):
+    """x[..., start::2, ...] along axis (of even length)."""
+    sh = x.shape
+    y = g.reshape(x, sh[:axis] + (sh[axis] // 2, 2) + sh[axis + 1:])
+    y = g.slice(y, axis + 1, start, 1)
+    return g.reshape(y, sh[:axis] + (sh[axis] // 2,) + sh[axis + 1:])
+
+
+@_function(names=(_SWIN + "_patch_merging_pad",))
+def _f_swin_patch_merging_pad(cx, x):
+    """Pad H and W to even, then cat of the four 2x2 phases on C."""
+    g = cx.graph
+    if len(x.shape) != 4:
+        raise _Unsupported("an input of %d dims" % len(x.shape))
+    _, h, w, _ = x.shape
+    if h % 2 or w % 2:
+        x = g.pad(x, (0, 0, 0, 0), (0, h % 2, w % 2, 0))
+    parts = [_every_other(g, _every_other(g, x, 1, r), 2, c)
+             for r, c in ((0, 0), (1, 0), (0, 1), (1, 1))]
+    return g.concat(parts, 3)
+
+
+def _roll(g, x, shift, axis):
+    """torch.roll(x, shift, axis): two slices, concatenated."""
+    n = x.shape[axis]
+    shift %= n
+    if shift == 0:
+        return x
+    return g.concat([g.slice(x, axis, n - shift, shift),
+                     g.slice(x, axis, 0, n - shift)], axis)
+
+
+@_function(names=(_SWIN + "shifted_window_attention",))
+def _f_swin_window_attention(cx, input, qkv_weight, proj_weight,
+                             relative_position_bias, window_size, num_heads,
+                             shift_size, attention_dropout=0.0, dropout=0.0,
+                             qkv_bias=None, proj_bias=None,
+                             logit_scale=None):
+    """torchvision's (shifted) window attention: pad to whole windows,
+    roll, partition into windows, attention per head with the relative
+    position bias (and, shifted, the mask between the rolled regions, a
+    constant computed by torch as torchvision does), project, merge the
+    windows, roll back, crop. Dropout follows the module's mode (torchvision
+    calls F.dropout without `training`)."""
+    if logit_scale is not None:
+        raise _Unsupported("logit_scale (Swin V2's cosine attention)")
+    g = cx.graph
+    if len(input.shape) != 4:
+        raise _Unsupported("an input of %d dims" % len(input.shape))
+    b, h, w, c = input.shape
+    ws = [int(window_size[0]), int(window_size[1])]
+    pad_r = (ws[1] - w % ws[1]) % ws[1]
+    pad_b = (ws[0] - h % ws[0]) % ws[0]
+    x = input
+    if pad_r or pad_b:
+        x = g.pad(x, (0, 0, 0, 0), (0, pad_b, pad_r, 0))
+    ph, pw = h + pad_b, w + pad_r
+    shift = [int(shift_size[0]), int(shift_size[1])]
+    if ws[0] >= ph:
+        shift[0] = 0
+    if ws[1] >= pw:
+        shift[1] = 0
+    x = _roll(g, _roll(g, x, -shift[0], 1), -shift[1], 2)
+    nh, nw = ph // ws[0], pw // ws[1]
+    n_win, n = nh * nw, ws[0] * ws[1]
+    x = g.reshape(x, (b, nh, ws[0], nw, ws[1], c))
+    x = g.reshape(g.permute(x, (0, 1, 3, 2, 4, 5)), (b * n_win, n, c))
+    heads, hd = int(num_heads), c // int(num_heads)
+    qkv = _linear(cx, x, cx.tensor(qkv_weight),
+                  cx.tensor(qkv_bias) if qkv_bias is not None else None)
+    qkv = g.permute(g.reshape(qkv, (b * n_win, n, 3, heads, hd)),
+                    (2, 0, 3, 1, 4))
+    q, k, v = (g.reshape(g.slice(qkv, 0, i, 1), (b * n_win, heads, n, hd))
+               for i in range(3))
+    attn = g.matmul(g.scale(q, hd ** -0.5), g.transpose(k, 2, 3))
+    attn = g.add(attn, cx.tensor(relative_position_bias))
+    if sum(shift) > 0:
+        m = torch.zeros(ph, pw, dtype=torch.float64)
+        hs = ((0, -ws[0]), (-ws[0], -shift[0]), (-shift[0], None))
+        wss = ((0, -ws[1]), (-ws[1], -shift[1]), (-shift[1], None))
+        count = 0
+        for r in hs:
+            for s in wss:
+                m[r[0]:r[1], s[0]:s[1]] = count
+                count += 1
+        m = m.view(nh, ws[0], nw, ws[1]).permute(0, 2, 1, 3).reshape(
+            n_win, n)
+        m = m.unsqueeze(1) - m.unsqueeze(2)
+        m = m.masked_fill(m != 0, -100.0).masked_fill(m == 0, 0.0)
+        attn = g.reshape(attn, (b, n_win, heads, n, n))
+        attn = g.add(attn, cx.const(m.reshape(1, n_win, 1, n, n),
+                                    "window_mask"))
+        attn = g.reshape(attn, (b * n_win, heads, n, n))
+    attn = g.softmax(attn, 3)
+    if cx.training:
+        attn = cx.dropout(attn, attention_dropout)
+    x = g.reshape(g.transpose(g.matmul(attn, v), 1, 2), (b * n_win, n, c))
+    x = _linear(cx, x, cx.tensor(proj_weight),
+                cx.tensor(proj_bias) if proj_bias is not None else None)
+    if cx.training:
+        x = cx.dropout(x, dropout)
+    x = g.reshape(x, (b, nh, nw, ws[0], ws[1], c))
+    x = g.reshape(g.permute(x, (0, 1, 3, 2, 4, 5)), (b, ph, pw, c))
+    x = _roll(g, _roll(g, x, shift[0], 1), shift[1], 2)
+    if pad_b:
+        x = g.slice(x, 1, 0, h)
+    if pad_r:
+        x = g.slice(x, 2, 0, w)
+    return x
 
 
 # ------------------------------------------------------------ activations

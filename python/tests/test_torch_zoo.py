@@ -58,9 +58,10 @@ ZOO = {
     "regnet_y_400mf": 64,
     "mnasnet0_5": 64,
     # torchvision's own classes at a few layers and narrow widths: the
-    # code paths of vit_b_16 and convnext_tiny in seconds
+    # code paths of vit_b_16, convnext_tiny and swin_t in seconds
     "vit_tiny": 32,
     "convnext_mini": 32,
+    "swin_mini": 40,  # 10x10 patches: padded to 3x3 windows, shifted
 }
 # the full-size models: minutes each on a 2-core VM, run with
 # MEMGRAD_SLOW_TESTS=1 (otherwise reported as skipped)
@@ -77,10 +78,11 @@ SLOW_ZOO = {
     "vgg11": 96,
     "convnext_tiny": 32,
     "vit_b_16": 32,
+    "swin_t": 64,
 }
 SLOW = os.environ.get("MEMGRAD_SLOW_TESTS") == "1"
 F32_MODELS = {"mobilenet_v3_small", "densenet121", "efficientnet_b0",
-              "squeezenet1_1", "vit_tiny", "convnext_mini"}
+              "squeezenet1_1", "vit_tiny", "convnext_mini", "swin_mini"}
 
 
 class _ExactHardsigmoid(nn.Module):
@@ -115,6 +117,10 @@ def build(name):
         model = torchvision.models.VisionTransformer(
             image_size=32, patch_size=8, num_layers=2, num_heads=2,
             hidden_dim=32, mlp_dim=64, **kw)
+    elif name == "swin_mini":
+        model = torchvision.models.SwinTransformer(
+            patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 2],
+            window_size=[3, 3], stochastic_depth_prob=0.1, **kw)
     elif name == "convnext_mini":
         from torchvision.models.convnext import CNBlockConfig, ConvNeXt
         model = ConvNeXt([CNBlockConfig(16, 32, 2), CNBlockConfig(32, None, 1)],
