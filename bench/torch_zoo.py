@@ -176,7 +176,6 @@ def one(name, method, steps, batch, size):
 
 
 def loads(name):
-    import torch
     import memgrad.torch as mgt
     warnings.filterwarnings("ignore")
     model, x = build(name)

@@ -387,7 +387,10 @@ def _real_values(gm, example_inputs):
                 r, lambda v: _Meta(v) if torch.is_tensor(v) else v)
             return r
 
-    bufs = [(b, b.detach().clone()) for b in gm.buffers()]
+    # buffers and parameters as they were afterwards (a forward may write
+    # into its own, which memgrad refuses, but torch would do here)
+    bufs = [(b, b.detach().clone())
+            for b in list(gm.buffers()) + list(gm.parameters())]
     try:
         with torch.random.fork_rng(devices=[]), torch.no_grad():
             # on copies: an in-place op in forward must not write into

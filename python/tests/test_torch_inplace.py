@@ -21,7 +21,7 @@ def _x(*shape):
     return torch.randn(*shape, dtype=torch.float64)
 
 
-# ------------------------------------------------- between forward and backward
+# ------------------------------------------ between forward and backward
 def test_output_written_in_place_raises_where_backward_reads_it():
     """Sequential(Linear, Tanh), y.mul_(2): once gradients off by up to
     13.8 with no error. tanh's backward reads its output, so PyTorch
@@ -211,8 +211,11 @@ def test_inplace_that_cannot_match_eager_is_refused(cls, why):
     x = _x(3, 4)
     keep = x.clone()
     m = cls().double()
+    state = copy.deepcopy(m.state_dict())
     with pytest.raises(mgt.UnsupportedModelError, match=why):
         mgt.Module(m, (x,))
     report = mgt.check(m, (x,))
     assert not report.ok and why in str(report)
     assert torch.equal(x, keep)  # the example was not written
+    for k, v in m.state_dict().items():  # nor the parameters
+        assert torch.equal(v, state[k]), k

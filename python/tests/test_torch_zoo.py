@@ -123,8 +123,9 @@ def build(name):
             window_size=[3, 3], stochastic_depth_prob=0.1, **kw)
     elif name == "convnext_mini":
         from torchvision.models.convnext import CNBlockConfig, ConvNeXt
-        model = ConvNeXt([CNBlockConfig(16, 32, 2), CNBlockConfig(32, None, 1)],
-                         stochastic_depth_prob=0.1, **kw)
+        model = ConvNeXt(
+            [CNBlockConfig(16, 32, 2), CNBlockConfig(32, None, 1)],
+            stochastic_depth_prob=0.1, **kw)
     else:
         model = getattr(torchvision.models, name)(**kw)
     if name.startswith("vgg"):
