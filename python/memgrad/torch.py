@@ -794,10 +794,12 @@ class _Captured:
                 continue
             if any(self._order[u] > at for u in a.users):
                 raise _Unsupported(
-                    "an in-place write into a tensor whose view %r is read "
-                    "after it (memgrad computes in-place ops out of place; "
-                    "write an out-of-place op, or take the view after the "
-                    "write)" % a.name)
+                    "an in-place write into a tensor that shares its memory "
+                    "with %r (a view taken before the write, or the tensor "
+                    "it is a view of), which is read after it (memgrad "
+                    "computes in-place ops out of place; write an "
+                    "out-of-place op, or take the view after the write)"
+                    % a.name)
         for m in group:
             env[m] = env[node]
 

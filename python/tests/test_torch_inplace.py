@@ -202,10 +202,23 @@ class _WritesUnderAView(nn.Module):
         return v.sum() + h.sum()
 
 
+class _WritesIntoAView(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.a(x)
+        top, _ = h.split(2, dim=1)
+        top.mul_(2)  # h changes too in eager
+        return h.sum()
+
+
 @pytest.mark.parametrize("cls, why", [
     (_WritesItsInput, "in-place write into the forward input 'x'"),
     (_WritesAParameter, "in-place write into the parameter or buffer 'w'"),
-    (_WritesUnderAView, "whose view 'getitem' is read after it"),
+    (_WritesUnderAView, "shares its memory with 'getitem'"),
+    (_WritesIntoAView, "shares its memory with 'a'"),
 ])
 def test_inplace_that_cannot_match_eager_is_refused(cls, why):
     x = _x(3, 4)
