@@ -12,7 +12,8 @@ already made). A step is
 forward, cross-entropy, backward and an SGD update (lr 0.01); the step
 time is the median of the steps after the first (which plans in memgrad,
 and warms the caches in torch). One thread in torch and in memgrad
-(OMP_NUM_THREADS=1). checkpoint_sequential cuts the model, written as an
+(OMP_NUM_THREADS=1). Dropout and stochastic depth are off (p = 0), so
+that the gradients can be compared. checkpoint_sequential cuts the model, written as an
 nn.Sequential of its own layers (in-place ReLUs made out of place, as
 checkpointing needs), into 4 segments.
 
@@ -31,8 +32,7 @@ import time
 import warnings
 
 # models whose step is timed: name -> input size
-TIMED = ["resnet18", "mobilenet_v2", "efficientnet_b0", "densenet121",
-         "vit_tiny"]
+TIMED = ["resnet18", "mobilenet_v2", "efficientnet_b0", "vit_tiny"]
 # every model whose capture is checked (the test zoo's, full size)
 CHECKED = ["resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
            "resnext50_32x4d", "wide_resnet50_2", "densenet121",
@@ -129,6 +129,12 @@ def one(name, method, steps, batch, size):
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     model, _ = build(name)
+    # dropout and stochastic depth off: the reference's masks, torch's
+    # and memgrad's would all differ
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.Dropout) or \
+                type(mod).__name__ == "StochasticDepth":
+            mod.p = 0.0
     s = 32 if name in ("vit_tiny",) else size
     x = torch.randn(batch, 3, s, s)
     labels = torch.arange(batch) % 10
@@ -165,8 +171,14 @@ def one(name, method, steps, batch, size):
         opt.zero_grad()
         F.cross_entropy(run(x), labels).backward()
         if i == 0:
-            err = max(float((p.grad - w).abs().max() / w.abs().max())
-                      for p, w in zip(params, want) if w.abs().max() > 0)
+            # as python/tests/test_torch_zoo.py judges: a parameter whose
+            # true gradient is zero (a BatchNorm bias that the next
+            # BatchNorm cancels) holds rounding noise in both, so the
+            # denominator is at least 1e-4 of the largest gradient entry
+            floor = 1e-4 * max(float(w.abs().max()) for w in want)
+            err = max(float((p.grad - w).abs().max()) /
+                      max(float(w.abs().max()), floor)
+                      for p, w in zip(params, want))
         opt.step()
         times.append(time.perf_counter() - t0)
     peak = peak_rss()
@@ -223,7 +235,8 @@ def main():
           "VisionTransformer 32x32, patch 4, 4 layers, width 64), %d steps"
           % (a.batch, a.size, a.size, a.steps))
     print()
-    print("grad err: max over parameters of max|g - g_torch| / max|g_torch| "
+    print("grad err: max over parameters of max|g - g_torch| / "
+          "max(max|g_torch|, 1e-4 max over all parameters of max|g_torch|) "
           "at the first step, against plain PyTorch float32. peak: the "
           "steps' peak RSS above the RSS before the first step. step: "
           "median step time after the first.")

@@ -446,13 +446,20 @@ def test_check_lists_every_unmapped_layer_at_once():
 
 def test_check_goes_past_what_torch_cannot_size():
     """A small ViT: torch.fx traces it (tuple unpacking of x.shape on
-    Python 3.11) and the one unmapped layer is listed with its paths."""
+    Python 3.11) and it captures; with an unmapped activation in each
+    block's MLP, the check goes on past the first (torch sizes what
+    follows) and lists both with their paths."""
     vit = torchvision.models.VisionTransformer(
         image_size=32, patch_size=16, num_layers=2, num_heads=2,
         hidden_dim=16, mlp_dim=32, num_classes=10)
-    report = mgt.check(vit, (torch.zeros(2, 3, 32, 32),))
-    assert [(w, c) for w, c, _, _ in report.unsupported] == [
-        ("torch.nn.MultiheadAttention (module)", 2)]
+    x = torch.zeros(2, 3, 32, 32)
+    assert mgt.check(vit, (x,)).ok
+    for layer in vit.encoder.layers:
+        layer.mlp[1] = nn.ELU()
+    report = mgt.check(vit, (x,))
+    assert [(w, c, p) for w, c, p, _ in report.unsupported] == [
+        ("torch.nn.ELU (module)", 2, ["encoder.layers.encoder_layer_0.mlp.1",
+                                      "encoder.layers.encoder_layer_1.mlp.1"])]
 
 
 def test_function_names_read_as_torch_spells_them():
