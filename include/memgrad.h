@@ -755,7 +755,9 @@ mg_status mg_exec_forward(mg_exec *ex, const mg_plan *p,
  * gradients are kept as mg_exec_run's outputs are. Each saved tensor goes
  * back to the pool after its last backward reader; the forward outputs
  * stay in saved until mg_saved_free. A failure before any saved tensor is
- * released (a missing seed, say) leaves saved usable for another try. */
+ * released (a missing seed, or a forward output exported with
+ * mg_saved_export and written since) leaves saved usable for another
+ * try. */
 MG_API
 mg_status mg_exec_backward(mg_exec *ex, const mg_plan *p, mg_saved *saved,
                            const mg_binding *binds, int n_binds);

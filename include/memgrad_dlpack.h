@@ -47,7 +47,11 @@ mg_status mg_exec_export(mg_exec *ex, mg_tensor t, DLManagedTensor **out);
 /* Export forward output t held by saved (mg_exec_forward) as a new
  * DLManagedTensor sharing its pool block, as mg_exec_export does for a
  * run's outputs: the block goes back to the pool when both the consumer's
- * deleter and mg_saved_free have run, in either order. */
+ * deleter and mg_saved_free have run, in either order. If the backward
+ * phase reads t (tanh's output, say), the export fingerprints its bytes,
+ * and mg_exec_backward fails with MG_ERR_INVALID_ARG, naming t and leaving
+ * saved usable, when they changed: write into a copy, never into the
+ * exported block, between the two phases. */
 MG_API
 mg_status mg_saved_export(mg_saved *saved, mg_tensor t, DLManagedTensor **out);
 

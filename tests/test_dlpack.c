@@ -3,7 +3,8 @@
  * zero-copy with dtype, shape, strides, byte offset and device checked;
  * exported outputs sharing their pool block, which a later run never hands
  * out while held and which goes back to the pool exactly once, when the
- * last holder lets go; deleters called exactly once.
+ * last holder lets go; deleters called exactly once; a write into an
+ * exported forward output that the backward phase reads is an error.
  */
 #include "helpers.h"
 
@@ -305,10 +306,80 @@ START_TEST(test_saved_export) {
 }
 END_TEST
 
+/* A write into an exported forward output that the backward phase reads
+ * (tanh's output) makes mg_exec_backward fail, naming it, and leaves
+ * saved usable: with the bytes restored the backward phase gives the
+ * gradients of an untouched run. An output backward does not read (the
+ * product x * w, whose gradient reads only x) may be written freely. */
+START_TEST(test_saved_export_written) {
+    mg_graph *g = mg_graph_new();
+    mg_tensor x = mg_input(g, "x", MG_F32, 2, S(2, 3));
+    mg_tensor w = mg_param(g, "w", MG_F32, 1, S(3));
+    mg_tensor gy = mg_input(g, "gy", MG_F32, 2, S(2, 3));
+    mg_tensor gp = mg_input(g, "gp", MG_F32, 2, S(2, 3));
+    mg_tensor p = mg_mul(g, x, w);
+    TH_OK_T("p", p);
+    ck_assert(mg_tensor_set_name(g, p, "p") == MG_OK);
+    mg_tensor y = mg_tanh(g, p);
+    TH_OK_T("y", y);
+    ck_assert(mg_tensor_set_name(g, y, "y") == MG_OK);
+    mg_tensor ys[2] = {y, p}, seeds[2] = {gy, gp}, gw;
+    ck_assert(mg_gradients(g, ys, 2, seeds, &w, 1, NULL, &gw) == MG_OK);
+    mg_tensor outs[3] = {y, p, gw};
+    mg_plan *plan = NULL;
+    ck_assert(mg_plan_compile(g, outs, 3, NULL, &plan) == MG_OK);
+    mg_exec *ex = NULL;
+    ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
+    float xv[6] = {1, -2, 3, -4, 5, -6}, wv[3] = {0.1f, 0.2f, 0.3f};
+    float ones[6] = {1, 1, 1, 1, 1, 1};
+    mg_binding b[4] = {{x, xv}, {w, wv}, {gy, ones}, {gp, ones}};
+    /* the gradients of an untouched pair of phases */
+    mg_saved *sv = NULL;
+    ck_assert(mg_exec_forward(ex, plan, b, 2, 0, &sv) == MG_OK);
+    ck_assert_msg(mg_exec_backward(ex, plan, sv, b, 4) == MG_OK, "%s",
+                  mg_last_error());
+    const void *d = NULL;
+    float want[3];
+    ck_assert(mg_exec_tensor_data(ex, gw, &d) == MG_OK);
+    memcpy(want, d, sizeof want);
+    mg_exec_release(ex);
+    mg_saved_free(sv);
+
+    ck_assert(mg_exec_forward(ex, plan, b, 2, 0, &sv) == MG_OK);
+    DLManagedTensor *ey = NULL, *ep = NULL;
+    ck_assert(mg_saved_export(sv, y, &ey) == MG_OK);
+    ck_assert(mg_saved_export(sv, p, &ep) == MG_OK);
+    float *yd = ey->dl_tensor.data, *pd = ep->dl_tensor.data;
+    pd[0] *= 2; /* backward never reads p: no error */
+    float keep = yd[4];
+    yd[4] *= 2; /* y.mul_(2) on one element */
+    ck_assert_int_eq(mg_exec_backward(ex, plan, sv, b, 4), MG_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(mg_last_error(), "'y'") &&
+                      strstr(mg_last_error(), "written after the forward"),
+                  "%s", mg_last_error());
+    yd[4] = keep;
+    ck_assert_msg(mg_exec_backward(ex, plan, sv, b, 4) == MG_OK, "%s",
+                  mg_last_error());
+    ck_assert(mg_exec_tensor_data(ex, gw, &d) == MG_OK);
+    ck_assert_mem_eq(d, want, sizeof want);
+    mg_exec_release(ex);
+    mg_saved_free(sv);
+    ey->deleter(ey);
+    ep->deleter(ep);
+    mg_pool_stats st;
+    mg_exec_pool_stats(ex, &st);
+    ck_assert_uint_eq(st.bytes_in_use, 0);
+    mg_exec_free(ex);
+    mg_plan_free(plan);
+    mg_graph_free(g);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("dlpack");
     th_add_tcase(s, "dlpack", 60,
                  TH_TESTS(test_bind_checks, test_export_held_across_runs,
-                          test_export_errors_and_phases, test_saved_export));
+                          test_export_errors_and_phases, test_saved_export,
+                          test_saved_export_written));
     return th_run_suite(s);
 }

@@ -27,6 +27,21 @@ Inputs are checked on every call: their number must be the traced
 forward's, each must be a torch tensor, and an input is never bound as a
 parameter.
 
+In-place safety, as in PyTorch: backward raises a RuntimeError naming
+memgrad and the tensor, rather than return wrong gradients, when a tensor
+memgrad's backward reads was written in place after the call: an input
+or a parameter (torch's version counters, recorded at the call; memgrad
+may read them again when it recomputes, so any write counts, as after an
+optimizer step that precedes backward), or the output where the backward
+phase reads it (tanh's output, say; libmemgrad fingerprints such an
+output when it hands it to torch and checks it at backward). In-place ops
+inside forward (`h += y`, `x.mul_(2)`, `F.relu(h, inplace=True)`,
+`nn.ReLU(inplace=True)`) are computed out of place, and every later
+reader of the written tensor and its aliases reads the new value, as in
+eager PyTorch; a write into a forward input, a parameter or buffer, or a
+tensor whose earlier view is read after the write is refused (check()
+lists it with the reason).
+
 The module runs where its parameters and inputs are: on the CPU, or after
 `.cuda()` on memgrad's CUDA backend, with torch's CUDA tensors bound and
 returned through DLPack (no copy through the host). One executor per
@@ -57,7 +72,14 @@ Supported (the mapping tables below; `SUPPORTED` lists them):
     AdaptiveAvgPool2d (any output size: average pooling where the output
     divides the input, else per-bin slices and means), Flatten, Identity,
     Dropout, ReLU, ReLU6, LeakyReLU, Tanh, Sigmoid, SiLU, GELU (exact and
-    tanh), Hardswish, Hardsigmoid, Softmax, LogSoftmax;
+    tanh), Hardswish, Hardsigmoid, Softmax, LogSoftmax,
+    MultiheadAttention (mg_attention per head; no key_padding_mask, masks
+    other than the causal one given as a constant), TransformerEncoder
+    and TransformerEncoderLayer, TransformerDecoder and
+    TransformerDecoderLayer (mapped as whole layers, also as the model
+    itself); torchvision's Swin window attention (its wrapped
+    shifted_window_attention, _get_relative_position_bias and
+    _patch_merging_pad);
   functions: + - * / ** @ and unary -, torch.add/sub/mul/div/matmul/bmm/
     cat/concat/stack/flatten/reshape/transpose/permute/split/chunk/mean/
     sum/softmax/log_softmax/relu/tanh/sigmoid/exp/log/sqrt/rsqrt/erf/pow/
@@ -265,10 +287,68 @@ def _proxy_iter(self):
     return self.tracer.iter(self)
 
 
+# `h += y` on a Proxy: torch 1.13's Proxy has no __iadd__, so Python
+# falls back to `h = h + y` and an alias of h (`h2 = h` before it) keeps
+# the old value, where eager PyTorch's changes too. While tracing, these
+# record operator.iadd and friends, which the capture functionalises.
+_PROXY_INPLACE = {"__iadd__": operator.iadd, "__isub__": operator.isub,
+                  "__imul__": operator.imul,
+                  "__itruediv__": operator.itruediv}
+
+
+def _proxy_inplace(op):
+    def f(self, other):
+        return self.tracer.create_proxy("call_function", op, (self, other),
+                                        {})
+    return f
+
+
+def _trace_mapped_leaf(module):
+    """A graph of one call of `module`, a layer memgrad maps as a whole
+    (nn.TransformerEncoder, say, whose own forward does not trace): its
+    positional inputs, the call, the output."""
+    holder = torch.nn.Module()
+    holder.add_module("m", module)
+    graph = torch.fx.Graph()
+    kinds = (inspect.Parameter.POSITIONAL_ONLY,
+             inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    names = [p.name for p in
+             inspect.signature(module.forward).parameters.values()
+             if p.kind in kinds and p.default is inspect.Parameter.empty]
+    args = tuple(graph.placeholder(n) for n in names)
+    out = graph.call_module("m", args)
+    graph.output(out)
+    for n in graph.nodes:
+        n.meta["mg_path"] = ""
+    return torch.fx.GraphModule(holder, graph, type(module).__name__)
+
+
+_SQUARE_MASK = torch.nn.Transformer.generate_square_subsequent_mask
+
+
+def _square_mask(sz, *args, **kwargs):
+    """nn.Transformer.generate_square_subsequent_mask(x.size(0)): with a
+    traced size torch.full fails inside it; while tracing, a call with a
+    traced argument is recorded as one node (computed from the size when
+    the plan is made)."""
+    if isinstance(sz, torch.fx.Proxy):
+        return sz.tracer.create_proxy("call_function", _SQUARE_MASK,
+                                      (sz,) + args, kwargs)
+    return _SQUARE_MASK(sz, *args, **kwargs)
+
+
 def _trace(module):
+    if type(module) in _MODULES:
+        return _trace_mapped_leaf(module)
     tracer = _Tracer()
     proxy_iter = torch.fx.proxy.Proxy.__iter__
     torch.fx.proxy.Proxy.__iter__ = _proxy_iter
+    torch.nn.Transformer.generate_square_subsequent_mask = \
+        staticmethod(_square_mask)
+    had = {k: torch.fx.proxy.Proxy.__dict__[k] for k in _PROXY_INPLACE
+           if k in torch.fx.proxy.Proxy.__dict__}
+    for k, op in _PROXY_INPLACE.items():
+        setattr(torch.fx.proxy.Proxy, k, _proxy_inplace(op))
     try:
         graph = tracer.trace(module)
     except Exception as e:  # noqa: BLE001 - any tracer failure
@@ -278,6 +358,13 @@ def _trace(module):
                 type(e).__name__, msg[0] if msg else ""))) from None
     finally:
         torch.fx.proxy.Proxy.__iter__ = proxy_iter
+        torch.nn.Transformer.generate_square_subsequent_mask = \
+            staticmethod(_SQUARE_MASK)
+        for k in _PROXY_INPLACE:
+            if k in had:
+                setattr(torch.fx.proxy.Proxy, k, had[k])
+            else:
+                delattr(torch.fx.proxy.Proxy, k)
     return torch.fx.GraphModule(tracer.root, graph, type(module).__name__)
 
 
@@ -300,10 +387,16 @@ def _real_values(gm, example_inputs):
                 r, lambda v: _Meta(v) if torch.is_tensor(v) else v)
             return r
 
-    bufs = [(b, b.detach().clone()) for b in gm.buffers()]
+    # buffers and parameters as they were afterwards (a forward may write
+    # into its own, which memgrad refuses, but torch would do here)
+    bufs = [(b, b.detach().clone())
+            for b in list(gm.buffers()) + list(gm.parameters())]
     try:
         with torch.random.fork_rng(devices=[]), torch.no_grad():
-            Rec(gm).run(*example_inputs)
+            # on copies: an in-place op in forward must not write into
+            # the caller's example tensors
+            Rec(gm).run(*[x.clone() if torch.is_tensor(x) else x
+                          for x in example_inputs])
     except Exception:  # noqa: BLE001 - stand-ins are best effort
         pass
     finally:
@@ -311,6 +404,84 @@ def _real_values(gm, example_inputs):
             for b, v in bufs:
                 b.copy_(v)
     return vals
+
+
+# functions with an `inplace` argument, and in-place functions
+_INPLACE_ARG = {F.relu, F.relu6, F.hardtanh, F.leaky_relu, F.silu,
+                F.hardswish, F.hardsigmoid, F.dropout, F.elu, F.selu,
+                F.celu, F.rrelu, F.threshold, F.mish}
+_INPLACE_FNS = {operator.iadd, operator.isub, operator.imul,
+                operator.itruediv}
+for _name in ("relu_", "hardtanh_", "leaky_relu_", "elu_", "celu_",
+              "selu_", "rrelu_", "threshold_"):
+    if hasattr(F, _name):
+        _INPLACE_FNS.add(getattr(F, _name))
+for _name in ("relu_", "sigmoid_", "tanh_", "exp_", "log_", "sqrt_",
+              "rsqrt_", "neg_", "erf_", "selu_", "celu_", "rrelu_"):
+    if hasattr(torch, _name):
+        _INPLACE_FNS.add(getattr(torch, _name))
+
+
+def _inplace_flag(fn, args, kwargs):
+    if "inplace" in kwargs:
+        return bool(kwargs["inplace"])
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return False
+    return bool(bound.arguments.get("inplace", False))
+
+
+def _inplace_target(node, modules):
+    """The fx node an in-place op node writes into, or None."""
+    first = node.args[0] if node.args else None
+    if not isinstance(first, torch.fx.Node):
+        return None
+    if node.op == "call_function":
+        if node.target in _INPLACE_FNS:
+            return first
+        if node.target in _INPLACE_ARG and \
+                _inplace_flag(node.target, node.args, node.kwargs):
+            return first
+    elif node.op == "call_method":
+        t = node.target
+        if t.endswith("_") and not t.startswith("_"):
+            return first
+    elif node.op == "call_module":
+        if getattr(modules.get(node.target), "inplace", False) is True:
+            return first
+    return None
+
+
+# ops whose result may share memory with their first argument
+_VIEW_METHODS = {"view", "view_as", "reshape", "reshape_as", "flatten",
+                 "unflatten", "transpose", "permute", "t", "expand",
+                 "expand_as", "unsqueeze", "squeeze", "contiguous", "split",
+                 "chunk", "narrow", "select", "unbind", "detach",
+                 "as_strided", "movedim", "swapaxes", "diagonal", "to",
+                 "type_as", "float", "double"}
+_VIEW_FUNCTIONS = {torch.reshape, torch.flatten, torch.transpose,
+                   torch.permute, torch.unsqueeze, torch.squeeze,
+                   torch.split, torch.chunk, torch.narrow, torch.select,
+                   torch.unbind, torch.detach, torch.t, torch.movedim,
+                   operator.getitem}
+
+
+def _is_view_node(node, modules, training):
+    if node.op == "call_method":
+        return node.target in _VIEW_METHODS
+    if node.op == "call_function":
+        if node.target is getattr:  # x.T, not x.shape
+            return len(node.args) > 1 and node.args[1] in ("T", "mT", "H")
+        return node.target in _VIEW_FUNCTIONS
+    if node.op == "call_module":
+        m = modules.get(node.target)
+        if isinstance(m, (torch.nn.Identity, torch.nn.Flatten,
+                          torch.nn.Unflatten)):
+            return True
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
+            return not training or m.p == 0
+    return False
 
 
 class CheckReport:
@@ -386,6 +557,7 @@ class _Captured:
                collect, gm):
         gm = gm if gm is not None else _trace(module)
         self.training = training
+        self.module_name = type(module).__name__
         dt = self.dtype = _dtype_of(module, example_inputs)
         g = self.graph = Graph()
         env = {}
@@ -402,6 +574,9 @@ class _Captured:
         self._gm, self._examples = gm, example_inputs
         bad = collections.OrderedDict()  # (what, reason) -> paths
         modules = dict(gm.named_modules())
+        # in-place ops: node -> its order; written node -> alias group
+        self._order = {n: i for i, n in enumerate(gm.graph.nodes)}
+        self._alias_root, self._alias_group = {}, {}
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         if len(placeholders) != len(example_inputs):
             raise TypeError(
@@ -449,6 +624,7 @@ class _Captured:
                 continue
             try:
                 env[node] = self._map(node, args, kwargs, modules)
+                self._functionalise(node, env, modules)
             except (_Unsupported, MemgradError, TypeError, ValueError,
                     IndexError, KeyError) as e:
                 # TypeError and the like: arguments the mapping does not
@@ -564,6 +740,69 @@ class _Captured:
                 raise _Unsupported(None)
             return h(self, *args, **kwargs)
         raise _Unsupported("node kind %s" % node.op)
+
+    def _functionalise(self, node, env, modules):
+        """Eager PyTorch's values for an in-place op (h += y, x.mul_(2),
+        F.relu(h, inplace=True), nn.ReLU(inplace=True)): memgrad computes
+        it out of place, and every later reader of the tensor it wrote
+        (and of the aliases made by earlier in-place ops on it) reads the
+        new value. Refused, with the reason, where that is not eager's
+        value: a write into a forward input or a parameter or buffer
+        (memgrad never writes the caller's memory), or into a tensor with
+        a view (view, reshape, slicing, split, ...) read after the
+        write."""
+        tgt = _inplace_target(node, modules)
+        if tgt is None or not _is_mg(env[node]):
+            return
+        root = self._alias_root.get(tgt, tgt)
+        group = self._alias_group.setdefault(root, [root])
+        if tgt not in group:
+            group.append(tgt)
+        group.append(node)
+        self._alias_root[node] = root
+        # everything that shares memory with the group: views of it and
+        # what it is a view of, transitively
+        at = self._order[node]
+        seen, todo = set(group), list(group)
+        while todo:
+            n = todo.pop()
+            # views of n taken before this write (views taken after it
+            # read the new value; later in-place ops on n join the group
+            # when they are reached)
+            near = [u for u in n.users if u.args and u.args[0] is n and
+                    self._order[u] < at and
+                    _is_view_node(u, modules, self.training)]
+            if (_is_view_node(n, modules, self.training) or
+                    _inplace_target(n, modules) is not None) and \
+                    isinstance(n.args[0], torch.fx.Node):
+                near.append(n.args[0])
+            for m in near:
+                if m not in seen:
+                    seen.add(m)
+                    todo.append(m)
+        for a in seen:
+            if a.op == "placeholder":
+                raise _Unsupported(
+                    "an in-place write into the forward input %r (memgrad "
+                    "never writes into the caller's tensors; write "
+                    "x = x + ... instead)" % a.name)
+            if a.op == "get_attr":
+                raise _Unsupported(
+                    "an in-place write into the parameter or buffer %r "
+                    "(write an out-of-place op instead)" % a.target)
+        for a in seen:
+            if a in group:
+                continue
+            if any(self._order[u] > at for u in a.users):
+                raise _Unsupported(
+                    "an in-place write into a tensor that shares its memory "
+                    "with %r (a view taken before the write, or the tensor "
+                    "it is a view of), which is read after it (memgrad "
+                    "computes in-place ops out of place; write an "
+                    "out-of-place op, or take the view after the write)"
+                    % a.name)
+        for m in group:
+            env[m] = env[node]
 
     def _fold(self, f, args, kwargs):
         """A value of constants alone (sizes, a mask buffer sliced to the
@@ -682,6 +921,16 @@ class _Captured:
                 t.shape).contiguous()
         return f
 
+    def describe_feed(self, t):
+        """How a user names the torch tensor bound to memgrad tensor t."""
+        for i, x in enumerate(self.inputs):
+            if x is t:
+                return "input %d (%r)" % (i, self.input_names[i])
+        for p, x in zip(self.params, self.param_tensors):
+            if x is t:
+                return "parameter %r" % t.name
+        return "buffer %r" % t.name
+
     def update_running_stats(self, outs):
         """PyTorch's running-statistics update from this call's batch."""
         with torch.no_grad():
@@ -796,6 +1045,250 @@ def _m_layernorm(cx, m, path, x):
 def _f_layernorm(cx, input, normalized_shape, weight=None, bias=None,
                  eps=1e-5):
     return _layernorm(cx, input, tuple(normalized_shape), weight, bias, eps)
+
+
+# ------------------------------------------------------------ attention
+def _causal_or_none(mask, lq, lk, what):
+    """True for PyTorch's causal mask (bool True, or a float -inf, above the
+    diagonal: nn.Transformer.generate_square_subsequent_mask), False for
+    no mask; anything else is not mapped yet."""
+    if mask is None:
+        return False
+    if _is_mg(mask):
+        raise _Unsupported(
+            "%s given as a forward input (memgrad needs a constant causal "
+            "mask: build it inside forward, e.g. with "
+            "nn.Transformer.generate_square_subsequent_mask)" % what)
+    if not torch.is_tensor(mask) or tuple(mask.shape[-2:]) != (lq, lk):
+        raise _Unsupported("%s of shape %s" % (
+            what, tuple(getattr(mask, "shape", ()))))
+    above = torch.ones(lq, lk, dtype=torch.bool).triu(1).expand(mask.shape)
+    if mask.dtype == torch.bool:
+        if torch.equal(mask, above):
+            return True
+        if not mask.any():
+            return False
+    else:
+        m = mask.to(torch.float64)
+        if bool((m[above] == -math.inf).all()) and \
+                bool((m[~above] == 0).all()):
+            return True
+        if not bool(m.any()):
+            return False
+    raise _Unsupported("%s other than the causal one (memgrad maps causal "
+                       "masks only)" % what)
+
+
+def _mha(cx, m, path, query, key, value, key_padding_mask=None,
+         need_weights=True, attn_mask=None, average_attn_weights=True,
+         is_causal=False):
+    """nn.MultiheadAttention: the in-projections, mg_attention per head
+    (scaled by 1/sqrt(head_dim), causal where attn_mask is the causal
+    mask), the out-projection; with dropout in training, the same as
+    matmul, softmax, mg_dropout and matmul. Returns (output, the attention
+    weights averaged over heads or None), as PyTorch does."""
+    g = cx.graph
+    if key_padding_mask is not None:
+        raise _Unsupported("key_padding_mask")
+    if m.bias_k is not None or m.add_zero_attn:
+        raise _Unsupported("add_bias_kv or add_zero_attn")
+    if not all(_is_mg(t) for t in (query, key, value)):
+        raise _Unsupported("query, key and value must be tensors")
+    bf = getattr(m, "batch_first", False)
+    if len(query.shape) != 3:
+        raise _Unsupported("unbatched (2-dim) inputs")
+    if not bf:  # [L, N, E] -> [N, L, E]
+        query, key, value = (g.transpose(t, 0, 1)
+                             for t in (query, key, value))
+    n, lq, e = query.shape
+    lk = key.shape[1]
+    h = m.num_heads
+    hd = e // h
+    causal = bool(is_causal) or _causal_or_none(attn_mask, lq, lk,
+                                                "attn_mask")
+    if m._qkv_same_embed_dim:
+        w = cx.param(path + ".in_proj_weight", m.in_proj_weight)
+        ws = [g.slice(w, 0, i * e, e) for i in range(3)]
+    else:
+        ws = [cx.param(path + "." + nm, getattr(m, nm))
+              for nm in ("q_proj_weight", "k_proj_weight", "v_proj_weight")]
+    if m.in_proj_bias is not None:
+        b = cx.param(path + ".in_proj_bias", m.in_proj_bias)
+        bs = [g.slice(b, 0, i * e, e) for i in range(3)]
+    else:
+        bs = [None] * 3
+
+    def heads(x, w, b):  # [N, L, E] -> [N, H, L, hd]
+        t = _linear(cx, x, w, b)
+        t = g.reshape(t, (n, t.shape[1], h, hd))
+        return g.permute(t, (0, 2, 1, 3))
+
+    q, k, v = (heads(x, w, b) for x, w, b in zip((query, key, value), ws,
+                                                   bs))
+    p = m.dropout if cx.training else 0.0
+    weights = None
+    if p > 0 or need_weights:
+        kt = g.transpose(k, 2, 3)
+        s = g.scale(g.matmul(q, kt), 1.0 / math.sqrt(hd))
+        if causal:
+            s = g.causal_mask(s, -math.inf)
+        a = g.softmax(s, 3)
+        if p > 0:  # PyTorch returns the weights after dropout
+            a = cx.dropout(a, p)
+        if need_weights:
+            weights = g.mean(a, (1,)) if average_attn_weights else a
+        o = g.matmul(a, v) if p > 0 else None
+    else:
+        o = None
+    if o is None:
+        o = g.attention(q, k, v, causal=causal)
+    o = g.reshape(g.permute(o, (0, 2, 1, 3)), (n, lq, e))
+    o = _m_linear(cx, m.out_proj, path + ".out_proj", o)
+    if not bf:
+        o = g.transpose(o, 0, 1)
+    return o, weights
+
+
+_MODULES[torch.nn.MultiheadAttention] = _mha
+
+
+def _activation(cx, act, path, x):
+    """A Transformer layer's activation: a function (F.relu, F.gelu) or a
+    module."""
+    if isinstance(act, torch.nn.Module):
+        h = _MODULES.get(type(act))
+        if h is None:
+            raise _Unsupported("activation %s" % _class_name(type(act)))
+        return h(cx, act, path + ".activation", x)
+    h = _FUNCTIONS.get(act)
+    if h is None:
+        raise _Unsupported("activation %s" % _fn_name(act))
+    return h(cx, x)
+
+
+def _drop(cx, m, x):
+    return cx.dropout(x, m.p) if cx.training else x
+
+
+def _ff_block(cx, m, path, x):
+    x = _m_linear(cx, m.linear1, path + ".linear1", x)
+    x = _drop(cx, m.dropout, _activation(cx, m.activation, path, x))
+    return _m_linear(cx, m.linear2, path + ".linear2", x)
+
+
+def _sa_block(cx, m, path, x, mask, attn, drop, mem=None):
+    kv = x if mem is None else mem
+    y, _ = _mha(cx, attn, path, x, kv, kv, attn_mask=mask,
+                need_weights=False)
+    return _drop(cx, drop, y)
+
+
+def _ln(cx, m, path, x):
+    return _m_layernorm(cx, m, path, x)
+
+
+@_module(torch.nn.TransformerEncoderLayer)
+def _m_encoder_layer(cx, m, path, src, src_mask=None,
+                     src_key_padding_mask=None, is_causal=False):
+    """nn.TransformerEncoderLayer's math (its eval fast path computes the
+    same): self-attention and feed-forward blocks, each with a residual
+    and a LayerNorm before (norm_first) or after."""
+    if src_key_padding_mask is not None:
+        raise _Unsupported("src_key_padding_mask")
+    if is_causal and src_mask is None:
+        n = src.shape[1] if getattr(m.self_attn, "batch_first", False) \
+            else src.shape[0]
+        src_mask = torch.ones(n, n, dtype=torch.bool).triu(1)
+    g, x = cx.graph, src
+
+    def sa(t):
+        return _sa_block(cx, m, path + ".self_attn", t, src_mask,
+                         m.self_attn, m.dropout1)
+
+    def ff(t):
+        return _drop(cx, m.dropout2, _ff_block(cx, m, path, t))
+
+    if m.norm_first:
+        x = g.add(x, sa(_ln(cx, m.norm1, path + ".norm1", x)))
+        x = g.add(x, ff(_ln(cx, m.norm2, path + ".norm2", x)))
+    else:
+        x = _ln(cx, m.norm1, path + ".norm1", g.add(x, sa(x)))
+        x = _ln(cx, m.norm2, path + ".norm2", g.add(x, ff(x)))
+    return x
+
+
+@_module(torch.nn.TransformerDecoderLayer)
+def _m_decoder_layer(cx, m, path, tgt, memory, tgt_mask=None,
+                     memory_mask=None, tgt_key_padding_mask=None,
+                     memory_key_padding_mask=None, tgt_is_causal=False,
+                     memory_is_causal=False):
+    """nn.TransformerDecoderLayer: self-attention, cross-attention on
+    memory and feed-forward blocks, residuals and LayerNorms."""
+    if tgt_key_padding_mask is not None or \
+            memory_key_padding_mask is not None:
+        raise _Unsupported("key padding masks")
+    if tgt_is_causal and tgt_mask is None:
+        n = tgt.shape[1] if getattr(m.self_attn, "batch_first", False) \
+            else tgt.shape[0]
+        tgt_mask = torch.ones(n, n, dtype=torch.bool).triu(1)
+    if memory_is_causal:
+        raise _Unsupported("memory_is_causal")
+    g, x = cx.graph, tgt
+
+    def sa(t):
+        return _sa_block(cx, m, path + ".self_attn", t, tgt_mask,
+                         m.self_attn, m.dropout1)
+
+    def ca(t):
+        return _sa_block(cx, m, path + ".multihead_attn", t, memory_mask,
+                         m.multihead_attn, m.dropout2, mem=memory)
+
+    def ff(t):
+        return _drop(cx, m.dropout3, _ff_block(cx, m, path, t))
+
+    if m.norm_first:
+        x = g.add(x, sa(_ln(cx, m.norm1, path + ".norm1", x)))
+        x = g.add(x, ca(_ln(cx, m.norm2, path + ".norm2", x)))
+        x = g.add(x, ff(_ln(cx, m.norm3, path + ".norm3", x)))
+    else:
+        x = _ln(cx, m.norm1, path + ".norm1", g.add(x, sa(x)))
+        x = _ln(cx, m.norm2, path + ".norm2", g.add(x, ca(x)))
+        x = _ln(cx, m.norm3, path + ".norm3", g.add(x, ff(x)))
+    return x
+
+
+def _stack(cx, m, path, kind, x, call):
+    for i, layer in enumerate(m.layers):
+        if type(layer) is not kind:
+            raise _Unsupported("a layer of type %s in layers"
+                               % _class_name(type(layer)))
+        x = call(layer, "%s.layers.%d" % (path, i), x)
+    if m.norm is not None:
+        h = _MODULES.get(type(m.norm))
+        if h is None:
+            raise _Unsupported("norm %s" % _class_name(type(m.norm)))
+        x = h(cx, m.norm, path + ".norm", x)
+    return x
+
+
+@_module(torch.nn.TransformerEncoder)
+def _m_encoder(cx, m, path, src, mask=None, src_key_padding_mask=None,
+               is_causal=None):
+    return _stack(cx, m, path, torch.nn.TransformerEncoderLayer, src,
+                  lambda layer, p, x: _m_encoder_layer(
+                      cx, layer, p, x, mask, src_key_padding_mask,
+                      bool(is_causal)))
+
+
+@_module(torch.nn.TransformerDecoder)
+def _m_decoder(cx, m, path, tgt, memory, tgt_mask=None, memory_mask=None,
+               tgt_key_padding_mask=None, memory_key_padding_mask=None,
+               tgt_is_causal=None, memory_is_causal=False):
+    return _stack(cx, m, path, torch.nn.TransformerDecoderLayer, tgt,
+                  lambda layer, p, x: _m_decoder_layer(
+                      cx, layer, p, x, memory, tgt_mask, memory_mask,
+                      tgt_key_padding_mask, memory_key_padding_mask,
+                      bool(tgt_is_causal), memory_is_causal))
 
 
 def _max_pool(cx, x, kernel, stride, padding, dilation, ceil_mode,
@@ -934,6 +1427,141 @@ def _f_stochastic_depth(cx, input, p, mode, training=True):
     shape = ((input.shape[0],) if mode == "row" else (1,)) + (1,) * (nd - 1)
     g = cx.graph
     return g.mul(input, cx.dropout(g.fill(cx.dtype, shape, 1.0), p))
+
+
+# ------------------------------------------------------------ swin
+# torchvision's Swin Transformer keeps its window attention in functions it
+# wraps for torch.fx (leaves of the trace); these are their math.
+_SWIN = "torchvision.models.swin_transformer."
+
+
+@_function(names=(_SWIN + "_get_relative_position_bias",))
+def _f_swin_position_bias(cx, table, index, window_size):
+    """table[index] viewed [N, N, heads], permuted to [1, heads, N, N]:
+    the gather as a constant one-hot matrix times the table (its gradient
+    sums the gathered rows, as index's backward does)."""
+    if _is_mg(index) or not torch.is_tensor(index):
+        raise _Unsupported("an index computed from the inputs")
+    g = cx.graph
+    t = cx.tensor(table)
+    n = int(window_size[0]) * int(window_size[1])
+    idx = index.reshape(-1).to(torch.long)
+    onehot = torch.zeros(idx.numel(), t.shape[0], dtype=torch.float64)
+    onehot[torch.arange(idx.numel()), idx] = 1.0
+    b = g.matmul(cx.const(onehot, "position_onehot"), t)
+    b = g.permute(g.reshape(b, (n, n, t.shape[1])), (2, 0, 1))
+    return g.reshape(b, (1, t.shape[1], n, n))
+
+
+def _every_other(g, x, axis, start):
+    """x[..., start::2, ...] along axis (of even length)."""
+    sh = x.shape
+    y = g.reshape(x, sh[:axis] + (sh[axis] // 2, 2) + sh[axis + 1:])
+    y = g.slice(y, axis + 1, start, 1)
+    return g.reshape(y, sh[:axis] + (sh[axis] // 2,) + sh[axis + 1:])
+
+
+@_function(names=(_SWIN + "_patch_merging_pad",))
+def _f_swin_patch_merging_pad(cx, x):
+    """Pad H and W to even, then cat of the four 2x2 phases on C."""
+    g = cx.graph
+    if len(x.shape) != 4:
+        raise _Unsupported("an input of %d dims" % len(x.shape))
+    _, h, w, _ = x.shape
+    if h % 2 or w % 2:
+        x = g.pad(x, (0, 0, 0, 0), (0, h % 2, w % 2, 0))
+    parts = [_every_other(g, _every_other(g, x, 1, r), 2, c)
+             for r, c in ((0, 0), (1, 0), (0, 1), (1, 1))]
+    return g.concat(parts, 3)
+
+
+def _roll(g, x, shift, axis):
+    """torch.roll(x, shift, axis): two slices, concatenated."""
+    n = x.shape[axis]
+    shift %= n
+    if shift == 0:
+        return x
+    return g.concat([g.slice(x, axis, n - shift, shift),
+                     g.slice(x, axis, 0, n - shift)], axis)
+
+
+@_function(names=(_SWIN + "shifted_window_attention",))
+def _f_swin_window_attention(cx, input, qkv_weight, proj_weight,
+                             relative_position_bias, window_size, num_heads,
+                             shift_size, attention_dropout=0.0, dropout=0.0,
+                             qkv_bias=None, proj_bias=None,
+                             logit_scale=None):
+    """torchvision's (shifted) window attention: pad to whole windows,
+    roll, partition into windows, attention per head with the relative
+    position bias (and, shifted, the mask between the rolled regions, a
+    constant computed by torch as torchvision does), project, merge the
+    windows, roll back, crop. Dropout follows the module's mode (torchvision
+    calls F.dropout without `training`)."""
+    if logit_scale is not None:
+        raise _Unsupported("logit_scale (Swin V2's cosine attention)")
+    g = cx.graph
+    if len(input.shape) != 4:
+        raise _Unsupported("an input of %d dims" % len(input.shape))
+    b, h, w, c = input.shape
+    ws = [int(window_size[0]), int(window_size[1])]
+    pad_r = (ws[1] - w % ws[1]) % ws[1]
+    pad_b = (ws[0] - h % ws[0]) % ws[0]
+    x = input
+    if pad_r or pad_b:
+        x = g.pad(x, (0, 0, 0, 0), (0, pad_b, pad_r, 0))
+    ph, pw = h + pad_b, w + pad_r
+    shift = [int(shift_size[0]), int(shift_size[1])]
+    if ws[0] >= ph:
+        shift[0] = 0
+    if ws[1] >= pw:
+        shift[1] = 0
+    x = _roll(g, _roll(g, x, -shift[0], 1), -shift[1], 2)
+    nh, nw = ph // ws[0], pw // ws[1]
+    n_win, n = nh * nw, ws[0] * ws[1]
+    x = g.reshape(x, (b, nh, ws[0], nw, ws[1], c))
+    x = g.reshape(g.permute(x, (0, 1, 3, 2, 4, 5)), (b * n_win, n, c))
+    heads, hd = int(num_heads), c // int(num_heads)
+    qkv = _linear(cx, x, cx.tensor(qkv_weight),
+                  cx.tensor(qkv_bias) if qkv_bias is not None else None)
+    qkv = g.permute(g.reshape(qkv, (b * n_win, n, 3, heads, hd)),
+                    (2, 0, 3, 1, 4))
+    q, k, v = (g.reshape(g.slice(qkv, 0, i, 1), (b * n_win, heads, n, hd))
+               for i in range(3))
+    attn = g.matmul(g.scale(q, hd ** -0.5), g.transpose(k, 2, 3))
+    attn = g.add(attn, cx.tensor(relative_position_bias))
+    if sum(shift) > 0:
+        m = torch.zeros(ph, pw, dtype=torch.float64)
+        hs = ((0, -ws[0]), (-ws[0], -shift[0]), (-shift[0], None))
+        wss = ((0, -ws[1]), (-ws[1], -shift[1]), (-shift[1], None))
+        count = 0
+        for r in hs:
+            for s in wss:
+                m[r[0]:r[1], s[0]:s[1]] = count
+                count += 1
+        m = m.view(nh, ws[0], nw, ws[1]).permute(0, 2, 1, 3).reshape(
+            n_win, n)
+        m = m.unsqueeze(1) - m.unsqueeze(2)
+        m = m.masked_fill(m != 0, -100.0).masked_fill(m == 0, 0.0)
+        attn = g.reshape(attn, (b, n_win, heads, n, n))
+        attn = g.add(attn, cx.const(m.reshape(1, n_win, 1, n, n),
+                                    "window_mask"))
+        attn = g.reshape(attn, (b * n_win, heads, n, n))
+    attn = g.softmax(attn, 3)
+    if cx.training:
+        attn = cx.dropout(attn, attention_dropout)
+    x = g.reshape(g.transpose(g.matmul(attn, v), 1, 2), (b * n_win, n, c))
+    x = _linear(cx, x, cx.tensor(proj_weight),
+                cx.tensor(proj_bias) if proj_bias is not None else None)
+    if cx.training:
+        x = cx.dropout(x, dropout)
+    x = g.reshape(x, (b, nh, nw, ws[0], ws[1], c))
+    x = g.reshape(g.permute(x, (0, 1, 3, 2, 4, 5)), (b, ph, pw, c))
+    x = _roll(g, _roll(g, x, shift[0], 1), shift[1], 2)
+    if pad_b:
+        x = g.slice(x, 1, 0, h)
+    if pad_r:
+        x = g.slice(x, 2, 0, w)
+    return x
 
 
 # ------------------------------------------------------------ activations
@@ -1379,6 +2007,18 @@ def _f_getitem(cx, obj, idx):
     return g.reshape(x, out_shape) if out_shape != x.shape else x
 
 
+# in-place variants (x.add_(y), x.relu_(), F.relu_(x)): the out-of-place
+# mapping, then _Captured._functionalise gives later readers the new value
+for _name in list(_METHODS):
+    if _name + "_" not in _METHODS and hasattr(torch.Tensor, _name + "_"):
+        _METHODS[_name + "_"] = _METHODS[_name]
+for _f in list(_INPLACE_FNS):
+    _base = getattr(_f, "__name__", "").rstrip("_")
+    for _src in (F, torch):
+        if getattr(_src, _base + "_", None) is _f and \
+                getattr(_src, _base, None) in _FUNCTIONS:
+            _FUNCTIONS.setdefault(_f, _FUNCTIONS[getattr(_src, _base)])
+
 SUPPORTED = {
     "modules": sorted(_class_name(t) for t in _MODULES),
     "functions": sorted({_fn_name(f) for f in _FUNCTIONS}
@@ -1389,6 +2029,14 @@ SUPPORTED = {
 
 # ------------------------------------------------------------ calling
 class _Function(torch.autograd.Function):
+    """One call: memgrad's forward phase now, its backward phase when
+    torch's autograd reaches it. In-place safety as in PyTorch: the
+    version counter of every tensor memgrad shares with torch (each input,
+    parameter and bound buffer) is recorded here and compared in backward,
+    which raises rather than read a tensor written in place since; a write
+    into the output is caught by memgrad itself (mg_saved_export
+    fingerprints an output that the backward phase reads)."""
+
     @staticmethod
     def forward(ctx, cap, seed, *tensors):
         device = cap.device_of(tensors)
@@ -1397,14 +2045,43 @@ class _Function(torch.autograd.Function):
         outs, saved = ex.forward(cap.plan, feeds, seed)
         cap.update_running_stats(outs)
         ctx.cap, ctx.feeds, ctx.mg_saved, ctx.ex = cap, feeds, saved, ex
-        return outs[cap.y]
+        # the feeds are detached aliases (same version counter) of the
+        # caller's tensors, or copies nobody else can write
+        ctx.versions = [(t, a._version) for t, a in feeds.items()]
+        y = outs[cap.y]
+        ctx.y_alias = y.detach()  # shares y's counter; no reference cycle
+        ctx.y_version = y._version
+        return y
 
     @staticmethod
     def backward(ctx, grad_output):
         cap = ctx.cap
+        for t, v in ctx.versions:
+            a = ctx.feeds[t]
+            if a._version != v:
+                raise RuntimeError(
+                    "memgrad.torch: %s of %s was modified by an in-place "
+                    "operation after the forward call (its version is %d, "
+                    "it was %d); memgrad's backward reads it, so the "
+                    "gradients would be wrong. Modify a copy (x = x + 1, or "
+                    "x.clone()), or run backward before changing it (an "
+                    "optimizer step goes after backward)."
+                    % (cap.describe_feed(t), cap.module_name, a._version, v))
         feeds = dict(ctx.feeds)
         feeds[cap.seed] = grad_output.detach().contiguous()
-        grads = ctx.ex.backward(cap.plan, ctx.mg_saved, feeds)
+        try:
+            grads = ctx.ex.backward(cap.plan, ctx.mg_saved, feeds)
+        except MemgradError as e:
+            if ctx.y_alias._version == ctx.y_version:
+                raise
+            raise RuntimeError(
+                "memgrad.torch: the output of %s was modified by an "
+                "in-place operation after the forward call (its version is "
+                "%d, it was %d), and memgrad's backward reads it, so the "
+                "gradients would be wrong. Modify a copy instead (y = y * 2 "
+                "rather than y.mul_(2), or y.clone()). memgrad said: %s"
+                % (cap.module_name, ctx.y_alias._version, ctx.y_version,
+                   e)) from None
         ctx.mg_saved.free()
         return (None, None) + tuple(grads[gt] for gt in cap.grads)
 

@@ -494,4 +494,8 @@ void mgi_block_ref_drop(mgi_block_ref *r) {
 }
 
 mg_device mgi_exec_device(const mg_exec *ex) { return ex->device; }
+mg_status mgi_exec_copy_to_host(mg_exec *ex, void *dst, const void *src,
+                                size_t n) {
+    return ex->backend.copy_to_host(ex->backend.ctx, dst, src, n);
+}
 const mg_backend_reg *mgi_exec_reg(const mg_exec *ex) { return ex->reg; }

@@ -43,6 +43,9 @@ mg_status mgi_dlpack_export_ref(mg_exec *ex, mgi_block_ref *r,
                                 struct DLManagedTensor **out, const char *what);
 /* The executor's device, and its backend's row. */
 mg_device mgi_exec_device(const mg_exec *ex);
+/* n bytes of device memory src into host memory dst, by ex's backend. */
+mg_status mgi_exec_copy_to_host(mg_exec *ex, void *dst, const void *src,
+                                size_t n);
 struct mg_backend_reg;
 const struct mg_backend_reg *mgi_exec_reg(const mg_exec *ex);
 

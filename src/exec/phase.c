@@ -8,8 +8,12 @@
  * block goes back to the pool exactly once, by the backward phase's
  * release lists or by mg_saved_free, or, for a forward output exported
  * with mg_saved_export, by whichever of saved and its consumers lets go
- * last.
+ * last. An exported forward output that the backward phase reads is
+ * fingerprinted when first exported and checked by mg_exec_backward, so
+ * that a caller's write into it between the phases is an error rather
+ * than wrong gradients (saved_guard_*).
  */
+#include "../graph/graph.h"
 #include "../rewrite/schedule.h"
 #include "exec_internal.h"
 #include "memgrad_dlpack.h"
@@ -30,7 +34,113 @@ struct mg_saved {
     /* per entry: NULL, or the reference saved holds on a block it exported
      * (the block then goes back when the last holder lets go) */
     mgi_block_ref **ref;
+    /* per entry, allocated at the first export: whether the block is
+     * exported and read by the backward phase, and then its fingerprint */
+    bool *guarded;
+    uint64_t *sum;
 };
+
+/* ------------------------------------------------ guarding saved exports
+ * An exported block is caller-writable memory (DLPack has no read-only
+ * flag that torch or numpy honour), and the backward phase reads some
+ * forward outputs (tanh's, say) from the very block it exported. PyTorch
+ * answers a write into a tensor that backward needs with an error from
+ * its version counters; memory handed out through DLPack has no counter,
+ * so memgrad keeps a fingerprint of the bytes instead: taken once, when
+ * the block is first exported (it cannot have changed before then), and
+ * compared when mg_exec_backward starts. The cost is one read of each
+ * such output per phase pair, nothing for outputs backward does not read
+ * or that are never exported. The hash is a chain of bijections per
+ * 8-byte word, so a write that changes a single word is always caught. */
+static uint64_t saved_guard_mix(uint64_t h, uint64_t w) {
+    h ^= w;
+    h *= 0x9e3779b97f4a7c15u;
+    return h ^ (h >> 29);
+}
+
+static uint64_t saved_guard_hash(uint64_t h, const unsigned char *p, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = saved_guard_mix(h, w);
+    }
+    if (i < n) {
+        uint64_t w = 0;
+        memcpy(&w, p + i, n - i);
+        h = saved_guard_mix(h, w);
+    }
+    return h;
+}
+
+/* The fingerprint of n bytes at data in ex's memory (through the host in
+ * chunks where the device is not the CPU). */
+static mg_status saved_guard_sum(mg_exec *ex, const void *data, size_t n,
+                                 uint64_t *out) {
+    uint64_t h = saved_guard_mix(0x6d656d6772616421u, (uint64_t)n);
+    if (mgi_exec_device(ex) == MG_DEVICE_CPU) {
+        *out = saved_guard_hash(h, data, n);
+        return MG_OK;
+    }
+    enum { CHUNK = 1 << 20 };
+    unsigned char *buf = malloc(n < CHUNK ? (n ? n : 1) : CHUNK);
+    if (!buf) return mg_set_error(MG_ERR_NOMEM, "mg_saved: out of memory");
+    mg_status s = MG_OK;
+    for (size_t at = 0; at < n && s == MG_OK; at += CHUNK) {
+        size_t k = n - at < CHUNK ? n - at : CHUNK;
+        s = mgi_exec_copy_to_host(ex, buf, (const char *)data + at, k);
+        if (s == MG_OK) h = saved_guard_hash(h, buf, k);
+    }
+    free(buf);
+    *out = h;
+    return s;
+}
+
+/* Entry i is being exported: fingerprint it if the backward phase reads
+ * it and it has none yet. */
+static mg_status saved_guard_take(mg_saved *sv, int32_t i) {
+    mg_tensor t = sv->t[i];
+    if (!(sv->p->phase[1]->role[t] & MG_ROLE_LEAF)) return MG_OK;
+    if (!sv->guarded) {
+        sv->guarded = calloc((size_t)sv->n, sizeof *sv->guarded);
+        sv->sum = calloc((size_t)sv->n, sizeof *sv->sum);
+        if (!sv->guarded || !sv->sum) {
+            free(sv->guarded);
+            free(sv->sum);
+            sv->guarded = NULL;
+            sv->sum = NULL;
+            return mg_set_error(MG_ERR_NOMEM, "mg_saved_export: out of memory");
+        }
+    }
+    if (sv->guarded[i]) return MG_OK;
+    mg_status s =
+        saved_guard_sum(sv->ex, sv->data[i], sv->nbytes[i], &sv->sum[i]);
+    if (s == MG_OK) sv->guarded[i] = true;
+    return s;
+}
+
+/* Before a backward phase: every fingerprinted export still holds the
+ * bytes the forward phase left, else MG_ERR_INVALID_ARG naming it. */
+static mg_status saved_guard_check(const mg_saved *sv) {
+    for (int32_t i = 0; sv->guarded && i < sv->n; i++) {
+        if (!sv->guarded[i] || !sv->data[i]) continue;
+        uint64_t h;
+        mg_status s = saved_guard_sum(sv->ex, sv->data[i], sv->nbytes[i], &h);
+        if (s != MG_OK) return s;
+        if (h == sv->sum[i]) continue;
+        char label[160];
+        mgi_graph_tensor_label(sv->p->g, sv->t[i], label, sizeof label);
+        return mg_set_error(
+            MG_ERR_INVALID_ARG,
+            "mg_exec_backward: forward output %s, exported with "
+            "mg_saved_export, was written after the forward phase, and the "
+            "backward phase reads it, so its gradients would be wrong; copy "
+            "an exported output before writing into it (saved is unchanged "
+            "and may be tried again once the values are restored)",
+            label);
+    }
+    return MG_OK;
+}
 
 /* The bindings one phase q of p sees: the saved state's tensors first (so
  * none of them can be missed when a caller binding is refused), then the
@@ -141,6 +251,8 @@ mg_status mg_exec_backward(mg_exec *ex, const mg_plan *p, mg_saved *sv,
                             "mg_exec_backward: this saved state was already "
                             "used by a backward phase; run mg_exec_forward "
                             "again");
+    s = saved_guard_check(sv);
+    if (s != MG_OK) return s;
     const mg_plan *bw = p->phase[1];
     mg_binding *b = NULL;
     int nb = 0;
@@ -212,6 +324,8 @@ mg_status mg_saved_export(mg_saved *sv, mg_tensor t, DLManagedTensor **out) {
                 return mg_set_error(MG_ERR_NOMEM,
                                     "mg_saved_export: out of memory");
         }
+        mg_status s = saved_guard_take(sv, i);
+        if (s != MG_OK) return s;
         return mgi_dlpack_export_ref(sv->ex, sv->ref[i], out,
                                      "mg_saved_export");
     }
@@ -229,6 +343,8 @@ void mg_saved_free(mg_saved *sv) {
             mgi_exec_pool_free(sv->ex, sv->data[i], sv->nbytes[i]);
     }
     free(sv->ref);
+    free(sv->guarded);
+    free(sv->sum);
     free(sv->t);
     free(sv->data);
     free(sv->nbytes);
