@@ -30,6 +30,11 @@ static mg_status check_list(const mg_graph *g, const mg_tensor *ts, int n,
 
 void mg_plan_free(mg_plan *p) {
     if (!p) return;
+    for (int i = 0; i < 2; i++)
+        if (p->phase[i]) { /* its tensor and remap arrays are p's */
+            p->phase[i]->tensor = NULL;
+            p->phase[i]->remap = NULL;
+        }
     free(p->role);
     free(p->steps);
     free(p->step);
@@ -81,7 +86,7 @@ static size_t step_workspace(const mg_graph *g, mg_tensor t) {
     const mg_node *n = &g->nodes[t];
     size_t work = mgi_graph_op_workspace(g, t);
     mg_kargs a = {
-        .op = n->op, .attrs = &n->attrs, .n_in = n->n_in, .out = {NULL, n->d}};
+        .op = n->op, .attrs = n->attrs, .n_in = n->n_in, .out = {NULL, n->d}};
     for (int k = 0; k < n->n_in; k++)
         a.in[k] = (mg_kbuf){NULL, g->nodes[n->in[k]].d};
     size_t backend = mgi_backends_plan_workspace(&a);

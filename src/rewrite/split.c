@@ -31,21 +31,29 @@ static mg_plan *phase_alloc(const mg_plan *p) {
     q->role = calloc(sz, sizeof *q->role);
     q->steps = malloc(sz * sizeof *q->steps);
     q->step = malloc(sz * sizeof *q->step);
-    q->tensor = malloc(sz * sizeof *q->tensor);
     q->release_start = malloc((sz + 1) * sizeof *q->release_start);
     q->release = malloc(sz * sizeof *q->release);
     q->leaves = malloc(sz * sizeof *q->leaves);
     q->kept = malloc(sz * sizeof *q->kept);
-    q->remap = malloc(sz * sizeof *q->remap);
     q->saved = malloc(sz * sizeof *q->saved);
-    if (!q->role || !q->steps || !q->step || !q->tensor || !q->release_start ||
-        !q->release || !q->leaves || !q->kept || !q->remap || !q->saved) {
+    if (!q->role || !q->steps || !q->step || !q->release_start || !q->release ||
+        !q->leaves || !q->kept || !q->saved) {
         mg_plan_free(q);
         return NULL;
     }
-    memcpy(q->tensor, p->tensor, (size_t)p->n_tensors * sizeof *q->tensor);
-    memcpy(q->remap, p->remap, (size_t)p->n_tensors * sizeof *q->remap);
+    /* p's, not copies: a saved tensor is a leaf of the backward phase by
+     * its role (schedule.h); phase_free leaves them to p */
+    q->tensor = p->tensor;
+    q->remap = p->remap;
     return q;
+}
+
+/* Free a phase that is not (yet) p's: its tensor and remap are p's. */
+static void phase_free(mg_plan *q) {
+    if (!q) return;
+    q->tensor = NULL;
+    q->remap = NULL;
+    mg_plan_free(q);
 }
 
 static void add_kept(mg_plan *q, mg_tensor t) {
@@ -139,7 +147,6 @@ mg_status mgi_plan_split(mg_plan *p) {
         if (!saved[t]) continue;
         add_kept(f, t);
         b->role[t] |= MG_ROLE_LEAF;
-        b->tensor[t].leaf = true; /* its memory comes from the saved state */
         b->saved[b->n_saved++] = t;
     }
     for (int32_t t = 0; t < p->n_tensors; t++) {
@@ -152,8 +159,8 @@ mg_status mgi_plan_split(mg_plan *p) {
     p->phase[1] = b;
     f = b = NULL;
 done:
-    mg_plan_free(f);
-    mg_plan_free(b);
+    phase_free(f);
+    phase_free(b);
     free(last);
     free(fill);
     free(saved);
