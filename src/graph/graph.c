@@ -202,7 +202,8 @@ static mg_status infer_node(const mg_graph *g, mg_op op, int n_in,
     const mg_op_def *def = &mgi_op_table[op];
     mg_tdesc in_d[MG_MAX_INPUTS] = {0};
     for (int i = 0; i < n_in; i++) in_d[i] = g->nodes[in[i]].d;
-    char why[256] = "";
+    char why[256]; /* not "" = zeroing 256 bytes on every node (issue 32) */
+    why[0] = '\0';
     mg_status s = def->infer(in_d, n_in, attrs, out, why, sizeof why);
     if (s == MG_OK) s = output_check(out, why, sizeof why);
     if (s != MG_OK) {

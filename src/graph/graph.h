@@ -127,8 +127,10 @@ mg_status mgi_graph_ancestors_order(const mg_graph *g, const mg_tensor *roots,
                                     bool *needed, mg_tensor *order,
                                     int32_t *n_order, const char *what);
 /* Articulation points of the undirected graph on the nodes in `include`
- * (edges between included nodes only), written to out[] (room for g->n)
- * with their count in *n_out, in id order. igraph does the work. */
+ * (all when NULL; edges between included nodes only), written to out[]
+ * (room for g->n) with their count in *n_out, in id order: igraph's
+ * answer (tests/test_analysis.c), by a search on the graph's own
+ * adjacency. MG_ERR_NOMEM if its scratch cannot be had. */
 mg_status mgi_graph_articulation_points(const mg_graph *g, const bool *include,
                                         mg_tensor *out, int32_t *n_out);
 

@@ -120,5 +120,9 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
 /* Build p->phase[0] (forward) and p->phase[1] (backward) when p has
  * backward or recompute steps (split.c). */
 mg_status mgi_plan_split(mg_plan *p);
+/* Let go of what phase q shares with its plan p (its tensor and remap
+ * arrays, and its step arrays where they are a stretch of p's), so that
+ * mg_plan_free(q) frees only q's own. */
+void mgi_phase_unshare(mg_plan *q, const mg_plan *p);
 
 #endif
