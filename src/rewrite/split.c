@@ -135,6 +135,8 @@ mg_status mgi_plan_split(mg_plan *p) {
         f->step = p->step;
         b->steps = p->steps + n_fwd;
         b->step = p->step + n_fwd;
+        f->n_steps = n_fwd; /* now, so that mgi_phase_unshare knows them */
+        b->n_steps = n_bwd;
     } else if (f && b) {
         f->steps = malloc((size_t)(n_fwd ? n_fwd : 1) * sizeof *f->steps);
         f->step = malloc((size_t)(n_fwd ? n_fwd : 1) * sizeof *f->step);
@@ -153,9 +155,8 @@ mg_status mgi_plan_split(mg_plan *p) {
         q->role[t] |= MG_ROLE_COMPUTED;
         if (!prefix) {
             q->step[q->n_steps] = p->step[i];
-            q->steps[q->n_steps] = t;
+            q->steps[q->n_steps++] = t;
         }
-        q->n_steps++;
     }
     for (int32_t i = 0; i < f->n_steps; i++)
         for (int k = 0; k < f->step[i].n_in; k++) {
