@@ -133,6 +133,11 @@ int bench_cmd_step(int argc, char **argv) {
                    ? c.sum.recompute_flops / c.sum.forward_flops
                    : 0.0,
                c.sum.n_segments, c.sum.n_checkpoints);
+        mg_plan_arena a;
+        if (mg_plan_arena_info(c.plan, c.binds, c.n_binds, &a) == MG_OK)
+            printf("arena_bytes=%zu\narena_live_peak_bytes=%zu\n"
+                   "predicted_reserved_bytes=%zu\n",
+                   a.bytes, a.live_peak, a.reserved);
     }
     free(r.times);
     free(r.event_times);

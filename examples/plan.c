@@ -11,25 +11,40 @@
  * strip below, and the checkpoints marked. --csv PREFIX also writes each
  * policy's timeline as PREFIX-<policy>.csv (mg_plan_write_timeline).
  *
+ * --policy budget --budget B plans under MG_CKPT_BUDGET (not with
+ * --timeline). B is a byte count, whole or with a binary suffix K, M or G
+ * (2^10, 2^20, 2^30 bytes: "64M"), or a fraction of plain backprop's peak
+ * in the budget's measure written with an x ("0.25x"), as mg_budget_parse
+ * reads it. The budget covers memgrad's pool (activations, recomputed
+ * copies, intermediate gradients, workspace), with the parameters, the
+ * loss and the gradients in caller memory; the report's budget line
+ * compares the plan's peak in that measure with it. If nothing fits, the
+ * message names the smallest budget that does.
+ *
  *   usage: memgrad-plan [--model mlp|resnet|unet|transformer]
- *                       [--policy none|memory|speed] [--depth N]
- *                       [--width W] [--batch B] [--dot FILE] [--dump]
- *                       [--timeline FILE.svg] [--csv PREFIX]
+ *                       [--policy none|memory|speed|budget] [--budget B]
+ *                       [--depth N] [--width W] [--batch B] [--dot FILE]
+ *                       [--dump] [--timeline FILE.svg] [--csv PREFIX]
  */
 #include <memgrad.h>
 #include <memgrad_models.h>
 #include <memgrad_observe.h>
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static int usage(void) {
-    fprintf(stderr, "usage: memgrad-plan [--model mlp|resnet|unet|transformer] "
-                    "[--policy none|memory|speed] [--depth N] [--width W] "
-                    "[--batch B] [--dot FILE] [--dump] [--timeline FILE.svg] "
-                    "[--csv PREFIX]\n");
+    fprintf(stderr,
+            "usage: memgrad-plan [--model mlp|resnet|unet|transformer] "
+            "[--policy none|memory|speed|budget] [--budget BYTES|BYTES{K,M,G}|"
+            "FRACTIONx] [--depth N] [--width W] [--batch B] [--dot FILE] "
+            "[--dump] [--timeline FILE.svg] [--csv PREFIX]\n"
+            "  --budget goes with --policy budget (not --timeline): bytes of "
+            "memgrad's pool, K/M/G = 2^10/2^20/2^30, or a fraction of plain "
+            "backprop's peak, e.g. 0.25x\n");
     return 2;
 }
 
@@ -342,10 +357,83 @@ static int timeline(const char *model, int depth, int width, int batch,
     return rc;
 }
 
+/* The training step's plan of m (the gradients of the model's
+ * mg_gradients call): the gradients and the loss as outputs, and in binds
+ * the parameters, gradients and loss as caller memory, as in training (the
+ * addresses are never used, nothing runs). budget goes into the plan. */
+typedef struct step_plan {
+    mg_tensor *outs;
+    mg_binding *binds;
+    int n_binds;
+    mg_plan *plan;
+} step_plan;
+
+static void step_plan_free(step_plan *sp) {
+    mg_plan_free(sp->plan);
+    free(sp->outs);
+    free(sp->binds);
+}
+
+static int step_plan_compile(const mg_model *m, size_t budget, step_plan *sp) {
+    static char placeholder;
+    int n = m->n_params;
+    memset(sp, 0, sizeof *sp);
+    sp->outs = malloc(sizeof *sp->outs * ((size_t)n + 1));
+    sp->binds = malloc(sizeof *sp->binds * (2 * (size_t)n + 1));
+    if (!sp->outs || !sp->binds) {
+        fprintf(stderr, "memgrad-plan: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        sp->outs[i] = m->grads[i];
+        sp->binds[2 * i] = (mg_binding){m->params[i], &placeholder};
+        sp->binds[2 * i + 1] = (mg_binding){m->grads[i], &placeholder};
+    }
+    sp->outs[n] = m->loss;
+    sp->binds[2 * n] = (mg_binding){m->loss, &placeholder};
+    sp->n_binds = 2 * n + 1;
+    const mg_plan_options o = {.budget_bytes = budget};
+    if (mg_plan_compile(m->g, sp->outs, n + 1, &o, &sp->plan) != MG_OK)
+        return fail("mg_plan_compile");
+    return 0;
+}
+
+/* A fraction of plain backprop's peak in the budget's measure, as bytes. */
+static int budget_of_fraction(const char *model, int depth, int width,
+                              int batch, double fraction, size_t *budget) {
+    mg_checkpoints none = {.policy = MG_CKPT_NONE};
+    mg_model *m = build(model, depth, width, batch);
+    if (!m) return mg_last_error()[0] ? fail("building the model") : usage();
+    step_plan sp = {0};
+    mg_plan_summary s;
+    int rc = mg_model_gradients(m, &none) != MG_OK ? fail("mg_gradients")
+             : step_plan_compile(m, 0, &sp)        ? 1
+             : mg_plan_summarize(sp.plan, NULL, 0, &s) != MG_OK
+                 ? fail("mg_plan_summarize")
+                 : 0;
+    if (!rc) {
+        double b = floor(fraction * (double)s.budget_peak);
+        if (!(b >= 1) || b >= (double)SIZE_MAX) {
+            fprintf(stderr,
+                    "memgrad-plan: --budget %gx of plain backprop's "
+                    "%zu bytes is no budget\n",
+                    fraction, s.budget_peak);
+            rc = 2;
+        } else {
+            *budget = (size_t)b;
+            printf("budget: %g of plain backprop's %zu bytes = %zu bytes\n",
+                   fraction, s.budget_peak, *budget);
+        }
+    }
+    step_plan_free(&sp);
+    mg_model_free(m);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     int depth = 16, width = 64, batch = 32, dump = 0;
     const char *model = "mlp", *policy = "memory", *dot = NULL;
-    const char *svg = NULL, *csv = NULL;
+    const char *svg = NULL, *csv = NULL, *budget = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--dump")) {
@@ -355,6 +443,7 @@ int main(int argc, char **argv) {
         if (!v) return usage();
         if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--policy")) policy = v;
+        else if (!strcmp(a, "--budget")) budget = v;
         else if (!strcmp(a, "--depth")) depth = atoi(v);
         else if (!strcmp(a, "--width")) width = atoi(v);
         else if (!strcmp(a, "--batch")) batch = atoi(v);
@@ -367,35 +456,46 @@ int main(int argc, char **argv) {
     mg_checkpoints ck = {.policy = MG_CKPT_NONE};
     if (mg_ckpt_policy_parse(policy, &ck.policy) != MG_OK ||
         (ck.policy != MG_CKPT_NONE && ck.policy != MG_CKPT_MEMORY &&
-         ck.policy != MG_CKPT_SPEED))
+         ck.policy != MG_CKPT_SPEED && ck.policy != MG_CKPT_BUDGET))
         return usage();
-    if (svg) return timeline(model, depth, width, batch, policy, svg, csv);
+    if ((ck.policy == MG_CKPT_BUDGET) != (budget != NULL)) {
+        fprintf(stderr, "memgrad-plan: %s\n",
+                budget ? "--budget goes with --policy budget"
+                       : "--policy budget needs --budget");
+        return usage();
+    }
+    size_t budget_bytes = 0;
+    double fraction = 0;
+    if (budget && mg_budget_parse(budget, &budget_bytes, &fraction) != MG_OK) {
+        fprintf(stderr, "memgrad-plan: --budget: %s\n", mg_last_error());
+        return usage();
+    }
+    if (svg) {
+        if (budget) {
+            fprintf(stderr, "memgrad-plan: --timeline draws policies none, "
+                            "memory and speed, not budget\n");
+            return usage();
+        }
+        return timeline(model, depth, width, batch, policy, svg, csv);
+    }
     if (csv) return usage();
+    if (fraction > 0) {
+        int rc = budget_of_fraction(model, depth, width, batch, fraction,
+                                    &budget_bytes);
+        if (rc) return rc;
+    }
+    ck.budget_bytes = budget_bytes;
 
     mg_model *m = build(model, depth, width, batch);
     if (!m) return mg_last_error()[0] ? fail("building the model") : usage();
     if (mg_model_gradients(m, &ck) != MG_OK) return fail("mg_gradients");
-    /* Parameters and gradients are caller memory, as in training: bind
-     * them (the addresses are never used, nothing runs). */
-    int n = m->n_params;
-    mg_tensor *outs = malloc(sizeof *outs * ((size_t)n + 1));
-    mg_binding *binds = malloc(sizeof *binds * (2 * (size_t)n + 1));
-    static char placeholder;
-    for (int i = 0; i < n; i++) {
-        outs[i] = m->grads[i];
-        binds[2 * i] = (mg_binding){m->params[i], &placeholder};
-        binds[2 * i + 1] = (mg_binding){m->grads[i], &placeholder};
-    }
-    outs[n] = m->loss;
-    binds[2 * n] = (mg_binding){m->loss, &placeholder};
-    mg_plan *plan = NULL;
-    if (mg_plan_compile(m->g, outs, n + 1, NULL, &plan) != MG_OK)
-        return fail("mg_plan_compile");
+    step_plan sp;
+    if (step_plan_compile(m, budget_bytes, &sp)) return 1;
     printf("%s depth %d, width %d, batch %d, f32, policy %s\n", model, depth,
            width, batch, policy);
-    if (mg_plan_report(plan, binds, 2 * n + 1, stdout) != MG_OK)
+    if (mg_plan_report(sp.plan, sp.binds, sp.n_binds, stdout) != MG_OK)
         return fail("mg_plan_report");
-    if (dump) mg_plan_dump(plan, stdout);
+    if (dump) mg_plan_dump(sp.plan, stdout);
     if (dot) {
         FILE *f = fopen(dot, "w");
         if (!f || mg_graph_write_dot(m->g, f) != MG_OK) {
@@ -405,9 +505,7 @@ int main(int argc, char **argv) {
         }
         fclose(f);
     }
-    mg_plan_free(plan);
+    step_plan_free(&sp);
     mg_model_free(m);
-    free(outs);
-    free(binds);
     return 0;
 }

@@ -430,8 +430,9 @@ typedef enum mg_ckpt_policy {
  *   MG_CKPT_SPEED       keep the outputs of expensive ops (matmul, conv) and
  *                       recompute the cheap ones between them
  *   MG_CKPT_BUDGET      the checkpoints with the least recomputed flops whose
- *                       training step (gradients bound to caller memory) has
- *                       an exact predicted pool peak <= budget_bytes; if none
+ *                       training step (ys and gradients bound to caller
+ *                       memory) has an exact predicted pool peak <=
+ *                       budget_bytes (what it covers: below); if none
  *                       fits, MG_ERR_NOMEM with the smallest budget that
  *                       would (docs/checkpointing.md)
  * The ys are always kept; so is an op that cannot be recomputed safely.
@@ -448,7 +449,18 @@ typedef struct mg_checkpoints {
     int n_tensors;
     /* MG_CKPT_MEMORY: tensors smaller than this are never chosen (0: any) */
     size_t min_bytes;
-    /* MG_CKPT_BUDGET: the most pool bytes the training step may use */
+    /* MG_CKPT_BUDGET: the most bytes of memgrad's pool that the training
+     * step may use. The one meaning of a budget everywhere (mg_plan_options,
+     * mg_plan_summary, mg_plan_report, Python, memgrad-plan, memgrad-onnx):
+     * the predicted pool peak, in mg_pool_size_class units, of the plan
+     * that computes the ys and the gradients with every one of those
+     * outputs in caller memory (mg_plan_summary.budget_peak). It covers the
+     * activations kept for backward, recomputed copies, intermediate
+     * gradients and kernel workspace. It does not cover the parameters and
+     * inputs (caller memory), nor the ys and the gradients themselves,
+     * which the caller holds: bind them, or add their bytes, when the pool
+     * must hold them. The smallest budget that fits, which MG_ERR_NOMEM
+     * names, is in the same measure. */
     size_t budget_bytes;
 } mg_checkpoints;
 
@@ -460,6 +472,19 @@ const char *mg_ckpt_policy_name(mg_ckpt_policy p);
  * MG_ERR_INVALID_ARG (out untouched) for any other string or NULL. */
 MG_API
 mg_status mg_ckpt_policy_parse(const char *name, mg_ckpt_policy *out);
+
+/* A byte budget written as text, as memgrad-plan and memgrad-onnx take it
+ * (--budget): either a byte count, a whole number ("1048576") or a number
+ * with a binary suffix K, M or G, also written KiB, MiB or GiB, for 2^10,
+ * 2^20 or 2^30 bytes ("64M", "1.5G"; rounded down to whole bytes); or a
+ * fraction of plain backprop's peak in the budget's measure (its plan's
+ * mg_plan_summary.budget_peak), a number followed by x ("0.25x"). On
+ * success, a count sets *bytes and *fraction = 0; a fraction sets *bytes
+ * = 0 and *fraction > 0. Anything else (empty, signed, zero, another
+ * suffix, too large for size_t) is MG_ERR_INVALID_ARG with a message that
+ * quotes the text, the outputs untouched. */
+MG_API
+mg_status mg_budget_parse(const char *text, size_t *bytes, double *fraction);
 
 /* Tag t (a computed tensor) for MG_CKPT_COLLECTION, or untag it (on = 0). */
 MG_API
@@ -551,6 +576,11 @@ typedef struct mg_plan_options {
      * forward tensors instead of their recomputed copies. Same values; the
      * plain-backprop schedule, to compare memory and time against. */
     int without_recompute;
+    /* The budget the graph's gradients were made for (the budget_bytes of
+     * the MG_CKPT_BUDGET mg_checkpoints), or 0 for none. Carried by the
+     * plan: mg_plan_summary and mg_plan_report compare it with the plan's
+     * budget_peak. Nothing else depends on it. */
+    size_t budget_bytes;
 } mg_plan_options;
 
 /* Compile a linear schedule that computes `outputs` (and opts->retain).
@@ -573,6 +603,31 @@ int mg_plan_num_steps(const mg_plan *p);
 MG_API
 size_t mg_plan_predicted_peak(const mg_plan *p, const mg_binding *binds,
                               int n_binds);
+/* The plan's arena (issue 28). Every buffer that lives and dies within a
+ * run (intermediates, recomputed copies, kernel workspace) has an offset
+ * in one block, chosen when the plan was compiled: an executor takes that
+ * block from the system once, as large as the largest arena of the plans
+ * it has run, and a run takes nothing else for them. Outputs and retained
+ * tensors outlive the run, so they have blocks of their own (from the
+ * pool's cache), and one that the caller holds never pins the arena. */
+typedef struct mg_plan_arena {
+    size_t bytes;     /* the arena's size */
+    size_t live_peak; /* the most of its bytes live at once: no layout of
+                         these buffers is smaller */
+    size_t reserved;  /* what a new executor's pool reserves after one
+                         mg_exec_run of the plan with these bindings:
+                         bytes, plus in size classes each output and
+                         retained tensor not bound to caller memory
+                         (mg_pool_stats.bytes_reserved equals it, unless
+                         max_bytes is below bytes: then the run is served
+                         block by block from the cache) */
+} mg_plan_arena;
+
+/* binds as for mg_plan_predicted_peak. MG_ERR_INVALID_ARG for a NULL p or
+ * out, a negative n_binds, or a NULL list with n_binds > 0. */
+MG_API
+mg_status mg_plan_arena_info(const mg_plan *p, const mg_binding *binds,
+                             int n_binds, mg_plan_arena *out);
 /* The plan's ops in order with the buffers each step releases. */
 MG_API
 mg_status mg_plan_dump(const mg_plan *p, FILE *out);
@@ -586,7 +641,12 @@ typedef struct mg_plan_summary {
     double forward_flops, recompute_flops, backward_flops;
     size_t predicted_peak;                   /* with the given bindings */
     size_t predicted_peak_without_recompute; /* same, plain backprop */
-    size_t budget_bytes; /* MG_CKPT_BUDGET's budget, else 0 */
+    size_t budget_bytes; /* mg_plan_options.budget_bytes at compile, or 0 */
+    /* The peak in the budget's measure (mg_checkpoints.budget_bytes): every
+     * output and retained tensor bound to caller memory, whatever binds
+     * says. For a plan of the ys and the gradients of a MG_CKPT_BUDGET
+     * mg_gradients call, at most its budget. */
+    size_t budget_peak;
 } mg_plan_summary;
 
 /* binds as for mg_plan_predicted_peak; a negative n_binds, or a NULL list
@@ -707,16 +767,12 @@ mg_status mg_plan_phase_peaks(const mg_plan *p, const mg_binding *binds,
 typedef struct mg_pool_stats {
     size_t bytes_in_use;      /* handed out now (size-class rounded) */
     size_t peak_bytes_in_use; /* since creation or the last reset */
-    size_t bytes_reserved;    /* in use plus cached free blocks. A run
-                                 is served from one arena laid out for its
-                                 requests before it starts, which the next
-                                 run of the same plan and bindings reuses
-                                 without a system allocation; the layout
-                                 stays within a few percent of the peak in
-                                 use. Outside it the pool gives cached
-                                 blocks back rather than let this pass
-                                 max(peak in use, in use plus the request
-                                 being served) */
+    size_t bytes_reserved;    /* the arena (mg_plan_arena: the largest of
+                                 the plans run so far), plus blocks outside
+                                 it in use or cached. Outside the arena the
+                                 pool gives cached blocks back rather than
+                                 let them pass max(peak in use, in use plus
+                                 the request being served) */
     uint64_t alloc_calls;     /* requests to the pool */
     uint64_t cache_hits;      /* requests served from cached blocks */
     uint64_t system_allocs;   /* requests that went to the system */
@@ -729,8 +785,8 @@ MG_API
 mg_status mg_exec_pool_stats(const mg_exec *ex, mg_pool_stats *out);
 MG_API
 void mg_exec_pool_reset_peak(mg_exec *ex);
-/* Give cached free blocks back to the system, and the arena when no kept
- * output lives in it (the next run lays out a new one). */
+/* Give cached free blocks back to the system, and the arena (the next run
+ * takes a new one). */
 MG_API
 void mg_exec_pool_trim(mg_exec *ex);
 /* The size a request of `nbytes` occupies in the pool (its size class). */

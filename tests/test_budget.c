@@ -4,8 +4,11 @@
  * the budget; an infeasible budget fails with MG_ERR_NOMEM naming the
  * smallest budget that fits (and that budget then fits); gradients equal
  * policy none's bit for bit, dropout included; the pool's measured peak
- * equals the prediction and stays within the budget; summaries and
- * reports carry the budget.
+ * equals the prediction and stays within the budget; plans carry the
+ * budget they were compiled with (mg_plan_options.budget_bytes), and their
+ * summaries and reports compare it with the peak in the budget's own
+ * measure (budget_peak: outputs in caller memory, whatever is bound), in
+ * which the NOMEM message's figures are given too.
  */
 #include "helpers.h"
 
@@ -62,7 +65,7 @@ static mg_status chain_build(chain *c, int dropout, mg_dtype dt,
 }
 
 typedef struct measured {
-    size_t predicted, peak;
+    size_t predicted, peak, budget_peak;
     double rflops, loss;
     double *grads[CH_LAYERS]; /* as doubles, or NULL when not run */
 } measured;
@@ -110,7 +113,10 @@ static void chain_measure(const chain *c, mg_dtype dt, int run, measured *m) {
     mg_plan_summary s;
     ck_assert(mg_plan_summarize(p, b, n_grad_binds, &s) == MG_OK);
     m->predicted = s.predicted_peak;
+    m->budget_peak = s.budget_peak;
     m->rflops = s.recompute_flops;
+    /* every output is bound: the prediction is the budget's measure */
+    ck_assert_uint_eq(s.budget_peak, s.predicted_peak);
     if (run) {
         mg_exec *ex = NULL;
         ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
@@ -282,6 +288,91 @@ START_TEST(test_bit_exact_and_measured_peak) {
 }
 END_TEST
 
+/* The NOMEM message's two figures are in the budget's measure: "policy
+ * none needs" is the budget_peak of plain backprop's plan of the loss and
+ * gradients, and "the smallest budget that fits" is the budget_peak of
+ * the plan the policy then makes at that budget, which one byte less does
+ * not fit. */
+START_TEST(test_nomem_figures_are_budget_peaks) {
+    for (int config = 0; config < 4; config++) {
+        memcpy(ch_widths, ch_configs[config], sizeof ch_widths);
+        chain c;
+        mg_checkpoints ck = {.policy = MG_CKPT_BUDGET, .budget_bytes = 1};
+        ck_assert_int_eq(chain_build(&c, 1, MG_F32, &ck), MG_ERR_NOMEM);
+        const char *msg = mg_last_error();
+        const char *at = strstr(msg, "fits is "), *no = strstr(msg, "needs ");
+        ck_assert_msg(at && no, "%s", msg);
+        size_t minimum = (size_t)strtoull(at + 8, NULL, 10);
+        size_t none_needs = (size_t)strtoull(no + 6, NULL, 10);
+        mg_graph_free(c.g);
+        measured none;
+        chain_under(NULL, 1, MG_F32, 0, &none);
+        ck_assert_uint_eq(none.budget_peak, none_needs);
+        measured m;
+        ck.budget_bytes = minimum;
+        chain_under(&ck, 1, MG_F32, 0, &m);
+        ck_assert_uint_eq(m.budget_peak, minimum);
+        ck.budget_bytes = minimum - 1;
+        ck_assert_int_eq(chain_build(&c, 1, MG_F32, &ck), MG_ERR_NOMEM);
+        mg_graph_free(c.g);
+    }
+    memcpy(ch_widths, ch_configs[0], sizeof ch_widths);
+}
+END_TEST
+
+/* A y that backward reads (tanh's output, seeded with a gradient): the
+ * budget's measure has it in caller memory, as the plan of the y and the
+ * gradients does, so the NOMEM figures are that plan's budget_peak. */
+#define TY_LAYERS 6
+static mg_status tanh_build(mg_graph *g, const mg_checkpoints *ck,
+                            mg_tensor *outs) {
+    mg_tensor h = mg_input(g, "x", MG_F32, 2, S(64, 32)), w[TY_LAYERS];
+    for (int l = 0; l < TY_LAYERS; l++) {
+        char name[16];
+        snprintf(name, sizeof name, "w%d", l);
+        /* the last layer wide: the peak is where backward reads y */
+        w[l] =
+            mg_param(g, name, MG_F32, 2, S(32, l == TY_LAYERS - 1 ? 512 : 32));
+        h = mg_tanh(g, mg_matmul(g, h, w[l], 0, 0));
+    }
+    mg_tensor seed = mg_input(g, "dy", MG_F32, 2, S(64, 512));
+    outs[0] = h;
+    return mg_gradients(g, &h, 1, &seed, w, TY_LAYERS, ck, outs + 1);
+}
+
+static size_t tanh_budget_peak(const mg_checkpoints *ck, size_t plan_budget) {
+    mg_graph *g = mg_graph_new();
+    mg_tensor outs[1 + TY_LAYERS];
+    ck_assert_msg(tanh_build(g, ck, outs) == MG_OK, "%s", mg_last_error());
+    mg_plan *p = NULL;
+    const mg_plan_options o = {.budget_bytes = plan_budget};
+    ck_assert(mg_plan_compile(g, outs, 1 + TY_LAYERS, &o, &p) == MG_OK);
+    mg_plan_summary s;
+    ck_assert(mg_plan_summarize(p, NULL, 0, &s) == MG_OK);
+    ck_assert_uint_eq(s.budget_bytes, plan_budget);
+    mg_plan_free(p);
+    mg_graph_free(g);
+    return s.budget_peak;
+}
+
+START_TEST(test_nomem_figures_with_y_read_by_backward) {
+    mg_graph *g = mg_graph_new();
+    mg_tensor outs[1 + TY_LAYERS];
+    mg_checkpoints ck = {.policy = MG_CKPT_BUDGET, .budget_bytes = 1};
+    ck_assert_int_eq(tanh_build(g, &ck, outs), MG_ERR_NOMEM);
+    const char *msg = mg_last_error();
+    const char *at = strstr(msg, "fits is "), *no = strstr(msg, "needs ");
+    ck_assert_msg(at && no, "%s", msg);
+    size_t minimum = (size_t)strtoull(at + 8, NULL, 10);
+    size_t none_needs = (size_t)strtoull(no + 6, NULL, 10);
+    mg_graph_free(g);
+    ck_assert_uint_eq(tanh_budget_peak(NULL, 0), none_needs);
+    ck.budget_bytes = minimum;
+    ck_assert_uint_eq(tanh_budget_peak(&ck, minimum), minimum);
+    ck_assert_uint_lt(minimum, none_needs);
+}
+END_TEST
+
 /* A deeper MLP (the shared test model) at half of none's peak: fits, equal
  * gradients, and the summary and report carry the budget. */
 START_TEST(test_mlp_summary_and_report) {
@@ -306,22 +397,115 @@ START_TEST(test_mlp_summary_and_report) {
                       MG_OK,
                   "%s", mg_last_error());
     tm_mlp_data_init(&d, &m, 3, 1);
+    /* compiled without a budget: the plan carries none */
     ck_assert(mg_plan_compile(m.g, d.outs, d.n_outs, NULL, &p) == MG_OK);
     mg_plan_summary s;
     ck_assert(mg_plan_summarize(p, d.binds, d.n_binds, &s) == MG_OK);
+    ck_assert_uint_eq(s.budget_bytes, 0);
+    ck_assert_uint_le(s.budget_peak, ck.budget_bytes);
+    mg_plan_free(p);
+    const mg_plan_options o = {.budget_bytes = ck.budget_bytes};
+    ck_assert(mg_plan_compile(m.g, d.outs, d.n_outs, &o, &p) == MG_OK);
+    ck_assert(mg_plan_summarize(p, d.binds, d.n_binds, &s) == MG_OK);
     ck_assert_uint_eq(s.budget_bytes, ck.budget_bytes);
-    ck_assert_uint_le(s.predicted_peak, ck.budget_bytes);
+    ck_assert_uint_le(s.budget_peak, ck.budget_bytes);
+    /* loss and gradients bound: the prediction is the budget's measure */
+    ck_assert_uint_eq(s.predicted_peak, s.budget_peak);
     ck_assert(s.n_recompute > 0 && s.n_checkpoints > 0);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    ck_assert(mg_plan_report(p, d.binds, d.n_binds, f) == MG_OK);
-    fclose(f);
-    ck_assert_msg(strstr(buf, "budget:") && strstr(buf, "within"), "%s", buf);
-    free(buf);
+    /* nothing bound: the gradients are in the pool and the prediction
+     * counts them, the budget's measure does not change */
+    mg_plan_summary u;
+    ck_assert(mg_plan_summarize(p, NULL, 0, &u) == MG_OK);
+    ck_assert_uint_eq(u.budget_peak, s.budget_peak);
+    ck_assert_uint_eq(u.budget_bytes, ck.budget_bytes);
+    ck_assert_uint_gt(u.predicted_peak, s.predicted_peak);
+    for (int bound = 1; bound >= 0; bound--) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        ck_assert(mg_plan_report(p, bound ? d.binds : NULL,
+                                 bound ? d.n_binds : 0, f) == MG_OK);
+        fclose(f);
+        char want[160];
+        snprintf(want, sizeof want,
+                 "budget: %.3f MiB (%zu bytes); budget "
+                 "peak %.3f MiB (%zu bytes), within it\n",
+                 (double)ck.budget_bytes / 1048576.0, ck.budget_bytes,
+                 (double)s.budget_peak / 1048576.0, s.budget_peak);
+        ck_assert_msg(strstr(buf, want), "wanted '%s' in\n%s", want, buf);
+        ck_assert_msg(strstr(buf, "not the parameters, the inputs, or the "
+                                  "outputs and gradients"),
+                      "%s", buf);
+        free(buf);
+    }
     mg_plan_free(p);
     tm_mlp_data_free(&d, &m);
     mg_graph_free(m.g);
+}
+END_TEST
+
+/* The text form of a budget: byte counts with binary suffixes, fractions
+ * of plain backprop's peak, and a clear refusal of anything else, the
+ * outputs untouched. */
+START_TEST(test_budget_parse) {
+    static const struct {
+        const char *text;
+        size_t bytes;
+        double fraction;
+    } good[] = {{"1", 1, 0},        {"1048576", 1048576, 0},
+                {"64K", 65536, 0},  {"64KiB", 65536, 0},
+                {"3M", 3 << 20, 0}, {"1.5MiB", 3 << 19, 0},
+                {".5K", 512, 0},    {"2G", (size_t)2 << 30, 0},
+                {"0.25x", 0, 0.25}, {"2x", 0, 2.0},
+                {".5x", 0, 0.5}};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        size_t b = 7;
+        double f = 7;
+        ck_assert_msg(mg_budget_parse(good[i].text, &b, &f) == MG_OK, "%s: %s",
+                      good[i].text, mg_last_error());
+        ck_assert_msg(b == good[i].bytes && f == good[i].fraction,
+                      "%s: %zu bytes, fraction %g", good[i].text, b, f);
+    }
+    static const char *const bad[] = {"",
+                                      "0",
+                                      "0x",
+                                      "0K",
+                                      "-1",
+                                      "+1",
+                                      " 1",
+                                      "1 ",
+                                      "1.5",
+                                      "1e6",
+                                      "1k",
+                                      "1T",
+                                      "1MB",
+                                      "x",
+                                      ".",
+                                      "..5",
+                                      "1.2.3",
+                                      "0x10",
+                                      "inf",
+                                      "nanx",
+                                      "1xx",
+                                      "0.25X",
+                                      "-0.5x",
+                                      "99999999999999999999",
+                                      "99999999999G"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        size_t b = 7;
+        double f = 7;
+        ck_assert_msg(mg_budget_parse(bad[i], &b, &f) == MG_ERR_INVALID_ARG,
+                      "'%s' was read as %zu bytes, fraction %g", bad[i], b, f);
+        ck_assert(b == 7 && f == 7);
+        char want[80];
+        snprintf(want, sizeof want, "'%s' is no budget", bad[i]);
+        ck_assert_msg(strstr(mg_last_error(), want), "%s", mg_last_error());
+    }
+    size_t b;
+    double f;
+    ck_assert_int_eq(mg_budget_parse(NULL, &b, &f), MG_ERR_INVALID_ARG);
+    ck_assert_int_eq(mg_budget_parse("1", NULL, &f), MG_ERR_INVALID_ARG);
+    ck_assert_int_eq(mg_budget_parse("1", &b, NULL), MG_ERR_INVALID_ARG);
 }
 END_TEST
 
@@ -333,7 +517,9 @@ int main(void) {
                         2 * (int)(sizeof ch_configs / sizeof *ch_configs));
     suite_add_tcase(s, tc);
     th_add_tcase(s, "budget", 300,
-                 TH_TESTS(test_infeasible_names_minimum,
+                 TH_TESTS(test_budget_parse, test_infeasible_names_minimum,
+                          test_nomem_figures_are_budget_peaks,
+                          test_nomem_figures_with_y_read_by_backward,
                           test_bit_exact_and_measured_peak,
                           test_mlp_summary_and_report));
     return th_run_suite(s);

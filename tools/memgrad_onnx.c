@@ -3,13 +3,16 @@
  * memgrad's checkpoint policies (issue 12). Outside scripts call it, so the
  * interface below is kept stable.
  *
- *   memgrad-onnx plan MODEL.onnx [--batch N] [--policy none,memory,speed]
+ *   memgrad-onnx plan MODEL.onnx [--batch N]
+ *                     [--policy none,memory,speed,budget] [--budget B]
  *                     [--dot FILE]
  *       for each policy: the checkpoints chosen, the predicted pool peak and
- *       the recompute fraction (recomputed flops / forward flops); --dot
- *       writes the graph of the last policy
- *   memgrad-onnx step MODEL.onnx --batch N --policy P [--input FILE]
- *                     [--labels FILE] [--save-grads FILE] [--repeat K]
+ *       the recompute fraction (recomputed flops / forward flops), and for
+ *       budget the budget beside the plan's peak in the budget's measure;
+ *       --dot writes the graph of the last policy
+ *   memgrad-onnx step MODEL.onnx --batch N --policy P [--budget B]
+ *                     [--input FILE] [--labels FILE] [--save-grads FILE]
+ *                     [--repeat K]
  *       runs K training steps (default 1): the loss is the mean
  *       cross-entropy of the first output [N, C] against int32 labels. The
  *       input is raw little-endian f32 in the first input's shape (int32
@@ -25,10 +28,21 @@
  *       float32 forward (tests/onnx_torch_crosscheck.py does).
  *
  * Integer inputs (token ids) without a file get random ids in [0, 4).
+ *
+ * --budget B goes with policy budget (MG_CKPT_BUDGET). B is a byte count,
+ * whole or with a binary suffix K, M or G (2^10, 2^20, 2^30 bytes: "64M"),
+ * or a fraction of plain backprop's peak in the budget's measure written
+ * with an x ("0.25x"), as mg_budget_parse reads it. The budget covers
+ * memgrad's pool (activations, recomputed copies, intermediate gradients,
+ * workspace), with the parameters, inputs, loss and gradients in caller
+ * memory, as step binds them. If nothing fits, the message names the
+ * smallest budget that does.
  */
 #include <memgrad.h>
 #include <memgrad_onnx.h>
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,11 +51,15 @@
 #define MAX_POLICIES 8
 
 static int usage(void) {
-    fprintf(stderr, "usage: memgrad-onnx plan MODEL.onnx [--batch N] "
-                    "[--policy none,memory,speed] [--dot FILE]\n"
-                    "       memgrad-onnx step MODEL.onnx --batch N --policy P "
-                    "[--input FILE] [--labels FILE] [--save-grads FILE] "
-                    "[--repeat K] [--tensors N,N,... --save-tensors FILE]\n");
+    fprintf(stderr,
+            "usage: memgrad-onnx plan MODEL.onnx [--batch N] "
+            "[--policy none,memory,speed,budget] [--budget B] [--dot FILE]\n"
+            "       memgrad-onnx step MODEL.onnx --batch N --policy P "
+            "[--budget B] [--input FILE] [--labels FILE] [--save-grads FILE] "
+            "[--repeat K] [--tensors N,N,... --save-tensors FILE]\n"
+            "  --budget goes with policy budget: bytes of memgrad's pool "
+            "(BYTES, or with K/M/G = 2^10/2^20/2^30), or a fraction of plain "
+            "backprop's peak, e.g. 0.25x\n");
     return 2;
 }
 
@@ -50,11 +68,12 @@ static int fail(const char *what) {
     return 1;
 }
 
-/* The policies this tool runs: none, memory and speed. */
+/* The policies this tool runs: none, memory, speed and budget. */
 static int parse_policy(const char *s, mg_ckpt_policy *p) {
     mg_ckpt_policy q;
     if (mg_ckpt_policy_parse(s, &q) != MG_OK ||
-        (q != MG_CKPT_NONE && q != MG_CKPT_MEMORY && q != MG_CKPT_SPEED))
+        (q != MG_CKPT_NONE && q != MG_CKPT_MEMORY && q != MG_CKPT_SPEED &&
+         q != MG_CKPT_BUDGET))
         return -1;
     *p = q;
     return 0;
@@ -205,8 +224,10 @@ static int find_tensors(job *j, const name_list *names) {
     return 0;
 }
 
+/* budget: the budget's bytes under policy budget (else unused). */
 static int job_build(job *j, const char *path, int64_t batch,
-                     mg_ckpt_policy pol, const name_list *names) {
+                     mg_ckpt_policy pol, size_t budget,
+                     const name_list *names) {
     memset(j, 0, sizeof *j);
     mg_onnx_options o;
     mg_onnx_options_init(&o);
@@ -244,7 +265,8 @@ static int job_build(job *j, const char *path, int64_t batch,
         return 1;
     }
     for (int k = 0; k < j->n_params; k++) ps[k] = mg_onnx_param(j->m, k);
-    mg_checkpoints ck = {.policy = pol};
+    if (pol != MG_CKPT_BUDGET) budget = 0;
+    mg_checkpoints ck = {.policy = pol, .budget_bytes = budget};
     mg_status s =
         mg_gradients(j->g, &j->loss, 1, NULL, ps, j->n_params, &ck, j->grads);
     free(ps);
@@ -257,7 +279,8 @@ static int job_build(job *j, const char *path, int64_t batch,
     if (j->n_extra)
         memcpy(outs + 1 + j->n_params, j->extra,
                sizeof *outs * (size_t)j->n_extra);
-    s = mg_plan_compile(j->g, outs, n_outs, NULL, &j->plan);
+    const mg_plan_options po = {.budget_bytes = budget};
+    s = mg_plan_compile(j->g, outs, n_outs, &po, &j->plan);
     free(outs);
     if (s) return fail("compile");
     return 0;
@@ -291,11 +314,20 @@ static mg_binding *bindings(job *j, void **inputs, void *labels, float *loss,
     return b;
 }
 
+/* The budget line: the plan's budget beside its peak in the budget's
+ * measure (outputs in caller memory). */
+static void print_budget(const mg_plan_summary *s) {
+    if (s->budget_bytes)
+        printf("budget %zu bytes, budget peak %zu bytes: %s\n", s->budget_bytes,
+               s->budget_peak,
+               s->budget_peak <= s->budget_bytes ? "within" : "ABOVE");
+}
+
 static int cmd_plan(const char *path, int64_t batch, mg_ckpt_policy *pols,
-                    int npol, const char *dot) {
+                    int npol, size_t budget, const char *dot) {
     for (int q = 0; q < npol; q++) {
         job j;
-        if (job_build(&j, path, batch, pols[q], NULL)) {
+        if (job_build(&j, path, batch, pols[q], budget, NULL)) {
             job_free(&j);
             return 1;
         }
@@ -332,6 +364,8 @@ static int cmd_plan(const char *path, int64_t batch, mg_ckpt_policy *pols,
             sum.forward_flops > 0 ? sum.recompute_flops / sum.forward_flops
                                   : 0.0,
             sum.n_recompute, sum.n_segments);
+        if (sum.budget_bytes) printf("  ");
+        print_budget(&sum);
         if (dot && q == npol - 1) {
             FILE *f = fopen(dot, "w");
             if (!f || mg_graph_write_dot(j.g, f)) {
@@ -385,7 +419,7 @@ static int write_tensors(const char *path, const mg_graph *g,
 }
 
 static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
-                    const char *input, const char *labels_file,
+                    size_t budget, const char *input, const char *labels_file,
                     const char *save, int repeat, const name_list *names,
                     const char *save_tensors) {
     job j;
@@ -397,7 +431,7 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
     mg_binding *b = NULL;
     mg_exec *ex = NULL;
     double *times = NULL;
-    if (job_build(&j, path, batch, pol, names)) goto done;
+    if (job_build(&j, path, batch, pol, budget, names)) goto done;
     int ni = mg_onnx_num_inputs(j.m);
     inputs = calloc((size_t)ni + 1, sizeof *inputs);
     labels = malloc(sizeof *labels * (size_t)j.n);
@@ -468,6 +502,12 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
            "pool peak measured %zu bytes, predicted %zu bytes\n",
            mg_ckpt_policy_name(pol), (double)loss, times[repeat / 2], repeat,
            st.peak_bytes_in_use, predicted);
+    mg_plan_summary sum;
+    if (mg_plan_summarize(j.plan, b, nb, &sum)) {
+        fail("summarize");
+        goto done;
+    }
+    print_budget(&sum);
     if (save &&
         write_tensors(save, j.g, j.grads, (void *const *)grads, j.n_params))
         goto done;
@@ -493,6 +533,30 @@ done:
     return rc;
 }
 
+/* A fraction of plain backprop's peak in the budget's measure, as bytes:
+ * the budget_peak of the model's plan under policy none. */
+static int budget_of_fraction(const char *path, int64_t batch, double fraction,
+                              size_t *budget) {
+    job j;
+    mg_plan_summary s;
+    int rc = job_build(&j, path, batch, MG_CKPT_NONE, 0, NULL);
+    if (!rc && mg_plan_summarize(j.plan, NULL, 0, &s)) rc = fail("summarize");
+    job_free(&j);
+    if (rc) return rc;
+    double b = floor(fraction * (double)s.budget_peak);
+    if (!(b >= 1) || b >= (double)SIZE_MAX) {
+        fprintf(stderr,
+                "memgrad-onnx: --budget %gx of plain backprop's %zu bytes "
+                "is no budget\n",
+                fraction, s.budget_peak);
+        return 2;
+    }
+    *budget = (size_t)b;
+    printf("budget: %g of plain backprop's %zu bytes = %zu bytes\n", fraction,
+           s.budget_peak, *budget);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) return usage();
     const char *cmd = argv[1], *path = argv[2];
@@ -502,12 +566,13 @@ int main(int argc, char **argv) {
     int repeat = 1;
     const char *policy = is_plan ? "none,memory,speed" : NULL, *dot = NULL,
                *input = NULL, *labels = NULL, *save = NULL, *names = NULL,
-               *save_tensors = NULL;
+               *save_tensors = NULL, *budget_text = NULL;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return usage();
         if (!strcmp(a, "--batch")) batch = atoll(v);
         else if (!strcmp(a, "--policy")) policy = v;
+        else if (!strcmp(a, "--budget")) budget_text = v;
         else if (is_plan && !strcmp(a, "--dot")) dot = v;
         else if (is_step && !strcmp(a, "--input")) input = v;
         else if (is_step && !strcmp(a, "--labels")) labels = v;
@@ -535,19 +600,39 @@ int main(int argc, char **argv) {
         }
         if (parse_policy(tok, &pols[npol++])) {
             fprintf(stderr,
-                    "memgrad-onnx: bad policy '%s' (none, memory, speed)\n",
+                    "memgrad-onnx: bad policy '%s' (none, memory, speed, "
+                    "budget)\n",
                     tok);
             return 2;
         }
     }
     if (npol == 0 || (is_step && npol != 1)) return usage();
-    if (is_plan) return cmd_plan(path, batch, pols, npol, dot);
+    int with_budget = 0;
+    for (int q = 0; q < npol; q++) with_budget |= pols[q] == MG_CKPT_BUDGET;
+    if (with_budget != (budget_text != NULL)) {
+        fprintf(stderr, "memgrad-onnx: %s\n",
+                budget_text ? "--budget goes with policy budget"
+                            : "policy budget needs --budget");
+        return usage();
+    }
+    size_t budget = 0;
+    double fraction = 0;
+    if (budget_text &&
+        mg_budget_parse(budget_text, &budget, &fraction) != MG_OK) {
+        fprintf(stderr, "memgrad-onnx: --budget: %s\n", mg_last_error());
+        return usage();
+    }
+    if (fraction > 0) {
+        int rc = budget_of_fraction(path, batch, fraction, &budget);
+        if (rc) return rc;
+    }
+    if (is_plan) return cmd_plan(path, batch, pols, npol, budget, dot);
     name_list list = {NULL, 0};
     if (names && parse_names(names, &list)) {
         names_free(&list);
         return 2;
     }
-    int rc = cmd_step(path, batch, pols[0], input, labels, save, repeat,
+    int rc = cmd_step(path, batch, pols[0], budget, input, labels, save, repeat,
                       names ? &list : NULL, save_tensors);
     names_free(&list);
     return rc;

@@ -251,7 +251,15 @@ class Graph:
                   budget_bytes=0):
         """d(sum <grad_ys, ys>)/d xs under a checkpoint policy ("none",
         "collection", "memory", "speed", "budget": the least recomputation
-        whose predicted peak fits budget_bytes); grad_ys None means ones."""
+        whose peak fits budget_bytes); grad_ys None means ones.
+
+        budget_bytes is mg_checkpoints.budget_bytes: the most bytes of
+        memgrad's pool the training step may use, measured with the ys
+        and the gradients in caller memory (activations, recomputed
+        copies, intermediate gradients and kernel workspace; not the
+        parameters, inputs, ys or gradients). Pass the same budget_bytes
+        to compile() so that the plan's summary and report compare its
+        budget_peak with it."""
         if policy not in POLICIES:
             raise ValueError("policy must be one of %s" % sorted(POLICIES))
         ny, yid = _ids(ys)
@@ -271,18 +279,27 @@ class Graph:
         """Graphviz DOT text of the graph."""
         return _via_file(lambda f: _lib.graph_write_dot(self._g, f))
 
-    def compile(self, outputs):
-        return Plan(self, outputs)
+    def compile(self, outputs, budget_bytes=0):
+        """A Plan of `outputs`; budget_bytes: the budget the gradients
+        were made for (mg_plan_options.budget_bytes), carried into
+        summary() and report()."""
+        return Plan(self, outputs, budget_bytes)
 
 
 class Plan:
     """A compiled schedule of `outputs` (mg_plan_compile)."""
 
-    def __init__(self, graph, outputs):
+    def __init__(self, graph, outputs, budget_bytes=0):
         self.graph, self.outputs = graph, list(outputs)
         n, ids = _ids(self.outputs)
+        budget_bytes = int(budget_bytes or 0)
+        if budget_bytes < 0:
+            raise ValueError("memgrad: budget_bytes must be >= 0, not %d"
+                             % budget_bytes)
+        opts = _lib.PlanOptions(budget_bytes=budget_bytes)
         p = ctypes.c_void_p()
-        _lib.check(_lib.plan_compile(graph._g, ids, n, None, ctypes.byref(p)))
+        _lib.check(_lib.plan_compile(graph._g, ids, n, ctypes.byref(opts),
+                                     ctypes.byref(p)))
         self._p = p
 
     def __del__(self):
@@ -294,12 +311,30 @@ class Plan:
     def predicted_peak(self):
         return _lib.plan_predicted_peak(self._p, None, 0)
 
+    def arena(self):
+        """The plan's arena (mg_plan_arena_info), outputs left in the pool:
+        {"bytes": its size, "live_peak": the most of its bytes live at once,
+        "reserved": what a new Executor reserves after one run}."""
+        a = _lib.PlanArena()
+        _lib.check(_lib.plan_arena_info(self._p, None, 0, a))
+        return {"bytes": a.bytes, "live_peak": a.live_peak,
+                "reserved": a.reserved}
+
     def phase_peaks(self):
         """Predicted peaks of the forward and backward phases."""
         pk = _lib.PhasePeaks()
         _lib.check(_lib.plan_phase_peaks(self._p, None, 0, pk))
         return {"forward": pk.forward, "backward": pk.backward,
                 "pair": pk.pair, "saved": pk.saved}
+
+    def summary(self):
+        """mg_plan_summary as a dict, with nothing bound: predicted_peak
+        counts the outputs in the pool; budget_peak is the peak in the
+        budget's measure (outputs in caller memory), budget_bytes the
+        budget given to compile() (0: none)."""
+        s = _lib.PlanSummary()
+        _lib.check(_lib.plan_summarize(self._p, None, 0, ctypes.byref(s)))
+        return {name: getattr(s, name) for name, _ in s._fields_}
 
     def report(self):
         return _via_file(lambda f: _lib.plan_report(self._p, None, 0, f))

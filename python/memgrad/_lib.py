@@ -43,9 +43,31 @@ class Checkpoints(ctypes.Structure):
                 ("budget_bytes", c_size_t)]
 
 
+class PlanOptions(ctypes.Structure):
+    _fields_ = [("retain", POINTER(c_int32)), ("n_retain", c_int),
+                ("no_grad", c_int), ("without_recompute", c_int),
+                ("budget_bytes", c_size_t)]
+
+
+class PlanSummary(ctypes.Structure):
+    _fields_ = [("n_steps", c_int), ("n_forward", c_int),
+                ("n_recompute", c_int), ("n_backward", c_int),
+                ("n_segments", c_int), ("n_checkpoints", c_int),
+                ("forward_flops", c_double), ("recompute_flops", c_double),
+                ("backward_flops", c_double),
+                ("predicted_peak", c_size_t),
+                ("predicted_peak_without_recompute", c_size_t),
+                ("budget_bytes", c_size_t), ("budget_peak", c_size_t)]
+
+
 class PhasePeaks(ctypes.Structure):
     _fields_ = [("forward", c_size_t), ("backward", c_size_t),
                 ("pair", c_size_t), ("saved", c_size_t)]
+
+
+class PlanArena(ctypes.Structure):
+    _fields_ = [("bytes", c_size_t), ("live_peak", c_size_t),
+                ("reserved", c_size_t)]
 
 
 class ExecOptions(ctypes.Structure):
@@ -117,13 +139,17 @@ tensor_input = _fn("mg_tensor_input", T, G, T, c_int)
 gradients = _fn("mg_gradients", c_int, G, POINTER(T), c_int, POINTER(T),
                 POINTER(T), c_int, POINTER(Checkpoints), POINTER(T))
 graph_write_dot = _fn("mg_graph_write_dot", c_int, G, c_void_p)
-plan_compile = _fn("mg_plan_compile", c_int, G, POINTER(T), c_int, c_void_p,
-                   POINTER(P))
+plan_compile = _fn("mg_plan_compile", c_int, G, POINTER(T), c_int,
+                   POINTER(PlanOptions), POINTER(P))
 plan_free = _fn("mg_plan_free", None, P)
 plan_predicted_peak = _fn("mg_plan_predicted_peak", c_size_t, P,
                           POINTER(Binding), c_int)
 plan_report = _fn("mg_plan_report", c_int, P, POINTER(Binding), c_int,
                   c_void_p)
+plan_arena_info = _fn("mg_plan_arena_info", c_int, P, POINTER(Binding),
+                      c_int, POINTER(PlanArena))
+plan_summarize = _fn("mg_plan_summarize", c_int, P, POINTER(Binding), c_int,
+                     POINTER(PlanSummary))
 plan_phase_peaks = _fn("mg_plan_phase_peaks", c_int, P, POINTER(Binding),
                        c_int, POINTER(PhasePeaks))
 exec_new = _fn("mg_exec_new", c_int, c_void_p, POINTER(E))

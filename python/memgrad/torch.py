@@ -484,7 +484,8 @@ class _Captured:
                                "policy %r failed: %s" % (
                                    type(module).__name__, policy, e)) from None
         stat_ts = [t for _, mean, var, _ in self.stats for t in (mean, var)]
-        self.plan = g.compile([self.y] + stat_ts + self.grads)
+        self.plan = g.compile([self.y] + stat_ts + self.grads,
+                              budget_bytes=budget_bytes or 0)
         # one executor per device the module has run on (a plan is the
         # same for every device); made on first use
         self.executors = {}
@@ -1441,14 +1442,15 @@ class Module(torch.nn.Module):
     """`module` run through memgrad; its parameters stay its own.
 
     policy: "none", "memory", "speed" or "budget"; with "budget",
-    budget_bytes is mg_checkpoints.budget_bytes in C: the most pool bytes
-    (size-class units) that a training step may use with its gradients
-    written to caller memory, i.e. activations, recomputed copies and
-    temporaries, not the parameters, the inputs or their gradients. The
-    bridge hands gradients to torch from memgrad's pool, so
-    `predicted_peak` and `report()`, which count them, may pass the budget
-    by up to the gradients' bytes (issue 27 item 5 asks for one meaning
-    everywhere; that is not done yet)."""
+    budget_bytes is mg_checkpoints.budget_bytes in C, with the same
+    meaning as there and in memgrad-plan and memgrad-onnx: the most pool
+    bytes (size-class units) that a training step may use with its output
+    and gradients counted as caller memory, i.e. activations, recomputed
+    copies, intermediate gradients and kernel workspace; not the
+    parameters, the inputs, the output or the gradients. `report()`
+    prints the budget beside the plan's peak in that measure. The bridge
+    hands the gradients to torch from memgrad's pool, so `predicted_peak`,
+    which counts them, may pass the budget by up to their bytes."""
 
     MAX_PLANS = 8
 

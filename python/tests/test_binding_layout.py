@@ -19,7 +19,10 @@ ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 STRUCTS = {
     "mg_binding": (_lib.Binding, "memgrad.h"),
     "mg_checkpoints": (_lib.Checkpoints, "memgrad.h"),
+    "mg_plan_options": (_lib.PlanOptions, "memgrad.h"),
+    "mg_plan_summary": (_lib.PlanSummary, "memgrad.h"),
     "mg_phase_peaks": (_lib.PhasePeaks, "memgrad.h"),
+    "mg_plan_arena": (_lib.PlanArena, "memgrad.h"),
     "mg_exec_options": (_lib.ExecOptions, "memgrad.h"),
     "mg_pool2d_opts": (_lib.Pool2dOpts, "memgrad.h"),
     "mg_pool_stats": (_lib.PoolStats, "memgrad.h"),

@@ -107,6 +107,24 @@ def test_forward_backward_phases(policy):
     assert pk["pair"] == max(pk["forward"], pk["backward"]) and pk["saved"] > 0
 
 
+@pytest.mark.parametrize("policy", POLICIES)
+def test_reserved_is_the_plans_arena(policy):
+    """Issue 28: a new Executor reserves exactly what the plan says, the
+    first run included, and again after later runs."""
+    g, x, t, params, loss, grads = mlp(policy, depth=6)
+    plan = g.compile([loss] + grads)
+    a = plan.arena()
+    assert 0 < a["live_peak"] <= a["bytes"] <= 1.05 * a["live_peak"]
+    assert a["reserved"] > a["bytes"]  # the outputs' own blocks
+    ex = mg.Executor()
+    for _ in range(3):
+        out = ex.run(plan, feeds(params))
+        assert ex.pool_stats()["bytes_reserved"] == a["reserved"]
+        assert ex.pool_stats()["peak_bytes_in_use"] == plan.predicted_peak
+        del out
+    assert "arena:" in plan.report()
+
+
 def test_report_peak_and_dot():
     g, x, t, params, loss, grads = mlp("memory", depth=6)
     plan = g.compile([loss] + grads)

@@ -16,21 +16,6 @@ typedef struct mg_pool_bin {
     size_t n, cap;
 } mg_pool_bin;
 
-/* One request a run will make: its size class and the event times (pool
- * calls counted from the start of the run) at which it is handed out and
- * given back; died < 0 for a block still in use when the run ends. */
-typedef struct mg_pool_rec {
-    size_t size;
-    int64_t born, died;
-} mg_pool_rec;
-
-/* A block in use, for the replay's overlap check. */
-typedef struct mg_pool_live {
-    char *ptr;
-    size_t size;
-    bool in_arena;
-} mg_pool_live;
-
 typedef struct mg_pool {
     const mg_backend *backend;
     size_t max_bytes;  /* 0: unbounded */
@@ -38,15 +23,12 @@ typedef struct mg_pool {
     size_t n_bins, cap_bins;
     mg_pool_stats stats;
 
-    /* Replay (buffer_pool.c): one arena laid out for a run's requests. */
-    bool in_run, diverged;
-    mg_pool_live *live;
-    size_t n_live, cap_live;
+    /* The arena the plans' layouts index (src/rewrite/arena.c): as large
+     * as the largest layout run so far. */
     char *arena;
-    size_t arena_size, arena_live;
-    size_t *lay_size, *lay_off; /* the requests the arena was made for */
-    size_t n_lay, cursor;
-    uint64_t lay_sig;
+    size_t arena_size;
+    size_t arena_live; /* blocks of it handed out now */
+    bool arena_on;     /* the current run is served from it */
 } mg_pool;
 
 void mgi_pool_init(mg_pool *p, const mg_backend *backend, size_t max_bytes);
@@ -60,16 +42,16 @@ void *mgi_pool_alloc(mg_pool *p, size_t nbytes);
 void mgi_pool_free(mg_pool *p, void *ptr, size_t nbytes);
 /* Gives cached blocks back, and the arena when no block of it is in use. */
 void mgi_pool_trim(mg_pool *p);
-/* Bracket one run: recs are the n requests it will make, in order
- * (pool_replay.c derives them from the plan). The pool lays them out in
- * one arena, or keeps the arena it has for the same requests, and serves
- * the run from it. Out of memory here is no error: the run then takes its
- * blocks from the cache, which reports a real shortage itself. */
-void mgi_pool_run_begin(mg_pool *p, const mg_pool_rec *recs, size_t n);
-void mgi_pool_run_end(mg_pool *p);
-
-/* mgi_pool_run_begin with the requests of a run of plan p whose caller
- * memory is in buf (per tensor id, NULL where the pool provides it). */
-void mgi_pool_replay_begin(mg_pool *pool, const mg_plan *p, void *const *buf);
+/* Before a run whose layout needs `need` bytes of arena: true if the run
+ * is served from the arena (grown to need if it was smaller). False, and
+ * the run takes its blocks from the cache as before, when no arena block
+ * may move, the arena would pass max_bytes, or the system refuses it: out
+ * of memory here is no error, the cache reports a real shortage itself. */
+bool mgi_pool_arena_begin(mg_pool *p, size_t need);
+/* After the run: no arena block is in use any more. */
+void mgi_pool_arena_end(mg_pool *p);
+/* The arena block at off for nbytes, counted in use in its size class as
+ * mgi_pool_alloc counts it; NULL past max_bytes. mgi_pool_free returns it. */
+void *mgi_pool_arena_take(mg_pool *p, size_t off, size_t nbytes);
 
 #endif

@@ -1,7 +1,9 @@
 /*
- * exec.c - the executor: walks a compiled plan on a backend, allocating
- * each computed tensor and each step's workspace from the pool and
- * returning them after their last reader, exactly as the plan says. It
+ * exec.c - the executor: walks a compiled plan on a backend, taking each
+ * computed tensor and each step's workspace from the pool (at the offset
+ * the plan gave it in the pool's arena, or from the cache for what
+ * outlives the run) and returning them after their last reader, exactly
+ * as the plan says. It
  * reads the plan's step records and descriptors, never graph nodes, and
  * finds its backend in the backend table by device.
  *
@@ -240,8 +242,20 @@ static mg_status bind(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
     return MG_OK;
 }
 
-static mg_status run_step(mg_exec *ex, const mg_plan *p, const mg_plan_step *st,
+/* A block for step s's output (out) or workspace: at its offset in the
+ * arena when the run is served from it and the plan placed the buffer
+ * there, else from the cache. */
+static void *step_block(mg_exec *ex, const mg_plan *p, int32_t s, bool out,
+                        size_t nbytes) {
+    const size_t off = out ? p->out_off[s] : p->work_off[s];
+    if (ex->pool.arena_on && off != SIZE_MAX)
+        return mgi_pool_arena_take(&ex->pool, off, nbytes);
+    return mgi_pool_alloc(&ex->pool, nbytes);
+}
+
+static mg_status run_step(mg_exec *ex, const mg_plan *p, int32_t si,
                           uint64_t seed) {
+    const mg_plan_step *st = &p->step[si];
     const mg_tensor t = st->t;
     char label[160];
     size_t nbytes = mgi_tdesc_nbytes(&p->tensor[t].d);
@@ -253,7 +267,7 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p, const mg_plan_step *st,
             mgi_graph_tensor_label(p->g, t, label, sizeof label),
             ex->backend.name, mgi_op_str(st->op));
     if (!ex->buf[t]) {
-        ex->buf[t] = mgi_pool_alloc(&ex->pool, nbytes);
+        ex->buf[t] = step_block(ex, p, si, true, nbytes);
         if (!ex->buf[t])
             return mg_set_error(
                 MG_ERR_NOMEM,
@@ -283,7 +297,7 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p, const mg_plan_step *st,
             "workspace, the plan has %zu",
             mgi_graph_tensor_label(p->g, t, label, sizeof label),
             ex->backend.name, need, st->work);
-    if (st->work && !(a.work = mgi_pool_alloc(&ex->pool, st->work)))
+    if (st->work && !(a.work = step_block(ex, p, si, false, st->work)))
         return mg_set_error(
             MG_ERR_NOMEM,
             "mg_exec_run: out of memory allocating %zu bytes of workspace for "
@@ -329,13 +343,13 @@ static mg_status keep_outputs(mg_exec *ex, const mg_plan *p) {
 static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed) {
     const bool watch = mgi_observe_wanted(&ex->obs, p);
     mg_status s = watch ? mgi_observe_run_start(&ex->obs, p) : MG_OK;
-    mgi_pool_replay_begin(&ex->pool, p, ex->buf);
+    mgi_pool_arena_begin(&ex->pool, p->arena_bytes);
     for (int32_t st = 0; st < p->n_steps && s == MG_OK; st++) {
         size_t before = 0;
         if (watch && (s = mgi_observe_before(&ex->obs, p, st, &ex->pool,
                                              &before)) != MG_OK)
             break;
-        s = run_step(ex, p, &p->step[st], seed);
+        s = run_step(ex, p, st, seed);
         if (watch && s == MG_OK)
             s = mgi_observe_after(&ex->obs, p, st, before, &ex->pool,
                                   ex->buf[p->steps[st]]);
@@ -352,7 +366,7 @@ static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed) {
     if (watch) s = mgi_observe_run_end(&ex->obs, p, s);
     if (s == MG_OK) s = keep_outputs(ex, p);
     if (s != MG_OK) unwind(ex, p);
-    mgi_pool_run_end(&ex->pool);
+    mgi_pool_arena_end(&ex->pool);
     return s;
 }
 

@@ -48,7 +48,6 @@ struct mg_graph {
     uint64_t rng_offset;     /* next free dropout counter */
     unsigned building_flags; /* OR-ed into every new node's flags */
     struct mgi_hooks *hooks; /* tensor hooks (memgrad_observe.h), or NULL */
-    size_t budget_bytes;     /* of the last MG_CKPT_BUDGET mg_gradients, or 0 */
     struct mgi_attrs_block *attrs_blocks; /* node attributes, newest first */
 };
 

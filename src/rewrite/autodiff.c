@@ -384,7 +384,8 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
     const uint64_t rng_before = g->rng_offset;
     mg_budget_point m = {.search = {.segment_factor = 1.0}};
     s = checkpoints && checkpoints->policy == MG_CKPT_BUDGET
-            ? mgi_budget_search(g, checkpoints, n_xs, build_trial, &call, &m)
+            ? mgi_budget_search(g, checkpoints, ys, n_ys, n_xs, build_trial,
+                                &call, &m)
             : mgi_memory_search_best(g, checkpoints, n_xs, build_trial, &call,
                                      &m.search);
     if (s != MG_OK) return s;
@@ -396,8 +397,6 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
         memcpy(grads_out, result, (size_t)n_xs * sizeof *result);
         for (int32_t t = 0; t < n_before; t++)
             if (w.chosen[t]) g->nodes[t].flags |= MG_NODE_CHOSEN;
-        if (checkpoints && checkpoints->policy == MG_CKPT_BUDGET)
-            g->budget_bytes = checkpoints->budget_bytes;
     } else {
         /* Leave the graph as the caller had it. */
         mgi_graph_truncate(g, n_before);

@@ -9,10 +9,15 @@
  * of them; otherwise, in each stretch of the topological order, the cut with
  * the fewest live bytes (a multi-tensor separator: every tensor produced
  * before the cut and read after it). docs/checkpointing.md says why.
+ *
+ * Also the policies' names and the text form of a byte budget, as the
+ * command-line tools take them.
  */
 #include "rewrite.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +46,63 @@ mg_status mg_ckpt_policy_parse(const char *name, mg_ckpt_policy *out) {
                         "mg_ckpt_policy_parse: '%s' is no policy (none, "
                         "collection, memory, speed, budget)",
                         name ? name : "(null)");
+}
+
+static mg_status bad_budget(const char *text, const char *why) {
+    return mg_set_error(MG_ERR_INVALID_ARG,
+                        "mg_budget_parse: '%.64s' is no budget (%s; a budget "
+                        "is a byte count such as 1048576 or 64M, with K, M "
+                        "or G for 2^10, 2^20 or 2^30 bytes, or a fraction "
+                        "of plain backprop's peak such as 0.25x)",
+                        text, why);
+}
+
+mg_status mg_budget_parse(const char *text, size_t *bytes, double *fraction) {
+    if (!bytes || !fraction)
+        return mg_set_error(MG_ERR_INVALID_ARG, "mg_budget_parse: %s is NULL",
+                            bytes ? "fraction" : "bytes");
+    if (!text) return bad_budget("(null)", "no text");
+    /* The number: digits with at most one point, nothing else (no sign,
+     * space, exponent, hexadecimal, inf or nan); then the suffix. */
+    const size_t num = strspn(text, "0123456789.");
+    const char *suffix = text + num, *point = memchr(text, '.', num);
+    if (strspn(text, "0123456789") == 0 && !(point == text && num > 1))
+        return bad_budget(text, "not a number");
+    if (point && memchr(point + 1, '.', num - (size_t)(point - text) - 1))
+        return bad_budget(text, "not a number");
+    errno = 0;
+    if (!*suffix) {
+        if (point) return bad_budget(text, "a byte count is whole");
+        const unsigned long long v = strtoull(text, NULL, 10);
+        if (errno || v > SIZE_MAX) return bad_budget(text, "too large");
+        if (v == 0) return bad_budget(text, "a budget must be above 0");
+        *bytes = (size_t)v;
+        *fraction = 0;
+        return MG_OK;
+    }
+    const double v = strtod(text, NULL);
+    if (!strcmp(suffix, "x")) {
+        if (!(v > 0) || !isfinite(v))
+            return bad_budget(text, "a fraction must be above 0");
+        *bytes = 0;
+        *fraction = v;
+        return MG_OK;
+    }
+    static const char *const units[3][2] = {
+        {"K", "KiB"}, {"M", "MiB"}, {"G", "GiB"}};
+    int shift = -1;
+    for (int u = 0; u < 3 && shift < 0; u++)
+        if (!strcmp(suffix, units[u][0]) || !strcmp(suffix, units[u][1]))
+            shift = 10 * (u + 1);
+    if (shift < 0)
+        return bad_budget(text, "the suffix is none of K, M, G or x");
+    const double b = floor(ldexp(v, shift));
+    if (!(b < ldexp(1.0, 8 * (int)sizeof(size_t))))
+        return bad_budget(text, "too large");
+    if (!(b >= 1)) return bad_budget(text, "a budget must be above 0");
+    *bytes = (size_t)b;
+    *fraction = 0;
+    return MG_OK;
 }
 
 mg_status mgi_checkpoints_check(const mg_graph *g, const mg_checkpoints *c) {

@@ -93,17 +93,20 @@ static mg_status oom(void) {
     return mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
 }
 
-/* The exact peak of a training step of the built graph, its gradients
- * bound to caller memory, and the flops its recomputed copies cost.
+/* The exact peak of a training step of the built graph, the budget's
+ * measure (include/memgrad.h, mg_checkpoints): the plan computing the ys
+ * and the gradients, each of them bound to caller memory (outs: the ys
+ * then the gradients), as mg_plan_summary's budget_peak counts a plan of
+ * those outputs; and the flops its recomputed copies cost.
  * mgi_graph_peak gives the compiled plan's peak without compiling it:
  * the search measures dozens of graphs, and building each plan (its step
  * records and phases) was most of the search's time. */
 static mg_status trial_measure(const mg_graph *g, int32_t n_before,
-                               const mg_tensor *grads, int n,
+                               const mg_tensor *outs, int n,
                                mg_peak_scratch *sc, size_t *peak,
                                double *rflops) {
     const mg_peak_query q = {
-        .outputs = grads, .n_outputs = n, .all_bound = true};
+        .outputs = outs, .n_outputs = n, .all_bound = true};
     mg_status s = mgi_graph_peak(g, &q, sc, "mg_gradients", peak);
     *rflops = 0;
     for (int32_t k = 0; s == MG_OK && k < sc->n_steps; k++) {
@@ -119,10 +122,11 @@ static mg_status trial_measure(const mg_graph *g, int32_t n_before,
 typedef struct bsrch {
     mg_graph *g;
     const mg_checkpoints *c;
-    int n_xs;
+    int n_ys, n_xs;
     mg_memory_build_fn build;
     const void *ctx;
-    mg_tensor *result;
+    mg_tensor *outs;   /* the ys, then the gradients of a trial */
+    mg_tensor *result; /* outs + n_ys: where a trial's gradients go */
     uint64_t rng_before;
     bchain ch;
     mg_peak_scratch peak; /* trial_measure's, across all trials */
@@ -136,8 +140,8 @@ static mg_status evaluate_ml(bsrch *b, bool *keep_set, mg_ml_plan *ml,
         .search = {.segment_factor = 1.0}, .keep_set = keep_set, .ml = ml};
     mg_status s = b->build(b->g, b->ctx, &m.search, b->result);
     if (s == MG_OK)
-        s = trial_measure(b->g, b->ch.n_before, b->result, b->n_xs, &b->peak,
-                          peak, rflops);
+        s = trial_measure(b->g, b->ch.n_before, b->outs, b->n_ys + b->n_xs,
+                          &b->peak, peak, rflops);
     mgi_graph_truncate(b->g, b->ch.n_before);
     b->g->rng_offset = b->rng_before;
     return s;
@@ -163,8 +167,8 @@ static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
     mg_status s = b->build(g, b->ctx, &m.search, b->result);
     double none_flops = 0;
     if (s == MG_OK)
-        s = trial_measure(g, nb, b->result, b->n_xs, &b->peak, peak_none,
-                          &none_flops);
+        s = trial_measure(g, nb, b->outs, b->n_ys + b->n_xs, &b->peak,
+                          peak_none, &none_flops);
     bool *needed = NULL, *read_bwd = NULL;
     if (s == MG_OK) {
         needed = calloc((size_t)g->n, sizeof *needed);
@@ -941,20 +945,26 @@ static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
     return s;
 }
 
-mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c, int n_xs,
+mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c,
+                            const mg_tensor *ys, int n_ys, int n_xs,
                             mg_memory_build_fn build, const void *ctx,
                             mg_budget_point *best) {
     best->keep_set = NULL;
     best->ml = NULL;
     bsrch b = {.g = g,
                .c = c,
+               .n_ys = n_ys,
                .n_xs = n_xs,
                .build = build,
                .ctx = ctx,
                .rng_before = g->rng_offset};
     b.ch.n_before = g->n;
     size_t szt = (size_t)(g->n ? g->n : 1);
-    b.result = malloc((size_t)n_xs * sizeof *b.result);
+    b.outs = malloc((size_t)(n_ys + n_xs) * sizeof *b.outs);
+    if (b.outs) {
+        memcpy(b.outs, ys, (size_t)n_ys * sizeof *ys);
+        b.result = b.outs + n_ys;
+    }
     bbest bb = {.keep = malloc(szt * sizeof *bb.keep),
                 .min_keep = malloc(szt * sizeof *bb.min_keep),
                 .min_peak = SIZE_MAX,
@@ -980,11 +990,12 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c, int n_xs,
         s = mg_set_error(MG_ERR_NOMEM,
                          "mg_gradients: no checkpoint schedule fits the "
                          "budget of %zu bytes; the smallest budget that fits "
-                         "is %zu bytes (policy none needs %zu)",
+                         "is %zu bytes (policy none needs %zu; pool bytes "
+                         "with the ys and gradients in caller memory)",
                          c->budget_bytes, bb.min_peak, peak_none);
     chain_free(&b.ch);
     mgi_peak_scratch_free(&b.peak);
-    free(b.result);
+    free(b.outs);
     free(bb.min_keep);
     if (s == MG_OK && bb.ml.n_seg > 0) {
         best->ml = malloc(sizeof *best->ml);

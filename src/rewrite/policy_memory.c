@@ -16,15 +16,13 @@
  * caller memory as in training: the figure the memory policy minimises. */
 static mg_status trial_peak(const mg_graph *g, const mg_tensor *grads, int n,
                             size_t *peak) {
-    mg_plan *p = NULL;
-    mg_binding *b = malloc((size_t)n * sizeof *b);
-    static char any; /* the addresses are never used */
-    if (!b) return mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
-    for (int i = 0; i < n; i++) b[i] = (mg_binding){grads[i], &any};
-    mg_status s = mg_plan_compile(g, grads, n, NULL, &p);
-    if (s == MG_OK) s = mgi_plan_peak(p, b, n, "mg_gradients", peak);
-    mg_plan_free(p);
-    free(b);
+    /* The peak of mg_plan_compile(g, grads)'s plan without building it:
+     * its records, phases and arena would be thrown away. */
+    mg_peak_scratch sc = {0};
+    const mg_peak_query q = {
+        .outputs = grads, .n_outputs = n, .all_bound = true};
+    mg_status s = mgi_graph_peak(g, &q, &sc, "mg_gradients", peak);
+    mgi_peak_scratch_free(&sc);
     return s;
 }
 

@@ -25,7 +25,7 @@ mg_status mg_plan_summarize(const mg_plan *p, const mg_binding *binds,
         return mg_set_error(MG_ERR_INVALID_ARG, "mg_plan_summarize: %s is NULL",
                             p ? "out" : "plan");
     mg_plan_summary s = {.n_steps = p->n_steps,
-                         .budget_bytes = p->g->budget_bytes};
+                         .budget_bytes = p->budget_bytes};
     step_kind prev = STEP_FORWARD;
     for (int32_t i = 0; i < p->n_steps; i++) {
         const mg_node *n = &p->g->nodes[p->steps[i]];
@@ -60,6 +60,14 @@ mg_status mg_plan_summarize(const mg_plan *p, const mg_binding *binds,
                              .n_binds = n_binds};
     st = mgi_graph_peak(p->g, &q, &sc, "mg_plan_summarize",
                         &s.predicted_peak_without_recompute);
+    /* The budget's measure (mg_checkpoints.budget_bytes): every output
+     * and retained tensor in caller memory, as the budget policy's search
+     * measures its trials. */
+    const mg_peak_query qb = {
+        .outputs = p->kept, .n_outputs = p->n_kept, .all_bound = true};
+    if (st == MG_OK)
+        st =
+            mgi_graph_peak(p->g, &qb, &sc, "mg_plan_summarize", &s.budget_peak);
     mgi_peak_scratch_free(&sc);
     if (st != MG_OK) return st;
     *out = s;
@@ -135,9 +143,24 @@ mg_status mg_plan_report(const mg_plan *p, const mg_binding *binds, int n_binds,
                 ? (double)s.predicted_peak /
                       (double)s.predicted_peak_without_recompute
                 : 1.0);
+    mg_plan_arena a;
+    if ((st = mg_plan_arena_info(p, binds, n_binds, &a)) != MG_OK) return st;
+    fprintf(out,
+            "arena: %.3f MiB, %.4fx the most of its bytes live at once; "
+            "reserved by a new executor after one run: %.3f MiB\n",
+            mib(a.bytes),
+            a.live_peak ? (double)a.bytes / (double)a.live_peak : 1.0,
+            mib(a.reserved));
     if (s.budget_bytes)
-        fprintf(out, "budget: %.3f MiB (%zu bytes); predicted peak %s it\n",
-                mib(s.budget_bytes), s.budget_bytes,
-                s.predicted_peak <= s.budget_bytes ? "within" : "ABOVE");
+        fprintf(out,
+                "budget: %.3f MiB (%zu bytes); budget peak %.3f MiB (%zu "
+                "bytes), %s it\n"
+                "  (the budget covers memgrad's pool: activations, "
+                "recomputed copies, intermediate gradients and kernel "
+                "workspace; not the parameters, the inputs, or the "
+                "outputs and gradients, counted as the caller's memory)\n",
+                mib(s.budget_bytes), s.budget_bytes, mib(s.budget_peak),
+                s.budget_peak,
+                s.budget_peak <= s.budget_bytes ? "within" : "ABOVE");
     return MG_OK;
 }

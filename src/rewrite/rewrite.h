@@ -109,9 +109,13 @@ mg_status mgi_memory_search_best(mg_graph *g, const mg_checkpoints *c, int n_xs,
  * (malloc'd, the caller frees it) and best->ml (NULL or malloc'd) the
  * checkpoints and multi-level plan with the least
  * recomputed flops whose exact predicted peak fits c->budget_bytes, built
- * with build as mgi_memory_search_best does; g is left as it was.
- * MG_ERR_NOMEM naming the smallest budget that fits if none does. */
-mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c, int n_xs,
+ * with build as mgi_memory_search_best does; g is left as it was. The
+ * peak is the budget's measure: the plan of the ys and the n_xs
+ * gradients, all bound to caller memory (mg_plan_summary.budget_peak of
+ * such a plan). MG_ERR_NOMEM naming the smallest budget that fits if none
+ * does. */
+mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c,
+                            const mg_tensor *ys, int n_ys, int n_xs,
                             mg_memory_build_fn build, const void *ctx,
                             mg_budget_point *best);
 

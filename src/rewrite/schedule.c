@@ -42,6 +42,8 @@ void mg_plan_free(mg_plan *p) {
     free(p->kept);
     free(p->remap);
     free(p->saved);
+    free(p->out_off);
+    free(p->work_off);
     mg_plan_free(p->phase[0]);
     mg_plan_free(p->phase[1]);
     free(p);
@@ -181,6 +183,7 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
     if (!p) return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory");
     p->g = g;
     p->n_tensors = g->n;
+    p->budget_bytes = opts ? opts->budget_bytes : 0;
     size_t sz = (size_t)(g->n ? g->n : 1);
     bool *needed = calloc(sz, sizeof *needed);
     mg_tensor *order = malloc(sz * sizeof *order);
@@ -213,6 +216,7 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
     }
     if (s == MG_OK && opts && opts->no_grad) s = check_no_grad(p);
     if (s == MG_OK) s = mgi_plan_split(p);
+    if (s == MG_OK) s = mgi_plan_lay_out(p);
     free(needed);
     free(order);
     free(last_read);

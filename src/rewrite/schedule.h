@@ -65,6 +65,16 @@ struct mg_plan {
      * state, marked as leaves; n_saved of them in saved. */
     int32_t n_saved;
     mg_tensor *saved;
+    /* The arena (arena.c): every buffer that lives and dies within a run
+     * at its offset, chosen at compile time. Per step, its output's offset
+     * and its workspace's, or SIZE_MAX where the buffer is not in the
+     * arena (a kept tensor, which outlives the run; no workspace). */
+    size_t *out_off, *work_off;
+    size_t arena_bytes;     /* the arena's size: what a run reserves */
+    size_t arena_live_peak; /* the most of its bytes live at once */
+    /* mg_plan_options.budget_bytes: the budget the plan was made for, or
+     * 0; mg_plan_summary reports it beside the plan's budget_peak. */
+    size_t budget_bytes;
 };
 
 /* Input k of the node of tensor t, as this plan reads it. */
@@ -116,6 +126,9 @@ typedef struct mg_peak_query {
  * hold the schedule. Errors are prefixed by what. */
 mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
                          mg_peak_scratch *sc, const char *what, size_t *peak);
+
+/* Lay out the arena of p and of its phases (arena.c). */
+mg_status mgi_plan_lay_out(mg_plan *p);
 
 /* Build p->phase[0] (forward) and p->phase[1] (backward) when p has
  * backward or recompute steps (split.c). */

@@ -103,6 +103,42 @@ expect_fail "'h' is named twice" step "$tmp/none.onnx" --batch 3 --policy none \
 expect_fail "more than 8 policies" plan "$data/mlp.onnx" --batch 3 \
     --policy none,none,none,none,none,none,none,none,none
 
+# policy budget (--budget B: bytes, K/M/G, or a fraction of plain
+# backprop's peak): gradients bit-equal to policy none's, the measured
+# pool peak the predicted one, within the budget; a budget below the
+# smallest that fits fails naming it, and that one fits; bad budgets are
+# usage errors
+"$tool" step "$data/mobilenet.onnx" --batch 2 --policy budget --budget 0.6x --repeat 2 \
+    --save-grads "$tmp/mobilenet.budget.bin" >"$tmp/mobilenet.budget.txt"
+cat "$tmp/mobilenet.budget.txt"
+cmp "$tmp/mobilenet.none.bin" "$tmp/mobilenet.budget.bin"
+plain=$(sed -n "s/^budget: 0.6 of plain backprop's \([0-9]*\) bytes = [0-9]* bytes$/\1/p" "$tmp/mobilenet.budget.txt")
+budget=$(sed -n 's/^budget \([0-9]*\) bytes, budget peak \([0-9]*\) bytes: within$/\1/p' "$tmp/mobilenet.budget.txt")
+bpeak=$(sed -n 's/^budget \([0-9]*\) bytes, budget peak \([0-9]*\) bytes: within$/\2/p' "$tmp/mobilenet.budget.txt")
+[ -n "$plain" ] && [ "$budget" -eq $((plain * 6 / 10)) ] && [ "$bpeak" -le "$budget" ]
+# step binds the loss and gradients: measured = predicted = budget peak
+grep -q "^pool peak measured $bpeak bytes, predicted $bpeak bytes$" "$tmp/mobilenet.budget.txt"
+"$tool" plan "$data/mobilenet.onnx" --batch 2 --policy none,budget --budget "$budget" >"$tmp/plan.budget.txt"
+cat "$tmp/plan.budget.txt"
+grep -q '^policy budget$' "$tmp/plan.budget.txt"
+grep -q "^  budget $budget bytes, budget peak $bpeak bytes: within$" "$tmp/plan.budget.txt"
+"$tool" step "$data/mlp.onnx" --batch 3 --policy budget --budget 2K >"$tmp/k.txt"
+grep -q '^budget 2048 bytes, budget peak [0-9]* bytes: within$' "$tmp/k.txt"
+if "$tool" step "$data/resnet.onnx" --batch 2 --policy budget --budget 0.3x 2>"$tmp/err.txt"; then
+    echo "FAIL: resnet fitted 0.3 of plain backprop's peak" >&2
+    exit 1
+fi
+min=$(sed -n 's/.*the smallest budget that fits is \([0-9]*\) bytes.*/\1/p' "$tmp/err.txt")
+[ -n "$min" ]
+"$tool" step "$data/resnet.onnx" --batch 2 --policy budget --budget "$min" --save-grads "$tmp/resnet.budget.bin" >"$tmp/min.txt"
+grep -q "^budget $min bytes, budget peak $min bytes: within$" "$tmp/min.txt"
+cmp "$tmp/resnet.none.bin" "$tmp/resnet.budget.bin"
+for bad in 12Q 1.5 0 -3x 1e6 64KB; do
+    expect_fail "is no budget" step "$data/mlp.onnx" --batch 3 --policy budget --budget "$bad"
+done
+expect_fail "policy budget needs --budget" plan "$data/mlp.onnx" --batch 3 --policy none,budget
+expect_fail "goes with policy budget" step "$data/mlp.onnx" --batch 3 --policy memory --budget 1M
+
 # labels from a file change the loss; a file of the wrong size is refused
 printf '\x01\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00' >"$tmp/labels.bin"
 "$tool" step "$data/mlp.onnx" --batch 3 --policy none --input "$data/mlp.input.bin" \

@@ -1,0 +1,458 @@
+/*
+ * arena.c - addresses for a plan's buffers, chosen before it runs (issue
+ * 28). Every buffer that lives and dies within one run (an intermediate,
+ * a recomputed copy, a kernel's workspace) gets an offset into one arena,
+ * so the executor allocates that arena once and a run takes nothing else
+ * from the system: the arena's size is what the run reserves, known when
+ * the plan is compiled, fragmentation included. Tensors that outlive the
+ * run (outputs, retained tensors, a forward phase's saved state) stay out
+ * of it: the caller may hold them as long as it likes, and a block held
+ * from one run must not pin the memory the next run lays out.
+ *
+ * Lifetimes are measured on a clock of two ticks per step: step s's output
+ * lives from 2s, its workspace during [2s+1, 2s+2), and a tensor released
+ * after step s is free from 2s+2 on, when step s+1 allocates. So an
+ * output never shares memory with an input of its own step, nor a
+ * workspace with either.
+ *
+ * No one greedy order wins on every schedule, so a few are tried and the
+ * smallest layout is kept, as TensorFlow Lite's arena planner and
+ * ggml-alloc do in spirit: a sweep in schedule order with best fit among
+ * the free gaps (linear in the steps, for plans of any size), and, for
+ * plans small enough that a quadratic pass is cheap, greedy placements
+ * (largest first, longest first, largest area first; TensorFlow Lite's
+ * "by breadth": the busiest moments first), each into the tightest or the
+ * lowest gap its lifetime allows.
+ */
+#include "schedule.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* One buffer to place: its bytes (a size class) and [born, died). */
+typedef struct arena_req {
+    size_t size;
+    int64_t born, died;
+} arena_req;
+
+/* Requests up to this many also get the quadratic greedy orders, and up
+ * to the second, the breadth orders (quadratic too, with a larger
+ * constant). */
+#define MG_ARENA_GREEDY_MAX 3000
+#define MG_ARENA_BREADTH_MAX 1200
+
+/* ---- sweep with best fit ------------------------------------------------ */
+
+/* Free gaps below the top of the arena, sorted by offset. */
+typedef struct gap_list {
+    size_t *off, *len;
+    size_t n;
+    size_t top, high; /* current end of the used range; its maximum */
+} gap_list;
+
+static size_t gaps_take(gap_list *g, size_t size) {
+    size_t best = SIZE_MAX;
+    for (size_t i = 0; i < g->n; i++)
+        if (g->len[i] >= size && (best == SIZE_MAX || g->len[i] < g->len[best]))
+            best = i;
+    size_t off;
+    if (best != SIZE_MAX) {
+        off = g->off[best];
+        g->off[best] += size;
+        g->len[best] -= size;
+        if (g->len[best] == 0) {
+            memmove(&g->off[best], &g->off[best + 1],
+                    (g->n - best - 1) * sizeof *g->off);
+            memmove(&g->len[best], &g->len[best + 1],
+                    (g->n - best - 1) * sizeof *g->len);
+            g->n--;
+        }
+        return off;
+    }
+    /* No gap holds it: grow at the top, from a free gap touching it. */
+    if (g->n > 0 && g->off[g->n - 1] + g->len[g->n - 1] == g->top) {
+        off = g->off[--g->n];
+    } else {
+        off = g->top;
+    }
+    g->top = off + size;
+    if (g->top > g->high) g->high = g->top;
+    return off;
+}
+
+static void gaps_give(gap_list *g, size_t off, size_t size) {
+    size_t lo = 0, hi = g->n;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (g->off[mid] < off) lo = mid + 1;
+        else hi = mid;
+    }
+    const bool join_prev = lo > 0 && g->off[lo - 1] + g->len[lo - 1] == off;
+    const bool join_next = lo < g->n && off + size == g->off[lo];
+    if (join_prev && join_next) {
+        g->len[lo - 1] += size + g->len[lo];
+        memmove(&g->off[lo], &g->off[lo + 1], (g->n - lo - 1) * sizeof *g->off);
+        memmove(&g->len[lo], &g->len[lo + 1], (g->n - lo - 1) * sizeof *g->len);
+        g->n--;
+    } else if (join_prev) {
+        g->len[lo - 1] += size;
+    } else if (join_next) {
+        g->off[lo] = off;
+        g->len[lo] += size;
+    } else {
+        memmove(&g->off[lo + 1], &g->off[lo], (g->n - lo) * sizeof *g->off);
+        memmove(&g->len[lo + 1], &g->len[lo], (g->n - lo) * sizeof *g->len);
+        g->off[lo] = off;
+        g->len[lo] = size;
+        g->n++;
+    }
+    /* A gap that reaches the top is no gap: the top comes down to it. */
+    if (g->n > 0 && g->off[g->n - 1] + g->len[g->n - 1] == g->top) {
+        g->top = g->off[g->n - 1];
+        g->n--;
+    }
+}
+
+/* The requests in time order: at each tick, frees before allocations.
+ * by_born and by_died list request indices sorted by those times. */
+static size_t lay_out_sweep(const arena_req *rq, size_t n,
+                            const size_t *by_born, const size_t *by_died,
+                            gap_list *g, size_t *off) {
+    g->n = g->top = g->high = 0;
+    size_t d = 0;
+    for (size_t k = 0; k < n; k++) {
+        const size_t i = by_born[k];
+        while (d < n && rq[by_died[d]].died <= rq[i].born) {
+            const size_t j = by_died[d++];
+            gaps_give(g, off[j], rq[j].size);
+        }
+        off[i] = gaps_take(g, rq[i].size);
+    }
+    return g->high;
+}
+
+/* ---- greedy placements -------------------------------------------------- */
+
+static bool overlaps(const arena_req *a, const arena_req *b) {
+    return a->born < b->died && b->born < a->died;
+}
+
+/* qsort has no context argument in C11: keys carry what they sort by. */
+typedef struct lay_key {
+    size_t size;
+    int64_t born, life;
+    size_t i;
+} lay_key;
+
+static int by_size(const void *x, const void *y) {
+    const lay_key *a = x, *b = y;
+    if (a->size != b->size) return a->size < b->size ? 1 : -1;
+    if (a->born != b->born) return a->born < b->born ? -1 : 1;
+    return (a->i > b->i) - (a->i < b->i);
+}
+
+static int by_size_life(const void *x, const void *y) {
+    const lay_key *a = x, *b = y;
+    if (a->size != b->size) return a->size < b->size ? 1 : -1;
+    if (a->life != b->life) return a->life < b->life ? 1 : -1;
+    return by_size(x, y);
+}
+
+static int by_life(const void *x, const void *y) {
+    const lay_key *a = x, *b = y;
+    if (a->life != b->life) return a->life < b->life ? 1 : -1;
+    return by_size(x, y);
+}
+
+static int by_area(const void *x, const void *y) {
+    const lay_key *a = x, *b = y;
+    const double u = (double)a->size * (double)a->life;
+    const double v = (double)b->size * (double)b->life;
+    if (u != v) return u < v ? 1 : -1;
+    return by_size(x, y);
+}
+
+/* Offsets for the requests in key order, each in the smallest (best fit)
+ * or lowest (first fit) gap among the placed requests its lifetime
+ * overlaps, or above them. placed: scratch of n, kept sorted by offset.
+ * Returns the arena size. */
+static size_t lay_out_greedy(const arena_req *rq, const lay_key *key, size_t n,
+                             bool first_fit, size_t *placed, size_t *off) {
+    size_t n_placed = 0, total = 0;
+    for (size_t k = 0; k < n; k++) {
+        const size_t i = key[k].i;
+        size_t end = 0, best = SIZE_MAX, best_gap = SIZE_MAX;
+        for (size_t j = 0; j < n_placed; j++) {
+            const size_t q = placed[j];
+            if (!overlaps(&rq[i], &rq[q])) continue;
+            if (off[q] > end) {
+                const size_t gap = off[q] - end;
+                if (gap >= rq[i].size && gap < best_gap) {
+                    best_gap = gap;
+                    best = end;
+                    if (first_fit) break;
+                }
+            }
+            if (off[q] + rq[q].size > end) end = off[q] + rq[q].size;
+        }
+        off[i] = best != SIZE_MAX ? best : end;
+        if (off[i] + rq[i].size > total) total = off[i] + rq[i].size;
+        size_t at = n_placed++;
+        while (at > 0 && off[placed[at - 1]] > off[i]) {
+            placed[at] = placed[at - 1];
+            at--;
+        }
+        placed[at] = i;
+    }
+    return total;
+}
+
+/* ---- the plan's layout -------------------------------------------------- */
+
+/* The requests of p: per step, its output unless kept (request 2s) and its
+ * workspace when it has one (request 2s+1); size 0 where there is none. */
+static void plan_requests(const mg_plan *p, arena_req *rq, int64_t *died) {
+    for (int32_t t = 0; t < p->n_tensors; t++) died[t] = -1;
+    for (int32_t s = 0; s < p->n_steps; s++)
+        for (int32_t r = p->release_start[s]; r < p->release_start[s + 1]; r++)
+            died[p->release[r]] = 2 * (int64_t)s + 2;
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        const mg_tensor t = p->steps[s];
+        const mg_plan_step *st = &p->step[s];
+        rq[2 * s] = (arena_req){0, 2 * (int64_t)s, 2 * (int64_t)s + 1};
+        if (!(p->role[t] & MG_ROLE_KEPT) && died[t] >= 0)
+            rq[2 * s] = (arena_req){
+                mg_pool_size_class(mgi_tdesc_nbytes(&p->tensor[t].d)),
+                2 * (int64_t)s, died[t]};
+        rq[2 * s + 1] = (arena_req){st->work ? mg_pool_size_class(st->work) : 0,
+                                    2 * (int64_t)s + 1, 2 * (int64_t)s + 2};
+    }
+}
+
+typedef struct arena_scratch {
+    arena_req *rq; /* the requests present, compacted */
+    size_t *from;  /* per compact request: its index 2s or 2s+1 */
+    lay_key *key;
+    size_t *by_born, *by_died, *placed, *trial, *off;
+    size_t *bucket; /* per death tick, for the counting sort */
+    gap_list g;
+} arena_scratch;
+
+static void scratch_free(arena_scratch *sc) {
+    free(sc->rq);
+    free(sc->from);
+    free(sc->key);
+    free(sc->by_born);
+    free(sc->by_died);
+    free(sc->placed);
+    free(sc->trial);
+    free(sc->off);
+    free(sc->bucket);
+    free(sc->g.off);
+    free(sc->g.len);
+}
+
+/* sc->key: the requests by breadth. Moments (ticks at which a request is
+ * born) by the bytes live then, most first; at each, the requests live
+ * then and not yet listed, largest first. Quadratic: small plans only. */
+static void breadth_order(arena_scratch *sc, size_t n,
+                          int (*within)(const void *, const void *)) {
+    /* the moments, with their live bytes, in sc->trial/sc->placed */
+    size_t *moment = sc->placed, *live = sc->trial;
+    for (size_t k = 0; k < n; k++) {
+        moment[k] = k;
+        live[k] = 0;
+        for (size_t j = 0; j < n; j++)
+            if (sc->rq[j].born <= sc->rq[k].born &&
+                sc->rq[k].born < sc->rq[j].died)
+                live[k] += sc->rq[j].size;
+    }
+    /* insertion sort of moments by live bytes, most first (stable) */
+    for (size_t k = 1; k < n; k++) {
+        const size_t m = moment[k];
+        size_t at = k;
+        while (at > 0 && live[moment[at - 1]] < live[m]) {
+            moment[at] = moment[at - 1];
+            at--;
+        }
+        moment[at] = m;
+    }
+    size_t n_key = 0;
+    bool *listed = (bool *)sc->bucket; /* free once by_died is sorted */
+    memset(listed, 0, n);
+    for (size_t k = 0; k < n && n_key < n; k++) {
+        const int64_t tick = sc->rq[moment[k]].born;
+        const size_t first = n_key;
+        for (size_t j = 0; j < n; j++)
+            if (!listed[j] && sc->rq[j].born <= tick && tick < sc->rq[j].died) {
+                listed[j] = true;
+                sc->key[n_key++] =
+                    (lay_key){sc->rq[j].size, sc->rq[j].born, 0, j};
+            }
+        qsort(sc->key + first, n_key - first, sizeof *sc->key, within);
+    }
+}
+
+/* by_died: the requests by death tick (stable), by a counting sort: every
+ * tick is below ticks. */
+static void sort_by_died(arena_scratch *sc, size_t n, size_t ticks) {
+    memset(sc->bucket, 0, (ticks + 1) * sizeof *sc->bucket);
+    for (size_t k = 0; k < n; k++) sc->bucket[sc->rq[k].died + 1]++;
+    for (size_t t = 1; t <= ticks; t++) sc->bucket[t] += sc->bucket[t - 1];
+    for (size_t k = 0; k < n; k++)
+        sc->by_died[sc->bucket[sc->rq[k].died]++] = k;
+}
+
+/* Lay out the compact requests in sc; writes sc->off, returns the size. */
+static size_t lay_out_best(arena_scratch *sc, size_t n, size_t ticks) {
+    /* The requests are in step order, so already by birth. */
+    for (size_t k = 0; k < n; k++) sc->by_born[k] = k;
+    sort_by_died(sc, n, ticks);
+    size_t total =
+        lay_out_sweep(sc->rq, n, sc->by_born, sc->by_died, &sc->g, sc->off);
+    if (n > MG_ARENA_GREEDY_MAX) return total;
+    int (*const orders[])(const void *, const void *) = {by_size, by_size_life,
+                                                         by_area, by_life};
+    const size_t n_orders = sizeof orders / sizeof *orders;
+    for (size_t t = 0; t < 2 * n_orders; t++) {
+        for (size_t i = 0; i < n; i++)
+            sc->key[i] = (lay_key){sc->rq[i].size, sc->rq[i].born,
+                                   sc->rq[i].died - sc->rq[i].born, i};
+        qsort(sc->key, n, sizeof *sc->key, orders[t / 2]);
+        const size_t sz = lay_out_greedy(sc->rq, sc->key, n, t % 2 == 1,
+                                         sc->placed, sc->trial);
+        if (sz < total) {
+            total = sz;
+            memcpy(sc->off, sc->trial, n * sizeof *sc->off);
+        }
+    }
+    /* by breadth (TensorFlow Lite's other greedy): the busiest moments
+     * first, each placing its unplaced buffers largest first */
+    for (size_t o = 0; n <= MG_ARENA_BREADTH_MAX && o < n_orders; o++) {
+        breadth_order(sc, n, orders[o]);
+        for (int first_fit = 0; first_fit < 2; first_fit++) {
+            const size_t sz = lay_out_greedy(sc->rq, sc->key, n, first_fit,
+                                             sc->placed, sc->trial);
+            if (sz < total) {
+                total = sz;
+                memcpy(sc->off, sc->trial, n * sizeof *sc->off);
+            }
+        }
+    }
+    return total;
+}
+
+/* The most bytes of the requests live at once: no layout is smaller. */
+static size_t live_peak(const arena_scratch *sc, size_t n) {
+    size_t live = 0, peak = 0, d = 0;
+    for (size_t k = 0; k < n; k++) {
+        const arena_req *r = &sc->rq[sc->by_born[k]];
+        while (d < n && sc->rq[sc->by_died[d]].died <= r->born)
+            live -= sc->rq[sc->by_died[d++]].size;
+        live += r->size;
+        if (live > peak) peak = live;
+    }
+    return peak;
+}
+
+static mg_status nomem(const mg_plan *p) {
+    return mg_set_error(MG_ERR_NOMEM,
+                        "mg_plan_compile: out of memory laying out the arena "
+                        "of %d steps",
+                        (int)p->n_steps);
+}
+
+/* The layout of the n compact requests in sc into p. */
+static mg_status lay_out_into(mg_plan *p, arena_scratch *sc, size_t n) {
+    const size_t cap = n ? n : 1;
+    sc->key = malloc(cap * sizeof *sc->key);
+    sc->by_born = malloc(cap * sizeof *sc->by_born);
+    sc->by_died = malloc(cap * sizeof *sc->by_died);
+    sc->off = malloc(cap * sizeof *sc->off);
+    sc->g.off = malloc(cap * sizeof *sc->g.off);
+    sc->g.len = malloc(cap * sizeof *sc->g.len);
+    const size_t ticks = 2 * (size_t)p->n_steps + 3;
+    sc->bucket = malloc((ticks + 1) * sizeof *sc->bucket);
+    if (n <= MG_ARENA_GREEDY_MAX) {
+        sc->placed = malloc(cap * sizeof *sc->placed);
+        sc->trial = malloc(cap * sizeof *sc->trial);
+        if (!sc->placed || !sc->trial) return nomem(p);
+    }
+    if (!sc->key || !sc->by_born || !sc->by_died || !sc->off || !sc->g.off ||
+        !sc->g.len || !sc->bucket)
+        return nomem(p);
+    p->arena_bytes = n ? lay_out_best(sc, n, ticks) : 0;
+    p->arena_live_peak = n ? live_peak(sc, n) : 0;
+    for (int32_t st = 0; st < p->n_steps; st++)
+        p->out_off[st] = p->work_off[st] = SIZE_MAX;
+    for (size_t k = 0; k < n; k++) {
+        const size_t i = sc->from[k];
+        if (i % 2 == 0) p->out_off[i / 2] = sc->off[k];
+        else p->work_off[i / 2] = sc->off[k];
+    }
+    return MG_OK;
+}
+
+static mg_status plan_lay_out(mg_plan *p) {
+    const size_t n_all = 2 * (size_t)p->n_steps;
+    const size_t cap = n_all ? n_all : 1;
+    p->out_off = malloc(cap * sizeof *p->out_off);
+    p->work_off = malloc(cap * sizeof *p->work_off);
+    arena_req *all = malloc(cap * sizeof *all);
+    int64_t *died =
+        malloc((size_t)(p->n_tensors ? p->n_tensors : 1) * sizeof *died);
+    arena_scratch sc = {0};
+    sc.rq = malloc(cap * sizeof *sc.rq);
+    sc.from = malloc(cap * sizeof *sc.from);
+    mg_status s = MG_OK;
+    if (!p->out_off || !p->work_off || !all || !died || !sc.rq || !sc.from)
+        s = nomem(p);
+    if (s == MG_OK) {
+        plan_requests(p, all, died);
+        size_t n = 0;
+        for (size_t i = 0; i < n_all; i++)
+            if (all[i].size) {
+                sc.rq[n] = all[i];
+                sc.from[n++] = i;
+            }
+        s = lay_out_into(p, &sc, n);
+    }
+    free(all);
+    free(died);
+    scratch_free(&sc);
+    return s;
+}
+
+mg_status mgi_plan_lay_out(mg_plan *p) {
+    mg_status s = plan_lay_out(p);
+    for (int k = 0; k < 2 && s == MG_OK; k++)
+        if (p->phase[k]) s = plan_lay_out(p->phase[k]);
+    return s;
+}
+
+mg_status mg_plan_arena_info(const mg_plan *p, const mg_binding *binds,
+                             int n_binds, mg_plan_arena *out) {
+    if (!p || !out)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_plan_arena_info: %s is NULL",
+                            p ? "out" : "plan");
+    if (n_binds < 0 || (n_binds > 0 && !binds))
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_plan_arena_info: %d bindings%s", n_binds,
+                            n_binds < 0 ? "" : " with a NULL list");
+    mg_plan_arena a = {p->arena_bytes, p->arena_live_peak, p->arena_bytes};
+    /* Kept tensors the run computes take blocks of their own, unless the
+     * caller bound them (a bound tensor is named once: mg_exec_run refuses
+     * a second binding). */
+    for (int32_t k = 0; k < p->n_kept; k++) {
+        const mg_tensor t = p->kept[k];
+        if (!(p->role[t] & MG_ROLE_COMPUTED)) continue;
+        bool bound = false;
+        for (int i = 0; i < n_binds && !bound; i++)
+            bound = binds[i].tensor == t;
+        if (!bound)
+            a.reserved += mg_pool_size_class(mgi_tdesc_nbytes(&p->tensor[t].d));
+    }
+    *out = a;
+    return MG_OK;
+}
