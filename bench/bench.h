@@ -87,6 +87,9 @@ int bench_policy_list_parse(const char *s, mg_ckpt_policy *out, int cap);
 
 void bench_blas_info(char *buf, size_t len);
 double bench_now_ms(void);
+/* CPU time of the calling thread (user and system), in ms: on a loaded
+ * machine, what one core spent, where wall time also counts waiting. */
+double bench_cpu_ms(void);
 /* The median of v[0..n-1]; NAN for n < 1 or without memory. */
 double bench_median(const double *v, int n);
 size_t bench_physical_memory(void);

@@ -26,6 +26,7 @@ void bench_usage_print(FILE *out) {
         "                        [--batch B] [--width W] [--repeat K] [--csv "
         "FILE]\n"
         "                        [--max-bytes BYTES] [--device cpu|cuda]\n"
+        "                        [--plan-only yes|no]\n"
         "       mg-bench rewrite [--ops N,N,...] [--shape chain,residual] "
         "[--repeat K]\n"
         "                        [--csv FILE]\n"
@@ -79,6 +80,9 @@ void bench_usage_print(FILE *out) {
         "predicted_peak_bytes,param_bytes,activation_bytes_one_layer,\n"
         "              "
         "recompute_flops_ratio,time_ms_median,time_ratio_vs_none\n"
+        "  --plan-only yes: plan every case and print CSV rows\n"
+        "              model,policy,depth,batch,width,predicted_peak_bytes,\n"
+        "              recompute_flops_ratio on stdout; run no step\n"
         "  --max-bytes refuse (and say so) a case whose predicted peak plus "
         "its\n"
         "              parameters, gradients and inputs exceeds BYTES; "
@@ -349,6 +353,12 @@ void bench_blas_info(char *buf, size_t len) {
 double bench_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+double bench_cpu_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 

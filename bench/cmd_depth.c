@@ -1,7 +1,10 @@
 /*
  * cmd_depth.c - mg-bench depth: for each depth and checkpoint policy, the
  * pool peak and the median time of a training step, as a table on stdout
- * and optionally CSV rows (`mg-bench --help` has the options).
+ * and optionally CSV rows (`mg-bench --help` has the options). With
+ * --plan-only yes it only plans, and prints each case's predicted peak and
+ * recomputed flops (the deterministic figures scripts/check-figures.sh
+ * compares with committed results) as CSV rows, without running a step.
  */
 #include "bench.h"
 
@@ -17,6 +20,8 @@ typedef struct depth_row {
     size_t peak, predicted, param_bytes, act_one_layer;
     double recompute_ratio, time_ms;
 } depth_row;
+
+static int plan_only; /* --plan-only yes */
 
 static const char *csv_header =
     "model,policy,depth,batch,width,peak_bytes,predicted_peak_bytes,"
@@ -93,6 +98,13 @@ static int depth_one(const common_opts *o, int depth, const mg_ckpt_policy *pol,
                                                      ? c->sum.recompute_flops /
                                                            c->sum.forward_flops
                                                      : 0};
+        if (plan_only) {
+            printf("%s,%s,%d,%ld,%ld,%zu,%.6f\n", o->spec->name,
+                   mg_ckpt_policy_name(pol[p]), depth, o->batch, o->width,
+                   rows[p].predicted, rows[p].recompute_ratio);
+            bench_case_free(c);
+            continue;
+        }
         if (bench_case_need(c) > o->max_bytes) {
             char prefix[sizeof label + 2];
             snprintf(prefix, sizeof prefix, "[%s]", label);
@@ -117,6 +129,7 @@ static int depth_one(const common_opts *o, int depth, const mg_ckpt_policy *pol,
         together += c->sum.predicted_peak;
         n_run++;
     }
+    if (plan_only) goto done;
     int interleave = together <= o->max_bytes;
     if (!interleave && n_run > 1)
         fprintf(stderr,
@@ -198,7 +211,11 @@ int bench_cmd_depth(int argc, char **argv) {
         else if (!strcmp(a, "--depths")) depths_s = v;
         else if (!strcmp(a, "--policy")) policy_s = v;
         else if (!strcmp(a, "--csv")) o.csv = v;
-        else return bench_usage_error("unknown option '%s' for depth", a);
+        else if (!strcmp(a, "--plan-only")) {
+            if (strcmp(v, "yes") && strcmp(v, "no"))
+                return bench_usage_error("bad --plan-only '%s' (yes, no)", v);
+            plan_only = !strcmp(v, "yes");
+        } else return bench_usage_error("unknown option '%s' for depth", a);
     }
     int rc = bench_case_setup(model, &o);
     if (rc) return rc;
@@ -213,6 +230,13 @@ int bench_cmd_depth(int argc, char **argv) {
                                  "collection)",
                                  policy_s);
 
+    if (plan_only) {
+        printf("model,policy,depth,batch,width,predicted_peak_bytes,"
+               "recompute_flops_ratio\n");
+        for (int d = 0; d < n_depths && !rc; d++)
+            rc = depth_one(&o, (int)depths[d], pol, n_pol, NULL);
+        return rc;
+    }
     FILE *csv = NULL;
     if (o.csv) {
         if (!(csv = fopen(o.csv, "w"))) {

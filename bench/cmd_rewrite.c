@@ -1,7 +1,9 @@
 /*
  * cmd_rewrite.c - mg-bench rewrite: the time mg_gradients (differentiate
  * and rewrite, policy memory) and mg_plan_compile take on graphs of very
- * many forward ops, chains and residual blocks.
+ * many forward ops, chains and residual blocks: wall time, and the CPU
+ * time of the one thread that does it all (what one core spent, which a
+ * loaded machine inflates less than wall time).
  */
 #include "bench.h"
 
@@ -86,20 +88,26 @@ int bench_cmd_rewrite(int argc, char **argv) {
             return 1;
         }
         fputs("shape,ops,tensors,plan_steps,build_ms,gradients_ms,plan_ms,"
-              "total_ms\n",
+              "total_ms,gradients_cpu_ms,plan_cpu_ms,total_cpu_ms\n",
               csv);
     }
     printf("# mg-bench rewrite: median of %ld runs; gradients = mg_gradients "
-           "(differentiate + rewrite, policy memory), plan = mg_plan_compile\n",
+           "(differentiate + rewrite, policy memory), plan = mg_plan_compile; "
+           "total = gradients + plan; *_ms wall, cpu_* this thread's CPU "
+           "time\n",
            repeat);
-    printf("%-9s %9s %9s %9s %10s %12s %10s %10s\n", "shape", "ops", "tensors",
-           "steps", "build_ms", "gradients_ms", "plan_ms", "total_ms");
+    printf("%-9s %9s %9s %9s %10s %12s %10s %10s %10s %10s %10s\n", "shape",
+           "ops", "tensors", "steps", "build_ms", "gradients_ms", "plan_ms",
+           "total_ms", "cpu_grad", "cpu_plan", "cpu_total");
     double *tb = malloc((size_t)repeat * sizeof *tb),
            *tg = malloc((size_t)repeat * sizeof *tg),
            *tp = malloc((size_t)repeat * sizeof *tp),
-           *tt = malloc((size_t)repeat * sizeof *tt);
+           *tt = malloc((size_t)repeat * sizeof *tt),
+           *cg = malloc((size_t)repeat * sizeof *cg),
+           *cp = malloc((size_t)repeat * sizeof *cp),
+           *ct = malloc((size_t)repeat * sizeof *ct);
     int rc = 0;
-    if (!tb || !tg || !tp || !tt) {
+    if (!tb || !tg || !tp || !tt || !cg || !cp || !ct) {
         rc = bench_fail("rewrite", MG_ERR_NOMEM);
         goto out;
     }
@@ -114,18 +122,18 @@ int bench_cmd_rewrite(int argc, char **argv) {
                 double t0 = bench_now_ms();
                 mg_status s =
                     build_rewrite_graph(shapes[si], ops[oi], &g, &p, &y);
-                double t1 = bench_now_ms();
+                double t1 = bench_now_ms(), c1 = bench_cpu_ms();
                 if (s != MG_OK) {
                     rc = bench_fail("building the graph", s);
                     goto out;
                 }
                 mg_checkpoints ck = {.policy = MG_CKPT_MEMORY};
                 s = mg_gradients(g, &y, 1, NULL, &p, 1, &ck, &gp);
-                double t2 = bench_now_ms();
+                double t2 = bench_now_ms(), c2 = bench_cpu_ms();
                 mg_plan *plan = NULL;
                 mg_tensor outs[2] = {y, gp};
                 if (s == MG_OK) s = mg_plan_compile(g, outs, 2, NULL, &plan);
-                double t3 = bench_now_ms();
+                double t3 = bench_now_ms(), c3 = bench_cpu_ms();
                 if (s != MG_OK) {
                     mg_graph_free(g);
                     rc = bench_fail("differentiating and planning", s);
@@ -135,6 +143,9 @@ int bench_cmd_rewrite(int argc, char **argv) {
                 tg[k] = t2 - t1;
                 tp[k] = t3 - t2;
                 tt[k] = t3 - t1;
+                cg[k] = c2 - c1;
+                cp[k] = c3 - c2;
+                ct[k] = c3 - c1;
                 n_tensors = mg_graph_num_tensors(g);
                 n_steps = mg_plan_num_steps(plan);
                 mg_plan_free(plan);
@@ -143,20 +154,30 @@ int bench_cmd_rewrite(int argc, char **argv) {
             double mb = bench_median(tb, (int)repeat),
                    mgr = bench_median(tg, (int)repeat),
                    mp = bench_median(tp, (int)repeat),
-                   mt = bench_median(tt, (int)repeat);
-            printf("%-9s %9ld %9d %9d %10.1f %12.1f %10.1f %10.1f\n",
-                   shapes[si], ops[oi], (int)n_tensors, (int)n_steps, mb, mgr,
-                   mp, mt);
+                   mt = bench_median(tt, (int)repeat),
+                   mcg = bench_median(cg, (int)repeat),
+                   mcp = bench_median(cp, (int)repeat),
+                   mct = bench_median(ct, (int)repeat);
+            printf(
+                "%-9s %9ld %9d %9d %10.1f %12.1f %10.1f %10.1f %10.1f %10.1f "
+                "%10.1f\n",
+                shapes[si], ops[oi], (int)n_tensors, (int)n_steps, mb, mgr, mp,
+                mt, mcg, mcp, mct);
             fflush(stdout);
             if (csv)
-                fprintf(csv, "%s,%ld,%d,%d,%.3f,%.3f,%.3f,%.3f\n", shapes[si],
-                        ops[oi], (int)n_tensors, (int)n_steps, mb, mgr, mp, mt);
+                fprintf(csv,
+                        "%s,%ld,%d,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n",
+                        shapes[si], ops[oi], (int)n_tensors, (int)n_steps, mb,
+                        mgr, mp, mt, mcg, mcp, mct);
         }
 out:
     free(tb);
     free(tg);
     free(tp);
     free(tt);
+    free(cg);
+    free(cp);
+    free(ct);
     if (csv && fclose(csv) != 0) {
         fprintf(stderr, "mg-bench: error writing %s\n", csv_path);
         rc = 1;

@@ -17,6 +17,11 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 # Instructions of differentiating, rewriting and planning 10^4 ops against
 # the committed baseline (bench/results/icount-baseline.txt): +10% fails.
 bash scripts/icount.sh build
+# The committed results' deterministic figures: predicted equals measured,
+# and the depth sweep planned again gives the same peaks (issue 32).
+bash scripts/check-figures.sh build
+# The README's tables come from bench/results (scripts/gen-tables.py).
+python3 scripts/gen-tables.py --check
 # ctest shows only pass/fail; say in the log whether the GPU tests ran.
 if [ -x build/test_cuda ]; then
     rc=0

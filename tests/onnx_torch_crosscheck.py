@@ -74,6 +74,17 @@ TOL = 1e-4
 BATCH = 4
 IMG = int(os.environ.get("MG_XC_IMG", "64"))
 POLICIES = ["none", "memory", "speed"]
+# The allowance (4x PyTorch float32's own error) would also let a real bug
+# of that size through, so how many gradients pass only through it, and
+# how far off the worst of them is, are capped (issue 32): per model, the
+# most gradients and the largest relative error the committed runs
+# (bench/results/onnx-torch-crosscheck.txt) needed, with some room: resnet50
+# at batch 4 (159 of 161, worst 0.197), mobilenet_v2's ReLU6 kinks (18,
+# 2.86e-2), vgg11 at 224x224 (11, 2.17e-3); any other model at most 2,
+# within 1e-3.
+ALLOWANCE_CAP = {"resnet50": (161, 0.25), "mobilenet_v2": (25, 0.05),
+                 "vgg11": (15, 5e-3)}
+ALLOWANCE_CAP_DEFAULT = (2, 1e-3)
 
 
 class GPT(nn.Module):
@@ -390,6 +401,7 @@ def check(name, tool, work):
         params32b = dict(m32b.named_parameters())
     data = np.frombuffer(grads["none"], dtype="<f4")
     off, checked, worst, loose, worst_b, worst_32b, by_side = 0, 0, 0.0, 0, 0.0, 0.0, 0
+    loose_worst = 0.0  # the worst of those passing only through the allowance
     # 1e-3 of the model's largest gradient: below it, relative error is noise
     floor = 1e-3 * max(float(p.grad.abs().max()) for p in params64.values()
                        if p.grad is not None)
@@ -420,18 +432,26 @@ def check(name, tool, work):
                             f"{e32b:.2e})")
         elif e > TOL:
             loose += 1
+            loose_worst = max(loose_worst, e)
     if off != data.size:
         failures.append(f"{name}: --save-grads wrote {data.size} floats, "
                         f"the initializers hold {off}")
     if checked < len(params) // 2:
         failures.append(f"{name}: only {checked} of {len(params)} parameters "
                         f"found among the initializers")
+    cap_n, cap_e = ALLOWANCE_CAP.get(name, ALLOWANCE_CAP_DEFAULT)
+    if loose > cap_n or loose_worst > cap_e:
+        failures.append(f"{name}: {loose} gradients pass only through the "
+                        f"allowance of 4x torch float32's error, the worst "
+                        f"{loose_worst:.2e} off; the cap is {cap_n} within "
+                        f"{cap_e:.0e}")
     for p in POLICIES[1:]:
         if grads[p] != grads["none"]:
             failures.append(f"{name}: gradients under {p} differ from none")
     print(f"{name}: loss {loss64.item():.6f}, {checked} parameter gradients, "
           f"worst rel err {worst:.2e} ({loose} above 1e-4 where torch float32 "
-          f"is as far off), policies bit-equal: "
+          f"is as far off, worst of them {loose_worst:.2e}; cap {cap_n} "
+          f"within {cap_e:.0e}), policies bit-equal: "
           f"{all(grads[p] == grads['none'] for p in POLICIES)}")
     if match:
         print(f"  {len(kink_inputs)} ReLU/Clip inputs, {n_other} elements on "

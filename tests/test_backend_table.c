@@ -57,7 +57,7 @@ static mg_plan *workspace_plan(mg_graph *g) {
 static mg_kargs step_args(const mg_plan *p, int32_t s) {
     const mg_plan_step *st = &p->step[s];
     mg_kargs a = {
-        .op = st->op, .attrs = &p->g->nodes[st->t].attrs, .n_in = st->n_in};
+        .op = st->op, .attrs = p->g->nodes[st->t].attrs, .n_in = st->n_in};
     for (int i = 0; i < st->n_in; i++) a.in[i].d = p->tensor[st->in[i]].d;
     a.out.d = p->tensor[st->t].d;
     return a;

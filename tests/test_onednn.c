@@ -187,7 +187,7 @@ START_TEST(test_onednn_taken) {
             st->op != MG_OP_CONV2D_GRAD_WEIGHT)
             continue;
         mg_kargs a = {.op = st->op,
-                      .attrs = &plan->g->nodes[st->t].attrs,
+                      .attrs = plan->g->nodes[st->t].attrs,
                       .n_in = st->n_in};
         for (int i = 0; i < st->n_in; i++)
             a.in[i].d = plan->tensor[st->in[i]].d;
@@ -418,7 +418,7 @@ START_TEST(test_pool_onednn_taken) {
                 st->op != MG_OP_MAX_POOL2D_GRAD)
                 continue;
             mg_kargs a = {.op = st->op,
-                          .attrs = &plan->g->nodes[st->t].attrs,
+                          .attrs = plan->g->nodes[st->t].attrs,
                           .n_in = st->n_in};
             for (int i = 0; i < st->n_in; i++)
                 a.in[i].d = plan->tensor[st->in[i]].d;

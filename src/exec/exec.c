@@ -220,7 +220,7 @@ static mg_status bind(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
         uint8_t role = p->role[t];
         /* A leaf the plan does not read may be bound and is ignored, so
          * one binding list serves a forward and a training plan alike. */
-        if (!p->tensor[t].leaf && !(role & MG_ROLE_KEPT))
+        if (!p->tensor[t].leaf && !(role & (MG_ROLE_LEAF | MG_ROLE_KEPT)))
             return mg_set_error(
                 MG_ERR_INVALID_ARG,
                 "mg_exec_run: %s is %s; only inputs, parameters, outputs and "
@@ -279,7 +279,7 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p, int32_t si,
     }
     char why[256] = "";
     mg_kargs a = {.op = st->op,
-                  .attrs = &p->g->nodes[st->t].attrs,
+                  .attrs = p->g->nodes[st->t].attrs,
                   .n_in = st->n_in,
                   .out = {ex->buf[t], p->tensor[t].d},
                   .run_seed = seed,

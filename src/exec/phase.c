@@ -168,7 +168,8 @@ static mg_status phase_bindings(const mg_plan *p, const mg_plan *q,
             bool other_phase =
                 q->role[t] == MG_ROLE_NONE &&
                 (p->tensor[t].leaf || (p->role[t] & MG_ROLE_KEPT));
-            bool from_saved = sv && q->tensor[t].leaf && !p->tensor[t].leaf;
+            bool from_saved =
+                sv && (q->role[t] & MG_ROLE_LEAF) && !p->tensor[t].leaf;
             if (other_phase || from_saved) continue;
         }
         b[n++] = binds[i];

@@ -12,6 +12,48 @@
 #include <stdlib.h>
 #include <string.h>
 
+const mg_attrs mgi_attrs_zero;
+
+/* Node attributes live in blocks that never move, so a node's attrs
+ * pointer stays valid while g->nodes grows; they are taken in node order,
+ * so undoing the newest nodes gives back the newest attributes. */
+#define ATTRS_PER_BLOCK 256
+typedef struct mgi_attrs_block {
+    struct mgi_attrs_block *older;
+    int used;
+    mg_attrs a[ATTRS_PER_BLOCK];
+} mgi_attrs_block;
+
+/* A home for a copy of *a in g's blocks, or NULL when out of memory. */
+static mg_attrs *attrs_take(mg_graph *g) {
+    mgi_attrs_block *b = g->attrs_blocks;
+    if (!b || b->used == ATTRS_PER_BLOCK) {
+        if (!(b = malloc(sizeof *b))) return NULL;
+        b->older = g->attrs_blocks;
+        b->used = 0;
+        g->attrs_blocks = b;
+    }
+    return &b->a[b->used++];
+}
+
+/* Give back the newest n attributes taken. */
+static void attrs_give_back(mg_graph *g, int32_t n) {
+    while (n > 0 && g->attrs_blocks) {
+        mgi_attrs_block *b = g->attrs_blocks;
+        int k = n < b->used ? (int)n : b->used;
+        b->used -= k;
+        n -= k;
+        if (b->used == 0) {
+            g->attrs_blocks = b->older;
+            free(b);
+        }
+    }
+}
+
+static bool attrs_all_zero(const mg_attrs *a) {
+    return memcmp(a, &mgi_attrs_zero, sizeof *a) == 0;
+}
+
 mg_graph *mg_graph_new(void) {
     mg_graph *g = calloc(1, sizeof *g);
     if (!g) mg_set_error(MG_ERR_NOMEM, "mg_graph_new: out of memory");
@@ -22,6 +64,11 @@ void mg_graph_free(mg_graph *g) {
     if (!g) return;
     for (int32_t i = 0; i < g->n; i++) free(g->nodes[i].name);
     free(g->nodes);
+    while (g->attrs_blocks) {
+        mgi_attrs_block *b = g->attrs_blocks;
+        g->attrs_blocks = b->older;
+        free(b);
+    }
     mgi_hooks_free(g->hooks);
     free(g);
 }
@@ -29,7 +76,12 @@ void mg_graph_free(mg_graph *g) {
 int32_t mg_graph_num_tensors(const mg_graph *g) { return g ? g->n : 0; }
 
 void mgi_graph_truncate(mg_graph *g, int32_t n) {
-    for (int32_t i = n; i < g->n; i++) free(g->nodes[i].name);
+    int32_t owned = 0;
+    for (int32_t i = n; i < g->n; i++) {
+        free(g->nodes[i].name);
+        owned += (g->nodes[i].flags & MG_NODE_OWN_ATTRS) != 0;
+    }
+    attrs_give_back(g, owned);
     if (n < g->n) g->n = n;
 }
 
@@ -156,7 +208,8 @@ static mg_status infer_node(const mg_graph *g, mg_op op, int n_in,
     const mg_op_def *def = &mgi_op_table[op];
     mg_tdesc in_d[MG_MAX_INPUTS] = {0};
     for (int i = 0; i < n_in; i++) in_d[i] = g->nodes[in[i]].d;
-    char why[256] = "";
+    char why[256]; /* not "" = zeroing 256 bytes on every node (issue 32) */
+    why[0] = '\0';
     mg_status s = def->infer(in_d, n_in, attrs, out, why, sizeof why);
     if (s == MG_OK) s = output_check(out, why, sizeof why);
     if (s != MG_OK) {
@@ -167,8 +220,10 @@ static mg_status infer_node(const mg_graph *g, mg_op op, int n_in,
     return MG_OK;
 }
 
-mg_tensor mgi_graph_add_node(mg_graph *g, mg_op op, int n_in,
-                             const mg_tensor *in, const mg_attrs *attrs) {
+/* shared: attrs is a node's attrs pointer, to share; otherwise a caller's
+ * struct (or NULL: none), copied into g's blocks unless it is all zero. */
+static mg_tensor add_node(mg_graph *g, mg_op op, int n_in, const mg_tensor *in,
+                          const mg_attrs *attrs, bool shared) {
     if (!g) {
         mg_set_error(MG_ERR_INVALID_ARG, "%s: graph is NULL", mgi_op_str(op));
         return MG_NO_TENSOR;
@@ -180,17 +235,33 @@ mg_tensor mgi_graph_add_node(mg_graph *g, mg_op op, int n_in,
         }
     if (check_inputs(g, op, n_in, in) != MG_OK) return MG_NO_TENSOR;
 
-    /* Copies: in and attrs may point into g->nodes, which growing moves. */
+    /* Copies: in may point into g->nodes, which growing moves (attrs
+     * never does: it is the caller's or in g's blocks). */
     mg_tensor ins[MG_MAX_INPUTS];
     for (int i = 0; i < n_in && i < MG_MAX_INPUTS; i++) ins[i] = in[i];
     in = ins;
-    mg_attrs a;
-    if (attrs) a = *attrs;
-    else memset(&a, 0, sizeof a);
+    if (!attrs) attrs = &mgi_attrs_zero;
     mg_tdesc out;
     memset(&out, 0, sizeof out);
-    if (infer_node(g, op, n_in, in, &a, &out) != MG_OK) return MG_NO_TENSOR;
+    if (infer_node(g, op, n_in, in, attrs, &out) != MG_OK) return MG_NO_TENSOR;
     if (graph_reserve(g) != MG_OK) return MG_NO_TENSOR;
+    unsigned own = 0;
+    if (!shared && attrs != &mgi_attrs_zero) {
+        if (attrs_all_zero(attrs)) {
+            attrs = &mgi_attrs_zero;
+        } else {
+            mg_attrs *copy = attrs_take(g);
+            if (!copy) {
+                mg_set_error(MG_ERR_NOMEM,
+                             "%s: out of memory for its attributes",
+                             mgi_op_str(op));
+                return MG_NO_TENSOR;
+            }
+            *copy = *attrs;
+            attrs = copy;
+            own = MG_NODE_OWN_ATTRS;
+        }
+    }
 
     mg_node *n = &g->nodes[g->n];
     memset(n, 0, sizeof *n);
@@ -198,10 +269,21 @@ mg_tensor mgi_graph_add_node(mg_graph *g, mg_op op, int n_in,
     n->d = out;
     n->n_in = n_in;
     for (int i = 0; i < n_in; i++) n->in[i] = in[i];
-    n->attrs = a;
-    n->flags = g->building_flags;
+    n->attrs = attrs;
+    n->flags = g->building_flags | own;
     n->orig = MG_NO_TENSOR;
     return g->n++;
+}
+
+mg_tensor mgi_graph_add_node(mg_graph *g, mg_op op, int n_in,
+                             const mg_tensor *in, const mg_attrs *attrs) {
+    return add_node(g, op, n_in, in, attrs, false);
+}
+
+mg_tensor mgi_graph_add_node_shared(mg_graph *g, mg_op op, int n_in,
+                                    const mg_tensor *in,
+                                    const mg_attrs *node_attrs) {
+    return add_node(g, op, n_in, in, node_attrs, true);
 }
 
 /* ---- leaves -------------------------------------------------------------- */
@@ -249,6 +331,7 @@ static mg_tensor add_leaf(mg_graph *g, mg_op op, const char *name,
     n->op = op;
     n->d = d;
     n->name = copy;
+    n->attrs = &mgi_attrs_zero;
     n->flags = g->building_flags;
     n->orig = MG_NO_TENSOR;
     return g->n++;
@@ -447,7 +530,7 @@ mg_status mg_tensor_set_input(mg_graph *g, mg_tensor t, int slot,
     memcpy(in, n->in, sizeof in);
     in[slot] = src;
     mg_tdesc out;
-    if ((s = infer_node(g, n->op, n->n_in, in, &n->attrs, &out)) != MG_OK)
+    if ((s = infer_node(g, n->op, n->n_in, in, n->attrs, &out)) != MG_OK)
         return s;
     if (!mgi_tdesc_same_shape(&out, &n->d) || out.dtype != n->d.dtype)
         return mg_set_error(MG_ERR_SHAPE,
@@ -472,7 +555,7 @@ void mgi_graph_op_cost(const mg_graph *g, mg_tensor t, double *flops,
     }
     if (flops)
         *flops = def->flops
-                     ? def->flops(in, n->n_in, &n->attrs, &n->d)
+                     ? def->flops(in, n->n_in, n->attrs, &n->d)
                      : def->flops_per_elem * (double)mgi_tdesc_numel(&n->d);
     if (bytes) *bytes = (def->flags & MG_OPF_LEAF) ? 0.0 : moved;
 }
@@ -483,7 +566,7 @@ size_t mgi_graph_op_workspace(const mg_graph *g, mg_tensor t) {
     if (!ws) return 0;
     mg_tdesc in[MG_MAX_INPUTS];
     for (int i = 0; i < n->n_in; i++) in[i] = g->nodes[n->in[i]].d;
-    return ws(in, n->n_in, &n->attrs, &n->d);
+    return ws(in, n->n_in, n->attrs, &n->d);
 }
 
 /* ---- text and DOT -------------------------------------------------------- */

@@ -16,7 +16,8 @@ enum {
     MG_NODE_BACKWARD = 1u << 0,   /* appended by mg_gradients */
     MG_NODE_CHECKPOINT = 1u << 1, /* tagged by the caller as a checkpoint */
     MG_NODE_CHOSEN = 1u << 2,     /* kept by a checkpoint policy */
-    MG_NODE_RECOMPUTE = 1u << 3   /* a recomputed copy of node `orig` */
+    MG_NODE_RECOMPUTE = 1u << 3,  /* a recomputed copy of node `orig` */
+    MG_NODE_OWN_ATTRS = 1u << 4   /* attrs is its own, in g's blocks */
 };
 
 typedef struct mg_node {
@@ -24,13 +25,22 @@ typedef struct mg_node {
     mg_tdesc d;
     int n_in;
     mg_tensor in[MG_MAX_INPUTS];
-    mg_attrs attrs;
+    /* Never NULL, never changed once the node is made: mgi_attrs_zero for
+     * an op without attributes, else a copy in the graph's attribute
+     * blocks, which recomputed copies share. Out of line, as most nodes
+     * have none: inline, mg_attrs made a node 448 bytes and a 10^6-op
+     * training graph 1.3 GB to fault in (issue 32). */
+    const mg_attrs *attrs;
     char *name; /* owned, may be NULL */
     unsigned flags;
     mg_tensor orig; /* MG_NODE_RECOMPUTE: the forward node it recomputes */
 } mg_node;
 
-struct mgi_hooks; /* hooks.c */
+struct mgi_hooks;       /* hooks.c */
+struct mgi_attrs_block; /* graph.c */
+
+/* The attributes of every node whose op has none. */
+extern const mg_attrs mgi_attrs_zero;
 
 struct mg_graph {
     mg_node *nodes;
@@ -38,6 +48,7 @@ struct mg_graph {
     uint64_t rng_offset;     /* next free dropout counter */
     unsigned building_flags; /* OR-ed into every new node's flags */
     struct mgi_hooks *hooks; /* tensor hooks (memgrad_observe.h), or NULL */
+    struct mgi_attrs_block *attrs_blocks; /* node attributes, newest first */
 };
 
 /* ---- tensor hooks (hooks.c) ---------------------------------------------- */
@@ -56,6 +67,11 @@ mg_status mgi_hooks_call(const mg_graph *g, mg_tensor t, void *data);
  * the node. Returns its id or MG_NO_TENSOR with the error set. */
 mg_tensor mgi_graph_add_node(mg_graph *g, mg_op op, int n_in,
                              const mg_tensor *in, const mg_attrs *attrs);
+/* As mgi_graph_add_node with the attributes of an existing node (its
+ * attrs pointer), shared rather than copied: a recomputed copy's. */
+mg_tensor mgi_graph_add_node_shared(mg_graph *g, mg_op op, int n_in,
+                                    const mg_tensor *in,
+                                    const mg_attrs *node_attrs);
 /* Input i (-1: the caller's label names it) is MG_NO_TENSOR: keep the
  * pending error, or set one. */
 void mgi_graph_missing_input(const char *op, int i);
@@ -110,8 +126,10 @@ mg_status mgi_graph_ancestors_order(const mg_graph *g, const mg_tensor *roots,
                                     bool *needed, mg_tensor *order,
                                     int32_t *n_order, const char *what);
 /* Articulation points of the undirected graph on the nodes in `include`
- * (edges between included nodes only), written to out[] (room for g->n)
- * with their count in *n_out, in id order. igraph does the work. */
+ * (all when NULL; edges between included nodes only), written to out[]
+ * (room for g->n) with their count in *n_out, in id order: igraph's
+ * answer (tests/test_analysis.c), by a search on the graph's own
+ * adjacency. MG_ERR_NOMEM if its scratch cannot be had. */
 mg_status mgi_graph_articulation_points(const mg_graph *g, const bool *include,
                                         mg_tensor *out, int32_t *n_out);
 

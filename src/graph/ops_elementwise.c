@@ -255,7 +255,7 @@ mg_status mgi_unary_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
     case MG_OP_EXP: gin[0] = mg_mul(g, gy, y); break;
     case MG_OP_LOG: gin[0] = mg_div(g, gy, x); break;
     case MG_OP_SQRT: gin[0] = mg_div(g, mg_scale(g, gy, 0.5), y); break;
-    case MG_OP_SCALE: gin[0] = mg_scale(g, gy, node->attrs.alpha); break;
+    case MG_OP_SCALE: gin[0] = mg_scale(g, gy, node->attrs->alpha); break;
     /* erf'(x) = 2/sqrt(pi) exp(-x^2) */
     case MG_OP_ERF:
         gin[0] = mg_mul(g, gy,
@@ -265,15 +265,15 @@ mg_status mgi_unary_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
     /* p x^(p-1) */
     case MG_OP_POW:
         gin[0] = mg_mul(g, gy,
-                        mg_scale(g, mg_pow(g, x, node->attrs.alpha - 1.0),
-                                 node->attrs.alpha));
+                        mg_scale(g, mg_pow(g, x, node->attrs->alpha - 1.0),
+                                 node->attrs->alpha));
         break;
     /* gy where x > 0, alpha gy elsewhere; relu_grad tests its second
      * argument, here x. Both terms are exact: one of them is 0. */
     case MG_OP_LEAKY_RELU: {
         mg_tensor pos = helper_build(g, MG_OP_RELU_GRAD, gy, x);
         gin[0] =
-            mg_add(g, pos, mg_scale(g, mg_sub(g, gy, pos), node->attrs.alpha));
+            mg_add(g, pos, mg_scale(g, mg_sub(g, gy, pos), node->attrs->alpha));
         break;
     }
     /* a step function: its derivative is 0 wherever it has one */

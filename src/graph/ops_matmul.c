@@ -101,7 +101,7 @@ mg_status mgi_matmul_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
                           mg_tensor *gin) {
     (void)y;
     const mg_tensor a = in[0], b = in[1];
-    const int ta = node->attrs.trans_a, tb = node->attrs.trans_b;
+    const int ta = node->attrs->trans_a, tb = node->attrs->trans_b;
     const mg_tdesc ad = g->nodes[a].d, bd = g->nodes[b].d;
     if (need[0]) {
         mg_tensor t =

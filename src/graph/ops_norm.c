@@ -149,17 +149,17 @@ mg_status mgi_norm_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
         const mg_tensor args[3] = {gy, in[0], in[1]};
         gin[0] = mgi_graph_add_node(
             g, layer ? MG_OP_LAYERNORM_GRAD_INPUT : MG_OP_BATCHNORM_GRAD_INPUT,
-            3, args, &node->attrs);
+            3, args, node->attrs);
     }
     if (need[1]) {
         const mg_tensor args[2] = {gy, in[0]};
         gin[1] = mgi_graph_add_node(
             g, layer ? MG_OP_LAYERNORM_GRAD_GAMMA : MG_OP_BATCHNORM_GRAD_GAMMA,
-            2, args, &node->attrs);
+            2, args, node->attrs);
     }
     if (need[2]) {
         int axes[MG_MAX_DIMS], k = 0;
-        const int n_norm = node->attrs.n_norm_axes;
+        const int n_norm = node->attrs->n_norm_axes;
         for (int i = 0; i < nd; i++)
             if (layer ? i < nd - n_norm : i != 1) axes[k++] = i;
         /* naxes 0 would mean every axis: a layernorm over all of x's axes

@@ -193,7 +193,7 @@ mg_status mgi_pool2d_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
                           mg_tensor *gin) {
     (void)y;
     const mg_tdesc xd = g->nodes[in[0]].d;
-    mg_attrs at = node->attrs;
+    mg_attrs at = *node->attrs;
     if (!need[0]) return MG_OK;
     if (node->op == MG_OP_MAX_POOL2D) {
         const mg_tensor args[2] = {gy, in[0]};

@@ -46,7 +46,7 @@ mg_status mgi_dropout_grad(mg_graph *g, const mg_node *node,
                            const bool *need, mg_tensor *gin) {
     (void)in;
     (void)y;
-    const mg_attrs at = node->attrs;
+    const mg_attrs at = *node->attrs;
     if (need[0]) gin[0] = mgi_dropout_at(g, gy, at.p, at.seed, at.offset);
     return mgi_grad_status(1, need, gin);
 }

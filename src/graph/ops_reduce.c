@@ -94,8 +94,8 @@ mg_status mgi_reduce_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
     if (!need[0]) return MG_OK;
     /* gy with the reduced axes put back as size 1. */
     mg_tdesc kd = xd;
-    for (int i = 0; i < node->attrs.naxes; i++)
-        kd.shape[node->attrs.axes[i]] = 1;
+    for (int i = 0; i < node->attrs->naxes; i++)
+        kd.shape[node->attrs->axes[i]] = 1;
     mg_tensor t = gy;
     if (node->op == MG_OP_MEAN) {
         /* Scaling before the broadcast touches fewer elements and gives

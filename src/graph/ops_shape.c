@@ -116,7 +116,7 @@ mg_status mgi_permute_grad(mg_graph *g, const mg_node *node,
     (void)in;
     (void)y;
     int inv[MG_MAX_DIMS];
-    for (int i = 0; i < node->d.ndim; i++) inv[node->attrs.perm[i]] = i;
+    for (int i = 0; i < node->d.ndim; i++) inv[node->attrs->perm[i]] = i;
     if (need[0]) gin[0] = mg_permute(g, gy, inv);
     return mgi_grad_status(1, need, gin);
 }

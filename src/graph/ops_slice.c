@@ -178,7 +178,7 @@ mg_status mgi_window_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
     const mg_op back = node->op == MG_OP_SLICE ? MG_OP_PAD : MG_OP_SLICE;
     if (need[0])
         gin[0] =
-            window_build(g, back, gy, xd.ndim, xd.shape, node->attrs.start);
+            window_build(g, back, gy, xd.ndim, xd.shape, node->attrs->start);
     return mgi_grad_status(1, need, gin);
 }
 
@@ -186,7 +186,7 @@ mg_status mgi_concat_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
                           mg_tensor y, mg_tensor gy, const bool *need,
                           mg_tensor *gin) {
     (void)y;
-    const int ax = node->attrs.axis;
+    const int ax = node->attrs->axis;
     const int64_t na = g->nodes[in[0]].d.shape[ax];
     if (need[0]) gin[0] = mg_slice(g, gy, ax, 0, na);
     if (need[1]) gin[1] = mg_slice(g, gy, ax, na, node->d.shape[ax] - na);

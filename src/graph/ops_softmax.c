@@ -41,7 +41,7 @@ mg_status mgi_softmax_grad(mg_graph *g, const mg_node *node,
                            const mg_tensor *in, mg_tensor y, mg_tensor gy,
                            const bool *need, mg_tensor *gin) {
     (void)in;
-    const int axis = node->attrs.axis;
+    const int axis = node->attrs->axis;
     if (!need[0]) return MG_OK;
     if (node->op == MG_OP_SOFTMAX) /* y * (gy - sum(gy * y)) */
         gin[0] = mg_mul(

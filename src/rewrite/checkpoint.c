@@ -5,7 +5,7 @@
  * nothing else.
  *
  * memory: segments of about sqrt(total forward bytes) each. Boundaries are
- * articulation points of the forward graph (igraph) when there are enough
+ * articulation points of the forward graph (analysis.c) when there are enough
  * of them; otherwise, in each stretch of the topological order, the cut with
  * the fewest live bytes (a multi-tensor separator: every tensor produced
  * before the cut and read after it). docs/checkpointing.md says why.

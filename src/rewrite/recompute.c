@@ -40,10 +40,10 @@ static mg_tensor make_copy(mg_graph *g, mg_recompute *r, mg_tensor u) {
     /* Locals: adding a node may move g->nodes. */
     const mg_op op = g->nodes[u].op;
     const int n_in = g->nodes[u].n_in;
-    const mg_attrs attrs = g->nodes[u].attrs;
+    const mg_attrs *attrs = g->nodes[u].attrs; /* shared, never moved */
     mg_tensor in[MG_MAX_INPUTS];
     for (int k = 0; k < n_in; k++) in[k] = resolved(g, r, g->nodes[u].in[k]);
-    mg_tensor c = mgi_graph_add_node(g, op, n_in, in, &attrs);
+    mg_tensor c = mgi_graph_add_node_shared(g, op, n_in, in, attrs);
     if (c == MG_NO_TENSOR) return c;
     g->nodes[c].flags |= MG_NODE_RECOMPUTE;
     g->nodes[c].orig = u;

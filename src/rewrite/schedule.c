@@ -30,6 +30,8 @@ static mg_status check_list(const mg_graph *g, const mg_tensor *ts, int n,
 
 void mg_plan_free(mg_plan *p) {
     if (!p) return;
+    for (int i = 0; i < 2; i++)
+        if (p->phase[i]) mgi_phase_unshare(p->phase[i], p);
     free(p->role);
     free(p->steps);
     free(p->step);
@@ -83,7 +85,7 @@ static size_t step_workspace(const mg_graph *g, mg_tensor t) {
     const mg_node *n = &g->nodes[t];
     size_t work = mgi_graph_op_workspace(g, t);
     mg_kargs a = {
-        .op = n->op, .attrs = &n->attrs, .n_in = n->n_in, .out = {NULL, n->d}};
+        .op = n->op, .attrs = n->attrs, .n_in = n->n_in, .out = {NULL, n->d}};
     for (int k = 0; k < n->n_in; k++)
         a.in[k] = (mg_kbuf){NULL, g->nodes[n->in[k]].d};
     size_t backend = mgi_backends_plan_workspace(&a);
@@ -186,9 +188,11 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
     bool *needed = calloc(sz, sizeof *needed);
     mg_tensor *order = malloc(sz * sizeof *order);
     int32_t *last_read = malloc(sz * sizeof *last_read);
+    /* the outputs then the retained: one list of roots */
+    mg_tensor *roots = malloc((size_t)(n_outputs + n_retain) * sizeof *roots);
     int32_t n_order = 0;
     s = plan_alloc(p, g->n, n_outputs + n_retain);
-    if (s == MG_OK && (!needed || !order || !last_read))
+    if (s == MG_OK && (!needed || !order || !last_read || !roots))
         s = mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory");
     if (s == MG_OK) {
         bool undo = opts && opts->without_recompute;
@@ -196,13 +200,14 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
             p->remap[t] = undo && (g->nodes[t].flags & MG_NODE_RECOMPUTE)
                               ? g->nodes[t].orig
                               : t;
-        s = mgi_graph_mark_ancestors(g, outputs, n_outputs, p->remap, needed,
-                                     "mg_plan_compile");
-        if (s == MG_OK)
-            s = mgi_graph_mark_ancestors(g, retain, n_retain, p->remap, needed,
-                                         "mg_plan_compile");
-        if (s == MG_OK)
-            s = mgi_graph_topo_order(g, needed, p->remap, order, &n_order);
+        memcpy(roots, outputs, (size_t)n_outputs * sizeof *roots);
+        if (n_retain)
+            memcpy(roots + n_outputs, retain, (size_t)n_retain * sizeof *roots);
+        /* one backward sweep where creation order is topological (the
+         * marks and order of a search and igraph's sort otherwise) */
+        s = mgi_graph_ancestors_order(g, roots, n_outputs + n_retain, p->remap,
+                                      needed, order, &n_order,
+                                      "mg_plan_compile");
     }
     if (s == MG_OK) {
         plan_add_kept(p, outputs, n_outputs);
@@ -215,6 +220,7 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
     free(needed);
     free(order);
     free(last_read);
+    free(roots);
     if (s != MG_OK) {
         mg_plan_free(p);
         return s;

@@ -33,7 +33,9 @@ typedef struct mg_plan_step {
 /* One tensor id as the executor sees it. */
 typedef struct mg_plan_tensor {
     mg_tdesc d;
-    bool leaf; /* an input or parameter node: memory comes from the caller */
+    bool leaf; /* an input or parameter node: memory comes from the caller
+                * (in a backward phase, so does a saved tensor: its role has
+                * MG_ROLE_LEAF, as the phase shares the plan's tensors) */
 } mg_plan_tensor;
 
 struct mg_plan {
@@ -55,7 +57,9 @@ struct mg_plan {
      * without_recompute, each recomputed copy -> its forward tensor. */
     mg_tensor *remap;
     /* A training plan's forward and backward phases (split.c), or NULL
-     * for a plan without backward steps. */
+     * for a plan without backward steps. They share the plan's tensor
+     * and remap arrays (3 x 80 bytes a tensor copied was most of what a
+     * 10^6-op plan wrote, issue 32); mg_plan_free frees them once. */
     struct mg_plan *phase[2];
     /* In a backward phase: the forward tensors it reads from a saved
      * state, marked as leaves; n_saved of them in saved. */
@@ -129,5 +133,9 @@ mg_status mgi_plan_lay_out(mg_plan *p);
 /* Build p->phase[0] (forward) and p->phase[1] (backward) when p has
  * backward or recompute steps (split.c). */
 mg_status mgi_plan_split(mg_plan *p);
+/* Let go of what phase q shares with its plan p (its tensor and remap
+ * arrays, and its step arrays where they are a stretch of p's), so that
+ * mg_plan_free(q) frees only q's own. */
+void mgi_phase_unshare(mg_plan *q, const mg_plan *p);
 
 #endif

@@ -29,23 +29,38 @@ static mg_plan *phase_alloc(const mg_plan *p) {
     q->n_tensors = p->n_tensors;
     size_t sz = (size_t)(p->n_tensors ? p->n_tensors : 1);
     q->role = calloc(sz, sizeof *q->role);
-    q->steps = malloc(sz * sizeof *q->steps);
-    q->step = malloc(sz * sizeof *q->step);
-    q->tensor = malloc(sz * sizeof *q->tensor);
     q->release_start = malloc((sz + 1) * sizeof *q->release_start);
     q->release = malloc(sz * sizeof *q->release);
     q->leaves = malloc(sz * sizeof *q->leaves);
     q->kept = malloc(sz * sizeof *q->kept);
-    q->remap = malloc(sz * sizeof *q->remap);
     q->saved = malloc(sz * sizeof *q->saved);
-    if (!q->role || !q->steps || !q->step || !q->tensor || !q->release_start ||
-        !q->release || !q->leaves || !q->kept || !q->remap || !q->saved) {
+    if (!q->role || !q->release_start || !q->release || !q->leaves ||
+        !q->kept || !q->saved) {
         mg_plan_free(q);
         return NULL;
     }
-    memcpy(q->tensor, p->tensor, (size_t)p->n_tensors * sizeof *q->tensor);
-    memcpy(q->remap, p->remap, (size_t)p->n_tensors * sizeof *q->remap);
+    /* p's, not copies: a saved tensor is a leaf of the backward phase by
+     * its role (schedule.h) */
+    q->tensor = p->tensor;
+    q->remap = p->remap;
     return q;
+}
+
+void mgi_phase_unshare(mg_plan *q, const mg_plan *p) {
+    q->tensor = NULL;
+    q->remap = NULL;
+    if (q->steps && (q->steps == p->steps ||
+                     q->steps == p->steps + (p->n_steps - q->n_steps))) {
+        q->steps = NULL;
+        q->step = NULL;
+    }
+}
+
+/* Free a phase that is not (yet) p's. */
+static void phase_free(mg_plan *q, const mg_plan *p) {
+    if (!q) return;
+    mgi_phase_unshare(q, p);
+    mg_plan_free(q);
 }
 
 static void add_kept(mg_plan *q, mg_tensor t) {
@@ -88,32 +103,65 @@ static void build_releases(mg_plan *q, const mg_plan *p, int32_t *last,
 
 mg_status mgi_plan_split(mg_plan *p) {
     const mg_graph *g = p->g;
-    int32_t n_bwd = 0;
-    for (int32_t s = 0; s < p->n_steps; s++)
-        if (in_backward(g, p->steps[s])) n_bwd++;
-    if (n_bwd == 0) return MG_OK;
     size_t sz = (size_t)(p->n_tensors ? p->n_tensors : 1);
+    /* per tensor the plan reads or computes: in_backward, read from each
+     * node once (the loops below ask again for every input) */
+    uint8_t *bwd = malloc(sz);
+    if (!bwd)
+        return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
+                                          "the forward and backward phases");
+    int32_t n_bwd = 0;
+    bool prefix = true; /* every forward step before every backward one */
+    for (int32_t i = 0; i < p->n_leaves; i++)
+        bwd[p->leaves[i]] = in_backward(g, p->leaves[i]);
+    for (int32_t i = 0; i < p->n_steps; i++) {
+        const mg_tensor t = p->steps[i];
+        bwd[t] = in_backward(g, t);
+        if (bwd[t]) n_bwd++;
+        else if (n_bwd) prefix = false;
+    }
+    if (n_bwd == 0) {
+        free(bwd);
+        return MG_OK;
+    }
+    const int32_t n_fwd = p->n_steps - n_bwd;
     mg_plan *f = phase_alloc(p), *b = phase_alloc(p);
     int32_t *last = malloc(sz * sizeof *last);
     int32_t *fill = malloc((sz + 1) * sizeof *fill);
     bool *saved = calloc(sz, sizeof *saved);
     mg_status s = MG_OK;
-    if (!f || !b || !last || !fill || !saved) {
+    if (f && b && prefix) { /* the phases are stretches of p's steps */
+        f->steps = p->steps;
+        f->step = p->step;
+        b->steps = p->steps + n_fwd;
+        b->step = p->step + n_fwd;
+        f->n_steps = n_fwd; /* now, so that mgi_phase_unshare knows them */
+        b->n_steps = n_bwd;
+    } else if (f && b) {
+        f->steps = malloc((size_t)(n_fwd ? n_fwd : 1) * sizeof *f->steps);
+        f->step = malloc((size_t)(n_fwd ? n_fwd : 1) * sizeof *f->step);
+        b->steps = malloc((size_t)n_bwd * sizeof *b->steps);
+        b->step = malloc((size_t)n_bwd * sizeof *b->step);
+    }
+    if (!f || !b || !last || !fill || !saved || !f->steps || !f->step ||
+        !b->steps || !b->step) {
         s = mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
                                        "the forward and backward phases");
         goto done;
     }
     for (int32_t i = 0; i < p->n_steps; i++) {
         mg_tensor t = p->steps[i];
-        mg_plan *q = in_backward(g, t) ? b : f;
+        mg_plan *q = bwd[t] ? b : f;
         q->role[t] |= MG_ROLE_COMPUTED;
-        q->step[q->n_steps] = p->step[i];
-        q->steps[q->n_steps++] = t;
+        if (!prefix) {
+            q->step[q->n_steps] = p->step[i];
+            q->steps[q->n_steps++] = t;
+        }
     }
     for (int32_t i = 0; i < f->n_steps; i++)
         for (int k = 0; k < f->step[i].n_in; k++) {
             mg_tensor in = f->step[i].in[k];
-            if (in_backward(g, in)) {
+            if (bwd[in]) {
                 char la[160];
                 s = mg_set_error(
                     MG_ERR_INTERNAL,
@@ -128,18 +176,17 @@ mg_status mgi_plan_split(mg_plan *p) {
         for (int k = 0; k < b->step[i].n_in; k++) {
             mg_tensor in = b->step[i].in[k];
             if (p->tensor[in].leaf) b->role[in] |= MG_ROLE_LEAF;
-            else if (!in_backward(g, in)) saved[in] = true;
+            else if (!bwd[in]) saved[in] = true;
         }
     for (int32_t k = 0; k < p->n_kept; k++) {
         mg_tensor t = p->kept[k];
         if (p->tensor[t].leaf) f->role[t] |= MG_ROLE_LEAF;
-        add_kept(p->tensor[t].leaf || !in_backward(g, t) ? f : b, t);
+        add_kept(p->tensor[t].leaf || !bwd[t] ? f : b, t);
     }
     for (int32_t t = 0; t < p->n_tensors; t++) {
         if (!saved[t]) continue;
         add_kept(f, t);
         b->role[t] |= MG_ROLE_LEAF;
-        b->tensor[t].leaf = true; /* its memory comes from the saved state */
         b->saved[b->n_saved++] = t;
     }
     for (int32_t t = 0; t < p->n_tensors; t++) {
@@ -152,8 +199,9 @@ mg_status mgi_plan_split(mg_plan *p) {
     p->phase[1] = b;
     f = b = NULL;
 done:
-    mg_plan_free(f);
-    mg_plan_free(b);
+    phase_free(f, p);
+    phase_free(b, p);
+    free(bwd);
     free(last);
     free(fill);
     free(saved);

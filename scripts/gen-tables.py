@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""scripts/gen-tables.py - the README's tables and figures that come from
+bench/results, generated rather than typed (issue 32 item 3).
+
+Each generated part of a Markdown file sits between the lines
+``<!-- generated: NAME (scripts/gen-tables.py) -->`` and
+``<!-- end generated: NAME -->``; this script rewrites what is between
+them from the results file NAME names.
+
+    python3 scripts/gen-tables.py          # rewrite the files
+    python3 scripts/gen-tables.py --check  # fail if any is out of date
+
+scripts/test.sh runs --check, so a results file committed without its
+tables (or a table edited by hand) fails CI.
+"""
+import csv
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+RES = ROOT / "bench" / "results"
+MIB = 1 << 20
+
+
+def mib(b):
+    v = int(b) / MIB
+    return f"{v:.0f}" if abs(v - round(v)) < 0.005 else f"{v:.2f}"
+
+
+def depth_mlp():
+    """README: the depth sweep's table (bench/results/depth-mlp.csv)."""
+    rows = list(csv.DictReader(open(RES / "depth-mlp.csv")))
+    by = {(r["policy"], int(r["depth"])): r for r in rows}
+    depths = [d for d in (8, 64, 256, 1024) if ("none", d) in by]
+    out = [
+        "| depth | policy none | policy memory | memory / none | "
+        "recomputed (of one forward) | time memory / none |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for d in depths:
+        n, m = by["none", d], by["memory", d]
+        ratio = f"{int(m['peak_bytes']) / int(n['peak_bytes']):.3f}"
+        tm = f"{float(m['time_ratio_vs_none']):.3f}"
+        if d == depths[-1]:
+            ratio, tm = f"**{ratio}**", f"**{tm}**"
+        out.append(
+            f"| {d} | {mib(n['peak_bytes'])} MiB | {mib(m['peak_bytes'])} MiB "
+            f"| {ratio} | {float(m['recompute_flops_ratio']):.3f} | {tm} |")
+    return "\n".join(out)
+
+
+def rewrite():
+    """README: rewriting and planning 10^5 and 10^6 ops (rewrite.csv)."""
+    rows = {(r["shape"], int(r["ops"])): r
+            for r in csv.DictReader(open(RES / "rewrite.csv"))}
+
+    def s(shape, n, col):
+        return f"{float(rows[shape, n][col]) / 1000:.2f} s"
+
+    return (
+        "Differentiating, rewriting (policy memory) and planning a chain of "
+        f"10^5 ops takes {s('chain', 100000, 'total_cpu_ms')} and of 10^6 "
+        f"ops {s('chain', 1000000, 'total_cpu_ms')} of one core's CPU time "
+        f"(residual blocks: {s('residual', 100000, 'total_cpu_ms')} and "
+        f"{s('residual', 1000000, 'total_cpu_ms')}; wall time "
+        f"{s('chain', 100000, 'total_ms')} and "
+        f"{s('chain', 1000000, 'total_ms')} on the loaded machine, "
+        "[rewrite.txt](bench/results/rewrite.txt)).")
+
+
+PARTS = {"depth-mlp": depth_mlp, "rewrite": rewrite}
+FILES = [ROOT / "README.md"]
+
+
+def regenerate(text):
+    def part(m):
+        name = m.group(1)
+        if name not in PARTS:
+            sys.exit(f"gen-tables.py: no generator for '{name}'")
+        return f"{m.group(0).split(chr(10))[0]}\n{PARTS[name]()}\n" \
+               f"<!-- end generated: {name} -->"
+
+    return re.sub(
+        r"<!-- generated: ([\w-]+) \(scripts/gen-tables.py\) -->\n"
+        r".*?<!-- end generated: \1 -->", part, text, flags=re.S)
+
+
+def main():
+    check = "--check" in sys.argv[1:]
+    stale = []
+    for f in FILES:
+        old = f.read_text()
+        new = regenerate(old)
+        if new != old:
+            stale.append(f.relative_to(ROOT))
+            if not check:
+                f.write_text(new)
+    if check and stale:
+        print("gen-tables.py: out of date (run python3 scripts/gen-tables.py "
+              "and commit): " + ", ".join(map(str, stale)), file=sys.stderr)
+        return 1
+    if not check:
+        for f in stale:
+            print(f"gen-tables.py: rewrote {f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
