@@ -1,9 +1,10 @@
 /*
  * test_analysis.c - mgi_graph_articulation_points, the memory policy's
- * segment boundaries, against igraph's articulation points on the same
- * undirected graph: random graphs of unary and binary ops (repeated
- * inputs, several components, random subsets of the nodes included),
- * and chains and diamonds whose answer is known.
+ * segment boundaries: its view of the graph for igraph (the included
+ * nodes only, their ids mapped and back, repeated inputs, several
+ * components) against igraph run on the whole edge list and filtered
+ * here, on random graphs of unary and binary ops; and chains and diamonds
+ * whose answer is known.
  */
 #include "helpers.h"
 

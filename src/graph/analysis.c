@@ -1,7 +1,7 @@
 /*
- * analysis.c - graph analysis: topological order and cycle detection on
- * igraph, the ancestor marking that schedules are built from, and the
- * articulation points the memory policy cuts at.
+ * analysis.c - graph analysis on igraph: topological order, cycle
+ * detection and the articulation points the memory policy cuts at; and the
+ * ancestor marking that schedules are built from.
  *
  * Debian's igraph is built without thread safety (IGRAPH_THREAD_SAFE 0), and
  * its default error handler aborts the process. Every igraph call therefore
@@ -192,6 +192,11 @@ static igraph_error_t build_igraph(const mg_graph *g, const bool *include,
     return IGRAPH_SUCCESS;
 }
 
+static int compare_ids(const void *a, const void *b) {
+    mg_tensor x = *(const mg_tensor *)a, y = *(const mg_tensor *)b;
+    return (x > y) - (x < y);
+}
+
 /* An igraph view of the included nodes, built under the igraph guard:
  * opened by ig_view_open, which holds the guard until ig_view_close. */
 typedef struct ig_view {
@@ -225,106 +230,29 @@ static void ig_view_close(ig_view *v) {
     free(v->ids);
 }
 
-/* Hopcroft and Tarjan's depth-first search, iterative, on the graph's own
- * adjacency (CSR): v is an articulation point when it is a search root
- * with two or more children, or has a child w whose subtree reaches no
- * vertex discovered before v (low[w] >= disc[v]). Parallel edges and the
- * edge back to the parent may lower low[w] to disc[v] only, which leaves
- * the test as it is. This was igraph_articulation_points; building an
- * igraph graph and its incidence lists cost eight times the search
- * (issue 32), and tests/test_analysis.c checks the two agree. */
+/* igraph's articulation points of the included nodes, in id order. */
 mg_status mgi_graph_articulation_points(const mg_graph *g, const bool *include,
                                         mg_tensor *out, int32_t *n_out) {
-    const int32_t n = g->n;
-    const size_t sz = (size_t)(n ? n : 1);
-    int32_t *off = calloc(sz + 1, sizeof *off);
-    int32_t *disc = malloc(sz * sizeof *disc);
-    int32_t *low = malloc(sz * sizeof *low);
-    int32_t *next = malloc(sz * sizeof *next); /* edge to try next */
-    mg_tensor *stack = malloc(sz * sizeof *stack);
-    bool *is_ap = calloc(sz, sizeof *is_ap);
-    int32_t *adj = NULL;
-    *n_out = 0;
-    mg_status s = MG_OK;
-    if (!off || !disc || !low || !next || !stack || !is_ap) {
-        s = mg_set_error(MG_ERR_NOMEM, "articulation points: out of memory");
-        goto done;
-    }
-#define INCLUDED(t) (!include || include[t])
-    int64_t n_adj = 0;
-    for (int32_t v = 0; v < n; v++) {
-        if (!INCLUDED(v)) continue;
-        for (int k = 0; k < g->nodes[v].n_in; k++) {
-            const mg_tensor u = g->nodes[v].in[k];
-            if (!INCLUDED(u)) continue;
-            off[u + 1]++;
-            off[v + 1]++;
-            n_adj += 2;
-        }
-    }
-    if (n_adj > INT32_MAX) {
-        s = mg_set_error(MG_ERR_NOMEM, "articulation points: %lld edges",
-                         (long long)n_adj / 2);
-        goto done;
-    }
-    adj = malloc((size_t)(n_adj ? n_adj : 1) * sizeof *adj);
-    if (!adj) {
-        s = mg_set_error(MG_ERR_NOMEM, "articulation points: out of memory");
-        goto done;
-    }
-    for (int32_t v = 0; v < n; v++) off[v + 1] += off[v];
-    memcpy(next, off, sz * sizeof *next); /* as fill pointers first */
-    for (int32_t v = 0; v < n; v++) {
-        if (!INCLUDED(v)) continue;
-        for (int k = 0; k < g->nodes[v].n_in; k++) {
-            const mg_tensor u = g->nodes[v].in[k];
-            if (!INCLUDED(u)) continue;
-            adj[next[u]++] = v;
-            adj[next[v]++] = u;
-        }
-    }
-    for (int32_t v = 0; v < n; v++) {
-        disc[v] = -1;
-        next[v] = off[v];
-    }
-    int32_t time = 0;
-    for (int32_t root = 0; root < n; root++) {
-        if (!INCLUDED(root) || disc[root] >= 0) continue;
-        int32_t top = 0, root_children = 0;
-        stack[top++] = root;
-        disc[root] = low[root] = time++;
-        while (top > 0) {
-            const mg_tensor v = stack[top - 1];
-            if (next[v] < off[v + 1]) {
-                const mg_tensor w = adj[next[v]++];
-                if (disc[w] < 0) { /* a tree edge: descend */
-                    disc[w] = low[w] = time++;
-                    stack[top++] = w;
-                    if (v == root) root_children++;
-                } else if (disc[w] < low[v]) {
-                    low[v] = disc[w];
-                }
-                continue;
+    ig_view v;
+    mg_status s =
+        ig_view_open(g, include, NULL, false, &v, "articulation points");
+    igraph_vector_int_t res;
+    if (s == MG_OK) {
+        igraph_error_t e = igraph_vector_int_init(&res, 0);
+        if (e == IGRAPH_SUCCESS) {
+            e = igraph_articulation_points(&v.ig, &res);
+            if (e == IGRAPH_SUCCESS) {
+                *n_out = (int32_t)igraph_vector_int_size(&res);
+                for (int32_t i = 0; i < *n_out; i++)
+                    out[i] = v.ids[VECTOR(res)[i]];
             }
-            top--; /* v is done: report to its parent */
-            if (top == 0) break;
-            const mg_tensor u = stack[top - 1];
-            if (low[v] < low[u]) low[u] = low[v];
-            if (u != root && low[v] >= disc[u]) is_ap[u] = true;
+            igraph_vector_int_destroy(&res);
         }
-        if (root_children > 1) is_ap[root] = true;
+        if (e != IGRAPH_SUCCESS) s = igraph_failed(e, "articulation points");
     }
-#undef INCLUDED
-    for (int32_t v = 0; v < n; v++)
-        if (is_ap[v]) out[(*n_out)++] = v;
-done:
-    free(off);
-    free(disc);
-    free(low);
-    free(next);
-    free(stack);
-    free(is_ap);
-    free(adj);
+    ig_view_close(&v);
+    if (s == MG_OK) /* igraph lists them in search order */
+        qsort(out, (size_t)*n_out, sizeof *out, compare_ids);
     return s;
 }
 

@@ -127,9 +127,8 @@ mg_status mgi_graph_ancestors_order(const mg_graph *g, const mg_tensor *roots,
                                     int32_t *n_order, const char *what);
 /* Articulation points of the undirected graph on the nodes in `include`
  * (all when NULL; edges between included nodes only), written to out[]
- * (room for g->n) with their count in *n_out, in id order: igraph's
- * answer (tests/test_analysis.c), by a search on the graph's own
- * adjacency. MG_ERR_NOMEM if its scratch cannot be had. */
+ * (room for g->n) with their count in *n_out, in id order. igraph does the
+ * work. */
 mg_status mgi_graph_articulation_points(const mg_graph *g, const bool *include,
                                         mg_tensor *out, int32_t *n_out);
 

@@ -270,7 +270,7 @@ mg_tensor mg_attention(mg_graph *g, mg_tensor q, mg_tensor k, mg_tensor v,
 mg_status mgi_attention_grad(mg_graph *g, const mg_node *node,
                              const mg_tensor *in, mg_tensor y, mg_tensor gy,
                              const bool *need, mg_tensor *gin) {
-    const mg_attrs at = node->attrs;
+    const mg_attrs at = *node->attrs;
     const int n_in = node->n_in;
     mg_tensor gi[6] = {in[0], in[1], in[2], y, gy};
     if (n_in > 3) gi[5] = in[3];
