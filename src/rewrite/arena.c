@@ -114,16 +114,14 @@ static void gaps_give(gap_list *g, size_t off, size_t size) {
 }
 
 /* The requests in time order: at each tick, frees before allocations.
- * by_born and by_died list request indices sorted by those times. */
+ * Requests are listed by birth; by_died lists them by death. */
 static size_t lay_out_sweep(const arena_req *rq, size_t n,
-                            const size_t *by_born, const size_t *by_died,
-                            gap_list *g, size_t *off) {
+                            const int32_t *by_died, gap_list *g, size_t *off) {
     g->n = g->top = g->high = 0;
     size_t d = 0;
-    for (size_t k = 0; k < n; k++) {
-        const size_t i = by_born[k];
+    for (size_t i = 0; i < n; i++) {
         while (d < n && rq[by_died[d]].died <= rq[i].born) {
-            const size_t j = by_died[d++];
+            const int32_t j = by_died[d++];
             gaps_give(g, off[j], rq[j].size);
         }
         off[i] = gaps_take(g, rq[i].size);
@@ -209,55 +207,83 @@ static size_t lay_out_greedy(const arena_req *rq, const lay_key *key, size_t n,
 
 /* ---- the plan's layout -------------------------------------------------- */
 
-/* The requests of p: per step, its output unless kept (request 2s) and its
- * workspace when it has one (request 2s+1); size 0 where there is none. */
-static void plan_requests(const mg_plan *p, arena_req *rq, int64_t *died) {
-    for (int32_t t = 0; t < p->n_tensors; t++) died[t] = -1;
-    for (int32_t s = 0; s < p->n_steps; s++)
-        for (int32_t r = p->release_start[s]; r < p->release_start[s + 1]; r++)
-            died[p->release[r]] = 2 * (int64_t)s + 2;
-    for (int32_t s = 0; s < p->n_steps; s++) {
-        const mg_tensor t = p->steps[s];
-        const mg_plan_step *st = &p->step[s];
-        rq[2 * s] = (arena_req){0, 2 * (int64_t)s, 2 * (int64_t)s + 1};
-        if (!(p->role[t] & MG_ROLE_KEPT) && died[t] >= 0)
-            rq[2 * s] = (arena_req){
-                mg_pool_size_class(mgi_tdesc_nbytes(&p->tensor[t].d)),
-                2 * (int64_t)s, died[t]};
-        rq[2 * s + 1] = (arena_req){st->work ? mg_pool_size_class(st->work) : 0,
-                                    2 * (int64_t)s + 1, 2 * (int64_t)s + 2};
-    }
-}
-
+/* A plan of 10^6 steps has as many requests: every array here is touched
+ * once per pass, so they are few and small (about 40 bytes a request). */
 typedef struct arena_scratch {
-    arena_req *rq; /* the requests present, compacted */
-    size_t *from;  /* per compact request: its index 2s or 2s+1 */
-    lay_key *key;
-    size_t *by_born, *by_died, *placed, *trial, *off;
-    size_t *bucket; /* per death tick, for the counting sort */
+    arena_req *rq;    /* the requests, by birth */
+    int32_t *from;    /* per request: 2s (step s's output) or 2s+1 (its
+                         workspace) */
+    int32_t *by_died; /* the requests by death */
+    size_t *off;      /* per request: its offset */
     gap_list g;
+    /* the greedy orders' (small plans only) */
+    lay_key *key;
+    size_t *placed, *trial;
 } arena_scratch;
 
 static void scratch_free(arena_scratch *sc) {
     free(sc->rq);
     free(sc->from);
-    free(sc->key);
-    free(sc->by_born);
     free(sc->by_died);
-    free(sc->placed);
-    free(sc->trial);
     free(sc->off);
-    free(sc->bucket);
     free(sc->g.off);
     free(sc->g.len);
+    free(sc->key);
+    free(sc->placed);
+    free(sc->trial);
+}
+
+/* The requests of p into sc, by birth: per step, its output unless kept
+ * or never released, and its workspace when it has one. by_died follows
+ * the release lists, which list deaths in time order. last: per tensor,
+ * scratch. Returns the number of requests. */
+static size_t plan_requests(const mg_plan *p, arena_scratch *sc,
+                            int32_t *last) {
+    for (int32_t t = 0; t < p->n_tensors; t++) last[t] = -1;
+    for (int32_t s = 0; s < p->n_steps; s++)
+        for (int32_t r = p->release_start[s]; r < p->release_start[s + 1]; r++)
+            last[p->release[r]] = s;
+    size_t n = 0;
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        const mg_tensor t = p->steps[s];
+        if (!(p->role[t] & MG_ROLE_KEPT) && last[t] >= 0) {
+            sc->rq[n] = (arena_req){
+                mg_pool_size_class(mgi_tdesc_nbytes(&p->tensor[t].d)),
+                2 * (int64_t)s, 2 * (int64_t)last[t] + 2};
+            sc->from[n] = 2 * s;
+            last[t] = -2 - (int32_t)n; /* now: its request, encoded */
+            n++;
+        }
+        if (p->step[s].work) {
+            sc->rq[n] = (arena_req){mg_pool_size_class(p->step[s].work),
+                                    2 * (int64_t)s + 1, 2 * (int64_t)s + 2};
+            sc->from[n++] = 2 * s + 1;
+        }
+    }
+    /* deaths at tick 2s+2: step s's workspace, then what it releases (the
+     * order within a tick leaves the same gaps) */
+    size_t d = 0, k = 0;
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        while (k < n && sc->rq[k].born <= 2 * (int64_t)s + 1) {
+            if (sc->from[k] % 2 == 1) sc->by_died[d++] = (int32_t)k;
+            k++;
+        }
+        for (int32_t r = p->release_start[s]; r < p->release_start[s + 1];
+             r++) {
+            const int32_t code = last[p->release[r]];
+            if (code <= -2) sc->by_died[d++] = -2 - code;
+        }
+    }
+    return n;
 }
 
 /* sc->key: the requests by breadth. Moments (ticks at which a request is
  * born) by the bytes live then, most first; at each, the requests live
- * then and not yet listed, largest first. Quadratic: small plans only. */
+ * then and not yet listed, in the order `within`. Quadratic: small plans
+ * only. */
 static void breadth_order(arena_scratch *sc, size_t n,
                           int (*within)(const void *, const void *)) {
-    /* the moments, with their live bytes, in sc->trial/sc->placed */
+    /* the moments, with their live bytes, in sc->placed and sc->trial */
     size_t *moment = sc->placed, *live = sc->trial;
     for (size_t k = 0; k < n; k++) {
         moment[k] = k;
@@ -278,7 +304,7 @@ static void breadth_order(arena_scratch *sc, size_t n,
         moment[at] = m;
     }
     size_t n_key = 0;
-    bool *listed = (bool *)sc->bucket; /* free once by_died is sorted */
+    bool *listed = (bool *)sc->off; /* free until a layout is written */
     memset(listed, 0, n);
     for (size_t k = 0; k < n && n_key < n; k++) {
         const int64_t tick = sc->rq[moment[k]].born;
@@ -287,29 +313,24 @@ static void breadth_order(arena_scratch *sc, size_t n,
             if (!listed[j] && sc->rq[j].born <= tick && tick < sc->rq[j].died) {
                 listed[j] = true;
                 sc->key[n_key++] =
-                    (lay_key){sc->rq[j].size, sc->rq[j].born, 0, j};
+                    (lay_key){sc->rq[j].size, sc->rq[j].born,
+                              sc->rq[j].died - sc->rq[j].born, j};
             }
         qsort(sc->key + first, n_key - first, sizeof *sc->key, within);
     }
 }
 
-/* by_died: the requests by death tick (stable), by a counting sort: every
- * tick is below ticks. */
-static void sort_by_died(arena_scratch *sc, size_t n, size_t ticks) {
-    memset(sc->bucket, 0, (ticks + 1) * sizeof *sc->bucket);
-    for (size_t k = 0; k < n; k++) sc->bucket[sc->rq[k].died + 1]++;
-    for (size_t t = 1; t <= ticks; t++) sc->bucket[t] += sc->bucket[t - 1];
-    for (size_t k = 0; k < n; k++)
-        sc->by_died[sc->bucket[sc->rq[k].died]++] = k;
+/* Keep trial if it is smaller than the best so far. */
+static void keep_smaller(arena_scratch *sc, size_t n, size_t sz, size_t *best) {
+    if (sz < *best) {
+        *best = sz;
+        memcpy(sc->off, sc->trial, n * sizeof *sc->off);
+    }
 }
 
-/* Lay out the compact requests in sc; writes sc->off, returns the size. */
-static size_t lay_out_best(arena_scratch *sc, size_t n, size_t ticks) {
-    /* The requests are in step order, so already by birth. */
-    for (size_t k = 0; k < n; k++) sc->by_born[k] = k;
-    sort_by_died(sc, n, ticks);
-    size_t total =
-        lay_out_sweep(sc->rq, n, sc->by_born, sc->by_died, &sc->g, sc->off);
+/* Lay out the n requests of sc; writes sc->off, returns the size. */
+static size_t lay_out_best(arena_scratch *sc, size_t n) {
+    size_t total = lay_out_sweep(sc->rq, n, sc->by_died, &sc->g, sc->off);
     if (n > MG_ARENA_GREEDY_MAX) return total;
     int (*const orders[])(const void *, const void *) = {by_size, by_size_life,
                                                          by_area, by_life};
@@ -319,34 +340,38 @@ static size_t lay_out_best(arena_scratch *sc, size_t n, size_t ticks) {
             sc->key[i] = (lay_key){sc->rq[i].size, sc->rq[i].born,
                                    sc->rq[i].died - sc->rq[i].born, i};
         qsort(sc->key, n, sizeof *sc->key, orders[t / 2]);
-        const size_t sz = lay_out_greedy(sc->rq, sc->key, n, t % 2 == 1,
-                                         sc->placed, sc->trial);
-        if (sz < total) {
-            total = sz;
-            memcpy(sc->off, sc->trial, n * sizeof *sc->off);
-        }
+        keep_smaller(sc, n,
+                     lay_out_greedy(sc->rq, sc->key, n, t % 2 == 1, sc->placed,
+                                    sc->trial),
+                     &total);
     }
     /* by breadth (TensorFlow Lite's other greedy): the busiest moments
-     * first, each placing its unplaced buffers largest first */
-    for (size_t o = 0; n <= MG_ARENA_BREADTH_MAX && o < n_orders; o++) {
+     * first. sc->off is its scratch, so the best so far waits aside. */
+    if (n > MG_ARENA_BREADTH_MAX) return total;
+    size_t *best = malloc(n * sizeof *best);
+    if (!best) return total; /* the layouts so far stand */
+    memcpy(best, sc->off, n * sizeof *best);
+    for (size_t o = 0; o < n_orders; o++) {
         breadth_order(sc, n, orders[o]);
         for (int first_fit = 0; first_fit < 2; first_fit++) {
             const size_t sz = lay_out_greedy(sc->rq, sc->key, n, first_fit,
                                              sc->placed, sc->trial);
             if (sz < total) {
                 total = sz;
-                memcpy(sc->off, sc->trial, n * sizeof *sc->off);
+                memcpy(best, sc->trial, n * sizeof *best);
             }
         }
     }
+    memcpy(sc->off, best, n * sizeof *best);
+    free(best);
     return total;
 }
 
 /* The most bytes of the requests live at once: no layout is smaller. */
 static size_t live_peak(const arena_scratch *sc, size_t n) {
     size_t live = 0, peak = 0, d = 0;
-    for (size_t k = 0; k < n; k++) {
-        const arena_req *r = &sc->rq[sc->by_born[k]];
+    for (size_t i = 0; i < n; i++) {
+        const arena_req *r = &sc->rq[i];
         while (d < n && sc->rq[sc->by_died[d]].died <= r->born)
             live -= sc->rq[sc->by_died[d++]].size;
         live += r->size;
@@ -362,63 +387,46 @@ static mg_status nomem(const mg_plan *p) {
                         (int)p->n_steps);
 }
 
-/* The layout of the n compact requests in sc into p. */
-static mg_status lay_out_into(mg_plan *p, arena_scratch *sc, size_t n) {
-    const size_t cap = n ? n : 1;
-    sc->key = malloc(cap * sizeof *sc->key);
-    sc->by_born = malloc(cap * sizeof *sc->by_born);
-    sc->by_died = malloc(cap * sizeof *sc->by_died);
-    sc->off = malloc(cap * sizeof *sc->off);
-    sc->g.off = malloc(cap * sizeof *sc->g.off);
-    sc->g.len = malloc(cap * sizeof *sc->g.len);
-    const size_t ticks = 2 * (size_t)p->n_steps + 3;
-    sc->bucket = malloc((ticks + 1) * sizeof *sc->bucket);
-    if (n <= MG_ARENA_GREEDY_MAX) {
-        sc->placed = malloc(cap * sizeof *sc->placed);
-        sc->trial = malloc(cap * sizeof *sc->trial);
-        if (!sc->placed || !sc->trial) return nomem(p);
-    }
-    if (!sc->key || !sc->by_born || !sc->by_died || !sc->off || !sc->g.off ||
-        !sc->g.len || !sc->bucket)
-        return nomem(p);
-    p->arena_bytes = n ? lay_out_best(sc, n, ticks) : 0;
-    p->arena_live_peak = n ? live_peak(sc, n) : 0;
-    for (int32_t st = 0; st < p->n_steps; st++)
-        p->out_off[st] = p->work_off[st] = SIZE_MAX;
-    for (size_t k = 0; k < n; k++) {
-        const size_t i = sc->from[k];
-        if (i % 2 == 0) p->out_off[i / 2] = sc->off[k];
-        else p->work_off[i / 2] = sc->off[k];
-    }
-    return MG_OK;
-}
-
 static mg_status plan_lay_out(mg_plan *p) {
-    const size_t n_all = 2 * (size_t)p->n_steps;
-    const size_t cap = n_all ? n_all : 1;
-    p->out_off = malloc(cap * sizeof *p->out_off);
-    p->work_off = malloc(cap * sizeof *p->work_off);
-    arena_req *all = malloc(cap * sizeof *all);
-    int64_t *died =
-        malloc((size_t)(p->n_tensors ? p->n_tensors : 1) * sizeof *died);
+    const size_t cap = 2 * (size_t)p->n_steps + 1;
+    p->out_off = malloc(cap / 2 * sizeof *p->out_off + 1);
+    p->work_off = malloc(cap / 2 * sizeof *p->work_off + 1);
+    int32_t *last =
+        malloc((size_t)(p->n_tensors ? p->n_tensors : 1) * sizeof *last);
     arena_scratch sc = {0};
     sc.rq = malloc(cap * sizeof *sc.rq);
     sc.from = malloc(cap * sizeof *sc.from);
+    sc.by_died = malloc(cap * sizeof *sc.by_died);
     mg_status s = MG_OK;
-    if (!p->out_off || !p->work_off || !all || !died || !sc.rq || !sc.from)
+    if (!p->out_off || !p->work_off || !last || !sc.rq || !sc.from ||
+        !sc.by_died)
         s = nomem(p);
+    size_t n = 0;
     if (s == MG_OK) {
-        plan_requests(p, all, died);
-        size_t n = 0;
-        for (size_t i = 0; i < n_all; i++)
-            if (all[i].size) {
-                sc.rq[n] = all[i];
-                sc.from[n++] = i;
-            }
-        s = lay_out_into(p, &sc, n);
+        n = plan_requests(p, &sc, last);
+        const size_t c = n ? n : 1;
+        sc.off = malloc(c * sizeof *sc.off);
+        /* gaps: one more than the blocks live at once, at most */
+        sc.g.off = malloc(c * sizeof *sc.g.off);
+        sc.g.len = malloc(c * sizeof *sc.g.len);
+        if (n <= MG_ARENA_GREEDY_MAX) {
+            sc.key = malloc(c * sizeof *sc.key);
+            sc.placed = malloc(c * sizeof *sc.placed);
+            sc.trial = malloc(c * sizeof *sc.trial);
+            if (!sc.key || !sc.placed || !sc.trial) s = nomem(p);
+        }
+        if (!sc.off || !sc.g.off || !sc.g.len) s = nomem(p);
     }
-    free(all);
-    free(died);
+    if (s == MG_OK) {
+        p->arena_bytes = n ? lay_out_best(&sc, n) : 0;
+        p->arena_live_peak = n ? live_peak(&sc, n) : 0;
+        for (int32_t st = 0; st < p->n_steps; st++)
+            p->out_off[st] = p->work_off[st] = SIZE_MAX;
+        for (size_t k = 0; k < n; k++)
+            if (sc.from[k] % 2 == 0) p->out_off[sc.from[k] / 2] = sc.off[k];
+            else p->work_off[sc.from[k] / 2] = sc.off[k];
+    }
+    free(last);
     scratch_free(&sc);
     return s;
 }
