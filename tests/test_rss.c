@@ -162,11 +162,19 @@ START_TEST(test_first_step_rss) {
 }
 END_TEST
 
-int main(void) {
+static bool under_asan(void) {
 #ifdef RSS_UNDER_ASAN
-    puts("skipped: RSS is not measurable under AddressSanitizer");
-    return 77;
+    return true;
 #else
+    return false;
+#endif
+}
+
+int main(void) {
+    if (under_asan()) {
+        puts("skipped: RSS is not measurable under AddressSanitizer");
+        return 77;
+    }
     if (!peak_reset()) {
         puts("skipped: /proc/self/clear_refs cannot reset VmHWM here");
         return 77;
@@ -178,5 +186,4 @@ int main(void) {
                         (int)(sizeof cases / sizeof *cases));
     suite_add_tcase(s, tc);
     return th_run_suite(s);
-#endif
 }
