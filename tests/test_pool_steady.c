@@ -288,6 +288,40 @@ START_TEST(test_held_output_does_not_pin) {
 }
 END_TEST
 
+/* mg_plan_arena_info refuses what it cannot read, with a status and a
+ * message naming itself, and writes nothing to out. */
+START_TEST(test_arena_info_errors) {
+    mg_model *m = build(MG_MODEL_MLP);
+    ck_assert(m != NULL);
+    mg_plan *p = NULL;
+    ck_assert(mg_plan_compile(m->g, &m->loss, 1, NULL, &p) == MG_OK);
+    mg_plan_arena a = {1, 2, 3};
+    const mg_binding b = {m->input, NULL};
+    struct {
+        const mg_plan *p;
+        const mg_binding *b;
+        int n;
+        mg_plan_arena *out;
+        const char *why;
+    } bad[] = {{NULL, NULL, 0, &a, "plan is NULL"},
+               {p, NULL, 0, NULL, "out is NULL"},
+               {p, &b, -1, &a, "-1 bindings"},
+               {p, NULL, 2, &a, "with a NULL list"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        mg_clear_error();
+        ck_assert_int_eq(
+            mg_plan_arena_info(bad[i].p, bad[i].b, bad[i].n, bad[i].out),
+            MG_ERR_INVALID_ARG);
+        ck_assert_msg(strstr(mg_last_error(), "mg_plan_arena_info") &&
+                          strstr(mg_last_error(), bad[i].why),
+                      "case %zu: '%s'", i, mg_last_error());
+        ck_assert(a.bytes == 1 && a.live_peak == 2 && a.reserved == 3);
+    }
+    mg_plan_free(p);
+    mg_model_free(m);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("pool_steady");
     TCase *tc = tcase_create("pool_steady");
@@ -297,6 +331,7 @@ int main(void) {
     tcase_add_test(tc, test_plans_taking_turns);
     tcase_add_test(tc, test_limit_below_arena);
     tcase_add_test(tc, test_held_output_does_not_pin);
+    tcase_add_test(tc, test_arena_info_errors);
     suite_add_tcase(s, tc);
     return th_run_suite(s);
 }

@@ -219,6 +219,7 @@ typedef struct arena_scratch {
     /* the greedy orders' (small plans only) */
     lay_key *key;
     size_t *placed, *trial;
+    bool *listed; /* the breadth orders' (smaller plans only) */
 } arena_scratch;
 
 static void scratch_free(arena_scratch *sc) {
@@ -231,6 +232,7 @@ static void scratch_free(arena_scratch *sc) {
     free(sc->key);
     free(sc->placed);
     free(sc->trial);
+    free(sc->listed);
 }
 
 /* The requests of p into sc, by birth: per step, its output unless kept
@@ -304,7 +306,7 @@ static void breadth_order(arena_scratch *sc, size_t n,
         moment[at] = m;
     }
     size_t n_key = 0;
-    bool *listed = (bool *)sc->off; /* free until a layout is written */
+    bool *listed = sc->listed;
     memset(listed, 0, n);
     for (size_t k = 0; k < n && n_key < n; k++) {
         const int64_t tick = sc->rq[moment[k]].born;
@@ -346,24 +348,15 @@ static size_t lay_out_best(arena_scratch *sc, size_t n) {
                      &total);
     }
     /* by breadth (TensorFlow Lite's other greedy): the busiest moments
-     * first. sc->off is its scratch, so the best so far waits aside. */
-    if (n > MG_ARENA_BREADTH_MAX) return total;
-    size_t *best = malloc(n * sizeof *best);
-    if (!best) return total; /* the layouts so far stand */
-    memcpy(best, sc->off, n * sizeof *best);
-    for (size_t o = 0; o < n_orders; o++) {
+     * first */
+    for (size_t o = 0; n <= MG_ARENA_BREADTH_MAX && o < n_orders; o++) {
         breadth_order(sc, n, orders[o]);
-        for (int first_fit = 0; first_fit < 2; first_fit++) {
-            const size_t sz = lay_out_greedy(sc->rq, sc->key, n, first_fit,
-                                             sc->placed, sc->trial);
-            if (sz < total) {
-                total = sz;
-                memcpy(best, sc->trial, n * sizeof *best);
-            }
-        }
+        for (int first_fit = 0; first_fit < 2; first_fit++)
+            keep_smaller(sc, n,
+                         lay_out_greedy(sc->rq, sc->key, n, first_fit,
+                                        sc->placed, sc->trial),
+                         &total);
     }
-    memcpy(sc->off, best, n * sizeof *best);
-    free(best);
     return total;
 }
 
@@ -406,7 +399,7 @@ static mg_status plan_lay_out(mg_plan *p) {
         n = plan_requests(p, &sc, last);
         const size_t c = n ? n : 1;
         sc.off = malloc(c * sizeof *sc.off);
-        /* gaps: one more than the blocks live at once, at most */
+        /* gaps: at most one per request freed so far, so n */
         sc.g.off = malloc(c * sizeof *sc.g.off);
         sc.g.len = malloc(c * sizeof *sc.g.len);
         if (n <= MG_ARENA_GREEDY_MAX) {
@@ -415,6 +408,7 @@ static mg_status plan_lay_out(mg_plan *p) {
             sc.trial = malloc(c * sizeof *sc.trial);
             if (!sc.key || !sc.placed || !sc.trial) s = nomem(p);
         }
+        if (n <= MG_ARENA_BREADTH_MAX && !(sc.listed = malloc(c))) s = nomem(p);
         if (!sc.off || !sc.g.off || !sc.g.len) s = nomem(p);
     }
     if (s == MG_OK) {
