@@ -27,24 +27,6 @@ static bool is_op(const node_t *n, const char *op) {
            !strcmp(S(n->op_type), op);
 }
 
-/* The node whose output 0 is `name`, if it is read by nothing else (no
- * other node input, no graph output). */
-static const node_t *sole_producer(const mgi_octx *c, const char *name) {
-    const Onnx__GraphProto *gp = c->gp;
-    const node_t *prod = NULL;
-    int readers = 0;
-    if (!gp || !name || !name[0]) return NULL;
-    for (size_t k = 0; k < gp->n_node; k++) {
-        const node_t *n = gp->node[k];
-        if (n->n_output > 0 && !strcmp(S(n->output[0]), name)) prod = n;
-        for (size_t i = 0; i < n->n_input; i++)
-            readers += !strcmp(S(n->input[i]), name);
-    }
-    for (size_t k = 0; k < gp->n_output; k++)
-        readers += !strcmp(S(gp->output[k]->name), name);
-    return readers == 1 ? prod : NULL;
-}
-
 /* A scale: a scalar float constant (into *v), or else a one-element
  * tensor such as an initializer, which is a trained parameter (into *t,
  * applied to q so that its gradient flows). */
@@ -82,14 +64,14 @@ static mg_tensor named_tensor(mgi_octx *c, const char *name, int *nd,
 static mg_tensor try_attention(mgi_octx *c, const node_t *n, bool *matched) {
     *matched = false;
     if (n->n_input != 2) return MG_NO_TENSOR;
-    const node_t *sm = sole_producer(c, n->input[0]);
+    const node_t *sm = mgi_onnx_sole_producer(c, n->input[0]);
     if (!is_op(sm, "Softmax") || sm->n_input != 1) return MG_NO_TENSOR;
     /* x: the scores, with a mask added or not */
     const char *x = sm->input[0], *mask = NULL, *s = x;
-    const node_t *xn = sole_producer(c, x);
+    const node_t *xn = mgi_onnx_sole_producer(c, x);
     if (is_op(xn, "Add") && xn->n_input == 2) {
         for (int i = 0; i < 2 && !mask; i++) {
-            const node_t *p = sole_producer(c, xn->input[i]);
+            const node_t *p = mgi_onnx_sole_producer(c, xn->input[i]);
             if (is_op(p, "Mul") || is_op(p, "Div") || is_op(p, "MatMul")) {
                 s = xn->input[i];
                 mask = xn->input[1 - i];
@@ -100,7 +82,7 @@ static mg_tensor try_attention(mgi_octx *c, const node_t *n, bool *matched) {
     double scale = 1.0, cv;
     mg_tensor st = MG_NO_TENSOR; /* a scale tensor */
     const char *t = s;
-    const node_t *sn = sole_producer(c, s);
+    const node_t *sn = mgi_onnx_sole_producer(c, s);
     const bool div = is_op(sn, "Div");
     if ((is_op(sn, "Mul") || div) && sn->n_input == 2) {
         if (scalar_value(c, sn->input[1], &cv, &st)) {
@@ -114,7 +96,7 @@ static mg_tensor try_attention(mgi_octx *c, const node_t *n, bool *matched) {
         }
     }
     if (!isfinite(scale) || scale == 0) return MG_NO_TENSOR;
-    const node_t *tn = sole_producer(c, t);
+    const node_t *tn = mgi_onnx_sole_producer(c, t);
     if (!is_op(tn, "MatMul") || tn->n_input != 2) return MG_NO_TENSOR;
 
     int nq, nkt, nv, nx, nm = 0;
@@ -156,7 +138,7 @@ static mg_tensor try_attention(mgi_octx *c, const node_t *n, bool *matched) {
     }
     /* k: kt's source if kt is a Transpose swapping the last two axes */
     mg_tensor k = MG_NO_TENSOR;
-    const node_t *ktn = sole_producer(c, tn->input[1]);
+    const node_t *ktn = mgi_onnx_sole_producer(c, tn->input[1]);
     int64_t perm[MG_MAX_DIMS];
     if (is_op(ktn, "Transpose") && ktn->n_input == 1 &&
         mgi_onnx_attr_ints(c, ktn, "perm", perm, MG_MAX_DIMS) == nd) {
