@@ -36,9 +36,16 @@ enum { DEPTH = 6, WIDTH = 24, BATCH = 8, IN = 12, CLASSES = 5 };
 static const double DROP = 0.25;
 static const uint64_t MSEED = 11;
 
+/* Or, where use_resnet is set, a small ResNet (skip connections: the
+ * gradient of a block's input sums two paths). */
+static int use_resnet;
+
 static mg_model *model_new(void) {
     mg_model *m =
-        mg_model_mlp(DEPTH, WIDTH, BATCH, IN, CLASSES, DROP, MG_F32, MSEED);
+        use_resnet
+            ? mg_model_resnet(4, 4, 2, 8, CLASSES, MG_F32, MSEED)
+            : mg_model_mlp(DEPTH, WIDTH, BATCH, IN, CLASSES, DROP, MG_F32,
+                           MSEED);
     ck_assert_msg(m, "%s", mg_last_error());
     return m;
 }
@@ -294,6 +301,16 @@ START_TEST(test_exact_1f1b) {
         if (pol == MG_CKPT_COLLECTION) continue;
         exact_case(MG_PIPE_1F1B, (mg_ckpt_policy)pol, 6);
     }
+}
+END_TEST
+
+/* A ResNet cut at its residual blocks' sums, under both schedules. */
+START_TEST(test_exact_resnet) {
+    use_resnet = 1;
+    exact_case(MG_PIPE_1F1B, MG_CKPT_MEMORY, 3);
+    exact_case(MG_PIPE_GPIPE, MG_CKPT_NONE, 2);
+    exact_case(MG_PIPE_1F1B, MG_CKPT_BUDGET, 4);
+    use_resnet = 0;
 }
 END_TEST
 
@@ -566,6 +583,49 @@ START_TEST(test_rank_failure_reported) {
 }
 END_TEST
 
+/* The last stage's op fails mid-schedule (a label out of range in
+ * microbatch 1): it goes on without computing, every rank returns
+ * MG_ERR_COMM naming it, gradients untouched; then the labels are fixed and
+ * the next step is exact. */
+START_TEST(test_op_failure_mid_step) {
+    data d;
+    data_make(&d, 4, 600);
+    float **ref = reference(&d, 2, NULL);
+    int32_t keep = d.y[1][0];
+    if (rank == size - 1) d.y[1][0] = 999;
+    mg_dist_comm *c = comm_on(MPI_COMM_WORLD, 60);
+    mg_tensor cuts[8];
+    mlp_cuts(d.m, size, cuts);
+    for (int sched = 0; sched < 2; sched++) {
+        mg_pipe_options o = {.schedule = (mg_pipe_schedule)sched, .n_micro = 4};
+        mg_pipe *p = NULL;
+        ck_assert(mg_pipe_new(c, d.m->g, d.m->loss, cuts, size - 1, &o, &p) ==
+                  MG_OK);
+        mg_binding *gb;
+        float **g = grads_new(d.m, &gb);
+        mg_status st =
+            mg_pipe_step(p, d.binds, d.n_binds, 2, gb, d.m->n_params, NULL);
+        ck_assert_int_eq(st, MG_ERR_COMM);
+        char want[64];
+        snprintf(want, sizeof want, "rank %d (invalid argument)", size - 1);
+        ck_assert_msg(strstr(mg_last_error(), want), "%s", mg_last_error());
+        for (int i = 0; i < d.m->n_params; i++) ck_assert(isnan(g[i][0]));
+        d.y[1][0] = keep;
+        st = mg_pipe_step(p, d.binds, d.n_binds, 2, gb, d.m->n_params, NULL);
+        ck_assert_msg(st == MG_OK, "%s", mg_last_error());
+        check_stage_grads(p, d.m, g, ref, "after an op failed");
+        if (rank == size - 1) d.y[1][0] = 999;
+        grads_free(g, gb, d.m->n_params);
+        mg_pipe_free(p);
+    }
+    d.y[1][0] = keep;
+    mg_dist_comm_free(c);
+    for (int i = 0; i < d.m->n_params; i++) free(ref[i]);
+    free(ref);
+    data_free(&d);
+}
+END_TEST
+
 /* 4 ranks: 2 pipelines (replicas) of 2 stages, each on its own data; each
  * stage's gradients averaged over its replicas with mg_dist_buckets equal
  * the rank-order average of the two single-process sums. */
@@ -693,9 +753,11 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_exact_gpipe);
     tcase_add_test(tc, test_exact_1f1b);
     tcase_add_test(tc, test_exact_few_micro);
+    tcase_add_test(tc, test_exact_resnet);
     tcase_add_test(tc, test_in_flight_memory);
     tcase_add_test(tc, test_balance);
     tcase_add_test(tc, test_rank_failure_reported);
+    tcase_add_test(tc, test_op_failure_mid_step);
     tcase_add_test(tc, test_pipeline_and_data_parallel);
     tcase_add_test(tc, test_late_rank_times_out); /* last */
     suite_add_tcase(su, tc);
