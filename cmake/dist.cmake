@@ -126,6 +126,15 @@ if(MG_BUILD_EXAMPLES AND EXISTS "${PROJECT_SOURCE_DIR}/examples/pipeline_mpi.c")
   mg_target_settings(memgrad-pipeline_mpi)
   target_link_libraries(memgrad-pipeline_mpi PRIVATE memgrad::dist m)
 endif()
+if(MG_BUILD_TESTS AND TARGET memgrad-pipeline_mpi)
+  # 3 steps of 4 microbatches at 2 ranks; non-zero unless every step
+  # succeeds and each rank's measured peak equals its prediction.
+  add_test(NAME pipeline_mpi_example
+    COMMAND ${MG_MPIRUN} $<TARGET_FILE:memgrad-pipeline_mpi> mlp 3 4)
+  set_tests_properties(pipeline_mpi_example PROPERTIES
+    TIMEOUT 300
+    ENVIRONMENT "OMP_NUM_THREADS=1;LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/lsan-openmpi.supp:print_suppressions=0")
+endif()
 if(MG_BUILD_TESTS)
   file(GLOB MG_PIPELINE_TESTS CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/tests/test_pipeline*.c")
   foreach(src IN LISTS MG_PIPELINE_TESTS)
