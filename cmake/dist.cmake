@@ -74,6 +74,12 @@ if(MG_BUILD_BENCH AND EXISTS "${PROJECT_SOURCE_DIR}/bench/ddp/bench_ddp.c")
   target_link_libraries(mg-bench-ddp PRIVATE memgrad::dist m)
 endif()
 
+if(MG_BUILD_BENCH AND EXISTS "${PROJECT_SOURCE_DIR}/bench/pipeline/bench_pipeline.c")
+  add_executable(mg-bench-pipeline "${PROJECT_SOURCE_DIR}/bench/pipeline/bench_pipeline.c")
+  mg_target_settings(mg-bench-pipeline)
+  target_link_libraries(mg-bench-pipeline PRIVATE memgrad::dist m)
+endif()
+
 if(MG_BUILD_TESTS AND TARGET memgrad-ddp_mpi)
   # The example trains 3 steps at 2 ranks and exits non-zero unless the
   # weights end bit-identical on both.
