@@ -77,7 +77,9 @@
  * on the replicas' communicator (mg_pipe_stage_params gives the tensors).
  *
  * Threads: the caller initialises MPI. A pipeline is used by one thread
- * at a time. CPU executors only.
+ * at a time. CPU executors only. One pipeline at a time on a
+ * communicator: two would share message tags (mg_dist_buckets on the same
+ * communicator are fine: they use collectives only). docs/pipeline.md.
  */
 #ifndef MEMGRAD_PIPELINE_H
 #define MEMGRAD_PIPELINE_H
