@@ -41,11 +41,10 @@ static const uint64_t MSEED = 11;
 static int use_resnet;
 
 static mg_model *model_new(void) {
-    mg_model *m =
-        use_resnet
-            ? mg_model_resnet(4, 4, 2, 8, CLASSES, MG_F32, MSEED)
-            : mg_model_mlp(DEPTH, WIDTH, BATCH, IN, CLASSES, DROP, MG_F32,
-                           MSEED);
+    mg_model *m = use_resnet
+                      ? mg_model_resnet(4, 4, 2, 8, CLASSES, MG_F32, MSEED)
+                      : mg_model_mlp(DEPTH, WIDTH, BATCH, IN, CLASSES, DROP,
+                                     MG_F32, MSEED);
     ck_assert_msg(m, "%s", mg_last_error());
     return m;
 }
@@ -207,25 +206,36 @@ static void check_stage_grads(const mg_pipe *p, const mg_model *m, float **got,
     }
 }
 
-static size_t max_over_ranks(size_t v) {
-    unsigned long long a = v, b = 0;
-    MPI_Allreduce(&a, &b, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-    return (size_t)b;
+/* One pipeline step of the given schedule and policy against the single
+ * process, twice (the second step reuses the pool), on comm (one rank per
+ * stage: MPI_COMM_WORLD, or MPI_COMM_SELF for one stage). Policy
+ * collection lists every block output (the cuts among them are skipped). */
+static void exact_case_on(MPI_Comm comm, mg_pipe_schedule sched,
+                          mg_ckpt_policy pol, int M);
+
+static void exact_case(mg_pipe_schedule sched, mg_ckpt_policy pol, int M) {
+    exact_case_on(MPI_COMM_WORLD, sched, pol, M);
 }
 
-/* One pipeline step of the given schedule and policy against the single
- * process, twice (the second step reuses the pool). */
-static void exact_case(mg_pipe_schedule sched, mg_ckpt_policy pol, int M) {
+static void exact_case_on(MPI_Comm comm, mg_pipe_schedule sched,
+                          mg_ckpt_policy pol, int M) {
+    int rank = 0, size = 1; /* within comm */
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
     data d;
     data_make(&d, M, 100);
     const uint64_t seed = 5;
     double ref_loss[16];
     float **ref = reference(&d, seed, ref_loss);
-    mg_dist_comm *c = comm_on(MPI_COMM_WORLD, 60);
+    mg_dist_comm *c = comm_on(comm, 60);
     mg_tensor cuts[8];
     mlp_cuts(d.m, size, cuts);
     mg_pipe_options o = {
         .schedule = sched, .n_micro = M, .checkpoints = {.policy = pol}};
+    if (pol == MG_CKPT_COLLECTION) {
+        o.checkpoints.tensors = d.m->blocks;
+        o.checkpoints.n_tensors = d.m->n_blocks;
+    }
     if (pol == MG_CKPT_BUDGET) {
         /* A budget every stage can meet: the largest of the stages' peaks
          * under policy memory. */
@@ -237,7 +247,9 @@ static void exact_case(mg_pipe_schedule sched, mg_ckpt_policy pol, int M) {
                       "%s", mg_last_error());
         mg_pipe_stats sm;
         mg_pipe_get_stats(pm, &sm);
-        o.checkpoints.budget_bytes = max_over_ranks(sm.predicted_peak);
+        unsigned long long a = sm.predicted_peak, most = 0;
+        MPI_Allreduce(&a, &most, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, comm);
+        o.checkpoints.budget_bytes = (size_t)most;
         mg_pipe_free(pm);
     }
     mg_pipe *p = NULL;
@@ -289,18 +301,22 @@ static void exact_case(mg_pipe_schedule sched, mg_ckpt_policy pol, int M) {
 }
 
 START_TEST(test_exact_gpipe) {
-    for (int pol = 0; pol < 5; pol++) {
-        if (pol == MG_CKPT_COLLECTION) continue;
+    for (int pol = 0; pol < 5; pol++)
         exact_case(MG_PIPE_GPIPE, (mg_ckpt_policy)pol, 4);
-    }
 }
 END_TEST
 
 START_TEST(test_exact_1f1b) {
-    for (int pol = 0; pol < 5; pol++) {
-        if (pol == MG_CKPT_COLLECTION) continue;
+    for (int pol = 0; pol < 5; pol++)
         exact_case(MG_PIPE_1F1B, (mg_ckpt_policy)pol, 6);
-    }
+}
+END_TEST
+
+/* One stage (each rank alone, on MPI_COMM_SELF): no cut, no messages;
+ * still the single process's bits, and the peak holds. */
+START_TEST(test_single_stage) {
+    exact_case_on(MPI_COMM_SELF, MG_PIPE_1F1B, MG_CKPT_COLLECTION, 3);
+    exact_case_on(MPI_COMM_SELF, MG_PIPE_GPIPE, MG_CKPT_MEMORY, 3);
 }
 END_TEST
 
@@ -476,6 +492,14 @@ START_TEST(test_bad_cuts) {
                      rank == 1 ? MG_ERR_INVALID_ARG : MG_ERR_COMM);
     ck_assert_msg(strstr(mg_last_error(), rank == 1 ? "n_micro" : "rank 1"),
                   "%s", mg_last_error());
+    /* a collection list that is NULL */
+    mg_pipe_options oc = {
+        .n_micro = 1,
+        .checkpoints = {.policy = MG_CKPT_COLLECTION, .n_tensors = 2}};
+    ck_assert_int_eq(mg_pipe_new(cm, m->g, m->loss, cuts, size - 1, &oc, &p),
+                     MG_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(mg_last_error(), "checkpoints"), "%s",
+                  mg_last_error());
     ck_assert(!mg_dist_comm_broken(cm));
     mg_dist_comm_free(cm);
     mg_model_free(m);
@@ -754,6 +778,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_exact_1f1b);
     tcase_add_test(tc, test_exact_few_micro);
     tcase_add_test(tc, test_exact_resnet);
+    tcase_add_test(tc, test_single_stage);
     tcase_add_test(tc, test_in_flight_memory);
     tcase_add_test(tc, test_balance);
     tcase_add_test(tc, test_rank_failure_reported);

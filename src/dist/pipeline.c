@@ -116,7 +116,7 @@ static mg_status pipe_wait(mg_pipe *p, const char *who, MPI_Request *reqs,
         if (done) break;
         int got = 0;
         MPI_Status st;
-        rc = MPI_Test(&p->abort_req, &got, &st);
+        rc = p->abort_posted ? MPI_Test(&p->abort_req, &got, &st) : MPI_SUCCESS;
         if (rc == MPI_SUCCESS && got) {
             p->abort_posted = false;
             mgi_dist_break(c, "rank %d gave up", st.MPI_SOURCE);
@@ -209,7 +209,7 @@ static mg_status stage_plan(mg_pipe *p, const mg_graph *g,
         for (int i = 0; i < ck->n_tensors; i++) {
             mg_tensor t = ck->tensors[i];
             if (t >= 0 && t < sp->n && st->map[t] != MG_NO_TENSOR &&
-                t != p->cuts[p->stage > 0 ? p->stage - 1 : 0] &&
+                (p->stage == 0 || t != p->cuts[p->stage - 1]) &&
                 st->map[t] != st->y && !sp->is_leaf[t])
                 coll[nc++] = st->map[t];
         }
@@ -469,6 +469,12 @@ static mg_status pipe_make(mg_pipe *p, const mg_graph *g, mg_tensor loss,
     if (!strcmp(mg_ckpt_policy_name(o->checkpoints.policy), "?"))
         return mg_set_error(MG_ERR_INVALID_ARG, "%s: unknown policy %d", who,
                             (int)o->checkpoints.policy);
+    if (o->checkpoints.n_tensors < 0 ||
+        (o->checkpoints.n_tensors > 0 && !o->checkpoints.tensors))
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "%s: checkpoints: %d tensors with a %s list", who,
+                            o->checkpoints.n_tensors,
+                            o->checkpoints.tensors ? "non-NULL" : "NULL");
     if (o->checkpoints.policy == MG_CKPT_BUDGET &&
         o->checkpoints.budget_bytes == 0)
         return mg_set_error(MG_ERR_INVALID_ARG,
