@@ -46,6 +46,7 @@ install(TARGETS memgrad_dist
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES "${PROJECT_SOURCE_DIR}/include/memgrad_dist.h"
+              "${PROJECT_SOURCE_DIR}/include/memgrad_pipeline.h"
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT memgradDistTargets
   NAMESPACE memgrad::
@@ -71,6 +72,12 @@ if(MG_BUILD_BENCH AND EXISTS "${PROJECT_SOURCE_DIR}/bench/ddp/bench_ddp.c")
   add_executable(mg-bench-ddp "${PROJECT_SOURCE_DIR}/bench/ddp/bench_ddp.c")
   mg_target_settings(mg-bench-ddp)
   target_link_libraries(mg-bench-ddp PRIVATE memgrad::dist m)
+endif()
+
+if(MG_BUILD_BENCH AND EXISTS "${PROJECT_SOURCE_DIR}/bench/pipeline/bench_pipeline.c")
+  add_executable(mg-bench-pipeline "${PROJECT_SOURCE_DIR}/bench/pipeline/bench_pipeline.c")
+  mg_target_settings(mg-bench-pipeline)
+  target_link_libraries(mg-bench-pipeline PRIVATE memgrad::dist m)
 endif()
 
 if(MG_BUILD_TESTS AND TARGET memgrad-ddp_mpi)
@@ -118,6 +125,44 @@ if(MG_BUILD_TESTS)
   endforeach()
 endif()
 
+# Pipeline parallelism (memgrad_pipeline.h, src/dist/pipeline*.c): its
+# example and its tests at 2 and 4 ranks (oversubscribed).
+if(MG_BUILD_EXAMPLES AND EXISTS "${PROJECT_SOURCE_DIR}/examples/pipeline_mpi.c")
+  add_executable(memgrad-pipeline_mpi "${PROJECT_SOURCE_DIR}/examples/pipeline_mpi.c")
+  mg_target_settings(memgrad-pipeline_mpi)
+  target_link_libraries(memgrad-pipeline_mpi PRIVATE memgrad::dist m)
+endif()
+if(MG_BUILD_TESTS AND TARGET memgrad-pipeline_mpi)
+  # 3 steps of 4 microbatches at 2 ranks; non-zero unless every step
+  # succeeds and each rank's measured peak equals its prediction.
+  add_test(NAME pipeline_mpi_example
+    COMMAND ${MG_MPIRUN} $<TARGET_FILE:memgrad-pipeline_mpi> mlp 3 4)
+  set_tests_properties(pipeline_mpi_example PROPERTIES
+    TIMEOUT 300
+    ENVIRONMENT "OMP_NUM_THREADS=1;LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/lsan-openmpi.supp:print_suppressions=0")
+endif()
+if(MG_BUILD_TESTS)
+  file(GLOB MG_PIPELINE_TESTS CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/tests/test_pipeline*.c")
+  foreach(src IN LISTS MG_PIPELINE_TESTS)
+    get_filename_component(stem "${src}" NAME_WE)
+    add_executable(${stem} "${src}")
+    mg_target_settings(${stem})
+    target_link_libraries(${stem} PRIVATE memgrad::dist memgrad::memgrad PkgConfig::CHECK m)
+    foreach(np 2 4)
+      add_test(NAME ${stem}_np${np}
+        COMMAND "${MPIEXEC_EXECUTABLE}" --allow-run-as-root --oversubscribe
+                ${MPIEXEC_NUMPROC_FLAG} ${np} $<TARGET_FILE:${stem}>)
+      set_tests_properties(${stem}_np${np} PROPERTIES
+        TIMEOUT 300
+        ENVIRONMENT "OMP_NUM_THREADS=1;LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/lsan-openmpi.supp:print_suppressions=0")
+      if(MG_SANITIZE)
+        set_tests_properties(${stem}_np${np} PROPERTIES ENVIRONMENT_MODIFICATION
+          "ASAN_OPTIONS=string_append::fast_unwind_on_malloc=0")
+      endif()
+    endforeach()
+  endforeach()
+endif()
+
 # The exported-symbol test of libmemgrad (CMakeLists.txt) for memgrad_dist,
 # whose header needs mpi.h.
 if(MG_BUILD_TESTS AND CMAKE_C_COMPILER_ID STREQUAL "GNU")
@@ -137,7 +182,8 @@ if(MG_BUILD_TESTS AND CMAKE_C_COMPILER_ID STREQUAL "GNU")
   add_test(NAME exported_symbols_dist
     COMMAND bash "${PROJECT_SOURCE_DIR}/tests/exported_symbols/run.sh"
             "$<TARGET_FILE:${MG_DIST_SHARED_TARGET}>"
-            "${PROJECT_SOURCE_DIR}/include/memgrad_dist.h")
+            "${PROJECT_SOURCE_DIR}/include/memgrad_dist.h"
+            "${PROJECT_SOURCE_DIR}/include/memgrad_pipeline.h")
   set_tests_properties(exported_symbols_dist PROPERTIES
     ENVIRONMENT "MG_CC=${CMAKE_C_COMPILER};MG_NM=${CMAKE_NM};MG_CFLAGS=${_mg_mpi_flags};MG_ARCHIVE=$<TARGET_FILE:memgrad_dist>")
   unset(_mg_mpi_flags)

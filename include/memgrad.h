@@ -179,6 +179,25 @@ MG_API
 mg_status mg_tensor_set_input(mg_graph *g, mg_tensor t, int slot,
                               mg_tensor src);
 
+/* Append to dst a copy of the op that computes src's tensor t, reading
+ * inputs[k] (tensors of dst, n_inputs of them: mg_tensor_num_inputs(src,
+ * t)) in place of its inputs: same op, attributes, dtype and shape (the
+ * shape rule is checked again), name and checkpoint tag. A dropout keeps
+ * its seed and RNG offset, so the copy draws the same mask, and dst's
+ * counter moves past src's so that later dropouts in dst get fresh ones.
+ * A leaf (input or parameter) is copied as a leaf of the same kind, name,
+ * dtype and shape (n_inputs 0). Tensors that mg_gradients appended are
+ * refused (MG_ERR_INVALID_ARG): copy forward graphs, then differentiate
+ * the copy. Splitting a graph into pipeline stages is built on it
+ * (memgrad_pipeline.h). Returns the new tensor or MG_NO_TENSOR. */
+MG_API
+mg_tensor mg_graph_copy_op(mg_graph *dst, const mg_graph *src, mg_tensor t,
+                           const mg_tensor *inputs, int n_inputs);
+/* The cost model's flops for computing t from its inputs (0 for a leaf),
+ * as mg_plan_summary counts them; -1 for a bad id. */
+MG_API
+double mg_tensor_flops(const mg_graph *g, mg_tensor t);
+
 /* ------------------------------------------------------------------ ops
  * Every op builds one output tensor and checks shapes and dtypes now. */
 

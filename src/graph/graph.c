@@ -541,6 +541,64 @@ mg_status mg_tensor_set_input(mg_graph *g, mg_tensor t, int slot,
     return MG_OK;
 }
 
+mg_tensor mg_graph_copy_op(mg_graph *dst, const mg_graph *src, mg_tensor t,
+                           const mg_tensor *inputs, int n_inputs) {
+    const char *who = "mg_graph_copy_op";
+    if (!dst) {
+        mg_set_error(MG_ERR_INVALID_ARG, "%s: dst is NULL", who);
+        return MG_NO_TENSOR;
+    }
+    if (mgi_graph_check_id(src, t, who) != MG_OK) return MG_NO_TENSOR;
+    const mg_node *n = &src->nodes[t];
+    char label[160];
+    if (n->flags & (MG_NODE_BACKWARD | MG_NODE_RECOMPUTE)) {
+        mg_set_error(MG_ERR_INVALID_ARG,
+                     "%s: %s was appended by mg_gradients; copy forward ops "
+                     "only",
+                     who, mgi_graph_tensor_label(src, t, label, sizeof label));
+        return MG_NO_TENSOR;
+    }
+    if (n_inputs != n->n_in || (n_inputs > 0 && !inputs)) {
+        mg_set_error(MG_ERR_INVALID_ARG, "%s: %s has %d inputs, given %d%s",
+                     who, mgi_graph_tensor_label(src, t, label, sizeof label),
+                     n->n_in, n_inputs, inputs ? "" : " with a NULL list");
+        return MG_NO_TENSOR;
+    }
+    mg_tensor y;
+    if (n->op == MG_OP_INPUT || n->op == MG_OP_PARAM) {
+        y = add_leaf(dst, n->op, n->name, n->d.dtype, n->d.ndim, n->d.shape);
+    } else {
+        y = mgi_graph_add_node(dst, n->op, n->n_in, inputs, n->attrs);
+        if (y != MG_NO_TENSOR &&
+            (!mgi_tdesc_same_shape(&dst->nodes[y].d, &n->d) ||
+             dst->nodes[y].d.dtype != n->d.dtype)) {
+            mgi_graph_truncate(dst, y);
+            mg_set_error(MG_ERR_SHAPE,
+                         "%s: the copy of %s gets another shape or dtype "
+                         "from its inputs",
+                         who,
+                         mgi_graph_tensor_label(src, t, label, sizeof label));
+            return MG_NO_TENSOR;
+        }
+        if (y != MG_NO_TENSOR && n->name &&
+            mg_tensor_set_name(dst, y, n->name) != MG_OK) {
+            mgi_graph_truncate(dst, y);
+            return MG_NO_TENSOR;
+        }
+    }
+    if (y == MG_NO_TENSOR) return MG_NO_TENSOR;
+    dst->nodes[y].flags |= n->flags & MG_NODE_CHECKPOINT;
+    if (dst->rng_offset < src->rng_offset) dst->rng_offset = src->rng_offset;
+    return y;
+}
+
+double mg_tensor_flops(const mg_graph *g, mg_tensor t) {
+    if (!g || t < 0 || t >= g->n) return -1;
+    double flops = 0;
+    mgi_graph_op_cost(g, t, &flops, NULL);
+    return flops;
+}
+
 /* ---- cost ---------------------------------------------------------------- */
 
 void mgi_graph_op_cost(const mg_graph *g, mg_tensor t, double *flops,
