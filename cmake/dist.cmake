@@ -140,6 +140,10 @@ if(MG_BUILD_TESTS AND TARGET memgrad-pipeline_mpi)
   set_tests_properties(pipeline_mpi_example PROPERTIES
     TIMEOUT 300
     ENVIRONMENT "OMP_NUM_THREADS=1;LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/lsan-openmpi.supp:print_suppressions=0")
+  if(MG_SANITIZE) # as for the dist tests: Open MPI needs the slow unwinder
+    set_tests_properties(pipeline_mpi_example PROPERTIES ENVIRONMENT_MODIFICATION
+      "ASAN_OPTIONS=string_append::fast_unwind_on_malloc=0")
+  endif()
 endif()
 if(MG_BUILD_TESTS)
   file(GLOB MG_PIPELINE_TESTS CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/tests/test_pipeline*.c")
