@@ -86,20 +86,29 @@ if want torch; then
     # blocks. Above one thread both sides run with OMP_WAIT_POLICY=passive
     # (TORCH_WAIT_POLICY): with spinning workers PyTorch's step collapsed
     # on the shared 2-core machine (bench/results/README.md).
-    : > "$res/torch-cpu.txt"
+    {
+        echo "# bash bench/run.sh ... torch: bench/compare_torch.py, the lines below"
+        echo "# commit: $(git rev-parse HEAD)$(git diff --quiet HEAD -- src include || echo ' (modified)')"
+        echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        echo "# machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
+    } > "$res/torch-cpu.txt"
+    torch_run() { # the command line into torch-cpu.txt, then its table
+        echo "\$ $*" >> "$res/torch-cpu.txt"
+        run "$@" | tee -a "$res/torch-cpu.txt"
+    }
     append=()
     for t in ${TORCH_THREADS:-1 2}; do
         wait_env=()
         [ "$t" -gt 1 ] && wait_env=(env "OMP_WAIT_POLICY=${TORCH_WAIT_POLICY:-passive}")
-        run "${wait_env[@]}" /usr/bin/python3 bench/compare_torch.py --mg-bench "$bench" \
+        torch_run "${wait_env[@]}" /usr/bin/python3 bench/compare_torch.py --mg-bench "$bench" \
             --model resnet --depths "${TORCH_RESNET_DEPTHS:-32,128}" \
             --batch "${TORCH_RESNET_BATCH:-16}" --threads "$t" \
             --repeat "${TORCH_REPEAT:-5}" --csv "$res/torch-cpu.csv" \
-            "${append[@]}" | tee -a "$res/torch-cpu.txt"
+            "${append[@]}"
         append=(--append)
-        run "${wait_env[@]}" /usr/bin/python3 bench/compare_torch.py --mg-bench "$bench" \
+        torch_run "${wait_env[@]}" /usr/bin/python3 bench/compare_torch.py --mg-bench "$bench" \
             --model mlp --depths "${TORCH_DEPTHS:-64,256}" --threads "$t" \
             --repeat "${TORCH_REPEAT:-5}" --csv "$res/torch-cpu.csv" \
-            --append | tee -a "$res/torch-cpu.txt"
+            --append
     done
 fi

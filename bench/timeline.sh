@@ -11,6 +11,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 build=$1
 res="$here/results"
 {
+    echo "# commit: $(git rev-parse HEAD)$(git diff --quiet HEAD -- src include || echo ' (modified)')"
     echo "# bench/timeline.sh; machine: $(nproc)-core CPU VM ($(uname -m)), $(date -u +%F)"
     for spec in "resnet --depth 8 --width 16 --batch 8" \
                 "unet --depth 3 --width 16 --batch 8"; do

@@ -68,6 +68,14 @@ install(TARGETS memgrad_onnx
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The Python wheel carries it beside libmemgrad (memgrad.onnx_import, and
+# memgrad.torch's capture of what torch.fx cannot trace), finding
+# libmemgrad next to itself.
+if(MG_PYTHON_WHEEL)
+  set_target_properties(memgrad_onnx PROPERTIES INSTALL_RPATH "$ORIGIN")
+  install(TARGETS memgrad_onnx LIBRARY DESTINATION lib
+          COMPONENT memgrad_python)
+endif()
 if(EXISTS "${PROJECT_SOURCE_DIR}/tools/memgrad_onnx.c")
   add_executable(memgrad-onnx "${PROJECT_SOURCE_DIR}/tools/memgrad_onnx.c")
   mg_target_settings(memgrad-onnx)
@@ -98,7 +106,8 @@ if(MG_BUILD_TESTS AND CMAKE_C_COMPILER_ID STREQUAL "GNU")
     set(MG_ONNX_SHARED_TARGET memgrad_onnx)
   else()
     add_library(memgrad_onnx_shared_check SHARED
-                $<TARGET_OBJECTS:memgrad_onnx>)
+                $<TARGET_OBJECTS:memgrad_onnx>
+                $<TARGET_OBJECTS:memgrad_onnx_proto>)
     target_link_libraries(memgrad_onnx_shared_check PRIVATE
                           memgrad_shared_check PkgConfig::PROTOBUFC m)
     set(MG_ONNX_SHARED_TARGET memgrad_onnx_shared_check)

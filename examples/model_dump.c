@@ -4,7 +4,7 @@
  * parameter gradient, plain backprop) and write everything to a binary file
  * that tests/torch_crosscheck.py reads to redo the step in PyTorch.
  *
- *   usage: memgrad-model_dump mlp|resnet|unet|transformer OUT [--f64]
+ *   usage: memgrad-model_dump mlp|resnet|unet|transformer|gpt OUT [--f64]
  *
  * Each model has a small fixed configuration (written to the file); the
  * transformer is built without dropout, whose masks PyTorch cannot replay.
@@ -54,7 +54,7 @@ static int fail(const char *what) {
 int main(int argc, char **argv) {
     if (argc < 3 || argc > 4 || (argc == 4 && strcmp(argv[3], "--f64"))) {
         fprintf(stderr, "usage: memgrad-model_dump mlp|resnet|unet|"
-                        "transformer OUT [--f64]\n");
+                        "transformer|gpt OUT [--f64]\n");
         return 2;
     }
     const mg_dtype dt = argc == 4 ? MG_F64 : MG_F32;
@@ -84,6 +84,11 @@ int main(int argc, char **argv) {
         memcpy(cfg, c, sizeof c), ncfg = 8;
         m = mg_model_transformer(c[1], c[2], c[3], c[4], c[5], c[6], 0.0, c[7],
                                  dt, seed);
+    } else if (!strcmp(kind, "gpt")) {
+        /* layers d_model heads seq batch vocab (causal, tied head) */
+        int32_t c[] = {MG_MODEL_GPT, 2, 16, 4, 6, 3, 13};
+        memcpy(cfg, c, sizeof c), ncfg = 7;
+        m = mg_model_gpt(c[1], c[2], c[3], c[4], c[5], c[6], 0.0, dt, seed);
     } else {
         fprintf(stderr, "memgrad-model_dump: unknown model '%s'\n", kind);
         return 2;

@@ -13,6 +13,9 @@
 #    equal the committed ones. A change that moves them must commit the
 #    results it moves, made again.
 #
+# 3. Provenance: every bench/results/*.txt names, in its first 16 lines, a
+#    commit, a date, the machine and the command that made it.
+#
 # Not yet recomputed here (only checked for 1.): the budget, ONNX, DDP,
 # timeline and Pareto runs, whose plans come from other commands.
 set -euo pipefail
@@ -60,5 +63,24 @@ if [ "$now" != "$want" ]; then
     diff <(echo "$want") <(echo "$now") >&2 || true
     status=1
 fi
+# 3. provenance of every results file
+python3 - "$res" <<'PY' || status=1
+import glob, re, sys
+need = {
+    "commit": r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b",
+    "date": r"20\d\d-\d\d-\d\d|\b(Mon|Tue|Wed|Thu|Fri|Sat|Sun) \w+ +\d+ ",
+    "machine": r"(?i)machine|\bcores?\b|\bcpu\b|EPYC|Xeon|x86_64|H100|H200|GPU",
+    "command": r"(?im)^#? *\$ |command|bench/|scripts/|mg-bench|memgrad-onnx|\.sh\b",
+}
+bad = 0
+for f in sorted(glob.glob(sys.argv[1] + "/*.txt")):
+    head = "\n".join(open(f, errors="replace").read().splitlines()[:16])
+    miss = [k for k, rx in need.items() if not re.search(rx, head)]
+    if miss:
+        print("check-figures: %s names no %s in its first 16 lines"
+              % (f, ", no ".join(miss)), file=sys.stderr)
+        bad = 1
+sys.exit(bad)
+PY
 [ "$status" = 0 ] && echo "check-figures: committed figures agree"
 exit "$status"

@@ -69,7 +69,65 @@ def rewrite():
         "[rewrite.txt](bench/results/rewrite.txt)).")
 
 
-PARTS = {"depth-mlp": depth_mlp, "rewrite": rewrite}
+def _ratio_rows(path):
+    """(model, depth, threads) -> {case: row} from a compare_torch.py CSV."""
+    by = {}
+    for r in csv.DictReader(open(path)):
+        key = (r["model"], int(r["depth"]), int(r["threads"]))
+        by.setdefault(key, {})[r["case"]] = r
+    return by
+
+
+def _pair(r):
+    return (f"{float(r['time_ratio_vs_torch']):.3f}, "
+            f"{float(r['rss_ratio_vs_torch']):.3f}")
+
+
+def torch_cpu():
+    """README: memgrad beside PyTorch on the ResNet and MLP (torch-cpu.csv):
+    each memgrad case's time and RSS over its PyTorch counterpart's."""
+    by = _ratio_rows(RES / "torch-cpu.csv")
+    out = ["| model, depth, threads | memgrad-none / torch-plain: time, RSS "
+           "| memgrad-memory / torch-checkpoint: time, RSS |",
+           "|---|---|---|"]
+    first = {}
+    for (model, depth, threads), cases in sorted(
+            by.items(), key=lambda kv: (kv[0][0] != "resnet", kv[0][2],
+                                        kv[0][1])):
+        if "memgrad-none" not in cases or "memgrad-memory" not in cases:
+            continue
+        name = {"resnet": "ResNet", "mlp": "MLP"}.get(model, model)
+        unit = "blocks" if model == "resnet" else ""
+        label = f"{name} {depth}{' ' + unit if unit else ''}, {threads} " \
+                f"thread{'s' if threads > 1 else ''}"
+        if model not in first:
+            r = cases["memgrad-none"]
+            first[model] = True
+            label += f" (batch {r['batch']}" + (
+                ", 32x32)" if model == "resnet" else f", width {r['width']})")
+        out.append(f"| {label} | {_pair(cases['memgrad-none'])} | "
+                   f"{_pair(cases['memgrad-memory'])} |")
+    return "\n".join(out)
+
+
+def gpt_cpu():
+    """README: the GPT beside PyTorch (gpt-cpu.csv), per thread count."""
+    by = _ratio_rows(RES / "gpt-cpu.csv")
+    out = ["| threads | memgrad-none / torch-plain: time, RSS | "
+           "memgrad-memory / torch-checkpoint: time, RSS | step time: "
+           "torch-plain, memgrad-none |",
+           "|---|---|---|---|"]
+    for (_, _, threads), cases in sorted(by.items(), key=lambda kv: kv[0][2]):
+        tp, mn = cases["torch-plain"], cases["memgrad-none"]
+        out.append(
+            f"| {threads} | {_pair(mn)} | {_pair(cases['memgrad-memory'])} "
+            f"| {float(tp['time_ms_median']) / 1000:.2f} s, "
+            f"{float(mn['time_ms_median']) / 1000:.2f} s |")
+    return "\n".join(out)
+
+
+PARTS = {"depth-mlp": depth_mlp, "rewrite": rewrite, "torch-cpu": torch_cpu,
+         "gpt-cpu": gpt_cpu}
 FILES = [ROOT / "README.md"]
 
 

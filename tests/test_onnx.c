@@ -181,6 +181,38 @@ START_TEST(test_attention_fused) {
 }
 END_TEST
 
+/* The masks as torch's masked_fill exports them: Where(causal, -inf,
+ * scores) with a constant condition, and Where(keep, scores, -1e9) with a
+ * condition computed from an input padding mask. Both blocks become the
+ * fused attention op with an additive mask, the forward matches the
+ * reference evaluator's, and the Where nodes' composed T x T products are
+ * left unread by the plan. */
+START_TEST(test_attention_where_fused) {
+    check_forward("attention_where", 2);
+    mg_graph *g = mg_graph_new();
+    mg_onnx_model *m = import("attention_where.onnx", g, 1, 2);
+    int fused = 0;
+    for (mg_tensor t = 0; t < (mg_tensor)mg_graph_num_tensors(g); t++)
+        fused += !strcmp(mg_tensor_op_name(g, t), "attention");
+    ck_assert_int_eq(fused, 2);
+    mg_tensor y = mg_onnx_output(m, 0);
+    mg_plan *p = NULL;
+    ck_assert_int_eq(mg_plan_compile(g, &y, 1, NULL, &p), MG_OK);
+    char *dump = NULL;
+    size_t dlen = 0;
+    FILE *f = open_memstream(&dump, &dlen);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(mg_plan_dump(p, f), MG_OK);
+    fclose(f);
+    ck_assert_msg(strstr(dump, "attention") && !strstr(dump, "softmax"),
+                  "plan: %s", dump);
+    free(dump);
+    mg_plan_free(p);
+    mg_onnx_model_free(m);
+    mg_graph_free(g);
+}
+END_TEST
+
 START_TEST(test_mlp_forward) { check_forward("mlp", 3); }
 END_TEST
 START_TEST(test_cnn_forward) { check_forward("cnn", 2); }
@@ -699,9 +731,9 @@ int main(void) {
         s, "import", 300,
         TH_TESTS(
             test_mlp_forward, test_cnn_forward, test_ops_forward,
-            test_attention_fused, test_gpt_forward, test_resnet_forward,
-            test_mobilenet_forward, test_unet_forward, test_bert_forward,
-            test_where_init_forward, test_bert_mask_forward,
+            test_attention_fused, test_attention_where_fused, test_gpt_forward,
+            test_resnet_forward, test_mobilenet_forward, test_unet_forward,
+            test_bert_forward, test_where_init_forward, test_bert_mask_forward,
             test_bool_ops_forward, test_int_input_cast_once,
             test_pool_attrs_forward, test_model_handle,
             test_mlp_grads_match_hand_built, test_cnn_grads_finite_difference,

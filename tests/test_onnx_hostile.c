@@ -3,8 +3,9 @@
  * (issue 25, items 1-8): external data reached through symbolic links, '..'
  * or a FIFO; constant folding with bad Transpose perms and mixed-type Range
  * operands; protobuf nesting deep enough to overflow the parser's stack;
- * a Resize whose output size overflows; attributes of the wrong type or
- * out of range, and opsets and IR versions memgrad does not implement; an
+ * a Resize whose output size overflows; a graph of many MatMuls, which the
+ * attention matcher once made quadratic to import; attributes of the wrong type
+ * or out of range, and opsets and IR versions memgrad does not implement; an
  * error message that repeated its own prefix. Each must give a status and
  * a message naming the tensor or node, never a crash, a hang or a read of
  * a file outside the model's directory.
@@ -18,6 +19,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -712,6 +714,52 @@ END_TEST
 
 /* A graph input the builder refuses (2^62 elements): the importer's prefix
  * once, then the builder's reason. */
+/* ------------------------------------------------------------------ import
+ * time: each MatMul asks the attention matcher who produced its first
+ * input. That question once scanned the whole graph, so a model of n
+ * MatMuls took n^2 string compares to import (50,000 of them: about 5e9,
+ * tens of seconds); the importer now indexes readers once. */
+
+START_TEST(test_many_matmuls_import_linear) {
+    enum { N = 50000 };
+    model md;
+    model_init(&md, 8, 13);
+    int64_t dims[2] = {2, 2};
+    input(&md, "X", 2, dims);
+    /* node() grows the node array by copying it; lay the array out once */
+    md.g.node = A(&md.a, sizeof *md.g.node * N);
+    for (int k = 0; k < N; k++) {
+        Onnx__NodeProto *n = A(&md.a, sizeof *n);
+        onnx__node_proto__init(n);
+        char in0[32], out[32];
+        snprintf(in0, sizeof in0, k ? "m%d" : "X", k - 1);
+        snprintf(out, sizeof out, "m%d", k);
+        n->op_type = As(&md.a, "MatMul");
+        n->name = As(&md.a, out);
+        n->input = A(&md.a, sizeof *n->input * 2);
+        n->input[0] = As(&md.a, in0);
+        n->input[1] = As(&md.a, "X");
+        n->n_input = 2;
+        n->output = A(&md.a, sizeof *n->output);
+        n->output[0] = As(&md.a, out);
+        n->n_output = 1;
+        md.g.node[k] = n;
+    }
+    md.g.n_node = N;
+    char last[32];
+    snprintf(last, sizeof last, "m%d", N - 1);
+    output(&md, last);
+    clock_t t0 = clock();
+    mg_status s = import(&md);
+    double cpu_s = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    ck_assert_msg(s == MG_OK, "%s", mg_last_error());
+    /* linear work is well under a second even under ASan; the quadratic
+     * scan took over ten */
+    ck_assert_msg(cpu_s < 4.0, "importing %d MatMuls took %.2f s of CPU", N,
+                  cpu_s);
+}
+END_TEST
+
 START_TEST(test_error_prefix_once) {
     model md;
     model_init(&md, 8, 13);
@@ -735,6 +783,7 @@ int main(void) {
                  TH_TESTS(test_fold_transpose_perm, test_fold_range_mixed_types,
                           test_resize_size_overflow));
     th_add_tcase(s, "parser", 120, TH_TESTS(test_protobuf_nesting_bounded));
+    th_add_tcase(s, "scale", 120, TH_TESTS(test_many_matmuls_import_linear));
     th_add_tcase(s, "attributes", 120,
                  TH_TESTS(test_concat_axis_range, test_cast_target_type,
                           test_attribute_types, test_opset_and_ir_version,

@@ -3,7 +3,8 @@
  * OpenMP's threads (elementwise, batchnorm and layernorm, softmax,
  * reductions, the losses and pooling, forward and backward) give the same bits
  * whatever the thread count, and do run on
- * more than one thread where OpenMP allows it. A graph big
+ * more than one thread where OpenMP allows it; the float32 exp and tanh
+ * of cpu_vmath.c give each element the same bits wherever it sits. A graph big
  * enough to cross MG_PAR_MIN runs with 1, 2 and 3 threads (set the way
  * OMP_NUM_THREADS would) and every output is compared bit for bit. Where
  * memgrad was built without OpenMP all runs are single-threaded and the
@@ -12,8 +13,11 @@
 #include "helpers.h"
 
 #include "exec/cpu/cpu_kernels.h"
+#include "exec/cpu/cpu_vmath.h"
 #include "memgrad_observe.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 
 /* libgomp's, linked through libmemgrad where it has OpenMP; declared here
@@ -338,12 +342,82 @@ START_TEST(test_exec_num_threads_option) {
 }
 END_TEST
 
+/* gelu (and its gradient), tanh, exp and sigmoid in float32, whose exp and
+ * tanh go through cpu_vmath.c a block at a time: an odd length, so blocks
+ * and vector tails fall in different places at each thread count. */
+START_TEST(test_vmath_ops_bits) {
+    enum { N = 100003 };
+    mg_graph *g = mg_graph_new();
+    const int64_t s[1] = {N};
+    mg_tensor x = mg_input(g, "x", MG_F32, 1, s);
+    mg_tensor w = mg_input(g, "w", MG_F32, 1, s);
+    mg_tensor ys[4] = {mg_gelu(g, x), mg_tanh(g, x), mg_exp(g, x),
+                       mg_sigmoid(g, x)};
+    mg_tensor loss = mg_sum(g, mg_mul(g, ys[0], w), 0, NULL, 0);
+    mg_tensor gx;
+    ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, &x, 1, NULL, &gx), MG_OK);
+    float *in[2];
+    th_rng rng;
+    th_rng_init(&rng, 31);
+    for (int i = 0; i < 2; i++) {
+        in[i] = malloc((size_t)N * sizeof(float));
+        ck_assert_ptr_nonnull(in[i]);
+        th_fill_f32(&rng, in[i], N, -12, 12, 0);
+    }
+    const mg_binding b[2] = {{x, in[0]}, {w, in[1]}};
+    const mg_tensor outs[5] = {ys[0], ys[1], ys[2], ys[3], gx};
+    const int64_t on[5] = {N, N, N, N, N};
+    same_bits_at_thread_counts(g, 5, outs, on, 2, b, N);
+    for (int i = 0; i < 2; i++) free(in[i]);
+    mg_graph_free(g);
+}
+END_TEST
+
+/* The vector routines themselves: an element's bits do not depend on its
+ * place in the array (shifted by one, so it moves between a vector body and
+ * a padded tail), and each value is within a few float32 ulps of the
+ * function in double. */
+START_TEST(test_vmath_position_and_accuracy) {
+    enum { N = 1037 };
+    float x[N + 1], a[N + 1], b[N + 1];
+    th_rng rng;
+    th_rng_init(&rng, 32);
+    th_fill_f32(&rng, x, N + 1, -30, 30, 0);
+    x[0] = 0.0f, x[1] = -INFINITY, x[2] = 100.0f, x[3] = -100.0f;
+    for (int f = 0; f < 2; f++) {
+        void (*fn)(float *, const float *, int64_t) =
+            f ? mgi_cpu_vtanhf : mgi_cpu_vexpf;
+        fn(a, x, N + 1);
+        fn(b, x + 1, N); /* every element one place earlier */
+        ck_assert_msg(!memcmp(a + 1, b, (size_t)N * sizeof(float)),
+                      "%s: bits depend on the position", f ? "tanh" : "exp");
+        for (int i = 0; i <= N; i++) {
+            const double want = f ? tanh((double)x[i]) : exp((double)x[i]);
+            const double tol = 4 * (double)FLT_EPSILON * fabs(want) + 1e-44;
+            if (want > FLT_MAX) /* beyond float: inf, as expf */
+                ck_assert(isinf(a[i]) && a[i] > 0);
+            else
+                ck_assert_msg(fabs((double)a[i] - want) <= tol,
+                              "%s(%g) = %.9g, want %.9g", f ? "tanh" : "exp",
+                              (double)x[i], (double)a[i], want);
+        }
+    }
+    /* in place */
+    memcpy(b, x, sizeof b);
+    mgi_cpu_vexpf(b, b, N + 1);
+    mgi_cpu_vexpf(a, x, N + 1);
+    ck_assert(!memcmp(a, b, sizeof a));
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("threads");
     th_add_tcase(s, "threads", 120,
                  TH_TESTS(test_bits_independent_of_threads,
                           test_softmax_reduce_loss_bits, test_pool_bits,
                           test_attention_bits, test_exec_num_threads_option,
-                          test_conv_plan_covers_more_threads));
+                          test_conv_plan_covers_more_threads,
+                          test_vmath_ops_bits,
+                          test_vmath_position_and_accuracy));
     return th_run_suite(s);
 }

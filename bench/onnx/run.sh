@@ -19,6 +19,7 @@ txt=$out/onnx.txt
 csv=$out/onnx.csv
 {
     echo "# bash bench/onnx/run.sh $build   ($(date -u +%Y-%m-%d))"
+    echo "# commit: $(git rev-parse HEAD)$(git diff --quiet HEAD -- src include || echo ' (modified)')"
     echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 } >"$txt"
 onnx_bench_header "$csv"

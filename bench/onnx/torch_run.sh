@@ -21,6 +21,7 @@ txt=$out/onnx-torch.txt
 csv=$out/onnx-torch.csv
 {
     echo "# bash bench/onnx/torch_run.sh $build $py $batch   ($(date -u +%Y-%m-%d))"
+    echo "# commit: $(git rev-parse HEAD)$(git diff --quiet HEAD -- src include || echo ' (modified)')"
     echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
     echo "# torch $("$py" -c 'import torch; print(torch.__version__)'), models exported in training mode, opset 17"
 } >"$txt"

@@ -14,7 +14,7 @@ from . import _lib
 from ._lib import MemgradError
 
 __all__ = ["Graph", "Tensor", "Plan", "Executor", "Array", "Saved",
-           "MemgradError", "POLICIES"]
+           "OnnxModel", "onnx_import", "MemgradError", "POLICIES"]
 
 _DTYPES = {"float32": 0, "float64": 1, "int32": 2, "int64": 3}
 _DTYPE_NAMES = {v: k for k, v in _DTYPES.items()}
@@ -522,3 +522,74 @@ class Executor:
                              if _lib.saved_tensor_data(
                                  saved._s, t.id,
                                  ctypes.byref(ctypes.c_void_p())) != 0])
+
+
+_CTYPES = {0: ctypes.c_float, 1: ctypes.c_double, 2: ctypes.c_int32,
+           3: ctypes.c_int64}
+
+
+class OnnxModel:
+    """An ONNX model imported into a new Graph (memgrad_onnx.h), from
+    onnx_import. graph: the Graph; inputs, outputs: its graph inputs (not
+    initializers) and outputs as Tensors, in the model's order; params:
+    the float initializers as parameter Tensors; constants(): every
+    binding the model owns (parameters' initial values, then constants read
+    as inputs) as (Tensor, numpy array copy). find(name): the Tensor an
+    ONNX value name became, or None."""
+
+    def __init__(self, data, training=True, batch_size=0, dropout_seed=0):
+        o = _lib.onnx()
+        self._o = o
+        self._m = None
+        self.graph = Graph()
+        opts = _lib.OnnxOptions()
+        o.options_init(ctypes.byref(opts))
+        opts.training = int(bool(training))
+        opts.batch_size = int(batch_size)
+        opts.dropout_seed = int(dropout_seed)
+        buf = bytes(data)
+        m = ctypes.c_void_p()
+        _lib.check(o.import_buffer(buf, len(buf), ctypes.byref(opts),
+                                   self.graph._g, ctypes.byref(m)))
+        self._m = m
+        t = self.graph._t
+        self.inputs = [t(o.input(m, i)) for i in range(o.num_inputs(m))]
+        self.outputs = [t(o.output(m, i)) for i in range(o.num_outputs(m))]
+        self.params = [t(o.param(m, i)) for i in range(o.num_params(m))]
+
+    def __del__(self):
+        if getattr(self, "_m", None):
+            self._o.model_free(self._m)
+            self._m = None
+
+    def find(self, name):
+        tid = self._o.find(self._m, name.encode())
+        return None if tid < 0 else self.graph._t(tid)
+
+    def constants(self):
+        import numpy as np
+        n = ctypes.c_int()
+        b = self._o.bindings(self._m, ctypes.byref(n))
+        out = []
+        for i in range(n.value):
+            t = self.graph._t(b[i].tensor)
+            d = ctypes.c_int()
+            _lib.check(_lib.tensor_dtype(self.graph._g, t.id,
+                                         ctypes.byref(d)))
+            count = 1
+            for s in t.shape:
+                count *= s
+            arr = (_CTYPES[d.value] * count).from_address(b[i].data)
+            out.append((t, np.frombuffer(arr, dtype=_CTYPES[d.value]).copy()
+                        .reshape(t.shape)))
+        return out
+
+
+def onnx_import(data, training=True, batch_size=0, dropout_seed=0):
+    """Import an ONNX model (its bytes) into a new Graph: an OnnxModel.
+    training: BatchNormalization on batch statistics and Dropout on (as
+    mg_onnx_options.training). Needs libmemgrad_onnx (a build with
+    protobuf-c); a model file is untrusted input, refused with a
+    MemgradError naming the node where it is bad."""
+    return OnnxModel(data, training, batch_size, dropout_seed)
+

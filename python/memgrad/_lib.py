@@ -1,5 +1,6 @@
-"""ctypes declarations of the public C API (memgrad.h, memgrad_dlpack.h)
-that the package uses, and the DLPack capsule plumbing."""
+"""ctypes declarations of the public C API (memgrad.h, memgrad_dlpack.h,
+and memgrad_onnx.h from libmemgrad_onnx, loaded on first use) that the
+package uses, and the DLPack capsule plumbing."""
 import ctypes
 import glob
 import os
@@ -81,6 +82,13 @@ class Pool2dOpts(ctypes.Structure):
                 ("pad_top", c_int), ("pad_left", c_int),
                 ("pad_bottom", c_int), ("pad_right", c_int),
                 ("ceil_mode", c_int), ("count_include_pad", c_int)]
+
+
+class OnnxOptions(ctypes.Structure):
+    _fields_ = [("batch_size", c_int64), ("dims", c_void_p),
+                ("n_dims", c_int), ("training", c_int),
+                ("dropout_seed", c_uint64), ("external_data_dir", c_char_p),
+                ("external_data_allowed_dir", c_char_p)]
 
 
 class AttentionOpts(ctypes.Structure):
@@ -213,6 +221,59 @@ causal_mask = _fn("mg_causal_mask", T, G, T, c_double)
 attention = _fn("mg_attention", T, G, T, T, T, c_int, c_double)
 attention_ex = _fn("mg_attention_ex", T, G, T, T, T, T, POINTER(AttentionOpts))
 broadcast_to = _fn("mg_broadcast_to", T, G, T, c_int, POINTER(c_int64))
+
+
+class _OnnxLib:
+    """memgrad_onnx.h's functions, from libmemgrad_onnx beside libmemgrad
+    (or MEMGRAD_ONNX_LIBRARY), which links libmemgrad itself: one copy of
+    the library, so its graphs are this package's."""
+
+    def __init__(self, path):
+        o = ctypes.CDLL(path)
+
+        def fn(name, restype, *argtypes):
+            f = getattr(o, name)
+            f.restype = restype
+            f.argtypes = list(argtypes)
+            return f
+        M = c_void_p
+        self.options_init = fn("mg_onnx_options_init", None,
+                               POINTER(OnnxOptions))
+        self.import_buffer = fn("mg_onnx_import_buffer", c_int, c_void_p,
+                                c_size_t, POINTER(OnnxOptions), G,
+                                POINTER(M))
+        self.model_free = fn("mg_onnx_model_free", None, M)
+        self.num_inputs = fn("mg_onnx_num_inputs", c_int, M)
+        self.input = fn("mg_onnx_input", T, M, c_int)
+        self.num_outputs = fn("mg_onnx_num_outputs", c_int, M)
+        self.output = fn("mg_onnx_output", T, M, c_int)
+        self.num_params = fn("mg_onnx_num_params", c_int, M)
+        self.param = fn("mg_onnx_param", T, M, c_int)
+        self.bindings = fn("mg_onnx_bindings", POINTER(Binding), M,
+                           POINTER(c_int))
+        self.find = fn("mg_onnx_find", T, M, c_char_p)
+
+
+_onnx = []
+
+
+def onnx():
+    """The ONNX importer's functions (an _OnnxLib), loaded on first use;
+    ImportError where this build has no libmemgrad_onnx."""
+    if not _onnx:
+        path = os.environ.get("MEMGRAD_ONNX_LIBRARY")
+        if not path:
+            d, base = os.path.split(lib._name)
+            want = [os.path.join(d, base.replace("libmemgrad",
+                                                 "libmemgrad_onnx", 1))]
+            want += sorted(glob.glob(os.path.join(d, "libmemgrad_onnx*.so*")))
+            path = next((w for w in want if os.path.exists(w)), None)
+        if not path:
+            raise ImportError(
+                "memgrad: libmemgrad_onnx not found beside %s (a build "
+                "without protobuf-c, or set MEMGRAD_ONNX_LIBRARY)" % lib._name)
+        _onnx.append(_OnnxLib(path))
+    return _onnx[0]
 
 
 def check(status):

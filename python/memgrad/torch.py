@@ -102,17 +102,19 @@ torch when the plan is made and bound as inputs.
 """
 import collections
 import dis
+import io
 import inspect
 import math
 import numbers
 import operator
+import warnings
 
 import torch
 import torch.fx
 import torch.nn.functional as F
 from torch.fx.node import map_aggregate, map_arg
 
-from . import Executor, Graph, MemgradError, Tensor
+from . import Executor, Graph, MemgradError, Tensor, onnx_import
 
 __all__ = ["Module", "check", "CheckReport", "UnsupportedModelError",
            "SUPPORTED"]
@@ -489,10 +491,13 @@ class CheckReport:
     (what, count, paths, reason) with what such as "torch.nn.Hardswish
     (module)" or "torch.cat (function)"."""
 
-    def __init__(self, model_name, unsupported, trace_error=None):
+    def __init__(self, model_name, unsupported, trace_error=None,
+                 fallback_error=None):
         self.model_name = model_name
         self.unsupported = unsupported
         self.trace_error = trace_error
+        # why the capture through torch.onnx.export failed too
+        self.fallback_error = fallback_error
 
     @property
     def ok(self):
@@ -510,8 +515,12 @@ class CheckReport:
                     "make that part of forward trace (torch.fx.wrap a "
                     "helper, or move data-dependent code out of forward), "
                     "or run only the traceable submodules through "
-                    "memgrad.torch.Module." % (self.model_name,
-                                               self.trace_error))
+                    "memgrad.torch.Module.%s" % (
+                        self.model_name, self.trace_error,
+                        "" if self.fallback_error is None else
+                        " Capturing it through torch.onnx.export and "
+                        "memgrad's ONNX importer instead failed too: %s"
+                        % self.fallback_error))
         if self.ok:
             return "memgrad.torch can capture %s" % self.model_name
         n = sum(e[1] for e in self.unsupported)
@@ -537,6 +546,35 @@ class CheckReport:
     __repr__ = __str__
 
 
+def _onnx_export(module, example_inputs, training):
+    """The module's ONNX bytes (torch.onnx.export, opset 17, parameters
+    under their own names), its buffers and torch's RNG left as they were
+    (the export runs forward once), torch's tracer warnings kept from the
+    user, who gets memgrad's one warning instead."""
+    bufs = [(b, b.detach().clone()) for b in module.buffers()]
+    f = io.BytesIO()
+    mode = (torch.onnx.TrainingMode.TRAINING if training
+            else torch.onnx.TrainingMode.EVAL)
+    try:
+        with warnings.catch_warnings(), torch.random.fork_rng(devices=[]):
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                module, tuple(example_inputs), f, training=mode,
+                do_constant_folding=False, opset_version=17,
+                input_names=["input%d" % i
+                             for i in range(len(example_inputs))],
+                output_names=["output"])
+    except Exception as e:  # noqa: BLE001 - any exporter failure
+        msg = str(e).strip().splitlines()
+        raise RuntimeError("torch.onnx.export failed: %s" % (
+            msg[0] if msg else type(e).__name__)) from None
+    finally:
+        with torch.no_grad():
+            for b, v in bufs:
+                b.copy_(v)
+    return f.getvalue()
+
+
 class _Captured:
     """The memgrad graph and plan of one traced module, for one input
     signature and one mode."""
@@ -546,16 +584,27 @@ class _Captured:
         # trace in the plan's mode; each submodule's own flag is restored
         was = [(m, m.training) for m in module.modules()]
         module.train(training)
+        self._compact = compact  # mg_checkpoints.compact, read by _plan
         try:
             self._build(module, example_inputs, policy, training,
-                        budget_bytes, collect, gm, compact)
+                        budget_bytes, collect, gm)
         finally:
             for m, flag in was:
                 m.training = flag
 
     def _build(self, module, example_inputs, policy, training, budget_bytes,
-               collect, gm, compact=False):
-        gm = gm if gm is not None else _trace(module)
+               collect, gm):
+        self.captured_by = "torch.fx"
+        if gm is None:
+            try:
+                gm = _trace(module)
+            except UnsupportedModelError as e:
+                if e.report.trace_error is None:
+                    raise
+                self._build_from_onnx(module, example_inputs, policy,
+                                      training, budget_bytes, collect,
+                                      e.report)
+                return
         self.training = training
         self.module_name = type(module).__name__
         dt = self.dtype = _dtype_of(module, example_inputs)
@@ -649,13 +698,19 @@ class _Captured:
         self.report = CheckReport(type(module).__name__, [])
         if collect:
             return
+        self._plan(module, policy, budget_bytes)
+
+    def _plan(self, module, policy, budget_bytes):
+        """The gradients of self.y and the plan, whichever way the graph
+        was captured."""
+        g, dt = self.graph, self.dtype
         self.seed = g.input("grad_output", dt, self.y.shape)
         xs = self.inputs + self.param_tensors
         try:
             self.grads = g.gradients([self.y], xs, policy=policy,
                                      grad_ys=[self.seed],
                                      budget_bytes=budget_bytes or 0,
-                                     compact=compact)
+                                     compact=self._compact)
         except MemgradError as e:
             raise MemgradError(e.status, "memgrad.torch: planning %s under "
                                "policy %r failed: %s" % (
@@ -667,6 +722,88 @@ class _Captured:
         # same for every device); made on first use
         self.executors = {}
         self._real = self._gm = self._examples = None
+
+    def _build_from_onnx(self, module, example_inputs, policy, training,
+                         budget_bytes, collect, report):
+        """Where torch.fx cannot trace the module: capture it by
+        torch.onnx.export (which runs forward on the examples, so Python
+        control flow goes the way the examples take it) and memgrad's ONNX
+        importer, which maps ONNX nodes to the same C ops. Parameters are
+        matched to the module's by name; BatchNorm's running statistics are
+        not updated on this path. If it fails too, the error names both."""
+        self.captured_by = "torch.onnx.export"
+        self.training = training
+        self.module_name = type(module).__name__
+        self.stats, self.buffers = [], []
+        self.n_random = 0
+        self._real = self._gm = self._examples = None
+        try:
+            self.dtype = _dtype_of(module, example_inputs)
+            if self.dtype != "float32":
+                raise _Unsupported(
+                    "memgrad's ONNX importer computes in float32, and the "
+                    "model is %s" % self.dtype)
+            om = onnx_import(_onnx_export(module, example_inputs, training),
+                             training=training)
+            self._match_onnx(module, om, example_inputs)
+        except (_Unsupported, MemgradError, ImportError, RuntimeError,
+                TypeError, ValueError) as e:
+            report.fallback_error = "%s: %s" % (type(e).__name__, e)
+            raise UnsupportedModelError(report) from None
+        self.report = CheckReport(self.module_name, [])
+        if collect:
+            return
+        warnings.warn(
+            "memgrad.torch: torch.fx could not trace %s (%s); captured it "
+            "through torch.onnx.export instead, so Python control flow in "
+            "its forward is fixed the way the example inputs took it (a "
+            "new input shape captures it again), and BatchNorm running "
+            "statistics are not updated" % (self.module_name,
+                                            report.trace_error),
+            stacklevel=4)
+        self._plan(module, policy, budget_bytes)
+
+    def _match_onnx(self, module, om, example_inputs):
+        """Inputs, output, and the module's parameters by name, from an
+        imported OnnxModel; every other initializer or constant it reads
+        is bound as a buffer."""
+        self.onnx_model = om
+        self.graph = om.graph
+        if len(om.inputs) != len(example_inputs):
+            raise TypeError("the exported model takes %d input(s), and %d "
+                            "example input(s) were given"
+                            % (len(om.inputs), len(example_inputs)))
+        if len(om.outputs) != 1:
+            raise _Unsupported(
+                "memgrad.torch.Module needs a forward that returns one "
+                "tensor, and this one returns %d; wrap the model so it "
+                "returns one (the loss, say)" % len(om.outputs))
+        self.inputs = list(om.inputs)
+        self.input_names = [t.name for t in om.inputs]
+        self.y = om.outputs[0]
+        named = dict(module.named_parameters())
+        is_param = {t.id for t in om.params}
+        self.params, self.param_tensors = [], []
+        strays = []
+        for t, arr in om.constants():
+            p = named.get(t.name) if t.id in is_param else None
+            if p is not None:
+                self.params.append(p)
+                self.param_tensors.append(t)
+                continue
+            if t.id in is_param and t.name not in dict(
+                    module.named_buffers()):
+                strays.append(t.name)
+            self.buffers.append((t, torch.from_numpy(arr)))
+        matched = {id(q) for q in self.params}
+        missing = [n for n, p in named.items()
+                   if p.requires_grad and id(p) not in matched]
+        if strays and missing:
+            raise _Unsupported(
+                "the exported model's weights %s match none of the "
+                "module's parameters (%s lack one): their gradients would "
+                "be lost" % (strays[:4], missing[:4]))
+        self.n_random = len(self.graph.tensors(op="dropout"))
 
     # ------------------------------------------------------------ mapping
     def _describe(self, node, modules):
@@ -918,7 +1055,8 @@ class _Captured:
              for t, a in zip(self.inputs + self.param_tensors, tensors)}
         tdt = self.params[0].dtype if self.params else tensors[0].dtype
         for t, buf in self.buffers:
-            f[t] = buf.detach().to(device=device, dtype=tdt).reshape(
+            bdt = tdt if buf.is_floating_point() else buf.dtype
+            f[t] = buf.detach().to(device=device, dtype=bdt).reshape(
                 t.shape).contiguous()
         return f
 

@@ -27,6 +27,7 @@ STRUCTS = {
     "mg_pool2d_opts": (_lib.Pool2dOpts, "memgrad.h"),
     "mg_attention_opts": (_lib.AttentionOpts, "memgrad.h"),
     "mg_pool_stats": (_lib.PoolStats, "memgrad.h"),
+    "mg_onnx_options": (_lib.OnnxOptions, "memgrad_onnx.h"),
     "DLDevice": (_lib.DLDevice, "dlpack/dlpack.h"),
     "DLDataType": (_lib.DLDataType, "dlpack/dlpack.h"),
     "DLTensor": (_lib.DLTensor, "dlpack/dlpack.h"),
@@ -42,7 +43,8 @@ ENUMS = dict(
 
 def _c_program():
     lines = ["#include <stddef.h>", "#include <stdio.h>",
-             "#include <memgrad.h>", "#include <dlpack/dlpack.h>",
+             "#include <memgrad.h>", "#include <memgrad_onnx.h>",
+             "#include <dlpack/dlpack.h>",
              "int main(void) {"]
     for name, (mirror, _) in STRUCTS.items():
         lines.append('printf("size %s %%zu\\n", sizeof(%s));' % (name, name))

@@ -94,15 +94,30 @@ mg_status mgi_onnx_define(mgi_octx *c, const char *name, mg_tensor t,
     return MG_OK;
 }
 
-bool mgi_onnx_is_read(const mgi_octx *c, const char *name) {
-    if (!name || !name[0] || !c->n_used) return false;
-    uint32_t mask = (uint32_t)c->n_used - 1;
-    for (uint32_t h = hash_str(name) & mask; c->used[h]; h = (h + 1) & mask)
-        if (strcmp(c->used[h], name) == 0) return true;
-    return false;
+static mgi_oread *read_find(const mgi_octx *c, const char *name) {
+    if (!name || !name[0] || !c->n_reads) return NULL;
+    uint32_t mask = (uint32_t)c->n_reads - 1;
+    for (uint32_t h = hash_str(name) & mask; c->reads[h].name;
+         h = (h + 1) & mask)
+        if (strcmp(c->reads[h].name, name) == 0) return &c->reads[h];
+    return NULL;
 }
 
-static mg_status build_used(mgi_octx *c, const Onnx__GraphProto *gp) {
+bool mgi_onnx_is_read(const mgi_octx *c, const char *name) {
+    return read_find(c, name) != NULL;
+}
+
+const Onnx__NodeProto *mgi_onnx_sole_producer(const mgi_octx *c,
+                                              const char *name) {
+    const mgi_oread *r = read_find(c, name);
+    if (!r || r->readers != 1 || r->producer < 0) return NULL;
+    return c->gp->node[r->producer];
+}
+
+/* The read-name index: one pass over the inputs for the counts, one over
+ * the outputs for the producers, so that the attention matcher's walk up
+ * its chain costs a lookup per step, not a scan of a (hostile) graph. */
+static mg_status build_reads(mgi_octx *c, const Onnx__GraphProto *gp) {
     size_t n = gp->n_output + 1;
     for (size_t k = 0; k < gp->n_node; k++) {
         if (gp->node[k]->n_input > (size_t)INT32_MAX / 4 ||
@@ -110,24 +125,36 @@ static mg_status build_used(mgi_octx *c, const Onnx__GraphProto *gp) {
             return mg_set_error(MG_ERR_INVALID_ARG, "onnx: too many values");
         n += gp->node[k]->n_input;
     }
+    if (gp->n_node > (size_t)INT32_MAX)
+        return mg_set_error(MG_ERR_INVALID_ARG, "onnx: too many nodes");
     size_t slots = 16;
     while (slots < 2 * n) slots *= 2;
     if (slots > (size_t)INT32_MAX / 2)
         return mg_set_error(MG_ERR_INVALID_ARG, "onnx: too many values");
-    c->used = calloc(slots, sizeof *c->used);
-    if (!c->used) return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
-    c->n_used = (int)slots;
+    c->reads = calloc(slots, sizeof *c->reads);
+    if (!c->reads) return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    c->n_reads = (int)slots;
     uint32_t mask = (uint32_t)slots - 1;
     for (size_t k = 0; k <= gp->n_node; k++) {
         size_t cnt = k < gp->n_node ? gp->node[k]->n_input : gp->n_output;
         for (size_t i = 0; i < cnt; i++) {
             const char *nm =
                 k < gp->n_node ? gp->node[k]->input[i] : S(gp->output[i]->name);
-            if (!nm[0] || mgi_onnx_is_read(c, nm)) continue;
-            uint32_t h = hash_str(nm) & mask;
-            while (c->used[h]) h = (h + 1) & mask;
-            c->used[h] = nm;
+            if (!nm[0]) continue;
+            mgi_oread *r = read_find(c, nm);
+            if (!r) {
+                uint32_t h = hash_str(nm) & mask;
+                while (c->reads[h].name) h = (h + 1) & mask;
+                r = &c->reads[h];
+                *r = (mgi_oread){nm, 0, -1};
+            }
+            if (r->readers < INT32_MAX) r->readers++;
         }
+    }
+    for (size_t k = 0; k < gp->n_node; k++) {
+        const Onnx__NodeProto *nd = gp->node[k];
+        mgi_oread *r = nd->n_output > 0 ? read_find(c, S(nd->output[0])) : NULL;
+        if (r) r->producer = (int32_t)k;
     }
     return MG_OK;
 }
@@ -817,7 +844,7 @@ static mg_status import_model(mgi_octx *c, const Onnx__ModelProto *mp) {
     c->n_slots = nslots;
 
     if ((s = import_initializers(c, gp)) || (s = import_inputs(c, gp)) ||
-        (s = build_used(c, gp)))
+        (s = build_reads(c, gp)))
         return s;
     int32_t *order;
     if ((s = node_order(c, gp, &order))) return s;
@@ -892,7 +919,7 @@ static mg_status import_buffer(const void *data, size_t size,
     free(c.consts);
     free(c.vals);
     free(c.slots);
-    free(c.used);
+    free(c.reads);
     free(c.f32_of);
     if (s) {
         mg_onnx_model_free(c.model);

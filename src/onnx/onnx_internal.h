@@ -43,6 +43,13 @@ typedef struct mgi_oval {
     const mgi_oconst *init;
 } mgi_oval;
 
+/* One read name: see mgi_octx.reads. */
+typedef struct mgi_oread {
+    const char *name;
+    int32_t readers;  /* node inputs and graph outputs naming it */
+    int32_t producer; /* index of the node whose output 0 it is, or -1 */
+} mgi_oread;
+
 typedef struct mgi_octx {
     mg_graph *g;
     mg_onnx_options opts;
@@ -63,9 +70,11 @@ typedef struct mgi_octx {
     /* the node's first attribute of the wrong type or out of range, found
      * by the attribute readers of onnx_ops_common.c ("" if none) */
     char attr_err[256];
-    /* every name a node or a graph output reads: open addressing */
-    const char **used;
-    int n_used;
+    /* every name a node or a graph output reads, with how many times it
+     * is read and the node whose output 0 it is: open addressing, built
+     * once so that no converter scans the graph per node */
+    struct mgi_oread *reads;
+    int n_reads;
     const char *domain_of_node;
     /* as_float's casts, by the integer tensor's id (MG_NO_TENSOR: none
      * yet), so a mask read by several nodes is cast once */
@@ -106,6 +115,10 @@ mg_status mgi_onnx_node_error(mgi_octx *c, mg_status s, const char *fmt, ...)
  * nobody reads (Dropout's mask, BatchNormalization's running statistics)
  * is then left undefined instead of refused. */
 bool mgi_onnx_is_read(const mgi_octx *c, const char *name);
+/* The node whose output 0 is `name`, if `name` is read exactly once (by one
+ * node input, or by one graph output), else NULL. */
+const Onnx__NodeProto *mgi_onnx_sole_producer(const mgi_octx *c,
+                                              const char *name);
 
 /* onnx_extdata.c: the `len` bytes at `offset` of external-data location
  * `loc` of tensor `tname`, opened beneath options.external_data_dir (no

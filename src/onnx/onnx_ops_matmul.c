@@ -11,7 +11,9 @@
 
 /* ---- attention -----------------------------------------------------------
  * MatMul(p, v) with p = Softmax(x) over the last axis, x = Add(s, mask) (or
- * Add(mask, s), or s itself), s = Mul(t, c), Mul(c, t) or Div(t, c) with c
+ * Add(mask, s), or Where(cond, s, fill) or Where(cond, fill, s) with fill
+ * one constant value not +inf or NaN, as torch's masked_fill exports; or
+ * s itself), s = Mul(t, c), Mul(c, t) or Div(t, c) with c
  * one value (or t itself; a constant becomes the op's scale, a tensor such
  * as an initializer multiplies or divides q), t = MatMul(q, kt): every
  * intermediate
@@ -25,24 +27,6 @@ static bool is_op(const node_t *n, const char *op) {
     return n &&
            (!n->domain || !n->domain[0] || !strcmp(n->domain, "ai.onnx")) &&
            !strcmp(S(n->op_type), op);
-}
-
-/* The node whose output 0 is `name`, if it is read by nothing else (no
- * other node input, no graph output). */
-static const node_t *sole_producer(const mgi_octx *c, const char *name) {
-    const Onnx__GraphProto *gp = c->gp;
-    const node_t *prod = NULL;
-    int readers = 0;
-    if (!gp || !name || !name[0]) return NULL;
-    for (size_t k = 0; k < gp->n_node; k++) {
-        const node_t *n = gp->node[k];
-        if (n->n_output > 0 && !strcmp(S(n->output[0]), name)) prod = n;
-        for (size_t i = 0; i < n->n_input; i++)
-            readers += !strcmp(S(n->input[i]), name);
-    }
-    for (size_t k = 0; k < gp->n_output; k++)
-        readers += !strcmp(S(gp->output[k]->name), name);
-    return readers == 1 ? prod : NULL;
 }
 
 /* A scale: a scalar float constant (into *v), or else a one-element
@@ -76,20 +60,74 @@ static mg_tensor named_tensor(mgi_octx *c, const char *name, int *nd,
     return t;
 }
 
+/* The additive mask equal to Where node w before a softmax, whose scores
+ * are its input score_side (1 or 2) and whose other value input is the
+ * constant fill: fill where the Where picks fill, 0 where it picks the
+ * scores, in cond's shape (into *nd, shape). A constant condition gives a
+ * constant mask, -inf kept (the fused kernel's rows take it as no weight);
+ * a tensor condition gives (picks fill) * fill with -inf made the lowest
+ * float, so that 0 * fill stays 0. MG_NO_TENSOR if cond is neither. */
+static mg_tensor where_mask(mgi_octx *c, const node_t *w, int score_side,
+                            double fill, int *nd, int64_t *shape) {
+    const mgi_oconst *cond = mgi_onnx_in_const(c, w, 0);
+    if (cond) {
+        mgi_oconst *k =
+            mgi_onnx_const_new(c, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, true,
+                               cond->ndim, cond->shape);
+        if (!k) return MG_NO_TENSOR;
+        for (int64_t e = 0; e < k->n; e++) {
+            const bool picks_fill =
+                (mgi_onnx_cval(cond, e) != 0) == (score_side == 2);
+            k->f[e] = picks_fill ? fill : 0.0;
+        }
+        mgi_oval tmp = {w->input[0], MG_NO_TENSOR, k, NULL};
+        mg_tensor t = mgi_onnx_tensor(c, &tmp);
+        *nd = t == MG_NO_TENSOR ? -1 : mgi_onnx_tshape(c, t, shape);
+        return t;
+    }
+    mg_tensor ct = mgi_onnx_float_in(c, w, 0);
+    if (ct == MG_NO_TENSOR) return MG_NO_TENSOR;
+    mg_tensor pick = score_side == 1 ? mgi_onnx_one_minus(c, ct) : ct;
+    const double lowest = -3.4028234663852886e38;
+    mg_tensor t = pick == MG_NO_TENSOR
+                      ? MG_NO_TENSOR
+                      : mg_scale(c->g, pick, fill < lowest ? lowest : fill);
+    *nd = t == MG_NO_TENSOR ? -1 : mgi_onnx_tshape(c, t, shape);
+    return t;
+}
+
 /* The fused attention for MatMul node n, or MG_NO_TENSOR with no error set
  * when n does not close the pattern (n converts as a plain MatMul then);
  * *matched says which. */
 static mg_tensor try_attention(mgi_octx *c, const node_t *n, bool *matched) {
     *matched = false;
     if (n->n_input != 2) return MG_NO_TENSOR;
-    const node_t *sm = sole_producer(c, n->input[0]);
+    const node_t *sm = mgi_onnx_sole_producer(c, n->input[0]);
     if (!is_op(sm, "Softmax") || sm->n_input != 1) return MG_NO_TENSOR;
     /* x: the scores, with a mask added or not */
     const char *x = sm->input[0], *mask = NULL, *s = x;
-    const node_t *xn = sole_producer(c, x);
-    if (is_op(xn, "Add") && xn->n_input == 2) {
+    const node_t *xn = mgi_onnx_sole_producer(c, x);
+    /* a Where mask: the scores on one side (score_side 1 or 2), fill on
+     * the other */
+    int score_side = 0;
+    double fill = 0;
+    if (is_op(xn, "Where") && xn->n_input == 3) {
+        for (int i = 1; i <= 2 && !score_side; i++) {
+            const node_t *p = mgi_onnx_sole_producer(c, xn->input[i]);
+            mgi_oval *f = mgi_onnx_lookup(c, xn->input[3 - i]);
+            const mgi_oconst *fc = !f ? NULL : f->c ? f->c : f->init;
+            if ((is_op(p, "Mul") || is_op(p, "Div") || is_op(p, "MatMul")) &&
+                fc && fc->n == 1 && fc->f) {
+                fill = fc->f[0];
+                if (isnan(fill) || fill == INFINITY) return MG_NO_TENSOR;
+                s = xn->input[i];
+                score_side = i;
+            }
+        }
+        if (!score_side) return MG_NO_TENSOR;
+    } else if (is_op(xn, "Add") && xn->n_input == 2) {
         for (int i = 0; i < 2 && !mask; i++) {
-            const node_t *p = sole_producer(c, xn->input[i]);
+            const node_t *p = mgi_onnx_sole_producer(c, xn->input[i]);
             if (is_op(p, "Mul") || is_op(p, "Div") || is_op(p, "MatMul")) {
                 s = xn->input[i];
                 mask = xn->input[1 - i];
@@ -100,7 +138,7 @@ static mg_tensor try_attention(mgi_octx *c, const node_t *n, bool *matched) {
     double scale = 1.0, cv;
     mg_tensor st = MG_NO_TENSOR; /* a scale tensor */
     const char *t = s;
-    const node_t *sn = sole_producer(c, s);
+    const node_t *sn = mgi_onnx_sole_producer(c, s);
     const bool div = is_op(sn, "Div");
     if ((is_op(sn, "Mul") || div) && sn->n_input == 2) {
         if (scalar_value(c, sn->input[1], &cv, &st)) {
@@ -114,7 +152,7 @@ static mg_tensor try_attention(mgi_octx *c, const node_t *n, bool *matched) {
         }
     }
     if (!isfinite(scale) || scale == 0) return MG_NO_TENSOR;
-    const node_t *tn = sole_producer(c, t);
+    const node_t *tn = mgi_onnx_sole_producer(c, t);
     if (!is_op(tn, "MatMul") || tn->n_input != 2) return MG_NO_TENSOR;
 
     int nq, nkt, nv, nx, nm = 0;
@@ -125,6 +163,13 @@ static mg_tensor try_attention(mgi_octx *c, const node_t *n, bool *matched) {
     mg_tensor v = named_tensor(c, n->input[1], &nv, sv);
     mg_tensor xt = named_tensor(c, x, &nx, sx);
     mg_tensor m = mask ? named_tensor(c, mask, &nm, smk) : MG_NO_TENSOR;
+    if (score_side) {
+        m = where_mask(c, xn, score_side, fill, &nm, smk);
+        if (m == MG_NO_TENSOR) {
+            mg_clear_error();
+            return MG_NO_TENSOR;
+        }
+    }
     if (q == MG_NO_TENSOR || kt == MG_NO_TENSOR || v == MG_NO_TENSOR ||
         xt == MG_NO_TENSOR || (mask && m == MG_NO_TENSOR)) {
         mg_clear_error();
@@ -156,7 +201,7 @@ static mg_tensor try_attention(mgi_octx *c, const node_t *n, bool *matched) {
     }
     /* k: kt's source if kt is a Transpose swapping the last two axes */
     mg_tensor k = MG_NO_TENSOR;
-    const node_t *ktn = sole_producer(c, tn->input[1]);
+    const node_t *ktn = mgi_onnx_sole_producer(c, tn->input[1]);
     int64_t perm[MG_MAX_DIMS];
     if (is_op(ktn, "Transpose") && ktn->n_input == 1 &&
         mgi_onnx_attr_ints(c, ktn, "perm", perm, MG_MAX_DIMS) == nd) {

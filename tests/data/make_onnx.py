@@ -651,4 +651,55 @@ attn = model(anodes, [vi("x", ["N", 2, 5, 4])], [vi("y", ["N", 2, 5, 4])],
              ainits, opset=13)
 save(attn, "attention", arng.standard_normal((2, 2, 5, 4)).astype(np.float32))
 
+# attention_where: the masks as torch's masked_fill exports them, which the
+# importer also maps to the fused op: block 0 Where(causal, -inf, scores)
+# with a constant condition (True where masked), block 1 Where(keep,
+# scores, -1e9) with a condition computed from the second input, a padding
+# mask of keys to keep (int64 [N, 1, 1, 5], 1 = keep)
+wnodes, winits = [], [
+    numpy_helper.from_array(np.triu(np.ones((5, 5), dtype=bool), 1),
+                            "wcausal"),
+    numpy_helper.from_array(np.array(-np.inf, np.float32), "wninf"),
+    numpy_helper.from_array(np.array(-1e9, np.float32), "wbig"),
+    numpy_helper.from_array(np.array(0.5, np.float32), "wscale"),
+    numpy_helper.from_array(np.array(2.0, np.float32), "wsqrt_d")]
+wnodes.append(helper.make_node("Cast", ["keep"], ["keepb"],
+                               to=TensorProto.BOOL))
+src = "x"
+for b in range(2):
+    for part in "qkv":
+        winits.append(ainit(f"w{part}{b}", 4, 4))
+        wnodes.append(helper.make_node("MatMul", [src, f"w{part}{b}"],
+                                       [f"{part}{b}"]))
+    wnodes.append(helper.make_node("Transpose", [f"k{b}"], [f"kt{b}"],
+                                   perm=[0, 1, 3, 2]))
+    wnodes.append(helper.make_node("MatMul", [f"q{b}", f"kt{b}"], [f"s{b}"]))
+    if b == 0:
+        wnodes.append(helper.make_node("Mul", [f"s{b}", "wscale"],
+                                       [f"ss{b}"]))
+        wnodes.append(helper.make_node("Where", ["wcausal", "wninf", f"ss{b}"],
+                                       [f"sm{b}"]))
+    else:
+        wnodes.append(helper.make_node("Div", [f"s{b}", "wsqrt_d"],
+                                       [f"ss{b}"]))
+        wnodes.append(helper.make_node("Where", ["keepb", f"ss{b}", "wbig"],
+                                       [f"sm{b}"]))
+    wnodes.append(helper.make_node("Softmax", [f"sm{b}"], [f"p{b}"], axis=-1))
+    wnodes.append(helper.make_node("MatMul", [f"p{b}", f"v{b}"], [f"o{b}"]))
+    src = f"o{b}"
+wnodes.append(helper.make_node("Identity", [src], ["y"]))
+attn_where = model(wnodes, [vi("x", ["N", 2, 5, 4]),
+                            vi("keep", ["N", 1, 1, 5], TensorProto.INT64)],
+                   [vi("y", ["N", 2, 5, 4])], winits, opset=13)
+onnx.checker.check_model(attn_where, full_check=True)
+onnx.save(attn_where, os.path.join(OUT, "attention_where.onnx"))
+w_x = arng.standard_normal((2, 2, 5, 4)).astype(np.float32)
+w_keep = np.ones((2, 1, 1, 5), dtype=np.int64)
+w_keep[0, ..., 3:] = 0
+w_keep[1, ..., 4:] = 0
+w_x.astype("<f4").tofile(os.path.join(OUT, "attention_where.input.bin"))
+w_keep.astype("<i4").tofile(os.path.join(OUT, "attention_where.input1.bin"))
+np.asarray(ReferenceEvaluator(attn_where).run(None, {"x": w_x, "keep": w_keep})[0],
+           dtype="<f4").tofile(os.path.join(OUT, "attention_where.output.bin"))
+
 print("wrote models to", OUT)

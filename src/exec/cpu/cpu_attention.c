@@ -5,12 +5,25 @@
  * diagonal (column j > row i) take the fill value; the rest are copied.
  */
 #include "cpu_kernels.h"
+#include "cpu_vmath.h"
 
 #include "common/attn_tiles.h"
 
 #include <cblas.h>
 #include <limits.h>
 #include <tgmath.h>
+
+/* x[j] = exp(x[j] - m) over a scores row: float32 through the vector
+ * routines (the weights' exp was most of the kernel's own time), float64
+ * one value at a time. */
+static void attn_exp_shift_f32(float *x, int n, float m) {
+    for (int j = 0; j < n; j++) x[j] -= m;
+    mgi_cpu_vexpf(x, x, n);
+}
+
+static void attn_exp_shift_f64(double *x, int n, double m) {
+    for (int j = 0; j < n; j++) x[j] = exp(x[j] - m);
+}
 
 #define T float
 #define SUF f32

@@ -80,11 +80,8 @@ static void AT_FN(attn_fwd_task)(const T *q, const T *k, const T *v,
             }
             const T alpha = exp(mx[i] - m_new);
             T sum = 0;
-            for (int j = 0; j < ncol; j++) {
-                const T e = exp(row[j] - m_new);
-                sum += e;
-                row[j] = e;
-            }
+            AT_FN(attn_exp_shift)(row, ncol, m_new);
+            for (int j = 0; j < ncol; j++) sum += row[j];
             for (int j = ncol; j < nc; j++) row[j] = 0;
             l[i] = l[i] * alpha + sum;
             if (alpha != 1)
@@ -154,11 +151,12 @@ static void AT_FN(attn_bwd_task)(const T *q, const T *k, const T *v, const T *y,
                 const int ncol =
                     AT_FN(attn_row_prep)(row, mb, d, at->causal, gi, c0, nc);
                 const T lse = yb[gi * ldy + dv], Di = D[gi];
+                AT_FN(attn_exp_shift)(row, ncol, lse); /* row[j] = p */
                 if (drop) {
                     const uint64_t base =
                         at->offset + (uint64_t)((b * lq + gi) * lk + c0);
                     for (int j = 0; j < ncol; j++) {
-                        const T p = exp(row[j] - lse);
+                        const T p = row[j];
                         const int kept =
                             mg_rng_uniform(mg_rng_hash(key, base + j)) >= at->p;
                         prow[j] = p * ((kept ? prow[j] * keep : (T)0) - Di);
@@ -166,7 +164,7 @@ static void AT_FN(attn_bwd_task)(const T *q, const T *k, const T *v, const T *y,
                     }
                 } else {
                     for (int j = 0; j < ncol; j++) {
-                        const T p = exp(row[j] - lse);
+                        const T p = row[j];
                         prow[j] = p * (prow[j] - Di);
                         row[j] = p;
                     }

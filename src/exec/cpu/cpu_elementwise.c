@@ -3,9 +3,12 @@
  * elementwise op (arithmetic with numpy broadcasting and the activation
  * gradients): the loops that the expressions of MG_UNARY_OPS and
  * MG_BINARY_OPS (kernel_shared.h) are instantiated in, per dtype; and
- * cast, one loop per pair of MG_CAST_PAIRS.
+ * cast, one loop per pair of MG_CAST_PAIRS. In float32, the ops whose
+ * time is exp or tanh (gelu and its gradient, tanh, exp, sigmoid) compute
+ * it over blocks through cpu_vmath.c instead of one scalar call a value.
  */
 #include "cpu_kernels.h"
+#include "cpu_vmath.h"
 
 #include <tgmath.h> /* tanh/exp/... pick the float or double version */
 
@@ -27,9 +30,45 @@
         return MG_OK;                                                          \
     }
 
+/* The float32 ops that spend their time in exp or tanh, computed a block
+ * at a time with the vector routines; false for any other op. The
+ * formulas are MG_UNARY_OPS', in the same order of operations. */
+static bool unary_vec_f32(mg_op op, const float *restrict xs,
+                          float *restrict ys, int64_t n) {
+    if (op != MG_OP_GELU && op != MG_OP_TANH && op != MG_OP_EXP &&
+        op != MG_OP_SIGMOID)
+        return false;
+    const int64_t nb = (n + MG_VMATH_BLOCK - 1) / MG_VMATH_BLOCK;
+    MG_CPU_PAR_LOOP(n, for (int64_t b = 0; b < nb; b++), {
+        const int64_t i0 = b * MG_VMATH_BLOCK;
+        const int64_t m = n - i0 < MG_VMATH_BLOCK ? n - i0 : MG_VMATH_BLOCK;
+        const float *x = xs + i0;
+        float *y = ys + i0, u[MG_VMATH_BLOCK];
+        switch (op) {
+        case MG_OP_GELU:
+            for (int64_t j = 0; j < m; j++) u[j] = MG_GELU_U(float, x[j]);
+            mgi_cpu_vtanhf(u, u, m);
+            for (int64_t j = 0; j < m; j++) y[j] = 0.5f * x[j] * (1.0f + u[j]);
+            break;
+        case MG_OP_SIGMOID:
+            for (int64_t j = 0; j < m; j++) u[j] = -x[j];
+            mgi_cpu_vexpf(u, u, m);
+            for (int64_t j = 0; j < m; j++) y[j] = 1.0f / (1.0f + u[j]);
+            break;
+        case MG_OP_TANH: mgi_cpu_vtanhf(y, x, m); break;
+        default: mgi_cpu_vexpf(y, x, m); break;
+        }
+    });
+    return true;
+}
+
 #define UNARY_KERNEL(name, OP, expr)                                           \
     FOR_FLOAT_TYPES(UNARY_LOOP, name, expr)                                    \
     mg_status mgi_cpu_##name(const mg_kargs *ka) {                             \
+        if (ka->out.d.dtype == MG_F32 &&                                       \
+            unary_vec_f32(MG_OP_##OP, ka->in[0].data, ka->out.data,            \
+                          mgi_tdesc_numel(&ka->out.d)))                        \
+            return MG_OK;                                                      \
         return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, name, ka->in[0].data,      \
                                ka->out.data, mgi_tdesc_numel(&ka->out.d),      \
                                ka->attrs ? ka->attrs->alpha : 0.0);            \
@@ -74,11 +113,42 @@ static void binary_layout(const mg_kargs *ka, mg_layout *l) {
     mg_layout_coalesce(l);
 }
 
+/* gelu's gradient gy * gelu'(x) in float32 over equal shapes (one flat
+ * row), its tanh a block at a time; false for any other op or layout. The
+ * formula is mg_gelu_deriv's, in the same order of operations. */
+static bool binary_vec_f32(mg_op op, const float *as, const float *bs,
+                           float *restrict ys, const mg_layout *l) {
+    if (op != MG_OP_GELU_GRAD || l->ndim != 1 || l->stride[0][0] != 1 ||
+        l->stride[1][0] != 1)
+        return false;
+    const int64_t n = l->shape[0];
+    const int64_t nb = (n + MG_VMATH_BLOCK - 1) / MG_VMATH_BLOCK;
+    MG_CPU_PAR_LOOP(n, for (int64_t b = 0; b < nb; b++), {
+        const int64_t i0 = b * MG_VMATH_BLOCK;
+        const int64_t m = n - i0 < MG_VMATH_BLOCK ? n - i0 : MG_VMATH_BLOCK;
+        const float *a = as + i0, *x = bs + i0;
+        float *y = ys + i0, t[MG_VMATH_BLOCK];
+        for (int64_t j = 0; j < m; j++) t[j] = MG_GELU_U(float, x[j]);
+        mgi_cpu_vtanhf(t, t, m);
+        for (int64_t j = 0; j < m; j++) {
+            const float du = (float)MG_GELU_C *
+                             (1.0f + (float)(3 * MG_GELU_K) * x[j] * x[j]);
+            y[j] = a[j] * (0.5f * (1.0f + t[j]) +
+                           0.5f * x[j] * (1.0f - t[j] * t[j]) * du);
+        }
+    });
+    return true;
+}
+
 #define BINARY_KERNEL(name, OP, expr)                                          \
     FOR_FLOAT_TYPES(BINARY_LOOP, name, expr)                                   \
     mg_status mgi_cpu_##name(const mg_kargs *ka) {                             \
         mg_layout l;                                                           \
         binary_layout(ka, &l);                                                 \
+        if (ka->out.d.dtype == MG_F32 &&                                       \
+            binary_vec_f32(MG_OP_##OP, ka->in[0].data, ka->in[1].data,         \
+                           ka->out.data, &l))                                  \
+            return MG_OK;                                                      \
         return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, name, ka->in[0].data,      \
                                ka->in[1].data, ka->out.data, &l);              \
     }
