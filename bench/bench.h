@@ -36,6 +36,7 @@ typedef struct common_opts {
     size_t max_bytes;
     const char *csv;
     mg_device device; /* --device cpu|cuda */
+    int compact;      /* --compact yes|no: mg_checkpoints.compact */
 } common_opts;
 
 /* ------------------------------------------------------------ the commands */

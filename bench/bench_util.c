@@ -34,7 +34,7 @@ void bench_usage_print(FILE *out) {
         "[--batch B]\n"
         "                        [--width W] [--repeat K] [--load FILE]\n"
         "                        [--save-grads FILE] [--max-bytes BYTES]\n"
-        "                        [--device cpu|cuda]\n"
+        "                        [--device cpu|cuda] [--compact yes|no]\n"
         "       mg-bench observe [--model NAME] [--depth N] [--policy P] "
         "[--batch B]\n"
         "                        [--width W] [--repeat K] [--trace FILE]\n"
@@ -83,6 +83,8 @@ void bench_usage_print(FILE *out) {
         "  --plan-only yes: plan every case and print CSV rows\n"
         "              model,policy,depth,batch,width,predicted_peak_bytes,\n"
         "              recompute_flops_ratio on stdout; run no step\n"
+        "  --compact   yes: mg_checkpoints.compact, relu signs and max-pool\n"
+        "              argmaxes kept compact (depth, step). Default: no\n"
         "  --max-bytes refuse (and say so) a case whose predicted peak plus "
         "its\n"
         "              parameters, gradients and inputs exceeds BYTES; "
@@ -266,6 +268,10 @@ int bench_common_opt_parse(const char *opt, const char *value, common_opts *o) {
     } else if (!strcmp(opt, "--max-bytes")) {
         if (!bench_bytes_parse(value, &o->max_bytes))
             return bench_usage_error("bad --max-bytes '%s'", value);
+    } else if (!strcmp(opt, "--compact")) {
+        if (strcmp(value, "yes") && strcmp(value, "no"))
+            return bench_usage_error("bad --compact '%s' (yes or no)", value);
+        o->compact = !strcmp(value, "yes");
     } else {
         return 0;
     }

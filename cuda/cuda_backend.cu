@@ -92,6 +92,10 @@ static void kernels_init(void) {
     t[MG_OP_ATTENTION_GRAD] = cu_attention_grad;
     t[MG_OP_ATTENTION_GRAD_MASK] = cu_attention_grad;
     t[MG_OP_CAST] = cu_cast;
+    t[MG_OP_PACK_SIGN] = cu_pack_sign;
+    t[MG_OP_RELU_GRAD_MASK] = cu_relu_grad_mask;
+    t[MG_OP_MAX_POOL2D_ARGMAX] = cu_max_pool2d_argmax;
+    t[MG_OP_MAX_POOL2D_GRAD_ARGMAX] = cu_max_pool2d_grad_argmax;
     kernels_ready = 1;
 }
 

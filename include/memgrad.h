@@ -501,6 +501,16 @@ typedef struct mg_checkpoints {
      * must hold them. The smallest budget that fits, which MG_ERR_NOMEM
      * names, is in the same measure. */
     size_t budget_bytes;
+    /* 1: keep compact what a gradient rule reads only in part, under any
+     * policy (issue 29): a relu's or leaky relu's input or output that the
+     * backward pass reads only for its sign is kept as 1 bit per element,
+     * a max pool's input that it reads only for the argmax as 1 byte per
+     * output (windows of up to 256 elements), when no other backward op
+     * reads the tensor whole. Lossless: the gradients are the same bits,
+     * and the predicted peak counts the compact bytes exactly. Costs a
+     * pass over each such tensor in the forward pass. 0 (the default
+     * under every policy): off (docs/checkpointing.md#keeping-compact). */
+    int compact;
 } mg_checkpoints;
 
 /* A policy's name: "none", "collection", "memory", "speed" or "budget";

@@ -108,7 +108,8 @@ typedef struct op_case {
     void *host[MAX_LEAVES];
     int n_outs;
     mg_tensor outs[MAX_OUTS];
-    int exact_forward; /* dropout: bit-equal, not just close */
+    int exact_forward;          /* dropout: bit-equal, not just close */
+    const mg_checkpoints *ckpt; /* for mg_gradients: NULL, or compaction */
 } op_case;
 
 static bool ops_seen[MG_OP_COUNT];
@@ -161,7 +162,7 @@ static void finish(op_case *c, mg_tensor y) {
     mg_tensor loss = mg_sum(c->g, mg_mul(c->g, y, r), 0, NULL, 0);
     TH_OK_T(c->name, loss);
     c->outs[c->n_outs++] = y;
-    ck_assert_msg(mg_gradients(c->g, &loss, 1, NULL, xs, n_xs, NULL,
+    ck_assert_msg(mg_gradients(c->g, &loss, 1, NULL, xs, n_xs, c->ckpt,
                                c->outs + 1) == MG_OK,
                   "%s: %s", c->name, mg_last_error());
     c->n_outs += n_xs;
@@ -386,6 +387,15 @@ START_TEST(test_every_op_matches_cpu) {
         const int64_t xp[] = {2, 3, 7, 6};
         CASE("max_pool2d")
         finish(c, mg_max_pool2d(c->g, fin(c, 4, xp), 3, 2, 2, 2, 1, 1));
+        /* the compact saved forms (issue 29): relu's sign mask and the
+         * pool's argmax, read by relu_grad_mask, max_pool2d_grad_argmax */
+        const mg_checkpoints compact = {.policy = MG_CKPT_NONE, .compact = 1};
+        CASE("max_pool2d relu compact") {
+            c->ckpt = &compact;
+            mg_tensor r = mg_relu(c->g, mg_neg(c->g, fin(c, 4, xp)));
+            finish(c, mg_scale(c->g, mg_max_pool2d(c->g, r, 3, 2, 2, 2, 1, 1),
+                               2.0));
+        }
         CASE("avg_pool2d")
         finish(c, mg_avg_pool2d(c->g, fin(c, 4, xp), 3, 2, 2, 2, 1, 1));
         /* each side's padding, ceil_mode, both divisors */

@@ -259,7 +259,7 @@ class Graph:
         raise AttributeError(name)
 
     def gradients(self, ys, xs, policy="none", grad_ys=None, checkpoints=(),
-                  budget_bytes=0):
+                  budget_bytes=0, compact=False):
         """d(sum <grad_ys, ys>)/d xs under a checkpoint policy ("none",
         "collection", "memory", "speed", "budget": the least recomputation
         whose peak fits budget_bytes); grad_ys None means ones.
@@ -270,7 +270,12 @@ class Graph:
         copies, intermediate gradients and kernel workspace; not the
         parameters, inputs, ys or gradients). Pass the same budget_bytes
         to compile() so that the plan's summary and report compare its
-        budget_peak with it."""
+        budget_peak with it.
+
+        compact is mg_checkpoints.compact: keep what a gradient rule
+        reads only in part compact (a relu's sign as 1 bit per element, a
+        max pool's argmax as 1 byte per output); lossless, off by
+        default under every policy."""
         if policy not in POLICIES:
             raise ValueError("policy must be one of %s" % sorted(POLICIES))
         ny, yid = _ids(ys)
@@ -280,7 +285,8 @@ class Graph:
             gid = (ctypes.c_int32 * ny)(
                 *[-1 if t is None else t.id for t in grad_ys])
         nck, ckid = _ids(checkpoints)
-        ck = _lib.Checkpoints(POLICIES[policy], ckid, nck, 0, budget_bytes)
+        ck = _lib.Checkpoints(POLICIES[policy], ckid, nck, 0, budget_bytes,
+                              1 if compact else 0)
         out = (ctypes.c_int32 * nx)()
         _lib.check(_lib.gradients(self._g, yid, ny, gid, xid, nx,
                                   ctypes.byref(ck), out))

@@ -580,10 +580,11 @@ class _Captured:
     signature and one mode."""
 
     def __init__(self, module, example_inputs, policy, training=True,
-                 budget_bytes=0, collect=False, gm=None):
+                 budget_bytes=0, collect=False, gm=None, compact=False):
         # trace in the plan's mode; each submodule's own flag is restored
         was = [(m, m.training) for m in module.modules()]
         module.train(training)
+        self._compact = compact  # mg_checkpoints.compact, read by _plan
         try:
             self._build(module, example_inputs, policy, training,
                         budget_bytes, collect, gm)
@@ -708,7 +709,8 @@ class _Captured:
         try:
             self.grads = g.gradients([self.y], xs, policy=policy,
                                      grad_ys=[self.seed],
-                                     budget_bytes=budget_bytes or 0)
+                                     budget_bytes=budget_bytes or 0,
+                                     compact=self._compact)
         except MemgradError as e:
             raise MemgradError(e.status, "memgrad.torch: planning %s under "
                                "policy %r failed: %s" % (
@@ -2264,12 +2266,16 @@ class Module(torch.nn.Module):
     parameters, the inputs, the output or the gradients. `report()`
     prints the budget beside the plan's peak in that measure. The bridge
     hands the gradients to torch from memgrad's pool, so `predicted_peak`,
-    which counts them, may pass the budget by up to their bytes."""
+    which counts them, may pass the budget by up to their bytes.
+
+    compact: keep relu signs as 1-bit masks and max-pool argmaxes as 1
+    byte per output where the backward pass reads nothing more of the
+    tensor (mg_checkpoints.compact); lossless, off by default."""
 
     MAX_PLANS = 8
 
     def __init__(self, module, example_inputs, policy="memory",
-                 budget_bytes=None):
+                 budget_bytes=None, compact=False):
         super().__init__()
         if policy == "budget" and not budget_bytes:
             raise ValueError("memgrad.torch.Module: policy='budget' needs "
@@ -2284,6 +2290,7 @@ class Module(torch.nn.Module):
         self._example = example_inputs
         self._policy = policy
         self._budget = int(budget_bytes or 0)
+        self._compact = bool(compact)
         self._plans = collections.OrderedDict()
         self._cap = self._plan_for(example_inputs, True)
 
@@ -2294,7 +2301,8 @@ class Module(torch.nn.Module):
         cap = self._plans.get(key)
         if cap is None:
             cap = _Captured(self.module, inputs, self._policy,
-                            training=training, budget_bytes=self._budget)
+                            training=training, budget_bytes=self._budget,
+                            compact=self._compact)
             self._plans[key] = cap
             while len(self._plans) > self.MAX_PLANS:
                 self._plans.popitem(last=False)

@@ -491,6 +491,31 @@ MG_POOL2D_ARGMAX_DEF(float, f32)
 MG_POOL2D_ARGMAX_DEF(double, f64)
 #undef MG_POOL2D_ARGMAX_DEF
 
+/* The output length along one axis, for a kernel whose y is not an
+ * operand (max_pool2d_argmax): ops_pool.c's rule, after its shape rule
+ * has checked for overflow. */
+static inline int64_t mg_pool2d_out_len(int64_t n, int k, int s, int p0, int p1,
+                                        int ceil) {
+    const int64_t span = n + p0 + p1 - k;
+    int64_t out = (ceil ? span + (s - 1) : span) / s + 1;
+    if (ceil && (out - 1) * s >= n + p0) out--;
+    return out;
+}
+
+/* max_pool2d_argmax's byte (ops_compact.c): the picked element's place in
+ * window (oy, ox), row-major over the kh x kw window with its padding,
+ * from its index in the plane; and back. */
+MG_KFN uint8_t mg_pool2d_argmax_byte(const mg_pool2d_dims *d, int64_t oy,
+                                     int64_t ox, int64_t at) {
+    const int64_t ys = oy * d->sh - d->ph, xs = ox * d->sw - d->pw;
+    return (uint8_t)((at / d->w - ys) * d->kw + (at % d->w - xs));
+}
+MG_KFN int64_t mg_pool2d_argmax_at(const mg_pool2d_dims *d, int64_t oy,
+                                   int64_t ox, uint8_t b) {
+    const int64_t ys = oy * d->sh - d->ph, xs = ox * d->sw - d->pw;
+    return (ys + b / d->kw) * d->w + xs + b % d->kw;
+}
+
 /* ---- normalisation geometry ---------------------------------------------- */
 
 /* batchnorm and layernorm view x as [A, B, C] and normalise each group b

@@ -18,7 +18,8 @@
 /* One line per op: enum suffix and printed name. The op table in
  * src/graph/op_table.c and each backend's kernel table are indexed by it.
  * Ops after DROPOUT whose names contain _GRAD are backward helpers built
- * only by gradient rules. */
+ * only by gradient rules. The last four are the compact saved forms
+ * (op_table.h: mg_saved_form), built only by the compaction pass. */
 #define MG_OP_LIST(X)                                                          \
     X(INPUT, "input")                                                          \
     X(PARAM, "param")                                                          \
@@ -78,7 +79,11 @@
     X(EMBEDDING_GRAD, "embedding_grad")                                        \
     X(ATTENTION, "attention")                                                  \
     X(ATTENTION_GRAD, "attention_grad")                                        \
-    X(ATTENTION_GRAD_MASK, "attention_grad_mask")
+    X(ATTENTION_GRAD_MASK, "attention_grad_mask")                              \
+    X(PACK_SIGN, "pack_sign")                                                  \
+    X(RELU_GRAD_MASK, "relu_grad_mask")                                        \
+    X(MAX_POOL2D_ARGMAX, "max_pool2d_argmax")                                  \
+    X(MAX_POOL2D_GRAD_ARGMAX, "max_pool2d_grad_argmax")
 
 typedef enum mg_op {
 #define MG_OP_ENUM(e, s) MG_OP_##e,

@@ -71,6 +71,21 @@ mg_status mgi_graph_mark_ancestors(const mg_graph *g, const mg_tensor *roots,
     return MG_OK;
 }
 
+static int key_cmp(const void *a, const void *b) {
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Note pack p (MG_NODE_PACK) as needed, keyed by (its input, its id). */
+static mg_status pack_note(const mg_graph *g, const mg_tensor *remap,
+                           mg_tensor p, int64_t **keys, int32_t *n_keys,
+                           const char *what) {
+    if (!*keys && !(*keys = malloc((size_t)g->n * sizeof **keys)))
+        return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", what);
+    (*keys)[(*n_keys)++] = (int64_t)input_of(g, remap, p, 0) << 32 | p;
+    return MG_OK;
+}
+
 mg_status mgi_graph_ancestors_order(const mg_graph *g, const mg_tensor *roots,
                                     int n_roots, const mg_tensor *remap,
                                     bool *needed, mg_tensor *order,
@@ -83,28 +98,64 @@ mg_status mgi_graph_ancestors_order(const mg_graph *g, const mg_tensor *roots,
     /* Each marked node marks its inputs before the sweep reaches them, as
      * long as every one is earlier: then the marks are the ancestors, and
      * the creation order over them is topological, which is the order
-     * mgi_graph_topo_order keeps. */
+     * mgi_graph_topo_order keeps. A compact saved form's pack
+     * (MG_NODE_PACK, src/rewrite/compact.c) is made after the backward
+     * ops that read it but belongs right after the forward tensor it
+     * packs: it is scheduled there, so that the tensor dies in the forward
+     * pass. keys lists the packs, by (input, id). */
     bool in_order = true;
-    for (mg_tensor t = hi; in_order && t >= 0; t--) {
+    int64_t *keys = NULL;
+    int32_t n_keys = 0;
+    mg_status s = MG_OK;
+    for (mg_tensor t = hi; in_order && s == MG_OK && t >= 0; t--) {
         if (!needed[t]) continue;
         const mg_node *nd = &g->nodes[t];
-        for (int k = 0; k < nd->n_in; k++) {
+        if (nd->flags & MG_NODE_PACK)
+            s = pack_note(g, remap, t, &keys, &n_keys, what);
+        for (int k = 0; k < nd->n_in && s == MG_OK; k++) {
             const mg_tensor in = input_of(g, remap, t, k);
-            if (in >= t) in_order = false;
+            if (in >= t) {
+                if ((g->nodes[in].flags & MG_NODE_PACK) &&
+                    input_of(g, remap, in, 0) < t) {
+                    if (!needed[in]) {
+                        needed[in] = true;
+                        needed[input_of(g, remap, in, 0)] = true;
+                        s = pack_note(g, remap, in, &keys, &n_keys, what);
+                    }
+                    continue;
+                }
+                in_order = false;
+            }
             needed[in] = true;
         }
     }
+    if (s != MG_OK) {
+        free(keys);
+        return s;
+    }
     if (!in_order) {
+        free(keys);
         memset(needed, 0, (size_t)g->n * sizeof *needed);
-        mg_status s =
-            mgi_graph_mark_ancestors(g, roots, n_roots, remap, needed, what);
+        s = mgi_graph_mark_ancestors(g, roots, n_roots, remap, needed, what);
         if (s == MG_OK)
             s = mgi_graph_topo_order(g, needed, remap, order, n_order);
         return s;
     }
     int32_t k = 0;
-    for (mg_tensor t = 0; t <= hi; t++)
-        if (needed[t]) order[k++] = t;
+    if (!n_keys) {
+        for (mg_tensor t = 0; t <= hi; t++)
+            if (needed[t]) order[k++] = t;
+    } else {
+        qsort(keys, (size_t)n_keys, sizeof *keys, key_cmp);
+        int32_t j = 0;
+        for (mg_tensor t = 0; t <= hi; t++) {
+            if (!needed[t] || (g->nodes[t].flags & MG_NODE_PACK)) continue;
+            order[k++] = t;
+            for (; j < n_keys && (keys[j] >> 32) == t; j++)
+                order[k++] = (mg_tensor)(keys[j] & 0xffffffff);
+        }
+    }
+    free(keys);
     *n_order = k;
     return MG_OK;
 }

@@ -275,6 +275,41 @@ static mg_tensor add_node(mg_graph *g, mg_op op, int n_in, const mg_tensor *in,
     return g->n++;
 }
 
+mg_status mgi_graph_node_rewrite(mg_graph *g, mg_tensor t, mg_op op,
+                                 const mg_tensor *in, const mg_tdesc *shape) {
+    mg_node *n = &g->nodes[t];
+    const int n_in = n->n_in;
+    mg_status s = check_inputs(g, op, n_in, in);
+    if (s != MG_OK) return s;
+    mg_attrs a = *n->attrs;
+    a.ndim = shape->ndim;
+    memcpy(a.shape, shape->shape, sizeof a.shape);
+    mg_tdesc out;
+    memset(&out, 0, sizeof out);
+    if ((s = infer_node(g, op, n_in, in, &a, &out)) != MG_OK) return s;
+    if (out.dtype != n->d.dtype || !mgi_tdesc_same_shape(&out, &n->d)) {
+        char label[160];
+        return mg_set_error(
+            MG_ERR_INTERNAL, "%s: %s would change the tensor's shape or dtype",
+            mgi_graph_tensor_label(g, t, label, sizeof label), mgi_op_str(op));
+    }
+    if (n->flags & MG_NODE_OWN_ATTRS) {
+        *(mg_attrs *)n->attrs = a; /* its own: nothing else reads it */
+    } else {
+        mg_attrs *copy = attrs_take(g);
+        if (!copy)
+            return mg_set_error(MG_ERR_NOMEM,
+                                "%s: out of memory for its attributes",
+                                mgi_op_str(op));
+        *copy = a;
+        n->attrs = copy;
+        n->flags |= MG_NODE_OWN_ATTRS;
+    }
+    n->op = op;
+    for (int i = 0; i < n_in; i++) n->in[i] = in[i];
+    return MG_OK;
+}
+
 mg_tensor mgi_graph_add_node(mg_graph *g, mg_op op, int n_in,
                              const mg_tensor *in, const mg_attrs *attrs) {
     return add_node(g, op, n_in, in, attrs, false);

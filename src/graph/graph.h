@@ -17,7 +17,10 @@ enum {
     MG_NODE_CHECKPOINT = 1u << 1, /* tagged by the caller as a checkpoint */
     MG_NODE_CHOSEN = 1u << 2,     /* kept by a checkpoint policy */
     MG_NODE_RECOMPUTE = 1u << 3,  /* a recomputed copy of node `orig` */
-    MG_NODE_OWN_ATTRS = 1u << 4   /* attrs is its own, in g's blocks */
+    MG_NODE_OWN_ATTRS = 1u << 4,  /* attrs is its own, in g's blocks */
+    /* a compact saved form's pack (src/rewrite/compact.c): scheduled right
+     * after its input, though made after the backward ops that read it */
+    MG_NODE_PACK = 1u << 5
 };
 
 typedef struct mg_node {
@@ -80,6 +83,12 @@ mg_status mgi_graph_check_id(const mg_graph *g, mg_tensor t, const char *what);
 /* "'fc1' (#12 matmul)" or "#12 (matmul)" for error messages. */
 const char *mgi_graph_tensor_label(const mg_graph *g, mg_tensor t, char *buf,
                                    size_t len);
+/* Make node t compute op with inputs in[0..n_in) instead (the compaction
+ * pass's readers), with its attributes' ndim and shape set to *shape; the
+ * op's shape rule must give t's descriptor again. The node's own copy of
+ * its attributes is written over, so nothing else may share it. */
+mg_status mgi_graph_node_rewrite(mg_graph *g, mg_tensor t, mg_op op,
+                                 const mg_tensor *in, const mg_tdesc *shape);
 /* Drop every node with id >= n (used to undo a failed mg_gradients). */
 void mgi_graph_truncate(mg_graph *g, int32_t n);
 

@@ -76,7 +76,8 @@ const mg_op_def mgi_op_table[MG_OP_COUNT] = {
        .workspace = mgi_cross_entropy_workspace, .no_grad_inputs = 1u << 1),
     OP(MSE, .n_inputs = 2, .infer = mgi_mse_infer, .grad = mgi_mse_grad,
        .flops = mgi_loss_flops),
-    OP(RELU_GRAD, .n_inputs = 2, .infer = mgi_pair_infer, .flops_per_elem = 1),
+    OP(RELU_GRAD, .n_inputs = 2, .infer = mgi_pair_infer, .flops_per_elem = 1,
+       .compact = {1, MG_OP_PACK_SIGN, MG_OP_RELU_GRAD_MASK}),
     OP(GELU_GRAD, .n_inputs = 2, .infer = mgi_pair_infer, .flops_per_elem = 20),
     OP(TANH_GRAD, .n_inputs = 2, .infer = mgi_pair_infer, .flops_per_elem = 3),
     OP(SIGMOID_GRAD, .n_inputs = 2, .infer = mgi_pair_infer,
@@ -111,7 +112,8 @@ const mg_op_def mgi_op_table[MG_OP_COUNT] = {
        .flops = mgi_conv2d_grad_weight_flops,
        .workspace = mgi_conv2d_grad_weight_workspace),
     OP(MAX_POOL2D_GRAD, .n_inputs = 2, .infer = mgi_max_pool2d_grad_infer,
-       .flops = mgi_pool2d_grad_flops),
+       .flops = mgi_pool2d_grad_flops,
+       .compact = {1, MG_OP_MAX_POOL2D_ARGMAX, MG_OP_MAX_POOL2D_GRAD_ARGMAX}),
     OP(AVG_POOL2D_GRAD, .n_inputs = 1, .infer = mgi_avg_pool2d_grad_infer,
        .flops = mgi_pool2d_grad_flops),
     OP(BATCHNORM_GRAD_INPUT, .n_inputs = 3,
@@ -136,6 +138,16 @@ const mg_op_def mgi_op_table[MG_OP_COUNT] = {
        .infer = mgi_attention_grad_mask_infer,
        .flops = mgi_attention_grad_mask_flops,
        .workspace = mgi_attention_grad_workspace),
+    /* compact saved forms: ops_compact.c */
+    OP(PACK_SIGN, .n_inputs = 1, .infer = mgi_pack_sign_infer,
+       .flops_per_elem = 1),
+    OP(RELU_GRAD_MASK, .n_inputs = 2, .infer = mgi_relu_grad_mask_infer,
+       .flops_per_elem = 1),
+    OP(MAX_POOL2D_ARGMAX, .n_inputs = 1, .infer = mgi_max_pool2d_argmax_infer,
+       .flops = mgi_max_pool2d_argmax_flops),
+    OP(MAX_POOL2D_GRAD_ARGMAX, .n_inputs = 2,
+       .infer = mgi_max_pool2d_grad_argmax_infer,
+       .flops = mgi_pool2d_grad_flops),
 };
 
 #undef OP

@@ -56,6 +56,22 @@ typedef double mg_flops_fn(const mg_tdesc *in, int n_in, const mg_attrs *a,
 typedef size_t mg_workspace_fn(const mg_tdesc *in, int n_in, const mg_attrs *a,
                                const mg_tdesc *out);
 
+/* A compact saved form (issue 29): how a backward helper op can read less
+ * than a whole saved tensor, with no change to any bit of its result. Its
+ * input `slot` reads a forward tensor t; the same output comes from op
+ * `reader`, which reads in that slot pack(t), the output of op `pack` on
+ * t alone with this op's attributes (a sign mask of 1 bit per element, a
+ * max-pool's argmax of 1 byte per output). The reader gets this op's
+ * attributes with ndim and shape set to t's shape. reader 0 (MG_OP_INPUT):
+ * none. The compaction pass (src/rewrite/compact.c) reads only this field,
+ * never op names; a pack's shape rule refuses the cases it cannot encode
+ * (a pool window over 256 elements), and the pass then keeps t whole. */
+typedef struct mg_saved_form {
+    int slot;
+    mg_op pack;
+    mg_op reader;
+} mg_saved_form;
+
 typedef struct mg_op_def {
     const char *name;
     int n_inputs;
@@ -69,6 +85,7 @@ typedef struct mg_op_def {
     double flops_per_elem;
     /* Bitmask of inputs that gradients never flow into (labels, say). */
     unsigned no_grad_inputs;
+    mg_saved_form compact; /* .reader 0: none */
 } mg_op_def;
 
 extern const mg_op_def mgi_op_table[MG_OP_COUNT];

@@ -112,6 +112,11 @@ mg_infer_fn mgi_pool2d_infer, mgi_max_pool2d_grad_infer,
 mg_grad_fn mgi_pool2d_grad;
 mg_flops_fn mgi_pool2d_flops, mgi_pool2d_grad_flops;
 
+/* ---- ops_compact.c ------------------------------------------------------- */
+mg_infer_fn mgi_pack_sign_infer, mgi_relu_grad_mask_infer,
+    mgi_max_pool2d_argmax_infer, mgi_max_pool2d_grad_argmax_infer;
+mg_flops_fn mgi_max_pool2d_argmax_flops;
+
 /* ---- ops_norm.c ---------------------------------------------------------- */
 mg_infer_fn mgi_batchnorm_infer, mgi_layernorm_infer,
     mgi_batchnorm_grad_input_infer, mgi_layernorm_grad_input_infer,

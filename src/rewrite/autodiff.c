@@ -299,6 +299,8 @@ static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
     }
     s = backprop(g, w->order, w->n_order, w->relevant, recompute ? &r : NULL,
                  w->gsum);
+    if (s == MG_OK && ckpt && ckpt->compact)
+        s = mgi_compact_saved(g, n, w->keep, w->is_y);
     if (s != MG_OK) return s;
 
     for (int i = 0; i < n_xs; i++) {

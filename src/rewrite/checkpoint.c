@@ -107,6 +107,10 @@ mg_status mg_budget_parse(const char *text, size_t *bytes, double *fraction) {
 
 mg_status mgi_checkpoints_check(const mg_graph *g, const mg_checkpoints *c) {
     if (!c) return MG_OK;
+    if (c->compact != 0 && c->compact != 1)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_gradients: compact = %d must be 0 or 1",
+                            c->compact);
     switch (c->policy) {
     case MG_CKPT_NONE:
     case MG_CKPT_MEMORY:

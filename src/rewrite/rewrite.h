@@ -130,6 +130,13 @@ mg_status mgi_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
                                  const bool *forward, const bool *is_y,
                                  bool *keep, bool *chosen);
 
+/* The compaction pass (compact.c), run by mg_gradients after backprop when
+ * mg_checkpoints.compact is set: every kept forward tensor (id < n_fwd,
+ * keep[t], not a y or leaf) whose backward readers all have a compact
+ * saved form is read through its packs instead. */
+mg_status mgi_compact_saved(mg_graph *g, int32_t n_fwd, const bool *keep,
+                            const bool *is_y);
+
 /* Recomputed copies, made on demand while backprop runs. */
 typedef struct mg_recompute {
     const bool *keep; /* tensors read as they are */

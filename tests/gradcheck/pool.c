@@ -55,6 +55,41 @@ START_TEST(test_gc_pool2d) {
 }
 END_TEST
 
+/* The compact saved forms (issue 29): with mg_checkpoints.compact, the
+ * pools read their input's argmax (max_pool2d_argmax,
+ * max_pool2d_grad_argmax) and the relus their sign (pack_sign,
+ * relu_grad_mask): y = scale(max_pool(relu(leaky_relu(scale(x))))), where
+ * relu's output is read backward only for its sign and argmax, and leaky
+ * relu's input only for its sign. Every pool geometry above. */
+START_TEST(test_gc_pool2d_compact) {
+    const mg_checkpoints ck = {.policy = MG_CKPT_NONE, .compact = 1};
+    for (int k = 0; k < (int)(sizeof gpools / sizeof gpools[0]); k++) {
+        const gpool *c = &gpools[k];
+        if (!c->o.count_include_pad) continue;
+        char name[96];
+        gc_ctx g;
+        snprintf(name, sizeof name, "compact max_pool2d %s", c->desc);
+        gc_begin(&g, name, 3300 + (uint64_t)k);
+        mg_tensor x = gc_x(&g, 4, c->x);
+        mg_tensor h = mg_leaky_relu(g.g, mg_scale(g.g, x, 1.25), 0.2);
+        h = mg_max_pool2d_ex(g.g, mg_relu(g.g, h), &c->o);
+        g.fwd_end = mg_graph_num_tensors(g.g);
+        mg_tensor L = gc_loss(&g, mg_scale(g.g, h, 2.0));
+        const int32_t n_fwd = mg_graph_num_tensors(g.g);
+        gc_check_ys_ex(&g, 1, &L, NULL, &ck, NULL);
+        int packs = 0;
+        for (int32_t t = n_fwd; t < mg_graph_num_tensors(g.g); t++) {
+            const char *op = mg_tensor_op_name(g.g, t);
+            packs +=
+                !strcmp(op, "pack_sign") || !strcmp(op, "max_pool2d_argmax");
+        }
+        ck_assert_msg(packs == 3, "%s: %d packs, not 3", name, packs);
+        gc_end(&g);
+    }
+}
+END_TEST
+
 void gradcheck_pool_tcase(Suite *s) {
-    th_add_tcase(s, "pool", 120, TH_TESTS(test_gc_pool2d));
+    th_add_tcase(s, "pool", 120,
+                 TH_TESTS(test_gc_pool2d, test_gc_pool2d_compact));
 }

@@ -48,6 +48,10 @@ const mg_kernel_fn mgi_cpu_kernels[MG_OP_COUNT] = {
     [MG_OP_LAYERNORM_GRAD_INPUT] = mgi_cpu_norm_grad_input,
     [MG_OP_LAYERNORM_GRAD_GAMMA] = mgi_cpu_norm_grad_gamma,
     [MG_OP_EMBEDDING_GRAD] = mgi_cpu_embedding_grad,
+    [MG_OP_PACK_SIGN] = mgi_cpu_pack_sign,
+    [MG_OP_RELU_GRAD_MASK] = mgi_cpu_relu_grad_mask,
+    [MG_OP_MAX_POOL2D_ARGMAX] = mgi_cpu_max_pool2d_argmax,
+    [MG_OP_MAX_POOL2D_GRAD_ARGMAX] = mgi_cpu_max_pool2d_grad_argmax,
 };
 
 mg_status mgi_cpu_bad_dtype(const mg_kargs *a, mg_dtype d) {

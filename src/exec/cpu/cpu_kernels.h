@@ -157,6 +157,11 @@ mg_status mgi_cpu_max_pool2d(const mg_kargs *a);
 mg_status mgi_cpu_avg_pool2d(const mg_kargs *a);
 mg_status mgi_cpu_max_pool2d_grad(const mg_kargs *a);
 mg_status mgi_cpu_avg_pool2d_grad(const mg_kargs *a);
+/* cpu_compact.c */
+mg_status mgi_cpu_pack_sign(const mg_kargs *a);
+mg_status mgi_cpu_relu_grad_mask(const mg_kargs *a);
+mg_status mgi_cpu_max_pool2d_argmax(const mg_kargs *a);
+mg_status mgi_cpu_max_pool2d_grad_argmax(const mg_kargs *a);
 /* The pooling path (cpu_onednn.c), from the environment variable MG_POOL:
  * "loops" (cpu_pool.c) or, by default, "onednn" (oneDNN's primitives on
  * plain NCHW), the latter only where the library was built with it. */
