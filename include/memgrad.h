@@ -740,7 +740,11 @@ void mg_exec_release(mg_exec *ex);
  * phases may be outstanding on one executor, each with its own mg_saved,
  * for micro-batches; accumulate gradients by summing each backward's
  * outputs. Bindings are as for mg_exec_run, and one list may serve both
- * calls: each call ignores those of the other phase. */
+ * calls: each call ignores those of the other phase. The two phases lay
+ * their buffers out in the training plan's arena (mg_plan_arena_info),
+ * the saved tensors included, so a forward and its backward reserve what
+ * one mg_exec_run does; a second forward phase begun while the first one's
+ * saved tensors hold the arena takes its blocks from the pool's cache. */
 typedef struct mg_saved mg_saved;
 
 /* Run the forward phase of p. On success *saved owns the forward outputs

@@ -177,7 +177,7 @@ void mgi_pool_free(mg_pool *p, void *ptr, size_t nbytes) {
     size_t size = mg_pool_size_class(nbytes);
     p->stats.bytes_in_use -= size;
     if (arena_has(p, ptr)) {
-        p->arena_live--;
+        if (--p->arena_live == 0) p->arena_owner = NULL;
         arena_poison(p, ptr, size, true);
         return;
     }
@@ -214,9 +214,15 @@ give_back:
 
 /* ---- the arena ---------------------------------------------------------- */
 
-bool mgi_pool_arena_begin(mg_pool *p, size_t need) {
+bool mgi_pool_arena_begin(mg_pool *p, size_t need, const void *owner) {
     p->arena_on = false;
-    if (need == 0 || p->arena_live > 0) return false;
+    if (need == 0) return false;
+    if (p->arena_live > 0)
+        /* held blocks stay where they are: only their owner's run (the
+         * backward phase of the saved state that holds them) fits round
+         * them, in the layout that placed them */
+        return p->arena_on =
+                   owner && owner == p->arena_owner && need <= p->arena_size;
     if (need <= p->arena_size) return p->arena_on = true;
     if (p->max_bytes && need > p->max_bytes) return false;
     /* The arena takes over from the cache and from the smaller arena. */
@@ -231,7 +237,10 @@ bool mgi_pool_arena_begin(mg_pool *p, size_t need) {
     return p->arena_on = true;
 }
 
-void mgi_pool_arena_end(mg_pool *p) { p->arena_on = false; }
+void mgi_pool_arena_end(mg_pool *p, const void *owner) {
+    if (p->arena_on) p->arena_owner = p->arena_live > 0 ? owner : NULL;
+    p->arena_on = false;
+}
 
 void *mgi_pool_arena_take(mg_pool *p, size_t off, size_t nbytes) {
     const size_t size = mg_pool_size_class(nbytes);

@@ -340,10 +340,11 @@ static mg_status keep_outputs(mg_exec *ex, const mg_plan *p) {
     return MG_OK;
 }
 
-static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed) {
+static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed,
+                          const void *owner) {
     const bool watch = mgi_observe_wanted(&ex->obs, p);
     mg_status s = watch ? mgi_observe_run_start(&ex->obs, p) : MG_OK;
-    mgi_pool_arena_begin(&ex->pool, p->arena_bytes);
+    mgi_pool_arena_begin(&ex->pool, p->arena_bytes, owner);
     for (int32_t st = 0; st < p->n_steps && s == MG_OK; st++) {
         size_t before = 0;
         if (watch && (s = mgi_observe_before(&ex->obs, p, st, &ex->pool,
@@ -366,12 +367,18 @@ static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed) {
     if (watch) s = mgi_observe_run_end(&ex->obs, p, s);
     if (s == MG_OK) s = keep_outputs(ex, p);
     if (s != MG_OK) unwind(ex, p);
-    mgi_pool_arena_end(&ex->pool);
+    mgi_pool_arena_end(&ex->pool, owner);
     return s;
 }
 
 mg_status mg_exec_run(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
                       int n_binds, uint64_t seed) {
+    return mgi_exec_run_for(ex, p, binds, n_binds, seed, NULL);
+}
+
+mg_status mgi_exec_run_for(mg_exec *ex, const mg_plan *p,
+                           const mg_binding *binds, int n_binds, uint64_t seed,
+                           const void *owner) {
     if (!ex || !p)
         return mg_set_error(MG_ERR_INVALID_ARG, "mg_exec_run: %s is NULL",
                             ex ? "plan" : "executor");
@@ -390,7 +397,7 @@ mg_status mg_exec_run(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
     mg_status s = bind(ex, p, binds, n_binds);
     if (s != MG_OK) return s;
     const int prev = mgi_threads_enter(ex->num_threads);
-    s = run_plan(ex, p, seed);
+    s = run_plan(ex, p, seed, owner);
     mgi_threads_leave(ex->num_threads, prev);
     return s;
 }
