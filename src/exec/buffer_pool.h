@@ -33,6 +33,13 @@ typedef struct mg_pool {
      * phase's saved state, whose backward phase may then run in it), or
      * NULL when none is. */
     const void *arena_owner;
+
+    /* The accumulation slot (mg_exec_accumulate): one block, as large as
+     * the largest output accumulated so far, that such an output's value
+     * is computed into before it is added into the caller's memory. */
+    char *slot;
+    size_t slot_size;
+    bool slot_busy;
 } mg_pool;
 
 void mgi_pool_init(mg_pool *p, const mg_backend *backend, size_t max_bytes);
@@ -61,5 +68,12 @@ void mgi_pool_arena_end(mg_pool *p, const void *owner);
 /* The arena block at off for nbytes, counted in use in its size class as
  * mgi_pool_alloc counts it; NULL past max_bytes. mgi_pool_free returns it. */
 void *mgi_pool_arena_take(mg_pool *p, size_t off, size_t nbytes);
+
+/* The accumulation slot for a value of nbytes, counted in use in its size
+ * class as mgi_pool_alloc counts a block (grown, one system allocation,
+ * when it is smaller); NULL past max_bytes or out of memory. One value
+ * at a time: mgi_pool_slot_give before the next take. */
+void *mgi_pool_slot_take(mg_pool *p, size_t nbytes);
+void mgi_pool_slot_give(mg_pool *p, size_t nbytes);
 
 #endif
