@@ -4,6 +4,7 @@
  * checkpoint policies) and measuring (clock, median, RSS, physical memory,
  * which BLAS runs).
  */
+#include "../src/common/proc_status.h"
 #include "bench.h"
 
 #include <dlfcn.h>
@@ -392,27 +393,13 @@ size_t bench_physical_memory(void) {
     return (size_t)pages * (size_t)page;
 }
 
-/* VmRSS or VmHWM of this process in bytes (0 if unreadable). */
+/* VmRSS or VmHWM of this process in bytes (0 if unreadable): the reader
+ * tests/test_rss.c uses too. */
 size_t bench_proc_status_bytes(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    char line[256];
-    size_t kib = 0, n = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n) && line[n] == ':') {
-            kib = (size_t)strtoull(line + n + 1, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return kib * 1024;
+    return mgi_proc_status_bytes(key);
 }
 
 /* Reset VmHWM to the current RSS (Linux >= 4.0); 0 if not possible. */
-int bench_rss_peak_reset(void) {
-    FILE *f = fopen("/proc/self/clear_refs", "w");
-    if (!f) return 0;
-    int ok = fputs("5", f) >= 0;
-    return fclose(f) == 0 && ok;
-}
+int bench_rss_peak_reset(void) { return mgi_proc_peak_reset(); }
 
 double bench_mib(size_t b) { return (double)b / (1024.0 * 1024.0); }

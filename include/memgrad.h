@@ -751,6 +751,25 @@ void mg_exec_free(mg_exec *ex);
 MG_API
 mg_status mg_exec_run(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
                       int n_binds, uint64_t seed);
+/* Accumulate instead of overwrite (issue 28), as PyTorch's AccumulateGrad
+ * adds a gradient into .grad: in the runs of ex from now on (mg_exec_run,
+ * mg_exec_forward, mg_exec_backward), each output among ts[0..n) that the
+ * run computes and that is bound to caller memory gets its value added
+ * into that memory (data += value, one addition per element, by the
+ * backend's add kernel) instead of written over it. Outputs in ts that a
+ * run does not compute, or that are left in the pool, are computed as
+ * usual, so one list serves every plan of a graph. A later call replaces
+ * the list; n = 0 ends accumulation. The value is computed into one extra
+ * pool block, the accumulation slot, as large as the largest output
+ * accumulated so far (counted in bytes_reserved, and in use during the
+ * step that computes such an output, so peak_bytes_in_use may pass
+ * mg_plan_predicted_peak by up to its size class), then added and the
+ * slot is free again. A run whose plan reads an accumulated output in a
+ * later step fails with MG_ERR_INVALID_ARG naming both. MG_ERR_INVALID_ARG
+ * for a NULL ex, a negative n or a NULL list with n > 0; MG_ERR_UNKNOWN_ID
+ * for a negative id. */
+MG_API
+mg_status mg_exec_accumulate(mg_exec *ex, const mg_tensor *ts, int n);
 /* Pointer to the kept value of an output or retained tensor after a run. */
 MG_API
 mg_status mg_exec_tensor_data(mg_exec *ex, mg_tensor t, const void **data);
@@ -769,7 +788,11 @@ void mg_exec_release(mg_exec *ex);
  * phases may be outstanding on one executor, each with its own mg_saved,
  * for micro-batches; accumulate gradients by summing each backward's
  * outputs. Bindings are as for mg_exec_run, and one list may serve both
- * calls: each call ignores those of the other phase. */
+ * calls: each call ignores those of the other phase. The two phases lay
+ * their buffers out in the training plan's arena (mg_plan_arena_info),
+ * the saved tensors included, so a forward and its backward reserve what
+ * one mg_exec_run does; a second forward phase begun while the first one's
+ * saved tensors hold the arena takes its blocks from the pool's cache. */
 typedef struct mg_saved mg_saved;
 
 /* Run the forward phase of p. On success *saved owns the forward outputs

@@ -178,6 +178,156 @@ START_TEST(test_steady_state) {
 }
 END_TEST
 
+/* The same through the two-call API a framework bridge uses
+ * (mg_exec_forward, then mg_exec_backward, then mg_saved_free, as
+ * memgrad.torch does): the phases share the training plan's arena, the
+ * saved tensors at the offsets it gave them, so step 1 reserves what
+ * mg_plan_arena_info says for the plan, the peak is the pair's predicted
+ * peak, later steps take nothing from the system, and loss and
+ * gradients are the one-call run's bits. */
+START_TEST(test_steady_state_phased) {
+    const steady_case *c = &cases[_i / (2 * N_POLICIES)];
+    const mg_ckpt_policy pol = policies[(_i / 2) % N_POLICIES].policy;
+    const int compact = policies[(_i / 2) % N_POLICIES].compact;
+    const bool bind_grads = _i % 2;
+    mg_model *m = build(c->kind);
+    ck_assert_msg(m != NULL, "%s: %s", c->name, mg_last_error());
+    mg_checkpoints ck = {.policy = pol, .compact = compact};
+    ck_assert_msg(mg_model_gradients(m, &ck) == MG_OK, "%s", mg_last_error());
+    step_data d;
+    data_init(&d, m, bind_grads);
+    mg_plan *p = NULL;
+    mg_exec *ex = NULL, *ref = NULL;
+    ck_assert(mg_plan_compile(m->g, d.outs, d.n_outs, NULL, &p) == MG_OK);
+    ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
+    ck_assert(mg_exec_new(NULL, &ref) == MG_OK);
+    mg_plan_arena arena;
+    ck_assert(mg_plan_arena_info(p, d.binds, d.n_binds, &arena) == MG_OK);
+    mg_phase_peaks pk;
+    ck_assert(mg_plan_phase_peaks(p, d.binds, d.n_binds, &pk) == MG_OK);
+    /* the one-call run's bits */
+    ck_assert(mg_exec_run(ref, p, d.binds, d.n_binds, 1) == MG_OK);
+    const double want = loss_of(ref, m);
+    const int ng = m->n_params;
+    /* the gradients' bits, from the pool or from the bound buffers */
+    void **gwant = calloc((size_t)ng, sizeof *gwant);
+    const void **gat = calloc((size_t)ng, sizeof *gat);
+    ck_assert(gwant && gat);
+    for (int i = 0; i < ng; i++) {
+        const size_t nb = mg_tensor_nbytes(m->g, m->grads[i]);
+        if (bind_grads) gat[i] = d.bufs[d.n_binds - ng + i];
+        else ck_assert(mg_exec_tensor_data(ref, m->grads[i], &gat[i]) == MG_OK);
+        gwant[i] = malloc(nb);
+        ck_assert(gwant[i] != NULL);
+        memcpy(gwant[i], gat[i], nb);
+        if (bind_grads) memset((void *)gat[i], 0, nb);
+    }
+    uint64_t allocs1 = 0;
+    for (int run = 1; run <= 4; run++) {
+        mg_saved *sv = NULL;
+        ck_assert_msg(mg_exec_forward(ex, p, d.binds, d.n_binds, 1, &sv) ==
+                          MG_OK,
+                      "%s", mg_last_error());
+        ck_assert_msg(mg_exec_backward(ex, p, sv, d.binds, d.n_binds) == MG_OK,
+                      "%s", mg_last_error());
+        const void *l = NULL;
+        ck_assert(mg_saved_tensor_data(sv, m->loss, &l) == MG_OK);
+        ck_assert(*(const float *)l == want);
+        for (int i = 0; i < ng; i++) {
+            const void *gv = gat[i];
+            if (!bind_grads)
+                ck_assert(mg_exec_tensor_data(ex, m->grads[i], &gv) == MG_OK);
+            ck_assert(
+                memcmp(gv, gwant[i], mg_tensor_nbytes(m->g, m->grads[i])) == 0);
+        }
+        mg_saved_free(sv);
+        const mg_pool_stats s = stats(ex);
+        ck_assert_msg(s.bytes_reserved == arena.reserved,
+                      "%s, policy %d, grads %s: step %d reserved %zu, the "
+                      "plan says %zu",
+                      c->name, (int)pol, bind_grads ? "bound" : "kept", run,
+                      s.bytes_reserved, arena.reserved);
+        ck_assert_uint_eq(s.peak_bytes_in_use, pk.pair);
+        if (run == 1) allocs1 = s.system_allocs;
+        ck_assert_msg(s.system_allocs == allocs1,
+                      "%s, policy %d: step %d went to the system %llu times",
+                      c->name, (int)pol, run,
+                      (unsigned long long)(s.system_allocs - allocs1));
+    }
+    printf("%-11s policy %d grads %-5s phased: pair peak %8zu reserved %8zu "
+           "= predicted, system allocations on step 1: %llu, steps 2-4: 0\n",
+           c->name, (int)pol, bind_grads ? "bound" : "kept", pk.pair,
+           arena.reserved, (unsigned long long)allocs1);
+    for (int i = 0; i < ng; i++) free(gwant[i]);
+    free(gwant);
+    free(gat);
+    mg_exec_release(ex);
+    ck_assert_uint_eq(stats(ex).bytes_in_use, 0);
+    mg_exec_free(ref);
+    mg_exec_free(ex);
+    mg_plan_free(p);
+    data_free(&d);
+    mg_model_free(m);
+}
+END_TEST
+
+/* Two forward phases outstanding (micro-batches): the first holds the
+ * arena with its saved tensors, so the second runs from the cache round
+ * it, the backward phases may come in either order, and every gradient
+ * is the one-call run's. Once both are done the arena is free again and
+ * a step takes nothing from the system. */
+START_TEST(test_phased_two_outstanding) {
+    mg_model *m = build(MG_MODEL_RESNET);
+    ck_assert(m != NULL);
+    mg_checkpoints ck = {.policy = _i ? MG_CKPT_MEMORY : MG_CKPT_NONE};
+    ck_assert(mg_model_gradients(m, &ck) == MG_OK);
+    step_data d;
+    data_init(&d, m, false);
+    mg_plan *p = NULL;
+    ck_assert(mg_plan_compile(m->g, d.outs, d.n_outs, NULL, &p) == MG_OK);
+    mg_exec *ex = NULL, *ref = NULL;
+    ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
+    ck_assert(mg_exec_new(NULL, &ref) == MG_OK);
+    ck_assert(mg_exec_run(ref, p, d.binds, d.n_binds, 1) == MG_OK);
+    const void *g0 = NULL;
+    ck_assert(mg_exec_tensor_data(ref, m->grads[0], &g0) == MG_OK);
+    const size_t gbytes = mg_tensor_nbytes(m->g, m->grads[0]);
+    for (int order = 0; order < 2; order++) {
+        mg_saved *sv[2] = {NULL, NULL};
+        ck_assert(mg_exec_forward(ex, p, d.binds, d.n_binds, 1, &sv[0]) ==
+                  MG_OK);
+        ck_assert(mg_exec_forward(ex, p, d.binds, d.n_binds, 1, &sv[1]) ==
+                  MG_OK);
+        for (int k = 0; k < 2; k++) {
+            mg_saved *s = sv[order ? 1 - k : k];
+            ck_assert_msg(mg_exec_backward(ex, p, s, d.binds, d.n_binds) ==
+                              MG_OK,
+                          "%s", mg_last_error());
+            const void *gv = NULL;
+            ck_assert(mg_exec_tensor_data(ex, m->grads[0], &gv) == MG_OK);
+            ck_assert(memcmp(gv, g0, gbytes) == 0);
+            mg_saved_free(s);
+        }
+    }
+    mg_saved *sv = NULL;
+    ck_assert(mg_exec_forward(ex, p, d.binds, d.n_binds, 1, &sv) == MG_OK);
+    ck_assert(mg_exec_backward(ex, p, sv, d.binds, d.n_binds) == MG_OK);
+    mg_saved_free(sv);
+    const uint64_t before = stats(ex).system_allocs;
+    ck_assert(mg_exec_forward(ex, p, d.binds, d.n_binds, 1, &sv) == MG_OK);
+    ck_assert(mg_exec_backward(ex, p, sv, d.binds, d.n_binds) == MG_OK);
+    mg_saved_free(sv);
+    ck_assert_uint_eq(stats(ex).system_allocs, before);
+    mg_exec_release(ex);
+    ck_assert_uint_eq(stats(ex).bytes_in_use, 0);
+    mg_exec_free(ref);
+    mg_exec_free(ex);
+    mg_plan_free(p);
+    data_free(&d);
+    mg_model_free(m);
+}
+END_TEST
+
 /* A forward-only plan and a training plan taking turns on one executor:
  * after the first run (the arena and the outputs' own blocks), a switch
  * takes at most one system allocation (a larger arena), and every run
@@ -338,6 +488,9 @@ int main(void) {
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_steady_state, 0,
                         (int)(sizeof cases / sizeof *cases) * 2 * N_POLICIES);
+    tcase_add_loop_test(tc, test_steady_state_phased, 0,
+                        (int)(sizeof cases / sizeof *cases) * 2 * N_POLICIES);
+    tcase_add_loop_test(tc, test_phased_two_outstanding, 0, 2);
     tcase_add_test(tc, test_plans_taking_turns);
     tcase_add_test(tc, test_limit_below_arena);
     tcase_add_test(tc, test_held_output_does_not_pin);

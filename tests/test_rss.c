@@ -11,6 +11,7 @@
  * shadow memory and quarantine make RSS meaningless, and without
  * clear_refs there is nothing to read: both are reported as skipped.
  */
+#include "common/proc_status.h"
 #include "helpers.h"
 #include "memgrad_models.h"
 
@@ -27,27 +28,6 @@
 #define RSS_UNDER_ASAN 1
 #endif
 #endif
-
-static size_t status_bytes(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    char line[256];
-    size_t kib = 0, n = strlen(key);
-    while (fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n) && line[n] == ':') {
-            kib = (size_t)strtoull(line + n + 1, NULL, 10);
-            break;
-        }
-    fclose(f);
-    return kib * 1024;
-}
-
-static bool peak_reset(void) {
-    FILE *f = fopen("/proc/self/clear_refs", "w");
-    if (!f) return false;
-    const bool ok = fputs("5", f) >= 0;
-    return fclose(f) == 0 && ok;
-}
 
 /* Load the kernels' lazy state (OpenBLAS's threads and buffers, oneDNN's
  * primitives) with one small step of the same model kind on an executor
@@ -138,11 +118,11 @@ START_TEST(test_first_step_rss) {
     mg_exec *ex = NULL;
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
 
-    ck_assert(peak_reset());
-    const size_t before = status_bytes("VmRSS");
+    ck_assert(mgi_proc_peak_reset());
+    const size_t before = mgi_proc_status_bytes("VmRSS");
     ck_assert_msg(mg_exec_run(ex, p, b, 2 * n + 2, 1) == MG_OK, "%s",
                   mg_last_error());
-    const size_t peak = status_bytes("VmHWM");
+    const size_t peak = mgi_proc_status_bytes("VmHWM");
     const size_t grew = peak > before ? peak - before : 0;
     printf("%-13s reserved %6.2f MiB (arena %6.2f MiB), RSS grew %6.2f MiB "
            "in the first step\n",
@@ -175,7 +155,7 @@ int main(void) {
         puts("skipped: RSS is not measurable under AddressSanitizer");
         return 77;
     }
-    if (!peak_reset()) {
+    if (!mgi_proc_peak_reset()) {
         puts("skipped: /proc/self/clear_refs cannot reset VmHWM here");
         return 77;
     }

@@ -303,6 +303,12 @@ class Graph:
         return Plan(self, outputs, budget_bytes)
 
 
+def size_class(nbytes):
+    """The bytes a request of nbytes occupies in the pool
+    (mg_pool_size_class)."""
+    return _lib.pool_size_class(nbytes)
+
+
 class Plan:
     """A compiled schedule of `outputs` (mg_plan_compile)."""
 
@@ -328,12 +334,16 @@ class Plan:
     def predicted_peak(self):
         return _lib.plan_predicted_peak(self._p, None, 0)
 
-    def arena(self):
-        """The plan's arena (mg_plan_arena_info), outputs left in the pool:
+    def arena(self, bound=()):
+        """The plan's arena (mg_plan_arena_info), with the outputs in
+        `bound` given memory of the caller's and the rest left in the pool:
         {"bytes": its size, "live_peak": the most of its bytes live at once,
         "reserved": what a new Executor reserves after one run}."""
         a = _lib.PlanArena()
-        _lib.check(_lib.plan_arena_info(self._p, None, 0, a))
+        bound = list(bound)
+        binds = (_lib.Binding * max(len(bound), 1))(
+            *[_lib.Binding(t.id, None) for t in bound])
+        _lib.check(_lib.plan_arena_info(self._p, binds, len(bound), a))
         return {"bytes": a.bytes, "live_peak": a.live_peak,
                 "reserved": a.reserved}
 
@@ -457,6 +467,15 @@ class Executor:
     def reset_peak(self):
         _lib.exec_pool_reset_peak(self._e)
 
+    def accumulate(self, tensors):
+        """From now on, each of these outputs that a run computes into
+        an array fed for it gets its value added into that array (+=, as
+        PyTorch's AccumulateGrad adds into .grad) instead of written over
+        it (mg_exec_accumulate); an empty list ends that."""
+        ts = list(tensors)
+        ids = (ctypes.c_int32 * max(len(ts), 1))(*[t.id for t in ts])
+        _lib.check(_lib.exec_accumulate(self._e, ids, len(ts)))
+
     def _key(self, plan, k):
         return plan.graph.find(k) if isinstance(k, str) else k
 
@@ -514,14 +533,20 @@ class Executor:
 
     def backward(self, plan, saved, feeds):
         """The backward phase for `saved`, with the seeds (and leaves) in
-        feeds; returns {Tensor: array} of the gradients."""
+        feeds; returns {Tensor: array} of the gradients. A gradient fed
+        an array of its own is computed into that array (the caller's
+        memory, nothing of the pool) and returned as given."""
         binds, n, keep = self._bind(plan, feeds)
         _lib.check(_lib.exec_backward(self._e, plan._p, saved._s, binds, n))
         del keep
-        return self._export([t for t in plan.outputs
-                             if _lib.saved_tensor_data(
-                                 saved._s, t.id,
-                                 ctypes.byref(ctypes.c_void_p())) != 0])
+        grads = [t for t in plan.outputs
+                 if _lib.saved_tensor_data(
+                     saved._s, t.id, ctypes.byref(ctypes.c_void_p())) != 0]
+        _lib.clear_error()
+        bound = {t: feeds[t] for t in grads if t in feeds}
+        out = self._export([t for t in grads if t not in bound])
+        out.update(bound)
+        return out
 
 
 _CTYPES = {0: ctypes.c_float, 1: ctypes.c_double, 2: ctypes.c_int32,
@@ -592,4 +617,3 @@ def onnx_import(data, training=True, batch_size=0, dropout_seed=0):
     protobuf-c); a model file is untrusted input, refused with a
     MemgradError naming the node where it is bad."""
     return OnnxModel(data, training, batch_size, dropout_seed)
-

@@ -579,6 +579,8 @@ class _Captured:
     """The memgrad graph and plan of one traced module, for one input
     signature and one mode."""
 
+    grads_in_place = True  # Module(grads_in_place=...)
+
     def __init__(self, module, example_inputs, policy, training=True,
                  budget_bytes=0, collect=False, gm=None, compact=False):
         # trace in the plan's mode; each submodule's own flag is restored
@@ -2208,6 +2210,32 @@ class _Function(torch.autograd.Function):
                     % (cap.describe_feed(t), cap.module_name, a._version, v))
         feeds = dict(ctx.feeds)
         feeds[cap.seed] = grad_output.detach().contiguous()
+        # Gradients land in torch's memory (issue 28). A parameter with no
+        # .grad gets a fresh torch tensor bound as its gradient's output,
+        # which memgrad writes and autograd's AccumulateGrad then takes as
+        # .grad without a copy. A parameter with a .grad (torch 1.13's
+        # zero_grad() zeroes it in place) has memgrad add its gradient
+        # straight into that .grad (mg_exec_accumulate: .grad += g, the
+        # float addition AccumulateGrad does), and gets None from here; the
+        # pool lends one slot for the value meanwhile. Where that cannot
+        # be done as AccumulateGrad would (a hook on the parameter, a
+        # .grad of another dtype, device or layout, create_graph, or
+        # Module(grads_in_place=False), which DDP's hooks on AccumulateGrad
+        # need), the gradient comes from the pool, AccumulateGrad adds it
+        # and drops it at once, and the block goes back to the pool.
+        n_in = len(cap.inputs)
+        in_place, acc = set(), []
+        for i, (p, gt) in enumerate(zip(cap.params, cap.grads[n_in:])):
+            if not ctx.needs_input_grad[2 + n_in + i]:
+                continue
+            if p.grad is None:
+                feeds[gt] = torch.empty(p.shape, dtype=p.dtype,
+                                        device=p.device)
+            elif cap.grads_in_place and _accumulable(p):
+                feeds[gt] = p.grad
+                in_place.add(n_in + i)
+                acc.append(gt)
+        ctx.ex.accumulate(acc)
         try:
             grads = ctx.ex.backward(cap.plan, ctx.mg_saved, feeds)
         except MemgradError as e:
@@ -2222,7 +2250,24 @@ class _Function(torch.autograd.Function):
                 % (cap.module_name, ctx.y_alias._version, ctx.y_version,
                    e)) from None
         ctx.mg_saved.free()
-        return (None, None) + tuple(grads[gt] for gt in cap.grads)
+        out = tuple(grads[gt] if ctx.needs_input_grad[2 + i] and
+                    i not in in_place else None
+                    for i, gt in enumerate(cap.grads))
+        del grads, feeds  # AccumulateGrad takes a gradient nobody else holds
+        return (None, None) + out
+
+
+def _accumulable(p):
+    """Whether memgrad may add p's gradient into p.grad itself, as
+    AccumulateGrad would: no hook on p to see the gradient first, no
+    create_graph (grad mode on in backward), and a .grad memgrad can
+    write (dense, contiguous, p's dtype and device, not itself part of
+    a graph)."""
+    g = p.grad
+    return (not torch.is_grad_enabled() and not p._backward_hooks and
+            g.layout == torch.strided and g.is_contiguous() and
+            g.dtype == p.dtype and g.device == p.device and
+            not g.requires_grad and g.shape == p.shape)
 
 
 def _check_inputs(inputs, what="input"):
@@ -2264,9 +2309,21 @@ class Module(torch.nn.Module):
     and gradients counted as caller memory, i.e. activations, recomputed
     copies, intermediate gradients and kernel workspace; not the
     parameters, the inputs, the output or the gradients. `report()`
-    prints the budget beside the plan's peak in that measure. The bridge
-    hands the gradients to torch from memgrad's pool, so `predicted_peak`,
-    which counts them, may pass the budget by up to their bytes.
+    prints the budget beside the plan's peak in that measure.
+
+    Parameter gradients land in torch's memory, not memgrad's pool: a
+    parameter without .grad gets one that memgrad computed into a torch
+    tensor, and one with a .grad has memgrad's gradient added into it in
+    place (.grad += g, PyTorch's AccumulateGrad addition, same bits),
+    through one pool slot as large as the largest gradient. Such a
+    gradient does not pass through AccumulateGrad, so hooks registered on
+    AccumulateGrad nodes (DistributedDataParallel's) do not see it: pass
+    grads_in_place=False to have every gradient handed to autograd from
+    the pool as a tensor (then added by AccumulateGrad and given back).
+    A parameter with a tensor hook (register_hook) is always handed to
+    autograd. `predicted_peak` counts the gradients as pool bytes (the
+    plan's view with nothing bound); memory_report() says which bytes
+    are whose.
 
     compact: keep relu signs as 1-bit masks and max-pool argmaxes as 1
     byte per output where the backward pass reads nothing more of the
@@ -2275,8 +2332,9 @@ class Module(torch.nn.Module):
     MAX_PLANS = 8
 
     def __init__(self, module, example_inputs, policy="memory",
-                 budget_bytes=None, compact=False):
+                 budget_bytes=None, compact=False, grads_in_place=True):
         super().__init__()
+        self._grads_in_place = bool(grads_in_place)
         if policy == "budget" and not budget_bytes:
             raise ValueError("memgrad.torch.Module: policy='budget' needs "
                              "budget_bytes, the most bytes a training step "
@@ -2303,6 +2361,7 @@ class Module(torch.nn.Module):
             cap = _Captured(self.module, inputs, self._policy,
                             training=training, budget_bytes=self._budget,
                             compact=self._compact)
+            cap.grads_in_place = self._grads_in_place
             self._plans[key] = cap
             while len(self._plans) > self.MAX_PLANS:
                 self._plans.popitem(last=False)
@@ -2316,6 +2375,29 @@ class Module(torch.nn.Module):
 
     def report(self):
         return self._cap.plan.report()
+
+    def memory_report(self):
+        """Which bytes are whose for a training step of the last plan
+        (issue 28): {"pool_arena": the plan's arena in memgrad's pool,
+        "pool_outputs": the pool blocks of the output, the batch
+        statistics and the inputs' gradients, "accumulation_slot": the
+        pool block gradients are added into .grad through (when a .grad
+        exists), "grads_torch": the parameters' gradients, in torch's
+        memory (.grad), "params_torch": the parameters, torch's}; the
+        pool reserves pool_arena + pool_outputs (+ accumulation_slot)."""
+        cap = self._cap
+        n_in = len(cap.inputs)
+        a = cap.plan.arena(bound=cap.grads[n_in:])
+        from memgrad import size_class
+
+        def nbytes(p):
+            return p.numel() * p.element_size()
+        slot = max((size_class(nbytes(p)) for p in cap.params), default=0)
+        return {"pool_arena": a["bytes"],
+                "pool_outputs": a["reserved"] - a["bytes"],
+                "accumulation_slot": slot,
+                "grads_torch": sum(nbytes(p) for p in cap.params),
+                "params_torch": sum(nbytes(p) for p in cap.params)}
 
     @property
     def executor(self):

@@ -95,13 +95,24 @@ static void trim_cache(mg_pool *p) {
     }
 }
 
+static void slot_drop(mg_pool *p) {
+    if (p->slot) {
+        p->backend->free(p->backend->ctx, p->slot);
+        p->stats.bytes_reserved -= p->slot_size;
+    }
+    p->slot = NULL;
+    p->slot_size = 0;
+}
+
 void mgi_pool_trim(mg_pool *p) {
     trim_cache(p);
+    if (!p->slot_busy) slot_drop(p);
     if (p->arena_live == 0) arena_drop(p);
 }
 
 void mgi_pool_destroy(mg_pool *p) {
     trim_cache(p);
+    slot_drop(p);
     arena_drop(p);
     for (size_t b = 0; b < p->n_bins; b++) free(p->bins[b].free);
     free(p->bins);
@@ -177,7 +188,7 @@ void mgi_pool_free(mg_pool *p, void *ptr, size_t nbytes) {
     size_t size = mg_pool_size_class(nbytes);
     p->stats.bytes_in_use -= size;
     if (arena_has(p, ptr)) {
-        p->arena_live--;
+        if (--p->arena_live == 0) p->arena_owner = NULL;
         arena_poison(p, ptr, size, true);
         return;
     }
@@ -214,9 +225,15 @@ give_back:
 
 /* ---- the arena ---------------------------------------------------------- */
 
-bool mgi_pool_arena_begin(mg_pool *p, size_t need) {
+bool mgi_pool_arena_begin(mg_pool *p, size_t need, const void *owner) {
     p->arena_on = false;
-    if (need == 0 || p->arena_live > 0) return false;
+    if (need == 0) return false;
+    if (p->arena_live > 0)
+        /* held blocks stay where they are: only their owner's run (the
+         * backward phase of the saved state that holds them) fits round
+         * them, in the layout that placed them */
+        return p->arena_on =
+                   owner && owner == p->arena_owner && need <= p->arena_size;
     if (need <= p->arena_size) return p->arena_on = true;
     if (p->max_bytes && need > p->max_bytes) return false;
     /* The arena takes over from the cache and from the smaller arena. */
@@ -231,7 +248,10 @@ bool mgi_pool_arena_begin(mg_pool *p, size_t need) {
     return p->arena_on = true;
 }
 
-void mgi_pool_arena_end(mg_pool *p) { p->arena_on = false; }
+void mgi_pool_arena_end(mg_pool *p, const void *owner) {
+    if (p->arena_on) p->arena_owner = p->arena_live > 0 ? owner : NULL;
+    p->arena_on = false;
+}
 
 void *mgi_pool_arena_take(mg_pool *p, size_t off, size_t nbytes) {
     const size_t size = mg_pool_size_class(nbytes);
@@ -247,4 +267,39 @@ void *mgi_pool_arena_take(mg_pool *p, size_t off, size_t nbytes) {
     if (p->stats.bytes_in_use > p->stats.peak_bytes_in_use)
         p->stats.peak_bytes_in_use = p->stats.bytes_in_use;
     return ptr;
+}
+
+/* ---- the accumulation slot ---------------------------------------------- */
+
+void *mgi_pool_slot_take(mg_pool *p, size_t nbytes) {
+    const size_t size = mg_pool_size_class(nbytes);
+    p->stats.alloc_calls++;
+    if (size == SIZE_MAX) return NULL;
+    if (p->max_bytes &&
+        (size > p->max_bytes || p->stats.bytes_in_use > p->max_bytes - size))
+        return NULL;
+    if (size > p->slot_size) {
+        slot_drop(p);
+        p->slot = p->backend->alloc(p->backend->ctx, size);
+        if (!p->slot) {
+            trim_cache(p);
+            p->slot = p->backend->alloc(p->backend->ctx, size);
+        }
+        if (!p->slot) return NULL;
+        p->slot_size = size;
+        p->stats.system_allocs++;
+        p->stats.bytes_reserved += size;
+    } else {
+        p->stats.cache_hits++;
+    }
+    p->slot_busy = true;
+    p->stats.bytes_in_use += size;
+    if (p->stats.bytes_in_use > p->stats.peak_bytes_in_use)
+        p->stats.peak_bytes_in_use = p->stats.bytes_in_use;
+    return p->slot;
+}
+
+void mgi_pool_slot_give(mg_pool *p, size_t nbytes) {
+    p->slot_busy = false;
+    p->stats.bytes_in_use -= mg_pool_size_class(nbytes);
 }

@@ -44,6 +44,11 @@ struct mg_exec {
     mg_device device;
     const mg_backend_reg *reg; /* its row of registry.c */
     int num_threads;           /* mg_exec_options.num_threads (threads.c) */
+    /* mg_exec_accumulate's list, and per tensor id during a run: the
+     * output is bound and accumulated into */
+    mg_tensor *acc;
+    int n_acc;
+    bool *acc_on;
 };
 
 mgi_observers *mgi_exec_observers(mg_exec *ex) { return &ex->obs; }
@@ -111,6 +116,8 @@ static void exec_destroy(mg_exec *ex) {
     if (ex->backend.destroy) ex->backend.destroy(ex->backend.ctx);
     free(ex->buf);
     free(ex->pooled);
+    free(ex->acc);
+    free(ex->acc_on);
     mgi_observers_free(&ex->obs);
     free(ex);
 }
@@ -242,6 +249,59 @@ static mg_status bind(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
     return MG_OK;
 }
 
+/* ex->acc_on for this run: the outputs of mg_exec_accumulate's list that
+ * p computes and the caller bound. One that a later step reads is
+ * refused: that step would read the sum instead of the value. */
+static mg_status mark_accumulated(mg_exec *ex, const mg_plan *p) {
+    int n_on = 0;
+    for (int i = 0; i < ex->n_acc; i++) {
+        const mg_tensor t = ex->acc[i];
+        if (t >= p->n_tensors || !(p->role[t] & MG_ROLE_COMPUTED) ||
+            !(p->role[t] & MG_ROLE_KEPT) || !ex->buf[t])
+            continue;
+        ex->acc_on[t] = true;
+        n_on++;
+    }
+    for (int32_t st = 0; n_on && st < p->n_steps; st++)
+        for (int k = 0; k < p->step[st].n_in; k++) {
+            const mg_tensor in = p->step[st].in[k];
+            if (!ex->acc_on[in]) continue;
+            char la[160], lb[160];
+            return mg_set_error(
+                MG_ERR_INVALID_ARG,
+                "mg_exec_run: output %s is to be accumulated into "
+                "(mg_exec_accumulate), but %s reads it, and would read the "
+                "sum; bind it without accumulating",
+                mgi_graph_tensor_label(p->g, in, la, sizeof la),
+                mgi_graph_tensor_label(p->g, p->steps[st], lb, sizeof lb));
+        }
+    return MG_OK;
+}
+
+mg_status mg_exec_accumulate(mg_exec *ex, const mg_tensor *ts, int n) {
+    if (!ex)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_exec_accumulate: executor is NULL");
+    if (n < 0 || (n > 0 && !ts))
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_exec_accumulate: %d tensors%s", n,
+                            n < 0 ? "" : " with a NULL list");
+    for (int i = 0; i < n; i++)
+        if (ts[i] < 0)
+            return mg_set_error(MG_ERR_UNKNOWN_ID,
+                                "mg_exec_accumulate: tensor %d (entry %d) "
+                                "is no tensor id",
+                                (int)ts[i], i);
+    mg_tensor *acc = NULL;
+    if (n > 0 && !(acc = malloc((size_t)n * sizeof *acc)))
+        return mg_set_error(MG_ERR_NOMEM, "mg_exec_accumulate: out of memory");
+    if (n > 0) memcpy(acc, ts, (size_t)n * sizeof *acc);
+    free(ex->acc);
+    ex->acc = acc;
+    ex->n_acc = n;
+    return MG_OK;
+}
+
 /* A block for step s's output (out) or workspace: at its offset in the
  * arena when the run is served from it and the plan placed the buffer
  * there, else from the cache. */
@@ -251,6 +311,39 @@ static void *step_block(mg_exec *ex, const mg_plan *p, int32_t s, bool out,
     if (ex->pool.arena_on && off != SIZE_MAX)
         return mgi_pool_arena_take(&ex->pool, off, nbytes);
     return mgi_pool_alloc(&ex->pool, nbytes);
+}
+
+/* Add the value at v into the caller's memory at into (both of
+ * descriptor d), by the backend's add kernel: one addition per element,
+ * into + v, as PyTorch adds a gradient into .grad. */
+static mg_status accumulate_into(mg_exec *ex, const mg_plan *p, mg_tensor t,
+                                 void *into, void *v) {
+    static const mg_attrs no_attrs;
+    const mg_tdesc d = p->tensor[t].d;
+    char why[256] = "", label[160];
+    mg_kargs a = {.op = MG_OP_ADD,
+                  .attrs = &no_attrs,
+                  .n_in = 2,
+                  .in = {{into, d}, {v, d}},
+                  .out = {into, d},
+                  .why = why,
+                  .why_len = sizeof why};
+    const size_t need = ex->backend.workspace(ex->backend.ctx, &a);
+    if (need && !(a.work = mgi_pool_alloc(&ex->pool, need)))
+        return mg_set_error(
+            MG_ERR_NOMEM,
+            "mg_exec_run: out of memory allocating %zu bytes of workspace to "
+            "accumulate into %s",
+            need, mgi_graph_tensor_label(p->g, t, label, sizeof label));
+    a.work_bytes = need;
+    mg_status s = ex->backend.run_op(ex->backend.ctx, &a);
+    if (a.work) mgi_pool_free(&ex->pool, a.work, need);
+    if (s != MG_OK)
+        return mg_set_error(
+            s, "mg_exec_run: accumulating into %s failed: %s",
+            mgi_graph_tensor_label(p->g, t, label, sizeof label),
+            why[0] ? why : mg_last_error());
+    return MG_OK;
 }
 
 static mg_status run_step(mg_exec *ex, const mg_plan *p, int32_t si,
@@ -277,11 +370,21 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p, int32_t si,
                 ex->pool.stats.bytes_in_use, ex->pool.max_bytes);
         ex->pooled[t] = true;
     }
+    /* an accumulated output: its value goes to the slot first */
+    void *out = ex->buf[t];
+    const bool acc = ex->acc_on[t];
+    if (acc && !(out = mgi_pool_slot_take(&ex->pool, nbytes)))
+        return mg_set_error(
+            MG_ERR_NOMEM,
+            "mg_exec_run: out of memory allocating %zu bytes to accumulate "
+            "into %s (%zu in use, limit %zu)",
+            nbytes, mgi_graph_tensor_label(p->g, t, label, sizeof label),
+            ex->pool.stats.bytes_in_use, ex->pool.max_bytes);
     char why[256] = "";
     mg_kargs a = {.op = st->op,
                   .attrs = p->g->nodes[st->t].attrs,
                   .n_in = st->n_in,
-                  .out = {ex->buf[t], p->tensor[t].d},
+                  .out = {out, p->tensor[t].d},
                   .run_seed = seed,
                   .work_bytes = st->work,
                   .why = why,
@@ -290,22 +393,33 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p, int32_t si,
         a.in[i] = (mg_kbuf){ex->buf[st->in[i]], p->tensor[st->in[i]].d};
     /* Scratch only ever comes from the pool, as much as the plan counted. */
     size_t need = ex->backend.workspace(ex->backend.ctx, &a);
-    if (need > st->work)
+    if (need > st->work) {
+        if (acc) mgi_pool_slot_give(&ex->pool, nbytes);
         return mg_set_error(
             MG_ERR_INTERNAL,
             "mg_exec_run: %s failed: the %s backend needs %zu bytes of "
             "workspace, the plan has %zu",
             mgi_graph_tensor_label(p->g, t, label, sizeof label),
             ex->backend.name, need, st->work);
-    if (st->work && !(a.work = step_block(ex, p, si, false, st->work)))
+    }
+    if (st->work && !(a.work = step_block(ex, p, si, false, st->work))) {
+        if (acc) mgi_pool_slot_give(&ex->pool, nbytes);
         return mg_set_error(
             MG_ERR_NOMEM,
             "mg_exec_run: out of memory allocating %zu bytes of workspace for "
             "%s (%zu in use, limit %zu)",
             st->work, mgi_graph_tensor_label(p->g, t, label, sizeof label),
             ex->pool.stats.bytes_in_use, ex->pool.max_bytes);
+    }
     mg_status s = ex->backend.run_op(ex->backend.ctx, &a);
     if (a.work) mgi_pool_free(&ex->pool, a.work, st->work);
+    if (acc && s == MG_OK) {
+        s = accumulate_into(ex, p, t, ex->buf[t], out);
+        mgi_pool_slot_give(&ex->pool, nbytes);
+        if (s != MG_OK) return s;
+    } else if (acc) {
+        mgi_pool_slot_give(&ex->pool, nbytes);
+    }
     if (s != MG_OK)
         return mg_set_error(
             s, "mg_exec_run: %s failed: %s",
@@ -340,10 +454,11 @@ static mg_status keep_outputs(mg_exec *ex, const mg_plan *p) {
     return MG_OK;
 }
 
-static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed) {
+static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed,
+                          const void *owner) {
     const bool watch = mgi_observe_wanted(&ex->obs, p);
     mg_status s = watch ? mgi_observe_run_start(&ex->obs, p) : MG_OK;
-    mgi_pool_arena_begin(&ex->pool, p->arena_bytes);
+    mgi_pool_arena_begin(&ex->pool, p->arena_bytes, owner);
     for (int32_t st = 0; st < p->n_steps && s == MG_OK; st++) {
         size_t before = 0;
         if (watch && (s = mgi_observe_before(&ex->obs, p, st, &ex->pool,
@@ -366,12 +481,18 @@ static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed) {
     if (watch) s = mgi_observe_run_end(&ex->obs, p, s);
     if (s == MG_OK) s = keep_outputs(ex, p);
     if (s != MG_OK) unwind(ex, p);
-    mgi_pool_arena_end(&ex->pool);
+    mgi_pool_arena_end(&ex->pool, owner);
     return s;
 }
 
 mg_status mg_exec_run(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
                       int n_binds, uint64_t seed) {
+    return mgi_exec_run_for(ex, p, binds, n_binds, seed, NULL);
+}
+
+mg_status mgi_exec_run_for(mg_exec *ex, const mg_plan *p,
+                           const mg_binding *binds, int n_binds, uint64_t seed,
+                           const void *owner) {
     if (!ex || !p)
         return mg_set_error(MG_ERR_INVALID_ARG, "mg_exec_run: %s is NULL",
                             ex ? "plan" : "executor");
@@ -381,16 +502,20 @@ mg_status mg_exec_run(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
         if (buf) ex->buf = buf;
         bool *pooled = realloc(ex->pooled, (size_t)p->n_tensors);
         if (pooled) ex->pooled = pooled;
-        if (!buf || !pooled)
+        bool *acc_on = realloc(ex->acc_on, (size_t)p->n_tensors);
+        if (acc_on) ex->acc_on = acc_on;
+        if (!buf || !pooled || !acc_on)
             return mg_set_error(MG_ERR_NOMEM, "mg_exec_run: out of memory");
         ex->buf_cap = p->n_tensors;
     }
     memset(ex->buf, 0, (size_t)p->n_tensors * sizeof *ex->buf);
     memset(ex->pooled, 0, (size_t)p->n_tensors);
+    memset(ex->acc_on, 0, (size_t)p->n_tensors);
     mg_status s = bind(ex, p, binds, n_binds);
+    if (s == MG_OK) s = mark_accumulated(ex, p);
     if (s != MG_OK) return s;
     const int prev = mgi_threads_enter(ex->num_threads);
-    s = run_plan(ex, p, seed);
+    s = run_plan(ex, p, seed, owner);
     mgi_threads_leave(ex->num_threads, prev);
     return s;
 }

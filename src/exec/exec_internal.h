@@ -10,6 +10,12 @@
 
 #include <stdbool.h>
 
+/* mg_exec_run on behalf of owner (a forward phase's saved state, or
+ * NULL): arena blocks the run leaves in use are owner's, and a run for
+ * the same owner may use the arena round them (buffer_pool.h). */
+mg_status mgi_exec_run_for(mg_exec *ex, const mg_plan *p,
+                           const mg_binding *binds, int n_binds, uint64_t seed,
+                           const void *owner);
 /* Move the kept outputs of the last run out of ex into the arrays (room for
  * the plan's n_kept each): the caller now owns their pooled blocks and
  * gives them back with mgi_exec_pool_free. Returns how many. */

@@ -11,7 +11,11 @@
  * last. An exported forward output that the backward phase reads is
  * fingerprinted when first exported and checked by mg_exec_backward, so
  * that a caller's write into it between the phases is an error rather
- * than wrong gradients (saved_guard_*).
+ * than wrong gradients (saved_guard_*). Where the forward phase is a
+ * prefix of the training plan's steps (split.c), both phases use the
+ * plan's arena layout (arena.c): the saved tensors stay at their offsets
+ * between the calls, owned by saved (buffer_pool.h), and the backward
+ * phase runs round them, so the pair reserves what one mg_exec_run does.
  */
 #include "../graph/graph.h"
 #include "../rewrite/schedule.h"
@@ -218,7 +222,7 @@ mg_status mg_exec_forward(mg_exec *ex, const mg_plan *p,
     if (s == MG_OK)
         s = phase_bindings(p, f, NULL, binds, n_binds, "mg_exec_forward", &b,
                            &nb);
-    if (s == MG_OK) s = mg_exec_run(ex, f, b, nb, seed);
+    if (s == MG_OK) s = mgi_exec_run_for(ex, f, b, nb, seed, sv);
     free(b);
     if (s != MG_OK) {
         mg_saved_free(sv);
@@ -259,7 +263,7 @@ mg_status mg_exec_backward(mg_exec *ex, const mg_plan *p, mg_saved *sv,
     int nb = 0;
     s = phase_bindings(p, bw, sv, binds, n_binds, "mg_exec_backward", &b, &nb);
     if (s != MG_OK) return s;
-    s = mg_exec_run(ex, bw, b, nb, sv->seed);
+    s = mgi_exec_run_for(ex, bw, b, nb, sv->seed, sv);
     free(b);
     /* The backward phase releases the saved tensors the training plan does
      * not keep. If it failed before releasing any, saved stays whole. */

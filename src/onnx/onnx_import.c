@@ -617,6 +617,26 @@ static mg_status import_initializers(mgi_octx *c, const Onnx__GraphProto *gp) {
             m->params[m->n_params++] = t;
             /* Parameters are trained: never folded as constants. */
             if ((s = mgi_onnx_define(c, S(tp->name), t, NULL))) return s;
+            if (kc->n > MGI_ONNX_KEEP_INIT) {
+                /* A weight, not a bound or a scale an op reads as a
+                 * constant: its f32 binding is all that is needed, so the
+                 * decoded copy (8 bytes an element) and the file's bytes
+                 * go now, not at the end of the import (issue 28: the
+                 * parameters were held four times over, in the file
+                 * buffer, the protobuf, the decoded constants and the
+                 * bindings). The message is ours (import_buffer unpacked
+                 * it with the default allocator). */
+                free(kc->f);
+                kc->f = NULL;
+                Onnx__TensorProto *mtp = (Onnx__TensorProto *)tp;
+                if (mtp->has_raw_data) {
+                    free(mtp->raw_data.data);
+                    mtp->raw_data.data = NULL;
+                    mtp->raw_data.len = 0;
+                    mtp->has_raw_data = 0;
+                }
+                continue;
+            }
             mgi_oval *v = mgi_onnx_lookup(c, S(tp->name));
             if (v) v->init = kc;
             continue;
@@ -877,15 +897,28 @@ static mg_status import_model(mgi_octx *c, const Onnx__ModelProto *mp) {
     return build_name_map(c);
 }
 
-static mg_status import_buffer(const void *data, size_t size,
+/* A refusal before the unpack: an owned buffer goes too. */
+static mg_status import_drop(void *data, bool owned, mg_status s) {
+    if (owned) free(data);
+    return s;
+}
+
+/* owned: data is a malloc'd copy of the file that import_buffer frees as
+ * soon as it is unpacked (the message holds copies of its bytes), so that
+ * the import does not hold the model's bytes twice. */
+static mg_status import_buffer(void *data, bool owned, size_t size,
                                const mg_onnx_options *opts, const char *dir,
                                mg_graph *g, mg_onnx_model **out) {
     if (!out)
-        return mg_set_error(MG_ERR_INVALID_ARG, "mg_onnx_import: out is NULL");
+        return import_drop(
+            data, owned,
+            mg_set_error(MG_ERR_INVALID_ARG, "mg_onnx_import: out is NULL"));
     *out = NULL;
     if (!g || (!data && size))
-        return mg_set_error(MG_ERR_INVALID_ARG,
-                            "mg_onnx_import: graph or data is NULL");
+        return import_drop(data, owned,
+                           mg_set_error(MG_ERR_INVALID_ARG,
+                                        "mg_onnx_import: graph or data is "
+                                        "NULL"));
     mgi_octx c;
     memset(&c, 0, sizeof c);
     c.g = g;
@@ -893,14 +926,19 @@ static mg_status import_buffer(const void *data, size_t size,
     else mg_onnx_options_init(&c.opts);
     if (!c.opts.external_data_dir) c.opts.external_data_dir = dir;
     if (c.opts.n_dims < 0 || (c.opts.n_dims && !c.opts.dims))
-        return mg_set_error(MG_ERR_INVALID_ARG, "mg_onnx_import: bad dims");
+        return import_drop(
+            data, owned,
+            mg_set_error(MG_ERR_INVALID_ARG, "mg_onnx_import: bad dims"));
     c.next_seed = c.opts.dropout_seed;
     c.model = calloc(1, sizeof *c.model);
-    if (!c.model) return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    if (!c.model)
+        return import_drop(data, owned,
+                           mg_set_error(MG_ERR_NOMEM, "onnx: out of memory"));
     /* bound the nesting first: protobuf-c's unpack recursion has none */
     mg_status s = mgi_onnx_check_nesting(data, size);
     Onnx__ModelProto *mp =
         s ? NULL : onnx__model_proto__unpack(NULL, size, (const uint8_t *)data);
+    if (owned) free(data);
     if (s)
         ; /* already says why */
     else if (!mp)
@@ -932,7 +970,7 @@ static mg_status import_buffer(const void *data, size_t size,
 mg_status mg_onnx_import_buffer(const void *data, size_t size,
                                 const mg_onnx_options *opts, mg_graph *g,
                                 mg_onnx_model **out) {
-    return import_buffer(data, size, opts, ".", g, out);
+    return import_buffer((void *)data, false, size, opts, ".", g, out);
 }
 
 /* The whole of file `path` in a new buffer. O_NONBLOCK, so that a FIFO
@@ -997,9 +1035,8 @@ mg_status mg_onnx_import_file(const char *path, const mg_onnx_options *opts,
     char *slash = strrchr(dir, '/');
     if (slash == dir) slash[1] = '\0'; /* "/m.onnx": the root */
     else if (slash) *slash = '\0';
-    s = import_buffer(buf, size, opts, slash ? dir : ".", g, out);
+    s = import_buffer(buf, true, size, opts, slash ? dir : ".", g, out);
     free(dir);
-    free(buf);
     return s;
 }
 

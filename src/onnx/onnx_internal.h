@@ -19,6 +19,10 @@
 /* Folded constants larger than this many elements are refused: a hostile
  * ConstantOfShape or Range must not make the importer allocate gigabytes. */
 #define MGI_ONNX_MAX_CONST_ELEMS ((int64_t)1 << 24)
+/* A float initializer of more elements is a weight: no op reads it as a
+ * constant (shapes, axes, bounds and scales are smaller), so only its f32
+ * binding is kept (onnx_import.c). */
+#define MGI_ONNX_KEEP_INIT ((int64_t)4096)
 
 /* A constant known at import time: integers (and bools) in i, floating
  * point in f (exactly one of them is set). ndim 0 is a scalar. */

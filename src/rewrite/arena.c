@@ -425,10 +425,38 @@ static mg_status plan_lay_out(mg_plan *p) {
     return s;
 }
 
+/* Phase q of p is a stretch of p's steps (split.c, a forward prefix):
+ * its buffers take p's offsets, so a forward phase's saved tensors sit
+ * where p's layout put them, alive into the backward phase as in one
+ * call, and the pair reserves p's arena, not one per phase plus blocks
+ * for the saved state (issue 28). p keeps its outputs out of the arena,
+ * so only saved tensors that p releases are placed there. */
+static mg_status phase_share_layout(mg_plan *q, const mg_plan *p,
+                                    int32_t from) {
+    q->out_off = malloc(((size_t)q->n_steps ? (size_t)q->n_steps : 1) *
+                        sizeof *q->out_off);
+    q->work_off = malloc(((size_t)q->n_steps ? (size_t)q->n_steps : 1) *
+                         sizeof *q->work_off);
+    if (!q->out_off || !q->work_off) return nomem(p);
+    memcpy(q->out_off, p->out_off + from, (size_t)q->n_steps * sizeof(size_t));
+    memcpy(q->work_off, p->work_off + from,
+           (size_t)q->n_steps * sizeof(size_t));
+    q->arena_bytes = p->arena_bytes;
+    q->arena_live_peak = p->arena_live_peak;
+    return MG_OK;
+}
+
 mg_status mgi_plan_lay_out(mg_plan *p) {
     mg_status s = plan_lay_out(p);
-    for (int k = 0; k < 2 && s == MG_OK; k++)
-        if (p->phase[k]) s = plan_lay_out(p->phase[k]);
+    mg_plan *f = p->phase[0], *b = p->phase[1];
+    if (s != MG_OK || !f) return s;
+    if (f->steps == p->steps && b->steps == p->steps + f->n_steps)
+        return (s = phase_share_layout(f, p, 0)) != MG_OK
+                   ? s
+                   : phase_share_layout(b, p, f->n_steps);
+    /* interleaved phases: p's times are not theirs, so each has its own
+     * layout and the saved state takes blocks of its own */
+    for (int k = 0; k < 2 && s == MG_OK; k++) s = plan_lay_out(p->phase[k]);
     return s;
 }
 

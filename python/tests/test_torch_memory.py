@@ -1,0 +1,140 @@
+"""Where memgrad.torch's gradients live (issue 28): a parameter's gradient
+lands in torch's memory, as PyTorch's AccumulateGrad would have it. With
+no .grad (zero_grad(set_to_none=True)) memgrad computes it straight into a
+torch tensor that becomes .grad, and the pool holds no gradient; with a
+.grad (torch 1.13's zero_grad() zeroes in place) memgrad's pool block is
+added into it and given back at once, never pinned. Either way two
+backward calls accumulate to the float32 sum of each call's gradients,
+bit for bit as PyTorch adds them, and after each step the pool reserves
+what Plan.arena() predicts for that binding."""
+import pytest
+
+torch = pytest.importorskip("torch")
+import memgrad.torch as mt  # noqa: E402
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8),
+        torch.nn.ReLU(), torch.nn.Conv2d(8, 8, 3, padding=1),
+        torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(8 * 8 * 8, 10))
+
+
+def _batches():
+    g = torch.Generator().manual_seed(1)
+    return [torch.randn(4, 3, 8, 8, generator=g) for _ in range(2)]
+
+
+def _grads(m):
+    return [p.grad.clone() for p in m.parameters()]
+
+
+@pytest.mark.parametrize("policy", ["none", "memory"])
+def test_accumulates_as_pytorch(policy):
+    model = _model()
+    xa, xb = _batches()
+    mg = mt.Module(model, (xa,), policy=policy)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+
+    def one(x):
+        model.load_state_dict(state)  # the same BatchNorm statistics
+        mg.zero_grad(set_to_none=True)
+        mg(x).square().sum().backward()
+        return _grads(model)
+
+    ga, gb = one(xa), one(xb)
+    # from None: the first backward sets .grad, the second adds into it
+    model.load_state_dict(state)
+    mg.zero_grad(set_to_none=True)
+    mg(xa).square().sum().backward()
+    for p, g in zip(model.parameters(), ga):
+        assert torch.equal(p.grad, g)
+    mg(xb).square().sum().backward()
+    for p, a, b in zip(model.parameters(), ga, gb):
+        assert torch.equal(p.grad, a + b)  # PyTorch's float32 addition
+    # from zeros (torch 1.13's default zero_grad): 0 + g, then + g'
+    model.load_state_dict(state)
+    mg.zero_grad(set_to_none=False)
+    assert all(p.grad is not None and not p.grad.any()
+               for p in model.parameters())
+    mg(xa).square().sum().backward()
+    for p, a in zip(model.parameters(), ga):
+        assert torch.equal(p.grad, torch.zeros_like(a) + a)
+    mg(xb).square().sum().backward()
+    for p, a, b in zip(model.parameters(), ga, gb):
+        assert torch.equal(p.grad, (torch.zeros_like(a) + a) + b)
+
+
+@pytest.mark.parametrize("set_to_none,in_place", [(True, True),
+                                                  (False, True),
+                                                  (False, False)])
+def test_pool_holds_no_gradient(set_to_none, in_place):
+    model = _model()
+    xa, _ = _batches()
+    mg = mt.Module(model, (xa,), policy="memory", grads_in_place=in_place)
+    plan = mg._cap.plan
+    ex = mg.executor
+    n_in = len(mg._cap.inputs)
+    params = list(model.parameters())
+    if set_to_none or in_place:
+        # .grad is torch's: written by memgrad when it was None, added
+        # into through the pool's one slot when it exists
+        want = plan.arena(bound=mg._cap.grads[n_in:])["reserved"]
+        if not set_to_none:
+            want += mg.memory_report()["accumulation_slot"]
+        n_pool = n_in
+    else:
+        # handed to AccumulateGrad from the pool, and given back
+        want = plan.arena()["reserved"]
+        n_pool = len(mg._cap.grads)
+    if not set_to_none:  # as after a first step: every .grad exists
+        for p in params:
+            p.grad = torch.zeros_like(p)
+    grads = [p.grad for p in params]
+    allocs = None
+    for step in range(3):
+        mg.zero_grad(set_to_none=set_to_none)
+        y = mg(xa)
+        y.square().sum().backward()
+        del y
+        st = ex.pool_stats()
+        # torch holds no block of the pool: those still shared are the
+        # gradients the pool computed, which the executor keeps, as every
+        # output of its last run, until its next run
+        assert st["exported_blocks"] == n_pool, st
+        assert st["bytes_reserved"] == want, (step, st, want)
+        if allocs is None:
+            allocs = st["system_allocs"]
+        assert st["system_allocs"] == allocs, step
+        assert all(p.grad is not None for p in params)
+        if not set_to_none:  # the same .grad tensors, written in place
+            assert all(p.grad is g for p, g in zip(params, grads))
+
+
+def test_hooked_parameter_goes_through_autograd():
+    model = _model()
+    xa, xb = _batches()
+    mg = mt.Module(model, (xa,), policy="none")
+    w = model[0].weight
+    seen = []
+    w.register_hook(lambda g: seen.append(g.clone()))
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    mg(xa).square().sum().backward()
+    first = w.grad.clone()
+    model.load_state_dict(state)
+    mg(xb).square().sum().backward()
+    assert len(seen) == 2
+    assert torch.equal(seen[0], first)
+    assert torch.equal(w.grad, first + seen[1])
+
+
+def test_memory_report_adds_up():
+    model = _model()
+    xa, _ = _batches()
+    mg = mt.Module(model, (xa,), policy="memory")
+    r = mg.memory_report()
+    n = sum(p.numel() * p.element_size() for p in model.parameters())
+    assert r["grads_torch"] == r["params_torch"] == n
+    assert r["pool_arena"] == mg._cap.plan.arena()["bytes"]
+    assert r["pool_outputs"] > 0 and r["accumulation_slot"] > 0
