@@ -12,6 +12,8 @@
  */
 #include "helpers.h"
 
+#include "memgrad_models.h"
+
 /* ------------------------------------------------------------------ chain
  * x -> (matmul -> tanh or dropout)^layers -> mse: 2 * layers forward
  * tensors besides the loss, of heterogeneous widths. */
@@ -509,6 +511,95 @@ START_TEST(test_budget_parse) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ monotone
+ * Issue 29 item 6: on the bench models, a larger budget never costs more
+ * recomputation, a budget that fits stays fitting when raised, and no
+ * plan exceeds its budget (PyTorch's memory budget is neither: a smaller
+ * budget can give a higher peak, pytorch/pytorch#197838, and a solver can
+ * return plans over budget, #197871). */
+
+static mg_model *sweep_model(int which) {
+    switch (which) {
+    case 0: return mg_model_mlp(3, 64, 32, 64, 10, 0.0, MG_F32, 1);
+    case 1: return mg_model_mlp(8, 32, 16, 32, 10, 0.2, MG_F32, 1);
+    case 2: return mg_model_resnet(1, 4, 2, 8, 10, MG_F32, 1);
+    case 3: return mg_model_resnet(3, 4, 2, 8, 10, MG_F32, 1);
+    case 4: return mg_model_unet(1, 4, 2, 8, MG_F32, 1);
+    case 5: return mg_model_unet(2, 4, 2, 8, MG_F32, 1);
+    default:
+        return mg_model_transformer(2, 32, 1, 32, 2, 64, 0.1, 1, MG_F32, 1);
+    }
+}
+#define SWEEP_MODELS 7
+#define SWEEP_POINTS 40
+
+/* The budget measure of m's loss and gradients, and their recomputed
+ * flops; MG_ERR_NOMEM when the policy fits nothing. */
+static mg_status sweep_point(int which, const mg_checkpoints *ck,
+                             size_t *budget_peak, double *rflops) {
+    mg_model *m = sweep_model(which);
+    ck_assert_ptr_nonnull(m);
+    mg_status s = mg_model_gradients(m, ck);
+    if (s == MG_OK) {
+        mg_tensor outs[64];
+        ck_assert_int_le(m->n_params + 1, 64);
+        int n = 0;
+        outs[n++] = m->loss;
+        for (int i = 0; i < m->n_params; i++) outs[n++] = m->grads[i];
+        mg_plan *p = NULL;
+        ck_assert_msg(mg_plan_compile(m->g, outs, n, NULL, &p) == MG_OK, "%s",
+                      mg_last_error());
+        mg_plan_summary sum;
+        ck_assert(mg_plan_summarize(p, NULL, 0, &sum) == MG_OK);
+        *budget_peak = sum.budget_peak;
+        *rflops = sum.recompute_flops;
+        mg_plan_free(p);
+    } else {
+        ck_assert_msg(s == MG_ERR_NOMEM, "%s", mg_last_error());
+    }
+    mg_model_free(m);
+    return s;
+}
+
+START_TEST(test_sweep_monotone) {
+    size_t none_peak;
+    double none_fl;
+    ck_assert_int_eq(sweep_point(_i, NULL, &none_peak, &none_fl), MG_OK);
+    ck_assert(none_fl == 0);
+    bool fitted = false;
+    double prev_fl = INFINITY;
+    size_t prev_budget = 0;
+    int fits = 0;
+    for (int k = 1; k <= SWEEP_POINTS; k++) {
+        const size_t budget =
+            (size_t)((double)none_peak * (0.04 + 0.96 * k / SWEEP_POINTS));
+        mg_checkpoints ck = {.policy = MG_CKPT_BUDGET, .budget_bytes = budget};
+        size_t peak = 0;
+        double fl = 0;
+        mg_status s = sweep_point(_i, &ck, &peak, &fl);
+        if (s == MG_ERR_NOMEM) {
+            ck_assert_msg(!fitted,
+                          "model %d: budget %zu fits nothing, but %zu fit", _i,
+                          budget, prev_budget);
+            continue;
+        }
+        fits++;
+        ck_assert_msg(peak <= budget,
+                      "model %d: plan peaks at %zu > budget %zu", _i, peak,
+                      budget);
+        ck_assert_msg(fl <= prev_fl,
+                      "model %d: budget %zu recomputes %.0f flops, more than "
+                      "%.0f at the smaller budget %zu",
+                      _i, budget, fl, prev_fl, prev_budget);
+        fitted = true;
+        prev_fl = fl;
+        prev_budget = budget;
+    }
+    ck_assert_int_ge(fits, 2);
+    ck_assert(prev_fl == 0); /* the last budget is none's peak */
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("budget");
     TCase *tc = tcase_create("exhaustive");
@@ -516,6 +607,10 @@ int main(void) {
     tcase_add_loop_test(tc, test_exhaustive_chain, 0,
                         2 * (int)(sizeof ch_configs / sizeof *ch_configs));
     suite_add_tcase(s, tc);
+    TCase *sw = tcase_create("monotone");
+    tcase_set_timeout(sw, 300);
+    tcase_add_loop_test(sw, test_sweep_monotone, 0, SWEEP_MODELS);
+    suite_add_tcase(s, sw);
     th_add_tcase(s, "budget", 300,
                  TH_TESTS(test_budget_parse, test_infeasible_names_minimum,
                           test_nomem_figures_are_budget_peaks,
