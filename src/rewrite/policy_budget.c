@@ -130,14 +130,17 @@ typedef struct bsrch {
     uint64_t rng_before;
     bchain ch;
     mg_peak_scratch peak; /* trial_measure's, across all trials */
+    bool *remat;          /* NULL, or the remat marks evaluate builds with */
 } bsrch;
 
 /* Build with keep_set (and a multi-level plan, or NULL), measure, and
  * leave g as it was. */
 static mg_status evaluate_ml(bsrch *b, bool *keep_set, mg_ml_plan *ml,
                              size_t *peak, double *rflops) {
-    mg_budget_point m = {
-        .search = {.segment_factor = 1.0}, .keep_set = keep_set, .ml = ml};
+    mg_budget_point m = {.search = {.segment_factor = 1.0},
+                         .keep_set = keep_set,
+                         .ml = ml,
+                         .remat = ml ? NULL : b->remat};
     mg_status s = b->build(b->g, b->ctx, &m.search, b->result);
     if (s == MG_OK)
         s = trial_measure(b->g, b->ch.n_before, b->outs, b->n_ys + b->n_xs,
@@ -479,7 +482,9 @@ typedef struct bbest {
     size_t peak;
     mg_ml_plan ml;      /* keep's multi-level plan (n_seg 0: none) */
     size_t ml_min_peak; /* the smallest peak of a multi-level plan */
+    bool *remat;        /* keep's remat marks (mg_budget_point.remat) */
     bool *min_keep;     /* the set with the smallest exact peak so far */
+    bool *min_remat;    /* its remat marks */
     size_t min_peak;    /* its peak (SIZE_MAX: none yet) */
     double min_flops;
 } bbest;
@@ -496,6 +501,8 @@ static mg_status consider(bsrch *b, bool *keep, bbest *best, size_t *peak,
         best->min_peak = *peak;
         best->min_flops = *fl;
         memcpy(best->min_keep, keep, szt * sizeof *keep);
+        if (b->remat) memcpy(best->min_remat, b->remat, szt);
+        else memset(best->min_remat, 0, szt);
     }
     if (*peak <= b->c->budget_bytes &&
         (!best->found || *fl < best->flops ||
@@ -504,6 +511,8 @@ static mg_status consider(bsrch *b, bool *keep, bbest *best, size_t *peak,
         best->flops = *fl;
         best->peak = *peak;
         memcpy(best->keep, keep, szt * sizeof *keep);
+        if (b->remat) memcpy(best->remat, b->remat, szt);
+        else memset(best->remat, 0, szt);
         mgi_ml_plan_free(&best->ml);
     }
     return MG_OK;
@@ -592,6 +601,103 @@ static mg_status descend(bsrch *b, bool *cur, bool by_peak, bbest *best) {
     return s;
 }
 
+/* Per position, what the backward pass does with it: 0 recompute it and
+ * hold the copy from its first reader to its last, 1 keep it, 2
+ * recompute it for each rule that reads it (remat). */
+static int pos_state(const bsrch *b, const bool *keep, int32_t p) {
+    const mg_tensor t = b->ch.t[p];
+    return keep[t] ? 1 : b->remat[t] ? 2 : 0;
+}
+
+static void pos_set(bsrch *b, bool *keep, int32_t p, int st) {
+    const mg_tensor t = b->ch.t[p];
+    keep[t] = st == 1;
+    b->remat[t] = st == 2;
+}
+
+/* Steepest descent as descend's, over the three states of each position:
+ * every other state of one position, and of two on chains up to
+ * MG_BUDGET_REMAT_PAIR_MAX positions. keep and b->remat change in
+ * place. */
+#define MG_BUDGET_REMAT_PAIR_MAX 16
+static mg_status descend3(bsrch *b, bool *keep, bool by_peak, bbest *best) {
+    const int32_t n = b->ch.n;
+    const size_t budget = b->c->budget_bytes;
+    size_t peak0, peak;
+    double fl0, fl;
+    mg_status s = consider(b, keep, best, &peak0, &fl0);
+    while (s == MG_OK) {
+        int32_t bp = -1, bq = -1;
+        int bsp = 0, bsq = 0;
+        size_t bpeak = peak0;
+        double bfl = fl0;
+        for (int32_t p = 0; s == MG_OK && p < n; p++) {
+            const int sp0 = pos_state(b, keep, p);
+            for (int dp = 1; s == MG_OK && dp < 3; dp++) {
+                const int sp = (sp0 + dp) % 3;
+                pos_set(b, keep, p, sp);
+                s = consider(b, keep, best, &peak, &fl);
+                if (s == MG_OK &&
+                    better(peak, fl, bpeak, bfl, by_peak, budget)) {
+                    bp = p, bsp = sp, bq = -1;
+                    bpeak = peak, bfl = fl;
+                }
+                for (int32_t q = p + 1;
+                     s == MG_OK && n <= MG_BUDGET_REMAT_PAIR_MAX && q < n;
+                     q++) {
+                    const int sq0 = pos_state(b, keep, q);
+                    for (int dq = 1; s == MG_OK && dq < 3; dq++) {
+                        const int sq = (sq0 + dq) % 3;
+                        pos_set(b, keep, q, sq);
+                        s = consider(b, keep, best, &peak, &fl);
+                        if (s == MG_OK &&
+                            better(peak, fl, bpeak, bfl, by_peak, budget)) {
+                            bp = p, bsp = sp, bq = q, bsq = sq;
+                            bpeak = peak, bfl = fl;
+                        }
+                    }
+                    pos_set(b, keep, q, sq0);
+                }
+            }
+            pos_set(b, keep, p, sp0);
+        }
+        if (s != MG_OK || bp < 0) break;
+        pos_set(b, keep, bp, bsp);
+        if (bq >= 0) pos_set(b, keep, bq, bsq);
+        peak0 = bpeak;
+        fl0 = bfl;
+    }
+    return s;
+}
+
+/* Checkmate's schedules free a recomputed value and make it again, where
+ * memgrad's single-level plans hold it from its first reader to its
+ * last: from the plans the local search ended with (the lowest peak and
+ * the fewest flops within the budget), a descent over the three states
+ * of each position, first toward the lowest peak (budget-independent, as
+ * the first phase of the local search), then toward the fewest flops
+ * within the budget. */
+static mg_status remat_search(bsrch *b, bbest *best) {
+    const size_t szt = (size_t)(b->ch.n_before ? b->ch.n_before : 1);
+    bool *keep = malloc(szt * sizeof *keep);
+    b->remat = calloc(szt, sizeof *b->remat);
+    mg_status s = keep && b->remat ? MG_OK : oom();
+    for (int phase = 0; s == MG_OK && phase < 3; phase++) {
+        /* 0: by peak from the lowest peak; 1, 2: by flops from it and
+         * from the fewest flops within the budget */
+        if (phase == 2 && !best->found) break;
+        const bool *k0 = phase == 2 ? best->keep : best->min_keep;
+        const bool *r0 = phase == 2 ? best->remat : best->min_remat;
+        memcpy(keep, k0, szt * sizeof *keep);
+        memcpy(b->remat, r0, szt * sizeof *b->remat);
+        s = descend3(b, keep, phase == 0, best);
+    }
+    free(keep);
+    free(b->remat);
+    b->remat = NULL;
+    return s;
+}
+
 /* The DP's plans over the grid of memory parameters, refined by bisection
  * where the plans stop fitting; on short chains, exact local search from
  * them: first toward the lowest peak (whatever the budget, so that the
@@ -667,6 +773,7 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
                    szt);
             s = descend(b, keep, false, best);
         }
+        if (s == MG_OK) s = remat_search(b, best);
     }
     free(F);
     free(cuts);
@@ -920,6 +1027,7 @@ static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
                 best->flops = fl;
                 best->peak = peak;
                 memcpy(best->keep, keep, szt * sizeof *keep);
+                memset(best->remat, 0, szt);
                 mgi_ml_plan_free(&best->ml);
                 best->ml = ml;
             } else {
@@ -951,6 +1059,7 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c,
                             mg_budget_point *best) {
     best->keep_set = NULL;
     best->ml = NULL;
+    best->remat = NULL;
     bsrch b = {.g = g,
                .c = c,
                .n_ys = n_ys,
@@ -967,10 +1076,14 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c,
     }
     bbest bb = {.keep = malloc(szt * sizeof *bb.keep),
                 .min_keep = malloc(szt * sizeof *bb.min_keep),
+                .remat = calloc(szt, sizeof *bb.remat),
+                .min_remat = calloc(szt, sizeof *bb.min_remat),
                 .min_peak = SIZE_MAX,
                 .ml_min_peak = SIZE_MAX};
     size_t peak_none = 0;
-    mg_status s = b.result && bb.keep && bb.min_keep ? MG_OK : oom();
+    mg_status s = b.result && bb.keep && bb.min_keep && bb.remat && bb.min_remat
+                      ? MG_OK
+                      : oom();
     if (s == MG_OK) s = chain_analyse(&b, &peak_none);
     if (s == MG_OK && peak_none <= c->budget_bytes) {
         /* Everything kept fits: no recomputation at all. */
@@ -997,6 +1110,14 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c,
     mgi_peak_scratch_free(&b.peak);
     free(b.outs);
     free(bb.min_keep);
+    free(bb.min_remat);
+    bool any_remat = false;
+    for (int32_t t = 0; s == MG_OK && bb.remat && t < b.ch.n_before; t++)
+        any_remat = any_remat || bb.remat[t];
+    if (!any_remat) {
+        free(bb.remat);
+        bb.remat = NULL;
+    }
     if (s == MG_OK && bb.ml.n_seg > 0) {
         best->ml = malloc(sizeof *best->ml);
         if (best->ml) *best->ml = bb.ml;
@@ -1005,10 +1126,12 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c,
     if (s != MG_OK) {
         mgi_ml_plan_free(&bb.ml);
         free(bb.keep);
+        free(bb.remat);
         best->ml = NULL;
         return s;
     }
     mg_clear_error();
     best->keep_set = bb.keep;
+    best->remat = bb.remat;
     return MG_OK;
 }

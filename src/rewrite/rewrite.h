@@ -76,6 +76,12 @@ typedef struct mg_budget_point {
     mg_memory_search search;
     bool *keep_set;
     mg_ml_plan *ml;
+    /* NULL, or per tensor id: a tensor not kept whose recomputed copy is
+     * made once per gradient rule that reads it (directly or through
+     * other copies) and released after it, instead of being held from
+     * its first reader to its last (Checkmate's "free and make again").
+     * Owned as keep_set. */
+    bool *remat;
 } mg_budget_point;
 
 /* mg_gradients under a given budget point, without the budget search:
@@ -142,6 +148,9 @@ typedef struct mg_recompute {
     mg_tensor *made; /* forward tensors whose copy is valid, n_made */
     int32_t n_made;
     int32_t *mark; /* per tensor: the segment that made it a snapshot */
+    /* NULL, or per tensor: copies made again for each rule that reads
+     * them (mg_budget_point.remat) */
+    const bool *remat;
 } mg_recompute;
 
 /* The tensor the backward pass should read for forward tensor t: t itself
@@ -161,6 +170,13 @@ mg_status mgi_recompute_enter(mg_graph *g, mg_recompute *r, mg_tensor v);
  * output it never reads (an add's) would otherwise leave a chain of copies
  * that the next segment's entry orphans and its reader then makes again. */
 void mgi_recompute_forget_unread(mg_graph *g, mg_recompute *r,
+                                 mg_tensor first_copy, mg_tensor first_rule);
+
+/* After one gradient rule: forget the copies made for it (ids first_copy
+ * .. first_rule - 1) of the tensors r->remat marks, so that the next rule
+ * reading one makes it again; the scheduler frees this one after its last
+ * reader. Nothing without r->remat. */
+void mgi_recompute_release_remat(const mg_graph *g, mg_recompute *r,
                                  mg_tensor first_copy, mg_tensor first_rule);
 
 /* A chain for the dynamic program of Revolve and Rotor (chain_dp.c):
