@@ -22,7 +22,9 @@
  *   usage: mg-checkmate [--model chain|mlp|resnet|unet|transformer|all]
  *   (all: every model but the transformer)
  *                       [--fractions F,F,...] [--time-limit SECONDS]
- *                       [--recompute-backward]
+ *                       [--recompute-backward] [--bisect]
+ *   --bisect: after the budgets, the MILP's smallest feasible budget by
+ *   bisection on its feasibility, beside the budget policy's smallest.
  *
  * Exits 1 if a MILP schedule fails to decode into a valid schedule within
  * its budget, or if the MILP's bound exceeds memgrad's recomputation at
@@ -99,6 +101,69 @@ static int solve_checked(const mgi_ckm_dag *d, double budget,
                e.peak, budget, e.recompute_flops, r->recompute_flops);
         return 1;
     }
+    return 0;
+}
+
+/* Issue 29 item 5: the smallest budget the MILP finds a schedule for,
+ * bisected on its feasibility between a budget it proves infeasible and
+ * one it solves (time_limit counts as feasible: a schedule was found),
+ * beside the budget policy's smallest (from its NOMEM message, checked
+ * to fit). A solve that ends with neither a schedule nor a proof
+ * (no_solution) stops the bisection: the interval is what is known. */
+static int bisect_min(const char *name, const mgi_ckm_planned *none,
+                      const mgi_ckm_options *o) {
+    const mgi_ckm_dag *d = &none->dag;
+    const double peak = none->eval.peak;
+    /* the budget policy's smallest budget */
+    mg_checkpoints c1 = {.policy = MG_CKPT_BUDGET, .budget_bytes = 1};
+    mgi_ckm_planned p;
+    size_t mg_min = 0;
+    mg_status s = planned_make(name, &c1, &p);
+    if (s == MG_ERR_NOMEM) {
+        const char *at = strstr(mgi_ckm_last_error(), "fits is ");
+        if (at) mg_min = (size_t)strtoull(at + 8, NULL, 10);
+    } else if (s == MG_OK) {
+        mgi_ckm_planned_free(&p);
+    }
+    double lo = 0, hi = peak;
+    if (mg_min) {
+        mg_checkpoints cm = {.policy = MG_CKPT_BUDGET, .budget_bytes = mg_min};
+        if (planned_make(name, &cm, &p) == MG_OK) {
+            /* memgrad's plan is a schedule of the MILP at its own peak */
+            if (p.eval.peak < hi) hi = p.eval.peak;
+            mgi_ckm_planned_free(&p);
+        }
+    }
+    const char *stop = "";
+    int steps = 0;
+    /* bytes come in pool size classes of at least 256 */
+    while (hi - lo > 256 && steps < 12) {
+        const double mid = floor((lo + hi) / 2);
+        mgi_ckm_result r;
+        if (mgi_ckm_solve(d, mid, o, &r) != MG_OK) {
+            fprintf(stderr, "mg-checkmate: %s\n", mgi_ckm_last_error());
+            return 2;
+        }
+        free(r.R);
+        free(r.S);
+        steps++;
+        printf("# %s bisect: MILP at %.0f bytes (%.4f of none): %s, %.1f s\n",
+               name, mid, mid / peak, mgi_ckm_outcome_name(r.outcome),
+               r.seconds);
+        fflush(stdout);
+        if (r.outcome == MGI_CKM_INFEASIBLE) lo = mid;
+        else if (r.outcome == MGI_CKM_NO_SOLUTION) {
+            stop = " (stopped: a solve ended without schedule or proof)";
+            break;
+        } else hi = mid;
+    }
+    printf("# %s smallest budget: MILP feasible at %.0f bytes (%.4f of "
+           "none's peak), proven infeasible at %.0f (%.4f)%s; budget policy "
+           "%zu (%.4f), %.3f x the MILP's feasible one, at most %.3f x the "
+           "true minimum\n",
+           name, hi, hi / peak, lo, lo / peak, stop, mg_min,
+           (double)mg_min / peak, (double)mg_min / hi,
+           lo > 0 ? (double)mg_min / (lo + 1) : INFINITY);
     return 0;
 }
 
@@ -195,6 +260,7 @@ static int run_model(const char *name, const double *fr, int n_fr,
         free(r.S);
         mgi_ckm_planned_free(&bp);
     }
+    if (rc < 2 && o->bisect) rc = bisect_min(name, &none, o);
     mgi_ckm_planned_free(&none);
     return rc;
 }
@@ -202,7 +268,8 @@ static int run_model(const char *name, const double *fr, int n_fr,
 static void usage(void) {
     fprintf(stderr, "usage: mg-checkmate [--model chain|mlp|resnet|unet|"
                     "transformer|all] [--fractions F,F,...] "
-                    "[--time-limit SECONDS] [--recompute-backward]\n");
+                    "[--time-limit SECONDS] [--recompute-backward] "
+                    "[--bisect]\n");
 }
 
 int main(int argc, char **argv) {
@@ -223,6 +290,7 @@ int main(int argc, char **argv) {
             }
         } else if (!strcmp(argv[i], "--recompute-backward"))
             o.recompute_backward = true;
+        else if (!strcmp(argv[i], "--bisect")) o.bisect = true;
         else {
             usage();
             return 2;
