@@ -877,6 +877,11 @@ static int cmp_tensor(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* One past the last position of step i (1..l) of chain m. */
+static int32_t step_end(const bchain *ch, const mlchain *m, int32_t i) {
+    return m->cut[i] < ch->n ? m->cut[i] + 1 : ch->n;
+}
+
 /* The keep set and multi-level plan of schedule q on chain m. */
 static mg_status ml_to_plan(const bchain *ch, const mlchain *m,
                             const mg_chain_sched *q, bool *keep,
@@ -891,7 +896,8 @@ static mg_status ml_to_plan(const bchain *ch, const mlchain *m,
     size_t total = 0;
     for (int32_t i = 0; i < q->snap_start[l]; i++) {
         int32_t st = q->snap[i];
-        total += (size_t)(m->sep_start[st + 1] - m->sep_start[st]);
+        total += st > 0 ? (size_t)(m->sep_start[st + 1] - m->sep_start[st])
+                        : (size_t)(step_end(ch, m, -st) - m->cut[-st - 1] - 1);
     }
     ml->n = nb;
     ml->n_seg = l;
@@ -912,6 +918,13 @@ static mg_status ml_to_plan(const bchain *ch, const mlchain *m,
         const int32_t k0 = k;
         for (int32_t j = q->snap_start[i - 1]; j < q->snap_start[i]; j++) {
             int32_t st = q->snap[j];
+            if (st < 0) { /* step -st stored whole: what its rules read */
+                for (int32_t p = m->cut[-st - 1] + 1; p < step_end(ch, m, -st);
+                     p++)
+                    if (ch->rb_pre[p + 1] > ch->rb_pre[p])
+                        ml->snap[k++] = ch->t[p];
+                continue;
+            }
             for (int32_t x = m->sep_start[st]; x < m->sep_start[st + 1]; x++)
                 ml->snap[k++] = m->sep[x];
         }
@@ -961,8 +974,9 @@ static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
     const size_t szt = (size_t)(ch->n_before ? ch->n_before : 1);
     int32_t *w = malloc((size_t)(MG_BUDGET_ML_STEPS + 2) * sizeof *w);
     int32_t *ts = malloc((size_t)(MG_BUDGET_ML_STEPS + 2) * sizeof *ts);
+    int32_t *all = malloc((size_t)(MG_BUDGET_ML_STEPS + 2) * sizeof *all);
     bool *keep = malloc(szt * sizeof *keep);
-    if (s == MG_OK && (!w || !ts || !keep)) s = oom();
+    if (s == MG_OK && (!w || !ts || !all || !keep)) s = oom();
     mg_chain_sched prev = {0};
     int32_t prev_l = -1;
     const double lo = MG_BUDGET_GRID_LO * (double)peak_none;
@@ -1002,7 +1016,20 @@ static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
                    : d > MG_BUDGET_ML_SLOTS ? MG_BUDGET_ML_SLOTS + 1
                                             : (int32_t)d;
         }
-        mg_chain_dp c = {l, mc->f, w, MG_BUDGET_ML_SLOTS, ts};
+        /* Rotor's store-all: a step's tape and the state it makes */
+        for (int32_t i = 0; i < l; i++) {
+            const double d = ceil(
+                (mc->tapes[i] + (i + 1 < l ? ch->sep[mc->cut[i + 1]] : 0)) / u);
+            all[i] = d < 1                    ? 1
+                     : d > MG_BUDGET_ML_SLOTS ? MG_BUDGET_ML_SLOTS + 1
+                                              : (int32_t)d;
+        }
+        mg_chain_dp c = {.l = l,
+                         .f = mc->f,
+                         .w = w,
+                         .slots = MG_BUDGET_ML_SLOTS,
+                         .tape = ts,
+                         .all = all};
         mg_chain_sched q;
         if ((s = mgi_chain_schedule(&c, &q)) != MG_OK) break;
         if (l == prev_l && same_sched(&q, &prev, l)) {
@@ -1049,6 +1076,7 @@ static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
     for (int v = 0; v < n_levels; v++) mlchain_free(&chains[v]);
     free(w);
     free(ts);
+    free(all);
     free(keep);
     return s;
 }

@@ -191,6 +191,11 @@ typedef struct mg_chain_dp {
      * snapshots held meanwhile; a step reverses only where that many are
      * free. NULL: none. */
     const int32_t *tape;
+    /* NULL, or per step (l of them): the slots step i + 1 takes when it
+     * is advanced storing all its values, state i + 1 included (Rotor's
+     * F_all option); reversing it later then recomputes nothing. >= 1
+     * each. NULL: Revolve's options only. */
+    const int32_t *all;
 } mg_chain_dp;
 
 /* Revolve's count: the fewest forward steps that reverse the chain from
@@ -201,9 +206,10 @@ mg_status mgi_chain_revolve(const mg_chain_dp *c, bool general, double *steps);
 
 /* A multi-level schedule for the rewriter: the forward pass keeps the
  * states kept[i]; step i is reversed (last first) with the snapshots
- * snap[snap_start[i-1]] .. snap[snap_start[i]-1] (states, increasing)
- * valid; cost: the steps recomputed after the forward pass, each step's
- * own values once more when it is reversed included. */
+ * snap[snap_start[i-1]] .. snap[snap_start[i]-1] valid: states i > 0,
+ * and, with c->all, -j for step j stored with all its values (each
+ * listed after its state j); cost: the steps recomputed after the forward pass,
+ * each step's own values once more when it is reversed included. */
 typedef struct mg_chain_sched {
     double cost;
     bool *kept;          /* l + 1 */
