@@ -119,6 +119,7 @@ typedef struct mgi_ckm_options {
     bool recompute_backward;
     /* mg-checkmate only: bisect the MILP's smallest feasible budget */
     bool bisect;
+    bool at_budget; /* mg-checkmate only: also solve at the budget */
 } mgi_ckm_options;
 
 typedef struct mgi_ckm_result {
