@@ -19,8 +19,9 @@
  * MILP's optimum (or, past the time limit, its best schedule and best
  * bound), and the gap, as fractions of one forward pass.
  *
- *   usage: mg-checkmate [--model chain|mlp|resnet|unet|transformer|all]
- *   (all: every model but the transformer)
+ *   usage: mg-checkmate [--model
+ * chain|mlp|resnet|unet-small|unet|transformer|all] (all: every model but the
+ * transformer)
  *                       [--fractions F,F,...] [--time-limit SECONDS]
  *                       [--recompute-backward] [--bisect]
  *                       [--at-budget]
@@ -44,8 +45,48 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const model_names[] = {"chain", "mlp", "resnet", "unet",
-                                          "transformer"};
+static const char *const model_names[] = {"chain",      "mlp",  "resnet",
+                                          "unet-small", "unet", "transformer"};
+#define N_MODELS 6
+
+/* The smallest U-Net: x [2, 3, 8, 8] -> e = relu(conv3x3 to 4 channels)
+ * -> 2x2 max pool -> relu(conv3x3 to 8) -> nearest 2x upsampling
+ * (reshape, broadcast_to, reshape, as mg_model_unet's) -> relu(conv3x3
+ * to 4) -> concat with the skip e -> conv1x1 to 1 -> mse: one level with
+ * its skip connection, 38 ops in training, where mg_model_unet's
+ * smallest has 79, past what GLPK solves in a minute. */
+static mg_status unet_small(const mg_checkpoints *c, mgi_ckm_net *net) {
+    memset(net, 0, sizeof *net);
+    mg_graph *g = net->g = mg_graph_new();
+    if (!g) return MG_ERR_NOMEM;
+    mg_tensor x = mg_input(g, "x", MG_F32, 4, (const int64_t[]){2, 3, 8, 8});
+    mg_tensor y =
+        mg_input(g, "target", MG_F32, 4, (const int64_t[]){2, 1, 8, 8});
+    net->leaves[net->n_leaves++] = x;
+    net->leaves[net->n_leaves++] = y;
+    const int64_t ws[4][4] = {
+        {4, 3, 3, 3}, {8, 4, 3, 3}, {4, 8, 3, 3}, {1, 8, 1, 1}};
+    mg_tensor w[4];
+    for (int i = 0; i < 4; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "w%d", i);
+        w[i] = net->leaves[net->n_leaves++] =
+            mg_param(g, name, MG_F32, 4, ws[i]);
+    }
+    mg_tensor e = mg_relu(g, mg_conv2d(g, x, w[0], 1, 1, 1, 1, 1, 1, 1));
+    mg_tensor h = mg_max_pool2d(g, e, 2, 2, 2, 2, 0, 0);
+    h = mg_relu(g, mg_conv2d(g, h, w[1], 1, 1, 1, 1, 1, 1, 1));
+    h = mg_reshape(g, h, 6, (const int64_t[]){2, 8, 4, 1, 4, 1});
+    h = mg_broadcast_to(g, h, 6, (const int64_t[]){2, 8, 4, 2, 4, 2});
+    h = mg_reshape(g, h, 4, (const int64_t[]){2, 8, 8, 8});
+    h = mg_relu(g, mg_conv2d(g, h, w[2], 1, 1, 1, 1, 1, 1, 1));
+    h = mg_concat(g, 2, (const mg_tensor[]){e, h}, 1);
+    h = mg_conv2d(g, h, w[3], 1, 1, 0, 0, 1, 1, 1);
+    net->loss = mg_mse(g, h, y);
+    if (net->loss == MG_NO_TENSOR) return mg_last_status();
+    net->n_grads = 4;
+    return mg_gradients(g, &net->loss, 1, NULL, w, 4, c, net->grads);
+}
 
 /* The tool's models: the chain, the MLP and the ResNet are training graphs
  * of 28 to 40 ops; the smallest U-Net these builders make has 79 and the
@@ -57,6 +98,7 @@ static mg_status net_build(const char *name, const mg_checkpoints *c,
     if (!strcmp(name, "chain"))
         return mgi_ckm_net_chain(5, (const int[]){32, 128, 32, 256, 64, 16}, 16,
                                  c, net);
+    if (!strcmp(name, "unet-small")) return unet_small(c, net);
     mg_model *m = NULL;
     if (!strcmp(name, "mlp"))
         m = mg_model_mlp(3, 64, 32, 64, 10, 0.0, MG_F32, 1);
@@ -123,7 +165,7 @@ static int bisect_min(const char *name, const mgi_ckm_planned *none,
     size_t mg_min = 0;
     mg_status s = planned_make(name, &c1, &p);
     if (s == MG_ERR_NOMEM) {
-        const char *at = strstr(mgi_ckm_last_error(), "fits is ");
+        const char *at = strstr(mg_last_error(), "fits is ");
         if (at) mg_min = (size_t)strtoull(at + 8, NULL, 10);
     } else if (s == MG_OK) {
         mgi_ckm_planned_free(&p);
@@ -307,10 +349,11 @@ static int run_model(const char *name, const double *fr, int n_fr,
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: mg-checkmate [--model chain|mlp|resnet|unet|"
-                    "transformer|all] [--fractions F,F,...] "
-                    "[--time-limit SECONDS] [--recompute-backward] "
-                    "[--bisect] [--at-budget]\n");
+    fprintf(stderr,
+            "usage: mg-checkmate [--model chain|mlp|resnet|unet-small|unet|"
+            "transformer|all] [--fractions F,F,...] "
+            "[--time-limit SECONDS] [--recompute-backward] "
+            "[--bisect] [--at-budget]\n");
 }
 
 int main(int argc, char **argv) {
@@ -348,7 +391,7 @@ int main(int argc, char **argv) {
                          "at_budget_bound,mg_over_at_budget"
                        : "");
     int rc = 0, found = 0;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < N_MODELS; i++) {
         if (strcmp(model, "all") ? strcmp(model, model_names[i])
                                  : !strcmp(model_names[i], "transformer"))
             continue;

@@ -293,6 +293,7 @@ static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
     if (ckpt && ckpt->policy == MG_CKPT_BUDGET && m && !m->plain) {
         r.ml = ((const mg_budget_point *)m)->ml;
         r.remat = ((const mg_budget_point *)m)->remat;
+        r.lazy = r.remat != NULL;
     }
 
     for (int j = 0; j < n_ys; j++) {

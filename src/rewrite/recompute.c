@@ -118,7 +118,7 @@ mg_status mgi_recompute_enter(mg_graph *g, mg_recompute *r, mg_tensor v) {
 
 void mgi_recompute_forget_unread(mg_graph *g, mg_recompute *r,
                                  mg_tensor first_copy, mg_tensor first_rule) {
-    if (!r || !r->ml || first_rule <= first_copy) return;
+    if (!r || !(r->ml || r->lazy) || first_rule <= first_copy) return;
     /* r->stack (room for r->n entries; the copies of one rule are fewer)
      * is free between mgi_recompute_get calls: 1 marks a copy read */
     int32_t *read = r->stack;
@@ -141,7 +141,7 @@ void mgi_recompute_forget_unread(mg_graph *g, mg_recompute *r,
             forgot = true;
         }
     }
-    if (!forgot) return;
+    if (!forgot || !r->ml) return;
     int32_t k = 0;
     for (int32_t i = 0; i < r->n_made; i++)
         if (r->copy[r->made[i]] != MG_NO_TENSOR) r->made[k++] = r->made[i];

@@ -80,7 +80,9 @@ typedef struct mg_budget_point {
      * made once per gradient rule that reads it (directly or through
      * other copies) and released after it, instead of being held from
      * its first reader to its last (Checkmate's "free and make again").
-     * Owned as keep_set. */
+     * Owned as keep_set. Non-NULL (even with none set) also makes the
+     * build forget the copies a rule is handed but does not read (see
+     * mg_recompute.lazy). */
     bool *remat;
 } mg_budget_point;
 
@@ -151,6 +153,11 @@ typedef struct mg_recompute {
     /* NULL, or per tensor: copies made again for each rule that reads
      * them (mg_budget_point.remat) */
     const bool *remat;
+    /* Forget the copies a rule is handed but does not read, without a
+     * multi-level plan too (budget points with remat marks, even none
+     * set): they are made where they are read instead of being held from
+     * where the rule was built. */
+    bool lazy;
 } mg_recompute;
 
 /* The tensor the backward pass should read for forward tensor t: t itself
@@ -163,8 +170,9 @@ mg_tensor mgi_recompute_get(mg_graph *g, mg_recompute *r, mg_tensor t);
  * does not keep valid and make its snapshots. MG_OK without a plan. */
 mg_status mgi_recompute_enter(mg_graph *g, mg_recompute *r, mg_tensor v);
 
-/* Under a multi-level plan, after one gradient rule: the copies made for
- * it (ids first_copy .. first_rule - 1) that none of its ops (first_rule
+/* Under a multi-level plan or r->lazy, after one gradient rule: the
+ * copies made for it (ids first_copy .. first_rule - 1) that none of its ops
+ * (first_rule
  * ..) reads, directly or through another copy, are forgotten, so a later
  * reader makes its own in its own segment. A rule handed the copy of an
  * output it never reads (an add's) would otherwise leave a chain of copies
