@@ -53,7 +53,7 @@ static const char *const model_names[] = {"chain",      "mlp",  "resnet",
  * -> 2x2 max pool -> relu(conv3x3 to 8) -> nearest 2x upsampling
  * (reshape, broadcast_to, reshape, as mg_model_unet's) -> relu(conv3x3
  * to 4) -> concat with the skip e -> conv1x1 to 1 -> mse: one level with
- * its skip connection, 38 ops in training, where mg_model_unet's
+ * its skip connection, 35 ops in training, where mg_model_unet's
  * smallest has 79, past what GLPK solves in a minute. */
 static mg_status unet_small(const mg_checkpoints *c, mgi_ckm_net *net) {
     memset(net, 0, sizeof *net);
