@@ -12,6 +12,8 @@
  */
 #include "helpers.h"
 
+#include "memgrad_models.h"
+
 /* ------------------------------------------------------------------ chain
  * x -> (matmul -> tanh or dropout)^layers -> mse: 2 * layers forward
  * tensors besides the loss, of heterogeneous widths. */
@@ -509,6 +511,202 @@ START_TEST(test_budget_parse) {
 }
 END_TEST
 
+/* ------------------------------------------------------------ monotone
+ * Issue 29 item 6: on the bench models, a larger budget never costs more
+ * recomputation, a budget that fits stays fitting when raised, and no
+ * plan exceeds its budget (PyTorch's memory budget is neither: a smaller
+ * budget can give a higher peak, pytorch/pytorch#197838, and a solver can
+ * return plans over budget, #197871). */
+
+static mg_model *sweep_model(int which) {
+    switch (which) {
+    case 0: return mg_model_mlp(3, 64, 32, 64, 10, 0.0, MG_F32, 1);
+    case 1: return mg_model_mlp(8, 32, 16, 32, 10, 0.2, MG_F32, 1);
+    case 2: return mg_model_resnet(1, 4, 2, 8, 10, MG_F32, 1);
+    case 3: return mg_model_resnet(3, 4, 2, 8, 10, MG_F32, 1);
+    case 4: return mg_model_unet(1, 4, 2, 8, MG_F32, 1);
+    case 5: return mg_model_unet(2, 4, 2, 8, MG_F32, 1);
+    default:
+        return mg_model_transformer(2, 32, 1, 32, 2, 64, 0.1, 1, MG_F32, 1);
+    }
+}
+#define SWEEP_MODELS 7
+#define SWEEP_POINTS 40
+
+/* The budget measure of m's loss and gradients, and their recomputed
+ * flops; MG_ERR_NOMEM when the policy fits nothing. */
+static mg_status sweep_point(int which, const mg_checkpoints *ck,
+                             size_t *budget_peak, double *rflops) {
+    mg_model *m = sweep_model(which);
+    ck_assert_ptr_nonnull(m);
+    mg_status s = mg_model_gradients(m, ck);
+    if (s == MG_OK) {
+        mg_tensor outs[64];
+        ck_assert_int_le(m->n_params + 1, 64);
+        int n = 0;
+        outs[n++] = m->loss;
+        for (int i = 0; i < m->n_params; i++) outs[n++] = m->grads[i];
+        mg_plan *p = NULL;
+        ck_assert_msg(mg_plan_compile(m->g, outs, n, NULL, &p) == MG_OK, "%s",
+                      mg_last_error());
+        mg_plan_summary sum;
+        ck_assert(mg_plan_summarize(p, NULL, 0, &sum) == MG_OK);
+        *budget_peak = sum.budget_peak;
+        *rflops = sum.recompute_flops;
+        mg_plan_free(p);
+    } else {
+        ck_assert_msg(s == MG_ERR_NOMEM, "%s", mg_last_error());
+    }
+    mg_model_free(m);
+    return s;
+}
+
+START_TEST(test_sweep_monotone) {
+    size_t none_peak;
+    double none_fl;
+    ck_assert_int_eq(sweep_point(_i, NULL, &none_peak, &none_fl), MG_OK);
+    ck_assert(none_fl == 0);
+    bool fitted = false;
+    double prev_fl = INFINITY;
+    size_t prev_budget = 0;
+    int fits = 0;
+    for (int k = 1; k <= SWEEP_POINTS; k++) {
+        const size_t budget =
+            (size_t)((double)none_peak * (0.04 + 0.96 * k / SWEEP_POINTS));
+        mg_checkpoints ck = {.policy = MG_CKPT_BUDGET, .budget_bytes = budget};
+        size_t peak = 0;
+        double fl = 0;
+        mg_status s = sweep_point(_i, &ck, &peak, &fl);
+        if (s == MG_ERR_NOMEM) {
+            ck_assert_msg(!fitted,
+                          "model %d: budget %zu fits nothing, but %zu fit", _i,
+                          budget, prev_budget);
+            continue;
+        }
+        fits++;
+        ck_assert_msg(peak <= budget,
+                      "model %d: plan peaks at %zu > budget %zu", _i, peak,
+                      budget);
+        ck_assert_msg(fl <= prev_fl,
+                      "model %d: budget %zu recomputes %.0f flops, more than "
+                      "%.0f at the smaller budget %zu",
+                      _i, budget, fl, prev_fl, prev_budget);
+        fitted = true;
+        prev_fl = fl;
+        prev_budget = budget;
+    }
+    ck_assert_int_ge(fits, 2);
+    ck_assert(prev_fl == 0); /* the last budget is none's peak */
+}
+END_TEST
+
+/* A training step of m (every output bound to caller memory), its loss
+ * and gradients in out (malloc'd, n_params + 1 buffers), its measured
+ * pool peak and prediction. */
+static void model_step(const mg_model *m, void **out, size_t *peak,
+                       size_t *predicted) {
+    const int np = m->n_params;
+    mg_binding *b = calloc((size_t)(2 * np + 3), sizeof *b);
+    mg_tensor *outs = calloc((size_t)(np + 1), sizeof *outs);
+    void **pd = calloc((size_t)np, sizeof *pd);
+    void *in = malloc(mg_tensor_nbytes(m->g, m->input));
+    void *tg = malloc(mg_tensor_nbytes(m->g, m->target));
+    ck_assert(b && outs && pd && in && tg);
+    for (int i = 0; i < np; i++)
+        ck_assert_ptr_nonnull(pd[i] =
+                                  malloc(mg_tensor_nbytes(m->g, m->params[i])));
+    ck_assert(mg_model_init_params(m, 3, pd) == MG_OK);
+    ck_assert(mg_model_init_data(m, 4, in, tg) == MG_OK);
+    int nb = 0;
+    b[nb++] = (mg_binding){m->input, in};
+    b[nb++] = (mg_binding){m->target, tg};
+    for (int i = 0; i < np; i++) b[nb++] = (mg_binding){m->params[i], pd[i]};
+    for (int i = 0; i <= np; i++) {
+        outs[i] = i ? m->grads[i - 1] : m->loss;
+        out[i] = calloc(1, mg_tensor_nbytes(m->g, outs[i]));
+        b[nb++] = (mg_binding){outs[i], out[i]};
+    }
+    mg_plan *p = NULL;
+    mg_exec *ex = NULL;
+    ck_assert_msg(mg_plan_compile(m->g, outs, np + 1, NULL, &p) == MG_OK, "%s",
+                  mg_last_error());
+    ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
+    ck_assert_msg(mg_exec_run(ex, p, b, nb, 5) == MG_OK, "%s", mg_last_error());
+    mg_pool_stats st;
+    mg_exec_pool_stats(ex, &st);
+    *peak = st.peak_bytes_in_use;
+    *predicted = mg_plan_predicted_peak(p, b, nb);
+    mg_exec_free(ex);
+    mg_plan_free(p);
+    for (int i = 0; i < np; i++) free(pd[i]);
+    free(pd);
+    free(in);
+    free(tg);
+    free(b);
+    free(outs);
+}
+
+static mg_model *remat_model(int which) {
+    return which ? mg_model_unet(1, 4, 2, 8, MG_F64, 1)
+                 : mg_model_resnet(1, 4, 2, 8, 10, MG_F64, 1);
+}
+
+/* Plans that recompute a value once per reader (remat: made again for
+ * each gradient rule that reads it, released after it): on mg-checkmate's
+ * ResNet and U-Net, at budgets from their smallest up, some tensor is
+ * recomputed more than once in a single-level plan (on the ResNet), the
+ * loss and every
+ * gradient equal policy none's bit for bit (f64), and the measured peak
+ * equals the prediction and the budget's. */
+START_TEST(test_remat_bit_exact) {
+    mg_model *ref = remat_model(_i);
+    ck_assert(mg_model_gradients(ref, NULL) == MG_OK);
+    const int np = ref->n_params;
+    void **want = calloc((size_t)np + 1, sizeof *want);
+    size_t peak, pred;
+    model_step(ref, want, &peak, &pred);
+    const size_t none_peak = pred;
+    int twice = 0;
+    for (int k = 0; k < 4; k++) {
+        mg_model *m = remat_model(_i);
+        const double fr[4] = {0.86, 0.88, 0.9, 0.93};
+        mg_checkpoints ck = {.policy = MG_CKPT_BUDGET,
+                             .budget_bytes =
+                                 (size_t)(fr[k] * (double)none_peak)};
+        mg_status s = mg_model_gradients(m, &ck);
+        if (s == MG_ERR_NOMEM) {
+            mg_model_free(m);
+            continue;
+        }
+        ck_assert_msg(s == MG_OK, "%s", mg_last_error());
+        /* a forward tensor with more than one copy */
+        const int32_t nt = mg_graph_num_tensors(m->g);
+        int *copies = calloc((size_t)nt, sizeof *copies);
+        for (mg_tensor t = 0; t < nt; t++)
+            if (mg_tensor_is_recompute(m->g, t))
+                if (++copies[mg_tensor_recompute_source(m->g, t)] > 1) twice++;
+        free(copies);
+        void **got = calloc((size_t)np + 1, sizeof *got);
+        model_step(m, got, &peak, &pred);
+        ck_assert_uint_eq(peak, pred);
+        ck_assert_uint_le(pred, ck.budget_bytes);
+        for (int i = 0; i <= np; i++) {
+            mg_tensor t = i ? m->grads[i - 1] : m->loss;
+            ck_assert_msg(!memcmp(got[i], want[i], mg_tensor_nbytes(m->g, t)),
+                          "model %d at %.2f: %s differs from policy none's", _i,
+                          fr[k], i ? "a gradient" : "the loss");
+            free(got[i]);
+        }
+        free(got);
+        mg_model_free(m);
+    }
+    if (_i == 0) ck_assert_int_ge(twice, 1); /* the U-Net: none needed */
+    for (int i = 0; i <= np; i++) free(want[i]);
+    free(want);
+    mg_model_free(ref);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("budget");
     TCase *tc = tcase_create("exhaustive");
@@ -516,6 +714,11 @@ int main(void) {
     tcase_add_loop_test(tc, test_exhaustive_chain, 0,
                         2 * (int)(sizeof ch_configs / sizeof *ch_configs));
     suite_add_tcase(s, tc);
+    TCase *sw = tcase_create("monotone");
+    tcase_set_timeout(sw, 300);
+    tcase_add_loop_test(sw, test_sweep_monotone, 0, SWEEP_MODELS);
+    tcase_add_loop_test(sw, test_remat_bit_exact, 0, 2);
+    suite_add_tcase(s, sw);
     th_add_tcase(s, "budget", 300,
                  TH_TESTS(test_budget_parse, test_infeasible_names_minimum,
                           test_nomem_figures_are_budget_peaks,

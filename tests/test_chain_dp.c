@@ -33,7 +33,7 @@ static double dp_steps(int l, int s, bool general) {
     int32_t *w = malloc((size_t)(l + 1) * sizeof *w);
     for (int i = 0; i < l; i++) f[i] = 1;
     for (int i = 0; i <= l; i++) w[i] = 1;
-    mg_chain_dp c = {l, f, w, s - 1, NULL};
+    mg_chain_dp c = {l, f, w, s - 1, NULL, NULL};
     double steps = -1;
     ck_assert_msg(mgi_chain_revolve(&c, general, &steps) == MG_OK, "%s",
                   mg_last_error());
@@ -140,7 +140,7 @@ START_TEST(test_schedule_replay) {
         }
         double prev = INFINITY, prev_t = INFINITY;
         for (int slots = 0; slots <= 12; slots++) {
-            mg_chain_dp c = {l, f, w, slots, NULL};
+            mg_chain_dp c = {l, f, w, slots, NULL, NULL};
             mg_chain_sched q;
             ck_assert(mgi_chain_schedule(&c, &q) == MG_OK);
             double got = replay(&c, &q);
@@ -149,7 +149,7 @@ START_TEST(test_schedule_replay) {
             ck_assert(q.cost <= prev);
             prev = q.cost;
             /* tapes of 0 are no tapes */
-            mg_chain_dp z = {l, f, w, slots, zero};
+            mg_chain_dp z = {l, f, w, slots, zero, NULL};
             mg_chain_sched qz;
             ck_assert(mgi_chain_schedule(&z, &qz) == MG_OK);
             ck_assert(qz.cost == q.cost);
@@ -158,14 +158,14 @@ START_TEST(test_schedule_replay) {
             mgi_chain_sched_free(&qz);
             mgi_chain_sched_free(&q);
             if (slots < max_tape) {
-                mg_chain_dp bad = {l, f, w, slots, tape};
+                mg_chain_dp bad = {l, f, w, slots, tape, NULL};
                 ck_assert_int_eq(mgi_chain_schedule(&bad, &q),
                                  MG_ERR_INVALID_ARG);
                 continue;
             }
             /* tapes: within the slots, as replayed; never cheaper than
              * without them; more slots never cost more */
-            mg_chain_dp t = {l, f, w, slots, tape};
+            mg_chain_dp t = {l, f, w, slots, tape, NULL};
             ck_assert(mgi_chain_schedule(&t, &q) == MG_OK);
             got = replay(&t, &q);
             ck_assert_msg(got == q.cost,
@@ -257,7 +257,7 @@ START_TEST(test_dp_vs_brute_force) {
         for (int i = 0; i < l; i++) f[i] = 1 + (double)(th_rng_next(&r) % 9);
         for (int i = 0; i <= l; i++) w[i] = 1 + (int32_t)(th_rng_next(&r) % 3);
         for (int slots = 0; slots <= 5; slots++) {
-            mg_chain_dp c = {l, f, w, slots, NULL};
+            mg_chain_dp c = {l, f, w, slots, NULL, NULL};
             double dp = -1;
             ck_assert(mgi_chain_revolve(&c, true, &dp) == MG_OK);
             double bf = brute_force(&c);
@@ -270,12 +270,12 @@ START_TEST(test_dp_vs_brute_force) {
 END_TEST
 
 START_TEST(test_bad_chain) {
-    mg_chain_dp c = {0, NULL, NULL, 1, NULL};
+    mg_chain_dp c = {0, NULL, NULL, 1, NULL, NULL};
     double st;
     ck_assert_int_eq(mgi_chain_revolve(&c, false, &st), MG_ERR_INVALID_ARG);
     double f[3] = {1, 1, 1};
     int32_t w[4] = {1, 0, 1, 1};
-    mg_chain_dp d = {3, f, w, 2, NULL};
+    mg_chain_dp d = {3, f, w, 2, NULL, NULL};
     mg_chain_sched q;
     ck_assert_int_eq(mgi_chain_schedule(&d, &q), MG_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "state 1"));

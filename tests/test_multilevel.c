@@ -440,12 +440,64 @@ START_TEST(test_budget_minimum_multilevel) {
 }
 END_TEST
 
+/* Rotor's store-all option in the chain DP (issue 29 item 3): on a chain
+ * of steps costing 1, 10, 1 with snapshots of 2 slots and 2 slots free,
+ * Revolve's options cost 11 forward steps (snapshot state 1, advance the
+ * expensive step once more); storing step 1 whole (2 slots) costs 10 (its
+ * reversal recomputes nothing). On random heterogeneous chains the
+ * option never costs more, and its schedules list every stored step after
+ * its state, on the stack of each step reversed meanwhile. */
+START_TEST(test_chain_store_all) {
+    const double f[3] = {1, 10, 1};
+    const int32_t w[3] = {1, 2, 2}, all[3] = {2, 2, 2};
+    mg_chain_dp c = {.l = 3, .f = f, .w = w, .slots = 2};
+    double rev = -1, rev_all = -1;
+    ck_assert(mgi_chain_revolve(&c, true, &rev) == MG_OK);
+    c.all = all;
+    ck_assert(mgi_chain_revolve(&c, true, &rev_all) == MG_OK);
+    ck_assert_double_eq(rev, 11);
+    ck_assert_double_eq(rev_all, 10);
+    const int32_t bad[3] = {2, 0, 2};
+    c.all = bad;
+    ck_assert_int_eq(mgi_chain_revolve(&c, true, &rev), MG_ERR_INVALID_ARG);
+    th_rng r;
+    th_rng_init(&r, 29);
+    for (int k = 0; k < 64; k++) {
+        int32_t l = 2 + (int32_t)(th_rng_next(&r) % 9), slots;
+        double ff[12];
+        int32_t ww[12], aa[12], tt[12];
+        slots = 1 + (int32_t)(th_rng_next(&r) % 8);
+        for (int32_t i = 0; i < l; i++) {
+            ff[i] = 1 + (double)(th_rng_next(&r) % 20);
+            ww[i] = 1 + (int32_t)(th_rng_next(&r) % 3);
+            tt[i] = (int32_t)(th_rng_next(&r) % 2);
+            aa[i] = 1 + (int32_t)(th_rng_next(&r) % 4);
+        }
+        mg_chain_dp d = {.l = l, .f = ff, .w = ww, .slots = slots, .tape = tt};
+        mg_chain_sched q0, q1;
+        ck_assert(mgi_chain_schedule(&d, &q0) == MG_OK);
+        d.all = aa;
+        ck_assert(mgi_chain_schedule(&d, &q1) == MG_OK);
+        ck_assert_msg(q1.cost <= q0.cost, "chain %d: store-all %g > %g", k,
+                      q1.cost, q0.cost);
+        for (int32_t i = 0; i < q1.snap_start[l]; i++)
+            if (q1.snap[i] < 0) {
+                ck_assert_int_gt(i, 0);
+                ck_assert_int_eq(q1.snap[i - 1], -q1.snap[i]);
+            }
+        mgi_chain_sched_free(&q0);
+        mgi_chain_sched_free(&q1);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("multilevel");
     TCase *tc = tcase_create("plans");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_hand_plan_bit_exact, 0, 3 * 2 * 5);
     tcase_add_test(tc, test_no_plan_single_level);
+    tcase_add_test(tc, test_chain_store_all);
     tcase_add_test(tc, test_budget_below_single_level);
     tcase_add_loop_test(tc, test_budget_minimum_multilevel, 0, 2);
     suite_add_tcase(s, tc);

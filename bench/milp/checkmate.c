@@ -19,10 +19,16 @@
  * MILP's optimum (or, past the time limit, its best schedule and best
  * bound), and the gap, as fractions of one forward pass.
  *
- *   usage: mg-checkmate [--model chain|mlp|resnet|unet|transformer|all]
- *   (all: every model but the transformer)
+ *   usage: mg-checkmate [--model
+ * chain|mlp|resnet|unet-small|unet|transformer|all] (all: every model but the
+ * transformer)
  *                       [--fractions F,F,...] [--time-limit SECONDS]
- *                       [--recompute-backward]
+ *                       [--recompute-backward] [--bisect]
+ *                       [--at-budget]
+ *   --at-budget: also solve the MILP at each budget itself (four more
+ *   columns), the optimum a budget policy is held to.
+ *   --bisect: after the budgets, the MILP's smallest feasible budget by
+ *   bisection on its feasibility, beside the budget policy's smallest.
  *
  * Exits 1 if a MILP schedule fails to decode into a valid schedule within
  * its budget, or if the MILP's bound exceeds memgrad's recomputation at
@@ -39,8 +45,48 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const model_names[] = {"chain", "mlp", "resnet", "unet",
-                                          "transformer"};
+static const char *const model_names[] = {"chain",      "mlp",  "resnet",
+                                          "unet-small", "unet", "transformer"};
+#define N_MODELS 6
+
+/* The smallest U-Net: x [2, 3, 8, 8] -> e = relu(conv3x3 to 4 channels)
+ * -> 2x2 max pool -> relu(conv3x3 to 8) -> nearest 2x upsampling
+ * (reshape, broadcast_to, reshape, as mg_model_unet's) -> relu(conv3x3
+ * to 4) -> concat with the skip e -> conv1x1 to 1 -> mse: one level with
+ * its skip connection, 35 ops in training, where mg_model_unet's
+ * smallest has 79, past what GLPK solves in a minute. */
+static mg_status unet_small(const mg_checkpoints *c, mgi_ckm_net *net) {
+    memset(net, 0, sizeof *net);
+    mg_graph *g = net->g = mg_graph_new();
+    if (!g) return MG_ERR_NOMEM;
+    mg_tensor x = mg_input(g, "x", MG_F32, 4, (const int64_t[]){2, 3, 8, 8});
+    mg_tensor y =
+        mg_input(g, "target", MG_F32, 4, (const int64_t[]){2, 1, 8, 8});
+    net->leaves[net->n_leaves++] = x;
+    net->leaves[net->n_leaves++] = y;
+    const int64_t ws[4][4] = {
+        {4, 3, 3, 3}, {8, 4, 3, 3}, {4, 8, 3, 3}, {1, 8, 1, 1}};
+    mg_tensor w[4];
+    for (int i = 0; i < 4; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "w%d", i);
+        w[i] = net->leaves[net->n_leaves++] =
+            mg_param(g, name, MG_F32, 4, ws[i]);
+    }
+    mg_tensor e = mg_relu(g, mg_conv2d(g, x, w[0], 1, 1, 1, 1, 1, 1, 1));
+    mg_tensor h = mg_max_pool2d(g, e, 2, 2, 2, 2, 0, 0);
+    h = mg_relu(g, mg_conv2d(g, h, w[1], 1, 1, 1, 1, 1, 1, 1));
+    h = mg_reshape(g, h, 6, (const int64_t[]){2, 8, 4, 1, 4, 1});
+    h = mg_broadcast_to(g, h, 6, (const int64_t[]){2, 8, 4, 2, 4, 2});
+    h = mg_reshape(g, h, 4, (const int64_t[]){2, 8, 8, 8});
+    h = mg_relu(g, mg_conv2d(g, h, w[2], 1, 1, 1, 1, 1, 1, 1));
+    h = mg_concat(g, 2, (const mg_tensor[]){e, h}, 1);
+    h = mg_conv2d(g, h, w[3], 1, 1, 0, 0, 1, 1, 1);
+    net->loss = mg_mse(g, h, y);
+    if (net->loss == MG_NO_TENSOR) return mg_last_status();
+    net->n_grads = 4;
+    return mg_gradients(g, &net->loss, 1, NULL, w, 4, c, net->grads);
+}
 
 /* The tool's models: the chain, the MLP and the ResNet are training graphs
  * of 28 to 40 ops; the smallest U-Net these builders make has 79 and the
@@ -52,6 +98,7 @@ static mg_status net_build(const char *name, const mg_checkpoints *c,
     if (!strcmp(name, "chain"))
         return mgi_ckm_net_chain(5, (const int[]){32, 128, 32, 256, 64, 16}, 16,
                                  c, net);
+    if (!strcmp(name, "unet-small")) return unet_small(c, net);
     mg_model *m = NULL;
     if (!strcmp(name, "mlp"))
         m = mg_model_mlp(3, 64, 32, 64, 10, 0.0, MG_F32, 1);
@@ -102,6 +149,100 @@ static int solve_checked(const mgi_ckm_dag *d, double budget,
     return 0;
 }
 
+/* Issue 29 item 5: the smallest budget the MILP finds a schedule for,
+ * bisected on its feasibility between a budget it proves infeasible and
+ * one it solves (time_limit counts as feasible: a schedule was found),
+ * beside the budget policy's smallest (from its NOMEM message, checked
+ * to fit). A solve that ends with neither a schedule nor a proof
+ * (no_solution) stops the bisection: the interval is what is known. */
+static int bisect_min(const char *name, const mgi_ckm_planned *none,
+                      const mgi_ckm_options *o) {
+    const mgi_ckm_dag *d = &none->dag;
+    const double peak = none->eval.peak;
+    /* the budget policy's smallest budget */
+    mg_checkpoints c1 = {.policy = MG_CKPT_BUDGET, .budget_bytes = 1};
+    mgi_ckm_planned p;
+    size_t mg_min = 0;
+    mg_status s = planned_make(name, &c1, &p);
+    if (s == MG_ERR_NOMEM) {
+        const char *at = strstr(mg_last_error(), "fits is ");
+        if (at) mg_min = (size_t)strtoull(at + 8, NULL, 10);
+    } else if (s == MG_OK) {
+        mgi_ckm_planned_free(&p);
+    }
+    double lo = 0, hi = peak;
+    if (mg_min) {
+        mg_checkpoints cm = {.policy = MG_CKPT_BUDGET, .budget_bytes = mg_min};
+        if (planned_make(name, &cm, &p) == MG_OK) {
+            /* memgrad's plan is a schedule of the MILP at its own peak */
+            if (p.eval.peak < hi) hi = p.eval.peak;
+            mgi_ckm_planned_free(&p);
+        }
+    }
+    const char *stop = "";
+    int steps = 0;
+    /* bytes come in pool size classes of at least 256 */
+    while (hi - lo > 256 && steps < 12) {
+        const double mid = floor((lo + hi) / 2);
+        mgi_ckm_result r;
+        if (mgi_ckm_solve(d, mid, o, &r) != MG_OK) {
+            fprintf(stderr, "mg-checkmate: %s\n", mgi_ckm_last_error());
+            return 2;
+        }
+        free(r.R);
+        free(r.S);
+        steps++;
+        printf("# %s bisect: MILP at %.0f bytes (%.4f of none): %s, %.1f s\n",
+               name, mid, mid / peak, mgi_ckm_outcome_name(r.outcome),
+               r.seconds);
+        fflush(stdout);
+        if (r.outcome == MGI_CKM_INFEASIBLE) lo = mid;
+        else if (r.outcome == MGI_CKM_NO_SOLUTION) {
+            stop = " (stopped: a solve ended without schedule or proof)";
+            break;
+        } else hi = mid;
+    }
+    printf("# %s smallest budget: MILP feasible at %.0f bytes (%.4f of "
+           "none's peak), proven infeasible at %.0f (%.4f)%s; budget policy "
+           "%zu (%.4f), %.3f x the MILP's feasible one, at most %.3f x the "
+           "true minimum\n",
+           name, hi, hi / peak, lo, lo / peak, stop, mg_min,
+           (double)mg_min / peak, (double)mg_min / hi,
+           lo > 0 ? (double)mg_min / (lo + 1) : INFINITY);
+    return 0;
+}
+
+/* --at-budget: the MILP solved at the budget itself (where a schedule may
+ * use memory that the budget policy's plan leaves unused), appended to a
+ * row as ",status,recompute,bound,ratio" (ratio: the budget policy's
+ * recomputation over the MILP's best; mg < 0: the policy fits nothing).
+ * Returns solve_checked's code. */
+static int at_budget(const mgi_ckm_dag *d, double budget, double mg,
+                     const mgi_ckm_options *o) {
+    if (!o->at_budget) return 0;
+    mgi_ckm_result r;
+    const int c = solve_checked(d, budget, o, &r);
+    const double fw = d->forward_flops > 0 ? d->forward_flops : 1;
+    if (c == 2) {
+        printf(",error,,,");
+        return c;
+    }
+    const bool sol =
+        r.outcome == MGI_CKM_OPTIMAL || r.outcome == MGI_CKM_FEASIBLE;
+    printf(",%s,", mgi_ckm_outcome_name(r.outcome));
+    if (sol) printf("%.4f", r.recompute_flops / fw);
+    printf(",");
+    if (r.outcome != MGI_CKM_INFEASIBLE) printf("%.4f", r.bound_flops / fw);
+    printf(",");
+    if (sol && mg >= 0) {
+        if (r.recompute_flops > 0) printf("%.3f", mg / r.recompute_flops);
+        else printf(mg > 0 ? "inf" : "1.000");
+    }
+    free(r.R);
+    free(r.S);
+    return c;
+}
+
 static int run_model(const char *name, const double *fr, int n_fr,
                      const mgi_ckm_options *o) {
     mgi_ckm_planned none;
@@ -136,7 +277,10 @@ static int run_model(const char *name, const double *fr, int n_fr,
         mg_status s = planned_make(name, &cb, &bp);
         printf("%s,%d,%.2f,%zu,", name, n_ops, fr[k], budget);
         if (s == MG_ERR_NOMEM) {
-            printf(",,,,,,,,,budget policy infeasible\n");
+            printf(",,,,,,,,,");
+            const int c = at_budget(d, (double)budget, -1, o);
+            if (c > rc) rc = c;
+            printf("%sbudget policy infeasible\n", o->at_budget ? "," : "");
             continue;
         }
         if (s != MG_OK) {
@@ -178,7 +322,11 @@ static int run_model(const char *name, const double *fr, int n_fr,
             } else {
                 printf(",,");
             }
-            printf("%.2f\n", r.seconds);
+            printf("%.2f", r.seconds);
+            const int c2 =
+                at_budget(d, (double)budget, bp.eval.recompute_flops, o);
+            if (c2 > rc) rc = c2;
+            printf("\n");
             /* memgrad's schedule is feasible at its own peak: no bound
              * may exceed what it recomputes */
             if (r.outcome == MGI_CKM_INFEASIBLE ||
@@ -195,14 +343,17 @@ static int run_model(const char *name, const double *fr, int n_fr,
         free(r.S);
         mgi_ckm_planned_free(&bp);
     }
+    if (rc < 2 && o->bisect) rc = bisect_min(name, &none, o);
     mgi_ckm_planned_free(&none);
     return rc;
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: mg-checkmate [--model chain|mlp|resnet|unet|"
-                    "transformer|all] [--fractions F,F,...] "
-                    "[--time-limit SECONDS] [--recompute-backward]\n");
+    fprintf(stderr,
+            "usage: mg-checkmate [--model chain|mlp|resnet|unet-small|unet|"
+            "transformer|all] [--fractions F,F,...] "
+            "[--time-limit SECONDS] [--recompute-backward] "
+            "[--bisect] [--at-budget]\n");
 }
 
 int main(int argc, char **argv) {
@@ -223,6 +374,8 @@ int main(int argc, char **argv) {
             }
         } else if (!strcmp(argv[i], "--recompute-backward"))
             o.recompute_backward = true;
+        else if (!strcmp(argv[i], "--bisect")) o.bisect = true;
+        else if (!strcmp(argv[i], "--at-budget")) o.at_budget = true;
         else {
             usage();
             return 2;
@@ -233,9 +386,12 @@ int main(int argc, char **argv) {
     if (n_fr < 0) return 2;
     printf("model,n_ops,budget_fraction,budget_bytes,mg_pool_peak,"
            "model_peak,mg_recompute,milp_status,milp_recompute,milp_bound,"
-           "gap,gap_rel,solve_s\n");
+           "gap,gap_rel,solve_s%s\n",
+           o.at_budget ? ",at_budget_status,at_budget_recompute,"
+                         "at_budget_bound,mg_over_at_budget"
+                       : "");
     int rc = 0, found = 0;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < N_MODELS; i++) {
         if (strcmp(model, "all") ? strcmp(model, model_names[i])
                                  : !strcmp(model_names[i], "transformer"))
             continue;

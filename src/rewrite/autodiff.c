@@ -134,7 +134,10 @@ static mg_status call_grad_rule(mg_graph *g, mg_recompute *r, mg_tensor v,
     const mg_tensor first_rule = g->n;
     mg_status s =
         mgi_op_table[node.op].grad(g, &node, node.in, y, gy, need, gin);
-    if (s == MG_OK) mgi_recompute_forget_unread(g, r, first_copy, first_rule);
+    if (s == MG_OK) {
+        mgi_recompute_forget_unread(g, r, first_copy, first_rule);
+        mgi_recompute_release_remat(g, r, first_copy, first_rule);
+    }
     return s;
 }
 
@@ -279,11 +282,19 @@ static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
     bool recompute = false;
     for (int32_t t = 0; t < n && !recompute; t++)
         recompute = w->forward[t] && !w->keep[t];
-    mg_recompute r = {w->keep, w->copy, w->stack, n,      NULL,
-                      -1,      w->made, 0,        w->mark};
+    mg_recompute r = {.keep = w->keep,
+                      .copy = w->copy,
+                      .stack = w->stack,
+                      .n = n,
+                      .cur_seg = -1,
+                      .made = w->made,
+                      .mark = w->mark};
     /* The budget policy's point may carry a multi-level plan. */
-    if (ckpt && ckpt->policy == MG_CKPT_BUDGET && m && !m->plain)
+    if (ckpt && ckpt->policy == MG_CKPT_BUDGET && m && !m->plain) {
         r.ml = ((const mg_budget_point *)m)->ml;
+        r.remat = ((const mg_budget_point *)m)->remat;
+        r.lazy = r.remat != NULL;
+    }
 
     for (int j = 0; j < n_ys; j++) {
         if (!w->relevant[ys[j]]) continue;
@@ -407,6 +418,7 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
     if (result) work_free(&w);
     free(result);
     free(m.keep_set);
+    free(m.remat);
     mgi_ml_plan_free(m.ml);
     free(m.ml);
     free(m.search.bwd_reads);

@@ -17,7 +17,13 @@
  * Per-step tapes matter on real chains: a step whose reversal holds little
  * (a classifier head) can run beside a snapshot that a wide step's
  * reversal has no room for.
- * with F(a, i) the cost of steps a+1..i. On a homogeneous chain with s
+ * with F(a, i) the cost of steps a+1..i. With c->all, Rotor's third
+ * option too: advance step a+1 storing all its values (all[a] slots,
+ * its state included), reverse a+2..b from state a+1 in what is left,
+ * then reverse step a+1 from its stored values, recomputing nothing:
+ *   rev(a, b, s) = min(.., rev(a + 1, b, s - all[a]))    b > a + 1
+ * (its advance costs f[a] and its reversal then saves the f[a] that
+ * every reversal costs in T below). On a homogeneous chain with s
  * slots free besides state 0's, rev(0, l, s) is Revolve's optimum
  * r*l - beta(s + 2, r - 1) (test_chain_dp). The general table is cubic in
  * l, so callers bound l (the budget policy groups its cuts into at most
@@ -54,6 +60,12 @@ static mg_status dp_check(const mg_chain_dp *c) {
                                 "mg_gradients: chain DP state %d takes %d "
                                 "slots; every state takes one at least",
                                 (int)i, (int)c->w[i]);
+    for (int32_t i = 0; c->all && i < c->l; i++)
+        if (c->all[i] < 1)
+            return mg_set_error(MG_ERR_INVALID_ARG,
+                                "mg_gradients: chain DP step %d stores its "
+                                "values in %d slots; at least one",
+                                (int)i + 1, (int)c->all[i]);
     for (int32_t i = 0; c->tape && i < c->l; i++)
         if (c->tape[i] < 0 || c->tape[i] > c->slots)
             return mg_set_error(MG_ERR_INVALID_ARG,
@@ -149,6 +161,13 @@ static void tab_row(tab_work *w, int32_t lo, int32_t a, int32_t b) {
         tab_min(best, w->adv + (size_t)(a - lo) * (size_t)(l + 1) + a + 1,
                 w->shifted + ix(t, b, a + 1, 0), t->rev + ix(t, a, a + 1, 0),
                 b - a - 1, S);
+    /* Rotor's store-all: rev(a + 1, b), computed before (a descends) */
+    if (w->c->all && b > a + 1) {
+        const int32_t wa1 = w->c->all[a];
+        const double *r1 = t->rev + ix(t, a + 1, b, 0);
+        for (int32_t s = wa1; s <= S; s++)
+            best[s] = r1[s - wa1] < best[s] ? r1[s - wa1] : best[s];
+    }
     /* row (a, b) as the splits of later rows read it */
     double *sh = w->shifted + ix(t, b, a, 0);
     const int32_t wa = w->c->w[a];
@@ -231,6 +250,7 @@ static mg_status revolve_homogeneous(const mg_chain_dp *c, double *steps) {
 }
 
 static bool homogeneous(const mg_chain_dp *c) {
+    if (c->all) return false; /* the table over lengths has no store-all */
     for (int32_t i = 0; c->tape && i < c->l; i++)
         if (c->tape[i] != 0) return false;
     for (int32_t i = 1; i < c->l; i++)
@@ -275,8 +295,9 @@ static void put(emit *e, int32_t step) {
     e->n_pool += e->depth;
 }
 
-/* The choice behind rev(a, b, s): 0 (advance from a each time) or the
- * split m, found by the same arithmetic as tab_solve's, so exactly. */
+/* The choice behind rev(a, b, s): 0 (advance from a each time), the
+ * split m, or -1 (store all of step a + 1), found by the same arithmetic
+ * as tab_solve's, so exactly. */
 static int32_t dp_arg(const dp_tab *t, const mg_chain_dp *c, int32_t a,
                       int32_t b, int32_t s) {
     const double want = t->rev[ix(t, a, b, s)];
@@ -292,6 +313,9 @@ static int32_t dp_arg(const dp_tab *t, const mg_chain_dp *c, int32_t a,
                    t->rev[ix(t, a, m, s)];
         if (v == want) return m;
     }
+    if (c->all && b > a + 1 && s >= c->all[a] &&
+        t->rev[ix(t, a + 1, b, s - c->all[a])] == want)
+        return -1;
     return 0; /* not reached: want is one of these */
 }
 
@@ -302,6 +326,14 @@ static void emit_rev(emit *e, int32_t a, int32_t b, int32_t s) {
         return;
     }
     int32_t m = dp_arg(e->t, e->c, a, b, s);
+    if (m < 0) { /* step a + 1 stored whole: its state, then its values */
+        e->stack[e->depth++] = a + 1;
+        e->stack[e->depth++] = -(a + 1);
+        emit_rev(e, a + 1, b, s - e->c->all[a]);
+        e->depth -= 2;
+        put(e, a + 1);
+        return;
+    }
     if (m == 0) {
         for (int32_t i = b; i > a; i--) put(e, i);
         return;
@@ -323,11 +355,12 @@ mg_status mgi_chain_schedule(const mg_chain_dp *c, mg_chain_sched *q) {
     double *T = malloc(nT * sizeof *T);
     int32_t *argT = malloc(nT * sizeof *argT);
     emit e = {.t = &t, .c = c, .q = q};
-    e.stack = malloc((size_t)(l + 1) * sizeof *e.stack);
+    e.stack = malloc((size_t)(2 * l + 2) * sizeof *e.stack);
     e.lists = malloc((size_t)l * sizeof *e.lists);
     e.n_list = malloc((size_t)l * sizeof *e.n_list);
-    /* a stack is at most one state per slot, plus the state reversed from */
-    e.pool = malloc((size_t)l * (size_t)(S + 2) * sizeof *e.pool);
+    /* a stack is at most one state per slot, plus the state reversed from,
+     * and with store-all two entries per slot */
+    e.pool = malloc((size_t)l * (size_t)(2 * S + 2) * sizeof *e.pool);
     q->kept = calloc((size_t)(l + 1), sizeof *q->kept);
     q->snap_start = malloc((size_t)(l + 1) * sizeof *q->snap_start);
     if (!T || !argT || !e.stack || !e.lists || !e.n_list || !e.pool ||

@@ -130,14 +130,17 @@ typedef struct bsrch {
     uint64_t rng_before;
     bchain ch;
     mg_peak_scratch peak; /* trial_measure's, across all trials */
+    bool *remat;          /* NULL, or the remat marks evaluate builds with */
 } bsrch;
 
 /* Build with keep_set (and a multi-level plan, or NULL), measure, and
  * leave g as it was. */
 static mg_status evaluate_ml(bsrch *b, bool *keep_set, mg_ml_plan *ml,
                              size_t *peak, double *rflops) {
-    mg_budget_point m = {
-        .search = {.segment_factor = 1.0}, .keep_set = keep_set, .ml = ml};
+    mg_budget_point m = {.search = {.segment_factor = 1.0},
+                         .keep_set = keep_set,
+                         .ml = ml,
+                         .remat = ml ? NULL : b->remat};
     mg_status s = b->build(b->g, b->ctx, &m.search, b->result);
     if (s == MG_OK)
         s = trial_measure(b->g, b->ch.n_before, b->outs, b->n_ys + b->n_xs,
@@ -479,7 +482,10 @@ typedef struct bbest {
     size_t peak;
     mg_ml_plan ml;      /* keep's multi-level plan (n_seg 0: none) */
     size_t ml_min_peak; /* the smallest peak of a multi-level plan */
+    bool *remat;        /* keep's remat marks (mg_budget_point.remat) */
+    bool lazy;          /* keep was built with remat marks (even none) */
     bool *min_keep;     /* the set with the smallest exact peak so far */
+    bool *min_remat;    /* its remat marks */
     size_t min_peak;    /* its peak (SIZE_MAX: none yet) */
     double min_flops;
 } bbest;
@@ -496,6 +502,8 @@ static mg_status consider(bsrch *b, bool *keep, bbest *best, size_t *peak,
         best->min_peak = *peak;
         best->min_flops = *fl;
         memcpy(best->min_keep, keep, szt * sizeof *keep);
+        if (b->remat) memcpy(best->min_remat, b->remat, szt);
+        else memset(best->min_remat, 0, szt);
     }
     if (*peak <= b->c->budget_bytes &&
         (!best->found || *fl < best->flops ||
@@ -504,6 +512,9 @@ static mg_status consider(bsrch *b, bool *keep, bbest *best, size_t *peak,
         best->flops = *fl;
         best->peak = *peak;
         memcpy(best->keep, keep, szt * sizeof *keep);
+        if (b->remat) memcpy(best->remat, b->remat, szt);
+        else memset(best->remat, 0, szt);
+        best->lazy = b->remat != NULL;
         mgi_ml_plan_free(&best->ml);
     }
     return MG_OK;
@@ -592,6 +603,103 @@ static mg_status descend(bsrch *b, bool *cur, bool by_peak, bbest *best) {
     return s;
 }
 
+/* Per position, what the backward pass does with it: 0 recompute it and
+ * hold the copy from its first reader to its last, 1 keep it, 2
+ * recompute it for each rule that reads it (remat). */
+static int pos_state(const bsrch *b, const bool *keep, int32_t p) {
+    const mg_tensor t = b->ch.t[p];
+    return keep[t] ? 1 : b->remat[t] ? 2 : 0;
+}
+
+static void pos_set(bsrch *b, bool *keep, int32_t p, int st) {
+    const mg_tensor t = b->ch.t[p];
+    keep[t] = st == 1;
+    b->remat[t] = st == 2;
+}
+
+/* Steepest descent as descend's, over the three states of each position:
+ * every other state of one position, and of two on chains up to
+ * MG_BUDGET_REMAT_PAIR_MAX positions. keep and b->remat change in
+ * place. */
+#define MG_BUDGET_REMAT_PAIR_MAX 16
+static mg_status descend3(bsrch *b, bool *keep, bool by_peak, bbest *best) {
+    const int32_t n = b->ch.n;
+    const size_t budget = b->c->budget_bytes;
+    size_t peak0, peak;
+    double fl0, fl;
+    mg_status s = consider(b, keep, best, &peak0, &fl0);
+    while (s == MG_OK) {
+        int32_t bp = -1, bq = -1;
+        int bsp = 0, bsq = 0;
+        size_t bpeak = peak0;
+        double bfl = fl0;
+        for (int32_t p = 0; s == MG_OK && p < n; p++) {
+            const int sp0 = pos_state(b, keep, p);
+            for (int dp = 1; s == MG_OK && dp < 3; dp++) {
+                const int sp = (sp0 + dp) % 3;
+                pos_set(b, keep, p, sp);
+                s = consider(b, keep, best, &peak, &fl);
+                if (s == MG_OK &&
+                    better(peak, fl, bpeak, bfl, by_peak, budget)) {
+                    bp = p, bsp = sp, bq = -1;
+                    bpeak = peak, bfl = fl;
+                }
+                for (int32_t q = p + 1;
+                     s == MG_OK && n <= MG_BUDGET_REMAT_PAIR_MAX && q < n;
+                     q++) {
+                    const int sq0 = pos_state(b, keep, q);
+                    for (int dq = 1; s == MG_OK && dq < 3; dq++) {
+                        const int sq = (sq0 + dq) % 3;
+                        pos_set(b, keep, q, sq);
+                        s = consider(b, keep, best, &peak, &fl);
+                        if (s == MG_OK &&
+                            better(peak, fl, bpeak, bfl, by_peak, budget)) {
+                            bp = p, bsp = sp, bq = q, bsq = sq;
+                            bpeak = peak, bfl = fl;
+                        }
+                    }
+                    pos_set(b, keep, q, sq0);
+                }
+            }
+            pos_set(b, keep, p, sp0);
+        }
+        if (s != MG_OK || bp < 0) break;
+        pos_set(b, keep, bp, bsp);
+        if (bq >= 0) pos_set(b, keep, bq, bsq);
+        peak0 = bpeak;
+        fl0 = bfl;
+    }
+    return s;
+}
+
+/* Checkmate's schedules free a recomputed value and make it again, where
+ * memgrad's single-level plans hold it from its first reader to its
+ * last: from the plans the local search ended with (the lowest peak and
+ * the fewest flops within the budget), a descent over the three states
+ * of each position, first toward the lowest peak (budget-independent, as
+ * the first phase of the local search), then toward the fewest flops
+ * within the budget. */
+static mg_status remat_search(bsrch *b, bbest *best) {
+    const size_t szt = (size_t)(b->ch.n_before ? b->ch.n_before : 1);
+    bool *keep = malloc(szt * sizeof *keep);
+    b->remat = calloc(szt, sizeof *b->remat);
+    mg_status s = keep && b->remat ? MG_OK : oom();
+    for (int phase = 0; s == MG_OK && phase < 3; phase++) {
+        /* 0: by peak from the lowest peak; 1, 2: by flops from it and
+         * from the fewest flops within the budget */
+        if (phase == 2 && !best->found) break;
+        const bool *k0 = phase == 2 ? best->keep : best->min_keep;
+        const bool *r0 = phase == 2 ? best->remat : best->min_remat;
+        memcpy(keep, k0, szt * sizeof *keep);
+        memcpy(b->remat, r0, szt * sizeof *b->remat);
+        s = descend3(b, keep, phase == 0, best);
+    }
+    free(keep);
+    free(b->remat);
+    b->remat = NULL;
+    return s;
+}
+
 /* The DP's plans over the grid of memory parameters, refined by bisection
  * where the plans stop fitting; on short chains, exact local search from
  * them: first toward the lowest peak (whatever the budget, so that the
@@ -667,6 +775,7 @@ static mg_status search(bsrch *b, size_t peak_none, bbest *best) {
                    szt);
             s = descend(b, keep, false, best);
         }
+        if (s == MG_OK) s = remat_search(b, best);
     }
     free(F);
     free(cuts);
@@ -770,6 +879,11 @@ static int cmp_tensor(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* One past the last position of step i (1..l) of chain m. */
+static int32_t step_end(const bchain *ch, const mlchain *m, int32_t i) {
+    return m->cut[i] < ch->n ? m->cut[i] + 1 : ch->n;
+}
+
 /* The keep set and multi-level plan of schedule q on chain m. */
 static mg_status ml_to_plan(const bchain *ch, const mlchain *m,
                             const mg_chain_sched *q, bool *keep,
@@ -784,7 +898,8 @@ static mg_status ml_to_plan(const bchain *ch, const mlchain *m,
     size_t total = 0;
     for (int32_t i = 0; i < q->snap_start[l]; i++) {
         int32_t st = q->snap[i];
-        total += (size_t)(m->sep_start[st + 1] - m->sep_start[st]);
+        total += st > 0 ? (size_t)(m->sep_start[st + 1] - m->sep_start[st])
+                        : (size_t)(step_end(ch, m, -st) - m->cut[-st - 1] - 1);
     }
     ml->n = nb;
     ml->n_seg = l;
@@ -805,6 +920,13 @@ static mg_status ml_to_plan(const bchain *ch, const mlchain *m,
         const int32_t k0 = k;
         for (int32_t j = q->snap_start[i - 1]; j < q->snap_start[i]; j++) {
             int32_t st = q->snap[j];
+            if (st < 0) { /* step -st stored whole: what its rules read */
+                for (int32_t p = m->cut[-st - 1] + 1; p < step_end(ch, m, -st);
+                     p++)
+                    if (ch->rb_pre[p + 1] > ch->rb_pre[p])
+                        ml->snap[k++] = ch->t[p];
+                continue;
+            }
             for (int32_t x = m->sep_start[st]; x < m->sep_start[st + 1]; x++)
                 ml->snap[k++] = m->sep[x];
         }
@@ -854,17 +976,19 @@ static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
     const size_t szt = (size_t)(ch->n_before ? ch->n_before : 1);
     int32_t *w = malloc((size_t)(MG_BUDGET_ML_STEPS + 2) * sizeof *w);
     int32_t *ts = malloc((size_t)(MG_BUDGET_ML_STEPS + 2) * sizeof *ts);
+    int32_t *all = malloc((size_t)(MG_BUDGET_ML_STEPS + 2) * sizeof *all);
     bool *keep = malloc(szt * sizeof *keep);
-    if (s == MG_OK && (!w || !ts || !keep)) s = oom();
-    mg_chain_sched prev = {0};
-    int32_t prev_l = -1;
+    if (s == MG_OK && (!w || !ts || !all || !keep)) s = oom();
+    mg_chain_sched prevs[2];
+    memset(prevs, 0, sizeof prevs);
+    int32_t prev_ls[2] = {-1, -1};
+    bool prevs_fit[2] = {false, false};
     const double lo = MG_BUDGET_GRID_LO * (double)peak_none;
     const double step = pow(MG_BUDGET_ML_GRID_HI / MG_BUDGET_GRID_LO,
                             1.0 / (MG_BUDGET_ML_GRID - 1));
     /* The grid, then bisection between the largest M whose plan fits and
      * the one above it, as search() does. */
     double fit_M = -1, above_M = -1;
-    bool prev_fits = false;
     for (int g = 0; s == MG_OK && g < MG_BUDGET_ML_GRID + MG_BUDGET_ML_REFINE;
          g++) {
         double M;
@@ -895,38 +1019,62 @@ static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
                    : d > MG_BUDGET_ML_SLOTS ? MG_BUDGET_ML_SLOTS + 1
                                             : (int32_t)d;
         }
-        mg_chain_dp c = {l, mc->f, w, MG_BUDGET_ML_SLOTS, ts};
-        mg_chain_sched q;
-        if ((s = mgi_chain_schedule(&c, &q)) != MG_OK) break;
-        if (l == prev_l && same_sched(&q, &prev, l)) {
-            mgi_chain_sched_free(&q);
-            fits = prev_fits;
-        } else {
-            mgi_chain_sched_free(&prev);
-            prev = q;
-            prev_l = l;
-            mg_ml_plan ml;
-            if ((s = ml_to_plan(ch, mc, &q, keep, &ml)) != MG_OK) break;
-            size_t peak = SIZE_MAX;
-            double fl;
-            s = evaluate_ml(b, keep, &ml, &peak, &fl);
-            if (s == MG_OK && peak < best->ml_min_peak)
-                best->ml_min_peak = peak;
-            fits = s == MG_OK && peak <= b->c->budget_bytes;
-            if (s == MG_OK && peak <= b->c->budget_bytes &&
-                (!best->found || fl < best->flops ||
-                 (fl == best->flops && peak < best->peak))) {
-                best->found = true;
-                best->flops = fl;
-                best->peak = peak;
-                memcpy(best->keep, keep, szt * sizeof *keep);
-                mgi_ml_plan_free(&best->ml);
-                best->ml = ml;
-            } else {
-                mgi_ml_plan_free(&ml);
-            }
+        /* Rotor's store-all: a step's tape and the state it makes */
+        for (int32_t i = 0; i < l; i++) {
+            const double d = ceil(
+                (mc->tapes[i] + (i + 1 < l ? ch->sep[mc->cut[i + 1]] : 0)) / u);
+            all[i] = d < 1                    ? 1
+                     : d > MG_BUDGET_ML_SLOTS ? MG_BUDGET_ML_SLOTS + 1
+                                              : (int32_t)d;
         }
-        prev_fits = fits;
+        /* Revolve's options, then with Rotor's store-all as well: the
+         * DP's model ranks them, the exact peak judges each */
+        bool fits_any = false;
+        for (int va = 0; s == MG_OK && va < 2; va++) {
+            mg_chain_sched *prev = &prevs[va];
+            bool prev_fits = prevs_fit[va];
+            mg_chain_dp c = {.l = l,
+                             .f = mc->f,
+                             .w = w,
+                             .slots = MG_BUDGET_ML_SLOTS,
+                             .tape = ts,
+                             .all = va ? all : NULL};
+            mg_chain_sched q;
+            if ((s = mgi_chain_schedule(&c, &q)) != MG_OK) break;
+            if (l == prev_ls[va] && same_sched(&q, prev, l)) {
+                mgi_chain_sched_free(&q);
+                fits = prev_fits;
+            } else {
+                mgi_chain_sched_free(prev);
+                *prev = q;
+                prev_ls[va] = l;
+                mg_ml_plan ml;
+                if ((s = ml_to_plan(ch, mc, &q, keep, &ml)) != MG_OK) break;
+                size_t peak = SIZE_MAX;
+                double fl;
+                s = evaluate_ml(b, keep, &ml, &peak, &fl);
+                if (s == MG_OK && peak < best->ml_min_peak)
+                    best->ml_min_peak = peak;
+                fits = s == MG_OK && peak <= b->c->budget_bytes;
+                if (s == MG_OK && peak <= b->c->budget_bytes &&
+                    (!best->found || fl < best->flops ||
+                     (fl == best->flops && peak < best->peak))) {
+                    best->found = true;
+                    best->flops = fl;
+                    best->peak = peak;
+                    memcpy(best->keep, keep, szt * sizeof *keep);
+                    memset(best->remat, 0, szt);
+                    best->lazy = false;
+                    mgi_ml_plan_free(&best->ml);
+                    best->ml = ml;
+                } else {
+                    mgi_ml_plan_free(&ml);
+                }
+            }
+            prevs_fit[va] = fits;
+            fits_any = fits_any || fits;
+        }
+        fits = fits_any;
         if (g >= MG_BUDGET_ML_GRID) {
             if (fits) fit_M = M;
             else above_M = M;
@@ -937,10 +1085,12 @@ static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
             above_M = M;
         }
     }
-    mgi_chain_sched_free(&prev);
+    mgi_chain_sched_free(&prevs[0]);
+    mgi_chain_sched_free(&prevs[1]);
     for (int v = 0; v < n_levels; v++) mlchain_free(&chains[v]);
     free(w);
     free(ts);
+    free(all);
     free(keep);
     return s;
 }
@@ -951,6 +1101,7 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c,
                             mg_budget_point *best) {
     best->keep_set = NULL;
     best->ml = NULL;
+    best->remat = NULL;
     bsrch b = {.g = g,
                .c = c,
                .n_ys = n_ys,
@@ -967,10 +1118,14 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c,
     }
     bbest bb = {.keep = malloc(szt * sizeof *bb.keep),
                 .min_keep = malloc(szt * sizeof *bb.min_keep),
+                .remat = calloc(szt, sizeof *bb.remat),
+                .min_remat = calloc(szt, sizeof *bb.min_remat),
                 .min_peak = SIZE_MAX,
                 .ml_min_peak = SIZE_MAX};
     size_t peak_none = 0;
-    mg_status s = b.result && bb.keep && bb.min_keep ? MG_OK : oom();
+    mg_status s = b.result && bb.keep && bb.min_keep && bb.remat && bb.min_remat
+                      ? MG_OK
+                      : oom();
     if (s == MG_OK) s = chain_analyse(&b, &peak_none);
     if (s == MG_OK && peak_none <= c->budget_bytes) {
         /* Everything kept fits: no recomputation at all. */
@@ -978,11 +1133,13 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c,
         bb.found = true;
     } else if (s == MG_OK) {
         s = search(&b, peak_none, &bb);
-        /* Multi-level plans only where no single-level plan fits: they
-         * recompute every stretch they do not keep at least once, which
-         * is all a single-level plan ever recomputes, so they rarely
-         * recompute less, and they cost the search time. */
-        if (s == MG_OK && !bb.found) s = ml_search(&b, peak_none, &bb);
+        /* Multi-level plans at every budget: run only where no
+         * single-level plan fitted, a smaller budget could get a
+         * multi-level plan that recomputes less than the single-level
+         * plan a larger one then took (mg-checkmate's transformer with
+         * Rotor's store-all; test_budget's sweep), and the budget
+         * would not be monotone. */
+        if (s == MG_OK) s = ml_search(&b, peak_none, &bb);
         if (bb.ml_min_peak < bb.min_peak) bb.min_peak = bb.ml_min_peak;
         if (peak_none < bb.min_peak) bb.min_peak = peak_none;
     }
@@ -997,6 +1154,13 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c,
     mgi_peak_scratch_free(&b.peak);
     free(b.outs);
     free(bb.min_keep);
+    free(bb.min_remat);
+    /* a plan the remat search built has remat marks, even if none is set:
+     * its builds forget the copies a rule does not read (lazy) */
+    if (!bb.lazy) {
+        free(bb.remat);
+        bb.remat = NULL;
+    }
     if (s == MG_OK && bb.ml.n_seg > 0) {
         best->ml = malloc(sizeof *best->ml);
         if (best->ml) *best->ml = bb.ml;
@@ -1005,10 +1169,12 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c,
     if (s != MG_OK) {
         mgi_ml_plan_free(&bb.ml);
         free(bb.keep);
+        free(bb.remat);
         best->ml = NULL;
         return s;
     }
     mg_clear_error();
     best->keep_set = bb.keep;
+    best->remat = bb.remat;
     return MG_OK;
 }

@@ -12,7 +12,11 @@
  * Same op, same attributes, same inputs bit for bit: dropout replays its
  * seed and offset, and the copy equals the original exactly.
  *
- * Without a plan each tensor is recomputed at most once. A multi-level
+ * Without a plan each tensor is recomputed at most once, but for those a
+ * budget point marks remat: their copies are made for each gradient rule
+ * that reads them and released after it (mgi_recompute_release_remat),
+ * so a cheap op is recomputed once per reader instead of being held
+ * between its readers. A multi-level
  * plan (rewrite.h, mg_ml_plan) makes Revolve's and Rotor's schedules: on
  * entering a segment, every copy but the segment's own and its snapshots'
  * is dropped, so later readers recompute from the snapshots, which are
@@ -114,7 +118,7 @@ mg_status mgi_recompute_enter(mg_graph *g, mg_recompute *r, mg_tensor v) {
 
 void mgi_recompute_forget_unread(mg_graph *g, mg_recompute *r,
                                  mg_tensor first_copy, mg_tensor first_rule) {
-    if (!r || !r->ml || first_rule <= first_copy) return;
+    if (!r || !(r->ml || r->lazy) || first_rule <= first_copy) return;
     /* r->stack (room for r->n entries; the copies of one rule are fewer)
      * is free between mgi_recompute_get calls: 1 marks a copy read */
     int32_t *read = r->stack;
@@ -137,7 +141,28 @@ void mgi_recompute_forget_unread(mg_graph *g, mg_recompute *r,
             forgot = true;
         }
     }
-    if (!forgot) return;
+    if (!forgot || !r->ml) return;
+    int32_t k = 0;
+    for (int32_t i = 0; i < r->n_made; i++)
+        if (r->copy[r->made[i]] != MG_NO_TENSOR) r->made[k++] = r->made[i];
+    r->n_made = k;
+}
+
+void mgi_recompute_release_remat(const mg_graph *g, mg_recompute *r,
+                                 mg_tensor first_copy, mg_tensor first_rule) {
+    if (!r || !r->remat) return;
+    bool forgot = false;
+    for (mg_tensor t = first_copy; t < first_rule; t++) {
+        const mg_node *c = &g->nodes[t];
+        if (!(c->flags & MG_NODE_RECOMPUTE) || c->orig < 0 || c->orig >= r->n ||
+            !r->remat[c->orig] || r->copy[c->orig] != t)
+            continue;
+        /* a multi-level plan's snapshot stays valid for its segment */
+        if (r->ml && r->mark[c->orig] == r->cur_seg) continue;
+        r->copy[c->orig] = MG_NO_TENSOR;
+        forgot = true;
+    }
+    if (!forgot || !r->ml) return;
     int32_t k = 0;
     for (int32_t i = 0; i < r->n_made; i++)
         if (r->copy[r->made[i]] != MG_NO_TENSOR) r->made[k++] = r->made[i];

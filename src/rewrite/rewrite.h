@@ -76,6 +76,14 @@ typedef struct mg_budget_point {
     mg_memory_search search;
     bool *keep_set;
     mg_ml_plan *ml;
+    /* NULL, or per tensor id: a tensor not kept whose recomputed copy is
+     * made once per gradient rule that reads it (directly or through
+     * other copies) and released after it, instead of being held from
+     * its first reader to its last (Checkmate's "free and make again").
+     * Owned as keep_set. Non-NULL (even with none set) also makes the
+     * build forget the copies a rule is handed but does not read (see
+     * mg_recompute.lazy). */
+    bool *remat;
 } mg_budget_point;
 
 /* mg_gradients under a given budget point, without the budget search:
@@ -149,6 +157,14 @@ typedef struct mg_recompute {
     mg_tensor *made; /* forward tensors whose copy is valid, n_made */
     int32_t n_made;
     int32_t *mark; /* per tensor: the segment that made it a snapshot */
+    /* NULL, or per tensor: copies made again for each rule that reads
+     * them (mg_budget_point.remat) */
+    const bool *remat;
+    /* Forget the copies a rule is handed but does not read, without a
+     * multi-level plan too (budget points with remat marks, even none
+     * set): they are made where they are read instead of being held from
+     * where the rule was built. */
+    bool lazy;
 } mg_recompute;
 
 /* The tensor the backward pass should read for forward tensor t: t itself
@@ -161,13 +177,21 @@ mg_tensor mgi_recompute_get(mg_graph *g, mg_recompute *r, mg_tensor t);
  * does not keep valid and make its snapshots. MG_OK without a plan. */
 mg_status mgi_recompute_enter(mg_graph *g, mg_recompute *r, mg_tensor v);
 
-/* Under a multi-level plan, after one gradient rule: the copies made for
- * it (ids first_copy .. first_rule - 1) that none of its ops (first_rule
+/* Under a multi-level plan or r->lazy, after one gradient rule: the
+ * copies made for it (ids first_copy .. first_rule - 1) that none of its ops
+ * (first_rule
  * ..) reads, directly or through another copy, are forgotten, so a later
  * reader makes its own in its own segment. A rule handed the copy of an
  * output it never reads (an add's) would otherwise leave a chain of copies
  * that the next segment's entry orphans and its reader then makes again. */
 void mgi_recompute_forget_unread(mg_graph *g, mg_recompute *r,
+                                 mg_tensor first_copy, mg_tensor first_rule);
+
+/* After one gradient rule: forget the copies made for it (ids first_copy
+ * .. first_rule - 1) of the tensors r->remat marks, so that the next rule
+ * reading one makes it again; the scheduler frees this one after its last
+ * reader. Nothing without r->remat. */
+void mgi_recompute_release_remat(const mg_graph *g, mg_recompute *r,
                                  mg_tensor first_copy, mg_tensor first_rule);
 
 /* A chain for the dynamic program of Revolve and Rotor (chain_dp.c):
@@ -182,6 +206,11 @@ typedef struct mg_chain_dp {
      * snapshots held meanwhile; a step reverses only where that many are
      * free. NULL: none. */
     const int32_t *tape;
+    /* NULL, or per step (l of them): the slots step i + 1 takes when it
+     * is advanced storing all its values, state i + 1 included (Rotor's
+     * F_all option); reversing it later then recomputes nothing. >= 1
+     * each. NULL: Revolve's options only. */
+    const int32_t *all;
 } mg_chain_dp;
 
 /* Revolve's count: the fewest forward steps that reverse the chain from
@@ -192,9 +221,10 @@ mg_status mgi_chain_revolve(const mg_chain_dp *c, bool general, double *steps);
 
 /* A multi-level schedule for the rewriter: the forward pass keeps the
  * states kept[i]; step i is reversed (last first) with the snapshots
- * snap[snap_start[i-1]] .. snap[snap_start[i]-1] (states, increasing)
- * valid; cost: the steps recomputed after the forward pass, each step's
- * own values once more when it is reversed included. */
+ * snap[snap_start[i-1]] .. snap[snap_start[i]-1] valid: states i > 0,
+ * and, with c->all, -j for step j stored with all its values (each
+ * listed after its state j); cost: the steps recomputed after the forward pass,
+ * each step's own values once more when it is reversed included. */
 typedef struct mg_chain_sched {
     double cost;
     bool *kept;          /* l + 1 */

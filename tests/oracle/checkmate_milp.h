@@ -117,6 +117,9 @@ typedef struct mgi_ckm_options {
     /* Allow recomputing backward ops (memgrad's rewriter never does; off
      * is the fair comparison). */
     bool recompute_backward;
+    /* mg-checkmate only: bisect the MILP's smallest feasible budget */
+    bool bisect;
+    bool at_budget; /* mg-checkmate only: also solve at the budget */
 } mgi_ckm_options;
 
 typedef struct mgi_ckm_result {
