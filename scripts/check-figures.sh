@@ -13,8 +13,9 @@
 #    equal the committed ones. A change that moves them must commit the
 #    results it moves, made again.
 #
-# 3. Provenance: every bench/results/*.txt names, in its first 16 lines, a
-#    commit, a date, the machine and the command that made it.
+# 3. Provenance: every bench/results/*.txt names a
+#    commit, a date, the machine and the command that made it (in its first
+#    24 lines).
 #
 # Not yet recomputed here (only checked for 1.): the budget, ONNX, DDP,
 # timeline and Pareto runs, whose plans come from other commands.
@@ -74,10 +75,10 @@ need = {
 }
 bad = 0
 for f in sorted(glob.glob(sys.argv[1] + "/*.txt")):
-    head = "\n".join(open(f, errors="replace").read().splitlines()[:16])
+    head = "\n".join(open(f, errors="replace").read().splitlines()[:24])
     miss = [k for k, rx in need.items() if not re.search(rx, head)]
     if miss:
-        print("check-figures: %s names no %s in its first 16 lines"
+        print("check-figures: %s names no %s in its first 24 lines"
               % (f, ", no ".join(miss)), file=sys.stderr)
         bad = 1
 sys.exit(bad)

@@ -65,7 +65,7 @@ def rewrite():
         f"(residual blocks: {s('residual', 100000, 'total_cpu_ms')} and "
         f"{s('residual', 1000000, 'total_cpu_ms')}; wall time "
         f"{s('chain', 100000, 'total_ms')} and "
-        f"{s('chain', 1000000, 'total_ms')} on the loaded machine, "
+        f"{s('chain', 1000000, 'total_ms')} in the same run, "
         "[rewrite.txt](bench/results/rewrite.txt)).")
 
 
