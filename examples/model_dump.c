@@ -5,6 +5,8 @@
  * that tests/torch_crosscheck.py reads to redo the step in PyTorch.
  *
  *   usage: memgrad-model_dump mlp|resnet|unet|transformer|gpt OUT [--f64]
+ *          [--size L,D,H,T,B,V]   (gpt: layers, d_model, heads, seq, batch,
+ *                                  vocab instead of the small default)
  *
  * Each model has a small fixed configuration (written to the file); the
  * transformer is built without dropout, whose masks PyTorch cannot replay.
@@ -52,12 +54,24 @@ static int fail(const char *what) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3 || argc > 4 || (argc == 4 && strcmp(argv[3], "--f64"))) {
+    /* options after OUT: --f64, and for gpt --size L,D,H,T,B,V (layers,
+     * d_model, heads, seq, batch, vocab) instead of the small default */
+    mg_dtype dt = MG_F32;
+    int size[6] = {0}, sized = 0, bad = argc < 3;
+    for (int a = 3; a < argc && !bad; a++) {
+        if (!strcmp(argv[a], "--f64")) dt = MG_F64;
+        else if (!strcmp(argv[a], "--size") && a + 1 < argc) {
+            sized = sscanf(argv[++a], "%d,%d,%d,%d,%d,%d", &size[0], &size[1],
+                           &size[2], &size[3], &size[4], &size[5]) == 6;
+            bad = !sized || strcmp(argv[1], "gpt") != 0;
+        } else bad = 1;
+    }
+    if (bad) {
         fprintf(stderr, "usage: memgrad-model_dump mlp|resnet|unet|"
-                        "transformer|gpt OUT [--f64]\n");
+                        "transformer|gpt OUT [--f64] "
+                        "[--size L,D,H,T,B,V (gpt)]\n");
         return 2;
     }
-    const mg_dtype dt = argc == 4 ? MG_F64 : MG_F32;
     const uint64_t seed = 20240601;
     int32_t cfg[9];
     int ncfg = 0;
@@ -87,6 +101,7 @@ int main(int argc, char **argv) {
     } else if (!strcmp(kind, "gpt")) {
         /* layers d_model heads seq batch vocab (causal, tied head) */
         int32_t c[] = {MG_MODEL_GPT, 2, 16, 4, 6, 3, 13};
+        for (int k = 0; sized && k < 6; k++) c[k + 1] = size[k];
         memcpy(cfg, c, sizeof c), ncfg = 7;
         m = mg_model_gpt(c[1], c[2], c[3], c[4], c[5], c[6], 0.0, dt, seed);
     } else {

@@ -213,10 +213,11 @@ def rel_err(got, ref):
     return diff / scale if scale > 0 else diff
 
 
-def check(torch, dump, model, workdir, f64=False):
+def check(torch, dump, model, workdir, f64=False, gpt_size=None):
     import torch.nn.functional as F
     path = os.path.join(workdir, model + ".bin")
-    subprocess.run([dump, model, path] + (["--f64"] if f64 else []),
+    extra = ["--size", gpt_size] if gpt_size and model == "gpt" else []
+    subprocess.run([dump, model, path] + (["--f64"] if f64 else []) + extra,
                    check=True, stdout=subprocess.DEVNULL)
     tol = TOL_F64 if f64 else TOL
     rec = read_dump(path)
@@ -258,6 +259,10 @@ def main():
     ap.add_argument("--models", default="mlp,resnet,unet,transformer,gpt")
     ap.add_argument("--f64", action="store_true",
                     help="run in float64 on both sides, bound 1e-9")
+    ap.add_argument("--gpt-size", metavar="L,D,H,T,B,V",
+                    help="the gpt's layers, d_model, heads, seq, batch and "
+                    "vocab instead of the small default (bench: "
+                    "6,256,8,512,8,256)")
     args = ap.parse_args()
     try:
         import torch
@@ -268,7 +273,8 @@ def main():
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models.split(","):
-            ok = check(torch, args.dump, model, tmp, args.f64) and ok
+            ok = check(torch, args.dump, model, tmp, args.f64,
+                       args.gpt_size) and ok
     return 0 if ok else 1
 
 
