@@ -112,6 +112,23 @@ static void check_forward(const char *stem, int64_t batch) {
     mg_graph_free(g);
 }
 
+/* The plan of y computes the fused attention and no softmax: the composed
+ * ops the importer built before it matched are left unread. */
+static void assert_plan_fused(const mg_graph *g, mg_tensor y) {
+    mg_plan *p = NULL;
+    ck_assert_int_eq(mg_plan_compile(g, &y, 1, NULL, &p), MG_OK);
+    char *dump = NULL;
+    size_t dlen = 0;
+    FILE *f = open_memstream(&dump, &dlen);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(mg_plan_dump(p, f), MG_OK);
+    fclose(f);
+    ck_assert_msg(strstr(dump, "attention") && !strstr(dump, "softmax"),
+                  "plan: %s", dump);
+    free(dump);
+    mg_plan_free(p);
+}
+
 /* softmax(Q K^T * s + mask) V, twice (Mul and Div scales, Add either way
  * round, Softmax axis -1 and 3): the importer builds memgrad's fused
  * attention op for both, the forward matches the reference, and in training
@@ -129,20 +146,7 @@ START_TEST(test_attention_fused) {
         }
         ck_assert_int_eq(fused, 2);
         mg_tensor y = mg_onnx_output(m, 0);
-        /* the composed ops the importer built first are left unread: the
-         * plan computes none of them */
-        mg_plan *p = NULL;
-        ck_assert_int_eq(mg_plan_compile(g, &y, 1, NULL, &p), MG_OK);
-        char *dump = NULL;
-        size_t dlen = 0;
-        FILE *f = open_memstream(&dump, &dlen);
-        ck_assert_ptr_nonnull(f);
-        ck_assert_int_eq(mg_plan_dump(p, f), MG_OK);
-        fclose(f);
-        ck_assert_msg(strstr(dump, "attention") && !strstr(dump, "softmax"),
-                      "plan: %s", dump);
-        free(dump);
-        mg_plan_free(p);
+        assert_plan_fused(g, y);
         ck_assert_int_eq(softmax, 2); /* built, then left unread */
         if (training) {
             mg_tensor loss = mg_sum(g, mg_mul(g, y, y), 0, NULL, 0);
@@ -195,19 +199,7 @@ START_TEST(test_attention_where_fused) {
     for (mg_tensor t = 0; t < (mg_tensor)mg_graph_num_tensors(g); t++)
         fused += !strcmp(mg_tensor_op_name(g, t), "attention");
     ck_assert_int_eq(fused, 2);
-    mg_tensor y = mg_onnx_output(m, 0);
-    mg_plan *p = NULL;
-    ck_assert_int_eq(mg_plan_compile(g, &y, 1, NULL, &p), MG_OK);
-    char *dump = NULL;
-    size_t dlen = 0;
-    FILE *f = open_memstream(&dump, &dlen);
-    ck_assert_ptr_nonnull(f);
-    ck_assert_int_eq(mg_plan_dump(p, f), MG_OK);
-    fclose(f);
-    ck_assert_msg(strstr(dump, "attention") && !strstr(dump, "softmax"),
-                  "plan: %s", dump);
-    free(dump);
-    mg_plan_free(p);
+    assert_plan_fused(g, mg_onnx_output(m, 0));
     mg_onnx_model_free(m);
     mg_graph_free(g);
 }
