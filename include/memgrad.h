@@ -225,6 +225,8 @@ mg_tensor mg_relu(mg_graph *g, mg_tensor x);
 MG_API
 mg_tensor mg_gelu(mg_graph *g, mg_tensor x); /* tanh approximation */
 MG_API
+mg_tensor mg_silu(mg_graph *g, mg_tensor x); /* x * sigmoid(x), one op */
+MG_API
 mg_tensor mg_tanh(mg_graph *g, mg_tensor x);
 MG_API
 mg_tensor mg_sigmoid(mg_graph *g, mg_tensor x);

@@ -305,6 +305,7 @@ START_TEST(test_every_op_matches_cpu) {
     CASE("neg") finish(c, mg_neg(c->g, fin(c, 2, s35)));
     CASE("relu") finish(c, mg_relu(c->g, fin(c, 2, s35)));
     CASE("gelu") finish(c, mg_gelu(c->g, fin(c, 2, s35)));
+    CASE("silu") finish(c, mg_silu(c->g, fin(c, 2, s35)));
     CASE("erf") finish(c, mg_erf(c->g, fin(c, 2, s35)));
     CASE("pow") finish(c, mg_pow(c->g, pos(c, 2, s35), 2.5));
     CASE("leaky_relu") finish(c, mg_leaky_relu(c->g, fin(c, 2, s35), 0.1));

@@ -342,9 +342,9 @@ START_TEST(test_exec_num_threads_option) {
 }
 END_TEST
 
-/* gelu (and its gradient), tanh, exp and sigmoid in float32, whose exp and
- * tanh go through cpu_vmath.c a block at a time: an odd length, so blocks
- * and vector tails fall in different places at each thread count. */
+/* gelu and silu (and their gradients), tanh, exp and sigmoid in float32, whose
+ * exp and tanh go through cpu_vmath.c a block at a time: an odd length, so
+ * blocks and vector tails fall in different places at each thread count. */
 START_TEST(test_vmath_ops_bits) {
     enum { N = 100003 };
     mg_graph *g = mg_graph_new();
@@ -353,7 +353,9 @@ START_TEST(test_vmath_ops_bits) {
     mg_tensor w = mg_input(g, "w", MG_F32, 1, s);
     mg_tensor ys[4] = {mg_gelu(g, x), mg_tanh(g, x), mg_exp(g, x),
                        mg_sigmoid(g, x)};
-    mg_tensor loss = mg_sum(g, mg_mul(g, ys[0], w), 0, NULL, 0);
+    /* gelu_grad and silu_grad (gy = w) in the one gradient of x */
+    mg_tensor loss =
+        mg_sum(g, mg_mul(g, mg_add(g, ys[0], mg_silu(g, x)), w), 0, NULL, 0);
     mg_tensor gx;
     ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, &x, 1, NULL, &gx), MG_OK);
     float *in[2];

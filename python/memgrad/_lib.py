@@ -188,7 +188,7 @@ saved_export = _fn("mg_saved_export", c_int, S, T, POINTER(c_void_p))
 # builders taking (g, x) / (g, a, b)
 unary = {n: _fn("mg_" + n, T, G, T) for n in
          ("relu", "tanh", "sigmoid", "exp", "log", "sqrt", "neg", "gelu",
-          "erf", "is_nonzero")}
+          "silu", "erf", "is_nonzero")}
 binary = {n: _fn("mg_" + n, T, G, T, T) for n in
           ("add", "sub", "mul", "div", "mse", "cross_entropy")}
 matmul = _fn("mg_matmul", T, G, T, T, c_int, c_int)

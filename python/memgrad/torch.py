@@ -91,7 +91,7 @@ Supported (the mapping tables below; `SUPPORTED` lists them):
     expand, expand_as, masked_fill, getitem (ints, slices with step 1,
     None, ...), and indexing of split/chunk results.
 Several are compositions of memgrad ops (no C op of their own):
-silu(x) = x * sigmoid(x); relu6(x) = relu(x) - relu(x - 6);
+relu6(x) = relu(x) - relu(x - 6);
 hardsigmoid(x) = relu6(x + 3) / 6; hardswish(x) = x * hardsigmoid(x);
 exact gelu(x) = x/2 (1 + erf(x / sqrt 2)); stochastic depth = x times a
 dropout of ones of shape [N, 1, ...]; masked_fill with a causal mask is
@@ -1737,7 +1737,7 @@ _ACTIVATIONS = {
     "erf": lambda g, x: g.erf(x),
     "neg": lambda g, x: g.neg(x),
     "relu6": _relu6,
-    "silu": lambda g, x: g.mul(x, g.sigmoid(x)),  # x * sigmoid(x)
+    "silu": lambda g, x: g.silu(x),  # one op: only x is kept
     "hardsigmoid": _hardsigmoid,
     "hardswish": lambda g, x: g.mul(x, _hardsigmoid(g, x)),
 }

@@ -573,6 +573,22 @@ static inline mg_status mg_norm_dims_setup(const mg_kargs *a, const mg_tdesc *x,
 MG_GELU_DERIV_DEF(float, f32, tanhf)
 MG_GELU_DERIV_DEF(double, f64, tanh)
 #undef MG_GELU_DERIV_DEF
+/* silu'(x) = s (1 + x (1 - s)) with s = sigmoid(x): silu_grad's factor. */
+#define MG_SILU_DERIV_DEF(T, SUF, EXP)                                         \
+    MG_KFN T mg_silu_deriv_##SUF(T x) {                                        \
+        const T s = (T)1 / ((T)1 + EXP(-x));                                   \
+        return s * ((T)1 + x * ((T)1 - s));                                    \
+    }
+MG_SILU_DERIV_DEF(float, f32, expf)
+MG_SILU_DERIV_DEF(double, f64, exp)
+#undef MG_SILU_DERIV_DEF
+#ifdef __cplusplus
+MG_KFN float mg_silu_deriv(float x) { return mg_silu_deriv_f32(x); }
+MG_KFN double mg_silu_deriv(double x) { return mg_silu_deriv_f64(x); }
+#else
+#define mg_silu_deriv(x)                                                       \
+    _Generic((x), float : mg_silu_deriv_f32, double : mg_silu_deriv_f64)(x)
+#endif
 #ifdef __cplusplus
 MG_KFN float mg_gelu_deriv(float x) { return mg_gelu_deriv_f32(x); }
 MG_KFN double mg_gelu_deriv(double x) { return mg_gelu_deriv_f64(x); }
@@ -631,6 +647,7 @@ MG_KFN int64_t mg_cast_saturate(double x, int64_t lo, int64_t hi) {
     X(neg, NEG, -x)                                                            \
     X(relu, RELU, x > 0 ? x : (T)0)                                            \
     X(gelu, GELU, (T)0.5 * x * ((T)1 + tanh(MG_GELU_U(T, x))))                 \
+    X(silu, SILU, x / ((T)1 + exp(-x)))                                        \
     X(tanh, TANH, tanh(x))                                                     \
     X(sigmoid, SIGMOID, (T)1 / ((T)1 + exp(-x)))                               \
     X(exp, EXP, exp(x))                                                        \
@@ -644,7 +661,8 @@ MG_KFN int64_t mg_cast_saturate(double x, int64_t lo, int64_t hi) {
     X(scale, SCALE, (T)(alpha * (double)x))
 
 /* Binary: expr of a and b, broadcast to y's shape (numpy rules). The
- * activation gradients take (gy, y), except gelu's, which takes (gy, x). */
+ * activation gradients take (gy, y), except gelu's and silu's, which take
+ * (gy, x). */
 #define MG_BINARY_OPS(X)                                                       \
     X(add, ADD, a + b)                                                         \
     X(sub, SUB, a - b)                                                         \
@@ -652,6 +670,7 @@ MG_KFN int64_t mg_cast_saturate(double x, int64_t lo, int64_t hi) {
     X(div, DIV, a / b)                                                         \
     X(relu_grad, RELU_GRAD, b > 0 ? a : (T)0)                                  \
     X(gelu_grad, GELU_GRAD, a *mg_gelu_deriv(b))                               \
+    X(silu_grad, SILU_GRAD, a *mg_silu_deriv(b))                               \
     X(tanh_grad, TANH_GRAD, a *((T)1 - b * b))                                 \
     X(sigmoid_grad, SIGMOID_GRAD, a *b *((T)1 - b))
 

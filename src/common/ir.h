@@ -32,6 +32,7 @@
     X(NEG, "neg")                                                              \
     X(RELU, "relu")                                                            \
     X(GELU, "gelu")                                                            \
+    X(SILU, "silu")                                                            \
     X(TANH, "tanh")                                                            \
     X(SIGMOID, "sigmoid")                                                      \
     X(EXP, "exp")                                                              \
@@ -54,6 +55,7 @@
     X(MSE, "mse")                                                              \
     X(RELU_GRAD, "relu_grad")                                                  \
     X(GELU_GRAD, "gelu_grad")                                                  \
+    X(SILU_GRAD, "silu_grad")                                                  \
     X(TANH_GRAD, "tanh_grad")                                                  \
     X(SIGMOID_GRAD, "sigmoid_grad")                                            \
     X(CROSS_ENTROPY_GRAD, "cross_entropy_grad")                                \

@@ -110,6 +110,9 @@ mg_tensor mg_relu(mg_graph *g, mg_tensor x) {
 mg_tensor mg_gelu(mg_graph *g, mg_tensor x) {
     return unary_build(g, MG_OP_GELU, x, 0);
 }
+mg_tensor mg_silu(mg_graph *g, mg_tensor x) {
+    return unary_build(g, MG_OP_SILU, x, 0);
+}
 mg_tensor mg_tanh(mg_graph *g, mg_tensor x) {
     return unary_build(g, MG_OP_TANH, x, 0);
 }
@@ -248,6 +251,9 @@ mg_status mgi_unary_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
      * recomputed segment then keeps one tensor per layer, not two. */
     case MG_OP_RELU: gin[0] = helper_build(g, MG_OP_RELU_GRAD, gy, y); break;
     case MG_OP_GELU: gin[0] = helper_build(g, MG_OP_GELU_GRAD, gy, x); break;
+    /* from x alone, so that only x is kept (x * sigmoid(x) composed keeps
+     * sigmoid(x) as well) */
+    case MG_OP_SILU: gin[0] = helper_build(g, MG_OP_SILU_GRAD, gy, x); break;
     case MG_OP_TANH: gin[0] = helper_build(g, MG_OP_TANH_GRAD, gy, y); break;
     case MG_OP_SIGMOID:
         gin[0] = helper_build(g, MG_OP_SIGMOID_GRAD, gy, y);

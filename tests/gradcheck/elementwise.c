@@ -83,12 +83,12 @@ END_TEST
 /* ------------------------------------------------------------------ unary */
 
 START_TEST(test_gc_unary) {
-    static const char *names[14] = {"neg",        "relu",     "gelu",
-                                    "tanh",       "sigmoid",  "exp",
-                                    "log",        "sqrt",     "scale(-1.7)",
-                                    "erf",        "pow(2.5)", "leaky_relu(0.1)",
-                                    "is_nonzero", "cast(f64)"};
-    for (int op = 0; op < 14; op++) {
+    static const char *names[15] = {
+        "neg",         "relu",      "gelu",     "tanh",
+        "sigmoid",     "exp",       "log",      "sqrt",
+        "scale(-1.7)", "erf",       "pow(2.5)", "leaky_relu(0.1)",
+        "is_nonzero",  "cast(f64)", "silu"};
+    for (int op = 0; op < 15; op++) {
         gc_ctx c;
         gc_begin(&c, names[op], 800 + op);
         /* log, sqrt and a fractional power need positive inputs */
@@ -111,6 +111,7 @@ START_TEST(test_gc_unary) {
         /* a step: 0 on both sides, as no x is within the FD step of 0 */
         case 12: y = mg_mul(c.g, mg_is_nonzero(c.g, x), x); break;
         case 13: y = mg_cast(c.g, x, MG_F64); break;
+        case 14: y = mg_silu(c.g, x); break;
         default: y = mg_scale(c.g, x, -1.7); break;
         }
         gc_check(&c, y);

@@ -4,7 +4,8 @@
  * gradients): the loops that the expressions of MG_UNARY_OPS and
  * MG_BINARY_OPS (kernel_shared.h) are instantiated in, per dtype; and
  * cast, one loop per pair of MG_CAST_PAIRS. In float32, the ops whose
- * time is exp or tanh (gelu and its gradient, tanh, exp, sigmoid) compute
+ * time is exp or tanh (gelu, silu and their gradients, tanh, exp, sigmoid)
+ * compute
  * it over blocks through cpu_vmath.c instead of one scalar call a value.
  */
 #include "cpu_kernels.h"
@@ -35,8 +36,8 @@
  * formulas are MG_UNARY_OPS', in the same order of operations. */
 static bool unary_vec_f32(mg_op op, const float *restrict xs,
                           float *restrict ys, int64_t n) {
-    if (op != MG_OP_GELU && op != MG_OP_TANH && op != MG_OP_EXP &&
-        op != MG_OP_SIGMOID)
+    if (op != MG_OP_GELU && op != MG_OP_SILU && op != MG_OP_TANH &&
+        op != MG_OP_EXP && op != MG_OP_SIGMOID)
         return false;
     const int64_t nb = (n + MG_VMATH_BLOCK - 1) / MG_VMATH_BLOCK;
     MG_CPU_PAR_LOOP(n, for (int64_t b = 0; b < nb; b++), {
@@ -54,6 +55,11 @@ static bool unary_vec_f32(mg_op op, const float *restrict xs,
             for (int64_t j = 0; j < m; j++) u[j] = -x[j];
             mgi_cpu_vexpf(u, u, m);
             for (int64_t j = 0; j < m; j++) y[j] = 1.0f / (1.0f + u[j]);
+            break;
+        case MG_OP_SILU:
+            for (int64_t j = 0; j < m; j++) u[j] = -x[j];
+            mgi_cpu_vexpf(u, u, m);
+            for (int64_t j = 0; j < m; j++) y[j] = x[j] / (1.0f + u[j]);
             break;
         case MG_OP_TANH: mgi_cpu_vtanhf(y, x, m); break;
         default: mgi_cpu_vexpf(y, x, m); break;
@@ -113,13 +119,14 @@ static void binary_layout(const mg_kargs *ka, mg_layout *l) {
     mg_layout_coalesce(l);
 }
 
-/* gelu's gradient gy * gelu'(x) in float32 over equal shapes (one flat
- * row), its tanh a block at a time; false for any other op or layout. The
- * formula is mg_gelu_deriv's, in the same order of operations. */
+/* gelu's and silu's gradients gy * f'(x) in float32 over equal shapes (one
+ * flat row), their tanh or exp a block at a time; false for any other op or
+ * layout. The formulas are mg_gelu_deriv's and mg_silu_deriv's, in the same
+ * order of operations. */
 static bool binary_vec_f32(mg_op op, const float *as, const float *bs,
                            float *restrict ys, const mg_layout *l) {
-    if (op != MG_OP_GELU_GRAD || l->ndim != 1 || l->stride[0][0] != 1 ||
-        l->stride[1][0] != 1)
+    if ((op != MG_OP_GELU_GRAD && op != MG_OP_SILU_GRAD) || l->ndim != 1 ||
+        l->stride[0][0] != 1 || l->stride[1][0] != 1)
         return false;
     const int64_t n = l->shape[0];
     const int64_t nb = (n + MG_VMATH_BLOCK - 1) / MG_VMATH_BLOCK;
@@ -128,6 +135,15 @@ static bool binary_vec_f32(mg_op op, const float *as, const float *bs,
         const int64_t m = n - i0 < MG_VMATH_BLOCK ? n - i0 : MG_VMATH_BLOCK;
         const float *a = as + i0, *x = bs + i0;
         float *y = ys + i0, t[MG_VMATH_BLOCK];
+        if (op == MG_OP_SILU_GRAD) {
+            for (int64_t j = 0; j < m; j++) t[j] = -x[j];
+            mgi_cpu_vexpf(t, t, m);
+            for (int64_t j = 0; j < m; j++) {
+                const float s = 1.0f / (1.0f + t[j]);
+                y[j] = a[j] * (s * (1.0f + x[j] * (1.0f - s)));
+            }
+            continue;
+        }
         for (int64_t j = 0; j < m; j++) t[j] = MG_GELU_U(float, x[j]);
         mgi_cpu_vtanhf(t, t, m);
         for (int64_t j = 0; j < m; j++) {
