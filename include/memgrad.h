@@ -194,7 +194,8 @@ MG_API
 mg_tensor mg_graph_copy_op(mg_graph *dst, const mg_graph *src, mg_tensor t,
                            const mg_tensor *inputs, int n_inputs);
 /* The cost model's flops for computing t from its inputs (0 for a leaf),
- * as mg_plan_summary counts them; -1 for a bad id. */
+ * as mg_plan_summary counts them; -1 for a NULL graph or a bad id, with
+ * the error set naming it. */
 MG_API
 double mg_tensor_flops(const mg_graph *g, mg_tensor t);
 

@@ -524,6 +524,9 @@ START_TEST(test_copy_op) {
     ck_assert_msg(hy != MG_NO_TENSOR, "%s", mg_last_error());
     ck_assert_str_eq(mg_tensor_name(h, hy), "y");
     ck_assert(mg_tensor_flops(g, y) >= 0 && mg_tensor_flops(g, 999) == -1);
+    ck_assert_msg(strstr(mg_last_error(), "mg_tensor_flops"), "%s",
+                  mg_last_error());
+    ck_assert(mg_tensor_flops(NULL, 0) == -1);
     float in[15], out[2][15];
     for (int i = 0; i < 15; i++) in[i] = (float)i / 7 - 1;
     const mg_graph *gs[2] = {g, h};

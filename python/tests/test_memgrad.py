@@ -282,3 +282,16 @@ def test_graph_introspection_and_its_errors():
         g.input_of(y, 3)
     with pytest.raises(mg.MemgradError):
         g.input_of(x)  # a leaf has no inputs
+
+
+def test_onnx_import_refuses_bad_bytes():
+    """memgrad.onnx_import: a model file is untrusted input; bytes that do
+    not parse are a MemgradError naming the importer, not a crash."""
+    try:
+        mg._lib.onnx()
+    except ImportError as e:  # a build without protobuf-c
+        pytest.skip("no libmemgrad_onnx: %s" % e)
+    with pytest.raises(mg.MemgradError, match="onnx"):
+        mg.onnx_import(b"not a model")
+    with pytest.raises(mg.MemgradError, match="onnx"):
+        mg.onnx_import(b"")

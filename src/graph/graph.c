@@ -628,7 +628,7 @@ mg_tensor mg_graph_copy_op(mg_graph *dst, const mg_graph *src, mg_tensor t,
 }
 
 double mg_tensor_flops(const mg_graph *g, mg_tensor t) {
-    if (!g || t < 0 || t >= g->n) return -1;
+    if (mgi_graph_check_id(g, t, "mg_tensor_flops") != MG_OK) return -1;
     double flops = 0;
     mgi_graph_op_cost(g, t, &flops, NULL);
     return flops;
