@@ -14,7 +14,7 @@
 # to 128 blocks, the transformer), profile (a ResNet step's time by op kind),
 # torch (compare_torch.py --device cuda on
 # the mlp and the resnet), python (the Python package's tests with a CUDA
-# device), ctest (the whole suite), nccl (test_dist_nccl, needs 2 GPUs).
+# device, and test_conv_paths.py on an AVX-512 host), ctest (the whole suite), nccl (test_dist_nccl, needs 2 GPUs).
 # The bench step also times a ResNet step with cuDNN's convolutions against
 # the backend's own im2col kernels (MG_CUDA_CONV=im2col).
 # The build always runs. The summary's last line names the steps that
@@ -74,6 +74,10 @@ room() {
 step "machine"
 date -u +%Y-%m-%dT%H:%M:%SZ
 uname -a
+# the host CPU: test_conv_paths (issue 25 item 10) needs AVX-512 to see
+# the convolution path that loses precision there
+grep -m1 "model name" /proc/cpuinfo
+echo "avx512: $(grep -o -w 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 git rev-parse HEAD 2>/dev/null && git status --short | head -20
 nvidia-smi || fail machine "nvidia-smi failed: no driver or no GPU"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
@@ -248,12 +252,17 @@ for r in csv.DictReader(open(sys.argv[1])):
 fi
 
 if room python 60; then
-    step "python package on CUDA (pytest python/tests/test_cuda.py)"
+    # On an AVX-512 host, also every CPU convolution path against float64
+    # (issue 25 item 10: oneDNN's AVX-512 path lost precision on
+    # squeezenet, and the lead's machines have AVX2 only).
+    pytests=(python/tests/test_cuda.py)
+    grep -qw avx512f /proc/cpuinfo && pytests+=(python/tests/test_conv_paths.py)
+    step "python package on CUDA (pytest ${pytests[*]})"
     wait "${py_build_pid:-0}" 2>/dev/null
     if [ -f "$build-py/libmemgrad.so" ]; then
         MEMGRAD_LIBRARY=$PWD/$build-py/libmemgrad.so PYTHONPATH=$PWD/python \
             timeout 300 "$py" -m pytest -q -rs \
-            -p no:cacheprovider python/tests/test_cuda.py > "$out/python.log" 2>&1 ||
+            -p no:cacheprovider "${pytests[@]}" > "$out/python.log" 2>&1 ||
             fail python "pytest failed (python.log)"
     else
         cat /tmp/mg-build-py.log > "$out/python.log"
