@@ -1754,7 +1754,8 @@ for _name, _f in _ACTIVATIONS.items():
     for _src in (torch, F):
         if hasattr(_src, _name):
             _FUNCTIONS[getattr(_src, _name)] = _h
-    _METHODS[_name] = _h
+    if hasattr(torch.Tensor, _name):  # x.relu(), not x.relu6()
+        _METHODS[_name] = _h
 _FUNCTIONS[operator.neg] = _FUNCTIONS[torch.neg]
 
 
