@@ -221,6 +221,20 @@ def one_node_model(op_type, attrs, shape, opset):
         g, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
 
 
+def close(a, b):
+    assert a.shape == b.shape, (a.shape, b.shape)
+    assert torch.allclose(a, b, rtol=1e-5, atol=1e-6), (a - b).abs().max()
+
+
+def run_onnx(om, x):
+    """The forward output of an imported model on input x."""
+    plan = om.graph.compile([om.outputs[0]])
+    feeds = {om.inputs[0]: x.numpy()}
+    feeds.update(dict(om.constants()))
+    out = memgrad.Executor().run(plan, feeds)[om.outputs[0]]
+    return torch.tensor(out.copy() if hasattr(out, "copy") else out)
+
+
 def check_ops(r, ops_fx, ops_onnx):
     """Both ways lower row r to its memgrad ops, no others, and share
     one."""
@@ -260,7 +274,9 @@ def test_row_lowers_the_same_both_ways(row, monkeypatch):
         by_fx = mgt.Module(model, (x,), policy="none")
         ops_fx = forward_ops(by_fx)
         check_ops(r, ops_fx, ops_onnx)
-        assert torch.allclose(by_fx(x), model(x), rtol=1e-5, atol=1e-6)
+        want = model(x)
+        close(by_fx(x), want)
+        close(run_onnx(om, x), want)
         return
     assert r.onnx in onnx_op_types(model, x), (
         "torch.onnx.export does not write %s for this row's example" % r.onnx)
@@ -278,11 +294,211 @@ def test_row_lowers_the_same_both_ways(row, monkeypatch):
         # same op either way is what the row says
         assert forward_ops(by_fx) == forward_ops(by_onnx) == {"dropout"}
         return
-    want = model(x)
-    a, b = by_fx(x), by_onnx(x)
-    assert a.shape == b.shape == want.shape
-    assert torch.allclose(a, b, rtol=1e-5, atol=1e-6), (a - b).abs().max()
-    assert torch.allclose(a, want, rtol=1e-5, atol=1e-6)
+    # outputs, and the input's and parameters' gradients, both ways and
+    # eagerly
+    grads = []
+    for m in (model, by_fx, by_onnx):
+        xi = x.clone().requires_grad_()
+        y = m(xi)
+        (y * torch.linspace(-1, 1, y.numel()).reshape(y.shape)).sum() \
+            .backward()
+        grads.append((y.detach(), xi.grad,
+                      [p.grad.clone() for p in m.parameters()]))
+        m.zero_grad()
+    (want, gx, gp), fx, ox = grads
+    for y, g, ps in (fx, ox):
+        close(y, want)
+        close(g, gx)
+        for a, b in zip(ps, gp):
+            close(a, b)
+
+
+# ------------------------------------------------------ one frontend only
+class Sub(nn.Module):
+    """A model calling a layer memgrad maps whole, as forward(x) of
+    call(layer, x)."""
+
+    def __init__(self, layer, call):
+        super().__init__()
+        self.layer, self.call = layer, call
+
+    def forward(self, x):
+        return self.call(self.layer, x)
+
+
+def _swin():
+    from torchvision.models import swin_transformer as sw
+    return nn.Sequential(
+        sw.ShiftedWindowAttention(8, [2, 2], [1, 1], 2), sw.PatchMerging(8))
+
+
+# rows the bridge alone has (MG_TORCH_OP): model, input shape, domain,
+# whether its output is random in training mode (and the other rows the
+# model uses, in ALSO)
+ALSO = {"SwinWindowAttention": ("LayerNormalization", "Gemm")}
+TORCH_EXAMPLES = {
+    "Rsqrt": (fn(lambda s, x: torch.rsqrt(x)), (2, 3), "pos", False),
+    "SiLU": (nn.SiLU, (2, 3), "any", False),
+    "HardSigmoid": (nn.Hardsigmoid, (2, 5), "any", False),
+    "HardSwish": (nn.Hardswish, (2, 5), "any", False),
+    "StochasticDepth": (
+        lambda: __import__("torchvision").ops.StochasticDepth(0.5, "row"),
+        (4, 3), "any", True),
+    "MultiheadAttention": (
+        lambda: Sub(nn.MultiheadAttention(8, 2),
+                    lambda a, x: a(x, x, x, need_weights=False)[0]),
+        (5, 2, 8), "any", False),
+    "TransformerEncoderLayer": (
+        lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0),
+        (5, 2, 8), "any", False),
+    "TransformerDecoderLayer": (
+        lambda: Sub(nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0),
+                    lambda d, x: d(x, x)),
+        (5, 2, 8), "any", False),
+    "SwinWindowAttention": (_swin, (1, 4, 4, 8), "any", False),
+}
+
+
+def test_every_torch_row_has_an_example():
+    assert {r.name for r in ROWS if not r.onnx} == set(TORCH_EXAMPLES)
+
+
+@pytest.mark.parametrize("row", sorted(TORCH_EXAMPLES))
+def test_torch_row_lowers_to_its_ops(row):
+    """A row the bridge alone has: it lowers to the row's memgrad ops, and
+    computes eager PyTorch's output and input gradient."""
+    r = BY_NAME[row]
+    make, shape, domain, random = TORCH_EXAMPLES[row]
+    torch.manual_seed(0)
+    model = make()
+    x = torch.randn(*shape)
+    if domain == "pos":
+        x = x.abs() + 0.5
+    m = mgt.Module(model, (x,), policy="none")
+    assert m._cap.captured_by == "torch.fx"
+    ops, allowed = forward_ops(m), set(r.mg_ops)
+    for other in ALSO.get(row, ()):
+        allowed |= set(BY_NAME[other].mg_ops)
+    assert ops and ops <= allowed, (
+        "memgrad.torch lowers %r to %s, not in %s" % (
+            r, sorted(ops - allowed), sorted(allowed)))
+    if random:
+        return
+    out = []
+    for mod in (model, m):
+        xi = x.clone().requires_grad_()
+        y = mod(xi)
+        (y * torch.linspace(-1, 1, y.numel()).reshape(y.shape)).sum() \
+            .backward()
+        out.append((y.detach(), xi.grad))
+    close(out[1][0], out[0][0])
+    close(out[1][1], out[0][1])
+
+
+def _model(nodes, inputs, inits=(), opset=17):
+    """An ONNX model of nodes; inputs: (name, elem type, shape); inits:
+    numpy arrays by name."""
+    from onnx import TensorProto, helper, numpy_helper
+    g = helper.make_graph(
+        nodes, "rows",
+        [helper.make_tensor_value_info(n, getattr(TensorProto, t), sh)
+         for n, t, sh in inputs],
+        [helper.make_tensor_value_info(nodes[-1].output[0],
+                                       TensorProto.UNDEFINED, None)],
+        [numpy_helper.from_array(a, n) for n, a in dict(inits).items()])
+    return helper.make_model(
+        g, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+
+
+def _onnx_examples():
+    import numpy as np
+    from onnx import helper
+    N = helper.make_node
+    xy = [("x", "FLOAT", [2, 3]), ("y", "FLOAT", [2, 3])]
+    x4 = [("x", "FLOAT", [1, 2, 3, 3])]
+    ex = {
+        "Equal": ([N("Equal", ["x", "y"], ["z"])], xy, {}),
+        "Less": ([N("Less", ["x", "y"], ["z"])], xy, {}),
+        "Greater": ([N("Greater", ["x", "y"], ["z"])], xy, {}),
+        "And": ([N("Less", ["x", "y"], ["a"]), N("Greater", ["x", "y"], ["b"]),
+                 N("And", ["a", "b"], ["z"])], xy, {}),
+        "Or": ([N("Less", ["x", "y"], ["a"]), N("Greater", ["x", "y"], ["b"]),
+                N("Or", ["a", "b"], ["z"])], xy, {}),
+        "Not": ([N("Less", ["x", "y"], ["a"]), N("Not", ["a"], ["z"])], xy,
+                {}),
+        "Resize": ([N("Resize", ["x", "", "s"], ["z"], mode="nearest")], x4,
+                   {"s": np.array([1, 1, 2, 2], np.float32)}),
+        "Upsample": ([N("Upsample", ["x", "s"], ["z"], mode="nearest")], x4,
+                     {"s": np.array([1, 1, 2, 2], np.float32)}),
+        "Gather": ([N("Gather", ["w", "i"], ["z"])],
+                   [("i", "INT64", [2, 4])],
+                   {"w": np.ones((5, 3), np.float32)}),
+        "Pad": ([N("Pad", ["x", "p"], ["z"])], x4,
+                {"p": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)}),
+        "Constant": ([N("Constant", [], ["c"], value=helper.make_tensor(
+            "c", 1, [3], [1.0, 2.0, 3.0])), N("Add", ["x", "c"], ["z"])],
+            xy[:1], {}),
+        "ConstantOfShape": (
+            [N("ConstantOfShape", ["s"], ["c"], value=helper.make_tensor(
+                "v", 1, [1], [2.0])), N("Add", ["x", "c"], ["z"])], xy[:1],
+            {"s": np.array([2, 3], np.int64)}),
+        "Cast": ([N("Cast", ["x"], ["z"], to=6)], xy[:1], {}),
+    }
+    return ex
+
+
+ONNX_NO_EXAMPLE = {
+    "Min": "constants only (folded at import)",
+    "Max": "constants only (folded at import)",
+    "Floor": "constants only (folded at import)",
+    "Ceil": "constants only (folded at import)",
+    "Range": "constants only (folded at import)",
+}
+
+
+def test_every_onnx_row_has_an_example():
+    pytest.importorskip("onnx")
+    only = {r.name for r in ROWS if r.onnx and not r.torch}
+    assert only == set(_onnx_examples()) | set(ONNX_NO_EXAMPLE)
+
+
+@pytest.mark.parametrize("row", ["Min", "Max", "Floor", "Ceil"])
+def test_constant_only_rows_refuse_tensors(row):
+    """Rows that lower to no op: the importer folds them on constants and
+    refuses them on tensors, naming the node."""
+    pytest.importorskip("onnx")
+    from onnx import helper
+    assert BY_NAME[row].mg_ops == []
+    ins = ["x", "x"] if row in ("Min", "Max") else ["x"]
+    data = _model([helper.make_node(row, ins, ["z"], name="n")],
+                  [("x", "FLOAT", [2, 3])])
+    with pytest.raises(memgrad.MemgradError, match="'n'.*%s.*constants"
+                       % row):
+        memgrad.onnx_import(data)
+
+
+@pytest.mark.parametrize("row", sorted(
+    r.name for r in ROWS if r.onnx and not r.torch
+    and r.name not in ONNX_NO_EXAMPLE))
+def test_onnx_row_lowers_to_its_ops(row):
+    """A row the importer alone has: a model of its node (after the nodes
+    that make its inputs) lowers to the ops of those rows, its own
+    among them unless it computes nothing itself."""
+    pytest.importorskip("onnx")
+    try:
+        memgrad._lib.onnx()
+    except ImportError as e:
+        pytest.skip("no libmemgrad_onnx: %s" % e)
+    nodes, inputs, inits = _onnx_examples()[row]
+    om = memgrad.onnx_import(_model(nodes, inputs, inits))
+    ops = graph_ops(om.graph, len(om.graph.tensors()))
+    allowed = set()
+    for n in nodes:
+        allowed |= set(BY_NAME[n.op_type].mg_ops)
+    assert ops <= allowed, "the importer lowers %s to %s, not in %s" % (
+        row, sorted(ops - allowed), sorted(allowed))
+    own = set(BY_NAME[row].mg_ops)
+    assert not own or ops & own, (row, sorted(ops))
 
 
 # ---------------------------------------------------------------- the docs
@@ -301,4 +517,3 @@ def test_supported_ops_page_is_up_to_date():
             assert "`%s`" % n in text, n
         if r.onnx:
             assert "`%s`" % r.onnx in text, r.onnx
-
