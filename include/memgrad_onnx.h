@@ -81,6 +81,12 @@ mg_status mg_onnx_import_buffer(const void *data, size_t size,
 MG_API
 void mg_onnx_model_free(mg_onnx_model *m); /* NULL is accepted */
 
+/* The ONNX op types of the default domain the importer converts, ending
+ * with NULL: the MG_ONNX_OP rows of src/frontends/op_map.def, in its
+ * order. Static storage; not to be freed. */
+MG_API
+const char *const *mg_onnx_op_types(void);
+
 /* The graph inputs (those that are not initializers), in the model's order,
  * as mg_input tensors: float inputs are MG_F32, integer ones (token ids)
  * MG_I32. Out of range: MG_NO_TENSOR. */

@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
 """scripts/gen-tables.py - the README's tables and figures that come from
-bench/results, generated rather than typed (issue 32 item 3).
+bench/results, generated rather than typed (issue 32 item 3), and
+docs/supported-ops.md's list from src/frontends/op_map.def, the one table
+both frontends map through (issue 27 items 1 and 8).
 
 Each generated part of a Markdown file sits between the lines
 ``<!-- generated: NAME (scripts/gen-tables.py) -->`` and
 ``<!-- end generated: NAME -->``; this script rewrites what is between
-them from the results file NAME names.
+them from the results file (or table) NAME names.
 
     python3 scripts/gen-tables.py          # rewrite the files
     python3 scripts/gen-tables.py --check  # fail if any is out of date
 
 scripts/test.sh runs --check, so a results file committed without its
-tables (or a table edited by hand) fails CI.
+tables (or a table edited by hand) fails CI; so does a row added to
+op_map.def without regenerating docs/supported-ops.md.
 """
 import csv
 import pathlib
@@ -126,9 +129,35 @@ def gpt_cpu():
     return "\n".join(out)
 
 
+def op_map_rows():
+    """docs/supported-ops.md: each row of src/frontends/op_map.def (read by
+    scripts/op_map.py), with what each frontend takes and the memgrad ops
+    both lower to."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import op_map
+    rows = op_map.rows()
+
+    def code(names):
+        return ", ".join("`%s`" % n for n in names) if names else "—"
+
+    n_onnx = sum(1 for r in rows if r.onnx)
+    n_torch = sum(len(r.torch) for r in rows)
+    n_both = sum(1 for r in rows if r.onnx and r.torch)
+    out = [f"{len(rows)} rows: {n_onnx} ONNX op types, {n_torch} PyTorch "
+           f"names (not counting in-place forms), {n_both} rows with both.",
+           "",
+           "| row | ONNX op (`memgrad-onnx`, `memgrad.onnx_import`) | "
+           "PyTorch (`memgrad.torch`) | memgrad ops |",
+           "|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r.name} | {code([r.onnx] if r.onnx else [])} | "
+                   f"{code(r.torch)} | {code(r.mg_ops)} |")
+    return "\n".join(out)
+
+
 PARTS = {"depth-mlp": depth_mlp, "rewrite": rewrite, "torch-cpu": torch_cpu,
-         "gpt-cpu": gpt_cpu}
-FILES = [ROOT / "README.md"]
+         "gpt-cpu": gpt_cpu, "op-map": op_map_rows}
+FILES = [ROOT / "README.md", ROOT / "docs" / "supported-ops.md"]
 
 
 def regenerate(text):

@@ -8,7 +8,9 @@
  * or out of range, and opsets and IR versions memgrad does not implement; an
  * error message that repeated its own prefix. Each must give a status and
  * a message naming the tensor or node, never a crash, a hang or a read of
- * a file outside the model's directory.
+ * a file outside the model's directory. And the op table
+ * (src/frontends/op_map.def): every ONNX row reaches its converter, and an
+ * op type or domain outside it is refused as unsupported.
  *
  * The models are built here with the protobuf-c code generated from
  * onnx.proto (the importer's own parser), so each case is a few lines;
@@ -774,6 +776,55 @@ START_TEST(test_error_prefix_once) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ the
+ * op table */
+
+/* The MG_ONNX_OP rows of src/frontends/op_map.def, read here as the
+ * importer reads them. */
+static const char *const table_types[] = {
+#define MG_ONNX_OP(type, fn, mg_ops, torch) #type,
+#include "../src/frontends/op_map.def"
+};
+
+/* A model of one node `op` (in `domain`, NULL for the default) on a float
+ * [2, 3] input. */
+static mg_status one_node(const char *op, const char *domain) {
+    model md;
+    model_init(&md, 8, 17);
+    input(&md, "x", 2, (int64_t[]){2, 3});
+    Onnx__NodeProto *n = node(&md, op, "n", "x", NULL, NULL, "y");
+    if (domain) n->domain = As(&md.a, domain);
+    output(&md, "y");
+    return import(&md);
+}
+
+START_TEST(test_op_table_dispatch) {
+    const char *const *types = mg_onnx_op_types();
+    size_t n = sizeof table_types / sizeof *table_types;
+    ck_assert_uint_gt(n, 50);
+    for (size_t k = 0; k < n; k++) {
+        ck_assert_msg(types[k] && strcmp(types[k], table_types[k]) == 0,
+                      "mg_onnx_op_types()[%zu] is %s, the table's row %s", k,
+                      types[k] ? types[k] : "NULL", table_types[k]);
+        for (size_t j = 0; j < k; j++)
+            ck_assert_msg(strcmp(types[j], types[k]) != 0, "%s twice",
+                          types[k]);
+        /* a bare node: its converter may refuse it (a missing input or
+         * attribute), but it is the converter that answers */
+        mg_status s = one_node(types[k], NULL);
+        ck_assert_msg(s == MG_OK || !strstr(mg_last_error(), "unsupported op"),
+                      "%s does not reach a converter: %s", types[k],
+                      mg_last_error());
+    }
+    ck_assert_ptr_null(types[n]);
+    ck_assert_int_eq(one_node("Relu", NULL), MG_OK);
+    ck_assert_int_eq(one_node("NoSuchOp", NULL), MG_ERR_UNSUPPORTED);
+    ERR_HAS("'n'", "NoSuchOp", "unsupported op");
+    ck_assert_int_eq(one_node("Relu", "com.example"), MG_ERR_UNSUPPORTED);
+    ERR_HAS("'n'", "com.example");
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("onnx_hostile");
     th_add_tcase(
@@ -788,5 +839,6 @@ int main(void) {
                  TH_TESTS(test_concat_axis_range, test_cast_target_type,
                           test_attribute_types, test_opset_and_ir_version,
                           test_error_prefix_once));
+    th_add_tcase(s, "op_table", 120, TH_TESTS(test_op_table_dispatch));
     return th_run_suite(s);
 }

@@ -14,7 +14,8 @@ from . import _lib
 from ._lib import MemgradError
 
 __all__ = ["Graph", "Tensor", "Plan", "Executor", "Array", "Saved",
-           "OnnxModel", "onnx_import", "MemgradError", "POLICIES"]
+           "OnnxModel", "onnx_import", "onnx_op_types", "MemgradError",
+           "POLICIES"]
 
 _DTYPES = {"float32": 0, "float64": 1, "int32": 2, "int64": 3}
 _DTYPE_NAMES = {v: k for k, v in _DTYPES.items()}
@@ -617,3 +618,13 @@ def onnx_import(data, training=True, batch_size=0, dropout_seed=0):
     protobuf-c); a model file is untrusted input, refused with a
     MemgradError naming the node where it is bad."""
     return OnnxModel(data, training, batch_size, dropout_seed)
+
+
+def onnx_op_types():
+    """The ONNX op types the importer converts (mg_onnx_op_types: the
+    ONNX rows of src/frontends/op_map.def, the table memgrad.torch is held
+    to as well; docs/supported-ops.md lists them)."""
+    types, out = _lib.onnx().op_types(), []
+    while types[len(out)] is not None:
+        out.append(types[len(out)].decode())
+    return out

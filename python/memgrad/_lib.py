@@ -254,6 +254,7 @@ class _OnnxLib:
         self.bindings = fn("mg_onnx_bindings", POINTER(Binding), M,
                            POINTER(c_int))
         self.find = fn("mg_onnx_find", T, M, c_char_p)
+        self.op_types = fn("mg_onnx_op_types", POINTER(c_char_p))
 
 
 _onnx = []

@@ -66,7 +66,9 @@ identity. The masks are memgrad's, not the ones PyTorch would draw.
 mapping, with counts and module paths, without raising; Module raises
 UnsupportedModelError (a NotImplementedError) with the same list.
 
-Supported (the mapping tables below; `SUPPORTED` lists them):
+Supported (the mapping tables below, held by python/tests/test_op_map.py
+to src/frontends/op_map.def, the table the ONNX importer is compiled
+from; docs/supported-ops.md lists it and `SUPPORTED` these names):
   modules: Linear, Conv2d (zero padding, also padding='same'/'valid'),
     BatchNorm2d (affine), LayerNorm, MaxPool2d, AvgPool2d,
     AdaptiveAvgPool2d (any output size: average pooling where the output
@@ -1754,7 +1756,8 @@ for _name, _f in _ACTIVATIONS.items():
     for _src in (torch, F):
         if hasattr(_src, _name):
             _FUNCTIONS[getattr(_src, _name)] = _h
-    _METHODS[_name] = _h
+    if hasattr(torch.Tensor, _name):  # x.relu(), not x.relu6()
+        _METHODS[_name] = _h
 _FUNCTIONS[operator.neg] = _FUNCTIONS[torch.neg]
 
 
@@ -2160,6 +2163,8 @@ for _f in list(_INPLACE_FNS):
                 getattr(_src, _base, None) in _FUNCTIONS:
             _FUNCTIONS.setdefault(_f, _FUNCTIONS[getattr(_src, _base)])
 
+# the names above: python/tests/test_op_map.py checks them against
+# src/frontends/op_map.def, the table the ONNX importer is compiled from
 SUPPORTED = {
     "modules": sorted(_class_name(t) for t in _MODULES),
     "functions": sorted({_fn_name(f) for f in _FUNCTIONS}

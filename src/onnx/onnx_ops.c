@@ -1,8 +1,9 @@
 /*
- * onnx_ops.c - one converter per ONNX op, split by op family as
- * graph/ops_*.c are: each onnx_ops_<family>.c lists the ops it converts
- * (mgi_onnx_ops_<family>), and this file finds a node's converter in those
- * lists and reports what it makes of the node.
+ * onnx_ops.c - finds a node's converter and reports what it makes of the
+ * node. The converters and the ONNX op types they convert are the
+ * MG_ONNX_OP rows of src/frontends/op_map.def, the table the PyTorch bridge
+ * is held to as well; the converters sit in files by op family, as
+ * graph/ops_*.c do:
  *
  *   onnx_ops_common.c       inputs, outputs and attributes of a node
  *   onnx_ops_fold.c         import-time evaluation of constants
@@ -21,10 +22,22 @@
 
 #include "onnx_ops.h"
 
-static const mgi_onnx_op *const families[] = {
-    mgi_onnx_ops_const,       mgi_onnx_ops_shape,  mgi_onnx_ops_slice,
-    mgi_onnx_ops_elementwise, mgi_onnx_ops_matmul, mgi_onnx_ops_conv,
-    mgi_onnx_ops_norm};
+static const struct {
+    const char *op_type;
+    mgi_onnx_convert_fn fn;
+} converters[] = {
+#define MG_ONNX_OP(type, fn, mg_ops, torch) {#type, fn},
+#include "frontends/op_map.def"
+};
+
+#define N_CONVERTERS (sizeof converters / sizeof *converters)
+
+static const char *const op_types[N_CONVERTERS + 1] = {
+#define MG_ONNX_OP(type, fn, mg_ops, torch) #type,
+#include "frontends/op_map.def"
+    NULL};
+
+const char *const *mg_onnx_op_types(void) { return op_types; }
 
 mg_status mgi_onnx_convert_node(mgi_octx *c, const node_t *n) {
     const char *dom = S(n->domain);
@@ -33,16 +46,15 @@ mg_status mgi_onnx_convert_node(mgi_octx *c, const node_t *n) {
             return mgi_onnx_node_error(
                 c, MG_ERR_UNKNOWN_ID, "input '%s' is not defined", n->input[k]);
     if (!dom[0] || strcmp(dom, "ai.onnx") == 0) {
-        for (size_t f = 0; f < sizeof families / sizeof *families; f++)
-            for (const mgi_onnx_op *o = families[f]; o->op_type; o++) {
-                if (strcmp(o->op_type, S(n->op_type)) != 0) continue;
-                c->attr_err[0] = '\0';
-                mg_status s = o->fn(c, n);
-                /* a bad attribute is the first thing wrong with the node,
-                 * whatever the converter made of the default it got */
-                if (c->attr_err[0]) return BAD_ATTR("%s", c->attr_err);
-                return s;
-            }
+        for (size_t k = 0; k < N_CONVERTERS; k++) {
+            if (strcmp(converters[k].op_type, S(n->op_type)) != 0) continue;
+            c->attr_err[0] = '\0';
+            mg_status s = converters[k].fn(c, n);
+            /* a bad attribute is the first thing wrong with the node,
+             * whatever the converter made of the default it got */
+            if (c->attr_err[0]) return BAD_ATTR("%s", c->attr_err);
+            return s;
+        }
     }
     return mgi_onnx_node_error(c, MG_ERR_UNSUPPORTED, "unsupported op");
 }

@@ -1,7 +1,7 @@
 /*
  * onnx_ops.h - private to the ONNX converter files (onnx_ops*.c): the
  * helpers they share (onnx_ops_common.c, onnx_ops_fold.c), the error
- * macros, and each family's list of the ops it converts.
+ * macros, and the converters' declarations (from src/frontends/op_map.def).
  *
  * Constants are kept as doubles or int64s; a constant that a tensor op reads
  * becomes a tensor through mgi_onnx_tensor (a fill if uniform, otherwise an
@@ -25,17 +25,17 @@ typedef Onnx__NodeProto node_t;
         if (s_) return s_;                                                     \
     } while (0)
 
-/* A converter: builder calls (or folding) for node n's outputs. */
+/* A converter: builder calls (or folding) for node n's outputs. One per
+ * MG_ONNX_OP row of src/frontends/op_map.def, which declares them here and
+ * is the importer's dispatch list (onnx_ops.c). A converter defined without
+ * its row has no prototype, which -Wmissing-prototypes reports below. */
 typedef mg_status (*mgi_onnx_convert_fn)(mgi_octx *c, const node_t *n);
-typedef struct mgi_onnx_op {
-    const char *op_type;
-    mgi_onnx_convert_fn fn;
-} mgi_onnx_op;
-
-/* Each family's ops, ending with {NULL, NULL}. */
-extern const mgi_onnx_op mgi_onnx_ops_const[], mgi_onnx_ops_shape[],
-    mgi_onnx_ops_slice[], mgi_onnx_ops_elementwise[], mgi_onnx_ops_matmul[],
-    mgi_onnx_ops_conv[], mgi_onnx_ops_norm[];
+#define MG_ONNX_OP(type, fn, mg_ops, torch)                                    \
+    mg_status fn(mgi_octx *c, const node_t *n);
+#include "frontends/op_map.def"
+#if defined(__GNUC__)
+#pragma GCC diagnostic warning "-Wmissing-prototypes"
+#endif
 
 /* ---- onnx_ops_common.c: inputs and outputs ------------------------------- */
 

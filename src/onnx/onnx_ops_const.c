@@ -7,7 +7,7 @@
 
 #include "onnx_ops.h"
 
-static mg_status op_constant(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_constant(mgi_octx *c, const node_t *n) {
     const Onnx__AttributeProto *a;
     mgi_oconst *k = NULL;
     if ((a = mgi_onnx_attr(c, n, "value", AT(TENSOR)))) {
@@ -37,7 +37,7 @@ static mg_status op_constant(mgi_octx *c, const node_t *n) {
     return mgi_onnx_out_const(c, n, 0, k);
 }
 
-static mg_status op_constant_of_shape(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_constant_of_shape(mgi_octx *c, const node_t *n) {
     int64_t shape[MG_MAX_DIMS];
     int nd = mgi_onnx_const_ints(c, n, 0, shape, MG_MAX_DIMS);
     if (nd < 0)
@@ -72,7 +72,7 @@ static int64_t ival(const mgi_oconst *k, int64_t e) {
     return k->i ? k->i[e] : mgi_onnx_d2i(k->f[e]);
 }
 
-static mg_status op_range(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_range(mgi_octx *c, const node_t *n) {
     mgi_oconst *s = mgi_onnx_in_const(c, n, 0), *l = mgi_onnx_in_const(c, n, 1),
                *d = mgi_onnx_in_const(c, n, 2);
     if (!s || !l || !d || s->n != 1 || l->n != 1 || d->n != 1)
@@ -130,7 +130,7 @@ static mg_status cast_target(mgi_octx *c, const node_t *n, int64_t *to) {
     }
 }
 
-static mg_status op_cast(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_cast(mgi_octx *c, const node_t *n) {
     int64_t to = 0;
     TRY(cast_target(c, n, &to));
     mgi_oval *v = mgi_onnx_in(c, n, 0);
@@ -166,9 +166,3 @@ static mg_status op_cast(mgi_octx *c, const node_t *n) {
 }
 
 /* The ONNX ops this file converts (onnx_ops.c looks them up). */
-const mgi_onnx_op mgi_onnx_ops_const[] = {
-    {"Cast", op_cast},
-    {"Constant", op_constant},
-    {"ConstantOfShape", op_constant_of_shape},
-    {"Range", op_range},
-    {NULL, NULL}};

@@ -52,7 +52,7 @@ static mg_status hw_attrs(mgi_octx *c, const node_t *n, const char *name,
     return MG_OK;
 }
 
-static mg_status op_conv(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_conv(mgi_octx *c, const node_t *n) {
     mg_tensor x = mgi_onnx_float_in(c, n, 0), w = mgi_onnx_float_in(c, n, 1);
     if (x == MG_NO_TENSOR || w == MG_NO_TENSOR) return mg_last_status();
     int64_t xs[MG_MAX_DIMS], ws[MG_MAX_DIMS];
@@ -127,14 +127,14 @@ static mg_status op_pool(mgi_octx *c, const node_t *n, bool is_max) {
     return mgi_onnx_out(c, n, 0, y);
 }
 
-static mg_status op_maxpool(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_maxpool(mgi_octx *c, const node_t *n) {
     return op_pool(c, n, true);
 }
-static mg_status op_avgpool(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_avgpool(mgi_octx *c, const node_t *n) {
     return op_pool(c, n, false);
 }
 
-static mg_status op_global_avgpool(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_global_avgpool(mgi_octx *c, const node_t *n) {
     mg_tensor x = mgi_onnx_float_in(c, n, 0);
     if (x == MG_NO_TENSOR) return mg_last_status();
     int64_t xs[MG_MAX_DIMS];
@@ -147,7 +147,7 @@ static mg_status op_global_avgpool(mgi_octx *c, const node_t *n) {
 
 /* Nearest upsampling by integer factors: [N,C,H,W] -> [N,C,H,1,W,1] ->
  * broadcast [N,C,H,sh,W,sw] -> [N,C,H sh,W sw]. */
-static mg_status op_resize(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_resize(mgi_octx *c, const node_t *n) {
     char mode[32];
     mgi_onnx_attr_s(c, n, "mode", "nearest", mode, sizeof mode);
     if (strcmp(mode, "nearest") != 0)
@@ -211,11 +211,3 @@ static mg_status op_resize(mgi_octx *c, const node_t *n) {
 }
 
 /* The ONNX ops this file converts (onnx_ops.c looks them up). */
-const mgi_onnx_op mgi_onnx_ops_conv[] = {
-    {"AveragePool", op_avgpool},
-    {"Conv", op_conv},
-    {"GlobalAveragePool", op_global_avgpool},
-    {"MaxPool", op_maxpool},
-    {"Resize", op_resize},
-    {"Upsample", op_resize},
-    {NULL, NULL}};

@@ -48,41 +48,41 @@ static mg_status binary(mgi_octx *c, const node_t *n, fold_op op) {
     return mgi_onnx_out(c, n, 0, y);
 }
 
-static mg_status op_add(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_add(mgi_octx *c, const node_t *n) {
     return binary(c, n, F_ADD);
 }
-static mg_status op_sub(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_sub(mgi_octx *c, const node_t *n) {
     return binary(c, n, F_SUB);
 }
-static mg_status op_mul(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_mul(mgi_octx *c, const node_t *n) {
     return binary(c, n, F_MUL);
 }
-static mg_status op_div(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_div(mgi_octx *c, const node_t *n) {
     return binary(c, n, F_DIV);
 }
-static mg_status op_equal(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_equal(mgi_octx *c, const node_t *n) {
     return binary(c, n, F_EQ);
 }
-static mg_status op_less(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_less(mgi_octx *c, const node_t *n) {
     return binary(c, n, F_LT);
 }
-static mg_status op_greater(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_greater(mgi_octx *c, const node_t *n) {
     return binary(c, n, F_GT);
 }
-static mg_status op_min(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_min(mgi_octx *c, const node_t *n) {
     return binary(c, n, F_MIN);
 }
-static mg_status op_max(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_max(mgi_octx *c, const node_t *n) {
     return binary(c, n, F_MAX);
 }
-static mg_status op_and(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_and(mgi_octx *c, const node_t *n) {
     return binary(c, n, F_AND);
 }
-static mg_status op_or(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_or(mgi_octx *c, const node_t *n) {
     return binary(c, n, F_OR);
 }
 
-static mg_status op_where(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_where(mgi_octx *c, const node_t *n) {
     if (n->n_input != 3) return BAD_ATTR("needs 3 inputs");
     if (all_inputs_const(c, n)) return mgi_onnx_fold_where(c, n);
     /* X m + Y (1 - m) with m the condition's 0/1 values: folded into
@@ -161,7 +161,7 @@ static mg_status op_where(mgi_octx *c, const node_t *n) {
     return mgi_onnx_out(c, n, 0, mg_add(c->g, part[0], part[1]));
 }
 
-static mg_status op_pow(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_pow(mgi_octx *c, const node_t *n) {
     if (n->n_input != 2) return BAD_ATTR("needs 2 inputs");
     if (all_inputs_const(c, n)) return mgi_onnx_fold_binary(c, n, F_POW);
     const mgi_oconst *e = mgi_onnx_slot_const(c, n, 1);
@@ -205,50 +205,50 @@ static mg_status fold_unary(mgi_octx *c, const node_t *n, double (*f)(double)) {
 static double d_neg(double x) { return -x; }
 static double d_not(double x) { return x == 0; }
 
-static mg_status op_relu(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_relu(mgi_octx *c, const node_t *n) {
     return unary(c, n, mg_relu);
 }
-static mg_status op_sigmoid(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_sigmoid(mgi_octx *c, const node_t *n) {
     return unary(c, n, mg_sigmoid);
 }
-static mg_status op_tanh(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_tanh(mgi_octx *c, const node_t *n) {
     return unary(c, n, mg_tanh);
 }
-static mg_status op_exp(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_exp(mgi_octx *c, const node_t *n) {
     return unary(c, n, mg_exp);
 }
-static mg_status op_erf(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_erf(mgi_octx *c, const node_t *n) {
     return all_inputs_const(c, n) ? fold_unary(c, n, erf) : unary(c, n, mg_erf);
 }
-static mg_status op_log(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_log(mgi_octx *c, const node_t *n) {
     return unary(c, n, mg_log);
 }
-static mg_status op_sqrt(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_sqrt(mgi_octx *c, const node_t *n) {
     return all_inputs_const(c, n) ? fold_unary(c, n, sqrt)
                                   : unary(c, n, mg_sqrt);
 }
-static mg_status op_neg(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_neg(mgi_octx *c, const node_t *n) {
     return all_inputs_const(c, n) ? fold_unary(c, n, d_neg)
                                   : unary(c, n, mg_neg);
 }
-static mg_status op_floor(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_floor(mgi_octx *c, const node_t *n) {
     return all_inputs_const(c, n)
                ? fold_unary(c, n, floor)
                : UNSUP("Floor on tensors (only on constants)");
 }
-static mg_status op_ceil(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_ceil(mgi_octx *c, const node_t *n) {
     return all_inputs_const(c, n)
                ? fold_unary(c, n, ceil)
                : UNSUP("Ceil on tensors (only on constants)");
 }
-static mg_status op_not(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_not(mgi_octx *c, const node_t *n) {
     if (all_inputs_const(c, n)) return fold_unary(c, n, d_not);
     mg_tensor x = mgi_onnx_float_in(c, n, 0);
     return x == MG_NO_TENSOR ? mg_last_status()
                              : mgi_onnx_out(c, n, 0, mgi_onnx_one_minus(c, x));
 }
 
-static mg_status op_leaky_relu(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_leaky_relu(mgi_octx *c, const node_t *n) {
     mg_tensor x = mgi_onnx_float_in(c, n, 0);
     if (x == MG_NO_TENSOR) return mg_last_status();
     return mgi_onnx_out(
@@ -257,7 +257,7 @@ static mg_status op_leaky_relu(mgi_octx *c, const node_t *n) {
 
 /* lo + relu(x - lo) - relu(x - hi), with the terms of a missing bound left
  * out: ReLU6 is relu(x) - relu(x - 6). */
-static mg_status op_clip(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_clip(mgi_octx *c, const node_t *n) {
     double lo = -INFINITY, hi = INFINITY;
     if (c->opset < 11) {
         lo = mgi_onnx_attr_f(c, n, "min", lo);
@@ -290,7 +290,7 @@ static mg_status op_clip(mgi_octx *c, const node_t *n) {
 
 /* Gelu (opset 20): the tanh form is mg_gelu; the exact one
  * 0.5 x (1 + erf(x / sqrt 2)), as torch exports it before opset 20. */
-static mg_status op_gelu(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_gelu(mgi_octx *c, const node_t *n) {
     char ap[16];
     mgi_onnx_attr_s(c, n, "approximate", "none", ap, sizeof ap);
     if (strcmp(ap, "tanh") == 0) return unary(c, n, mg_gelu);
@@ -305,14 +305,3 @@ static mg_status op_gelu(mgi_octx *c, const node_t *n) {
 }
 
 /* The ONNX ops this file converts (onnx_ops.c looks them up). */
-const mgi_onnx_op mgi_onnx_ops_elementwise[] = {
-    {"Add", op_add},   {"And", op_and},         {"Ceil", op_ceil},
-    {"Clip", op_clip}, {"Div", op_div},         {"Equal", op_equal},
-    {"Erf", op_erf},   {"Exp", op_exp},         {"Floor", op_floor},
-    {"Gelu", op_gelu}, {"Greater", op_greater}, {"LeakyRelu", op_leaky_relu},
-    {"Less", op_less}, {"Log", op_log},         {"Max", op_max},
-    {"Min", op_min},   {"Mul", op_mul},         {"Neg", op_neg},
-    {"Not", op_not},   {"Or", op_or},           {"Pow", op_pow},
-    {"Relu", op_relu}, {"Sigmoid", op_sigmoid}, {"Sqrt", op_sqrt},
-    {"Sub", op_sub},   {"Tanh", op_tanh},       {"Where", op_where},
-    {NULL, NULL}};

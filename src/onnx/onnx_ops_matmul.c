@@ -226,7 +226,7 @@ static mg_tensor try_attention(mgi_octx *c, const node_t *n, bool *matched) {
     return mg_attention_ex(c->g, q, k, v, m, &o);
 }
 
-static mg_status op_matmul(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_matmul(mgi_octx *c, const node_t *n) {
     bool matched;
     mg_tensor att = try_attention(c, n, &matched);
     if (matched) return mgi_onnx_out(c, n, 0, att);
@@ -254,7 +254,7 @@ static mg_status op_matmul(mgi_octx *c, const node_t *n) {
     return mgi_onnx_out(c, n, 0, mg_matmul(c->g, a, b, 0, 0));
 }
 
-static mg_status op_gemm(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_gemm(mgi_octx *c, const node_t *n) {
     mg_tensor a = mgi_onnx_float_in(c, n, 0), b = mgi_onnx_float_in(c, n, 1);
     if (a == MG_NO_TENSOR || b == MG_NO_TENSOR) return mg_last_status();
     double alpha = mgi_onnx_attr_f(c, n, "alpha", 1.0),
@@ -273,5 +273,3 @@ static mg_status op_gemm(mgi_octx *c, const node_t *n) {
 }
 
 /* The ONNX ops this file converts (onnx_ops.c looks them up). */
-const mgi_onnx_op mgi_onnx_ops_matmul[] = {
-    {"Gemm", op_gemm}, {"MatMul", op_matmul}, {NULL, NULL}};

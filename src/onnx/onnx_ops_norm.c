@@ -7,7 +7,7 @@
 
 #include "onnx_ops.h"
 
-static mg_status op_batchnorm(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_batchnorm(mgi_octx *c, const node_t *n) {
     mg_tensor x = mgi_onnx_float_in(c, n, 0), sc = mgi_onnx_float_in(c, n, 1),
               b = mgi_onnx_float_in(c, n, 2);
     if (x == MG_NO_TENSOR || sc == MG_NO_TENSOR || b == MG_NO_TENSOR)
@@ -40,7 +40,7 @@ static mg_status op_batchnorm(mgi_octx *c, const node_t *n) {
     return mgi_onnx_out(c, n, 0, y);
 }
 
-static mg_status op_layernorm(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_layernorm(mgi_octx *c, const node_t *n) {
     mg_tensor x = mgi_onnx_float_in(c, n, 0), sc = mgi_onnx_float_in(c, n, 1);
     if (x == MG_NO_TENSOR || sc == MG_NO_TENSOR) return mg_last_status();
     for (size_t k = 1; k < n->n_output; k++)
@@ -84,14 +84,14 @@ static mg_status softmax_like(mgi_octx *c, const node_t *n, bool log) {
                             : mg_softmax(g, x, (int)axis));
 }
 
-static mg_status op_softmax(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_softmax(mgi_octx *c, const node_t *n) {
     return softmax_like(c, n, false);
 }
-static mg_status op_log_softmax(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_log_softmax(mgi_octx *c, const node_t *n) {
     return softmax_like(c, n, true);
 }
 
-static mg_status op_dropout(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_dropout(mgi_octx *c, const node_t *n) {
     mg_tensor x = mgi_onnx_float_in(c, n, 0);
     if (x == MG_NO_TENSOR) return mg_last_status();
     if (n->n_output > 1 && mgi_onnx_is_read(c, n->output[1]))
@@ -129,19 +129,11 @@ static mg_status reduce(mgi_octx *c, const node_t *n, bool mean) {
                              : mg_sum(c->g, x, na, axes, keep));
 }
 
-static mg_status op_reduce_mean(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_reduce_mean(mgi_octx *c, const node_t *n) {
     return reduce(c, n, true);
 }
-static mg_status op_reduce_sum(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_reduce_sum(mgi_octx *c, const node_t *n) {
     return reduce(c, n, false);
 }
 
 /* The ONNX ops this file converts (onnx_ops.c looks them up). */
-const mgi_onnx_op mgi_onnx_ops_norm[] = {{"BatchNormalization", op_batchnorm},
-                                         {"Dropout", op_dropout},
-                                         {"LayerNormalization", op_layernorm},
-                                         {"LogSoftmax", op_log_softmax},
-                                         {"ReduceMean", op_reduce_mean},
-                                         {"ReduceSum", op_reduce_sum},
-                                         {"Softmax", op_softmax},
-                                         {NULL, NULL}};

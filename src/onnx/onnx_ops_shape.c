@@ -7,7 +7,7 @@
 
 #include "onnx_ops.h"
 
-static mg_status op_shape(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_shape(mgi_octx *c, const node_t *n) {
     int64_t shape[MG_MAX_DIMS];
     int nd = mgi_onnx_in_shape(c, n, 0, shape);
     if (nd < 0) return BAD_ATTR("input 0 is missing");
@@ -81,7 +81,7 @@ static mg_status reshape_to(mgi_octx *c, const node_t *n, int nd_out,
         c, n, 0, mg_reshape(c->g, mgi_onnx_as_float(c, v->t), nd_out, out));
 }
 
-static mg_status op_reshape(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_reshape(mgi_octx *c, const node_t *n) {
     int64_t shape[MG_MAX_DIMS], out[MG_MAX_DIMS];
     int nd = mgi_onnx_in_shape(c, n, 0, shape), nd_out = 0;
     if (nd < 0) return BAD_ATTR("input 0 is missing");
@@ -97,7 +97,7 @@ static int axes_of(mgi_octx *c, const node_t *n, int64_t *axes, int max) {
     return na;
 }
 
-static mg_status op_unsqueeze(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_unsqueeze(mgi_octx *c, const node_t *n) {
     int64_t shape[MG_MAX_DIMS], axes[MG_MAX_DIMS], out[MG_MAX_DIMS];
     int nd = mgi_onnx_in_shape(c, n, 0, shape);
     int na = axes_of(c, n, axes, MG_MAX_DIMS);
@@ -115,7 +115,7 @@ static mg_status op_unsqueeze(mgi_octx *c, const node_t *n) {
     return reshape_to(c, n, no, out);
 }
 
-static mg_status op_squeeze(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_squeeze(mgi_octx *c, const node_t *n) {
     int64_t shape[MG_MAX_DIMS], axes[MG_MAX_DIMS], out[MG_MAX_DIMS];
     int nd = mgi_onnx_in_shape(c, n, 0, shape);
     int na = axes_of(c, n, axes, MG_MAX_DIMS);
@@ -137,7 +137,7 @@ static mg_status op_squeeze(mgi_octx *c, const node_t *n) {
     return reshape_to(c, n, no, out);
 }
 
-static mg_status op_flatten(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_flatten(mgi_octx *c, const node_t *n) {
     int64_t shape[MG_MAX_DIMS], out[2] = {1, 1};
     int nd = mgi_onnx_in_shape(c, n, 0, shape);
     int64_t axis = mgi_onnx_attr_i(c, n, "axis", 1);
@@ -147,14 +147,14 @@ static mg_status op_flatten(mgi_octx *c, const node_t *n) {
     return reshape_to(c, n, 2, out);
 }
 
-static mg_status op_identity(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_identity(mgi_octx *c, const node_t *n) {
     mgi_oval *v = mgi_onnx_in(c, n, 0);
     if (!v) return BAD_ATTR("input 0 is missing");
     if (v->c) return mgi_onnx_out_const(c, n, 0, v->c);
     return mgi_onnx_out(c, n, 0, v->t);
 }
 
-static mg_status op_transpose(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_transpose(mgi_octx *c, const node_t *n) {
     int64_t shape[MG_MAX_DIMS], perm64[MG_MAX_DIMS];
     int nd = mgi_onnx_in_shape(c, n, 0, shape);
     if (nd < 0) return BAD_ATTR("input 0 is missing");
@@ -202,7 +202,7 @@ static mg_status op_transpose(mgi_octx *c, const node_t *n) {
                         mg_permute(c->g, mgi_onnx_as_float(c, v->t), perm));
 }
 
-static mg_status op_expand(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_expand(mgi_octx *c, const node_t *n) {
     int64_t shape[MG_MAX_DIMS], tgt[MG_MAX_DIMS], out[MG_MAX_DIMS];
     int nd = mgi_onnx_in_shape(c, n, 0, shape);
     int nt = mgi_onnx_const_ints(c, n, 1, tgt, MG_MAX_DIMS);
@@ -232,12 +232,3 @@ static mg_status op_expand(mgi_octx *c, const node_t *n) {
 }
 
 /* The ONNX ops this file converts (onnx_ops.c looks them up). */
-const mgi_onnx_op mgi_onnx_ops_shape[] = {{"Expand", op_expand},
-                                          {"Flatten", op_flatten},
-                                          {"Identity", op_identity},
-                                          {"Reshape", op_reshape},
-                                          {"Shape", op_shape},
-                                          {"Squeeze", op_squeeze},
-                                          {"Transpose", op_transpose},
-                                          {"Unsqueeze", op_unsqueeze},
-                                          {NULL, NULL}};

@@ -8,7 +8,7 @@
 
 #include "onnx_ops.h"
 
-static mg_status op_concat(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_concat(mgi_octx *c, const node_t *n) {
     if (n->n_input < 1 || n->n_input > 4096)
         return BAD_ATTR("needs 1 to 4096 inputs");
     /* required since opset 4 (the default 1 before is of opsets refused) */
@@ -84,7 +84,7 @@ static mg_status op_concat(mgi_octx *c, const node_t *n) {
     return mgi_onnx_out(c, n, 0, y);
 }
 
-static mg_status op_gather(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_gather(mgi_octx *c, const node_t *n) {
     mgi_oval *dv = mgi_onnx_in(c, n, 0), *iv = mgi_onnx_in(c, n, 1);
     if (!dv || !iv) return BAD_ATTR("needs data and indices");
     int64_t axis = mgi_onnx_attr_i(c, n, "axis", 0);
@@ -174,7 +174,7 @@ static mg_status op_gather(mgi_octx *c, const node_t *n) {
     return mgi_onnx_out(c, n, 0, y);
 }
 
-static mg_status op_slice(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_slice(mgi_octx *c, const node_t *n) {
     int64_t shape[MG_MAX_DIMS];
     int nd = mgi_onnx_in_shape(c, n, 0, shape);
     if (nd < 0) return BAD_ATTR("input 0 is missing");
@@ -241,7 +241,7 @@ static mg_status op_slice(mgi_octx *c, const node_t *n) {
     return mgi_onnx_out(c, n, 0, y);
 }
 
-static mg_status op_split(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_split(mgi_octx *c, const node_t *n) {
     int64_t shape[MG_MAX_DIMS], sizes[64];
     int nd = mgi_onnx_in_shape(c, n, 0, shape);
     int64_t axis = mgi_onnx_attr_i(c, n, "axis", 0);
@@ -277,7 +277,7 @@ static mg_status op_split(mgi_octx *c, const node_t *n) {
     return MG_OK;
 }
 
-static mg_status op_pad(mgi_octx *c, const node_t *n) {
+mg_status mgi_onnx_op_pad(mgi_octx *c, const node_t *n) {
     char mode[32];
     mgi_onnx_attr_s(c, n, "mode", "constant", mode, sizeof mode);
     if (strcmp(mode, "constant") != 0)
@@ -315,6 +315,3 @@ static mg_status op_pad(mgi_octx *c, const node_t *n) {
 }
 
 /* The ONNX ops this file converts (onnx_ops.c looks them up). */
-const mgi_onnx_op mgi_onnx_ops_slice[] = {
-    {"Concat", op_concat}, {"Gather", op_gather}, {"Pad", op_pad},
-    {"Slice", op_slice},   {"Split", op_split},   {NULL, NULL}};
