@@ -297,10 +297,69 @@ START_TEST(test_misuse) {
 }
 END_TEST
 
+/* A gradient that is the seed itself (y = tanh(x) + p: dL/dp is dL/dy; y =
+ * x + p: every gradient is) is bound when backward runs: the forward phase
+ * runs without the seed, and the phases give the one-call run's bits, the
+ * seed's own for that gradient. A plan with no backward step is phased
+ * too, for such a gradient. */
+START_TEST(test_seed_gradient) {
+    for (int with_tanh = 1; with_tanh >= 0; with_tanh--) {
+        mg_graph *g = mg_graph_new();
+        mg_tensor x = mg_input(g, "x", MG_F32, 2, S(N, OUT));
+        mg_tensor gy = mg_input(g, "gy", MG_F32, 2, S(N, OUT));
+        mg_tensor p = mg_param(g, "p", MG_F32, 2, S(N, OUT));
+        mg_tensor y = mg_add(g, with_tanh ? mg_tanh(g, x) : x, p);
+        TH_OK_T("y", y);
+        mg_tensor xs[2] = {x, p}, gs[2];
+        mg_checkpoints ck = {.policy = MG_CKPT_NONE};
+        ck_assert_msg(mg_gradients(g, &y, 1, &gy, xs, 2, &ck, gs) == MG_OK,
+                      "%s", mg_last_error());
+        mg_tensor outs[3] = {y, gs[0], gs[1]};
+        mg_plan *plan = NULL;
+        ck_assert_msg(mg_plan_compile(g, outs, 3, NULL, &plan) == MG_OK, "%s",
+                      mg_last_error());
+        float xv[N * OUT], gyv[N * OUT], pv[N * OUT], one[2][N * OUT];
+        th_rng r;
+        th_rng_init(&r, 21);
+        th_fill_f32(&r, xv, N * OUT, -1, 1, 0);
+        th_fill_f32(&r, gyv, N * OUT, -1, 1, 0);
+        th_fill_f32(&r, pv, N * OUT, -1, 1, 0);
+        mg_binding fwd[2] = {{x, xv}, {p, pv}};
+        mg_binding all[3] = {{x, xv}, {p, pv}, {gy, gyv}};
+        mg_exec *ex = NULL;
+        ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
+        const void *d;
+        ck_assert_msg(mg_exec_run(ex, plan, all, 3, 1) == MG_OK, "%s",
+                      mg_last_error());
+        for (int i = 0; i < 2; i++) {
+            ck_assert(mg_exec_tensor_data(ex, gs[i], &d) == MG_OK);
+            memcpy(one[i], d, sizeof one[i]);
+        }
+        ck_assert_msg(!memcmp(one[1], gyv, sizeof gyv),
+                      "dL/dp is not the seed");
+        mg_saved *sv = NULL;
+        ck_assert_msg(mg_exec_forward(ex, plan, fwd, 2, 1, &sv) == MG_OK,
+                      "with_tanh %d: %s", with_tanh, mg_last_error());
+        ck_assert_msg(mg_exec_backward(ex, plan, sv, all, 3) == MG_OK,
+                      "with_tanh %d: %s", with_tanh, mg_last_error());
+        for (int i = 0; i < 2; i++) {
+            ck_assert_msg(mg_exec_tensor_data(ex, gs[i], &d) == MG_OK, "%s",
+                          mg_last_error());
+            ck_assert_msg(!memcmp(one[i], d, sizeof one[i]),
+                          "with_tanh %d: gradient %d differs", with_tanh, i);
+        }
+        mg_saved_free(sv);
+        mg_exec_free(ex);
+        mg_plan_free(plan);
+        mg_graph_free(g);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("split");
     th_add_tcase(s, "split", 120,
                  TH_TESTS(test_split_equals_one_call, test_two_outstanding,
-                          test_phase_peaks, test_misuse));
+                          test_phase_peaks, test_misuse, test_seed_gradient));
     return th_run_suite(s);
 }

@@ -2231,7 +2231,9 @@ class _Function(torch.autograd.Function):
         n_in = len(cap.inputs)
         in_place, acc = set(), []
         for i, (p, gt) in enumerate(zip(cap.params, cap.grads[n_in:])):
-            if not ctx.needs_input_grad[2 + n_in + i]:
+            # a gradient that is the seed itself (y = f(x) + b) is
+            # grad_output, which AccumulateGrad takes as torch would
+            if not ctx.needs_input_grad[2 + n_in + i] or gt == cap.seed:
                 continue
             if p.grad is None:
                 feeds[gt] = torch.empty(p.shape, dtype=p.dtype,

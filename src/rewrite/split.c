@@ -120,8 +120,27 @@ mg_status mgi_plan_split(mg_plan *p) {
         if (bwd[t]) n_bwd++;
         else if (n_bwd) prefix = false;
     }
-    if (n_bwd == 0) {
+    /* A kept leaf that no forward step reads is bound when backward runs:
+     * a gradient that is the seed itself (y = f(x) + b: dL/db is dL/dy),
+     * which the caller has only then. It goes to the backward phase, and a
+     * plan with one is phased even when it has no backward step (y = x +
+     * b), so that mg_exec_forward and mg_exec_backward still serve it. */
+    uint8_t *fwd_read = calloc(sz, 1);
+    if (!fwd_read) {
         free(bwd);
+        return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
+                                          "the forward and backward phases");
+    }
+    for (int32_t i = 0; i < p->n_steps; i++)
+        if (!bwd[p->steps[i]])
+            for (int k = 0; k < p->step[i].n_in; k++)
+                fwd_read[p->step[i].in[k]] = 1;
+    int32_t n_late = 0;
+    for (int32_t k = 0; k < p->n_kept; k++)
+        if (p->tensor[p->kept[k]].leaf && !fwd_read[p->kept[k]]) n_late++;
+    if (n_bwd == 0 && n_late == 0) {
+        free(bwd);
+        free(fwd_read);
         return MG_OK;
     }
     const int32_t n_fwd = p->n_steps - n_bwd;
@@ -140,8 +159,8 @@ mg_status mgi_plan_split(mg_plan *p) {
     } else if (f && b) {
         f->steps = malloc((size_t)(n_fwd ? n_fwd : 1) * sizeof *f->steps);
         f->step = malloc((size_t)(n_fwd ? n_fwd : 1) * sizeof *f->step);
-        b->steps = malloc((size_t)n_bwd * sizeof *b->steps);
-        b->step = malloc((size_t)n_bwd * sizeof *b->step);
+        b->steps = malloc((size_t)(n_bwd ? n_bwd : 1) * sizeof *b->steps);
+        b->step = malloc((size_t)(n_bwd ? n_bwd : 1) * sizeof *b->step);
     }
     if (!f || !b || !last || !fill || !saved || !f->steps || !f->step ||
         !b->steps || !b->step) {
@@ -180,8 +199,13 @@ mg_status mgi_plan_split(mg_plan *p) {
         }
     for (int32_t k = 0; k < p->n_kept; k++) {
         mg_tensor t = p->kept[k];
-        if (p->tensor[t].leaf) f->role[t] |= MG_ROLE_LEAF;
-        add_kept(p->tensor[t].leaf || !bwd[t] ? f : b, t);
+        if (p->tensor[t].leaf) {
+            mg_plan *q = fwd_read[t] ? f : b;
+            q->role[t] |= MG_ROLE_LEAF;
+            add_kept(q, t);
+        } else {
+            add_kept(!bwd[t] ? f : b, t);
+        }
     }
     for (int32_t t = 0; t < p->n_tensors; t++) {
         if (!saved[t]) continue;
@@ -202,6 +226,7 @@ done:
     phase_free(f, p);
     phase_free(b, p);
     free(bwd);
+    free(fwd_read);
     free(last);
     free(fill);
     free(saved);
