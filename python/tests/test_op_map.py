@@ -168,6 +168,8 @@ EXAMPLES = {
     "Concat": (fn(lambda s, x: torch.cat([x, x], 1)), (2, 3), "any"),
     "Split": (fn(lambda s, x: x.split(2, 1)[1]), (2, 5), "any"),
     "Slice": (fn(lambda s, x: x[:, 1:3]), (2, 5), "any"),
+    "HardSigmoid": (nn.Hardsigmoid, (2, 5), "any"),
+    "HardSwish": (nn.Hardswish, (2, 5), "any"),
 }
 # rows whose example torch.onnx.export (torch 1.13, opset 17) writes as
 # other ops: the importer's side is a one-node model of the row's op
@@ -339,8 +341,6 @@ ALSO = {"SwinWindowAttention": ("LayerNormalization", "Gemm")}
 TORCH_EXAMPLES = {
     "Rsqrt": (fn(lambda s, x: torch.rsqrt(x)), (2, 3), "pos", False),
     "SiLU": (nn.SiLU, (2, 3), "any", False),
-    "HardSigmoid": (nn.Hardsigmoid, (2, 5), "any", False),
-    "HardSwish": (nn.Hardswish, (2, 5), "any", False),
     "StochasticDepth": (
         lambda: __import__("torchvision").ops.StochasticDepth(0.5, "row"),
         (4, 3), "any", True),
@@ -517,3 +517,23 @@ def test_supported_ops_page_is_up_to_date():
             assert "`%s`" % n in text, n
         if r.onnx:
             assert "`%s`" % r.onnx in text, r.onnx
+
+
+def test_hardsigmoid_other_alpha_and_bad_attributes():
+    """ONNX HardSigmoid with its own defaults (alpha 0.2, beta 0.5), which
+    torch.onnx.export never writes, is clip(alpha x + beta, 0, 1); a
+    non-finite alpha is refused with the node named."""
+    try:
+        memgrad._lib.onnx()
+    except ImportError as e:
+        pytest.skip("no libmemgrad_onnx: %s" % e)
+    x = torch.linspace(-4, 4, 10).reshape(2, 5)
+    for attrs, want in (({}, (0.2 * x + 0.5).clamp(0, 1)),
+                        ({"alpha": 0.5, "beta": 0.25},
+                         (0.5 * x + 0.25).clamp(0, 1))):
+        om = memgrad.onnx_import(one_node_model("HardSigmoid", attrs,
+                                                [2, 5], 17))
+        close(run_onnx(om, x), want)
+    with pytest.raises(memgrad.MemgradError, match="HardSigmoid.*alpha"):
+        memgrad.onnx_import(one_node_model(
+            "HardSigmoid", {"alpha": float("nan")}, [2, 5], 17))

@@ -288,6 +288,43 @@ mg_status mgi_onnx_op_clip(mgi_octx *c, const node_t *n) {
     return mgi_onnx_out(c, n, 0, y);
 }
 
+/* max(0, min(1, alpha x + beta)). torch.onnx.export writes nn.Hardsigmoid
+ * with alpha = 1/6 (as a float) and beta = 1/2: that one is computed as
+ * PyTorch and memgrad.torch do, relu6(x + 3) / 6, and any other as
+ * relu(t) - relu(t - 1). */
+static mg_tensor hardsigmoid(mg_graph *g, mg_tensor x, double alpha,
+                             double beta) {
+    if ((float)alpha == (float)(1.0 / 6.0) && beta == 0.5) {
+        mg_tensor t = mg_add(g, x, mg_fill(g, MG_F32, 0, NULL, 3.0));
+        mg_tensor r6 =
+            mg_sub(g, mg_relu(g, t),
+                   mg_relu(g, mg_add(g, t, mg_fill(g, MG_F32, 0, NULL, -6.0))));
+        return mg_scale(g, r6, 1.0 / 6.0);
+    }
+    mg_tensor t =
+        mg_add(g, mg_scale(g, x, alpha), mg_fill(g, MG_F32, 0, NULL, beta));
+    return mg_sub(g, mg_relu(g, t),
+                  mg_relu(g, mg_add(g, t, mg_fill(g, MG_F32, 0, NULL, -1.0))));
+}
+
+mg_status mgi_onnx_op_hardsigmoid(mgi_octx *c, const node_t *n) {
+    double alpha = mgi_onnx_attr_f(c, n, "alpha", 0.2);
+    double beta = mgi_onnx_attr_f(c, n, "beta", 0.5);
+    if (!isfinite(alpha) || !isfinite(beta))
+        return BAD_ATTR("alpha %g and beta %g must be finite", alpha, beta);
+    mg_tensor x = mgi_onnx_float_in(c, n, 0);
+    if (x == MG_NO_TENSOR) return mg_last_status();
+    return mgi_onnx_out(c, n, 0, hardsigmoid(c->g, x, alpha, beta));
+}
+
+/* x HardSigmoid(x) with alpha 1/6, beta 1/2 (opset 14) */
+mg_status mgi_onnx_op_hardswish(mgi_octx *c, const node_t *n) {
+    mg_tensor x = mgi_onnx_float_in(c, n, 0);
+    if (x == MG_NO_TENSOR) return mg_last_status();
+    return mgi_onnx_out(c, n, 0,
+                        mg_mul(c->g, x, hardsigmoid(c->g, x, 1.0 / 6.0, 0.5)));
+}
+
 /* Gelu (opset 20): the tanh form is mg_gelu; the exact one
  * 0.5 x (1 + erf(x / sqrt 2)), as torch exports it before opset 20. */
 mg_status mgi_onnx_op_gelu(mgi_octx *c, const node_t *n) {
