@@ -84,6 +84,7 @@ static void plan_add_kept(mg_plan *p, const mg_tensor *ts, int n) {
 static size_t step_workspace(const mg_graph *g, mg_tensor t) {
     const mg_node *n = &g->nodes[t];
     size_t work = mgi_graph_op_workspace(g, t);
+    if (!mgi_backends_plan_workspace_op(n->op)) return work;
     mg_kargs a = {
         .op = n->op, .attrs = n->attrs, .n_in = n->n_in, .out = {NULL, n->d}};
     for (int k = 0; k < n->n_in; k++)
