@@ -250,7 +250,7 @@ static size_t plan_requests(const mg_plan *p, arena_scratch *sc,
         const mg_tensor t = p->steps[s];
         if (!(p->role[t] & MG_ROLE_KEPT) && last[t] >= 0) {
             sc->rq[n] = (arena_req){
-                mg_pool_size_class(mgi_tdesc_nbytes(&p->tensor[t].d)),
+                mg_pool_size_class(mgi_tdesc_nbytes(mg_plan_desc(p, t))),
                 2 * (int64_t)s, 2 * (int64_t)last[t] + 2};
             sc->from[n] = 2 * s;
             last[t] = -2 - (int32_t)n; /* now: its request, encoded */
@@ -481,7 +481,8 @@ mg_status mg_plan_arena_info(const mg_plan *p, const mg_binding *binds,
         for (int i = 0; i < n_binds && !bound; i++)
             bound = binds[i].tensor == t;
         if (!bound)
-            a.reserved += mg_pool_size_class(mgi_tdesc_nbytes(&p->tensor[t].d));
+            a.reserved +=
+                mg_pool_size_class(mgi_tdesc_nbytes(mg_plan_desc(p, t)));
     }
     *out = a;
     return MG_OK;

@@ -39,15 +39,13 @@ static mg_plan *phase_alloc(const mg_plan *p) {
         mg_plan_free(q);
         return NULL;
     }
-    /* p's, not copies: a saved tensor is a leaf of the backward phase by
+    /* p's, not a copy: a saved tensor is a leaf of the backward phase by
      * its role (schedule.h) */
-    q->tensor = p->tensor;
     q->remap = p->remap;
     return q;
 }
 
 void mgi_phase_unshare(mg_plan *q, const mg_plan *p) {
-    q->tensor = NULL;
     q->remap = NULL;
     if (q->steps && (q->steps == p->steps ||
                      q->steps == p->steps + (p->n_steps - q->n_steps))) {
@@ -170,18 +168,18 @@ mg_status mgi_plan_split(mg_plan *p) {
                     mgi_graph_tensor_label(g, f->steps[i], la, sizeof la));
                 goto done;
             }
-            if (p->tensor[in].leaf) f->role[in] |= MG_ROLE_LEAF;
+            if (mg_plan_leaf(p, in)) f->role[in] |= MG_ROLE_LEAF;
         }
     for (int32_t i = 0; i < b->n_steps; i++)
         for (int k = 0; k < b->step[i].n_in; k++) {
             mg_tensor in = b->step[i].in[k];
-            if (p->tensor[in].leaf) b->role[in] |= MG_ROLE_LEAF;
+            if (mg_plan_leaf(p, in)) b->role[in] |= MG_ROLE_LEAF;
             else if (!bwd[in]) saved[in] = true;
         }
     for (int32_t k = 0; k < p->n_kept; k++) {
         mg_tensor t = p->kept[k];
-        if (p->tensor[t].leaf) f->role[t] |= MG_ROLE_LEAF;
-        add_kept(p->tensor[t].leaf || !bwd[t] ? f : b, t);
+        if (mg_plan_leaf(p, t)) f->role[t] |= MG_ROLE_LEAF;
+        add_kept(mg_plan_leaf(p, t) || !bwd[t] ? f : b, t);
     }
     for (int32_t t = 0; t < p->n_tensors; t++) {
         if (!saved[t]) continue;
@@ -216,12 +214,12 @@ static size_t phase_peak(const mg_plan *q, const bool *bound, size_t base,
     for (int32_t s = 0; s < q->n_steps; s++) {
         mg_tensor t = q->steps[s];
         if (!bound[t])
-            in_use += mg_pool_size_class(mgi_tdesc_nbytes(&q->tensor[t].d));
+            in_use += mg_pool_size_class(mgi_tdesc_nbytes(mg_plan_desc(q, t)));
         size_t work = q->step[s].work ? mg_pool_size_class(q->step[s].work) : 0;
         if (in_use + work > peak) peak = in_use + work;
         for (int32_t r = q->release_start[s]; r < q->release_start[s + 1]; r++)
             in_use -= mg_pool_size_class(
-                mgi_tdesc_nbytes(&q->tensor[q->release[r]].d));
+                mgi_tdesc_nbytes(mg_plan_desc(q, q->release[r])));
     }
     *end = in_use;
     return peak;
