@@ -20,15 +20,17 @@ enum {
 
 /* One step as the executor runs it. */
 typedef struct mg_plan_step {
-    mg_tensor t; /* the tensor the step computes */
-    mg_op op;
-    int n_in;
-    mg_tensor in[MG_MAX_INPUTS]; /* as this plan reads them (remapped) */
     size_t work;                 /* workspace bytes its kernel borrows */
+    mg_tensor t;                 /* the tensor the step computes */
+    mg_tensor in[MG_MAX_INPUTS]; /* as this plan reads them (remapped) */
+    uint16_t op;                 /* an mg_op; 40 bytes a step, not 48 */
+    uint8_t n_in;
     /* Its attributes are its node's (p->g->nodes[t].attrs), read there:
      * a copy here made every step 368 bytes, and paging in a 10^6-op
      * plan's records cost more than computing them (issue 32). */
 } mg_plan_step;
+_Static_assert(MG_OP_COUNT <= UINT16_MAX && MG_MAX_INPUTS <= UINT8_MAX,
+               "mg_plan_step's op and n_in fields are too narrow");
 
 struct mg_plan {
     const mg_graph *g;

@@ -51,6 +51,9 @@ void mgi_phase_unshare(mg_plan *q, const mg_plan *p) {
                      q->steps == p->steps + (p->n_steps - q->n_steps))) {
         q->steps = NULL;
         q->step = NULL;
+        /* and its offsets, then a stretch of p's too (arena.c) */
+        q->out_off = NULL;
+        q->work_off = NULL;
     }
 }
 
