@@ -100,11 +100,14 @@ static mg_plan_step step_record(const mg_plan *p, mg_tensor t) {
     return r;
 }
 
-/* Fill steps, leaves and release lists from a topological order. */
+/* Fill steps, leaves and release lists from a topological order, and
+ * bwd (for mgi_plan_split) for the tensors in it. */
 static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
-                            int32_t *last_read) {
+                            int32_t *last_read, bool *bwd) {
     for (int32_t k = 0; k < n_order; k++) {
         mg_tensor t = order[k];
+        bwd[t] = (p->g->nodes[t].flags &
+                  (MG_NODE_BACKWARD | MG_NODE_RECOMPUTE)) != 0;
         if (mg_plan_leaf(p, t)) {
             p->role[t] |= MG_ROLE_LEAF;
             p->leaves[p->n_leaves++] = t;
@@ -205,10 +208,11 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
     if (s == MG_OK) {
         plan_add_kept(p, outputs, n_outputs);
         plan_add_kept(p, retain, n_retain);
-        s = plan_build(p, order, n_order, last_read);
+        /* needed is done with: it holds bwd now */
+        s = plan_build(p, order, n_order, last_read, needed);
     }
     if (s == MG_OK && opts && opts->no_grad) s = check_no_grad(p);
-    if (s == MG_OK) s = mgi_plan_split(p);
+    if (s == MG_OK) s = mgi_plan_split(p, needed);
     if (s == MG_OK) s = mgi_plan_lay_out(p);
     free(needed);
     free(order);

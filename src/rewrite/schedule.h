@@ -140,8 +140,11 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
 mg_status mgi_plan_lay_out(mg_plan *p);
 
 /* Build p->phase[0] (forward) and p->phase[1] (backward) when p has
- * backward or recompute steps (split.c). */
-mg_status mgi_plan_split(mg_plan *p);
+ * backward or recompute steps (split.c). bwd: per tensor id the plan
+ * reads or computes, whether its node is a backward or recompute one
+ * (mg_plan_compile notes it while it reads the node anyway: another pass
+ * over the nodes of a 10^6-op plan was 400 MB to read, issue 32). */
+mg_status mgi_plan_split(mg_plan *p, const bool *bwd);
 /* Let go of what phase q shares with its plan p (its remap array,
  * and its step arrays where they are a stretch of p's), so that
  * mg_plan_free(q) frees only q's own. */

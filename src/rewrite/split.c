@@ -18,10 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool in_backward(const mg_graph *g, mg_tensor t) {
-    return (g->nodes[t].flags & (MG_NODE_BACKWARD | MG_NODE_RECOMPUTE)) != 0;
-}
-
 static mg_plan *phase_alloc(const mg_plan *p) {
     mg_plan *q = calloc(1, sizeof *q);
     if (!q) return NULL;
@@ -102,29 +98,16 @@ static void build_releases(mg_plan *q, const mg_plan *p, int32_t *last,
             q->release[fill[last[q->saved[i]]]++] = q->saved[i];
 }
 
-mg_status mgi_plan_split(mg_plan *p) {
+mg_status mgi_plan_split(mg_plan *p, const bool *bwd) {
     const mg_graph *g = p->g;
     size_t sz = (size_t)(p->n_tensors ? p->n_tensors : 1);
-    /* per tensor the plan reads or computes: in_backward, read from each
-     * node once (the loops below ask again for every input) */
-    uint8_t *bwd = malloc(sz);
-    if (!bwd)
-        return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
-                                          "the forward and backward phases");
     int32_t n_bwd = 0;
     bool prefix = true; /* every forward step before every backward one */
-    for (int32_t i = 0; i < p->n_leaves; i++)
-        bwd[p->leaves[i]] = in_backward(g, p->leaves[i]);
     for (int32_t i = 0; i < p->n_steps; i++) {
-        const mg_tensor t = p->steps[i];
-        bwd[t] = in_backward(g, t);
-        if (bwd[t]) n_bwd++;
+        if (bwd[p->steps[i]]) n_bwd++;
         else if (n_bwd) prefix = false;
     }
-    if (n_bwd == 0) {
-        free(bwd);
-        return MG_OK;
-    }
+    if (n_bwd == 0) return MG_OK;
     const int32_t n_fwd = p->n_steps - n_bwd;
     mg_plan *f = phase_alloc(p), *b = phase_alloc(p);
     int32_t *last = malloc(sz * sizeof *last);
@@ -171,18 +154,19 @@ mg_status mgi_plan_split(mg_plan *p) {
                     mgi_graph_tensor_label(g, f->steps[i], la, sizeof la));
                 goto done;
             }
-            if (mg_plan_leaf(p, in)) f->role[in] |= MG_ROLE_LEAF;
+            if (p->role[in] & MG_ROLE_LEAF) f->role[in] |= MG_ROLE_LEAF;
         }
     for (int32_t i = 0; i < b->n_steps; i++)
         for (int k = 0; k < b->step[i].n_in; k++) {
             mg_tensor in = b->step[i].in[k];
-            if (mg_plan_leaf(p, in)) b->role[in] |= MG_ROLE_LEAF;
+            if (p->role[in] & MG_ROLE_LEAF) b->role[in] |= MG_ROLE_LEAF;
             else if (!bwd[in]) saved[in] = true;
         }
     for (int32_t k = 0; k < p->n_kept; k++) {
         mg_tensor t = p->kept[k];
-        if (mg_plan_leaf(p, t)) f->role[t] |= MG_ROLE_LEAF;
-        add_kept(mg_plan_leaf(p, t) || !bwd[t] ? f : b, t);
+        const bool leaf = (p->role[t] & MG_ROLE_LEAF) != 0;
+        if (leaf) f->role[t] |= MG_ROLE_LEAF;
+        add_kept(leaf || !bwd[t] ? f : b, t);
     }
     for (int32_t t = 0; t < p->n_tensors; t++) {
         if (!saved[t]) continue;
@@ -202,7 +186,6 @@ mg_status mgi_plan_split(mg_plan *p) {
 done:
     phase_free(f, p);
     phase_free(b, p);
-    free(bwd);
     free(last);
     free(fill);
     free(saved);
