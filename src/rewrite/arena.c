@@ -114,18 +114,25 @@ static void gaps_give(gap_list *g, size_t off, size_t size) {
 }
 
 /* The requests in time order: at each tick, frees before allocations.
- * Requests are listed by birth; by_died lists them by death. */
+ * Requests are listed by birth; by_died lists them by death. The same
+ * walk counts the most bytes live at once (no layout is smaller) into
+ * *live_peak, which a pass of its own did (issue 32). */
 static size_t lay_out_sweep(const arena_req *rq, size_t n,
-                            const int32_t *by_died, gap_list *g, size_t *off) {
+                            const int32_t *by_died, gap_list *g, size_t *off,
+                            size_t *live_peak) {
     g->n = g->top = g->high = 0;
-    size_t d = 0;
+    size_t d = 0, live = 0, peak = 0;
     for (size_t i = 0; i < n; i++) {
         while (d < n && rq[by_died[d]].died <= rq[i].born) {
             const int32_t j = by_died[d++];
             gaps_give(g, off[j], rq[j].size);
+            live -= rq[j].size;
         }
         off[i] = gaps_take(g, rq[i].size);
+        live += rq[i].size;
+        if (live > peak) peak = live;
     }
+    *live_peak = peak;
     return g->high;
 }
 
@@ -330,9 +337,11 @@ static void keep_smaller(arena_scratch *sc, size_t n, size_t sz, size_t *best) {
     }
 }
 
-/* Lay out the n requests of sc; writes sc->off, returns the size. */
-static size_t lay_out_best(arena_scratch *sc, size_t n) {
-    size_t total = lay_out_sweep(sc->rq, n, sc->by_died, &sc->g, sc->off);
+/* Lay out the n requests of sc; writes sc->off and *live_peak (the most
+ * bytes of the requests live at once), returns the size. */
+static size_t lay_out_best(arena_scratch *sc, size_t n, size_t *live_peak) {
+    size_t total =
+        lay_out_sweep(sc->rq, n, sc->by_died, &sc->g, sc->off, live_peak);
     if (n > MG_ARENA_GREEDY_MAX) return total;
     int (*const orders[])(const void *, const void *) = {by_size, by_size_life,
                                                          by_area, by_life};
@@ -358,19 +367,6 @@ static size_t lay_out_best(arena_scratch *sc, size_t n) {
                          &total);
     }
     return total;
-}
-
-/* The most bytes of the requests live at once: no layout is smaller. */
-static size_t live_peak(const arena_scratch *sc, size_t n) {
-    size_t live = 0, peak = 0, d = 0;
-    for (size_t i = 0; i < n; i++) {
-        const arena_req *r = &sc->rq[i];
-        while (d < n && sc->rq[sc->by_died[d]].died <= r->born)
-            live -= sc->rq[sc->by_died[d++]].size;
-        live += r->size;
-        if (live > peak) peak = live;
-    }
-    return peak;
 }
 
 static mg_status nomem(const mg_plan *p) {
@@ -412,8 +408,8 @@ static mg_status plan_lay_out(mg_plan *p) {
         if (!sc.off || !sc.g.off || !sc.g.len) s = nomem(p);
     }
     if (s == MG_OK) {
-        p->arena_bytes = n ? lay_out_best(&sc, n) : 0;
-        p->arena_live_peak = n ? live_peak(&sc, n) : 0;
+        p->arena_live_peak = 0;
+        p->arena_bytes = n ? lay_out_best(&sc, n, &p->arena_live_peak) : 0;
         for (int32_t st = 0; st < p->n_steps; st++)
             p->out_off[st] = p->work_off[st] = SIZE_MAX;
         for (size_t k = 0; k < n; k++)
