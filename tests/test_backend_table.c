@@ -58,8 +58,8 @@ static mg_kargs step_args(const mg_plan *p, int32_t s) {
     const mg_plan_step *st = &p->step[s];
     mg_kargs a = {
         .op = st->op, .attrs = p->g->nodes[st->t].attrs, .n_in = st->n_in};
-    for (int i = 0; i < st->n_in; i++) a.in[i].d = p->tensor[st->in[i]].d;
-    a.out.d = p->tensor[st->t].d;
+    for (int i = 0; i < st->n_in; i++) a.in[i].d = *mg_plan_desc(p, st->in[i]);
+    a.out.d = *mg_plan_desc(p, st->t);
     return a;
 }
 
@@ -98,6 +98,16 @@ START_TEST(test_workspace_within_plan) {
                       "cpu needs %zu bytes for %s, the plan lends %zu", need,
                       mgi_op_str(a.op), p->step[s].work);
         borrowing += need > 0;
+        /* a plan skips the backends' query for ops they say need none */
+        for (int b = 0; b < mgi_backend_table_size; b++) {
+            const mg_backend_reg *r = mgi_backend_table[b];
+            if (r->plan_workspace && r->plan_workspace_op &&
+                !r->plan_workspace_op(a.op))
+                ck_assert_msg(r->plan_workspace(&a) == 0,
+                              "%s asks workspace for %s, which its "
+                              "plan_workspace_op leaves out",
+                              r->name, mgi_op_str(a.op));
+        }
         /* oneDNN's max-pool backward keeps the forward's y and argmax */
         if (a.op == MG_OP_MAX_POOL2D_GRAD) {
             pool_grads++;

@@ -190,8 +190,8 @@ START_TEST(test_onednn_taken) {
                       .attrs = plan->g->nodes[st->t].attrs,
                       .n_in = st->n_in};
         for (int i = 0; i < st->n_in; i++)
-            a.in[i].d = plan->tensor[st->in[i]].d;
-        a.out.d = plan->tensor[st->t].d;
+            a.in[i].d = *mg_plan_desc(plan, st->in[i]);
+        a.out.d = *mg_plan_desc(plan, st->t);
         size_t bytes = 0;
         convs++;
         for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
@@ -421,8 +421,8 @@ START_TEST(test_pool_onednn_taken) {
                           .attrs = plan->g->nodes[st->t].attrs,
                           .n_in = st->n_in};
             for (int i = 0; i < st->n_in; i++)
-                a.in[i].d = plan->tensor[st->in[i]].d;
-            a.out.d = plan->tensor[st->t].d;
+                a.in[i].d = *mg_plan_desc(plan, st->in[i]);
+            a.out.d = *mg_plan_desc(plan, st->t);
             size_t bytes = 0;
             pools++;
             for (size_t p = 0; p < 2; p++) {

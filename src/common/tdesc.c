@@ -46,10 +46,17 @@ bool mgi_tdesc_fits(const mg_tdesc *d) {
            bytes <= PTRDIFF_MAX;
 }
 
+/* mgi_tdesc_fits and the product in one pass: planning calls this for
+ * every step several times over (issue 32). */
 size_t mgi_tdesc_nbytes(const mg_tdesc *d) {
-    return mgi_tdesc_fits(d)
-               ? (size_t)mgi_tdesc_numel(d) * mg_dtype_size(d->dtype)
-               : SIZE_MAX;
+    int64_t n = 1, bytes;
+    for (int i = 0; i < d->ndim; i++)
+        if (d->shape[i] < 0 || __builtin_mul_overflow(n, d->shape[i], &n))
+            return SIZE_MAX;
+    if (__builtin_mul_overflow(n, (int64_t)mg_dtype_size(d->dtype), &bytes) ||
+        bytes > PTRDIFF_MAX)
+        return SIZE_MAX;
+    return (size_t)bytes;
 }
 
 bool mgi_tdesc_same_shape(const mg_tdesc *a, const mg_tdesc *b) {

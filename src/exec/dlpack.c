@@ -47,7 +47,7 @@ mg_status mg_dlpack_bind(const mg_exec *ex, const mg_plan *p, mg_tensor t,
                             (int)t);
     char label[160], want[96], got[96];
     mgi_graph_tensor_label(p->g, t, label, sizeof label);
-    const mg_tdesc *d = &p->tensor[t].d;
+    const mg_tdesc *d = mg_plan_desc(p, t);
     const mg_backend_reg *reg = mgi_exec_reg(ex);
     if ((int)dl->device.device_type != reg->dlpack_device)
         return mg_set_error(MG_ERR_INVALID_ARG,

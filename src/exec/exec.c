@@ -146,7 +146,7 @@ static int compare_ranges(const void *a, const void *b) {
  * nor checked, so one binding list serves a forward and a training plan
  * alike (memgrad.h, mg_exec_run). */
 static bool binding_ignored(const mg_plan *p, mg_tensor t) {
-    return p->role[t] == MG_ROLE_NONE && p->tensor[t].leaf;
+    return p->role[t] == MG_ROLE_NONE && mg_plan_leaf(p, t);
 }
 
 /* A bound output must not overlap any other binding: it would overwrite an
@@ -161,7 +161,7 @@ static mg_status check_overlaps(const mg_plan *p, const mg_binding *binds,
         if (binding_ignored(p, binds[i].tensor)) continue;
         uintptr_t lo = (uintptr_t)binds[i].data;
         r[n++] = (bound_range){
-            lo, lo + mgi_tdesc_nbytes(&p->tensor[binds[i].tensor].d), i};
+            lo, lo + mgi_tdesc_nbytes(mg_plan_desc(p, binds[i].tensor)), i};
     }
     qsort(r, (size_t)n, sizeof *r, compare_ranges);
     mg_status s = MG_OK;
@@ -216,7 +216,7 @@ static mg_status bind(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
          * misaligned one is undefined behaviour (and slow or a fault on
          * some machines), so refuse it rather than copy behind the
          * caller's back. */
-        const mg_dtype dt = p->tensor[t].d.dtype;
+        const mg_dtype dt = mg_plan_desc(p, t)->dtype;
         if ((uintptr_t)binds[i].data % mg_dtype_size(dt) != 0)
             return mg_set_error(MG_ERR_INVALID_ARG,
                                 "mg_exec_run: binding for %s at %p is not "
@@ -227,7 +227,7 @@ static mg_status bind(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
         uint8_t role = p->role[t];
         /* A leaf the plan does not read may be bound and is ignored, so
          * one binding list serves a forward and a training plan alike. */
-        if (!p->tensor[t].leaf && !(role & (MG_ROLE_LEAF | MG_ROLE_KEPT)))
+        if (!mg_plan_leaf(p, t) && !(role & (MG_ROLE_LEAF | MG_ROLE_KEPT)))
             return mg_set_error(
                 MG_ERR_INVALID_ARG,
                 "mg_exec_run: %s is %s; only inputs, parameters, outputs and "
@@ -319,7 +319,7 @@ static void *step_block(mg_exec *ex, const mg_plan *p, int32_t s, bool out,
 static mg_status accumulate_into(mg_exec *ex, const mg_plan *p, mg_tensor t,
                                  void *into, void *v) {
     static const mg_attrs no_attrs;
-    const mg_tdesc d = p->tensor[t].d;
+    const mg_tdesc d = *mg_plan_desc(p, t);
     char why[256] = "", label[160];
     mg_kargs a = {.op = MG_OP_ADD,
                   .attrs = &no_attrs,
@@ -351,7 +351,7 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p, int32_t si,
     const mg_plan_step *st = &p->step[si];
     const mg_tensor t = st->t;
     char label[160];
-    size_t nbytes = mgi_tdesc_nbytes(&p->tensor[t].d);
+    size_t nbytes = mgi_tdesc_nbytes(mg_plan_desc(p, t));
     if (!ex->backend.supports_op(ex->backend.ctx, st->op))
         return mg_set_error(
             MG_ERR_UNSUPPORTED,
@@ -384,13 +384,13 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p, int32_t si,
     mg_kargs a = {.op = st->op,
                   .attrs = p->g->nodes[st->t].attrs,
                   .n_in = st->n_in,
-                  .out = {out, p->tensor[t].d},
+                  .out = {out, *mg_plan_desc(p, t)},
                   .run_seed = seed,
                   .work_bytes = st->work,
                   .why = why,
                   .why_len = sizeof why};
     for (int i = 0; i < st->n_in; i++)
-        a.in[i] = (mg_kbuf){ex->buf[st->in[i]], p->tensor[st->in[i]].d};
+        a.in[i] = (mg_kbuf){ex->buf[st->in[i]], *mg_plan_desc(p, st->in[i])};
     /* Scratch only ever comes from the pool, as much as the plan counted. */
     size_t need = ex->backend.workspace(ex->backend.ctx, &a);
     if (need > st->work) {
@@ -434,7 +434,7 @@ static void unwind(mg_exec *ex, const mg_plan *p) {
         mg_tensor t = p->steps[st];
         if (ex->pooled[t] && ex->buf[t])
             mgi_pool_free(&ex->pool, ex->buf[t],
-                          mgi_tdesc_nbytes(&p->tensor[t].d));
+                          mgi_tdesc_nbytes(mg_plan_desc(p, t)));
     }
 }
 
@@ -446,10 +446,10 @@ static mg_status keep_outputs(mg_exec *ex, const mg_plan *p) {
         mg_tensor t = p->kept[k];
         ex->kept[ex->n_kept++] = (mg_kept){t,
                                            ex->buf[t],
-                                           mgi_tdesc_nbytes(&p->tensor[t].d),
+                                           mgi_tdesc_nbytes(mg_plan_desc(p, t)),
                                            ex->pooled[t],
                                            NULL,
-                                           p->tensor[t].d};
+                                           *mg_plan_desc(p, t)};
     }
     return MG_OK;
 }
@@ -473,7 +473,7 @@ static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed,
              r++) {
             mg_tensor dead = p->release[r];
             mgi_pool_free(&ex->pool, ex->buf[dead],
-                          mgi_tdesc_nbytes(&p->tensor[dead].d));
+                          mgi_tdesc_nbytes(mg_plan_desc(p, dead)));
             ex->buf[dead] = NULL;
         }
     }

@@ -171,9 +171,9 @@ static mg_status phase_bindings(const mg_plan *p, const mg_plan *q,
         if (t >= 0 && t < p->n_tensors) {
             bool other_phase =
                 q->role[t] == MG_ROLE_NONE &&
-                (p->tensor[t].leaf || (p->role[t] & MG_ROLE_KEPT));
+                (mg_plan_leaf(p, t) || (p->role[t] & MG_ROLE_KEPT));
             bool from_saved =
-                sv && (q->role[t] & MG_ROLE_LEAF) && !p->tensor[t].leaf;
+                sv && (q->role[t] & MG_ROLE_LEAF) && !mg_plan_leaf(p, t);
             if (other_phase || from_saved) continue;
         }
         b[n++] = binds[i];
@@ -322,7 +322,7 @@ mg_status mg_saved_export(mg_saved *sv, mg_tensor t, DLManagedTensor **out) {
                                 "are exported",
                                 (int)t);
         if (!sv->ref[i]) {
-            const mg_tdesc *d = &sv->p->tensor[t].d;
+            const mg_tdesc *d = mg_plan_desc(sv->p, t);
             sv->ref[i] =
                 mgi_block_ref_new(sv->ex, sv->data[i], sv->nbytes[i], d);
             if (!sv->ref[i])

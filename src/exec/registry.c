@@ -37,6 +37,16 @@ const mg_backend_reg *mgi_backend_find(mg_device dev) {
     return NULL;
 }
 
+bool mgi_backends_plan_workspace_op(mg_op op) {
+    for (int i = 0; i < mgi_backend_table_size; i++) {
+        const mg_backend_reg *r = mgi_backend_table[i];
+        if (r->plan_workspace &&
+            (!r->plan_workspace_op || r->plan_workspace_op(op)))
+            return true;
+    }
+    return false;
+}
+
 size_t mgi_backends_plan_workspace(const mg_kargs *a) {
     size_t most = 0;
     for (int i = 0; i < mgi_backend_table_size; i++)

@@ -1,7 +1,8 @@
 /*
- * analysis.c - graph analysis on igraph: topological order, cycle
- * detection and the articulation points the memory policy cuts at; and the
- * ancestor marking that schedules are built from.
+ * analysis.c - graph analysis: topological order and cycle detection on
+ * igraph, the articulation points the memory policy cuts at (a search of
+ * our own, checked against igraph's in test_analysis.c), and the ancestor
+ * marking that schedules are built from.
  *
  * Debian's igraph is built without thread safety (IGRAPH_THREAD_SAFE 0), and
  * its default error handler aborts the process. Every igraph call therefore
@@ -243,11 +244,6 @@ static igraph_error_t build_igraph(const mg_graph *g, const bool *include,
     return IGRAPH_SUCCESS;
 }
 
-static int compare_ids(const void *a, const void *b) {
-    mg_tensor x = *(const mg_tensor *)a, y = *(const mg_tensor *)b;
-    return (x > y) - (x < y);
-}
-
 /* An igraph view of the included nodes, built under the igraph guard:
  * opened by ig_view_open, which holds the guard until ig_view_close. */
 typedef struct ig_view {
@@ -281,29 +277,129 @@ static void ig_view_close(ig_view *v) {
     free(v->ids);
 }
 
-/* igraph's articulation points of the included nodes, in id order. */
+/* Articulation points by Hopcroft and Tarjan's depth-first search, made
+ * iterative (a chain of 10^6 ops is as deep), on a compressed adjacency
+ * list of 32-bit ids. igraph's igraph_articulation_points needed an
+ * igraph_t built for every call (64-bit edge lists sorted, incidence lists
+ * made): that was about 30% of what mg_gradients spent on a chain (issue
+ * 32). The set is unique, so any correct search gives igraph's answer;
+ * test_analysis.c checks this one against igraph on random graphs. */
+typedef struct ap_work {
+    int32_t *start; /* per node: its edges in adj[start[v] .. start[v+1]) */
+    int32_t *adj;
+    int32_t *disc; /* discovery time from 1; 0: not yet seen */
+    int32_t *low;  /* the earliest discovery time reachable below it */
+    int32_t *next; /* per node on the stack: its next edge to follow */
+    mg_tensor *stack;
+    bool *is_ap;
+} ap_work;
+
+static void ap_work_free(ap_work *w) {
+    free(w->start);
+    free(w->adj);
+    free(w->disc);
+    free(w->low);
+    free(w->next);
+    free(w->stack);
+    free(w->is_ap);
+}
+
+static bool ap_in(const bool *include, mg_tensor t) {
+    return !include || include[t];
+}
+
+/* The undirected edges between included nodes, both ways, into w->start
+ * and w->adj. A repeated input makes a repeated edge and a node reading
+ * itself a loop: neither changes which nodes are articulation points. */
+static mg_status ap_adjacency(const mg_graph *g, const bool *include,
+                              ap_work *w) {
+    const int32_t n = g->n;
+    int32_t *start = w->start;
+    for (int32_t v = 0; v < n; v++) {
+        if (!ap_in(include, v)) continue;
+        const mg_node *nd = &g->nodes[v];
+        for (int k = 0; k < nd->n_in; k++) {
+            const mg_tensor in = nd->in[k];
+            if (in == v || !ap_in(include, in)) continue;
+            start[v + 1]++;
+            start[in + 1]++;
+        }
+    }
+    for (int32_t v = 0; v < n; v++) start[v + 1] += start[v];
+    if (!(w->adj = malloc((size_t)(start[n] ? start[n] : 1) * sizeof *w->adj)))
+        return mg_set_error(MG_ERR_NOMEM, "articulation points: out of memory");
+    /* fill with start[v] as v's cursor, then shift back by one node */
+    for (int32_t v = 0; v < n; v++) {
+        if (!ap_in(include, v)) continue;
+        const mg_node *nd = &g->nodes[v];
+        for (int k = 0; k < nd->n_in; k++) {
+            const mg_tensor in = nd->in[k];
+            if (in == v || !ap_in(include, in)) continue;
+            w->adj[start[v]++] = in;
+            w->adj[start[in]++] = v;
+        }
+    }
+    for (int32_t v = n; v > 0; v--) start[v] = start[v - 1];
+    start[0] = 0;
+    return MG_OK;
+}
+
+/* One depth-first search from root over its component. A node u other
+ * than the root is a point when some child v in the search tree reaches
+ * nothing discovered before u (low[v] >= disc[u]); the root, when it has
+ * two children or more. Following the tree edge back to the parent only
+ * lowers low[v] to disc[parent], which leaves that test as it was. */
+static void ap_search(ap_work *w, mg_tensor root, int32_t *time) {
+    int32_t top = 0, root_children = 0;
+    w->disc[root] = w->low[root] = ++*time;
+    w->next[root] = w->start[root];
+    w->stack[top++] = root;
+    while (top > 0) {
+        const mg_tensor v = w->stack[top - 1];
+        if (w->next[v] < w->start[v + 1]) {
+            const mg_tensor u = w->adj[w->next[v]++];
+            if (!w->disc[u]) {
+                w->disc[u] = w->low[u] = ++*time;
+                w->next[u] = w->start[u];
+                w->stack[top++] = u;
+                if (v == root) root_children++;
+            } else if (w->disc[u] < w->low[v]) {
+                w->low[v] = w->disc[u];
+            }
+            continue;
+        }
+        if (--top == 0) break;
+        const mg_tensor p = w->stack[top - 1];
+        if (w->low[v] < w->low[p]) w->low[p] = w->low[v];
+        if (p != root && w->low[v] >= w->disc[p]) w->is_ap[p] = true;
+    }
+    if (root_children > 1) w->is_ap[root] = true;
+}
+
+/* The articulation points of the included nodes, in id order. */
 mg_status mgi_graph_articulation_points(const mg_graph *g, const bool *include,
                                         mg_tensor *out, int32_t *n_out) {
-    ig_view v;
-    mg_status s =
-        ig_view_open(g, include, NULL, false, &v, "articulation points");
-    igraph_vector_int_t res;
+    const size_t n = (size_t)g->n, sz = n ? n : 1;
+    ap_work w = {0};
+    w.start = calloc(n + 1, sizeof *w.start);
+    w.disc = calloc(sz, sizeof *w.disc);
+    w.low = malloc(sz * sizeof *w.low);
+    w.next = malloc(sz * sizeof *w.next);
+    w.stack = malloc(sz * sizeof *w.stack);
+    w.is_ap = calloc(sz, sizeof *w.is_ap);
+    mg_status s = MG_OK;
+    if (!w.start || !w.disc || !w.low || !w.next || !w.stack || !w.is_ap)
+        s = mg_set_error(MG_ERR_NOMEM, "articulation points: out of memory");
+    if (s == MG_OK) s = ap_adjacency(g, include, &w);
     if (s == MG_OK) {
-        igraph_error_t e = igraph_vector_int_init(&res, 0);
-        if (e == IGRAPH_SUCCESS) {
-            e = igraph_articulation_points(&v.ig, &res);
-            if (e == IGRAPH_SUCCESS) {
-                *n_out = (int32_t)igraph_vector_int_size(&res);
-                for (int32_t i = 0; i < *n_out; i++)
-                    out[i] = v.ids[VECTOR(res)[i]];
-            }
-            igraph_vector_int_destroy(&res);
-        }
-        if (e != IGRAPH_SUCCESS) s = igraph_failed(e, "articulation points");
+        int32_t time = 0, k = 0;
+        for (mg_tensor v = 0; v < g->n; v++)
+            if (ap_in(include, v) && !w.disc[v]) ap_search(&w, v, &time);
+        for (mg_tensor v = 0; v < g->n; v++)
+            if (w.is_ap[v]) out[k++] = v;
+        *n_out = k;
     }
-    ig_view_close(&v);
-    if (s == MG_OK) /* igraph lists them in search order */
-        qsort(out, (size_t)*n_out, sizeof *out, compare_ids);
+    ap_work_free(&w);
     return s;
 }
 

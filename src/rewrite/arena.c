@@ -114,18 +114,25 @@ static void gaps_give(gap_list *g, size_t off, size_t size) {
 }
 
 /* The requests in time order: at each tick, frees before allocations.
- * Requests are listed by birth; by_died lists them by death. */
+ * Requests are listed by birth; by_died lists them by death. The same
+ * walk counts the most bytes live at once (no layout is smaller) into
+ * *live_peak, which a pass of its own did (issue 32). */
 static size_t lay_out_sweep(const arena_req *rq, size_t n,
-                            const int32_t *by_died, gap_list *g, size_t *off) {
+                            const int32_t *by_died, gap_list *g, size_t *off,
+                            size_t *live_peak) {
     g->n = g->top = g->high = 0;
-    size_t d = 0;
+    size_t d = 0, live = 0, peak = 0;
     for (size_t i = 0; i < n; i++) {
         while (d < n && rq[by_died[d]].died <= rq[i].born) {
             const int32_t j = by_died[d++];
             gaps_give(g, off[j], rq[j].size);
+            live -= rq[j].size;
         }
         off[i] = gaps_take(g, rq[i].size);
+        live += rq[i].size;
+        if (live > peak) peak = live;
     }
+    *live_peak = peak;
     return g->high;
 }
 
@@ -250,7 +257,7 @@ static size_t plan_requests(const mg_plan *p, arena_scratch *sc,
         const mg_tensor t = p->steps[s];
         if (!(p->role[t] & MG_ROLE_KEPT) && last[t] >= 0) {
             sc->rq[n] = (arena_req){
-                mg_pool_size_class(mgi_tdesc_nbytes(&p->tensor[t].d)),
+                mg_pool_size_class(mgi_tdesc_nbytes(mg_plan_desc(p, t))),
                 2 * (int64_t)s, 2 * (int64_t)last[t] + 2};
             sc->from[n] = 2 * s;
             last[t] = -2 - (int32_t)n; /* now: its request, encoded */
@@ -330,9 +337,11 @@ static void keep_smaller(arena_scratch *sc, size_t n, size_t sz, size_t *best) {
     }
 }
 
-/* Lay out the n requests of sc; writes sc->off, returns the size. */
-static size_t lay_out_best(arena_scratch *sc, size_t n) {
-    size_t total = lay_out_sweep(sc->rq, n, sc->by_died, &sc->g, sc->off);
+/* Lay out the n requests of sc; writes sc->off and *live_peak (the most
+ * bytes of the requests live at once), returns the size. */
+static size_t lay_out_best(arena_scratch *sc, size_t n, size_t *live_peak) {
+    size_t total =
+        lay_out_sweep(sc->rq, n, sc->by_died, &sc->g, sc->off, live_peak);
     if (n > MG_ARENA_GREEDY_MAX) return total;
     int (*const orders[])(const void *, const void *) = {by_size, by_size_life,
                                                          by_area, by_life};
@@ -358,19 +367,6 @@ static size_t lay_out_best(arena_scratch *sc, size_t n) {
                          &total);
     }
     return total;
-}
-
-/* The most bytes of the requests live at once: no layout is smaller. */
-static size_t live_peak(const arena_scratch *sc, size_t n) {
-    size_t live = 0, peak = 0, d = 0;
-    for (size_t i = 0; i < n; i++) {
-        const arena_req *r = &sc->rq[i];
-        while (d < n && sc->rq[sc->by_died[d]].died <= r->born)
-            live -= sc->rq[sc->by_died[d++]].size;
-        live += r->size;
-        if (live > peak) peak = live;
-    }
-    return peak;
 }
 
 static mg_status nomem(const mg_plan *p) {
@@ -412,8 +408,8 @@ static mg_status plan_lay_out(mg_plan *p) {
         if (!sc.off || !sc.g.off || !sc.g.len) s = nomem(p);
     }
     if (s == MG_OK) {
-        p->arena_bytes = n ? lay_out_best(&sc, n) : 0;
-        p->arena_live_peak = n ? live_peak(&sc, n) : 0;
+        p->arena_live_peak = 0;
+        p->arena_bytes = n ? lay_out_best(&sc, n, &p->arena_live_peak) : 0;
         for (int32_t st = 0; st < p->n_steps; st++)
             p->out_off[st] = p->work_off[st] = SIZE_MAX;
         for (size_t k = 0; k < n; k++)
@@ -430,30 +426,25 @@ static mg_status plan_lay_out(mg_plan *p) {
  * where p's layout put them, alive into the backward phase as in one
  * call, and the pair reserves p's arena, not one per phase plus blocks
  * for the saved state (issue 28). p keeps its outputs out of the arena,
- * so only saved tensors that p releases are placed there. */
-static mg_status phase_share_layout(mg_plan *q, const mg_plan *p,
-                                    int32_t from) {
-    q->out_off = malloc(((size_t)q->n_steps ? (size_t)q->n_steps : 1) *
-                        sizeof *q->out_off);
-    q->work_off = malloc(((size_t)q->n_steps ? (size_t)q->n_steps : 1) *
-                         sizeof *q->work_off);
-    if (!q->out_off || !q->work_off) return nomem(p);
-    memcpy(q->out_off, p->out_off + from, (size_t)q->n_steps * sizeof(size_t));
-    memcpy(q->work_off, p->work_off + from,
-           (size_t)q->n_steps * sizeof(size_t));
+ * so only saved tensors that p releases are placed there. q points into
+ * p's offset arrays, as into its step arrays (mgi_phase_unshare): copies
+ * were 48 MB to page in for a 10^6-op plan (issue 32). */
+static void phase_share_layout(mg_plan *q, const mg_plan *p, int32_t from) {
+    q->out_off = p->out_off + from;
+    q->work_off = p->work_off + from;
     q->arena_bytes = p->arena_bytes;
     q->arena_live_peak = p->arena_live_peak;
-    return MG_OK;
 }
 
 mg_status mgi_plan_lay_out(mg_plan *p) {
     mg_status s = plan_lay_out(p);
     mg_plan *f = p->phase[0], *b = p->phase[1];
     if (s != MG_OK || !f) return s;
-    if (f->steps == p->steps && b->steps == p->steps + f->n_steps)
-        return (s = phase_share_layout(f, p, 0)) != MG_OK
-                   ? s
-                   : phase_share_layout(b, p, f->n_steps);
+    if (f->steps == p->steps && b->steps == p->steps + f->n_steps) {
+        phase_share_layout(f, p, 0);
+        phase_share_layout(b, p, f->n_steps);
+        return MG_OK;
+    }
     /* interleaved phases: p's times are not theirs, so each has its own
      * layout and the saved state takes blocks of its own */
     for (int k = 0; k < 2 && s == MG_OK; k++) s = plan_lay_out(p->phase[k]);
@@ -481,7 +472,8 @@ mg_status mg_plan_arena_info(const mg_plan *p, const mg_binding *binds,
         for (int i = 0; i < n_binds && !bound; i++)
             bound = binds[i].tensor == t;
         if (!bound)
-            a.reserved += mg_pool_size_class(mgi_tdesc_nbytes(&p->tensor[t].d));
+            a.reserved +=
+                mg_pool_size_class(mgi_tdesc_nbytes(mg_plan_desc(p, t)));
     }
     *out = a;
     return MG_OK;

@@ -35,7 +35,6 @@ void mg_plan_free(mg_plan *p) {
     free(p->role);
     free(p->steps);
     free(p->step);
-    free(p->tensor);
     free(p->release_start);
     free(p->release);
     free(p->leaves);
@@ -54,14 +53,13 @@ static mg_status plan_alloc(mg_plan *p, int32_t n, int n_kept) {
     p->role = calloc(sz, sizeof *p->role);
     p->steps = malloc(sz * sizeof *p->steps);
     p->step = malloc(sz * sizeof *p->step);
-    p->tensor = malloc(sz * sizeof *p->tensor);
     p->release_start = malloc((sz + 1) * sizeof *p->release_start);
     p->release = malloc(sz * sizeof *p->release);
     p->leaves = malloc(sz * sizeof *p->leaves);
     p->kept = malloc((size_t)(n_kept ? n_kept : 1) * sizeof *p->kept);
     p->remap = malloc(sz * sizeof *p->remap);
-    if (!p->role || !p->steps || !p->step || !p->tensor || !p->release_start ||
-        !p->release || !p->leaves || !p->kept || !p->remap)
+    if (!p->role || !p->steps || !p->step || !p->release_start || !p->release ||
+        !p->leaves || !p->kept || !p->remap)
         return mg_set_error(MG_ERR_NOMEM,
                             "mg_plan_compile: out of memory for "
                             "a plan over %d tensors",
@@ -84,6 +82,7 @@ static void plan_add_kept(mg_plan *p, const mg_tensor *ts, int n) {
 static size_t step_workspace(const mg_graph *g, mg_tensor t) {
     const mg_node *n = &g->nodes[t];
     size_t work = mgi_graph_op_workspace(g, t);
+    if (!mgi_backends_plan_workspace_op(n->op)) return work;
     mg_kargs a = {
         .op = n->op, .attrs = n->attrs, .n_in = n->n_in, .out = {NULL, n->d}};
     for (int k = 0; k < n->n_in; k++)
@@ -101,18 +100,15 @@ static mg_plan_step step_record(const mg_plan *p, mg_tensor t) {
     return r;
 }
 
-/* Fill steps, leaves and release lists from a topological order. */
+/* Fill steps, leaves and release lists from a topological order, and
+ * bwd (for mgi_plan_split) for the tensors in it. */
 static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
-                            int32_t *last_read) {
-    const mg_graph *g = p->g;
-    for (int32_t t = 0; t < p->n_tensors; t++) {
-        const mg_node *n = &g->nodes[t];
-        p->tensor[t] = (mg_plan_tensor){
-            .d = n->d, .leaf = (mgi_op_table[n->op].flags & MG_OPF_LEAF) != 0};
-    }
+                            int32_t *last_read, bool *bwd) {
     for (int32_t k = 0; k < n_order; k++) {
         mg_tensor t = order[k];
-        if (p->tensor[t].leaf) {
+        bwd[t] = (p->g->nodes[t].flags &
+                  (MG_NODE_BACKWARD | MG_NODE_RECOMPUTE)) != 0;
+        if (mg_plan_leaf(p, t)) {
             p->role[t] |= MG_ROLE_LEAF;
             p->leaves[p->n_leaves++] = t;
         } else {
@@ -212,10 +208,11 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
     if (s == MG_OK) {
         plan_add_kept(p, outputs, n_outputs);
         plan_add_kept(p, retain, n_retain);
-        s = plan_build(p, order, n_order, last_read);
+        /* needed is done with: it holds bwd now */
+        s = plan_build(p, order, n_order, last_read, needed);
     }
     if (s == MG_OK && opts && opts->no_grad) s = check_no_grad(p);
-    if (s == MG_OK) s = mgi_plan_split(p);
+    if (s == MG_OK) s = mgi_plan_split(p, needed);
     if (s == MG_OK) s = mgi_plan_lay_out(p);
     free(needed);
     free(order);
@@ -256,13 +253,13 @@ mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_tensor t = p->steps[s];
         if (!bound[t])
-            in_use += mg_pool_size_class(mgi_tdesc_nbytes(&p->tensor[t].d));
+            in_use += mg_pool_size_class(mgi_tdesc_nbytes(mg_plan_desc(p, t)));
         /* the workspace is lent after the output and returned at once */
         size_t work = p->step[s].work ? mg_pool_size_class(p->step[s].work) : 0;
         if (in_use + work > peak) peak = in_use + work;
         for (int32_t r = p->release_start[s]; r < p->release_start[s + 1]; r++)
             in_use -= mg_pool_size_class(
-                mgi_tdesc_nbytes(&p->tensor[p->release[r]].d));
+                mgi_tdesc_nbytes(mg_plan_desc(p, p->release[r])));
     }
     free(bound);
     *peak_out = peak;

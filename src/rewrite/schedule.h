@@ -2,9 +2,9 @@
  * schedule.h - the compiled plan: one linear order of ops, the last reader
  * of every buffer, and what the caller must bind. The executor only walks
  * it; every decision about order and lifetime is made here. The plan
- * carries copies of what the executor needs from the graph (the step
- * records and tensor descriptors), so the executor never reads graph
- * nodes; it asks the graph only for tensor labels in messages.
+ * carries the step records the executor walks; tensor descriptors,
+ * attributes and labels it reads from the graph's nodes, which never
+ * change once made (the graph must outlive the plan, memgrad.h).
  */
 #ifndef MG_SCHEDULE_H
 #define MG_SCHEDULE_H
@@ -20,32 +20,31 @@ enum {
 
 /* One step as the executor runs it. */
 typedef struct mg_plan_step {
-    mg_tensor t; /* the tensor the step computes */
-    mg_op op;
-    int n_in;
-    mg_tensor in[MG_MAX_INPUTS]; /* as this plan reads them (remapped) */
     size_t work;                 /* workspace bytes its kernel borrows */
+    mg_tensor t;                 /* the tensor the step computes */
+    mg_tensor in[MG_MAX_INPUTS]; /* as this plan reads them (remapped) */
+    uint16_t op;                 /* an mg_op; 40 bytes a step, not 48 */
+    uint8_t n_in;
     /* Its attributes are its node's (p->g->nodes[t].attrs), read there:
      * a copy here made every step 368 bytes, and paging in a 10^6-op
      * plan's records cost more than computing them (issue 32). */
 } mg_plan_step;
-
-/* One tensor id as the executor sees it. */
-typedef struct mg_plan_tensor {
-    mg_tdesc d;
-    bool leaf; /* an input or parameter node: memory comes from the caller
-                * (in a backward phase, so does a saved tensor: its role has
-                * MG_ROLE_LEAF, as the phase shares the plan's tensors) */
-} mg_plan_tensor;
+_Static_assert(MG_OP_COUNT <= UINT16_MAX && MG_MAX_INPUTS <= UINT8_MAX,
+               "mg_plan_step's op and n_in fields are too narrow");
 
 struct mg_plan {
     const mg_graph *g;
     int32_t n_tensors; /* graph size when compiled; ids below it are valid */
     uint8_t *role;     /* per tensor id, MG_ROLE_* bits */
     int32_t n_steps;
-    mg_tensor *steps;       /* computed tensors in execution order */
-    mg_plan_step *step;     /* per step: its record, in the same order */
-    mg_plan_tensor *tensor; /* per tensor id */
+    mg_tensor *steps;   /* computed tensors in execution order */
+    mg_plan_step *step; /* per step: its record, in the same order */
+    /* A tensor's descriptor and whether it is a leaf are its node's
+     * (mg_plan_desc, mg_plan_leaf), which never change once the node is
+     * made: a copy per tensor id was 80 bytes, 240 MB to page in for a
+     * 10^6-op plan and the largest part of compiling it (issue 32). In a
+     * backward phase a saved tensor is a leaf by its role (MG_ROLE_LEAF),
+     * as the phase shares the plan's graph. */
     /* After step s, release release[release_start[s] .. release_start[s+1]) */
     int32_t *release_start;
     mg_tensor *release;
@@ -57,9 +56,9 @@ struct mg_plan {
      * without_recompute, each recomputed copy -> its forward tensor. */
     mg_tensor *remap;
     /* A training plan's forward and backward phases (split.c), or NULL
-     * for a plan without backward steps. They share the plan's tensor
-     * and remap arrays (3 x 80 bytes a tensor copied was most of what a
-     * 10^6-op plan wrote, issue 32); mg_plan_free frees them once. */
+     * for a plan without backward steps. They share the plan's remap
+     * array (a copy per phase was most of what a 10^6-op plan wrote,
+     * issue 32); mg_plan_free frees it once. */
     struct mg_plan *phase[2];
     /* In a backward phase: the forward tensors it reads from a saved
      * state, marked as leaves; n_saved of them in saved. */
@@ -76,6 +75,16 @@ struct mg_plan {
      * 0; mg_plan_summary reports it beside the plan's budget_peak. */
     size_t budget_bytes;
 };
+
+/* The descriptor of tensor t (its node's). */
+static inline const mg_tdesc *mg_plan_desc(const mg_plan *p, mg_tensor t) {
+    return &p->g->nodes[t].d;
+}
+
+/* Whether t is an input or parameter node: memory from the caller. */
+static inline bool mg_plan_leaf(const mg_plan *p, mg_tensor t) {
+    return (mgi_op_table[p->g->nodes[t].op].flags & MG_OPF_LEAF) != 0;
+}
 
 /* Input k of the node of tensor t, as this plan reads it. */
 static inline mg_tensor mg_plan_input(const mg_plan *p, mg_tensor t, int k) {
@@ -131,10 +140,13 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
 mg_status mgi_plan_lay_out(mg_plan *p);
 
 /* Build p->phase[0] (forward) and p->phase[1] (backward) when p has
- * backward or recompute steps (split.c). */
-mg_status mgi_plan_split(mg_plan *p);
-/* Let go of what phase q shares with its plan p (its tensor and remap
- * arrays, and its step arrays where they are a stretch of p's), so that
+ * backward or recompute steps (split.c). bwd: per tensor id the plan
+ * reads or computes, whether its node is a backward or recompute one
+ * (mg_plan_compile notes it while it reads the node anyway: another pass
+ * over the nodes of a 10^6-op plan was 400 MB to read, issue 32). */
+mg_status mgi_plan_split(mg_plan *p, const bool *bwd);
+/* Let go of what phase q shares with its plan p (its remap array,
+ * and its step arrays where they are a stretch of p's), so that
  * mg_plan_free(q) frees only q's own. */
 void mgi_phase_unshare(mg_plan *q, const mg_plan *p);
 

@@ -18,10 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool in_backward(const mg_graph *g, mg_tensor t) {
-    return (g->nodes[t].flags & (MG_NODE_BACKWARD | MG_NODE_RECOMPUTE)) != 0;
-}
-
 static mg_plan *phase_alloc(const mg_plan *p) {
     mg_plan *q = calloc(1, sizeof *q);
     if (!q) return NULL;
@@ -39,20 +35,21 @@ static mg_plan *phase_alloc(const mg_plan *p) {
         mg_plan_free(q);
         return NULL;
     }
-    /* p's, not copies: a saved tensor is a leaf of the backward phase by
+    /* p's, not a copy: a saved tensor is a leaf of the backward phase by
      * its role (schedule.h) */
-    q->tensor = p->tensor;
     q->remap = p->remap;
     return q;
 }
 
 void mgi_phase_unshare(mg_plan *q, const mg_plan *p) {
-    q->tensor = NULL;
     q->remap = NULL;
     if (q->steps && (q->steps == p->steps ||
                      q->steps == p->steps + (p->n_steps - q->n_steps))) {
         q->steps = NULL;
         q->step = NULL;
+        /* and its offsets, then a stretch of p's too (arena.c) */
+        q->out_off = NULL;
+        q->work_off = NULL;
     }
 }
 
@@ -101,23 +98,13 @@ static void build_releases(mg_plan *q, const mg_plan *p, int32_t *last,
             q->release[fill[last[q->saved[i]]]++] = q->saved[i];
 }
 
-mg_status mgi_plan_split(mg_plan *p) {
+mg_status mgi_plan_split(mg_plan *p, const bool *bwd) {
     const mg_graph *g = p->g;
     size_t sz = (size_t)(p->n_tensors ? p->n_tensors : 1);
-    /* per tensor the plan reads or computes: in_backward, read from each
-     * node once (the loops below ask again for every input) */
-    uint8_t *bwd = malloc(sz);
-    if (!bwd)
-        return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
-                                          "the forward and backward phases");
     int32_t n_bwd = 0;
     bool prefix = true; /* every forward step before every backward one */
-    for (int32_t i = 0; i < p->n_leaves; i++)
-        bwd[p->leaves[i]] = in_backward(g, p->leaves[i]);
     for (int32_t i = 0; i < p->n_steps; i++) {
-        const mg_tensor t = p->steps[i];
-        bwd[t] = in_backward(g, t);
-        if (bwd[t]) n_bwd++;
+        if (bwd[p->steps[i]]) n_bwd++;
         else if (n_bwd) prefix = false;
     }
     /* A kept leaf that no forward step reads is bound when backward runs:
@@ -126,20 +113,18 @@ mg_status mgi_plan_split(mg_plan *p) {
      * plan with one is phased even when it has no backward step (y = x +
      * b), so that mg_exec_forward and mg_exec_backward still serve it. */
     uint8_t *fwd_read = calloc(sz, 1);
-    if (!fwd_read) {
-        free(bwd);
+    if (!fwd_read)
         return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
                                           "the forward and backward phases");
-    }
     for (int32_t i = 0; i < p->n_steps; i++)
         if (!bwd[p->steps[i]])
             for (int k = 0; k < p->step[i].n_in; k++)
                 fwd_read[p->step[i].in[k]] = 1;
     int32_t n_late = 0;
     for (int32_t k = 0; k < p->n_kept; k++)
-        if (p->tensor[p->kept[k]].leaf && !fwd_read[p->kept[k]]) n_late++;
+        if ((p->role[p->kept[k]] & MG_ROLE_LEAF) && !fwd_read[p->kept[k]])
+            n_late++;
     if (n_bwd == 0 && n_late == 0) {
-        free(bwd);
         free(fwd_read);
         return MG_OK;
     }
@@ -189,17 +174,17 @@ mg_status mgi_plan_split(mg_plan *p) {
                     mgi_graph_tensor_label(g, f->steps[i], la, sizeof la));
                 goto done;
             }
-            if (p->tensor[in].leaf) f->role[in] |= MG_ROLE_LEAF;
+            if (p->role[in] & MG_ROLE_LEAF) f->role[in] |= MG_ROLE_LEAF;
         }
     for (int32_t i = 0; i < b->n_steps; i++)
         for (int k = 0; k < b->step[i].n_in; k++) {
             mg_tensor in = b->step[i].in[k];
-            if (p->tensor[in].leaf) b->role[in] |= MG_ROLE_LEAF;
+            if (p->role[in] & MG_ROLE_LEAF) b->role[in] |= MG_ROLE_LEAF;
             else if (!bwd[in]) saved[in] = true;
         }
     for (int32_t k = 0; k < p->n_kept; k++) {
         mg_tensor t = p->kept[k];
-        if (p->tensor[t].leaf) {
+        if (p->role[t] & MG_ROLE_LEAF) {
             mg_plan *q = fwd_read[t] ? f : b;
             q->role[t] |= MG_ROLE_LEAF;
             add_kept(q, t);
@@ -225,7 +210,6 @@ mg_status mgi_plan_split(mg_plan *p) {
 done:
     phase_free(f, p);
     phase_free(b, p);
-    free(bwd);
     free(fwd_read);
     free(last);
     free(fill);
@@ -241,12 +225,12 @@ static size_t phase_peak(const mg_plan *q, const bool *bound, size_t base,
     for (int32_t s = 0; s < q->n_steps; s++) {
         mg_tensor t = q->steps[s];
         if (!bound[t])
-            in_use += mg_pool_size_class(mgi_tdesc_nbytes(&q->tensor[t].d));
+            in_use += mg_pool_size_class(mgi_tdesc_nbytes(mg_plan_desc(q, t)));
         size_t work = q->step[s].work ? mg_pool_size_class(q->step[s].work) : 0;
         if (in_use + work > peak) peak = in_use + work;
         for (int32_t r = q->release_start[s]; r < q->release_start[s + 1]; r++)
             in_use -= mg_pool_size_class(
-                mgi_tdesc_nbytes(&q->tensor[q->release[r]].d));
+                mgi_tdesc_nbytes(mg_plan_desc(q, q->release[r])));
     }
     *end = in_use;
     return peak;

@@ -92,6 +92,20 @@ static size_t cpu_plan_workspace(const mg_kargs *a) {
     }
 }
 
+/* The ops cpu_plan_workspace answers for; 0 for every other. */
+static bool cpu_plan_workspace_op(mg_op op) {
+    switch (op) {
+    case MG_OP_CONV2D:
+    case MG_OP_CONV2D_GRAD_INPUT:
+    case MG_OP_CONV2D_GRAD_WEIGHT:
+    case MG_OP_MAX_POOL2D:
+    case MG_OP_AVG_POOL2D:
+    case MG_OP_MAX_POOL2D_GRAD:
+    case MG_OP_AVG_POOL2D_GRAD: return true;
+    default: return false;
+    }
+}
+
 static size_t cpu_workspace(void *ctx, const mg_kargs *a) {
     (void)ctx;
     return cpu_plan_workspace(a);
@@ -108,6 +122,7 @@ const mg_backend_reg mgi_backend_cpu_reg = {
     .plan_workspace = cpu_plan_workspace,
     .has_kernel = cpu_has_kernel,
     .kernel_workspace = cpu_plan_workspace,
+    .plan_workspace_op = cpu_plan_workspace_op,
 };
 
 mg_status mgi_backend_cpu_init(mg_backend *out) {
