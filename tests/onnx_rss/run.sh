@@ -31,10 +31,10 @@ for p in none memory; do
     predicted=$(sed -n \
         's/^pool peak measured [0-9]* bytes, predicted \([0-9]*\) bytes$/\1/p' \
         <<<"$out")
-    [ -n "$grown" ] && [ -n "$predicted" ] || {
+    if [ -z "$grown" ] || [ -z "$predicted" ]; then
         echo "FAIL $p: no rss or pool line"
         exit 1
-    }
+    fi
     # the pool's reservation (the plan's arena: at least the predicted
     # peak, more where the placement fragments) is larger than the
     # allowance, so the test measures the pool
