@@ -86,20 +86,22 @@ def one(name, method, steps, batch, size, budget):
     opt = torch.optim.SGD(params, lr=0.01)
     base = rss_now()
     reset_peak_rss()
-    times = []
+    times, cpus = [], []
     for _ in range(steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad()
         F.cross_entropy(run(x), labels).backward()
         opt.step()
         times.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
     peak = peak_rss()
     from memgrad import size_class
     r = {"model": name, "method": method,
          "peak": max(peak - base, 0), "param_bytes": pbytes,
          "slot": max(size_class(p.numel() * p.element_size())
                      for p in params),
-         "step_ms": 1e3 * statistics.median(times[1:])}
+         "step_ms": 1e3 * statistics.median(times[1:]),
+         "cpu_ms": 1e3 * statistics.median(cpus[1:])}
     if rep is not None:
         st = run.executor.pool_stats()
         r.update(reserved=st["bytes_reserved"], report=rep)
@@ -130,15 +132,19 @@ def main():
     print()
     print("peak: peak RSS increase over the steps (MB = 2^20 bytes). "
           "vs torch / vs cs: peak over plain PyTorch's / "
-          "checkpoint_sequential's. step: median step ms after the first. "
+          "checkpoint_sequential's. step: median step ms after the first "
+          "(wall clock); cpu: the median step's CPU time of the process "
+          "(user + system, all threads), the figure to compare on a "
+          "shared machine. "
           "reserved: memgrad's pool after the steps; arena, outputs, slot: "
           "Module.memory_report() (the plan's arena; pool blocks of the "
           "output, batch statistics and input gradients; the accumulation "
           "slot). %d steps." % a.steps)
     print()
     print("| model | batch, size | method | peak MB | vs torch | vs cs | "
-          "step ms | step vs cs | reserved MB | arena | outputs | slot |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "step ms | step vs cs | cpu ms | cpu vs cs | reserved MB | arena "
+          "| outputs | slot |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     mib = 2.0 ** 20
     for name, batch, size in CASES:
         if name not in a.models.split(","):
@@ -165,19 +171,20 @@ def main():
                     " (%.0f MB)" % (budget / mib) if method == "budget"
                     else "")
             if "fail" in r:
-                print("| %s | %d, %d | %s | failed: %s |||||||||" % (
+                print("| %s | %d, %d | %s | failed: %s |||||||||||" % (
                     name, batch, size, label, r["fail"][:90]))
                 continue
 
             def ratio(a_, b_):
                 return "%.2f" % (a_ / b_) if b_ else "-"
             rep = r.get("report")
-            print("| %s | %d, %d | %s | %.1f | %s | %s | %.0f | %s | %s | "
-                  "%s | %s | %s |" % (
+            print("| %s | %d, %d | %s | %.1f | %s | %s | %.0f | %s | %.0f | "
+                  "%s | %s | %s | %s | %s |" % (
                       name, batch, size, label, r["peak"] / mib,
                       ratio(r["peak"], t.get("peak", 0)),
                       ratio(r["peak"], cs.get("peak", 0)), r["step_ms"],
                       ratio(r["step_ms"], cs.get("step_ms", 0)),
+                      r["cpu_ms"], ratio(r["cpu_ms"], cs.get("cpu_ms", 0)),
                       "%.1f" % (r["reserved"] / mib) if rep else "",
                       "%.1f" % (rep["pool_arena"] / mib) if rep else "",
                       "%.1f" % (rep["pool_outputs"] / mib) if rep else "",

@@ -398,9 +398,9 @@ START_TEST(test_pool_paths_agree) {
 }
 END_TEST
 
-/* Which pooling steps take oneDNN: every f32 one where the library has it
- * and MG_POOL is not "loops", but an average pool whose divisor oneDNN
- * lacks; never f64. */
+/* Which pooling steps take oneDNN: with MG_POOL=onednn every f32 one
+ * where the library has it, but an average pool whose divisor oneDNN
+ * lacks; with MG_POOL=loops none; never f64. */
 START_TEST(test_pool_onednn_taken) {
     for (size_t gi = 0; gi < sizeof pgeoms / sizeof pgeoms[0]; gi++) {
         const pgeom *q = &pgeoms[gi];
@@ -408,7 +408,10 @@ START_TEST(test_pool_onednn_taken) {
         pool_case_build(&k, q);
         const mg_tensor outs[4] = {k.ym, k.ya, k.gm, k.ga};
         mg_plan *plan = NULL;
+        /* the plan lends what oneDNN needs wherever it may run */
+        setenv("MG_POOL", "onednn", 1);
         ck_assert_int_eq(mg_plan_compile(k.g, outs, 4, NULL, &plan), MG_OK);
+        unsetenv("MG_POOL");
         int pools = 0;
         for (int32_t s = 0; s < plan->n_steps; s++) {
             const mg_plan_step *st = &plan->step[s];
@@ -435,7 +438,15 @@ START_TEST(test_pool_onednn_taken) {
                 /* the plan lent it */
                 if (on) ck_assert_uint_le(bytes, st->work);
             }
+            /* unset: oneDNN where it has a JIT kernel (which this test
+             * cannot tell), never where MG_POOL=onednn would not take it */
             unsetenv("MG_POOL");
+            bytes = 0;
+            if (mgi_onednn_pool_workspace(&a, &bytes)) {
+                ck_assert(mgi_onednn_conv_available() &&
+                          !(avg && q->avg_loops));
+                ck_assert_uint_le(bytes, st->work);
+            }
             for (int i = 0; i < st->n_in; i++) a.in[i].d.dtype = MG_F64;
             a.out.d.dtype = MG_F64;
             ck_assert(!mgi_onednn_pool_workspace(&a, &bytes));

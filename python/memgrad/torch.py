@@ -584,11 +584,14 @@ class _Captured:
     grads_in_place = True  # Module(grads_in_place=...)
 
     def __init__(self, module, example_inputs, policy, training=True,
-                 budget_bytes=0, collect=False, gm=None, compact=False):
+                 budget_bytes=0, collect=False, gm=None, compact=False,
+                 input_grads=None):
         # trace in the plan's mode; each submodule's own flag is restored
         was = [(m, m.training) for m in module.modules()]
         module.train(training)
         self._compact = compact  # mg_checkpoints.compact, read by _plan
+        # which inputs get a gradient (None: all); read by _plan
+        self._input_grads = input_grads
         try:
             self._build(module, example_inputs, policy, training,
                         budget_bytes, collect, gm)
@@ -709,18 +712,27 @@ class _Captured:
         was captured."""
         g, dt = self.graph, self.dtype
         self.seed = g.input("grad_output", dt, self.y.shape)
-        xs = self.inputs + self.param_tensors
+        # An input that does not require grad (a batch of images) gets no
+        # gradient, as in PyTorch: its gradient was the stem convolution's
+        # input gradient, computed and dropped every step (vgg11_bn: one
+        # 224x224 backward-data convolution of 24 a step).
+        need = list(self._input_grads or [True] * len(self.inputs))
+        if not any(need) and not self.param_tensors:
+            need = [True] * len(self.inputs)  # something to differentiate
+        xs = [t for t, n in zip(self.inputs, need) if n] + self.param_tensors
         try:
-            self.grads = g.gradients([self.y], xs, policy=policy,
-                                     grad_ys=[self.seed],
-                                     budget_bytes=budget_bytes or 0,
-                                     compact=self._compact)
+            gs = iter(g.gradients([self.y], xs, policy=policy,
+                                  grad_ys=[self.seed],
+                                  budget_bytes=budget_bytes or 0,
+                                  compact=self._compact))
+            self.grads = [next(gs) if n else None for n in need] + list(gs)
         except MemgradError as e:
             raise MemgradError(e.status, "memgrad.torch: planning %s under "
                                "policy %r failed: %s" % (
                                    type(module).__name__, policy, e)) from None
         stat_ts = [t for _, mean, var, _ in self.stats for t in (mean, var)]
-        self.plan = g.compile([self.y] + stat_ts + self.grads,
+        self.plan = g.compile([self.y] + stat_ts +
+                              [t for t in self.grads if t is not None],
                               budget_bytes=budget_bytes or 0)
         # one executor per device the module has run on (a plan is the
         # same for every device); made on first use
@@ -2257,9 +2269,9 @@ class _Function(torch.autograd.Function):
                 % (cap.module_name, ctx.y_alias._version, ctx.y_version,
                    e)) from None
         ctx.mg_saved.free()
-        out = tuple(grads[gt] if ctx.needs_input_grad[2 + i] and
-                    i not in in_place else None
-                    for i, gt in enumerate(cap.grads))
+        out = tuple(grads[gt] if gt is not None and
+                    ctx.needs_input_grad[2 + i] and i not in in_place
+                    else None for i, gt in enumerate(cap.grads))
         del grads, feeds  # AccumulateGrad takes a gradient nobody else holds
         return (None, None) + out
 
@@ -2328,7 +2340,8 @@ class Module(torch.nn.Module):
     grads_in_place=False to have every gradient handed to autograd from
     the pool as a tensor (then added by AccumulateGrad and given back).
     A parameter with a tensor hook (register_hook) is always handed to
-    autograd. `predicted_peak` counts the gradients as pool bytes (the
+    autograd. An input gets a gradient only where it requires grad at the
+    call, as in PyTorch (a plan per input shapes, mode and requires_grad). `predicted_peak` counts the gradients as pool bytes (the
     plan's view with nothing bound); memory_report() says which bytes
     are whose.
 
@@ -2361,13 +2374,15 @@ class Module(torch.nn.Module):
 
     def _plan_for(self, inputs, training):
         params = list(self.module.parameters())
+        # inputs' requires_grad too: only those get a gradient
+        needs = tuple(bool(x.requires_grad) for x in inputs)
         key = (training, tuple((tuple(x.shape), x.dtype) for x in inputs),
-               params[0].dtype if params else None)
+               params[0].dtype if params else None, needs)
         cap = self._plans.get(key)
         if cap is None:
             cap = _Captured(self.module, inputs, self._policy,
                             training=training, budget_bytes=self._budget,
-                            compact=self._compact)
+                            compact=self._compact, input_grads=needs)
             cap.grads_in_place = self._grads_in_place
             self._plans[key] = cap
             while len(self._plans) > self.MAX_PLANS:

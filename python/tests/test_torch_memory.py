@@ -77,17 +77,19 @@ def test_pool_holds_no_gradient(set_to_none, in_place):
     ex = mg.executor
     n_in = len(mg._cap.inputs)
     params = list(model.parameters())
+    # xa requires no grad, so the plan gives it none (as PyTorch)
+    assert mg._cap.grads[:n_in] == [None] * n_in
     if set_to_none or in_place:
         # .grad is torch's: written by memgrad when it was None, added
         # into through the pool's one slot when it exists
         want = plan.arena(bound=mg._cap.grads[n_in:])["reserved"]
         if not set_to_none:
             want += mg.memory_report()["accumulation_slot"]
-        n_pool = n_in
+        n_pool = 0
     else:
         # handed to AccumulateGrad from the pool, and given back
         want = plan.arena()["reserved"]
-        n_pool = len(mg._cap.grads)
+        n_pool = len(mg._cap.grads) - n_in
     if not set_to_none:  # as after a first step: every .grad exists
         for p in params:
             p.grad = torch.zeros_like(p)
@@ -138,3 +140,37 @@ def test_memory_report_adds_up():
     assert r["grads_torch"] == r["params_torch"] == n
     assert r["pool_arena"] == mg._cap.plan.arena()["bytes"]
     assert r["pool_outputs"] > 0 and r["accumulation_slot"] > 0
+
+
+def test_input_gradient_only_when_required():
+    """An input that does not require grad gets no gradient from the plan
+    (PyTorch computes none either): the stem convolution's input gradient
+    is not computed. One that does gets it, from a second plan, and the
+    parameters' gradients are the same bits either way."""
+    nn = torch.nn
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4),
+                          nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 3))
+    x = torch.randn(2, 3, 6, 6)
+    mg = mt.Module(model, (x,), policy="none")
+    cap = mg._cap
+    assert cap.grads[0] is None
+    mg(x).square().sum().backward()
+    g_no = [p.grad.clone() for p in model.parameters()]
+    assert x.grad is None
+    mg.zero_grad(set_to_none=True)
+    xr = x.clone().requires_grad_(True)
+    mg(xr).square().sum().backward()
+    cap2 = mg._plans[next(k for k in mg._plans if k[-1] == (True,))]
+    assert cap2 is not cap and cap2.grads[0] is not None
+    s_no, s_yes = cap.plan.summary(), cap2.plan.summary()
+    # one more backward step: the input gradient of the convolution
+    assert s_yes["n_backward"] == s_no["n_backward"] + 1
+    assert s_yes["backward_flops"] > s_no["backward_flops"]
+    for p, a in zip(model.parameters(), g_no):
+        assert torch.equal(p.grad, a)
+    # and it is x's gradient: torch's own, to rounding
+    xt = x.clone().requires_grad_(True)
+    model.zero_grad(set_to_none=True)
+    model(xt).square().sum().backward()
+    torch.testing.assert_close(xr.grad, xt.grad, rtol=1e-4, atol=1e-5)

@@ -163,9 +163,10 @@ mg_status mgi_cpu_relu_grad_mask(const mg_kargs *a);
 mg_status mgi_cpu_max_pool2d_argmax(const mg_kargs *a);
 mg_status mgi_cpu_max_pool2d_grad_argmax(const mg_kargs *a);
 /* The pooling path (cpu_onednn.c), from the environment variable MG_POOL:
- * "loops" (cpu_pool.c) or, by default, "onednn" (oneDNN's primitives on
- * plain NCHW), the latter only where the library was built with it. */
-enum { MGI_POOL_ONEDNN, MGI_POOL_LOOPS };
+ * "loops" (cpu_pool.c), "onednn" (oneDNN's primitives on plain NCHW), or
+ * by default oneDNN where it has a JIT kernel for the pool and the loops
+ * otherwise; oneDNN only where the library was built with it. */
+enum { MGI_POOL_AUTO, MGI_POOL_ONEDNN, MGI_POOL_LOOPS };
 int mgi_cpu_pool_path(void);
 /* As mgi_onednn_conv_workspace and _run, for the four pooling ops. False:
  * the loops of cpu_pool.c are the ones to use (f64, MG_POOL=loops, a

@@ -16,10 +16,14 @@
  * reorders, slower kernels); MG_CONV=im2col turns oneDNN off.
  *
  * Pooling stays on plain NCHW in and out (MG_POOL=loops turns oneDNN
- * off). Max pooling and oneDNN agree on the element a window picks: the
- * first maximum in row-major window order, never padding (test_onednn
- * checks ties bit for bit). A NaN is the exception: memgrad's max counts
- * it as larger than any number, so that it propagates as in PyTorch,
+ * off). By default a pool takes oneDNN only where oneDNN has a JIT kernel
+ * for plain NCHW (jit:avx512_core has; on an AVX2 machine oneDNN 2.6 runs
+ * its simple_nchw reference loops, 2 to 5 times slower than cpu_pool.c's
+ * there: bench/results/pool-onednn*.txt); MG_POOL=onednn takes it
+ * whatever the implementation. Max pooling and oneDNN agree on the element a
+ * window picks: the first maximum in row-major window order, never padding
+ * (test_onednn checks ties bit for bit). A NaN is the exception: memgrad's max
+ * counts it as larger than any number, so that it propagates as in PyTorch,
  * while oneDNN's skips it; a max pool whose x holds a NaN therefore runs
  * the loops (od_has_nan, one read of x). oneDNN's include-padding
  * divisor is always KH * KW, so an average pool whose ceil_mode windows
@@ -57,7 +61,8 @@ int mgi_cpu_conv_path(void) {
 int mgi_cpu_pool_path(void) {
     const char *e = getenv("MG_POOL");
     if (e && strcmp(e, "loops") == 0) return MGI_POOL_LOOPS;
-    return MGI_POOL_ONEDNN;
+    if (e && strcmp(e, "onednn") == 0) return MGI_POOL_ONEDNN;
+    return MGI_POOL_AUTO;
 }
 
 static bool od_is_conv(mg_op op) {
@@ -249,18 +254,26 @@ static bool od_reorder(const dnnl_memory_desc_t *src,
 static bool od_build_conv(const od_key *k, od_entry *e) {
     const bool any = k->path == MGI_CONV_ONEDNN;
     const dnnl_format_tag_t act = any ? dnnl_format_tag_any : dnnl_nchw;
-    const dnnl_format_tag_t wtag = any ? dnnl_format_tag_any : dnnl_goihw;
+    /* Ungrouped weights as 4-D OIHW, not 5-D GOIHW with one group: the
+     * same bytes, but oneDNN 2.6's jit_1x1 backward-data kernel refuses
+     * grouped weights, and a 1x1 convolution's input gradient then took
+     * the general jit:avx2 kernel, 2 to 3 times slower (resnet50). */
+    const bool grouped = k->groups > 1;
+    const int wnd = grouped ? 5 : 4;
+    const dnnl_format_tag_t wplain = grouped ? dnnl_goihw : dnnl_oihw;
+    const dnnl_format_tag_t wtag = any ? dnnl_format_tag_any : wplain;
     dnnl_dims_t xd = {k->n, k->c, k->h, k->w};
     dnnl_dims_t yd = {k->n, k->o, k->oh, k->ow};
     dnnl_dims_t wd = {k->groups, k->o / k->groups, k->c / k->groups, k->kh,
                       k->kw};
+    if (!grouped) memmove(wd, wd + 1, 4 * sizeof wd[0]);
     dnnl_memory_desc_t x, y, w, xu, yu, wu;
     if (dnnl_memory_desc_init_by_tag(&x, 4, xd, dnnl_f32, act) ||
         dnnl_memory_desc_init_by_tag(&y, 4, yd, dnnl_f32, act) ||
-        dnnl_memory_desc_init_by_tag(&w, 5, wd, dnnl_f32, wtag) ||
+        dnnl_memory_desc_init_by_tag(&w, wnd, wd, dnnl_f32, wtag) ||
         dnnl_memory_desc_init_by_tag(&xu, 4, xd, dnnl_f32, dnnl_nchw) ||
         dnnl_memory_desc_init_by_tag(&yu, 4, yd, dnnl_f32, dnnl_nchw) ||
-        dnnl_memory_desc_init_by_tag(&wu, 5, wd, dnnl_f32, dnnl_goihw))
+        dnnl_memory_desc_init_by_tag(&wu, wnd, wd, dnnl_f32, wplain))
         return false;
     /* memgrad pads both sides alike; oneDNN's right padding is whatever
      * makes its output size formula give OH, OW: negative where the last
@@ -351,8 +364,18 @@ static bool od_build_conv(const od_key *k, od_entry *e) {
     return ok;
 }
 
+/* Whether oneDNN implements pd with a JIT kernel ("jit:avx2", ...), not a
+ * reference loop ("simple_nchw:any", "ref:any"). */
+static bool od_is_jit(const_dnnl_primitive_desc_t pd) {
+    const char *impl = NULL;
+    return dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) ==
+               dnnl_success &&
+           impl && strncmp(impl, "jit", 3) == 0;
+}
+
 /* Build the pooling primitive(s) for k into e, all on plain NCHW; false if
- * oneDNN refuses the geometry. */
+ * oneDNN refuses the geometry, or has only a reference kernel for it and
+ * MG_POOL does not ask for oneDNN. */
 static bool od_build_pool(const od_key *k, od_entry *e) {
     const bool is_max =
         k->op == MG_OP_MAX_POOL2D || k->op == MG_OP_MAX_POOL2D_GRAD;
@@ -410,6 +433,9 @@ static bool od_build_pool(const od_key *k, od_entry *e) {
             dnnl_primitive_desc_query_md(fpd, dnnl_query_scratchpad_md, 0));
         ok = dnnl_primitive_create(&e->fwd, fpd) == dnnl_success;
     }
+    /* by default only a JIT kernel: the loops beat oneDNN's reference */
+    if (ok && k->path == MGI_POOL_AUTO)
+        ok = od_is_jit(pd) && (!fpd || od_is_jit(fpd));
     if (ok) {
         size_t sp = dnnl_memory_desc_get_size(
             dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));

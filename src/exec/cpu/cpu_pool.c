@@ -14,36 +14,63 @@
 #include <math.h>
 #include <string.h>
 
-/* The element max pooling picks for output (oy, ox) of plane x. */
-#define ARGMAX(SUF, x, d, oy, ox)                                              \
-    mg_pool2d_argmax_##SUF((x), (d), mg_pool2d_window((d), (oy), (ox)))
+/* The element max pooling picks in window r of plane x (w columns):
+ * mg_pool2d_argmax's rule (the first maximum in row-major order, a NaN
+ * larger than any number and the first NaN winning), with the best value
+ * kept in a register rather than read back through x; *v gets it. */
+#define POOL_ARGMAX_DEF(T, SUF)                                                \
+    static inline int64_t pool_argmax_##SUF(const T *restrict x, int64_t w,    \
+                                            mg_pool2d_win r, T *v) {           \
+        int64_t best = r.y0 * w + r.x0;                                        \
+        T b = x[best];                                                         \
+        for (int64_t iy = r.y0; iy < r.y1; iy++) {                             \
+            const T *row = x + iy * w;                                         \
+            for (int64_t ix = r.x0; ix < r.x1; ix++) {                         \
+                const T u = row[ix];                                           \
+                if (u > b || (u != u && b == b)) {                             \
+                    b = u;                                                     \
+                    best = iy * w + ix;                                        \
+                }                                                              \
+            }                                                                  \
+        }                                                                      \
+        *v = b;                                                                \
+        return best;                                                           \
+    }
+POOL_ARGMAX_DEF(float, f32)
+POOL_ARGMAX_DEF(double, f64)
+#undef POOL_ARGMAX_DEF
 
 #define POOL_DEF(T, SUF)                                                       \
     static mg_status max_pool_##SUF(const T *x, T *y,                          \
                                     const mg_pool2d_dims *d) {                 \
         const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                   \
-        MG_CPU_PAR_LOOP(d->planes *hw,                                         \
-                        for (int64_t p = 0; p < d->planes; p++), {             \
-                            const T *xp = x + p * hw;                          \
-                            T *yp = y + p * ohw;                               \
-                            for (int64_t oy = 0; oy < d->oh; oy++)             \
-                                for (int64_t ox = 0; ox < d->ow; ox++)         \
-                                    *yp++ = xp[ARGMAX(SUF, xp, d, oy, ox)];    \
-                        });                                                    \
+        MG_CPU_PAR_LOOP(                                                       \
+            d->planes *hw, for (int64_t p = 0; p < d->planes; p++), {          \
+                const T *xp = x + p * hw;                                      \
+                T *yp = y + p * ohw;                                           \
+                for (int64_t oy = 0; oy < d->oh; oy++)                         \
+                    for (int64_t ox = 0; ox < d->ow; ox++)                     \
+                        pool_argmax_##SUF(xp, d->w,                            \
+                                          mg_pool2d_window(d, oy, ox), yp++);  \
+            });                                                                \
         return MG_OK;                                                          \
     }                                                                          \
     static mg_status max_pool_grad_##SUF(const T *gy, const T *x, T *gx,       \
                                          const mg_pool2d_dims *d) {            \
         const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                   \
-        MG_CPU_PAR_LOOP(d->planes *hw,                                         \
-                        for (int64_t p = 0; p < d->planes; p++), {             \
-                            const T *xp = x + p * hw, *gyp = gy + p * ohw;     \
-                            T *gxp = gx + p * hw;                              \
-                            memset(gxp, 0, (size_t)hw * sizeof(T));            \
-                            for (int64_t oy = 0; oy < d->oh; oy++)             \
-                                for (int64_t ox = 0; ox < d->ow; ox++)         \
-                                    gxp[ARGMAX(SUF, xp, d, oy, ox)] += *gyp++; \
-                        });                                                    \
+        MG_CPU_PAR_LOOP(                                                       \
+            d->planes *hw, for (int64_t p = 0; p < d->planes; p++), {          \
+                const T *xp = x + p * hw, *gyp = gy + p * ohw;                 \
+                T *gxp = gx + p * hw;                                          \
+                memset(gxp, 0, (size_t)hw * sizeof(T));                        \
+                for (int64_t oy = 0; oy < d->oh; oy++)                         \
+                    for (int64_t ox = 0; ox < d->ow; ox++) {                   \
+                        T v;                                                   \
+                        gxp[pool_argmax_##SUF(                                 \
+                            xp, d->w, mg_pool2d_window(d, oy, ox), &v)] +=     \
+                            *gyp++;                                            \
+                    }                                                          \
+            });                                                                \
         return MG_OK;                                                          \
     }                                                                          \
     static mg_status avg_pool_##SUF(const T *x, T *y,                          \
