@@ -143,7 +143,9 @@ int bench_cmd_budget(int argc, char **argv) {
     step_result rn = {0};
     fwd_plan fp = {0};
     row_times rt = {0};
-    mg_status s = bench_case_prepare(o.spec, &cfg, MG_CKPT_NONE, &none);
+    /* --compact yes: every plan of the run compacts, none's included */
+    const mg_checkpoints cn = {.policy = MG_CKPT_NONE, .compact = o.compact};
+    mg_status s = bench_case_prepare_ckpt(o.spec, &cfg, &cn, &none);
     if (s != MG_OK) rc = bench_fail("building the model", s);
     if (!rc && !bench_memory_alloc(&none, &mem, NULL)) rc = 1;
     if (!rc && (s = bench_case_warm_up(&none, &mem, repeat, &rn)) != MG_OK)
@@ -164,7 +166,9 @@ int bench_cmd_budget(int argc, char **argv) {
         /* The memory policy's point, for the comparison at its peak: its
          * predicted peak becomes one more budget. */
         bench_case mc;
-        s = bench_case_prepare(o.spec, &cfg, MG_CKPT_MEMORY, &mc);
+        const mg_checkpoints cm = {.policy = MG_CKPT_MEMORY,
+                                   .compact = o.compact};
+        s = bench_case_prepare_ckpt(o.spec, &cfg, &cm, &mc);
         if (s != MG_OK) {
             rc = bench_fail("building under policy memory", s);
         } else {
@@ -181,7 +185,8 @@ int bench_cmd_budget(int argc, char **argv) {
     for (int i = 0; !rc && i < n_fr; i++) {
         mg_checkpoints ck = {.policy = MG_CKPT_BUDGET,
                              .budget_bytes =
-                                 (size_t)(fr[i] * (double)none_peak)};
+                                 (size_t)(fr[i] * (double)none_peak),
+                             .compact = o.compact};
         bench_case c;
         double t0 = bench_now_ms();
         s = bench_case_prepare_ckpt(o.spec, &cfg, &ck, &c);

@@ -23,8 +23,11 @@
  * chain|mlp|resnet|unet-small|unet|transformer|all] (all: every model but the
  * transformer)
  *                       [--fractions F,F,...] [--time-limit SECONDS]
+ *                       [--node-limit N]
  *                       [--recompute-backward] [--bisect]
  *                       [--at-budget] [--compact]
+ *   --node-limit: also stop each solve after N branch-and-bound nodes
+ *   (reported as time_limit), a limit the machine's load does not move.
  *   --at-budget: also solve the MILP at each budget itself (four more
  *   columns), the optimum a budget policy is held to.
  *   --compact (issue 29 item 4): every plan with mg_checkpoints.compact,
@@ -439,7 +442,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: mg-checkmate [--model chain|mlp|resnet|unet-small|unet|"
             "transformer|all] [--fractions F,F,...] "
-            "[--time-limit SECONDS] [--recompute-backward] "
+            "[--time-limit SECONDS] [--node-limit N] [--recompute-backward] "
             "[--bisect] [--at-budget] [--compact]\n");
 }
 
@@ -456,6 +459,13 @@ int main(int argc, char **argv) {
             char *end;
             o.time_limit_s = strtod(argv[++i], &end);
             if (*end || !(o.time_limit_s > 0)) {
+                usage();
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--node-limit") && i + 1 < argc) {
+            char *end;
+            o.node_limit = strtol(argv[++i], &end, 10);
+            if (*end || o.node_limit < 1) {
                 usage();
                 return 2;
             }

@@ -433,6 +433,7 @@ typedef struct ckm_build {
     int n_free, n_free_prev;
     double bound; /* best node bound seen (scaled) */
     bool have_bound;
+    long node_limit; /* 0: none */
 } ckm_build;
 
 static jmp_buf *ckm_jmp;
@@ -495,6 +496,11 @@ static int col_new(glp_prob *lp, int kind, double lb, double ub, double c) {
 
 static void ckm_callback(glp_tree *T, void *info) {
     ckm_build *b = info;
+    if (b->node_limit > 0) {
+        int active, total, generated;
+        glp_ios_tree_size(T, &active, &total, &generated);
+        if (generated > b->node_limit) glp_ios_terminate(T);
+    }
     int node = glp_ios_best_node(T);
     if (node) {
         double v = glp_ios_node_bound(T, node);
@@ -746,6 +752,7 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
                           : (int)(o->time_limit_s * 1000);
     parm.cb_func = ckm_callback;
     parm.cb_info = b;
+    b->node_limit = o ? o->node_limit : 0;
     const double t0 = now_s();
     const int ret = glp_intopt(lp, &parm);
     r->seconds = now_s() - t0;
@@ -755,7 +762,7 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
         r->outcome = MGI_CKM_INFEASIBLE;
     } else if (ret == 0 && mip == GLP_OPT) {
         r->outcome = MGI_CKM_OPTIMAL;
-    } else if (ret == GLP_ETMLIM) {
+    } else if (ret == GLP_ETMLIM || ret == GLP_ESTOP) {
         r->outcome = mip == GLP_FEAS ? MGI_CKM_FEASIBLE : MGI_CKM_NO_SOLUTION;
     } else {
         s = ckm_fail(MG_ERR_INTERNAL,

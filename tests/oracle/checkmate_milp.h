@@ -134,6 +134,10 @@ const char *mgi_ckm_outcome_name(mgi_ckm_outcome o);
 
 typedef struct mgi_ckm_options {
     double time_limit_s; /* GLPK's tm_lim; <= 0: none */
+    /* Branch-and-bound nodes before GLPK stops (0: no limit): a limit
+     * that does not depend on the machine's load, as the wall-clock one
+     * does (the outcome past it is as past the time limit). */
+    long node_limit;
     /* Allow recomputing backward ops (memgrad's rewriter never does; off
      * is the fair comparison). */
     bool recompute_backward;
