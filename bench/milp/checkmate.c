@@ -23,11 +23,19 @@
  * chain|mlp|resnet|unet-small|unet|transformer|all] (all: every model but the
  * transformer)
  *                       [--fractions F,F,...] [--time-limit SECONDS]
- *                       [--node-limit N]
+ *                       [--cpu-limit SECONDS] [--node-limit N] [--no-start]
  *                       [--recompute-backward] [--bisect]
  *                       [--at-budget] [--compact]
  *   --node-limit: also stop each solve after N branch-and-bound nodes
- *   (reported as time_limit), a limit the machine's load does not move.
+ *   (reported as time_limit), a limit the machine's load does not move;
+ *   --cpu-limit: also stop it after that much CPU time of this process
+ *   (time_limit too), which a loaded machine moves much less than the
+ *   wall-clock --time-limit.
+ *   Each solve at the budget policy's own peak, and each at a budget where
+ *   the policy's plan is a schedule of the same DAG (same ops in the same
+ *   order), starts from the policy's schedule (GLPK's first incumbent;
+ *   the *_start columns say "policy"), which means solving without
+ *   GLPK's presolver; --no-start: never (presolver on).
  *   --at-budget: also solve the MILP at each budget itself (four more
  *   columns), the optimum a budget policy is held to.
  *   --compact (issue 29 item 4): every plan with mg_checkpoints.compact,
@@ -138,6 +146,7 @@ static mg_status planned_make(const char *name, const mg_checkpoints *c,
 }
 
 static bool compact_on; /* --compact: every plan of the run compacts */
+static bool no_start;   /* --no-start: GLPK starts from no schedule */
 
 /* Solve at budget and check what comes back; returns 0, 1 (a check
  * failed) or 2 (an error). */
@@ -244,19 +253,45 @@ static int bisect_min(const char *name, const mgi_ckm_planned *none,
  * row as ",status,recompute,bound,ratio" (ratio: the budget policy's
  * recomputation over the MILP's best; mg < 0: the policy fits nothing).
  * Returns solve_checked's code. */
+/* Whether two DAGs are the same ops in the same order with the same
+ * edges: then a schedule of one is a schedule of the other. */
+static bool dag_same(const mgi_ckm_dag *a, const mgi_ckm_dag *b) {
+    if (a->n != b->n) return false;
+    for (int j = 0; j < a->n; j++)
+        if (a->cost[j] != b->cost[j] || a->mem[j] != b->mem[j] ||
+            a->work[j] != b->work[j] || a->backward[j] != b->backward[j] ||
+            a->in_start[j + 1] != b->in_start[j + 1])
+            return false;
+    for (int r = 0; r < a->in_start[a->n]; r++)
+        if (a->in[r] != b->in[r] || a->in_form[r] != b->in_form[r])
+            return false;
+    return true;
+}
+
+/* The start column: "policy" when GLPK started from the budget policy's
+ * schedule, "refused" when it did not take it, "-" when the policy's plan
+ * is no schedule of this DAG (another op order) or fits nothing. */
+static const char *start_name(int used) {
+    return used > 0 ? "policy" : used < 0 ? "refused" : "-";
+}
+
 static int at_budget(const mgi_ckm_dag *d, double budget, double mg, double fw,
-                     const mgi_ckm_options *o, double *best) {
+                     const mgi_ckm_options *o, const mgi_ckm_planned *from,
+                     double *best) {
     if (best) *best = -1;
     if (!o->at_budget) return 0;
     mgi_ckm_result r;
-    const int c = solve_checked(d, budget, o, &r);
+    mgi_ckm_options os = *o;
+    if (from && !no_start && dag_same(&from->dag, d)) os.start = from->R;
+    const int c = solve_checked(d, budget, &os, &r);
     if (c == 2) {
-        printf(",error,,,");
+        printf(",error,,,,");
         return c;
     }
     const bool sol =
         r.outcome == MGI_CKM_OPTIMAL || r.outcome == MGI_CKM_FEASIBLE;
-    printf(",%s,", mgi_ckm_outcome_name(r.outcome));
+    printf(",%s,%s,", mgi_ckm_outcome_name(r.outcome),
+           start_name(r.start_used));
     if (sol) printf("%.4f", r.recompute_flops / fw);
     if (sol && best) *best = r.recompute_flops;
     printf(",");
@@ -279,20 +314,21 @@ static int plain_cols(const char *name, const mgi_ckm_dag *plain, double budget,
                       double mg, double fw, const mgi_ckm_options *o) {
     if (!compact_on || !o->at_budget) return 0;
     double best;
-    const int c = at_budget(plain, budget, mg, fw, o, &best);
-    if (c == 2) return c;
     mg_checkpoints cb = {.policy = MG_CKPT_BUDGET,
                          .budget_bytes = (size_t)budget};
     mgi_ckm_planned bp;
     const mg_status s = planned_make(name, &cb, &bp);
-    if (s == MG_ERR_NOMEM) {
-        printf(",,");
-        return c;
-    }
-    if (s != MG_OK) {
+    if (s != MG_OK && s != MG_ERR_NOMEM) {
         fprintf(stderr, "mg-checkmate: %s at %.0f: %s\n", name, budget,
                 mgi_ckm_last_error());
         return 2;
+    }
+    const int c =
+        at_budget(plain, budget, mg, fw, o, s == MG_OK ? &bp : NULL, &best);
+    if (c == 2 || s == MG_ERR_NOMEM) {
+        if (s == MG_OK) mgi_ckm_planned_free(&bp);
+        if (c != 2) printf(",,");
+        return c;
     }
     const double pm = bp.eval.recompute_flops;
     printf(",%.4f,", pm / fw);
@@ -351,8 +387,8 @@ static int run_model(const char *name, const double *fr, int n_fr,
         mg_status s = planned_make(name, &cb, &bp);
         printf("%s,%d,%.2f,%zu,", name, n_ops, fr[k], budget);
         if (s == MG_ERR_NOMEM) {
-            printf(",,,,,,,,,");
-            int c = at_budget(d, (double)budget, -1, fw, o, NULL);
+            printf(",,,,,,,,,,");
+            int c = at_budget(d, (double)budget, -1, fw, o, NULL, NULL);
             if (c > rc) rc = c;
             if (c < 2)
                 c = plain_cols(name, &plain.dag, (double)budget, -1, fw, o);
@@ -378,15 +414,18 @@ static int run_model(const char *name, const double *fr, int n_fr,
                    "order, %.0f in stage order; the MILP gets the latter\n",
                    bp.order_peak, bp.eval.peak);
         mgi_ckm_result r;
-        int c = solve_checked(&bp.dag, bp.eval.peak, o, &r);
+        mgi_ckm_options os = *o; /* from the policy's own schedule */
+        os.start = no_start ? NULL : bp.R;
+        int c = solve_checked(&bp.dag, bp.eval.peak, &os, &r);
         if (c > rc) rc = c;
         printf("%zu,%.0f,%.4f,", bp.sum.predicted_peak, bp.eval.peak, mg / fw);
         if (c == 2) {
-            printf("error,,,,,\n");
+            printf("error,,,,,,\n");
         } else {
             const bool sol =
                 r.outcome == MGI_CKM_OPTIMAL || r.outcome == MGI_CKM_FEASIBLE;
-            printf("%s,", mgi_ckm_outcome_name(r.outcome));
+            printf("%s,%s,", mgi_ckm_outcome_name(r.outcome),
+                   start_name(r.start_used));
             if (sol) printf("%.4f,", r.recompute_flops / fw);
             else printf(",");
             printf("%.4f,", r.bound_flops / fw);
@@ -401,7 +440,7 @@ static int run_model(const char *name, const double *fr, int n_fr,
             }
             printf("%.2f", r.seconds);
             int c2 = at_budget(d, (double)budget, bp.eval.recompute_flops, fw,
-                               o, NULL);
+                               o, &bp, NULL);
             if (c2 > rc) rc = c2;
             if (c2 < 2)
                 c2 = plain_cols(name, &plain.dag, (double)budget,
@@ -442,7 +481,8 @@ static void usage(void) {
     fprintf(stderr,
             "usage: mg-checkmate [--model chain|mlp|resnet|unet-small|unet|"
             "transformer|all] [--fractions F,F,...] "
-            "[--time-limit SECONDS] [--node-limit N] [--recompute-backward] "
+            "[--time-limit SECONDS] [--cpu-limit SECONDS] [--node-limit N] "
+            "[--no-start] [--recompute-backward] "
             "[--bisect] [--at-budget] [--compact]\n");
 }
 
@@ -462,6 +502,15 @@ int main(int argc, char **argv) {
                 usage();
                 return 2;
             }
+        } else if (!strcmp(argv[i], "--cpu-limit") && i + 1 < argc) {
+            char *end;
+            o.cpu_limit_s = strtod(argv[++i], &end);
+            if (*end || !(o.cpu_limit_s > 0)) {
+                usage();
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--no-start")) {
+            no_start = true;
         } else if (!strcmp(argv[i], "--node-limit") && i + 1 < argc) {
             char *end;
             o.node_limit = strtol(argv[++i], &end, 10);
@@ -483,13 +532,16 @@ int main(int argc, char **argv) {
     int n_fr = milp_fractions_parse(fr_s, fr, 32, "mg-checkmate");
     if (n_fr < 0) return 2;
     printf("model,n_ops,budget_fraction,budget_bytes,mg_pool_peak,"
-           "model_peak,mg_recompute,milp_status,milp_recompute,milp_bound,"
+           "model_peak,mg_recompute,milp_status,milp_start,milp_recompute,"
+           "milp_bound,"
            "gap,gap_rel,solve_s%s%s\n",
-           o.at_budget ? ",at_budget_status,at_budget_recompute,"
-                         "at_budget_bound,mg_over_at_budget"
+           o.at_budget ? ",at_budget_status,at_budget_start,"
+                         "at_budget_recompute,at_budget_bound,"
+                         "mg_over_at_budget"
                        : "",
            o.at_budget && o.compact
-               ? ",plain_at_budget_status,plain_at_budget_recompute,"
+               ? ",plain_at_budget_status,plain_at_budget_start,"
+                 "plain_at_budget_recompute,"
                  "plain_at_budget_bound,mg_over_plain_at_budget,"
                  "mg_plain_recompute,mg_plain_over_plain_at_budget"
                : "");

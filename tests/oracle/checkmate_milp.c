@@ -434,6 +434,17 @@ typedef struct ckm_build {
     double bound; /* best node bound seen (scaled) */
     bool have_bound;
     long node_limit; /* 0: none */
+    double cpu_end;  /* CPU-clock seconds at which to stop; 0: none */
+    /* the FREE columns, for the start: FREE[t,i,k] read as form */
+    struct ckm_free_meta {
+        int col, t, i, k;
+        unsigned char form;
+    } * fm;
+    size_t n_fm, cap_fm;
+    const mgi_ckm_dag *d;
+    const unsigned char *start; /* a schedule to start from, or NULL */
+    double mscale;
+    int start_tried; /* 0, then 1 accepted, -1 rejected */
 } ckm_build;
 
 static jmp_buf *ckm_jmp;
@@ -494,13 +505,24 @@ static int col_new(glp_prob *lp, int kind, double lb, double ub, double c) {
     return j;
 }
 
+static int ckm_start(glp_tree *T, ckm_build *b);
+
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void ckm_callback(glp_tree *T, void *info) {
     ckm_build *b = info;
+    if (b->start && !b->start_tried && glp_ios_reason(T) == GLP_IHEUR)
+        b->start_tried = ckm_start(T, b) == 0 ? 1 : -1;
     if (b->node_limit > 0) {
         int active, total, generated;
         glp_ios_tree_size(T, &active, &total, &generated);
         if (generated > b->node_limit) glp_ios_terminate(T);
     }
+    if (b->cpu_end > 0 && cpu_s() > b->cpu_end) glp_ios_terminate(T);
     int node = glp_ios_best_node(T);
     if (node) {
         double v = glp_ios_node_bound(T, node);
@@ -532,6 +554,17 @@ static void add_free(ckm_build *b, const mgi_ckm_dag *d, double mscale, int t,
             r < d->in_start[k + 1] && d->in_form ? d->in_form[r] : 0;
         if (d->mem[i] <= 0) continue;
         int f = col_new(lp, GLP_BV, 0, 1, 0);
+        if (b->n_fm == b->cap_fm) {
+            size_t cap = b->cap_fm ? 2 * b->cap_fm : 1024;
+            void *m = realloc(b->fm, cap * sizeof *b->fm);
+            if (!m) b->oom = true;
+            else {
+                b->fm = m;
+                b->cap_fm = cap;
+            }
+        }
+        if (b->n_fm < b->cap_fm)
+            b->fm[b->n_fm++] = (struct ckm_free_meta){f, t, i, k, fk};
         b->fcol[b->n_free] = f;
         b->fmem[b->n_free++] = d->mem[i] / mscale;
         /* FREE <= X[t,k]: v_k read v_i (R[t,k] without pairs of inputs) */
@@ -567,6 +600,81 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* X of stage t's evaluation of v_j for an input of form f, from a
+ * stage-form schedule R (x_add's indicator, as a number). */
+static int x_of(const unsigned char *R, int n, int t, int j, unsigned char f) {
+    const unsigned char v = R[(size_t)t * n + j];
+    return f == 0 ? v != 0 : v == f;
+}
+
+/* Offer GLPK a schedule (b->start, stage form) as an integer solution:
+ * every column's value derived as the MILP's rows determine it (S the
+ * least holding the schedule needs, each FREE by its product, the U chain).
+ * GLPK checks it against every row and bound; 0 if it took it. */
+static int ckm_start(glp_tree *T, ckm_build *b) {
+    const mgi_ckm_dag *d = b->d;
+    const unsigned char *R = b->start;
+    const int n = d->n;
+    glp_prob *lp = glp_ios_get_prob(T);
+    const int ncols = glp_get_num_cols(lp);
+    double *x = calloc((size_t)ncols + 1, sizeof *x);
+    unsigned char *S = calloc((size_t)n * (size_t)n, 1);
+    double *freed = calloc((size_t)n * (size_t)n, sizeof *freed);
+    if (!x || !S || !freed) {
+        free(x);
+        free(S);
+        free(freed);
+        return -1;
+    }
+    /* S[t,i]: read in stage t before any evaluation there, or held on */
+    for (int t = n - 1; t >= 1; t--)
+        for (int i = 0; i < t; i++) {
+            if (R[(size_t)t * n + i]) continue;
+            bool need = t + 1 < n && S[(size_t)(t + 1) * n + i];
+            for (int j = i + 1; !need && j <= t; j++)
+                for (int r = d->in_start[j]; r < d->in_start[j + 1]; r++)
+                    if (d->in[r] == i &&
+                        x_of(R, n, t, j, d->in_form ? d->in_form[r] : 0)) {
+                        need = true;
+                        break;
+                    }
+            S[(size_t)t * n + i] = need;
+        }
+    for (size_t q = 0; q < (size_t)n * (size_t)n; q++) {
+        if (b->Rc[q]) x[b->Rc[q]] = R[q] != 0;
+        if (b->Zc[q]) x[b->Zc[q]] = R[q] == 2;
+        if (b->Sc[q]) x[b->Sc[q]] = S[q];
+    }
+    for (size_t m = 0; m < b->n_fm; m++) {
+        const struct ckm_free_meta *f = &b->fm[m];
+        int v = f->i == f->k ? R[(size_t)f->t * n + f->k] != 0
+                             : x_of(R, n, f->t, f->k, f->form);
+        if (f->t + 1 < n && S[(size_t)(f->t + 1) * n + f->i]) v = 0;
+        for (int q = b->out_start[f->i]; v && q < b->out_start[f->i + 1]; q++) {
+            const int u = b->out[q];
+            if (u > f->k && u <= f->t && x_of(R, n, f->t, u, b->out_form[q]))
+                v = 0;
+        }
+        x[f->col] = v;
+        if (v) freed[(size_t)f->t * n + f->k] += d->mem[f->i] / b->mscale;
+    }
+    for (int t = 0; t < n; t++) {
+        double u = 0;
+        for (int i = 0; i < t; i++)
+            u += S[(size_t)t * n + i] * d->mem[i] / b->mscale;
+        for (int k = 0; k <= t; k++) {
+            if (k > 0) u -= freed[(size_t)t * n + k - 1];
+            u += (R[(size_t)t * n + k] != 0) * d->mem[k] / b->mscale;
+            if (b->Uc[(size_t)t * n + k]) x[b->Uc[(size_t)t * n + k]] = u;
+        }
+    }
+    const int rc = glp_ios_heur_sol(T, x);
+    free(x);
+    free(S);
+    free(freed);
+    return rc;
+}
+
 static void build_free(ckm_build *b) {
     free(b->Rc);
     free(b->Sc);
@@ -580,6 +688,7 @@ static void build_free(ckm_build *b) {
     free(b->out);
     free(b->fcol);
     free(b->fmem);
+    free(b->fm);
     free(b);
 }
 
@@ -753,12 +862,36 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
     parm.cb_func = ckm_callback;
     parm.cb_info = b;
     b->node_limit = o ? o->node_limit : 0;
+    b->d = d;
+    b->mscale = mscale;
+    b->start = o ? o->start : NULL;
     const double t0 = now_s();
-    const int ret = glp_intopt(lp, &parm);
+    if (o && o->cpu_limit_s > 0) b->cpu_end = cpu_s() + o->cpu_limit_s;
+    int ret = 0, lp_status = GLP_OPT;
+    if (b->start) {
+        /* GLPK's callback sees the presolved problem, whose columns are
+         * not ours: with a start, no presolve, and the LP relaxation
+         * solved first (glp_intopt then needs its optimal basis) */
+        parm.presolve = GLP_OFF;
+        glp_smcp sm;
+        glp_init_smcp(&sm);
+        sm.msg_lev = GLP_MSG_OFF;
+        if (o->time_limit_s > 0) sm.tm_lim = parm.tm_lim;
+        ret = glp_simplex(lp, &sm);
+        lp_status = glp_get_status(lp);
+        if (ret == 0 && lp_status == GLP_OPT) ret = glp_intopt(lp, &parm);
+        else if (ret == GLP_ETMLIM) lp_status = GLP_UNDEF;
+    } else {
+        ret = glp_intopt(lp, &parm);
+    }
     r->seconds = now_s() - t0;
+    r->start_used = b->start_tried;
     const int mip = glp_mip_status(lp);
     mg_status s = MG_OK;
-    if (ret == GLP_ENOPFS || mip == GLP_NOFEAS) {
+    if (lp_status == GLP_UNDEF) {
+        r->outcome = MGI_CKM_NO_SOLUTION; /* the LP ran out of time */
+    } else if (lp_status == GLP_NOFEAS || ret == GLP_ENOPFS ||
+               mip == GLP_NOFEAS) {
         r->outcome = MGI_CKM_INFEASIBLE;
     } else if (ret == 0 && mip == GLP_OPT) {
         r->outcome = MGI_CKM_OPTIMAL;

@@ -138,6 +138,15 @@ typedef struct mgi_ckm_options {
      * that does not depend on the machine's load, as the wall-clock one
      * does (the outcome past it is as past the time limit). */
     long node_limit;
+    /* CPU seconds of this process's solve before GLPK stops (0: no
+     * limit), checked between branch-and-bound events: on a loaded
+     * machine the wall-clock limit gives a solve a varying share of a
+     * core, this one the same work. Past it, as past the time limit. */
+    double cpu_limit_s;
+    /* A schedule of the DAG (stage form, n*n) that GLPK is offered as its
+     * first integer solution, e.g. the budget policy's own; NULL: none.
+     * Taken only where it fits the budget (mgi_ckm_result.start_used). */
+    const unsigned char *start;
     /* Allow recomputing backward ops (memgrad's rewriter never does; off
      * is the fair comparison). */
     bool recompute_backward;
@@ -156,6 +165,7 @@ typedef struct mgi_ckm_result {
     double seconds;         /* wall time of glp_intopt */
     double milp_peak;       /* max U of the solution, bytes */
     int n_rows, n_cols, n_binaries;
+    int start_used;       /* 1: GLPK took options.start, -1: refused, 0: none */
     unsigned char *R, *S; /* n*n each (OPTIMAL, FEASIBLE); caller frees */
 } mgi_ckm_result;
 
