@@ -268,11 +268,16 @@ static bool dag_same(const mgi_ckm_dag *a, const mgi_ckm_dag *b) {
     return true;
 }
 
-/* The start column: "policy" when GLPK started from the budget policy's
- * schedule, "refused" when it did not take it, "-" when the policy's plan
- * is no schedule of this DAG (another op order) or fits nothing. */
+/* The start column: "policy" when GLPK took the budget policy's schedule
+ * as an incumbent, "glpk" when it had one as good before it asked,
+ * "refused" when it did not take it (a bug), "-" when it was never offered
+ * (the plan is no schedule of this DAG, fits nothing, or GLPK asked for
+ * no heuristic solution). */
 static const char *start_name(int used) {
-    return used > 0 ? "policy" : used < 0 ? "refused" : "-";
+    return used == 1   ? "policy"
+           : used == 2 ? "glpk"
+           : used < 0  ? "refused"
+                       : "-";
 }
 
 static int at_budget(const mgi_ckm_dag *d, double budget, double mg, double fw,

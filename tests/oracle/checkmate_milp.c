@@ -516,7 +516,7 @@ static double cpu_s(void) {
 static void ckm_callback(glp_tree *T, void *info) {
     ckm_build *b = info;
     if (b->start && !b->start_tried && glp_ios_reason(T) == GLP_IHEUR)
-        b->start_tried = ckm_start(T, b) == 0 ? 1 : -1;
+        b->start_tried = ckm_start(T, b);
     if (b->node_limit > 0) {
         int active, total, generated;
         glp_ios_tree_size(T, &active, &total, &generated);
@@ -610,7 +610,9 @@ static int x_of(const unsigned char *R, int n, int t, int j, unsigned char f) {
 /* Offer GLPK a schedule (b->start, stage form) as an integer solution:
  * every column's value derived as the MILP's rows determine it (S the
  * least holding the schedule needs, each FREE by its product, the U chain).
- * GLPK checks it against every row and bound; 0 if it took it. */
+ * GLPK checks it against every row and bound. 1: taken; 2: not offered,
+ * GLPK's incumbent already as good; -1: refused (it breaks a row: a bug
+ * here or a schedule over the budget). */
 static int ckm_start(glp_tree *T, ckm_build *b) {
     const mgi_ckm_dag *d = b->d;
     const unsigned char *R = b->start;
@@ -668,7 +670,14 @@ static int ckm_start(glp_tree *T, ckm_build *b) {
             if (b->Uc[(size_t)t * n + k]) x[b->Uc[(size_t)t * n + k]] = u;
         }
     }
-    const int rc = glp_ios_heur_sol(T, x);
+    double obj = 0;
+    for (int j = 1; j <= ncols; j++) obj += glp_get_obj_coef(lp, j) * x[j];
+    const int st = glp_mip_status(lp);
+    int rc;
+    if ((st == GLP_FEAS || st == GLP_OPT) &&
+        glp_mip_obj_val(lp) <= obj + 1e-9 * (1 + fabs(obj)))
+        rc = 2;
+    else rc = glp_ios_heur_sol(T, x) == 0 ? 1 : -1;
     free(x);
     free(S);
     free(freed);
