@@ -16,7 +16,7 @@ case $build in /*) ;; *) build="$root/$build" ;; esac
 out="$here/results/compact-live.txt"
 {
     echo "# bench/compact_live.sh: mg-bench live --model M --depth D [--batch B] --policy none --compact no|yes"
-    echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- src include bench || echo ' (modified)')," \
+    echo "# $(date -u '+%Y-%m-%d %H:%M UTC') $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- src include bench ':!bench/results' || echo ' (modified)')," \
         "$(nproc)-core $(uname -m) VM, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
     for c in "resnet 32" "unet 4 --batch 8"; do
         set -- $c
