@@ -47,6 +47,7 @@ int bench_cmd_step(int argc, char **argv);
 int bench_cmd_observe(int argc, char **argv);
 int bench_cmd_budget(int argc, char **argv);
 int bench_cmd_attention(int argc, char **argv);
+int bench_cmd_live(int argc, char **argv); /* cmd_live.c */
 
 /* ------------------------------------------------------ usage and errors */
 

@@ -2,7 +2,10 @@
  * cmd_budget.c - mg-bench budget: the memory/time curve of MG_CKPT_BUDGET.
  * Policy none is measured first (its step, and its forward-only plan for
  * forward_share), then the budget policy at each fraction of none's
- * predicted peak, one CSV row each, on the same caller memory.
+ * predicted peak, one CSV row each, on the same caller memory. Each row
+ * also checks issue 29's time bound, (time - 1) <= 1.1 x recompute x
+ * forward share, with the row's own ratios: time_bound_limit is the
+ * largest time_ratio_vs_none it allows, time_bound pass or fail.
  */
 #include "bench.h"
 
@@ -132,14 +135,17 @@ int bench_cmd_budget(int argc, char **argv) {
     }
     fprintf(out, "model,depth,batch,width,budget_fraction,budget_bytes,"
                  "predicted_peak_bytes,peak_bytes,recompute_flops_ratio,"
-                 "forward_share,time_ms_median,time_ratio_vs_none\n");
+                 "forward_share,time_ms_median,time_ratio_vs_none,"
+                 "time_bound_limit,time_bound\n");
 
     bench_case none;
     bench_memory mem = {0};
     step_result rn = {0};
     fwd_plan fp = {0};
     row_times rt = {0};
-    mg_status s = bench_case_prepare(o.spec, &cfg, MG_CKPT_NONE, &none);
+    /* --compact yes: every plan of the run compacts, none's included */
+    const mg_checkpoints cn = {.policy = MG_CKPT_NONE, .compact = o.compact};
+    mg_status s = bench_case_prepare_ckpt(o.spec, &cfg, &cn, &none);
     if (s != MG_OK) rc = bench_fail("building the model", s);
     if (!rc && !bench_memory_alloc(&none, &mem, NULL)) rc = 1;
     if (!rc && (s = bench_case_warm_up(&none, &mem, repeat, &rn)) != MG_OK)
@@ -160,7 +166,9 @@ int bench_cmd_budget(int argc, char **argv) {
         /* The memory policy's point, for the comparison at its peak: its
          * predicted peak becomes one more budget. */
         bench_case mc;
-        s = bench_case_prepare(o.spec, &cfg, MG_CKPT_MEMORY, &mc);
+        const mg_checkpoints cm = {.policy = MG_CKPT_MEMORY,
+                                   .compact = o.compact};
+        s = bench_case_prepare_ckpt(o.spec, &cfg, &cm, &mc);
         if (s != MG_OK) {
             rc = bench_fail("building under policy memory", s);
         } else {
@@ -177,7 +185,8 @@ int bench_cmd_budget(int argc, char **argv) {
     for (int i = 0; !rc && i < n_fr; i++) {
         mg_checkpoints ck = {.policy = MG_CKPT_BUDGET,
                              .budget_bytes =
-                                 (size_t)(fr[i] * (double)none_peak)};
+                                 (size_t)(fr[i] * (double)none_peak),
+                             .compact = o.compact};
         bench_case c;
         double t0 = bench_now_ms();
         s = bench_case_prepare_ckpt(o.spec, &cfg, &ck, &c);
@@ -185,7 +194,7 @@ int bench_cmd_budget(int argc, char **argv) {
         if (s != MG_OK) {
             fprintf(stderr, "mg-bench: budget %.3f (%zu bytes): %s: %s\n",
                     fr[i], ck.budget_bytes, mg_status_str(s), mg_last_error());
-            fprintf(out, "%s,%ld,%ld,%ld,%g,%zu,,,,%.4f,,\n", o.spec->name,
+            fprintf(out, "%s,%ld,%ld,%ld,%g,%zu,,,,%.4f,,,,\n", o.spec->name,
                     depth, o.batch, o.width, fr[i], ck.budget_bytes,
                     rt.fwd_ms / rt.none_ms);
             bench_case_free(&c);
@@ -202,17 +211,25 @@ int bench_cmd_budget(int argc, char **argv) {
             double ratio = c.sum.forward_flops > 0
                                ? c.sum.recompute_flops / c.sum.forward_flops
                                : 0.0;
-            fprintf(out, "%s,%ld,%ld,%ld,%g,%zu,%zu,%zu,%.4f,%.4f,%.3f,%.4f\n",
+            /* issue 29: (time - 1) <= 1.1 x recompute x forward share */
+            const double time = r.time_ms_median / none_ms;
+            const double limit = 1 + 1.1 * ratio * share;
+            fprintf(out,
+                    "%s,%ld,%ld,%ld,%g,%zu,%zu,%zu,%.4f,%.4f,%.3f,%.4f,%.4f,"
+                    "%s\n",
                     o.spec->name, depth, o.batch, o.width, fr[i],
                     ck.budget_bytes, c.sum.predicted_peak, r.peak_bytes, ratio,
-                    share, r.time_ms_median, r.time_ms_median / none_ms);
+                    share, r.time_ms_median, time, limit,
+                    time <= limit ? "pass" : "fail");
             fflush(out);
             fprintf(stderr,
                     "budget %.3f: %d checkpoints, %d segments, "
                     "differentiate+choose+compile %.0f ms, none's step "
-                    "%.1f ms and forward %.1f ms in the same row\n",
+                    "%.1f ms and forward %.1f ms in the same row; time "
+                    "bound: %.4f - 1 %s 1.1 x %.4f x %.4f = %.4f: %s\n",
                     fr[i], c.sum.n_checkpoints, c.sum.n_segments, prep_ms,
-                    none_ms, rt.fwd_ms);
+                    none_ms, rt.fwd_ms, time, time <= limit ? "<=" : ">", ratio,
+                    share, limit - 1, time <= limit ? "pass" : "fail");
         }
         free(r.times);
         free(r.event_times);

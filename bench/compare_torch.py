@@ -770,7 +770,8 @@ def torch_worker(a):
         return
     print(json.dumps({"loss": loss, "times": times, "blas": blas_info(),
                       "time_ms_median": statistics.median(times),
-                      "segments": segments if a.worker == "checkpoint" else 0}))
+                      "segments": segments if a.worker == "checkpoint" else 0,
+                      "layers": len(layers)}))
 
 
 def check_reference(torch, reference, arrays, params, x, labels, loss):

@@ -9,6 +9,7 @@
  *                    and measurements out (the memgrad side of
  *                    bench/compare_torch.py)
  *   mg-bench budget  policy budget at fractions of policy none's peak
+ *   mg-bench live    what is live at a plan's predicted peak, and why
  *
  * `mg-bench --help` gives every option with its default. Tables go to
  * stdout, progress to stderr; a bad argument prints the usage and exits 2.
@@ -41,7 +42,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "budget")) return bench_cmd_budget(argc - 2, argv + 2);
     if (!strcmp(cmd, "attention"))
         return bench_cmd_attention(argc - 2, argv + 2);
+    if (!strcmp(cmd, "live")) return bench_cmd_live(argc - 2, argv + 2);
     return bench_usage_error("unknown command '%s' (depth, rewrite, step, "
-                             "observe, budget)",
+                             "observe, budget, attention, live)",
                              cmd);
 }

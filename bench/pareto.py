@@ -6,7 +6,7 @@ beside PyTorch's checkpoint_sequential, measured in one run (issue 17).
         [--batch B] [--width W] [--repeat 5] [--threads 1]
         [--fractions 0.02,0.03,0.05,0.1,0.2,0.3,0.5,1.0]
         [--segments 2,4,8,16,32,64] [--mg-bench build/mg-bench]
-        [--csv bench/results/pareto-<model>.csv]
+        [--compact yes|no] [--csv bench/results/pareto-<model>.csv]
 
 Points, all on the same model, weights and input, one process each (or one
 mg-bench budget process for the budget points), one after the other:
@@ -18,8 +18,21 @@ mg-bench budget process for the budget points), one after the other:
                                  checkpoint point's activation peak
                                  (--match-torch 1, the default): memgrad's
                                  time for the memory PyTorch used
+  memgrad-none-compact,          with --compact yes (the default), the
+  memgrad-budget-compact         same with mg_checkpoints.compact (issue
+                                 29): relu signs and max-pool argmaxes kept
+                                 compact where no gradient rule reads the
+                                 tensor whole; every budget plan compacts
   torch-plain                    plain backprop in PyTorch
   torch-checkpoint-K             checkpoint_sequential with K segments
+
+recompute_flops_ratio is a second time axis where wall time is noise (a
+loaded machine): the forward flops a step recomputes over one forward
+pass. memgrad's come from its plan summary; checkpoint_sequential's are
+counted in layers, floor(n/K)(K-1)/n of the model's n sequential layers
+(the last segment is not recomputed), exact for layers of equal cost and
+close for the ResNet's blocks (the stem and the head ride on the first and
+last block).
 
 Memory is the step's activation peak: memgrad's measured pool peak (every
 activation, recomputed value, gradient temporary and workspace) and, for
@@ -45,7 +58,8 @@ sys.path.insert(0, HERE)
 import compare_torch as ct  # noqa: E402  (its workers, layouts and draw)
 
 COLS = ["model", "depth", "batch", "width", "threads", "series", "label",
-        "budget_fraction", "peak_bytes", "time_ms_median", "loss"]
+        "budget_fraction", "peak_bytes", "time_ms_median", "loss",
+        "recompute_flops_ratio"]
 
 
 def kv_lines(text):
@@ -67,6 +81,8 @@ def main():
                                                        "mg-bench"))
     ap.add_argument("--csv")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--compact", choices=("yes", "no"), default="yes",
+                    help="yes: also the -compact series")
     ap.add_argument("--match-torch", type=int, default=1,
                     help="1: also run a budget at each PyTorch point's memory")
     a = ap.parse_args()
@@ -90,19 +106,32 @@ def main():
                 f.write(arr.tobytes())
         common = ["--depth", str(a.depth), "--batch", str(a.batch),
                   "--width", str(a.width), "--repeat", str(a.repeat)]
-        for policy in ("none", "memory"):
-            log(a, f"memgrad-{policy}")
+        steps = [("none", "no"), ("memory", "no")]
+        if a.compact == "yes":
+            steps.append(("none", "yes"))
+        for policy, compact in steps:
+            series = f"memgrad-{policy}" + ("-compact" if compact == "yes"
+                                            else "")
+            log(a, series)
             kv = kv_lines(ct.run([a.mg_bench, "step", "--model", a.model,
-                                  "--policy", policy, "--load", init]
-                                 + common, env))
-            rows.append(dict(base, series=f"memgrad-{policy}", label=policy,
+                                  "--policy", policy, "--load", init,
+                                  "--compact", compact] + common, env))
+            rows.append(dict(base, series=series, label=policy,
                              budget_fraction="",
                              peak_bytes=int(kv["peak_bytes"]),
                              time_ms_median=float(kv["time_ms_median"]),
-                             loss=float(kv["loss"])))
+                             loss=float(kv["loss"]),
+                             recompute_flops_ratio=float(
+                                 kv["recompute_flops_ratio"])))
         log(a, "memgrad-budget")
         rows += budget_points(a, common, env, tmp, a.fractions, True,
                               lambda f: f"budget {f}")
+        if a.compact == "yes":
+            log(a, "memgrad-budget-compact")
+            rows += budget_points(a, common + ["--compact", "yes"], env, tmp,
+                                  a.fractions, False,
+                                  lambda f: f"budget {f} (of compact none)",
+                                  series="memgrad-budget-compact")
         cases = [("plain", 0)] + [("checkpoint", int(k))
                                   for k in a.segments.split(",")]
         done = set()
@@ -121,11 +150,14 @@ def main():
             done.add(label)
             m = json.loads(ct.run(cmd + ["--measure", "memory"],
                                   env).strip().splitlines()[-1])
+            n = t["layers"]  # the modules checkpoint_sequential splits
+            seg = t["segments"]
+            rec = (n // seg) * (seg - 1) / n if worker != "plain" else 0.0
             rows.append(dict(base, series="torch-" + worker, label=label,
                              budget_fraction="",
                              peak_bytes=m["activation_peak_bytes"],
                              time_ms_median=t["time_ms_median"],
-                             loss=t["loss"]))
+                             loss=t["loss"], recompute_flops_ratio=rec))
         # The question a budget answers: with the memory a PyTorch point
         # used, how fast is memgrad? One budget per checkpoint_sequential
         # point, its activation peak as a fraction of memgrad-none's pool
@@ -176,7 +208,8 @@ def budget_points(a, common, env, tmp, fractions, memory_point, label,
                             budget_fraction=r["budget_fraction"],
                             peak_bytes=int(r["peak_bytes"]),
                             time_ms_median=float(r["time_ms_median"]),
-                            loss=""))
+                            loss="", recompute_flops_ratio=float(
+                                r["recompute_flops_ratio"])))
     return out
 
 
@@ -189,13 +222,15 @@ def report(rows):
     """Each point, then for each checkpoint_sequential point the memgrad
     point that dominates it (no more memory and no more time)."""
     none = next(r for r in rows if r["series"] == "memgrad-none")
-    print("%-22s %-22s %12s %10s %9s %9s" % ("series", "point", "peak MiB",
-                                              "ms", "mem/none", "t/none"))
+    print("%-22s %-30s %12s %10s %9s %9s %9s" % (
+        "series", "point", "peak MiB", "ms", "mem/none", "t/none",
+        "recompute"))
     for r in rows:
-        print("%-22s %-22s %12.1f %10.1f %9.4f %9.3f" % (
+        print("%-22s %-30s %12.1f %10.1f %9.4f %9.3f %9.4f" % (
             r["series"], r["label"], r["peak_bytes"] / 2**20,
             r["time_ms_median"], r["peak_bytes"] / none["peak_bytes"],
-            r["time_ms_median"] / none["time_ms_median"]))
+            r["time_ms_median"] / none["time_ms_median"],
+            r["recompute_flops_ratio"]))
     mine = [r for r in rows if r["series"].startswith("memgrad")]
     undominated = 0
     for r in rows:
@@ -213,6 +248,28 @@ def report(rows):
             undominated += 1
             print(f"torch {r['label']}: NOT dominated by any memgrad point")
     print(f"{undominated} checkpoint_sequential point(s) not dominated")
+    # The same with recomputed flops for time (load-independent)
+    undominated = 0
+    for r in rows:
+        if r["series"] != "torch-checkpoint":
+            continue
+        better = [q for q in mine if q["peak_bytes"] <= r["peak_bytes"]
+                  and q["recompute_flops_ratio"]
+                  <= r["recompute_flops_ratio"] + 1e-9]
+        if better:
+            q = min(better, key=lambda q: (q["recompute_flops_ratio"],
+                                           q["peak_bytes"]))
+            print(f"torch {r['label']} (recompute "
+                  f"{r['recompute_flops_ratio']:.4f}): dominated in flops by "
+                  f"{q['series']} {q['label']} ({q['peak_bytes'] / 2**20:.1f}"
+                  f" <= {r['peak_bytes'] / 2**20:.1f} MiB, recompute "
+                  f"{q['recompute_flops_ratio']:.4f})")
+        else:
+            undominated += 1
+            print(f"torch {r['label']}: NOT dominated in flops by any "
+                  "memgrad point")
+    print(f"{undominated} checkpoint_sequential point(s) not dominated in "
+          "flops")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ if(GLPK_INCLUDE_DIR AND GLPK_LIBRARY AND MG_BUILD_TESTS)
                         mg_test_support ${MG_TEST_LIB} PkgConfig::CHECK m)
   add_test(NAME test_checkmate COMMAND test_checkmate)
   set_tests_properties(test_checkmate PROPERTIES
-                       ENVIRONMENT "CK_DEFAULT_TIMEOUT=120")
+                       ENVIRONMENT "CK_DEFAULT_TIMEOUT=600")
 endif()
 if(GLPK_INCLUDE_DIR AND GLPK_LIBRARY AND MG_BUILD_BENCH)
   add_executable(mg-checkmate "${PROJECT_SOURCE_DIR}/bench/milp/checkmate.c")

@@ -550,6 +550,12 @@ MG_API
 int mg_tensor_is_recompute(const mg_graph *g, mg_tensor t);
 MG_API
 mg_tensor mg_tensor_recompute_source(const mg_graph *g, mg_tensor t);
+/* True if t is a compact pack that mg_gradients made under
+ * mg_checkpoints.compact (a relu's sign bits, a max pool's argmax): a
+ * forward op of one input, the tensor it encodes, whose backward readers
+ * read the pack instead of that tensor. */
+MG_API
+int mg_tensor_is_pack(const mg_graph *g, mg_tensor t);
 /* The checkpoints chosen by mg_gradients calls on g, in id order: writes up
  * to cap ids to out (out may be NULL when cap is 0) and returns how many
  * there are, or -1 if g is NULL. */

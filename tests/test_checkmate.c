@@ -9,7 +9,11 @@
  * is a feasible point, so a violation is a bug in one or the other); and every
  * MILP solution decodes into a valid schedule within its budget, every
  * evaluation's inputs evaluated before it or held, which a corrupted schedule
- * is not.
+ * is not. With compaction (issue 29's third choice), the MILP over a
+ * compacted plan's DAG lets every reader of a pack read it or its whole
+ * source: it fits where no uncompacted schedule recomputing nothing fits,
+ * its schedules' choices are checked (a reader switched to a source that is
+ * not there is rejected), and it bounds the compacting budget policy.
  */
 #include "helpers.h"
 
@@ -45,7 +49,35 @@ static mg_status skip_net(const mg_checkpoints *c, mgi_ckm_net *net) {
     return mg_gradients(g, &net->loss, 1, NULL, w, 5, c, net->grads);
 }
 
+/* x [2, 8, 16, 16] -> e = relu(x + b) -> 2x2 max pool ->
+ * relu(conv1x1 to 8) -> global average pool -> mse (no conv before e: a
+ * conv's weight gradient workspace at the end would be the peak): e feeds only
+ * the pool (kept as its argmax under compaction) and the second relu only the
+ * average (kept as its sign bits). */
+static mg_status pool_net(const mg_checkpoints *c, mgi_ckm_net *net) {
+    memset(net, 0, sizeof *net);
+    mg_graph *g = net->g = mg_graph_new();
+    if (!g) return MG_ERR_NOMEM;
+    mg_tensor x = mg_input(g, "x", MG_F32, 4, S(2, 8, 16, 16));
+    mg_tensor y = mg_input(g, "target", MG_F32, 2, S(2, 8));
+    net->leaves[net->n_leaves++] = x;
+    net->leaves[net->n_leaves++] = y;
+    mg_tensor w[2];
+    w[0] = net->leaves[net->n_leaves++] =
+        mg_param(g, "b", MG_F32, 4, S(2, 8, 16, 16));
+    w[1] = net->leaves[net->n_leaves++] =
+        mg_param(g, "w1", MG_F32, 4, S(8, 8, 1, 1));
+    mg_tensor e = mg_relu(g, mg_add(g, x, w[0]));
+    mg_tensor h = mg_max_pool2d(g, e, 2, 2, 2, 2, 0, 0);
+    h = mg_relu(g, mg_conv2d(g, h, w[1], 1, 1, 0, 0, 1, 1, 1));
+    net->loss = mg_mse(g, mg_global_avg_pool2d(g, h), y);
+    if (net->loss == MG_NO_TENSOR) return mg_last_status();
+    net->n_grads = 2;
+    return mg_gradients(g, &net->loss, 1, NULL, w, 2, c, net->grads);
+}
+
 static mg_status build(int which, const mg_checkpoints *c, mgi_ckm_net *net) {
+    if (which == 3) return pool_net(c, net);
     if (which == 0)
         return mgi_ckm_net_chain(4, (const int[]){16, 64, 16, 96, 8}, 8, c,
                                  net);
@@ -54,6 +86,12 @@ static mg_status build(int which, const mg_checkpoints *c, mgi_ckm_net *net) {
             mg_model_mlp(3, 64, 32, 64, 10, 0.0, MG_F32, 1), c, net);
     return skip_net(c, net);
 }
+
+/* No wall-clock limit (the machine may be loaded): a node limit far above
+ * what these tiny MILPs take to prove optimality, and the test case's
+ * timeout (600 s) over their CPU time (about 20 s in all). */
+#define TEST_MILP_LIMITS                                                       \
+    (mgi_ckm_options) { .node_limit = 200000 }
 
 /* MG_ERR_NOMEM: the budget policy found nothing that fits. */
 static mg_status plan(int which, const mg_checkpoints *c, mgi_ckm_planned *p) {
@@ -64,7 +102,7 @@ static mg_status plan(int which, const mg_checkpoints *c, mgi_ckm_planned *p) {
 /* Solve at budget; a solution must be a valid schedule within budget. */
 static mgi_ckm_outcome solve(const mgi_ckm_dag *d, double budget,
                              double *recompute) {
-    mgi_ckm_options o = {.time_limit_s = 60};
+    mgi_ckm_options o = TEST_MILP_LIMITS;
     mgi_ckm_result r;
     ck_assert_msg(mgi_ckm_solve(d, budget, &o, &r) == MG_OK, "%s",
                   mgi_ckm_last_error());
@@ -104,6 +142,24 @@ static mgi_ckm_outcome solve(const mgi_ckm_dag *d, double budget,
     free(r.R);
     free(r.S);
     return r.outcome;
+}
+
+/* Solve from the schedule R (offered as GLPK's first incumbent): GLPK
+ * must not refuse it, which it does when a column derived from it breaks
+ * a row or bound, and must prove the same optimum c as without it. It may
+ * never ask (integral LP relaxations) or have one as good already. */
+static void solve_from(const mgi_ckm_dag *d, double budget,
+                       const unsigned char *R, double c) {
+    mgi_ckm_options o = TEST_MILP_LIMITS;
+    o.start = R;
+    mgi_ckm_result r;
+    ck_assert_msg(mgi_ckm_solve(d, budget, &o, &r) == MG_OK, "%s",
+                  mgi_ckm_last_error());
+    ck_assert_msg(r.start_used != -1, "GLPK refused the plan's schedule");
+    ck_assert_int_eq(r.outcome, MGI_CKM_OPTIMAL);
+    ck_assert_double_eq_tol(r.recompute_flops, c, 1e-6 * (1 + c));
+    free(r.R);
+    free(r.S);
 }
 
 START_TEST(test_none_peak_costs_nothing) {
@@ -159,6 +215,7 @@ START_TEST(test_lower_bound_of_budget_policy) {
                       "policy's %.0f at its own peak %.0f",
                       cb.budget_bytes, c, bp.eval.recompute_flops,
                       bp.eval.peak);
+        if (_i == 0) solve_from(&bp.dag, bp.eval.peak, bp.R, c);
         compared++;
         recomputing += bp.eval.recompute_flops > 0;
         mgi_ckm_planned_free(&bp);
@@ -192,14 +249,111 @@ START_TEST(test_mlp_smallest_budget_optimal) {
 }
 END_TEST
 
+/* The compact choice: pool_net's compacted DAG pairs each pack reader with
+ * the pack's whole source; at compacted policy none's peak (below plain
+ * none's) the MILP recomputes nothing, where the plain DAG must recompute
+ * (or cannot fit); flipping a reader's choice to an input that is neither
+ * evaluated nor held is rejected; and the compacting budget policy never
+ * recomputes less than the MILP over its own DAG at its own peak. */
+START_TEST(test_compact_choice) {
+    mgi_ckm_planned plain, packed;
+    mg_checkpoints cp = {.policy = MG_CKPT_NONE};
+    mg_checkpoints cc = {.policy = MG_CKPT_NONE, .compact = 1};
+    ck_assert_msg(plan(3, &cp, &plain) == MG_OK, "%s", mgi_ckm_last_error());
+    ck_assert_msg(plan(3, &cc, &packed) == MG_OK, "%s", mgi_ckm_last_error());
+    ck_assert_int_eq(plain.dag.n_alt, 0);
+    /* e's sign and argmax readers, the second relu's sign reader */
+    ck_assert_int_eq(packed.dag.n_alt, 3);
+    ck_assert_double_lt(packed.eval.peak, plain.eval.peak);
+    const mgi_ckm_dag *d = &packed.dag;
+    const int n = d->n;
+    /* the plan's own schedule reads the packs; reading every whole source
+     * instead is a schedule too, and never needs less memory */
+    unsigned char *R2 = malloc((size_t)n * (size_t)n);
+    ck_assert_ptr_nonnull(R2);
+    memcpy(R2, packed.R, (size_t)n * (size_t)n);
+    for (int j = 0; j < n; j++) {
+        bool alt = false;
+        for (int r = d->in_start[j]; r < d->in_start[j + 1]; r++)
+            alt |= d->in_form[r] == 2;
+        if (alt) R2[(size_t)j * n + j] = 2;
+        else ck_assert_int_eq(R2[(size_t)j * n + j], 1);
+    }
+    mgi_ckm_eval e2;
+    ck_assert_msg(mgi_ckm_evaluate(d, R2, false, &e2) == MG_OK, "%s",
+                  mgi_ckm_last_error());
+    ck_assert_double_gt(e2.peak, packed.eval.peak);
+    R2[0] = 2; /* the first conv has no pair of inputs */
+    ck_assert(mgi_ckm_evaluate(d, R2, false, &e2) != MG_OK);
+    free(R2);
+
+    double c = -1;
+    ck_assert_int_eq(solve(d, packed.eval.peak, &c), MGI_CKM_OPTIMAL);
+    ck_assert_double_eq_tol(c, 0, 1e-9);
+    const mgi_ckm_outcome po = solve(&plain.dag, packed.eval.peak, &c);
+    ck_assert(po == MGI_CKM_INFEASIBLE || (po == MGI_CKM_OPTIMAL && c > 0));
+
+    /* a schedule's choices are checked */
+    mgi_ckm_options o = TEST_MILP_LIMITS;
+    mgi_ckm_result r;
+    ck_assert_msg(mgi_ckm_solve(d, packed.eval.peak, &o, &r) == MG_OK, "%s",
+                  mgi_ckm_last_error());
+    ck_assert_int_eq(r.outcome, MGI_CKM_OPTIMAL);
+    int flips = 0;
+    for (int j = 0; j < n; j++) {
+        unsigned char *rj = &r.R[(size_t)j * n + j];
+        for (int q = d->in_start[j]; q < d->in_start[j + 1]; q++) {
+            if (d->in_form[q] == 0 || d->in_form[q] == *rj) continue;
+            /* the edge the other choice reads */
+            const int i = d->in[q];
+            if (r.R[(size_t)j * n + i] || r.S[(size_t)j * n + i]) continue;
+            const unsigned char was = *rj;
+            *rj = d->in_form[q];
+            ck_assert_msg(mgi_ckm_check_held(d, r.R, r.S) != MG_OK,
+                          "v_%d switched to read v_%d, which is not there", j,
+                          i);
+            *rj = was;
+            flips++;
+        }
+    }
+    ck_assert_int_ge(flips, 1);
+    ck_assert_int_eq(mgi_ckm_check_held(d, r.R, r.S), MG_OK);
+    free(r.R);
+    free(r.S);
+
+    int compared = 0;
+    for (int k = 5; k <= 9; k++) {
+        mgi_ckm_planned bp;
+        mg_checkpoints cb = {.policy = MG_CKPT_BUDGET,
+                             .budget_bytes = plain.sum.predicted_peak * k / 10,
+                             .compact = 1};
+        mg_status s = plan(3, &cb, &bp);
+        if (s == MG_ERR_NOMEM) continue;
+        ck_assert_msg(s == MG_OK, "%s", mgi_ckm_last_error());
+        ck_assert_int_eq(solve(&bp.dag, bp.eval.peak, &c), MGI_CKM_OPTIMAL);
+        ck_assert_msg(c <= bp.eval.recompute_flops * (1 + 1e-9) + 1e-6,
+                      "budget %zu: the MILP's optimum %.0f exceeds the "
+                      "compacting policy's %.0f",
+                      cb.budget_bytes, c, bp.eval.recompute_flops);
+        solve_from(&bp.dag, bp.eval.peak, bp.R, c);
+        compared++;
+        mgi_ckm_planned_free(&bp);
+    }
+    ck_assert_int_ge(compared, 1);
+    mgi_ckm_planned_free(&packed);
+    mgi_ckm_planned_free(&plain);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("checkmate");
     TCase *tc = tcase_create("milp");
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, 600);
     /* _i: 0 the chain, 1 the skip-connection DAG */
     tcase_add_loop_test(tc, test_none_peak_costs_nothing, 0, 2);
     tcase_add_loop_test(tc, test_lower_bound_of_budget_policy, 0, 2);
     tcase_add_test(tc, test_mlp_smallest_budget_optimal);
+    tcase_add_test(tc, test_compact_choice);
     suite_add_tcase(s, tc);
     return th_run_suite(s);
 }

@@ -36,9 +36,16 @@ static int count_packs(const mg_graph *g) {
     int n = 0;
     for (int32_t t = 0; t < mg_graph_num_tensors(g); t++) {
         const char *op = mg_tensor_op_name(g, t);
-        n += strcmp(op, "pack_sign") == 0 ||
-             strcmp(op, "max_pool2d_argmax") == 0;
+        const int by_name = strcmp(op, "pack_sign") == 0 ||
+                            strcmp(op, "max_pool2d_argmax") == 0;
+        /* the public test says the same of every tensor */
+        ck_assert_int_eq(mg_tensor_is_pack(g, t) != 0, by_name);
+        n += by_name;
     }
+    /* and no for what is no tensor */
+    ck_assert_int_eq(mg_tensor_is_pack(g, -1), 0);
+    ck_assert_int_eq(mg_tensor_is_pack(g, mg_graph_num_tensors(g)), 0);
+    ck_assert_int_eq(mg_tensor_is_pack(NULL, 0), 0);
     return n;
 }
 

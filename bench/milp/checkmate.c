@@ -23,12 +23,35 @@
  * chain|mlp|resnet|unet-small|unet|transformer|all] (all: every model but the
  * transformer)
  *                       [--fractions F,F,...] [--time-limit SECONDS]
+ *                       [--cpu-limit SECONDS] [--node-limit N] [--no-start]
  *                       [--recompute-backward] [--bisect]
- *                       [--at-budget]
+ *                       [--at-budget] [--compact]
+ *   --node-limit: also stop each solve after N branch-and-bound nodes
+ *   (reported as time_limit), a limit the machine's load does not move;
+ *   --cpu-limit: also stop it after that much CPU time of this process
+ *   (time_limit too), which a loaded machine moves much less than the
+ *   wall-clock --time-limit.
+ *   Each solve at the budget policy's own peak, and each at a budget where
+ *   the policy's plan is a schedule of the same DAG (same ops in the same
+ *   order), starts from the policy's schedule (GLPK's first incumbent;
+ *   the *_start columns say "policy"), which means solving without
+ *   GLPK's presolver; --no-start: never (presolver on).
  *   --at-budget: also solve the MILP at each budget itself (four more
  *   columns), the optimum a budget policy is held to.
+ *   --compact (issue 29 item 4): every plan with mg_checkpoints.compact,
+ *   the MILP over its DAG with the compact choice (keep a tensor that has
+ *   a compact encoding whole, keep its pack, or recompute it:
+ *   checkmate_milp.h, "Compact inputs"); with --at-budget four more
+ *   columns, the MILP at the budget without the compact choice (policy
+ *   none's plain DAG), and the policy's recomputation over that optimum;
+ *   then the budget policy without compaction at the budget and its
+ *   recomputation over the same optimum (two more).
+ *   Budgets, and every recomputation, stay in plain (uncompacted) units:
+ *   fractions of plain policy none's peak, forward passes of the plain
+ *   forward (the packs' own flops are not counted in it).
  *   --bisect: after the budgets, the MILP's smallest feasible budget by
- *   bisection on its feasibility, beside the budget policy's smallest.
+ *   bisection on its feasibility, beside the budget policy's smallest
+ *   (both without compaction, also under --compact).
  *
  * Exits 1 if a MILP schedule fails to decode into a valid schedule within
  * its budget, or if the MILP's bound exceeds memgrad's recomputation at
@@ -122,6 +145,9 @@ static mg_status planned_make(const char *name, const mg_checkpoints *c,
     return mgi_ckm_planned_finish(net_build(name, c, &p->net), p);
 }
 
+static bool compact_on; /* --compact: every plan of the run compacts */
+static bool no_start;   /* --no-start: GLPK starts from no schedule */
+
 /* Solve at budget and check what comes back; returns 0, 1 (a check
  * failed) or 2 (an error). */
 static int solve_checked(const mgi_ckm_dag *d, double budget,
@@ -156,11 +182,11 @@ static int solve_checked(const mgi_ckm_dag *d, double budget,
  * to fit). A solve that ends with neither a schedule nor a proof
  * (no_solution) stops the bisection: the interval is what is known. */
 static int bisect_min(const char *name, const mgi_ckm_planned *none,
-                      const mgi_ckm_options *o) {
+                      double peak, const mgi_ckm_options *o) {
     const mgi_ckm_dag *d = &none->dag;
-    const double peak = none->eval.peak;
     /* the budget policy's smallest budget */
-    mg_checkpoints c1 = {.policy = MG_CKPT_BUDGET, .budget_bytes = 1};
+    mg_checkpoints c1 = {
+        .policy = MG_CKPT_BUDGET, .budget_bytes = 1, .compact = compact_on};
     mgi_ckm_planned p;
     size_t mg_min = 0;
     mg_status s = planned_make(name, &c1, &p);
@@ -170,9 +196,11 @@ static int bisect_min(const char *name, const mgi_ckm_planned *none,
     } else if (s == MG_OK) {
         mgi_ckm_planned_free(&p);
     }
-    double lo = 0, hi = peak;
+    double lo = 0, hi = none->eval.peak;
     if (mg_min) {
-        mg_checkpoints cm = {.policy = MG_CKPT_BUDGET, .budget_bytes = mg_min};
+        mg_checkpoints cm = {.policy = MG_CKPT_BUDGET,
+                             .budget_bytes = mg_min,
+                             .compact = compact_on};
         if (planned_make(name, &cm, &p) == MG_OK) {
             /* memgrad's plan is a schedule of the MILP at its own peak */
             if (p.eval.peak < hi) hi = p.eval.peak;
@@ -181,9 +209,15 @@ static int bisect_min(const char *name, const mgi_ckm_planned *none,
     }
     const char *stop = "";
     int steps = 0;
-    /* bytes come in pool size classes of at least 256 */
+    /* The first probe: just below the policy's smallest over 1.1 (issue
+     * 29's target), where a proof of infeasibility settles the target;
+     * then halving. Bytes come in pool size classes of at least 256. */
+    double probe = mg_min ? floor((double)mg_min / 1.1) - 1 : -1;
     while (hi - lo > 256 && steps < 12) {
-        const double mid = floor((lo + hi) / 2);
+        double mid = floor((lo + hi) / 2);
+        const bool probing = probe > lo && probe < hi;
+        if (probing) mid = probe;
+        probe = -1;
         mgi_ckm_result r;
         if (mgi_ckm_solve(d, mid, o, &r) != MG_OK) {
             fprintf(stderr, "mg-checkmate: %s\n", mgi_ckm_last_error());
@@ -197,7 +231,9 @@ static int bisect_min(const char *name, const mgi_ckm_planned *none,
                r.seconds);
         fflush(stdout);
         if (r.outcome == MGI_CKM_INFEASIBLE) lo = mid;
-        else if (r.outcome == MGI_CKM_NO_SOLUTION) {
+        else if (r.outcome == MGI_CKM_NO_SOLUTION && probing) {
+            continue; /* unsettled: bisect the interval as it was */
+        } else if (r.outcome == MGI_CKM_NO_SOLUTION) {
             stop = " (stopped: a solve ended without schedule or proof)";
             break;
         } else hi = mid;
@@ -217,20 +253,52 @@ static int bisect_min(const char *name, const mgi_ckm_planned *none,
  * row as ",status,recompute,bound,ratio" (ratio: the budget policy's
  * recomputation over the MILP's best; mg < 0: the policy fits nothing).
  * Returns solve_checked's code. */
-static int at_budget(const mgi_ckm_dag *d, double budget, double mg,
-                     const mgi_ckm_options *o) {
+/* Whether two DAGs are the same ops in the same order with the same
+ * edges: then a schedule of one is a schedule of the other. */
+static bool dag_same(const mgi_ckm_dag *a, const mgi_ckm_dag *b) {
+    if (a->n != b->n) return false;
+    for (int j = 0; j < a->n; j++)
+        if (a->cost[j] != b->cost[j] || a->mem[j] != b->mem[j] ||
+            a->work[j] != b->work[j] || a->backward[j] != b->backward[j] ||
+            a->in_start[j + 1] != b->in_start[j + 1])
+            return false;
+    for (int r = 0; r < a->in_start[a->n]; r++)
+        if (a->in[r] != b->in[r] || a->in_form[r] != b->in_form[r])
+            return false;
+    return true;
+}
+
+/* The start column: "policy" when GLPK took the budget policy's schedule
+ * as an incumbent, "glpk" when it had one as good before it asked,
+ * "refused" when it did not take it (a bug), "-" when it was never offered
+ * (the plan is no schedule of this DAG, fits nothing, or GLPK asked for
+ * no heuristic solution). */
+static const char *start_name(int used) {
+    return used == 1   ? "policy"
+           : used == 2 ? "glpk"
+           : used < 0  ? "refused"
+                       : "-";
+}
+
+static int at_budget(const mgi_ckm_dag *d, double budget, double mg, double fw,
+                     const mgi_ckm_options *o, const mgi_ckm_planned *from,
+                     double *best) {
+    if (best) *best = -1;
     if (!o->at_budget) return 0;
     mgi_ckm_result r;
-    const int c = solve_checked(d, budget, o, &r);
-    const double fw = d->forward_flops > 0 ? d->forward_flops : 1;
+    mgi_ckm_options os = *o;
+    if (from && !no_start && dag_same(&from->dag, d)) os.start = from->R;
+    const int c = solve_checked(d, budget, &os, &r);
     if (c == 2) {
-        printf(",error,,,");
+        printf(",error,,,,");
         return c;
     }
     const bool sol =
         r.outcome == MGI_CKM_OPTIMAL || r.outcome == MGI_CKM_FEASIBLE;
-    printf(",%s,", mgi_ckm_outcome_name(r.outcome));
+    printf(",%s,%s,", mgi_ckm_outcome_name(r.outcome),
+           start_name(r.start_used));
     if (sol) printf("%.4f", r.recompute_flops / fw);
+    if (sol && best) *best = r.recompute_flops;
     printf(",");
     if (r.outcome != MGI_CKM_INFEASIBLE) printf("%.4f", r.bound_flops / fw);
     printf(",");
@@ -243,18 +311,55 @@ static int at_budget(const mgi_ckm_dag *d, double budget, double mg,
     return c;
 }
 
-static int run_model(const char *name, const double *fr, int n_fr,
-                     const mgi_ckm_options *o) {
-    mgi_ckm_planned none;
-    mg_checkpoints cn = {.policy = MG_CKPT_NONE};
-    if (planned_make(name, &cn, &none) != MG_OK) {
-        fprintf(stderr, "mg-checkmate: %s: %s\n", name, mgi_ckm_last_error());
+/* --compact --at-budget: the MILP at the budget without the compact choice
+ * (plain's DAG: four columns, as at_budget), then the budget policy without
+ * compaction at the same budget (mg_plain_recompute) over that MILP's
+ * schedule (mg_plain_over_plain_at_budget), issue 29's 1.25x target. */
+static int plain_cols(const char *name, const mgi_ckm_dag *plain, double budget,
+                      double mg, double fw, const mgi_ckm_options *o) {
+    if (!compact_on || !o->at_budget) return 0;
+    double best;
+    mg_checkpoints cb = {.policy = MG_CKPT_BUDGET,
+                         .budget_bytes = (size_t)budget};
+    mgi_ckm_planned bp;
+    const mg_status s = planned_make(name, &cb, &bp);
+    if (s != MG_OK && s != MG_ERR_NOMEM) {
+        fprintf(stderr, "mg-checkmate: %s at %.0f: %s\n", name, budget,
+                mgi_ckm_last_error());
         return 2;
     }
+    const int c =
+        at_budget(plain, budget, mg, fw, o, s == MG_OK ? &bp : NULL, &best);
+    if (c == 2 || s == MG_ERR_NOMEM) {
+        if (s == MG_OK) mgi_ckm_planned_free(&bp);
+        if (c != 2) printf(",,");
+        return c;
+    }
+    const double pm = bp.eval.recompute_flops;
+    printf(",%.4f,", pm / fw);
+    if (best > 0) printf("%.3f", pm / best);
+    else if (best == 0) printf(pm > 0 ? "inf" : "1.000");
+    mgi_ckm_planned_free(&bp);
+    return c;
+}
+
+static int run_model(const char *name, const double *fr, int n_fr,
+                     const mgi_ckm_options *o) {
+    mgi_ckm_planned none, plain = {0};
+    mg_checkpoints cn = {.policy = MG_CKPT_NONE, .compact = compact_on};
+    mg_checkpoints cp = {.policy = MG_CKPT_NONE};
+    if (planned_make(name, &cn, &none) != MG_OK ||
+        (compact_on && planned_make(name, &cp, &plain) != MG_OK)) {
+        fprintf(stderr, "mg-checkmate: %s: %s\n", name, mgi_ckm_last_error());
+        mgi_ckm_planned_free(&none);
+        return 2;
+    }
+    /* budgets and recomputation in plain units (--compact) */
+    const mgi_ckm_planned *ref = compact_on ? &plain : &none;
     const mgi_ckm_dag *d = &none.dag;
     int n_bw = 0;
     for (int i = 0; i < d->n; i++) n_bw += d->backward[i];
-    const double fw = d->forward_flops > 0 ? d->forward_flops : 1;
+    const double fw = ref->dag.forward_flops > 0 ? ref->dag.forward_flops : 1;
     mgi_ckm_result r0;
     int rc = solve_checked(d, none.eval.peak, o, &r0);
     printf("# %s: %d ops (%d forward, %d backward), forward %.0f flops; "
@@ -265,20 +370,33 @@ static int run_model(const char *name, const double *fr, int n_fr,
            rc == 2 ? "error" : mgi_ckm_outcome_name(r0.outcome),
            r0.recompute_flops / fw, r0.n_rows, r0.n_cols, r0.n_binaries,
            r0.seconds);
+    if (compact_on)
+        printf("# %s compact: %d ops in its DAG (plain %d), %d readers with "
+               "a pack or its whole source to read; policy none with "
+               "compaction: pool peak %zu (%.4f of plain's %zu)\n",
+               name, d->n, plain.dag.n, d->n_alt, none.sum.predicted_peak,
+               (double)none.sum.predicted_peak /
+                   (double)plain.sum.predicted_peak,
+               plain.sum.predicted_peak);
     fflush(stdout);
     free(r0.R);
     free(r0.S);
-    const size_t none_peak = none.sum.predicted_peak;
+    const size_t none_peak = ref->sum.predicted_peak;
     const int n_ops = d->n;
     for (int k = 0; rc < 2 && k < n_fr; k++) {
         const size_t budget = (size_t)(fr[k] * (double)none_peak);
-        mg_checkpoints cb = {.policy = MG_CKPT_BUDGET, .budget_bytes = budget};
+        mg_checkpoints cb = {.policy = MG_CKPT_BUDGET,
+                             .budget_bytes = budget,
+                             .compact = compact_on};
         mgi_ckm_planned bp;
         mg_status s = planned_make(name, &cb, &bp);
         printf("%s,%d,%.2f,%zu,", name, n_ops, fr[k], budget);
         if (s == MG_ERR_NOMEM) {
-            printf(",,,,,,,,,");
-            const int c = at_budget(d, (double)budget, -1, o);
+            printf(",,,,,,,,,,");
+            int c = at_budget(d, (double)budget, -1, fw, o, NULL, NULL);
+            if (c > rc) rc = c;
+            if (c < 2)
+                c = plain_cols(name, &plain.dag, (double)budget, -1, fw, o);
             if (c > rc) rc = c;
             printf("%sbudget policy infeasible\n", o->at_budget ? "," : "");
             continue;
@@ -301,15 +419,18 @@ static int run_model(const char *name, const double *fr, int n_fr,
                    "order, %.0f in stage order; the MILP gets the latter\n",
                    bp.order_peak, bp.eval.peak);
         mgi_ckm_result r;
-        int c = solve_checked(&bp.dag, bp.eval.peak, o, &r);
+        mgi_ckm_options os = *o; /* from the policy's own schedule */
+        os.start = no_start ? NULL : bp.R;
+        int c = solve_checked(&bp.dag, bp.eval.peak, &os, &r);
         if (c > rc) rc = c;
         printf("%zu,%.0f,%.4f,", bp.sum.predicted_peak, bp.eval.peak, mg / fw);
         if (c == 2) {
-            printf("error,,,,,\n");
+            printf("error,,,,,,\n");
         } else {
             const bool sol =
                 r.outcome == MGI_CKM_OPTIMAL || r.outcome == MGI_CKM_FEASIBLE;
-            printf("%s,", mgi_ckm_outcome_name(r.outcome));
+            printf("%s,%s,", mgi_ckm_outcome_name(r.outcome),
+                   start_name(r.start_used));
             if (sol) printf("%.4f,", r.recompute_flops / fw);
             else printf(",");
             printf("%.4f,", r.bound_flops / fw);
@@ -323,8 +444,12 @@ static int run_model(const char *name, const double *fr, int n_fr,
                 printf(",,");
             }
             printf("%.2f", r.seconds);
-            const int c2 =
-                at_budget(d, (double)budget, bp.eval.recompute_flops, o);
+            int c2 = at_budget(d, (double)budget, bp.eval.recompute_flops, fw,
+                               o, &bp, NULL);
+            if (c2 > rc) rc = c2;
+            if (c2 < 2)
+                c2 = plain_cols(name, &plain.dag, (double)budget,
+                                bp.eval.recompute_flops, fw, o);
             if (c2 > rc) rc = c2;
             printf("\n");
             /* memgrad's schedule is feasible at its own peak: no bound
@@ -343,8 +468,17 @@ static int run_model(const char *name, const double *fr, int n_fr,
         free(r.S);
         mgi_ckm_planned_free(&bp);
     }
-    if (rc < 2 && o->bisect) rc = bisect_min(name, &none, o);
+    if (rc < 2 && o->bisect) {
+        /* issue 29's target is without compaction: --compact bisects the
+         * plain DAG and the budget policy without compaction */
+        const bool was = compact_on;
+        compact_on = false;
+        const int c = bisect_min(name, ref, ref->eval.peak, o);
+        compact_on = was;
+        if (c > rc) rc = c;
+    }
     mgi_ckm_planned_free(&none);
+    mgi_ckm_planned_free(&plain);
     return rc;
 }
 
@@ -352,8 +486,9 @@ static void usage(void) {
     fprintf(stderr,
             "usage: mg-checkmate [--model chain|mlp|resnet|unet-small|unet|"
             "transformer|all] [--fractions F,F,...] "
-            "[--time-limit SECONDS] [--recompute-backward] "
-            "[--bisect] [--at-budget]\n");
+            "[--time-limit SECONDS] [--cpu-limit SECONDS] [--node-limit N] "
+            "[--no-start] [--recompute-backward] "
+            "[--bisect] [--at-budget] [--compact]\n");
 }
 
 int main(int argc, char **argv) {
@@ -372,10 +507,27 @@ int main(int argc, char **argv) {
                 usage();
                 return 2;
             }
+        } else if (!strcmp(argv[i], "--cpu-limit") && i + 1 < argc) {
+            char *end;
+            o.cpu_limit_s = strtod(argv[++i], &end);
+            if (*end || !(o.cpu_limit_s > 0)) {
+                usage();
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--no-start")) {
+            no_start = true;
+        } else if (!strcmp(argv[i], "--node-limit") && i + 1 < argc) {
+            char *end;
+            o.node_limit = strtol(argv[++i], &end, 10);
+            if (*end || o.node_limit < 1) {
+                usage();
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--recompute-backward"))
             o.recompute_backward = true;
         else if (!strcmp(argv[i], "--bisect")) o.bisect = true;
         else if (!strcmp(argv[i], "--at-budget")) o.at_budget = true;
+        else if (!strcmp(argv[i], "--compact")) o.compact = compact_on = true;
         else {
             usage();
             return 2;
@@ -385,11 +537,19 @@ int main(int argc, char **argv) {
     int n_fr = milp_fractions_parse(fr_s, fr, 32, "mg-checkmate");
     if (n_fr < 0) return 2;
     printf("model,n_ops,budget_fraction,budget_bytes,mg_pool_peak,"
-           "model_peak,mg_recompute,milp_status,milp_recompute,milp_bound,"
-           "gap,gap_rel,solve_s%s\n",
-           o.at_budget ? ",at_budget_status,at_budget_recompute,"
-                         "at_budget_bound,mg_over_at_budget"
-                       : "");
+           "model_peak,mg_recompute,milp_status,milp_start,milp_recompute,"
+           "milp_bound,"
+           "gap,gap_rel,solve_s%s%s\n",
+           o.at_budget ? ",at_budget_status,at_budget_start,"
+                         "at_budget_recompute,at_budget_bound,"
+                         "mg_over_at_budget"
+                       : "",
+           o.at_budget && o.compact
+               ? ",plain_at_budget_status,plain_at_budget_start,"
+                 "plain_at_budget_recompute,"
+                 "plain_at_budget_bound,mg_over_plain_at_budget,"
+                 "mg_plain_recompute,mg_plain_over_plain_at_budget"
+               : "");
     int rc = 0, found = 0;
     for (int i = 0; i < N_MODELS; i++) {
         if (strcmp(model, "all") ? strcmp(model, model_names[i])

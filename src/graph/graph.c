@@ -527,6 +527,11 @@ int mg_tensor_is_recompute(const mg_graph *g, mg_tensor t) {
     return (g->nodes[t].flags & MG_NODE_RECOMPUTE) != 0;
 }
 
+int mg_tensor_is_pack(const mg_graph *g, mg_tensor t) {
+    if (!g || t < 0 || t >= g->n) return 0;
+    return (g->nodes[t].flags & MG_NODE_PACK) != 0;
+}
+
 mg_tensor mg_tensor_recompute_source(const mg_graph *g, mg_tensor t) {
     if (mgi_graph_check_id(g, t, "mg_tensor_recompute_source") != MG_OK)
         return MG_NO_TENSOR;

@@ -27,6 +27,12 @@
  *           (memgrad's pool lends it after the output; the paper has no
  *           workspace).
  *   R[t,j] <= R[t,i] + S[t,i]    for each edge i -> j, j <= t
+ *   Z[t,j]  binary, for the ops with a pack/whole pair of inputs
+ *           (checkmate_milp.h, "Compact inputs"): Z[t,j] <= R[t,j], 1 when
+ *           the evaluation reads the whole sources. Wherever R[t,j] stands
+ *           for "v_j reads v_i" above (dependencies, and the FREE rows of
+ *           v_i at v_j), it becomes X[t,j]: R[t,j] for an input read
+ *           always, R[t,j] - Z[t,j] for a pack, Z[t,j] for a whole source.
  *   S[t+1,i] <= S[t,i] + R[t,i]
  *   minimise sum_{t, i < t} cost_i R[t,i]  (the recomputed flops)
  *
@@ -75,6 +81,7 @@ void mgi_ckm_dag_free(mgi_ckm_dag *d) {
     free(d->backward);
     free(d->in_start);
     free(d->in);
+    free(d->in_form);
     free(d->tensor);
     memset(d, 0, sizeof *d);
 }
@@ -157,11 +164,13 @@ mg_status mgi_ckm_dag_from_plan(const mg_graph *g, const mg_plan *p,
         d->work = calloc((size_t)(n ? n : 1), sizeof *d->work);
         d->backward = calloc((size_t)(n ? n : 1), sizeof *d->backward);
         d->in_start = calloc((size_t)n + 1, sizeof *d->in_start);
-        d->in = calloc((size_t)(n_edges ? n_edges : 1), sizeof *d->in);
+        /* a pack's input may add one more edge (its whole source) */
+        d->in = calloc((size_t)(2 * n_edges + 1), sizeof *d->in);
+        d->in_form = calloc((size_t)(2 * n_edges + 1), sizeof *d->in_form);
         d->tensor = calloc((size_t)(n ? n : 1), sizeof *d->tensor);
         R = calloc((size_t)(n ? n : 1) * (size_t)(n ? n : 1), 1);
         if (!d->cost || !d->mem || !d->work || !d->backward || !d->in_start ||
-            !d->in || !d->tensor || !R)
+            !d->in || !d->in_form || !d->tensor || !R)
             s = ckm_fail(MG_ERR_NOMEM, "dag: out of memory");
     }
     int j = 0, n_pending = 0, e = 0;
@@ -189,21 +198,43 @@ mg_status mgi_ckm_dag_from_plan(const mg_graph *g, const mg_plan *p,
         d->backward[j] = mg_tensor_is_backward(g, t) != 0;
         if (!d->backward[j]) d->forward_flops += d->cost[j];
         d->in_start[j] = e;
-        for (int q = 0; q < mg_tensor_num_inputs(g, t); q++) {
+        bool alt = false;
+        for (int q = 0; s == MG_OK && q < mg_tensor_num_inputs(g, t); q++) {
             mg_tensor in = mg_tensor_input(g, t, q);
             if (in < 0 || in >= nt || stepof[in] < 0) continue; /* a leaf */
-            int i = idx[in];
-            if (i < 0 || i >= j) {
-                s = ckm_fail(MG_ERR_INVALID_ARG,
-                             "dag: %%%d reads %%%d, "
-                             "which no earlier step computes",
-                             (int)t, (int)in);
-                break;
+            /* a pack read by a backward op: its whole source (when
+             * computed) is the alternative, form 2 */
+            mg_tensor whole = MG_NO_TENSOR;
+            if (mg_tensor_is_pack(g, in) && mg_tensor_is_backward(g, t)) {
+                whole = ckm_source(g, mg_tensor_input(g, in, 0));
+                if (whole < 0 || whole >= nt || stepof[whole] < 0)
+                    whole = MG_NO_TENSOR;
             }
-            bool dup = false;
-            for (int r = d->in_start[j]; r < e; r++) dup |= d->in[r] == i;
-            if (!dup) d->in[e++] = i;
+            for (int side = 0; side < (whole == MG_NO_TENSOR ? 1 : 2); side++) {
+                const mg_tensor u = side ? whole : in;
+                const unsigned char form =
+                    whole == MG_NO_TENSOR ? 0 : (unsigned char)(side + 1);
+                int i = idx[u];
+                if (i < 0 || i >= j) {
+                    s = ckm_fail(MG_ERR_INVALID_ARG,
+                                 "dag: %%%d reads %%%d, "
+                                 "which no earlier step computes",
+                                 (int)t, (int)u);
+                    break;
+                }
+                /* one edge per input: read always wins over one side */
+                int r = d->in_start[j];
+                while (r < e && d->in[r] != i) r++;
+                if (r < e) {
+                    if (d->in_form[r] != form) d->in_form[r] = 0;
+                    continue;
+                }
+                d->in[e] = i;
+                d->in_form[e++] = form;
+            }
         }
+        for (int r = d->in_start[j]; r < e; r++) alt |= d->in_form[r] == 2;
+        d->n_alt += alt;
         R[(size_t)j * n + j] = 1;
         for (int q = 0; s == MG_OK && q < n_pending; q++) {
             unsigned char *r = &R[(size_t)j * n + pending[q]];
@@ -243,6 +274,19 @@ mg_status mgi_ckm_dag_from_plan(const mg_graph *g, const mg_plan *p,
 /* ------------------------------------------------------------------ schedules
  */
 
+/* Whether v_j has a pack/whole pair of inputs (may take R = 2). */
+static bool ckm_has_alt(const mgi_ckm_dag *d, int j) {
+    for (int r = d->in_start[j]; r < d->in_start[j + 1]; r++)
+        if (d->in_form && d->in_form[r] == 2) return true;
+    return false;
+}
+
+/* Whether an evaluation of v_j with stage-form value how (1, 2) reads its
+ * input edge r. */
+static bool ckm_reads(const mgi_ckm_dag *d, int r, unsigned char how) {
+    return !d->in_form || d->in_form[r] == 0 || d->in_form[r] == how;
+}
+
 mg_status mgi_ckm_evaluate(const mgi_ckm_dag *d, const unsigned char *R,
                            bool recompute_backward, mgi_ckm_eval *out) {
     const int n = d->n;
@@ -254,6 +298,12 @@ mg_status mgi_ckm_evaluate(const mgi_ckm_dag *d, const unsigned char *R,
                             "not evaluate v_%d",
                             t, t);
         for (int i = 0; i < n; i++) {
+            if (R[(size_t)t * n + i] > 2 ||
+                (R[(size_t)t * n + i] == 2 && !ckm_has_alt(d, i)))
+                return ckm_fail(MG_ERR_INVALID_ARG,
+                                "schedule: stage %d evaluates v_%d as %d, "
+                                "which has no such form",
+                                t, i, R[(size_t)t * n + i]);
             if (!R[(size_t)t * n + i] || i == t) continue;
             if (i > t)
                 return ckm_fail(MG_ERR_INVALID_ARG,
@@ -279,9 +329,11 @@ mg_status mgi_ckm_evaluate(const mgi_ckm_dag *d, const unsigned char *R,
     for (int i = 0; s == MG_OK && i < n; i++) latest[i] = -1;
     for (int t = 0; s == MG_OK && t < n; t++)
         for (int j = 0; s == MG_OK && j <= t; j++) {
-            if (!R[(size_t)t * n + j]) continue;
+            const unsigned char how = R[(size_t)t * n + j];
+            if (!how) continue;
             for (int r = d->in_start[j]; r < d->in_start[j + 1]; r++) {
                 const int i = d->in[r];
+                if (!ckm_reads(d, r, how)) continue;
                 if (latest[i] < 0) {
                     s = ckm_fail(MG_ERR_INVALID_ARG,
                                  "schedule: stage %d "
@@ -335,9 +387,11 @@ mg_status mgi_ckm_check_held(const mgi_ckm_dag *d, const unsigned char *R,
                                 i, t + 1, t);
     for (int t = 0; t < n; t++)
         for (int j = 0; j <= t; j++) {
-            if (!R[(size_t)t * n + j]) continue;
+            const unsigned char how = R[(size_t)t * n + j];
+            if (!how) continue;
             for (int r = d->in_start[j]; r < d->in_start[j + 1]; r++) {
                 const int i = d->in[r];
+                if (!ckm_reads(d, r, how)) continue;
                 if (!R[(size_t)t * n + i] && !S[(size_t)t * n + i])
                     return ckm_fail(MG_ERR_INVALID_ARG,
                                     "held: stage %d "
@@ -367,16 +421,30 @@ const char *mgi_ckm_outcome_name(mgi_ckm_outcome o) {
 typedef struct ckm_build {
     glp_prob *lp;
     int *Rc, *Sc, *Uc; /* column of R[t,i], S[t,i], U[t,k]; 0: none */
+    int *Zc;           /* Z[t,j]: v_j in stage t reads whole sources */
     int *ia, *ja;      /* the matrix as triplets, 1-based */
     double *ar;
     size_t nz, cap;
     bool oom;
-    int *out_start, *out; /* USERS, from DEPS */
-    int *fcol;            /* FREE columns of the previous op, */
-    double *fmem;         /*   with their bytes */
+    int *out_start, *out;    /* USERS, from DEPS */
+    unsigned char *out_form; /* ... with the edge's in_form */
+    int *fcol;               /* FREE columns of the previous op, */
+    double *fmem;            /*   with their bytes */
     int n_free, n_free_prev;
     double bound; /* best node bound seen (scaled) */
     bool have_bound;
+    long node_limit; /* 0: none */
+    double cpu_end;  /* CPU-clock seconds at which to stop; 0: none */
+    /* the FREE columns, for the start: FREE[t,i,k] read as form */
+    struct ckm_free_meta {
+        int col, t, i, k;
+        unsigned char form;
+    } * fm;
+    size_t n_fm, cap_fm;
+    const mgi_ckm_dag *d;
+    const unsigned char *start; /* a schedule to start from, or NULL */
+    double mscale;
+    int start_tried; /* 0, then 1 accepted, -1 rejected */
 } ckm_build;
 
 static jmp_buf *ckm_jmp;
@@ -437,8 +505,24 @@ static int col_new(glp_prob *lp, int kind, double lb, double ub, double c) {
     return j;
 }
 
+static int ckm_start(glp_tree *T, ckm_build *b);
+
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void ckm_callback(glp_tree *T, void *info) {
     ckm_build *b = info;
+    if (b->start && !b->start_tried && glp_ios_reason(T) == GLP_IHEUR)
+        b->start_tried = ckm_start(T, b);
+    if (b->node_limit > 0) {
+        int active, total, generated;
+        glp_ios_tree_size(T, &active, &total, &generated);
+        if (generated > b->node_limit) glp_ios_terminate(T);
+    }
+    if (b->cpu_end > 0 && cpu_s() > b->cpu_end) glp_ios_terminate(T);
     int node = glp_ios_best_node(T);
     if (node) {
         double v = glp_ios_node_bound(T, node);
@@ -447,27 +531,50 @@ static void ckm_callback(glp_tree *T, void *info) {
     }
 }
 
+/* Add coef * X to row, X the indicator that stage t's evaluation of v_j
+ * reads an input of form f: R[t,j] (0), R[t,j] - Z[t,j] (1), Z[t,j] (2).
+ * Without a Z column (no pair of inputs) Z is 0. */
+static void x_add(ckm_build *b, int row, int n, int t, int j, unsigned char f,
+                  double coef) {
+    const size_t q = (size_t)t * n + j;
+    if (f != 2) nz_add(b, row, b->Rc[q], coef);
+    if (f != 0) nz_add(b, row, b->Zc[q], f == 2 ? coef : -coef);
+}
+
 /* Add the FREE variables of v_k in stage t and their rows; the previous
  * op's are kept in fcol/fmem for U[t,k+1]'s row. */
 static void add_free(ckm_build *b, const mgi_ckm_dag *d, double mscale, int t,
                      int k) {
     const int n = d->n;
     glp_prob *lp = b->lp;
-    const int rk = b->Rc[(size_t)t * n + k];
     b->n_free = 0;
     for (int r = d->in_start[k]; r <= d->in_start[k + 1]; r++) {
         const int i = r < d->in_start[k + 1] ? d->in[r] : k;
+        const unsigned char fk =
+            r < d->in_start[k + 1] && d->in_form ? d->in_form[r] : 0;
         if (d->mem[i] <= 0) continue;
         int f = col_new(lp, GLP_BV, 0, 1, 0);
+        if (b->n_fm == b->cap_fm) {
+            size_t cap = b->cap_fm ? 2 * b->cap_fm : 1024;
+            void *m = realloc(b->fm, cap * sizeof *b->fm);
+            if (!m) b->oom = true;
+            else {
+                b->fm = m;
+                b->cap_fm = cap;
+            }
+        }
+        if (b->n_fm < b->cap_fm)
+            b->fm[b->n_fm++] = (struct ckm_free_meta){f, t, i, k, fk};
         b->fcol[b->n_free] = f;
         b->fmem[b->n_free++] = d->mem[i] / mscale;
-        int row = row_new(lp, GLP_UP, 0, 0); /* FREE <= R[t,k] */
+        /* FREE <= X[t,k]: v_k read v_i (R[t,k] without pairs of inputs) */
+        int row = row_new(lp, GLP_UP, 0, 0);
         nz_add(b, row, f, 1);
-        nz_add(b, row, rk, -1);
-        /* FREE >= R[t,k] - S[t+1,i] - sum_j R[t,j] */
+        x_add(b, row, n, t, k, fk, -1);
+        /* FREE >= X[t,k] - S[t+1,i] - sum_j X[t,j] */
         int low = row_new(lp, GLP_LO, 0, 0);
         nz_add(b, low, f, 1);
-        nz_add(b, low, rk, -1);
+        x_add(b, low, n, t, k, fk, -1);
         if (t + 1 < n) { /* FREE <= 1 - S[t+1,i] */
             const int sc = b->Sc[(size_t)(t + 1) * n + i];
             row = row_new(lp, GLP_UP, 0, 1);
@@ -479,10 +586,10 @@ static void add_free(ckm_build *b, const mgi_ckm_dag *d, double mscale, int t,
             const int u = b->out[q];
             const int ru = u <= t ? b->Rc[(size_t)t * n + u] : 0;
             if (u <= k || !ru) continue;
-            row = row_new(lp, GLP_UP, 0, 1); /* FREE <= 1 - R[t,u] */
+            row = row_new(lp, GLP_UP, 0, 1); /* FREE <= 1 - X[t,u] */
             nz_add(b, row, f, 1);
-            nz_add(b, row, ru, 1);
-            nz_add(b, low, ru, 1);
+            x_add(b, row, n, t, u, b->out_form[q], 1);
+            x_add(b, low, n, t, u, b->out_form[q], 1);
         }
     }
 }
@@ -493,10 +600,96 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* X of stage t's evaluation of v_j for an input of form f, from a
+ * stage-form schedule R (x_add's indicator, as a number). */
+static int x_of(const unsigned char *R, int n, int t, int j, unsigned char f) {
+    const unsigned char v = R[(size_t)t * n + j];
+    return f == 0 ? v != 0 : v == f;
+}
+
+/* Offer GLPK a schedule (b->start, stage form) as an integer solution:
+ * every column's value derived as the MILP's rows determine it (S the
+ * least holding the schedule needs, each FREE by its product, the U chain).
+ * GLPK checks it against every row and bound. 1: taken; 2: not offered,
+ * GLPK's incumbent already as good; -1: refused (it breaks a row: a bug
+ * here or a schedule over the budget). */
+static int ckm_start(glp_tree *T, ckm_build *b) {
+    const mgi_ckm_dag *d = b->d;
+    const unsigned char *R = b->start;
+    const int n = d->n;
+    glp_prob *lp = glp_ios_get_prob(T);
+    const int ncols = glp_get_num_cols(lp);
+    double *x = calloc((size_t)ncols + 1, sizeof *x);
+    unsigned char *S = calloc((size_t)n * (size_t)n, 1);
+    double *freed = calloc((size_t)n * (size_t)n, sizeof *freed);
+    if (!x || !S || !freed) {
+        free(x);
+        free(S);
+        free(freed);
+        return -1;
+    }
+    /* S[t,i]: read in stage t before any evaluation there, or held on */
+    for (int t = n - 1; t >= 1; t--)
+        for (int i = 0; i < t; i++) {
+            if (R[(size_t)t * n + i]) continue;
+            bool need = t + 1 < n && S[(size_t)(t + 1) * n + i];
+            for (int j = i + 1; !need && j <= t; j++)
+                for (int r = d->in_start[j]; r < d->in_start[j + 1]; r++)
+                    if (d->in[r] == i &&
+                        x_of(R, n, t, j, d->in_form ? d->in_form[r] : 0)) {
+                        need = true;
+                        break;
+                    }
+            S[(size_t)t * n + i] = need;
+        }
+    for (size_t q = 0; q < (size_t)n * (size_t)n; q++) {
+        if (b->Rc[q]) x[b->Rc[q]] = R[q] != 0;
+        if (b->Zc[q]) x[b->Zc[q]] = R[q] == 2;
+        if (b->Sc[q]) x[b->Sc[q]] = S[q];
+    }
+    for (size_t m = 0; m < b->n_fm; m++) {
+        const struct ckm_free_meta *f = &b->fm[m];
+        int v = f->i == f->k ? R[(size_t)f->t * n + f->k] != 0
+                             : x_of(R, n, f->t, f->k, f->form);
+        if (f->t + 1 < n && S[(size_t)(f->t + 1) * n + f->i]) v = 0;
+        for (int q = b->out_start[f->i]; v && q < b->out_start[f->i + 1]; q++) {
+            const int u = b->out[q];
+            if (u > f->k && u <= f->t && x_of(R, n, f->t, u, b->out_form[q]))
+                v = 0;
+        }
+        x[f->col] = v;
+        if (v) freed[(size_t)f->t * n + f->k] += d->mem[f->i] / b->mscale;
+    }
+    for (int t = 0; t < n; t++) {
+        double u = 0;
+        for (int i = 0; i < t; i++)
+            u += S[(size_t)t * n + i] * d->mem[i] / b->mscale;
+        for (int k = 0; k <= t; k++) {
+            if (k > 0) u -= freed[(size_t)t * n + k - 1];
+            u += (R[(size_t)t * n + k] != 0) * d->mem[k] / b->mscale;
+            if (b->Uc[(size_t)t * n + k]) x[b->Uc[(size_t)t * n + k]] = u;
+        }
+    }
+    double obj = 0;
+    for (int j = 1; j <= ncols; j++) obj += glp_get_obj_coef(lp, j) * x[j];
+    const int st = glp_mip_status(lp);
+    int rc;
+    if ((st == GLP_FEAS || st == GLP_OPT) &&
+        glp_mip_obj_val(lp) <= obj + 1e-9 * (1 + fabs(obj)))
+        rc = 2;
+    else rc = glp_ios_heur_sol(T, x) == 0 ? 1 : -1;
+    free(x);
+    free(S);
+    free(freed);
+    return rc;
+}
+
 static void build_free(ckm_build *b) {
     free(b->Rc);
     free(b->Sc);
     free(b->Uc);
+    free(b->Zc);
+    free(b->out_form);
     free(b->ia);
     free(b->ja);
     free(b->ar);
@@ -504,6 +697,7 @@ static void build_free(ckm_build *b) {
     free(b->out);
     free(b->fcol);
     free(b->fmem);
+    free(b->fm);
     free(b);
 }
 
@@ -522,14 +716,16 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
     b->Rc = calloc(nn, sizeof *b->Rc);
     b->Sc = calloc(nn, sizeof *b->Sc);
     b->Uc = calloc(nn, sizeof *b->Uc);
+    b->Zc = calloc(nn, sizeof *b->Zc);
+    b->out_form = calloc((size_t)max_deps, sizeof *b->out_form);
     b->out_start = calloc((size_t)n + 1, sizeof *b->out_start);
     b->out = calloc((size_t)max_deps, sizeof *b->out);
     b->fcol = calloc((size_t)max_deps, sizeof *b->fcol);
     b->fmem = calloc((size_t)max_deps, sizeof *b->fmem);
     r->R = calloc(nn, 1);
     r->S = calloc(nn, 1);
-    if (!b->Rc || !b->Sc || !b->Uc || !b->out_start || !b->out || !b->fcol ||
-        !b->fmem || !r->R || !r->S) {
+    if (!b->Rc || !b->Sc || !b->Uc || !b->Zc || !b->out_start || !b->out ||
+        !b->out_form || !b->fcol || !b->fmem || !r->R || !r->S) {
         build_free(b);
         free(r->R);
         free(r->S);
@@ -545,8 +741,10 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
         int *fill = b->fcol; /* scratch until the build */
         memcpy(fill, b->out_start, (size_t)n * sizeof *fill);
         for (int j = 0; j < n; j++)
-            for (int q = d->in_start[j]; q < d->in_start[j + 1]; q++)
+            for (int q = d->in_start[j]; q < d->in_start[j + 1]; q++) {
+                b->out_form[fill[d->in[q]]] = d->in_form ? d->in_form[q] : 0;
                 b->out[fill[d->in[q]]++] = j;
+            }
     }
     double mscale = 0, cscale = 0;
     for (int i = 0; i < n; i++) {
@@ -585,15 +783,27 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
             if (i < t) b->Sc[(size_t)t * n + i] = col_new(lp, GLP_BV, 0, 1, 0);
             b->Uc[(size_t)t * n + i] = col_new(lp, GLP_CV, 0, cap, 0);
         }
+    /* Z[t,j] <= R[t,j] for the ops with a pair of inputs */
+    for (int j = 0; j < n; j++) {
+        if (!ckm_has_alt(d, j)) continue;
+        for (int t = j; t < n; t++) {
+            const size_t q = (size_t)t * n + j;
+            if (!b->Rc[q]) continue;
+            b->Zc[q] = col_new(lp, GLP_BV, 0, 1, 0);
+            int row = row_new(lp, GLP_UP, 0, 0);
+            nz_add(b, row, b->Zc[q], 1);
+            nz_add(b, row, b->Rc[q], -1);
+        }
+    }
     for (int t = 0; t < n; t++) {
-        /* dependencies: R[t,j] <= R[t,i] + S[t,i] */
+        /* dependencies: X[t,j] <= R[t,i] + S[t,i] (X: x_add) */
         for (int j = 0; j <= t; j++) {
             const int rj = b->Rc[(size_t)t * n + j];
             if (!rj) continue;
             for (int q = d->in_start[j]; q < d->in_start[j + 1]; q++) {
                 const int i = d->in[q];
                 int row = row_new(lp, GLP_UP, 0, 0);
-                nz_add(b, row, rj, 1);
+                x_add(b, row, n, t, j, d->in_form ? d->in_form[q] : 0, 1);
                 nz_add(b, row, b->Rc[(size_t)t * n + i], -1);
                 nz_add(b, row, b->Sc[(size_t)t * n + i], -1);
             }
@@ -660,16 +870,41 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
                           : (int)(o->time_limit_s * 1000);
     parm.cb_func = ckm_callback;
     parm.cb_info = b;
+    b->node_limit = o ? o->node_limit : 0;
+    b->d = d;
+    b->mscale = mscale;
+    b->start = o ? o->start : NULL;
     const double t0 = now_s();
-    const int ret = glp_intopt(lp, &parm);
+    if (o && o->cpu_limit_s > 0) b->cpu_end = cpu_s() + o->cpu_limit_s;
+    int ret = 0, lp_status = GLP_OPT;
+    if (b->start) {
+        /* GLPK's callback sees the presolved problem, whose columns are
+         * not ours: with a start, no presolve, and the LP relaxation
+         * solved first (glp_intopt then needs its optimal basis) */
+        parm.presolve = GLP_OFF;
+        glp_smcp sm;
+        glp_init_smcp(&sm);
+        sm.msg_lev = GLP_MSG_OFF;
+        if (o->time_limit_s > 0) sm.tm_lim = parm.tm_lim;
+        ret = glp_simplex(lp, &sm);
+        lp_status = glp_get_status(lp);
+        if (ret == 0 && lp_status == GLP_OPT) ret = glp_intopt(lp, &parm);
+        else if (ret == GLP_ETMLIM) lp_status = GLP_UNDEF;
+    } else {
+        ret = glp_intopt(lp, &parm);
+    }
     r->seconds = now_s() - t0;
+    r->start_used = b->start_tried;
     const int mip = glp_mip_status(lp);
     mg_status s = MG_OK;
-    if (ret == GLP_ENOPFS || mip == GLP_NOFEAS) {
+    if (lp_status == GLP_UNDEF) {
+        r->outcome = MGI_CKM_NO_SOLUTION; /* the LP ran out of time */
+    } else if (lp_status == GLP_NOFEAS || ret == GLP_ENOPFS ||
+               mip == GLP_NOFEAS) {
         r->outcome = MGI_CKM_INFEASIBLE;
     } else if (ret == 0 && mip == GLP_OPT) {
         r->outcome = MGI_CKM_OPTIMAL;
-    } else if (ret == GLP_ETMLIM) {
+    } else if (ret == GLP_ETMLIM || ret == GLP_ESTOP) {
         r->outcome = mip == GLP_FEAS ? MGI_CKM_FEASIBLE : MGI_CKM_NO_SOLUTION;
     } else {
         s = ckm_fail(MG_ERR_INTERNAL,
@@ -680,7 +915,9 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
     if (s == MG_OK &&
         (r->outcome == MGI_CKM_OPTIMAL || r->outcome == MGI_CKM_FEASIBLE)) {
         for (size_t q = 0; q < nn; q++) {
-            if (b->Rc[q]) r->R[q] = glp_mip_col_val(lp, b->Rc[q]) > 0.5;
+            if (b->Rc[q] && glp_mip_col_val(lp, b->Rc[q]) > 0.5)
+                r->R[q] =
+                    b->Zc[q] && glp_mip_col_val(lp, b->Zc[q]) > 0.5 ? 2 : 1;
             if (b->Sc[q]) r->S[q] = glp_mip_col_val(lp, b->Sc[q]) > 0.5;
             if (b->Uc[q]) {
                 const int k = (int)(q % (size_t)n);

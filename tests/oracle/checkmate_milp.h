@@ -29,10 +29,25 @@
  * is the simulation behind memgrad's mg_plan_predicted_peak, so a plan's
  * peak in its own order is its predicted pool peak.
  *
- * Schedules in Checkmate's stage form: R[t*n+i] = 1 when stage t
- * evaluates v_i (i <= t, R[t*n+t] = 1); a stage evaluates its ops in index
+ * Schedules in Checkmate's stage form: R[t*n+i] != 0 when stage t
+ * evaluates v_i (i <= t, R[t*n+t] != 0); a stage evaluates its ops in index
  * order. A memgrad plan maps onto this form: each recompute step belongs to
  * the stage of the next non-recompute step.
+ *
+ * Compact inputs (issue 29: the third choice). A plan compiled with
+ * mg_checkpoints.compact has pack ops (mg_tensor_is_pack: a relu's sign
+ * bits, a max pool's argmax) right after the tensors they encode, and
+ * backward readers of the packs. The DAG gives each such reader v_j two
+ * ways to run: reading the pack (in_form 1) or reading the pack's whole
+ * source instead (in_form 2), as the reader's whole-tensor op would; its
+ * other inputs (in_form 0) it reads either way. In stage form R[t*n+j] is
+ * 1 for an evaluation that reads the packs and 2 for one that reads the
+ * sources; ops without such a pair take 1 only. So for every tensor with a
+ * compact encoding a schedule chooses to keep it whole, to keep its pack,
+ * or to recompute it (and read it whole, or pack it again), each with its
+ * exact pool bytes. A pack is a forward op of its own stage either way (a
+ * schedule that reads only whole sources still evaluates it there once;
+ * unread, its output is freed at once).
  */
 #ifndef MG_TESTS_ORACLE_CHECKMATE_MILP_H
 #define MG_TESTS_ORACLE_CHECKMATE_MILP_H
@@ -48,13 +63,18 @@
 const char *mgi_ckm_last_error(void);
 
 typedef struct mgi_ckm_dag {
-    int n;                /* ops v_0 .. v_{n-1}, topological */
-    double *cost;         /* flops of each op */
-    double *mem;          /* bytes of each op's output, 0 if caller memory */
-    double *work;         /* workspace bytes of each op */
-    bool *backward;       /* added by mg_gradients (never recomputed) */
-    int *in_start;        /* distinct computed inputs of v_j: */
-    int *in;              /*   in[in_start[j] .. in_start[j+1]-1], all < j */
+    int n;          /* ops v_0 .. v_{n-1}, topological */
+    double *cost;   /* flops of each op */
+    double *mem;    /* bytes of each op's output, 0 if caller memory */
+    double *work;   /* workspace bytes of each op */
+    bool *backward; /* added by mg_gradients (never recomputed) */
+    int *in_start;  /* distinct computed inputs of v_j: */
+    int *in;        /*   in[in_start[j] .. in_start[j+1]-1], all < j */
+    /* How v_j reads each input (parallel to in): 0 always; 1 only when the
+     * evaluation reads its packs, 2 only when it reads their whole sources
+     * instead (see "Compact inputs" above). */
+    unsigned char *in_form;
+    int n_alt;            /* ops with such a pair of inputs */
     mg_tensor *tensor;    /* v_j's tensor in the graph of the plan */
     double forward_flops; /* sum of the forward ops' cost */
 } mgi_ckm_dag;
@@ -114,12 +134,28 @@ const char *mgi_ckm_outcome_name(mgi_ckm_outcome o);
 
 typedef struct mgi_ckm_options {
     double time_limit_s; /* GLPK's tm_lim; <= 0: none */
+    /* Branch-and-bound nodes before GLPK stops (0: no limit): a limit
+     * that does not depend on the machine's load, as the wall-clock one
+     * does (the outcome past it is as past the time limit). */
+    long node_limit;
+    /* CPU seconds of this process's solve before GLPK stops (0: no
+     * limit), checked between branch-and-bound events: on a loaded
+     * machine the wall-clock limit gives a solve a varying share of a
+     * core, this one the same work. Past it, as past the time limit. */
+    double cpu_limit_s;
+    /* A schedule of the DAG (stage form, n*n) that GLPK is offered as its
+     * first integer solution, e.g. the budget policy's own; NULL: none.
+     * Taken only where it fits the budget (mgi_ckm_result.start_used). */
+    const unsigned char *start;
     /* Allow recomputing backward ops (memgrad's rewriter never does; off
      * is the fair comparison). */
     bool recompute_backward;
     /* mg-checkmate only: bisect the MILP's smallest feasible budget */
     bool bisect;
     bool at_budget; /* mg-checkmate only: also solve at the budget */
+    /* mg-checkmate only: plans with mg_checkpoints.compact, the MILP with
+     * the compact choice (and at each budget also without it) */
+    bool compact;
 } mgi_ckm_options;
 
 typedef struct mgi_ckm_result {
@@ -129,6 +165,7 @@ typedef struct mgi_ckm_result {
     double seconds;         /* wall time of glp_intopt */
     double milp_peak;       /* max U of the solution, bytes */
     int n_rows, n_cols, n_binaries;
+    int start_used;       /* 1: GLPK took options.start, -1: refused, 0: none */
     unsigned char *R, *S; /* n*n each (OPTIMAL, FEASIBLE); caller frees */
 } mgi_ckm_result;
 
