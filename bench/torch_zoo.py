@@ -128,19 +128,29 @@ def one(name, method, steps, batch, size):
     import memgrad.torch as mgt
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
-    model, _ = build(name)
+    model, example = build(name)
     # dropout and stochastic depth off: the reference's masks, torch's
     # and memgrad's would all differ
     for mod in model.modules():
         if isinstance(mod, torch.nn.Dropout) or \
                 type(mod).__name__ == "StochasticDepth":
             mod.p = 0.0
-    s = 32 if name in ("vit_tiny",) else size
-    x = torch.randn(batch, 3, s, s)
+        if isinstance(mod, torch.nn.MultiheadAttention):
+            mod.dropout = 0.0  # attention dropout is a float, not a module
+    if example.dim() == 4:
+        # the ViTs are built for 32x32 images
+        s = 32 if name in ("vit_tiny", "vit_b_16") else size
+        x = torch.randn(batch, 3, s, s)
+    else:  # a Transformer stack: (batch, sequence, width) as its example
+        x = torch.randn(batch, *example.shape[1:])
     labels = torch.arange(batch) % 10
+
+    def logits(out):
+        # a Transformer stack's output per position, averaged
+        return out.mean(1) if out.dim() == 3 else out
     ref = copy.deepcopy(model)
     # plain PyTorch's first-step gradients, the reference
-    F.cross_entropy(ref(x), labels).backward()
+    F.cross_entropy(logits(ref(x)), labels).backward()
     want = [p.grad.clone() for p in ref.parameters()]
     del ref
     if method == "torch":
@@ -169,7 +179,7 @@ def one(name, method, steps, batch, size):
     for i in range(steps):
         t0 = time.perf_counter()
         opt.zero_grad()
-        F.cross_entropy(run(x), labels).backward()
+        F.cross_entropy(logits(run(x)), labels).backward()
         if i == 0:
             # as python/tests/test_torch_zoo.py judges: a parameter whose
             # true gradient is zero (a BatchNorm bias that the next
