@@ -519,6 +519,17 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
     printf("rss increase over the steps %zu bytes, pool reserved %zu bytes\n",
            rss_peak > rss_before ? rss_peak - rss_before : 0,
            st.bytes_reserved);
+    /* what the plan said the pool would reserve: its arena (which the
+     * placement may make larger than the most bytes live at once) plus
+     * the blocks of outputs left in the pool */
+    mg_plan_arena ar;
+    if (mg_plan_arena_info(j.plan, b, nb, &ar)) {
+        fail("arena");
+        goto done;
+    }
+    printf("arena %zu bytes (most live at once %zu), pool reservation "
+           "predicted %zu bytes\n",
+           ar.bytes, ar.live_peak, ar.reserved);
     mg_plan_summary sum;
     if (mg_plan_summarize(j.plan, b, nb, &sum)) {
         fail("summarize");

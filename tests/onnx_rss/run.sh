@@ -35,11 +35,19 @@ for p in none memory; do
         echo "FAIL $p: no rss or pool line"
         exit 1
     fi
-    # the pool's reservation (the plan's arena: at least the predicted
-    # peak, more where the placement fragments) is larger than the
-    # allowance, so the test measures the pool
+    # the pool reserves what the plan said it would (its arena, at least
+    # the predicted peak, more where the placement fragments, plus the
+    # outputs' blocks), and that is larger than the allowance, so the
+    # test measures the pool
+    predicted_res=$(sed -n \
+        's/^arena [0-9]* bytes (most live at once [0-9]*), pool reservation predicted \([0-9]*\) bytes$/\1/p' \
+        <<<"$out")
+    [ "$reserved" = "$predicted_res" ] || {
+        echo "FAIL $p: pool reserved $reserved bytes, the plan predicted ${predicted_res:-nothing}"
+        exit 1
+    }
     [ "$reserved" -ge "$predicted" ] || {
-        echo "FAIL $p: pool reserved $reserved bytes, below the predicted $predicted"
+        echo "FAIL $p: pool reserved $reserved bytes, below the predicted peak $predicted"
         exit 1
     }
     [ "$reserved" -gt "$RSS_OVERHEAD" ] || {
