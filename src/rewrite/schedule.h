@@ -56,7 +56,8 @@ struct mg_plan {
      * without_recompute, each recomputed copy -> its forward tensor. */
     mg_tensor *remap;
     /* A training plan's forward and backward phases (split.c), or NULL
-     * for a plan without backward steps. They share the plan's remap
+     * for a plan without backward steps (unless it keeps a leaf no step
+     * reads: a gradient that is the seed itself). They share the plan's remap
      * array (a copy per phase was most of what a 10^6-op plan wrote,
      * issue 32); mg_plan_free frees it once. */
     struct mg_plan *phase[2];

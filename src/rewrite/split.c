@@ -98,6 +98,22 @@ static void build_releases(mg_plan *q, const mg_plan *p, int32_t *last,
             q->release[fill[last[q->saved[i]]]++] = q->saved[i];
 }
 
+/* Whether p keeps a leaf that none of its steps reads (*late), for a
+ * plan without backward steps. */
+static mg_status has_unread_kept_leaf(const mg_plan *p, bool *late) {
+    *late = false;
+    uint8_t *read = calloc((size_t)(p->n_tensors ? p->n_tensors : 1), 1);
+    if (!read)
+        return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
+                                          "the forward and backward phases");
+    for (int32_t i = 0; i < p->n_steps; i++)
+        for (int k = 0; k < p->step[i].n_in; k++) read[p->step[i].in[k]] = 1;
+    for (int32_t k = 0; k < p->n_kept && !*late; k++)
+        *late = (p->role[p->kept[k]] & MG_ROLE_LEAF) && !read[p->kept[k]];
+    free(read);
+    return MG_OK;
+}
+
 mg_status mgi_plan_split(mg_plan *p, const bool *bwd) {
     const mg_graph *g = p->g;
     size_t sz = (size_t)(p->n_tensors ? p->n_tensors : 1);
@@ -109,24 +125,14 @@ mg_status mgi_plan_split(mg_plan *p, const bool *bwd) {
     }
     /* A kept leaf that no forward step reads is bound when backward runs:
      * a gradient that is the seed itself (y = f(x) + b: dL/db is dL/dy),
-     * which the caller has only then. It goes to the backward phase, and a
-     * plan with one is phased even when it has no backward step (y = x +
-     * b), so that mg_exec_forward and mg_exec_backward still serve it. */
-    uint8_t *fwd_read = calloc(sz, 1);
-    if (!fwd_read)
-        return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
-                                          "the forward and backward phases");
-    for (int32_t i = 0; i < p->n_steps; i++)
-        if (!bwd[p->steps[i]])
-            for (int k = 0; k < p->step[i].n_in; k++)
-                fwd_read[p->step[i].in[k]] = 1;
-    int32_t n_late = 0;
-    for (int32_t k = 0; k < p->n_kept; k++)
-        if ((p->role[p->kept[k]] & MG_ROLE_LEAF) && !fwd_read[p->kept[k]])
-            n_late++;
-    if (n_bwd == 0 && n_late == 0) {
-        free(fwd_read);
-        return MG_OK;
+     * which the caller has only then. It goes to the backward phase (the
+     * kept loop below), and a plan with one is phased even when it has no
+     * backward step (y = x + b), so that mg_exec_forward and
+     * mg_exec_backward still serve it. */
+    if (n_bwd == 0) {
+        bool late;
+        mg_status s = has_unread_kept_leaf(p, &late);
+        if (s != MG_OK || !late) return s;
     }
     const int32_t n_fwd = p->n_steps - n_bwd;
     mg_plan *f = phase_alloc(p), *b = phase_alloc(p);
@@ -185,7 +191,8 @@ mg_status mgi_plan_split(mg_plan *p, const bool *bwd) {
     for (int32_t k = 0; k < p->n_kept; k++) {
         mg_tensor t = p->kept[k];
         if (p->role[t] & MG_ROLE_LEAF) {
-            mg_plan *q = fwd_read[t] ? f : b;
+            /* f's leaves so far are those its steps read */
+            mg_plan *q = (f->role[t] & MG_ROLE_LEAF) ? f : b;
             q->role[t] |= MG_ROLE_LEAF;
             add_kept(q, t);
         } else {
@@ -210,7 +217,6 @@ mg_status mgi_plan_split(mg_plan *p, const bool *bwd) {
 done:
     phase_free(f, p);
     phase_free(b, p);
-    free(fwd_read);
     free(last);
     free(fill);
     free(saved);
