@@ -157,7 +157,8 @@ def two_steps(model, x, labels, policy="memory"):
     gradient in float64) grow through the step: on resnet152 at 64x64 a
     1e-12 relative perturbation of PyTorch's own weights after step 1 moves
     its step-2 gradients by 1.5e-10, and memgrad's step-1 weights moved
-    them by 8.3e-9; from the same weights they agree to 3.7e-13."""
+    them by 8.3e-9; from the same weights they agree to 3.7e-13
+    (bench/zoo_step2.py, bench/results/zoo-step2.txt)."""
     ref = _exact_reference(copy.deepcopy(model))
     mine = mgt.Module(copy.deepcopy(model), (x,), policy=policy)
     opts = {key: torch.optim.SGD(m.parameters(), lr=0.1)
