@@ -83,10 +83,12 @@ static size_t step_workspace(const mg_graph *g, mg_tensor t) {
     const mg_node *n = &g->nodes[t];
     size_t work = mgi_graph_op_workspace(g, t);
     if (!mgi_backends_plan_workspace_op(n->op)) return work;
-    mg_kargs a = {
-        .op = n->op, .attrs = n->attrs, .n_in = n->n_in, .out = {NULL, n->d}};
+    mg_kargs a = {.op = n->op,
+                  .attrs = n->attrs,
+                  .n_in = n->n_in,
+                  .out = {NULL, *mgi_node_desc(g, n)}};
     for (int k = 0; k < n->n_in; k++)
-        a.in[k] = (mg_kbuf){NULL, g->nodes[n->in[k]].d};
+        a.in[k] = (mg_kbuf){NULL, *mgi_graph_desc(g, n->in[k])};
     size_t backend = mgi_backends_plan_workspace(&a);
     return backend > work ? backend : work;
 }
@@ -252,14 +254,12 @@ mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
     size_t in_use = 0, peak = 0;
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_tensor t = p->steps[s];
-        if (!bound[t])
-            in_use += mg_pool_size_class(mgi_tdesc_nbytes(mg_plan_desc(p, t)));
+        if (!bound[t]) in_use += mg_pool_size_class(mg_plan_nbytes(p, t));
         /* the workspace is lent after the output and returned at once */
         size_t work = p->step[s].work ? mg_pool_size_class(p->step[s].work) : 0;
         if (in_use + work > peak) peak = in_use + work;
         for (int32_t r = p->release_start[s]; r < p->release_start[s + 1]; r++)
-            in_use -= mg_pool_size_class(
-                mgi_tdesc_nbytes(mg_plan_desc(p, p->release[r])));
+            in_use -= mg_pool_size_class(mg_plan_nbytes(p, p->release[r]));
     }
     free(bound);
     *peak_out = peak;
@@ -343,7 +343,7 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
             sc->last[remap ? remap[nd->in[i]] : nd->in[i]] = n;
         const size_t work = step_workspace(g, t);
         sc->steps[n] = t;
-        sc->bytes[n] = mg_pool_size_class(mgi_tdesc_nbytes(&nd->d));
+        sc->bytes[n] = mg_pool_size_class(g->descs.nbytes[nd->desc]);
         sc->work[n] = work ? mg_pool_size_class(work) : 0;
         sc->freed[n++] = 0;
     }

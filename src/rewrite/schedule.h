@@ -79,7 +79,12 @@ struct mg_plan {
 
 /* The descriptor of tensor t (its node's). */
 static inline const mg_tdesc *mg_plan_desc(const mg_plan *p, mg_tensor t) {
-    return &p->g->nodes[t].d;
+    return mgi_graph_desc(p->g, t);
+}
+
+/* Its bytes (mgi_tdesc_nbytes of its descriptor, computed once). */
+static inline size_t mg_plan_nbytes(const mg_plan *p, mg_tensor t) {
+    return mgi_graph_nbytes(p->g, t);
 }
 
 /* Whether t is an input or parameter node: memory from the caller. */

@@ -230,13 +230,11 @@ static size_t phase_peak(const mg_plan *q, const bool *bound, size_t base,
     size_t in_use = base, peak = base;
     for (int32_t s = 0; s < q->n_steps; s++) {
         mg_tensor t = q->steps[s];
-        if (!bound[t])
-            in_use += mg_pool_size_class(mgi_tdesc_nbytes(mg_plan_desc(q, t)));
+        if (!bound[t]) in_use += mg_pool_size_class(mg_plan_nbytes(q, t));
         size_t work = q->step[s].work ? mg_pool_size_class(q->step[s].work) : 0;
         if (in_use + work > peak) peak = in_use + work;
         for (int32_t r = q->release_start[s]; r < q->release_start[s + 1]; r++)
-            in_use -= mg_pool_size_class(
-                mgi_tdesc_nbytes(mg_plan_desc(q, q->release[r])));
+            in_use -= mg_pool_size_class(mg_plan_nbytes(q, q->release[r]));
     }
     *end = in_use;
     return peak;
