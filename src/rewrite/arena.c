@@ -217,9 +217,8 @@ static size_t lay_out_greedy(const arena_req *rq, const lay_key *key, size_t n,
 /* A plan of 10^6 steps has as many requests: every array here is touched
  * once per pass, so they are few and small (about 40 bytes a request). */
 typedef struct arena_scratch {
-    arena_req *rq;    /* the requests, by birth */
-    int32_t *from;    /* per request: 2s (step s's output) or 2s+1 (its
-                         workspace) */
+    arena_req *rq;    /* the requests, by birth: born is 2s for step s's
+                         output, 2s+1 for its workspace */
     int32_t *by_died; /* the requests by death */
     size_t *off;      /* per request: its offset */
     gap_list g;
@@ -231,7 +230,6 @@ typedef struct arena_scratch {
 
 static void scratch_free(arena_scratch *sc) {
     free(sc->rq);
-    free(sc->from);
     free(sc->by_died);
     free(sc->off);
     free(sc->g.off);
@@ -257,16 +255,14 @@ static size_t plan_requests(const mg_plan *p, arena_scratch *sc,
         const mg_tensor t = p->steps[s];
         if (!(p->role[t] & MG_ROLE_KEPT) && last[t] >= 0) {
             sc->rq[n] = (arena_req){
-                mg_pool_size_class(mgi_tdesc_nbytes(mg_plan_desc(p, t))),
-                2 * (int64_t)s, 2 * (int64_t)last[t] + 2};
-            sc->from[n] = 2 * s;
+                mg_pool_size_class(mg_plan_nbytes(p, t)), 2 * (int64_t)s,
+                2 * (int64_t)last[t] + 2};
             last[t] = -2 - (int32_t)n; /* now: its request, encoded */
             n++;
         }
         if (p->step[s].work) {
-            sc->rq[n] = (arena_req){mg_pool_size_class(p->step[s].work),
-                                    2 * (int64_t)s + 1, 2 * (int64_t)s + 2};
-            sc->from[n++] = 2 * s + 1;
+            sc->rq[n++] = (arena_req){mg_pool_size_class(p->step[s].work),
+                                      2 * (int64_t)s + 1, 2 * (int64_t)s + 2};
         }
     }
     /* deaths at tick 2s+2: step s's workspace, then what it releases (the
@@ -274,7 +270,7 @@ static size_t plan_requests(const mg_plan *p, arena_scratch *sc,
     size_t d = 0, k = 0;
     for (int32_t s = 0; s < p->n_steps; s++) {
         while (k < n && sc->rq[k].born <= 2 * (int64_t)s + 1) {
-            if (sc->from[k] % 2 == 1) sc->by_died[d++] = (int32_t)k;
+            if (sc->rq[k].born % 2 == 1) sc->by_died[d++] = (int32_t)k;
             k++;
         }
         for (int32_t r = p->release_start[s]; r < p->release_start[s + 1];
@@ -376,19 +372,15 @@ static mg_status nomem(const mg_plan *p) {
                         (int)p->n_steps);
 }
 
-static mg_status plan_lay_out(mg_plan *p) {
+static mg_status plan_lay_out(mg_plan *p, int32_t *last) {
     const size_t cap = 2 * (size_t)p->n_steps + 1;
     p->out_off = malloc(cap / 2 * sizeof *p->out_off + 1);
     p->work_off = malloc(cap / 2 * sizeof *p->work_off + 1);
-    int32_t *last =
-        malloc((size_t)(p->n_tensors ? p->n_tensors : 1) * sizeof *last);
     arena_scratch sc = {0};
     sc.rq = malloc(cap * sizeof *sc.rq);
-    sc.from = malloc(cap * sizeof *sc.from);
     sc.by_died = malloc(cap * sizeof *sc.by_died);
     mg_status s = MG_OK;
-    if (!p->out_off || !p->work_off || !last || !sc.rq || !sc.from ||
-        !sc.by_died)
+    if (!p->out_off || !p->work_off || !sc.rq || !sc.by_died)
         s = nomem(p);
     size_t n = 0;
     if (s == MG_OK) {
@@ -410,13 +402,16 @@ static mg_status plan_lay_out(mg_plan *p) {
     if (s == MG_OK) {
         p->arena_live_peak = 0;
         p->arena_bytes = n ? lay_out_best(&sc, n, &p->arena_live_peak) : 0;
-        for (int32_t st = 0; st < p->n_steps; st++)
-            p->out_off[st] = p->work_off[st] = SIZE_MAX;
-        for (size_t k = 0; k < n; k++)
-            if (sc.from[k] % 2 == 0) p->out_off[sc.from[k] / 2] = sc.off[k];
-            else p->work_off[sc.from[k] / 2] = sc.off[k];
+        /* the requests are by birth: one pass writes every step's pair */
+        size_t k = 0;
+        for (int32_t st = 0; st < p->n_steps; st++) {
+            const int64_t tick = 2 * (int64_t)st;
+            p->out_off[st] =
+                k < n && sc.rq[k].born == tick ? sc.off[k++] : SIZE_MAX;
+            p->work_off[st] =
+                k < n && sc.rq[k].born == tick + 1 ? sc.off[k++] : SIZE_MAX;
+        }
     }
-    free(last);
     scratch_free(&sc);
     return s;
 }
@@ -436,8 +431,8 @@ static void phase_share_layout(mg_plan *q, const mg_plan *p, int32_t from) {
     q->arena_live_peak = p->arena_live_peak;
 }
 
-mg_status mgi_plan_lay_out(mg_plan *p) {
-    mg_status s = plan_lay_out(p);
+mg_status mgi_plan_lay_out(mg_plan *p, int32_t *last) {
+    mg_status s = plan_lay_out(p, last);
     mg_plan *f = p->phase[0], *b = p->phase[1];
     if (s != MG_OK || !f) return s;
     if (f->steps == p->steps && b->steps == p->steps + f->n_steps) {
@@ -447,7 +442,8 @@ mg_status mgi_plan_lay_out(mg_plan *p) {
     }
     /* interleaved phases: p's times are not theirs, so each has its own
      * layout and the saved state takes blocks of its own */
-    for (int k = 0; k < 2 && s == MG_OK; k++) s = plan_lay_out(p->phase[k]);
+    for (int k = 0; k < 2 && s == MG_OK; k++)
+        s = plan_lay_out(p->phase[k], last);
     return s;
 }
 

@@ -57,9 +57,8 @@ static mg_status plan_alloc(mg_plan *p, int32_t n, int n_kept) {
     p->release = malloc(sz * sizeof *p->release);
     p->leaves = malloc(sz * sizeof *p->leaves);
     p->kept = malloc((size_t)(n_kept ? n_kept : 1) * sizeof *p->kept);
-    p->remap = malloc(sz * sizeof *p->remap);
     if (!p->role || !p->steps || !p->step || !p->release_start || !p->release ||
-        !p->leaves || !p->kept || !p->remap)
+        !p->leaves || !p->kept)
         return mg_set_error(MG_ERR_NOMEM,
                             "mg_plan_compile: out of memory for "
                             "a plan over %d tensors",
@@ -184,8 +183,10 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
     p->budget_bytes = opts ? opts->budget_bytes : 0;
     size_t sz = (size_t)(g->n ? g->n : 1);
     bool *needed = calloc(sz, sizeof *needed);
-    mg_tensor *order = malloc(sz * sizeof *order);
-    int32_t *last_read = malloc(sz * sizeof *last_read);
+    /* one more than the tensors: order and last_read are the later
+     * passes' scratch too */
+    mg_tensor *order = malloc((sz + 1) * sizeof *order);
+    int32_t *last_read = malloc((sz + 1) * sizeof *last_read);
     /* the outputs then the retained: one list of roots */
     mg_tensor *roots = malloc((size_t)(n_outputs + n_retain) * sizeof *roots);
     int32_t n_order = 0;
@@ -193,11 +194,19 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
     if (s == MG_OK && (!needed || !order || !last_read || !roots))
         s = mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory");
     if (s == MG_OK) {
-        bool undo = opts && opts->without_recompute;
-        for (int32_t t = 0; t < g->n; t++)
-            p->remap[t] = undo && (g->nodes[t].flags & MG_NODE_RECOMPUTE)
-                              ? g->nodes[t].orig
-                              : t;
+        /* the identity needs no array: 12 MB to write for a 10^6-op plan
+         * (issue 32) */
+        if (opts && opts->without_recompute) {
+            if (!(p->remap = malloc(sz * sizeof *p->remap)))
+                s = mg_set_error(MG_ERR_NOMEM,
+                                 "mg_plan_compile: out of memory");
+            for (int32_t t = 0; s == MG_OK && t < g->n; t++)
+                p->remap[t] = (g->nodes[t].flags & MG_NODE_RECOMPUTE)
+                                  ? g->nodes[t].orig
+                                  : t;
+        }
+    }
+    if (s == MG_OK) {
         memcpy(roots, outputs, (size_t)n_outputs * sizeof *roots);
         if (n_retain)
             memcpy(roots + n_outputs, retain, (size_t)n_retain * sizeof *roots);
@@ -214,8 +223,8 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
         s = plan_build(p, order, n_order, last_read, needed);
     }
     if (s == MG_OK && opts && opts->no_grad) s = check_no_grad(p);
-    if (s == MG_OK) s = mgi_plan_split(p, needed);
-    if (s == MG_OK) s = mgi_plan_lay_out(p);
+    if (s == MG_OK) s = mgi_plan_split(p, needed, last_read, order);
+    if (s == MG_OK) s = mgi_plan_lay_out(p, last_read);
     free(needed);
     free(order);
     free(last_read);

@@ -52,8 +52,8 @@ struct mg_plan {
     mg_tensor *leaves; /* leaves some step reads, or that are outputs */
     int32_t n_kept;
     mg_tensor *kept; /* outputs then retained, without repeats */
-    /* Inputs are read through this map: identity, or with
-     * without_recompute, each recomputed copy -> its forward tensor. */
+    /* Inputs are read through this map: with without_recompute, each
+     * recomputed copy -> its forward tensor; NULL for the identity. */
     mg_tensor *remap;
     /* A training plan's forward and backward phases (split.c), or NULL
      * for a plan without backward steps (unless it keeps a leaf no step
@@ -94,7 +94,8 @@ static inline bool mg_plan_leaf(const mg_plan *p, mg_tensor t) {
 
 /* Input k of the node of tensor t, as this plan reads it. */
 static inline mg_tensor mg_plan_input(const mg_plan *p, mg_tensor t, int k) {
-    return p->remap[p->g->nodes[t].in[k]];
+    const mg_tensor in = p->g->nodes[t].in[k];
+    return p->remap ? p->remap[in] : in;
 }
 
 /* mg_plan_predicted_peak with a status: MG_ERR_INVALID_ARG for a negative
@@ -143,14 +144,18 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
                          mg_peak_scratch *sc, const char *what, size_t *peak);
 
 /* Lay out the arena of p and of its phases (arena.c). */
-mg_status mgi_plan_lay_out(mg_plan *p);
+/* last: scratch of p->n_tensors entries (the caller's, reused: a fresh
+ * array per pass pages in again what the last pass paged in). */
+mg_status mgi_plan_lay_out(mg_plan *p, int32_t *last);
 
 /* Build p->phase[0] (forward) and p->phase[1] (backward) when p has
  * backward or recompute steps (split.c). bwd: per tensor id the plan
  * reads or computes, whether its node is a backward or recompute one
  * (mg_plan_compile notes it while it reads the node anyway: another pass
  * over the nodes of a 10^6-op plan was 400 MB to read, issue 32). */
-mg_status mgi_plan_split(mg_plan *p, const bool *bwd);
+/* last, fill: scratch of p->n_tensors + 1 entries each. */
+mg_status mgi_plan_split(mg_plan *p, const bool *bwd, int32_t *last,
+                         int32_t *fill);
 /* Let go of what phase q shares with its plan p (its remap array,
  * and its step arrays where they are a stretch of p's), so that
  * mg_plan_free(q) frees only q's own. */
