@@ -29,10 +29,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One buffer to place: its bytes (a size class) and [born, died). */
+/* One buffer to place: its bytes (a size class) and [born, died), in
+ * ticks that fit int32_t (plan_lay_out checks): 16 bytes a request, where
+ * 64-bit ticks made it 24 and 72 MB to page in for a 10^6-op plan. */
 typedef struct arena_req {
     size_t size;
-    int64_t born, died;
+    int32_t born, died;
 } arena_req;
 
 /* Requests up to this many also get the quadratic greedy orders, and up
@@ -255,21 +257,21 @@ static size_t plan_requests(const mg_plan *p, arena_scratch *sc,
         const mg_tensor t = p->steps[s];
         if (!(p->role[t] & MG_ROLE_KEPT) && last[t] >= 0) {
             sc->rq[n] = (arena_req){
-                mg_pool_size_class(mg_plan_nbytes(p, t)), 2 * (int64_t)s,
-                2 * (int64_t)last[t] + 2};
+                mg_pool_size_class(mg_plan_nbytes(p, t)), 2 * s,
+                2 * last[t] + 2};
             last[t] = -2 - (int32_t)n; /* now: its request, encoded */
             n++;
         }
         if (p->step[s].work) {
             sc->rq[n++] = (arena_req){mg_pool_size_class(p->step[s].work),
-                                      2 * (int64_t)s + 1, 2 * (int64_t)s + 2};
+                                      2 * s + 1, 2 * s + 2};
         }
     }
     /* deaths at tick 2s+2: step s's workspace, then what it releases (the
      * order within a tick leaves the same gaps) */
     size_t d = 0, k = 0;
     for (int32_t s = 0; s < p->n_steps; s++) {
-        while (k < n && sc->rq[k].born <= 2 * (int64_t)s + 1) {
+        while (k < n && sc->rq[k].born <= 2 * s + 1) {
             if (sc->rq[k].born % 2 == 1) sc->by_died[d++] = (int32_t)k;
             k++;
         }
@@ -373,6 +375,11 @@ static mg_status nomem(const mg_plan *p) {
 }
 
 static mg_status plan_lay_out(mg_plan *p, int32_t *last) {
+    if (p->n_steps > (INT32_MAX - 2) / 2)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_plan_compile: %d steps are more than the "
+                            "arena's clock counts (at most %d)",
+                            (int)p->n_steps, (INT32_MAX - 2) / 2);
     const size_t cap = 2 * (size_t)p->n_steps + 1;
     p->out_off = malloc(cap / 2 * sizeof *p->out_off + 1);
     p->work_off = malloc(cap / 2 * sizeof *p->work_off + 1);
@@ -405,7 +412,7 @@ static mg_status plan_lay_out(mg_plan *p, int32_t *last) {
         /* the requests are by birth: one pass writes every step's pair */
         size_t k = 0;
         for (int32_t st = 0; st < p->n_steps; st++) {
-            const int64_t tick = 2 * (int64_t)st;
+            const int32_t tick = 2 * st;
             p->out_off[st] =
                 k < n && sc.rq[k].born == tick ? sc.off[k++] : SIZE_MAX;
             p->work_off[st] =
