@@ -171,22 +171,29 @@ static mg_status descs_rehash(mgi_desc_table *t, uint32_t n_slots) {
     return MG_OK;
 }
 
-/* The index of d in g's table, added if new (*d is checked: it fits).
+/* The index of d in g's table, or -1; *slot_out: where it would go.
  * hint: a descriptor index to try first (an input's), or -1. */
-static mg_status descs_intern(mg_graph *g, const mg_tdesc *d, int32_t hint,
-                              int32_t *out) {
-    mgi_desc_table *t = &g->descs;
-    if (hint >= 0 && desc_same(&t->d[hint], d)) {
-        *out = hint;
-        return MG_OK;
-    }
-    if (t->n_slots == 0 && descs_rehash(t, 64) != MG_OK) goto nomem;
+static int32_t descs_find(const mg_graph *g, const mg_tdesc *d, int32_t hint,
+                          uint32_t *slot_out) {
+    const mgi_desc_table *t = &g->descs;
+    if (hint >= 0 && desc_same(&t->d[hint], d)) return hint;
+    if (t->n_slots == 0) return -1;
     uint32_t i = desc_hash(d) & (t->n_slots - 1);
     for (; t->slot[i]; i = (i + 1) & (t->n_slots - 1))
-        if (desc_same(&t->d[t->slot[i] - 1], d)) {
-            *out = t->slot[i] - 1;
-            return MG_OK;
-        }
+        if (desc_same(&t->d[t->slot[i] - 1], d)) return t->slot[i] - 1;
+    *slot_out = i;
+    return -1;
+}
+
+/* Add d, which descs_find did not find (slot: where it said), and which
+ * output_check passed. */
+static mg_status descs_add(mg_graph *g, const mg_tdesc *d, uint32_t slot,
+                           int32_t *out) {
+    mgi_desc_table *t = &g->descs;
+    if (t->n_slots == 0) {
+        if (descs_rehash(t, 64) != MG_OK) goto nomem;
+        slot = desc_hash(d) & (t->n_slots - 1); /* the table is empty */
+    }
     if (t->n == t->cap) {
         const int32_t cap = t->cap ? t->cap * 2 : 16;
         mg_tdesc *nd = realloc(t->d, (size_t)cap * sizeof *nd);
@@ -200,14 +207,14 @@ static mg_status descs_intern(mg_graph *g, const mg_tdesc *d, int32_t hint,
     for (int k = 0; k < d->ndim; k++) c.shape[k] = d->shape[k];
     t->d[t->n] = c;
     t->nbytes[t->n] = mgi_tdesc_nbytes(&c);
-    t->slot[i] = t->n + 1;
+    t->slot[slot] = t->n + 1;
     *out = t->n++;
     if ((uint32_t)t->n * 2 > t->n_slots) {
         if (t->n_slots > UINT32_MAX / 2 ||
             descs_rehash(t, t->n_slots * 2) != MG_OK) {
             /* the table stays valid at its old size; undo the add */
             t->n--;
-            t->slot[i] = 0;
+            t->slot[slot] = 0;
             goto nomem;
         }
     }
@@ -289,9 +296,12 @@ static mg_status output_check(const mg_tdesc *out, char *why, size_t len) {
     return MG_OK;
 }
 
+/* The op's shape rule on its inputs, into *out, with a message naming the
+ * call if it fails. check_out: also output_check *out (add_node checks
+ * only descriptors its graph has not seen). */
 static mg_status infer_node(const mg_graph *g, mg_op op, int n_in,
                             const mg_tensor *in, const mg_attrs *attrs,
-                            mg_tdesc *out) {
+                            mg_tdesc *out, bool check_out) {
     const mg_op_def *def = &mgi_op_table[op];
     /* Not "= {0}": zeroing all six was most of the cost of adding a node
      * (issue 32). An absent optional input reads as zero. */
@@ -302,7 +312,7 @@ static mg_status infer_node(const mg_graph *g, mg_op op, int n_in,
     char why[256]; /* not "" = zeroing 256 bytes on every node (issue 32) */
     why[0] = '\0';
     mg_status s = def->infer(in_d, n_in, attrs, out, why, sizeof why);
-    if (s == MG_OK) s = output_check(out, why, sizeof why);
+    if (s == MG_OK && check_out) s = output_check(out, why, sizeof why);
     if (s != MG_OK) {
         char call[768];
         describe_call(g, op, n_in, in, call, sizeof call);
@@ -334,11 +344,23 @@ static mg_tensor add_node(mg_graph *g, mg_op op, int n_in, const mg_tensor *in,
     if (!attrs) attrs = &mgi_attrs_zero;
     mg_tdesc out;
     memset(&out, 0, sizeof out);
-    if (infer_node(g, op, n_in, in, attrs, &out) != MG_OK) return MG_NO_TENSOR;
-    int32_t desc;
-    if (descs_intern(g, &out, n_in > 0 ? g->nodes[in[0]].desc : -1, &desc) !=
-        MG_OK)
+    if (infer_node(g, op, n_in, in, attrs, &out, false) != MG_OK)
         return MG_NO_TENSOR;
+    uint32_t slot = 0;
+    int32_t desc =
+        descs_find(g, &out, n_in > 0 ? g->nodes[in[0]].desc : -1, &slot);
+    if (desc < 0) {
+        /* a descriptor the graph has seen passed this check before */
+        char why[256];
+        const mg_status bad = output_check(&out, why, sizeof why);
+        if (bad != MG_OK) {
+            char call[768];
+            describe_call(g, op, n_in, in, call, sizeof call);
+            mg_set_error(bad, "%s: %s", call, why);
+            return MG_NO_TENSOR;
+        }
+        if (descs_add(g, &out, slot, &desc) != MG_OK) return MG_NO_TENSOR;
+    }
     if (graph_reserve(g) != MG_OK) return MG_NO_TENSOR;
     unsigned own = 0;
     if (!shared && attrs != &mgi_attrs_zero) {
@@ -381,7 +403,7 @@ mg_status mgi_graph_node_rewrite(mg_graph *g, mg_tensor t, mg_op op,
     memcpy(a.shape, shape->shape, sizeof a.shape);
     mg_tdesc out;
     memset(&out, 0, sizeof out);
-    if ((s = infer_node(g, op, n_in, in, &a, &out)) != MG_OK) return s;
+    if ((s = infer_node(g, op, n_in, in, &a, &out, true)) != MG_OK) return s;
     if (!desc_same(&out, mgi_graph_desc(g, t))) {
         char label[160];
         return mg_set_error(
@@ -450,8 +472,9 @@ static mg_tensor add_leaf(mg_graph *g, mg_op op, const char *name,
             return MG_NO_TENSOR;
         }
     }
-    int32_t desc;
-    if (descs_intern(g, &d, -1, &desc) != MG_OK) return MG_NO_TENSOR;
+    uint32_t slot = 0;
+    int32_t desc = descs_find(g, &d, -1, &slot);
+    if (desc < 0 && descs_add(g, &d, slot, &desc) != MG_OK) return MG_NO_TENSOR;
     if (graph_reserve(g) != MG_OK) return MG_NO_TENSOR;
     char *copy = NULL;
     if (name && !(copy = strdup(name))) {
@@ -668,7 +691,7 @@ mg_status mg_tensor_set_input(mg_graph *g, mg_tensor t, int slot,
     memcpy(in, n->in, sizeof in);
     in[slot] = src;
     mg_tdesc out;
-    if ((s = infer_node(g, n->op, n->n_in, in, n->attrs, &out)) != MG_OK)
+    if ((s = infer_node(g, n->op, n->n_in, in, n->attrs, &out, true)) != MG_OK)
         return s;
     if (!desc_same(&out, mgi_graph_desc(g, t)))
         return mg_set_error(MG_ERR_SHAPE,
