@@ -62,7 +62,8 @@ mg_graph *mg_graph_new(void) {
 
 void mg_graph_free(mg_graph *g) {
     if (!g) return;
-    for (int32_t i = 0; i < g->n; i++) free(g->nodes[i].name);
+    for (int32_t i = 0; i < g->n_names; i++) free(g->names[i]);
+    free(g->names);
     free(g->nodes);
     free(g->descs.d);
     free(g->descs.nbytes);
@@ -81,7 +82,11 @@ int32_t mg_graph_num_tensors(const mg_graph *g) { return g ? g->n : 0; }
 void mgi_graph_truncate(mg_graph *g, int32_t n) {
     int32_t owned = 0;
     for (int32_t i = n; i < g->n; i++) {
-        free(g->nodes[i].name);
+        const int32_t k = g->nodes[i].name;
+        if (k) {
+            free(g->names[k - 1]);
+            g->names[k - 1] = NULL;
+        }
         owned += (g->nodes[i].flags & MG_NODE_OWN_ATTRS) != 0;
     }
     attrs_give_back(g, owned);
@@ -95,8 +100,9 @@ const char *mgi_graph_tensor_label(const mg_graph *g, mg_tensor t, char *buf,
         return buf;
     }
     const mg_node *n = &g->nodes[t];
-    if (n->name)
-        snprintf(buf, len, "'%s' (#%d %s)", n->name, (int)t, mgi_op_str(n->op));
+    const char *name = mgi_graph_name(g, t);
+    if (name)
+        snprintf(buf, len, "'%s' (#%d %s)", name, (int)t, mgi_op_str(n->op));
     else snprintf(buf, len, "#%d (%s)", (int)t, mgi_op_str(n->op));
     return buf;
 }
@@ -237,12 +243,11 @@ static void describe_call(const mg_graph *g, mg_op op, int n_in,
                           const mg_tensor *in, char *buf, size_t len) {
     size_t used = (size_t)snprintf(buf, len, "%s(", mgi_op_str(op));
     for (int i = 0; i < n_in && used < len; i++) {
-        const mg_node *n = &g->nodes[in[i]];
+        const char *name = mgi_graph_name(g, in[i]);
         char shape[128];
         used += (size_t)snprintf(
             buf + used, len - used, "%s#%d%s%s%s %s %s", i ? ", " : "",
-            (int)in[i], n->name ? " '" : "", n->name ? n->name : "",
-            n->name ? "'" : "",
+            (int)in[i], name ? " '" : "", name ? name : "", name ? "'" : "",
             mgi_shape_str(mgi_graph_desc(g, in[i]), shape, sizeof shape),
             mg_dtype_name(mgi_graph_desc(g, in[i])->dtype));
     }
@@ -438,6 +443,30 @@ mg_tensor mgi_graph_add_node_shared(mg_graph *g, mg_op op, int n_in,
     return add_node(g, op, n_in, in, node_attrs, true);
 }
 
+/* Name node t copy (owned from here on, or NULL to unset). */
+static mg_status names_set(mg_graph *g, mg_tensor t, char *copy) {
+    mg_node *n = &g->nodes[t];
+    if (n->name) {
+        free(g->names[n->name - 1]);
+        g->names[n->name - 1] = copy;
+        return MG_OK;
+    }
+    if (!copy) return MG_OK;
+    if (g->n_names == g->cap_names) {
+        const int32_t cap = g->cap_names ? g->cap_names * 2 : 16;
+        char **names = realloc(g->names, (size_t)cap * sizeof *names);
+        if (!names) {
+            free(copy);
+            return MG_ERR_NOMEM;
+        }
+        g->names = names;
+        g->cap_names = cap;
+    }
+    g->names[g->n_names++] = copy;
+    n->name = g->n_names;
+    return MG_OK;
+}
+
 /* ---- leaves -------------------------------------------------------------- */
 
 static mg_tensor add_leaf(mg_graph *g, mg_op op, const char *name,
@@ -485,10 +514,13 @@ static mg_tensor add_leaf(mg_graph *g, mg_op op, const char *name,
     memset(n, 0, sizeof *n);
     n->op = op;
     n->desc = desc;
-    n->name = copy;
     n->attrs = &mgi_attrs_zero;
     n->flags = g->building_flags;
     n->orig = MG_NO_TENSOR;
+    if (names_set(g, g->n, copy) != MG_OK) {
+        mg_set_error(MG_ERR_NOMEM, "%s '%s': out of memory", what, name);
+        return MG_NO_TENSOR;
+    }
     return g->n++;
 }
 
@@ -565,7 +597,7 @@ size_t mg_tensor_nbytes(const mg_graph *g, mg_tensor t) {
 
 const char *mg_tensor_name(const mg_graph *g, mg_tensor t) {
     if (mgi_graph_check_id(g, t, "mg_tensor_name") != MG_OK) return NULL;
-    return g->nodes[t].name;
+    return mgi_graph_name(g, t);
 }
 
 mg_status mg_tensor_set_name(mg_graph *g, mg_tensor t, const char *name) {
@@ -574,8 +606,8 @@ mg_status mg_tensor_set_name(mg_graph *g, mg_tensor t, const char *name) {
     char *copy = NULL;
     if (name && !(copy = strdup(name)))
         return mg_set_error(MG_ERR_NOMEM, "mg_tensor_set_name: out of memory");
-    free(g->nodes[t].name);
-    g->nodes[t].name = copy;
+    if (names_set(g, t, copy) != MG_OK)
+        return mg_set_error(MG_ERR_NOMEM, "mg_tensor_set_name: out of memory");
     return MG_OK;
 }
 
@@ -591,7 +623,8 @@ mg_tensor mg_tensor_find(const mg_graph *g, const char *name) {
         return MG_NO_TENSOR;
     }
     for (int32_t i = 0; i < g->n; i++)
-        if (g->nodes[i].name && strcmp(g->nodes[i].name, name) == 0) return i;
+        if (g->nodes[i].name && strcmp(mgi_graph_name(g, i), name) == 0)
+            return i;
     mg_set_error(MG_ERR_UNKNOWN_ID, "mg_tensor_find: no tensor named '%s'",
                  name);
     return MG_NO_TENSOR;
@@ -728,7 +761,8 @@ mg_tensor mg_graph_copy_op(mg_graph *dst, const mg_graph *src, mg_tensor t,
     mg_tensor y;
     if (n->op == MG_OP_INPUT || n->op == MG_OP_PARAM) {
         const mg_tdesc *d = mgi_node_desc(src, n);
-        y = add_leaf(dst, n->op, n->name, d->dtype, d->ndim, d->shape);
+        y = add_leaf(dst, n->op, mgi_graph_name(src, t), d->dtype, d->ndim,
+                     d->shape);
     } else {
         y = mgi_graph_add_node(dst, n->op, n->n_in, inputs, n->attrs);
         if (y != MG_NO_TENSOR &&
@@ -742,7 +776,7 @@ mg_tensor mg_graph_copy_op(mg_graph *dst, const mg_graph *src, mg_tensor t,
             return MG_NO_TENSOR;
         }
         if (y != MG_NO_TENSOR && n->name &&
-            mg_tensor_set_name(dst, y, n->name) != MG_OK) {
+            mg_tensor_set_name(dst, y, mgi_graph_name(src, t)) != MG_OK) {
             mgi_graph_truncate(dst, y);
             return MG_NO_TENSOR;
         }
@@ -804,7 +838,7 @@ mg_status mg_graph_dump(const mg_graph *g, FILE *out) {
         fprintf(out, ") %s %s",
                 mgi_shape_str(mgi_node_desc(g, n), shape, sizeof shape),
                 mg_dtype_name(mgi_node_desc(g, n)->dtype));
-        if (n->name) fprintf(out, " '%s'", n->name);
+        if (n->name) fprintf(out, " '%s'", mgi_graph_name(g, i));
         if (n->flags & MG_NODE_BACKWARD) fprintf(out, " [backward]");
         if (n->flags & (MG_NODE_CHOSEN | MG_NODE_CHECKPOINT))
             fprintf(out, " [checkpoint]");
@@ -842,7 +876,7 @@ mg_status mg_graph_write_dot(const mg_graph *g, FILE *out) {
             style = " style=filled fillcolor=lightgrey";
         fprintf(out, "  t%d [label=\"", (int)i);
         if (n->name) {
-            write_dot_escaped(out, n->name);
+            write_dot_escaped(out, mgi_graph_name(g, i));
             fputs("\\n", out);
         }
         fprintf(out, "%s\\n%s %s\" shape=%s%s];\n", mgi_op_str(n->op),
