@@ -6,12 +6,16 @@ on one thread, and the median step's CPU time (user + system of the
 process, time.process_time) after the first is reported. Rounds alternate
 the libraries, so that the load of a shared machine falls on both alike;
 the table gives each round's median and the ratio of the medians of the
-rounds. Models and sizes as bench/torch_rss.py.
+rounds. Models and sizes as bench/torch_rss.py. A policy may also be
+`torch` or `checkpoint_sequential` (4 segments, as torch_rss.py runs it),
+which use no memgrad: run with every library, they give a reference
+measured in the same minutes.
 
     OMP_NUM_THREADS=1 python3 bench/step_cpu.py \\
         --lib base=/path/old/libmemgrad.so:/path/old/python \\
         --lib new=build-shared/libmemgrad.so:python \\
         [--models resnet50,vgg11_bn] [--policies none,memory] [--rounds 2]
+        [--stat median|min]
 """
 import argparse
 import json
@@ -22,7 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_rss import CASES  # noqa: E402
+from torch_rss import CASES, sequential  # noqa: E402
 
 
 def one(name, policy, steps, batch, size):
@@ -41,7 +45,19 @@ def one(name, policy, steps, batch, size):
             mod.p = 0.0
     x = torch.randn(batch, 3, size, size)
     labels = torch.arange(batch) % 10
-    run = mgt.Module(model, (x,), policy=policy)
+    if policy == "torch":
+        run = model
+    elif policy == "checkpoint_sequential":  # as torch_rss.py runs it
+        from torch.utils.checkpoint import checkpoint_sequential
+        seq = sequential(name, model)
+        for mod in seq.modules():
+            if getattr(mod, "inplace", False):
+                mod.inplace = False
+
+        def run(t):
+            return checkpoint_sequential(seq, 4, t.requires_grad_(True))
+    else:
+        run = mgt.Module(model, (x,), policy=policy)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     cpus = []
     for _ in range(steps):
@@ -50,7 +66,9 @@ def one(name, policy, steps, batch, size):
         F.cross_entropy(run(x), labels).backward()
         opt.step()
         cpus.append(time.process_time() - c0)
-    return 1e3 * statistics.median(cpus[1:])
+    stat = min if os.environ.get("MG_STEP_STAT") == "min" else \
+        statistics.median
+    return 1e3 * stat(cpus[1:])
 
 
 def main():
@@ -62,7 +80,11 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--one", nargs=4)
+    ap.add_argument("--stat", choices=["median", "min"], default="median",
+                    help="of a process's steps after the first: min is "
+                    "the step the machine's other load disturbed least")
     a = ap.parse_args()
+    os.environ["MG_STEP_STAT"] = a.stat
     if a.one:
         m, p, b, s = a.one
         print(json.dumps(one(m, p, a.steps, int(b), int(s))))
@@ -83,6 +105,10 @@ def main():
     print("# load average before the runs: %.2f %.2f %.2f" % os.getloadavg())
     print()
     names = [l[0] for l in libs]
+    print("cpu ms: per process, the %s step CPU time after the first; per "
+          "library, the median of the rounds (each round's in brackets)."
+          % a.stat)
+    print()
     print("| model | policy | " + " | ".join(
         "%s cpu ms (rounds)" % n for n in names) +
         " | %s / %s |" % (names[-1], names[0]))

@@ -84,7 +84,6 @@ def one(name, method, steps, batch, size, budget):
     else:
         kw = {"budget_bytes": budget} if method == "budget" else {}
         run = mgt.Module(model, (x,), policy=method, **kw)
-        rep = run.memory_report()
     opt = torch.optim.SGD(params, lr=0.01)
     base = rss_now()
     reset_peak_rss()
@@ -97,14 +96,14 @@ def one(name, method, steps, batch, size, budget):
         times.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
     peak = peak_rss()
-    from memgrad import size_class
     r = {"model": name, "method": method,
          "peak": max(peak - base, 0), "param_bytes": pbytes,
-         "slot": max(size_class(p.numel() * p.element_size())
-                     for p in params),
          "step_ms": 1e3 * statistics.median(times[1:]),
          "cpu_ms": 1e3 * statistics.median(cpus[1:])}
-    if rep is not None:
+    if method not in ("torch", "checkpoint_sequential"):
+        # after the steps: the slot is what they used (none where every
+        # .grad was None or zeros)
+        rep = run.memory_report()
         st = run.executor.pool_stats()
         r.update(reserved=st["bytes_reserved"], report=rep)
     return r
@@ -139,9 +138,10 @@ def main():
           "(user + system, all threads), the figure to compare on a "
           "shared machine. "
           "reserved: memgrad's pool after the steps; arena, outputs, slot: "
-          "Module.memory_report() (the plan's arena; pool blocks of the "
-          "output, batch statistics and input gradients; the accumulation "
-          "slot). %d steps." % a.steps)
+          "Module.memory_report() after the steps (the plan's arena; pool "
+          "blocks of the output, batch statistics and input gradients; the "
+          "accumulation slot, which a .grad of None or zeros does not "
+          "use). %d steps." % a.steps)
     print()
     print("| model | batch, size | method | peak MB | vs torch | vs cs | "
           "step ms | step vs cs | cpu ms | cpu vs cs | reserved MB | arena "

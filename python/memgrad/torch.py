@@ -116,7 +116,7 @@ import torch.fx
 import torch.nn.functional as F
 from torch.fx.node import map_aggregate, map_arg
 
-from . import Executor, Graph, MemgradError, Tensor, onnx_import
+from . import Executor, Graph, MemgradError, Tensor, onnx_import, size_class
 
 __all__ = ["Module", "check", "CheckReport", "UnsupportedModelError",
            "SUPPORTED"]
@@ -2230,11 +2230,13 @@ class _Function(torch.autograd.Function):
         # Gradients land in torch's memory (issue 28). A parameter with no
         # .grad gets a fresh torch tensor bound as its gradient's output,
         # which memgrad writes and autograd's AccumulateGrad then takes as
-        # .grad without a copy. A parameter with a .grad (torch 1.13's
-        # zero_grad() zeroes it in place) has memgrad add its gradient
-        # straight into that .grad (mg_exec_accumulate: .grad += g, the
-        # float addition AccumulateGrad does), and gets None from here; the
-        # pool lends one slot for the value meanwhile. Where that cannot
+        # .grad without a copy. A parameter with a .grad gets its gradient
+        # in that .grad, and None from here: written over it where .grad
+        # is all zeros (torch 1.13's zero_grad() zeroes in place; 0 + g is
+        # g, up to the sign of a zero, as torch.equal sees it), else added
+        # into it (mg_exec_accumulate: .grad += g, the float addition
+        # AccumulateGrad does), for which the pool lends one slot, as large
+        # as the largest gradient so added, for the value. Where that cannot
         # be done as AccumulateGrad would (a hook on the parameter, a
         # .grad of another dtype, device or layout, create_graph, or
         # Module(grads_in_place=False), which DDP's hooks on AccumulateGrad
@@ -2253,7 +2255,12 @@ class _Function(torch.autograd.Function):
             elif cap.grads_in_place and _accumulable(p):
                 feeds[gt] = p.grad
                 in_place.add(n_in + i)
-                acc.append(gt)
+                # reading .grad once costs less than the addition it saves
+                if p.grad.any():
+                    acc.append(gt)
+                    slot = size_class(p.numel() * p.element_size())
+                    ctx.ex.accumulation_slot = max(
+                        slot, getattr(ctx.ex, "accumulation_slot", 0))
         ctx.ex.accumulate(acc)
         try:
             grads = ctx.ex.backward(cap.plan, ctx.mg_saved, feeds)
@@ -2332,9 +2339,11 @@ class Module(torch.nn.Module):
 
     Parameter gradients land in torch's memory, not memgrad's pool: a
     parameter without .grad gets one that memgrad computed into a torch
-    tensor, and one with a .grad has memgrad's gradient added into it in
-    place (.grad += g, PyTorch's AccumulateGrad addition, same bits),
-    through one pool slot as large as the largest gradient. Such a
+    tensor, one whose .grad is all zeros (torch 1.13's zero_grad()) has
+    memgrad's gradient written into that .grad, and one with any other
+    .grad has it added in place (.grad += g, PyTorch's AccumulateGrad
+    addition, same bits), through one pool slot as large as the largest
+    gradient so added. Such a
     gradient does not pass through AccumulateGrad, so hooks registered on
     AccumulateGrad nodes (DistributedDataParallel's) do not see it: pass
     grads_in_place=False to have every gradient handed to autograd from
@@ -2403,18 +2412,20 @@ class Module(torch.nn.Module):
         (issue 28): {"pool_arena": the plan's arena in memgrad's pool,
         "pool_outputs": the pool blocks of the output, the batch
         statistics and the inputs' gradients, "accumulation_slot": the
-        pool block gradients are added into .grad through (when a .grad
-        exists), "grads_torch": the parameters' gradients, in torch's
+        pool block gradients are added into .grad through (its size class
+        of the largest gradient added into a .grad that was not all zeros
+        by this module's executor so far; 0 when none was: a .grad that
+        is None or zeros is written, not added into), "grads_torch": the
+        parameters' gradients, in torch's
         memory (.grad), "params_torch": the parameters, torch's}; the
         pool reserves pool_arena + pool_outputs (+ accumulation_slot)."""
         cap = self._cap
         n_in = len(cap.inputs)
         a = cap.plan.arena(bound=cap.grads[n_in:])
-        from memgrad import size_class
 
         def nbytes(p):
             return p.numel() * p.element_size()
-        slot = max((size_class(nbytes(p)) for p in cap.params), default=0)
+        slot = getattr(cap.executor, "accumulation_slot", 0)
         return {"pool_arena": a["bytes"],
                 "pool_outputs": a["reserved"] - a["bytes"],
                 "accumulation_slot": slot,

@@ -2,8 +2,10 @@
 lands in torch's memory, as PyTorch's AccumulateGrad would have it. With
 no .grad (zero_grad(set_to_none=True)) memgrad computes it straight into a
 torch tensor that becomes .grad, and the pool holds no gradient; with a
-.grad (torch 1.13's zero_grad() zeroes in place) memgrad's pool block is
-added into it and given back at once, never pinned. Either way two
+.grad of zeros (torch 1.13's zero_grad() zeroes in place) memgrad writes
+the gradient into it, with no slot and no addition; into any other .grad
+memgrad's one pool slot is added and given back at once, never pinned.
+Either way two
 backward calls accumulate to the float32 sum of each call's gradients,
 bit for bit as PyTorch adds them, and after each step the pool reserves
 what Plan.arena() predicts for that binding."""
@@ -80,11 +82,9 @@ def test_pool_holds_no_gradient(set_to_none, in_place):
     # xa requires no grad, so the plan gives it none (as PyTorch)
     assert mg._cap.grads[:n_in] == [None] * n_in
     if set_to_none or in_place:
-        # .grad is torch's: written by memgrad when it was None, added
-        # into through the pool's one slot when it exists
+        # .grad is torch's: written by memgrad when it was None or zeros,
+        # so the pool lends no accumulation slot
         want = plan.arena(bound=mg._cap.grads[n_in:])["reserved"]
-        if not set_to_none:
-            want += mg.memory_report()["accumulation_slot"]
         n_pool = 0
     else:
         # handed to AccumulateGrad from the pool, and given back
@@ -112,6 +112,57 @@ def test_pool_holds_no_gradient(set_to_none, in_place):
         assert all(p.grad is not None for p in params)
         if not set_to_none:  # the same .grad tensors, written in place
             assert all(p.grad is g for p, g in zip(params, grads))
+        assert mg.memory_report()["accumulation_slot"] == 0
+
+
+def test_slot_only_for_a_nonzero_grad():
+    """Only a .grad that holds something is added into through the pool's
+    slot: as large as the largest gradient so added, reserved beside the
+    plan's arena, and what memory_report() says; the sum is PyTorch's."""
+    model = _model()
+    xa, xb = _batches()
+    mg = mt.Module(model, (xa,), policy="memory")
+    params = list(model.parameters())
+    n_in = len(mg._cap.inputs)
+    want = mg._cap.plan.arena(bound=mg._cap.grads[n_in:])["reserved"]
+    ex = mg.executor
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    mg(xa).square().sum().backward()  # from None
+    ga = _grads(model)
+    model.load_state_dict(state)
+    mg.zero_grad(set_to_none=False)
+    mg(xb).square().sum().backward()  # into zeros
+    gb = _grads(model)
+    assert ex.pool_stats()["bytes_reserved"] == want
+    assert mg.memory_report()["accumulation_slot"] == 0
+    # only the last layer's bias holds something: the slot is its size
+    lin = model[-1]
+    for p in params:
+        p.grad.zero_()
+    lin.bias.grad[0] = 1.0
+    model.load_state_dict(state)
+    mg(xa).square().sum().backward()
+    slot = mt.size_class(lin.bias.numel() * 4)
+    assert mg.memory_report()["accumulation_slot"] == slot
+    assert ex.pool_stats()["bytes_reserved"] == want + slot
+    for p, a in zip(params, ga):
+        if p is lin.bias:
+            one = torch.zeros_like(a)
+            one[0] = 1.0
+            assert torch.equal(p.grad, one + a)
+        else:
+            assert torch.equal(p.grad, a)
+    # every .grad holds something now: the slot grows to the largest
+    model.load_state_dict(state)
+    mg(xb).square().sum().backward()
+    slot = max(mt.size_class(p.numel() * 4) for p in params)
+    assert mg.memory_report()["accumulation_slot"] == slot
+    assert ex.pool_stats()["bytes_reserved"] == want + slot
+    for p, a, b in zip(params, ga, gb):
+        if p is lin.bias:
+            assert torch.equal(p.grad, (one + a) + b)
+        else:
+            assert torch.equal(p.grad, a + b)
 
 
 def test_hooked_parameter_goes_through_autograd():
@@ -139,7 +190,13 @@ def test_memory_report_adds_up():
     n = sum(p.numel() * p.element_size() for p in model.parameters())
     assert r["grads_torch"] == r["params_torch"] == n
     assert r["pool_arena"] == mg._cap.plan.arena()["bytes"]
-    assert r["pool_outputs"] > 0 and r["accumulation_slot"] > 0
+    assert r["pool_outputs"] > 0 and r["accumulation_slot"] == 0
+    mg(xa).square().sum().backward()
+    mg(xa).square().sum().backward()  # adds into a .grad: the slot
+    r = mg.memory_report()
+    assert r["accumulation_slot"] == max(
+        mt.size_class(p.numel() * p.element_size())
+        for p in model.parameters())
 
 
 def test_input_gradient_only_when_required():

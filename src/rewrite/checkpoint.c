@@ -296,11 +296,16 @@ static mg_status choose_cuts(const mg_graph *g, const fwd_order *fo,
     return MG_OK;
 }
 
+/* The checkpoints go to chosen; with m->keep_tail, the tensors after them
+ * that are not recomputed go to keep alone: they are no checkpoints (not
+ * reported as such, nor held to min_bytes), just not recomputed, as under
+ * policy none. */
 static mg_status choose_memory(const mg_graph *g, const mg_checkpoints *c,
                                const mg_memory_search *m,
                                const mg_tensor *order, int32_t n_order,
                                const bool *forward, const bool *is_y,
-                               bool *keep) {
+                               bool *chosen, bool *keep_tail) {
+    bool *keep = chosen;
     fwd_order fo = {.factor = m->segment_factor};
     size_t sz = (size_t)(g->n ? g->n : 1);
     fo.order = malloc(sz * sizeof *fo.order);
@@ -339,6 +344,14 @@ static mg_status choose_memory(const mg_graph *g, const mg_checkpoints *c,
             free(trial);
         }
     }
+    if (s == MG_OK && m->keep_tail > 0) {
+        /* the forward tensors after the keep_tail-th last checkpoint */
+        int32_t from = fo.n, seen = 0;
+        while (from > 0 && seen < m->keep_tail)
+            if (keep[fo.order[--from]]) seen++;
+        if (seen < m->keep_tail) from = -1; /* fewer: keep everything */
+        for (int32_t i = from + 1; i < fo.n; i++) keep_tail[fo.order[i]] = true;
+    }
     free(fo.order);
     free(fo.pos);
     free(aps);
@@ -371,7 +384,7 @@ mg_status mgi_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
         break;
     }
     case MG_CKPT_MEMORY:
-        s = choose_memory(g, c, m, order, n_order, forward, is_y, chosen);
+        s = choose_memory(g, c, m, order, n_order, forward, is_y, chosen, keep);
         break;
     default:
         return mg_set_error(MG_ERR_INTERNAL, "mg_gradients: policy '%s'",

@@ -43,6 +43,13 @@ typedef struct mg_memory_search {
      * and the cheap consumers of the others (policy_memory.c). Owned by
      * whoever got it from mgi_memory_search_best. */
     bool *bwd_reads;
+    /* Memory policy: 0, or keep every forward tensor after the
+     * keep_tail-th last checkpoint chosen (1: the last), so that the last
+     * segments are not recomputed: the backward pass starts at once on
+     * what the forward pass just made, as checkpoint_sequential does
+     * with its last segment (policy_memory.c takes it where the peak does
+     * not rise). */
+    int keep_tail;
 } mg_memory_search;
 
 /* A multi-level recomputation plan (Revolve's and Rotor's schedules): the

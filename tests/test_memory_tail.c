@@ -1,0 +1,131 @@
+/*
+ * test_memory_tail.c - the memory policy does not recompute its last
+ * segments where keeping them costs no peak (policy_memory.c): against the
+ * collection policy given the very checkpoints the memory policy chose
+ * (which recomputes everything else, as the memory policy did before), its
+ * plan has no higher peak and no more recomputed flops, and on a ResNet
+ * strictly fewer; the gradients stay those of plain backprop, bit for bit.
+ */
+#include "helpers.h"
+#include "memgrad_models.h"
+
+typedef struct tail_case {
+    mg_model *m;
+    mg_plan *p;
+    mg_plan_summary s;
+    float **grads; /* after one run */
+} tail_case;
+
+static mg_model *make(int kind) {
+    switch (kind) {
+    case 0: return mg_model_resnet(4, 8, 4, 16, 10, MG_F32, 3);
+    case 1: return mg_model_mlp(12, 64, 8, 32, 10, 0.0, MG_F32, 3);
+    default: return mg_model_unet(3, 8, 2, 32, MG_F32, 3);
+    }
+}
+
+/* Build kind's model, differentiate it under ck, compile, summarize and
+ * run one training step; ck NULL: plain backprop. */
+static void case_run(tail_case *c, int kind, const mg_checkpoints *ck) {
+    c->m = make(kind);
+    ck_assert_msg(c->m != NULL, "%s", mg_last_error());
+    mg_model *m = c->m;
+    ck_assert_msg(mg_model_gradients(m, ck) == MG_OK, "%s", mg_last_error());
+    const int np = m->n_params;
+    mg_tensor *outs = malloc((size_t)(np + 1) * sizeof *outs);
+    mg_binding *b = calloc((size_t)(2 * np + 2), sizeof *b);
+    void **buf = calloc((size_t)(2 * np + 2), sizeof *buf);
+    ck_assert(outs && b && buf);
+    outs[0] = m->loss;
+    for (int i = 0; i < np; i++) outs[1 + i] = m->grads[i];
+    ck_assert_msg(mg_plan_compile(m->g, outs, np + 1, NULL, &c->p) == MG_OK,
+                  "%s", mg_last_error());
+    int k = 0;
+    for (int i = 0; i < np; i++, k++) {
+        buf[k] = calloc(1, mg_tensor_nbytes(m->g, m->params[i]));
+        b[k] = (mg_binding){m->params[i], buf[k]};
+    }
+    ck_assert(mg_model_init_params(m, 5, buf) == MG_OK);
+    buf[k] = calloc(1, mg_tensor_nbytes(m->g, m->input));
+    b[k] = (mg_binding){m->input, buf[k]};
+    buf[k + 1] = calloc(1, mg_tensor_nbytes(m->g, m->target));
+    b[k + 1] = (mg_binding){m->target, buf[k + 1]};
+    ck_assert(mg_model_init_data(m, 6, buf[k], buf[k + 1]) == MG_OK);
+    k += 2;
+    c->grads = calloc((size_t)np, sizeof *c->grads);
+    ck_assert(c->grads != NULL);
+    for (int i = 0; i < np; i++, k++) {
+        buf[k] = calloc(1, mg_tensor_nbytes(m->g, m->grads[i]));
+        b[k] = (mg_binding){m->grads[i], buf[k]};
+        c->grads[i] = buf[k];
+    }
+    ck_assert(mg_plan_summarize(c->p, NULL, 0, &c->s) == MG_OK);
+    mg_exec *ex = NULL;
+    ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
+    ck_assert_msg(mg_exec_run(ex, c->p, b, k, 1) == MG_OK, "%s",
+                  mg_last_error());
+    mg_exec_free(ex);
+    for (int i = 0; i < k - np; i++) free(buf[i]);
+    free(buf);
+    free(b);
+    free(outs);
+}
+
+static void case_free(tail_case *c) {
+    for (int i = 0; i < c->m->n_params; i++) free(c->grads[i]);
+    free(c->grads);
+    mg_plan_free(c->p);
+    mg_model_free(c->m);
+}
+
+static void same_grads(const tail_case *a, const tail_case *b,
+                       const char *what) {
+    ck_assert_int_eq(a->m->n_params, b->m->n_params);
+    for (int i = 0; i < a->m->n_params; i++)
+        ck_assert_msg(memcmp(a->grads[i], b->grads[i],
+                             mg_tensor_nbytes(a->m->g, a->m->grads[i])) == 0,
+                      "%s: gradient %d differs from plain backprop", what, i);
+}
+
+START_TEST(test_tail_not_recomputed) {
+    const int kind = _i;
+    const char *name[] = {"resnet", "mlp", "unet"};
+    tail_case plain, mem, col;
+    case_run(&plain, kind, NULL);
+    const mg_checkpoints ckm = {.policy = MG_CKPT_MEMORY};
+    case_run(&mem, kind, &ckm);
+    /* the memory policy's own checkpoints, given as a collection */
+    mg_tensor chosen[1024];
+    const int nc = mg_graph_checkpoints(mem.m->g, chosen, 1024);
+    ck_assert(nc > 0 && nc <= 1024);
+    const mg_checkpoints ckc = {
+        .policy = MG_CKPT_COLLECTION, .tensors = chosen, .n_tensors = nc};
+    case_run(&col, kind, &ckc);
+    ck_assert_int_eq(mg_graph_checkpoints(col.m->g, NULL, 0), nc);
+    printf("%-6s %d checkpoints: memory peak %zu, recomputed %.4g flops; "
+           "collection peak %zu, recomputed %.4g flops\n",
+           name[kind], nc, mem.s.budget_peak, mem.s.recompute_flops,
+           col.s.budget_peak, col.s.recompute_flops);
+    ck_assert_uint_le(mem.s.budget_peak, col.s.budget_peak);
+    ck_assert(mem.s.recompute_flops <= col.s.recompute_flops);
+    if (kind == 0) /* the ResNet's last segment is kept */
+        ck_assert_msg(mem.s.recompute_flops < col.s.recompute_flops,
+                      "resnet: memory recomputes %g flops, its checkpoints "
+                      "alone %g",
+                      mem.s.recompute_flops, col.s.recompute_flops);
+    same_grads(&mem, &plain, "memory");
+    same_grads(&col, &plain, "collection");
+    case_free(&plain);
+    case_free(&mem);
+    case_free(&col);
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("memory_tail");
+    TCase *tc = tcase_create("memory_tail");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_tail_not_recomputed, 0, 3);
+    suite_add_tcase(s, tc);
+    return th_run_suite(s);
+}
