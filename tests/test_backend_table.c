@@ -57,9 +57,9 @@ static mg_plan *workspace_plan(mg_graph *g) {
 static mg_kargs step_args(const mg_plan *p, int32_t s) {
     const mg_plan_step *st = &p->step[s];
     mg_kargs a = {
-        .op = st->op, .attrs = p->g->nodes[st->t].attrs, .n_in = st->n_in};
+        .op = st->op, .attrs = p->g->nodes[p->steps[s]].attrs, .n_in = st->n_in};
     for (int i = 0; i < st->n_in; i++) a.in[i].d = *mg_plan_desc(p, st->in[i]);
-    a.out.d = *mg_plan_desc(p, st->t);
+    a.out.d = *mg_plan_desc(p, p->steps[s]);
     return a;
 }
 
@@ -94,9 +94,9 @@ START_TEST(test_workspace_within_plan) {
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_kargs a = step_args(p, s);
         size_t need = cpu.workspace(cpu.ctx, &a);
-        ck_assert_msg(need <= p->step[s].work,
+        ck_assert_msg(need <= mg_plan_step_work(&p->step[s]),
                       "cpu needs %zu bytes for %s, the plan lends %zu", need,
-                      mgi_op_str(a.op), p->step[s].work);
+                      mgi_op_str(a.op), mg_plan_step_work(&p->step[s]));
         borrowing += need > 0;
         /* a plan skips the backends' query for ops they say need none */
         for (int b = 0; b < mgi_backend_table_size; b++) {
@@ -119,9 +119,9 @@ START_TEST(test_workspace_within_plan) {
         /* through the registry, as the planner would: in a module build
          * this loads libmemgrad-cuda.so (no device needed) */
         size_t cneed = mgi_backend_find(MG_DEVICE_CUDA)->kernel_workspace(&a);
-        ck_assert_msg(cneed <= p->step[s].work,
+        ck_assert_msg(cneed <= mg_plan_step_work(&p->step[s]),
                       "cuda needs %zu bytes for %s, the plan lends %zu", cneed,
-                      mgi_op_str(a.op), p->step[s].work);
+                      mgi_op_str(a.op), mg_plan_step_work(&p->step[s]));
         borrowing += cneed > 0;
 #endif
     }
@@ -145,8 +145,8 @@ START_TEST(test_short_workspace_refused) {
     mg_plan *p = NULL;
     ck_assert_int_eq(mg_plan_compile(g, &y, 1, NULL, &p), MG_OK);
     ck_assert_int_eq(p->n_steps, 1);
-    ck_assert_uint_gt(p->step[0].work, 0);
-    p->step[0].work = 0;
+    ck_assert_uint_gt(p->step[0].work_units, 0);
+    p->step[0].work_units = 0;
     float *xd = calloc(2 * 4 * 9 * 8, sizeof *xd);
     float *wd = calloc(3 * 4 * 3 * 3, sizeof *wd);
     const mg_binding b[2] = {{x, xd}, {w, wd}};

@@ -187,11 +187,11 @@ START_TEST(test_onednn_taken) {
             st->op != MG_OP_CONV2D_GRAD_WEIGHT)
             continue;
         mg_kargs a = {.op = st->op,
-                      .attrs = plan->g->nodes[st->t].attrs,
+                      .attrs = plan->g->nodes[plan->steps[s]].attrs,
                       .n_in = st->n_in};
         for (int i = 0; i < st->n_in; i++)
             a.in[i].d = *mg_plan_desc(plan, st->in[i]);
-        a.out.d = *mg_plan_desc(plan, st->t);
+        a.out.d = *mg_plan_desc(plan, plan->steps[s]);
         size_t bytes = 0;
         convs++;
         for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
@@ -421,11 +421,11 @@ START_TEST(test_pool_onednn_taken) {
                 st->op != MG_OP_MAX_POOL2D_GRAD)
                 continue;
             mg_kargs a = {.op = st->op,
-                          .attrs = plan->g->nodes[st->t].attrs,
+                          .attrs = plan->g->nodes[plan->steps[s]].attrs,
                           .n_in = st->n_in};
             for (int i = 0; i < st->n_in; i++)
                 a.in[i].d = *mg_plan_desc(plan, st->in[i]);
-            a.out.d = *mg_plan_desc(plan, st->t);
+            a.out.d = *mg_plan_desc(plan, plan->steps[s]);
             size_t bytes = 0;
             pools++;
             for (size_t p = 0; p < 2; p++) {
@@ -436,7 +436,7 @@ START_TEST(test_pool_onednn_taken) {
                               "%s: %s %s oneDNN", q->name, mgi_op_str(st->op),
                               on ? "takes" : "skips");
                 /* the plan lent it */
-                if (on) ck_assert_uint_le(bytes, st->work);
+                if (on) ck_assert_uint_le(bytes, mg_plan_step_work(st));
             }
             /* unset: oneDNN where it has a JIT kernel (which this test
              * cannot tell), never where MG_POOL=onednn would not take it */
@@ -445,7 +445,7 @@ START_TEST(test_pool_onednn_taken) {
             if (mgi_onednn_pool_workspace(&a, &bytes)) {
                 ck_assert(mgi_onednn_conv_available() &&
                           !(avg && q->avg_loops));
-                ck_assert_uint_le(bytes, st->work);
+                ck_assert_uint_le(bytes, mg_plan_step_work(st));
             }
             for (int i = 0; i < st->n_in; i++) a.in[i].d.dtype = MG_F64;
             a.out.d.dtype = MG_F64;

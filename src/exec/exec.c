@@ -349,7 +349,8 @@ static mg_status accumulate_into(mg_exec *ex, const mg_plan *p, mg_tensor t,
 static mg_status run_step(mg_exec *ex, const mg_plan *p, int32_t si,
                           uint64_t seed) {
     const mg_plan_step *st = &p->step[si];
-    const mg_tensor t = st->t;
+    const mg_tensor t = p->steps[si];
+    const size_t work = mg_plan_step_work(st);
     char label[160];
     size_t nbytes = mgi_tdesc_nbytes(mg_plan_desc(p, t));
     if (!ex->backend.supports_op(ex->backend.ctx, st->op))
@@ -382,37 +383,37 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p, int32_t si,
             ex->pool.stats.bytes_in_use, ex->pool.max_bytes);
     char why[256] = "";
     mg_kargs a = {.op = st->op,
-                  .attrs = p->g->nodes[st->t].attrs,
+                  .attrs = p->g->nodes[t].attrs,
                   .n_in = st->n_in,
                   .out = {out, *mg_plan_desc(p, t)},
                   .run_seed = seed,
-                  .work_bytes = st->work,
+                  .work_bytes = work,
                   .why = why,
                   .why_len = sizeof why};
     for (int i = 0; i < st->n_in; i++)
         a.in[i] = (mg_kbuf){ex->buf[st->in[i]], *mg_plan_desc(p, st->in[i])};
     /* Scratch only ever comes from the pool, as much as the plan counted. */
     size_t need = ex->backend.workspace(ex->backend.ctx, &a);
-    if (need > st->work) {
+    if (need > work) {
         if (acc) mgi_pool_slot_give(&ex->pool, nbytes);
         return mg_set_error(
             MG_ERR_INTERNAL,
             "mg_exec_run: %s failed: the %s backend needs %zu bytes of "
             "workspace, the plan has %zu",
             mgi_graph_tensor_label(p->g, t, label, sizeof label),
-            ex->backend.name, need, st->work);
+            ex->backend.name, need, work);
     }
-    if (st->work && !(a.work = step_block(ex, p, si, false, st->work))) {
+    if (work && !(a.work = step_block(ex, p, si, false, work))) {
         if (acc) mgi_pool_slot_give(&ex->pool, nbytes);
         return mg_set_error(
             MG_ERR_NOMEM,
             "mg_exec_run: out of memory allocating %zu bytes of workspace for "
             "%s (%zu in use, limit %zu)",
-            st->work, mgi_graph_tensor_label(p->g, t, label, sizeof label),
+            work, mgi_graph_tensor_label(p->g, t, label, sizeof label),
             ex->pool.stats.bytes_in_use, ex->pool.max_bytes);
     }
     mg_status s = ex->backend.run_op(ex->backend.ctx, &a);
-    if (a.work) mgi_pool_free(&ex->pool, a.work, st->work);
+    if (a.work) mgi_pool_free(&ex->pool, a.work, work);
     if (acc && s == MG_OK) {
         s = accumulate_into(ex, p, t, ex->buf[t], out);
         mgi_pool_slot_give(&ex->pool, nbytes);

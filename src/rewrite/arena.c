@@ -256,15 +256,15 @@ static size_t plan_requests(const mg_plan *p, arena_scratch *sc,
     for (int32_t s = 0; s < p->n_steps; s++) {
         const mg_tensor t = p->steps[s];
         if (!(p->role[t] & MG_ROLE_KEPT) && last[t] >= 0) {
-            sc->rq[n] = (arena_req){
-                mg_pool_size_class(mg_plan_nbytes(p, t)), 2 * s,
-                2 * last[t] + 2};
+            sc->rq[n] = (arena_req){mg_pool_size_class(mg_plan_nbytes(p, t)),
+                                    2 * s, 2 * last[t] + 2};
             last[t] = -2 - (int32_t)n; /* now: its request, encoded */
             n++;
         }
-        if (p->step[s].work) {
-            sc->rq[n++] = (arena_req){mg_pool_size_class(p->step[s].work),
-                                      2 * s + 1, 2 * s + 2};
+        if (p->step[s].work_units) {
+            sc->rq[n++] =
+                (arena_req){mg_pool_size_class(mg_plan_step_work(&p->step[s])),
+                            2 * s + 1, 2 * s + 2};
         }
     }
     /* deaths at tick 2s+2: step s's workspace, then what it releases (the
@@ -387,8 +387,7 @@ static mg_status plan_lay_out(mg_plan *p, int32_t *last) {
     sc.rq = malloc(cap * sizeof *sc.rq);
     sc.by_died = malloc(cap * sizeof *sc.by_died);
     mg_status s = MG_OK;
-    if (!p->out_off || !p->work_off || !sc.rq || !sc.by_died)
-        s = nomem(p);
+    if (!p->out_off || !p->work_off || !sc.rq || !sc.by_died) s = nomem(p);
     size_t n = 0;
     if (s == MG_OK) {
         n = plan_requests(p, &sc, last);

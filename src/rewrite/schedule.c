@@ -92,13 +92,24 @@ static size_t step_workspace(const mg_graph *g, mg_tensor t) {
     return backend > work ? backend : work;
 }
 
-/* The executor's copy of step t. */
-static mg_plan_step step_record(const mg_plan *p, mg_tensor t) {
+/* The executor's copy of step t into *r. */
+static mg_status step_record(const mg_plan *p, mg_tensor t, mg_plan_step *r) {
     const mg_node *n = &p->g->nodes[t];
-    mg_plan_step r = {
-        .t = t, .op = n->op, .n_in = n->n_in, .work = step_workspace(p->g, t)};
-    for (int k = 0; k < n->n_in; k++) r.in[k] = mg_plan_input(p, t, k);
-    return r;
+    const size_t work = step_workspace(p->g, t);
+    const size_t units =
+        work / MG_STEP_WORK_UNIT + (work % MG_STEP_WORK_UNIT != 0);
+    if (units > UINT32_MAX) {
+        char label[160];
+        return mg_set_error(
+            MG_ERR_INVALID_ARG,
+            "mg_plan_compile: %s needs %zu bytes of "
+            "workspace, more than a plan step holds",
+            mgi_graph_tensor_label(p->g, t, label, sizeof label), work);
+    }
+    *r = (mg_plan_step){
+        .work_units = (uint32_t)units, .op = n->op, .n_in = n->n_in};
+    for (int k = 0; k < n->n_in; k++) r->in[k] = mg_plan_input(p, t, k);
+    return MG_OK;
 }
 
 /* Fill steps, leaves and release lists from a topological order, and
@@ -114,7 +125,8 @@ static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
             p->leaves[p->n_leaves++] = t;
         } else {
             p->role[t] |= MG_ROLE_COMPUTED;
-            p->step[p->n_steps] = step_record(p, t);
+            mg_status s = step_record(p, t, &p->step[p->n_steps]);
+            if (s != MG_OK) return s;
             p->steps[p->n_steps++] = t;
         }
     }
@@ -265,7 +277,8 @@ mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
         mg_tensor t = p->steps[s];
         if (!bound[t]) in_use += mg_pool_size_class(mg_plan_nbytes(p, t));
         /* the workspace is lent after the output and returned at once */
-        size_t work = p->step[s].work ? mg_pool_size_class(p->step[s].work) : 0;
+        const size_t w = mg_plan_step_work(&p->step[s]);
+        size_t work = w ? mg_pool_size_class(w) : 0;
         if (in_use + work > peak) peak = in_use + work;
         for (int32_t r = p->release_start[s]; r < p->release_start[s + 1]; r++)
             in_use -= mg_pool_size_class(mg_plan_nbytes(p, p->release[r]));

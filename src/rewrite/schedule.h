@@ -18,12 +18,17 @@ enum {
     MG_ROLE_KEPT = 4      /* output or retained: not released by the run */
 };
 
-/* One step as the executor runs it. */
+/* A step's workspace is counted in units of this many bytes, the pool's
+ * size-class alignment (size_class.c, which rounds every block to it):
+ * 32 bits of units hold 1 TiB. */
+#define MG_STEP_WORK_UNIT 256
+
+/* One step as the executor runs it; the tensor it computes is
+ * p->steps[s]. 32 bytes a step. */
 typedef struct mg_plan_step {
-    size_t work;                 /* workspace bytes its kernel borrows */
-    mg_tensor t;                 /* the tensor the step computes */
+    uint32_t work_units;         /* workspace its kernel borrows */
     mg_tensor in[MG_MAX_INPUTS]; /* as this plan reads them (remapped) */
-    uint16_t op;                 /* an mg_op; 40 bytes a step, not 48 */
+    uint16_t op;                 /* an mg_op */
     uint8_t n_in;
     /* Its attributes are its node's (p->g->nodes[t].attrs), read there:
      * a copy here made every step 368 bytes, and paging in a 10^6-op
@@ -31,6 +36,11 @@ typedef struct mg_plan_step {
 } mg_plan_step;
 _Static_assert(MG_OP_COUNT <= UINT16_MAX && MG_MAX_INPUTS <= UINT8_MAX,
                "mg_plan_step's op and n_in fields are too narrow");
+
+/* The workspace bytes of step st (a multiple of MG_STEP_WORK_UNIT). */
+static inline size_t mg_plan_step_work(const mg_plan_step *st) {
+    return (size_t)st->work_units * MG_STEP_WORK_UNIT;
+}
 
 struct mg_plan {
     const mg_graph *g;

@@ -152,8 +152,7 @@ mg_status mgi_plan_split(mg_plan *p, const bool *bwd, int32_t *last,
         b->steps = malloc((size_t)(n_bwd ? n_bwd : 1) * sizeof *b->steps);
         b->step = malloc((size_t)(n_bwd ? n_bwd : 1) * sizeof *b->step);
     }
-    if (!f || !b || !saved || !f->steps || !f->step ||
-        !b->steps || !b->step) {
+    if (!f || !b || !saved || !f->steps || !f->step || !b->steps || !b->step) {
         s = mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
                                        "the forward and backward phases");
         goto done;
@@ -228,7 +227,8 @@ static size_t phase_peak(const mg_plan *q, const bool *bound, size_t base,
     for (int32_t s = 0; s < q->n_steps; s++) {
         mg_tensor t = q->steps[s];
         if (!bound[t]) in_use += mg_pool_size_class(mg_plan_nbytes(q, t));
-        size_t work = q->step[s].work ? mg_pool_size_class(q->step[s].work) : 0;
+        const size_t w = mg_plan_step_work(&q->step[s]);
+        size_t work = w ? mg_pool_size_class(w) : 0;
         if (in_use + work > peak) peak = in_use + work;
         for (int32_t r = q->release_start[s]; r < q->release_start[s + 1]; r++)
             in_use -= mg_pool_size_class(mg_plan_nbytes(q, q->release[r]));

@@ -27,7 +27,9 @@ void mgi_plan_step_info(const mg_plan *p, int32_t step, mg_step_info *info) {
         .is_checkpoint =
             (n->flags & (MG_NODE_CHOSEN | MG_NODE_CHECKPOINT)) != 0,
         .workspace_bytes =
-            p->step[step].work ? mg_pool_size_class(p->step[step].work) : 0,
+            p->step[step].work_units
+                ? mg_pool_size_class(mg_plan_step_work(&p->step[step]))
+                : 0,
     };
     mgi_graph_op_cost(p->g, t, &info->flops, &info->bytes_moved);
 }
