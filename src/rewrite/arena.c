@@ -162,11 +162,13 @@ typedef struct arena_nbrs {
     int32_t *back_start, *back, *fwd_end;
 } arena_nbrs;
 
-/* The overlapping pairs of the n requests (one per pair). */
+/* The overlapping pairs of the n requests (one per pair), or a number
+ * above limit as soon as they are more: on a long plan whose saved
+ * activations all overlap, that is soon. */
 static size_t count_overlaps(const arena_req *rq, size_t n,
-                             const int32_t *by_died) {
+                             const int32_t *by_died, size_t limit) {
     size_t d = 0, live = 0, pairs = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && pairs <= limit; i++) {
         while (d < n && rq[by_died[d]].died <= rq[i].born) d++, live--;
         pairs += live++;
     }
@@ -520,16 +522,14 @@ static bool greedy_prepare(arena_scratch *sc, size_t n, size_t pairs) {
  * greedy pass fits MG_ARENA_GREEDY_WORK, the greedy orders and then the
  * squeaky-wheel rounds run too, until one reaches the live peak or the
  * work is spent. false when out of memory. */
-static bool lay_out_best(arena_scratch *sc, size_t n, bool greedy, size_t *size,
-                         size_t *live_peak) {
-    size_t total =
-        lay_out_sweep(sc->rq, n, sc->by_died, &sc->g, sc->off, live_peak);
-    *size = total;
-    if (!greedy || total == *live_peak) return true; /* no layout is smaller */
+static bool lay_out_orders(arena_scratch *sc, size_t n, size_t *size,
+                           const size_t *live_peak) {
+    size_t total = *size;
     /* one greedy pass visits each overlapping pair twice and sorts what it
      * finds placed, or tests every pair placed so far (n^2 / 2 tests,
      * about 4 to a visit); ordering by breadth visits the pairs once more */
-    const size_t pairs = count_overlaps(sc->rq, n, sc->by_died);
+    const size_t pairs =
+        count_overlaps(sc->rq, n, sc->by_died, MG_ARENA_GREEDY_WORK);
     const size_t visit = n + 2 * pairs, scan = n / 8 * n + n;
     const size_t pass = scan < visit ? scan : visit;
     if (pass > MG_ARENA_GREEDY_WORK || pairs > MG_ARENA_GREEDY_WORK)
@@ -568,6 +568,13 @@ static bool lay_out_best(arena_scratch *sc, size_t n, bool greedy, size_t *size,
     lay_out_squeaky(sc, n, *live_peak, pass, &spent, &total);
     *size = total;
     return true;
+}
+
+static bool lay_out_best(arena_scratch *sc, size_t n, bool greedy, size_t *size,
+                         size_t *live_peak) {
+    *size = lay_out_sweep(sc->rq, n, sc->by_died, &sc->g, sc->off, live_peak);
+    if (!greedy || *size == *live_peak) return true; /* no layout is smaller */
+    return lay_out_orders(sc, n, size, live_peak);
 }
 
 static mg_status nomem(const mg_plan *p) {
