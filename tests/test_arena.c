@@ -339,7 +339,8 @@ START_TEST(test_onnx_resnet_layout) {
 }
 END_TEST
 
-/* Lifetimes out of birth order, or empty, are refused (SIZE_MAX). */
+/* Lifetimes out of birth order, empty or beyond the arena's 32-bit clock
+ * are refused (SIZE_MAX); no buffers lay out in 0 bytes. */
 START_TEST(test_lay_out_refuses) {
     size_t off[2], live = 7;
     ck_assert_uint_eq(mgi_arena_lay_out((size_t[]){8, 8}, (int64_t[]){2, 1},
@@ -347,6 +348,10 @@ START_TEST(test_lay_out_refuses) {
                       SIZE_MAX);
     ck_assert_uint_eq(mgi_arena_lay_out((size_t[]){8}, (int64_t[]){2},
                                         (int64_t[]){2}, 1, true, off, &live),
+                      SIZE_MAX);
+    ck_assert_uint_eq(mgi_arena_lay_out((size_t[]){8}, (int64_t[]){0},
+                                        (int64_t[]){(int64_t)1 << 40}, 1, true,
+                                        off, &live),
                       SIZE_MAX);
     ck_assert_uint_eq(mgi_arena_lay_out(NULL, NULL, NULL, 0, true, off, &live),
                       0);

@@ -62,8 +62,12 @@ mg_graph *mg_graph_new(void) {
 
 void mg_graph_free(mg_graph *g) {
     if (!g) return;
-    for (int32_t i = 0; i < g->n; i++) free(g->nodes[i].name);
+    for (int32_t i = 0; i < g->n_names; i++) free(g->names[i]);
+    free(g->names);
     free(g->nodes);
+    free(g->descs.d);
+    free(g->descs.nbytes);
+    free(g->descs.slot);
     while (g->attrs_blocks) {
         mgi_attrs_block *b = g->attrs_blocks;
         g->attrs_blocks = b->older;
@@ -78,7 +82,11 @@ int32_t mg_graph_num_tensors(const mg_graph *g) { return g ? g->n : 0; }
 void mgi_graph_truncate(mg_graph *g, int32_t n) {
     int32_t owned = 0;
     for (int32_t i = n; i < g->n; i++) {
-        free(g->nodes[i].name);
+        const int32_t k = g->nodes[i].name;
+        if (k) {
+            free(g->names[k - 1]);
+            g->names[k - 1] = NULL;
+        }
         owned += (g->nodes[i].flags & MG_NODE_OWN_ATTRS) != 0;
     }
     attrs_give_back(g, owned);
@@ -92,8 +100,9 @@ const char *mgi_graph_tensor_label(const mg_graph *g, mg_tensor t, char *buf,
         return buf;
     }
     const mg_node *n = &g->nodes[t];
-    if (n->name)
-        snprintf(buf, len, "'%s' (#%d %s)", n->name, (int)t, mgi_op_str(n->op));
+    const char *name = mgi_graph_name(g, t);
+    if (name)
+        snprintf(buf, len, "'%s' (#%d %s)", name, (int)t, mgi_op_str(n->op));
     else snprintf(buf, len, "#%d (%s)", (int)t, mgi_op_str(n->op));
     return buf;
 }
@@ -139,18 +148,108 @@ static mg_status graph_reserve(mg_graph *g) {
     return MG_OK;
 }
 
+/* ---- descriptors ----------------------------------------------------------
+ */
+
+static uint32_t desc_hash(const mg_tdesc *d) {
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)d->dtype;
+    h = (h ^ (uint64_t)d->ndim) * 1099511628211ull;
+    for (int i = 0; i < d->ndim; i++)
+        h = (h ^ (uint64_t)d->shape[i]) * 1099511628211ull;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+static bool desc_same(const mg_tdesc *a, const mg_tdesc *b) {
+    return a->dtype == b->dtype && mgi_tdesc_same_shape(a, b);
+}
+
+static mg_status descs_rehash(mgi_desc_table *t, uint32_t n_slots) {
+    int32_t *slot = calloc(n_slots, sizeof *slot);
+    if (!slot) return MG_ERR_NOMEM;
+    for (int32_t k = 0; k < t->n; k++) {
+        uint32_t i = desc_hash(&t->d[k]) & (n_slots - 1);
+        while (slot[i]) i = (i + 1) & (n_slots - 1);
+        slot[i] = k + 1;
+    }
+    free(t->slot);
+    t->slot = slot;
+    t->n_slots = n_slots;
+    return MG_OK;
+}
+
+/* The index of d in g's table, or -1; *slot_out: where it would go.
+ * hint: a descriptor index to try first (an input's), or -1. */
+static int32_t descs_find(const mg_graph *g, const mg_tdesc *d, int32_t hint,
+                          uint32_t *slot_out) {
+    const mgi_desc_table *t = &g->descs;
+    if (hint >= 0 && desc_same(&t->d[hint], d)) return hint;
+    if (t->n_slots == 0) return -1;
+    uint32_t i = desc_hash(d) & (t->n_slots - 1);
+    for (; t->slot[i]; i = (i + 1) & (t->n_slots - 1))
+        if (desc_same(&t->d[t->slot[i] - 1], d)) return t->slot[i] - 1;
+    *slot_out = i;
+    return -1;
+}
+
+/* Add d, which descs_find did not find (slot: where it said), and which
+ * output_check passed. */
+static mg_status descs_add(mg_graph *g, const mg_tdesc *d, uint32_t slot,
+                           int32_t *out) {
+    mgi_desc_table *t = &g->descs;
+    if (t->n_slots == 0) {
+        if (descs_rehash(t, 64) != MG_OK) goto nomem;
+        slot = desc_hash(d) & (t->n_slots - 1); /* the table is empty */
+    }
+    if (t->n == t->cap) {
+        const int32_t cap = t->cap ? t->cap * 2 : 16;
+        mg_tdesc *nd = realloc(t->d, (size_t)cap * sizeof *nd);
+        if (nd) t->d = nd;
+        size_t *nb = realloc(t->nbytes, (size_t)cap * sizeof *nb);
+        if (nb) t->nbytes = nb;
+        if (!nd || !nb) goto nomem;
+        t->cap = cap;
+    }
+    mg_tdesc c = {.dtype = d->dtype, .ndim = d->ndim};
+    for (int k = 0; k < d->ndim; k++) c.shape[k] = d->shape[k];
+    t->d[t->n] = c;
+    t->nbytes[t->n] = mgi_tdesc_nbytes(&c);
+    t->slot[slot] = t->n + 1;
+    *out = t->n++;
+    if ((uint32_t)t->n * 2 > t->n_slots) {
+        if (t->n_slots > UINT32_MAX / 2 ||
+            descs_rehash(t, t->n_slots * 2) != MG_OK) {
+            /* the table stays valid at its old size; undo the add */
+            t->n--;
+            t->slot[slot] = 0;
+            goto nomem;
+        }
+    }
+    return MG_OK;
+nomem:
+    return mg_set_error(MG_ERR_NOMEM,
+                        "graph: out of memory for a tensor descriptor");
+}
+
+void mgi_graph_reserve(mg_graph *g, int64_t n) {
+    if (n <= g->cap || n > INT32_MAX) return;
+    mg_node *nodes = realloc(g->nodes, (size_t)n * sizeof *nodes);
+    if (!nodes) return; /* a hint: growing node by node still works */
+    g->nodes = nodes;
+    g->cap = (int32_t)n;
+}
+
 /* "matmul(#0 'x' [2,3] f32, #1 'w' [4,5] f32)" for shape errors. */
 static void describe_call(const mg_graph *g, mg_op op, int n_in,
                           const mg_tensor *in, char *buf, size_t len) {
     size_t used = (size_t)snprintf(buf, len, "%s(", mgi_op_str(op));
     for (int i = 0; i < n_in && used < len; i++) {
-        const mg_node *n = &g->nodes[in[i]];
+        const char *name = mgi_graph_name(g, in[i]);
         char shape[128];
-        used += (size_t)snprintf(buf + used, len - used, "%s#%d%s%s%s %s %s",
-                                 i ? ", " : "", (int)in[i], n->name ? " '" : "",
-                                 n->name ? n->name : "", n->name ? "'" : "",
-                                 mgi_shape_str(&n->d, shape, sizeof shape),
-                                 mg_dtype_name(n->d.dtype));
+        used += (size_t)snprintf(
+            buf + used, len - used, "%s#%d%s%s%s %s %s", i ? ", " : "",
+            (int)in[i], name ? " '" : "", name ? name : "", name ? "'" : "",
+            mgi_shape_str(mgi_graph_desc(g, in[i]), shape, sizeof shape),
+            mg_dtype_name(mgi_graph_desc(g, in[i])->dtype));
     }
     if (used < len) snprintf(buf + used, len - used, ")");
 }
@@ -202,16 +301,23 @@ static mg_status output_check(const mg_tdesc *out, char *why, size_t len) {
     return MG_OK;
 }
 
+/* The op's shape rule on its inputs, into *out, with a message naming the
+ * call if it fails. check_out: also output_check *out (add_node checks
+ * only descriptors its graph has not seen). */
 static mg_status infer_node(const mg_graph *g, mg_op op, int n_in,
                             const mg_tensor *in, const mg_attrs *attrs,
-                            mg_tdesc *out) {
+                            mg_tdesc *out, bool check_out) {
     const mg_op_def *def = &mgi_op_table[op];
-    mg_tdesc in_d[MG_MAX_INPUTS] = {0};
-    for (int i = 0; i < n_in; i++) in_d[i] = g->nodes[in[i]].d;
+    /* Not "= {0}": zeroing all six was most of the cost of adding a node
+     * (issue 32). An absent optional input reads as zero. */
+    mg_tdesc in_d[MG_MAX_INPUTS];
+    for (int i = 0; i < n_in; i++) in_d[i] = *mgi_graph_desc(g, in[i]);
+    for (int i = n_in; i < def->n_inputs; i++)
+        memset(&in_d[i], 0, sizeof in_d[i]);
     char why[256]; /* not "" = zeroing 256 bytes on every node (issue 32) */
     why[0] = '\0';
     mg_status s = def->infer(in_d, n_in, attrs, out, why, sizeof why);
-    if (s == MG_OK) s = output_check(out, why, sizeof why);
+    if (s == MG_OK && check_out) s = output_check(out, why, sizeof why);
     if (s != MG_OK) {
         char call[768];
         describe_call(g, op, n_in, in, call, sizeof call);
@@ -243,7 +349,23 @@ static mg_tensor add_node(mg_graph *g, mg_op op, int n_in, const mg_tensor *in,
     if (!attrs) attrs = &mgi_attrs_zero;
     mg_tdesc out;
     memset(&out, 0, sizeof out);
-    if (infer_node(g, op, n_in, in, attrs, &out) != MG_OK) return MG_NO_TENSOR;
+    if (infer_node(g, op, n_in, in, attrs, &out, false) != MG_OK)
+        return MG_NO_TENSOR;
+    uint32_t slot = 0;
+    int32_t desc =
+        descs_find(g, &out, n_in > 0 ? g->nodes[in[0]].desc : -1, &slot);
+    if (desc < 0) {
+        /* a descriptor the graph has seen passed this check before */
+        char why[256];
+        const mg_status bad = output_check(&out, why, sizeof why);
+        if (bad != MG_OK) {
+            char call[768];
+            describe_call(g, op, n_in, in, call, sizeof call);
+            mg_set_error(bad, "%s: %s", call, why);
+            return MG_NO_TENSOR;
+        }
+        if (descs_add(g, &out, slot, &desc) != MG_OK) return MG_NO_TENSOR;
+    }
     if (graph_reserve(g) != MG_OK) return MG_NO_TENSOR;
     unsigned own = 0;
     if (!shared && attrs != &mgi_attrs_zero) {
@@ -266,7 +388,7 @@ static mg_tensor add_node(mg_graph *g, mg_op op, int n_in, const mg_tensor *in,
     mg_node *n = &g->nodes[g->n];
     memset(n, 0, sizeof *n);
     n->op = op;
-    n->d = out;
+    n->desc = desc;
     n->n_in = n_in;
     for (int i = 0; i < n_in; i++) n->in[i] = in[i];
     n->attrs = attrs;
@@ -286,8 +408,8 @@ mg_status mgi_graph_node_rewrite(mg_graph *g, mg_tensor t, mg_op op,
     memcpy(a.shape, shape->shape, sizeof a.shape);
     mg_tdesc out;
     memset(&out, 0, sizeof out);
-    if ((s = infer_node(g, op, n_in, in, &a, &out)) != MG_OK) return s;
-    if (out.dtype != n->d.dtype || !mgi_tdesc_same_shape(&out, &n->d)) {
+    if ((s = infer_node(g, op, n_in, in, &a, &out, true)) != MG_OK) return s;
+    if (!desc_same(&out, mgi_graph_desc(g, t))) {
         char label[160];
         return mg_set_error(
             MG_ERR_INTERNAL, "%s: %s would change the tensor's shape or dtype",
@@ -319,6 +441,30 @@ mg_tensor mgi_graph_add_node_shared(mg_graph *g, mg_op op, int n_in,
                                     const mg_tensor *in,
                                     const mg_attrs *node_attrs) {
     return add_node(g, op, n_in, in, node_attrs, true);
+}
+
+/* Name node t copy (owned from here on, or NULL to unset). */
+static mg_status names_set(mg_graph *g, mg_tensor t, char *copy) {
+    mg_node *n = &g->nodes[t];
+    if (n->name) {
+        free(g->names[n->name - 1]);
+        g->names[n->name - 1] = copy;
+        return MG_OK;
+    }
+    if (!copy) return MG_OK;
+    if (g->n_names == g->cap_names) {
+        const int32_t cap = g->cap_names ? g->cap_names * 2 : 16;
+        char **names = realloc(g->names, (size_t)cap * sizeof *names);
+        if (!names) {
+            free(copy);
+            return MG_ERR_NOMEM;
+        }
+        g->names = names;
+        g->cap_names = cap;
+    }
+    g->names[g->n_names++] = copy;
+    n->name = g->n_names;
+    return MG_OK;
 }
 
 /* ---- leaves -------------------------------------------------------------- */
@@ -355,6 +501,9 @@ static mg_tensor add_leaf(mg_graph *g, mg_op op, const char *name,
             return MG_NO_TENSOR;
         }
     }
+    uint32_t slot = 0;
+    int32_t desc = descs_find(g, &d, -1, &slot);
+    if (desc < 0 && descs_add(g, &d, slot, &desc) != MG_OK) return MG_NO_TENSOR;
     if (graph_reserve(g) != MG_OK) return MG_NO_TENSOR;
     char *copy = NULL;
     if (name && !(copy = strdup(name))) {
@@ -364,11 +513,14 @@ static mg_tensor add_leaf(mg_graph *g, mg_op op, const char *name,
     mg_node *n = &g->nodes[g->n];
     memset(n, 0, sizeof *n);
     n->op = op;
-    n->d = d;
-    n->name = copy;
+    n->desc = desc;
     n->attrs = &mgi_attrs_zero;
     n->flags = g->building_flags;
     n->orig = MG_NO_TENSOR;
+    if (names_set(g, g->n, copy) != MG_OK) {
+        mg_set_error(MG_ERR_NOMEM, "%s '%s': out of memory", what, name);
+        return MG_NO_TENSOR;
+    }
     return g->n++;
 }
 
@@ -391,8 +543,9 @@ mg_status mg_tensor_shape(const mg_graph *g, mg_tensor t, int *ndim,
     if (!ndim || !shape)
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_tensor_shape: output pointer is NULL");
-    *ndim = g->nodes[t].d.ndim;
-    for (int i = 0; i < *ndim; i++) shape[i] = g->nodes[t].d.shape[i];
+    const mg_tdesc *d = mgi_graph_desc(g, t);
+    *ndim = d->ndim;
+    for (int i = 0; i < *ndim; i++) shape[i] = d->shape[i];
     return MG_OK;
 }
 
@@ -402,7 +555,7 @@ mg_status mg_tensor_dtype(const mg_graph *g, mg_tensor t, mg_dtype *dtype) {
     if (!dtype)
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_tensor_dtype: output pointer is NULL");
-    *dtype = g->nodes[t].d.dtype;
+    *dtype = mgi_graph_desc(g, t)->dtype;
     return MG_OK;
 }
 
@@ -418,7 +571,7 @@ mg_status mg_bind(const mg_graph *g, mg_tensor t, void *data, mg_dtype dtype,
     if (!out || !data)
         return mg_set_error(MG_ERR_INVALID_ARG, "mg_bind: %s for %s is NULL",
                             out ? "data" : "out", label);
-    const mg_dtype want = g->nodes[t].d.dtype;
+    const mg_dtype want = mgi_graph_desc(g, t)->dtype;
     if (mg_dtype_size(dtype) == 0)
         return mg_set_error(MG_ERR_DTYPE, "mg_bind: unknown dtype %d for %s",
                             (int)dtype, label);
@@ -434,17 +587,17 @@ mg_status mg_bind(const mg_graph *g, mg_tensor t, void *data, mg_dtype dtype,
 
 int64_t mg_tensor_numel(const mg_graph *g, mg_tensor t) {
     if (mgi_graph_check_id(g, t, "mg_tensor_numel") != MG_OK) return -1;
-    return mgi_tdesc_numel(&g->nodes[t].d);
+    return mgi_tdesc_numel(mgi_graph_desc(g, t));
 }
 
 size_t mg_tensor_nbytes(const mg_graph *g, mg_tensor t) {
     if (mgi_graph_check_id(g, t, "mg_tensor_nbytes") != MG_OK) return 0;
-    return mgi_tdesc_nbytes(&g->nodes[t].d);
+    return mgi_graph_nbytes(g, t);
 }
 
 const char *mg_tensor_name(const mg_graph *g, mg_tensor t) {
     if (mgi_graph_check_id(g, t, "mg_tensor_name") != MG_OK) return NULL;
-    return g->nodes[t].name;
+    return mgi_graph_name(g, t);
 }
 
 mg_status mg_tensor_set_name(mg_graph *g, mg_tensor t, const char *name) {
@@ -453,8 +606,8 @@ mg_status mg_tensor_set_name(mg_graph *g, mg_tensor t, const char *name) {
     char *copy = NULL;
     if (name && !(copy = strdup(name)))
         return mg_set_error(MG_ERR_NOMEM, "mg_tensor_set_name: out of memory");
-    free(g->nodes[t].name);
-    g->nodes[t].name = copy;
+    if (names_set(g, t, copy) != MG_OK)
+        return mg_set_error(MG_ERR_NOMEM, "mg_tensor_set_name: out of memory");
     return MG_OK;
 }
 
@@ -470,7 +623,8 @@ mg_tensor mg_tensor_find(const mg_graph *g, const char *name) {
         return MG_NO_TENSOR;
     }
     for (int32_t i = 0; i < g->n; i++)
-        if (g->nodes[i].name && strcmp(g->nodes[i].name, name) == 0) return i;
+        if (g->nodes[i].name && strcmp(mgi_graph_name(g, i), name) == 0)
+            return i;
     mg_set_error(MG_ERR_UNKNOWN_ID, "mg_tensor_find: no tensor named '%s'",
                  name);
     return MG_NO_TENSOR;
@@ -570,9 +724,9 @@ mg_status mg_tensor_set_input(mg_graph *g, mg_tensor t, int slot,
     memcpy(in, n->in, sizeof in);
     in[slot] = src;
     mg_tdesc out;
-    if ((s = infer_node(g, n->op, n->n_in, in, n->attrs, &out)) != MG_OK)
+    if ((s = infer_node(g, n->op, n->n_in, in, n->attrs, &out, true)) != MG_OK)
         return s;
-    if (!mgi_tdesc_same_shape(&out, &n->d) || out.dtype != n->d.dtype)
+    if (!desc_same(&out, mgi_graph_desc(g, t)))
         return mg_set_error(MG_ERR_SHAPE,
                             "mg_tensor_set_input: rewiring %s would change its "
                             "shape or dtype",
@@ -606,12 +760,13 @@ mg_tensor mg_graph_copy_op(mg_graph *dst, const mg_graph *src, mg_tensor t,
     }
     mg_tensor y;
     if (n->op == MG_OP_INPUT || n->op == MG_OP_PARAM) {
-        y = add_leaf(dst, n->op, n->name, n->d.dtype, n->d.ndim, n->d.shape);
+        const mg_tdesc *d = mgi_node_desc(src, n);
+        y = add_leaf(dst, n->op, mgi_graph_name(src, t), d->dtype, d->ndim,
+                     d->shape);
     } else {
         y = mgi_graph_add_node(dst, n->op, n->n_in, inputs, n->attrs);
         if (y != MG_NO_TENSOR &&
-            (!mgi_tdesc_same_shape(&dst->nodes[y].d, &n->d) ||
-             dst->nodes[y].d.dtype != n->d.dtype)) {
+            !desc_same(mgi_graph_desc(dst, y), mgi_graph_desc(src, t))) {
             mgi_graph_truncate(dst, y);
             mg_set_error(MG_ERR_SHAPE,
                          "%s: the copy of %s gets another shape or dtype "
@@ -621,7 +776,7 @@ mg_tensor mg_graph_copy_op(mg_graph *dst, const mg_graph *src, mg_tensor t,
             return MG_NO_TENSOR;
         }
         if (y != MG_NO_TENSOR && n->name &&
-            mg_tensor_set_name(dst, y, n->name) != MG_OK) {
+            mg_tensor_set_name(dst, y, mgi_graph_name(src, t)) != MG_OK) {
             mgi_graph_truncate(dst, y);
             return MG_NO_TENSOR;
         }
@@ -646,15 +801,16 @@ void mgi_graph_op_cost(const mg_graph *g, mg_tensor t, double *flops,
     const mg_node *n = &g->nodes[t];
     const mg_op_def *def = &mgi_op_table[n->op];
     mg_tdesc in[MG_MAX_INPUTS];
-    double moved = (double)mgi_tdesc_nbytes(&n->d);
+    double moved = (double)mgi_graph_nbytes(g, t);
     for (int i = 0; i < n->n_in; i++) {
-        in[i] = g->nodes[n->in[i]].d;
+        in[i] = *mgi_graph_desc(g, n->in[i]);
         moved += (double)mgi_tdesc_nbytes(&in[i]);
     }
     if (flops)
         *flops = def->flops
-                     ? def->flops(in, n->n_in, n->attrs, &n->d)
-                     : def->flops_per_elem * (double)mgi_tdesc_numel(&n->d);
+                     ? def->flops(in, n->n_in, n->attrs, mgi_node_desc(g, n))
+                     : def->flops_per_elem *
+                           (double)mgi_tdesc_numel(mgi_node_desc(g, n));
     if (bytes) *bytes = (def->flags & MG_OPF_LEAF) ? 0.0 : moved;
 }
 
@@ -663,8 +819,8 @@ size_t mgi_graph_op_workspace(const mg_graph *g, mg_tensor t) {
     mg_workspace_fn *ws = mgi_op_table[n->op].workspace;
     if (!ws) return 0;
     mg_tdesc in[MG_MAX_INPUTS];
-    for (int i = 0; i < n->n_in; i++) in[i] = g->nodes[n->in[i]].d;
-    return ws(in, n->n_in, n->attrs, &n->d);
+    for (int i = 0; i < n->n_in; i++) in[i] = *mgi_graph_desc(g, n->in[i]);
+    return ws(in, n->n_in, n->attrs, mgi_node_desc(g, n));
 }
 
 /* ---- text and DOT -------------------------------------------------------- */
@@ -679,9 +835,10 @@ mg_status mg_graph_dump(const mg_graph *g, FILE *out) {
         fprintf(out, "%%%d = %s(", (int)i, mgi_op_str(n->op));
         for (int k = 0; k < n->n_in; k++)
             fprintf(out, "%s%%%d", k ? ", " : "", (int)n->in[k]);
-        fprintf(out, ") %s %s", mgi_shape_str(&n->d, shape, sizeof shape),
-                mg_dtype_name(n->d.dtype));
-        if (n->name) fprintf(out, " '%s'", n->name);
+        fprintf(out, ") %s %s",
+                mgi_shape_str(mgi_node_desc(g, n), shape, sizeof shape),
+                mg_dtype_name(mgi_node_desc(g, n)->dtype));
+        if (n->name) fprintf(out, " '%s'", mgi_graph_name(g, i));
         if (n->flags & MG_NODE_BACKWARD) fprintf(out, " [backward]");
         if (n->flags & (MG_NODE_CHOSEN | MG_NODE_CHECKPOINT))
             fprintf(out, " [checkpoint]");
@@ -719,12 +876,13 @@ mg_status mg_graph_write_dot(const mg_graph *g, FILE *out) {
             style = " style=filled fillcolor=lightgrey";
         fprintf(out, "  t%d [label=\"", (int)i);
         if (n->name) {
-            write_dot_escaped(out, n->name);
+            write_dot_escaped(out, mgi_graph_name(g, i));
             fputs("\\n", out);
         }
         fprintf(out, "%s\\n%s %s\" shape=%s%s];\n", mgi_op_str(n->op),
-                mgi_shape_str(&n->d, shape, sizeof shape),
-                mg_dtype_name(n->d.dtype), leaf ? "ellipse" : "box", style);
+                mgi_shape_str(mgi_node_desc(g, n), shape, sizeof shape),
+                mg_dtype_name(mgi_node_desc(g, n)->dtype),
+                leaf ? "ellipse" : "box", style);
         for (int k = 0; k < n->n_in; k++)
             fprintf(out, "  t%d -> t%d;\n", (int)n->in[k], (int)i);
     }

@@ -24,9 +24,15 @@ enum {
 };
 
 typedef struct mg_node {
-    mg_op op;
-    mg_tdesc d;
-    int n_in;
+    uint16_t op; /* an mg_op */
+    uint8_t n_in;
+    uint8_t flags; /* MG_NODE_* */
+    /* Its descriptor: an index into the graph's table of distinct ones
+     * (mgi_graph_desc). Inline, the 72-byte descriptor made a node 128
+     * bytes, and faulting in a 10^6-op training graph's 384 MB was a third
+     * of differentiating it; most nodes share a shape with an input
+     * (issue 32). */
+    int32_t desc;
     mg_tensor in[MG_MAX_INPUTS];
     /* Never NULL, never changed once the node is made: mgi_attrs_zero for
      * an op without attributes, else a copy in the graph's attribute
@@ -34,10 +40,25 @@ typedef struct mg_node {
      * have none: inline, mg_attrs made a node 448 bytes and a 10^6-op
      * training graph 1.3 GB to fault in (issue 32). */
     const mg_attrs *attrs;
-    char *name; /* owned, may be NULL */
-    unsigned flags;
     mg_tensor orig; /* MG_NODE_RECOMPUTE: the forward node it recomputes */
+    /* Its name: 1 + an index into the graph's names (mgi_graph_name), or
+     * 0; most nodes (the backward ones) have none. 48 bytes a node. */
+    int32_t name;
 } mg_node;
+_Static_assert(MG_OP_COUNT <= UINT16_MAX && MG_MAX_INPUTS <= UINT8_MAX &&
+                   MG_NODE_PACK <= UINT8_MAX,
+               "mg_node's op, n_in or flags field is too narrow");
+
+/* The distinct descriptors of a graph's tensors, each with its byte
+ * size, computed once: planning asks for it several times per step. Only
+ * grows: a node never changes its descriptor. */
+typedef struct mgi_desc_table {
+    mg_tdesc *d;
+    size_t *nbytes; /* per descriptor: mgi_tdesc_nbytes */
+    int32_t n, cap;
+    int32_t *slot; /* hash slots: a descriptor's index + 1, or 0 if empty */
+    uint32_t n_slots;
+} mgi_desc_table;
 
 struct mgi_hooks;       /* hooks.c */
 struct mgi_attrs_block; /* graph.c */
@@ -52,7 +73,34 @@ struct mg_graph {
     unsigned building_flags; /* OR-ed into every new node's flags */
     struct mgi_hooks *hooks; /* tensor hooks (memgrad_observe.h), or NULL */
     struct mgi_attrs_block *attrs_blocks; /* node attributes, newest first */
+    mgi_desc_table descs;
+    char **names; /* owned; NULL where a node's name was unset */
+    int32_t n_names, cap_names;
 };
+
+/* The name of tensor t, or NULL. */
+static inline const char *mgi_graph_name(const mg_graph *g, mg_tensor t) {
+    const int32_t k = g->nodes[t].name;
+    return k ? g->names[k - 1] : NULL;
+}
+
+/* Room for n nodes without growing again, where a caller knows about how
+ * many it will add: doubling a 10^5-node array copies and pages in 1.5
+ * times its size over again (issue 32). A hint: without the memory, nodes
+ * are still added one by one. */
+void mgi_graph_reserve(mg_graph *g, int64_t n);
+
+/* The descriptor of tensor t, and its bytes. */
+static inline const mg_tdesc *mgi_graph_desc(const mg_graph *g, mg_tensor t) {
+    return &g->descs.d[g->nodes[t].desc];
+}
+static inline size_t mgi_graph_nbytes(const mg_graph *g, mg_tensor t) {
+    return g->descs.nbytes[g->nodes[t].desc];
+}
+static inline const mg_tdesc *mgi_node_desc(const mg_graph *g,
+                                            const mg_node *n) {
+    return &g->descs.d[n->desc];
+}
 
 /* ---- tensor hooks (hooks.c) ---------------------------------------------- */
 

@@ -12,7 +12,7 @@ const mg_tdesc *mgi_arg_desc(const mg_graph *g, mg_tensor t, const char *op) {
         mgi_graph_missing_input(op, -1); /* op names the argument */
         return NULL;
     }
-    return mgi_graph_check_id(g, t, op) == MG_OK ? &g->nodes[t].d : NULL;
+    return mgi_graph_check_id(g, t, op) == MG_OK ? mgi_graph_desc(g, t) : NULL;
 }
 
 mg_status mgi_attrs_shape_set(mg_attrs *a, int ndim, const int64_t *shape,

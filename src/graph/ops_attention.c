@@ -240,11 +240,11 @@ static mg_tensor attention_build(mg_graph *g, mg_tensor q, mg_tensor k,
     mg_tensor y = mgi_graph_add_node(g, MG_OP_ATTENTION,
                                      mask == MG_NO_TENSOR ? 3 : 4, in, &at);
     if (y == MG_NO_TENSOR) return y;
-    const mg_tdesc yd = g->nodes[y].d;
+    const mg_tdesc yd = *mgi_graph_desc(g, y);
     const int nd = yd.ndim;
     if (at.p > 0) {
         /* the weights' counters [offset, offset + batch * Lq * Lk) */
-        uint64_t n = (uint64_t)g->nodes[k].d.shape[nd - 2];
+        uint64_t n = (uint64_t)mgi_graph_desc(g, k)->shape[nd - 2];
         for (int i = 0; i < nd - 1; i++) n *= (uint64_t)yd.shape[i];
         g->rng_offset += n;
     }
@@ -274,8 +274,9 @@ mg_status mgi_attention_grad(mg_graph *g, const mg_node *node,
     const int n_in = node->n_in;
     mg_tensor gi[6] = {in[0], in[1], in[2], y, gy};
     if (n_in > 3) gi[5] = in[3];
-    const mg_tdesc qd = g->nodes[in[0]].d, kd = g->nodes[in[1]].d,
-                   vd = g->nodes[in[2]].d;
+    const mg_tdesc qd = *mgi_graph_desc(g, in[0]),
+                   kd = *mgi_graph_desc(g, in[1]),
+                   vd = *mgi_graph_desc(g, in[2]);
     mg_tensor pk = need[0] || need[1] || need[2]
                        ? mgi_graph_add_node(g, MG_OP_ATTENTION_GRAD,
                                             n_in > 3 ? 6 : 5, gi, &at)
@@ -296,7 +297,7 @@ mg_status mgi_attention_grad(mg_graph *g, const mg_node *node,
     if (n_in > 3 && need[3]) {
         /* the scores' gradient [..., Lq, Lk], summed over what the mask
          * broadcasts */
-        const mg_tdesc md = g->nodes[in[3]].d;
+        const mg_tdesc md = *mgi_graph_desc(g, in[3]);
         gin[3] = mgi_sum_to(
             g, mgi_graph_add_node(g, MG_OP_ATTENTION_GRAD_MASK, 6, gi, &at),
             &md);

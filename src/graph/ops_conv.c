@@ -249,7 +249,8 @@ mg_status mgi_conv2d_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
                           mg_tensor y, mg_tensor gy, const bool *need,
                           mg_tensor *gin) {
     (void)y;
-    const mg_tdesc xd = g->nodes[in[0]].d, wd = g->nodes[in[1]].d;
+    const mg_tdesc xd = *mgi_graph_desc(g, in[0]),
+                   wd = *mgi_graph_desc(g, in[1]);
     mg_attrs at = *node->attrs;
     if (need[0]) {
         const mg_tensor args[2] = {gy, in[1]};

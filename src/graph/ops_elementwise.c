@@ -210,7 +210,7 @@ mg_status mgi_binary_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
                           mg_tensor y, mg_tensor gy, const bool *need,
                           mg_tensor *gin) {
     const mg_tensor a = in[0], b = in[1];
-    const mg_tdesc ad = g->nodes[a].d, bd = g->nodes[b].d;
+    const mg_tdesc ad = *mgi_graph_desc(g, a), bd = *mgi_graph_desc(g, b);
     /* Gradients at the broadcast shape; sub and div negate b's after the
      * sum, where it has fewer elements. */
     mg_tensor ga = gy, gb = gy;
@@ -284,7 +284,9 @@ mg_status mgi_unary_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
     }
     /* a step function: its derivative is 0 wherever it has one */
     case MG_OP_IS_NONZERO:
-        gin[0] = mg_fill(g, node->d.dtype, node->d.ndim, node->d.shape, 0.0);
+        gin[0] = mg_fill(g, mgi_node_desc(g, node)->dtype,
+                         mgi_node_desc(g, node)->ndim,
+                         mgi_node_desc(g, node)->shape, 0.0);
         break;
     default:
         return mg_set_error(MG_ERR_INTERNAL, "%s: not a unary op",

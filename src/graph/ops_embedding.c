@@ -62,7 +62,7 @@ mg_status mgi_embedding_grad(mg_graph *g, const mg_node *node,
                              const bool *need, mg_tensor *gin) {
     (void)node;
     (void)y;
-    const mg_tdesc td = g->nodes[in[0]].d;
+    const mg_tdesc td = *mgi_graph_desc(g, in[0]);
     mg_attrs at = {0};
     const mg_tensor args[2] = {gy, in[1]};
     if (need[0] &&

@@ -116,7 +116,7 @@ mg_status mgi_mse_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
     (void)node;
     (void)y;
     const mg_tensor p = in[0], t = in[1];
-    const double numel = (double)mgi_tdesc_numel(&g->nodes[p].d);
+    const double numel = (double)mgi_tdesc_numel(mgi_graph_desc(g, p));
     /* d/dp = 2 (p - t) / numel * gy; d/dt is its negation. */
     mg_tensor d = mg_mul(g, mg_scale(g, mg_sub(g, p, t), 2.0 / numel), gy);
     if (need[0]) gin[0] = d;

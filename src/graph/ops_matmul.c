@@ -76,7 +76,7 @@ mg_tensor mg_matmul(mg_graph *g, mg_tensor a, mg_tensor b, int trans_a,
  * gradients, t, over the leading batch dims. */
 static mg_tensor batch_sum(mg_graph *g, mg_tensor t, const mg_tdesc *operand) {
     if (t == MG_NO_TENSOR || operand->ndim != 2) return t;
-    int axes[MG_MAX_DIMS], n = g->nodes[t].d.ndim - 2;
+    int axes[MG_MAX_DIMS], n = mgi_graph_desc(g, t)->ndim - 2;
     for (int i = 0; i < n; i++) axes[i] = i;
     return n > 0 ? mg_sum(g, t, n, axes, 0) : t;
 }
@@ -88,7 +88,7 @@ static mg_tensor shared_b_grad(mg_graph *g, mg_tensor a, mg_tensor gy,
                                const mg_tdesc *ad, int trans_b) {
     int64_t k = ad->shape[ad->ndim - 1];
     int64_t rows = mgi_tdesc_numel(ad) / k;
-    int64_t n = g->nodes[gy].d.shape[g->nodes[gy].d.ndim - 1];
+    int64_t n = mgi_graph_desc(g, gy)->shape[mgi_graph_desc(g, gy)->ndim - 1];
     const int64_t a2[2] = {rows, k}, gy2[2] = {rows, n};
     mg_tensor ar = mg_reshape(g, a, 2, a2), gr = mg_reshape(g, gy, 2, gy2);
     return trans_b ? mg_matmul(g, gr, ar, 1, 0) : mg_matmul(g, ar, gr, 1, 0);
@@ -102,7 +102,7 @@ mg_status mgi_matmul_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
     (void)y;
     const mg_tensor a = in[0], b = in[1];
     const int ta = node->attrs->trans_a, tb = node->attrs->trans_b;
-    const mg_tdesc ad = g->nodes[a].d, bd = g->nodes[b].d;
+    const mg_tdesc ad = *mgi_graph_desc(g, a), bd = *mgi_graph_desc(g, b);
     if (need[0]) {
         mg_tensor t =
             ta ? mg_matmul(g, b, gy, tb, 1) : mg_matmul(g, gy, b, 0, !tb);

@@ -144,7 +144,7 @@ mg_status mgi_norm_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
                         mg_tensor *gin) {
     (void)y;
     const bool layer = node->op == MG_OP_LAYERNORM;
-    const int nd = g->nodes[in[0]].d.ndim;
+    const int nd = mgi_graph_desc(g, in[0])->ndim;
     if (need[0]) {
         const mg_tensor args[3] = {gy, in[0], in[1]};
         gin[0] = mgi_graph_add_node(

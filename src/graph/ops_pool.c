@@ -192,7 +192,7 @@ mg_status mgi_pool2d_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
                           mg_tensor y, mg_tensor gy, const bool *need,
                           mg_tensor *gin) {
     (void)y;
-    const mg_tdesc xd = g->nodes[in[0]].d;
+    const mg_tdesc xd = *mgi_graph_desc(g, in[0]);
     mg_attrs at = *node->attrs;
     if (!need[0]) return MG_OK;
     if (node->op == MG_OP_MAX_POOL2D) {

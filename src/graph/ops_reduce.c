@@ -90,7 +90,7 @@ mg_status mgi_reduce_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
                           mg_tensor y, mg_tensor gy, const bool *need,
                           mg_tensor *gin) {
     (void)y;
-    const mg_tdesc xd = g->nodes[in[0]].d;
+    const mg_tdesc xd = *mgi_graph_desc(g, in[0]);
     if (!need[0]) return MG_OK;
     /* gy with the reduced axes put back as size 1. */
     mg_tdesc kd = xd;
@@ -100,8 +100,8 @@ mg_status mgi_reduce_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
     if (node->op == MG_OP_MEAN) {
         /* Scaling before the broadcast touches fewer elements and gives
          * the same values bit for bit. */
-        double count =
-            (double)mgi_tdesc_numel(&xd) / (double)mgi_tdesc_numel(&node->d);
+        double count = (double)mgi_tdesc_numel(&xd) /
+                       (double)mgi_tdesc_numel(mgi_node_desc(g, node));
         t = mg_scale(g, t, 1.0 / count);
     }
     t = mgi_reshape_as(g, t, &kd);
@@ -143,7 +143,7 @@ mg_status mgi_broadcast_to_grad(mg_graph *g, const mg_node *node,
                                 const bool *need, mg_tensor *gin) {
     (void)node;
     (void)y;
-    const mg_tdesc xd = g->nodes[in[0]].d;
+    const mg_tdesc xd = *mgi_graph_desc(g, in[0]);
     if (need[0]) gin[0] = mgi_sum_to(g, gy, &xd);
     return mgi_grad_status(1, need, gin);
 }

@@ -42,7 +42,8 @@ mg_tensor mg_reshape(mg_graph *g, mg_tensor x, int ndim, const int64_t *shape) {
 }
 
 mg_tensor mgi_reshape_as(mg_graph *g, mg_tensor t, const mg_tdesc *d) {
-    if (t == MG_NO_TENSOR || mgi_tdesc_same_shape(&g->nodes[t].d, d)) return t;
+    if (t == MG_NO_TENSOR || mgi_tdesc_same_shape(mgi_graph_desc(g, t), d))
+        return t;
     return mg_reshape(g, t, d->ndim, d->shape);
 }
 
@@ -51,7 +52,7 @@ mg_status mgi_reshape_grad(mg_graph *g, const mg_node *node,
                            const bool *need, mg_tensor *gin) {
     (void)node;
     (void)y;
-    const mg_tdesc xd = g->nodes[in[0]].d;
+    const mg_tdesc xd = *mgi_graph_desc(g, in[0]);
     if (need[0]) gin[0] = mgi_reshape_as(g, gy, &xd);
     return mgi_grad_status(1, need, gin);
 }
@@ -116,7 +117,8 @@ mg_status mgi_permute_grad(mg_graph *g, const mg_node *node,
     (void)in;
     (void)y;
     int inv[MG_MAX_DIMS];
-    for (int i = 0; i < node->d.ndim; i++) inv[node->attrs->perm[i]] = i;
+    for (int i = 0; i < mgi_node_desc(g, node)->ndim; i++)
+        inv[node->attrs->perm[i]] = i;
     if (need[0]) gin[0] = mg_permute(g, gy, inv);
     return mgi_grad_status(1, need, gin);
 }

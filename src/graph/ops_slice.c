@@ -174,7 +174,7 @@ mg_status mgi_window_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
                           mg_tensor y, mg_tensor gy, const bool *need,
                           mg_tensor *gin) {
     (void)y;
-    const mg_tdesc xd = g->nodes[in[0]].d;
+    const mg_tdesc xd = *mgi_graph_desc(g, in[0]);
     const mg_op back = node->op == MG_OP_SLICE ? MG_OP_PAD : MG_OP_SLICE;
     if (need[0])
         gin[0] =
@@ -187,8 +187,10 @@ mg_status mgi_concat_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
                           mg_tensor *gin) {
     (void)y;
     const int ax = node->attrs->axis;
-    const int64_t na = g->nodes[in[0]].d.shape[ax];
+    const int64_t na = mgi_graph_desc(g, in[0])->shape[ax];
     if (need[0]) gin[0] = mg_slice(g, gy, ax, 0, na);
-    if (need[1]) gin[1] = mg_slice(g, gy, ax, na, node->d.shape[ax] - na);
+    if (need[1])
+        gin[1] =
+            mg_slice(g, gy, ax, na, mgi_node_desc(g, node)->shape[ax] - na);
     return mgi_grad_status(2, need, gin);
 }

@@ -39,10 +39,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One buffer to place: its bytes (a size class) and [born, died). */
+/* One buffer to place: its bytes (a size class) and [born, died), in
+ * ticks that fit int32_t (plan_lay_out checks): 16 bytes a request, where
+ * 64-bit ticks made it 24 and 72 MB to page in for a 10^6-op plan. */
 typedef struct arena_req {
     size_t size;
-    int64_t born, died;
+    int32_t born, died;
 } arena_req;
 
 /* The most work the greedy orders may do on one plan, in overlapping
@@ -334,9 +336,8 @@ static size_t lay_out_greedy(const arena_req *rq, const arena_nbrs *nb,
 /* A plan of 10^6 steps has as many requests: every array here is touched
  * once per pass, so they are few and small (about 40 bytes a request). */
 typedef struct arena_scratch {
-    arena_req *rq;    /* the requests, by birth */
-    int32_t *from;    /* per request: 2s (step s's output) or 2s+1 (its
-                         workspace) */
+    arena_req *rq;    /* the requests, by birth: born is 2s for step s's
+                         output, 2s+1 for its workspace */
     int32_t *by_died; /* the requests by death */
     size_t *off;      /* per request: its offset */
     gap_list g;
@@ -350,7 +351,6 @@ typedef struct arena_scratch {
 
 static void scratch_free(arena_scratch *sc) {
     free(sc->rq);
-    free(sc->from);
     free(sc->by_died);
     free(sc->off);
     free(sc->g.off);
@@ -379,25 +379,22 @@ static size_t plan_requests(const mg_plan *p, arena_scratch *sc,
     for (int32_t s = 0; s < p->n_steps; s++) {
         const mg_tensor t = p->steps[s];
         if (!(p->role[t] & MG_ROLE_KEPT) && last[t] >= 0) {
-            sc->rq[n] = (arena_req){
-                mg_pool_size_class(mgi_tdesc_nbytes(mg_plan_desc(p, t))),
-                2 * (int64_t)s, 2 * (int64_t)last[t] + 2};
-            sc->from[n] = 2 * s;
+            sc->rq[n] = (arena_req){mg_pool_size_class(mg_plan_nbytes(p, t)),
+                                    2 * s, 2 * last[t] + 2};
             last[t] = -2 - (int32_t)n; /* now: its request, encoded */
             n++;
         }
         if (p->step[s].work) {
-            sc->rq[n] = (arena_req){mg_pool_size_class(p->step[s].work),
-                                    2 * (int64_t)s + 1, 2 * (int64_t)s + 2};
-            sc->from[n++] = 2 * s + 1;
+            sc->rq[n++] = (arena_req){mg_pool_size_class(p->step[s].work),
+                                      2 * s + 1, 2 * s + 2};
         }
     }
     /* deaths at tick 2s+2: step s's workspace, then what it releases (the
      * order within a tick leaves the same gaps) */
     size_t d = 0, k = 0;
     for (int32_t s = 0; s < p->n_steps; s++) {
-        while (k < n && sc->rq[k].born <= 2 * (int64_t)s + 1) {
-            if (sc->from[k] % 2 == 1) sc->by_died[d++] = (int32_t)k;
+        while (k < n && sc->rq[k].born <= 2 * s + 1) {
+            if (sc->rq[k].born % 2 == 1) sc->by_died[d++] = (int32_t)k;
             k++;
         }
         for (int32_t r = p->release_start[s]; r < p->release_start[s + 1];
@@ -584,20 +581,20 @@ static mg_status nomem(const mg_plan *p) {
                         (int)p->n_steps);
 }
 
-static mg_status plan_lay_out(mg_plan *p) {
+static mg_status plan_lay_out(mg_plan *p, int32_t *last) {
+    if (p->n_steps > (INT32_MAX - 2) / 2)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_plan_compile: %d steps are more than the "
+                            "arena's clock counts (at most %d)",
+                            (int)p->n_steps, (INT32_MAX - 2) / 2);
     const size_t cap = 2 * (size_t)p->n_steps + 1;
     p->out_off = malloc(cap / 2 * sizeof *p->out_off + 1);
     p->work_off = malloc(cap / 2 * sizeof *p->work_off + 1);
-    int32_t *last =
-        malloc((size_t)(p->n_tensors ? p->n_tensors : 1) * sizeof *last);
     arena_scratch sc = {0};
     sc.rq = malloc(cap * sizeof *sc.rq);
-    sc.from = malloc(cap * sizeof *sc.from);
     sc.by_died = malloc(cap * sizeof *sc.by_died);
     mg_status s = MG_OK;
-    if (!p->out_off || !p->work_off || !last || !sc.rq || !sc.from ||
-        !sc.by_died)
-        s = nomem(p);
+    if (!p->out_off || !p->work_off || !sc.rq || !sc.by_died) s = nomem(p);
     size_t n = 0;
     if (s == MG_OK) {
         n = plan_requests(p, &sc, last);
@@ -615,13 +612,16 @@ static mg_status plan_lay_out(mg_plan *p) {
             s = nomem(p);
     }
     if (s == MG_OK) {
-        for (int32_t st = 0; st < p->n_steps; st++)
-            p->out_off[st] = p->work_off[st] = SIZE_MAX;
-        for (size_t k = 0; k < n; k++)
-            if (sc.from[k] % 2 == 0) p->out_off[sc.from[k] / 2] = sc.off[k];
-            else p->work_off[sc.from[k] / 2] = sc.off[k];
+        /* the requests are by birth: one pass writes every step's pair */
+        size_t k = 0;
+        for (int32_t st = 0; st < p->n_steps; st++) {
+            const int32_t tick = 2 * st;
+            p->out_off[st] =
+                k < n && sc.rq[k].born == tick ? sc.off[k++] : SIZE_MAX;
+            p->work_off[st] =
+                k < n && sc.rq[k].born == tick + 1 ? sc.off[k++] : SIZE_MAX;
+        }
     }
-    free(last);
     scratch_free(&sc);
     return s;
 }
@@ -641,8 +641,8 @@ static void phase_share_layout(mg_plan *q, const mg_plan *p, int32_t from) {
     q->arena_live_peak = p->arena_live_peak;
 }
 
-mg_status mgi_plan_lay_out(mg_plan *p) {
-    mg_status s = plan_lay_out(p);
+mg_status mgi_plan_lay_out(mg_plan *p, int32_t *last) {
+    mg_status s = plan_lay_out(p, last);
     mg_plan *f = p->phase[0], *b = p->phase[1];
     if (s != MG_OK || !f) return s;
     if (f->steps == p->steps && b->steps == p->steps + f->n_steps) {
@@ -652,7 +652,8 @@ mg_status mgi_plan_lay_out(mg_plan *p) {
     }
     /* interleaved phases: p's times are not theirs, so each has its own
      * layout and the saved state takes blocks of its own */
-    for (int k = 0; k < 2 && s == MG_OK; k++) s = plan_lay_out(p->phase[k]);
+    for (int k = 0; k < 2 && s == MG_OK; k++)
+        s = plan_lay_out(p->phase[k], last);
     return s;
 }
 
@@ -669,7 +670,8 @@ size_t mgi_arena_lay_out(const size_t *size, const int64_t *born,
     if (n == 0) return 0;
     if (n > INT32_MAX) return SIZE_MAX;
     for (size_t i = 0; i < n; i++)
-        if (born[i] >= died[i] || (i > 0 && born[i] < born[i - 1]))
+        if (born[i] >= died[i] || (i > 0 && born[i] < born[i - 1]) ||
+            born[i] < INT32_MIN || died[i] > INT32_MAX)
             return SIZE_MAX;
     arena_scratch sc = {0};
     sc.rq = malloc(n * sizeof *sc.rq);
@@ -681,7 +683,7 @@ size_t mgi_arena_lay_out(const size_t *size, const int64_t *born,
     size_t total = SIZE_MAX;
     if (sc.rq && sc.by_died && sc.key && sc.off && sc.g.off && sc.g.len) {
         for (size_t i = 0; i < n; i++) {
-            sc.rq[i] = (arena_req){size[i], born[i], died[i]};
+            sc.rq[i] = (arena_req){size[i], (int32_t)born[i], (int32_t)died[i]};
             sc.key[i] = (lay_key){size[i], died[i], 0, i};
         }
         qsort(sc.key, n, sizeof *sc.key, by_died_then_index);

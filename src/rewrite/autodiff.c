@@ -39,23 +39,23 @@ static mg_status check_args(const mg_graph *g, const mg_tensor *ys, int n_ys,
         if ((s = mgi_graph_check_id(g, ys[j], "mg_gradients (y)")) != MG_OK)
             return s;
         const mg_node *y = &g->nodes[ys[j]];
-        if (!is_float(y->d.dtype))
+        if (!is_float(mgi_node_desc(g, y)->dtype))
             return mg_set_error(
                 MG_ERR_DTYPE,
                 "mg_gradients: y %s is %s; only float tensors "
                 "can be differentiated",
                 mgi_graph_tensor_label(g, ys[j], label, sizeof label),
-                mg_dtype_name(y->d.dtype));
+                mg_dtype_name(mgi_node_desc(g, y)->dtype));
         mg_tensor seed = grad_ys ? grad_ys[j] : MG_NO_TENSOR;
         if (seed == MG_NO_TENSOR) {
-            if (mgi_tdesc_numel(&y->d) != 1) {
+            if (mgi_tdesc_numel(mgi_node_desc(g, y)) != 1) {
                 char shape[128];
                 return mg_set_error(
                     MG_ERR_SHAPE,
                     "mg_gradients: y %s has shape %s; a y with more than one "
                     "element needs a seed gradient in grad_ys",
                     mgi_graph_tensor_label(g, ys[j], label, sizeof label),
-                    mgi_shape_str(&y->d, shape, sizeof shape));
+                    mgi_shape_str(mgi_node_desc(g, y), shape, sizeof shape));
             }
             continue;
         }
@@ -63,27 +63,32 @@ static mg_status check_args(const mg_graph *g, const mg_tensor *ys, int n_ys,
             MG_OK)
             return s;
         const mg_node *sd = &g->nodes[seed];
-        if (!mgi_tdesc_same_shape(&sd->d, &y->d) || sd->d.dtype != y->d.dtype) {
+        if (!mgi_tdesc_same_shape(mgi_node_desc(g, sd), mgi_node_desc(g, y)) ||
+            mgi_node_desc(g, sd)->dtype != mgi_node_desc(g, y)->dtype) {
             char a[128], b[128], label2[160];
             return mg_set_error(
-                sd->d.dtype != y->d.dtype ? MG_ERR_DTYPE : MG_ERR_SHAPE,
+                mgi_node_desc(g, sd)->dtype != mgi_node_desc(g, y)->dtype
+                    ? MG_ERR_DTYPE
+                    : MG_ERR_SHAPE,
                 "mg_gradients: seed %s is %s %s but y %s is %s %s",
                 mgi_graph_tensor_label(g, seed, label2, sizeof label2),
-                mgi_shape_str(&sd->d, a, sizeof a), mg_dtype_name(sd->d.dtype),
+                mgi_shape_str(mgi_node_desc(g, sd), a, sizeof a),
+                mg_dtype_name(mgi_node_desc(g, sd)->dtype),
                 mgi_graph_tensor_label(g, ys[j], label, sizeof label),
-                mgi_shape_str(&y->d, b, sizeof b), mg_dtype_name(y->d.dtype));
+                mgi_shape_str(mgi_node_desc(g, y), b, sizeof b),
+                mg_dtype_name(mgi_node_desc(g, y)->dtype));
         }
     }
     for (int i = 0; i < n_xs; i++) {
         if ((s = mgi_graph_check_id(g, xs[i], "mg_gradients (x)")) != MG_OK)
             return s;
-        if (!is_float(g->nodes[xs[i]].d.dtype))
+        if (!is_float(mgi_graph_desc(g, xs[i])->dtype))
             return mg_set_error(
                 MG_ERR_DTYPE,
                 "mg_gradients: x %s is %s; gradients exist only for float "
                 "tensors",
                 mgi_graph_tensor_label(g, xs[i], label, sizeof label),
-                mg_dtype_name(g->nodes[xs[i]].d.dtype));
+                mg_dtype_name(mgi_graph_desc(g, xs[i])->dtype));
     }
     return MG_OK;
 }
@@ -162,7 +167,7 @@ static mg_status backprop(mg_graph *g, const mg_tensor *order, int32_t n_order,
         bool any = false;
         for (int i = 0; i < n_in; i++) {
             need[i] = relevant[in[i]] && !(def->no_grad_inputs & (1u << i)) &&
-                      is_float(g->nodes[in[i]].d.dtype);
+                      is_float(mgi_graph_desc(g, in[i])->dtype);
             any = any || need[i];
         }
         if (!any) continue;
@@ -282,6 +287,9 @@ static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
     bool recompute = false;
     for (int32_t t = 0; t < n && !recompute; t++)
         recompute = w->forward[t] && !w->keep[t];
+    /* A gradient rule adds one to three nodes per forward op, and a
+     * recomputed segment one more: room for that at once. */
+    mgi_graph_reserve(g, (int64_t)n * (recompute ? 4 : 3) + 64);
     mg_recompute r = {.keep = w->keep,
                       .copy = w->copy,
                       .stack = w->stack,
@@ -301,7 +309,7 @@ static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
         const mg_node *y = &g->nodes[ys[j]];
         mg_tensor seed = grad_ys ? grad_ys[j] : MG_NO_TENSOR;
         if (seed == MG_NO_TENSOR) {
-            mg_tdesc d = y->d;
+            mg_tdesc d = *mgi_node_desc(g, y);
             seed = mg_fill(g, d.dtype, d.ndim, d.shape, 1.0);
             if (seed == MG_NO_TENSOR) return builder_failed();
         }
@@ -318,7 +326,7 @@ static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
         result[i] = w->gsum[xs[i]];
         if (result[i] != MG_NO_TENSOR) continue;
         /* No y depends on this x: its gradient is zero, as in jax.grad. */
-        mg_tdesc d = g->nodes[xs[i]].d;
+        mg_tdesc d = *mgi_graph_desc(g, xs[i]);
         result[i] = mg_fill(g, d.dtype, d.ndim, d.shape, 0.0);
         if (result[i] == MG_NO_TENSOR) return builder_failed();
     }

@@ -222,8 +222,8 @@ static double segment_budget(const fwd_order *fo) {
 
 static bool candidate(const mg_graph *g, mg_tensor t, const bool *is_y,
                       size_t min_bytes) {
-    return !is_y[t] && mgi_tdesc_nbytes(&g->nodes[t].d) >= min_bytes &&
-           mgi_tdesc_numel(&g->nodes[t].d) > 1;
+    return !is_y[t] && mgi_graph_nbytes(g, t) >= min_bytes &&
+           mgi_tdesc_numel(mgi_graph_desc(g, t)) > 1;
 }
 
 /* Walk the order; every time a segment's bytes reach the budget, keep the
@@ -236,7 +236,7 @@ static int32_t choose_articulation(const mg_graph *g, const fwd_order *fo,
     mg_tensor last_ap = MG_NO_TENSOR;
     for (int32_t i = 0; i < fo->n; i++) {
         mg_tensor t = fo->order[i];
-        acc += (double)mgi_tdesc_nbytes(&g->nodes[t].d);
+        acc += (double)mgi_graph_nbytes(g, t);
         if (is_ap[t] && candidate(g, t, is_y, min_bytes)) last_ap = t;
         if (acc >= budget && last_ap != MG_NO_TENSOR) {
             keep[last_ap] = true;
@@ -271,7 +271,7 @@ static mg_status choose_cuts(const mg_graph *g, const fwd_order *fo,
     }
     /* live[p] = bytes of tensors with pos <= p < last: a difference array */
     for (int32_t i = 0; i < n; i++) {
-        double b = (double)mgi_tdesc_nbytes(&g->nodes[fo->order[i]].d);
+        double b = (double)mgi_graph_nbytes(g, fo->order[i]);
         live[i] += b;
         live[last[i]] -= b;
     }
@@ -280,7 +280,7 @@ static mg_status choose_cuts(const mg_graph *g, const fwd_order *fo,
     double budget = segment_budget(fo), acc = 0;
     int32_t best = -1;
     for (int32_t i = 0; i < n; i++) {
-        acc += (double)mgi_tdesc_nbytes(&g->nodes[fo->order[i]].d);
+        acc += (double)mgi_graph_nbytes(g, fo->order[i]);
         if (best < 0 || live[i] < live[best]) best = i;
         if (acc < budget || i == n - 1) continue;
         for (int32_t j = 0; j <= best; j++)
@@ -320,7 +320,7 @@ static mg_status choose_memory(const mg_graph *g, const mg_checkpoints *c,
             if (!forward[t]) continue;
             fo.pos[t] = fo.n;
             fo.order[fo.n++] = t;
-            fo.total_bytes += (double)mgi_tdesc_nbytes(&g->nodes[t].d);
+            fo.total_bytes += (double)mgi_graph_nbytes(g, t);
         }
         /* Enough articulation points for the budget spacing? A chain has
          * one per tensor; a U-Net none between encoder and decoder. */

@@ -34,7 +34,7 @@ static bool pack_fits(const mg_graph *g, const mg_saved_form *f, mg_tensor t,
                       const mg_attrs *a) {
     mg_tdesc out;
     char why[160];
-    return mgi_op_table[f->pack].infer(&g->nodes[t].d, 1, a, &out, why,
+    return mgi_op_table[f->pack].infer(mgi_graph_desc(g, t), 1, a, &out, why,
                                        sizeof why) == MG_OK;
 }
 
@@ -90,7 +90,7 @@ mg_status mgi_compact_saved(mg_graph *g, int32_t n_fwd, const bool *keep,
         mg_tensor in[MG_MAX_INPUTS];
         memcpy(in, g->nodes[r].in, sizeof in);
         in[f.slot] = p;
-        const mg_tdesc shape = g->nodes[t].d;
+        const mg_tdesc shape = *mgi_graph_desc(g, t);
         s = mgi_graph_node_rewrite(g, r, f.reader, in, &shape);
     }
     free(st);

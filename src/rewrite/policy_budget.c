@@ -221,7 +221,7 @@ static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
     for (int32_t i = 0; i < n; i++) {
         const mg_node *nd = &g->nodes[c->t[i]];
         c->last[i] = i;
-        c->bytes[i] = (double)mg_pool_size_class(mgi_tdesc_nbytes(&nd->d));
+        c->bytes[i] = (double)mg_pool_size_class(g->descs.nbytes[nd->desc]);
         double f = 0;
         mgi_graph_op_cost(g, c->t[i], &f, NULL);
         c->fl_pre[i + 1] = c->fl_pre[i] + f;

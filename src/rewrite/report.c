@@ -87,8 +87,8 @@ static void report_checkpoints(const mg_plan *p, FILE *out) {
             fprintf(
                 out, "  %s %s %zu bytes\n",
                 mgi_graph_tensor_label(p->g, p->steps[i], label, sizeof label),
-                mgi_shape_str(&n->d, shape, sizeof shape),
-                mgi_tdesc_nbytes(&n->d));
+                mgi_shape_str(mgi_node_desc(p->g, n), shape, sizeof shape),
+                p->g->descs.nbytes[n->desc]);
     }
     if (shown > shown_max)
         fprintf(out, "  ... and %d more\n", shown - shown_max);

@@ -57,9 +57,8 @@ static mg_status plan_alloc(mg_plan *p, int32_t n, int n_kept) {
     p->release = malloc(sz * sizeof *p->release);
     p->leaves = malloc(sz * sizeof *p->leaves);
     p->kept = malloc((size_t)(n_kept ? n_kept : 1) * sizeof *p->kept);
-    p->remap = malloc(sz * sizeof *p->remap);
     if (!p->role || !p->steps || !p->step || !p->release_start || !p->release ||
-        !p->leaves || !p->kept || !p->remap)
+        !p->leaves || !p->kept)
         return mg_set_error(MG_ERR_NOMEM,
                             "mg_plan_compile: out of memory for "
                             "a plan over %d tensors",
@@ -83,10 +82,12 @@ static size_t step_workspace(const mg_graph *g, mg_tensor t) {
     const mg_node *n = &g->nodes[t];
     size_t work = mgi_graph_op_workspace(g, t);
     if (!mgi_backends_plan_workspace_op(n->op)) return work;
-    mg_kargs a = {
-        .op = n->op, .attrs = n->attrs, .n_in = n->n_in, .out = {NULL, n->d}};
+    mg_kargs a = {.op = n->op,
+                  .attrs = n->attrs,
+                  .n_in = n->n_in,
+                  .out = {NULL, *mgi_node_desc(g, n)}};
     for (int k = 0; k < n->n_in; k++)
-        a.in[k] = (mg_kbuf){NULL, g->nodes[n->in[k]].d};
+        a.in[k] = (mg_kbuf){NULL, *mgi_graph_desc(g, n->in[k])};
     size_t backend = mgi_backends_plan_workspace(&a);
     return backend > work ? backend : work;
 }
@@ -182,8 +183,10 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
     p->budget_bytes = opts ? opts->budget_bytes : 0;
     size_t sz = (size_t)(g->n ? g->n : 1);
     bool *needed = calloc(sz, sizeof *needed);
-    mg_tensor *order = malloc(sz * sizeof *order);
-    int32_t *last_read = malloc(sz * sizeof *last_read);
+    /* one more than the tensors: order and last_read are the later
+     * passes' scratch too */
+    mg_tensor *order = malloc((sz + 1) * sizeof *order);
+    int32_t *last_read = malloc((sz + 1) * sizeof *last_read);
     /* the outputs then the retained: one list of roots */
     mg_tensor *roots = malloc((size_t)(n_outputs + n_retain) * sizeof *roots);
     int32_t n_order = 0;
@@ -191,11 +194,19 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
     if (s == MG_OK && (!needed || !order || !last_read || !roots))
         s = mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory");
     if (s == MG_OK) {
-        bool undo = opts && opts->without_recompute;
-        for (int32_t t = 0; t < g->n; t++)
-            p->remap[t] = undo && (g->nodes[t].flags & MG_NODE_RECOMPUTE)
-                              ? g->nodes[t].orig
-                              : t;
+        /* the identity needs no array: 12 MB to write for a 10^6-op plan
+         * (issue 32) */
+        if (opts && opts->without_recompute) {
+            if (!(p->remap = malloc(sz * sizeof *p->remap)))
+                s = mg_set_error(MG_ERR_NOMEM,
+                                 "mg_plan_compile: out of memory");
+            for (int32_t t = 0; s == MG_OK && t < g->n; t++)
+                p->remap[t] = (g->nodes[t].flags & MG_NODE_RECOMPUTE)
+                                  ? g->nodes[t].orig
+                                  : t;
+        }
+    }
+    if (s == MG_OK) {
         memcpy(roots, outputs, (size_t)n_outputs * sizeof *roots);
         if (n_retain)
             memcpy(roots + n_outputs, retain, (size_t)n_retain * sizeof *roots);
@@ -212,8 +223,8 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
         s = plan_build(p, order, n_order, last_read, needed);
     }
     if (s == MG_OK && opts && opts->no_grad) s = check_no_grad(p);
-    if (s == MG_OK) s = mgi_plan_split(p, needed);
-    if (s == MG_OK) s = mgi_plan_lay_out(p);
+    if (s == MG_OK) s = mgi_plan_split(p, needed, last_read, order);
+    if (s == MG_OK) s = mgi_plan_lay_out(p, last_read);
     free(needed);
     free(order);
     free(last_read);
@@ -252,14 +263,12 @@ mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
     size_t in_use = 0, peak = 0;
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_tensor t = p->steps[s];
-        if (!bound[t])
-            in_use += mg_pool_size_class(mgi_tdesc_nbytes(mg_plan_desc(p, t)));
+        if (!bound[t]) in_use += mg_pool_size_class(mg_plan_nbytes(p, t));
         /* the workspace is lent after the output and returned at once */
         size_t work = p->step[s].work ? mg_pool_size_class(p->step[s].work) : 0;
         if (in_use + work > peak) peak = in_use + work;
         for (int32_t r = p->release_start[s]; r < p->release_start[s + 1]; r++)
-            in_use -= mg_pool_size_class(
-                mgi_tdesc_nbytes(mg_plan_desc(p, p->release[r])));
+            in_use -= mg_pool_size_class(mg_plan_nbytes(p, p->release[r]));
     }
     free(bound);
     *peak_out = peak;
@@ -343,7 +352,7 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
             sc->last[remap ? remap[nd->in[i]] : nd->in[i]] = n;
         const size_t work = step_workspace(g, t);
         sc->steps[n] = t;
-        sc->bytes[n] = mg_pool_size_class(mgi_tdesc_nbytes(&nd->d));
+        sc->bytes[n] = mg_pool_size_class(g->descs.nbytes[nd->desc]);
         sc->work[n] = work ? mg_pool_size_class(work) : 0;
         sc->freed[n++] = 0;
     }

@@ -52,8 +52,8 @@ struct mg_plan {
     mg_tensor *leaves; /* leaves some step reads, or that are outputs */
     int32_t n_kept;
     mg_tensor *kept; /* outputs then retained, without repeats */
-    /* Inputs are read through this map: identity, or with
-     * without_recompute, each recomputed copy -> its forward tensor. */
+    /* Inputs are read through this map: with without_recompute, each
+     * recomputed copy -> its forward tensor; NULL for the identity. */
     mg_tensor *remap;
     /* A training plan's forward and backward phases (split.c), or NULL
      * for a plan without backward steps (unless it keeps a leaf no step
@@ -79,7 +79,12 @@ struct mg_plan {
 
 /* The descriptor of tensor t (its node's). */
 static inline const mg_tdesc *mg_plan_desc(const mg_plan *p, mg_tensor t) {
-    return &p->g->nodes[t].d;
+    return mgi_graph_desc(p->g, t);
+}
+
+/* Its bytes (mgi_tdesc_nbytes of its descriptor, computed once). */
+static inline size_t mg_plan_nbytes(const mg_plan *p, mg_tensor t) {
+    return mgi_graph_nbytes(p->g, t);
 }
 
 /* Whether t is an input or parameter node: memory from the caller. */
@@ -89,7 +94,8 @@ static inline bool mg_plan_leaf(const mg_plan *p, mg_tensor t) {
 
 /* Input k of the node of tensor t, as this plan reads it. */
 static inline mg_tensor mg_plan_input(const mg_plan *p, mg_tensor t, int k) {
-    return p->remap[p->g->nodes[t].in[k]];
+    const mg_tensor in = p->g->nodes[t].in[k];
+    return p->remap ? p->remap[in] : in;
 }
 
 /* mg_plan_predicted_peak with a status: MG_ERR_INVALID_ARG for a negative
@@ -138,14 +144,16 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
                          mg_peak_scratch *sc, const char *what, size_t *peak);
 
 /* Lay out the arena of p and of its phases (arena.c). */
-mg_status mgi_plan_lay_out(mg_plan *p);
+/* last: scratch of p->n_tensors entries (the caller's, reused: a fresh
+ * array per pass pages in again what the last pass paged in). */
+mg_status mgi_plan_lay_out(mg_plan *p, int32_t *last);
 
 /* The layout arena.c gives a plan's buffers, for n buffers of size[i]
  * bytes live during [born[i], died[i]) (born in order, born < died; the
  * plan's clock has two ticks a step): off[i] per buffer, *live_peak the
  * most bytes live at once; returns the arena's size, or SIZE_MAX for
- * lifetimes out of order or no memory. greedy false: the sweep alone.
- * For tests (test_arena). */
+ * lifetimes out of order or beyond 32 bits, or no memory. greedy false: the
+ * sweep alone. For tests (test_arena). */
 size_t mgi_arena_lay_out(const size_t *size, const int64_t *born,
                          const int64_t *died, size_t n, bool greedy,
                          size_t *off, size_t *live_peak);
@@ -155,7 +163,9 @@ size_t mgi_arena_lay_out(const size_t *size, const int64_t *born,
  * reads or computes, whether its node is a backward or recompute one
  * (mg_plan_compile notes it while it reads the node anyway: another pass
  * over the nodes of a 10^6-op plan was 400 MB to read, issue 32). */
-mg_status mgi_plan_split(mg_plan *p, const bool *bwd);
+/* last, fill: scratch of p->n_tensors + 1 entries each. */
+mg_status mgi_plan_split(mg_plan *p, const bool *bwd, int32_t *last,
+                         int32_t *fill);
 /* Let go of what phase q shares with its plan p (its remap array,
  * and its step arrays where they are a stretch of p's), so that
  * mg_plan_free(q) frees only q's own. */

@@ -114,7 +114,8 @@ static mg_status has_unread_kept_leaf(const mg_plan *p, bool *late) {
     return MG_OK;
 }
 
-mg_status mgi_plan_split(mg_plan *p, const bool *bwd) {
+mg_status mgi_plan_split(mg_plan *p, const bool *bwd, int32_t *last,
+                         int32_t *fill) {
     const mg_graph *g = p->g;
     size_t sz = (size_t)(p->n_tensors ? p->n_tensors : 1);
     int32_t n_bwd = 0;
@@ -136,8 +137,6 @@ mg_status mgi_plan_split(mg_plan *p, const bool *bwd) {
     }
     const int32_t n_fwd = p->n_steps - n_bwd;
     mg_plan *f = phase_alloc(p), *b = phase_alloc(p);
-    int32_t *last = malloc(sz * sizeof *last);
-    int32_t *fill = malloc((sz + 1) * sizeof *fill);
     bool *saved = calloc(sz, sizeof *saved);
     mg_status s = MG_OK;
     if (f && b && prefix) { /* the phases are stretches of p's steps */
@@ -153,7 +152,7 @@ mg_status mgi_plan_split(mg_plan *p, const bool *bwd) {
         b->steps = malloc((size_t)(n_bwd ? n_bwd : 1) * sizeof *b->steps);
         b->step = malloc((size_t)(n_bwd ? n_bwd : 1) * sizeof *b->step);
     }
-    if (!f || !b || !last || !fill || !saved || !f->steps || !f->step ||
+    if (!f || !b || !saved || !f->steps || !f->step ||
         !b->steps || !b->step) {
         s = mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
                                        "the forward and backward phases");
@@ -217,8 +216,6 @@ mg_status mgi_plan_split(mg_plan *p, const bool *bwd) {
 done:
     phase_free(f, p);
     phase_free(b, p);
-    free(last);
-    free(fill);
     free(saved);
     return s;
 }
@@ -230,13 +227,11 @@ static size_t phase_peak(const mg_plan *q, const bool *bound, size_t base,
     size_t in_use = base, peak = base;
     for (int32_t s = 0; s < q->n_steps; s++) {
         mg_tensor t = q->steps[s];
-        if (!bound[t])
-            in_use += mg_pool_size_class(mgi_tdesc_nbytes(mg_plan_desc(q, t)));
+        if (!bound[t]) in_use += mg_pool_size_class(mg_plan_nbytes(q, t));
         size_t work = q->step[s].work ? mg_pool_size_class(q->step[s].work) : 0;
         if (in_use + work > peak) peak = in_use + work;
         for (int32_t r = q->release_start[s]; r < q->release_start[s + 1]; r++)
-            in_use -= mg_pool_size_class(
-                mgi_tdesc_nbytes(mg_plan_desc(q, q->release[r])));
+            in_use -= mg_pool_size_class(mg_plan_nbytes(q, q->release[r]));
     }
     *end = in_use;
     return peak;

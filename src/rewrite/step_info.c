@@ -22,7 +22,7 @@ void mgi_plan_step_info(const mg_plan *p, int32_t step, mg_step_info *info) {
         .n_steps = (int)p->n_steps,
         .op = mgi_op_str(p->step[step].op),
         .tensor = t,
-        .tensor_name = n->name,
+        .tensor_name = mgi_graph_name(p->g, t),
         .phase = mgi_plan_step_phase(p, step),
         .is_checkpoint =
             (n->flags & (MG_NODE_CHOSEN | MG_NODE_CHECKPOINT)) != 0,
