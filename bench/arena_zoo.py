@@ -10,6 +10,12 @@ Planning only, no step is run and nothing is timed: the figures are
 deterministic for a given commit and machine (oneDNN's workspace sizes,
 part of the plan, depend on the CPU's ISA). One process per model.
 
+--time adds a column: the CPU time (ms, this process) of the one
+mg_plan_compile call that made the plan, which includes laying out its
+arena; run it with OMP_NUM_THREADS=1, and compare two libraries
+(MEMGRAD_LIBRARY) in the same minute. Not deterministic, so not part of
+the committed table.
+
     MEMGRAD_LIBRARY=build/libmemgrad_shared_check.so PYTHONPATH=python \\
         python3 bench/arena_zoo.py > bench/results/arena-zoo.txt
 """
@@ -29,11 +35,22 @@ from torch_rss import CASES  # noqa: E402
 POLICIES = ["none", "memory"]
 
 
-def one(name, batch, size):
+def one(name, batch, size, timed=False):
     import torch
     import torchvision
+    import memgrad._lib as lib
     import memgrad.torch as mgt
     warnings.filterwarnings("ignore")
+    spent = []
+    compile_ = lib.plan_compile
+
+    def timed_compile(*args):
+        t = time.process_time()
+        r = compile_(*args)
+        spent.append(time.process_time() - t)
+        return r
+    if timed:  # the package calls it as _lib.plan_compile
+        lib.plan_compile = timed_compile
     if batch:  # a torch_rss case
         torch.manual_seed(0)
         model = getattr(torchvision.models, name)(num_classes=10)
@@ -42,12 +59,14 @@ def one(name, batch, size):
         model, x = build(name)
     rows = []
     for policy in POLICIES:
+        del spent[:]
         m = mgt.Module(model, (x,), policy=policy)
         cap = m._cap
         n_in = len(cap.inputs)
         a = cap.plan.arena(bound=cap.grads[n_in:])
         rows.append({"policy": policy, "input": list(x.shape),
-                     "bytes": a["bytes"], "live_peak": a["live_peak"]})
+                     "bytes": a["bytes"], "live_peak": a["live_peak"],
+                     "compile_ms": 1e3 * sum(spent)})
     return rows
 
 
@@ -56,9 +75,12 @@ def main():
     ap.add_argument("--one", nargs=3, metavar=("MODEL", "BATCH", "SIZE"))
     ap.add_argument("--models", default=None,
                     help="comma-separated subset of the zoo models")
+    ap.add_argument("--time", action="store_true",
+                    help="add mg_plan_compile's CPU ms per plan")
     a = ap.parse_args()
     if a.one:
-        print(json.dumps(one(a.one[0], int(a.one[1]), int(a.one[2]))))
+        print(json.dumps(one(a.one[0], int(a.one[1]), int(a.one[2]),
+                             a.time)))
         return
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
@@ -72,10 +94,13 @@ def main():
     print("arena: the plan's arena with the parameter gradients bound to "
           "torch's memory (Plan.arena(bound=...)); live peak: the most "
           "of its bytes live at once; ratio: arena / live peak (done-when: "
-          "<= 1.05). MB = 2^20 bytes.")
+          "<= 1.05). MB = 2^20 bytes.%s" % (
+              " compile ms: mg_plan_compile's CPU time for the plan, "
+              "arena layout included." if a.time else ""))
     print()
-    print("| model | input | policy | arena MB | live peak MB | ratio |")
-    print("|---|---|---|---|---|---|")
+    print("| model | input | policy | arena MB | live peak MB | ratio |%s"
+          % (" compile ms |" if a.time else ""))
+    print("|---|---|---|---|---|---|%s" % ("---|" if a.time else ""))
     cases = [(n, 0, 0) for n in CHECKED] + list(CASES)
     if a.models:
         keep = a.models.split(",")
@@ -84,7 +109,8 @@ def main():
     mib = 2.0 ** 20
     for name, batch, size in cases:
         out = subprocess.run([sys.executable, __file__, "--one", name,
-                              str(batch), str(size)],
+                              str(batch), str(size)] +
+                             (["--time"] if a.time else []),
                              capture_output=True, text=True)
         if out.returncode != 0:
             why = (out.stderr.strip().splitlines() or ["?"])[-1][:100]
@@ -96,9 +122,10 @@ def main():
             worst = max(worst, ratio)
             if ratio > 1.05:
                 over.append("%s %s" % (name, r["policy"]))
-            print("| %s | %s | %s | %.2f | %.2f | %.4f |" % (
+            print("| %s | %s | %s | %.2f | %.2f | %.4f |%s" % (
                 name, "x".join(map(str, r["input"])), r["policy"],
-                r["bytes"] / mib, r["live_peak"] / mib, ratio))
+                r["bytes"] / mib, r["live_peak"] / mib, ratio,
+                " %.1f |" % r["compile_ms"] if a.time else ""))
         sys.stdout.flush()
     print()
     print("%d plans; largest ratio %.4f; over 1.05: %s" % (

@@ -158,6 +158,16 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
  * array per pass pages in again what the last pass paged in). */
 mg_status mgi_plan_lay_out(mg_plan *p, int32_t *last);
 
+/* The layout arena.c gives a plan's buffers, for n buffers of size[i]
+ * bytes live during [born[i], died[i]) (born in order, born < died; the
+ * plan's clock has two ticks a step): off[i] per buffer, *live_peak the
+ * most bytes live at once; returns the arena's size, or SIZE_MAX for
+ * lifetimes out of order or beyond 32 bits, or no memory. greedy false: the
+ * sweep alone. For tests (test_arena). */
+size_t mgi_arena_lay_out(const size_t *size, const int64_t *born,
+                         const int64_t *died, size_t n, bool greedy,
+                         size_t *off, size_t *live_peak);
+
 /* Build p->phase[0] (forward) and p->phase[1] (backward) when p has
  * backward or recompute steps (split.c). bwd: per tensor id the plan
  * reads or computes, whether its node is a backward or recompute one
