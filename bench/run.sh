@@ -79,7 +79,7 @@ fi
 if want rewrite; then
     {
         echo "# bash bench/run.sh rewrite: $bench rewrite --ops 10000,100000,1000000 --shape chain,residual --repeat 5 --csv $res/rewrite.csv"
-        echo "# commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include || echo ' (modified)'), Release build ($build)"
+        echo "# commit: $(git rev-parse HEAD)$(git diff --quiet HEAD -- src include || echo ' (modified)'), Release build ($build)"
         echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
         echo "# machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
         echo "# cpu_* (CLOCK_THREAD_CPUTIME_ID, the one thread that does it all) are what one core spent; *_ms wall"
