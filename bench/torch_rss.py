@@ -24,7 +24,7 @@ UTC the budget was checkpoint_sequential's peak less the parameters'
 bytes, which aimed about 40 MB below it on resnet34.)
 
     MEMGRAD_LIBRARY=build-shared/libmemgrad.so PYTHONPATH=python \\
-        OMP_NUM_THREADS=1 python3 bench/torch_rss.py [--steps 4] \\
+        OMP_NUM_THREADS=1 python3 bench/torch_rss.py [--steps 7] \\
         > bench/results/torch-rss.txt
 """
 import argparse
@@ -111,7 +111,7 @@ def one(name, method, steps, batch, size, budget):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=7)
     ap.add_argument("--one", nargs=5,
                     metavar=("MODEL", "METHOD", "BATCH", "SIZE", "BUDGET"))
     ap.add_argument("--models", default=",".join(c[0] for c in CASES))
