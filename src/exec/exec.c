@@ -160,8 +160,7 @@ static mg_status check_overlaps(const mg_plan *p, const mg_binding *binds,
     for (int i = 0; i < n_binds; i++) {
         if (binding_ignored(p, binds[i].tensor)) continue;
         uintptr_t lo = (uintptr_t)binds[i].data;
-        r[n++] = (bound_range){
-            lo, lo + mgi_tdesc_nbytes(mg_plan_desc(p, binds[i].tensor)), i};
+        r[n++] = (bound_range){lo, lo + mg_plan_nbytes(p, binds[i].tensor), i};
     }
     qsort(r, (size_t)n, sizeof *r, compare_ranges);
     mg_status s = MG_OK;
@@ -352,7 +351,7 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p, int32_t si,
     const mg_tensor t = p->steps[si];
     const size_t work = mg_plan_step_work(st);
     char label[160];
-    size_t nbytes = mgi_tdesc_nbytes(mg_plan_desc(p, t));
+    size_t nbytes = mg_plan_nbytes(p, t);
     if (!ex->backend.supports_op(ex->backend.ctx, st->op))
         return mg_set_error(
             MG_ERR_UNSUPPORTED,
@@ -434,8 +433,7 @@ static void unwind(mg_exec *ex, const mg_plan *p) {
     for (int32_t st = 0; st < p->n_steps; st++) {
         mg_tensor t = p->steps[st];
         if (ex->pooled[t] && ex->buf[t])
-            mgi_pool_free(&ex->pool, ex->buf[t],
-                          mgi_tdesc_nbytes(mg_plan_desc(p, t)));
+            mgi_pool_free(&ex->pool, ex->buf[t], mg_plan_nbytes(p, t));
     }
 }
 
@@ -445,12 +443,9 @@ static mg_status keep_outputs(mg_exec *ex, const mg_plan *p) {
         return mg_set_error(MG_ERR_NOMEM, "mg_exec_run: out of memory");
     for (int32_t k = 0; k < p->n_kept; k++) {
         mg_tensor t = p->kept[k];
-        ex->kept[ex->n_kept++] = (mg_kept){t,
-                                           ex->buf[t],
-                                           mgi_tdesc_nbytes(mg_plan_desc(p, t)),
-                                           ex->pooled[t],
-                                           NULL,
-                                           *mg_plan_desc(p, t)};
+        ex->kept[ex->n_kept++] = (mg_kept){
+            t,    ex->buf[t],         mg_plan_nbytes(p, t), ex->pooled[t],
+            NULL, *mg_plan_desc(p, t)};
     }
     return MG_OK;
 }
@@ -473,8 +468,7 @@ static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed,
         for (int32_t r = p->release_start[st]; r < p->release_start[st + 1];
              r++) {
             mg_tensor dead = p->release[r];
-            mgi_pool_free(&ex->pool, ex->buf[dead],
-                          mgi_tdesc_nbytes(mg_plan_desc(p, dead)));
+            mgi_pool_free(&ex->pool, ex->buf[dead], mg_plan_nbytes(p, dead));
             ex->buf[dead] = NULL;
         }
     }

@@ -301,6 +301,16 @@ static mg_status output_check(const mg_tdesc *out, char *why, size_t len) {
     return MG_OK;
 }
 
+/* Status s for the call op(in), with why (or s's own words) after the
+ * call's description. */
+static mg_status call_failed(const mg_graph *g, mg_op op, int n_in,
+                             const mg_tensor *in, mg_status s,
+                             const char *why) {
+    char call[768];
+    describe_call(g, op, n_in, in, call, sizeof call);
+    return mg_set_error(s, "%s: %s", call, why[0] ? why : mg_status_str(s));
+}
+
 /* The op's shape rule on its inputs, into *out, with a message naming the
  * call if it fails. check_out: also output_check *out (add_node checks
  * only descriptors its graph has not seen). */
@@ -318,12 +328,7 @@ static mg_status infer_node(const mg_graph *g, mg_op op, int n_in,
     why[0] = '\0';
     mg_status s = def->infer(in_d, n_in, attrs, out, why, sizeof why);
     if (s == MG_OK && check_out) s = output_check(out, why, sizeof why);
-    if (s != MG_OK) {
-        char call[768];
-        describe_call(g, op, n_in, in, call, sizeof call);
-        return mg_set_error(s, "%s: %s", call, why[0] ? why : mg_status_str(s));
-    }
-    return MG_OK;
+    return s == MG_OK ? MG_OK : call_failed(g, op, n_in, in, s, why);
 }
 
 /* shared: attrs is a node's attrs pointer, to share; otherwise a caller's
@@ -356,12 +361,10 @@ static mg_tensor add_node(mg_graph *g, mg_op op, int n_in, const mg_tensor *in,
         descs_find(g, &out, n_in > 0 ? g->nodes[in[0]].desc : -1, &slot);
     if (desc < 0) {
         /* a descriptor the graph has seen passed this check before */
-        char why[256];
+        char why[256] = "";
         const mg_status bad = output_check(&out, why, sizeof why);
         if (bad != MG_OK) {
-            char call[768];
-            describe_call(g, op, n_in, in, call, sizeof call);
-            mg_set_error(bad, "%s: %s", call, why);
+            call_failed(g, op, n_in, in, bad, why);
             return MG_NO_TENSOR;
         }
         if (descs_add(g, &out, slot, &desc) != MG_OK) return MG_NO_TENSOR;

@@ -786,9 +786,7 @@ mg_status mg_plan_arena_info(const mg_plan *p, const mg_binding *binds,
         bool bound = false;
         for (int i = 0; i < n_binds && !bound; i++)
             bound = binds[i].tensor == t;
-        if (!bound)
-            a.reserved +=
-                mg_pool_size_class(mgi_tdesc_nbytes(mg_plan_desc(p, t)));
+        if (!bound) a.reserved += mg_pool_size_class(mg_plan_nbytes(p, t));
     }
     *out = a;
     return MG_OK;
