@@ -60,6 +60,13 @@ fail() {
     [[ " ${failed[*]} " == *" $1 "* ]] || failed+=("$1")
 }
 note() { summary+=("$*"); }
+# cap SECONDS: SECONDS, or fewer where the deadline is nearer, so that one
+# hung command cannot take the time of the steps after it
+cap() {
+    local left=$((deadline - ($(date +%s) - t0)))
+    [ "$left" -lt 10 ] && left=10
+    [ "$1" -lt "$left" ] && echo "$1" || echo "$left"
+}
 # room NAME SECONDS: true when NAME is wanted and can finish by the deadline
 room() {
     wanted "$1" || return 1
@@ -114,7 +121,11 @@ if ! grep -q "memgrad: CUDA backend ON" /tmp/mg-configure.log; then
 fi
 # Only what the chosen steps run, unless ctest is among them.
 targets=()
-wanted ctest || targets=(--target test_cuda mg-bench)
+if ! wanted ctest; then
+    targets=(--target test_cuda mg-bench)
+    wanted nccl && grep -q "test_dist_nccl" "$build/build.ninja" 2>/dev/null &&
+        targets+=(test_dist_nccl)
+fi
 if ! cmake --build "$build" -j"$jobs" "${targets[@]}" > /tmp/mg-build.log 2>&1; then
     grep -E "error|Error" /tmp/mg-build.log | head -40
     tail -20 /tmp/mg-build.log
@@ -141,7 +152,7 @@ if room test_cuda 60; then
     n_pass=0 bad=()
     for c in $cases; do
         echo "-- case $c" >> "$out/test_cuda.log"
-        CK_RUN_CASE=$c timeout 300 "$build/test_cuda" >> "$out/test_cuda.log" 2>&1
+        CK_RUN_CASE=$c timeout "$(cap 150)" "$build/test_cuda" >> "$out/test_cuda.log" 2>&1
         rc=$?
         if [ "$rc" -eq 0 ]; then n_pass=$((n_pass + 1)); echo "case $c: passed"
         else bad+=("$c"); echo "case $c: FAILED (exit $rc)"; fi
@@ -160,7 +171,7 @@ fi
 if { [ "${only_memcheck:-0}" = 1 ] || [[ ",$only," == *",memcheck,"* ]]; } &&
    command -v compute-sanitizer > /dev/null; then
     step "test_cuda every_op under compute-sanitizer memcheck"
-    CK_RUN_CASE=every_op timeout 120 compute-sanitizer --tool memcheck \
+    CK_RUN_CASE=every_op timeout "$(cap 120)" compute-sanitizer --tool memcheck \
         --print-limit 20 "$build/test_cuda" 2>&1 | grep -v "^ok " | tail -80
 fi
 
@@ -183,7 +194,7 @@ if room bench 120; then
     for m in $models; do
         set -- $(spec_of "$m")
         echo "-- $m depths $1 batch $3 width $4"
-        timeout 240 "$build/mg-bench" depth --model "$m" --depths "$1" \
+        timeout "$(cap 240)" "$build/mg-bench" depth --model "$m" --depths "$1" \
             --batch "$3" --width "$4" --policy none,memory,speed \
             --repeat 5 --device cuda --csv /tmp/mg-depth-$m.csv 2>&1 |
             grep -v "^\[" | tail -30
@@ -204,7 +215,7 @@ if room bench 120; then
     if [[ " $models " == *" resnet "* ]]; then
         echo "-- conv paths: resnet depth 32, batch $rb, width $rw, policy none"
         for conv in cudnn im2col cudnn im2col; do
-            t=$(MG_CUDA_CONV=$conv timeout 120 "$build/mg-bench" step --model resnet \
+            t=$(MG_CUDA_CONV=$conv timeout "$(cap 120)" "$build/mg-bench" step --model resnet \
                 --depth 32 --batch "$rb" --width "$rw" --repeat 5 --device cuda 2>/dev/null |
                 sed -n 's/^event_ms_median=//p')
             echo "conv=$conv event_ms_median=$t"
@@ -218,7 +229,7 @@ fi
 # kind, each op synchronised (MG_CUDA_SYNC=1) so that its time is its own.
 if room profile 40; then
     step "profile: resnet depth 32 by op kind (MG_CUDA_SYNC=1)"
-    MG_CUDA_SYNC=1 timeout 120 "$build/mg-bench" observe --model resnet \
+    MG_CUDA_SYNC=1 timeout "$(cap 120)" "$build/mg-bench" observe --model resnet \
         --depth 32 --batch "$rb" --width "$rw" --policy none --repeat 3 \
         --device cuda --trace /tmp/mg-trace.json > /tmp/mg-profile.txt 2>&1
     rc=$?
@@ -232,7 +243,7 @@ if room torch 150; then
     for m in $models; do
         set -- $(spec_of "$m")
         [ -f "$out/torch-cuda.csv" ] && app=--append || app=
-        timeout 300 "$py" bench/compare_torch.py --device cuda \
+        timeout "$(cap 300)" "$py" bench/compare_torch.py --device cuda \
             --mg-bench "$build/mg-bench" --model "$m" --depths "$2" \
             --batch "$3" --width "$4" --repeat 5 $app \
             --csv "$out/torch-cuda.csv" > /tmp/mg-torch-$m.txt 2> /tmp/mg-torch-$m.err
@@ -261,7 +272,7 @@ if room python 60; then
     wait "${py_build_pid:-0}" 2>/dev/null
     if [ -f "$build-py/libmemgrad.so" ]; then
         MEMGRAD_LIBRARY=$PWD/$build-py/libmemgrad.so PYTHONPATH=$PWD/python \
-            timeout 300 "$py" -m pytest -q -rs \
+            timeout "$(cap 300)" "$py" -m pytest -q -rs \
             -p no:cacheprovider "${pytests[@]}" > "$out/python.log" 2>&1 ||
             fail python "pytest failed (python.log)"
     else
@@ -281,7 +292,7 @@ fi
 if [ -x "$build/test_dist_nccl" ] && room nccl 30; then
     step "test_dist_nccl, mpirun -np 2"
     if command -v mpirun > /dev/null; then
-        timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 \
+        timeout "$(cap 120)" mpirun --allow-run-as-root --oversubscribe -np 2 \
             "$build/test_dist_nccl" 2>&1 | tail -20
         [ "${PIPESTATUS[0]}" -eq 0 ] || fail nccl "test_dist_nccl failed"
     else
