@@ -764,6 +764,8 @@ def torch_worker(a):
                     .astype(np.float64).tobytes())
     if a.worker == "f64":
         print(json.dumps({"loss": loss,
+                          "fused_attention": hasattr(
+                              F, "scaled_dot_product_attention"),
                           "reference_diff": check_reference(
                               torch, reference, arrays, params, x, labels,
                               loss)}))
@@ -1011,10 +1013,19 @@ def main():
                       "tests/torch_crosscheck.py: max rel diff "
                       f"{r64['reference_diff']:.2g}", file=sys.stderr,
                       flush=True)
-                if r64["reference_diff"] > 1e-9:
+                # 1e-9 where both sides run the same formulas; PyTorch's
+                # fused attention (torch >= 2.0) scales q and k before
+                # their product and orders its sums its own way, which
+                # moves near-cancelling f64 gradients further, while a
+                # different model would be off by far more than 1e-6.
+                fused = a.model in ("transformer", "gpt") and \
+                    r64.get("fused_attention", False)
+                bound = 1e-6 if fused else 1e-9
+                if r64["reference_diff"] > bound:
                     sys.exit("compare_torch.py: the PyTorch modules do not "
                              "compute tests/torch_crosscheck.py's "
-                             f"{a.model}")
+                             f"{a.model}: max rel diff "
+                             f"{r64['reference_diff']:.3g} > {bound:g}")
             ref64 = np.fromfile(f64, dtype=np.float64)
             ref = results["torch-plain"]["grads"]
             for case, r in results.items():

@@ -292,6 +292,12 @@ fi
 if [ -x "$build/test_dist_nccl" ] && room nccl 30; then
     step "test_dist_nccl, mpirun -np 2"
     if command -v mpirun > /dev/null; then
+        # Debian's Open MPI from .gpu-debs looks for its plugins under its
+        # built-in prefix /usr, where this machine may have another Open
+        # MPI whose plugins need another PMIx: point it at its own.
+        case $(command -v mpirun) in
+        /tmp/mg-sysroot/*) export OPAL_PREFIX=/tmp/mg-sysroot/usr ;;
+        esac
         timeout "$(cap 120)" mpirun --allow-run-as-root --oversubscribe -np 2 \
             "$build/test_dist_nccl" 2>&1 | tail -20
         [ "${PIPESTATUS[0]}" -eq 0 ] || fail nccl "test_dist_nccl failed"

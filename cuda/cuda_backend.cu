@@ -119,6 +119,15 @@ extern "C" size_t mgi_cuda_workspace(const mg_kargs *a) {
     case MG_OP_CONV2D_GRAD_WEIGHT: return cu_conv2d_workspace(a);
     case MG_OP_CROSS_ENTROPY: return cu_cross_entropy_workspace(a);
     case MG_OP_LAYERNORM_GRAD_GAMMA: return cu_norm_grad_gamma_workspace(a);
+    case MG_OP_BATCHNORM: return mg_batchnorm_workspace(&a->in[0].d, 2);
+    case MG_OP_BATCHNORM_GRAD_INPUT:
+        return mg_batchnorm_workspace(&a->in[1].d, 4);
+    case MG_OP_BATCHNORM_GRAD_GAMMA:
+        return mg_batchnorm_workspace(&a->in[1].d, 3);
+    case MG_OP_SUM:
+    case MG_OP_MEAN:
+        return mg_reduce_workspace(&a->in[0].d, a->attrs,
+                                   mgi_tdesc_numel(&a->out.d));
     case MG_OP_EMBEDDING_GRAD: return cu_embedding_grad_workspace(a);
     case MG_OP_ATTENTION_GRAD:
     case MG_OP_ATTENTION_GRAD_MASK: return cu_attention_grad_workspace(a);

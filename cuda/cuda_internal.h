@@ -16,6 +16,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/kernel_shared.h" /* shared with the CPU kernels */
+#include "common/group_reduce.h"    /* the chunks of group reductions */
 extern "C" {
 #include "backend_cuda.h"
 }
@@ -106,6 +107,59 @@ template <typename T> __device__ T cu_block_max(T v, T *sh) {
     __syncthreads();
     return r;
 }
+
+/* A reduction's groups split into chunks (src/common/group_reduce.h): P
+ * chunks of L elements (the last one shorter) of each group's cnt. */
+struct cu_chunks {
+    int64_t P, L, cnt;
+};
+static inline cu_chunks cu_chunks_of(int64_t P, int64_t cnt) {
+    cu_chunks k = {P, (cnt + P - 1) / P, cnt};
+    return k;
+}
+
+/* The elements of chunk blockIdx.x of group b in the [A, B, C] view, one
+ * thread's share: element e is (i, j) = (e / C, e % C), at offset
+ * (i * B + b) * C + j. One division per thread, then adds: a 64-bit
+ * division per element costs more than its load. */
+struct cu_chunk_walk {
+    int64_t e, end, i, j, di, dj, c;
+    __device__ cu_chunk_walk(const cu_chunks &k, int64_t C) : c(C) {
+        const int64_t start = (int64_t)blockIdx.x * k.L;
+        end = start + k.L < k.cnt ? start + k.L : k.cnt;
+        e = start + threadIdx.x;
+        i = e / C;
+        j = e % C;
+        di = blockDim.x / C;
+        dj = blockDim.x % C;
+    }
+    __device__ bool more() const { return e < end; }
+    __device__ void next() {
+        e += blockDim.x;
+        i += di;
+        j += dj;
+        if (j >= c) {
+            j -= c;
+            i++;
+        }
+    }
+    __device__ int64_t at(int64_t B, int64_t b) const {
+        return (i * B + b) * c + j;
+    }
+};
+
+/* Group b's total of its P partial sums, in chunk order (every thread of a
+ * block gets the same value). */
+__device__ __forceinline__ double cu_chunks_total(const double *part,
+                                                  const cu_chunks &k,
+                                                  int64_t b) {
+    double s = 0;
+    for (int64_t q = 0; q < k.P; q++) s += part[b * k.P + q];
+    return s;
+}
+
+/* Threads of a chunk block: a power of two for cu_block_sum. */
+enum { CU_CHUNK_THREADS = 256 };
 
 /* Shared memory for cu_block_* of T (one extern array per kernel file). */
 #define CU_SHARED(T, name)                                                     \

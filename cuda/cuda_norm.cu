@@ -159,10 +159,173 @@ __global__ void k_norm_grad_gamma_c(const T *gy, const T *x, T *dg, const T *st,
     }
 }
 
+/* ---- batchnorm over few channels of many elements ----------------------
+ * A ResNet's channels (16 to 64 of N * H * W elements each) are too few
+ * groups to fill the GPU one block each, so each channel is split into
+ * chunks (src/common/group_reduce.h), each chunk's partial sums go to the
+ * workspace, and every block adds a channel's partials in chunk order. The
+ * arithmetic per element is the one-block kernels' above. */
+
+/* The mean of channel b from its partial sums of x, as norm_stats has it. */
+template <typename T>
+__device__ void bn_mean(const double *psum, const cu_chunks &k, int64_t b,
+                        T *mt, T *ml) {
+    const double m = cu_chunks_total(psum, k, b) / (double)k.cnt;
+    *mt = (T)m;
+    *ml = (T)(m - (double)*mt);
+}
+
+template <typename T>
+__device__ T bn_rstd(const double *pvar, const cu_chunks &k, int64_t b,
+                     double eps) {
+    return (T)(1.0 / sqrt(cu_chunks_total(pvar, k, b) / (double)k.cnt + eps));
+}
+
+#define BN_CHUNK_FOR(w, d, k) for (cu_chunk_walk w(k, d.c); w.more(); w.next())
+
+/* psum[b][p]: the sum of chunk p of channel b */
+template <typename T>
+__global__ void k_bn_sum(const T *x, mg_norm_dims d, cu_chunks k,
+                         double *psum) {
+    CU_SHARED(double, sh);
+    const int64_t b = blockIdx.y;
+    double s = 0;
+    BN_CHUNK_FOR(w, d, k) s += (double)x[w.at(d.b, b)];
+    s = cu_block_sum(s, sh);
+    if (threadIdx.x == 0) psum[b * k.P + blockIdx.x] = s;
+}
+
+/* pvar[b][p]: the sum of chunk p's squares about the mean */
+template <typename T>
+__global__ void k_bn_var(const T *x, mg_norm_dims d, cu_chunks k,
+                         const double *psum, double *pvar) {
+    CU_SHARED(double, sh);
+    const int64_t b = blockIdx.y;
+    T m, ml;
+    bn_mean(psum, k, b, &m, &ml);
+    double v = 0;
+    BN_CHUNK_FOR(w, d, k) {
+        const T u = (x[w.at(d.b, b)] - m) - ml;
+        v += (double)(u * u);
+    }
+    v = cu_block_sum(v, sh);
+    if (threadIdx.x == 0) pvar[b * k.P + blockIdx.x] = v;
+}
+
+template <typename T>
+__global__ void k_bn_fwd(const T *x, const T *gamma, const T *beta, T *y,
+                         mg_norm_dims d, cu_chunks k, const double *psum,
+                         const double *pvar) {
+    const int64_t b = blockIdx.y;
+    T m, ml;
+    bn_mean(psum, k, b, &m, &ml);
+    const T rs = bn_rstd<T>(pvar, k, b, d.eps), g = gamma[b], be = beta[b];
+    BN_CHUNK_FOR(w, d, k) {
+        const int64_t o = w.at(d.b, b);
+        y[o] = ((x[o] - m) - ml) * rs * g + be;
+    }
+}
+
+/* p1[b][p], p2[b][p]: chunk p's sums of h = gy * gamma and of h * xhat
+ * (with gamma = NULL: of gy * xhat into p2 alone, for dgamma) */
+template <typename T>
+__global__ void k_bn_grad_sums(const T *gy, const T *x, const T *gamma,
+                               mg_norm_dims d, cu_chunks k, const double *psum,
+                               const double *pvar, double *p1, double *p2) {
+    CU_SHARED(double, sh);
+    const int64_t b = blockIdx.y;
+    T m, ml;
+    bn_mean(psum, k, b, &m, &ml);
+    const T rs = bn_rstd<T>(pvar, k, b, d.eps), g = gamma ? gamma[b] : (T)1;
+    double s1 = 0, s2 = 0;
+    BN_CHUNK_FOR(w, d, k) {
+        const int64_t o = w.at(d.b, b);
+        if (gamma) {
+            const T h = gy[o] * g;
+            s1 += (double)h;
+            s2 += (double)(h * ((x[o] - m) - ml) * rs);
+        } else {
+            s2 += (double)(gy[o] * (((x[o] - m) - ml) * rs));
+        }
+    }
+    if (p1) {
+        s1 = cu_block_sum(s1, sh);
+        if (threadIdx.x == 0) p1[b * k.P + blockIdx.x] = s1;
+    }
+    s2 = cu_block_sum(s2, sh);
+    if (threadIdx.x == 0) p2[b * k.P + blockIdx.x] = s2;
+}
+
+template <typename T>
+__global__ void k_bn_grad_input(const T *gy, const T *x, const T *gamma, T *dx,
+                                mg_norm_dims d, cu_chunks k, const double *psum,
+                                const double *pvar, const double *p1,
+                                const double *p2) {
+    const int64_t b = blockIdx.y;
+    T m, ml;
+    bn_mean(psum, k, b, &m, &ml);
+    const T rs = bn_rstd<T>(pvar, k, b, d.eps), g = gamma[b];
+    const T mh = (T)(cu_chunks_total(p1, k, b) / (double)k.cnt);
+    const T mhx = (T)(cu_chunks_total(p2, k, b) / (double)k.cnt);
+    BN_CHUNK_FOR(w, d, k) {
+        const int64_t o = w.at(d.b, b);
+        const T h = gy[o] * g;
+        dx[o] = rs * (h - mh - ((x[o] - m) - ml) * rs * mhx);
+    }
+}
+
+template <typename T>
+__global__ void k_bn_grad_gamma_total(const double *p, T *dg, int64_t nb,
+                                      cu_chunks k) {
+    CU_FOR(b, nb) dg[b] = (T)cu_chunks_total(p, k, b);
+}
+
+/* The chunks of a batchnorm op, or false where one block per channel is
+ * used (layernorm, many channels, small ones): the same rule as the op
+ * table's workspace (mg_batchnorm_workspace). */
+static bool bn_split(const mg_norm_dims &d, cu_chunks *k) {
+    if (d.gamma_by_c) return false;
+    const int64_t P = mg_group_chunks(d.b, d.a * d.c);
+    if (P <= 1) return false;
+    *k = cu_chunks_of(P, d.a * d.c);
+    return true;
+}
+
+/* The statistics' partial sums into w[0] and w[1] (each B * P doubles). */
+template <typename T>
+static mg_status bn_stats(cu_ctx *c, const mg_kargs *a, const T *x,
+                          const mg_norm_dims &d, const cu_chunks &k,
+                          double *w) {
+    const dim3 grid((unsigned)k.P, (unsigned)d.b);
+    const size_t sh = CU_CHUNK_THREADS * sizeof(double);
+    double *psum = w, *pvar = w + d.b * k.P;
+    k_bn_sum<T><<<grid, CU_CHUNK_THREADS, sh, c->stream>>>(x, d, k, psum);
+    k_bn_var<T><<<grid, CU_CHUNK_THREADS, sh, c->stream>>>(x, d, k, psum,
+                                                           pvar);
+    return cu_check_launch(a, "batchnorm statistics");
+}
+
 mg_status cu_norm(cu_ctx *c, const mg_kargs *a) {
-    mg_norm_dims d;
+    mg_norm_dims d = {};
     mg_status s = mg_norm_dims_setup(a, &a->in[0].d, &d);
     if (s != MG_OK) return s;
+    cu_chunks k;
+    if (bn_split(d, &k)) {
+        void *w = NULL;
+        s = cu_work(a, 2 * (size_t)(d.b * k.P) * sizeof(double), &w);
+        if (s != MG_OK) return s;
+        double *psum = (double *)w, *pvar = psum + d.b * k.P;
+        CU_BY_FLOAT(a, a->out.d.dtype, {
+            const T *x = (const T *)a->in[0].data;
+            s = bn_stats<T>(c, a, x, d, k, psum);
+            if (s != MG_OK) return s;
+            k_bn_fwd<T><<<dim3((unsigned)k.P, (unsigned)d.b), CU_CHUNK_THREADS,
+                          0, c->stream>>>(
+                x, (const T *)a->in[1].data, (const T *)a->in[2].data,
+                (T *)a->out.data, d, k, psum, pvar);
+        });
+        return MG_OK;
+    }
     const unsigned t = norm_threads(d.a * d.c);
     CU_BY_FLOAT(
         a, a->out.d.dtype,
@@ -173,9 +336,32 @@ mg_status cu_norm(cu_ctx *c, const mg_kargs *a) {
 }
 
 mg_status cu_norm_grad_input(cu_ctx *c, const mg_kargs *a) {
-    mg_norm_dims d;
+    mg_norm_dims d = {};
     mg_status s = mg_norm_dims_setup(a, &a->in[1].d, &d);
     if (s != MG_OK) return s;
+    cu_chunks k;
+    if (bn_split(d, &k)) {
+        void *w = NULL;
+        s = cu_work(a, 4 * (size_t)(d.b * k.P) * sizeof(double), &w);
+        if (s != MG_OK) return s;
+        const int64_t n = d.b * k.P;
+        double *psum = (double *)w, *pvar = psum + n, *p1 = pvar + n,
+               *p2 = p1 + n;
+        const dim3 grid((unsigned)k.P, (unsigned)d.b);
+        CU_BY_FLOAT(a, a->out.d.dtype, {
+            const T *gy = (const T *)a->in[0].data,
+                    *x = (const T *)a->in[1].data,
+                    *g = (const T *)a->in[2].data;
+            s = bn_stats<T>(c, a, x, d, k, psum);
+            if (s != MG_OK) return s;
+            k_bn_grad_sums<T><<<grid, CU_CHUNK_THREADS,
+                                CU_CHUNK_THREADS * sizeof(double), c->stream>>>(
+                gy, x, g, d, k, psum, pvar, p1, p2);
+            k_bn_grad_input<T><<<grid, CU_CHUNK_THREADS, 0, c->stream>>>(
+                gy, x, g, (T *)a->out.data, d, k, psum, pvar, p1, p2);
+        });
+        return MG_OK;
+    }
     const unsigned t = norm_threads(d.a * d.c);
     CU_BY_FLOAT(a, a->out.d.dtype,
                 (k_norm_grad_input<T>
@@ -194,9 +380,31 @@ size_t cu_norm_grad_gamma_workspace(const mg_kargs *a) {
 }
 
 mg_status cu_norm_grad_gamma(cu_ctx *c, const mg_kargs *a) {
-    mg_norm_dims d;
+    mg_norm_dims d = {};
     mg_status s = mg_norm_dims_setup(a, &a->in[1].d, &d);
     if (s != MG_OK) return s;
+    cu_chunks k;
+    if (bn_split(d, &k)) {
+        void *w = NULL;
+        s = cu_work(a, 3 * (size_t)(d.b * k.P) * sizeof(double), &w);
+        if (s != MG_OK) return s;
+        const int64_t n = d.b * k.P;
+        double *psum = (double *)w, *pvar = psum + n, *p2 = pvar + n;
+        CU_BY_FLOAT(a, a->out.d.dtype, {
+            const T *gy = (const T *)a->in[0].data,
+                    *x = (const T *)a->in[1].data;
+            s = bn_stats<T>(c, a, x, d, k, psum);
+            if (s != MG_OK) return s;
+            k_bn_grad_sums<T><<<dim3((unsigned)k.P, (unsigned)d.b),
+                                CU_CHUNK_THREADS,
+                                CU_CHUNK_THREADS * sizeof(double), c->stream>>>(
+                gy, x, (const T *)NULL, d, k, psum, pvar, (double *)NULL, p2);
+            k_bn_grad_gamma_total<T><<<cu_blocks(d.b), CU_THREADS, 0,
+                                       c->stream>>>(p2, (T *)a->out.data, d.b,
+                                                    k);
+        });
+        return MG_OK;
+    }
     const unsigned t = norm_threads(d.a * d.c);
     CU_BY_FLOAT(a, a->out.d.dtype, {
         const T *gy = (const T *)a->in[0].data, *x = (const T *)a->in[1].data;

@@ -56,7 +56,60 @@ __global__ void k_reduce_thread(const T *x, T *y, int64_t ny, int64_t nr,
     }
 }
 
+/* Few outputs of many elements each (a bias gradient over N * H * W, a
+ * loss's mean): the [A, B, C] view of x (group_reduce.h) in chunks, each
+ * chunk's sum into the workspace, then each output adds its chunks in
+ * order. */
+template <typename T>
+__global__ void k_reduce_chunks(const T *x, int64_t nb, int64_t nc,
+                                cu_chunks k, double *part) {
+    CU_SHARED(double, sh);
+    const int64_t b = blockIdx.y;
+    double s = 0;
+    for (cu_chunk_walk w(k, nc); w.more(); w.next()) s += (double)x[w.at(nb, b)];
+    s = cu_block_sum(s, sh);
+    if (threadIdx.x == 0) part[b * k.P + blockIdx.x] = s;
+}
+
+template <typename T>
+__global__ void k_reduce_total(const double *part, T *y, int64_t nb,
+                               cu_chunks k, int64_t mean_of) {
+    CU_FOR(b, nb) {
+        const double s = cu_chunks_total(part, k, b);
+        y[b] = (T)(mean_of ? s / (double)mean_of : s);
+    }
+}
+
+/* The chunked reduction where group_reduce.h splits it; *done says so. */
+static mg_status reduce_chunked(cu_ctx *c, const mg_kargs *a, int mean,
+                                int *done) {
+    *done = 0;
+    int64_t abc[3];
+    const int64_t ny = mgi_tdesc_numel(&a->out.d);
+    if (!mg_reduce_abc(&a->in[0].d, a->attrs, ny, abc)) return MG_OK;
+    const int64_t P = mg_group_chunks(abc[1], abc[0] * abc[2]);
+    if (P <= 1) return MG_OK;
+    const cu_chunks k = cu_chunks_of(P, abc[0] * abc[2]);
+    void *w = NULL;
+    mg_status s = cu_work(a, (size_t)(abc[1] * P) * sizeof(double), &w);
+    if (s != MG_OK) return s;
+    const int64_t mean_of = mean ? k.cnt : 0;
+    CU_BY_FLOAT(a, a->out.d.dtype, {
+        k_reduce_chunks<T><<<dim3((unsigned)P, (unsigned)abc[1]),
+                             CU_CHUNK_THREADS,
+                             CU_CHUNK_THREADS * sizeof(double), c->stream>>>(
+            (const T *)a->in[0].data, abc[1], abc[2], k, (double *)w);
+        k_reduce_total<T><<<cu_blocks(abc[1]), CU_THREADS, 0, c->stream>>>(
+            (const double *)w, (T *)a->out.data, abc[1], k, mean_of);
+    });
+    *done = 1;
+    return MG_OK;
+}
+
 static mg_status reduce(cu_ctx *c, const mg_kargs *a, int mean) {
+    int done = 0;
+    mg_status cs = reduce_chunked(c, a, mean, &done);
+    if (cs != MG_OK || done) return cs;
     const mg_tdesc *dx = &a->in[0].d;
     const mg_attrs *at = a->attrs;
     const int64_t nx = mgi_tdesc_numel(dx), ny = mgi_tdesc_numel(&a->out.d);

@@ -134,6 +134,49 @@ START_TEST(test_workspace_within_plan) {
 }
 END_TEST
 
+/* A batchnorm over few channels of many elements, and the sums of its
+ * gradients: the op table lends the partial sums of the GPU's chunks
+ * (src/common/group_reduce.h) and exactly what the CUDA kernels ask. */
+START_TEST(test_chunked_reductions_lent) {
+    mg_graph *g = mg_graph_new();
+    const int64_t xs[4] = {16, 3, 27, 25}, cs[1] = {3};
+    mg_tensor x = mg_input(g, "x", MG_F32, 4, xs);
+    mg_tensor gam = mg_param(g, "gamma", MG_F32, 1, cs);
+    mg_tensor bet = mg_param(g, "beta", MG_F32, 1, cs);
+    mg_tensor y = mg_batchnorm(g, x, gam, bet, 1e-5);
+    const int ax[3] = {0, 2, 3};
+    mg_tensor loss = mg_sum(g, mg_mean(g, mg_mul(g, y, y), 3, ax, 0), 0,
+                            NULL, 0);
+    const mg_tensor wrt[3] = {x, gam, bet};
+    mg_tensor grads[3];
+    ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, wrt, 3, NULL, grads),
+                     MG_OK);
+    mg_plan *p = NULL;
+    ck_assert_int_eq(mg_plan_compile(g, grads, 3, NULL, &p), MG_OK);
+    int lent[MG_OP_COUNT] = {0};
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        mg_kargs a = step_args(p, s);
+        const size_t work = mg_plan_step_work(&p->step[s]);
+        if (work > 0) lent[a.op]++;
+#ifdef MG_HAVE_CUDA
+        size_t cneed = mgi_backend_find(MG_DEVICE_CUDA)->kernel_workspace(&a);
+        /* the rule is shared: the plan lends what the kernel asks, rounded
+         * up to whole 256-byte units */
+        ck_assert_msg(cneed <= work && work - cneed < MG_STEP_WORK_UNIT,
+                      "cuda needs %zu bytes for %s, the plan lends %zu", cneed,
+                      mgi_op_str(a.op), work);
+#endif
+    }
+    /* 16 * 675 elements per channel: 2 chunks of each of 3 channels */
+    ck_assert_int_ge(lent[MG_OP_BATCHNORM], 1);
+    ck_assert_int_ge(lent[MG_OP_BATCHNORM_GRAD_INPUT], 1);
+    ck_assert_int_ge(lent[MG_OP_BATCHNORM_GRAD_GAMMA], 1);
+    ck_assert_int_ge(lent[MG_OP_MEAN] + lent[MG_OP_SUM], 1);
+    mg_plan_free(p);
+    mg_graph_free(g);
+}
+END_TEST
+
 /* A plan that lends less than the backend needs is refused before any
  * kernel runs, and the run leaves nothing in use. */
 START_TEST(test_short_workspace_refused) {
@@ -171,6 +214,7 @@ int main(void) {
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_table_finds_cpu);
     tcase_add_test(tc, test_workspace_within_plan);
+    tcase_add_test(tc, test_chunked_reductions_lent);
     tcase_add_test(tc, test_short_workspace_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -418,6 +418,33 @@ START_TEST(test_every_op_matches_cpu) {
         CASE("batchnorm wide")
         finish(c, mg_batchnorm(c->g, fin(c, 4, xw), fin(c, 1, g5w),
                                fin(c, 1, g5w), 1e-5));
+        /* few channels of many elements: split into chunks over several
+         * blocks (src/common/group_reduce.h), with chunk boundaries inside
+         * rows (C = 675, 272) and rows of one element (BatchNorm1d) */
+        const int64_t xk[] = {16, 3, 27, 25}, g3k[] = {3},
+                      xk4[] = {64, 4, 16, 17}, g4k[] = {4},
+                      xk1[] = {40000, 3};
+        CASE("batchnorm chunked")
+        finish(c, mg_batchnorm(c->g, fin(c, 4, xk), fin(c, 1, g3k),
+                               fin(c, 1, g3k), 1e-5));
+        CASE("batchnorm chunked 4")
+        finish(c, mg_batchnorm(c->g, fin(c, 4, xk4), fin(c, 1, g4k),
+                               fin(c, 1, g4k), 1e-5));
+        CASE("batchnorm chunked 1d")
+        finish(c, mg_batchnorm(c->g, fin(c, 2, xk1), fin(c, 1, g3k),
+                               fin(c, 1, g3k), 1e-5));
+        {
+            const int ax023[] = {0, 2, 3}, ax0[] = {0};
+            const int64_t rows[] = {9000, 2};
+            CASE("sum chunked 0,2,3")
+            finish(c, mg_sum(c->g, fin(c, 4, xk), 3, ax023, 0));
+            CASE("mean chunked 0,2,3 keepdims")
+            finish(c, mg_mean(c->g, fin(c, 4, xk4), 3, ax023, 1));
+            CASE("sum chunked rows")
+            finish(c, mg_sum(c->g, fin(c, 2, rows), 1, ax0, 0));
+            CASE("mean chunked all")
+            finish(c, mg_mean(c->g, fin(c, 2, rows), 0, NULL, 0));
+        }
         const int64_t xl[] = {4, 6, 5}, g65[] = {6, 5}, g5[] = {5};
         CASE("layernorm 2")
         finish(c, mg_layernorm(c->g, fin(c, 3, xl), fin(c, 2, g65),

@@ -7,7 +7,8 @@ capped at each instruction set up to the machine's own
 max(1e-4, 10x PyTorch float32's own distance from float64). The network
 has no batch norm, whose outputs sit at a ReLU's kink at initialisation,
 so no float32 rounding decides a ReLU's side here; resnet18's one such
-case is test_torch_bridge's."""
+case is test_torch_bridge's. Where torchvision is installed, the finding's
+own model runs too: squeezenet1_1 without dropout, batch 4 at 64x64."""
 import json
 import os
 import subprocess
@@ -19,10 +20,19 @@ torch = pytest.importorskip(
     "torch", reason="test_conv_paths needs torch (Debian python3-torch)")
 
 WORKER = r"""
-import copy, json, torch
+import copy, json, os, torch
 import memgrad.torch as mgt
 torch.manual_seed(0)
-net = torch.nn.Sequential(
+if os.environ.get("MG_TEST_NET") == "squeezenet1_1":
+    # the finding's own model: torchvision's squeezenet1_1 in training
+    # mode without its dropout, batch 4 at 64x64
+    import torchvision
+    net = torchvision.models.squeezenet1_1()
+    net.classifier[0] = torch.nn.Identity()
+    x = torch.randn(4, 3, 64, 64)
+    y = torch.randint(0, 1000, (4,))
+else:
+  net = torch.nn.Sequential(
     torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
     torch.nn.MaxPool2d(3, 2, 1),
     torch.nn.Conv2d(16, 8, 1), torch.nn.ReLU(),
@@ -31,8 +41,8 @@ net = torch.nn.Sequential(
     torch.nn.Conv2d(16, 32, 1), torch.nn.ReLU(),
     torch.nn.AdaptiveAvgPool2d((1, 1)), torch.nn.Flatten(),
     torch.nn.Linear(32, 10))
-x = torch.randn(4, 3, 32, 32)
-y = torch.randint(0, 10, (4,))
+  x = torch.randn(4, 3, 32, 32)
+  y = torch.randint(0, 10, (4,))
 def grads(m, xx):
     m.zero_grad(set_to_none=True)
     torch.nn.functional.cross_entropy(m(xx), y).backward()
@@ -63,12 +73,24 @@ PATHS = ([("default", {}), ("onednn-plain", {"MG_CONV": "onednn-plain"}),
          + [("isa " + isa, {"DNNL_MAX_CPU_ISA": isa}) for isa in _isas()])
 
 
+def _has_torchvision():
+    try:
+        import torchvision  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+NETS = ["tiny"] + (["squeezenet1_1"] if _has_torchvision() else [])
+
+
+@pytest.mark.parametrize("net", NETS)
 @pytest.mark.parametrize("name,env", PATHS, ids=[p[0] for p in PATHS])
-def test_conv_path_matches_float64(name, env):
+def test_conv_path_matches_float64(name, env, net):
     out = subprocess.run([sys.executable, "-c", WORKER], capture_output=True,
                          text=True, timeout=300,
-                         env=dict(os.environ, **env))
+                         env=dict(os.environ, MG_TEST_NET=net, **env))
     assert out.returncode == 0, out.stderr
     errs = json.loads(out.stdout.strip().splitlines()[-1])
     worst = max(m / max(1e-4, 10 * t) for m, t in errs)
-    assert worst <= 1.0, "%s: %s" % (name, errs)
+    assert worst <= 1.0, "%s, %s: %s" % (net, name, errs)

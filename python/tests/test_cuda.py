@@ -106,6 +106,30 @@ def test_resnet18_on_cuda_matches_torch(policy):
     assert e_mine <= 10 * e_torch + 1e-5, (e_mine, e_torch)
 
 
+@needs_gpu
+@pytest.mark.parametrize("policy", ["none", "memory"])
+def test_gpt_on_cuda_matches_torch(policy):
+    """test_torch_zoo's GPT-2-style model (two blocks, causal attention,
+    both GELUs, LayerNorm) on CUDA tensors against PyTorch on the GPU."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    zoo = pytest.importorskip("test_torch_zoo")
+    torch.manual_seed(0)
+    ref64 = zoo.no_randomness(zoo.TinyGPT()).double().cuda()
+    x = torch.randn(3, 8, 16, dtype=torch.float64).cuda()
+    target = torch.tensor([0, 3, 4]).cuda()
+    mine64 = mg_torch_module(copy.deepcopy(ref64), x, policy)
+    g_ref64, g_mine64 = _grads(ref64, x, target), _grads(mine64, x, target)
+    assert g_mine64.device.type == "cuda"
+    assert _rel(g_mine64, g_ref64) < 1e-9
+    ref32 = copy.deepcopy(ref64).float()
+    mine32 = mg_torch_module(copy.deepcopy(ref32), x.float(), policy)
+    g_ref32 = _grads(ref32, x.float(), target)
+    g_mine32 = _grads(mine32, x.float(), target)
+    e_torch, e_mine = _rel(g_ref32.double(), g_ref64), _rel(g_mine32.double(),
+                                                            g_ref64)
+    assert e_mine <= 10 * e_torch + 1e-5, (e_mine, e_torch)
+
+
 def mg_torch_module(model, x, policy):
     import memgrad.torch as mgt
     return mgt.Module(model, (x,), policy=policy)

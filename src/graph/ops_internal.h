@@ -57,6 +57,7 @@ mg_flops_fn mgi_matmul_flops;
 mg_infer_fn mgi_reduce_infer, mgi_broadcast_to_infer;
 mg_grad_fn mgi_reduce_grad, mgi_broadcast_to_grad;
 mg_flops_fn mgi_reduce_flops;
+mg_workspace_fn mgi_reduce_workspace;
 
 /* ---- ops_shape.c --------------------------------------------------------- */
 /* Reshape t to d's shape, or return t if it already has it. */
@@ -124,6 +125,9 @@ mg_infer_fn mgi_batchnorm_infer, mgi_layernorm_infer,
 mg_grad_fn mgi_norm_grad;
 mg_flops_fn mgi_norm_flops;
 mg_workspace_fn mgi_layernorm_grad_gamma_workspace;
+mg_workspace_fn mgi_batchnorm_workspace;
+mg_workspace_fn mgi_batchnorm_grad_input_workspace;
+mg_workspace_fn mgi_batchnorm_grad_gamma_workspace;
 
 /* ---- ops_slice.c --------------------------------------------------------- */
 mg_infer_fn mgi_slice_infer, mgi_pad_infer, mgi_concat_infer;

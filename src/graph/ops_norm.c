@@ -10,6 +10,7 @@
  */
 #include "graph.h"
 #include "ops_internal.h"
+#include "../common/group_reduce.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -116,6 +117,27 @@ size_t mgi_layernorm_grad_gamma_workspace(const mg_tdesc *in, int n_in,
     /* the CUDA kernel keeps mean, mean_lo and rstd per row (cuda_norm.cu) */
     return 3 * (size_t)(mgi_tdesc_numel(&in[1]) / inner) *
            mg_dtype_size(out->dtype);
+}
+
+/* batchnorm and its gradients: a few channels of many elements are split
+ * over several GPU blocks, whose partial sums the CUDA kernels keep here
+ * (group_reduce.h; the CPU needs none). */
+size_t mgi_batchnorm_workspace(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                               const mg_tdesc *out) {
+    (void)n_in, (void)a, (void)out;
+    return mg_batchnorm_workspace(&in[0], 2);
+}
+size_t mgi_batchnorm_grad_input_workspace(const mg_tdesc *in, int n_in,
+                                          const mg_attrs *a,
+                                          const mg_tdesc *out) {
+    (void)n_in, (void)a, (void)out;
+    return mg_batchnorm_workspace(&in[1], 4);
+}
+size_t mgi_batchnorm_grad_gamma_workspace(const mg_tdesc *in, int n_in,
+                                          const mg_attrs *a,
+                                          const mg_tdesc *out) {
+    (void)n_in, (void)a, (void)out;
+    return mg_batchnorm_workspace(&in[1], 3);
 }
 
 mg_tensor mg_batchnorm(mg_graph *g, mg_tensor x, mg_tensor gamma,

@@ -4,6 +4,7 @@
  */
 #include "graph.h"
 #include "ops_internal.h"
+#include "../common/group_reduce.h"
 
 #include <stdio.h>
 
@@ -45,6 +46,14 @@ double mgi_reduce_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
                         const mg_tdesc *out) {
     (void)n_in, (void)a, (void)out;
     return (double)mgi_tdesc_numel(&in[0]);
+}
+
+/* The partial sums of the CUDA kernel's chunks (group_reduce.h), where a
+ * few outputs each add many elements; the CPU needs none. */
+size_t mgi_reduce_workspace(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                            const mg_tdesc *out) {
+    (void)n_in;
+    return mg_reduce_workspace(&in[0], a, mgi_tdesc_numel(out));
 }
 
 static mg_tensor reduce_build(mg_graph *g, mg_op op, mg_tensor x, int naxes,
