@@ -448,6 +448,10 @@ def gpt_head(F, cfg, p, h):
         p["tok_emb"].t()
 
 
+# --attention, as the worker was given it
+ATTENTION = ["sdpa"]
+
+
 def transformer_torch(depth, batch, width, arrays, gpt=False):
     """The transformer as an embedding module and one module per layer
     (ln_f and the head folded into the last), so that checkpoint_sequential
@@ -469,7 +473,8 @@ def transformer_torch(depth, batch, width, arrays, gpt=False):
              for name, a in arrays[2:]}
 
     def attend(q, k, v):
-        if hasattr(F, "scaled_dot_product_attention"):  # torch >= 2.0
+        if ATTENTION[0] == "sdpa" and \
+                hasattr(F, "scaled_dot_product_attention"):  # torch >= 2.0
             return F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return xc.attention(torch, q, k, v)
 
@@ -764,11 +769,12 @@ def torch_worker(a):
                     .astype(np.float64).tobytes())
     if a.worker == "f64":
         print(json.dumps({"loss": loss,
-                          "fused_attention": hasattr(
-                              F, "scaled_dot_product_attention"),
+                          "fused_attention": a.attention == "sdpa" and
+                          hasattr(F, "scaled_dot_product_attention"),
                           "reference_diff": check_reference(
                               torch, reference, arrays, params, x, labels,
-                              loss)}))
+                              loss),
+                          "reference_worst": REFERENCE_WORST[0]}))
         return
     print(json.dumps({"loss": loss, "times": times, "blas": blas_info(),
                       "time_ms_median": statistics.median(times),
@@ -789,11 +795,18 @@ def check_reference(torch, reference, arrays, params, x, labels, loss):
     ref_loss = reference(p, x, labels)
     ref_loss.backward()
     worst = abs(float(ref_loss) - loss) / abs(float(ref_loss))
+    REFERENCE_WORST[0] = "the loss"
     for (name, _), (q, _) in zip(arrays[2:], params):
         r = p[name].grad
-        worst = max(worst, float((q.grad - r).norm() / r.norm())
-                    if float(r.norm()) > 0 else float(q.grad.norm()))
+        d = float((q.grad - r).norm() / r.norm()) if float(r.norm()) > 0 \
+            else float(q.grad.norm())
+        if d > worst:
+            worst, REFERENCE_WORST[0] = d, name
     return worst
+
+
+# what check_reference found furthest off (a parameter's name, or the loss)
+REFERENCE_WORST = [""]
 
 
 def read_arrays(path, layout, np):
@@ -877,6 +890,12 @@ def main():
                     help="add the rows to --csv (same columns) instead of "
                          "replacing it: one CSV for several models")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--attention", choices=["sdpa", "explicit"],
+                    default="sdpa",
+                    help="the PyTorch transformer's attention: sdpa, "
+                         "F.scaled_dot_product_attention where torch has "
+                         "it (torch >= 2.0), or explicit, "
+                         "softmax(Q K^T / sqrt(d)) V written out")
     # Internal: one PyTorch case, run by the driver in a fresh process.
     ap.add_argument("--worker", choices=["plain", "checkpoint", "f64"],
                     help=argparse.SUPPRESS)
@@ -895,6 +914,7 @@ def main():
     if a.width is None:
         a.width = MODELS[a.model][3]
     if a.worker:
+        ATTENTION[0] = a.attention
         return torch_worker(a)
     if a.csv is None:
         a.csv = os.path.join(HERE, "results", f"torch-{a.device}.csv")
@@ -956,6 +976,8 @@ def main():
             common = ["--depth", str(depth), "--batch", str(a.batch),
                       "--width", str(a.width), "--repeat", str(a.repeat),
                       "--load", init, "--device", a.device]
+            # the PyTorch workers' own option, not mg-bench's
+            torch_only = ["--attention", a.attention]
             input_bytes = sum(arr.nbytes for _, arr in arrays[:2])
             results = {}
             for case in ["torch-plain", "torch-checkpoint", "memgrad-none",
@@ -967,7 +989,7 @@ def main():
                     worker = [sys.executable, os.path.abspath(__file__),
                               "--worker", case.split("-")[1], "--model",
                               a.model, "--threads", str(a.threads),
-                              "--save-grads", grads] + common
+                              "--save-grads", grads] + common + torch_only
                     r = json.loads(run(worker, env).strip().splitlines()[-1])
                     mem = run(worker + ["--measure", "memory"], env)
                     r.update(json.loads(mem.strip().splitlines()[-1]))
@@ -1005,7 +1027,8 @@ def main():
             r64 = json.loads(run(
                 [sys.executable, os.path.abspath(__file__), "--worker", "f64",
                  "--model", a.model, "--threads", str(a.threads),
-                 "--save-grads", f64] + common, env).strip().splitlines()[-1])
+                 "--save-grads", f64] + common + torch_only,
+                env).strip().splitlines()[-1])
             if r64["reference_diff"] is not None:
                 # The modules timed above against the test suite's own
                 # definition of the model (tests/torch_crosscheck.py), f64.
@@ -1025,7 +1048,10 @@ def main():
                     sys.exit("compare_torch.py: the PyTorch modules do not "
                              "compute tests/torch_crosscheck.py's "
                              f"{a.model}: max rel diff "
-                             f"{r64['reference_diff']:.3g} > {bound:g}")
+                             f"{r64['reference_diff']:.3g} > {bound:g}, in "
+                             f"{r64.get('reference_worst', '?')} (attention "
+                             f"{a.attention}; --attention explicit compares "
+                             "the written-out one)")
             ref64 = np.fromfile(f64, dtype=np.float64)
             ref = results["torch-plain"]["grads"]
             for case, r in results.items():

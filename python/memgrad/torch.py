@@ -1217,7 +1217,8 @@ def _causal_or_none(mask, lq, lk, what):
     if not torch.is_tensor(mask) or tuple(mask.shape[-2:]) != (lq, lk):
         raise _Unsupported("%s of shape %s" % (
             what, tuple(getattr(mask, "shape", ()))))
-    above = torch.ones(lq, lk, dtype=torch.bool).triu(1).expand(mask.shape)
+    above = torch.ones(lq, lk, dtype=torch.bool,
+                       device=mask.device).triu(1).expand(mask.shape)
     if mask.dtype == torch.bool:
         if torch.equal(mask, above):
             return True
@@ -1601,8 +1602,9 @@ def _f_swin_position_bias(cx, table, index, window_size):
     t = cx.tensor(table)
     n = int(window_size[0]) * int(window_size[1])
     idx = index.reshape(-1).to(torch.long)
-    onehot = torch.zeros(idx.numel(), t.shape[0], dtype=torch.float64)
-    onehot[torch.arange(idx.numel()), idx] = 1.0
+    onehot = torch.zeros(idx.numel(), t.shape[0], dtype=torch.float64,
+                         device=idx.device)
+    onehot[torch.arange(idx.numel(), device=idx.device), idx] = 1.0
     b = g.matmul(cx.const(onehot, "position_onehot"), t)
     b = g.permute(g.reshape(b, (n, n, t.shape[1])), (2, 0, 1))
     return g.reshape(b, (1, t.shape[1], n, n))
@@ -1949,7 +1951,9 @@ def _f_masked_fill(cx, input, mask, value):
         raise _Unsupported("mask of shape %s for input %s"
                            % (tuple(mask.shape), shape)) from None
     if len(shape) >= 2:
-        causal = torch.ones(shape[-2:], dtype=torch.bool).triu(1)
+        # on the mask's device: a .cuda() module's buffers are there
+        causal = torch.ones(shape[-2:], dtype=torch.bool,
+                            device=m.device).triu(1)
         if torch.equal(m, causal.expand(shape)):
             return g.causal_mask(input, float(value))
     if not math.isfinite(value):
