@@ -37,6 +37,7 @@ typedef struct common_opts {
     const char *csv;
     mg_device device; /* --device cpu|cuda */
     int compact;      /* --compact yes|no: mg_checkpoints.compact */
+    int store16;      /* --store16 yes|no: mg_checkpoints.store16 */
 } common_opts;
 
 /* ------------------------------------------------------------ the commands */

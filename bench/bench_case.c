@@ -50,7 +50,8 @@ int bench_case_open(const common_opts *o, const bench_model_cfg *cfg,
                     mg_ckpt_policy policy, const char *load, size_t max_bytes,
                     bench_case *c, bench_memory *mem) {
     memset(mem, 0, sizeof *mem);
-    const mg_checkpoints ck = {.policy = policy, .compact = o->compact};
+    const mg_checkpoints ck = {
+        .policy = policy, .compact = o->compact, .store16 = o->store16};
     mg_status s = bench_case_prepare_ckpt(o->spec, cfg, &ck, c);
     if (s != MG_OK) {
         bench_case_free(c);

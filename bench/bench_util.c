@@ -36,6 +36,7 @@ void bench_usage_print(FILE *out) {
         "                        [--width W] [--repeat K] [--load FILE]\n"
         "                        [--save-grads FILE] [--max-bytes BYTES]\n"
         "                        [--device cpu|cuda] [--compact yes|no]\n"
+        "                        [--store16 yes|no]\n"
         "       mg-bench observe [--model NAME] [--depth N] [--policy P] "
         "[--batch B]\n"
         "                        [--width W] [--repeat K] [--trace FILE]\n"
@@ -91,6 +92,9 @@ void bench_usage_print(FILE *out) {
         "              argmaxes kept compact (depth, step, budget: there\n"
         "              every plan, none's too, so budgets are fractions of\n"
         "              compacted none's peak). Default: no\n"
+        "  --store16   yes: mg_checkpoints.store16, float32 activations kept\n"
+        "              in 16 bits (bfloat16; LOSSY gradients) (depth, step).\n"
+        "              Default: no\n"
         "  --max-bytes refuse (and say so) a case whose predicted peak plus "
         "its\n"
         "              parameters, gradients and inputs exceeds BYTES; "
@@ -281,6 +285,10 @@ int bench_common_opt_parse(const char *opt, const char *value, common_opts *o) {
         if (strcmp(value, "yes") && strcmp(value, "no"))
             return bench_usage_error("bad --compact '%s' (yes or no)", value);
         o->compact = !strcmp(value, "yes");
+    } else if (!strcmp(opt, "--store16")) {
+        if (strcmp(value, "yes") && strcmp(value, "no"))
+            return bench_usage_error("bad --store16 '%s' (yes or no)", value);
+        o->store16 = !strcmp(value, "yes");
     } else {
         return 0;
     }

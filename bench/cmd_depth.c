@@ -84,7 +84,8 @@ static int depth_one(const common_opts *o, int depth, const mg_ckpt_policy *pol,
         snprintf(label, sizeof label, "%s depth %d policy %s", o->spec->name,
                  depth, mg_ckpt_policy_name(pol[p]));
         fprintf(stderr, "[%s] building, differentiating, planning\n", label);
-        const mg_checkpoints ck = {.policy = pol[p], .compact = o->compact};
+        const mg_checkpoints ck = {
+            .policy = pol[p], .compact = o->compact, .store16 = o->store16};
         mg_status s = bench_case_prepare_ckpt(o->spec, &cfg, &ck, c);
         if (s != MG_OK) {
             rc = bench_fail(label, s);

@@ -94,6 +94,8 @@ static void kernels_init(void) {
     t[MG_OP_CAST] = cu_cast;
     t[MG_OP_PACK_SIGN] = cu_pack_sign;
     t[MG_OP_RELU_GRAD_MASK] = cu_relu_grad_mask;
+    t[MG_OP_PACK_BF16] = cu_pack_bf16;
+    t[MG_OP_UNPACK_BF16] = cu_unpack_bf16;
     t[MG_OP_MAX_POOL2D_ARGMAX] = cu_max_pool2d_argmax;
     t[MG_OP_MAX_POOL2D_GRAD_ARGMAX] = cu_max_pool2d_grad_argmax;
     kernels_ready = 1;

@@ -83,6 +83,35 @@ mg_status cu_pack_sign(cu_ctx *c, const mg_kargs *a) {
     return MG_OK;
 }
 
+/* 16-bit storage: one thread per word, two elements each */
+__global__ void k_pack_bf16(const float *x, uint32_t *w, int64_t n) {
+    CU_FOR(j, (n + 1) / 2) {
+        const uint32_t lo = mg_bf16_from_f32(x[2 * j]);
+        const uint32_t hi = 2 * j + 1 < n ? mg_bf16_from_f32(x[2 * j + 1]) : 0;
+        w[j] = lo | hi << 16;
+    }
+}
+
+__global__ void k_unpack_bf16(const uint32_t *w, float *x, int64_t n) {
+    CU_FOR(i, n) {
+        x[i] = mg_f32_from_bf16((uint16_t)(w[i / 2] >> (16 * (i % 2))));
+    }
+}
+
+mg_status cu_pack_bf16(cu_ctx *c, const mg_kargs *a) {
+    const int64_t n = mgi_tdesc_numel(&a->in[0].d);
+    k_pack_bf16<<<cu_blocks((n + 1) / 2), CU_THREADS, 0, c->stream>>>(
+        (const float *)a->in[0].data, (uint32_t *)a->out.data, n);
+    return MG_OK;
+}
+
+mg_status cu_unpack_bf16(cu_ctx *c, const mg_kargs *a) {
+    const int64_t n = mgi_tdesc_numel(&a->out.d);
+    k_unpack_bf16<<<cu_blocks(n), CU_THREADS, 0, c->stream>>>(
+        (const uint32_t *)a->in[0].data, (float *)a->out.data, n);
+    return MG_OK;
+}
+
 mg_status cu_relu_grad_mask(cu_ctx *c, const mg_kargs *a) {
     const int64_t n = mgi_tdesc_numel(&a->out.d);
     CU_BY_FLOAT(a, a->out.d.dtype,

@@ -247,6 +247,8 @@ mg_status cu_avg_pool2d_grad(cu_ctx *, const mg_kargs *);
 /* cuda_compact.cu */
 mg_status cu_pack_sign(cu_ctx *, const mg_kargs *);
 mg_status cu_relu_grad_mask(cu_ctx *, const mg_kargs *);
+mg_status cu_pack_bf16(cu_ctx *, const mg_kargs *);
+mg_status cu_unpack_bf16(cu_ctx *, const mg_kargs *);
 mg_status cu_max_pool2d_argmax(cu_ctx *, const mg_kargs *);
 mg_status cu_max_pool2d_grad_argmax(cu_ctx *, const mg_kargs *);
 

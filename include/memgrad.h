@@ -514,6 +514,17 @@ typedef struct mg_checkpoints {
      * pass over each such tensor in the forward pass. 0 (the default
      * under every policy): off (docs/checkpointing.md#keeping-compact). */
     int compact;
+    /* 1: keep float32 activations in 16 bits (bfloat16, rounded to
+     * nearest even), as ActNN does: every f32 tensor that the policy keeps
+     * for the backward pass, other than the ys and leaves, is packed right
+     * after it is computed, and the backward pass reads it unpacked, so
+     * the forward pass holds half the bytes. LOSSY: gradient rules read
+     * values rounded to 8 significant bits, so the gradients differ from
+     * exact ones (bench/results/store16.txt measures by how much). Under a
+     * policy that recomputes, recomputation starts from those values too.
+     * 0 (the default under every policy): off; exact gradients
+     * (docs/checkpointing.md#16-bit-storage). */
+    int store16;
 } mg_checkpoints;
 
 /* A policy's name: "none", "collection", "memory", "speed" or "budget";
@@ -551,9 +562,10 @@ int mg_tensor_is_recompute(const mg_graph *g, mg_tensor t);
 MG_API
 mg_tensor mg_tensor_recompute_source(const mg_graph *g, mg_tensor t);
 /* True if t is a compact pack that mg_gradients made under
- * mg_checkpoints.compact (a relu's sign bits, a max pool's argmax): a
- * forward op of one input, the tensor it encodes, whose backward readers
- * read the pack instead of that tensor. */
+ * mg_checkpoints.compact (a relu's sign bits, a max pool's argmax) or
+ * mg_checkpoints.store16 (the tensor in 16 bits): a forward op of one
+ * input, the tensor it encodes, whose backward readers read the pack (or
+ * its unpacked copy) instead of that tensor. */
 MG_API
 int mg_tensor_is_pack(const mg_graph *g, mg_tensor t);
 /* The checkpoints chosen by mg_gradients calls on g, in id order: writes up

@@ -35,11 +35,18 @@ static int compact_pack(const char *op) {
     return !strcmp(op, "pack_sign") || !strcmp(op, "max_pool2d_argmax");
 }
 
+/* 16-bit storage (mg_checkpoints.store16) rounds on purpose and packs
+ * only float32 tensors, so no float64 finite-difference check builds it:
+ * tests/test_store16.c checks its bits and its measured error instead. */
+static int lossy_storage(const char *op) {
+    return !strcmp(op, "pack_bf16") || !strcmp(op, "unpack_bf16");
+}
+
 START_TEST(test_every_op_gradchecked) {
     ck_assert_msg(gc_record_is_open(), "the check record was not opened");
     for (int k = 0; k < GC_N_OPS; k++) {
         const char *op = gc_op_name(k);
-        if (no_inputs(op)) continue;
+        if (no_inputs(op) || lossy_storage(op)) continue;
         /* a backward helper (*_grad) must be computed by the analytic
          * gradient of some check; every other op differentiated by one */
         if (strstr(op, "_grad") || compact_pack(op))

@@ -260,7 +260,7 @@ class Graph:
         raise AttributeError(name)
 
     def gradients(self, ys, xs, policy="none", grad_ys=None, checkpoints=(),
-                  budget_bytes=0, compact=False):
+                  budget_bytes=0, compact=False, store16=False):
         """d(sum <grad_ys, ys>)/d xs under a checkpoint policy ("none",
         "collection", "memory", "speed", "budget": the least recomputation
         whose peak fits budget_bytes); grad_ys None means ones.
@@ -276,7 +276,12 @@ class Graph:
         compact is mg_checkpoints.compact: keep what a gradient rule
         reads only in part compact (a relu's sign as 1 bit per element, a
         max pool's argmax as 1 byte per output); lossless, off by
-        default under every policy."""
+        default under every policy.
+
+        store16 is mg_checkpoints.store16: keep the float32 activations
+        the backward pass reads in 16 bits (bfloat16). LOSSY: the
+        gradients differ from exact ones (bench/results/store16.txt); off
+        by default."""
         if policy not in POLICIES:
             raise ValueError("policy must be one of %s" % sorted(POLICIES))
         ny, yid = _ids(ys)
@@ -287,7 +292,7 @@ class Graph:
                 *[-1 if t is None else t.id for t in grad_ys])
         nck, ckid = _ids(checkpoints)
         ck = _lib.Checkpoints(POLICIES[policy], ckid, nck, 0, budget_bytes,
-                              1 if compact else 0)
+                              1 if compact else 0, 1 if store16 else 0)
         out = (ctypes.c_int32 * nx)()
         _lib.check(_lib.gradients(self._g, yid, ny, gid, xid, nx,
                                   ctypes.byref(ck), out))

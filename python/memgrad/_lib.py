@@ -41,7 +41,8 @@ class Binding(ctypes.Structure):
 class Checkpoints(ctypes.Structure):
     _fields_ = [("policy", c_int), ("tensors", POINTER(c_int32)),
                 ("n_tensors", c_int), ("min_bytes", c_size_t),
-                ("budget_bytes", c_size_t), ("compact", c_int)]
+                ("budget_bytes", c_size_t), ("compact", c_int),
+                ("store16", c_int)]
 
 
 class PlanOptions(ctypes.Structure):

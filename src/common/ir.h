@@ -18,8 +18,10 @@
 /* One line per op: enum suffix and printed name. The op table in
  * src/graph/op_table.c and each backend's kernel table are indexed by it.
  * Ops after DROPOUT whose names contain _GRAD are backward helpers built
- * only by gradient rules. The last four are the compact saved forms
- * (op_table.h: mg_saved_form), built only by the compaction pass. */
+ * only by gradient rules. The next four are the compact saved forms
+ * (op_table.h: mg_saved_form), built only by the compaction pass; the last
+ * two keep float32 activations in 16 bits (mg_checkpoints.store16), built
+ * only by the recompute pass (src/rewrite/recompute.c). */
 #define MG_OP_LIST(X)                                                          \
     X(INPUT, "input")                                                          \
     X(PARAM, "param")                                                          \
@@ -85,7 +87,9 @@
     X(PACK_SIGN, "pack_sign")                                                  \
     X(RELU_GRAD_MASK, "relu_grad_mask")                                        \
     X(MAX_POOL2D_ARGMAX, "max_pool2d_argmax")                                  \
-    X(MAX_POOL2D_GRAD_ARGMAX, "max_pool2d_grad_argmax")
+    X(MAX_POOL2D_GRAD_ARGMAX, "max_pool2d_grad_argmax")                        \
+    X(PACK_BF16, "pack_bf16")                                                  \
+    X(UNPACK_BF16, "unpack_bf16")
 
 typedef enum mg_op {
 #define MG_OP_ENUM(e, s) MG_OP_##e,

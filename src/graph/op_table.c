@@ -156,6 +156,11 @@ const mg_op_def mgi_op_table[MG_OP_COUNT] = {
     OP(MAX_POOL2D_GRAD_ARGMAX, .n_inputs = 2,
        .infer = mgi_max_pool2d_grad_argmax_infer,
        .flops = mgi_pool2d_grad_flops),
+    /* 16-bit storage: ops_compact.c */
+    OP(PACK_BF16, .n_inputs = 1, .infer = mgi_pack_bf16_infer,
+       .flops_per_elem = 1),
+    OP(UNPACK_BF16, .n_inputs = 1, .infer = mgi_unpack_bf16_infer,
+       .flops_per_elem = 1),
 };
 
 #undef OP

@@ -14,6 +14,13 @@
  *                                4 to a word (I32 [ceil(numel(y) / 4)]);
  *                                windows of at most 256 elements
  *   max_pool2d_grad_argmax(gy, i) max_pool2d_grad(gy, x) from x's argmax
+ *   pack_bf16(x)                 a float32 x in 16 bits per element:
+ *                                bfloat16, rounded to nearest even, two to
+ *                                a word (I32 [ceil(n / 2)]), element 2j in
+ *                                the low half; lossy, built only under
+ *                                mg_checkpoints.store16
+ *   unpack_bf16(w)               the float32 values back (a->ndim/shape:
+ *                                x's shape)
  *
  * The words are an opaque container of bytes: the dtype is I32 only so
  * that the pool, the plan and the prediction count them as they count any
@@ -116,4 +123,36 @@ double mgi_max_pool2d_argmax_flops(const mg_tdesc *in, int n_in,
     if (mgi_pool2d_infer(&in[0], n_in, a, &y, why, sizeof why) != MG_OK)
         return 0;
     return (double)mgi_tdesc_numel(&y) * a->kernel[0] * a->kernel[1];
+}
+
+mg_status mgi_pack_bf16_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                              mg_tdesc *out, char *why, size_t len) {
+    (void)n_in, (void)a;
+    if (in[0].dtype != MG_F32) {
+        snprintf(why, len,
+                 "x must be f32 (16-bit storage keeps float32 tensors), "
+                 "not %s",
+                 mg_dtype_name(in[0].dtype));
+        return MG_ERR_DTYPE;
+    }
+    words_desc(out, words_of(mgi_tdesc_numel(&in[0]), 2));
+    return MG_OK;
+}
+
+mg_status mgi_unpack_bf16_infer(const mg_tdesc *in, int n_in,
+                                const mg_attrs *a, mg_tdesc *out, char *why,
+                                size_t len) {
+    (void)n_in;
+    mg_status s = mgi_shape_check(a->ndim, a->shape, why, len);
+    if (s != MG_OK) return s;
+    mg_tdesc x = {.dtype = MG_F32, .ndim = a->ndim};
+    for (int i = 0; i < a->ndim; i++) x.shape[i] = a->shape[i];
+    const int64_t n = mgi_tdesc_numel(&x);
+    if (n < 0) {
+        snprintf(why, len, "the unpacked shape has too many elements");
+        return MG_ERR_SHAPE;
+    }
+    s = words_check(&in[0], words_of(n, 2), "packed", why, len);
+    if (s == MG_OK) *out = x;
+    return s;
 }

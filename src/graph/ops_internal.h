@@ -115,7 +115,8 @@ mg_flops_fn mgi_pool2d_flops, mgi_pool2d_grad_flops;
 
 /* ---- ops_compact.c ------------------------------------------------------- */
 mg_infer_fn mgi_pack_sign_infer, mgi_relu_grad_mask_infer,
-    mgi_max_pool2d_argmax_infer, mgi_max_pool2d_grad_argmax_infer;
+    mgi_max_pool2d_argmax_infer, mgi_max_pool2d_grad_argmax_infer,
+    mgi_pack_bf16_infer, mgi_unpack_bf16_infer;
 mg_flops_fn mgi_max_pool2d_argmax_flops;
 
 /* ---- ops_norm.c ---------------------------------------------------------- */

@@ -127,12 +127,15 @@ static mg_status call_grad_rule(mg_graph *g, mg_recompute *r, mg_tensor v,
                                 mg_tensor gy, const bool *need,
                                 mg_tensor *gin) {
     const bool kept = !r || r->keep[v];
+    /* kept in 16 bits: y is the unpacked copy, whose node is an unpack, so
+     * the rule gets v's own node with its inputs' copies, as a kept v */
+    const bool packed = r && r->store16 && r->store16[v];
     const mg_tensor first_copy = g->n;
     const mg_tensor y = kept ? v : mgi_recompute_get(g, r, v);
     if (y == MG_NO_TENSOR) return builder_failed();
     /* A copy: the rule's builder calls may move g->nodes. */
-    mg_node node = g->nodes[y];
-    for (int k = 0; r && kept && k < node.n_in; k++) {
+    mg_node node = g->nodes[packed ? v : y];
+    for (int k = 0; r && (kept || packed) && k < node.n_in; k++) {
         node.in[k] = mgi_recompute_get(g, r, node.in[k]);
         if (node.in[k] == MG_NO_TENSOR) return builder_failed();
     }
@@ -197,6 +200,8 @@ typedef struct ad_work {
     mg_tensor *gsum, *order, *copy, *stack, *made;
     int32_t *mark;
     bool *marks, *relevant, *forward, *is_y, *keep, *chosen;
+    bool *store16;      /* NULL unless mg_checkpoints.store16 */
+    mg_tensor *pack16;  /* the same */
     int32_t n_order;
 } ad_work;
 
@@ -239,6 +244,8 @@ static void work_free(ad_work *w) {
     free(w->is_y);
     free(w->keep);
     free(w->chosen);
+    free(w->store16);
+    free(w->pack16);
 }
 
 /* Order the ancestors of the ys, mark which depend on an x, and let the
@@ -276,6 +283,27 @@ static mg_status analyse(const mg_graph *g, const mg_tensor *ys, int n_ys,
                                   w->is_y, w->keep, w->chosen);
 }
 
+/* mg_checkpoints.store16: every float32 tensor the policy keeps for the
+ * backward pass, other than the ys and leaves, is kept in 16 bits instead
+ * (recompute.c makes its pack and unpacked copies). */
+static mg_status store16_choose(const mg_graph *g, int32_t n, ad_work *w) {
+    free(w->store16);
+    free(w->pack16);
+    w->store16 = calloc((size_t)(n ? n : 1), sizeof *w->store16);
+    w->pack16 = malloc((size_t)(n ? n : 1) * sizeof *w->pack16);
+    if (!w->store16 || !w->pack16)
+        return mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
+    for (int32_t t = 0; t < n; t++) {
+        w->pack16[t] = MG_NO_TENSOR;
+        if (!w->keep[t] || !w->forward[t] || w->is_y[t] ||
+            mgi_graph_desc(g, t)->dtype != MG_F32)
+            continue;
+        w->keep[t] = false;
+        w->store16[t] = true;
+    }
+    return MG_OK;
+}
+
 static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
                                  const mg_tensor *grad_ys, const mg_tensor *xs,
                                  int n_xs, const mg_checkpoints *ckpt,
@@ -284,6 +312,10 @@ static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
     const int32_t n = g->n;
     mg_status s = analyse(g, ys, n_ys, xs, n_xs, ckpt, m, w);
     if (s != MG_OK) return s;
+    if (ckpt && ckpt->store16) {
+        s = store16_choose(g, n, w);
+        if (s != MG_OK) return s;
+    }
     bool recompute = false;
     for (int32_t t = 0; t < n && !recompute; t++)
         recompute = w->forward[t] && !w->keep[t];
@@ -296,7 +328,9 @@ static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
                       .n = n,
                       .cur_seg = -1,
                       .made = w->made,
-                      .mark = w->mark};
+                      .mark = w->mark,
+                      .store16 = w->store16,
+                      .pack16 = w->pack16};
     /* The budget policy's point may carry a multi-level plan. */
     if (ckpt && ckpt->policy == MG_CKPT_BUDGET && m && !m->plain) {
         r.ml = ((const mg_budget_point *)m)->ml;

@@ -111,6 +111,10 @@ mg_status mgi_checkpoints_check(const mg_graph *g, const mg_checkpoints *c) {
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_gradients: compact = %d must be 0 or 1",
                             c->compact);
+    if (c->store16 != 0 && c->store16 != 1)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_gradients: store16 = %d must be 0 or 1",
+                            c->store16);
     switch (c->policy) {
     case MG_CKPT_NONE:
     case MG_CKPT_MEMORY:

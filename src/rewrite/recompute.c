@@ -39,8 +39,39 @@ static mg_tensor resolved(const mg_graph *g, const mg_recompute *r,
     return needs_copy(g, r, t) ? r->copy[t] : t;
 }
 
+static bool stored16(const mg_recompute *r, mg_tensor u) {
+    return r->store16 && u < r->n && r->store16[u];
+}
+
+/* The copy of a tensor kept in 16 bits: its pack (made once, scheduled
+ * right after u in the forward pass) unpacked here, in the backward pass. */
+static mg_tensor make_unpack(mg_graph *g, mg_recompute *r, mg_tensor u) {
+    if (r->pack16[u] == MG_NO_TENSOR) {
+        const unsigned flags = g->building_flags;
+        g->building_flags =
+            (flags & ~(unsigned)MG_NODE_BACKWARD) | MG_NODE_PACK;
+        const mg_attrs none = {0};
+        r->pack16[u] = mgi_graph_add_node(g, MG_OP_PACK_BF16, 1, &u, &none);
+        g->building_flags = flags;
+        if (r->pack16[u] == MG_NO_TENSOR) return MG_NO_TENSOR;
+    }
+    const mg_tdesc *d = mgi_graph_desc(g, u);
+    mg_attrs a = {0};
+    a.ndim = d->ndim;
+    for (int i = 0; i < d->ndim; i++) a.shape[i] = d->shape[i];
+    const mg_tensor p = r->pack16[u];
+    mg_tensor c = mgi_graph_add_node(g, MG_OP_UNPACK_BF16, 1, &p, &a);
+    if (c == MG_NO_TENSOR) return c;
+    g->nodes[c].flags |= MG_NODE_RECOMPUTE;
+    g->nodes[c].orig = u;
+    r->copy[u] = c;
+    if (r->ml) r->made[r->n_made++] = u;
+    return c;
+}
+
 /* Append the copy of u; its inputs' copies exist already. */
 static mg_tensor make_copy(mg_graph *g, mg_recompute *r, mg_tensor u) {
+    if (stored16(r, u)) return make_unpack(g, r, u);
     /* Locals: adding a node may move g->nodes. */
     const mg_op op = g->nodes[u].op;
     const int n_in = g->nodes[u].n_in;
@@ -67,7 +98,9 @@ mg_tensor mgi_recompute_get(mg_graph *g, mg_recompute *r, mg_tensor t) {
     while (top > 0) {
         mg_tensor u = r->stack[top - 1];
         bool pushed = false;
-        for (int k = 0; k < g->nodes[u].n_in && !pushed; k++) {
+        /* an unpacked copy reads only its pack */
+        for (int k = 0; k < g->nodes[u].n_in && !pushed && !stored16(r, u);
+             k++) {
             mg_tensor v = g->nodes[u].in[k];
             if (needs_copy(g, r, v) && r->copy[v] == MG_NO_TENSOR) {
                 r->stack[top++] = v;

@@ -172,6 +172,12 @@ typedef struct mg_recompute {
      * set): they are made where they are read instead of being held from
      * where the rule was built. */
     bool lazy;
+    /* NULL, or per forward tensor: kept in 16 bits (mg_checkpoints.
+     * store16). Such a tensor is not kept: its copy is an unpack_bf16 of
+     * its pack (pack16[t], made once, MG_NODE_PACK) instead of a
+     * recomputation. */
+    const bool *store16;
+    mg_tensor *pack16;
 } mg_recompute;
 
 /* The tensor the backward pass should read for forward tensor t: t itself

@@ -5,6 +5,8 @@
  * with the same bits as relu_grad and max_pool2d_grad: the same
  * comparison (x > 0, NaN false) and the same element picked
  * (mg_pool2d_argmax), added into a zeroed dx in the same output order.
+ * Also 16-bit storage: pack_bf16 and unpack_bf16 (kernel_shared.h's
+ * rounding, the CUDA kernels' bits).
  */
 #include "cpu_kernels.h"
 
@@ -99,4 +101,26 @@ mg_status mgi_cpu_max_pool2d_grad_argmax(const mg_kargs *ka) {
                       : MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, grad_argmax,
                                         ka->in[0].data, ka->in[1].data,
                                         ka->out.data, &d);
+}
+
+mg_status mgi_cpu_pack_bf16(const mg_kargs *ka) {
+    const float *x = (const float *)ka->in[0].data;
+    uint32_t *w = (uint32_t *)ka->out.data;
+    const int64_t n = mgi_tdesc_numel(&ka->in[0].d), words = (n + 1) / 2;
+    MG_CPU_PAR_LOOP(n, for (int64_t j = 0; j < words; j++), {
+        const uint32_t lo = mg_bf16_from_f32(x[2 * j]);
+        const uint32_t hi = 2 * j + 1 < n ? mg_bf16_from_f32(x[2 * j + 1]) : 0;
+        w[j] = lo | hi << 16;
+    });
+    return MG_OK;
+}
+
+mg_status mgi_cpu_unpack_bf16(const mg_kargs *ka) {
+    const uint32_t *w = (const uint32_t *)ka->in[0].data;
+    float *x = (float *)ka->out.data;
+    const int64_t n = mgi_tdesc_numel(&ka->out.d);
+    MG_CPU_PAR_LOOP(n, for (int64_t i = 0; i < n; i++), {
+        x[i] = mg_f32_from_bf16((uint16_t)(w[i / 2] >> (16 * (i % 2))));
+    });
+    return MG_OK;
 }

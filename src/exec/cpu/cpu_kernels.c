@@ -50,6 +50,8 @@ const mg_kernel_fn mgi_cpu_kernels[MG_OP_COUNT] = {
     [MG_OP_EMBEDDING_GRAD] = mgi_cpu_embedding_grad,
     [MG_OP_PACK_SIGN] = mgi_cpu_pack_sign,
     [MG_OP_RELU_GRAD_MASK] = mgi_cpu_relu_grad_mask,
+    [MG_OP_PACK_BF16] = mgi_cpu_pack_bf16,
+    [MG_OP_UNPACK_BF16] = mgi_cpu_unpack_bf16,
     [MG_OP_MAX_POOL2D_ARGMAX] = mgi_cpu_max_pool2d_argmax,
     [MG_OP_MAX_POOL2D_GRAD_ARGMAX] = mgi_cpu_max_pool2d_grad_argmax,
 };

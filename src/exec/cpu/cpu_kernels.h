@@ -160,6 +160,8 @@ mg_status mgi_cpu_avg_pool2d_grad(const mg_kargs *a);
 /* cpu_compact.c */
 mg_status mgi_cpu_pack_sign(const mg_kargs *a);
 mg_status mgi_cpu_relu_grad_mask(const mg_kargs *a);
+mg_status mgi_cpu_pack_bf16(const mg_kargs *a);
+mg_status mgi_cpu_unpack_bf16(const mg_kargs *a);
 mg_status mgi_cpu_max_pool2d_argmax(const mg_kargs *a);
 mg_status mgi_cpu_max_pool2d_grad_argmax(const mg_kargs *a);
 /* The pooling path (cpu_onednn.c), from the environment variable MG_POOL:

@@ -1,0 +1,39 @@
+"""16-bit storage (issue 29 item 2) from Python: Graph.gradients(...,
+store16=True) keeps the float32 activations the backward pass reads as
+bfloat16: the predicted peak is lower, the loss is the same bits, and the
+gradients are close to, but not, the exact ones."""
+import memgrad as mg
+
+np = __import__("pytest").importorskip("numpy")
+
+
+def mlp(store16, depth=6):
+    g = mg.Graph()
+    x = g.input("x", "float32", (64, 64))
+    ws = [g.param("w%d" % i, "float32", (64, 64)) for i in range(depth)]
+    h = x
+    for w in ws:
+        h = g.tanh(g.matmul(h, w))
+    loss = g.mean(g.mul(h, h))
+    grads = g.gradients([loss], ws, store16=store16)
+    return g, loss, grads, ws
+
+
+def test_graph_store16_is_lower_and_close():
+    rng = np.random.default_rng(0)
+    feed = {"x": rng.standard_normal((64, 64)).astype(np.float32)}
+    for i in range(6):
+        feed["w%d" % i] = rng.standard_normal((64, 64)).astype(
+            np.float32) * 0.2
+    out = {}
+    for store16 in (False, True):
+        g, loss, grads, _ = mlp(store16)
+        plan = g.compile([loss] + grads)
+        res = mg.Executor().run(plan, feed)
+        out[store16] = (plan.predicted_peak,
+                        [np.array(res[t]) for t in [loss] + grads])
+    assert out[True][0] < out[False][0]
+    assert out[True][1][0].tobytes() == out[False][1][0].tobytes()
+    for a, b in zip(out[False][1][1:], out[True][1][1:]):
+        err = np.linalg.norm(a - b) / np.linalg.norm(a)
+        assert 0 < err < 1e-2, err
