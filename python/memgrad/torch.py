@@ -585,11 +585,12 @@ class _Captured:
 
     def __init__(self, module, example_inputs, policy, training=True,
                  budget_bytes=0, collect=False, gm=None, compact=False,
-                 input_grads=None):
+                 input_grads=None, store16=False):
         # trace in the plan's mode; each submodule's own flag is restored
         was = [(m, m.training) for m in module.modules()]
         module.train(training)
         self._compact = compact  # mg_checkpoints.compact, read by _plan
+        self._store16 = store16  # mg_checkpoints.store16, the same
         # which inputs get a gradient (None: all); read by _plan
         self._input_grads = input_grads
         try:
@@ -724,7 +725,8 @@ class _Captured:
             gs = iter(g.gradients([self.y], xs, policy=policy,
                                   grad_ys=[self.seed],
                                   budget_bytes=budget_bytes or 0,
-                                  compact=self._compact))
+                                  compact=self._compact,
+                                  store16=self._store16))
             self.grads = [next(gs) if n else None for n in need] + list(gs)
         except MemgradError as e:
             raise MemgradError(e.status, "memgrad.torch: planning %s under "
@@ -2360,12 +2362,17 @@ class Module(torch.nn.Module):
 
     compact: keep relu signs as 1-bit masks and max-pool argmaxes as 1
     byte per output where the backward pass reads nothing more of the
-    tensor (mg_checkpoints.compact); lossless, off by default."""
+    tensor (mg_checkpoints.compact); lossless, off by default.
+
+    store16: keep the float32 activations the backward pass reads as
+    bfloat16 (mg_checkpoints.store16). LOSSY: the gradients differ from
+    exact ones (bench/results/store16.txt); off by default."""
 
     MAX_PLANS = 8
 
     def __init__(self, module, example_inputs, policy="memory",
-                 budget_bytes=None, compact=False, grads_in_place=True):
+                 budget_bytes=None, compact=False, grads_in_place=True,
+                 store16=False):
         super().__init__()
         self._grads_in_place = bool(grads_in_place)
         if policy == "budget" and not budget_bytes:
@@ -2382,6 +2389,7 @@ class Module(torch.nn.Module):
         self._policy = policy
         self._budget = int(budget_bytes or 0)
         self._compact = bool(compact)
+        self._store16 = bool(store16)
         self._plans = collections.OrderedDict()
         self._cap = self._plan_for(example_inputs, True)
 
@@ -2395,7 +2403,8 @@ class Module(torch.nn.Module):
         if cap is None:
             cap = _Captured(self.module, inputs, self._policy,
                             training=training, budget_bytes=self._budget,
-                            compact=self._compact, input_grads=needs)
+                            compact=self._compact, input_grads=needs,
+                            store16=self._store16)
             cap.grads_in_place = self._grads_in_place
             self._plans[key] = cap
             while len(self._plans) > self.MAX_PLANS:

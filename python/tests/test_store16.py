@@ -1,5 +1,5 @@
 """16-bit storage (issue 29 item 2) from Python: Graph.gradients(...,
-store16=True) keeps the float32 activations the backward pass reads as
+store16=True) and memgrad.torch.Module(..., store16=True) keep the float32 activations the backward pass reads as
 bfloat16: the predicted peak is lower, the loss is the same bits, and the
 gradients are close to, but not, the exact ones."""
 import memgrad as mg
@@ -37,3 +37,24 @@ def test_graph_store16_is_lower_and_close():
     for a, b in zip(out[False][1][1:], out[True][1][1:]):
         err = np.linalg.norm(a - b) / np.linalg.norm(a)
         assert 0 < err < 1e-2, err
+
+
+def test_module_store16_is_lower_and_close():
+    torch = __import__("pytest").importorskip("torch")
+    import copy
+    import memgrad.torch as mt
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(*[m for _ in range(4) for m in (
+        torch.nn.Linear(64, 64), torch.nn.Tanh())])
+    x = torch.randn(512, 64)
+    grads, peaks = [], []
+    for store16 in (False, True):
+        m = mt.Module(copy.deepcopy(net), (x,), policy="none",
+                      store16=store16)
+        m(x).square().mean().backward()
+        grads.append(torch.cat([p.grad.reshape(-1)
+                                for p in m.module.parameters()]))
+        peaks.append(m.predicted_peak)
+    assert peaks[1] < peaks[0]
+    err = float((grads[1] - grads[0]).norm() / grads[0].norm())
+    assert 0 < err < 1e-2, err

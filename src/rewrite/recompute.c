@@ -24,6 +24,12 @@
  * still read only kept tensors or other copies, so the forward pass may
  * release what it does not keep, and each dropped copy lives exactly
  * until its last reader, which the exact peak predictor sees.
+ *
+ * Under mg_checkpoints.store16 a tensor kept in 16 bits is not kept either,
+ * and its copy is no recomputation: it is unpack_bf16 of the tensor's
+ * pack_bf16 (one pack, made with the first copy and scheduled right after
+ * the tensor in the forward pass), so it reads nothing else and is made
+ * wherever a recomputed copy would be.
  */
 #include "rewrite.h"
 
