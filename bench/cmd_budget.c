@@ -144,7 +144,8 @@ int bench_cmd_budget(int argc, char **argv) {
     fwd_plan fp = {0};
     row_times rt = {0};
     /* --compact yes: every plan of the run compacts, none's included */
-    const mg_checkpoints cn = {.policy = MG_CKPT_NONE, .compact = o.compact};
+    const mg_checkpoints cn = {
+        .policy = MG_CKPT_NONE, .compact = o.compact, .store16 = o.store16};
     mg_status s = bench_case_prepare_ckpt(o.spec, &cfg, &cn, &none);
     if (s != MG_OK) rc = bench_fail("building the model", s);
     if (!rc && !bench_memory_alloc(&none, &mem, NULL)) rc = 1;
@@ -167,7 +168,8 @@ int bench_cmd_budget(int argc, char **argv) {
          * predicted peak becomes one more budget. */
         bench_case mc;
         const mg_checkpoints cm = {.policy = MG_CKPT_MEMORY,
-                                   .compact = o.compact};
+                                   .compact = o.compact,
+                                   .store16 = o.store16};
         s = bench_case_prepare_ckpt(o.spec, &cfg, &cm, &mc);
         if (s != MG_OK) {
             rc = bench_fail("building under policy memory", s);
@@ -186,7 +188,8 @@ int bench_cmd_budget(int argc, char **argv) {
         mg_checkpoints ck = {.policy = MG_CKPT_BUDGET,
                              .budget_bytes =
                                  (size_t)(fr[i] * (double)none_peak),
-                             .compact = o.compact};
+                             .compact = o.compact,
+                             .store16 = o.store16};
         bench_case c;
         double t0 = bench_now_ms();
         s = bench_case_prepare_ckpt(o.spec, &cfg, &ck, &c);
