@@ -238,6 +238,13 @@ if room profile 40; then
     rc=$?
     sed -n '1,40p' /tmp/mg-profile.txt
     [ "$rc" -eq 0 ] || fail profile "mg-bench observe --device cuda exited $rc"
+    # cuDNN's candidates for each of the ResNet's convolutions, ranked by
+    # its heuristics and timed (cudnnFind*): which deterministic weight-
+    # gradient algorithm would be faster, and how much workspace it needs
+    echo "-- cuDNN candidates (MG_CUDNN_VERBOSE=2), resnet depth 8"
+    MG_CUDNN_VERBOSE=2 timeout "$(cap 60)" "$build/mg-bench" step --model resnet \
+        --depth 8 --batch "$rb" --width "$rw" --repeat 1 --device cuda \
+        2>&1 >/dev/null | grep -E "^cudnn|^  " | head -400
 fi
 
 if room torch 150; then

@@ -15,6 +15,10 @@
  *     lent bytes, and is cached per executor (no globals), so the original
  *     and its recomputation always run the same algorithm.
  * MG_CUDA_CONV=im2col turns cuDNN off for an executor, for comparison.
+ * MG_CUDNN_VERBOSE=1 prints, for each new convolution, cuDNN's ranked
+ * candidates (determinism, math, workspace) and the choice on stderr; =2
+ * also times every algorithm with cudnnFind*, which allocates its own
+ * scratch outside the pool: a diagnostic, never for a measured run.
  */
 #include "cuda_internal.h"
 
@@ -39,6 +43,7 @@ typedef struct dnn_entry {
 
 struct cu_dnn {
     cudnnHandle_t h;
+    int verbose; /* MG_CUDNN_VERBOSE */
     int n;
     dnn_entry e[DNN_CACHE];
 };
@@ -108,30 +113,73 @@ static int first_usable(const Perf *p, int n, size_t work) {
     return -1;
 }
 
-static int choose(cudnnHandle_t h, const dnn_descs *s, int mode, size_t work) {
-    int n = 0;
+/* MG_CUDNN_VERBOSE: the candidates of one convolution, ranked (by cuDNN's
+ * heuristics, or by time from cudnnFind*: time in ms, -1 for none). */
+template <typename Perf>
+static void list_candidates(const char *how, const char *mode,
+                            const mg_conv_dims *d, const Perf *p, int n,
+                            size_t work) {
+    fprintf(stderr,
+            "cudnn %s %s: n %lld c %lld %lldx%lld -> o %lld %lldx%lld, "
+            "kernel %dx%d stride %dx%d, lent %zu bytes\n",
+            how, mode, (long long)d->n, (long long)d->c, (long long)d->h,
+            (long long)d->w, (long long)d->o, (long long)d->oh,
+            (long long)d->ow, (int)d->kh, (int)d->kw, (int)d->sh, (int)d->sw,
+            work);
+    for (int i = 0; i < n; i++)
+        fprintf(stderr,
+                "  algo %d status %d deterministic %d math %d memory %zu "
+                "time %.3f%s\n",
+                (int)p[i].algo, (int)p[i].status,
+                p[i].determinism == CUDNN_DETERMINISTIC,
+                (int)p[i].mathType, p[i].memory, (double)p[i].time,
+                p[i].memory > work ? " (more than lent)" : "");
+}
+
+static int choose(cudnnHandle_t h, const dnn_descs *s, int mode, size_t work,
+                  int verbose, const mg_conv_dims *d) {
+    int n = 0, algo = -1;
     if (mode == CU_CONV_FORWARD) {
         cudnnConvolutionFwdAlgoPerf_t p[DNN_ALGOS];
         if (cudnnGetConvolutionForwardAlgorithm_v7(h, s->x, s->w, s->conv, s->y,
                                                    DNN_ALGOS, &n,
                                                    p) != CUDNN_STATUS_SUCCESS)
             return -1;
-        return first_usable(p, n, work);
-    }
-    if (mode == CU_CONV_GRAD_INPUT) {
+        algo = first_usable(p, n, work);
+        if (verbose) list_candidates("heuristics", "forward", d, p, n, work);
+        if (verbose > 1 &&
+            cudnnFindConvolutionForwardAlgorithm(h, s->x, s->w, s->conv, s->y,
+                                                 DNN_ALGOS, &n,
+                                                 p) == CUDNN_STATUS_SUCCESS)
+            list_candidates("timed", "forward", d, p, n, work);
+    } else if (mode == CU_CONV_GRAD_INPUT) {
         cudnnConvolutionBwdDataAlgoPerf_t p[DNN_ALGOS];
         if (cudnnGetConvolutionBackwardDataAlgorithm_v7(
                 h, s->w, s->y, s->conv, s->x, DNN_ALGOS, &n, p) !=
             CUDNN_STATUS_SUCCESS)
             return -1;
-        return first_usable(p, n, work);
+        algo = first_usable(p, n, work);
+        if (verbose) list_candidates("heuristics", "grad_input", d, p, n, work);
+        if (verbose > 1 && cudnnFindConvolutionBackwardDataAlgorithm(
+                               h, s->w, s->y, s->conv, s->x, DNN_ALGOS, &n,
+                               p) == CUDNN_STATUS_SUCCESS)
+            list_candidates("timed", "grad_input", d, p, n, work);
+    } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t p[DNN_ALGOS];
+        if (cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                h, s->x, s->y, s->conv, s->w, DNN_ALGOS, &n, p) !=
+            CUDNN_STATUS_SUCCESS)
+            return -1;
+        algo = first_usable(p, n, work);
+        if (verbose)
+            list_candidates("heuristics", "grad_weight", d, p, n, work);
+        if (verbose > 1 && cudnnFindConvolutionBackwardFilterAlgorithm(
+                               h, s->x, s->y, s->conv, s->w, DNN_ALGOS, &n,
+                               p) == CUDNN_STATUS_SUCCESS)
+            list_candidates("timed", "grad_weight", d, p, n, work);
     }
-    cudnnConvolutionBwdFilterAlgoPerf_t p[DNN_ALGOS];
-    if (cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, s->x, s->y, s->conv,
-                                                      s->w, DNN_ALGOS, &n, p) !=
-        CUDNN_STATUS_SUCCESS)
-        return -1;
-    return first_usable(p, n, work);
+    if (verbose) fprintf(stderr, "  chosen: algo %d\n", algo);
+    return algo;
 }
 
 static dnn_key key_of(const mg_kargs *a, const mg_conv_dims *d, int mode) {
@@ -153,7 +201,7 @@ static int algo_for(cu_dnn *dnn, const mg_kargs *a, const mg_conv_dims *d,
     const dnn_key k = key_of(a, d, mode);
     for (int i = 0; i < dnn->n; i++)
         if (memcmp(&dnn->e[i].key, &k, sizeof k) == 0) return dnn->e[i].algo;
-    const int algo = choose(dnn->h, s, mode, a->work_bytes);
+    const int algo = choose(dnn->h, s, mode, a->work_bytes, dnn->verbose, d);
     /* A full cache only costs a query per call, never a different choice:
      * the heuristics answer the same for the same sizes. */
     if (dnn->n < DNN_CACHE) dnn->e[dnn->n++] = (dnn_entry){k, algo};
@@ -231,6 +279,8 @@ mg_status cu_dnn_new(cu_ctx *c) {
          * run time: convolutions then take the im2col path. */
         return MG_OK;
     }
+    const char *v = getenv("MG_CUDNN_VERBOSE");
+    dnn->verbose = v ? atoi(v) : 0;
     c->dnn = dnn;
     return MG_OK;
 }
