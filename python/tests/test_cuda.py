@@ -83,6 +83,23 @@ def _rel(a, b):
     return float((a - b).norm() / b.norm())
 
 
+def _matches_torch(ref64, x, target, policy):
+    """memgrad.torch on ref64 (float64, on the GPU) against PyTorch on the
+    same GPU: float64 within 1e-9, and float32 within 10x PyTorch
+    float32's own error against float64."""
+    mine64 = mg_torch_module(copy.deepcopy(ref64), x, policy)
+    g_ref64, g_mine64 = _grads(ref64, x, target), _grads(mine64, x, target)
+    assert g_mine64.device.type == "cuda"
+    assert _rel(g_mine64, g_ref64) < 1e-9
+    ref32 = copy.deepcopy(ref64).float()
+    mine32 = mg_torch_module(copy.deepcopy(ref32), x.float(), policy)
+    g_ref32 = _grads(ref32, x.float(), target)
+    g_mine32 = _grads(mine32, x.float(), target)
+    e_torch, e_mine = _rel(g_ref32.double(), g_ref64), _rel(g_mine32.double(),
+                                                            g_ref64)
+    assert e_mine <= 10 * e_torch + 1e-5, (e_mine, e_torch)
+
+
 @needs_gpu
 @pytest.mark.parametrize("policy", ["none", "memory"])
 def test_resnet18_on_cuda_matches_torch(policy):
@@ -91,19 +108,7 @@ def test_resnet18_on_cuda_matches_torch(policy):
     ref64 = _resnet18(torch.float64).cuda()
     x = torch.randn(4, 3, 32, 32, dtype=torch.float64).cuda()
     target = torch.randint(0, 10, (4,)).cuda()
-    # float64: memgrad and PyTorch on the same GPU agree to rounding
-    mine64 = mg_torch_module(copy.deepcopy(ref64), x, policy)
-    g_ref64, g_mine64 = _grads(ref64, x, target), _grads(mine64, x, target)
-    assert g_mine64.device.type == "cuda"
-    assert _rel(g_mine64, g_ref64) < 1e-9
-    # float32: memgrad within 10x PyTorch float32's own error against f64
-    ref32 = copy.deepcopy(ref64).float()
-    mine32 = mg_torch_module(copy.deepcopy(ref32), x.float(), policy)
-    g_ref32 = _grads(ref32, x.float(), target)
-    g_mine32 = _grads(mine32, x.float(), target)
-    e_torch, e_mine = _rel(g_ref32.double(), g_ref64), _rel(g_mine32.double(),
-                                                            g_ref64)
-    assert e_mine <= 10 * e_torch + 1e-5, (e_mine, e_torch)
+    _matches_torch(ref64, x, target, policy)
 
 
 @needs_gpu
@@ -117,17 +122,7 @@ def test_gpt_on_cuda_matches_torch(policy):
     ref64 = zoo.no_randomness(zoo.TinyGPT()).double().cuda()
     x = torch.randn(3, 8, 16, dtype=torch.float64).cuda()
     target = torch.tensor([0, 3, 4]).cuda()
-    mine64 = mg_torch_module(copy.deepcopy(ref64), x, policy)
-    g_ref64, g_mine64 = _grads(ref64, x, target), _grads(mine64, x, target)
-    assert g_mine64.device.type == "cuda"
-    assert _rel(g_mine64, g_ref64) < 1e-9
-    ref32 = copy.deepcopy(ref64).float()
-    mine32 = mg_torch_module(copy.deepcopy(ref32), x.float(), policy)
-    g_ref32 = _grads(ref32, x.float(), target)
-    g_mine32 = _grads(mine32, x.float(), target)
-    e_torch, e_mine = _rel(g_ref32.double(), g_ref64), _rel(g_mine32.double(),
-                                                            g_ref64)
-    assert e_mine <= 10 * e_torch + 1e-5, (e_mine, e_torch)
+    _matches_torch(ref64, x, target, policy)
 
 
 def mg_torch_module(model, x, policy):

@@ -45,6 +45,17 @@ static mg_tensor resolved(const mg_graph *g, const mg_recompute *r,
     return needs_copy(g, r, t) ? r->copy[t] : t;
 }
 
+/* Record c as u's copy (c: the node just made, or MG_NO_TENSOR). */
+static mg_tensor copy_made(mg_graph *g, mg_recompute *r, mg_tensor u,
+                           mg_tensor c) {
+    if (c == MG_NO_TENSOR) return c;
+    g->nodes[c].flags |= MG_NODE_RECOMPUTE;
+    g->nodes[c].orig = u;
+    r->copy[u] = c;
+    if (r->ml) r->made[r->n_made++] = u;
+    return c;
+}
+
 static bool stored16(const mg_recompute *r, mg_tensor u) {
     return r->store16 && u < r->n && r->store16[u];
 }
@@ -66,13 +77,8 @@ static mg_tensor make_unpack(mg_graph *g, mg_recompute *r, mg_tensor u) {
     a.ndim = d->ndim;
     for (int i = 0; i < d->ndim; i++) a.shape[i] = d->shape[i];
     const mg_tensor p = r->pack16[u];
-    mg_tensor c = mgi_graph_add_node(g, MG_OP_UNPACK_BF16, 1, &p, &a);
-    if (c == MG_NO_TENSOR) return c;
-    g->nodes[c].flags |= MG_NODE_RECOMPUTE;
-    g->nodes[c].orig = u;
-    r->copy[u] = c;
-    if (r->ml) r->made[r->n_made++] = u;
-    return c;
+    return copy_made(g, r, u,
+                     mgi_graph_add_node(g, MG_OP_UNPACK_BF16, 1, &p, &a));
 }
 
 /* Append the copy of u; its inputs' copies exist already. */
@@ -84,13 +90,8 @@ static mg_tensor make_copy(mg_graph *g, mg_recompute *r, mg_tensor u) {
     const mg_attrs *attrs = g->nodes[u].attrs; /* shared, never moved */
     mg_tensor in[MG_MAX_INPUTS];
     for (int k = 0; k < n_in; k++) in[k] = resolved(g, r, g->nodes[u].in[k]);
-    mg_tensor c = mgi_graph_add_node_shared(g, op, n_in, in, attrs);
-    if (c == MG_NO_TENSOR) return c;
-    g->nodes[c].flags |= MG_NODE_RECOMPUTE;
-    g->nodes[c].orig = u;
-    r->copy[u] = c;
-    if (r->ml) r->made[r->n_made++] = u;
-    return c;
+    return copy_made(g, r, u,
+                     mgi_graph_add_node_shared(g, op, n_in, in, attrs));
 }
 
 mg_tensor mgi_recompute_get(mg_graph *g, mg_recompute *r, mg_tensor t) {
