@@ -125,7 +125,7 @@ extern "C" size_t mgi_cuda_workspace(const mg_kargs *a) {
     case MG_OP_BATCHNORM_GRAD_INPUT:
         return mg_batchnorm_workspace(&a->in[1].d, 4);
     case MG_OP_BATCHNORM_GRAD_GAMMA:
-        return mg_batchnorm_workspace(&a->in[1].d, 3);
+        return mg_batchnorm_workspace(&a->in[1].d, 4);
     case MG_OP_SUM:
     case MG_OP_MEAN:
         return mg_reduce_workspace(&a->in[0].d, a->attrs,

@@ -162,111 +162,104 @@ __global__ void k_norm_grad_gamma_c(const T *gy, const T *x, T *dg, const T *st,
 /* ---- batchnorm over few channels of many elements ----------------------
  * A ResNet's channels (16 to 64 of N * H * W elements each) are too few
  * groups to fill the GPU one block each, so each channel is split into
- * chunks (src/common/group_reduce.h), each chunk's partial sums go to the
- * workspace, and every block adds a channel's partials in chunk order. The
- * arithmetic per element is the one-block kernels' above. */
+ * chunks (src/common/group_reduce.h). One pass over a chunk sums, in
+ * double, x and x^2 and, for the gradients, h (gy * gamma, or gy) and
+ * h * x; every block then adds a channel's partials in chunk order. The
+ * mean is the one-block kernels' (the double sum over N), carried as float
+ * plus remainder; the variance is E[x^2] - mean^2 in double, and
+ * sum(h * xhat) = rstd * (sum(h * x) - mean * sum(h)), so the statistics
+ * take one read of x and gy instead of two or three. */
 
-/* The mean of channel b from its partial sums of x, as norm_stats has it. */
-template <typename T>
-__device__ void bn_mean(const double *psum, const cu_chunks &k, int64_t b,
-                        T *mt, T *ml) {
-    const double m = cu_chunks_total(psum, k, b) / (double)k.cnt;
-    *mt = (T)m;
-    *ml = (T)(m - (double)*mt);
-}
+enum { BN_SX, BN_SXX, BN_SH, BN_SHX, BN_PARTS };
 
-template <typename T>
-__device__ T bn_rstd(const double *pvar, const cu_chunks &k, int64_t b,
-                     double eps) {
-    return (T)(1.0 / sqrt(cu_chunks_total(pvar, k, b) / (double)k.cnt + eps));
+/* A channel's statistics from its partial sums (slice q of the workspace
+ * holds B * P partials of quantity q). */
+struct bn_stats {
+    double m, rs;  /* mean and rstd in double */
+    double sh, shx; /* sum(h), sum(h * x): gradients only */
+};
+
+__device__ __forceinline__ bn_stats bn_totals(const double *part,
+                                              const cu_chunks &k, int64_t nb,
+                                              int64_t b, double eps,
+                                              bool grads) {
+    const double n = (double)k.cnt;
+    bn_stats st;
+    st.m = cu_chunks_total(part + BN_SX * nb * k.P, k, b) / n;
+    double var = cu_chunks_total(part + BN_SXX * nb * k.P, k, b) / n -
+                 st.m * st.m;
+    if (var < 0) var = 0;
+    st.rs = 1.0 / sqrt(var + eps);
+    st.sh = grads ? cu_chunks_total(part + BN_SH * nb * k.P, k, b) : 0;
+    st.shx = grads ? cu_chunks_total(part + BN_SHX * nb * k.P, k, b) : 0;
+    return st;
 }
 
 #define BN_CHUNK_FOR(w, d, k) for (cu_chunk_walk w(k, d.c); w.more(); w.next())
 
-/* psum[b][p]: the sum of chunk p of channel b */
+/* One pass over chunk blockIdx.x of channel blockIdx.y: sum(x), sum(x^2)
+ * and, with gy, sum(h) and sum(h * x), h = gy * gamma (gy without gamma). */
 template <typename T>
-__global__ void k_bn_sum(const T *x, mg_norm_dims d, cu_chunks k,
-                         double *psum) {
+__global__ void k_bn_sums(const T *x, const T *gy, const T *gamma,
+                          mg_norm_dims d, cu_chunks k, double *part) {
     CU_SHARED(double, sh);
-    const int64_t b = blockIdx.y;
-    double s = 0;
-    BN_CHUNK_FOR(w, d, k) s += (double)x[w.at(d.b, b)];
-    s = cu_block_sum(s, sh);
-    if (threadIdx.x == 0) psum[b * k.P + blockIdx.x] = s;
-}
-
-/* pvar[b][p]: the sum of chunk p's squares about the mean */
-template <typename T>
-__global__ void k_bn_var(const T *x, mg_norm_dims d, cu_chunks k,
-                         const double *psum, double *pvar) {
-    CU_SHARED(double, sh);
-    const int64_t b = blockIdx.y;
-    T m, ml;
-    bn_mean(psum, k, b, &m, &ml);
-    double v = 0;
+    const int64_t b = blockIdx.y, at = b * k.P + blockIdx.x;
+    const int64_t slice = d.b * k.P;
+    const double g = gamma ? (double)gamma[b] : 1.0;
+    double sx = 0, sxx = 0, shs = 0, shx = 0;
     BN_CHUNK_FOR(w, d, k) {
-        const T u = (x[w.at(d.b, b)] - m) - ml;
-        v += (double)(u * u);
+        const int64_t o = w.at(d.b, b);
+        const double v = (double)x[o];
+        sx += v;
+        sxx += v * v;
+        if (gy) {
+            const double h = (double)gy[o] * g;
+            shs += h;
+            shx += h * v;
+        }
     }
-    v = cu_block_sum(v, sh);
-    if (threadIdx.x == 0) pvar[b * k.P + blockIdx.x] = v;
+    sx = cu_block_sum(sx, sh);
+    sxx = cu_block_sum(sxx, sh);
+    if (gy) {
+        shs = cu_block_sum(shs, sh);
+        shx = cu_block_sum(shx, sh);
+    }
+    if (threadIdx.x == 0) {
+        part[BN_SX * slice + at] = sx;
+        part[BN_SXX * slice + at] = sxx;
+        if (gy) {
+            part[BN_SH * slice + at] = shs;
+            part[BN_SHX * slice + at] = shx;
+        }
+    }
 }
 
+/* y = ((x - mean) - mean_lo) * rstd * gamma + beta, as k_norm_fwd. */
 template <typename T>
 __global__ void k_bn_fwd(const T *x, const T *gamma, const T *beta, T *y,
-                         mg_norm_dims d, cu_chunks k, const double *psum,
-                         const double *pvar) {
+                         mg_norm_dims d, cu_chunks k, const double *part) {
     const int64_t b = blockIdx.y;
-    T m, ml;
-    bn_mean(psum, k, b, &m, &ml);
-    const T rs = bn_rstd<T>(pvar, k, b, d.eps), g = gamma[b], be = beta[b];
+    const bn_stats st = bn_totals(part, k, d.b, b, d.eps, false);
+    const T m = (T)st.m, ml = (T)(st.m - (double)m), rs = (T)st.rs;
+    const T g = gamma[b], be = beta[b];
     BN_CHUNK_FOR(w, d, k) {
         const int64_t o = w.at(d.b, b);
         y[o] = ((x[o] - m) - ml) * rs * g + be;
     }
 }
 
-/* p1[b][p], p2[b][p]: chunk p's sums of h = gy * gamma and of h * xhat
- * (with gamma = NULL: of gy * xhat into p2 alone, for dgamma) */
-template <typename T>
-__global__ void k_bn_grad_sums(const T *gy, const T *x, const T *gamma,
-                               mg_norm_dims d, cu_chunks k, const double *psum,
-                               const double *pvar, double *p1, double *p2) {
-    CU_SHARED(double, sh);
-    const int64_t b = blockIdx.y;
-    T m, ml;
-    bn_mean(psum, k, b, &m, &ml);
-    const T rs = bn_rstd<T>(pvar, k, b, d.eps), g = gamma ? gamma[b] : (T)1;
-    double s1 = 0, s2 = 0;
-    BN_CHUNK_FOR(w, d, k) {
-        const int64_t o = w.at(d.b, b);
-        if (gamma) {
-            const T h = gy[o] * g;
-            s1 += (double)h;
-            s2 += (double)(h * ((x[o] - m) - ml) * rs);
-        } else {
-            s2 += (double)(gy[o] * (((x[o] - m) - ml) * rs));
-        }
-    }
-    if (p1) {
-        s1 = cu_block_sum(s1, sh);
-        if (threadIdx.x == 0) p1[b * k.P + blockIdx.x] = s1;
-    }
-    s2 = cu_block_sum(s2, sh);
-    if (threadIdx.x == 0) p2[b * k.P + blockIdx.x] = s2;
-}
-
+/* dx = rstd * (h - mean(h) - xhat * mean(h * xhat)), as k_norm_grad_input */
 template <typename T>
 __global__ void k_bn_grad_input(const T *gy, const T *x, const T *gamma, T *dx,
-                                mg_norm_dims d, cu_chunks k, const double *psum,
-                                const double *pvar, const double *p1,
-                                const double *p2) {
+                                mg_norm_dims d, cu_chunks k,
+                                const double *part) {
     const int64_t b = blockIdx.y;
-    T m, ml;
-    bn_mean(psum, k, b, &m, &ml);
-    const T rs = bn_rstd<T>(pvar, k, b, d.eps), g = gamma[b];
-    const T mh = (T)(cu_chunks_total(p1, k, b) / (double)k.cnt);
-    const T mhx = (T)(cu_chunks_total(p2, k, b) / (double)k.cnt);
+    const bn_stats st = bn_totals(part, k, d.b, b, d.eps, true);
+    const T m = (T)st.m, ml = (T)(st.m - (double)m), rs = (T)st.rs;
+    const double n = (double)k.cnt;
+    const T mh = (T)(st.sh / n);
+    const T mhx = (T)(st.rs * (st.shx - st.m * st.sh) / n);
+    const T g = gamma[b];
     BN_CHUNK_FOR(w, d, k) {
         const int64_t o = w.at(d.b, b);
         const T h = gy[o] * g;
@@ -274,15 +267,19 @@ __global__ void k_bn_grad_input(const T *gy, const T *x, const T *gamma, T *dx,
     }
 }
 
+/* dgamma[b] = sum(gy * xhat) = rstd * (sum(gy * x) - mean * sum(gy)) */
 template <typename T>
-__global__ void k_bn_grad_gamma_total(const double *p, T *dg, int64_t nb,
-                                      cu_chunks k) {
-    CU_FOR(b, nb) dg[b] = (T)cu_chunks_total(p, k, b);
+__global__ void k_bn_grad_gamma(T *dg, mg_norm_dims d, cu_chunks k,
+                                const double *part) {
+    CU_FOR(b, d.b) {
+        const bn_stats st = bn_totals(part, k, d.b, b, d.eps, true);
+        dg[b] = (T)(st.rs * (st.shx - st.m * st.sh));
+    }
 }
 
 /* The chunks of a batchnorm op, or false where one block per channel is
  * used (layernorm, many channels, small ones): the same rule as the op
- * table's workspace (mg_batchnorm_workspace). */
+ * table's workspace (mg_batchnorm_workspace, BN_PARTS or 2 partials). */
 static bool bn_split(const mg_norm_dims &d, cu_chunks *k) {
     if (d.gamma_by_c) return false;
     const int64_t P = mg_group_chunks(d.b, d.a * d.c);
@@ -291,18 +288,22 @@ static bool bn_split(const mg_norm_dims &d, cu_chunks *k) {
     return true;
 }
 
-/* The statistics' partial sums into w[0] and w[1] (each B * P doubles). */
+/* The sums of every chunk into the workspace: x's two, and gy's two when
+ * gy is given. */
 template <typename T>
-static mg_status bn_stats(cu_ctx *c, const mg_kargs *a, const T *x,
-                          const mg_norm_dims &d, const cu_chunks &k,
-                          double *w) {
-    const dim3 grid((unsigned)k.P, (unsigned)d.b);
-    const size_t sh = CU_CHUNK_THREADS * sizeof(double);
-    double *psum = w, *pvar = w + d.b * k.P;
-    k_bn_sum<T><<<grid, CU_CHUNK_THREADS, sh, c->stream>>>(x, d, k, psum);
-    k_bn_var<T><<<grid, CU_CHUNK_THREADS, sh, c->stream>>>(x, d, k, psum,
-                                                           pvar);
-    return cu_check_launch(a, "batchnorm statistics");
+static mg_status bn_sums(cu_ctx *c, const mg_kargs *a, const T *x,
+                         const T *gy, const T *gamma, const mg_norm_dims &d,
+                         const cu_chunks &k, double **part) {
+    void *w = NULL;
+    const int parts = gy ? BN_PARTS : 2;
+    mg_status s =
+        cu_work(a, (size_t)parts * (size_t)(d.b * k.P) * sizeof(double), &w);
+    if (s != MG_OK) return s;
+    *part = (double *)w;
+    k_bn_sums<T><<<dim3((unsigned)k.P, (unsigned)d.b), CU_CHUNK_THREADS,
+                   CU_CHUNK_THREADS * sizeof(double), c->stream>>>(
+        x, gy, gamma, d, k, *part);
+    return cu_check_launch(a, "batchnorm sums");
 }
 
 mg_status cu_norm(cu_ctx *c, const mg_kargs *a) {
@@ -311,18 +312,16 @@ mg_status cu_norm(cu_ctx *c, const mg_kargs *a) {
     if (s != MG_OK) return s;
     cu_chunks k;
     if (bn_split(d, &k)) {
-        void *w = NULL;
-        s = cu_work(a, 2 * (size_t)(d.b * k.P) * sizeof(double), &w);
-        if (s != MG_OK) return s;
-        double *psum = (double *)w, *pvar = psum + d.b * k.P;
         CU_BY_FLOAT(a, a->out.d.dtype, {
             const T *x = (const T *)a->in[0].data;
-            s = bn_stats<T>(c, a, x, d, k, psum);
+            double *part = NULL;
+            s = bn_sums<T>(c, a, x, (const T *)NULL, (const T *)NULL, d, k,
+                           &part);
             if (s != MG_OK) return s;
             k_bn_fwd<T><<<dim3((unsigned)k.P, (unsigned)d.b), CU_CHUNK_THREADS,
-                          0, c->stream>>>(
-                x, (const T *)a->in[1].data, (const T *)a->in[2].data,
-                (T *)a->out.data, d, k, psum, pvar);
+                          0, c->stream>>>(x, (const T *)a->in[1].data,
+                                          (const T *)a->in[2].data,
+                                          (T *)a->out.data, d, k, part);
         });
         return MG_OK;
     }
@@ -341,24 +340,16 @@ mg_status cu_norm_grad_input(cu_ctx *c, const mg_kargs *a) {
     if (s != MG_OK) return s;
     cu_chunks k;
     if (bn_split(d, &k)) {
-        void *w = NULL;
-        s = cu_work(a, 4 * (size_t)(d.b * k.P) * sizeof(double), &w);
-        if (s != MG_OK) return s;
-        const int64_t n = d.b * k.P;
-        double *psum = (double *)w, *pvar = psum + n, *p1 = pvar + n,
-               *p2 = p1 + n;
-        const dim3 grid((unsigned)k.P, (unsigned)d.b);
         CU_BY_FLOAT(a, a->out.d.dtype, {
             const T *gy = (const T *)a->in[0].data,
                     *x = (const T *)a->in[1].data,
                     *g = (const T *)a->in[2].data;
-            s = bn_stats<T>(c, a, x, d, k, psum);
+            double *part = NULL;
+            s = bn_sums<T>(c, a, x, gy, g, d, k, &part);
             if (s != MG_OK) return s;
-            k_bn_grad_sums<T><<<grid, CU_CHUNK_THREADS,
-                                CU_CHUNK_THREADS * sizeof(double), c->stream>>>(
-                gy, x, g, d, k, psum, pvar, p1, p2);
-            k_bn_grad_input<T><<<grid, CU_CHUNK_THREADS, 0, c->stream>>>(
-                gy, x, g, (T *)a->out.data, d, k, psum, pvar, p1, p2);
+            k_bn_grad_input<T><<<dim3((unsigned)k.P, (unsigned)d.b),
+                                 CU_CHUNK_THREADS, 0, c->stream>>>(
+                gy, x, g, (T *)a->out.data, d, k, part);
         });
         return MG_OK;
     }
@@ -385,23 +376,14 @@ mg_status cu_norm_grad_gamma(cu_ctx *c, const mg_kargs *a) {
     if (s != MG_OK) return s;
     cu_chunks k;
     if (bn_split(d, &k)) {
-        void *w = NULL;
-        s = cu_work(a, 3 * (size_t)(d.b * k.P) * sizeof(double), &w);
-        if (s != MG_OK) return s;
-        const int64_t n = d.b * k.P;
-        double *psum = (double *)w, *pvar = psum + n, *p2 = pvar + n;
         CU_BY_FLOAT(a, a->out.d.dtype, {
-            const T *gy = (const T *)a->in[0].data,
-                    *x = (const T *)a->in[1].data;
-            s = bn_stats<T>(c, a, x, d, k, psum);
+            double *part = NULL;
+            s = bn_sums<T>(c, a, (const T *)a->in[1].data,
+                           (const T *)a->in[0].data, (const T *)NULL, d, k,
+                           &part);
             if (s != MG_OK) return s;
-            k_bn_grad_sums<T><<<dim3((unsigned)k.P, (unsigned)d.b),
-                                CU_CHUNK_THREADS,
-                                CU_CHUNK_THREADS * sizeof(double), c->stream>>>(
-                gy, x, (const T *)NULL, d, k, psum, pvar, (double *)NULL, p2);
-            k_bn_grad_gamma_total<T><<<cu_blocks(d.b), CU_THREADS, 0,
-                                       c->stream>>>(p2, (T *)a->out.data, d.b,
-                                                    k);
+            k_bn_grad_gamma<T><<<cu_blocks(d.b), CU_THREADS, 0, c->stream>>>(
+                (T *)a->out.data, d, k, part);
         });
         return MG_OK;
     }

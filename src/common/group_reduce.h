@@ -87,8 +87,8 @@ static inline size_t mg_reduce_workspace(const mg_tdesc *x,
 }
 
 /* Batchnorm's groups are x's channels (axis 1) of N * H * W elements; its
- * forward keeps 2 partial sums per chunk (mean, variance), grad_input 4
- * (those and the two sums of the gradient), grad_gamma 3. */
+ * forward keeps 2 partial sums per chunk (of x and x^2), its gradients 4
+ * (those, and of the gradient and the gradient times x). */
 static inline size_t mg_batchnorm_workspace(const mg_tdesc *x, int parts) {
     if (x->ndim < 2 || x->shape[1] <= 0) return 0;
     int64_t n = 1;

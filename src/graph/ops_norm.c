@@ -137,7 +137,7 @@ size_t mgi_batchnorm_grad_gamma_workspace(const mg_tdesc *in, int n_in,
                                           const mg_attrs *a,
                                           const mg_tdesc *out) {
     (void)n_in, (void)a, (void)out;
-    return mg_batchnorm_workspace(&in[1], 3);
+    return mg_batchnorm_workspace(&in[1], 4);
 }
 
 mg_tensor mg_batchnorm(mg_graph *g, mg_tensor x, mg_tensor gamma,
