@@ -8,6 +8,7 @@
  * of each op's builder are tested with the op, in tests/ops/.
  */
 #include "helpers.h"
+#include "graph/graph.h"
 #include "memgrad_dlpack.h"
 #include "memgrad_observe.h"
 
@@ -522,6 +523,36 @@ START_TEST(test_no_second_order) {
 }
 END_TEST
 
+/* A name set, then unset, is gone: finding another name does not read
+ * the empty slot (it dereferenced NULL before), and truncating a graph
+ * gives the slots of the names it drops back. */
+START_TEST(test_names_unset_and_truncated) {
+    mg_graph *g = mg_graph_new();
+    mg_tensor x = mg_input(g, "x", MG_F32, 1, S(3));
+    mg_tensor y = mg_relu(g, x);
+    ck_assert_int_eq(mg_tensor_set_name(g, y, "y"), MG_OK);
+    ck_assert_int_eq(mg_tensor_set_name(g, y, NULL), MG_OK);
+    ck_assert_ptr_null(mg_tensor_name(g, y));
+    ck_assert_int_eq(mg_tensor_find(g, "x"), x);
+    ck_assert_int_eq(mg_tensor_find(g, "z"), MG_NO_TENSOR);
+    ck_assert_int_eq(mg_last_status(), MG_ERR_UNKNOWN_ID);
+    ck_assert_int_eq(mg_tensor_set_name(g, y, "y2"), MG_OK);
+    ck_assert_int_eq(mg_tensor_find(g, "y2"), y);
+    /* trial nodes named and dropped, as a search does, many times over */
+    const int32_t n = mg_graph_num_tensors(g), names = g->n_names;
+    for (int i = 0; i < 100; i++) {
+        mg_tensor t = mg_tanh(g, y);
+        ck_assert_int_eq(mg_tensor_set_name(g, t, "trial"), MG_OK);
+        mgi_graph_truncate(g, n);
+    }
+    ck_assert_int_eq(g->n_names, names);
+    ck_assert_str_eq(mg_tensor_name(g, x), "x");
+    ck_assert_str_eq(mg_tensor_name(g, y), "y2");
+    ck_assert_int_eq(mg_tensor_find(g, "trial"), MG_NO_TENSOR);
+    mg_graph_free(g);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("errors");
     th_add_tcase(s, "errors", 120,
@@ -533,6 +564,7 @@ int main(void) {
                           test_kernel_error_label_range, test_exec_device,
                           test_error_is_per_thread,
                           test_introspection_and_report_errors,
-                          test_errors_propagate, test_no_second_order));
+                          test_errors_propagate, test_no_second_order,
+                          test_names_unset_and_truncated));
     return th_run_suite(s);
 }

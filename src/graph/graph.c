@@ -91,6 +91,9 @@ void mgi_graph_truncate(mg_graph *g, int32_t n) {
     }
     attrs_give_back(g, owned);
     if (n < g->n) g->n = n;
+    /* the slots of names given after the kept nodes' are free again: a
+     * search that builds and truncates trial graphs reuses them */
+    while (g->n_names > 0 && !g->names[g->n_names - 1]) g->n_names--;
 }
 
 const char *mgi_graph_tensor_label(const mg_graph *g, mg_tensor t, char *buf,
@@ -452,6 +455,8 @@ static mg_status names_set(mg_graph *g, mg_tensor t, char *copy) {
     if (n->name) {
         free(g->names[n->name - 1]);
         g->names[n->name - 1] = copy;
+        /* an empty slot is nobody's: mgi_graph_truncate may reuse it */
+        if (!copy) n->name = 0;
         return MG_OK;
     }
     if (!copy) return MG_OK;
