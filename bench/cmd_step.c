@@ -106,8 +106,8 @@ int bench_cmd_step(int argc, char **argv) {
         printf("model=%s\npolicy=%s\ncompact=%s\nstore16=%s\ndepth=%ld\n"
                "batch=%ld\nwidth=%ld\ndevice=%s\nblas=%s\n",
                o.spec->name, mg_ckpt_policy_name(pol), o.compact ? "yes" : "no",
-               o.store16 ? "yes" : "no",
-               depth, o.batch, o.width, bench_device_str(o.device), blas);
+               o.store16 ? "yes" : "no", depth, o.batch, o.width,
+               bench_device_str(o.device), blas);
         if (o.device != MG_DEVICE_CPU) {
             char gpu[256];
             bench_device_info(gpu, sizeof gpu);

@@ -131,8 +131,8 @@ static void list_candidates(const char *how, const char *mode,
                 "  algo %d status %d deterministic %d math %d memory %zu "
                 "time %.3f%s\n",
                 (int)p[i].algo, (int)p[i].status,
-                p[i].determinism == CUDNN_DETERMINISTIC,
-                (int)p[i].mathType, p[i].memory, (double)p[i].time,
+                p[i].determinism == CUDNN_DETERMINISTIC, (int)p[i].mathType,
+                p[i].memory, (double)p[i].time,
                 p[i].memory > work ? " (more than lent)" : "");
 }
 
@@ -147,10 +147,9 @@ static int choose(cudnnHandle_t h, const dnn_descs *s, int mode, size_t work,
             return -1;
         algo = first_usable(p, n, work);
         if (verbose) list_candidates("heuristics", "forward", d, p, n, work);
-        if (verbose > 1 &&
-            cudnnFindConvolutionForwardAlgorithm(h, s->x, s->w, s->conv, s->y,
-                                                 DNN_ALGOS, &n,
-                                                 p) == CUDNN_STATUS_SUCCESS)
+        if (verbose > 1 && cudnnFindConvolutionForwardAlgorithm(
+                               h, s->x, s->w, s->conv, s->y, DNN_ALGOS, &n,
+                               p) == CUDNN_STATUS_SUCCESS)
             list_candidates("timed", "forward", d, p, n, work);
     } else if (mode == CU_CONV_GRAD_INPUT) {
         cudnnConvolutionBwdDataAlgoPerf_t p[DNN_ALGOS];

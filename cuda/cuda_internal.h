@@ -16,7 +16,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/kernel_shared.h" /* shared with the CPU kernels */
-#include "common/group_reduce.h"    /* the chunks of group reductions */
+#include "common/group_reduce.h"   /* the chunks of group reductions */
 extern "C" {
 #include "backend_cuda.h"
 }
@@ -150,9 +150,8 @@ struct cu_chunk_walk {
 
 /* Group b's total of its P partial sums, in chunk order (every thread of a
  * block gets the same value). */
-__device__ __forceinline__ double cu_chunks_total(const double *part,
-                                                  const cu_chunks &k,
-                                                  int64_t b) {
+__device__ __forceinline__ double
+cu_chunks_total(const double *part, const cu_chunks &k, int64_t b) {
     double s = 0;
     for (int64_t q = 0; q < k.P; q++) s += part[b * k.P + q];
     return s;

@@ -175,7 +175,7 @@ enum { BN_SX, BN_SXX, BN_SH, BN_SHX, BN_PARTS };
 /* A channel's statistics from its partial sums (slice q of the workspace
  * holds B * P partials of quantity q). */
 struct bn_stats {
-    double m, rs;  /* mean and rstd in double */
+    double m, rs;   /* mean and rstd in double */
     double sh, shx; /* sum(h), sum(h * x): gradients only */
 };
 
@@ -186,8 +186,8 @@ __device__ __forceinline__ bn_stats bn_totals(const double *part,
     const double n = (double)k.cnt;
     bn_stats st;
     st.m = cu_chunks_total(part + BN_SX * nb * k.P, k, b) / n;
-    double var = cu_chunks_total(part + BN_SXX * nb * k.P, k, b) / n -
-                 st.m * st.m;
+    double var =
+        cu_chunks_total(part + BN_SXX * nb * k.P, k, b) / n - st.m * st.m;
     if (var < 0) var = 0;
     st.rs = 1.0 / sqrt(var + eps);
     st.sh = grads ? cu_chunks_total(part + BN_SH * nb * k.P, k, b) : 0;
@@ -291,8 +291,8 @@ static bool bn_split(const mg_norm_dims &d, cu_chunks *k) {
 /* The sums of every chunk into the workspace: x's two, and gy's two when
  * gy is given. */
 template <typename T>
-static mg_status bn_sums(cu_ctx *c, const mg_kargs *a, const T *x,
-                         const T *gy, const T *gamma, const mg_norm_dims &d,
+static mg_status bn_sums(cu_ctx *c, const mg_kargs *a, const T *x, const T *gy,
+                         const T *gamma, const mg_norm_dims &d,
                          const cu_chunks &k, double **part) {
     void *w = NULL;
     const int parts = gy ? BN_PARTS : 2;
@@ -301,8 +301,8 @@ static mg_status bn_sums(cu_ctx *c, const mg_kargs *a, const T *x,
     if (s != MG_OK) return s;
     *part = (double *)w;
     k_bn_sums<T><<<dim3((unsigned)k.P, (unsigned)d.b), CU_CHUNK_THREADS,
-                   CU_CHUNK_THREADS * sizeof(double), c->stream>>>(
-        x, gy, gamma, d, k, *part);
+                   CU_CHUNK_THREADS * sizeof(double), c->stream>>>(x, gy, gamma,
+                                                                   d, k, *part);
     return cu_check_launch(a, "batchnorm sums");
 }
 
@@ -347,9 +347,9 @@ mg_status cu_norm_grad_input(cu_ctx *c, const mg_kargs *a) {
             double *part = NULL;
             s = bn_sums<T>(c, a, x, gy, g, d, k, &part);
             if (s != MG_OK) return s;
-            k_bn_grad_input<T><<<dim3((unsigned)k.P, (unsigned)d.b),
-                                 CU_CHUNK_THREADS, 0, c->stream>>>(
-                gy, x, g, (T *)a->out.data, d, k, part);
+            k_bn_grad_input<T>
+                <<<dim3((unsigned)k.P, (unsigned)d.b), CU_CHUNK_THREADS, 0,
+                   c->stream>>>(gy, x, g, (T *)a->out.data, d, k, part);
         });
         return MG_OK;
     }

@@ -61,12 +61,13 @@ __global__ void k_reduce_thread(const T *x, T *y, int64_t ny, int64_t nr,
  * chunk's sum into the workspace, then each output adds its chunks in
  * order. */
 template <typename T>
-__global__ void k_reduce_chunks(const T *x, int64_t nb, int64_t nc,
-                                cu_chunks k, double *part) {
+__global__ void k_reduce_chunks(const T *x, int64_t nb, int64_t nc, cu_chunks k,
+                                double *part) {
     CU_SHARED(double, sh);
     const int64_t b = blockIdx.y;
     double s = 0;
-    for (cu_chunk_walk w(k, nc); w.more(); w.next()) s += (double)x[w.at(nb, b)];
+    for (cu_chunk_walk w(k, nc); w.more(); w.next())
+        s += (double)x[w.at(nb, b)];
     s = cu_block_sum(s, sh);
     if (threadIdx.x == 0) part[b * k.P + blockIdx.x] = s;
 }
@@ -95,10 +96,10 @@ static mg_status reduce_chunked(cu_ctx *c, const mg_kargs *a, int mean,
     if (s != MG_OK) return s;
     const int64_t mean_of = mean ? k.cnt : 0;
     CU_BY_FLOAT(a, a->out.d.dtype, {
-        k_reduce_chunks<T><<<dim3((unsigned)P, (unsigned)abc[1]),
-                             CU_CHUNK_THREADS,
-                             CU_CHUNK_THREADS * sizeof(double), c->stream>>>(
-            (const T *)a->in[0].data, abc[1], abc[2], k, (double *)w);
+        k_reduce_chunks<T>
+            <<<dim3((unsigned)P, (unsigned)abc[1]), CU_CHUNK_THREADS,
+               CU_CHUNK_THREADS * sizeof(double), c->stream>>>(
+                (const T *)a->in[0].data, abc[1], abc[2], k, (double *)w);
         k_reduce_total<T><<<cu_blocks(abc[1]), CU_THREADS, 0, c->stream>>>(
             (const double *)w, (T *)a->out.data, abc[1], k, mean_of);
     });

@@ -56,8 +56,9 @@ static mg_plan *workspace_plan(mg_graph *g) {
 /* Step s as the executor hands it to a kernel, without data. */
 static mg_kargs step_args(const mg_plan *p, int32_t s) {
     const mg_plan_step *st = &p->step[s];
-    mg_kargs a = {
-        .op = st->op, .attrs = p->g->nodes[p->steps[s]].attrs, .n_in = st->n_in};
+    mg_kargs a = {.op = st->op,
+                  .attrs = p->g->nodes[p->steps[s]].attrs,
+                  .n_in = st->n_in};
     for (int i = 0; i < st->n_in; i++) a.in[i].d = *mg_plan_desc(p, st->in[i]);
     a.out.d = *mg_plan_desc(p, p->steps[s]);
     return a;
@@ -145,8 +146,8 @@ START_TEST(test_chunked_reductions_lent) {
     mg_tensor bet = mg_param(g, "beta", MG_F32, 1, cs);
     mg_tensor y = mg_batchnorm(g, x, gam, bet, 1e-5);
     const int ax[3] = {0, 2, 3};
-    mg_tensor loss = mg_sum(g, mg_mean(g, mg_mul(g, y, y), 3, ax, 0), 0,
-                            NULL, 0);
+    mg_tensor loss =
+        mg_sum(g, mg_mean(g, mg_mul(g, y, y), 3, ax, 0), 0, NULL, 0);
     const mg_tensor wrt[3] = {x, gam, bet};
     mg_tensor grads[3];
     ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, wrt, 3, NULL, grads),

@@ -431,8 +431,7 @@ START_TEST(test_every_op_matches_cpu) {
          * blocks (src/common/group_reduce.h), with chunk boundaries inside
          * rows (C = 675, 272) and rows of one element (BatchNorm1d) */
         const int64_t xk[] = {16, 3, 27, 25}, g3k[] = {3},
-                      xk4[] = {64, 4, 16, 17}, g4k[] = {4},
-                      xk1[] = {40000, 3};
+                      xk4[] = {64, 4, 16, 17}, g4k[] = {4}, xk1[] = {40000, 3};
         CASE("batchnorm chunked")
         finish(c, mg_batchnorm(c->g, fin(c, 4, xk), fin(c, 1, g3k),
                                fin(c, 1, g3k), 1e-5));

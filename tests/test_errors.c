@@ -7,8 +7,8 @@
  * (ASan runs this) or writes into the caller's memory. The argument checks
  * of each op's builder are tested with the op, in tests/ops/.
  */
-#include "helpers.h"
 #include "graph/graph.h"
+#include "helpers.h"
 #include "memgrad_dlpack.h"
 #include "memgrad_observe.h"
 
@@ -555,16 +555,15 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("errors");
-    th_add_tcase(s, "errors", 120,
-                 TH_TESTS(test_null_arguments,
-                          test_null_arguments_run_and_observe, test_unknown_ids,
-                          test_shapes, test_dtypes, test_gradient_requests,
-                          test_checkpoint_arguments, test_cycles_and_rewiring,
-                          test_unbound_and_aliasing, test_out_of_memory,
-                          test_kernel_error_label_range, test_exec_device,
-                          test_error_is_per_thread,
-                          test_introspection_and_report_errors,
-                          test_errors_propagate, test_no_second_order,
-                          test_names_unset_and_truncated));
+    th_add_tcase(
+        s, "errors", 120,
+        TH_TESTS(test_null_arguments, test_null_arguments_run_and_observe,
+                 test_unknown_ids, test_shapes, test_dtypes,
+                 test_gradient_requests, test_checkpoint_arguments,
+                 test_cycles_and_rewiring, test_unbound_and_aliasing,
+                 test_out_of_memory, test_kernel_error_label_range,
+                 test_exec_device, test_error_is_per_thread,
+                 test_introspection_and_report_errors, test_errors_propagate,
+                 test_no_second_order, test_names_unset_and_truncated));
     return th_run_suite(s);
 }

@@ -99,8 +99,8 @@ static void mlp_build(mlp *m, mg_dtype dt, mg_ckpt_policy pol, int store16) {
     m->loss = mg_sum(g, mg_mul(g, out, m->r), 0, NULL, 0);
     TH_OK_T("loss", m->loss);
     const mg_checkpoints ck = {.policy = pol, .store16 = store16};
-    ck_assert_msg(mg_gradients(g, &m->loss, 1, NULL, m->w, 3, &ck,
-                               m->grads) == MG_OK,
+    ck_assert_msg(mg_gradients(g, &m->loss, 1, NULL, m->w, 3, &ck, m->grads) ==
+                      MG_OK,
                   "%s", mg_last_error());
     th_rng rng;
     th_rng_init(&rng, 29);

@@ -79,8 +79,8 @@ static inline bool mg_reduce_abc(const mg_tdesc *x, const mg_attrs *at,
 }
 
 /* The partial sums a sum or mean over x takes on the GPU (one per chunk). */
-static inline size_t mg_reduce_workspace(const mg_tdesc *x,
-                                         const mg_attrs *at, int64_t ny) {
+static inline size_t mg_reduce_workspace(const mg_tdesc *x, const mg_attrs *at,
+                                         int64_t ny) {
     int64_t abc[3];
     if (!mg_reduce_abc(x, at, ny, abc)) return 0;
     return mg_group_workspace(abc[1], abc[0] * abc[2], 1);

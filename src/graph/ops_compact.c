@@ -139,9 +139,8 @@ mg_status mgi_pack_bf16_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
     return MG_OK;
 }
 
-mg_status mgi_unpack_bf16_infer(const mg_tdesc *in, int n_in,
-                                const mg_attrs *a, mg_tdesc *out, char *why,
-                                size_t len) {
+mg_status mgi_unpack_bf16_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                                mg_tdesc *out, char *why, size_t len) {
     (void)n_in;
     mg_status s = mgi_shape_check(a->ndim, a->shape, why, len);
     if (s != MG_OK) return s;

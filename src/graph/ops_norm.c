@@ -8,9 +8,9 @@
  * each row over the trailing axes and scales per trailing element. Variance
  * is biased (divided by the count), as PyTorch uses for normalising.
  */
+#include "../common/group_reduce.h"
 #include "graph.h"
 #include "ops_internal.h"
-#include "../common/group_reduce.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -2,9 +2,9 @@
  * ops_reduce.c - sum and mean over axes, and broadcast_to, their adjoint:
  * each one's gradient is built from the other.
  */
+#include "../common/group_reduce.h"
 #include "graph.h"
 #include "ops_internal.h"
-#include "../common/group_reduce.h"
 
 #include <stdio.h>
 

@@ -200,8 +200,8 @@ typedef struct ad_work {
     mg_tensor *gsum, *order, *copy, *stack, *made;
     int32_t *mark;
     bool *marks, *relevant, *forward, *is_y, *keep, *chosen;
-    bool *store16;      /* NULL unless mg_checkpoints.store16 */
-    mg_tensor *pack16;  /* the same */
+    bool *store16;     /* NULL unless mg_checkpoints.store16 */
+    mg_tensor *pack16; /* the same */
     int32_t n_order;
 } ad_work;
 
