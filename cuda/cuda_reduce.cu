@@ -114,15 +114,12 @@ static mg_status reduce(cu_ctx *c, const mg_kargs *a, int mean) {
     const mg_tdesc *dx = &a->in[0].d;
     const mg_attrs *at = a->attrs;
     const int64_t nx = mgi_tdesc_numel(dx), ny = mgi_tdesc_numel(&a->out.d);
-    int reduced[MG_MAX_DIMS] = {0};
-    for (int i = 0; i < dx->ndim; i++) reduced[i] = at->naxes == 0 && nx != ny;
-    for (int j = 0; j < at->naxes; j++) {
-        if (at->axes[j] < 0 || at->axes[j] >= dx->ndim)
-            return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
-                                  "axis %d is outside [0, %d)", at->axes[j],
-                                  dx->ndim);
-        reduced[at->axes[j]] = 1;
-    }
+    bool reduced[MG_MAX_DIMS];
+    const int bad = mg_reduce_axes(dx, at, ny, reduced);
+    if (bad >= 0)
+        return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
+                              "axis %d is outside [0, %d)", at->axes[bad],
+                              dx->ndim);
     red_dims d;
     memset(&d, 0, sizeof d);
     int64_t stride = 1, kept = 1;

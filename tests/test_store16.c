@@ -134,6 +134,7 @@ typedef struct run_out {
     double *grads[3]; /* as doubles, for comparison */
     int64_t n[3];
     size_t predicted, measured;
+    int packs, unpacks; /* pack_bf16 and unpack_bf16 nodes */
 } run_out;
 
 /* One step: loss and gradients in caller memory; predicted and measured
@@ -176,6 +177,20 @@ static void run_free(run_out *o) {
     for (int i = 0; i < 3; i++) free(o->grads[i]);
 }
 
+/* Build, run and free the MLP: its step, and how many packs it has (each
+ * of them a pack as mg_tensor_is_pack says). */
+static void mlp_step(mg_dtype dt, mg_ckpt_policy pol, int store16, run_out *o) {
+    mlp m;
+    mlp_build(&m, dt, pol, store16);
+    mlp_run(&m, o);
+    o->packs = count_op(m.g, "pack_bf16");
+    o->unpacks = count_op(m.g, "unpack_bf16");
+    for (int32_t t = 0; t < mg_graph_num_tensors(m.g); t++)
+        if (!strcmp(mg_tensor_op_name(m.g, t), "pack_bf16"))
+            ck_assert(mg_tensor_is_pack(m.g, t));
+    mlp_free(&m);
+}
+
 /* The largest normwise relative difference over the three gradients. */
 static double grad_diff(const run_out *a, const run_out *ref) {
     double worst = 0;
@@ -193,20 +208,14 @@ static double grad_diff(const run_out *a, const run_out *ref) {
 }
 
 START_TEST(test_none_halves_saved_and_stays_close) {
-    mlp plain, half;
-    mlp_build(&plain, MG_F32, MG_CKPT_NONE, 0);
-    mlp_build(&half, MG_F32, MG_CKPT_NONE, 1);
-    ck_assert_int_eq(count_op(plain.g, "pack_bf16"), 0);
+    run_out a, b;
+    mlp_step(MG_F32, MG_CKPT_NONE, 0, &a);
+    mlp_step(MG_F32, MG_CKPT_NONE, 1, &b);
+    ck_assert_int_eq(a.packs, 0);
     /* relu's output (read by relu_grad and the next matmul's gradient) and
      * tanh's (read by tanh_grad and the last matmul's gradient) */
-    ck_assert_int_ge(count_op(half.g, "pack_bf16"), 2);
-    ck_assert_int_ge(count_op(half.g, "unpack_bf16"), 2);
-    for (int32_t t = 0; t < mg_graph_num_tensors(half.g); t++)
-        if (!strcmp(mg_tensor_op_name(half.g, t), "pack_bf16"))
-            ck_assert(mg_tensor_is_pack(half.g, t));
-    run_out a, b;
-    mlp_run(&plain, &a);
-    mlp_run(&half, &b);
+    ck_assert_int_ge(b.packs, 2);
+    ck_assert_int_ge(b.unpacks, 2);
     ck_assert_uint_eq(a.predicted, a.measured);
     ck_assert_uint_eq(b.predicted, b.measured);
     ck_assert_msg(b.measured < a.measured, "store16 peak %zu, plain %zu",
@@ -217,8 +226,6 @@ START_TEST(test_none_halves_saved_and_stays_close) {
     ck_assert_msg(e > 0 && e < 1e-2, "gradient difference %.3g", e);
     run_free(&a);
     run_free(&b);
-    mlp_free(&plain);
-    mlp_free(&half);
 }
 END_TEST
 
@@ -262,36 +269,27 @@ START_TEST(test_backward_reads_bf16_of_forward) {
 END_TEST
 
 START_TEST(test_memory_policy_predicted) {
-    mlp exact, half;
-    mlp_build(&exact, MG_F32, MG_CKPT_NONE, 0);
-    mlp_build(&half, MG_F32, MG_CKPT_MEMORY, 1);
     run_out a, b;
-    mlp_run(&exact, &a);
-    mlp_run(&half, &b);
+    mlp_step(MG_F32, MG_CKPT_NONE, 0, &a);
+    mlp_step(MG_F32, MG_CKPT_MEMORY, 1, &b);
+    ck_assert_int_ge(b.packs, 1);
     ck_assert_uint_eq(b.predicted, b.measured);
     const double e = grad_diff(&b, &a);
     ck_assert_msg(e > 0 && e < 5e-2, "gradient difference %.3g", e);
     run_free(&a);
     run_free(&b);
-    mlp_free(&exact);
-    mlp_free(&half);
 }
 END_TEST
 
 START_TEST(test_f64_untouched_and_bad_flag) {
-    mlp plain, half;
-    mlp_build(&plain, MG_F64, MG_CKPT_NONE, 0);
-    mlp_build(&half, MG_F64, MG_CKPT_NONE, 1);
-    ck_assert_int_eq(count_op(half.g, "pack_bf16"), 0);
     run_out a, b;
-    mlp_run(&plain, &a);
-    mlp_run(&half, &b);
+    mlp_step(MG_F64, MG_CKPT_NONE, 0, &a);
+    mlp_step(MG_F64, MG_CKPT_NONE, 1, &b);
+    ck_assert_int_eq(b.packs, 0);
     ck_assert(grad_diff(&b, &a) == 0);
     ck_assert_uint_eq(a.measured, b.measured);
     run_free(&a);
     run_free(&b);
-    mlp_free(&plain);
-    mlp_free(&half);
 
     mg_graph *g = mg_graph_new();
     mg_tensor w = mg_param(g, "w", MG_F32, 1, S(4));

@@ -44,21 +44,33 @@ static inline size_t mg_group_workspace(int64_t groups, int64_t count,
                  : 0;
 }
 
+/* The axes of x that a sum or mean into ny elements reduces, in
+ * reduced[]: attrs->axes, or every axis when there are none and y is
+ * smaller than x (naxes 0 is "every axis" in the API, and the graph may
+ * pass it through). Returns the place in attrs->axes of the first axis
+ * outside x, or -1. The CPU and CUDA kernels and the workspace rule below
+ * read the attributes alike. */
+static inline int mg_reduce_axes(const mg_tdesc *x, const mg_attrs *at,
+                                 int64_t ny, bool reduced[MG_MAX_DIMS]) {
+    int64_t nx = 1;
+    for (int i = 0; i < x->ndim; i++) nx *= x->shape[i];
+    for (int i = 0; i < MG_MAX_DIMS; i++)
+        reduced[i] = i < x->ndim && at->naxes == 0 && nx != ny;
+    for (int j = 0; j < at->naxes; j++) {
+        if (at->axes[j] < 0 || at->axes[j] >= x->ndim) return j;
+        reduced[at->axes[j]] = true;
+    }
+    return -1;
+}
+
 /* sum and mean of x into y (ny elements) as the [A, B, C] view of x that
  * keeps B: true when the kept axes (size-1 axes ignored) are one run, so
  * that y[b] adds x[(i * B + b) * C + j] over i < A, j < C. With no kept
- * axis, B = 1. The reduced axes are attrs->axes, or every axis when there
- * are none and y is smaller than x (the kernels' reading). */
+ * axis, B = 1. */
 static inline bool mg_reduce_abc(const mg_tdesc *x, const mg_attrs *at,
                                  int64_t ny, int64_t abc[3]) {
-    int64_t nx = 1;
-    for (int i = 0; i < x->ndim; i++) nx *= x->shape[i];
-    bool reduced[MG_MAX_DIMS] = {false};
-    for (int i = 0; i < x->ndim; i++) reduced[i] = at->naxes == 0 && nx != ny;
-    for (int j = 0; j < at->naxes; j++) {
-        if (at->axes[j] < 0 || at->axes[j] >= x->ndim) return false;
-        reduced[at->axes[j]] = true;
-    }
+    bool reduced[MG_MAX_DIMS];
+    if (mg_reduce_axes(x, at, ny, reduced) >= 0) return false;
     /* phase 0: reduced axes before the kept run (A); 1: the run (B);
      * 2: reduced axes after it (C) */
     int64_t v[3] = {1, 1, 1};

@@ -7,6 +7,7 @@
  * value, which takes the fixed split of cpu_kernels.h: bits never depend
  * on the thread count.
  */
+#include "common/group_reduce.h" /* mg_reduce_axes */
 #include "cpu_kernels.h"
 
 #define REDUCE_DEF(T, SUF)                                                     \
@@ -102,16 +103,12 @@ static mg_status reduce(const mg_kargs *ka, int mean) {
     const mg_tdesc *dx = &ka->in[0].d;
     const mg_attrs *at = ka->attrs;
     const int64_t nx = mgi_tdesc_numel(dx), ny = mgi_tdesc_numel(&ka->out.d);
-    /* naxes 0 is "every axis" in the API; the graph may pass it through. */
-    int reduced[MG_MAX_DIMS] = {0};
-    for (int i = 0; i < dx->ndim; i++) reduced[i] = at->naxes == 0 && nx != ny;
-    for (int j = 0; j < at->naxes; j++) {
-        if (at->axes[j] < 0 || at->axes[j] >= dx->ndim)
-            return mg_kernel_fail(ka, MG_ERR_INVALID_ARG,
-                                  "axis %d is outside [0, %d)", at->axes[j],
-                                  dx->ndim);
-        reduced[at->axes[j]] = 1;
-    }
+    bool reduced[MG_MAX_DIMS];
+    const int bad = mg_reduce_axes(dx, at, ny, reduced);
+    if (bad >= 0)
+        return mg_kernel_fail(ka, MG_ERR_INVALID_ARG,
+                              "axis %d is outside [0, %d)", at->axes[bad],
+                              dx->ndim);
     /* Domain: the input; slot 0: where each input element lands in y. */
     mg_layout l;
     mg_layout_init(&l, dx);
