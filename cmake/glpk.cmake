@@ -16,6 +16,17 @@ if(GLPK_INCLUDE_DIR AND GLPK_LIBRARY AND (MG_BUILD_BENCH OR MG_BUILD_TESTS))
     PUBLIC "${PROJECT_SOURCE_DIR}/tests/oracle" PRIVATE "${GLPK_INCLUDE_DIR}")
   target_link_libraries(mg_checkmate_milp PUBLIC memgrad::memgrad
                         "${GLPK_LIBRARY}" m)
+  # COIN-OR CBC (Debian coinor-libcbc-dev, pkg-config cbc), optional: a
+  # second solver for the same MILP (mg-checkmate --solver cbc), which
+  # settles the branching DAGs GLPK leaves open after an hour.
+  pkg_check_modules(CBC IMPORTED_TARGET cbc)
+  if(CBC_FOUND)
+    target_compile_definitions(mg_checkmate_milp PUBLIC MG_HAVE_CBC=1)
+    target_link_libraries(mg_checkmate_milp PRIVATE PkgConfig::CBC)
+  else()
+    message(STATUS "CBC not found (coinor-libcbc-dev): mg-checkmate solves "
+                   "with GLPK only")
+  endif()
 endif()
 if(GLPK_INCLUDE_DIR AND GLPK_LIBRARY AND MG_BUILD_TESTS)
   # Checkmate's MILP against the budget policy on a tiny chain and DAG.

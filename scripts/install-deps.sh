@@ -17,6 +17,10 @@
 #       libraries that `pkg-config --static igraph openblas` names
 #       (igraph's and OpenBLAS's Libs.private); libigraph-dev does not
 #       depend on them, and the install_consumer test links that way.
+#   coinor-libcbc-dev                    COIN-OR CBC, the second solver of the
+#                                        MILP references (mg-checkmate --solver
+#                                        cbc, test_checkmate): it proves what
+#                                        GLPK leaves open on branching DAGs
 #   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers
 #       oneDNN, the CPU convolutions; its CMake config (Debian builds it
 #       with OpenCL) looks for the OpenCL headers and library, which
@@ -44,6 +48,7 @@ packages=(
     libigraph-dev libopenblas-dev libopenblas-openmp-dev
     check libsubunit-dev
     libglpk-dev libarpack2-dev libplfit-dev libgmp-dev libxml2-dev gfortran
+    coinor-libcbc-dev
     libopenmpi-dev openmpi-bin
     libprotobuf-c-dev protobuf-c-compiler libonnx-dev
     libdlpack-dev python3-venv python3-numpy python3-torch

@@ -91,7 +91,10 @@ static mg_status build(int which, const mg_checkpoints *c, mgi_ckm_net *net) {
  * what these tiny MILPs take to prove optimality, and the test case's
  * timeout (600 s) over their CPU time (about 20 s in all). */
 #define TEST_MILP_LIMITS                                                       \
-    (mgi_ckm_options) { .node_limit = 200000 }
+    (mgi_ckm_options) { .node_limit = 200000, .solver = test_solver }
+
+/* The solver the tests below use: GLPK, and CBC in the agreement test. */
+static int test_solver = MGI_CKM_GLPK;
 
 /* MG_ERR_NOMEM: the budget policy found nothing that fits. */
 static mg_status plan(int which, const mg_checkpoints *c, mgi_ckm_planned *p) {
@@ -345,6 +348,124 @@ START_TEST(test_compact_choice) {
 }
 END_TEST
 
+#ifdef MG_HAVE_CBC
+/* Solve at budget with both solvers: the same outcome, and the same
+ * optimum where there is one (each schedule checked by solve()). */
+static void agree(const mgi_ckm_dag *d, double budget) {
+    double cg = -1, cc = -1;
+    test_solver = MGI_CKM_GLPK;
+    const mgi_ckm_outcome og = solve(d, budget, &cg);
+    test_solver = MGI_CKM_CBC;
+    const mgi_ckm_outcome oc = solve(d, budget, &cc);
+    test_solver = MGI_CKM_GLPK;
+    ck_assert_msg(og == oc, "budget %.0f: GLPK %s, CBC %s", budget,
+                  mgi_ckm_outcome_name(og), mgi_ckm_outcome_name(oc));
+    if (og == MGI_CKM_OPTIMAL)
+        ck_assert_msg(fabs(cg - cc) <= 1e-6 * (1 + cg),
+                      "budget %.0f: GLPK's optimum %.0f, CBC's %.0f", budget,
+                      cg, cc);
+}
+
+/* CBC, mg-checkmate's second solver, against GLPK on the small DAGs both
+ * prove: at none's peak, below it, below every schedule's need, and at
+ * each budget policy plan's own peak, where CBC must also take the plan's
+ * schedule as its start and prove the same optimum from it. */
+START_TEST(test_cbc_agrees) {
+    mgi_ckm_planned none;
+    mg_checkpoints cn = {.policy = MG_CKPT_NONE};
+    ck_assert_msg(plan(_i, &cn, &none) == MG_OK, "%s", mgi_ckm_last_error());
+    const mgi_ckm_dag *d = &none.dag;
+    agree(d, none.eval.peak);
+    if (_i == 0) agree(d, 0.9 * none.eval.peak); /* GLPK's minutes elsewhere */
+    double biggest = 0;
+    for (int i = 0; i < d->n; i++)
+        if (d->mem[i] > biggest) biggest = d->mem[i];
+    agree(d, 0.5 * biggest);
+    /* distinct plans only, and one on the MLP, where GLPK takes 40 s to
+     * prove the next */
+    int compared = 0;
+    double last_peak = -1;
+    for (int k = 5; k <= 9 && compared < (_i == 2 ? 1 : 2); k++) {
+        mgi_ckm_planned bp;
+        mg_checkpoints cb = {.policy = MG_CKPT_BUDGET,
+                             .budget_bytes = none.sum.predicted_peak * k / 10};
+        if (plan(_i, &cb, &bp) != MG_OK) continue;
+        if (bp.eval.peak == last_peak) {
+            mgi_ckm_planned_free(&bp);
+            continue;
+        }
+        last_peak = bp.eval.peak;
+        agree(&bp.dag, bp.eval.peak);
+        double c = -1;
+        test_solver = MGI_CKM_CBC;
+        ck_assert_int_eq(solve(&bp.dag, bp.eval.peak, &c), MGI_CKM_OPTIMAL);
+        solve_from(&bp.dag, bp.eval.peak, bp.R, c);
+        test_solver = MGI_CKM_GLPK;
+        compared++;
+        mgi_ckm_planned_free(&bp);
+    }
+    ck_assert_int_ge(compared, 1);
+    mgi_ckm_planned_free(&none);
+}
+END_TEST
+
+/* Issue 29's "optimal on the ResNet", held: on mg-checkmate's ResNet (40
+ * ops, where GLPK proves nothing at 0.90 in 45 minutes and CBC settles
+ * every budget in under a second), the budget policy recomputes exactly
+ * the MILP's optimum at the budget itself (0.90 and 0.95 of policy none's
+ * peak; issue 29 asks at most 1.25x), and nothing fits below its smallest
+ * budget over 1.1 (the policy's smallest is within 1.1x of the MILP's). */
+START_TEST(test_resnet_budget_optimal) {
+    mgi_ckm_planned none;
+    mg_checkpoints cn = {.policy = MG_CKPT_NONE};
+    ck_assert_msg(
+        mgi_ckm_planned_finish(
+            mgi_ckm_net_model(mg_model_resnet(1, 4, 2, 8, 10, MG_F32, 1), &cn,
+                              &none.net),
+            &none) == MG_OK,
+        "%s", mgi_ckm_last_error());
+    test_solver = MGI_CKM_CBC;
+    for (int k = 90; k <= 95; k += 5) {
+        const size_t budget = none.sum.predicted_peak * (size_t)k / 100;
+        mgi_ckm_planned bp;
+        memset(&bp, 0, sizeof bp);
+        mg_checkpoints cb = {.policy = MG_CKPT_BUDGET, .budget_bytes = budget};
+        ck_assert_msg(
+            mgi_ckm_planned_finish(
+                mgi_ckm_net_model(mg_model_resnet(1, 4, 2, 8, 10, MG_F32, 1),
+                                  &cb, &bp.net),
+                &bp) == MG_OK,
+            "%s", mgi_ckm_last_error());
+        double c = -1;
+        ck_assert_int_eq(solve(&none.dag, (double)budget, &c), MGI_CKM_OPTIMAL);
+        ck_assert_msg(bp.eval.recompute_flops <= c * (1 + 1e-9) + 1e-6,
+                      "ResNet at %d%%: the budget policy recomputes %.0f "
+                      "flops, the optimum %.0f",
+                      k, bp.eval.recompute_flops, c);
+        mgi_ckm_planned_free(&bp);
+    }
+    /* the policy's smallest budget, from its NOMEM message */
+    mgi_ckm_planned bp;
+    memset(&bp, 0, sizeof bp);
+    mg_checkpoints c1 = {.policy = MG_CKPT_BUDGET, .budget_bytes = 1};
+    ck_assert_int_eq(
+        mgi_ckm_planned_finish(
+            mgi_ckm_net_model(mg_model_resnet(1, 4, 2, 8, 10, MG_F32, 1), &c1,
+                              &bp.net),
+            &bp),
+        MG_ERR_NOMEM);
+    const char *at = strstr(mg_last_error(), "fits is ");
+    ck_assert_msg(at, "no smallest budget in '%s'", mg_last_error());
+    const double smallest = strtod(at + 8, NULL);
+    ck_assert_double_gt(smallest, 0);
+    double c = -1;
+    ck_assert_int_eq(solve(&none.dag, smallest / 1.1, &c), MGI_CKM_INFEASIBLE);
+    test_solver = MGI_CKM_GLPK;
+    mgi_ckm_planned_free(&none);
+}
+END_TEST
+#endif
+
 int main(void) {
     Suite *s = suite_create("checkmate");
     TCase *tc = tcase_create("milp");
@@ -354,6 +475,13 @@ int main(void) {
     tcase_add_loop_test(tc, test_lower_bound_of_budget_policy, 0, 2);
     tcase_add_test(tc, test_mlp_smallest_budget_optimal);
     tcase_add_test(tc, test_compact_choice);
+#ifdef MG_HAVE_CBC
+    tcase_add_loop_test(tc, test_cbc_agrees, 0, 4);
+    tcase_add_test(tc, test_resnet_budget_optimal);
+#else
+    printf("test_checkmate: skipped: built without CBC (coinor-libcbc-dev): "
+           "test_cbc_agrees, test_resnet_budget_optimal\n");
+#endif
     suite_add_tcase(s, tc);
     return th_run_suite(s);
 }

@@ -49,6 +49,10 @@
  *   Budgets, and every recomputation, stay in plain (uncompacted) units:
  *   fractions of plain policy none's peak, forward passes of the plain
  *   forward (the packs' own flops are not counted in it).
+ *   --solver cbc: solve with COIN-OR CBC instead of GLPK (where CMake
+ *   found it; the same MILP, the same start, and the same checks of what
+ *   comes back); --threads N: CBC's threads (results may then vary from
+ *   run to run in which optimal schedule is found, not in the optimum).
  *   --bisect: after the budgets, the MILP's smallest feasible budget by
  *   bisection on its feasibility, beside the budget policy's smallest
  *   (both without compaction, also under --compact).
@@ -488,7 +492,8 @@ static void usage(void) {
             "transformer|all] [--fractions F,F,...] "
             "[--time-limit SECONDS] [--cpu-limit SECONDS] [--node-limit N] "
             "[--no-start] [--recompute-backward] "
-            "[--bisect] [--at-budget] [--compact]\n");
+            "[--bisect] [--at-budget] [--compact] "
+            "[--solver glpk|cbc] [--threads N]\n");
 }
 
 int main(int argc, char **argv) {
@@ -528,7 +533,23 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--bisect")) o.bisect = true;
         else if (!strcmp(argv[i], "--at-budget")) o.at_budget = true;
         else if (!strcmp(argv[i], "--compact")) o.compact = compact_on = true;
-        else {
+        else if (!strcmp(argv[i], "--solver") && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (!strcmp(v, "glpk")) o.solver = MGI_CKM_GLPK;
+            else if (!strcmp(v, "cbc")) o.solver = MGI_CKM_CBC;
+            else {
+                usage();
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            char *end;
+            const long t = strtol(argv[++i], &end, 10);
+            if (*end || t < 1 || t > 256) {
+                usage();
+                return 2;
+            }
+            o.threads = (int)t;
+        } else {
             usage();
             return 2;
         }

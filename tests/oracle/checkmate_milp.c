@@ -1,6 +1,7 @@
 /*
  * checkmate_milp.c - Checkmate's rematerialization MILP (Jain et al.,
- * MLSys 2020) over memgrad's training DAG, solved with GLPK; the memory
+ * MLSys 2020) over memgrad's training DAG, built with GLPK's API and solved
+ * with GLPK or, where CMake found it, COIN-OR CBC; the memory
  * model it shares with memgrad's plans; small training graphs. See
  * checkmate_milp.h for the DAG and the memory model.
  *
@@ -43,8 +44,12 @@
 
 #include "memgrad_observe.h"
 
+#include <float.h>
 #include <glpk.h>
 #include <math.h>
+#ifdef MG_HAVE_CBC
+#include <Cbc_C_Interface.h>
+#endif
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -506,6 +511,7 @@ static int col_new(glp_prob *lp, int kind, double lb, double ub, double c) {
 }
 
 static int ckm_start(glp_tree *T, ckm_build *b);
+static double *ckm_start_x(const ckm_build *b, int ncols);
 
 static double cpu_s(void) {
     struct timespec ts;
@@ -614,11 +620,30 @@ static int x_of(const unsigned char *R, int n, int t, int j, unsigned char f) {
  * GLPK's incumbent already as good; -1: refused (it breaks a row: a bug
  * here or a schedule over the budget). */
 static int ckm_start(glp_tree *T, ckm_build *b) {
+    glp_prob *lp = glp_ios_get_prob(T);
+    const int ncols = glp_get_num_cols(lp);
+    double *x = ckm_start_x(b, ncols);
+    if (!x) return -1;
+    double obj = 0;
+    for (int j = 1; j <= ncols; j++) obj += glp_get_obj_coef(lp, j) * x[j];
+    const int st = glp_mip_status(lp);
+    int rc;
+    if ((st == GLP_FEAS || st == GLP_OPT) &&
+        glp_mip_obj_val(lp) <= obj + 1e-9 * (1 + fabs(obj)))
+        rc = 2;
+    else rc = glp_ios_heur_sol(T, x) == 0 ? 1 : -1;
+    free(x);
+    return rc;
+}
+
+/* Every column's value (1-based, ncols + 1 entries, caller frees) for the
+ * schedule b->start, as the MILP's rows determine it: S the least holding
+ * the schedule needs, each FREE by its product, the U chain. NULL when
+ * out of memory. */
+static double *ckm_start_x(const ckm_build *b, int ncols) {
     const mgi_ckm_dag *d = b->d;
     const unsigned char *R = b->start;
     const int n = d->n;
-    glp_prob *lp = glp_ios_get_prob(T);
-    const int ncols = glp_get_num_cols(lp);
     double *x = calloc((size_t)ncols + 1, sizeof *x);
     unsigned char *S = calloc((size_t)n * (size_t)n, 1);
     double *freed = calloc((size_t)n * (size_t)n, sizeof *freed);
@@ -626,7 +651,7 @@ static int ckm_start(glp_tree *T, ckm_build *b) {
         free(x);
         free(S);
         free(freed);
-        return -1;
+        return NULL;
     }
     /* S[t,i]: read in stage t before any evaluation there, or held on */
     for (int t = n - 1; t >= 1; t--)
@@ -670,18 +695,9 @@ static int ckm_start(glp_tree *T, ckm_build *b) {
             if (b->Uc[(size_t)t * n + k]) x[b->Uc[(size_t)t * n + k]] = u;
         }
     }
-    double obj = 0;
-    for (int j = 1; j <= ncols; j++) obj += glp_get_obj_coef(lp, j) * x[j];
-    const int st = glp_mip_status(lp);
-    int rc;
-    if ((st == GLP_FEAS || st == GLP_OPT) &&
-        glp_mip_obj_val(lp) <= obj + 1e-9 * (1 + fabs(obj)))
-        rc = 2;
-    else rc = glp_ios_heur_sol(T, x) == 0 ? 1 : -1;
-    free(x);
     free(S);
     free(freed);
-    return rc;
+    return x;
 }
 
 static void build_free(ckm_build *b) {
@@ -700,6 +716,191 @@ static void build_free(ckm_build *b) {
     free(b->fm);
     free(b);
 }
+
+#ifdef MG_HAVE_CBC
+/* Whether x (1-based) meets every row and column bound of lp, to a
+ * tolerance relative to the row's size: what CBC is offered as a start
+ * must be a feasible point, as GLPK checks its own. */
+static bool ckm_x_feasible(glp_prob *lp, const double *x, const int *cstart,
+                           const int *index, const double *value) {
+    const int nc = glp_get_num_cols(lp), nr = glp_get_num_rows(lp);
+    double *act = calloc((size_t)nr, sizeof *act);
+    if (!act) return false;
+    bool ok = true;
+    for (int j = 1; j <= nc; j++) {
+        if (x[j] < glp_get_col_lb(lp, j) - 1e-9 ||
+            (glp_get_col_type(lp, j) != GLP_LO &&
+             x[j] > glp_get_col_ub(lp, j) + 1e-9))
+            ok = false;
+        for (int q = cstart[j - 1]; q < cstart[j]; q++)
+            act[index[q]] += value[q] * x[j];
+    }
+    for (int i = 1; ok && i <= nr; i++) {
+        const int type = glp_get_row_type(lp, i);
+        const double a = act[i - 1];
+        if ((type == GLP_LO || type == GLP_DB || type == GLP_FX) &&
+            a < glp_get_row_lb(lp, i) - 1e-9)
+            ok = false;
+        if ((type == GLP_UP || type == GLP_DB || type == GLP_FX) &&
+            a > glp_get_row_ub(lp, i) + 1e-9)
+            ok = false;
+    }
+    free(act);
+    return ok;
+}
+
+/* Solve the problem built in lp with COIN-OR CBC instead of GLPK (lp
+ * stays the one description of the MILP; CBC gets a copy in its column
+ * form). On MG_OK r's outcome, seconds, start_used and, through b, the
+ * bound are set, and *xout holds the best schedule's columns (1-based)
+ * when there is one. */
+static mg_status ckm_solve_cbc(ckm_build *b, glp_prob *lp,
+                               const mgi_ckm_options *o, mgi_ckm_result *r,
+                               double **xout) {
+    const int nc = glp_get_num_cols(lp), nr = glp_get_num_rows(lp);
+    const size_t nz = (size_t)glp_get_num_nz(lp);
+    CoinBigIndex *cstart = malloc(((size_t)nc + 1) * sizeof *cstart);
+    int *cstart_i = malloc(((size_t)nc + 1) * sizeof *cstart_i);
+    int *index = malloc((nz + 1) * sizeof *index);
+    double *value = malloc((nz + 1) * sizeof *value);
+    double *collb = malloc(((size_t)nc + 1) * sizeof *collb);
+    double *colub = malloc(((size_t)nc + 1) * sizeof *colub);
+    double *obj = malloc(((size_t)nc + 1) * sizeof *obj);
+    double *rowlb = malloc(((size_t)nr + 1) * sizeof *rowlb);
+    double *rowub = malloc(((size_t)nr + 1) * sizeof *rowub);
+    int *ind = malloc(((size_t)nr + 1) * sizeof *ind);
+    double *val = malloc(((size_t)nr + 1) * sizeof *val);
+    int *all = malloc(((size_t)nc + 1) * sizeof *all);
+    double *x0 = NULL;
+    Cbc_Model *m = NULL;
+    mg_status s = MG_OK;
+    if (!cstart || !cstart_i || !index || !value || !collb || !colub || !obj ||
+        !rowlb || !rowub || !ind || !val || !all) {
+        s = ckm_fail(MG_ERR_NOMEM, "milp: out of memory");
+        goto done;
+    }
+    size_t k = 0;
+    cstart[0] = cstart_i[0] = 0;
+    for (int j = 1; j <= nc; j++) {
+        const int len = glp_get_mat_col(lp, j, ind, val);
+        for (int q = 1; q <= len; q++, k++) {
+            index[k] = ind[q] - 1;
+            value[k] = val[q];
+        }
+        cstart[j] = (CoinBigIndex)k;
+        cstart_i[j] = (int)k;
+        const int type = glp_get_col_type(lp, j);
+        collb[j - 1] =
+            type == GLP_FR || type == GLP_UP ? -DBL_MAX : glp_get_col_lb(lp, j);
+        colub[j - 1] =
+            type == GLP_FR || type == GLP_LO ? DBL_MAX : glp_get_col_ub(lp, j);
+        obj[j - 1] = glp_get_obj_coef(lp, j);
+        all[j - 1] = j - 1;
+    }
+    for (int i = 1; i <= nr; i++) {
+        const int type = glp_get_row_type(lp, i);
+        rowlb[i - 1] =
+            type == GLP_FR || type == GLP_UP ? -DBL_MAX : glp_get_row_lb(lp, i);
+        rowub[i - 1] =
+            type == GLP_FR || type == GLP_LO ? DBL_MAX : glp_get_row_ub(lp, i);
+    }
+    m = Cbc_newModel();
+    if (!m) {
+        s = ckm_fail(MG_ERR_NOMEM, "milp: out of memory");
+        goto done;
+    }
+    Cbc_loadProblem(m, nc, nr, cstart, index, value, collb, colub, obj, rowlb,
+                    rowub);
+    for (int j = 1; j <= nc; j++)
+        if (glp_get_col_kind(lp, j) != GLP_CV) Cbc_setInteger(m, j - 1);
+    Cbc_setObjSense(m, 1);
+    Cbc_setLogLevel(m, 0);
+    Cbc_setParameter(m, "log", "0");
+    Cbc_setParameter(m, "slog", "0");
+    /* the optimum proven, not within CBC's default relative gap */
+    Cbc_setParameter(m, "ratioGap", "0");
+    Cbc_setParameter(m, "allowableGap", "1e-9");
+    char num[64];
+    if (o->cpu_limit_s > 0) {
+        Cbc_setParameter(m, "timeMode", "cpu");
+        snprintf(num, sizeof num, "%.3f", o->cpu_limit_s);
+        Cbc_setParameter(m, "sec", num);
+    } else if (o->time_limit_s > 0) {
+        Cbc_setParameter(m, "timeMode", "elapsed");
+        snprintf(num, sizeof num, "%.3f", o->time_limit_s);
+        Cbc_setParameter(m, "sec", num);
+    }
+    if (o->node_limit > 0) {
+        snprintf(num, sizeof num, "%ld", o->node_limit);
+        Cbc_setParameter(m, "maxNodes", num);
+    }
+    if (o->threads > 1) {
+        snprintf(num, sizeof num, "%d", o->threads);
+        Cbc_setParameter(m, "threads", num);
+    }
+    if (b->start) {
+        x0 = ckm_start_x(b, nc);
+        if (!x0) {
+            s = ckm_fail(MG_ERR_NOMEM, "milp: out of memory");
+            goto done;
+        }
+        if (ckm_x_feasible(lp, x0, cstart_i, index, value)) {
+            Cbc_setMIPStartI(m, nc, all, x0 + 1);
+            r->start_used = 1;
+        } else {
+            r->start_used = -1;
+        }
+    }
+    const double t0 = now_s();
+    Cbc_solve(m);
+    r->seconds = now_s() - t0;
+    const double *best = Cbc_bestSolution(m);
+    if (Cbc_status(m) == 2 || Cbc_isAbandoned(m)) {
+        s = ckm_fail(MG_ERR_INTERNAL, "milp: CBC abandoned the solve");
+        goto done;
+    }
+    if (Cbc_isProvenInfeasible(m) && !best) r->outcome = MGI_CKM_INFEASIBLE;
+    else if (Cbc_isProvenOptimal(m) && best) r->outcome = MGI_CKM_OPTIMAL;
+    else if (best) r->outcome = MGI_CKM_FEASIBLE;
+    else r->outcome = MGI_CKM_NO_SOLUTION;
+    b->bound = Cbc_getBestPossibleObjValue(m);
+    b->have_bound = isfinite(b->bound) && fabs(b->bound) < 1e30;
+    if (best) {
+        double *x = malloc(((size_t)nc + 1) * sizeof *x);
+        if (!x) {
+            s = ckm_fail(MG_ERR_NOMEM, "milp: out of memory");
+            goto done;
+        }
+        x[0] = 0;
+        memcpy(x + 1, best, (size_t)nc * sizeof *x);
+        *xout = x;
+    }
+done:
+    if (m) Cbc_deleteModel(m);
+    free(x0);
+    free(cstart);
+    free(cstart_i);
+    free(index);
+    free(value);
+    free(collb);
+    free(colub);
+    free(obj);
+    free(rowlb);
+    free(rowub);
+    free(ind);
+    free(val);
+    free(all);
+    return s;
+}
+#else
+static mg_status ckm_solve_cbc(ckm_build *b, glp_prob *lp,
+                               const mgi_ckm_options *o, mgi_ckm_result *r,
+                               double **xout) {
+    (void)b, (void)lp, (void)o, (void)r, (void)xout;
+    return ckm_fail(MG_ERR_UNSUPPORTED,
+                    "milp: built without CBC (coinor-libcbc-dev)");
+}
+#endif
 
 mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
                         const mgi_ckm_options *o, mgi_ckm_result *r) {
@@ -855,6 +1056,16 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
     r->n_cols = glp_get_num_cols(lp);
     r->n_binaries = glp_get_num_bin(lp);
 
+    b->d = d;
+    b->mscale = mscale;
+    b->start = o ? o->start : NULL;
+    double *x = NULL; /* the solution, 1-based as GLPK's columns */
+    mg_status s = MG_OK;
+    int ret = 0, lp_status = GLP_OPT;
+    if (o && o->solver == MGI_CKM_CBC) {
+        s = ckm_solve_cbc(b, lp, o, r, &x);
+        goto decode;
+    }
     glp_iocp parm;
     glp_init_iocp(&parm);
     parm.presolve = GLP_ON;
@@ -871,12 +1082,8 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
     parm.cb_func = ckm_callback;
     parm.cb_info = b;
     b->node_limit = o ? o->node_limit : 0;
-    b->d = d;
-    b->mscale = mscale;
-    b->start = o ? o->start : NULL;
     const double t0 = now_s();
     if (o && o->cpu_limit_s > 0) b->cpu_end = cpu_s() + o->cpu_limit_s;
-    int ret = 0, lp_status = GLP_OPT;
     if (b->start) {
         /* GLPK's callback sees the presolved problem, whose columns are
          * not ours: with a start, no presolve, and the LP relaxation
@@ -896,7 +1103,6 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
     r->seconds = now_s() - t0;
     r->start_used = b->start_tried;
     const int mip = glp_mip_status(lp);
-    mg_status s = MG_OK;
     if (lp_status == GLP_UNDEF) {
         r->outcome = MGI_CKM_NO_SOLUTION; /* the LP ran out of time */
     } else if (lp_status == GLP_NOFEAS || ret == GLP_ENOPFS ||
@@ -914,16 +1120,22 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
     }
     if (s == MG_OK &&
         (r->outcome == MGI_CKM_OPTIMAL || r->outcome == MGI_CKM_FEASIBLE)) {
+        const int ncols = glp_get_num_cols(lp);
+        x = malloc(((size_t)ncols + 1) * sizeof *x);
+        if (!x) s = ckm_fail(MG_ERR_NOMEM, "milp: out of memory");
+        for (int j = 1; x && j <= ncols; j++) x[j] = glp_mip_col_val(lp, j);
+    }
+decode:
+    if (s == MG_OK && x &&
+        (r->outcome == MGI_CKM_OPTIMAL || r->outcome == MGI_CKM_FEASIBLE)) {
         for (size_t q = 0; q < nn; q++) {
-            if (b->Rc[q] && glp_mip_col_val(lp, b->Rc[q]) > 0.5)
-                r->R[q] =
-                    b->Zc[q] && glp_mip_col_val(lp, b->Zc[q]) > 0.5 ? 2 : 1;
-            if (b->Sc[q]) r->S[q] = glp_mip_col_val(lp, b->Sc[q]) > 0.5;
+            if (b->Rc[q] && x[b->Rc[q]] > 0.5)
+                r->R[q] = b->Zc[q] && x[b->Zc[q]] > 0.5 ? 2 : 1;
+            if (b->Sc[q]) r->S[q] = x[b->Sc[q]] > 0.5;
             if (b->Uc[q]) {
                 const int k = (int)(q % (size_t)n);
                 /* R[t,k] was read above: q = t n + k */
-                double u = glp_mip_col_val(lp, b->Uc[q]) * mscale +
-                           (r->R[q] ? d->work[k] : 0);
+                double u = x[b->Uc[q]] * mscale + (r->R[q] ? d->work[k] : 0);
                 if (u > r->milp_peak) r->milp_peak = u;
             }
         }
@@ -941,6 +1153,7 @@ mg_status mgi_ckm_solve(const mgi_ckm_dag *d, double budget,
             bd = r->recompute_flops;
         r->bound_flops = bd;
     }
+    free(x);
     glp_delete_prob(lp);
     glp_error_hook(NULL, NULL);
     glp_term_hook(NULL, NULL);

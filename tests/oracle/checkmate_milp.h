@@ -156,6 +156,12 @@ typedef struct mgi_ckm_options {
     /* mg-checkmate only: plans with mg_checkpoints.compact, the MILP with
      * the compact choice (and at each budget also without it) */
     bool compact;
+    /* The solver: GLPK (the default, always built) or COIN-OR CBC
+     * (Debian's coinor-libcbc-dev, where CMake found it: much stronger on
+     * the DAGs with branches, where GLPK's bound stalls). Both solve the
+     * same problem; time, CPU and node limits apply to either. */
+    enum { MGI_CKM_GLPK = 0, MGI_CKM_CBC = 1 } solver;
+    int threads; /* CBC's threads (0, 1: one; nondeterministic above) */
 } mgi_ckm_options;
 
 typedef struct mgi_ckm_result {
@@ -171,7 +177,8 @@ typedef struct mgi_ckm_result {
 
 /*
  * Build Checkmate's MILP for d at `budget` bytes and solve it with
- * glp_intopt (presolve on). GLPK prints nothing, and its fatal errors come
+ * glp_intopt (presolve on), or with CBC under o->solver (MG_ERR_UNSUPPORTED
+ * where it was not built in). GLPK prints nothing, and its fatal errors come
  * back as MG_ERR_INTERNAL (glp_error_hook) instead of aborting. On MG_OK
  * *r holds the outcome; free r->R and r->S.
  */
