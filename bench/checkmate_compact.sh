@@ -56,7 +56,7 @@ load0=$(uptime)
 (for n in "${second[@]}"; do run "$n"; done) &
 wait
 {
-    echo "# checkmate-compact.txt - bench/checkmate_compact.sh (issue 29 item 4)"
+    echo "# $(basename "$out") - SOLVER=$solver CPU_LIMIT=$cpu bash bench/checkmate_compact.sh (issue 29 item 4)"
     echo "# commit:  $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- src include bench tests ':!bench/results' || echo ' (modified)')"
     echo "# machine: $(nproc)-core $(uname -m) VM, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); GLPK $(grep -m1 -o 'GLP_MAJOR_VERSION  *[0-9]*' /usr/include/glpk.h | awk '{print $2}').$(grep -m1 -o 'GLP_MINOR_VERSION  *[0-9]*' /usr/include/glpk.h | awk '{print $2}'); CBC $(pkg-config --modversion cbc 2>/dev/null || echo absent)"
     echo "# date:    $start to $(date -u '+%H:%M UTC')"

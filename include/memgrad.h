@@ -511,8 +511,12 @@ typedef struct mg_checkpoints {
      * output (windows of up to 256 elements), when no other backward op
      * reads the tensor whole. Lossless: the gradients are the same bits,
      * and the predicted peak counts the compact bytes exactly. Costs a
-     * pass over each such tensor in the forward pass. 0 (the default
-     * under every policy): off (docs/checkpointing.md#keeping-compact). */
+     * pass over each such tensor in the forward pass. Under
+     * MG_CKPT_BUDGET the search runs with and without the packs and takes
+     * the plan that recomputes less (compacted on a tie), so compaction
+     * never fits less or recomputes more; that search costs twice as
+     * long. 0 (the default under every policy): off
+     * (docs/checkpointing.md#keeping-compact). */
     int compact;
     /* 1: keep float32 activations in 16 bits (bfloat16, rounded to
      * nearest even), as ActNN does: every f32 tensor that the policy keeps

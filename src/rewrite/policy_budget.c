@@ -1131,6 +1131,8 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c,
         /* Everything kept fits: no recomputation at all. */
         for (int32_t t = 0; t < b.ch.n_before; t++) bb.keep[t] = true;
         bb.found = true;
+        bb.flops = 0;
+        bb.peak = bb.min_peak = peak_none;
     } else if (s == MG_OK) {
         s = search(&b, peak_none, &bb);
         /* Multi-level plans at every budget: run only where no
@@ -1143,6 +1145,10 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c,
         if (bb.ml_min_peak < bb.min_peak) bb.min_peak = bb.ml_min_peak;
         if (peak_none < bb.min_peak) bb.min_peak = peak_none;
     }
+    best->flops = bb.found ? bb.flops : 0;
+    best->peak = bb.found ? bb.peak : 0;
+    best->min_peak = bb.min_peak;
+    best->peak_none = peak_none;
     if (s == MG_OK && !bb.found)
         s = mg_set_error(MG_ERR_NOMEM,
                          "mg_gradients: no checkpoint schedule fits the "

@@ -91,6 +91,11 @@ typedef struct mg_budget_point {
      * build forget the copies a rule is handed but does not read (see
      * mg_recompute.lazy). */
     bool *remat;
+    /* Set by mgi_budget_search: the chosen plan's recomputed flops and
+     * exact peak; and, also when nothing fits, the smallest peak any plan
+     * it built reached and policy none's. */
+    double flops;
+    size_t peak, min_peak, peak_none;
 } mg_budget_point;
 
 /* mg_gradients under a given budget point, without the budget search:
