@@ -394,8 +394,10 @@ static int run_model(const char *name, const double *fr, int n_fr,
                              .compact = compact_on};
         mgi_ckm_planned bp;
         mg_status s = planned_make(name, &cb, &bp);
-        printf("%s,%d,%.2f,%zu,", name, n_ops, fr[k], budget);
+        /* the row's first columns (any notes go on lines before it) */
+#define ROW_START() printf("%s,%d,%.2f,%zu,", name, n_ops, fr[k], budget)
         if (s == MG_ERR_NOMEM) {
+            ROW_START();
             printf(",,,,,,,,,,");
             int c = at_budget(d, (double)budget, -1, fw, o, NULL, NULL);
             if (c > rc) rc = c;
@@ -406,6 +408,7 @@ static int run_model(const char *name, const double *fr, int n_fr,
             continue;
         }
         if (s != MG_OK) {
+            ROW_START();
             printf("\n");
             fprintf(stderr, "mg-checkmate: %s at %zu: %s\n", name, budget,
                     mgi_ckm_last_error());
@@ -427,6 +430,8 @@ static int run_model(const char *name, const double *fr, int n_fr,
         os.start = no_start ? NULL : bp.R;
         int c = solve_checked(&bp.dag, bp.eval.peak, &os, &r);
         if (c > rc) rc = c;
+        ROW_START();
+#undef ROW_START
         printf("%zu,%.0f,%.4f,", bp.sum.predicted_peak, bp.eval.peak, mg / fw);
         if (c == 2) {
             printf("error,,,,,,\n");
