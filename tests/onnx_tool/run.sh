@@ -47,7 +47,8 @@ for model in gpt bert resnet mobilenet unet; do
     cmp "$tmp/$model.none.bin" "$tmp/$model.memory.bin"
     cmp "$tmp/$model.none.bin" "$tmp/$model.speed.bin"
 done
-"$tool" plan "$data/gpt.onnx" --batch 2 --policy memory | grep -q '^policy memory$'
+plan_out=$("$tool" plan "$data/gpt.onnx" --batch 2 --policy memory)
+grep -q '^policy memory$' <<<"$plan_out"
 
 # token ids from an int32 file
 "$tool" step "$data/gpt.onnx" --batch 2 --policy none --input "$data/gpt.input.bin" >"$tmp/gi.txt"
