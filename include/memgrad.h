@@ -514,9 +514,10 @@ typedef struct mg_checkpoints {
      * pass over each such tensor in the forward pass. Under
      * MG_CKPT_BUDGET the search runs with and without the packs and takes
      * the plan that recomputes less (compacted on a tie), so compaction
-     * never fits less or recomputes more; that search costs twice as
-     * long. 0 (the default under every policy): off
-     * (docs/checkpointing.md#keeping-compact). */
+     * never fits less or recomputes more; that search costs up to twice
+     * as long (once where the compacted plan recomputes nothing). 0 (the
+     * default under every policy): off (docs/checkpointing.md#keeping-compact).
+     */
     int compact;
     /* 1: keep float32 activations in 16 bits (bfloat16, rounded to
      * nearest even), as ActNN does: every f32 tensor that the policy keeps

@@ -123,6 +123,15 @@ static inline int64_t th_numel(int ndim, const int64_t *shape) {
 /* ------------------------------------------------------------------ running */
 
 /* The message of the last th_run failure: stage, status and mg_last_error. */
+/* The smallest budget that fits, as MG_CKPT_BUDGET's MG_ERR_NOMEM names it
+ * in mg_last_error() ("... the smallest budget that fits is N bytes"); the
+ * test fails if the message names none. */
+static inline size_t th_budget_smallest(void) {
+    const char *at = strstr(mg_last_error(), "fits is ");
+    ck_assert_msg(at, "no smallest budget in '%s'", mg_last_error());
+    return (size_t)strtoull(at + 8, NULL, 10);
+}
+
 static char th_errmsg[1024];
 
 /* Compile a plan for `outs` (opts may be NULL), create a CPU exec, bind the

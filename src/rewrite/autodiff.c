@@ -451,6 +451,7 @@ static mg_status budget_search_compact(mg_graph *g, ad_call *call,
     mg_status s = mgi_budget_search(g, packed, call->ys, call->n_ys, call->n_xs,
                                     build_trial, call, m);
     if (s != MG_OK && s != MG_ERR_NOMEM) return s;
+    if (s == MG_OK && m->flops == 0) return MG_OK; /* nothing to beat */
     *plain = *packed;
     plain->compact = 0;
     ad_call pc = *call;

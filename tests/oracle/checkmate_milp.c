@@ -721,8 +721,9 @@ static void build_free(ckm_build *b) {
 /* Whether x (1-based) meets every row and column bound of lp, to a
  * tolerance relative to the row's size: what CBC is offered as a start
  * must be a feasible point, as GLPK checks its own. */
-static bool ckm_x_feasible(glp_prob *lp, const double *x, const int *cstart,
-                           const int *index, const double *value) {
+static bool ckm_x_feasible(glp_prob *lp, const double *x,
+                           const CoinBigIndex *cstart, const int *index,
+                           const double *value) {
     const int nc = glp_get_num_cols(lp), nr = glp_get_num_rows(lp);
     double *act = calloc((size_t)nr, sizeof *act);
     if (!act) return false;
@@ -732,7 +733,7 @@ static bool ckm_x_feasible(glp_prob *lp, const double *x, const int *cstart,
             (glp_get_col_type(lp, j) != GLP_LO &&
              x[j] > glp_get_col_ub(lp, j) + 1e-9))
             ok = false;
-        for (int q = cstart[j - 1]; q < cstart[j]; q++)
+        for (CoinBigIndex q = cstart[j - 1]; q < cstart[j]; q++)
             act[index[q]] += value[q] * x[j];
     }
     for (int i = 1; ok && i <= nr; i++) {
@@ -760,7 +761,6 @@ static mg_status ckm_solve_cbc(ckm_build *b, glp_prob *lp,
     const int nc = glp_get_num_cols(lp), nr = glp_get_num_rows(lp);
     const size_t nz = (size_t)glp_get_num_nz(lp);
     CoinBigIndex *cstart = malloc(((size_t)nc + 1) * sizeof *cstart);
-    int *cstart_i = malloc(((size_t)nc + 1) * sizeof *cstart_i);
     int *index = malloc((nz + 1) * sizeof *index);
     double *value = malloc((nz + 1) * sizeof *value);
     double *collb = malloc(((size_t)nc + 1) * sizeof *collb);
@@ -774,13 +774,13 @@ static mg_status ckm_solve_cbc(ckm_build *b, glp_prob *lp,
     double *x0 = NULL;
     Cbc_Model *m = NULL;
     mg_status s = MG_OK;
-    if (!cstart || !cstart_i || !index || !value || !collb || !colub || !obj ||
-        !rowlb || !rowub || !ind || !val || !all) {
+    if (!cstart || !index || !value || !collb || !colub || !obj || !rowlb ||
+        !rowub || !ind || !val || !all) {
         s = ckm_fail(MG_ERR_NOMEM, "milp: out of memory");
         goto done;
     }
     size_t k = 0;
-    cstart[0] = cstart_i[0] = 0;
+    cstart[0] = 0;
     for (int j = 1; j <= nc; j++) {
         const int len = glp_get_mat_col(lp, j, ind, val);
         for (int q = 1; q <= len; q++, k++) {
@@ -788,7 +788,6 @@ static mg_status ckm_solve_cbc(ckm_build *b, glp_prob *lp,
             value[k] = val[q];
         }
         cstart[j] = (CoinBigIndex)k;
-        cstart_i[j] = (int)k;
         const int type = glp_get_col_type(lp, j);
         collb[j - 1] =
             type == GLP_FR || type == GLP_UP ? -DBL_MAX : glp_get_col_lb(lp, j);
@@ -844,7 +843,7 @@ static mg_status ckm_solve_cbc(ckm_build *b, glp_prob *lp,
             s = ckm_fail(MG_ERR_NOMEM, "milp: out of memory");
             goto done;
         }
-        if (ckm_x_feasible(lp, x0, cstart_i, index, value)) {
+        if (ckm_x_feasible(lp, x0, cstart, index, value)) {
             Cbc_setMIPStartI(m, nc, all, x0 + 1);
             r->start_used = 1;
         } else {
@@ -879,7 +878,6 @@ done:
     if (m) Cbc_deleteModel(m);
     free(x0);
     free(cstart);
-    free(cstart_i);
     free(index);
     free(value);
     free(collb);
