@@ -514,8 +514,11 @@ typedef struct mg_checkpoints {
      * pass over each such tensor in the forward pass. Under
      * MG_CKPT_BUDGET the search runs with and without the packs and takes
      * the plan that recomputes less (compacted on a tie), so compaction
-     * never fits less or recomputes more; that search costs up to twice
-     * as long (once where the compacted plan recomputes nothing). 0 (the
+     * never fits less or recomputes more; its DP counts a compacted
+     * tensor's packs where a stretch is stored. That search costs up to
+     * about three times as long: the compacted search walks its DP's grid
+     * twice, and the second search is skipped where the compacted plan
+     * recomputes nothing. 0 (the
      * default under every policy): off (docs/checkpointing.md#keeping-compact).
      */
     int compact;
