@@ -38,6 +38,8 @@ typedef struct common_opts {
     mg_device device; /* --device cpu|cuda */
     int compact;      /* --compact yes|no: mg_checkpoints.compact */
     int store16;      /* --store16 yes|no: mg_checkpoints.store16 */
+    double dropout;   /* --dropout P: the model's dropout (mlp, transformer,
+                         gpt); 0, none, by default */
 } common_opts;
 
 /* ------------------------------------------------------------ the commands */

@@ -33,7 +33,8 @@ int bench_case_setup(const char *model, common_opts *o) {
 }
 
 bench_model_cfg bench_case_cfg(const common_opts *o, long depth) {
-    return (bench_model_cfg){(int)depth, (int)o->batch, (int)o->width};
+    return (bench_model_cfg){(int)depth, (int)o->batch, (int)o->width,
+                             o->dropout};
 }
 
 void bench_case_refusal_print(const char *prefix, const bench_case *c,

@@ -44,7 +44,7 @@ void bench_usage_print(FILE *out) {
         "F,F,...]\n"
         "                        [--batch B] [--width W] [--repeat K] [--csv "
         "FILE]\n"
-        "                        [--memory-point 0|1]\n"
+        "                        [--memory-point 0|1] [--plan-only yes|no]\n"
         "       mg-bench attention [--batch B] [--heads H] [--seq T] [--dim "
         "D]\n"
         "                        [--causal 0|1] [--repeat K]\n"
@@ -92,6 +92,12 @@ void bench_usage_print(FILE *out) {
         "              argmaxes kept compact (depth, step, budget: there\n"
         "              every plan, none's too, so budgets are fractions of\n"
         "              compacted none's peak). Default: no\n"
+        "  --dropout   P: the mlp's, transformer's and gpt's dropout, 0 <= P < "
+        "1\n"
+        "              (default 0: none). Dropout after a relu leaves the "
+        "relu\n"
+        "              output read only by its own gradient: --compact keeps\n"
+        "              its sign bits\n"
         "  --store16   yes: mg_checkpoints.store16, float32 activations kept\n"
         "              in 16 bits (bfloat16; LOSSY gradients) (depth, step,\n"
         "              budget).\n"
@@ -179,6 +185,13 @@ void bench_usage_print(FILE *out) {
         "  time_bound checks issue 29's (time - 1) <= 1.1 x recompute x\n"
         "  forward share (time_bound_limit: the largest time ratio it "
         "allows).\n"
+        "  --plan-only yes: plan, run no step: at each fraction of none's\n"
+        "  predicted peak without compaction, the budget policy without and\n"
+        "  with compaction, one CSV row each fraction:\n"
+        "  model,depth,batch,width,dropout,budget_fraction,budget_bytes,\n"
+        "  predicted_peak_bytes,recompute_flops_ratio,\n"
+        "  compact_predicted_peak_bytes,compact_recompute_flops_ratio\n"
+        "  (empty where nothing fits); --compact is not read.\n"
         "\n"
         "models (memgrad_models.h builders; the defaults make activations "
         "dominate\n"
@@ -286,6 +299,13 @@ int bench_common_opt_parse(const char *opt, const char *value, common_opts *o) {
         if (strcmp(value, "yes") && strcmp(value, "no"))
             return bench_usage_error("bad --compact '%s' (yes or no)", value);
         o->compact = !strcmp(value, "yes");
+    } else if (!strcmp(opt, "--dropout")) {
+        char *end;
+        errno = 0;
+        const double p = strtod(value, &end);
+        if (errno || end == value || *end || !(p >= 0 && p < 1))
+            return bench_usage_error("bad --dropout '%s' (0 <= p < 1)", value);
+        o->dropout = p;
     } else if (!strcmp(opt, "--store16")) {
         if (strcmp(value, "yes") && strcmp(value, "no"))
             return bench_usage_error("bad --store16 '%s' (yes or no)", value);

@@ -6,6 +6,8 @@
  * also checks issue 29's time bound, (time - 1) <= 1.1 x recompute x
  * forward share, with the row's own ratios: time_bound_limit is the
  * largest time_ratio_vs_none it allows, time_bound pass or fail.
+ * --plan-only yes only plans: the policy without and with compaction at
+ * the same budgets, which the DP's model of packed positions changes.
  */
 #include "bench.h"
 
@@ -29,6 +31,70 @@ static int fractions_parse(const char *s, double *out, int cap) {
         out[n++] = v;
     }
     return n;
+}
+
+/* The budget policy's plan at budget bytes, compacting or not: its
+ * predicted peak and recomputed flops over one forward pass. */
+static mg_status plan_point(const common_opts *o, const bench_model_cfg *cfg,
+                            size_t budget, int compact, size_t *peak,
+                            double *ratio) {
+    const mg_checkpoints ck = {
+        .policy = MG_CKPT_BUDGET, .budget_bytes = budget, .compact = compact};
+    bench_case c;
+    mg_status s = bench_case_prepare_ckpt(o->spec, cfg, &ck, &c);
+    if (s == MG_OK) {
+        *peak = c.sum.predicted_peak;
+        *ratio = c.sum.forward_flops > 0
+                     ? c.sum.recompute_flops / c.sum.forward_flops
+                     : 0.0;
+    }
+    bench_case_free(&c);
+    return s;
+}
+
+/* --plan-only yes: the policy without and with compaction at the same
+ * budgets, fractions of plain none's predicted peak; no step runs, so the
+ * rows are the same on every machine. */
+static int budget_plan_only(const common_opts *o, const bench_model_cfg *cfg,
+                            long depth, const double *fr, int n_fr, FILE *out) {
+    size_t none_peak[2];
+    for (int c = 0; c < 2; c++) {
+        const mg_checkpoints cn = {.policy = MG_CKPT_NONE, .compact = c};
+        bench_case none;
+        mg_status s = bench_case_prepare_ckpt(o->spec, cfg, &cn, &none);
+        none_peak[c] = none.sum.predicted_peak;
+        bench_case_free(&none);
+        if (s != MG_OK) return bench_fail("building the model", s);
+    }
+    fprintf(stderr,
+            "none: predicted peak %zu, with compaction %zu (%.4f of it)\n",
+            none_peak[0], none_peak[1],
+            (double)none_peak[1] / (double)none_peak[0]);
+    fprintf(out, "model,depth,batch,width,dropout,budget_fraction,"
+                 "budget_bytes,predicted_peak_bytes,recompute_flops_ratio,"
+                 "compact_predicted_peak_bytes,"
+                 "compact_recompute_flops_ratio\n");
+    for (int i = 0; i < n_fr; i++) {
+        const size_t budget = (size_t)(fr[i] * (double)none_peak[0]);
+        fprintf(out, "%s,%ld,%ld,%ld,%g,%g,%zu", o->spec->name, depth, o->batch,
+                o->width, o->dropout, fr[i], budget);
+        for (int c = 0; c < 2; c++) {
+            size_t peak;
+            double ratio;
+            const mg_status s = plan_point(o, cfg, budget, c, &peak, &ratio);
+            if (s == MG_OK) {
+                fprintf(out, ",%zu,%.4f", peak, ratio);
+            } else if (s == MG_ERR_NOMEM) {
+                fprintf(out, ",,");
+            } else {
+                fprintf(out, "\n");
+                return bench_fail("planning the budget policy", s);
+            }
+        }
+        fprintf(out, "\n");
+        fflush(out);
+    }
+    return 0;
 }
 
 /* None's forward-only plan: the loss from the inputs and parameters,
@@ -100,6 +166,7 @@ static mg_status time_row(bench_case *none, step_result *rn, fwd_plan *f,
 int bench_cmd_budget(int argc, char **argv) {
     const char *model = "mlp", *fr_s = "0.02,0.05,0.1,0.2,0.3,0.5,1.0";
     long depth = 1024, memory_point = 0;
+    int plan_only = 0;
     common_opts o = {.repeat = 3};
     for (int i = 0; i < argc; i += 2) {
         const char *a, *v;
@@ -115,6 +182,10 @@ int bench_cmd_budget(int argc, char **argv) {
         else if (!strcmp(a, "--memory-point")) {
             if (!bench_long_parse(v, 0, 1, &memory_point))
                 return bench_usage_error("bad --memory-point '%s' (0 or 1)", v);
+        } else if (!strcmp(a, "--plan-only")) {
+            if (strcmp(v, "yes") && strcmp(v, "no"))
+                return bench_usage_error("bad --plan-only '%s' (yes, no)", v);
+            plan_only = !strcmp(v, "yes");
         } else return bench_usage_error("unknown option '%s' for budget", a);
     }
     double fr[MAX_FRACTIONS + 1];
@@ -132,6 +203,11 @@ int bench_cmd_budget(int argc, char **argv) {
     if (o.csv && !(out = fopen(o.csv, "w"))) {
         fprintf(stderr, "mg-bench: cannot write %s\n", o.csv);
         return 1;
+    }
+    if (plan_only) {
+        rc = budget_plan_only(&o, &cfg, depth, fr, n_fr, out);
+        if (out != stdout) fclose(out);
+        return rc;
     }
     fprintf(out, "model,depth,batch,width,budget_fraction,budget_bytes,"
                  "predicted_peak_bytes,peak_bytes,recompute_flops_ratio,"

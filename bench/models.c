@@ -14,8 +14,8 @@
  *   unet         64x64 images (so depth <= 6 levels): level 0 holds batch x
  *                channels x 64 x 64 (1 MiB at batch 4, 16 channels).
  *   transformer  sequence 128, vocabulary 256, heads of 32 dims, no
- *                dropout: a layer holds batch x 128 x d_model activations
- *                plus batch x heads x 128 x 128 attention weights (2.5 MiB
+ *                dropout (unless --dropout): a layer holds batch x 128 x
+ * d_model activations plus batch x heads x 128 x 128 attention weights (2.5 MiB
  *                at batch 8, d_model 128) against 12 d_model^2 weights
  *                (768 KiB).
  *   gpt          the transformer with a tied head at sequence 512 (issue
@@ -31,7 +31,7 @@
 static mg_model *build_mlp(const bench_model_cfg *c, size_t *act) {
     *act = (size_t)c->batch * (size_t)c->width * sizeof(float);
     return mg_model_mlp(c->depth, c->width, c->batch, c->width, BENCH_CLASSES,
-                        0.0, MG_F32, BENCH_SEED);
+                        c->dropout, MG_F32, BENCH_SEED);
 }
 
 #define RESNET_IMAGE 32
@@ -57,8 +57,8 @@ static mg_model *build_transformer(const bench_model_cfg *c, size_t *act) {
     *act =
         (size_t)c->batch * TRANSFORMER_SEQ * (size_t)c->width * sizeof(float);
     return mg_model_transformer(c->depth, c->width, heads, TRANSFORMER_SEQ,
-                                c->batch, TRANSFORMER_VOCAB, 0.0, 1, MG_F32,
-                                BENCH_SEED);
+                                c->batch, TRANSFORMER_VOCAB, c->dropout, 1,
+                                MG_F32, BENCH_SEED);
 }
 
 /* GPT at issue 30's comparison size by default: sequence 512, heads of 32
@@ -68,7 +68,7 @@ static mg_model *build_gpt(const bench_model_cfg *c, size_t *act) {
     int heads = c->width >= 32 && c->width % 32 == 0 ? c->width / 32 : 1;
     *act = (size_t)c->batch * GPT_SEQ * (size_t)c->width * sizeof(float);
     return mg_model_gpt(c->depth, c->width, heads, GPT_SEQ, c->batch,
-                        TRANSFORMER_VOCAB, 0.0, MG_F32, BENCH_SEED);
+                        TRANSFORMER_VOCAB, c->dropout, MG_F32, BENCH_SEED);
 }
 
 const bench_model_spec bench_models[] = {

@@ -22,6 +22,7 @@
  * U-Net: base channels; transformer: d_model). */
 typedef struct bench_model_cfg {
     int depth, batch, width;
+    double dropout; /* the MLP's and transformers' dropout p (--dropout) */
 } bench_model_cfg;
 
 typedef struct bench_model_spec {

@@ -17,6 +17,9 @@
 #    commit, a date, the machine and the command that made it (in its first
 #    24 lines).
 #
+# 2b. The same for the compacting budget policy's MLP rows
+#    (bench/results/compact-budget.csv, bench/compact_budget.sh).
+#
 # Not yet recomputed here (only checked for 1.): the budget, ONNX, DDP,
 # timeline and Pareto runs, whose plans come from other commands.
 set -euo pipefail
@@ -62,6 +65,20 @@ want=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i
 if [ "$now" != "$want" ]; then
     echo "check-figures: $res/depth-mlp.csv: planned again ($build/mg-bench depth $args --plan-only yes), predicted peaks or recomputed flops differ (< committed, > now):" >&2
     diff <(echo "$want") <(echo "$now") >&2 || true
+    status=1
+fi
+# The compacting budget policy beside the plain one (bench/compact_budget.sh),
+# planned again: the MLP's rows of bench/results/compact-budget.csv.
+args=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+    { f = f (f ? "," : "") $(col["budget_fraction"])
+      a = "--model " $(col["model"]) " --depth " $(col["depth"]) " --batch " $(col["batch"]) \
+          " --width " $(col["width"]) " --dropout " $(col["dropout"]) }
+    END { print a " --fractions " f }' $res/compact-budget.csv)
+# shellcheck disable=SC2086 # word splitting of args is meant
+now=$("$build/mg-bench" budget $args --plan-only yes 2> /dev/null)
+if [ "$now" != "$(cat $res/compact-budget.csv)" ]; then
+    echo "check-figures: $res/compact-budget.csv: planned again ($build/mg-bench budget $args --plan-only yes), rows differ (< committed, > now):" >&2
+    diff $res/compact-budget.csv <(echo "$now") >&2 || true
     status=1
 fi
 # 3. provenance of every results file
