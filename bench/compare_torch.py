@@ -230,11 +230,14 @@ def draw(layout, seed):
     return out
 
 
-def mlp_torch(depth, batch, width, arrays):
+def mlp_torch(depth, batch, width, arrays, dropout=0.0):
     """(list of layer modules, x, labels, [(param, memgrad layout fn)],
     reference): the modules run in sequence give the logits; reference is
     None or an independent definition of the loss, reference(params by
-    name, x, labels), that the f64 worker checks the modules against."""
+    name, x, labels), that the f64 worker checks the modules against.
+    dropout > 0: an nn.Dropout after each relu, as mg_model_mlp's (its
+    masks are PyTorch's own, so losses and gradients differ from
+    memgrad's: for bench/pareto.py's memory and time only)."""
     import torch
     from torch import nn
     x = torch.from_numpy(arrays[0][1].copy())
@@ -249,8 +252,8 @@ def mlp_torch(depth, batch, width, arrays):
             lin.bias.copy_(torch.from_numpy(b))
         params.append((lin.weight, lambda g: g.t()))
         params.append((lin.bias, lambda g: g))
-        layers.append(nn.Sequential(lin, nn.ReLU()) if layer < depth
-                      else lin)
+        hidden = [lin, nn.ReLU()] + ([nn.Dropout(dropout)] if dropout else [])
+        layers.append(nn.Sequential(*hidden) if layer < depth else lin)
     return layers, x, labels, params, None
 
 
@@ -653,8 +656,9 @@ def torch_worker(a):
         exact_rss_malloc()
     layout, build = MODELS[a.model][:2]
     arrays = read_arrays(a.load, layout(a.depth, a.batch, a.width), np)
+    extra = {"dropout": a.dropout} if a.dropout else {}
     layers, x, labels, params, reference = build(a.depth, a.batch, a.width,
-                                                 arrays)
+                                                 arrays, **extra)
     model = torch.nn.Sequential(*layers)
     if cuda:
         # Module.to moves each Parameter's data in place: the objects in
@@ -906,7 +910,13 @@ def main():
                     help=argparse.SUPPRESS)
     ap.add_argument("--load", help=argparse.SUPPRESS)
     ap.add_argument("--save-grads", help=argparse.SUPPRESS)
+    # the MLP's dropout, for bench/pareto.py's workers only
+    ap.add_argument("--dropout", type=float, default=0.0,
+                    help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.dropout and (not a.worker or a.model != "mlp"):
+        ap.error("--dropout is for bench/pareto.py's MLP workers: "
+                 "dropout masks differ between memgrad and PyTorch")
     if a.model not in MODELS:
         ap.error(f"unknown model '{a.model}'; known: {','.join(MODELS)}")
     if a.batch is None:

@@ -6,7 +6,8 @@ beside PyTorch's checkpoint_sequential, measured in one run (issue 17).
         [--batch B] [--width W] [--repeat 5] [--threads 1]
         [--fractions 0.02,0.03,0.05,0.1,0.2,0.3,0.5,1.0]
         [--segments 2,4,8,16,32,64] [--mg-bench build/mg-bench]
-        [--compact yes|no] [--csv bench/results/pareto-<model>.csv]
+        [--compact yes|no] [--dropout P]
+        [--csv bench/results/pareto-<model>.csv]
 
 Points, all on the same model, weights and input, one process each (or one
 mg-bench budget process for the budget points), one after the other:
@@ -83,6 +84,10 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--compact", choices=("yes", "no"), default="yes",
                     help="yes: also the -compact series")
+    ap.add_argument("--dropout", type=float, default=0.0,
+                    help="the MLP's dropout after each relu (mg-bench "
+                         "--dropout; nn.Dropout in PyTorch); the masks "
+                         "differ, so losses do too")
     ap.add_argument("--match-torch", type=int, default=1,
                     help="1: also run a budget at each PyTorch point's memory")
     a = ap.parse_args()
@@ -106,6 +111,10 @@ def main():
                 f.write(arr.tobytes())
         common = ["--depth", str(a.depth), "--batch", str(a.batch),
                   "--width", str(a.width), "--repeat", str(a.repeat)]
+        if a.dropout:
+            if a.model != "mlp":
+                ap.error("--dropout: the MLP only")
+            common += ["--dropout", str(a.dropout)]
         steps = [("none", "no"), ("memory", "no")]
         if a.compact == "yes":
             steps.append(("none", "yes"))
