@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench/pareto.sh - issue 17's Pareto curves: memory against time for the
-# MLP at depth 1024 (batch 1024, width 256) and the ResNet (32 blocks,
-# batch 16), memgrad's budget policy beside its memory policy and PyTorch's
+# MLP at depth 1024 (batch 1024, width 256), the ResNet (32 blocks,
+# batch 16) and the MLP at depth 256 with dropout 0.1 after each relu (its
+# relu outputs are read backward only for their signs, so compaction
+# keeps 1 bit of each: pareto-mlp-dropout.csv), memgrad's budget policy beside its memory policy and PyTorch's
 # checkpoint_sequential at 2..64 segments, each model measured in one run
 # of bench/pareto.py; then bench/plot draws bench/results/pareto-*.svg.
 # bench/results/pareto.txt keeps the command lines, the machine, the load
@@ -23,8 +25,9 @@ source "$root/scripts/blas-env.sh"
     date -u
     git -C "$root" log --oneline -1
     echo "machine: $(nproc)-core CPU VM ($(uname -m)), OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-}"
-    for args in "--model mlp --depth 1024" "--model resnet --depth 32 --batch 16"; do
-        model=$(echo "$args" | cut -d' ' -f2)
+    for c in "mlp|--model mlp --depth 1024" "resnet|--model resnet --depth 32 --batch 16" \
+        "mlp-dropout|--model mlp --depth 256 --dropout 0.1"; do
+        model=${c%%|*} args=${c#*|}
         echo
         uptime
         echo "\$ /usr/bin/python3 bench/pareto.py $args --mg-bench ${build#$root/}/mg-bench"
