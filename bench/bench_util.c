@@ -45,6 +45,7 @@ void bench_usage_print(FILE *out) {
         "                        [--batch B] [--width W] [--repeat K] [--csv "
         "FILE]\n"
         "                        [--memory-point 0|1] [--plan-only yes|no]\n"
+        "                        [--dropout P] [--compact yes|no]\n"
         "       mg-bench attention [--batch B] [--heads H] [--seq T] [--dim "
         "D]\n"
         "                        [--causal 0|1] [--repeat K]\n"
