@@ -25,6 +25,9 @@ void bench_case_free(bench_case *c) {
 int bench_case_setup(const char *model, common_opts *o) {
     int rc = bench_model_check(model, &o->spec);
     if (rc) return rc;
+    if (o->dropout > 0 && !o->spec->has_dropout)
+        return bench_usage_error("--dropout: the %s model has no dropout",
+                                 o->spec->name);
     if (!o->batch) o->batch = o->spec->default_batch;
     if (!o->width) o->width = o->spec->default_width;
     if ((rc = bench_device_check(o->device))) return rc;

@@ -73,21 +73,21 @@ static mg_model *build_gpt(const bench_model_cfg *c, size_t *act) {
 
 const bench_model_spec bench_models[] = {
     {"mlp", "MLP classifier, depth hidden layers of width units, 10 classes",
-     1024, 256, build_mlp},
+     1024, 256, build_mlp, 1},
     {"resnet",
      "pre-activation ResNet, depth blocks, 32x32 images, base "
      "width channels",
-     64, 16, build_resnet},
+     64, 16, build_resnet, 0},
     {"unet", "U-Net, depth levels (<= 6), 64x64 images, width channels", 4, 16,
-     build_unet},
+     build_unet, 0},
     {"transformer",
      "causal transformer, depth layers, d_model width, seq "
      "128, vocab 256",
-     8, 128, build_transformer},
+     8, 128, build_transformer, 1},
     {"gpt",
      "GPT: causal, tied head, depth layers, d_model width, seq 512, "
      "vocab 256",
-     8, 256, build_gpt},
+     8, 256, build_gpt, 1},
 };
 const int bench_n_models = (int)(sizeof bench_models / sizeof *bench_models);
 

@@ -32,6 +32,7 @@ typedef struct bench_model_spec {
     /* Builds the model (NULL with mg_last_error() set on failure) and
      * stores the bytes of one layer's output activation. Never NULL. */
     mg_model *(*build)(const bench_model_cfg *cfg, size_t *act_one_layer);
+    int has_dropout; /* build reads cfg->dropout */
 } bench_model_spec;
 
 extern const bench_model_spec bench_models[];

@@ -518,9 +518,8 @@ typedef struct mg_checkpoints {
      * tensor's packs where a stretch is stored. That search costs up to
      * about three times as long: the compacted search walks its DP's grid
      * twice, and the second search is skipped where the compacted plan
-     * recomputes nothing. 0 (the
-     * default under every policy): off (docs/checkpointing.md#keeping-compact).
-     */
+     * recomputes nothing. 0 (the default under every policy): off
+     * (docs/checkpointing.md#keeping-compact). */
     int compact;
     /* 1: keep float32 activations in 16 bits (bfloat16, rounded to
      * nearest even), as ActNN does: every f32 tensor that the policy keeps

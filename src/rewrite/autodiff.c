@@ -439,10 +439,11 @@ static void budget_point_free(mg_budget_point *m) {
 
 /* The budget policy with compaction: its search run twice, with the packs
  * and without them, and the plan that fits with fewer recomputed flops
- * taken (the compacted one on a tie). A pack costs its bytes beside its
- * source when made, so at a low budget the compacted plans can fit
- * nowhere the plain ones do (mg-checkmate's U-Net: 38656 against 38400
- * bytes); compaction must never make the policy worse. *call's
+ * taken (the compacted one on a tie). At a low budget the compacted plans
+ * can fit nowhere the plain ones do (mg-checkmate's U-Net: 38656 against
+ * 38400 bytes; not from where the packs are made: making each after its
+ * source's last forward reader moved no peak), and compaction must never
+ * make the policy worse. *call's
  * checkpoints become *plain when the plain plan wins. */
 static mg_status budget_search_compact(mg_graph *g, ad_call *call,
                                        mg_checkpoints *plain,

@@ -10,7 +10,7 @@
  * program over that chain, in the manner of Rotor's for heterogeneous
  * chains (each stretch either recomputed from a cut or stored as plain
  * backprop does, with its real bytes and flops; stored, a tensor that
- * compaction reads only through packs holds its packs' bytes), gives for a
+ * backward reads only through packs holds its packs' bytes), gives for a
  * memory parameter M the plan with the least recomputed flops under a model of
  * the backward pass: what is kept, plus the bytes that gradient rules read
  * in the segment being recomputed. The model is not the schedule's
@@ -71,7 +71,8 @@ typedef struct bchain {
     double *rb_pre;   /* prefix sums of bytes that backward reads, n + 1 */
     double *rs_pre;   /* the same for the bytes a position kept by the
                          forward pass holds for them: its packs' where
-                         compaction reads it only through packs, n + 1 */
+                         the backward pass reads it only through packs
+                         (compaction's, or store16's bfloat16 one), n + 1 */
     bool packed;      /* rs_pre differs from rb_pre */
     const double *store_pre; /* the DP's store way: rs_pre, or rb_pre */
     double *fl_pre;          /* prefix sums of flops, n + 1 */
