@@ -35,7 +35,9 @@
 # env: MG_BUILD_DIR (default build-gpu), CUDAARCHS (default 90),
 #      PYTHON (default python3: one whose torch has CUDA),
 #      MG_GPU_MODELS (default "mlp resnet transformer": the bench and torch
-#      steps' models), MG_GPU_MLP_BATCH/WIDTH (2048/512),
+#      steps' models), MG_GPU_ATTENTION (explicit: compare the transformer
+#      with PyTorch's written-out attention from the start),
+#      MG_GPU_PROFILE_MODEL (resnet, at depth 32, or transformer, at 16), MG_GPU_MLP_BATCH/WIDTH (2048/512),
 #      MG_GPU_RESNET_BATCH/WIDTH (256/16), MG_GPU_TRANSFORMER_BATCH/WIDTH
 #      (16/256).
 set -uo pipefail
@@ -230,10 +232,13 @@ fi
 
 # Where a ResNet step's time goes on the GPU: the profiler's table by op
 # kind, each op synchronised (MG_CUDA_SYNC=1) so that its time is its own.
+pm=${MG_GPU_PROFILE_MODEL:-resnet}
 if room profile 40; then
-    step "profile: resnet depth 32 by op kind (MG_CUDA_SYNC=1)"
-    MG_CUDA_SYNC=1 timeout "$(cap 120)" "$build/mg-bench" observe --model resnet \
-        --depth 32 --batch "$rb" --width "$rw" --policy none --repeat 3 \
+    set -- $(spec_of "$pm")
+    pd=32; [ "$pm" = transformer ] && pd=16
+    step "profile: $pm depth $pd by op kind (MG_CUDA_SYNC=1)"
+    MG_CUDA_SYNC=1 timeout "$(cap 120)" "$build/mg-bench" observe --model "$pm" \
+        --depth "$pd" --batch "$3" --width "$4" --policy none --repeat 3 \
         --device cuda --trace /tmp/mg-trace.json > /tmp/mg-profile.txt 2>&1
     rc=$?
     sed -n '1,40p' /tmp/mg-profile.txt
@@ -241,7 +246,8 @@ if room profile 40; then
     # cuDNN's candidates for each of the ResNet's convolutions, ranked by
     # its heuristics and timed (cudnnFind*): which deterministic weight-
     # gradient algorithm would be faster, and how much workspace it needs
-    echo "-- cuDNN candidates (MG_CUDNN_VERBOSE=2), resnet depth 8"
+    [ "$pm" = resnet ] && echo "-- cuDNN candidates (MG_CUDNN_VERBOSE=2), resnet depth 8"
+    [ "$pm" = resnet ] &&
     MG_CUDNN_VERBOSE=2 timeout "$(cap 60)" "$build/mg-bench" step --model resnet \
         --depth 8 --batch "$rb" --width "$rw" --repeat 1 --device cuda \
         2>&1 >/dev/null | grep -E "^cudnn|^  " | head -400
@@ -253,9 +259,12 @@ if room torch 150; then
     for m in $models; do
         set -- $(spec_of "$m")
         [ -f "$out/torch-cuda.csv" ] && app=--append || app=
+        attn=
+        [ "$m" = transformer ] && [ -n "${MG_GPU_ATTENTION:-}" ] &&
+            attn="--attention $MG_GPU_ATTENTION"
         timeout "$(cap 300)" "$py" bench/compare_torch.py --device cuda \
             --mg-bench "$build/mg-bench" --model "$m" --depths "$2" \
-            --batch "$3" --width "$4" --repeat 5 $app \
+            --batch "$3" --width "$4" --repeat 5 $app $attn \
             --csv "$out/torch-cuda.csv" > /tmp/mg-torch-$m.txt 2> /tmp/mg-torch-$m.err
         rc=$?
         cat /tmp/mg-torch-$m.txt >> "$out/torch-cuda.txt"
@@ -353,14 +362,18 @@ fi
 
 if [ -x "$build/test_dist_nccl" ] && room nccl 30; then
     step "test_dist_nccl, mpirun -np 2"
-    if command -v mpirun > /dev/null; then
-        # Debian's Open MPI from .gpu-debs looks for its plugins under its
-        # built-in prefix /usr, where this machine may have another Open
-        # MPI whose plugins need another PMIx: point it at its own.
-        case $(command -v mpirun) in
-        /tmp/mg-sysroot/*) export OPAL_PREFIX=/tmp/mg-sysroot/usr ;;
-        esac
-        timeout "$(cap 120)" mpirun --allow-run-as-root --oversubscribe -np 2 \
+    # Debian's Open MPI from .gpu-debs has no plain `mpirun` (that name is
+    # an alternatives link dpkg -x does not make), so `mpirun` on PATH is
+    # the machine's own, whose plugins need another PMIx: use the carried
+    # orterun, and point it at its own prefix for its plugins.
+    mpirun=$(command -v mpirun)
+    if [ -x /tmp/mg-sysroot/usr/bin/orterun ]; then
+        mpirun=/tmp/mg-sysroot/usr/bin/orterun
+        export OPAL_PREFIX=/tmp/mg-sysroot/usr
+    fi
+    if [ -n "$mpirun" ]; then
+        echo "mpirun: $mpirun; test_dist_nccl's MPI: $(ldd "$build/test_dist_nccl" | grep -m1 libmpi)"
+        timeout "$(cap 120)" "$mpirun" --allow-run-as-root --oversubscribe -np 2 \
             "$build/test_dist_nccl" 2>&1 | tail -20
         [ "${PIPESTATUS[0]}" -eq 0 ] || fail nccl "test_dist_nccl failed"
     else

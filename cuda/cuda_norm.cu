@@ -159,6 +159,37 @@ __global__ void k_norm_grad_gamma_c(const T *gy, const T *x, T *dg, const T *st,
     }
 }
 
+/* layernorm, rows split into chunks (mg_column_chunks): part[p * C + j]
+ * sums column j over chunk p's rows, in row order and in double; then each
+ * column adds its chunks in chunk order. The split depends only on the
+ * shape, so the result is the same run to run. */
+template <typename T>
+__global__ void k_norm_grad_gamma_part(const T *gy, const T *x, double *part,
+                                       const T *st, mg_norm_dims d,
+                                       int64_t chunks) {
+    CU_FOR(e, chunks * d.c) {
+        const int64_t p = e / d.c, j = e % d.c;
+        const int64_t b0 = p * d.b / chunks, b1 = (p + 1) * d.b / chunks;
+        double s = 0;
+        for (int64_t b = b0; b < b1; b++) {
+            const int64_t o = b * d.c + j;
+            s += (double)(gy[o] * (((x[o] - st[3 * b]) - st[3 * b + 1]) *
+                                   st[3 * b + 2]));
+        }
+        part[e] = s;
+    }
+}
+
+template <typename T>
+__global__ void k_norm_grad_gamma_fold(T *dg, const double *part,
+                                       mg_norm_dims d, int64_t chunks) {
+    CU_FOR(j, d.c) {
+        double s = 0;
+        for (int64_t p = 0; p < chunks; p++) s += part[p * d.c + j];
+        dg[j] = (T)s;
+    }
+}
+
 /* ---- batchnorm over few channels of many elements ----------------------
  * A ResNet's channels (16 to 64 of N * H * W elements each) are too few
  * groups to fill the GPU one block each, so each channel is split into
@@ -362,12 +393,14 @@ mg_status cu_norm_grad_input(cu_ctx *c, const mg_kargs *a) {
     return MG_OK;
 }
 
-/* layernorm keeps each row's mean, mean_lo and rstd for the column pass. */
+/* layernorm keeps each row's mean, mean_lo and rstd for the column pass,
+ * and the column sums of its chunks of rows (group_reduce.h). */
 size_t cu_norm_grad_gamma_workspace(const mg_kargs *a) {
     mg_norm_dims d = {};
     if (mg_norm_dims_setup(a, &a->in[1].d, &d) != MG_OK || !d.gamma_by_c)
         return 0;
-    return (size_t)(3 * d.b) * mg_dtype_size(a->out.d.dtype);
+    return mg_layernorm_gamma_workspace(d.b, d.c,
+                                        mg_dtype_size(a->out.d.dtype));
 }
 
 mg_status cu_norm_grad_gamma(cu_ctx *c, const mg_kargs *a) {
@@ -391,11 +424,16 @@ mg_status cu_norm_grad_gamma(cu_ctx *c, const mg_kargs *a) {
     CU_BY_FLOAT(a, a->out.d.dtype, {
         const T *gy = (const T *)a->in[0].data, *x = (const T *)a->in[1].data;
         T *dg = (T *)a->out.data, *st = NULL;
+        const int64_t chunks = d.gamma_by_c ? mg_column_chunks(d.b, d.c) : 1;
+        double *part = NULL;
         if (d.gamma_by_c) {
             void *w = NULL;
-            s = cu_work(a, (size_t)(3 * d.b) * sizeof(T), &w);
+            s = cu_work(a, mg_layernorm_gamma_workspace(d.b, d.c, sizeof(T)),
+                        &w);
             if (s != MG_OK) return s;
             st = (T *)w;
+            part = (double *)((char *)w +
+                              mg_layernorm_gamma_stats_bytes(d.b, sizeof(T)));
         }
         k_norm_grad_gamma_b<T>
             <<<cu_grid_rows(d.b), t, norm_shared(t), c->stream>>>(gy, x, dg, st,
@@ -403,9 +441,20 @@ mg_status cu_norm_grad_gamma(cu_ctx *c, const mg_kargs *a) {
         if (d.gamma_by_c) {
             s = cu_check_launch(a, "layernorm statistics");
             if (s != MG_OK) return s;
-            k_norm_grad_gamma_c<T>
-                <<<cu_blocks(d.c), CU_THREADS, 0, c->stream>>>(gy, x, dg, st,
-                                                               d);
+            if (chunks > 1) {
+                k_norm_grad_gamma_part<T>
+                    <<<cu_blocks(chunks * d.c), CU_THREADS, 0, c->stream>>>(
+                        gy, x, part, st, d, chunks);
+                s = cu_check_launch(a, "layernorm column chunks");
+                if (s != MG_OK) return s;
+                k_norm_grad_gamma_fold<T>
+                    <<<cu_blocks(d.c), CU_THREADS, 0, c->stream>>>(dg, part, d,
+                                                                   chunks);
+            } else {
+                k_norm_grad_gamma_c<T>
+                    <<<cu_blocks(d.c), CU_THREADS, 0, c->stream>>>(gy, x, dg,
+                                                                   st, d);
+            }
         }
     });
     return MG_OK;

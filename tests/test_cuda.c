@@ -460,6 +460,17 @@ START_TEST(test_every_op_matches_cpu) {
         CASE("layernorm 1")
         finish(c, mg_layernorm(c->g, fin(c, 3, xl), fin(c, 1, g5),
                                fin(c, 1, g5), 1, 1e-5));
+        /* many rows: gamma's gradient sums each column over chunks of rows
+         * (mg_column_chunks), 32 chunks of 16 or 17 of 520 rows, and 4 of
+         * 18 rows of 96 columns */
+        const int64_t xlc[] = {40, 13, 7}, g7[] = {7}, xlc2[] = {3, 24, 2, 48},
+                      g248[] = {2, 48};
+        CASE("layernorm chunked")
+        finish(c, mg_layernorm(c->g, fin(c, 3, xlc), fin(c, 1, g7),
+                               fin(c, 1, g7), 1, 1e-5));
+        CASE("layernorm chunked 2")
+        finish(c, mg_layernorm(c->g, fin(c, 4, xlc2), fin(c, 2, g248),
+                               fin(c, 2, g248), 2, 1e-5));
     }
     {
         const int64_t a[] = {2, 3, 4}, b[] = {2, 2, 4}, s[] = {2, 3, 5};

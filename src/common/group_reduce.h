@@ -108,4 +108,33 @@ static inline size_t mg_batchnorm_workspace(const mg_tdesc *x, int parts) {
     return mg_group_workspace(x->shape[1], n / x->shape[1], parts);
 }
 
+/* Layernorm's gamma gradient adds gy * xhat down each of its C columns
+ * over all R rows: one thread per column leaves a GPU nearly idle (C = 256
+ * is one block), so the rows are split into chunks of at least
+ * MG_COLUMN_ROWS_MIN, for about MG_COLUMN_THREADS threads in all, each
+ * summing its chunk of one column. Returns the chunks, 1 where that split
+ * would not help. */
+enum { MG_COLUMN_THREADS = 32768, MG_COLUMN_ROWS_MIN = 16 };
+static inline int64_t mg_column_chunks(int64_t rows, int64_t cols) {
+    if (cols <= 0 || rows < 2 * (int64_t)MG_COLUMN_ROWS_MIN ||
+        cols >= MG_COLUMN_THREADS / 2)
+        return 1;
+    const int64_t want = (MG_COLUMN_THREADS + cols - 1) / cols;
+    const int64_t most = rows / MG_COLUMN_ROWS_MIN;
+    return want < most ? want : most;
+}
+
+/* layernorm_grad_gamma's workspace on the GPU: each row's mean, mean_lo
+ * and rstd (elem bytes each), rounded up to 8 bytes, then a double per
+ * chunk and column when the rows are split. */
+static inline size_t mg_layernorm_gamma_stats_bytes(int64_t rows, size_t elem) {
+    return (3 * (size_t)rows * elem + 7) & ~(size_t)7;
+}
+static inline size_t mg_layernorm_gamma_workspace(int64_t rows, int64_t cols,
+                                                  size_t elem) {
+    const int64_t p = mg_column_chunks(rows, cols);
+    return mg_layernorm_gamma_stats_bytes(rows, elem) +
+           (p > 1 ? (size_t)p * (size_t)cols * sizeof(double) : 0);
+}
+
 #endif

@@ -106,17 +106,17 @@ double mgi_norm_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
 
 /* layernorm_grad_gamma (gy, x) -> dgamma: the mean and rstd of every row
  * of x, which the CUDA kernel computes once and reads for every column of
- * dgamma (the CPU needs none). dgamma has the normalised shape, so there
- * are numel(x) / numel(dgamma) rows. */
+ * dgamma, and the column sums of its chunks of rows (group_reduce.h; the
+ * CPU needs none). dgamma has the normalised shape, so there are
+ * numel(x) / numel(dgamma) rows. */
 size_t mgi_layernorm_grad_gamma_workspace(const mg_tdesc *in, int n_in,
                                           const mg_attrs *a,
                                           const mg_tdesc *out) {
     (void)n_in, (void)a;
     const int64_t inner = mgi_tdesc_numel(out);
     if (inner <= 0) return 0;
-    /* the CUDA kernel keeps mean, mean_lo and rstd per row (cuda_norm.cu) */
-    return 3 * (size_t)(mgi_tdesc_numel(&in[1]) / inner) *
-           mg_dtype_size(out->dtype);
+    return mg_layernorm_gamma_workspace(mgi_tdesc_numel(&in[1]) / inner, inner,
+                                        mg_dtype_size(out->dtype));
 }
 
 /* batchnorm and its gradients: a few channels of many elements are split
