@@ -15,7 +15,7 @@
 # torch (compare_torch.py --device cuda on
 # the mlp and the resnet), python (the Python package's tests with a CUDA
 # device, and test_conv_paths.py on an AVX-512 host), conv25 (on an
-# AVX-512 host, test_conv_paths.py against 0e2c172's library: issue 25
+# AVX-512 host, test_conv_paths.py against 27c3bea^'s library: issue 25
 # item 10 before any fix), ctest (the whole suite), nccl (test_dist_nccl,
 # needs 2 GPUs).
 # The bench step also times a ResNet step with cuDNN's convolutions against
@@ -324,32 +324,37 @@ if room python 60; then
     tail -15 "$out/python.log"
 fi
 
-# Issue 25 item 10 before any fix: on an AVX-512 host, this commit's
-# test_conv_paths.py against the library and Python package of 0e2c172
-# (the commit that added the test, before the later oneDNN changes), so
-# that the test is seen to fail where the finding was made, or not. Only
-# its small net: 0e2c172's bridge cannot load squeezenet1_1 (torch.cat
-# was not mapped yet). Its output goes to the end of python.log; the step
+# Issue 25 item 10 before a fix: on an AVX-512 host, this commit's
+# test_conv_paths.py against an older library and Python package, so that
+# the test is seen to fail where the finding was made, or not. The default
+# is 27c3bea^, just before oneDNN took 4-D weights for one-group
+# convolutions (the likeliest fix); its bridge maps torch.cat, so
+# squeezenet1_1 runs as well as the small net (0e2c172's bridge, the
+# commit that added the test, ran the small net only, and passed on the
+# H200's Xeon). MG_GPU_CONV25_COMMIT picks another; MG_GPU_CONV25_K passes
+# a pytest -k filter. Its output goes to the end of python.log; the step
 # fails only when the old library does not build.
-if grep -qw avx512f /proc/cpuinfo && room conv25 150; then
-    step "issue 25 item 10: test_conv_paths.py against 0e2c172's library"
-    old=/tmp/mg-0e2c172
+c25=${MG_GPU_CONV25_COMMIT:-27c3bea^}
+if grep -qw avx512f /proc/cpuinfo && room conv25 200; then
+    step "issue 25 item 10: test_conv_paths.py against $c25's library"
+    old=/tmp/mg-conv25
     rm -rf "$old" && mkdir -p "$old"
-    if git archive 0e2c172 | tar -x -C "$old" &&
+    if git archive "$c25" | tar -x -C "$old" &&
        cmake -S "$old" -B "$old/b" -G Ninja -DCMAKE_BUILD_TYPE=Release \
            -DBUILD_SHARED_LIBS=ON -DMG_WITH_CUDA=OFF -DMG_WERROR=OFF \
            -DMG_BUILD_TESTS=OFF -DMG_BUILD_EXAMPLES=OFF -DMG_BUILD_BENCH=OFF \
            > /tmp/mg-old.log 2>&1 &&
        cmake --build "$old/b" -j"$jobs" --target memgrad >> /tmp/mg-old.log 2>&1; then
-        { echo; echo "== test_conv_paths.py (this commit's) with 0e2c172's libmemgrad and package"; } >> "$out/python.log"
+        { echo; echo "== test_conv_paths.py (this commit's) with $c25's libmemgrad and package"; } >> "$out/python.log"
         MEMGRAD_LIBRARY=$old/b/libmemgrad.so PYTHONPATH=$old/python \
-            timeout "$(cap 240)" "$py" -m pytest -q -p no:cacheprovider \
-            -k tiny python/tests/test_conv_paths.py >> "$out/python.log" 2>&1
-        note "conv25: 0e2c172's library: $(tail -1 "$out/python.log")"
-        tail -3 "$out/python.log"
+            timeout "$(cap 300)" "$py" -m pytest -q -rf -p no:cacheprovider \
+            ${MG_GPU_CONV25_K:+-k "$MG_GPU_CONV25_K"} \
+            python/tests/test_conv_paths.py >> "$out/python.log" 2>&1
+        note "conv25: $c25's library: $(tail -1 "$out/python.log")"
+        tail -12 "$out/python.log"
     else
         tail -20 /tmp/mg-old.log
-        fail conv25 "0e2c172 did not build"
+        fail conv25 "$c25 did not build"
     fi
 fi
 
