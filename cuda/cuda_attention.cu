@@ -31,7 +31,8 @@ mg_status cu_causal_mask(cu_ctx *c, const mg_kargs *a) {
 
 /* ---- fused attention ------------------------------------------------------
  * Plain, deterministic kernels (each output element summed in one fixed
- * order by one thread, no atomics), with the CPU's formulas: the forward
+ * order, by one thread or by a few whose partials one thread adds in order
+ * (cu_attn_cols); no atomics), with the CPU's formulas: the forward
  * runs one block per query row over chunks of blockDim keys with an online
  * softmax; the backward computes D = rowsum(do * o) - glse per row, then dq
  * with a block per query row and dk, dv with a block per key row, each
@@ -56,6 +57,42 @@ template <typename T> __device__ T cu_attn_reduce(T v, T *red, int op) {
     const T r = red[0];
     __syncthreads();
     return r;
+}
+
+/* For each column c < width: the sum over t < n of w[t] * src[t * ld + c],
+ * handed to f(c, sum). One thread per column would leave most of the block
+ * idle (a head has 32 dims, a block 128 threads), so the block splits into
+ * G = blockDim.x / width groups, group g summing t in [g n / G,
+ * (g + 1) n / G), and the first `width` threads add the groups' partials
+ * in group order: a fixed order, so the result is the same run to run.
+ * part holds blockDim.x entries; every thread of the block calls this. */
+template <typename T, typename F>
+__device__ void cu_attn_cols(const T *w, const T *src, int64_t ld, int64_t n,
+                             int64_t width, T *part, F f) {
+    const int64_t G =
+        width < (int64_t)blockDim.x ? (int64_t)blockDim.x / width : 1;
+    if (G == 1) {
+        for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
+            T acc = 0;
+            for (int64_t t = 0; t < n; t++) acc += w[t] * src[t * ld + c];
+            f(c, acc);
+        }
+        return;
+    }
+    const int64_t g = threadIdx.x / width, c = threadIdx.x % width;
+    if (g < G) {
+        const int64_t t0 = g * n / G, t1 = (g + 1) * n / G;
+        T acc = 0;
+        for (int64_t t = t0; t < t1; t++) acc += w[t] * src[t * ld + c];
+        part[threadIdx.x] = acc;
+    }
+    __syncthreads();
+    if ((int64_t)threadIdx.x < width) {
+        T acc = 0;
+        for (int64_t k = 0; k < G; k++) acc += part[k * width + threadIdx.x];
+        f((int64_t)threadIdx.x, acc);
+    }
+    __syncthreads();
 }
 
 /* Score of query row i (of batch entry b) against key j: scale q.k + mask. */
@@ -108,12 +145,9 @@ __global__ void k_attn_fwd(const T *q, const T *k, const T *v, const T *mask,
             const int64_t n = kend - j0 < (int64_t)blockDim.x
                                   ? kend - j0
                                   : (int64_t)blockDim.x;
-            for (int64_t c = threadIdx.x; c < d.dv; c += blockDim.x) {
-                T acc = 0;
-                for (int64_t t = 0; t < n; t++)
-                    acc += w[t] * vb[(j0 + t) * d.dv + c];
-                yr[c] = yr[c] * alpha + acc;
-            }
+            cu_attn_cols(
+                w, vb + j0 * d.dv, d.dv, n, d.dv, red,
+                [&](int64_t c, T acc) { yr[c] = yr[c] * alpha + acc; });
             m = m_new;
             __syncthreads();
         }
@@ -168,7 +202,7 @@ __global__ void k_attn_dq(const T *q, const T *k, const T *v, const T *y,
                           mg_attn_dims d, T scale, int causal, double p,
                           uint64_t key, uint64_t offset) {
     extern __shared__ unsigned char cu_attn_sm[];
-    T *dsm = (T *)cu_attn_sm;
+    T *dsm = (T *)cu_attn_sm, *part = dsm + blockDim.x;
     const int64_t per = d.lq * d.d + d.lk * d.d + d.lk * d.dv;
     for (int64_t row = blockIdx.x; row < d.batch * d.lq; row += gridDim.x) {
         const int64_t b = row / d.lq, i = row % d.lq;
@@ -188,11 +222,8 @@ __global__ void k_attn_dq(const T *q, const T *k, const T *v, const T *y,
                                   ? kend - j0
                                   : (int64_t)blockDim.x;
             const T *kb = k + (b * d.lk + j0) * d.d;
-            for (int64_t c = threadIdx.x; c < d.d; c += blockDim.x) {
-                T acc = 0;
-                for (int64_t t = 0; t < n; t++) acc += dsm[t] * kb[t * d.d + c];
-                dq[c] += scale * acc;
-            }
+            cu_attn_cols(dsm, kb, d.d, n, d.d, part,
+                         [&](int64_t c, T acc) { dq[c] += scale * acc; });
             __syncthreads();
         }
     }
@@ -204,7 +235,7 @@ __global__ void k_attn_dkv(const T *q, const T *k, const T *v, const T *y,
                            mg_attn_dims d, T scale, int causal, double p,
                            uint64_t key, uint64_t offset) {
     extern __shared__ unsigned char cu_attn_sm[];
-    T *dsm = (T *)cu_attn_sm, *psm = dsm + blockDim.x;
+    T *dsm = (T *)cu_attn_sm, *psm = dsm + blockDim.x, *part = psm + blockDim.x;
     const int64_t per = d.lq * d.d + d.lk * d.d + d.lk * d.dv, ldy = d.dv + 1;
     for (int64_t kr = blockIdx.x; kr < d.batch * d.lk; kr += gridDim.x) {
         const int64_t b = kr / d.lk, j = kr % d.lk;
@@ -228,16 +259,10 @@ __global__ void k_attn_dkv(const T *q, const T *k, const T *v, const T *y,
                                   : (int64_t)blockDim.x;
             const T *qb = q + (b * d.lq + i0) * d.d;
             const T *gb = gy + (b * d.lq + i0) * ldy;
-            for (int64_t c = threadIdx.x; c < d.d; c += blockDim.x) {
-                T acc = 0;
-                for (int64_t t = 0; t < n; t++) acc += dsm[t] * qb[t * d.d + c];
-                dk[c] += scale * acc;
-            }
-            for (int64_t c = threadIdx.x; c < d.dv; c += blockDim.x) {
-                T acc = 0;
-                for (int64_t t = 0; t < n; t++) acc += psm[t] * gb[t * ldy + c];
-                dvr[c] += acc;
-            }
+            cu_attn_cols(dsm, qb, d.d, n, d.d, part,
+                         [&](int64_t c, T acc) { dk[c] += scale * acc; });
+            cu_attn_cols(psm, gb, ldy, n, d.dv, part,
+                         [&](int64_t c, T acc) { dvr[c] += acc; });
             __syncthreads();
         }
     }
@@ -312,10 +337,10 @@ static void attn_grad_launch(cu_ctx *c, const mg_kargs *a,
         return;
     }
     k_attn_dq<T><<<cu_grid_rows(rows), CU_ATTN_THREADS,
-                   CU_ATTN_THREADS * sizeof(T), c->stream>>>(
+                   2 * CU_ATTN_THREADS * sizeof(T), c->stream>>>(
         q, k, v, y, gy, m, D, g, d, scale, at->causal, at->p, key, at->offset);
     k_attn_dkv<T><<<cu_grid_rows(d.batch * d.lk), CU_ATTN_THREADS,
-                    2 * CU_ATTN_THREADS * sizeof(T), c->stream>>>(
+                    3 * CU_ATTN_THREADS * sizeof(T), c->stream>>>(
         q, k, v, y, gy, m, D, g, d, scale, at->causal, at->p, key, at->offset);
 }
 
