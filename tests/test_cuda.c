@@ -452,6 +452,14 @@ START_TEST(test_every_op_matches_cpu) {
             finish(c, mg_sum(c->g, fin(c, 2, rows), 1, ax0, 0));
             CASE("mean chunked all")
             finish(c, mg_mean(c->g, fin(c, 2, rows), 0, NULL, 0));
+            /* column sums of [A, B] (a bias gradient): strips of 32
+             * columns, the last one partly filled (k_reduce_cols) */
+            const int ax01[] = {0, 1};
+            const int64_t cols[] = {100, 300}, cols3[] = {3, 40, 70};
+            CASE("sum columns")
+            finish(c, mg_sum(c->g, fin(c, 2, cols), 1, ax0, 0));
+            CASE("mean columns keepdims")
+            finish(c, mg_mean(c->g, fin(c, 3, cols3), 2, ax01, 1));
         }
         const int64_t xl[] = {4, 6, 5}, g65[] = {6, 5}, g5[] = {5};
         CASE("layernorm 2")
