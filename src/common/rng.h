@@ -42,4 +42,18 @@ MG_RNG_FN double mg_rng_uniform(uint64_t h) {
     return (double)(h >> 11) * (1.0 / 9007199254740992.0);
 }
 
+/* mg_rng_uniform(h) >= p without the conversion to double: the uniform is
+ * k 2^-53 for the integer k = h >> 11, exactly, and p 2^53 is exact too (a
+ * power-of-two scaling), so k 2^-53 >= p exactly when k >= ceil(p 2^53).
+ * The decisions are the same bit for bit; a loop of integer compares is
+ * what a CPU vectorises. For p in [0, 1). */
+MG_RNG_FN uint64_t mg_rng_keep_threshold(double p) {
+    const double t = p * 9007199254740992.0;
+    const uint64_t k = (uint64_t)t; /* floor: t is in [0, 2^53) */
+    return (double)k < t ? k + 1 : k;
+}
+MG_RNG_FN int mg_rng_keep(uint64_t h, uint64_t threshold) {
+    return (h >> 11) >= threshold;
+}
+
 #endif

@@ -1,9 +1,10 @@
 /*
  * ops/random.c - part of test_ops: forward values, in MG_F32 and MG_F64, of
  * dropout: identity at p = 0, scale and rate, seeds, two dropouts in one
- * graph, bad p.
+ * graph, every keep decision as docs/ops.md specifies it, bad p.
  */
 #include "../helpers.h"
+#include "common/rng.h"
 
 /* ------------------------------------------------------------------ dropout */
 
@@ -153,6 +154,60 @@ START_TEST(test_dropout_two_ops_one_graph) {
 }
 END_TEST
 
+/* The CPU kernel's integer threshold (rng.h) decides exactly as docs/ops.md's
+ * mg_rng_uniform(h) >= p: at p where p 2^53 is and is not an integer, and
+ * at hashes just below, at and above each threshold. */
+START_TEST(test_dropout_keep_threshold_exact) {
+    const double ps[] = {
+        0.0, 0x1p-53, 0x3p-54, 1e-300,        0.1,
+        0.3, 0.5,     0.9,     1.0 - 0x1p-53, nextafter(0.7, 0.0)};
+    th_rng r;
+    th_rng_init(&r, 5);
+    for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
+        const double p = ps[pi];
+        const uint64_t thr = mg_rng_keep_threshold(p);
+        for (int i = 0; i < 20000; i++) {
+            uint64_t h;
+            if (i < 6) { /* k = thr - 1 .. thr + 1, low bits 0 or all ones */
+                const uint64_t k = thr - 1 + (uint64_t)(i / 2);
+                h = (k << 11) | (i % 2 ? 0x7ffu : 0u);
+            } else {
+                h = th_rng_next(&r);
+            }
+            ck_assert_msg(mg_rng_keep(h, thr) == (mg_rng_uniform(h) >= p),
+                          "p = %a, h = %#llx: integer keep %d, spec %d", p,
+                          (unsigned long long)h, mg_rng_keep(h, thr),
+                          mg_rng_uniform(h) >= p);
+        }
+    }
+}
+END_TEST
+
+/* Every element's keep decision is docs/ops.md's formula, evaluated here
+ * from the first dropout op's counters [0, n). */
+START_TEST(test_dropout_matches_spec) {
+    double *x = drop_input(), *o = malloc(sizeof(double) * DROP_N);
+    ck_assert(o != NULL);
+    const double ps[3] = {0.1, 0.5, 0.9};
+    const uint64_t key = mg_rng_key(42, 3);
+    for (int di = 0; di < 2; di++)
+        for (int pi = 0; pi < 3; pi++) {
+            drop_run(th_dtypes[di], ps[pi], 3, 42, x, o);
+            for (int i = 0; i < DROP_N; i++) {
+                const bool keep =
+                    mg_rng_uniform(mg_rng_hash(key, (uint64_t)i)) >= ps[pi];
+                ck_assert_msg((o[i] != 0.0) == keep,
+                              "dropout p=%g (%s): element %d is %.17g, the "
+                              "spec %s it",
+                              ps[pi], mg_dtype_name(th_dtypes[di]), i, o[i],
+                              keep ? "keeps" : "drops");
+            }
+        }
+    free(x);
+    free(o);
+}
+END_TEST
+
 START_TEST(test_dropout_bad_p) {
     mg_graph *g = mg_graph_new();
     ck_assert(g != NULL);
@@ -169,5 +224,6 @@ void ops_random_tcase(Suite *s) {
     th_add_tcase(s, "random", 60,
                  TH_TESTS(test_dropout_p0_identity, test_dropout_scale_and_rate,
                           test_dropout_seeds, test_dropout_two_ops_one_graph,
-                          test_dropout_bad_p));
+                          test_dropout_keep_threshold_exact,
+                          test_dropout_matches_spec, test_dropout_bad_p));
 }

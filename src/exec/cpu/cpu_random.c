@@ -7,14 +7,19 @@
 
 #include <string.h>
 
+/* Each element's decision is docs/ops.md's, mg_rng_uniform(h) >= p, taken
+ * as the equivalent integer compare (rng.h); elements are independent, so
+ * threads split them (MG_CPU_PAR_LOOP) with the same results. */
 #define DROPOUT_DEF(T, SUF)                                                    \
     static mg_status dropout_##SUF(const T *x, T *restrict y, int64_t n,       \
                                    uint64_t key, uint64_t offset, double p) {  \
         const T keep_scale = (T)(1.0 / (1.0 - p));                             \
-        for (int64_t i = 0; i < n; i++) {                                      \
+        const uint64_t thr = mg_rng_keep_threshold(p);                         \
+        /* a hash costs about ten cheap ops: threads pay off sooner */         \
+        MG_CPU_PAR_LOOP(8 * n, for (int64_t i = 0; i < n; i++), {              \
             const uint64_t h = mg_rng_hash(key, offset + (uint64_t)i);         \
-            y[i] = mg_rng_uniform(h) >= p ? x[i] * keep_scale : (T)0;          \
-        }                                                                      \
+            y[i] = mg_rng_keep(h, thr) ? x[i] * keep_scale : (T)0;             \
+        });                                                                    \
         return MG_OK;                                                          \
     }
 MG_CPU_FLOAT_TYPES(DROPOUT_DEF)
