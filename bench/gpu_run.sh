@@ -37,7 +37,8 @@
 #      MG_GPU_MODELS (default "mlp resnet transformer": the bench and torch
 #      steps' models), MG_GPU_ATTENTION (explicit: compare the transformer
 #      with PyTorch's written-out attention from the start),
-#      MG_GPU_PROFILE_MODEL (resnet, at depth 32, or transformer, at 16), MG_GPU_MLP_BATCH/WIDTH (2048/512),
+#      MG_GPU_PROFILE_MODEL (resnet, at depth 32, or transformer, at 16),
+#      MG_GPU_MLP_BATCH/WIDTH (2048/512),
 #      MG_GPU_RESNET_BATCH/WIDTH (256/16), MG_GPU_TRANSFORMER_BATCH/WIDTH
 #      (16/256).
 set -uo pipefail
@@ -230,8 +231,9 @@ if room bench 120; then
     fi
 fi
 
-# Where a ResNet step's time goes on the GPU: the profiler's table by op
-# kind, each op synchronised (MG_CUDA_SYNC=1) so that its time is its own.
+# Where a step's time goes on the GPU (the ResNet's, or the transformer's
+# with MG_GPU_PROFILE_MODEL=transformer): the profiler's table by op kind,
+# each op synchronised (MG_CUDA_SYNC=1) so that its time is its own.
 pm=${MG_GPU_PROFILE_MODEL:-resnet}
 if room profile 40; then
     set -- $(spec_of "$pm")

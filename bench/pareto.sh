@@ -3,9 +3,10 @@
 # MLP at depth 1024 (batch 1024, width 256), the ResNet (32 blocks,
 # batch 16) and the MLP at depth 256 with dropout 0.1 after each relu (its
 # relu outputs are read backward only for their signs, so compaction
-# keeps 1 bit of each: pareto-mlp-dropout.csv), memgrad's budget policy beside its memory policy and PyTorch's
-# checkpoint_sequential at 2..64 segments, each model measured in one run
-# of bench/pareto.py; then bench/plot draws bench/results/pareto-*.svg.
+# keeps 1 bit of each: pareto-mlp-dropout.csv), memgrad's budget policy
+# beside its memory policy and PyTorch's checkpoint_sequential at 2..64
+# segments, each model measured in one run of bench/pareto.py; then
+# bench/plot draws bench/results/pareto-*.svg.
 # bench/results/pareto.txt keeps the command lines, the machine, the load
 # and each run's table of points and dominance.
 #

@@ -1,8 +1,8 @@
 /*
  * cuda_reduce.cu - sum and mean over axes, and broadcast_to, their adjoint.
  * Every reduction is a fixed-order tree within one block (or a sequential
- * loop in one thread, or partials added in a fixed order), never atomics,
- * so results are deterministic run to run.
+ * loop in one thread), never atomics, so results are deterministic run to
+ * run.
  */
 #include "cuda_internal.h"
 
@@ -81,55 +81,6 @@ __global__ void k_reduce_total(const double *part, T *y, int64_t nb,
     }
 }
 
-/* Column sums of x viewed as [A, B] (the [A, B, C] view with C = 1: a bias
- * gradient over rows). The one-block-per-output kernel read each column
- * with a stride of B elements and a division per element; here a block of
- * 32 x 32 threads takes a strip of 32 columns, thread (tx, ty) adding rows
- * ty, ty + 32, ... of column tx in double, so that a warp reads 32
- * adjacent elements of a row; then each column adds its 32 partials in
- * order, so the result is the same run to run. */
-template <typename T>
-__global__ void k_reduce_cols(const T *x, T *y, int64_t A, int64_t B,
-                              int64_t mean_of) {
-    __shared__ double part[32][33];
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    for (int64_t b0 = (int64_t)blockIdx.x * 32; b0 < B;
-         b0 += (int64_t)gridDim.x * 32) {
-        const int64_t b = b0 + tx;
-        double s = 0;
-        if (b < B)
-            for (int64_t i = ty; i < A; i += 32) s += (double)x[i * B + b];
-        part[ty][tx] = s;
-        __syncthreads();
-        if (ty == 0 && b < B) {
-            double t = 0;
-            for (int r = 0; r < 32; r++) t += part[r][tx];
-            y[b] = (T)(mean_of ? t / (double)mean_of : t);
-        }
-        __syncthreads();
-    }
-}
-
-/* The column kernel where the view is [A, B] with enough rows and columns
- * to fill its blocks; *done says so. */
-static mg_status reduce_columns(cu_ctx *c, const mg_kargs *a, int mean,
-                                int *done) {
-    *done = 0;
-    int64_t abc[3];
-    const int64_t ny = mgi_tdesc_numel(&a->out.d);
-    if (!mg_reduce_abc(&a->in[0].d, a->attrs, ny, abc) || abc[2] != 1 ||
-        abc[0] < 64 || abc[1] < 32)
-        return MG_OK;
-    const int64_t A = abc[0], B = abc[1];
-    CU_BY_FLOAT(
-        a, a->out.d.dtype,
-        k_reduce_cols<T>
-        <<<cu_grid_rows((B + 31) / 32), dim3(32, 32), 0, c->stream>>>(
-            (const T *)a->in[0].data, (T *)a->out.data, A, B, mean ? A : 0));
-    *done = 1;
-    return MG_OK;
-}
-
 /* The chunked reduction where group_reduce.h splits it; *done says so. */
 static mg_status reduce_chunked(cu_ctx *c, const mg_kargs *a, int mean,
                                 int *done) {
@@ -159,7 +110,6 @@ static mg_status reduce_chunked(cu_ctx *c, const mg_kargs *a, int mean,
 static mg_status reduce(cu_ctx *c, const mg_kargs *a, int mean) {
     int done = 0;
     mg_status cs = reduce_chunked(c, a, mean, &done);
-    if (cs == MG_OK && !done) cs = reduce_columns(c, a, mean, &done);
     if (cs != MG_OK || done) return cs;
     const mg_tdesc *dx = &a->in[0].d;
     const mg_attrs *at = a->attrs;

@@ -452,8 +452,8 @@ START_TEST(test_every_op_matches_cpu) {
             finish(c, mg_sum(c->g, fin(c, 2, rows), 1, ax0, 0));
             CASE("mean chunked all")
             finish(c, mg_mean(c->g, fin(c, 2, rows), 0, NULL, 0));
-            /* column sums of [A, B] (a bias gradient): strips of 32
-             * columns, the last one partly filled (k_reduce_cols) */
+            /* column sums of [A, B] (a bias gradient), over many and
+             * few columns */
             const int ax01[] = {0, 1};
             const int64_t cols[] = {100, 300}, cols3[] = {3, 40, 70};
             CASE("sum columns")
