@@ -5,6 +5,8 @@
  */
 #include "cuda_internal.h"
 
+#include "common/attn_tiles.h" /* the GEMM chunks, shared with the rule */
+
 /* Over the last two axes [rows, cols]: j > i takes value, the rest x. */
 template <typename T>
 __global__ void k_causal_mask(const T *x, T *y, int64_t n, int64_t rows,
@@ -30,13 +32,17 @@ mg_status cu_causal_mask(cu_ctx *c, const mg_kargs *a) {
 }
 
 /* ---- fused attention ------------------------------------------------------
- * Plain, deterministic kernels (each output element summed in one fixed
- * order, by one thread or by a few whose partials one thread adds in order
- * (cu_attn_cols); no atomics), with the CPU's formulas: the forward
- * runs one block per query row over chunks of blockDim keys with an online
- * softmax; the backward computes D = rowsum(do * o) - glse per row, then dq
- * with a block per query row and dk, dv with a block per key row, each
- * recomputing the scores and weights it needs. */
+ * Deterministic kernels (each output element summed in one fixed order; no
+ * atomics) with the CPU's formulas, in two forms. Where a chunk of batch
+ * entries' score matrices fits the workspace (src/common/attn_tiles.h), the
+ * products go through cuBLAS: s = q k^T, a row kernel (one warp per row)
+ * for the softmax, and o = p v; the backward adds dp = do v^T, a row kernel
+ * for the weights and ds, and dv = p^T do, dq = ds k, dk = ds^T q. Else
+ * plain kernels: the forward runs one block per query row over chunks of
+ * blockDim keys with an online softmax, and the backward computes dq with a
+ * block per query row and dk, dv with a block per key row, each
+ * recomputing the scores and weights it needs. Both backwards first take
+ * D = rowsum(do * o) - glse per row. */
 
 #define CU_ATTN_THREADS 128
 
@@ -268,6 +274,219 @@ __global__ void k_attn_dkv(const T *q, const T *k, const T *v, const T *y,
     }
 }
 
+/* ---- the GEMM form ----------------------------------------------------- */
+
+/* Deterministic warp-wide sum and max: at each step lane x adds lane
+ * x ^ o's value to its own, and a + b == b + a, so every lane ends with
+ * the same bits. */
+template <typename T> __device__ T cu_warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+template <typename T> __device__ T cu_warp_max(T v) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const T w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = w > v ? w : v;
+    }
+    return v;
+}
+
+/* Row r of the chunk that starts at batch entry b0: its batch entry b,
+ * query i, global row b * lq + i, the keys causality leaves it (ncol) and
+ * its mask row (NULL: none). */
+struct cu_attn_row {
+    int64_t b, i, row, ncol;
+    const void *mr;
+};
+template <typename T>
+__device__ cu_attn_row cu_attn_row_of(const mg_attn_dims &d, const T *mask,
+                                      int64_t b0, int64_t r, int causal) {
+    cu_attn_row w;
+    w.b = b0 + r / d.lq;
+    w.i = r % d.lq;
+    w.row = w.b * d.lq + w.i;
+    w.ncol = causal && w.i + 1 < d.lk ? w.i + 1 : d.lk;
+    w.mr = mask ? mask + mg_attn_mask_base(&d, w.b) + w.i * d.ms_r : NULL;
+    return w;
+}
+
+#define CU_ATTN_WARP_ROWS(r, rows)                                             \
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;    \
+         r < (rows); r += (int64_t)gridDim.x * blockDim.x / 32)
+
+/* Forward, one warp per row of the chunk's scores s (q k^T): the softmax
+ * of scale s + mask over the keys causality leaves, dropped and rescaled,
+ * back into s (0 beyond them), and the row's log-sum-exp into column dv of
+ * y. A row with no finite score gets l = 0, so NaN weights and lse -inf,
+ * as on the CPU. */
+template <typename T>
+__global__ void k_attn_fwd_rows(T *s, T *y, const T *mask, mg_attn_dims d,
+                                int64_t b0, int64_t rows, T scale, int causal,
+                                double p, uint64_t key, uint64_t offset) {
+    const int lane = threadIdx.x & 31;
+    const T keep = (T)(1.0 / (1.0 - p));
+    CU_ATTN_WARP_ROWS(r, rows) {
+        const cu_attn_row w = cu_attn_row_of(d, mask, b0, r, causal);
+        const T *mr = (const T *)w.mr;
+        T *sr = s + r * d.lk;
+        T m = -INFINITY;
+        for (int64_t j = lane; j < w.ncol; j += 32) {
+            T v = sr[j] * scale;
+            if (mr) v += mr[j * d.ms_c];
+            sr[j] = v;
+            m = v > m ? v : m;
+        }
+        m = cu_warp_max(m);
+        T l = 0;
+        for (int64_t j = lane; j < w.ncol; j += 32) {
+            const T e = m == (T)-INFINITY ? (T)0 : (T)exp(sr[j] - m);
+            sr[j] = e;
+            l += e;
+        }
+        l = cu_warp_sum(l);
+        const T inv = (T)1 / l;
+        for (int64_t j = lane; j < d.lk; j += 32) {
+            T pw = 0;
+            if (j < w.ncol) {
+                pw = sr[j] * inv;
+                if (p > 0)
+                    pw = mg_rng_uniform(mg_rng_hash(
+                             key, offset + (uint64_t)(w.row * d.lk + j))) >= p
+                             ? pw * keep
+                             : (T)0;
+            }
+            sr[j] = pw;
+        }
+        if (lane == 0) y[w.row * (d.dv + 1) + d.dv] = m + (T)log(l);
+    }
+}
+
+/* Backward, one warp per row of the chunk: from s = q k^T and dp = do v^T,
+ * the weights p = exp(scale s + mask - lse), dropped and rescaled, into s,
+ * and scale * p * (dp' - D) into dp, where dp' is dp dropped and rescaled
+ * like the weights; both 0 beyond the keys causality leaves. */
+template <typename T>
+__global__ void k_attn_bwd_rows(T *s, T *dp, const T *y, const T *mask,
+                                const T *D, mg_attn_dims d, int64_t b0,
+                                int64_t rows, T scale, int causal, double p,
+                                uint64_t key, uint64_t offset) {
+    const int lane = threadIdx.x & 31;
+    const T keep = (T)(1.0 / (1.0 - p));
+    CU_ATTN_WARP_ROWS(r, rows) {
+        const cu_attn_row w = cu_attn_row_of(d, mask, b0, r, causal);
+        const T *mr = (const T *)w.mr;
+        const T lse = y[w.row * (d.dv + 1) + d.dv], Di = D[w.row];
+        T *sr = s + r * d.lk, *pr = dp + r * d.lk;
+        for (int64_t j = lane; j < d.lk; j += 32) {
+            T wt = 0, ds = 0;
+            if (j < w.ncol) {
+                T v = sr[j] * scale;
+                if (mr) v += mr[j * d.ms_c];
+                const T pw = (T)exp(v - lse);
+                T g = pr[j];
+                wt = pw;
+                if (p > 0) {
+                    const int kept =
+                        mg_rng_uniform(mg_rng_hash(
+                            key, offset + (uint64_t)(w.row * d.lk + j))) >= p;
+                    g = kept ? g * keep : (T)0;
+                    wt = kept ? pw * keep : (T)0;
+                }
+                ds = scale * (pw * (g - Di));
+            }
+            sr[j] = wt;
+            pr[j] = ds;
+        }
+    }
+}
+
+/* Batch entries per GEMM round, 0 where the kernels go by rows: the shared
+ * rule, and rows too for empty heads (cuBLAS with no inner dim would leave
+ * the scores unset). */
+static int64_t attn_chunk(int64_t batch, int64_t lq, int64_t lk, int64_t dd,
+                          int64_t dv, int grad) {
+    if (dd <= 0 || dv <= 0) return 0;
+    return mg_attn_cuda_chunk(batch, lq, lk, grad);
+}
+static int64_t attn_chunk_of(const mg_attn_dims &d, int grad) {
+    return attn_chunk(d.batch, d.lq, d.lk, d.d, d.dv, grad);
+}
+
+template <typename T>
+static mg_status attn_fwd_gemm(cu_ctx *c, const mg_kargs *a,
+                               const mg_attn_dims &d, int64_t chunk, T *s) {
+    const mg_attrs *at = a->attrs;
+    const uint64_t key = mg_rng_key(a->run_seed, at->seed);
+    const T *q = (const T *)a->in[0].data, *k = (const T *)a->in[1].data,
+            *v = (const T *)a->in[2].data;
+    const T *m = d.has_mask ? (const T *)a->in[3].data : (const T *)NULL;
+    T *y = (T *)a->out.data;
+    const int64_t ldy = d.dv + 1, lqk = d.lq * d.lk;
+    for (int64_t b0 = 0; b0 < d.batch; b0 += chunk) {
+        const int64_t cb = d.batch - b0 < chunk ? d.batch - b0 : chunk;
+        mg_status st = cu_gemm<T>(
+            c, a, 0, 1, d.lq, d.lk, d.d, q + b0 * d.lq * d.d, d.d, d.lq * d.d,
+            k + b0 * d.lk * d.d, d.d, d.lk * d.d, (T)0, s, d.lk, lqk, cb);
+        if (st != MG_OK) return st;
+        const int64_t rows = cb * d.lq;
+        k_attn_fwd_rows<T><<<cu_blocks(rows * 32), CU_THREADS, 0, c->stream>>>(
+            s, y, m, d, b0, rows, (T)at->alpha, at->causal, at->p, key,
+            at->offset);
+        st = cu_gemm<T>(c, a, 0, 0, d.lq, d.dv, d.lk, s, d.lk, lqk,
+                        v + b0 * d.lk * d.dv, d.dv, d.lk * d.dv, (T)0,
+                        y + b0 * d.lq * ldy, ldy, d.lq * ldy, cb);
+        if (st != MG_OK) return st;
+    }
+    return MG_OK;
+}
+
+/* dq, dk and dv of each batch entry into g (packed as attention_grad's
+ * output), D already in the workspace's first rows. */
+template <typename T>
+static mg_status attn_bwd_gemm(cu_ctx *c, const mg_kargs *a,
+                               const mg_attn_dims &d, int64_t chunk, const T *D,
+                               T *s) {
+    const mg_attrs *at = a->attrs;
+    const uint64_t key = mg_rng_key(a->run_seed, at->seed);
+    const T *q = (const T *)a->in[0].data, *k = (const T *)a->in[1].data,
+            *v = (const T *)a->in[2].data, *y = (const T *)a->in[3].data,
+            *gy = (const T *)a->in[4].data;
+    const T *m = d.has_mask ? (const T *)a->in[5].data : (const T *)NULL;
+    T *g = (T *)a->out.data;
+    const int64_t ldy = d.dv + 1, lqk = d.lq * d.lk;
+    const int64_t per = d.lq * d.d + d.lk * d.d + d.lk * d.dv;
+    T *dp = s + chunk * lqk;
+    for (int64_t b0 = 0; b0 < d.batch; b0 += chunk) {
+        const int64_t cb = d.batch - b0 < chunk ? d.batch - b0 : chunk;
+        const T *qb = q + b0 * d.lq * d.d, *kb = k + b0 * d.lk * d.d,
+                *vb = v + b0 * d.lk * d.dv, *gb = gy + b0 * d.lq * ldy;
+        T *gq = g + b0 * per, *gk = gq + d.lq * d.d, *gv = gk + d.lk * d.d;
+        mg_status st =
+            cu_gemm<T>(c, a, 0, 1, d.lq, d.lk, d.d, qb, d.d, d.lq * d.d, kb,
+                       d.d, d.lk * d.d, (T)0, s, d.lk, lqk, cb);
+        if (st == MG_OK)
+            st = cu_gemm<T>(c, a, 0, 1, d.lq, d.lk, d.dv, gb, ldy, d.lq * ldy,
+                            vb, d.dv, d.lk * d.dv, (T)0, dp, d.lk, lqk, cb);
+        if (st != MG_OK) return st;
+        const int64_t rows = cb * d.lq;
+        k_attn_bwd_rows<T><<<cu_blocks(rows * 32), CU_THREADS, 0, c->stream>>>(
+            s, dp, y, m, D, d, b0, rows, (T)at->alpha, at->causal, at->p, key,
+            at->offset);
+        st = cu_gemm<T>(c, a, 1, 0, d.lk, d.dv, d.lq, s, d.lk, lqk, gb, ldy,
+                        d.lq * ldy, (T)0, gv, d.dv, per, cb);
+        if (st == MG_OK)
+            st = cu_gemm<T>(c, a, 0, 0, d.lq, d.d, d.lk, dp, d.lk, lqk, kb, d.d,
+                            d.lk * d.d, (T)0, gq, d.d, per, cb);
+        if (st == MG_OK)
+            st = cu_gemm<T>(c, a, 1, 0, d.lk, d.d, d.lq, dp, d.lk, lqk, qb, d.d,
+                            d.lq * d.d, (T)0, gk, d.d, per, cb);
+        if (st != MG_OK) return st;
+    }
+    return MG_OK;
+}
+
+/* ---- the row form and the ops ------------------------------------------ */
+
 /* The scores' gradient ds [batch, Lq, Lk] (attention_grad_mask), one
  * element per thread. */
 template <typename T>
@@ -288,11 +507,54 @@ __global__ void k_attn_dmask(const T *q, const T *k, const T *v, const T *y,
     }
 }
 
+/* batch entries, Lq, Lk, d and dv from the op's inputs (the workspace
+ * queries get no checked dims) */
+static int64_t attn_chunk_of_args(const mg_kargs *a, int grad, int64_t *batch,
+                                  int64_t *lq) {
+    const mg_tdesc *q = &a->in[0].d;
+    const int nd = q->ndim;
+    *batch = 0, *lq = 0;
+    if (a->n_in < 3 || nd < 2 || a->in[1].d.ndim != nd || a->in[2].d.ndim != nd)
+        return 0;
+    *batch = 1;
+    for (int i = 0; i < nd - 2; i++) *batch *= q->shape[i];
+    *lq = q->shape[nd - 2];
+    return attn_chunk(*batch, *lq, a->in[1].d.shape[nd - 2], q->shape[nd - 1],
+                      a->in[2].d.shape[nd - 1], grad);
+}
+
+size_t cu_attention_workspace(const mg_kargs *a) {
+    int64_t batch, lq;
+    if (attn_chunk_of_args(a, 0, &batch, &lq) == 0) return 0;
+    const int nd = a->in[0].d.ndim;
+    return (size_t)mg_attn_cuda_elems(batch, lq, a->in[1].d.shape[nd - 2], 0) *
+           mg_dtype_size(a->in[0].d.dtype);
+}
+
+size_t cu_attention_grad_workspace(const mg_kargs *a) {
+    int64_t batch, lq;
+    const int64_t chunk = attn_chunk_of_args(a, 1, &batch, &lq);
+    const size_t elem = mg_dtype_size(a->in[0].d.dtype);
+    if (a->op != MG_OP_ATTENTION_GRAD || chunk == 0) /* D alone */
+        return (size_t)(batch * lq) * elem;
+    const int nd = a->in[0].d.ndim;
+    return (size_t)mg_attn_cuda_elems(batch, lq, a->in[1].d.shape[nd - 2], 1) *
+           elem;
+}
+
 mg_status cu_attention(cu_ctx *c, const mg_kargs *a) {
     mg_attn_dims d;
     mg_status s = mg_attn_dims_setup(a, 3, &d);
     if (s != MG_OK) return s;
     const mg_attrs *at = a->attrs;
+    const int64_t chunk = attn_chunk_of(d, 0);
+    if (chunk > 0) {
+        void *work = NULL;
+        s = cu_work(a, cu_attention_workspace(a), &work);
+        if (s != MG_OK) return s;
+        CU_BY_FLOAT(a, a->out.d.dtype,
+                    return attn_fwd_gemm<T>(c, a, d, chunk, (T *)work));
+    }
     const uint64_t key = mg_rng_key(a->run_seed, at->seed);
     const int64_t rows = d.batch * d.lq;
     CU_BY_FLOAT(a, a->out.d.dtype,
@@ -306,18 +568,11 @@ mg_status cu_attention(cu_ctx *c, const mg_kargs *a) {
     return MG_OK;
 }
 
-size_t cu_attention_grad_workspace(const mg_kargs *a) {
-    const mg_tdesc *q = &a->in[0].d;
-    if (q->ndim < 2) return 0;
-    return (size_t)(mgi_tdesc_numel(q) / q->shape[q->ndim - 1]) *
-           mg_dtype_size(q->dtype);
-}
-
 /* attention_grad (dq, dk, dv packed) or attention_grad_mask (ds): D
  * first, then the gradient kernels, all on the context's stream. */
 template <typename T>
-static void attn_grad_launch(cu_ctx *c, const mg_kargs *a,
-                             const mg_attn_dims &d, T *D) {
+static mg_status attn_grad_launch(cu_ctx *c, const mg_kargs *a,
+                                  const mg_attn_dims &d, T *D) {
     const mg_attrs *at = a->attrs;
     const uint64_t key = mg_rng_key(a->run_seed, at->seed);
     const int64_t rows = d.batch * d.lq;
@@ -334,14 +589,19 @@ static void attn_grad_launch(cu_ctx *c, const mg_kargs *a,
         k_attn_dmask<T><<<cu_blocks(n), CU_THREADS, 0, c->stream>>>(
             q, k, v, y, gy, m, D, g, d, scale, at->causal, at->p, key,
             at->offset);
-        return;
+        return MG_OK;
     }
+    const int64_t chunk = attn_chunk_of(d, 1);
+    if (chunk > 0)
+        return attn_bwd_gemm<T>(c, a, d, chunk, D,
+                                D + mg_attn_cuda_d_elems(d.batch, d.lq));
     k_attn_dq<T><<<cu_grid_rows(rows), CU_ATTN_THREADS,
                    2 * CU_ATTN_THREADS * sizeof(T), c->stream>>>(
         q, k, v, y, gy, m, D, g, d, scale, at->causal, at->p, key, at->offset);
     k_attn_dkv<T><<<cu_grid_rows(d.batch * d.lk), CU_ATTN_THREADS,
                     3 * CU_ATTN_THREADS * sizeof(T), c->stream>>>(
         q, k, v, y, gy, m, D, g, d, scale, at->causal, at->p, key, at->offset);
+    return MG_OK;
 }
 
 mg_status cu_attention_grad(cu_ctx *c, const mg_kargs *a) {
@@ -351,6 +611,7 @@ mg_status cu_attention_grad(cu_ctx *c, const mg_kargs *a) {
     void *work = NULL;
     s = cu_work(a, cu_attention_grad_workspace(a), &work);
     if (s != MG_OK) return s;
-    CU_BY_FLOAT(a, a->out.d.dtype, attn_grad_launch<T>(c, a, d, (T *)work));
+    CU_BY_FLOAT(a, a->out.d.dtype,
+                return attn_grad_launch<T>(c, a, d, (T *)work));
     return MG_OK;
 }

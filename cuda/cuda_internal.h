@@ -221,6 +221,7 @@ size_t cu_embedding_grad_workspace(const mg_kargs *);
 mg_status cu_causal_mask(cu_ctx *, const mg_kargs *);
 mg_status cu_attention(cu_ctx *, const mg_kargs *);
 mg_status cu_attention_grad(cu_ctx *, const mg_kargs *);
+size_t cu_attention_workspace(const mg_kargs *a);
 size_t cu_attention_grad_workspace(const mg_kargs *a);
 /* cuda_matmul.cu */
 mg_status cu_matmul(cu_ctx *, const mg_kargs *);

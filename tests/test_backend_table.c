@@ -11,6 +11,7 @@
 #include "helpers.h"
 
 #include "backend/backend.h"
+#include "common/attn_tiles.h"
 #include "exec/cpu/cpu_kernels.h"
 #include "rewrite/schedule.h"
 
@@ -178,6 +179,63 @@ START_TEST(test_chunked_reductions_lent) {
 }
 END_TEST
 
+/* Attention's workspace on both CUDA forms: where a chunk of batch
+ * entries' score matrices fits (the GEMM form) and where one entry's alone
+ * is too big (by rows, D only). The op table's rule covers the CUDA
+ * kernels' query, and lends exactly it where the GEMM form needs more than
+ * the CPU's tiles (src/common/attn_tiles.h). */
+START_TEST(test_attention_lent) {
+    /* lq * lk: 70 * 300 fits 24 entries, 600 * 900 none; 1 * 100000 fits
+     * 5 entries of 6, more than the CPU's tiles for 6 rows */
+    const int64_t shapes[3][2] = {{70, 300}, {600, 900}, {1, 100000}};
+    for (int v = 0; v < 3; v++) {
+        mg_graph *g = mg_graph_new();
+        const int64_t qs[4] = {2, 3, shapes[v][0], 5},
+                      ks[4] = {2, 3, shapes[v][1], 5},
+                      vs[4] = {2, 3, shapes[v][1], 4};
+        mg_tensor q = mg_param(g, "q", MG_F32, 4, qs);
+        mg_tensor k = mg_param(g, "k", MG_F32, 4, ks);
+        mg_tensor val = mg_param(g, "v", MG_F32, 4, vs);
+        mg_tensor y = mg_attention(g, q, k, val, v == 0, 0);
+        mg_tensor loss = mg_sum(g, mg_mul(g, y, y), 0, NULL, 0);
+        const mg_tensor wrt[3] = {q, k, val};
+        mg_tensor grads[3];
+        ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, wrt, 3, NULL, grads),
+                         MG_OK);
+        mg_plan *p = NULL;
+        ck_assert_int_eq(mg_plan_compile(g, grads, 3, NULL, &p), MG_OK);
+        int seen = 0;
+        for (int32_t st = 0; st < p->n_steps; st++) {
+            mg_kargs a = step_args(p, st);
+            if (a.op != MG_OP_ATTENTION && a.op != MG_OP_ATTENTION_GRAD)
+                continue;
+            seen++;
+            const int grad = a.op == MG_OP_ATTENTION_GRAD;
+            const size_t work = mg_plan_step_work(&p->step[st]);
+            const int64_t chunk =
+                mg_attn_cuda_chunk(6, shapes[v][0], shapes[v][1], grad);
+            ck_assert_int_eq(chunk, v == 0 ? 6 : v == 1 ? 0 : 5);
+            const size_t cuda = (size_t)mg_attn_cuda_elems(6, shapes[v][0],
+                                                           shapes[v][1], grad) *
+                                sizeof(float);
+            ck_assert_uint_le(cuda, work);
+            if (v == 2) /* the GEMM form needs more than the CPU here */
+                ck_assert_uint_lt(work - cuda, MG_STEP_WORK_UNIT);
+#ifdef MG_HAVE_CUDA
+            size_t cneed =
+                mgi_backend_find(MG_DEVICE_CUDA)->kernel_workspace(&a);
+            ck_assert_msg(cneed == cuda,
+                          "cuda asks %zu bytes for %s, the rule says %zu",
+                          cneed, mgi_op_str(a.op), cuda);
+#endif
+        }
+        ck_assert_int_eq(seen, 2);
+        mg_plan_free(p);
+        mg_graph_free(g);
+    }
+}
+END_TEST
+
 /* A plan that lends less than the backend needs is refused before any
  * kernel runs, and the run leaves nothing in use. */
 START_TEST(test_short_workspace_refused) {
@@ -216,6 +274,7 @@ int main(void) {
     tcase_add_test(tc, test_table_finds_cpu);
     tcase_add_test(tc, test_workspace_within_plan);
     tcase_add_test(tc, test_chunked_reductions_lent);
+    tcase_add_test(tc, test_attention_lent);
     tcase_add_test(tc, test_short_workspace_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -505,7 +505,7 @@ START_TEST(test_every_op_matches_cpu) {
         CASE("causal_mask") finish(c, mg_causal_mask(c->g, fin(c, 3, xm), 0.5));
     }
     {
-        /* several key chunks of the CUDA kernels' 128 threads, Lq != Lk */
+        /* Lq != Lk; by the GEMM form (6 batch entries in one chunk) */
         const int64_t qs[] = {2, 3, 70, 5}, ks[] = {2, 3, 300, 5},
                       vs[] = {2, 3, 300, 4}, ms[] = {2, 1, 70, 300};
         CASE("attention causal")
@@ -517,6 +517,16 @@ START_TEST(test_every_op_matches_cpu) {
             const mg_attention_opts o = {.dropout_p = 0.2, .seed = 9};
             finish(c, mg_attention_ex(c->g, q, k, v, m, &o));
         }
+    }
+    {
+        /* one batch entry's scores (600 x 900) exceed what the GEMM form
+         * may borrow (src/common/attn_tiles.h): the kernels by rows, which
+         * the cases above no longer reach */
+        const int64_t qs[] = {1, 2, 600, 5}, ks[] = {1, 2, 900, 5},
+                      vs[] = {1, 2, 900, 4};
+        CASE("attention by rows")
+        finish(c, mg_attention(c->g, fin(c, 4, qs), fin(c, 4, ks),
+                               fin(c, 4, vs), 0, 0));
     }
     for (int k = MG_OP_PARAM + 1; k < MG_OP_COUNT; k++) /* leaves: none */
         ck_assert_msg(ops_seen[k], "no case runs op %s on the GPU",

@@ -205,16 +205,18 @@ double mgi_attention_grad_mask_flops(const mg_tdesc *in, int n_in,
 size_t mgi_attention_workspace(const mg_tdesc *in, int n_in, const mg_attrs *a,
                                const mg_tdesc *out) {
     (void)n_in, (void)a, (void)out;
-    return mg_attn_workspace(attention_batch(&in[0]),
-                             in[0].shape[in[0].ndim - 2], 0,
+    const int nd = in[0].ndim;
+    return mg_attn_workspace(attention_batch(&in[0]), in[0].shape[nd - 2],
+                             in[1].shape[nd - 2], 0,
                              mg_dtype_size(in[0].dtype));
 }
 
 size_t mgi_attention_grad_workspace(const mg_tdesc *in, int n_in,
                                     const mg_attrs *a, const mg_tdesc *out) {
     (void)n_in, (void)a, (void)out;
-    return mg_attn_workspace(attention_batch(&in[0]),
-                             in[0].shape[in[0].ndim - 2], 1,
+    const int nd = in[0].ndim;
+    return mg_attn_workspace(attention_batch(&in[0]), in[0].shape[nd - 2],
+                             in[1].shape[nd - 2], 1,
                              mg_dtype_size(in[0].dtype));
 }
 
