@@ -382,10 +382,10 @@ START_TEST(test_cbc_agrees) {
         if (d->mem[i] > biggest) biggest = d->mem[i];
     agree(d, 0.5 * biggest);
     /* distinct plans only, and one on the MLP, where GLPK takes 40 s to
-     * prove the next */
+     * prove the next; at 1.0 of none's peak at least one plan fits */
     int compared = 0;
     double last_peak = -1;
-    for (int k = 5; k <= 9 && compared < (_i == 2 ? 1 : 2); k++) {
+    for (int k = 5; k <= 10 && compared < (_i == 2 ? 1 : 2); k++) {
         mgi_ckm_planned bp;
         mg_checkpoints cb = {.policy = MG_CKPT_BUDGET,
                              .budget_bytes = none.sum.predicted_peak * k / 10};
@@ -459,6 +459,12 @@ END_TEST
 #endif
 
 int main(void) {
+    /* pool_net's figures must not depend on the host: where oneDNN has a
+     * JIT pooling kernel (AVX-512 hosts), max_pool2d_grad borrows y and
+     * the argmax as workspace, which makes test_compact_choice's
+     * whole-source schedule 1.5 KB cheaper than the packed one, and no
+     * budget of 0.5-0.9 fit; the memgrad loops run everywhere */
+    setenv("MG_POOL", "loops", 1);
     Suite *s = suite_create("checkmate");
     TCase *tc = tcase_create("milp");
     tcase_set_timeout(tc, 600);
