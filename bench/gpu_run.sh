@@ -38,6 +38,7 @@
 #      steps' models), MG_GPU_ATTENTION (explicit: compare the transformer
 #      with PyTorch's written-out attention from the start),
 #      MG_GPU_PROFILE_MODEL (resnet, at depth 32, or transformer, at 16),
+#      MG_GPU_PYTESTS (the python step's test files, space-separated),
 #      MG_GPU_MLP_BATCH/WIDTH (2048/512),
 #      MG_GPU_RESNET_BATCH/WIDTH (256/16), MG_GPU_TRANSFORMER_BATCH/WIDTH
 #      (16/256).
@@ -312,6 +313,7 @@ if room python 60; then
     # squeezenet, and the lead's machines have AVX2 only).
     pytests=(python/tests/test_cuda.py)
     grep -qw avx512f /proc/cpuinfo && pytests+=(python/tests/test_conv_paths.py)
+    [ -n "${MG_GPU_PYTESTS:-}" ] && read -ra pytests <<< "$MG_GPU_PYTESTS"
     step "python package on CUDA (pytest ${pytests[*]})"
     wait "${py_build_pid:-0}" 2>/dev/null
     if [ -f "$build-py/libmemgrad.so" ]; then

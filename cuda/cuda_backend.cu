@@ -279,6 +279,12 @@ extern "C" mg_status mgi_backend_cuda_init(mg_backend *out) {
             b = cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH);
         if (b == CUBLAS_STATUS_SUCCESS)
             b = cublasSetPointerMode(c->blas, CUBLAS_POINTER_MODE_HOST);
+        /* No workspace of cuBLAS's own (4 to 32 MiB per handle that the
+         * pool would not see): every GEMM takes an algorithm that needs
+         * none, so all scratch is the plan's. After cublasSetStream, which
+         * resets the workspace to cuBLAS's default. */
+        if (b == CUBLAS_STATUS_SUCCESS)
+            b = cublasSetWorkspace(c->blas, NULL, 0);
     }
     if (e == cudaSuccess && b == CUBLAS_STATUS_SUCCESS &&
         cu_dnn_new(c) != MG_OK) {
