@@ -14,6 +14,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.join(HERE, "..", "python", "tests")
@@ -46,8 +47,9 @@ if " avx512f " in open("/proc/cpuinfo").read():
 
 cpu = [l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
        if l.startswith("model name")][0]
-print("# %s; %s, %d cores; avx512f %s" % (
-    " ".join(sys.argv), cpu, os.cpu_count(),
+print("# %s; %s; %s, %d cores; avx512f %s" % (
+    time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime()), " ".join(sys.argv), cpu,
+    os.cpu_count(),
     " avx512f " in open("/proc/cpuinfo").read()))
 print("%-8s %-16s %12s %12s %12s %s" % ("input", "path", "min_gap",
       "memgrad_f32", "torch_f32", "worst_param"))
