@@ -283,6 +283,52 @@ static mg_status analyse(const mg_graph *g, const mg_tensor *ys, int n_ys,
                                   w->is_y, w->keep, w->chosen);
 }
 
+/* mg_checkpoints.compact under policy none: r = relu(batchnorm(x, gamma,
+ * beta)) with x kept (the batch norm's gradient reads it) is not kept, nor
+ * the batch norm's output: a backward op that reads r (a conv's weight
+ * gradient, relu's own) reads a copy that recompute.c makes from x just
+ * before it, with the same kernels on the same inputs, so the same bits.
+ * What r cost to keep is then nothing beyond x, at the price of one batch
+ * norm and one relu per such r in the backward pass. The pattern is every
+ * block of a pre-activation ResNet and of torchvision's, where r feeds a
+ * convolution, which reads it whole, so no pack could hold it. Under the
+ * other policies the kept set is the policy's, and left as it is. */
+static bool kept_or_leaf(const mg_graph *g, const ad_work *w, mg_tensor t) {
+    return w->keep[t] || (mgi_op_table[g->nodes[t].op].flags & MG_OPF_LEAF);
+}
+
+static mg_status rebuild_bn_relu(const mg_graph *g, int32_t n, ad_work *w) {
+    /* whole[t]: t feeds an op whose gradient reads t whole (a
+     * convolution's input, a matmul operand), so that no pack can stand in
+     * for it. Where only packs read it (a max pool's argmax, relu's sign),
+     * compact.c keeps those, less than a rebuilt copy's transient tensor. */
+    bool *whole = calloc((size_t)(n ? n : 1), sizeof *whole);
+    if (!whole)
+        return mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
+    for (int32_t k = 0; k < w->n_order; k++) {
+        const mg_node *nd = &g->nodes[w->order[k]];
+        if (nd->op == MG_OP_CONV2D) whole[nd->in[0]] = true;
+        if (nd->op == MG_OP_MATMUL) whole[nd->in[0]] = whole[nd->in[1]] = true;
+    }
+    for (int32_t t = 0; t < n; t++) {
+        const mg_node *r = &g->nodes[t];
+        if (r->op != MG_OP_RELU || !whole[t] || !w->forward[t] || !w->keep[t] ||
+            w->is_y[t])
+            continue;
+        const mg_tensor y = r->in[0];
+        const mg_node *bn = &g->nodes[y];
+        if (bn->op != MG_OP_BATCHNORM || w->is_y[y]) continue;
+        bool inputs_kept = true;
+        for (int k = 0; k < bn->n_in; k++)
+            inputs_kept = inputs_kept && kept_or_leaf(g, w, bn->in[k]);
+        if (!inputs_kept) continue;
+        w->keep[t] = false;
+        w->keep[y] = false;
+    }
+    free(whole);
+    return MG_OK;
+}
+
 /* mg_checkpoints.store16: every float32 tensor the policy keeps for the
  * backward pass, other than the ys and leaves, is kept in 16 bits instead
  * (recompute.c makes its pack and unpacked copies). */
@@ -312,6 +358,10 @@ static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
     const int32_t n = g->n;
     mg_status s = analyse(g, ys, n_ys, xs, n_xs, ckpt, m, w);
     if (s != MG_OK) return s;
+    if (ckpt && ckpt->compact && ckpt->policy == MG_CKPT_NONE) {
+        s = rebuild_bn_relu(g, n, w);
+        if (s != MG_OK) return s;
+    }
     if (ckpt && ckpt->store16) {
         s = store16_choose(g, n, w);
         if (s != MG_OK) return s;
