@@ -30,7 +30,9 @@
  * reach past the end padding (where memgrad's divisor is smaller,
  * mg_pool2d_divisor) stays on the loops. The max-pool gradient adds the gy
  * of overlapping windows that share their argmax in oneDNN's order, not
- * the loops' output order: the same up to rounding.
+ * the loops' output order: the same up to rounding, so by default a
+ * max-pool gradient whose windows overlap runs the loops, as its compact
+ * form does (od_pool_key_of).
  * max_pool2d_grad receives (gy, x), while oneDNN's max-pool backward wants
  * the forward's workspace (each window's argmax): the op runs the forward
  * training primitive on x into y and argmax scratch in its own workspace,
@@ -220,6 +222,14 @@ static bool od_pool_key_of(const mg_kargs *a, od_key *k) {
      * overhangs the end padding (ceil_mode) */
     if (k->cip && (od_pad_r(k->oh, k->sh, k->kh, 1, k->h, k->ph) > k->ph1 ||
                    od_pad_r(k->ow, k->sw, k->kw, 1, k->w, k->pw) > k->pw1))
+        return false;
+    /* Where windows overlap, one element can take the gradient of several;
+     * oneDNN's backward adds those in its own order, the loops and the
+     * compact argmax reader (max_pool2d_grad_argmax) in output order. By
+     * default the loops run it, so that compaction gives the same bits on
+     * every host (MG_POOL=onednn still takes oneDNN). */
+    if (a->op == MG_OP_MAX_POOL2D_GRAD && k->path == MGI_POOL_AUTO &&
+        (k->sh < k->kh || k->sw < k->kw))
         return false;
     return k->path != MGI_POOL_LOOPS;
 }
