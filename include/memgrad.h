@@ -509,7 +509,11 @@ typedef struct mg_checkpoints {
      * backward pass reads only for its sign is kept as 1 bit per element,
      * a max pool's input that it reads only for the argmax as 1 byte per
      * output (windows of up to 256 elements), when no other backward op
-     * reads the tensor whole. Lossless: the gradients are the same bits,
+     * reads the tensor whole. Under MG_CKPT_NONE, also a relu of a
+     * batchnorm's output that a conv or matmul reads (whole) is not kept:
+     * it is made again from the batchnorm's input, kept anyway for its
+     * gradient, when the backward pass reads it (one batchnorm and one
+     * relu more). Lossless: the gradients are the same bits,
      * and the predicted peak counts the compact bytes exactly. Costs a
      * pass over each such tensor in the forward pass. Under
      * MG_CKPT_BUDGET the search runs with and without the packs and takes

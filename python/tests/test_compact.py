@@ -2,7 +2,10 @@
 compact=True) and memgrad.torch.Module(..., compact=True) keep a relu's
 sign as a bit mask and a max pool's argmax as a byte per output where the
 backward pass reads nothing more; the gradients are the same bits and the
-predicted peak is lower."""
+bytes kept for the backward pass are fewer. (The peak of so small a net is
+in its forward pass, where a tensor and its packs are briefly live
+together: whether it is lower depends on the workspace the host's pooling
+kernels borrow there, so these tests compare what is kept.)"""
 import pytest
 
 import memgrad as mg
@@ -31,9 +34,10 @@ def test_graph_compact_is_lower_and_bit_equal():
         g, loss, grads = stem(compact)
         plan = g.compile([loss] + grads)
         res = mg.Executor().run(plan, {"x": xv, "w": wv})
-        out[compact] = (plan.predicted_peak,
+        out[compact] = (plan.phase_peaks(),
                         [np.array(res[t]) for t in [loss] + grads])
-    assert out[True][0] < out[False][0]
+    assert out[True][0]["saved"] < out[False][0]["saved"]
+    assert out[True][0]["backward"] <= out[False][0]["backward"]
     for a, b in zip(out[False][1], out[True][1]):
         assert a.tobytes() == b.tobytes()
 
@@ -63,9 +67,10 @@ def test_module_compact_is_lower_and_bit_equal():
         m = mt.Module(net, (x,), policy="none", compact=compact)
         net.zero_grad(set_to_none=True)
         m(x).backward(gy)
-        res[compact] = (m.predicted_peak,
+        res[compact] = (m._cap.plan.phase_peaks(),
                         [p.grad.clone() for p in net.parameters()])
         net.load_state_dict(state)
-    assert res[True][0] < res[False][0]
+    assert res[True][0]["saved"] < res[False][0]["saved"]
+    assert res[True][0]["backward"] <= res[False][0]["backward"]
     for a, b in zip(res[False][1], res[True][1]):
         assert torch.equal(a, b)
