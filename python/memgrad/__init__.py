@@ -353,10 +353,14 @@ class Plan:
         return {"bytes": a.bytes, "live_peak": a.live_peak,
                 "reserved": a.reserved}
 
-    def phase_peaks(self):
-        """Predicted peaks of the forward and backward phases."""
+    def phase_peaks(self, bound=()):
+        """Predicted peaks of the forward and backward phases, with the
+        outputs in `bound` given memory of the caller's (as arena())."""
         pk = _lib.PhasePeaks()
-        _lib.check(_lib.plan_phase_peaks(self._p, None, 0, pk))
+        bound = list(bound)
+        binds = (_lib.Binding * max(len(bound), 1))(
+            *[_lib.Binding(t.id, None) for t in bound])
+        _lib.check(_lib.plan_phase_peaks(self._p, binds, len(bound), pk))
         return {"forward": pk.forward, "backward": pk.backward,
                 "pair": pk.pair, "saved": pk.saved}
 
