@@ -507,39 +507,37 @@ __global__ void k_attn_dmask(const T *q, const T *k, const T *v, const T *y,
     }
 }
 
-/* batch entries, Lq, Lk, d and dv from the op's inputs (the workspace
- * queries get no checked dims) */
-static int64_t attn_chunk_of_args(const mg_kargs *a, int grad, int64_t *batch,
-                                  int64_t *lq) {
-    const mg_tdesc *q = &a->in[0].d;
+/* From the op's inputs (the workspace queries get no checked dims): the
+ * GEMM form's workspace elements, 0 where the kernels go by rows; and in
+ * *rows, batch * Lq, which D takes. */
+static int64_t attn_gemm_elems(const mg_kargs *a, int grad, int64_t *rows) {
+    const mg_tdesc *q = &a->in[0].d, *k = &a->in[1].d, *v = &a->in[2].d;
     const int nd = q->ndim;
-    *batch = 0, *lq = 0;
-    if (a->n_in < 3 || nd < 2 || a->in[1].d.ndim != nd || a->in[2].d.ndim != nd)
+    *rows = 0;
+    if (a->n_in < 3 || nd < 2 || k->ndim != nd || v->ndim != nd) return 0;
+    int64_t batch = 1;
+    for (int i = 0; i < nd - 2; i++) batch *= q->shape[i];
+    const int64_t lq = q->shape[nd - 2], lk = k->shape[nd - 2];
+    *rows = batch * lq;
+    if (attn_chunk(batch, lq, lk, q->shape[nd - 1], v->shape[nd - 1], grad) ==
+        0)
         return 0;
-    *batch = 1;
-    for (int i = 0; i < nd - 2; i++) *batch *= q->shape[i];
-    *lq = q->shape[nd - 2];
-    return attn_chunk(*batch, *lq, a->in[1].d.shape[nd - 2], q->shape[nd - 1],
-                      a->in[2].d.shape[nd - 1], grad);
+    return mg_attn_cuda_elems(batch, lq, lk, grad);
 }
 
 size_t cu_attention_workspace(const mg_kargs *a) {
-    int64_t batch, lq;
-    if (attn_chunk_of_args(a, 0, &batch, &lq) == 0) return 0;
-    const int nd = a->in[0].d.ndim;
-    return (size_t)mg_attn_cuda_elems(batch, lq, a->in[1].d.shape[nd - 2], 0) *
+    int64_t rows;
+    return (size_t)attn_gemm_elems(a, 0, &rows) *
            mg_dtype_size(a->in[0].d.dtype);
 }
 
 size_t cu_attention_grad_workspace(const mg_kargs *a) {
-    int64_t batch, lq;
-    const int64_t chunk = attn_chunk_of_args(a, 1, &batch, &lq);
-    const size_t elem = mg_dtype_size(a->in[0].d.dtype);
-    if (a->op != MG_OP_ATTENTION_GRAD || chunk == 0) /* D alone */
-        return (size_t)(batch * lq) * elem;
-    const int nd = a->in[0].d.ndim;
-    return (size_t)mg_attn_cuda_elems(batch, lq, a->in[1].d.shape[nd - 2], 1) *
-           elem;
+    int64_t rows;
+    const int64_t gemm = attn_gemm_elems(a, 1, &rows);
+    /* attention_grad_mask, and the row form, keep D alone */
+    const int64_t elems =
+        a->op == MG_OP_ATTENTION_GRAD && gemm > 0 ? gemm : rows;
+    return (size_t)elems * mg_dtype_size(a->in[0].d.dtype);
 }
 
 mg_status cu_attention(cu_ctx *c, const mg_kargs *a) {

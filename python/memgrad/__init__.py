@@ -55,6 +55,20 @@ def _via_file(write):
         os.unlink(path)
 
 
+def _bound_binds(bound, what):
+    """Bindings of the tensors in `bound` to caller memory (no data: a
+    prediction only needs to know they are not in the pool), and their
+    count."""
+    bound = list(bound)
+    for t in bound:
+        if not isinstance(t, Tensor):
+            raise TypeError("%s: bound holds %r, not a memgrad Tensor"
+                            % (what, t))
+    binds = (_lib.Binding * max(len(bound), 1))(
+        *[_lib.Binding(t.id, None) for t in bound])
+    return binds, len(bound)
+
+
 class Tensor:
     """A tensor id of a Graph."""
 
@@ -346,10 +360,8 @@ class Plan:
         {"bytes": its size, "live_peak": the most of its bytes live at once,
         "reserved": what a new Executor reserves after one run}."""
         a = _lib.PlanArena()
-        bound = list(bound)
-        binds = (_lib.Binding * max(len(bound), 1))(
-            *[_lib.Binding(t.id, None) for t in bound])
-        _lib.check(_lib.plan_arena_info(self._p, binds, len(bound), a))
+        binds, n = _bound_binds(bound, "Plan.arena")
+        _lib.check(_lib.plan_arena_info(self._p, binds, n, a))
         return {"bytes": a.bytes, "live_peak": a.live_peak,
                 "reserved": a.reserved}
 
@@ -357,10 +369,8 @@ class Plan:
         """Predicted peaks of the forward and backward phases, with the
         outputs in `bound` given memory of the caller's (as arena())."""
         pk = _lib.PhasePeaks()
-        bound = list(bound)
-        binds = (_lib.Binding * max(len(bound), 1))(
-            *[_lib.Binding(t.id, None) for t in bound])
-        _lib.check(_lib.plan_phase_peaks(self._p, binds, len(bound), pk))
+        binds, n = _bound_binds(bound, "Plan.phase_peaks")
+        _lib.check(_lib.plan_phase_peaks(self._p, binds, n, pk))
         return {"forward": pk.forward, "backward": pk.backward,
                 "pair": pk.pair, "saved": pk.saved}
 

@@ -56,3 +56,24 @@ def test_phased_reserved_equals_predicted(policy):
             allocs = st["system_allocs"]
         assert st["system_allocs"] == allocs, step
         del outs, got
+
+
+def test_phase_peaks_with_bound_outputs():
+    """Plan.phase_peaks(bound), as arena(bound): outputs the caller gives
+    memory for are not in the pool, so binding the gradient (64 KiB) lowers
+    the backward phase's peak, and not the forward's; anything but a Tensor
+    in bound is refused by name."""
+    g = memgrad.Graph()
+    x = g.input("x", "float32", (64, 32))
+    w = g.param("w", "float32", (32, 512))
+    y = g.sum(g.matmul(x, w))
+    (gw,) = g.gradients([y], [w])
+    plan = g.compile([y, gw])
+    free, bound = plan.phase_peaks(), plan.phase_peaks([gw])
+    assert bound["backward"] < free["backward"] - 32 * 512 * 4 // 2
+    assert bound["pair"] == bound["backward"]
+    assert bound["forward"] == free["forward"]
+    with pytest.raises(TypeError, match="Plan.phase_peaks: bound holds"):
+        plan.phase_peaks([gw.id])
+    with pytest.raises(TypeError, match="Plan.arena: bound holds"):
+        plan.arena(["gw"])
