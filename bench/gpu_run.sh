@@ -10,7 +10,8 @@
 # Steps, in order: test_cuda (each of its test cases in a process of its
 # own, so that a fault in one cannot hide the rest), memcheck (test_cuda's
 # every-op case under compute-sanitizer, only when that case failed or is
-# asked for), bench (mg-bench depth --device cuda: mlp to depth 1024, resnet
+# asked for), split (the MLP's and the transformer's step with and without
+# the cuBLAS workspace a CUDA plan lends, alternately), bench (mg-bench depth --device cuda: mlp to depth 1024, resnet
 # to 128 blocks, the transformer), profile (a ResNet step's time by op kind),
 # torch (compare_torch.py --device cuda on
 # the mlp and the resnet), python (the Python package's tests with a CUDA
@@ -194,6 +195,39 @@ spec_of() {
     transformer) echo "4,16,32 4,16 $tb $tw" ;;
     esac
 }
+
+# What the cuBLAS workspace a CUDA plan lends (common/gemm_split.h) buys:
+# the MLP at depths 256 and 1024 and the transformer at 16, each policy,
+# with it and without it (MG_CUDA_GEMM_SPLIT=0, the
+# same plan and peak), alternately, twice each. The split-K lines of
+# run.log hold every time; the summary the ratio of the faster of each
+# arm's two medians.
+if room split 60; then
+    step "cuBLAS split-K workspace: on (the CUDA plan's) against off (MG_CUDA_GEMM_SPLIT=0)"
+    for m in $models; do
+        [ "$m" = resnet ] && continue # its GEMMs are its head only
+        set -- $(spec_of "$m")
+        depths="256 1024"; [ "$m" = transformer ] && depths=16
+        for d in $depths; do
+            for pol in none memory; do
+                ts_on=() ts_off=()
+                for arm in 0 1 0 1; do
+                    r=$(MG_CUDA_GEMM_SPLIT=$arm timeout "$(cap 60)" "$build/mg-bench" step \
+                        --model "$m" --depth "$d" --batch "$3" --width "$4" --policy "$pol" \
+                        --repeat 5 --device cuda 2>&1)
+                    t=$(sed -n 's/^event_ms_median=//p' <<< "$r")
+                    pk=$(sed -n 's/^peak_bytes=//p' <<< "$r")
+                    pp=$(sed -n 's/^predicted_peak_bytes=//p' <<< "$r")
+                    echo "split-K $m depth $d policy $pol split=$arm event_ms_median=${t:-?} peak=${pk:-?} predicted=${pp:-?}"
+                    [ -n "$t" ] || { echo "$r" | tail -5; fail split "mg-bench step $m $d $pol split=$arm failed"; }
+                    [ "$pk" = "$pp" ] || fail split "$m $d $pol: peak $pk != predicted $pp"
+                    if [ "$arm" = 1 ]; then ts_on+=("$t"); else ts_off+=("$t"); fi
+                done
+                note "split: $m d$d $pol on/off $(python3 -c "import sys; a=[float(x) for x in sys.argv[1:3]]; b=[float(x) for x in sys.argv[3:5]]; print('%.3f (%.2f vs %.2f ms)' % (min(a)/min(b), min(a), min(b)))" "${ts_on[@]:-0}" "${ts_off[@]:-1}" 2>/dev/null || echo '?')"
+            done
+        done
+    done
+fi
 
 if room bench 120; then
     step "mg-bench depth --device cuda ($models)"

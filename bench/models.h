@@ -22,7 +22,8 @@
  * U-Net: base channels; transformer: d_model). */
 typedef struct bench_model_cfg {
     int depth, batch, width;
-    double dropout; /* the MLP's and transformers' dropout p (--dropout) */
+    double dropout;   /* the MLP's and transformers' dropout p (--dropout) */
+    mg_device device; /* the plan's (mg_plan_options.device): --device */
 } bench_model_cfg;
 
 typedef struct bench_model_spec {

@@ -5,6 +5,7 @@
  * backend table (mgi_backend_cuda_reg). Every CUDA and cuBLAS call is checked;
  * a failure becomes an mg_ status with a message, never an abort.
  */
+#include "common/gemm_split.h" /* the workspace a CUDA plan lends cuBLAS */
 #include "cuda_internal.h"
 
 #include <stdarg.h>
@@ -199,7 +200,24 @@ static mg_status cuda_run_op(void *ctx, const mg_kargs *a) {
         return mg_set_error(MG_ERR_UNSUPPORTED,
                             "cuda backend: no kernel for op %s",
                             mgi_op_str(a->op));
-    mg_status s = k(c, a);
+    /* A plan for this device lent cuBLAS room to split K after the op's
+     * own workspace (common/gemm_split.h); it is the step's only while the
+     * step runs, so cuBLAS gets it for this op and then none again. */
+    const size_t split = c->gemm_split_off ? 0 : mg_gemm_split_step_bytes(a);
+    const size_t split_at =
+        split ? mgi_plan_extra_offset(mgi_cuda_workspace(a)) : 0;
+    const bool lent = split && a->work && a->work_bytes >= split_at + split;
+    mg_status s = MG_OK;
+    if (lent)
+        s = cu_check_blas(
+            a, cublasSetWorkspace(c->blas, (char *)a->work + split_at, split),
+            "cublasSetWorkspace");
+    if (s == MG_OK) s = k(c, a);
+    if (lent) {
+        mg_status r = cu_check_blas(a, cublasSetWorkspace(c->blas, NULL, 0),
+                                    "cublasSetWorkspace");
+        if (s == MG_OK) s = r;
+    }
     if (s == MG_OK) s = cu_check_launch(a, mgi_op_str(a->op));
     if (s == MG_OK && c->sync_each_op)
         s = cu_check(a, cudaStreamSynchronize(c->stream), mgi_op_str(a->op));
@@ -257,6 +275,8 @@ extern "C" mg_status mgi_backend_cuda_init(mg_backend *out) {
                                           "memory");
     const char *sync = getenv("MG_CUDA_SYNC");
     c->sync_each_op = sync && sync[0] == '1';
+    const char *split = getenv("MG_CUDA_GEMM_SPLIT");
+    c->gemm_split_off = split && split[0] == '0';
     const char *step = "cudaGetDevice";
     cublasStatus_t b = CUBLAS_STATUS_SUCCESS;
     e = cudaGetDevice(&c->device);
@@ -280,9 +300,10 @@ extern "C" mg_status mgi_backend_cuda_init(mg_backend *out) {
         if (b == CUBLAS_STATUS_SUCCESS)
             b = cublasSetPointerMode(c->blas, CUBLAS_POINTER_MODE_HOST);
         /* No workspace of cuBLAS's own (4 to 32 MiB per handle that the
-         * pool would not see): every GEMM takes an algorithm that needs
-         * none, so all scratch is the plan's. After cublasSetStream, which
-         * resets the workspace to cuBLAS's default. */
+         * pool would not see): a GEMM gets the one a CUDA plan lends it
+         * (cuda_run_op), else takes an algorithm that needs none, so all
+         * scratch is the plan's. After cublasSetStream, which resets the
+         * workspace to cuBLAS's default. */
         if (b == CUBLAS_STATUS_SUCCESS)
             b = cublasSetWorkspace(c->blas, NULL, 0);
     }
@@ -327,4 +348,6 @@ extern "C" const mg_backend_reg mgi_backend_cuda_reg = {
     NULL,
     /* .has_kernel */ cuda_has_kernel,
     /* .kernel_workspace */ mgi_cuda_workspace,
+    /* .plan_workspace_op */ NULL,
+    /* .plan_extra */ mg_gemm_split_step_bytes,
 };

@@ -30,6 +30,9 @@ typedef struct cu_ctx {
     int *flag;          /* device int: first bad row of a label check, or -1 */
     int sync_each_op;   /* MG_CUDA_SYNC=1: synchronise after every op */
     struct cu_dnn *dnn; /* NULL: no cuDNN, convolutions by im2col */
+    /* MG_CUDA_GEMM_SPLIT=0: give cuBLAS no workspace even where a CUDA
+     * plan lent one (to time what it buys) */
+    int gemm_split_off;
 } cu_ctx;
 
 typedef mg_status (*cu_kernel_fn)(cu_ctx *c, const mg_kargs *a);

@@ -644,6 +644,10 @@ mg_status mg_bind(const mg_graph *g, mg_tensor t, void *data, mg_dtype dtype,
 
 typedef struct mg_plan mg_plan;
 
+/* Where a plan runs (mg_plan_options) and an executor lives
+ * (mg_exec_options). */
+typedef enum mg_device { MG_DEVICE_CPU = 0, MG_DEVICE_CUDA = 1 } mg_device;
+
 typedef struct mg_plan_options {
     /* Extra tensors to keep after the run besides the outputs, e.g. an
      * intermediate gradient (the retain_grad of PyTorch/DeZero). Everything
@@ -662,6 +666,17 @@ typedef struct mg_plan_options {
      * plan: mg_plan_summary and mg_plan_report compare it with the plan's
      * budget_peak. Nothing else depends on it. */
     size_t budget_bytes;
+    /* The device the plan will run on (MG_DEVICE_CPU by default). A plan
+     * for MG_DEVICE_CUDA lends cuBLAS a workspace on matmuls whose inner
+     * dimension is the longest and whose output is small, so that it can
+     * split K (which costs up to 4 outputs' bytes on such a step, counted
+     * in every prediction); cuBLAS keeps none of its own. Any plan runs on
+     * any executor: a CPU plan on a CUDA executor leaves cuBLAS without a
+     * workspace, slower on such products but with the same peak. Every
+     * plan for one device gives a product the same workspace, so
+     * checkpointed and plain gradients stay bit-equal. An unknown device
+     * is MG_ERR_INVALID_ARG. */
+    mg_device device;
 } mg_plan_options;
 
 /* Compile a linear schedule that computes `outputs` (and opts->retain).
@@ -745,8 +760,6 @@ mg_status mg_plan_report(const mg_plan *p, const mg_binding *binds, int n_binds,
 /* ------------------------------------------------------------------ running */
 
 typedef struct mg_exec mg_exec;
-
-typedef enum mg_device { MG_DEVICE_CPU = 0, MG_DEVICE_CUDA = 1 } mg_device;
 
 /* With MG_DEVICE_CUDA, bindings and mg_exec_tensor_data are device pointers. */
 typedef struct mg_exec_options {

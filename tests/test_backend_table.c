@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "common/attn_tiles.h"
+#include "common/gemm_split.h"
 #include "exec/cpu/cpu_kernels.h"
 #include "rewrite/schedule.h"
 
@@ -236,6 +237,117 @@ START_TEST(test_attention_lent) {
 }
 END_TEST
 
+/* The cuBLAS workspace of a CUDA plan (common/gemm_split.h): only where K
+ * is the longest dimension and the output small, never overflowing. */
+START_TEST(test_gemm_split_rule) {
+    ck_assert_uint_eq(mg_gemm_split_bytes(64, 32, 256, 1, 4),
+                      (size_t)MG_GEMM_SPLIT_PARTS * 64 * 32 * 4);
+    ck_assert_uint_eq(mg_gemm_split_bytes(64, 32, 256, 3, 8),
+                      (size_t)MG_GEMM_SPLIT_PARTS * 64 * 32 * 3 * 8);
+    ck_assert_uint_eq(mg_gemm_split_bytes(256, 32, 64, 1, 4), 0); /* k < m */
+    ck_assert_uint_eq(mg_gemm_split_bytes(32, 64, 64, 1, 4), 0);  /* k = n */
+    ck_assert_uint_eq(mg_gemm_split_bytes(0, 32, 64, 1, 4), 0);
+    /* outputs with tiles enough for every SM, and products whose sizes
+     * overflow 64 bits, get none */
+    ck_assert_uint_eq(mg_gemm_split_bytes(2048, 2048, 1 << 20, 1, 4), 0);
+    ck_assert_uint_eq(mg_gemm_split_bytes(512, 512, 1 << 20, 16, 4), 0);
+    ck_assert_uint_eq(mg_gemm_split_bytes((int64_t)1 << 40, (int64_t)1 << 40,
+                                          INT64_MAX, 1, 4),
+                      0);
+    ck_assert_uint_eq(mgi_plan_extra_offset(0), 0);
+    ck_assert_uint_eq(mgi_plan_extra_offset(1), MGI_PLAN_EXTRA_ALIGN);
+    ck_assert_uint_eq(mgi_plan_extra_offset(MGI_PLAN_EXTRA_ALIGN),
+                      MGI_PLAN_EXTRA_ALIGN);
+}
+END_TEST
+
+/* A linear layer's training plan for the CPU and for CUDA: the CUDA plan
+ * lends the weight gradient's product (K = the batch, the longest) the
+ * rule's bytes beyond its own workspace and nothing more anywhere; its
+ * predicted peak counts them, and the executor reaches that peak. Run on
+ * the CPU, whose kernels leave the extra bytes alone, it gives the CPU
+ * plan's bits. An unknown device is refused. */
+START_TEST(test_cuda_plan_lends_gemm_split) {
+    mg_graph *g = mg_graph_new();
+    const int64_t xs[2] = {256, 64}, ws[2] = {64, 32};
+    mg_tensor x = mg_input(g, "x", MG_F32, 2, xs);
+    mg_tensor w = mg_param(g, "w", MG_F32, 2, ws);
+    mg_tensor h = mg_tanh(g, mg_matmul(g, x, w, 0, 0));
+    mg_tensor loss = mg_sum(g, mg_mul(g, h, h), 0, NULL, 0);
+    const mg_tensor wrt[2] = {w, x};
+    mg_tensor grads[2];
+    ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, wrt, 2, NULL, grads),
+                     MG_OK);
+    const mg_tensor outs[3] = {loss, grads[0], grads[1]};
+    mg_plan *cpu = NULL, *cuda = NULL, *bad = NULL;
+    ck_assert_int_eq(mg_plan_compile(g, outs, 3, NULL, &cpu), MG_OK);
+    const mg_plan_options oc = {.device = MG_DEVICE_CUDA};
+    ck_assert_int_eq(mg_plan_compile(g, outs, 3, &oc, &cuda), MG_OK);
+    const mg_plan_options ob = {.device = (mg_device)7};
+    ck_assert_int_eq(mg_plan_compile(g, outs, 3, &ob, &bad),
+                     MG_ERR_INVALID_ARG);
+    ck_assert_ptr_null(bad);
+    ck_assert_ptr_nonnull(strstr(mg_last_error(), "unknown device 7"));
+
+    /* a build without CUDA has no CUDA row, so its CUDA plans lend none */
+    const bool built = mgi_backend_find(MG_DEVICE_CUDA) != NULL;
+    ck_assert_int_eq(cpu->n_steps, cuda->n_steps);
+    int lent = 0;
+    size_t most = 0;
+    for (int32_t st = 0; st < cpu->n_steps; st++) {
+        ck_assert_int_eq(cpu->steps[st], cuda->steps[st]);
+        const mg_kargs a = step_args(cuda, st);
+        const size_t split = mg_gemm_split_step_bytes(&a);
+        const size_t w_cpu = mg_plan_step_work(&cpu->step[st]),
+                     w_cuda = mg_plan_step_work(&cuda->step[st]);
+        if (!split || !built) {
+            ck_assert_uint_eq(w_cuda, w_cpu);
+            continue;
+        }
+        /* dW = x^T dh: [64, 32] over K = 256 */
+        lent++;
+        ck_assert_int_eq(a.op, MG_OP_MATMUL);
+        ck_assert_uint_eq(split, (size_t)MG_GEMM_SPLIT_PARTS * 64 * 32 * 4);
+        ck_assert_uint_eq(w_cuda, mgi_plan_extra_offset(w_cpu) + split);
+        if (split > most) most = split;
+    }
+    ck_assert_int_eq(lent, built ? 1 : 0);
+
+    float *xd = malloc(256 * 64 * sizeof *xd), *wd = malloc(64 * 32 * 4);
+    for (int i = 0; i < 256 * 64; i++) xd[i] = (float)((i * 37) % 101) / 101;
+    for (int i = 0; i < 64 * 32; i++) wd[i] = (float)((i * 13) % 29) / 290;
+    float res[2][1 + 64 * 32];
+    size_t peak[2], pred[2];
+    for (int v = 0; v < 2; v++) {
+        mg_plan *p = v ? cuda : cpu;
+        float *dx = malloc(256 * 64 * sizeof *dx);
+        const mg_binding b[5] = {{x, xd},
+                                 {w, wd},
+                                 {loss, &res[v][0]},
+                                 {grads[0], &res[v][1]},
+                                 {grads[1], dx}};
+        mg_exec *ex = NULL;
+        ck_assert_int_eq(mg_exec_new(NULL, &ex), MG_OK);
+        ck_assert_int_eq(mg_exec_run(ex, p, b, 5, 1), MG_OK);
+        mg_pool_stats ps;
+        ck_assert_int_eq(mg_exec_pool_stats(ex, &ps), MG_OK);
+        peak[v] = ps.peak_bytes_in_use;
+        pred[v] = mg_plan_predicted_peak(p, b, 5);
+        ck_assert_uint_eq(peak[v], pred[v]);
+        mg_exec_free(ex);
+        free(dx);
+    }
+    ck_assert_uint_ge(pred[1], pred[0]);
+    ck_assert_uint_le(pred[1], pred[0] + mg_pool_size_class(most));
+    ck_assert_int_eq(memcmp(res[0], res[1], sizeof res[0]), 0);
+    free(xd);
+    free(wd);
+    mg_plan_free(cpu);
+    mg_plan_free(cuda);
+    mg_graph_free(g);
+}
+END_TEST
+
 /* A plan that lends less than the backend needs is refused before any
  * kernel runs, and the run leaves nothing in use. */
 START_TEST(test_short_workspace_refused) {
@@ -276,6 +388,8 @@ int main(void) {
     tcase_add_test(tc, test_chunked_reductions_lent);
     tcase_add_test(tc, test_attention_lent);
     tcase_add_test(tc, test_short_workspace_refused);
+    tcase_add_test(tc, test_gemm_split_rule);
+    tcase_add_test(tc, test_cuda_plan_lends_gemm_split);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

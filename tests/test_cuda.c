@@ -199,7 +199,9 @@ static void case_failed(const op_case *c, const char *fmt, ...) {
 static int run_case(op_case *c, int gpu, float **out) {
     int ok = 1;
     mg_plan *p = NULL;
-    ck_assert_msg(mg_plan_compile(c->g, c->outs, c->n_outs, NULL, &p) == MG_OK,
+    /* each side's own plan: the CUDA one lends cuBLAS its split-K room */
+    const mg_plan_options po = {.device = gpu ? MG_DEVICE_CUDA : MG_DEVICE_CPU};
+    ck_assert_msg(mg_plan_compile(c->g, c->outs, c->n_outs, &po, &p) == MG_OK,
                   "%s: %s", c->name, mg_last_error());
     mg_exec *ex = NULL;
     if (gpu) ex = cuda_exec(0);
@@ -299,6 +301,13 @@ START_TEST(test_every_op_matches_cpu) {
             mg_tensor b = v == 4 ? fin(c, 3, b3) : fin(c, 2, b2);
             finish(c, mg_matmul(c->g, a, b, ta, tb));
         }
+    /* K the longest dimension: a CUDA plan lends cuBLAS room to split it
+     * (common/gemm_split.h), on the forward product and on both gradients
+     * (whose K is 24 and 20 there: none) */
+    CASE("matmul split-K") {
+        const int64_t a2[] = {3000, 24}, b2[] = {3000, 20};
+        finish(c, mg_matmul(c->g, fin(c, 2, a2), fin(c, 2, b2), 1, 0));
+    }
     CASE("add") finish(c, mg_add(c->g, fin(c, 2, s34), fin(c, 1, s4)));
     CASE("sub") finish(c, mg_sub(c->g, fin(c, 3, s234), fin(c, 2, s31)));
     CASE("mul") finish(c, mg_mul(c->g, fin(c, 2, s31), fin(c, 2, s14)));
@@ -540,7 +549,7 @@ END_TEST
 
 #define MLP_DEPTH 8
 #define MLP_W 64
-#define MLP_B 32
+#define MLP_B 256 /* > MLP_W: the weight gradients' K is the longest */
 #define MLP_C 10
 
 typedef struct mlp {
@@ -604,12 +613,12 @@ static void mlp_build(mlp *m, const mg_checkpoints *ck) {
     free(hx);
 }
 
-static mg_plan *mlp_plan(const mlp *m, int without_recompute) {
+static mg_plan *mlp_plan(const mlp *m, int without_recompute, mg_device d) {
     mg_tensor outs[2 * MLP_DEPTH + 3];
     int n = 0;
     outs[n++] = m->loss;
     for (int i = 0; i < m->n_params; i++) outs[n++] = m->grads[i];
-    mg_plan_options o = {.without_recompute = without_recompute};
+    mg_plan_options o = {.without_recompute = without_recompute, .device = d};
     mg_plan *p = NULL;
     ck_assert_msg(mg_plan_compile(m->g, outs, n, &o, &p) == MG_OK, "%s",
                   mg_last_error());
@@ -639,9 +648,9 @@ static void mlp_free(mlp *m) {
     mg_graph_free(m->g);
 }
 
-static float *mlp_run(mlp *m, int without_recompute, size_t *n, size_t *peak,
-                      size_t *predicted) {
-    mg_plan *p = mlp_plan(m, without_recompute);
+static float *mlp_run(mlp *m, int without_recompute, mg_device d, size_t *n,
+                      size_t *peak, size_t *predicted) {
+    mg_plan *p = mlp_plan(m, without_recompute, d);
     mg_exec *ex = cuda_exec(0);
     ck_assert_msg(mg_exec_run(ex, p, m->binds, m->n_binds, 7) == MG_OK, "%s",
                   mg_last_error());
@@ -660,23 +669,43 @@ START_TEST(test_checkpointed_bit_equal_and_peak) {
     mg_checkpoints c = {.policy = MG_CKPT_MEMORY};
     mlp_build(&plain, NULL);
     mlp_build(&ck, &c);
-    size_t n1, n2, n3, peak, pred;
-    float *a = mlp_run(&plain, 0, &n1, &peak, &pred);
-    ck_assert_msg(peak == pred, "plain: peak %zu, predicted %zu", peak, pred);
-    float *b = mlp_run(&ck, 0, &n2, &peak, &pred);
+    size_t n1, n2, n3, n4, peak, pred, pred_cuda, pred_cpu;
+    const mg_device CU = MG_DEVICE_CUDA;
+    float *a = mlp_run(&plain, 0, CU, &n1, &peak, &pred_cuda);
+    ck_assert_msg(peak == pred_cuda, "plain: peak %zu, predicted %zu", peak,
+                  pred_cuda);
+    float *b = mlp_run(&ck, 0, CU, &n2, &peak, &pred);
     ck_assert_msg(peak == pred, "checkpointed: peak %zu, predicted %zu", peak,
                   pred);
-    float *d = mlp_run(&ck, 1, &n3, &peak, &pred);
+    float *d = mlp_run(&ck, 1, CU, &n3, &peak, &pred);
     ck_assert_msg(peak == pred, "without_recompute: peak %zu, predicted %zu",
                   peak, pred);
-    ck_assert(n1 == n2 && n2 == n3);
+    /* a CPU plan on the GPU: cuBLAS without a workspace, perhaps another
+     * algorithm, so close to the CUDA plan's gradients, not bit-equal */
+    float *e = mlp_run(&plain, 0, MG_DEVICE_CPU, &n4, &peak, &pred_cpu);
+    ck_assert_msg(peak == pred_cpu, "CPU plan: peak %zu, predicted %zu", peak,
+                  pred_cpu);
+    /* the split-K room is transient: it raises the peak or not */
+    ck_assert_msg(pred_cpu <= pred_cuda,
+                  "the CUDA plan predicts %zu, the CPU plan %zu", pred_cuda,
+                  pred_cpu);
+    ck_assert(n1 == n2 && n2 == n3 && n3 == n4);
     ck_assert_msg(memcmp(a, b, n1) == 0,
                   "checkpointed gradients differ from plain ones on the GPU");
     ck_assert_msg(memcmp(b, d, n1) == 0,
                   "recomputed and kept activations give different gradients");
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n1 / 4; i++) {
+        num += ((double)a[i] - e[i]) * ((double)a[i] - e[i]);
+        den += (double)e[i] * e[i];
+    }
+    ck_assert_msg(num <= 1e-10 * den,
+                  "CUDA and CPU plans' gradients differ by %.3g (normalised)",
+                  sqrt(num / den));
     free(a);
     free(b);
     free(d);
+    free(e);
     mlp_free(&plain);
     mlp_free(&ck);
 }
@@ -686,7 +715,7 @@ START_TEST(test_1000_steps_no_growth) {
     mlp m;
     mg_checkpoints c = {.policy = MG_CKPT_MEMORY};
     mlp_build(&m, &c);
-    mg_plan *p = mlp_plan(&m, 0);
+    mg_plan *p = mlp_plan(&m, 0, MG_DEVICE_CUDA);
     mg_exec *ex = cuda_exec(0);
     mg_pool_stats first, st;
     size_t free1 = 0, free2 = 0, total = 0;
@@ -764,7 +793,7 @@ END_TEST
 START_TEST(test_cuda_max_bytes_below_need) {
     mlp m;
     mlp_build(&m, NULL);
-    mg_plan *p = mlp_plan(&m, 0);
+    mg_plan *p = mlp_plan(&m, 0, MG_DEVICE_CUDA);
     size_t need = mg_plan_predicted_peak(p, m.binds, m.n_binds);
     mg_exec *ex = cuda_exec(need / 2);
     mg_status s = mg_exec_run(ex, p, m.binds, m.n_binds, 1);

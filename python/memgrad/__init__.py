@@ -316,11 +316,14 @@ class Graph:
         """Graphviz DOT text of the graph."""
         return _via_file(lambda f: _lib.graph_write_dot(self._g, f))
 
-    def compile(self, outputs, budget_bytes=0):
+    def compile(self, outputs, budget_bytes=0, device="cpu"):
         """A Plan of `outputs`; budget_bytes: the budget the gradients
         were made for (mg_plan_options.budget_bytes), carried into
-        summary() and report()."""
-        return Plan(self, outputs, budget_bytes)
+        summary() and report(); device: where it will run, "cpu" or
+        "cuda" (mg_plan_options.device: a CUDA plan lends cuBLAS a
+        workspace on long products, counted in its predictions; any plan
+        runs on any Executor)."""
+        return Plan(self, outputs, budget_bytes, device)
 
 
 def size_class(nbytes):
@@ -329,17 +332,33 @@ def size_class(nbytes):
     return _lib.pool_size_class(nbytes)
 
 
-class Plan:
-    """A compiled schedule of `outputs` (mg_plan_compile)."""
+# mg_device (memgrad.h) by the names torch and JAX use
+_DEVICES = {"cpu": 0, "cuda": 1}
 
-    def __init__(self, graph, outputs, budget_bytes=0):
+
+def _device_kind(device, who):
+    """"cpu" or "cuda" from a device name ("cuda:0" too), else ValueError
+    naming who asked."""
+    dev = str(device).split(":")[0]
+    if dev not in _DEVICES:
+        raise ValueError("%s: device must be 'cpu' or 'cuda', not %r"
+                         % (who, device))
+    return dev
+
+
+class Plan:
+    """A compiled schedule of `outputs` (mg_plan_compile) for a device."""
+
+    def __init__(self, graph, outputs, budget_bytes=0, device="cpu"):
         self.graph, self.outputs = graph, list(outputs)
         n, ids = _ids(self.outputs)
         budget_bytes = int(budget_bytes or 0)
         if budget_bytes < 0:
             raise ValueError("memgrad: budget_bytes must be >= 0, not %d"
                              % budget_bytes)
-        opts = _lib.PlanOptions(budget_bytes=budget_bytes)
+        self.device = _device_kind(device, "memgrad.Plan")
+        opts = _lib.PlanOptions(budget_bytes=budget_bytes,
+                                device=_DEVICES[self.device])
         p = ctypes.c_void_p()
         _lib.check(_lib.plan_compile(graph._g, ids, n, ctypes.byref(opts),
                                      ctypes.byref(p)))
@@ -441,8 +460,6 @@ def _torch_wrap(a):
     return torch.from_dlpack(a)
 
 
-# mg_device (memgrad.h) by the names torch and JAX use
-_DEVICES = {"cpu": 0, "cuda": 1}
 
 
 class Executor:
@@ -459,10 +476,7 @@ class Executor:
     OMP_NUM_THREADS)."""
 
     def __init__(self, wrap=None, num_threads=0, device="cpu", max_bytes=0):
-        dev = str(device).split(":")[0]
-        if dev not in _DEVICES:
-            raise ValueError("memgrad.Executor: device must be 'cpu' or "
-                             "'cuda', not %r" % (device,))
+        dev = _device_kind(device, "memgrad.Executor")
         e = ctypes.c_void_p()
         opts = _lib.ExecOptions(device=_DEVICES[dev], max_bytes=max_bytes,
                                 num_threads=num_threads)

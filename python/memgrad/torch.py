@@ -733,12 +733,14 @@ class _Captured:
                                "policy %r failed: %s" % (
                                    type(module).__name__, policy, e)) from None
         stat_ts = [t for _, mean, var, _ in self.stats for t in (mean, var)]
-        self.plan = g.compile([self.y] + stat_ts +
-                              [t for t in self.grads if t is not None],
-                              budget_bytes=budget_bytes or 0)
-        # one executor per device the module has run on (a plan is the
-        # same for every device); made on first use
-        self.executors = {}
+        self._plan_outputs = [self.y] + stat_ts + \
+            [t for t in self.grads if t is not None]
+        self._plan_budget = budget_bytes or 0
+        # one plan and one executor per device the module has run on (a
+        # CUDA plan lends cuBLAS a workspace a CPU plan does not); the
+        # plan for the parameters' device now, so that errors show here
+        self.plans, self.executors = {}, {}
+        self.plan_for(self._home_device())
         self._real = self._gm = self._examples = None
 
     def _build_from_onnx(self, module, example_inputs, policy, training,
@@ -1022,10 +1024,26 @@ class _Captured:
                                             device=kind)
         return self.executors[kind]
 
+    def plan_for(self, device):
+        """The plan for torch device `device`, compiled on first use."""
+        kind = torch.device(device).type
+        if kind not in self.plans:
+            self.plans[kind] = self.graph.compile(
+                self._plan_outputs, budget_bytes=self._plan_budget,
+                device=kind if kind in ("cpu", "cuda") else "cpu")
+        return self.plans[kind]
+
+    def _home_device(self):
+        return self.params[0].device if self.params else "cpu"
+
     @property
     def executor(self):
-        return self.executor_for(self.params[0].device if self.params
-                                 else "cpu")
+        return self.executor_for(self._home_device())
+
+    @property
+    def plan(self):
+        """The plan for the parameters' device."""
+        return self.plan_for(self._home_device())
 
     def batchnorm(self, name, m, x):
         """BatchNorm2d m on x: batch statistics in training mode (and, if it
@@ -2205,10 +2223,11 @@ class _Function(torch.autograd.Function):
     def forward(ctx, cap, seed, *tensors):
         device = cap.device_of(tensors)
         feeds = cap.feeds(tensors, device)
-        ex = cap.executor_for(device)
-        outs, saved = ex.forward(cap.plan, feeds, seed)
+        ex, plan = cap.executor_for(device), cap.plan_for(device)
+        outs, saved = ex.forward(plan, feeds, seed)
         cap.update_running_stats(outs)
         ctx.cap, ctx.feeds, ctx.mg_saved, ctx.ex = cap, feeds, saved, ex
+        ctx.plan = plan
         # the feeds are detached aliases (same version counter) of the
         # caller's tensors, or copies nobody else can write
         ctx.versions = [(t, a._version) for t, a in feeds.items()]
@@ -2269,7 +2288,7 @@ class _Function(torch.autograd.Function):
                         slot, getattr(ctx.ex, "accumulation_slot", 0))
         ctx.ex.accumulate(acc)
         try:
-            grads = ctx.ex.backward(cap.plan, ctx.mg_saved, feeds)
+            grads = ctx.ex.backward(ctx.plan, ctx.mg_saved, feeds)
         except MemgradError as e:
             if ctx.y_alias._version == ctx.y_version:
                 raise

@@ -88,7 +88,22 @@ typedef struct mg_backend_reg {
      * which was 9% of compiling a 10^5-op plan (issue 32). NULL: every op
      * may. */
     bool (*plan_workspace_op)(mg_op op);
+    /* Scratch a plan compiled for this device (mg_plan_options.device)
+     * lends a step beyond what its kernel needs, for the kernel to use if
+     * it is there: cuBLAS's room to split K (common/gemm_split.h). It
+     * follows the step's own workspace, rounded up to 256 bytes. NULL:
+     * none. */
+    size_t (*plan_extra)(const mg_kargs *a);
 } mg_backend_reg;
+
+/* Where plan_extra's bytes start in a step's workspace: after the `own`
+ * bytes its kernel needs, rounded up to 256 (cublasSetWorkspace's
+ * alignment; the pool's blocks are aligned to it). */
+#define MGI_PLAN_EXTRA_ALIGN 256
+static inline size_t mgi_plan_extra_offset(size_t own) {
+    return (own + MGI_PLAN_EXTRA_ALIGN - 1) / MGI_PLAN_EXTRA_ALIGN *
+           MGI_PLAN_EXTRA_ALIGN;
+}
 
 /* ---- backends built as modules (src/exec/module.c) ---------------------- */
 

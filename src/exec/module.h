@@ -40,8 +40,11 @@ void mgi_backend_module_probe(mgi_backend_module *m);
  * driver or a device, and why). */
 int mgi_cuda_driver_probe(char *why, size_t why_len);
 
-/* Defines `static const mg_backend_reg var`, the row of a module backend. */
-#define MGI_BACKEND_MODULE(var, DEVICE, NAME, DLPACK, FILE, ENTRY, PROBE)      \
+/* Defines `static const mg_backend_reg var`, the row of a module backend;
+ * EXTRA is its plan_extra (NULL for none), which a plan asks without
+ * loading the module, so it lives in the library (a header's rule). */
+#define MGI_BACKEND_MODULE(var, DEVICE, NAME, DLPACK, FILE, ENTRY, PROBE,      \
+                           EXTRA)                                              \
     static mgi_backend_module var##_m;                                         \
     static void var##_load(void) { mgi_backend_module_load(&var##_m); }        \
     static void var##_probe(void) { mgi_backend_module_probe(&var##_m); }      \
@@ -72,6 +75,7 @@ int mgi_cuda_driver_probe(char *why, size_t why_len);
                                        .init = var##_init,                     \
                                        .plan_workspace = NULL,                 \
                                        .has_kernel = var##_has,                \
-                                       .kernel_workspace = var##_ws}
+                                       .kernel_workspace = var##_ws,           \
+                                       .plan_extra = EXTRA}
 
 #endif

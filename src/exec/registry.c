@@ -6,6 +6,8 @@
  */
 #include "module.h"
 
+#include "common/gemm_split.h" /* the CUDA row's plan_extra */
+
 #include <stddef.h>
 
 extern const mg_backend_reg mgi_backend_cpu_reg; /* src/exec/cpu/ */
@@ -14,7 +16,7 @@ extern const mg_backend_reg mgi_backend_cpu_reg; /* src/exec/cpu/ */
 /* cuda/, built as libmemgrad-cuda.so and loaded on first use */
 MGI_BACKEND_MODULE(cuda_row, MG_DEVICE_CUDA, "CUDA", 2 /* kDLCUDA */,
                    "libmemgrad-cuda.so", "mg_backend_cuda_module",
-                   mgi_cuda_driver_probe);
+                   mgi_cuda_driver_probe, mg_gemm_split_step_bytes);
 #elif defined(MG_HAVE_CUDA)
 extern const mg_backend_reg mgi_backend_cuda_reg; /* cuda/, linked in */
 #endif

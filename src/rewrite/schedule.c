@@ -77,25 +77,40 @@ static void plan_add_kept(mg_plan *p, const mg_tensor *ts, int n) {
 /* The workspace step t borrows: what its op's rule asks, or more where
  * some scratch only a backend can size (oneDNN's scratchpad): the plan
  * lends the most any backend of this build asks, so the peak it predicts
- * is the one the executor reaches. */
-static size_t step_workspace(const mg_graph *g, mg_tensor t) {
+ * is the one the executor reaches. Then, after it, what the plan's
+ * device's row lends beyond its kernels' need (plan_extra: cuBLAS's room
+ * on CUDA), for that device alone; r is that row, or NULL. */
+static size_t step_workspace(const mg_graph *g, mg_tensor t,
+                             const mg_backend_reg *r) {
     const mg_node *n = &g->nodes[t];
     size_t work = mgi_graph_op_workspace(g, t);
-    if (!mgi_backends_plan_workspace_op(n->op)) return work;
+    const bool ask = mgi_backends_plan_workspace_op(n->op);
+    if (!ask && !r) return work;
     mg_kargs a = {.op = n->op,
                   .attrs = n->attrs,
                   .n_in = n->n_in,
                   .out = {NULL, *mgi_node_desc(g, n)}};
     for (int k = 0; k < n->n_in; k++)
         a.in[k] = (mg_kbuf){NULL, *mgi_graph_desc(g, n->in[k])};
-    size_t backend = mgi_backends_plan_workspace(&a);
-    return backend > work ? backend : work;
+    if (ask) {
+        size_t backend = mgi_backends_plan_workspace(&a);
+        if (backend > work) work = backend;
+    }
+    const size_t extra = r ? r->plan_extra(&a) : 0;
+    return extra ? mgi_plan_extra_offset(work) + extra : work;
 }
 
-/* The executor's copy of step t into *r. */
-static mg_status step_record(const mg_plan *p, mg_tensor t, mg_plan_step *r) {
+/* The row whose plan_extra a plan for dev asks, or NULL. */
+static const mg_backend_reg *extra_row(mg_device dev) {
+    const mg_backend_reg *r = mgi_backend_find(dev);
+    return r && r->plan_extra ? r : NULL;
+}
+
+/* The executor's copy of step t into *r; extra as for step_workspace. */
+static mg_status step_record(const mg_plan *p, mg_tensor t,
+                             const mg_backend_reg *extra, mg_plan_step *r) {
     const mg_node *n = &p->g->nodes[t];
-    const size_t work = step_workspace(p->g, t);
+    const size_t work = step_workspace(p->g, t, extra);
     const size_t units =
         work / MG_STEP_WORK_UNIT + (work % MG_STEP_WORK_UNIT != 0);
     if (units > UINT32_MAX) {
@@ -116,6 +131,7 @@ static mg_status step_record(const mg_plan *p, mg_tensor t, mg_plan_step *r) {
  * bwd (for mgi_plan_split) for the tensors in it. */
 static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
                             int32_t *last_read, bool *bwd) {
+    const mg_backend_reg *extra = extra_row(p->device);
     for (int32_t k = 0; k < n_order; k++) {
         mg_tensor t = order[k];
         bwd[t] = (p->g->nodes[t].flags &
@@ -125,7 +141,7 @@ static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
             p->leaves[p->n_leaves++] = t;
         } else {
             p->role[t] |= MG_ROLE_COMPUTED;
-            mg_status s = step_record(p, t, &p->step[p->n_steps]);
+            mg_status s = step_record(p, t, extra, &p->step[p->n_steps]);
             if (s != MG_OK) return s;
             p->steps[p->n_steps++] = t;
         }
@@ -187,12 +203,17 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
     int n_retain = opts ? opts->n_retain : 0;
     if (s == MG_OK) s = check_list(g, retain, n_retain, "retained tensors");
     if (s != MG_OK) return s;
+    if (opts && opts->device != MG_DEVICE_CPU && opts->device != MG_DEVICE_CUDA)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_plan_compile: unknown device %d",
+                            (int)opts->device);
 
     mg_plan *p = calloc(1, sizeof *p);
     if (!p) return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory");
     p->g = g;
     p->n_tensors = g->n;
     p->budget_bytes = opts ? opts->budget_bytes : 0;
+    p->device = opts ? opts->device : MG_DEVICE_CPU;
     size_t sz = (size_t)(g->n ? g->n : 1);
     bool *needed = calloc(sz, sizeof *needed);
     /* one more than the tensors: order and last_read are the later
@@ -363,7 +384,7 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
         if (mgi_op_table[nd->op].flags & MG_OPF_LEAF) continue;
         for (int i = 0; i < nd->n_in; i++)
             sc->last[remap ? remap[nd->in[i]] : nd->in[i]] = n;
-        const size_t work = step_workspace(g, t);
+        const size_t work = step_workspace(g, t, NULL);
         sc->steps[n] = t;
         sc->bytes[n] = mg_pool_size_class(g->descs.nbytes[nd->desc]);
         sc->work[n] = work ? mg_pool_size_class(work) : 0;

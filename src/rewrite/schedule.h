@@ -85,6 +85,9 @@ struct mg_plan {
     /* mg_plan_options.budget_bytes: the budget the plan was made for, or
      * 0; mg_plan_summary reports it beside the plan's budget_peak. */
     size_t budget_bytes;
+    /* mg_plan_options.device: the device whose kernels' scratch the steps'
+     * workspace was sized for (a CUDA plan lends cuBLAS some, gemm_split.h). */
+    mg_device device;
 };
 
 /* The descriptor of tensor t (its node's). */

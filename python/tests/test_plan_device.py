@@ -1,0 +1,61 @@
+"""A plan knows the device it was compiled for (mg_plan_options.device):
+a CUDA plan lends cuBLAS room to split a long product's K, counted in its
+predicted peak; any plan runs on any executor; a bad device is refused.
+None of this needs a GPU: a CUDA plan runs on the CPU executor too, whose
+kernels leave the extra workspace alone."""
+import numpy as np
+import pytest
+
+import memgrad as mg
+
+
+def linear(batch=256, fan_in=64, fan_out=32):
+    """One layer whose weight gradient x^T dh has K = batch, the longest
+    dimension: the product a CUDA plan lends cuBLAS a workspace."""
+    g = mg.Graph()
+    x = g.input("x", "float32", (batch, fan_in))
+    w = g.param("w", "float32", (fan_in, fan_out))
+    h = g.tanh(g.matmul(x, w))
+    loss = g.sum(g.mul(h, h))
+    gw, = g.gradients([loss], [w], policy="none")
+    r = np.random.default_rng(3)
+    feeds = {"x": r.standard_normal((batch, fan_in)).astype(np.float32),
+             "w": (0.1 * r.standard_normal((fan_in, fan_out)))
+             .astype(np.float32)}
+    return g, loss, gw, feeds
+
+
+def test_cuda_plan_lends_and_counts():
+    g, loss, gw, feeds = linear()
+    cpu = g.compile([loss, gw])
+    cuda = g.compile([loss, gw], device="cuda")
+    assert cpu.device == "cpu" and cuda.device == "cuda"
+    # the arena holds the lent bytes: 4 partial [64, 32] float32 outputs
+    lent = 4 * 64 * 32 * 4
+    assert cuda.arena()["bytes"] >= cpu.arena()["bytes"]
+    assert cuda.arena()["bytes"] <= cpu.arena()["bytes"] + lent + 256
+    assert cuda.predicted_peak >= cpu.predicted_peak
+    results = []
+    for plan in (cpu, cuda):
+        ex = mg.Executor()
+        out = ex.run(plan, feeds)
+        assert ex.pool_stats()["peak_bytes_in_use"] == plan.predicted_peak
+        results.append({t.name: np.array(a) for t, a in out.items()})
+    for name in results[0]:
+        np.testing.assert_array_equal(results[0][name], results[1][name])
+
+
+def test_device_names():
+    g, loss, gw, _ = linear(8, 4, 2)
+    assert g.compile([loss, gw], device="cuda:0").device == "cuda"
+    with pytest.raises(ValueError, match="memgrad.Plan: device must be"):
+        g.compile([loss, gw], device="tpu")
+
+
+def test_small_products_lend_nothing():
+    # no product's K is its longest dimension: x w is [8, 32] over 4,
+    # x^T dh [4, 32] over 8
+    g, loss, gw, _ = linear(8, 4, 32)
+    a = g.compile([loss, gw]).arena()
+    b = g.compile([loss, gw], device="cuda").arena()
+    assert a == b
