@@ -695,7 +695,10 @@ int mg_plan_num_steps(const mg_plan *p);
  * mg_pool_size_class units). Outputs the caller binds memory for are not in
  * the pool and do not count; binds may be NULL when n_binds is 0. Returns 0
  * if p is NULL, and 0 with mg_last_status() set for a negative n_binds
- * (MG_ERR_INVALID_ARG) or out of memory (MG_ERR_NOMEM). */
+ * (MG_ERR_INVALID_ARG), a binding of a tensor id the plan does not know
+ * (MG_ERR_UNKNOWN_ID, as mg_exec_run) or out of memory (MG_ERR_NOMEM). A
+ * binding of a known tensor that is not an output is no error: one list
+ * serves a run and its prediction. */
 MG_API
 size_t mg_plan_predicted_peak(const mg_plan *p, const mg_binding *binds,
                               int n_binds);
@@ -720,7 +723,8 @@ typedef struct mg_plan_arena {
 } mg_plan_arena;
 
 /* binds as for mg_plan_predicted_peak. MG_ERR_INVALID_ARG for a NULL p or
- * out, a negative n_binds, or a NULL list with n_binds > 0. */
+ * out, a negative n_binds, or a NULL list with n_binds > 0;
+ * MG_ERR_UNKNOWN_ID for a binding of an id the plan does not know. */
 MG_API
 mg_status mg_plan_arena_info(const mg_plan *p, const mg_binding *binds,
                              int n_binds, mg_plan_arena *out);
@@ -879,6 +883,8 @@ typedef struct mg_phase_peaks {
     size_t forward, backward, pair, saved;
 } mg_phase_peaks;
 
+/* binds and their errors as for mg_plan_arena_info; MG_ERR_INVALID_ARG
+ * for a plan without backward steps. */
 MG_API
 mg_status mg_plan_phase_peaks(const mg_plan *p, const mg_binding *binds,
                               int n_binds, mg_phase_peaks *out);

@@ -3,10 +3,13 @@
  * must be aligned to its dtype (refused with a message otherwise, never
  * read misaligned), bindings of leaves the plan does not read are ignored
  * without being checked, and the functions that take a binding list
- * (mg_plan_predicted_peak, mg_plan_summarize, mg_plan_report, mg_exec_run)
- * agree on which lists are bad.
+ * (mg_plan_predicted_peak, mg_plan_summarize, mg_plan_report, mg_exec_run,
+ * mg_plan_arena_info, mg_plan_phase_peaks, mg_plan_timeline) agree on
+ * which lists are bad.
  */
 #include "helpers.h"
+
+#include <memgrad_observe.h>
 
 #include <stdalign.h>
 
@@ -143,6 +146,66 @@ START_TEST(test_binding_lists_agree) {
 }
 END_TEST
 
+/* A binding of a tensor id the plan does not know is refused by every
+ * function that takes a list, as mg_exec_run refuses it, with the index
+ * and the id in the message; a known tensor that is not an output (an
+ * input the plan does not read) is no error to any of them. */
+START_TEST(test_unknown_ids_refused_alike) {
+    mg_graph *g = mg_graph_new();
+    const int64_t s[1] = {4};
+    mg_tensor x = mg_param(g, "x", MG_F32, 1, s);
+    mg_tensor unused = mg_input(g, "unused", MG_F32, 1, s);
+    mg_tensor loss = mg_sum(g, mg_mul(g, x, x), 0, NULL, 0);
+    mg_tensor gx;
+    ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, &x, 1, NULL, &gx), MG_OK);
+    const mg_tensor outs[2] = {loss, gx};
+    mg_plan *p = NULL;
+    ck_assert(mg_plan_compile(g, outs, 2, NULL, &p) == MG_OK);
+    float xd[4] = {1, 2, 3, 4}, ud[4], l, gd[4];
+    FILE *devnull = fopen("/dev/null", "w");
+    ck_assert_ptr_nonnull(devnull);
+    mg_plan_summary sum;
+    mg_plan_arena a;
+    mg_phase_peaks pk;
+    mg_step_info info[16];
+    const mg_tensor bad_ids[2] = {999, -3};
+    for (int v = 0; v < 2; v++) {
+        const mg_binding b[3] = {{x, xd}, {gx, gd}, {bad_ids[v], &l}};
+        char want[64];
+        snprintf(want, sizeof want, "binding 2 names tensor id %d",
+                 (int)bad_ids[v]);
+        mg_clear_error();
+        ck_assert_uint_eq(mg_plan_predicted_peak(p, b, 3), 0);
+        ck_assert_int_eq(mg_last_status(), MG_ERR_UNKNOWN_ID);
+        ck_assert_ptr_nonnull(strstr(mg_last_error(), want));
+        ck_assert_int_eq(mg_plan_summarize(p, b, 3, &sum), MG_ERR_UNKNOWN_ID);
+        ck_assert_int_eq(mg_plan_report(p, b, 3, devnull), MG_ERR_UNKNOWN_ID);
+        ck_assert_int_eq(mg_plan_arena_info(p, b, 3, &a), MG_ERR_UNKNOWN_ID);
+        ck_assert_ptr_nonnull(strstr(mg_last_error(), "mg_plan_arena_info"));
+        ck_assert_ptr_nonnull(strstr(mg_last_error(), want));
+        ck_assert_int_eq(mg_plan_phase_peaks(p, b, 3, &pk), MG_ERR_UNKNOWN_ID);
+        ck_assert_ptr_nonnull(strstr(mg_last_error(), "mg_plan_phase_peaks"));
+        ck_assert_int_eq(mg_plan_timeline(p, b, 3, info, 16), -1);
+        ck_assert_int_eq(mg_last_status(), MG_ERR_UNKNOWN_ID);
+        ck_assert_ptr_nonnull(strstr(mg_last_error(), "mg_plan_timeline"));
+        ck_assert_int_eq(run(p, b, 3), MG_ERR_UNKNOWN_ID);
+    }
+    const mg_binding ok[4] = {{x, xd}, {gx, gd}, {loss, &l}, {unused, ud}};
+    mg_clear_error();
+    ck_assert_uint_gt(mg_plan_predicted_peak(p, ok, 4), 0);
+    ck_assert_int_eq(mg_last_status(), MG_OK);
+    ck_assert_int_eq(mg_plan_summarize(p, ok, 4, &sum), MG_OK);
+    ck_assert_int_eq(mg_plan_arena_info(p, ok, 4, &a), MG_OK);
+    ck_assert_int_eq(mg_plan_phase_peaks(p, ok, 4, &pk), MG_OK);
+    ck_assert_int_gt(mg_plan_timeline(p, ok, 4, info, 16), 0);
+    ck_assert_int_eq(run(p, ok, 4), MG_OK);
+    ck_assert(l == 30.0f && gd[3] == 8.0f);
+    fclose(devnull);
+    mg_plan_free(p);
+    mg_graph_free(g);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("bindings");
     TCase *tc = tcase_create("bindings");
@@ -150,6 +213,7 @@ int main(void) {
     tcase_add_test(tc, test_misaligned_bindings_are_refused);
     tcase_add_test(tc, test_unread_leaves_are_ignored);
     tcase_add_test(tc, test_binding_lists_agree);
+    tcase_add_test(tc, test_unknown_ids_refused_alike);
     suite_add_tcase(s, tc);
     return th_run_suite(s);
 }

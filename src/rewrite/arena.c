@@ -772,10 +772,9 @@ mg_status mg_plan_arena_info(const mg_plan *p, const mg_binding *binds,
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_plan_arena_info: %s is NULL",
                             p ? "out" : "plan");
-    if (n_binds < 0 || (n_binds > 0 && !binds))
-        return mg_set_error(MG_ERR_INVALID_ARG,
-                            "mg_plan_arena_info: %d bindings%s", n_binds,
-                            n_binds < 0 ? "" : " with a NULL list");
+    mg_status st =
+        mgi_plan_binds_check(p, binds, n_binds, "mg_plan_arena_info");
+    if (st != MG_OK) return st;
     mg_plan_arena a = {p->arena_bytes, p->arena_live_peak, p->arena_bytes};
     /* Kept tensors the run computes take blocks of their own, unless the
      * caller bound them (a bound tensor is named once: mg_exec_run refuses

@@ -280,19 +280,41 @@ size_t mg_plan_predicted_peak(const mg_plan *p, const mg_binding *binds,
     return peak;
 }
 
-mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
-                        const char *what, size_t *peak_out) {
-    *peak_out = 0;
+mg_status mgi_plan_binds_check(const mg_plan *p, const mg_binding *binds,
+                               int n_binds, const char *what) {
     if (n_binds < 0 || (n_binds > 0 && !binds))
         return mg_set_error(MG_ERR_INVALID_ARG, "%s: %d bindings%s", what,
                             n_binds, n_binds < 0 ? "" : " with a NULL list");
-    /* Caller-bound outputs never enter the pool. */
+    for (int i = 0; i < n_binds; i++)
+        if (binds[i].tensor < 0 || binds[i].tensor >= p->n_tensors)
+            return mg_set_error(MG_ERR_UNKNOWN_ID,
+                                "%s: binding %d names tensor id %d, which the "
+                                "plan does not know",
+                                what, i, (int)binds[i].tensor);
+    return MG_OK;
+}
+
+mg_status mgi_plan_bound(const mg_plan *p, const mg_binding *binds, int n_binds,
+                         const char *what, bool **bound_out) {
+    *bound_out = NULL;
+    mg_status s = mgi_plan_binds_check(p, binds, n_binds, what);
+    if (s != MG_OK) return s;
     bool *bound = calloc((size_t)(p->n_tensors ? p->n_tensors : 1), 1);
     if (!bound) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", what);
     for (int i = 0; i < n_binds; i++)
-        if (binds[i].tensor >= 0 && binds[i].tensor < p->n_tensors &&
-            (p->role[binds[i].tensor] & MG_ROLE_KEPT))
+        if (p->role[binds[i].tensor] & MG_ROLE_KEPT)
             bound[binds[i].tensor] = true;
+    *bound_out = bound;
+    return MG_OK;
+}
+
+mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
+                        const char *what, size_t *peak_out) {
+    *peak_out = 0;
+    /* Caller-bound outputs never enter the pool. */
+    bool *bound;
+    mg_status st = mgi_plan_bound(p, binds, n_binds, what, &bound);
+    if (st != MG_OK) return st;
     size_t in_use = 0, peak = 0;
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_tensor t = p->steps[s];

@@ -111,8 +111,19 @@ static inline mg_tensor mg_plan_input(const mg_plan *p, mg_tensor t, int k) {
     return p->remap ? p->remap[in] : in;
 }
 
-/* mg_plan_predicted_peak with a status: MG_ERR_INVALID_ARG for a negative
- * n_binds or a NULL list of n_binds > 0 (as mg_exec_run), MG_ERR_NOMEM if
+/* A binding list as the plan's predictions read it, checked as mg_exec_run
+ * checks it: MG_ERR_INVALID_ARG for a negative n_binds or a NULL list of
+ * n_binds > 0, MG_ERR_UNKNOWN_ID for a tensor id the plan does not know
+ * (a known tensor the plan does not keep is not an error: one list serves
+ * a run and its prediction, as in mg_exec_run). Errors begin with what. */
+mg_status mgi_plan_binds_check(const mg_plan *p, const mg_binding *binds,
+                               int n_binds, const char *what);
+/* The same, then per tensor id whether binds gives it caller memory: the
+ * kept tensors it names, in a calloc'ed array in *bound (MG_ERR_NOMEM if
+ * it cannot be had). */
+mg_status mgi_plan_bound(const mg_plan *p, const mg_binding *binds, int n_binds,
+                         const char *what, bool **bound);
+/* mg_plan_predicted_peak with a status: mgi_plan_bound's, MG_ERR_NOMEM if
  * its scratch memory cannot be had; errors are prefixed by what. */
 mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
                         const char *what, size_t *peak);

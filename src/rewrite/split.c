@@ -244,21 +244,16 @@ mg_status mg_plan_phase_peaks(const mg_plan *p, const mg_binding *binds,
                             "mg_plan_phase_peaks: %s is NULL",
                             p ? "out" : "plan");
     memset(out, 0, sizeof *out);
-    if (n_binds < 0 || (n_binds > 0 && !binds))
-        return mg_set_error(MG_ERR_INVALID_ARG,
-                            "mg_plan_phase_peaks: %d bindings%s", n_binds,
-                            n_binds < 0 ? "" : " with a NULL list");
+    mg_status st =
+        mgi_plan_binds_check(p, binds, n_binds, "mg_plan_phase_peaks");
+    if (st != MG_OK) return st;
     if (!p->phase[0])
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_plan_phase_peaks: the plan has no backward "
                             "steps, so no phases");
-    bool *bound = calloc((size_t)(p->n_tensors ? p->n_tensors : 1), 1);
-    if (!bound)
-        return mg_set_error(MG_ERR_NOMEM, "mg_plan_phase_peaks: out of memory");
-    for (int i = 0; i < n_binds; i++)
-        if (binds[i].tensor >= 0 && binds[i].tensor < p->n_tensors &&
-            (p->role[binds[i].tensor] & MG_ROLE_KEPT))
-            bound[binds[i].tensor] = true;
+    bool *bound;
+    st = mgi_plan_bound(p, binds, n_binds, "mg_plan_phase_peaks", &bound);
+    if (st != MG_OK) return st;
     size_t end;
     out->forward = phase_peak(p->phase[0], bound, 0, &out->saved);
     out->backward = phase_peak(p->phase[1], bound, out->saved, &end);

@@ -32,20 +32,9 @@ int mg_plan_timeline(const mg_plan *p, const mg_binding *binds, int n_binds,
                      !p ? "plan is NULL" : "bad output array");
         return -1;
     }
-    if (n_binds < 0 || (n_binds > 0 && !binds)) {
-        mg_set_error(MG_ERR_INVALID_ARG, "mg_plan_timeline: %d bindings%s",
-                     n_binds, n_binds < 0 ? "" : " with a NULL list");
+    bool *bound;
+    if (mgi_plan_bound(p, binds, n_binds, "mg_plan_timeline", &bound) != MG_OK)
         return -1;
-    }
-    bool *bound = calloc((size_t)(p->n_tensors ? p->n_tensors : 1), 1);
-    if (!bound) {
-        mg_set_error(MG_ERR_NOMEM, "mg_plan_timeline: out of memory");
-        return -1;
-    }
-    for (int i = 0; i < n_binds; i++)
-        if (binds[i].tensor >= 0 && binds[i].tensor < p->n_tensors &&
-            (p->role[binds[i].tensor] & MG_ROLE_KEPT))
-            bound[binds[i].tensor] = true;
     size_t in_use = 0;
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_tensor t = p->steps[s];
