@@ -17,7 +17,15 @@ enum {
     MG_OPF_LEAF = 1u << 0,   /* input or parameter: memory from the caller */
     MG_OPF_RANDOM = 1u << 1, /* reads the RNG: recompute must replay it */
     MG_OPF_NO_RECOMPUTE = 1u << 2, /* side effects: always keep the output */
-    MG_OPF_EXPENSIVE = 1u << 3     /* kept by MG_CKPT_SPEED (matmul, conv) */
+    MG_OPF_EXPENSIVE = 1u << 3,    /* kept by MG_CKPT_SPEED (matmul, conv) */
+    /* Its gradient reads its inputs whole, so no compact saved form can
+     * stand in for them (matmul, conv) */
+    MG_OPF_READS_WHOLE = 1u << 4,
+    /* Cheap to make again from its inputs: under policy none with
+     * compaction, where a READS_WHOLE op reads it and its inputs are kept
+     * anyway, it is made again for the backward pass rather than kept
+     * (relu, batch norm: src/rewrite/autodiff.c, rebuild_cheap) */
+    MG_OPF_CHEAP = 1u << 5
 };
 
 /* The rules are function types, so that ops_internal.h declares each rule

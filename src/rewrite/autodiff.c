@@ -283,47 +283,65 @@ static mg_status analyse(const mg_graph *g, const mg_tensor *ys, int n_ys,
                                   w->is_y, w->keep, w->chosen);
 }
 
-/* mg_checkpoints.compact under policy none: r = relu(batchnorm(x, gamma,
- * beta)) with x kept (the batch norm's gradient reads it) is not kept, nor
- * the batch norm's output: a backward op that reads r (a conv's weight
- * gradient, relu's own) reads a copy that recompute.c makes from x just
- * before it, with the same kernels on the same inputs, so the same bits.
- * What r cost to keep is then nothing beyond x, at the price of one batch
- * norm and one relu per such r in the backward pass. The pattern is every
- * block of a pre-activation ResNet and of torchvision's, where r feeds a
- * convolution, which reads it whole, so no pack could hold it. Under the
+/* mg_checkpoints.compact under policy none: a tensor r that an op reads
+ * whole in its gradient (MG_OPF_READS_WHOLE: a conv's weight gradient
+ * reads its input, a matmul's its operands), so that no pack can hold it,
+ * is not kept where it is cheap to make again (MG_OPF_CHEAP) from inputs
+ * the backward pass keeps anyway; nor is a cheap input of r whose own
+ * inputs are kept. A backward op that reads r reads a copy that
+ * recompute.c makes from those inputs just before it, with the same
+ * kernels on the same inputs, so the same bits. The pattern is
+ * r = relu(batchnorm(x, gamma, beta)) feeding a convolution, in every
+ * block of a pre-activation ResNet and of torchvision's: x is kept for
+ * the batch norm's gradient, so r costs nothing beyond it, at the price of
+ * one batch norm and one relu per block in the backward pass. Under the
  * other policies the kept set is the policy's, and left as it is. */
 static bool kept_or_leaf(const mg_graph *g, const ad_work *w, mg_tensor t) {
     return w->keep[t] || (mgi_op_table[g->nodes[t].op].flags & MG_OPF_LEAF);
 }
 
-static mg_status rebuild_bn_relu(const mg_graph *g, int32_t n, ad_work *w) {
-    /* whole[t]: t feeds an op whose gradient reads t whole (a
-     * convolution's input, a matmul operand), so that no pack can stand in
-     * for it. Where only packs read it (a max pool's argmax, relu's sign),
-     * compact.c keeps those, less than a rebuilt copy's transient tensor. */
+/* Whether t is a cheap forward op, not a y, that can be made again. */
+static bool cheap(const mg_graph *g, const ad_work *w, mg_tensor t) {
+    return (mgi_op_table[g->nodes[t].op].flags & MG_OPF_CHEAP) &&
+           w->forward[t] && !w->is_y[t];
+}
+
+/* Whether every input of t is kept or a leaf. */
+static bool inputs_kept(const mg_graph *g, const ad_work *w, mg_tensor t) {
+    const mg_node *nd = &g->nodes[t];
+    for (int k = 0; k < nd->n_in; k++)
+        if (!kept_or_leaf(g, w, nd->in[k])) return false;
+    return true;
+}
+
+/* An input of r that is made again with it: a cheap one whose inputs are
+ * kept (so it need not be kept itself). */
+static bool rebuilt_input(const mg_graph *g, const ad_work *w, mg_tensor i) {
+    return cheap(g, w, i) && inputs_kept(g, w, i);
+}
+
+static mg_status rebuild_cheap(const mg_graph *g, int32_t n, ad_work *w) {
+    /* whole[t]: t feeds an op whose gradient reads t whole. Where only
+     * packs read it (a max pool's argmax, relu's sign), compact.c keeps
+     * those, less than a rebuilt copy's transient tensor. */
     bool *whole = calloc((size_t)(n ? n : 1), sizeof *whole);
     if (!whole)
         return mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
     for (int32_t k = 0; k < w->n_order; k++) {
         const mg_node *nd = &g->nodes[w->order[k]];
-        if (nd->op == MG_OP_CONV2D) whole[nd->in[0]] = true;
-        if (nd->op == MG_OP_MATMUL) whole[nd->in[0]] = whole[nd->in[1]] = true;
+        if (mgi_op_table[nd->op].flags & MG_OPF_READS_WHOLE)
+            for (int i = 0; i < nd->n_in; i++) whole[nd->in[i]] = true;
     }
     for (int32_t t = 0; t < n; t++) {
+        if (!whole[t] || !w->keep[t] || !cheap(g, w, t)) continue;
         const mg_node *r = &g->nodes[t];
-        if (r->op != MG_OP_RELU || !whole[t] || !w->forward[t] || !w->keep[t] ||
-            w->is_y[t])
-            continue;
-        const mg_tensor y = r->in[0];
-        const mg_node *bn = &g->nodes[y];
-        if (bn->op != MG_OP_BATCHNORM || w->is_y[y]) continue;
-        bool inputs_kept = true;
-        for (int k = 0; k < bn->n_in; k++)
-            inputs_kept = inputs_kept && kept_or_leaf(g, w, bn->in[k]);
-        if (!inputs_kept) continue;
+        bool ok = true;
+        for (int k = 0; k < r->n_in && ok; k++)
+            ok = rebuilt_input(g, w, r->in[k]) || kept_or_leaf(g, w, r->in[k]);
+        if (!ok) continue;
+        for (int k = 0; k < r->n_in; k++)
+            if (rebuilt_input(g, w, r->in[k])) w->keep[r->in[k]] = false;
         w->keep[t] = false;
-        w->keep[y] = false;
     }
     free(whole);
     return MG_OK;
@@ -359,7 +377,7 @@ static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
     mg_status s = analyse(g, ys, n_ys, xs, n_xs, ckpt, m, w);
     if (s != MG_OK) return s;
     if (ckpt && ckpt->compact && ckpt->policy == MG_CKPT_NONE) {
-        s = rebuild_bn_relu(g, n, w);
+        s = rebuild_cheap(g, n, w);
         if (s != MG_OK) return s;
     }
     if (ckpt && ckpt->store16) {
