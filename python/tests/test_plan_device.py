@@ -59,3 +59,47 @@ def test_small_products_lend_nothing():
     a = g.compile([loss, gw]).arena()
     b = g.compile([loss, gw], device="cuda").arena()
     assert a == b
+
+
+def test_cuda_plan_phases_on_the_cpu():
+    # the two phases (what memgrad.torch runs) of a CUDA plan: the phases
+    # carry its lent bytes, and a CPU executor gives the CPU plan's bits
+    g = mg.Graph()
+    x = g.input("x", "float32", (256, 64))
+    w = g.param("w", "float32", (64, 32))
+    y = g.tanh(g.matmul(x, w))
+    gy = g.input("gy", "float32", (256, 32))
+    gw, = g.gradients([y], [w], policy="none", grad_ys=[gy])
+    r = np.random.default_rng(5)
+    f = {x: r.standard_normal((256, 64)).astype(np.float32),
+         w: (0.1 * r.standard_normal((64, 32))).astype(np.float32)}
+    seed = {gy: r.standard_normal((256, 32)).astype(np.float32)}
+    got, peaks = [], []
+    for dev in ("cpu", "cuda"):
+        plan = g.compile([y, gw], device=dev)
+        peaks.append(plan.phase_peaks())
+        ex = mg.Executor()
+        outs, saved = ex.forward(plan, f)
+        grads = ex.backward(plan, saved, {**f, **seed})
+        saved.free()
+        got.append((np.array(outs[y]), np.array(grads[gw])))
+    np.testing.assert_array_equal(got[0][0], got[1][0])
+    np.testing.assert_array_equal(got[0][1], got[1][1])
+    # x^T dh, [64, 32] over K = 256, is in the backward phase
+    assert peaks[1]["backward"] >= peaks[0]["backward"]
+    assert peaks[1]["forward"] == peaks[0]["forward"]
+
+
+def test_module_plans_per_device():
+    torch = pytest.importorskip("torch")
+    import memgrad.torch as mt
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.Tanh(),
+                                torch.nn.Linear(32, 4))
+    x = torch.randn(256, 64)
+    m = mt.Module(model, (x,), policy="none")
+    m(x).sum().backward()
+    cap = m._cap
+    assert cap.plan is cap.plan_for("cpu") and cap.plan.device == "cpu"
+    cuda = cap.plan_for("cuda:0")
+    assert cuda.device == "cuda" and cuda is cap.plan_for("cuda")
+    assert cuda.predicted_peak >= cap.plan.predicted_peak
