@@ -460,8 +460,6 @@ def _torch_wrap(a):
     return torch.from_dlpack(a)
 
 
-
-
 class Executor:
     """Runs plans from a caching pool, on the CPU or on a CUDA device.
 
