@@ -32,8 +32,9 @@ extern "C" {
 
 /* Partial outputs a split product may keep at once. */
 #define MG_GEMM_SPLIT_PARTS 4
-/* Outputs of more elements than this have tiles enough for every SM of an
- * H100 (132 of 128 x 128 at 2^21), so they get no workspace. */
+/* Outputs of more elements than this have a tile for about every SM of an
+ * H100 (2^21 elements are 128 tiles of 128 x 128; it has 132 SMs), so
+ * they get no workspace. */
 #define MG_GEMM_SPLIT_MAX_OUT ((int64_t)1 << 21)
 
 /* The workspace for Y[batch] = op(A) op(B), op(A) [m, k], op(B) [k, n], of
