@@ -189,6 +189,17 @@ START_TEST(test_unknown_ids_refused_alike) {
         ck_assert_int_eq(mg_last_status(), MG_ERR_UNKNOWN_ID);
         ck_assert_ptr_nonnull(strstr(mg_last_error(), "mg_plan_timeline"));
         ck_assert_int_eq(run(p, b, 3), MG_ERR_UNKNOWN_ID);
+        ck_assert_ptr_nonnull(strstr(mg_last_error(), want));
+        /* the forward phase names itself and the caller's index */
+        mg_exec *ex = NULL;
+        mg_saved *sv = NULL;
+        ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
+        ck_assert_int_eq(mg_exec_forward(ex, p, b, 3, 1, &sv),
+                         MG_ERR_UNKNOWN_ID);
+        ck_assert_ptr_nonnull(strstr(mg_last_error(), "mg_exec_forward"));
+        ck_assert_ptr_nonnull(strstr(mg_last_error(), want));
+        ck_assert_ptr_null(sv);
+        mg_exec_free(ex);
     }
     const mg_binding ok[4] = {{x, xd}, {gx, gd}, {loss, &l}, {unused, ud}};
     mg_clear_error();

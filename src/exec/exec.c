@@ -154,7 +154,8 @@ static bool binding_ignored(const mg_plan *p, mg_tensor t) {
  * between neighbours in O(b log b). */
 static mg_status check_overlaps(const mg_plan *p, const mg_binding *binds,
                                 int n_binds) {
-    bound_range *r = malloc((size_t)(n_binds ? n_binds : 1) * sizeof *r);
+    if (n_binds <= 0) return MG_OK; /* the list was checked in bind() */
+    bound_range *r = malloc((size_t)n_binds * sizeof *r);
     if (!r) return mg_set_error(MG_ERR_NOMEM, "mg_exec_run: out of memory");
     int n = 0;
     for (int i = 0; i < n_binds; i++) {
@@ -194,17 +195,11 @@ static mg_status bind(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
                       int n_binds) {
     const mg_graph *g = p->g;
     char label[160];
-    if (n_binds < 0 || (n_binds > 0 && !binds))
-        return mg_set_error(MG_ERR_INVALID_ARG,
-                            "mg_exec_run: %d bindings with a NULL list",
-                            n_binds);
+    /* the list and its ids as the plan's predictions check them */
+    mg_status st = mgi_plan_binds_check(p, binds, n_binds, "mg_exec_run");
+    if (st != MG_OK) return st;
     for (int i = 0; i < n_binds; i++) {
         mg_tensor t = binds[i].tensor;
-        if (t < 0 || t >= p->n_tensors)
-            return mg_set_error(MG_ERR_UNKNOWN_ID,
-                                "mg_exec_run: binding %d names tensor id %d, "
-                                "which the plan does not know",
-                                i, (int)t);
         if (binding_ignored(p, t)) continue;
         mgi_graph_tensor_label(g, t, label, sizeof label);
         if (!binds[i].data)

@@ -156,9 +156,10 @@ static mg_status phase_bindings(const mg_plan *p, const mg_plan *q,
                                 int *n_out) {
     *out = NULL;
     *n_out = 0;
-    if (n_binds < 0 || (n_binds > 0 && !binds))
-        return mg_set_error(MG_ERR_INVALID_ARG, "%s: %d bindings%s", what,
-                            n_binds, n_binds < 0 ? "" : " with a NULL list");
+    /* the caller's list as given (an index in a message is theirs, not
+     * that of the merged list below) */
+    mg_status st = mgi_plan_binds_check(p, binds, n_binds, what);
+    if (st != MG_OK) return st;
     int cap = n_binds + (sv ? sv->n : 0);
     mg_binding *b = malloc((size_t)(cap ? cap : 1) * sizeof *b);
     if (!b) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", what);
@@ -168,14 +169,11 @@ static mg_status phase_bindings(const mg_plan *p, const mg_plan *q,
             b[n++] = (mg_binding){sv->t[i], sv->data[i]};
     for (int i = 0; i < n_binds; i++) {
         mg_tensor t = binds[i].tensor;
-        if (t >= 0 && t < p->n_tensors) {
-            bool other_phase =
-                q->role[t] == MG_ROLE_NONE &&
-                (mg_plan_leaf(p, t) || (p->role[t] & MG_ROLE_KEPT));
-            bool from_saved =
-                sv && (q->role[t] & MG_ROLE_LEAF) && !mg_plan_leaf(p, t);
-            if (other_phase || from_saved) continue;
-        }
+        bool other_phase = q->role[t] == MG_ROLE_NONE &&
+                           (mg_plan_leaf(p, t) || (p->role[t] & MG_ROLE_KEPT));
+        bool from_saved =
+            sv && (q->role[t] & MG_ROLE_LEAF) && !mg_plan_leaf(p, t);
+        if (other_phase || from_saved) continue;
         b[n++] = binds[i];
     }
     *out = b;

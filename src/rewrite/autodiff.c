@@ -335,12 +335,15 @@ static mg_status rebuild_cheap(const mg_graph *g, int32_t n, ad_work *w) {
     for (int32_t t = 0; t < n; t++) {
         if (!whole[t] || !w->keep[t] || !cheap(g, w, t)) continue;
         const mg_node *r = &g->nodes[t];
-        bool ok = true;
-        for (int k = 0; k < r->n_in && ok; k++)
-            ok = rebuilt_input(g, w, r->in[k]) || kept_or_leaf(g, w, r->in[k]);
+        /* decided for every input before any keep[] changes */
+        bool rebuilt[MG_MAX_INPUTS], ok = true;
+        for (int k = 0; k < r->n_in; k++) {
+            rebuilt[k] = rebuilt_input(g, w, r->in[k]);
+            ok = ok && (rebuilt[k] || kept_or_leaf(g, w, r->in[k]));
+        }
         if (!ok) continue;
         for (int k = 0; k < r->n_in; k++)
-            if (rebuilt_input(g, w, r->in[k])) w->keep[r->in[k]] = false;
+            if (rebuilt[k]) w->keep[r->in[k]] = false;
         w->keep[t] = false;
     }
     free(whole);

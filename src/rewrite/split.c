@@ -244,16 +244,16 @@ mg_status mg_plan_phase_peaks(const mg_plan *p, const mg_binding *binds,
                             "mg_plan_phase_peaks: %s is NULL",
                             p ? "out" : "plan");
     memset(out, 0, sizeof *out);
+    bool *bound;
     mg_status st =
-        mgi_plan_binds_check(p, binds, n_binds, "mg_plan_phase_peaks");
+        mgi_plan_bound(p, binds, n_binds, "mg_plan_phase_peaks", &bound);
     if (st != MG_OK) return st;
-    if (!p->phase[0])
+    if (!p->phase[0]) {
+        free(bound);
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_plan_phase_peaks: the plan has no backward "
                             "steps, so no phases");
-    bool *bound;
-    st = mgi_plan_bound(p, binds, n_binds, "mg_plan_phase_peaks", &bound);
-    if (st != MG_OK) return st;
+    }
     size_t end;
     out->forward = phase_peak(p->phase[0], bound, 0, &out->saved);
     out->backward = phase_peak(p->phase[1], bound, out->saved, &end);
