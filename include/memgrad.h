@@ -869,8 +869,10 @@ mg_status mg_saved_tensor_data(const mg_saved *saved, mg_tensor t,
 /* Pool bytes (size-class units) that saved holds now. */
 MG_API
 size_t mg_saved_bytes(const mg_saved *saved);
-/* Give everything saved still holds back to its executor's pool; call it
- * before mg_exec_free of that executor. NULL is accepted. */
+/* Give everything saved still holds back to its executor's pool. A saved
+ * state holds a reference on its executor, as an export does: freed after
+ * mg_exec_free, it is still safe, and the executor goes when the last
+ * saved state and export let go. NULL is accepted. */
 MG_API
 void mg_saved_free(mg_saved *saved);
 
