@@ -159,6 +159,15 @@ MG_API
 mg_status mg_tensor_set_name(mg_graph *g, mg_tensor t, const char *name);
 MG_API
 const char *mg_tensor_op_name(const mg_graph *g, mg_tensor t); /* "matmul" */
+/* A 64-bit hash of every attribute of the op computing t (a matmul's
+ * transposes, a conv's strides and pads, a dropout's probability, seed and
+ * RNG offset, a fill's value, ...; a leaf's are all zero) into *out. Equal
+ * attributes hash equal in every process of one byte order; the op kind,
+ * dtype, shape and inputs are not in it (mg_tensor_op_name and the calls
+ * above give them). Pipeline ranks compare it to agree that their graphs
+ * compute the same (memgrad_pipeline.h). */
+MG_API
+mg_status mg_tensor_attrs_hash(const mg_graph *g, mg_tensor t, uint64_t *out);
 MG_API
 mg_tensor mg_tensor_find(const mg_graph *g, const char *name);
 /* True for tensors that mg_gradients appended. */
