@@ -435,7 +435,6 @@ int main(void) {
     th_add_tcase(s, "dlpack", 60,
                  TH_TESTS(test_bind_checks, test_export_held_across_runs,
                           test_export_errors_and_phases, test_saved_export,
-                          test_saved_export_written,
-                          test_saved_outlives_exec));
+                          test_saved_export_written, test_saved_outlives_exec));
     return th_run_suite(s);
 }

@@ -26,19 +26,19 @@ enum { B = 4, IN = 6, H = 8, OUT = 3, MAX_CUTS = 8 };
 /* How the last rank's arguments differ from the others'. */
 typedef enum diff {
     SAME,
-    OP_KIND,    /* tanh where the others have relu, same shapes */
-    ATTRIBUTE,  /* a square matmul with trans_b set */
-    DTYPE,      /* the graph in float64 */
-    SHAPE,      /* a hidden width of H + 1 */
-    EDGE,       /* a matmul reading the other of two equal parameters */
-    EXTRA,      /* one more tensor (unread) */
-    CUTS,       /* another cut tensor */
-    N_MICRO,    /* 3 microbatches, not 2 */
-    SCHEDULE,   /* GPipe, not 1F1B */
-    POLICY,     /* speed, not memory */
-    BUDGET,     /* under policy budget: 2 MiB, not 1 MiB */
-    CKPT_OPTS,  /* compact */
-    CKPT_TAG,   /* a checkpoint tag on a tensor of g */
+    OP_KIND,   /* tanh where the others have relu, same shapes */
+    ATTRIBUTE, /* a square matmul with trans_b set */
+    DTYPE,     /* the graph in float64 */
+    SHAPE,     /* a hidden width of H + 1 */
+    EDGE,      /* a matmul reading the other of two equal parameters */
+    EXTRA,     /* one more tensor (unread) */
+    CUTS,      /* another cut tensor */
+    N_MICRO,   /* 3 microbatches, not 2 */
+    SCHEDULE,  /* GPipe, not 1F1B */
+    POLICY,    /* speed, not memory */
+    BUDGET,    /* under policy budget: 2 MiB, not 1 MiB */
+    CKPT_OPTS, /* compact */
+    CKPT_TAG,  /* a checkpoint tag on a tensor of g */
     N_DIFFS
 } diff;
 
@@ -61,11 +61,19 @@ static const char *const want[N_DIFFS] = {
 /* Parts that must not be named: a difference in one part only. The graph
  * variants keep every other part equal by construction (EXTRA adds a
  * tensor, which changes the per-tensor parts too). */
-static const char *const parts[] = {
-    "op kinds",      "op attributes", "dtypes",       "shapes",
-    "edges",         "tensor count",  "cut tensors",  "microbatch count",
-    "the schedule",  "policy (",      "budget_bytes", "max_bytes",
-    "checkpoint options"};
+static const char *const parts[] = {"op kinds",
+                                    "op attributes",
+                                    "dtypes",
+                                    "shapes",
+                                    "edges",
+                                    "tensor count",
+                                    "cut tensors",
+                                    "microbatch count",
+                                    "the schedule",
+                                    "policy (",
+                                    "budget_bytes",
+                                    "max_bytes",
+                                    "checkpoint options"};
 
 typedef struct net {
     mg_graph *g;
@@ -123,7 +131,7 @@ static mg_status pipe_with(mg_dist_comm *c, diff d, char *msg, size_t len) {
     mg_pipe_options o = {
         .schedule = mine == SCHEDULE ? MG_PIPE_GPIPE : MG_PIPE_1F1B,
         .n_micro = mine == N_MICRO ? 3 : 2,
-        .checkpoints = {.policy = budget            ? MG_CKPT_BUDGET
+        .checkpoints = {.policy = budget           ? MG_CKPT_BUDGET
                                   : mine == POLICY ? MG_CKPT_SPEED
                                                    : MG_CKPT_MEMORY,
                         .budget_bytes = !budget          ? 0
@@ -168,11 +176,11 @@ START_TEST(test_each_difference_named) {
     snprintf(who, sizeof who, "rank %d was given other arguments", size - 1);
     for (int d = SAME + 1; d < N_DIFFS; d++) {
         mg_status s = pipe_with(c, (diff)d, msg, sizeof msg);
-        ck_assert_msg(s == MG_ERR_INVALID_ARG, "rank %d, diff %d: status %d: %s",
-                      rank, d, (int)s, msg);
+        ck_assert_msg(s == MG_ERR_INVALID_ARG,
+                      "rank %d, diff %d: status %d: %s", rank, d, (int)s, msg);
         ck_assert_msg(strstr(msg, who) && strstr(msg, want[d]),
-                      "rank %d, diff %d: '%s' lacks '%s' or '%s'", rank, d,
-                      msg, who, want[d]);
+                      "rank %d, diff %d: '%s' lacks '%s' or '%s'", rank, d, msg,
+                      who, want[d]);
         ck_assert_msg(!strstr(msg, "other tensors"), "rank %d: %s", rank, msg);
         if (d != EXTRA && d != CKPT_TAG) /* one part differs, one is named */
             for (size_t k = 0; k < sizeof parts / sizeof *parts; k++)

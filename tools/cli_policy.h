@@ -48,11 +48,10 @@ static inline int mg_cli_policy_list(const char *text, mg_ckpt_policy *out,
             return -1;
         }
         if (k == cap) {
-            if (cap == 1)
-                snprintf(why, why_len, "'%s': one policy only", text);
+            if (cap == 1) snprintf(why, why_len, "'%s': one policy only", text);
             else
-                snprintf(why, why_len, "'%s' names more than %d policies",
-                         text, cap);
+                snprintf(why, why_len, "'%s' names more than %d policies", text,
+                         cap);
             return -1;
         }
         /* the longest name is "collection"; anything longer is no name */

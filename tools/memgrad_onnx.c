@@ -607,8 +607,8 @@ int main(int argc, char **argv) {
     mg_ckpt_policy pols[MAX_POLICIES];
     int npol = 0;
     char why[256];
-    if (mg_cli_policy_list(policy, pols, is_step ? 1 : MAX_POLICIES, &npol,
-                           why, sizeof why)) {
+    if (mg_cli_policy_list(policy, pols, is_step ? 1 : MAX_POLICIES, &npol, why,
+                           sizeof why)) {
         fprintf(stderr, "memgrad-onnx: --policy: %s\n", why);
         return 2;
     }

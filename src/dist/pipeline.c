@@ -531,8 +531,7 @@ static mg_status pipe_fingerprint(const mg_graph *g, mg_tensor loss,
     for (int k = 0; k < n_cuts; k++) h = mgi_dist_hash(h, (uint64_t)cuts[k]);
     fp[FP_CUTS] = h;
     fp[FP_N_TENSORS] = (uint64_t)n;
-    uint64_t ops = seed, attrs = seed, dts = seed, shapes = seed,
-             edges = seed;
+    uint64_t ops = seed, attrs = seed, dts = seed, shapes = seed, edges = seed;
     for (int32_t t = 0; t < n; t++) {
         ops = hash_str(ops, mg_tensor_op_name(g, t));
         uint64_t a;
@@ -611,9 +610,11 @@ static mg_status pipe_explain(mg_dist_comm *c, const uint64_t *fp, int differs,
         return s;
     }
     int r = 1, n_other = 0;
-    while (r < c->size && !memcmp(all + (size_t)r * FP_N, all, FP_N * 8)) r++;
+    while (r < c->size &&
+           !memcmp(all + (size_t)r * FP_N, all, FP_N * sizeof *all))
+        r++;
     for (int q = r + 1; q < c->size; q++)
-        n_other += memcmp(all + (size_t)q * FP_N, all, FP_N * 8) != 0;
+        n_other += memcmp(all + (size_t)q * FP_N, all, FP_N * sizeof *all) != 0;
     if (r == c->size) { /* cannot be: the hash is of these words */
         free(all);
         return mg_set_error(MG_ERR_INVALID_ARG,
