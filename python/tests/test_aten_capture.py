@@ -212,7 +212,7 @@ def test_compile_backend_runs_what_it_cannot_map_in_eager():
         def forward(self, x):
             h = torch.tanh(self.a(x))
             h = torch.nn.functional.softplus(h) * h.argmax(-1, keepdim=True)
-            return self.b(h).sum()
+            return self.b(torch.tanh(h)).sum()
     torch.manual_seed(0)
     net = Net().double()
     ref = copy.deepcopy(net)
@@ -224,8 +224,9 @@ def test_compile_backend_runs_what_it_cannot_map_in_eager():
     for p, q in zip(net.parameters(), ref.parameters()):
         assert torch.allclose(p.grad, q.grad, rtol=1e-12, atol=1e-14)
     rows = mt.compile_report()
-    assert rows and all(r["ran"] in ("memgrad", "eager") for r in rows)
-    assert any(r["ran"] == "eager" and r["reason"] for r in rows), rows
+    # one graph: the mapped runs of nodes in memgrad, the rest in eager
+    assert [r["ran"] for r in rows] == ["pieces"], rows
+    assert rows[0]["pieces"] >= 1 and "argmax" in rows[0]["reason"]
 
 
 def test_mixture_of_experts_is_refused_clearly():
@@ -406,3 +407,44 @@ def test_capture_is_quiet():
         mt.Module(net, (torch.randn(2, 4),))(torch.randn(2, 4))
     assert out.getvalue() == "" and err.getvalue() == ""
     assert not [w for w in caught if "memgrad" in str(w.filename)]
+
+
+@pytest.mark.parametrize("act", ["gelu", "gelu_tanh", "silu", "relu6",
+                                 "hardswish", "hardsigmoid"])
+def test_activation_float64_gradients(act):
+    """A float64 activation's input gradient through memgrad: within
+    1e-14 of PyTorch's, except hardsigmoid, whose gradient PyTorch
+    computes with 1/6 rounded to float32 (ATen's hardsigmoid_backward
+    writes the constant as 1.0f / 6.0f: 0.1666666716337204, 3e-8 off);
+    memgrad's is checked against the exact 1/6 instead."""
+    F = torch.nn.functional
+    fn = {"gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+          "silu": F.silu, "relu6": F.relu6, "hardswish": F.hardswish,
+          "hardsigmoid": F.hardsigmoid}[act]
+
+    class Act(nn.Module):
+        def forward(self, x):
+            return fn(x)
+    x = torch.linspace(-4.1, 4.1, 37, dtype=torch.float64).reshape(1, 37)
+    xr = x.clone().requires_grad_(True)
+    try:
+        w = mt.Module(Act(), (xr,))
+    except mt.Unsupported as e:
+        if "this libmemgrad has no" in str(e):
+            pytest.skip(str(e).splitlines()[-1].strip())
+        raise
+    y = w(xr)
+    y.sum().backward()
+    got = xr.grad
+    xe = x.clone().requires_grad_(True)
+    fn(xe).sum().backward()
+    want = xe.grad
+    if act == "hardsigmoid":
+        inside = (x > -3) & (x < 3)
+        want = torch.where(inside, torch.full_like(x, 1.0 / 6.0),
+                           torch.zeros_like(x))
+        # PyTorch's own is float32's 1/6 (so this test notices if that
+        # changes)
+        assert (xe.grad[inside] - 1.0 / 6.0).abs().max() > 1e-9
+    assert torch.allclose(y, fn(x), rtol=1e-15, atol=1e-15)
+    assert (got - want).abs().max().item() <= 1e-14, act

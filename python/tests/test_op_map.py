@@ -197,7 +197,7 @@ def forced_onnx(monkeypatch):
     def no_fx(module):
         raise mgt.UnsupportedModelError(mgt.CheckReport(
             type(module).__name__, [], trace_error="forced by the test"))
-    monkeypatch.setattr(mgt, "_trace", no_fx)
+    monkeypatch.setattr(mgt.fx, "_trace", no_fx)
 
 
 def graph_ops(g, n):

@@ -88,13 +88,24 @@ def _binary(cx, name, a, b):
         b = cx.t(b, like=cx.t(a))
     if not _is_num(a) and not _is_num(b):
         a, b = _promote(cx, cx.t(a), cx.t(b))
-    if _is_num(b) and name in ("mul", "div"):
-        x = cx.t(a)
-        return g.scale(x, float(b) if name == "mul" else 1.0 / float(b)) \
-            if name == "mul" or b != 0 else getattr(g, name)(x, cx.t(b))
+    if _is_num(b) and name == "mul":
+        return _scale(cx, cx.t(a), b)
     if _is_num(a) and name == "mul":
-        return g.scale(cx.t(b), float(a))
+        return _scale(cx, cx.t(b), a)
+    if _is_num(b) and name == "div":  # x / 6 as eager divides, not x * 1/6
+        x = cx.t(a)
+        return g.div(x, cx.t(b, like=x))
     return getattr(g, name)(cx.t(a), cx.t(b))
+
+
+def _scale(cx, x, alpha):
+    """x * alpha with eager's bits: PyTorch rounds a Python number to a
+    float32 tensor's dtype before it multiplies, and memgrad's scale
+    multiplies in double and rounds once, which is then the same."""
+    alpha = float(alpha)
+    if x.dtype == "float32":
+        alpha = float(torch.tensor(alpha, dtype=torch.float32))
+    return cx.graph.scale(x, alpha)
 
 
 def _promote(cx, a, b):
