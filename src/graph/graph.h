@@ -208,10 +208,10 @@ void mgi_graph_view_free(mgi_graph_view *v);
  * their count), or MG_ERR_CYCLE naming an op on a cycle. */
 mg_status mgi_graph_view_topo_order(const mgi_graph_view *v, mg_tensor *order,
                                     int32_t *n_order);
-/* igraph's articulation points of the view with its edges undirected,
- * into out[] (room for the view's nodes) with their count in *n_out, in
- * id order. */
+/* igraph's articulation points of the view with its edges undirected:
+ * is_ap[t] (room for the graph's nodes when the view was built) is set
+ * true for each, and left alone for every other node. */
 mg_status mgi_graph_view_articulation_points(const mgi_graph_view *v,
-                                             mg_tensor *out, int32_t *n_out);
+                                             bool *is_ap);
 
 #endif

@@ -229,9 +229,7 @@ static void forward_free(ad_forward *f) {
  * parameter that two layers read does not join them. */
 static mg_status forward_from_igraph(const mg_graph *g, ad_forward *f,
                                      bool order, bool aps) {
-    const size_t sz = (size_t)(g->n ? g->n : 1);
     mgi_graph_view *v;
-    mg_tensor *points = NULL;
     mg_status s = mgi_graph_view_new(g, f->forward, NULL, &v, "mg_gradients");
     if (s == MG_OK && order) {
         int32_t k = 0, n_computed = 0;
@@ -241,16 +239,11 @@ static mg_status forward_from_igraph(const mg_graph *g, ad_forward *f,
         f->n_order = k + n_computed;
     }
     if (s == MG_OK && aps) {
-        int32_t n_points = 0;
-        points = malloc(sz * sizeof *points);
-        f->is_ap = calloc(sz, sizeof *f->is_ap);
-        s = points && f->is_ap
-                ? mgi_graph_view_articulation_points(v, points, &n_points)
+        f->is_ap = calloc((size_t)(g->n ? g->n : 1), sizeof *f->is_ap);
+        s = f->is_ap
+                ? mgi_graph_view_articulation_points(v, f->is_ap)
                 : mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
-        for (int32_t i = 0; s == MG_OK && i < n_points; i++)
-            f->is_ap[points[i]] = true;
     }
-    free(points);
     mgi_graph_view_free(v);
     return s;
 }
