@@ -4,9 +4,10 @@
  * rewired graph may hold and the articulation points the memory policy
  * cuts at; and the ancestor marking and sweep that schedules are built
  * from, which need no igraph while the creation order is topological.
- * mg_gradients builds one view per call and takes everything from it
- * (autodiff.c): building an igraph_t was about 30% of what a call spent
- * when every trial of the memory policy's search built its own (issue 32).
+ * mg_gradients builds at most one view per call (for policy memory, or a
+ * rewired graph) and takes everything from it (autodiff.c): building an
+ * igraph_t was about 30% of what a call spent when every trial of the
+ * memory policy's search built its own (issue 32).
  *
  * Debian's igraph is built without thread safety (IGRAPH_THREAD_SAFE 0), and
  * its default error handler aborts the process. Every igraph call therefore
@@ -201,7 +202,6 @@ static mg_status igraph_failed(igraph_error_t e, const char *what) {
                         igraph_strerror(e));
 }
 
-
 mg_status mgi_graph_ancestors_order(const mg_graph *g, const mg_tensor *roots,
                                     int n_roots, const mg_tensor *remap,
                                     bool *needed, mg_tensor *order,
@@ -236,12 +236,11 @@ static bool creation_order_is_topological(const mg_graph *g,
 struct mgi_graph_view {
     const mg_graph *g;
     igraph_t ig;
-    int32_t nv;
     mg_tensor *ids;
 };
 
-/* The directed igraph graph on the included nodes into v->ig, v->ids and
- * v->nv; vid (room for g->n) is scratch. Runs under the guard. */
+/* The directed igraph graph on the included nodes into v->ig and v->ids;
+ * vid (room for g->n) is scratch. Runs under the guard. */
 static igraph_error_t build_igraph(const mg_graph *g, const bool *include,
                                    const mg_tensor *remap, int32_t *vid,
                                    mgi_graph_view *v) {
@@ -270,7 +269,6 @@ static igraph_error_t build_igraph(const mg_graph *g, const bool *include,
     IGRAPH_CHECK(igraph_create(&v->ig, &edges, nv, IGRAPH_DIRECTED));
     igraph_vector_int_destroy(&edges);
     IGRAPH_FINALLY_CLEAN(1);
-    v->nv = nv;
     return IGRAPH_SUCCESS;
 }
 
