@@ -196,7 +196,7 @@ spec_of() {
     esac
 }
 
-# What the cuBLAS workspace a CUDA plan lends (common/gemm_split.h) buys:
+# What the cuBLAS workspace a CUDA plan lends (backend/gemm_split.h) buys:
 # the MLP at depths 256 and 1024 and the transformer at 16, each policy,
 # with it and without it (MG_CUDA_GEMM_SPLIT=0, the
 # same plan and peak), alternately, twice each. The split-K lines of

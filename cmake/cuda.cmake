@@ -3,7 +3,7 @@
 #
 # By default (MG_CUDA_MODULE=ON) it is the module libmemgrad-cuda.so, which
 # libmemgrad loads the first time a CUDA executor is asked for
-# (src/exec/module.c): libmemgrad itself then links nothing from CUDA, a
+# (src/backend/module.c): libmemgrad itself then links nothing from CUDA, a
 # program that never asks for the GPU maps no cuBLAS, and a consumer links
 # libmemgrad as a plain C library. MG_CUDA_MODULE=OFF links the backend
 # into libmemgrad instead, registered at link time.

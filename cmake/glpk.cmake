@@ -5,7 +5,8 @@
 # a static library that tests/test_checkmate.c and the bench tool
 # mg-checkmate (bench/milp/checkmate.c) share, and mg-milp-ref
 # (bench/milp/milp_ref.c, a knapsack with planner feedback). Optional:
-# without GLPK the tools and their tests are not built, and CMake says so.
+# without GLPK the tools are not built, CMake says so, and ctest lists their
+# tests as skipped (mg_add_skipped_test).
 find_path(GLPK_INCLUDE_DIR glpk.h)
 find_library(GLPK_LIBRARY glpk)
 if(GLPK_INCLUDE_DIR AND GLPK_LIBRARY AND (MG_BUILD_BENCH OR MG_BUILD_TESTS))
@@ -35,9 +36,24 @@ if(GLPK_INCLUDE_DIR AND GLPK_LIBRARY AND MG_BUILD_TESTS)
   target_include_directories(test_checkmate PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(test_checkmate PRIVATE mg_checkmate_milp
                         mg_test_support ${MG_TEST_LIB} PkgConfig::CHECK m)
-  add_test(NAME test_checkmate COMMAND test_checkmate)
+  # The GLPK cases, and the CBC ones as a test of their own: without CBC
+  # that one is listed as skipped, not folded into a pass.
+  add_test(NAME test_checkmate COMMAND test_checkmate glpk)
   set_tests_properties(test_checkmate PROPERTIES
                        ENVIRONMENT "CK_DEFAULT_TIMEOUT=600")
+  if(CBC_FOUND)
+    add_test(NAME test_checkmate_cbc COMMAND test_checkmate cbc)
+    set_tests_properties(test_checkmate_cbc PROPERTIES
+                         ENVIRONMENT "CK_DEFAULT_TIMEOUT=600")
+  else()
+    mg_add_skipped_test(test_checkmate_cbc
+      "CBC not found (coinor-libcbc-dev): test_checkmate's CBC cases")
+  endif()
+elseif(MG_BUILD_TESTS)
+  mg_add_skipped_test(test_checkmate
+    "GLPK not found (libglpk-dev): Checkmate's MILP against the budget policy")
+  mg_add_skipped_test(test_checkmate_cbc
+    "GLPK not found (libglpk-dev): test_checkmate's CBC cases")
 endif()
 if(GLPK_INCLUDE_DIR AND GLPK_LIBRARY AND MG_BUILD_BENCH)
   add_executable(mg-checkmate "${PROJECT_SOURCE_DIR}/bench/milp/checkmate.c")
@@ -55,6 +71,9 @@ if(GLPK_INCLUDE_DIR AND GLPK_LIBRARY AND MG_BUILD_BENCH)
              COMMAND mg-milp-ref --fractions 0.6,0.7,0.8,0.9,1.0 --check)
   endif()
 else()
+  if(MG_BUILD_TESTS AND MG_BUILD_BENCH)
+    mg_add_skipped_test(milp_ref "GLPK not found (libglpk-dev): mg-milp-ref")
+  endif()
   message(STATUS "GLPK not found: mg-milp-ref and mg-checkmate (issue 17's "
                  "MILP references) and test_checkmate are not built")
 endif()

@@ -5,7 +5,7 @@
  * backend table (mgi_backend_cuda_reg). Every CUDA and cuBLAS call is checked;
  * a failure becomes an mg_ status with a message, never an abort.
  */
-#include "common/gemm_split.h" /* the workspace a CUDA plan lends cuBLAS */
+#include "backend/gemm_split.h" /* the workspace a CUDA plan lends cuBLAS */
 #include "cuda_internal.h"
 
 #include <stdarg.h>
@@ -201,7 +201,7 @@ static mg_status cuda_run_op(void *ctx, const mg_kargs *a) {
                             "cuda backend: no kernel for op %s",
                             mgi_op_str(a->op));
     /* A plan for this device lent cuBLAS room to split K after the op's
-     * own workspace (common/gemm_split.h); it is the step's only while the
+     * own workspace (backend/gemm_split.h); it is the step's only while the
      * step runs, so cuBLAS gets it for this op and then none again. */
     const size_t split = c->gemm_split_off ? 0 : mg_gemm_split_step_bytes(a);
     const size_t split_at =

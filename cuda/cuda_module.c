@@ -1,6 +1,6 @@
 /*
  * cuda_module.c - the CUDA backend's entry when it is built as the module
- * libmemgrad-cuda.so (MG_CUDA_MODULE, the default): src/exec/module.c
+ * libmemgrad-cuda.so (MG_CUDA_MODULE, the default): src/backend/module.c
  * opens it the first time a CUDA executor is asked for and calls
  * mg_backend_cuda_module, which hands back the backend's row.
  *

@@ -12,7 +12,7 @@
 
 #include "backend/backend.h"
 #include "common/attn_tiles.h"
-#include "common/gemm_split.h"
+#include "backend/gemm_split.h"
 #include "exec/cpu/cpu_kernels.h"
 #include "rewrite/schedule.h"
 
@@ -237,7 +237,7 @@ START_TEST(test_attention_lent) {
 }
 END_TEST
 
-/* The cuBLAS workspace of a CUDA plan (common/gemm_split.h): only where K
+/* The cuBLAS workspace of a CUDA plan (backend/gemm_split.h): only where K
  * is the longest dimension and the output small, never overflowing. */
 START_TEST(test_gemm_split_rule) {
     ck_assert_uint_eq(mg_gemm_split_bytes(64, 32, 256, 1, 4),

@@ -302,7 +302,7 @@ START_TEST(test_every_op_matches_cpu) {
             finish(c, mg_matmul(c->g, a, b, ta, tb));
         }
     /* K the longest dimension: a CUDA plan lends cuBLAS room to split it
-     * (common/gemm_split.h), on the forward product and on both gradients
+     * (backend/gemm_split.h), on the forward product and on both gradients
      * (whose K is 24 and 20 there: none) */
     CASE("matmul split-K") {
         const int64_t a2[] = {3000, 24}, b2[] = {3000, 20};

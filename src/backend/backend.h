@@ -6,9 +6,10 @@
  *
  * A backend is a struct of function pointers (as in ggml-backend). The CPU
  * backend lives in src/exec/cpu/, the CUDA one in cuda/, built as a module
- * that src/exec/module.c loads on first use (or linked in, with
- * MG_CUDA_MODULE=OFF). Each is one row of src/exec/registry.c, where the
- * executor finds it by device; docs/adding-a-backend.md says how to add one.
+ * that module.c (beside this file) loads on first use (or linked in, with
+ * MG_CUDA_MODULE=OFF). Each is one row of registry.c (beside this file),
+ * where the executor finds it by device and the planner asks for its
+ * workspace rules; docs/adding-a-backend.md says how to add one.
  * Kernels get descriptors and pointers, never the graph.
  */
 #ifndef MG_BACKEND_H
@@ -90,7 +91,7 @@ typedef struct mg_backend_reg {
     bool (*plan_workspace_op)(mg_op op);
     /* Scratch a plan compiled for this device (mg_plan_options.device)
      * lends a step beyond what its kernel needs, for the kernel to use if
-     * it is there: cuBLAS's room to split K (common/gemm_split.h). It
+     * it is there: cuBLAS's room to split K (gemm_split.h). It
      * follows the step's own workspace, rounded up to 256 bytes. NULL:
      * none. */
     size_t (*plan_extra)(const mg_kargs *a);
@@ -105,7 +106,7 @@ static inline size_t mgi_plan_extra_offset(size_t own) {
            MGI_PLAN_EXTRA_ALIGN;
 }
 
-/* ---- backends built as modules (src/exec/module.c) ---------------------- */
+/* ---- backends built as modules (module.c) -------------------------------- */
 
 /* What the library lends a module: its error setter, since a module (a
  * shared object of its own, dlopen'ed with RTLD_LOCAL, perhaps beside a
@@ -123,7 +124,7 @@ typedef struct mg_backend_core {
 typedef const mg_backend_reg *(*mg_backend_module_fn)(
     const mg_backend_core *core);
 
-/* The backends this library was built with (src/exec/registry.c): the
+/* The backends this library was built with (registry.c): the
  * CPU, then CUDA when built with it. */
 extern const mg_backend_reg *const mgi_backend_table[];
 extern const int mgi_backend_table_size;

@@ -44,7 +44,7 @@ struct mg_exec {
     int32_t n_refs;
     bool dying; /* mg_exec_free waits for the last of them */
     mg_device device;
-    const mg_backend_reg *reg; /* its row of registry.c */
+    const mg_backend_reg *reg; /* its row of backend/registry.c */
     int num_threads;           /* mg_exec_options.num_threads (threads.c) */
     /* mg_exec_accumulate's list, and per tensor id during a run: the
      * output is bound and accumulated into */

@@ -1,8 +1,13 @@
 /*
- * analysis.c - graph analysis: topological order and cycle detection on
- * igraph, the articulation points the memory policy cuts at (a search of
- * our own, checked against igraph's in test_analysis.c), and the ancestor
- * marking that schedules are built from.
+ * analysis.c - graph analysis on igraph: one igraph graph of a set of nodes
+ * (mgi_graph_view), which gives their topological order, the cycle a
+ * rewired graph may hold and the articulation points the memory policy
+ * cuts at; and the ancestor marking and sweep that schedules are built
+ * from, which need no igraph while the creation order is topological.
+ * mg_gradients builds at most one view per call (for policy memory, or a
+ * rewired graph) and takes everything from it (autodiff.c): building an
+ * igraph_t was about 30% of what a call spent when every trial of the
+ * memory policy's search built its own (issue 32).
  *
  * Debian's igraph is built without thread safety (IGRAPH_THREAD_SAFE 0), and
  * its default error handler aborts the process. Every igraph call therefore
@@ -87,10 +92,11 @@ static mg_status pack_note(const mg_graph *g, const mg_tensor *remap,
     return MG_OK;
 }
 
-mg_status mgi_graph_ancestors_order(const mg_graph *g, const mg_tensor *roots,
+mg_status mgi_graph_ancestors_sweep(const mg_graph *g, const mg_tensor *roots,
                                     int n_roots, const mg_tensor *remap,
                                     bool *needed, mg_tensor *order,
-                                    int32_t *n_order, const char *what) {
+                                    int32_t *n_order, bool *in_creation_order,
+                                    const char *what) {
     mg_tensor hi = -1;
     for (int i = 0; i < n_roots; i++) {
         needed[roots[i]] = true;
@@ -134,13 +140,13 @@ mg_status mgi_graph_ancestors_order(const mg_graph *g, const mg_tensor *roots,
         free(keys);
         return s;
     }
+    *in_creation_order = in_order;
     if (!in_order) {
+        /* the sweep stopped part way: its marks are not the ancestors */
         free(keys);
         memset(needed, 0, (size_t)g->n * sizeof *needed);
-        s = mgi_graph_mark_ancestors(g, roots, n_roots, remap, needed, what);
-        if (s == MG_OK)
-            s = mgi_graph_topo_order(g, needed, remap, order, n_order);
-        return s;
+        return mgi_graph_mark_ancestors(g, roots, n_roots, remap, needed,
+                                        what);
     }
     int32_t k = 0;
     if (!n_keys) {
@@ -196,6 +202,18 @@ static mg_status igraph_failed(igraph_error_t e, const char *what) {
                         igraph_strerror(e));
 }
 
+mg_status mgi_graph_ancestors_order(const mg_graph *g, const mg_tensor *roots,
+                                    int n_roots, const mg_tensor *remap,
+                                    bool *needed, mg_tensor *order,
+                                    int32_t *n_order, const char *what) {
+    bool in_order;
+    mg_status s = mgi_graph_ancestors_sweep(g, roots, n_roots, remap, needed,
+                                            order, n_order, &in_order, what);
+    if (s == MG_OK && !in_order)
+        s = mgi_graph_topo_order(g, needed, remap, order, n_order);
+    return s;
+}
+
 /* Creation order is topological unless mg_tensor_set_input rewired a node
  * to read a later one. When it holds we keep it: it is the order the caller
  * wrote the model in, and mg_gradients appends backward ops in the order
@@ -211,196 +229,132 @@ static bool creation_order_is_topological(const mg_graph *g,
     return true;
 }
 
-/* The directed (or undirected) igraph graph on the included nodes, with
- * ids[v] the node of igraph vertex v. vid and ids have room for g->n. */
+/* One igraph graph of a set of nodes (analysis.c's view of them): vertex v
+ * is node ids[v], the ids increasing with v, and an edge runs from each
+ * included input to its reader. The igraph calls on it run under the
+ * guard, one at a time; the view itself is its owner's alone. */
+struct mgi_graph_view {
+    const mg_graph *g;
+    igraph_t ig;
+    mg_tensor *ids;
+};
+
+/* The directed igraph graph on the included nodes into v->ig and v->ids;
+ * vid (room for g->n) is scratch. Runs under the guard. */
 static igraph_error_t build_igraph(const mg_graph *g, const bool *include,
-                                   const mg_tensor *remap, bool directed,
-                                   int32_t *vid, mg_tensor *ids, igraph_t *ig) {
+                                   const mg_tensor *remap, int32_t *vid,
+                                   mgi_graph_view *v) {
     int32_t nv = 0;
     igraph_integer_t ne = 0;
     for (int32_t i = 0; i < g->n; i++) {
         vid[i] = -1;
         if (include && !include[i]) continue;
         vid[i] = nv;
-        ids[nv++] = i;
+        v->ids[nv++] = i;
         ne += g->nodes[i].n_in;
     }
     igraph_vector_int_t edges;
     IGRAPH_CHECK(igraph_vector_int_init(&edges, 2 * ne));
     IGRAPH_FINALLY(igraph_vector_int_destroy, &edges);
     igraph_integer_t k = 0;
-    for (int32_t v = 0; v < nv; v++) {
-        for (int j = 0; j < g->nodes[ids[v]].n_in; j++) {
-            mg_tensor in = input_of(g, remap, ids[v], j);
+    for (int32_t u = 0; u < nv; u++) {
+        for (int j = 0; j < g->nodes[v->ids[u]].n_in; j++) {
+            mg_tensor in = input_of(g, remap, v->ids[u], j);
             if (vid[in] < 0) continue; /* input outside the set */
             VECTOR(edges)[k++] = vid[in];
-            VECTOR(edges)[k++] = v;
+            VECTOR(edges)[k++] = u;
         }
     }
     IGRAPH_CHECK(igraph_vector_int_resize(&edges, k));
-    IGRAPH_CHECK(igraph_create(ig, &edges, nv, directed));
+    IGRAPH_CHECK(igraph_create(&v->ig, &edges, nv, IGRAPH_DIRECTED));
     igraph_vector_int_destroy(&edges);
     IGRAPH_FINALLY_CLEAN(1);
     return IGRAPH_SUCCESS;
 }
 
-/* An igraph view of the included nodes, built under the igraph guard:
- * opened by ig_view_open, which holds the guard until ig_view_close. */
-typedef struct ig_view {
-    igraph_guard guard;
-    igraph_t ig;
-    bool built;
-    int32_t *vid;   /* per node id: igraph vertex, or -1 */
-    mg_tensor *ids; /* per igraph vertex: node id */
-} ig_view;
-
-static mg_status ig_view_open(const mg_graph *g, const bool *include,
-                              const mg_tensor *remap, bool directed, ig_view *v,
-                              const char *what) {
-    v->built = false;
-    v->vid = malloc((size_t)(g->n ? g->n : 1) * sizeof *v->vid);
-    v->ids = malloc((size_t)(g->n ? g->n : 1) * sizeof *v->ids);
-    igraph_guard_enter(&v->guard);
-    if (!v->vid || !v->ids)
+mg_status mgi_graph_view_new(const mg_graph *g, const bool *include,
+                             const mg_tensor *remap, mgi_graph_view **out,
+                             const char *what) {
+    const size_t sz = (size_t)(g->n ? g->n : 1);
+    *out = NULL;
+    mgi_graph_view *v = calloc(1, sizeof *v);
+    int32_t *vid = malloc(sz * sizeof *vid);
+    if (v) v->ids = malloc(sz * sizeof *v->ids);
+    if (!v || !vid || !v->ids) {
+        if (v) free(v->ids);
+        free(v);
+        free(vid);
         return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", what);
-    igraph_error_t e =
-        build_igraph(g, include, remap, directed, v->vid, v->ids, &v->ig);
-    if (e != IGRAPH_SUCCESS) return igraph_failed(e, what);
-    v->built = true;
+    }
+    v->g = g;
+    igraph_guard gd;
+    igraph_guard_enter(&gd);
+    const igraph_error_t e = build_igraph(g, include, remap, vid, v);
+    igraph_guard_leave(&gd);
+    free(vid);
+    if (e != IGRAPH_SUCCESS) { /* igraph freed what it had made */
+        free(v->ids);
+        free(v);
+        return igraph_failed(e, what);
+    }
+    *out = v;
     return MG_OK;
 }
 
-static void ig_view_close(ig_view *v) {
-    if (v->built) igraph_destroy(&v->ig);
-    igraph_guard_leave(&v->guard);
-    free(v->vid);
+void mgi_graph_view_free(mgi_graph_view *v) {
+    if (!v) return;
+    igraph_guard gd;
+    igraph_guard_enter(&gd);
+    igraph_destroy(&v->ig);
+    igraph_guard_leave(&gd);
     free(v->ids);
+    free(v);
 }
 
-/* Articulation points by Hopcroft and Tarjan's depth-first search, made
- * iterative (a chain of 10^6 ops is as deep), on a compressed adjacency
- * list of 32-bit ids. igraph's igraph_articulation_points needed an
- * igraph_t built for every call (64-bit edge lists sorted, incidence lists
- * made): that was about 30% of what mg_gradients spent on a chain (issue
- * 32). The set is unique, so any correct search gives igraph's answer;
- * test_analysis.c checks this one against igraph on random graphs. */
-typedef struct ap_work {
-    int32_t *start; /* per node: its edges in adj[start[v] .. start[v+1]) */
-    int32_t *adj;
-    int32_t *disc; /* discovery time from 1; 0: not yet seen */
-    int32_t *low;  /* the earliest discovery time reachable below it */
-    int32_t *next; /* per node on the stack: its next edge to follow */
-    mg_tensor *stack;
-    bool *is_ap;
-} ap_work;
-
-static void ap_work_free(ap_work *w) {
-    free(w->start);
-    free(w->adj);
-    free(w->disc);
-    free(w->low);
-    free(w->next);
-    free(w->stack);
-    free(w->is_ap);
-}
-
-static bool ap_in(const bool *include, mg_tensor t) {
-    return !include || include[t];
-}
-
-/* The undirected edges between included nodes, both ways, into w->start
- * and w->adj. A repeated input makes a repeated edge and a node reading
- * itself a loop: neither changes which nodes are articulation points. */
-static mg_status ap_adjacency(const mg_graph *g, const bool *include,
-                              ap_work *w) {
-    const int32_t n = g->n;
-    int32_t *start = w->start;
-    for (int32_t v = 0; v < n; v++) {
-        if (!ap_in(include, v)) continue;
-        const mg_node *nd = &g->nodes[v];
-        for (int k = 0; k < nd->n_in; k++) {
-            const mg_tensor in = nd->in[k];
-            if (in == v || !ap_in(include, in)) continue;
-            start[v + 1]++;
-            start[in + 1]++;
-        }
-    }
-    for (int32_t v = 0; v < n; v++) start[v + 1] += start[v];
-    if (!(w->adj = malloc((size_t)(start[n] ? start[n] : 1) * sizeof *w->adj)))
-        return mg_set_error(MG_ERR_NOMEM, "articulation points: out of memory");
-    /* fill with start[v] as v's cursor, then shift back by one node */
-    for (int32_t v = 0; v < n; v++) {
-        if (!ap_in(include, v)) continue;
-        const mg_node *nd = &g->nodes[v];
-        for (int k = 0; k < nd->n_in; k++) {
-            const mg_tensor in = nd->in[k];
-            if (in == v || !ap_in(include, in)) continue;
-            w->adj[start[v]++] = in;
-            w->adj[start[in]++] = v;
-        }
-    }
-    for (int32_t v = n; v > 0; v--) start[v] = start[v - 1];
-    start[0] = 0;
-    return MG_OK;
-}
-
-/* One depth-first search from root over its component. A node u other
- * than the root is a point when some child v in the search tree reaches
- * nothing discovered before u (low[v] >= disc[u]); the root, when it has
- * two children or more. Following the tree edge back to the parent only
- * lowers low[v] to disc[parent], which leaves that test as it was. */
-static void ap_search(ap_work *w, mg_tensor root, int32_t *time) {
-    int32_t top = 0, root_children = 0;
-    w->disc[root] = w->low[root] = ++*time;
-    w->next[root] = w->start[root];
-    w->stack[top++] = root;
-    while (top > 0) {
-        const mg_tensor v = w->stack[top - 1];
-        if (w->next[v] < w->start[v + 1]) {
-            const mg_tensor u = w->adj[w->next[v]++];
-            if (!w->disc[u]) {
-                w->disc[u] = w->low[u] = ++*time;
-                w->next[u] = w->start[u];
-                w->stack[top++] = u;
-                if (v == root) root_children++;
-            } else if (w->disc[u] < w->low[v]) {
-                w->low[v] = w->disc[u];
-            }
-            continue;
-        }
-        if (--top == 0) break;
-        const mg_tensor p = w->stack[top - 1];
-        if (w->low[v] < w->low[p]) w->low[p] = w->low[v];
-        if (p != root && w->low[v] >= w->disc[p]) w->is_ap[p] = true;
-    }
-    if (root_children > 1) w->is_ap[root] = true;
-}
-
-/* The articulation points of the included nodes, in id order. */
-mg_status mgi_graph_articulation_points(const mg_graph *g, const bool *include,
-                                        mg_tensor *out, int32_t *n_out) {
-    const size_t n = (size_t)g->n, sz = n ? n : 1;
-    ap_work w = {0};
-    w.start = calloc(n + 1, sizeof *w.start);
-    w.disc = calloc(sz, sizeof *w.disc);
-    w.low = malloc(sz * sizeof *w.low);
-    w.next = malloc(sz * sizeof *w.next);
-    w.stack = malloc(sz * sizeof *w.stack);
-    w.is_ap = calloc(sz, sizeof *w.is_ap);
+mg_status mgi_graph_view_topo_order(const mgi_graph_view *v, mg_tensor *order,
+                                    int32_t *n_order) {
+    igraph_guard gd;
+    igraph_guard_enter(&gd);
     mg_status s = MG_OK;
-    if (!w.start || !w.disc || !w.low || !w.next || !w.stack || !w.is_ap)
-        s = mg_set_error(MG_ERR_NOMEM, "articulation points: out of memory");
-    if (s == MG_OK) s = ap_adjacency(g, include, &w);
-    if (s == MG_OK) {
-        int32_t time = 0, k = 0;
-        for (mg_tensor v = 0; v < g->n; v++)
-            if (ap_in(include, v) && !w.disc[v]) ap_search(&w, v, &time);
-        for (mg_tensor v = 0; v < g->n; v++)
-            if (w.is_ap[v]) out[k++] = v;
-        *n_out = k;
+    igraph_bool_t dag = 0;
+    igraph_vector_int_t res;
+    igraph_error_t e = igraph_is_dag(&v->ig, &dag);
+    if (e == IGRAPH_SUCCESS && !dag) {
+        s = report_cycle(v->g, &v->ig, v->ids);
+    } else if (e == IGRAPH_SUCCESS &&
+               (e = igraph_vector_int_init(&res, 0)) == IGRAPH_SUCCESS) {
+        e = igraph_topological_sorting(&v->ig, &res, IGRAPH_OUT);
+        if (e == IGRAPH_SUCCESS) {
+            *n_order = (int32_t)igraph_vector_int_size(&res);
+            for (int32_t i = 0; i < *n_order; i++)
+                order[i] = v->ids[VECTOR(res)[i]];
+        }
+        igraph_vector_int_destroy(&res);
     }
-    ap_work_free(&w);
+    igraph_guard_leave(&gd);
+    if (e != IGRAPH_SUCCESS) s = igraph_failed(e, "topological order");
     return s;
+}
+
+mg_status mgi_graph_view_articulation_points(const mgi_graph_view *v,
+                                             bool *is_ap) {
+    igraph_guard gd;
+    igraph_guard_enter(&gd);
+    igraph_vector_int_t res;
+    igraph_error_t e = igraph_vector_int_init(&res, 0);
+    if (e == IGRAPH_SUCCESS) {
+        /* edge directions are ignored: the cut is in the undirected graph */
+        e = igraph_articulation_points(&v->ig, &res);
+        /* igraph lists them in search order; marks need no sorting (on a
+         * chain of 10^5 ops, sorting them was 6% of mg_gradients) */
+        const igraph_integer_t n = igraph_vector_int_size(&res);
+        for (igraph_integer_t i = 0; e == IGRAPH_SUCCESS && i < n; i++)
+            is_ap[v->ids[VECTOR(res)[i]]] = true;
+        igraph_vector_int_destroy(&res);
+    }
+    igraph_guard_leave(&gd);
+    if (e != IGRAPH_SUCCESS) return igraph_failed(e, "articulation points");
+    return MG_OK;
 }
 
 mg_status mgi_graph_topo_order(const mg_graph *g, const bool *include,
@@ -413,27 +367,9 @@ mg_status mgi_graph_topo_order(const mg_graph *g, const bool *include,
         *n_order = k;
         return MG_OK;
     }
-    ig_view v;
-    mg_status s =
-        ig_view_open(g, include, remap, true, &v, "topological order");
-    igraph_vector_int_t res;
-    if (s == MG_OK) {
-        igraph_bool_t dag = 0;
-        igraph_error_t e = igraph_is_dag(&v.ig, &dag);
-        if (e == IGRAPH_SUCCESS && !dag) {
-            s = report_cycle(g, &v.ig, v.ids);
-        } else if (e == IGRAPH_SUCCESS &&
-                   (e = igraph_vector_int_init(&res, 0)) == IGRAPH_SUCCESS) {
-            e = igraph_topological_sorting(&v.ig, &res, IGRAPH_OUT);
-            if (e == IGRAPH_SUCCESS) {
-                *n_order = (int32_t)igraph_vector_int_size(&res);
-                for (int32_t i = 0; i < *n_order; i++)
-                    order[i] = v.ids[VECTOR(res)[i]];
-            }
-            igraph_vector_int_destroy(&res);
-        }
-        if (e != IGRAPH_SUCCESS) s = igraph_failed(e, "topological order");
-    }
-    ig_view_close(&v);
+    mgi_graph_view *v;
+    mg_status s = mgi_graph_view_new(g, include, remap, &v, "topological order");
+    if (s == MG_OK) s = mgi_graph_view_topo_order(v, order, n_order);
+    mgi_graph_view_free(v);
     return s;
 }

@@ -182,11 +182,36 @@ mg_status mgi_graph_ancestors_order(const mg_graph *g, const mg_tensor *roots,
                                     int n_roots, const mg_tensor *remap,
                                     bool *needed, mg_tensor *order,
                                     int32_t *n_order, const char *what);
-/* Articulation points of the undirected graph on the nodes in `include`
- * (all when NULL; edges between included nodes only), written to out[]
- * (room for g->n) with their count in *n_out, in id order: the same set as
- * igraph_articulation_points, by a search without igraph's setup cost. */
-mg_status mgi_graph_articulation_points(const mg_graph *g, const bool *include,
-                                        mg_tensor *out, int32_t *n_out);
+/* mgi_graph_ancestors_order's sweep alone: the marks always, and the order
+ * only when *in_creation_order comes back true. Otherwise the order is the
+ * caller's to find (mg_gradients takes it from the igraph view it builds
+ * anyway, rather than have a second one built). */
+mg_status mgi_graph_ancestors_sweep(const mg_graph *g, const mg_tensor *roots,
+                                    int n_roots, const mg_tensor *remap,
+                                    bool *needed, mg_tensor *order,
+                                    int32_t *n_order, bool *in_creation_order,
+                                    const char *what);
+
+/* An igraph graph of the nodes marked in `include` (all when NULL), with an
+ * edge from each included input (read through remap, NULL: none) to its
+ * reader: built once, then asked for the order, the cycle and the
+ * articulation points. It answers for the graph as it was when built. */
+typedef struct mgi_graph_view mgi_graph_view;
+
+/* Build it into *out (NULL on failure; MG_ERR_NOMEM prefixed by what). */
+mg_status mgi_graph_view_new(const mg_graph *g, const bool *include,
+                             const mg_tensor *remap, mgi_graph_view **out,
+                             const char *what);
+/* NULL is accepted. */
+void mgi_graph_view_free(mgi_graph_view *v);
+/* igraph's topological order of the view's nodes into order[] (room for
+ * their count), or MG_ERR_CYCLE naming an op on a cycle. */
+mg_status mgi_graph_view_topo_order(const mgi_graph_view *v, mg_tensor *order,
+                                    int32_t *n_order);
+/* igraph's articulation points of the view with its edges undirected:
+ * is_ap[t] (room for the graph's nodes when the view was built) is set
+ * true for each, and left alone for every other node. */
+mg_status mgi_graph_view_articulation_points(const mgi_graph_view *v,
+                                             bool *is_ap);
 
 #endif

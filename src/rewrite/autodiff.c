@@ -194,34 +194,135 @@ static mg_status backprop(mg_graph *g, const mg_tensor *order, int32_t n_order,
     return MG_OK;
 }
 
-/* Scratch arrays of one mg_gradients call, indexed by tensor id (the
- * graph as it was before the call). */
+/* What one mg_gradients call learns of the forward graph before it builds
+ * anything, indexed by tensor id (the graph as it was before the call).
+ * It is the same for every trial of the policies' searches and for the
+ * final build, since each trial leaves the graph as it found it, so it is
+ * found once and shared. */
+typedef struct ad_forward {
+    mg_tensor *order; /* the ancestors of the ys, in topological order */
+    int32_t n_order;
+    bool *marks;    /* in order */
+    bool *relevant; /* in order and depends on some x */
+    bool *forward;  /* in order and computed (not a leaf) */
+    bool *is_y;
+    /* Policy memory: the articulation points of the forward graph, where
+     * its segments may end; NULL under the other policies. */
+    bool *is_ap;
+} ad_forward;
+
+static void forward_free(ad_forward *f) {
+    free(f->order);
+    free(f->marks);
+    free(f->relevant);
+    free(f->forward);
+    free(f->is_y);
+    free(f->is_ap);
+    memset(f, 0, sizeof *f);
+}
+
+/* The call's one igraph view of the forward graph (analysis.c) and what it
+ * answers: with order, the topological order where the creation order is
+ * not one (a graph rewired by mg_tensor_set_input), the leaves first, as
+ * they read nothing; with aps, the articulation points. The leaves are no
+ * vertices of it: the memory policy cuts between computed tensors, and a
+ * parameter that two layers read does not join them. */
+static mg_status forward_from_igraph(const mg_graph *g, ad_forward *f,
+                                     bool order, bool aps) {
+    mgi_graph_view *v;
+    mg_status s = mgi_graph_view_new(g, f->forward, NULL, &v, "mg_gradients");
+    if (s == MG_OK && order) {
+        int32_t k = 0, n_computed = 0;
+        for (int32_t t = 0; t < g->n; t++)
+            if (f->marks[t] && !f->forward[t]) f->order[k++] = t;
+        s = mgi_graph_view_topo_order(v, f->order + k, &n_computed);
+        f->n_order = k + n_computed;
+    }
+    if (s == MG_OK && aps) {
+        f->is_ap = calloc((size_t)(g->n ? g->n : 1), sizeof *f->is_ap);
+        s = f->is_ap
+                ? mgi_graph_view_articulation_points(v, f->is_ap)
+                : mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
+    }
+    mgi_graph_view_free(v);
+    return s;
+}
+
+/* Order the ancestors of the ys, mark which are computed, which depend on
+ * an x and which are ys; for policy memory, find the articulation points.
+ * igraph is asked only where the sweep cannot answer alone, and then
+ * once, however many builds the policy's search tries. */
+static mg_status forward_analyse(const mg_graph *g, const mg_tensor *ys,
+                                 int n_ys, const mg_tensor *xs, int n_xs,
+                                 const mg_checkpoints *ckpt, ad_forward *f) {
+    const size_t n = (size_t)(g->n ? g->n : 1);
+    memset(f, 0, sizeof *f);
+    f->order = malloc(n * sizeof *f->order);
+    f->marks = calloc(n, sizeof *f->marks);
+    f->relevant = calloc(n, sizeof *f->relevant);
+    f->forward = calloc(n, sizeof *f->forward);
+    f->is_y = calloc(n, sizeof *f->is_y);
+    if (!f->order || !f->marks || !f->relevant || !f->forward || !f->is_y)
+        return mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
+    bool in_order = true;
+    mg_status s =
+        mgi_graph_ancestors_sweep(g, ys, n_ys, NULL, f->marks, f->order,
+                                  &f->n_order, &in_order, "mg_gradients");
+    if (s != MG_OK) return s;
+    for (int32_t t = 0; t < g->n; t++)
+        f->forward[t] =
+            f->marks[t] && !(mgi_op_table[g->nodes[t].op].flags & MG_OPF_LEAF);
+    const bool aps = ckpt && ckpt->policy == MG_CKPT_MEMORY;
+    if (!in_order || aps) s = forward_from_igraph(g, f, !in_order, aps);
+    if (s != MG_OK) return s;
+    /* relevant = depends on some x (and, being in `order`, feeds some y). */
+    for (int i = 0; i < n_xs; i++) f->relevant[xs[i]] = f->marks[xs[i]];
+    for (int32_t k = 0; k < f->n_order; k++) {
+        mg_tensor t = f->order[k];
+        const mg_node *nd = &g->nodes[t];
+        for (int i = 0; i < nd->n_in && !f->relevant[t]; i++)
+            f->relevant[t] = f->relevant[nd->in[i]];
+    }
+    bool any = false;
+    for (int j = 0; j < n_ys; j++) {
+        f->is_y[ys[j]] = true;
+        any = any || f->relevant[ys[j]];
+    }
+    if (!any) {
+        char label[160];
+        return mg_set_error(
+            MG_ERR_INVALID_ARG,
+            "mg_gradients: no y depends on any x (e.g. y %s), "
+            "so every gradient would be zero",
+            mgi_graph_tensor_label(g, ys[0], label, sizeof label));
+    }
+    return MG_OK;
+}
+
+/* Scratch arrays of one build, indexed by tensor id (the graph as it was
+ * before the call), beside the call's forward analysis. */
 typedef struct ad_work {
-    mg_tensor *gsum, *order, *copy, *stack, *made;
+    const ad_forward *fw;
+    mg_tensor *gsum, *copy, *stack, *made;
     int32_t *mark;
-    bool *marks, *relevant, *forward, *is_y, *keep, *chosen;
+    bool *keep, *chosen;
     bool *store16;     /* NULL unless mg_checkpoints.store16 */
     mg_tensor *pack16; /* the same */
-    int32_t n_order;
 } ad_work;
 
-static mg_status work_alloc(ad_work *w, int32_t n_nodes) {
+static mg_status work_alloc(ad_work *w, const ad_forward *fw,
+                            int32_t n_nodes) {
     size_t n = (size_t)(n_nodes ? n_nodes : 1);
     memset(w, 0, sizeof *w);
+    w->fw = fw;
     w->gsum = malloc(n * sizeof *w->gsum);
-    w->order = malloc(n * sizeof *w->order);
     w->copy = malloc(n * sizeof *w->copy);
     w->stack = malloc(n * sizeof *w->stack);
     w->made = malloc(n * sizeof *w->made);
     w->mark = malloc(n * sizeof *w->mark);
-    w->marks = calloc(n, sizeof *w->marks);
-    w->relevant = calloc(n, sizeof *w->relevant);
-    w->forward = calloc(n, sizeof *w->forward);
-    w->is_y = calloc(n, sizeof *w->is_y);
     w->keep = calloc(n, sizeof *w->keep);
     w->chosen = calloc(n, sizeof *w->chosen);
-    if (!w->gsum || !w->order || !w->copy || !w->stack || !w->made ||
-        !w->mark || !w->marks || !w->relevant || !w->forward || !w->is_y ||
+    if (!w->gsum || !w->copy || !w->stack || !w->made || !w->mark ||
         !w->keep || !w->chosen)
         return mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
     for (size_t i = 0; i < n; i++) {
@@ -233,54 +334,14 @@ static mg_status work_alloc(ad_work *w, int32_t n_nodes) {
 
 static void work_free(ad_work *w) {
     free(w->gsum);
-    free(w->order);
     free(w->copy);
     free(w->stack);
     free(w->made);
     free(w->mark);
-    free(w->marks);
-    free(w->relevant);
-    free(w->forward);
-    free(w->is_y);
     free(w->keep);
     free(w->chosen);
     free(w->store16);
     free(w->pack16);
-}
-
-/* Order the ancestors of the ys, mark which depend on an x, and let the
- * policy decide what the forward pass keeps. */
-static mg_status analyse(const mg_graph *g, const mg_tensor *ys, int n_ys,
-                         const mg_tensor *xs, int n_xs,
-                         const mg_checkpoints *ckpt, const mg_memory_search *m,
-                         ad_work *w) {
-    mg_status s = mgi_graph_ancestors_order(
-        g, ys, n_ys, NULL, w->marks, w->order, &w->n_order, "mg_gradients");
-    if (s != MG_OK) return s;
-    /* relevant = depends on some x (and, being in `order`, feeds some y). */
-    for (int i = 0; i < n_xs; i++) w->relevant[xs[i]] = w->marks[xs[i]];
-    for (int32_t k = 0; k < w->n_order; k++) {
-        mg_tensor t = w->order[k];
-        const mg_node *nd = &g->nodes[t];
-        for (int i = 0; i < nd->n_in && !w->relevant[t]; i++)
-            w->relevant[t] = w->relevant[nd->in[i]];
-        w->forward[t] = !(mgi_op_table[nd->op].flags & MG_OPF_LEAF);
-    }
-    bool any = false;
-    for (int j = 0; j < n_ys; j++) {
-        w->is_y[ys[j]] = true;
-        any = any || w->relevant[ys[j]];
-    }
-    if (!any) {
-        char label[160];
-        return mg_set_error(
-            MG_ERR_INVALID_ARG,
-            "mg_gradients: no y depends on any x (e.g. y %s), "
-            "so every gradient would be zero",
-            mgi_graph_tensor_label(g, ys[0], label, sizeof label));
-    }
-    return mgi_checkpoints_choose(g, ckpt, m, w->order, w->n_order, w->forward,
-                                  w->is_y, w->keep, w->chosen);
 }
 
 /* mg_checkpoints.compact under policy none: a tensor r that an op reads
@@ -303,7 +364,7 @@ static bool kept_or_leaf(const mg_graph *g, const ad_work *w, mg_tensor t) {
 /* Whether t is a cheap forward op, not a y, that can be made again. */
 static bool cheap(const mg_graph *g, const ad_work *w, mg_tensor t) {
     return (mgi_op_table[g->nodes[t].op].flags & MG_OPF_CHEAP) &&
-           w->forward[t] && !w->is_y[t];
+           w->fw->forward[t] && !w->fw->is_y[t];
 }
 
 /* Whether every input of t is kept or a leaf. */
@@ -327,8 +388,8 @@ static mg_status rebuild_cheap(const mg_graph *g, int32_t n, ad_work *w) {
     bool *whole = calloc((size_t)(n ? n : 1), sizeof *whole);
     if (!whole)
         return mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
-    for (int32_t k = 0; k < w->n_order; k++) {
-        const mg_node *nd = &g->nodes[w->order[k]];
+    for (int32_t k = 0; k < w->fw->n_order; k++) {
+        const mg_node *nd = &g->nodes[w->fw->order[k]];
         if (mgi_op_table[nd->op].flags & MG_OPF_READS_WHOLE)
             for (int i = 0; i < nd->n_in; i++) whole[nd->in[i]] = true;
     }
@@ -362,7 +423,7 @@ static mg_status store16_choose(const mg_graph *g, int32_t n, ad_work *w) {
         return mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
     for (int32_t t = 0; t < n; t++) {
         w->pack16[t] = MG_NO_TENSOR;
-        if (!w->keep[t] || !w->forward[t] || w->is_y[t] ||
+        if (!w->keep[t] || !w->fw->forward[t] || w->fw->is_y[t] ||
             mgi_graph_desc(g, t)->dtype != MG_F32)
             continue;
         w->keep[t] = false;
@@ -377,7 +438,10 @@ static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
                                  const mg_memory_search *m, ad_work *w,
                                  mg_tensor *result) {
     const int32_t n = g->n;
-    mg_status s = analyse(g, ys, n_ys, xs, n_xs, ckpt, m, w);
+    const ad_forward *fw = w->fw;
+    mg_status s = mgi_checkpoints_choose(g, ckpt, m, fw->order, fw->n_order,
+                                         fw->forward, fw->is_y, fw->is_ap,
+                                         w->keep, w->chosen);
     if (s != MG_OK) return s;
     if (ckpt && ckpt->compact && ckpt->policy == MG_CKPT_NONE) {
         s = rebuild_cheap(g, n, w);
@@ -389,7 +453,7 @@ static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
     }
     bool recompute = false;
     for (int32_t t = 0; t < n && !recompute; t++)
-        recompute = w->forward[t] && !w->keep[t];
+        recompute = fw->forward[t] && !w->keep[t];
     /* A gradient rule adds one to three nodes per forward op, and a
      * recomputed segment one more: room for that at once. */
     mgi_graph_reserve(g, (int64_t)n * (recompute ? 4 : 3) + 64);
@@ -410,7 +474,7 @@ static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
     }
 
     for (int j = 0; j < n_ys; j++) {
-        if (!w->relevant[ys[j]]) continue;
+        if (!fw->relevant[ys[j]]) continue;
         const mg_node *y = &g->nodes[ys[j]];
         mg_tensor seed = grad_ys ? grad_ys[j] : MG_NO_TENSOR;
         if (seed == MG_NO_TENSOR) {
@@ -421,10 +485,10 @@ static mg_status gradients_build(mg_graph *g, const mg_tensor *ys, int n_ys,
         if (accumulate(g, w->gsum, ys[j], seed) != MG_OK)
             return builder_failed();
     }
-    s = backprop(g, w->order, w->n_order, w->relevant, recompute ? &r : NULL,
+    s = backprop(g, fw->order, fw->n_order, fw->relevant, recompute ? &r : NULL,
                  w->gsum);
     if (s == MG_OK && ckpt && ckpt->compact)
-        s = mgi_compact_saved(g, n, w->keep, w->is_y);
+        s = mgi_compact_saved(g, n, w->keep, fw->is_y);
     if (s != MG_OK) return s;
 
     for (int i = 0; i < n_xs; i++) {
@@ -443,6 +507,7 @@ typedef struct ad_call {
     const mg_tensor *ys, *grad_ys, *xs;
     int n_ys, n_xs;
     const mg_checkpoints *ckpt;
+    const ad_forward *fw; /* found once for every build of the call */
 } ad_call;
 
 /* Append the backward graph once. On success w and result describe it; on
@@ -450,7 +515,7 @@ typedef struct ad_call {
 static mg_status build_once(mg_graph *g, const ad_call *c,
                             const mg_memory_search *m, ad_work *w,
                             mg_tensor *result) {
-    mg_status s = work_alloc(w, g->n);
+    mg_status s = work_alloc(w, c->fw, g->n);
     if (s != MG_OK) return s;
     const unsigned flags_before = g->building_flags;
     g->building_flags |= MG_NODE_BACKWARD;
@@ -481,11 +546,13 @@ mg_status mgi_gradients_point(mg_graph *g, const mg_tensor *ys, int n_ys,
                             "mg_gradients: budget point is NULL");
     const mg_checkpoints ck = {.policy = MG_CKPT_BUDGET,
                                .budget_bytes = SIZE_MAX};
-    const ad_call call = {ys, NULL, xs, n_ys, n_xs, &ck};
+    ad_forward fw;
+    const ad_call call = {ys, NULL, xs, n_ys, n_xs, &ck, &fw};
     const int32_t n_before = g->n;
     const uint64_t rng_before = g->rng_offset;
-    ad_work w;
-    s = build_once(g, &call, &point->search, &w, grads_out);
+    ad_work w = {0};
+    s = forward_analyse(g, ys, n_ys, xs, n_xs, &ck, &fw);
+    if (s == MG_OK) s = build_once(g, &call, &point->search, &w, grads_out);
     if (s == MG_OK) {
         for (int32_t t = 0; t < n_before; t++)
             if (w.chosen[t]) g->nodes[t].flags |= MG_NODE_CHOSEN;
@@ -494,6 +561,7 @@ mg_status mgi_gradients_point(mg_graph *g, const mg_tensor *ys, int n_ys,
         g->rng_offset = rng_before;
     }
     work_free(&w);
+    forward_free(&fw);
     return s;
 }
 
@@ -567,7 +635,13 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
     if (s != MG_OK) return s;
     if ((s = mgi_checkpoints_check(g, checkpoints)) != MG_OK) return s;
 
-    ad_call call = {ys, grad_ys, xs, n_ys, n_xs, checkpoints};
+    ad_forward fw;
+    s = forward_analyse(g, ys, n_ys, xs, n_xs, checkpoints, &fw);
+    if (s != MG_OK) {
+        forward_free(&fw);
+        return s;
+    }
+    ad_call call = {ys, grad_ys, xs, n_ys, n_xs, checkpoints, &fw};
     mg_checkpoints plain;
     const int32_t n_before = g->n;
     const uint64_t rng_before = g->rng_offset;
@@ -581,7 +655,10 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
     else
         s = mgi_memory_search_best(g, checkpoints, n_xs, build_trial, &call,
                                    &m.search);
-    if (s != MG_OK) return s;
+    if (s != MG_OK) {
+        forward_free(&fw);
+        return s;
+    }
     ad_work w;
     mg_tensor *result = malloc((size_t)n_xs * sizeof *result);
     s = result ? build_once(g, &call, &m.search, &w, result)
@@ -598,5 +675,6 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
     if (result) work_free(&w);
     free(result);
     budget_point_free(&m);
+    forward_free(&fw);
     return s;
 }

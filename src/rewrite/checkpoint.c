@@ -5,7 +5,8 @@
  * nothing else.
  *
  * memory: segments of about sqrt(total forward bytes) each. Boundaries are
- * articulation points of the forward graph (analysis.c) when there are enough
+ * articulation points of the forward graph (igraph's, found once per
+ * mg_gradients call in autodiff.c) when there are enough
  * of them; otherwise, in each stretch of the topological order, the cut with
  * the fewest live bytes (a multi-tensor separator: every tensor produced
  * before the cut and read after it). docs/checkpointing.md says why.
@@ -352,21 +353,20 @@ static mg_status choose_memory(const mg_graph *g, const mg_checkpoints *c,
                                const mg_memory_search *m,
                                const mg_tensor *order, int32_t n_order,
                                const bool *forward, const bool *is_y,
-                               bool *chosen, bool *keep_tail) {
+                               const bool *is_ap, bool *chosen,
+                               bool *keep_tail) {
     bool *keep = chosen;
     fwd_order fo = {.factor = m->segment_factor};
     size_t sz = (size_t)(g->n ? g->n : 1);
+    if (!is_ap) /* the caller's analysis finds them for this policy */
+        return mg_set_error(MG_ERR_INTERNAL, "mg_gradients: policy memory "
+                                             "without articulation points");
     fo.order = malloc(sz * sizeof *fo.order);
     fo.pos = malloc(sz * sizeof *fo.pos);
-    mg_tensor *aps = malloc(sz * sizeof *aps);
-    bool *is_ap = calloc(sz, sizeof *is_ap);
     mg_status s = MG_OK;
-    if (!fo.order || !fo.pos || !aps || !is_ap)
+    if (!fo.order || !fo.pos)
         s = mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
-    int32_t n_aps = 0;
-    if (s == MG_OK) s = mgi_graph_articulation_points(g, forward, aps, &n_aps);
     if (s == MG_OK) {
-        for (int32_t i = 0; i < n_aps; i++) is_ap[aps[i]] = true;
         for (int32_t t = 0; t < g->n; t++) fo.pos[t] = -1;
         for (int32_t i = 0; i < n_order; i++) {
             mg_tensor t = order[i];
@@ -402,8 +402,6 @@ static mg_status choose_memory(const mg_graph *g, const mg_checkpoints *c,
     }
     free(fo.order);
     free(fo.pos);
-    free(aps);
-    free(is_ap);
     return s;
 }
 
@@ -411,7 +409,7 @@ mg_status mgi_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
                                  const mg_memory_search *m,
                                  const mg_tensor *order, int32_t n_order,
                                  const bool *forward, const bool *is_y,
-                                 bool *keep, bool *chosen) {
+                                 const bool *is_ap, bool *keep, bool *chosen) {
     mg_ckpt_policy policy = c && !m->plain ? c->policy : MG_CKPT_NONE;
     for (int32_t t = 0; t < g->n; t++) {
         chosen[t] = false;
@@ -432,7 +430,8 @@ mg_status mgi_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
         break;
     }
     case MG_CKPT_MEMORY:
-        s = choose_memory(g, c, m, order, n_order, forward, is_y, chosen, keep);
+        s = choose_memory(g, c, m, order, n_order, forward, is_y, is_ap,
+                          chosen, keep);
         break;
     default:
         return mg_set_error(MG_ERR_INTERNAL, "mg_gradients: policy '%s'",

@@ -141,14 +141,16 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c,
 
 /* Decide what the forward pass keeps. order: the ancestors of the ys in
  * topological order; forward[t]: t is a computed tensor among them;
- * is_y[t]: t is a y. On return keep[t] says t is never recomputed and
- * chosen[t] that the policy picked it (what mg_graph_checkpoints reports).
- * Policy none keeps everything. */
+ * is_y[t]: t is a y; is_ap[t]: t is an articulation point of the forward
+ * tensors' graph (needed by policy memory only; NULL is fine for the
+ * others). On return keep[t] says t is never recomputed and chosen[t]
+ * that the policy picked it (what mg_graph_checkpoints reports). Policy
+ * none keeps everything. */
 mg_status mgi_checkpoints_choose(const mg_graph *g, const mg_checkpoints *c,
                                  const mg_memory_search *m,
                                  const mg_tensor *order, int32_t n_order,
                                  const bool *forward, const bool *is_y,
-                                 bool *keep, bool *chosen);
+                                 const bool *is_ap, bool *keep, bool *chosen);
 
 /* The compaction pass (compact.c), run by mg_gradients after backprop when
  * mg_checkpoints.compact is set: every kept forward tensor (id < n_fwd,

@@ -1,12 +1,15 @@
 /*
  * registry.c - the backends this library was built with, one row each,
- * which the executor searches by device. Adding a backend adds its row
+ * which the executor searches by device and the planner asks for the
+ * workspace a plan lends (plan_workspace, plan_extra). It sits on the
+ * backend floor so that both stand on it: the planner (src/rewrite) never
+ * reaches up into the executor for a row. Adding a backend adds its row
  * here and its folder beside the others (docs/adding-a-backend.md):
- * nothing else in the executor changes.
+ * nothing else in the executor or the planner changes.
  */
 #include "module.h"
 
-#include "common/gemm_split.h" /* the CUDA row's plan_extra */
+#include "gemm_split.h" /* the CUDA row's plan_extra */
 
 #include <stddef.h>
 

@@ -1,7 +1,7 @@
 /*
  * gemm_split.h - the workspace a plan made for a CUDA device lends cuBLAS
  * on a matmul step, beside what the op's own rule lends: the CUDA row's
- * plan_extra (src/backend/backend.h), which the plan counts
+ * plan_extra (backend.h, registry.c), which the plan counts
  * (src/rewrite/schedule.c) and the CUDA backend hands to
  * cublasSetWorkspace (cuda/cuda_backend.cu), both from the same shapes.
  *
@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#include "../backend/backend.h" /* mg_kargs */
+#include "backend.h" /* mg_kargs */
 
 /* Partial outputs a split product may keep at once. */
 #define MG_GEMM_SPLIT_PARTS 4

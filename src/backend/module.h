@@ -3,10 +3,10 @@
  * (module.c): MGI_BACKEND_MODULE defines the row, whose functions load the
  * module on first use and then forward to the module's own row.
  */
-#ifndef MG_EXEC_MODULE_H
-#define MG_EXEC_MODULE_H
+#ifndef MG_BACKEND_MODULE_H
+#define MG_BACKEND_MODULE_H
 
-#include "backend/backend.h"
+#include "backend.h"
 
 #include <pthread.h>
 
