@@ -380,6 +380,20 @@ class Captured:
                 device=kind)
         return self.plans[kind]
 
+    @property
+    def plan(self):
+        """The plan for the device of the example's float leaves."""
+        return self.plan_for(self._home_device())
+
+    @property
+    def executor(self):
+        return self.executor_for(self._home_device())
+
+    def _home_device(self):
+        for i in self.leaf_tensors:
+            return self.example[i].device
+        return torch.device("cpu")
+
     def run_prologue(self, values):
         """The prologue on this call's leaf values: env for the feeds."""
         env = {}

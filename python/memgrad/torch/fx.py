@@ -548,6 +548,13 @@ class CheckReport:
     __repr__ = __str__
 
 
+# PyTorch 2.9 and later default to the torch.export-based ONNX exporter;
+# this path (PyTorch 1.13's way in) is held to the TorchScript one it was
+# written for, which writes the op types the importer's table names
+_LEGACY_EXPORTER = ({"dynamo": False} if "dynamo" in inspect.signature(
+    torch.onnx.export).parameters else {})
+
+
 def _onnx_export(module, example_inputs, training):
     """The module's ONNX bytes (torch.onnx.export, opset 17, parameters
     under their own names), its buffers and torch's RNG left as they were
@@ -565,7 +572,7 @@ def _onnx_export(module, example_inputs, training):
                 do_constant_folding=False, opset_version=17,
                 input_names=["input%d" % i
                              for i in range(len(example_inputs))],
-                output_names=["output"])
+                output_names=["output"], **_LEGACY_EXPORTER)
     except Exception as e:  # noqa: BLE001 - any exporter failure
         msg = str(e).strip().splitlines()
         raise RuntimeError("torch.onnx.export failed: %s" % (
