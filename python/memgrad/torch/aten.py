@@ -191,14 +191,14 @@ def _graph_unary(name, fallback=None):
     fallback(g, x) where an older library lacks it."""
     def h(cx, node, x):
         g = cx.graph
-        if hasattr(g, name) or name in getattr(g, "_unary_names", ()):
-            try:
-                return getattr(g, name)(cx.t(x))
-            except AttributeError:
-                pass
-        if fallback is None:
-            raise Unmapped("this libmemgrad has no %s op" % name)
-        return fallback(g, cx.t(x))
+        try:
+            op = getattr(g, name)
+        except AttributeError:
+            if fallback is None:
+                raise Unmapped("this libmemgrad has no %s op" % name) \
+                    from None
+            return fallback(g, cx.t(x))
+        return op(cx.t(x))
     return h
 
 

@@ -139,14 +139,6 @@ class _Piece(torch.nn.Module):
         return outs[0] if self.single else tuple(outs)
 
 
-class _PieceLeaf:
-    def __init__(self, kind, name, k):
-        self.kind, self.name, self.k = kind, name, k
-
-    def get(self, args=None):
-        return (args if args is not None else _Holder.args)[self.k]
-
-
 def _pieces(gm, example_inputs, policy, budget_bytes, compact, row):
     """The graph in pieces: the ATen nodes memgrad maps, in runs that
     torch.fx's capability partitioner finds, each run captured on its
@@ -184,17 +176,15 @@ def _pieces(gm, example_inputs, policy, budget_bytes, compact, row):
         single = not isinstance(out, (tuple, list))
         n_out = 1 if single else len(out)
         kinds = [("user", None)] * n_out
-        pleaves = [_PieceLeaf("param" if isinstance(a, torch.nn.Parameter)
-                              else "input", "%s.in%d" % (name, i), i)
+        pleaves = [_ArgLeaf("param" if isinstance(a, torch.nn.Parameter)
+                            else "input", "%s.in%d" % (name, i), i)
                    for i, a in enumerate(args)]
-        _Holder.args = list(args)
         try:
             cap = Captured("piece %s" % name, _as_tuple_out(sub), pleaves,
-                           kinds, None, policy, budget_bytes, compact)
+                           kinds, None, list(args), policy, budget_bytes,
+                           compact)
         except Exception:  # noqa: BLE001 - the piece stays in eager
             continue
-        finally:
-            _Holder.args = None
         setattr(fused, name, _Piece(cap, single))
         n_pieces += 1
         pieces.append(sum(1 for n in sub.graph.nodes
@@ -244,7 +234,7 @@ class _ArgLeaf:
     def __init__(self, kind, name, k):
         self.kind, self.name, self.k = kind, name, k
 
-    def get(self, args=None):
+    def get(self, args):
         return args[self.k]
 
 
@@ -254,7 +244,7 @@ class _ConstLeaf:
     def __init__(self, name, c):
         self.kind, self.name, self.c = "const", name, c
 
-    def get(self, args=None):
+    def get(self, args):
         return self.c
 
 
@@ -272,28 +262,12 @@ def _capture(gm, example_inputs, policy, budget_bytes, compact):
             raise Unsupported("a dynamo graph", [(
                 "output kind %s" % spec.kind, 1, [str(spec.target)],
                 "not supported")])
-    _Holder.args = example_inputs
-    cap = Captured("a dynamo graph", ep.graph_module,
-                   [_Bound(lf) for lf in leaves], out_kinds,
-                   ep.call_spec.out_spec, policy, budget_bytes, compact)
-    cap.leaves = leaves
+    cap = Captured("a dynamo graph", ep.graph_module, leaves, out_kinds,
+                   ep.call_spec.out_spec, example_inputs, policy,
+                   budget_bytes, compact)
     cap.user_input_names = [s.arg.name for s in sig.input_specs
                             if s.kind == InputKind.USER_INPUT]
     return cap
-
-
-class _Holder:
-    args = None
-
-
-class _Bound:
-    """A leaf bound to the example inputs while the capture builds."""
-
-    def __init__(self, leaf):
-        self.kind, self.name, self.leaf = leaf.kind, leaf.name, leaf
-
-    def get(self, args=None):
-        return self.leaf.get(_Holder.args)
 
 
 try:

@@ -101,7 +101,10 @@ def _params_of(module):
 
 
 class _Leaf:
-    """Where a placeholder's value comes from on each call."""
+    """Where a placeholder's value comes from on each call: get(inputs)
+    with the call's flat inputs (a parameter or buffer of the module, a
+    constant, or one of the inputs). kind: "param", "buffer", "const" or
+    "input"."""
 
     def __init__(self, kind, name, get):
         self.kind, self.name, self.get = kind, name, get
@@ -109,13 +112,16 @@ class _Leaf:
 
 class Captured:
     """One module's memgrad graph and plan for one input signature and
-    mode. Built from an ExportedProgram's graph module (gm), its input
-    leaves and output kinds."""
+    mode. Built from an ExportedProgram's graph module (gm), where each
+    placeholder's value comes from (leaves), the kind of each output, and
+    the example's flat inputs."""
 
-    def __init__(self, name, gm, leaves, out_kinds, out_spec, policy="none",
-                 budget_bytes=0, compact=False, store16=False):
+    def __init__(self, name, gm, leaves, out_kinds, out_spec, inputs,
+                 policy="none", budget_bytes=0, compact=False,
+                 store16=False):
         self.module_name = name
         self.gm, self.leaves = gm, leaves
+        self._inputs = inputs
         self.out_kinds, self.out_spec = out_kinds, out_spec
         self.policy, self.budget_bytes = policy, int(budget_bytes or 0)
         self._compact, self._store16 = compact, store16
@@ -127,7 +133,8 @@ class Captured:
     def _build(self):
         nodes = list(self.gm.graph.nodes)
         ph = [n for n in nodes if n.op == "placeholder"]
-        ex = self.example = [lf.get() for lf in self.leaves]
+        ex = self.example = [lf.get(self._inputs) for lf in self.leaves]
+        self._inputs = None
         if len(ph) != len(ex):
             raise RuntimeError("memgrad.torch: %d placeholders and %d inputs"
                                % (len(ph), len(ex)))
@@ -191,7 +198,6 @@ class Captured:
         self._origin = {}  # id(torch value) -> prologue node
         env = {}
         self.prologue = []  # prologue nodes, in order
-        prologue_need = set()
         self.leaf_tensors = {}  # placeholder index -> memgrad tensor
         for i, (n, v) in enumerate(zip(ph, ex)):
             env[n] = v
@@ -203,7 +209,6 @@ class Captured:
                 env[n] = t
             elif torch.is_tensor(v):
                 self._origin[id(v)] = (v, lambda env, n=n: env[n])
-        self._env_example = env
         for n in nodes:
             if n.op != "call_function":
                 continue

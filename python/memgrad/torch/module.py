@@ -78,7 +78,7 @@ class _Run(torch.autograd.Function):
         grads_t = {}
         for i, gt in zip(cap.grad_leaves, cap.grads):
             if ctx.needs_input_grad[2 + i] and gt not in cap.seeds:
-                v = cap.example_like(i, feeds)
+                v = feeds[cap.leaf_tensors[i]]
                 feeds[gt] = grads_t[i] = torch.empty_like(v)
         grads = ctx.ex.backward(ctx.plan, ctx.saved, feeds)
         ctx.saved.free()
@@ -125,16 +125,16 @@ def capture_module(module, args, kwargs, policy="memory", budget_bytes=0,
         name = spec.target or spec.arg.name
         if spec.kind == InputKind.PARAMETER:
             leaves.append(_Leaf("param", name,
-                                lambda n=name: module.get_parameter(n)))
+                                lambda u, n=name: module.get_parameter(n)))
         elif spec.kind == InputKind.BUFFER:
             leaves.append(_Leaf("buffer", name,
-                                lambda n=name: module.get_buffer(n)))
+                                lambda u, n=name: module.get_buffer(n)))
         elif spec.kind == InputKind.CONSTANT_TENSOR:
             c = ep.constants[spec.target]
-            leaves.append(_Leaf("const", name, lambda c=c: c))
+            leaves.append(_Leaf("const", name, lambda u, c=c: c))
         elif spec.kind == InputKind.USER_INPUT:
             leaves.append(_Leaf("input", spec.arg.name,
-                                lambda k=k: _UserInputs.current[k]))
+                                lambda u, k=k: u[k]))
             k += 1
         else:
             raise Unsupported(type(module).__name__, [(
@@ -151,13 +151,9 @@ def capture_module(module, args, kwargs, policy="memory", budget_bytes=0,
             raise Unsupported(type(module).__name__, [(
                 "output kind %s" % spec.kind, 1, [str(spec.target)],
                 "not supported")])
-    _UserInputs.current = flat_user
-    try:
-        cap = Captured(type(module).__name__, ep.graph_module, leaves,
-                       out_kinds, ep.call_spec.out_spec, policy,
-                       budget_bytes, compact, store16)
-    finally:
-        _UserInputs.current = None
+    cap = Captured(type(module).__name__, ep.graph_module, leaves,
+                   out_kinds, ep.call_spec.out_spec, flat_user, policy,
+                   budget_bytes, compact, store16)
     cap.in_spec = ep.call_spec.in_spec
     cap.user_input_names = [s.arg.name for s in sig.input_specs
                             if s.kind == InputKind.USER_INPUT]
@@ -167,19 +163,6 @@ def capture_module(module, args, kwargs, policy="memory", budget_bytes=0,
 def flatten_inputs(spec, args, kwargs):
     """The call's inputs flattened as export flattened the example's."""
     return fx_pytree.tree_flatten_spec((tuple(args), dict(kwargs)), spec)
-
-
-class _UserInputs:
-    """The flat user inputs of the call being captured or run (the
-    leaves read them through this, so a Captured serves every call)."""
-    current = None
-
-
-def _example_like(cap, i, feeds):
-    return feeds[cap.leaf_tensors[i]]
-
-
-Captured.example_like = _example_like
 
 
 def call(cap, values, seed):
@@ -289,11 +272,7 @@ class Module(torch.nn.Module):
         self._cap = cap
         kwargs = dict(kwargs, **cap.extra_kwargs)
         flat = flatten_inputs(cap.in_spec, args, kwargs)
-        _UserInputs.current = flat
-        try:
-            values = [lf.get() for lf in cap.leaves]
-        finally:
-            _UserInputs.current = None
+        values = [lf.get(flat) for lf in cap.leaves]
         seed = 0
         if cap.n_random:
             seed = int(torch.randint(0, 2 ** 62, (1,)).item())
