@@ -163,7 +163,8 @@ static mg_status lce_check(const mg_tdesc *h, const mg_tdesc *w,
         return MG_ERR_SHAPE;
     }
     if (a->chunk_rows < 1 || a->chunk_rows > h->shape[0]) {
-        snprintf(why, len, "chunk_rows %lld is not in [1, %lld]",
+        snprintf(why, len,
+                 "chunk_rows %lld is not in [1, %lld] (0 picks the default)",
                  (long long)a->chunk_rows, (long long)h->shape[0]);
         return MG_ERR_INVALID_ARG;
     }
