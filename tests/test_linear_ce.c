@@ -5,8 +5,8 @@
  *     cross_entropy(matmul(h, w^T)) in f32 and f64, for chunks that divide
  *     N, one that does not, one row, N and more than N, and int64 labels;
  *   - the gradients of a small model ending in it are the same bits under
- *     policies none, memory and speed, and the pool's measured peak equals
- *     the prediction under each;
+ *     policies none, memory, speed, budget and none with compaction, and
+ *     the pool's measured peak equals the prediction under each;
  *   - at N = 512, V = 8192, D = 64 its measured peak (= predicted) is far
  *     below the unfused pair's, which keeps [N, V] logits and their
  *     gradient, and shrinks with the chunk;
@@ -218,8 +218,10 @@ START_TEST(test_default_chunk_and_workspace) {
 END_TEST
 
 /* ------------------------------------------------------------------ a model
- * x [n, din] -> tanh(x w1) -> tanh(. w2) -> linear_cross_entropy(., wout):
- * parameters w1 [din, d], w2 [d, d], wout [v, d]. */
+ * x [n, din] -> tanh(x w1) -> relu(. w2) -> linear_cross_entropy(., wout):
+ * parameters w1 [din, d], w2 [d, d], wout [v, d]. The relu, which only the
+ * fused op reads, is what compaction may make again for the backward pass
+ * (rebuild_cheap) rather than keep. */
 
 typedef struct lce_model {
     mg_graph *g;
@@ -228,9 +230,10 @@ typedef struct lce_model {
     mg_tensor x, lab, w[3], loss, grads[3];
 } lce_model;
 
-static void model_build(lce_model *m, mg_dtype dt, int64_t n, int64_t din,
-                        int64_t d, int64_t v, int64_t chunk, int fused,
-                        mg_ckpt_policy policy) {
+/* mg_gradients' status (the graph is built either way; free m->g). */
+static mg_status model_build(lce_model *m, mg_dtype dt, int64_t n, int64_t din,
+                             int64_t d, int64_t v, int64_t chunk, int fused,
+                             const mg_checkpoints *c) {
     m->g = mg_graph_new();
     ck_assert(m->g != NULL);
     m->dt = dt;
@@ -241,15 +244,12 @@ static void model_build(lce_model *m, mg_dtype dt, int64_t n, int64_t din,
     m->w[1] = mg_param(m->g, "w2", dt, 2, S(d, d));
     m->w[2] = mg_param(m->g, "wout", dt, 2, S(v, d));
     mg_tensor h = mg_tanh(m->g, mg_matmul(m->g, m->x, m->w[0], 0, 0));
-    h = mg_tanh(m->g, mg_matmul(m->g, h, m->w[1], 0, 0));
+    h = mg_relu(m->g, mg_matmul(m->g, h, m->w[1], 0, 0));
     m->loss = fused ? mg_linear_cross_entropy(m->g, h, m->w[2], m->lab, chunk)
                     : mg_cross_entropy(m->g, mg_matmul(m->g, h, m->w[2], 0, 1),
                                        m->lab);
     TH_OK_T("model loss", m->loss);
-    const mg_checkpoints c = {.policy = policy};
-    ck_assert_msg(
-        mg_gradients(m->g, &m->loss, 1, NULL, m->w, 3, &c, m->grads) == MG_OK,
-        "policy %d: %s", (int)policy, mg_last_error());
+    return mg_gradients(m->g, &m->loss, 1, NULL, m->w, 3, c, m->grads);
 }
 
 typedef struct model_run {
@@ -313,31 +313,46 @@ static void model_run_free(model_run *r) {
     for (int i = 0; i < 3; i++) free(r->grads[i]);
 }
 
-/* Policies none, memory and speed: the same bits in every gradient, and
+/* Policies none, memory, speed and budget (at the smallest budget that
+ * fits), and none with compaction: the same bits in every gradient, and
  * measured peak == predicted under each. chunk 3 of 20 rows (7 chunks,
  * the last of 2), f32 and f64. */
 START_TEST(test_policies_bit_equal_and_peak) {
-    const mg_ckpt_policy pol[3] = {MG_CKPT_NONE, MG_CKPT_MEMORY, MG_CKPT_SPEED};
+    const mg_checkpoints pol[5] = {{.policy = MG_CKPT_NONE},
+                                   {.policy = MG_CKPT_MEMORY},
+                                   {.policy = MG_CKPT_SPEED},
+                                   {.policy = MG_CKPT_BUDGET},
+                                   {.policy = MG_CKPT_NONE, .compact = 1}};
     for (int dti = 0; dti < 2; dti++) {
+        const mg_dtype dt = th_dtypes[dti];
         model_run ref = {0};
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < 5; k++) {
             lce_model m;
-            model_build(&m, th_dtypes[dti], 20, 6, 16, 16, 3, 1, pol[k]);
+            mg_checkpoints c = pol[k];
+            if (c.policy == MG_CKPT_BUDGET) {
+                /* a budget of 1 byte names the smallest that fits */
+                c.budget_bytes = 1;
+                ck_assert_int_eq(model_build(&m, dt, 20, 6, 16, 16, 3, 1, &c),
+                                 MG_ERR_NOMEM);
+                mg_graph_free(m.g);
+                c.budget_bytes = th_budget_smallest();
+            }
+            ck_assert_msg(model_build(&m, dt, 20, 6, 16, 16, 3, 1, &c) == MG_OK,
+                          "case %d: %s", k, mg_last_error());
             model_run r = {0};
             model_run_step(&m, 5, &r);
             ck_assert_msg(r.peak == r.predicted,
-                          "%s policy %d: peak %zu, predicted %zu",
-                          mg_dtype_name(th_dtypes[dti]), (int)pol[k], r.peak,
-                          r.predicted);
+                          "%s case %d: peak %zu, predicted %zu",
+                          mg_dtype_name(dt), k, r.peak, r.predicted);
             if (k == 0) {
                 ref = r;
             } else {
                 for (int i = 0; i < 3; i++)
                     ck_assert_msg(
                         memcmp(r.grads[i], ref.grads[i], r.bytes[i]) == 0,
-                        "%s policy %d: gradient %d differs from "
+                        "%s case %d: gradient %d differs from "
                         "policy none's",
-                        mg_dtype_name(th_dtypes[dti]), (int)pol[k], i);
+                        mg_dtype_name(dt), k, i);
                 model_run_free(&r);
             }
             mg_graph_free(m.g);
@@ -356,7 +371,7 @@ START_TEST(test_peak_below_unfused) {
     const size_t logits = (size_t)(n * v) * sizeof(float);
     lce_model m;
     model_run un = {0};
-    model_build(&m, MG_F32, n, 32, d, v, 0, 0, MG_CKPT_NONE);
+    ck_assert(model_build(&m, MG_F32, n, 32, d, v, 0, 0, NULL) == MG_OK);
     model_run_step(&m, 9, &un);
     mg_graph_free(m.g);
     ck_assert_msg(un.peak == un.predicted, "unfused: peak %zu, predicted %zu",
@@ -368,7 +383,8 @@ START_TEST(test_peak_below_unfused) {
     size_t last = SIZE_MAX;
     for (int k = 0; k < 3; k++) {
         model_run r = {0};
-        model_build(&m, MG_F32, n, 32, d, v, chunks[k], 1, MG_CKPT_NONE);
+        ck_assert(model_build(&m, MG_F32, n, 32, d, v, chunks[k], 1, NULL) ==
+                  MG_OK);
         model_run_step(&m, 9, &r);
         mg_graph_free(m.g);
         ck_assert_msg(r.peak == r.predicted,
