@@ -461,7 +461,8 @@ mg_tensor mg_flatten(mg_graph *g, mg_tensor x, int start_axis);
  * elements, which the plan's peak counts), and the backward pass makes
  * each chunk again from h and w: nothing of size N x V is kept or
  * allocated. chunk_rows 0 picks the default, 2^21 / V rows (at least 1:
- * 8 MiB of float32 logits); more than N is cut to N. The gradients of h
+ * 8 MiB of float32 logits); more than N is cut to N; a negative one is
+ * refused with MG_ERR_INVALID_ARG. The gradients of h
  * and w come from one backward op that adds w's over the chunks in a
  * fixed order, so they are the same bits on every run. A label outside
  * [0, V) makes the run fail with MG_ERR_INVALID_ARG, as mg_cross_entropy
