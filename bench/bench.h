@@ -14,6 +14,7 @@
  *   cmd_observe.c  mg-bench observe (what an observer costs)
  *   cmd_budget.c   mg-bench budget
  *   cmd_attention.c mg-bench attention (fused vs composed attention)
+ *   cmd_lce.c      mg-bench lce (linear + cross-entropy fused vs unfused)
  *   mg_bench.c     main() and the subcommand dispatch
  *   models.c       the models (models.h)
  */
@@ -51,6 +52,7 @@ int bench_cmd_observe(int argc, char **argv);
 int bench_cmd_budget(int argc, char **argv);
 int bench_cmd_attention(int argc, char **argv);
 int bench_cmd_live(int argc, char **argv); /* cmd_live.c */
+int bench_cmd_lce(int argc, char **argv);  /* cmd_lce.c */
 
 /* ------------------------------------------------------ usage and errors */
 

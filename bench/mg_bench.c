@@ -10,6 +10,8 @@
  *                    bench/compare_torch.py)
  *   mg-bench budget  policy budget at fractions of policy none's peak
  *   mg-bench live    what is live at a plan's predicted peak, and why
+ *   mg-bench lce     a language model's head and loss, fused and chunked
+ *                    (mg_linear_cross_entropy) against matmul + cross-entropy
  *
  * `mg-bench --help` gives every option with its default. Tables go to
  * stdout, progress to stderr; a bad argument prints the usage and exits 2.
@@ -43,7 +45,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "attention"))
         return bench_cmd_attention(argc - 2, argv + 2);
     if (!strcmp(cmd, "live")) return bench_cmd_live(argc - 2, argv + 2);
+    if (!strcmp(cmd, "lce")) return bench_cmd_lce(argc - 2, argv + 2);
     return bench_usage_error("unknown command '%s' (depth, rewrite, step, "
-                             "observe, budget, attention, live)",
+                             "observe, budget, attention, live, lce)",
                              cmd);
 }

@@ -99,6 +99,8 @@ static void kernels_init(void) {
     t[MG_OP_UNPACK_BF16] = cu_unpack_bf16;
     t[MG_OP_MAX_POOL2D_ARGMAX] = cu_max_pool2d_argmax;
     t[MG_OP_MAX_POOL2D_GRAD_ARGMAX] = cu_max_pool2d_grad_argmax;
+    t[MG_OP_LINEAR_CROSS_ENTROPY] = cu_linear_cross_entropy;
+    t[MG_OP_LINEAR_CROSS_ENTROPY_GRAD] = cu_linear_cross_entropy_grad;
     kernels_ready = 1;
 }
 
@@ -135,6 +137,8 @@ extern "C" size_t mgi_cuda_workspace(const mg_kargs *a) {
     case MG_OP_ATTENTION: return cu_attention_workspace(a);
     case MG_OP_ATTENTION_GRAD:
     case MG_OP_ATTENTION_GRAD_MASK: return cu_attention_grad_workspace(a);
+    case MG_OP_LINEAR_CROSS_ENTROPY:
+    case MG_OP_LINEAR_CROSS_ENTROPY_GRAD: return cu_linear_ce_workspace(a);
     default: return 0;
     }
 }

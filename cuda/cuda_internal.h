@@ -254,5 +254,9 @@ mg_status cu_pack_bf16(cu_ctx *, const mg_kargs *);
 mg_status cu_unpack_bf16(cu_ctx *, const mg_kargs *);
 mg_status cu_max_pool2d_argmax(cu_ctx *, const mg_kargs *);
 mg_status cu_max_pool2d_grad_argmax(cu_ctx *, const mg_kargs *);
+/* cuda_loss.cu: linear + cross-entropy, chunked (both ops' workspace) */
+mg_status cu_linear_cross_entropy(cu_ctx *, const mg_kargs *);
+mg_status cu_linear_cross_entropy_grad(cu_ctx *, const mg_kargs *);
+size_t cu_linear_ce_workspace(const mg_kargs *);
 
 #endif

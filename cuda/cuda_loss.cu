@@ -1,8 +1,10 @@
 /*
  * cuda_loss.cu - the scalar losses (cross-entropy against integer labels,
- * with its fused backward op, and mean squared error). Per-row partial
- * losses are summed by one block in a fixed order; a bad label is found on
- * the device and reported as the CPU reports it.
+ * with its fused backward op, and mean squared error), and the chunked
+ * linear + cross-entropy pair, whose logits chunks are cuBLAS products
+ * (cu_gemm). Per-row partial losses are summed by one block in a fixed
+ * order; a bad label is found on the device and reported as the CPU
+ * reports it.
  */
 #include "cuda_internal.h"
 
@@ -163,4 +165,153 @@ mg_status cu_mse(cu_ctx *c, const mg_kargs *a) {
                     (const T *)a->in[0].data, (const T *)a->in[1].data,
                     (T *)a->out.data, n)));
     return MG_OK;
+}
+
+/* ---- linear_cross_entropy ------------------------------------------------
+ * As the CPU kernels (cpu_loss.c): per chunk of m rows from row r0, one
+ * GEMM makes the logits [m, V] in the workspace; the forward takes each
+ * row's loss from it into part[r0 + r], the gradient turns it in place
+ * into the rows' logits gradient and makes dh (rows r0.. of the output)
+ * and adds dw (chunk 0 writes it) with two more GEMMs. Everything is on
+ * one stream in chunk order, with no atomics on floats, so the bits are
+ * the same on every run. */
+
+/* part[r] = logsumexp(row r) - row r[label of row r0 + r] for the m rows
+ * of the chunk x; a bad label records its row (r0 + r) in *flag. */
+template <typename T>
+__global__ void k_lce_rows(const T *x, const void *labels, mg_dtype lt, T *part,
+                           int64_t m, int64_t r0, int64_t cl, int *flag) {
+    CU_SHARED(T, sh);
+    for (int64_t r = blockIdx.x; r < m; r += gridDim.x) {
+        const T *px = x + r * cl;
+        const int64_t row = r0 + r;
+        const int64_t lab = mg_index_at(labels, lt, row);
+        const bool bad = lab < 0 || lab >= cl;
+        if (bad && threadIdx.x == 0)
+            atomicMin(flag, (int)(row < INT_MAX ? row : INT_MAX - 1));
+        T mx = px[0];
+        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
+            if (px[i] > mx) mx = px[i];
+        mx = cu_block_max(mx, sh);
+        T s = 0;
+        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
+            s += exp(px[i] - mx);
+        s = cu_block_sum(s, sh);
+        if (threadIdx.x == 0) part[r] = bad ? (T)0 : (mx - px[lab]) + log(s);
+    }
+}
+
+/* x row r becomes (softmax(row) - onehot(label)) * gy / rows, in place:
+ * each thread writes only the elements it read, after the block's max
+ * and sum are complete. */
+template <typename T>
+__global__ void k_lce_grad_rows(T *x, const T *gy, const void *labels,
+                                mg_dtype lt, int64_t m, int64_t r0, int64_t cl,
+                                int64_t rows, int *flag) {
+    CU_SHARED(T, sh);
+    const T scale = gy[0] / (T)rows;
+    for (int64_t r = blockIdx.x; r < m; r += gridDim.x) {
+        T *px = x + r * cl;
+        const int64_t row = r0 + r;
+        const int64_t lab = mg_index_at(labels, lt, row);
+        if ((lab < 0 || lab >= cl) && threadIdx.x == 0)
+            atomicMin(flag, (int)(row < INT_MAX ? row : INT_MAX - 1));
+        T mx = px[0];
+        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
+            if (px[i] > mx) mx = px[i];
+        mx = cu_block_max(mx, sh);
+        T s = 0;
+        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
+            s += exp(px[i] - mx);
+        s = cu_block_sum(s, sh);
+        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x) {
+            T v = exp(px[i] - mx) / s;
+            if (i == lab) v -= 1;
+            px[i] = v * scale;
+        }
+    }
+}
+
+size_t cu_linear_ce_workspace(const mg_kargs *a) {
+    const int grad = a->op == MG_OP_LINEAR_CROSS_ENTROPY_GRAD;
+    const mg_tdesc *h = &a->in[grad].d, *w = &a->in[grad + 1].d;
+    if (h->ndim != 2 || w->ndim != 2) return 0;
+    return mg_lce_workspace(h->shape[0], w->shape[0], a->attrs->chunk_rows,
+                            mg_dtype_size(h->dtype), !grad);
+}
+
+template <typename T>
+static mg_status lce_forward(cu_ctx *c, const mg_kargs *a,
+                             const mg_lce_dims *d) {
+    const int64_t n = d->rows, v = d->vocab, dim = d->dim;
+    const T *h = (const T *)a->in[0].data, *w = (const T *)a->in[1].data;
+    const void *labels = a->in[2].data;
+    const mg_dtype lt = a->in[2].d.dtype;
+    T *lg = (T *)a->work, *part = lg + d->chunk * v;
+    const unsigned t = cu_row_threads(v);
+    for (int64_t r0 = 0; r0 < n; r0 += d->chunk) {
+        const int64_t m = n - r0 < d->chunk ? n - r0 : d->chunk;
+        mg_status s = cu_gemm<T>(c, a, 0, 1, m, v, dim, h + r0 * dim, dim, 0, w,
+                                 dim, 0, (T)0, lg, v, 0, 1);
+        if (s != MG_OK) return s;
+        k_lce_rows<T><<<cu_grid_rows(m), t, t * sizeof(T), c->stream>>>(
+            lg, labels, lt, part + r0, m, r0, v, c->flag);
+        s = cu_check_launch(a, "linear_cross_entropy rows");
+        if (s != MG_OK) return s;
+    }
+    k_mean_of<T><<<1, 1024, 1024 * sizeof(T), c->stream>>>(
+        part, (const T *)NULL, (T *)a->out.data, n);
+    return cu_check_launch(a, "linear_cross_entropy mean");
+}
+
+template <typename T>
+static mg_status lce_backward(cu_ctx *c, const mg_kargs *a,
+                              const mg_lce_dims *d) {
+    const int64_t n = d->rows, v = d->vocab, dim = d->dim;
+    const T *gy = (const T *)a->in[0].data, *h = (const T *)a->in[1].data,
+            *w = (const T *)a->in[2].data;
+    const void *labels = a->in[3].data;
+    const mg_dtype lt = a->in[3].d.dtype;
+    T *lg = (T *)a->work, *dh = (T *)a->out.data, *dw = dh + n * dim;
+    const unsigned t = cu_row_threads(v);
+    for (int64_t r0 = 0; r0 < n; r0 += d->chunk) {
+        const int64_t m = n - r0 < d->chunk ? n - r0 : d->chunk;
+        mg_status s = cu_gemm<T>(c, a, 0, 1, m, v, dim, h + r0 * dim, dim, 0, w,
+                                 dim, 0, (T)0, lg, v, 0, 1);
+        if (s != MG_OK) return s;
+        k_lce_grad_rows<T><<<cu_grid_rows(m), t, t * sizeof(T), c->stream>>>(
+            lg, gy, labels, lt, m, r0, v, n, c->flag);
+        s = cu_check_launch(a, "linear_cross_entropy_grad rows");
+        /* dh rows r0.. = dlogits w; dw (+)= dlogits^T h rows r0.. */
+        if (s == MG_OK)
+            s = cu_gemm<T>(c, a, 0, 0, m, dim, v, lg, v, 0, w, dim, 0, (T)0,
+                           dh + r0 * dim, dim, 0, 1);
+        if (s == MG_OK)
+            s = cu_gemm<T>(c, a, 1, 0, v, dim, m, lg, v, 0, h + r0 * dim, dim,
+                           0, r0 == 0 ? (T)0 : (T)1, dw, dim, 0, 1);
+        if (s != MG_OK) return s;
+    }
+    return MG_OK;
+}
+
+mg_status cu_linear_cross_entropy(cu_ctx *c, const mg_kargs *a) {
+    mg_lce_dims d;
+    mg_status s = mg_lce_dims_setup(a, 0, 1, &d);
+    if (s == MG_OK) s = flag_reset(c, a);
+    if (s != MG_OK) return s;
+    CU_BY_FLOAT(a, a->out.d.dtype, s = lce_forward<T>(c, a, &d));
+    return s != MG_OK
+               ? s
+               : flag_check(c, a, a->in[2].data, a->in[2].d.dtype, d.vocab);
+}
+
+mg_status cu_linear_cross_entropy_grad(cu_ctx *c, const mg_kargs *a) {
+    mg_lce_dims d;
+    mg_status s = mg_lce_dims_setup(a, 1, 0, &d);
+    if (s == MG_OK) s = flag_reset(c, a);
+    if (s != MG_OK) return s;
+    CU_BY_FLOAT(a, a->out.d.dtype, s = lce_backward<T>(c, a, &d));
+    return s != MG_OK
+               ? s
+               : flag_check(c, a, a->in[3].data, a->in[3].d.dtype, d.vocab);
 }

@@ -452,6 +452,24 @@ mg_tensor mg_global_avg_pool2d(mg_graph *g, mg_tensor x);
  * reshape, e.g. [N, C, H, W] with start_axis 1 gives [N, C*H*W]. */
 MG_API
 mg_tensor mg_flatten(mg_graph *g, mg_tensor x, int start_axis);
+/* Mean cross-entropy of the logits h w^T against labels, fused so that the
+ * logits are never whole: the same scalar as
+ * mg_cross_entropy(g, mg_matmul(g, h, w, 0, 1), labels). h is [N, D]
+ * (float), w [V, D] of h's dtype (PyTorch's Linear weight layout, no
+ * bias), labels [N] (MG_I32 or MG_I64). Both passes make the logits
+ * chunk_rows rows at a time in the op's workspace (chunk_rows x V
+ * elements, which the plan's peak counts), and the backward pass makes
+ * each chunk again from h and w: nothing of size N x V is kept or
+ * allocated. chunk_rows 0 picks the default, 2^21 / V rows (at least 1:
+ * 8 MiB of float32 logits); more than N is cut to N; a negative one is
+ * refused with MG_ERR_INVALID_ARG. The gradients of h
+ * and w come from one backward op that adds w's over the chunks in a
+ * fixed order, so they are the same bits on every run. A label outside
+ * [0, V) makes the run fail with MG_ERR_INVALID_ARG, as mg_cross_entropy
+ * does: PyTorch's ignore_index (-100) is not supported. */
+MG_API
+mg_tensor mg_linear_cross_entropy(mg_graph *g, mg_tensor h, mg_tensor w,
+                                  mg_tensor labels, int64_t chunk_rows);
 
 /* ------------------------------------------------------------------ gradients
  */

@@ -19,8 +19,9 @@
 static const int64_t NCHW[4] = {2, 4, 9, 8};
 
 /* A training graph over conv2d (several geometries), max and average
- * pooling, layernorm, an embedding and cross-entropy: every op that
- * borrows workspace on some backend. Returns the plan of its gradients. */
+ * pooling, layernorm, an embedding, cross-entropy and linear
+ * cross-entropy: every op that borrows workspace on some backend. Returns the
+ * plan of its gradients. */
 static mg_plan *workspace_plan(mg_graph *g) {
     mg_tensor x = mg_input(g, "x", MG_F32, 4, NCHW);
     const int64_t w3[4] = {4, 2, 3, 3}, w1[4] = {4, 4, 1, 1};
@@ -46,12 +47,16 @@ static mg_plan *workspace_plan(mg_graph *g) {
     mg_tensor labels = mg_input(g, "labels", MG_I32, 1, lab);
     mg_tensor logits = mg_embedding(g, table, ids);
     mg_tensor loss = mg_add(g, mg_cross_entropy(g, logits, labels), flat);
-    const mg_tensor xs[6] = {wa, wb, wc, gam, table, x};
-    mg_tensor grads[6];
-    ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, xs, 6, NULL, grads),
+    /* linear_cross_entropy in chunks of 4 of its 6 rows, both passes */
+    const int64_t wv[2] = {9, 5};
+    mg_tensor wout = mg_param(g, "wout", MG_F32, 2, wv);
+    loss = mg_add(g, loss, mg_linear_cross_entropy(g, logits, wout, labels, 4));
+    const mg_tensor xs[7] = {wa, wb, wc, gam, table, x, wout};
+    mg_tensor grads[7];
+    ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, xs, 7, NULL, grads),
                      MG_OK);
     mg_plan *p = NULL;
-    ck_assert_int_eq(mg_plan_compile(g, grads, 6, NULL, &p), MG_OK);
+    ck_assert_int_eq(mg_plan_compile(g, grads, 7, NULL, &p), MG_OK);
     return p;
 }
 

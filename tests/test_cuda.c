@@ -537,6 +537,21 @@ START_TEST(test_every_op_matches_cpu) {
         finish(c, mg_attention(c->g, fin(c, 4, qs), fin(c, 4, ks),
                                fin(c, 4, vs), 0, 0));
     }
+    {
+        /* 7 rows in chunks of 3 (the last of 1), a vocabulary wider than a
+         * row block's 256 threads; int32 and int64 labels */
+        const int64_t hs[] = {7, 5}, ws[] = {300, 5}, lb[] = {7};
+        CASE("linear_cross_entropy") {
+            mg_tensor h = fin(c, 2, hs), w = fin(c, 2, ws);
+            mg_tensor l = leaf(c, MG_I32, 1, lb, 0, 300);
+            finish(c, mg_linear_cross_entropy(c->g, h, w, l, 3));
+        }
+        CASE("linear_cross_entropy i64 default chunk") {
+            mg_tensor h = fin(c, 2, hs), w = fin(c, 2, ws);
+            mg_tensor l = leaf(c, MG_I64, 1, lb, 0, 300);
+            finish(c, mg_linear_cross_entropy(c->g, h, w, l, 0));
+        }
+    }
     for (int k = MG_OP_PARAM + 1; k < MG_OP_COUNT; k++) /* leaves: none */
         ck_assert_msg(ops_seen[k], "no case runs op %s on the GPU",
                       mgi_op_str((mg_op)k));
@@ -915,6 +930,42 @@ START_TEST(test_cuda_bad_label) {
 }
 END_TEST
 
+/* linear_cross_entropy's label check, forward and gradient: a bad label
+ * in the second chunk (chunks of 2 rows) is reported with its row in the
+ * whole batch, as the CPU reports it. */
+START_TEST(test_cuda_bad_label_linear_ce) {
+    for (int backward = 0; backward < 2; backward++) {
+        mg_graph *g = mg_graph_new();
+        const int64_t hs[] = {4, 3}, ws[] = {5, 3}, lb[] = {4};
+        mg_tensor h = mg_input(g, "h", MG_F32, 2, hs);
+        mg_tensor w = mg_param(g, "w", MG_F32, 2, ws);
+        mg_tensor l = mg_input(g, "labels", MG_I32, 1, lb);
+        mg_tensor y = mg_linear_cross_entropy(g, h, w, l, 2);
+        mg_tensor out = y;
+        if (backward)
+            ck_assert(mg_gradients(g, &y, 1, NULL, &w, 1, NULL, &out) == MG_OK);
+        mg_plan *p = NULL;
+        ck_assert(mg_plan_compile(g, &out, 1, NULL, &p) == MG_OK);
+        float hh[12] = {0}, hw[15] = {0};
+        int32_t hl[4] = {1, 0, 4, -100};
+        void *dh = dev_copy(hh, sizeof hh), *dw = dev_copy(hw, sizeof hw),
+             *dl = dev_copy(hl, sizeof hl);
+        mg_binding b[] = {{h, dh}, {w, dw}, {l, dl}};
+        mg_exec *ex = cuda_exec(0);
+        ck_assert_int_eq(mg_exec_run(ex, p, b, 3, 0), MG_ERR_INVALID_ARG);
+        ck_assert_msg(strstr(mg_last_error(), "label -100 at row 3") &&
+                          strstr(mg_last_error(), "linear_cross_entropy"),
+                      "%s", mg_last_error());
+        mg_exec_free(ex);
+        cudaFree(dh);
+        cudaFree(dw);
+        cudaFree(dl);
+        mg_plan_free(p);
+        mg_graph_free(g);
+    }
+}
+END_TEST
+
 /* An int64 label of 2^32 + 1 is refused as itself, not truncated to 1. */
 START_TEST(test_cuda_bad_label_i64) {
     mg_graph *g = mg_graph_new();
@@ -969,6 +1020,7 @@ int main(void) {
         add_case(s, "bigger_than_gpu", test_cuda_model_bigger_than_gpu);
         add_case(s, "bad_label", test_cuda_bad_label);
         add_case(s, "bad_label_i64", test_cuda_bad_label_i64);
+        add_case(s, "bad_label_linear_ce", test_cuda_bad_label_linear_ce);
     }
 #endif
     SRunner *sr = srunner_create(s);

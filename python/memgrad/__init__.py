@@ -274,6 +274,16 @@ class Graph:
     def broadcast_to(self, x, shape):
         return self._t(_lib.broadcast_to(self._g, x.id, *_shape(shape)))
 
+    def linear_cross_entropy(self, h, w, labels, chunk_rows=0):
+        """Mean cross-entropy of the logits h w^T against integer labels
+        (mg_linear_cross_entropy): h [N, D], w [V, D] as a Linear layer's
+        weight, labels [N]; the value of cross_entropy(matmul(h, w,
+        trans_b=True), labels), made chunk_rows rows of logits at a time
+        in both passes (0: the default, 2^21 / V rows), so the [N, V]
+        logits are never whole. A label outside [0, V) fails the run."""
+        return self._t(_lib.linear_cross_entropy(self._g, h.id, w.id,
+                                                 labels.id, int(chunk_rows)))
+
     def __getattr__(self, name):
         if name in _lib.unary:
             return lambda x: self._t(_lib.unary[name](self._g, x.id))

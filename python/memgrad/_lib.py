@@ -226,6 +226,8 @@ causal_mask = _fn("mg_causal_mask", T, G, T, c_double)
 attention = _fn("mg_attention", T, G, T, T, T, c_int, c_double)
 attention_ex = _fn("mg_attention_ex", T, G, T, T, T, T, POINTER(AttentionOpts))
 broadcast_to = _fn("mg_broadcast_to", T, G, T, c_int, POINTER(c_int64))
+linear_cross_entropy = _fn("mg_linear_cross_entropy", T, G, T, T, T,
+                           c_int64)
 
 
 class _OnnxLib:

@@ -26,6 +26,7 @@ extern "C" {
 #ifdef __cplusplus
 }
 #endif
+#include "../common/linear_ce.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -276,6 +277,50 @@ static inline mg_status mg_ce_dims_setup(const mg_kargs *a, int lo,
                               "logits must be [N, C], got %d dims", dl->ndim);
     *rows = dl->shape[0];
     *classes = dl->shape[1];
+    return MG_OK;
+}
+
+/* ---- linear cross-entropy geometry --------------------------------------- */
+
+/* linear_cross_entropy reads h [N, D], w [V, D] and labels [N] from input
+ * slots lo, lo + 1 and lo + 2 (lo 1 for its gradient op, after gy), and
+ * makes the logits `chunk` rows at a time in a->work. */
+typedef struct mg_lce_dims {
+    int64_t rows, dim, vocab, chunk;
+} mg_lce_dims;
+
+/* Checks what the kernels rely on: the shapes, a chunk in [1, N], the
+ * workspace the op table's rule lends (linear_ce.h: the logits chunk,
+ * and one loss per row when `forward`), and sizes within the int range
+ * of BLAS and cuBLAS, whose GEMMs make each chunk. */
+static inline mg_status mg_lce_dims_setup(const mg_kargs *a, int lo,
+                                          int forward, mg_lce_dims *d) {
+    const mg_tdesc *h = &a->in[lo].d, *w = &a->in[lo + 1].d,
+                   *l = &a->in[lo + 2].d;
+    if (h->ndim != 2 || w->ndim != 2 || w->shape[1] != h->shape[1] ||
+        l->ndim != 1 || l->shape[0] != h->shape[0])
+        return mg_kernel_fail(a, MG_ERR_SHAPE,
+                              "needs h [N, D], w [V, D] and labels [N], got "
+                              "%d, %d and %d dims",
+                              h->ndim, w->ndim, l->ndim);
+    d->rows = h->shape[0];
+    d->dim = h->shape[1];
+    d->vocab = w->shape[0];
+    d->chunk = a->attrs->chunk_rows;
+    if (d->chunk < 1 || d->chunk > d->rows)
+        return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
+                              "chunk_rows %" PRId64 " is not in [1, %" PRId64
+                              "]",
+                              d->chunk, d->rows);
+    if (d->chunk > INT32_MAX || d->dim > INT32_MAX || d->vocab > INT32_MAX)
+        return mg_kernel_fail(a, MG_ERR_UNSUPPORTED,
+                              "chunk, D or V exceeds the BLAS int range");
+    const size_t need = mg_lce_workspace(d->rows, d->vocab, d->chunk,
+                                         mg_dtype_size(h->dtype), forward);
+    if (a->work_bytes < need || !a->work)
+        return mg_kernel_fail(a, MG_ERR_INTERNAL,
+                              "needs %zu bytes of workspace, got %zu", need,
+                              a->work_bytes);
     return MG_OK;
 }
 

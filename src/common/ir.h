@@ -19,9 +19,10 @@
  * src/graph/op_table.c and each backend's kernel table are indexed by it.
  * Ops after DROPOUT whose names contain _GRAD are backward helpers built
  * only by gradient rules. The next four are the compact saved forms
- * (op_table.h: mg_saved_form), built only by the compaction pass; the last
- * two keep float32 activations in 16 bits (mg_checkpoints.store16), built
- * only by the recompute pass (src/rewrite/recompute.c). */
+ * (op_table.h: mg_saved_form), built only by the compaction pass; the two
+ * after them keep float32 activations in 16 bits (mg_checkpoints.store16),
+ * built only by the recompute pass (src/rewrite/recompute.c). Ops added
+ * later go at the end, whatever their kind. */
 #define MG_OP_LIST(X)                                                          \
     X(INPUT, "input")                                                          \
     X(PARAM, "param")                                                          \
@@ -89,7 +90,9 @@
     X(MAX_POOL2D_ARGMAX, "max_pool2d_argmax")                                  \
     X(MAX_POOL2D_GRAD_ARGMAX, "max_pool2d_grad_argmax")                        \
     X(PACK_BF16, "pack_bf16")                                                  \
-    X(UNPACK_BF16, "unpack_bf16")
+    X(UNPACK_BF16, "unpack_bf16")                                              \
+    X(LINEAR_CROSS_ENTROPY, "linear_cross_entropy")                            \
+    X(LINEAR_CROSS_ENTROPY_GRAD, "linear_cross_entropy_grad")
 
 typedef enum mg_op {
 #define MG_OP_ENUM(e, s) MG_OP_##e,
@@ -138,6 +141,10 @@ typedef struct mg_attrs {
      * it from their inputs: slice and pad, conv2d_grad_input and
      * avg_pool2d_grad (x's shape), embedding_grad (the table's). concat's
      * axis is in axis. */
+    /* linear_cross_entropy and its gradient: rows of logits made at a time
+     * (>= 1, at most the row count; the builder resolves 0 to its default),
+     * which sets the op's workspace */
+    int64_t chunk_rows;
 } mg_attrs;
 
 /* The element count, or -1 when it does not fit int64_t (or a dim is

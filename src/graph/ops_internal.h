@@ -77,6 +77,10 @@ mg_grad_fn mgi_dropout_grad;
 mg_infer_fn mgi_cross_entropy_infer, mgi_ce_grad_infer, mgi_mse_infer;
 mg_workspace_fn mgi_cross_entropy_workspace;
 mg_grad_fn mgi_cross_entropy_grad, mgi_mse_grad;
+mg_infer_fn mgi_linear_ce_infer, mgi_linear_ce_grad_infer;
+mg_flops_fn mgi_linear_ce_flops, mgi_linear_ce_grad_flops;
+mg_workspace_fn mgi_linear_ce_workspace, mgi_linear_ce_grad_workspace;
+mg_grad_fn mgi_linear_ce_grad;
 /* Cost per element of the first input (for ops with scalar outputs). */
 mg_flops_fn mgi_loss_flops;
 

@@ -1,7 +1,7 @@
 /*
  * gradcheck/loss.c - part of test_gradcheck: analytic gradients against
  * float64 central finite differences (gc_* in helpers/gradcheck.h) for
- * cross_entropy and mse.
+ * cross_entropy, mse and linear_cross_entropy.
  */
 #include "../helpers.h"
 
@@ -40,6 +40,37 @@ START_TEST(test_gc_mse) {
 }
 END_TEST
 
+/* Both gradients of the fused op, h's and w's, for a chunk that divides N,
+ * one that does not (5 rows in chunks of 2, 2, 1) and one row at a time;
+ * and through a tanh before it, so that h's gradient flows on. */
+START_TEST(test_gc_linear_cross_entropy) {
+    const int64_t chunks[3] = {5, 2, 1};
+    for (int k = 0; k < 3; k++) {
+        gc_ctx c;
+        char name[64];
+        snprintf(name, sizeof name, "linear_cross_entropy chunk %lld",
+                 (long long)chunks[k]);
+        gc_begin(&c, name, 1800 + (uint64_t)k);
+        mg_tensor h = gc_x(&c, 2, S(5, 3));
+        mg_tensor w = gc_p(&c, 2, S(4, 3));
+        mg_tensor y = gc_labels(&c, 5, 4);
+        gc_check(&c, mg_linear_cross_entropy(c.g, h, w, y, chunks[k]));
+        gc_end(&c);
+    }
+    gc_ctx c;
+    gc_begin(&c, "linear_cross_entropy(tanh(x w1), w) default chunk", 1803);
+    mg_tensor x = gc_x(&c, 2, S(6, 2));
+    mg_tensor w1 = gc_p(&c, 2, S(2, 3));
+    mg_tensor w = gc_p(&c, 2, S(7, 3));
+    mg_tensor y = gc_labels(&c, 6, 7);
+    gc_check(&c, mg_linear_cross_entropy(
+                     c.g, mg_tanh(c.g, mg_matmul(c.g, x, w1, 0, 0)), w, y, 0));
+    gc_end(&c);
+}
+END_TEST
+
 void gradcheck_loss_tcase(Suite *s) {
-    th_add_tcase(s, "loss", 120, TH_TESTS(test_gc_cross_entropy, test_gc_mse));
+    th_add_tcase(s, "loss", 120,
+                 TH_TESTS(test_gc_cross_entropy, test_gc_mse,
+                          test_gc_linear_cross_entropy));
 }

@@ -54,6 +54,8 @@ const mg_kernel_fn mgi_cpu_kernels[MG_OP_COUNT] = {
     [MG_OP_UNPACK_BF16] = mgi_cpu_unpack_bf16,
     [MG_OP_MAX_POOL2D_ARGMAX] = mgi_cpu_max_pool2d_argmax,
     [MG_OP_MAX_POOL2D_GRAD_ARGMAX] = mgi_cpu_max_pool2d_grad_argmax,
+    [MG_OP_LINEAR_CROSS_ENTROPY] = mgi_cpu_linear_cross_entropy,
+    [MG_OP_LINEAR_CROSS_ENTROPY_GRAD] = mgi_cpu_linear_cross_entropy_grad,
 };
 
 mg_status mgi_cpu_bad_dtype(const mg_kargs *a, mg_dtype d) {

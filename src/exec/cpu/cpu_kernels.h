@@ -185,5 +185,8 @@ mg_status mgi_cpu_pad(const mg_kargs *a);
 mg_status mgi_cpu_embedding(const mg_kargs *a);
 mg_status mgi_cpu_embedding_grad(const mg_kargs *a);
 mg_status mgi_cpu_causal_mask(const mg_kargs *a);
+/* cpu_loss.c: linear + cross-entropy, chunked */
+mg_status mgi_cpu_linear_cross_entropy(const mg_kargs *a);
+mg_status mgi_cpu_linear_cross_entropy_grad(const mg_kargs *a);
 
 #endif

@@ -1,8 +1,12 @@
 /*
  * cpu_loss.c - the scalar losses (cross-entropy over int labels, mean
- * squared error) and the fused gradient of cross-entropy.
+ * squared error), the fused gradient of cross-entropy, and the chunked
+ * linear + cross-entropy pair (its logits chunks through OpenBLAS GEMM,
+ * as cpu_matmul.c makes matmul's).
  */
 #include "cpu_kernels.h"
+
+#include <cblas.h>
 
 /* loss = mean over rows of logsumexp(row) - row[label];
  * grad = (softmax(row) - onehot(label)) * gy / rows. */
@@ -93,4 +97,99 @@ mg_status mgi_cpu_mse(const mg_kargs *ka) {
     return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, mse, ka->in[0].data,
                            ka->in[1].data, ka->out.data,
                            mgi_tdesc_numel(&ka->in[0].d));
+}
+
+/* ---- linear_cross_entropy ------------------------------------------------
+ * Chunk k holds the logits of rows [k c, k c + m) (m = c but for the last):
+ * L = h_k w^T, [m, V], made by one GEMM into the workspace. The forward
+ * takes each row's logsumexp(row) - row[label] from it; the gradient turns
+ * L in place into (softmax(L) - onehot) * gy / N, the rows' logits
+ * gradient exactly as cross_entropy_grad computes it, then
+ *   dh_k  = L w      (rows k of the output),
+ *   dw   += L^T h_k  (chunk 0 writes it, the later ones add, in order),
+ * so every element of dw is summed over the chunks in the same order on
+ * every run, and the result does not depend on the thread count beyond
+ * what OpenBLAS's own GEMM does (matmul shares that). */
+#define LCE_DEF(T, SUF, GEMM)                                                  \
+    static mg_status lce_##SUF(const T *h, const T *w, const void *labels,     \
+                               mg_dtype lt, T *y, T *work,                     \
+                               const mg_lce_dims *d) {                         \
+        const int64_t n = d->rows, v = d->vocab, dim = d->dim;                 \
+        T *lg = work, *row_loss = work + d->chunk * v;                         \
+        for (int64_t r0 = 0; r0 < n; r0 += d->chunk) {                         \
+            const int64_t m = n - r0 < d->chunk ? n - r0 : d->chunk;           \
+            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)v,      \
+                 (int)dim, 1, h + r0 * dim, (int)dim, w, (int)dim, 0, lg,      \
+                 (int)v);                                                      \
+            MG_CPU_PAR_LOOP(m *v, for (int64_t r = 0; r < m; r++), {           \
+                const T *x = lg + r * v;                                       \
+                row_loss[r0 + r] = mgi_cpu_logsumexp_minus_##SUF(              \
+                    x, v, 1, x[mg_index_at(labels, lt, r0 + r)]);              \
+            });                                                                \
+        }                                                                      \
+        /* the rows summed as cross_entropy sums them: the fixed split */      \
+        const int64_t ch = mgi_split_chunk(n, 64);                             \
+        const int64_t nch = (n + ch - 1) / ch;                                 \
+        T s = 0;                                                               \
+        for (int64_t k = 0; k < nch; k++) {                                    \
+            const int64_t hi = (k + 1) * ch < n ? (k + 1) * ch : n;            \
+            T part = 0;                                                        \
+            for (int64_t r = k * ch; r < hi; r++) part += row_loss[r];         \
+            s += part;                                                         \
+        }                                                                      \
+        y[0] = s / (T)n;                                                       \
+        return MG_OK;                                                          \
+    }                                                                          \
+    static mg_status lce_grad_##SUF(const T *gy, const T *h, const T *w,       \
+                                    const void *labels, mg_dtype lt, T *out,   \
+                                    T *work, const mg_lce_dims *d) {           \
+        const int64_t n = d->rows, v = d->vocab, dim = d->dim;                 \
+        const T scale = gy[0] / (T)n;                                          \
+        T *lg = work, *dh = out, *dw = out + n * dim;                          \
+        for (int64_t r0 = 0; r0 < n; r0 += d->chunk) {                         \
+            const int64_t m = n - r0 < d->chunk ? n - r0 : d->chunk;           \
+            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)v,      \
+                 (int)dim, 1, h + r0 * dim, (int)dim, w, (int)dim, 0, lg,      \
+                 (int)v);                                                      \
+            MG_CPU_PAR_LOOP(m *v, for (int64_t r = 0; r < m; r++), {           \
+                T *gr = lg + r * v;                                            \
+                mgi_cpu_softmax_row_##SUF(gr, gr, v, 1, 0);                    \
+                gr[mg_index_at(labels, lt, r0 + r)] -= 1;                      \
+                for (int64_t i = 0; i < v; i++) gr[i] *= scale;                \
+            });                                                                \
+            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)dim,  \
+                 (int)v, 1, lg, (int)v, w, (int)dim, 0, dh + r0 * dim,         \
+                 (int)dim);                                                    \
+            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)v, (int)dim,    \
+                 (int)m, 1, lg, (int)v, h + r0 * dim, (int)dim,                \
+                 r0 == 0 ? 0 : 1, dw, (int)dim);                               \
+        }                                                                      \
+        return MG_OK;                                                          \
+    }
+LCE_DEF(float, f32, cblas_sgemm)
+LCE_DEF(double, f64, cblas_dgemm)
+
+mg_status mgi_cpu_linear_cross_entropy(const mg_kargs *ka) {
+    mg_lce_dims d;
+    mg_status s = mg_lce_dims_setup(ka, 0, 1, &d);
+    /* every label checked before any is read, as cross_entropy does */
+    if (s == MG_OK)
+        s = mg_kernel_check_indices(ka, ka->in[2].data, ka->in[2].d.dtype,
+                                    d.rows, d.vocab, "label", "row");
+    if (s != MG_OK) return s;
+    return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, lce, ka->in[0].data,
+                           ka->in[1].data, ka->in[2].data, ka->in[2].d.dtype,
+                           ka->out.data, ka->work, &d);
+}
+
+mg_status mgi_cpu_linear_cross_entropy_grad(const mg_kargs *ka) {
+    mg_lce_dims d;
+    mg_status s = mg_lce_dims_setup(ka, 1, 0, &d);
+    if (s == MG_OK)
+        s = mg_kernel_check_indices(ka, ka->in[3].data, ka->in[3].d.dtype,
+                                    d.rows, d.vocab, "label", "row");
+    if (s != MG_OK) return s;
+    return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, lce_grad, ka->in[0].data,
+                           ka->in[1].data, ka->in[2].data, ka->in[3].data,
+                           ka->in[3].d.dtype, ka->out.data, ka->work, &d);
 }
