@@ -332,7 +332,7 @@ def test_dropout_masks_replay_and_eval_turns_them_off():
     assert torch.allclose(model[0].bias.grad, want, rtol=1e-6)
     assert not torch.equal(mine(x) != 0, kept)  # a new mask per call
     mine.eval()
-    assert torch.allclose(mine(x), model[0](x), rtol=1e-6, atol=1e-7)
+    assert torch.allclose(mine(x), model[0](x), rtol=1e-5, atol=1e-6)
 
 
 def test_dropout_gradients_equal_under_every_policy():
