@@ -295,7 +295,7 @@ static mg_status lce_backward(cu_ctx *c, const mg_kargs *a,
 }
 
 mg_status cu_linear_cross_entropy(cu_ctx *c, const mg_kargs *a) {
-    mg_lce_dims d;
+    mg_lce_dims d = {0}; /* set by setup; zero for -O3 flow analysis */
     mg_status s = mg_lce_dims_setup(a, 0, 1, &d);
     if (s == MG_OK) s = flag_reset(c, a);
     if (s != MG_OK) return s;
@@ -306,7 +306,7 @@ mg_status cu_linear_cross_entropy(cu_ctx *c, const mg_kargs *a) {
 }
 
 mg_status cu_linear_cross_entropy_grad(cu_ctx *c, const mg_kargs *a) {
-    mg_lce_dims d;
+    mg_lce_dims d = {0}; /* set by setup; zero for -O3 flow analysis */
     mg_status s = mg_lce_dims_setup(a, 1, 0, &d);
     if (s == MG_OK) s = flag_reset(c, a);
     if (s != MG_OK) return s;

@@ -170,7 +170,7 @@ LCE_DEF(float, f32, cblas_sgemm)
 LCE_DEF(double, f64, cblas_dgemm)
 
 mg_status mgi_cpu_linear_cross_entropy(const mg_kargs *ka) {
-    mg_lce_dims d;
+    mg_lce_dims d = {0}; /* set by setup; zero for -O3 flow analysis */
     mg_status s = mg_lce_dims_setup(ka, 0, 1, &d);
     /* every label checked before any is read, as cross_entropy does */
     if (s == MG_OK)
@@ -183,7 +183,7 @@ mg_status mgi_cpu_linear_cross_entropy(const mg_kargs *ka) {
 }
 
 mg_status mgi_cpu_linear_cross_entropy_grad(const mg_kargs *ka) {
-    mg_lce_dims d;
+    mg_lce_dims d = {0}; /* set by setup; zero for -O3 flow analysis */
     mg_status s = mg_lce_dims_setup(ka, 1, 0, &d);
     if (s == MG_OK)
         s = mg_kernel_check_indices(ka, ka->in[3].data, ka->in[3].d.dtype,
