@@ -21,7 +21,9 @@
  * only by gradient rules. The next four are the compact saved forms
  * (op_table.h: mg_saved_form), built only by the compaction pass; the last
  * two keep float32 activations in 16 bits (mg_checkpoints.store16), built
- * only by the recompute pass (src/rewrite/recompute.c). */
+ * only by the recompute pass (src/rewrite/recompute.c). The ops after them
+ * came with the ATen-level capture (issue 45), appended so that the codes
+ * above keep their values; their *_GRAD entries are backward helpers too. */
 #define MG_OP_LIST(X)                                                          \
     X(INPUT, "input")                                                          \
     X(PARAM, "param")                                                          \
@@ -89,7 +91,32 @@
     X(MAX_POOL2D_ARGMAX, "max_pool2d_argmax")                                  \
     X(MAX_POOL2D_GRAD_ARGMAX, "max_pool2d_grad_argmax")                        \
     X(PACK_BF16, "pack_bf16")                                                  \
-    X(UNPACK_BF16, "unpack_bf16")
+    X(UNPACK_BF16, "unpack_bf16")                                              \
+    X(RECIPROCAL, "reciprocal")                                                \
+    X(RSQRT, "rsqrt")                                                          \
+    X(SIN, "sin")                                                              \
+    X(COS, "cos")                                                              \
+    X(ABS, "abs")                                                              \
+    X(ABS_GRAD, "abs_grad")                                                    \
+    X(CLAMP, "clamp")                                                          \
+    X(CLAMP_GRAD, "clamp_grad")                                                \
+    X(MAXIMUM, "maximum")                                                      \
+    X(MINIMUM, "minimum")                                                      \
+    X(EQ, "eq")                                                                \
+    X(NE, "ne")                                                                \
+    X(LT, "lt")                                                                \
+    X(LE, "le")                                                                \
+    X(GT, "gt")                                                                \
+    X(GE, "ge")                                                                \
+    X(LOGICAL_AND, "logical_and")                                              \
+    X(LOGICAL_OR, "logical_or")                                                \
+    X(LOGICAL_NOT, "logical_not")                                              \
+    X(WHERE, "where")                                                          \
+    X(GATHER, "gather")                                                        \
+    X(GATHER_GRAD, "gather_grad")                                              \
+    X(INDEX_SELECT, "index_select")                                            \
+    X(INDEX_SELECT_GRAD, "index_select_grad")                                  \
+    X(CUMSUM, "cumsum")
 
 typedef enum mg_op {
 #define MG_OP_ENUM(e, s) MG_OP_##e,
@@ -112,7 +139,9 @@ typedef struct mg_attrs {
     int axes[MG_MAX_DIMS];
     int keepdims;
     int perm[MG_MAX_DIMS]; /* permute */
-    int axis;              /* softmax, log_softmax: non-negative */
+    int axis;              /* softmax, gather, index_select, cumsum: >= 0 */
+    int reverse;           /* cumsum: sum from the end of the axis */
+    double lo, hi;         /* clamp, clamp_grad: bounds, may be infinite */
     int ndim;              /* reshape, broadcast_to, fill: target */
     mg_dtype dtype;        /* fill: element type */
     int64_t shape[MG_MAX_DIMS];
