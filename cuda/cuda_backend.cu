@@ -99,6 +99,16 @@ static void kernels_init(void) {
     t[MG_OP_UNPACK_BF16] = cu_unpack_bf16;
     t[MG_OP_MAX_POOL2D_ARGMAX] = cu_max_pool2d_argmax;
     t[MG_OP_MAX_POOL2D_GRAD_ARGMAX] = cu_max_pool2d_grad_argmax;
+#define COMPARE_ENTRY(name, OP, expr) t[MG_OP_##OP] = cu_compare;
+    MG_COMPARE_OPS(COMPARE_ENTRY)
+#undef COMPARE_ENTRY
+    t[MG_OP_LOGICAL_NOT] = cu_logical_not;
+    t[MG_OP_WHERE] = cu_where;
+    t[MG_OP_CLAMP] = cu_clamp_op;
+    t[MG_OP_CLAMP_GRAD] = cu_clamp_grad_op;
+    t[MG_OP_GATHER] = t[MG_OP_INDEX_SELECT] = cu_gather;
+    t[MG_OP_GATHER_GRAD] = t[MG_OP_INDEX_SELECT_GRAD] = cu_gather_grad;
+    t[MG_OP_CUMSUM] = cu_cumsum;
     kernels_ready = 1;
 }
 
