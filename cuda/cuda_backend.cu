@@ -142,6 +142,7 @@ extern "C" size_t mgi_cuda_workspace(const mg_kargs *a) {
         return mg_reduce_workspace(&a->in[0].d, a->attrs,
                                    mgi_tdesc_numel(&a->out.d));
     case MG_OP_EMBEDDING_GRAD: return cu_embedding_grad_workspace(a);
+    case MG_OP_INDEX_SELECT_GRAD: return cu_index_select_grad_workspace(a);
     case MG_OP_ATTENTION: return cu_attention_workspace(a);
     case MG_OP_ATTENTION_GRAD:
     case MG_OP_ATTENTION_GRAD_MASK: return cu_attention_grad_workspace(a);

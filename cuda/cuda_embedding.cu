@@ -93,10 +93,9 @@ size_t cu_embedding_grad_workspace(const mg_kargs *a) {
            sizeof(int64_t);
 }
 
-mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
-    const mg_tdesc *td = &a->out.d;
+mg_status cu_index_csr(cu_ctx *c, const mg_kargs *a, int64_t rows,
+                       int64_t **out) {
     const int64_t n = mgi_tdesc_numel(&a->in[1].d);
-    const int64_t rows = td->shape[0], dim = td->shape[1];
     void *h = NULL;
     const mg_dtype it = a->in[1].d.dtype;
     mg_status s = cu_host_indices(c, a, rows, &h);
@@ -137,6 +136,15 @@ mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
     if (s == MG_OK)
         s = cu_check(a, cudaStreamSynchronize(c->stream), "index upload");
     free(csr);
+    if (s == MG_OK) *out = d;
+    return s;
+}
+
+mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
+    const mg_tdesc *td = &a->out.d;
+    const int64_t rows = td->shape[0], dim = td->shape[1];
+    int64_t *d = NULL;
+    mg_status s = cu_index_csr(c, a, rows, &d);
     if (s != MG_OK) return s;
     CU_BY_FLOAT(a, td->dtype,
                 k_embedding_grad<T>

@@ -3,10 +3,13 @@
  *
  * The indices are checked on the host first, with the CPU's check and
  * message (cu_host_indices, cuda_embedding.cu). The gradients gather
- * instead of scattering, with no atomics: one thread per element of dx
- * walks the positions along the axis that could point at it, in order,
- * and adds the gy of those that do, so each element sums its terms in the
- * order the CPU's scatter adds them, and gets the same bits.
+ * instead of scattering, with no atomics, and each element of dx sums its
+ * terms in the order the CPU's scatter adds them, so both get the same
+ * bits: for gather one thread per element of dx walks the positions along
+ * the axis that could point at it, in order, and adds the gy of those that
+ * do; for index_select, whose index may be long, it reads only the
+ * positions that name its slice, bucketed on the host (cu_index_csr, as
+ * embedding_grad's).
  */
 #include "cuda_internal.h"
 
@@ -104,39 +107,57 @@ __global__ void k_gather_grad(const T *gy, const void *idx, mg_dtype it, T *dx,
     }
 }
 
-/* index_select_grad: dx[o, v, i] sums gy[o, j, i] over j with index[j] ==
- * v, in order. */
+/* index_select_grad: dx[o, v, i] sums gy[o, j, i] over the positions j
+ * with index[j] == v, in order: order[start[v] .. start[v + 1]) (the CSR
+ * of cu_index_csr), so each thread reads only its own terms, however long
+ * the index. */
 template <typename T>
-__global__ void k_index_select_grad(const T *gy, const void *idx, mg_dtype it,
-                                    T *dx, mg_gather_dims d) {
+__global__ void k_index_select_grad(const T *gy, const int64_t *start,
+                                    const int64_t *order, T *dx,
+                                    mg_gather_dims d) {
     CU_FOR(e, d.outer * d.nx * d.inner) {
         const int64_t i = e % d.inner, r = e / d.inner;
         const int64_t v = r % d.nx, o = r / d.nx;
         T s = 0;
-        for (int64_t j = 0; j < d.ni; j++)
-            if (mg_index_at(idx, it, j) == v)
-                s += gy[(o * d.ni + j) * d.inner + i];
+        for (int64_t k = start[v]; k < start[v + 1]; k++)
+            s += gy[(o * d.ni + order[k]) * d.inner + i];
         dx[e] = s;
     }
 }
 
+/* The CSR of the index: x's length along axis + 1 starts, then one
+ * position per index entry (the op table's rule, ops_gather.c). */
+size_t cu_index_select_grad_workspace(const mg_kargs *a) {
+    const int axis = a->attrs ? a->attrs->axis : -1;
+    if (axis < 0 || axis >= a->out.d.ndim) return 0;
+    return (size_t)(a->out.d.shape[axis] + 1 + mgi_tdesc_numel(&a->in[1].d)) *
+           sizeof(int64_t);
+}
+
+static mg_status index_select_grad(cu_ctx *c, const mg_kargs *a) {
+    mg_gather_dims d;
+    int64_t *csr = NULL;
+    mg_status s = mg_gather_dims_setup(a, &d);
+    if (s == MG_OK) s = cu_index_csr(c, a, d.nx, &csr);
+    if (s != MG_OK) return s;
+    const int64_t n = mgi_tdesc_numel(&a->out.d);
+    CU_BY_FLOAT(
+        a, a->out.d.dtype,
+        (k_index_select_grad<T><<<cu_blocks(n), CU_THREADS, 0, c->stream>>>(
+            (const T *)a->in[0].data, csr, csr + d.nx + 1, (T *)a->out.data,
+            d)));
+    return MG_OK;
+}
+
 mg_status cu_gather_grad(cu_ctx *c, const mg_kargs *a) {
+    if (a->op == MG_OP_INDEX_SELECT_GRAD) return index_select_grad(c, a);
     mg_gather_dims d;
     mg_status s = checked(c, a, &d);
     if (s != MG_OK) return s;
     const int64_t n = mgi_tdesc_numel(&a->out.d);
-    const unsigned b = cu_blocks(n);
-    const void *idx = a->in[1].data;
-    const mg_dtype it = a->in[1].d.dtype;
-    if (a->op == MG_OP_INDEX_SELECT_GRAD)
-        CU_BY_FLOAT(
-            a, a->out.d.dtype,
-            (k_index_select_grad<T><<<b, CU_THREADS, 0, c->stream>>>(
-                (const T *)a->in[0].data, idx, it, (T *)a->out.data, d)));
-    else
-        CU_BY_FLOAT(
-            a, a->out.d.dtype,
-            (k_gather_grad<T><<<b, CU_THREADS, 0, c->stream>>>(
-                (const T *)a->in[0].data, idx, it, (T *)a->out.data, n, d)));
+    CU_BY_FLOAT(a, a->out.d.dtype,
+                (k_gather_grad<T><<<cu_blocks(n), CU_THREADS, 0, c->stream>>>(
+                    (const T *)a->in[0].data, a->in[1].data, a->in[1].d.dtype,
+                    (T *)a->out.data, n, d)));
     return MG_OK;
 }

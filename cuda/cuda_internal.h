@@ -222,6 +222,13 @@ size_t cu_norm_grad_gamma_workspace(const mg_kargs *);
  * message; the caller frees it. */
 mg_status cu_host_indices(cu_ctx *c, const mg_kargs *a, int64_t bound,
                           void **out);
+/* The same indices checked against [0, rows) and bucketed by value into
+ * the lent workspace: rows + 1 starts, then the positions of each value in
+ * order (a stable counting sort), as int64 at *out, so that a kernel can
+ * sum each value's terms in position order, as the CPU's scatter does. The
+ * workspace must hold rows + 1 + n int64. */
+mg_status cu_index_csr(cu_ctx *c, const mg_kargs *a, int64_t rows,
+                       int64_t **out);
 mg_status cu_embedding(cu_ctx *, const mg_kargs *);
 mg_status cu_embedding_grad(cu_ctx *, const mg_kargs *);
 size_t cu_embedding_grad_workspace(const mg_kargs *);
@@ -234,6 +241,7 @@ mg_status cu_clamp_grad_op(cu_ctx *, const mg_kargs *);
 /* cuda_gather.cu: gather, index_select and their gradients (read a->op) */
 mg_status cu_gather(cu_ctx *, const mg_kargs *);
 mg_status cu_gather_grad(cu_ctx *, const mg_kargs *);
+size_t cu_index_select_grad_workspace(const mg_kargs *);
 /* cuda_scan.cu */
 mg_status cu_cumsum(cu_ctx *, const mg_kargs *);
 /* cuda_attention.cu */

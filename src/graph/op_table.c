@@ -213,7 +213,8 @@ const mg_op_def mgi_op_table[MG_OP_COUNT] = {
     OP(INDEX_SELECT, .n_inputs = 2, .infer = mgi_index_select_infer,
        .grad = mgi_index_select_grad, .no_grad_inputs = 1u << 1),
     OP(INDEX_SELECT_GRAD, .n_inputs = 2, .infer = mgi_index_select_grad_infer,
-       .flops = mgi_embedding_grad_flops),
+       .flops = mgi_embedding_grad_flops,
+       .workspace = mgi_index_select_grad_workspace),
     /* ops_scan.c */
     OP(CUMSUM, .n_inputs = 1, .infer = mgi_cumsum_infer,
        .grad = mgi_cumsum_grad, .flops_per_elem = 1),

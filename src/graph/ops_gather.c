@@ -93,6 +93,18 @@ mg_status mgi_index_select_grad_infer(const mg_tdesc *in, int n_in,
                               len);
 }
 
+/* index_select_grad (gy, index) -> dx: the CUDA kernel reads, for each
+ * slice of dx, only the index positions that name it, bucketed by value
+ * (CSR: x's length along axis + 1 starts, then one position per index
+ * entry, as int64; embedding_grad's form); the CPU needs none. */
+size_t mgi_index_select_grad_workspace(const mg_tdesc *in, int n_in,
+                                       const mg_attrs *a, const mg_tdesc *out) {
+    (void)n_in;
+    if (a->axis < 0 || a->axis >= out->ndim) return 0;
+    return (size_t)(out->shape[a->axis] + 1 + mgi_tdesc_numel(&in[1])) *
+           sizeof(int64_t);
+}
+
 static mg_tensor build(mg_graph *g, mg_op op, mg_tensor x, int axis,
                        mg_tensor index) {
     const mg_tdesc *xd = mgi_arg_desc(g, x, mgi_op_str(op));

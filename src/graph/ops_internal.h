@@ -62,6 +62,7 @@ mg_grad_fn mgi_where_grad, mgi_clamp_grad, mgi_minmax_grad;
 mg_infer_fn mgi_gather_infer, mgi_gather_grad_infer, mgi_index_select_infer,
     mgi_index_select_grad_infer;
 mg_grad_fn mgi_gather_grad, mgi_index_select_grad;
+mg_workspace_fn mgi_index_select_grad_workspace;
 
 /* ---- ops_scan.c ---------------------------------------------------------- */
 mg_infer_fn mgi_cumsum_infer;
