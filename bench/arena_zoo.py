@@ -60,7 +60,7 @@ def one(name, batch, size, timed=False):
     rows = []
     for policy in POLICIES:
         del spent[:]
-        m = mgt.Module(model, (x,), policy=policy)
+        m = mgt.fx.Module(model, (x,), policy=policy)
         cap = m._cap
         n_in = len(cap.inputs)
         a = cap.plan.arena(bound=cap.grads[n_in:])

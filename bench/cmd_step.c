@@ -56,6 +56,7 @@ static int write_grads(const char *path, const bench_case *c,
 int bench_cmd_step(int argc, char **argv) {
     const char *model = "mlp", *load = NULL, *save = NULL, *policy_s = "none";
     long depth = 64;
+    int plan_only = 0;
     common_opts o = {.repeat = 5};
     for (int i = 0; i < argc; i += 2) { /* --option value pairs */
         const char *a, *v;
@@ -69,7 +70,11 @@ int bench_cmd_step(int argc, char **argv) {
         } else if (!strcmp(a, "--policy")) policy_s = v;
         else if (!strcmp(a, "--load")) load = v;
         else if (!strcmp(a, "--save-grads")) save = v;
-        else return bench_usage_error("unknown option '%s' for step", a);
+        else if (!strcmp(a, "--plan-only")) {
+            if (strcmp(v, "yes") && strcmp(v, "no"))
+                return bench_usage_error("bad --plan-only '%s' (yes, no)", v);
+            plan_only = !strcmp(v, "yes");
+        } else return bench_usage_error("unknown option '%s' for step", a);
     }
     int rc = bench_case_setup(model, &o);
     if (rc) return rc;
@@ -83,6 +88,26 @@ int bench_cmd_step(int argc, char **argv) {
     bench_memory mem;
     if ((rc = bench_case_open(&o, &cfg, pol, load, o.max_bytes, &c, &mem)))
         return rc;
+    if (plan_only) {
+        /* The plan's figures alone, without a step: what
+         * scripts/check-figures.sh derives again for the committed step
+         * results (compact.txt, store16.txt) in seconds, where the steps
+         * of a ResNet take minutes on a shared machine. */
+        printf("model=%s\npolicy=%s\ncompact=%s\nstore16=%s\ndepth=%ld\n"
+               "batch=%ld\nwidth=%ld\npredicted_peak_bytes=%zu\n"
+               "predicted_peak_without_recompute=%zu\n"
+               "recompute_flops_ratio=%.6f\nsegments=%d\ncheckpoints=%d\n",
+               o.spec->name, mg_ckpt_policy_name(pol), o.compact ? "yes" : "no",
+               o.store16 ? "yes" : "no", depth, o.batch, o.width,
+               c.sum.predicted_peak, c.sum.predicted_peak_without_recompute,
+               c.sum.forward_flops > 0
+                   ? c.sum.recompute_flops / c.sum.forward_flops
+                   : 0.0,
+               c.sum.n_segments, c.sum.n_checkpoints);
+        bench_case_free(&c);
+        bench_memory_free(&mem);
+        return 0;
+    }
     if (o.device == MG_DEVICE_CPU) {
         /* Touch the gradient buffers, as PyTorch's side pre-allocates
          * .grad: both sides then start the measured step with them

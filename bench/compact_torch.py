@@ -26,7 +26,7 @@ def step(model, x, gy, compact):
     xi = x.clone().requires_grad_(True)
     # traced with the input the step runs on: a plan (and its executor) is
     # per input signature, requires_grad included
-    m = mt.Module(model, (xi,), policy="none", compact=compact)
+    m = mt.fx.Module(model, (xi,), policy="none", compact=compact)
     model.zero_grad(set_to_none=True)
     ex = m.executor
     ex.reset_peak()

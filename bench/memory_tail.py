@@ -32,7 +32,7 @@ def one(name, policy, batch, size):
     torch.manual_seed(0)
     model = getattr(torchvision.models, name)(num_classes=10)
     x = torch.randn(batch, 3, size, size)
-    m = mgt.Module(model, (x,), policy=policy)
+    m = mgt.fx.Module(model, (x,), policy=policy)
     return m._cap.plan.summary()
 
 

@@ -23,7 +23,7 @@ def replan_seconds(name):
     x2, x3 = torch.randn(2, 3, 64, 64), torch.randn(3, 3, 64, 64)
     extra = []
     for _ in range(3):
-        m = mgt.Module(model, (x2,), policy="memory")
+        m = mgt.fx.Module(model, (x2,), policy="memory")
         t0 = time.perf_counter()
         m(x3)  # plans batch 3, then runs
         t1 = time.perf_counter()

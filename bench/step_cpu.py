@@ -57,7 +57,7 @@ def one(name, policy, steps, batch, size):
         def run(t):
             return checkpoint_sequential(seq, 4, t.requires_grad_(True))
     else:
-        run = mgt.Module(model, (x,), policy=policy)
+        run = mgt.fx.Module(model, (x,), policy=policy)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     cpus = []
     for _ in range(steps):

@@ -1,6 +1,6 @@
 """bench/torch_policy.py - the worked example of docs/python.md's "which
-policy to pick": one model through memgrad.torch.check() and then
-memgrad.torch.Module under each policy, with what report() predicts (the
+policy to pick": one model through memgrad.torch.fx.check() and then
+memgrad.torch.fx.Module under each policy, with what report() predicts (the
 plan's peak of memgrad's pool, and the recomputation's share of a forward
 pass) beside what a training step measures (the pool's peak, read from
 the executor, and the median step time of 3 after a first).
@@ -62,9 +62,9 @@ def main():
     model = getattr(torchvision.models, a.model)(num_classes=10)
     x = torch.randn(a.batch, 3, a.size, a.size)
     labels = torch.arange(a.batch) % 10
-    print("\n$ memgrad.torch.check(%s, (x,))   # x: %s" % (
+    print("\n$ memgrad.torch.fx.check(%s, (x,))   # x: %s" % (
         a.model, list(x.shape)))
-    print(mgt.check(model, (x,)))
+    print(mgt.fx.check(model, (x,)))
     rows = []
     none_peak = None
     policies = [("none", None), ("memory", None), ("speed", None)]
@@ -76,16 +76,16 @@ def main():
             label = "budget %.1fx none (%d bytes)" % (budget,
                                                       kw["budget_bytes"])
         try:
-            mine = mgt.Module(model, (x,), policy=policy, **kw)
+            mine = mgt.fx.Module(model, (x,), policy=policy, **kw)
         except Exception as e:  # noqa: BLE001 - reported as it is
-            print("\n$ memgrad.torch.Module(%s, (x,), policy=%r%s)" % (
+            print("\n$ memgrad.torch.fx.Module(%s, (x,), policy=%r%s)" % (
                 a.model, policy, ", budget_bytes=%d" % kw["budget_bytes"]
                 if kw else ""))
             print("%s: %s" % (type(e).__name__, e))
             continue
         if policy == "none":
             none_peak = mine.predicted_peak
-        print("\n$ memgrad.torch.Module(%s, (x,), policy=%r%s).report()"
+        print("\n$ memgrad.torch.fx.Module(%s, (x,), policy=%r%s).report()"
               % (a.model, policy, ", budget_bytes=%d" % kw["budget_bytes"]
                  if kw else ""))
         print("\n".join(report_lines(mine)))

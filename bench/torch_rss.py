@@ -83,7 +83,7 @@ def one(name, method, steps, batch, size, budget):
             return checkpoint_sequential(seq, 4, t.requires_grad_(True))
     else:
         kw = {"budget_bytes": budget} if method == "budget" else {}
-        run = mgt.Module(model, (x,), policy=method, **kw)
+        run = mgt.fx.Module(model, (x,), policy=method, **kw)
     opt = torch.optim.SGD(params, lr=0.01)
     base = rss_now()
     reset_peak_rss()

@@ -170,7 +170,7 @@ def one(name, method, steps, batch, size):
             # checkpoint leaves the parameters inside without gradients
             return checkpoint_sequential(seq, 4, t.requires_grad_(True))
     else:
-        run = mgt.Module(model, (x,), policy=method)
+        run = mgt.fx.Module(model, (x,), policy=method)
     params = list(model.parameters())
     opt = torch.optim.SGD(params, lr=0.01)
     base = rss_now()
@@ -201,7 +201,7 @@ def loads(name):
     import memgrad.torch as mgt
     warnings.filterwarnings("ignore")
     model, x = build(name)
-    r = mgt.check(model, (x,))
+    r = mgt.fx.check(model, (x,))
     if r.ok:
         return "yes", ""
     first = str(r).splitlines()
@@ -231,7 +231,7 @@ def main():
     print("# load average before the runs: %.2f %.2f %.2f"
           % os.getloadavg())
     print()
-    print("## Loads: memgrad.torch.check() on each model (torchvision "
+    print("## Loads: memgrad.torch.fx.check() on each model (torchvision "
           "classification models at 64x64, 32x32 for vit_b_16 and "
           "convnext_tiny; two-layer transformer stacks of width 64)")
     print()

@@ -53,7 +53,7 @@ pert = steps(T._exact_reference(copy.deepcopy(base)), perturb)
 print("%s %dx%d float64: PyTorch step 2 with its step-1 weights perturbed "
       "by 1e-12: %.3g" % (name, size, size, max(T.rel_errors(pert[1],
                                                               ref[1]))))
-own = steps(mgt.Module(copy.deepcopy(base), (x,), policy="memory"))
+own = steps(mgt.fx.Module(copy.deepcopy(base), (x,), policy="memory"))
 print("memgrad vs PyTorch, step 1: %.3g" % max(T.rel_errors(own[0], ref[0])))
 print("memgrad vs PyTorch, step 2 from its own weights: %.3g"
       % max(T.rel_errors(own[1], ref[1])))
@@ -70,6 +70,6 @@ def sync(m):
         a.copy_(b)
 
 
-same = steps(mgt.Module(copy.deepcopy(base), (x,), policy="memory"), sync)
+same = steps(mgt.fx.Module(copy.deepcopy(base), (x,), policy="memory"), sync)
 print("memgrad vs PyTorch, step 2 from PyTorch's weights: %.3g"
       % max(T.rel_errors(same[1], ref[1])))

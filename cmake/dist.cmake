@@ -152,7 +152,12 @@ if(MG_BUILD_TESTS)
     add_executable(${stem} "${src}")
     mg_target_settings(${stem})
     target_link_libraries(${stem} PRIVATE memgrad::dist memgrad::memgrad PkgConfig::CHECK m)
-    foreach(np 2 4)
+    set(nps 2 4)
+    if(stem STREQUAL "test_pipeline_agree")
+      # the agreement names the rank that differs among 2, 3 and 4 ranks
+      set(nps 2 3 4)
+    endif()
+    foreach(np IN LISTS nps)
       add_test(NAME ${stem}_np${np}
         COMMAND "${MPIEXEC_EXECUTABLE}" --allow-run-as-root --oversubscribe
                 ${MPIEXEC_NUMPROC_FLAG} ${np} $<TARGET_FILE:${stem}>)

@@ -30,6 +30,8 @@
 #include <memgrad_models.h>
 #include <memgrad_observe.h>
 
+#include "../tools/cli_policy.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -100,14 +102,23 @@ static int timeline_policy(const char *model, int depth, int width, int batch,
     mg_checkpoints ck = {.policy = policies[k]};
     mg_model *m = build(model, depth, width, batch);
     if (!m) return fail("building the model");
-    if (mg_model_gradients(m, &ck) != MG_OK) return fail("mg_gradients");
-    int n = m->n_params, rc = 0;
+    int n = m->n_params, rc = 0, nb = 2 * n + 3;
     mg_tensor *outs = calloc((size_t)n + 1, sizeof *outs);
     mg_binding *binds = calloc(2 * (size_t)n + 3, sizeof *binds);
     void **mem = calloc(2 * (size_t)n + 3, sizeof *mem);
+    void **pd = NULL;
     mg_plan *plan = NULL;
     mg_exec *ex = NULL;
-    if (!outs || !binds || !mem) return fail("out of memory");
+    series *s = out;
+    /* failures go to the end, which frees what was made */
+    if (mg_model_gradients(m, &ck) != MG_OK) {
+        rc = fail("mg_gradients");
+        goto done;
+    }
+    if (!outs || !binds || !mem) {
+        rc = fail("out of memory");
+        goto done;
+    }
     for (int i = 0; i < n; i++) {
         outs[i] = m->grads[i];
         binds[2 * i] = (mg_binding){m->params[i], NULL};
@@ -117,15 +128,16 @@ static int timeline_policy(const char *model, int depth, int width, int batch,
     binds[2 * n] = (mg_binding){m->loss, NULL};
     binds[2 * n + 1] = (mg_binding){m->input, NULL};
     binds[2 * n + 2] = (mg_binding){m->target, NULL};
-    int nb = 2 * n + 3;
     for (int i = 0; i < nb; i++) {
         mem[i] = calloc(1, mg_tensor_nbytes(m->g, binds[i].tensor));
-        if (!mem[i]) return fail("out of memory");
+        if (!mem[i]) {
+            rc = fail("out of memory");
+            goto done;
+        }
         binds[i].data = mem[i];
     }
-    void **pd = calloc((size_t)n + 1, sizeof *pd);
+    pd = calloc((size_t)n + 1, sizeof *pd);
     for (int i = 0; pd && i < n; i++) pd[i] = mem[2 * i];
-    series *s = out;
     mg_observer o = {.user = s, .after_op = record_step};
     if (!pd || mg_model_init_params(m, 1, pd) != MG_OK ||
         mg_model_init_data(m, 1, mem[2 * n + 1], mem[2 * n + 2]) != MG_OK)
@@ -167,12 +179,13 @@ static int timeline_policy(const char *model, int depth, int width, int batch,
             rc = fail(path);
         if (f) fclose(f);
     }
+done:
     /* Tensor names live in the graph, freed below. */
-    for (int i = 0; i < s->n; i++)
+    for (int i = 0; s->pred && s->meas && i < s->n; i++)
         s->pred[i].tensor_name = s->meas[i].tensor_name = NULL;
     mg_exec_free(ex);
     mg_plan_free(plan);
-    for (int i = 0; i < nb; i++) free(mem[i]);
+    for (int i = 0; mem && i < nb; i++) free(mem[i]);
     free(mem);
     free(pd);
     free(binds);
@@ -454,10 +467,12 @@ int main(int argc, char **argv) {
         i++;
     }
     mg_checkpoints ck = {.policy = MG_CKPT_NONE};
-    if (mg_ckpt_policy_parse(policy, &ck.policy) != MG_OK ||
-        (ck.policy != MG_CKPT_NONE && ck.policy != MG_CKPT_MEMORY &&
-         ck.policy != MG_CKPT_SPEED && ck.policy != MG_CKPT_BUDGET))
+    int npol;
+    char why[256];
+    if (mg_cli_policy_list(policy, &ck.policy, 1, &npol, why, sizeof why)) {
+        fprintf(stderr, "memgrad-plan: --policy: %s\n", why);
         return usage();
+    }
     if ((ck.policy == MG_CKPT_BUDGET) != (budget != NULL)) {
         fprintf(stderr, "memgrad-plan: %s\n",
                 budget ? "--budget goes with --policy budget"
@@ -488,24 +503,33 @@ int main(int argc, char **argv) {
 
     mg_model *m = build(model, depth, width, batch);
     if (!m) return mg_last_error()[0] ? fail("building the model") : usage();
-    if (mg_model_gradients(m, &ck) != MG_OK) return fail("mg_gradients");
-    step_plan sp;
-    if (step_plan_compile(m, budget_bytes, &sp)) return 1;
+    /* Every failure below frees the model and the plan: LeakSanitizer
+     * reported the model of a budget that does not fit (issue 49). */
+    step_plan sp = {0};
+    int rc = 0;
+    if (mg_model_gradients(m, &ck) != MG_OK) rc = fail("mg_gradients");
+    else if (step_plan_compile(m, budget_bytes, &sp)) rc = 1;
+    if (rc) goto done;
     printf("%s depth %d, width %d, batch %d, f32, policy %s\n", model, depth,
            width, batch, policy);
-    if (mg_plan_report(sp.plan, sp.binds, sp.n_binds, stdout) != MG_OK)
-        return fail("mg_plan_report");
+    if (mg_plan_report(sp.plan, sp.binds, sp.n_binds, stdout) != MG_OK) {
+        rc = fail("mg_plan_report");
+        goto done;
+    }
     if (dump) mg_plan_dump(sp.plan, stdout);
     if (dot) {
         FILE *f = fopen(dot, "w");
         if (!f || mg_graph_write_dot(m->g, f) != MG_OK) {
             fprintf(stderr, "memgrad-plan: cannot write %s\n", dot);
-            if (f) fclose(f);
-            return 1;
+            rc = 1;
         }
-        fclose(f);
+        if (f && fclose(f) != 0 && !rc) {
+            fprintf(stderr, "memgrad-plan: cannot write %s\n", dot);
+            rc = 1;
+        }
     }
+done:
     step_plan_free(&sp);
     mg_model_free(m);
-    return 0;
+    return rc;
 }

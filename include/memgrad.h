@@ -159,6 +159,15 @@ MG_API
 mg_status mg_tensor_set_name(mg_graph *g, mg_tensor t, const char *name);
 MG_API
 const char *mg_tensor_op_name(const mg_graph *g, mg_tensor t); /* "matmul" */
+/* A 64-bit hash of every attribute of the op computing t (a matmul's
+ * transposes, a conv's strides and pads, a dropout's probability, seed and
+ * RNG offset, a fill's value, ...; a leaf's are all zero) into *out. Equal
+ * attributes hash equal in every process of one byte order; the op kind,
+ * dtype, shape and inputs are not in it (mg_tensor_op_name and the calls
+ * above give them). Pipeline ranks compare it to agree that their graphs
+ * compute the same (memgrad_pipeline.h). */
+MG_API
+mg_status mg_tensor_attrs_hash(const mg_graph *g, mg_tensor t, uint64_t *out);
 MG_API
 mg_tensor mg_tensor_find(const mg_graph *g, const char *name);
 /* True for tensors that mg_gradients appended. */
@@ -952,8 +961,10 @@ mg_status mg_saved_tensor_data(const mg_saved *saved, mg_tensor t,
 /* Pool bytes (size-class units) that saved holds now. */
 MG_API
 size_t mg_saved_bytes(const mg_saved *saved);
-/* Give everything saved still holds back to its executor's pool; call it
- * before mg_exec_free of that executor. NULL is accepted. */
+/* Give everything saved still holds back to its executor's pool. A saved
+ * state holds a reference on its executor, as an export does: freed after
+ * mg_exec_free, it is still safe, and the executor goes when the last
+ * saved state and export let go. NULL is accepted. */
 MG_API
 void mg_saved_free(mg_saved *saved);
 

@@ -133,10 +133,17 @@ mg_status mg_pipe_check_cuts(const mg_graph *g, mg_tensor loss,
  * g at cuts (NULL and n_cuts 0: mg_pipe_balance chooses them, the same on
  * every rank), differentiate the stage with opts->checkpoints, compile its
  * plan and executor. Collective over c: g, loss, cuts and opts must be the
- * same on every rank (checked by a fingerprint); n_cuts + 1 must be the
- * size of c. A rank whose arguments are bad fails with its own status and
- * message, every other rank with MG_ERR_COMM naming it. g need not
- * outlive the pipeline, which keeps copies of its stage. */
+ * same on every rank; n_cuts + 1 must be the size of c. The ranks compare
+ * fingerprints of g (every tensor's op kind, attributes, dtype, shape and
+ * inputs, and its checkpoint tags), of the cuts and the loss, and of opts
+ * (all of it but max_bytes and num_threads, which bound or speed one
+ * rank's executor without changing what it computes) before any
+ * stage is made; where they differ every rank fails with
+ * MG_ERR_INVALID_ARG naming the first rank that differs from rank 0 and
+ * what differs ("the microbatch count (n_micro) (8 on rank 0, 4 on rank
+ * 1)", "the graph's op kinds"). A rank whose arguments are bad fails with
+ * its own status and message, every other rank with MG_ERR_COMM naming
+ * it. g need not outlive the pipeline, which keeps copies of its stage. */
 MG_API
 mg_status mg_pipe_new(mg_dist_comm *c, const mg_graph *g, mg_tensor loss,
                       const mg_tensor *cuts, int n_cuts,

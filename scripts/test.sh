@@ -33,15 +33,14 @@ if [ -x build/test_cuda ]; then
     esac
 fi
 
-# The Python package (python/): installed into a venv that also sees the
-# system's packages (Debian's python3-torch, if installed), then pytest.
-# Tests that need torch are reported as skipped, by name, without it.
-echo "== python/ (pip install ./python, pytest)"
-py=build-py/venv/bin/python
-base=python3
-[ -x /usr/bin/python3 ] && base=/usr/bin/python3 # where Debian puts torch
-[ -x "$py" ] || "$base" -m venv --system-site-packages build-py/venv
-"$py" -m pip install -q ./python pytest
+# The Python package (python/): installed into a venv of its own with
+# current PyTorch, torchvision, transformers and timm from PyPI (the
+# package's [test] extra), then pytest. Tests that cannot run here (no
+# GPU) are reported as skipped, by name.
+echo "== python/ (pip install ./python[test], pytest)"
+py=build-py/venv-pt2/bin/python
+[ -x "$py" ] || python3 -m venv build-py/venv-pt2
+"$py" -m pip install -q "./python[test]"
 "$py" -m pytest -q -rs -p no:cacheprovider python/tests
 
 echo "== build-asan/ (Debug, -fsanitize=address,undefined)"

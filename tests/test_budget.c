@@ -503,6 +503,39 @@ START_TEST(test_budget_parse) {
     }
     size_t b;
     double f;
+    /* Budgets round down, exactly: through a double these rounded to the
+     * nearest (2^31 for the first, one over the text's value) or lost
+     * units in the whole part (2^53 + 1 is no double). */
+    static const struct {
+        const char *text;
+        size_t bytes;
+    } down[] = {{"1.99999999999999999999999999999G", ((size_t)2 << 30) - 1},
+                {"0.99999999999999999999999999999K", 1023},
+                {"1.0009765625K", 1025}, /* 1 + 2^-10 exactly */
+                {"1.00097656249999999999999K", 1024},
+                {"0.00097656250000000000000000000000M", 1024},
+                {"3.9999999999999999999999M", ((size_t)4 << 20) - 1}};
+    for (size_t i = 0; i < sizeof down / sizeof *down; i++) {
+        b = 7;
+        ck_assert_msg(mg_budget_parse(down[i].text, &b, &f) == MG_OK, "%s: %s",
+                      down[i].text, mg_last_error());
+        ck_assert_msg(b == down[i].bytes && f == 0, "%s: %zu bytes, not %zu",
+                      down[i].text, b, down[i].bytes);
+    }
+    if (sizeof(size_t) == 8) {
+        ck_assert_int_eq(mg_budget_parse("9007199254740993K", &b, &f), MG_OK);
+        ck_assert_uint_eq(b, ((size_t)1 << 63) + 1024);
+        /* the largest size_t, and one byte over it */
+        ck_assert_int_eq(
+            mg_budget_parse("17179869183.99999999999999999999G", &b, &f),
+            MG_OK);
+        ck_assert_uint_eq(b, SIZE_MAX);
+        ck_assert_int_eq(mg_budget_parse("17179869184G", &b, &f),
+                         MG_ERR_INVALID_ARG);
+        ck_assert_ptr_nonnull(strstr(mg_last_error(), "too large"));
+    }
+    ck_assert_int_eq(mg_budget_parse("0.0009K", &b, &f), MG_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(mg_last_error(), "above 0"));
     ck_assert_int_eq(mg_budget_parse(NULL, &b, &f), MG_ERR_INVALID_ARG);
     ck_assert_int_eq(mg_budget_parse("1", NULL, &f), MG_ERR_INVALID_ARG);
     ck_assert_int_eq(mg_budget_parse("1", &b, NULL), MG_ERR_INVALID_ARG);

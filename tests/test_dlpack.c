@@ -375,11 +375,66 @@ START_TEST(test_saved_export_written) {
 }
 END_TEST
 
+/* mg_exec_free while a saved state and one of its exports are alive, then
+ * the export's deleter and mg_saved_free in either order: the saved state
+ * holds a reference on its executor, as an export does, so the executor
+ * goes with the last of them. Before, the deleter-then-mg_saved_free
+ * order destroyed the executor while mg_saved_free still gave blocks back
+ * to its pool (a use-after-free, seen by ASan). Each of the two forward
+ * outputs (y, p) is the exported one in turn, so that a block mg_saved_free
+ * gives back after the exported one's is always there, whatever order it
+ * holds them in. */
+START_TEST(test_saved_outlives_exec) {
+    mg_graph *g = mg_graph_new();
+    mg_tensor x = mg_input(g, "x", MG_F32, 2, S(2, 3));
+    mg_tensor w = mg_param(g, "w", MG_F32, 1, S(3));
+    mg_tensor gy = mg_input(g, "gy", MG_F32, 2, S(2, 3));
+    mg_tensor gp = mg_input(g, "gp", MG_F32, 2, S(2, 3));
+    mg_tensor p = mg_mul(g, x, w);
+    mg_tensor y = mg_tanh(g, p);
+    TH_OK_T("y", y);
+    mg_tensor ys[2] = {y, p}, seeds[2] = {gy, gp}, gw;
+    ck_assert(mg_gradients(g, ys, 2, seeds, &w, 1, NULL, &gw) == MG_OK);
+    mg_tensor outs[3] = {y, p, gw};
+    mg_plan *plan = NULL;
+    ck_assert(mg_plan_compile(g, outs, 3, NULL, &plan) == MG_OK);
+    float xv[6] = {1, -2, 3, -4, 5, -6}, wv[3] = {0.1f, 0.2f, 0.3f};
+    float pw[6];
+    for (int i = 0; i < 6; i++) pw[i] = xv[i] * wv[i % 3];
+    mg_binding b[2] = {{x, xv}, {w, wv}};
+    for (int k = 0; k < 2; k++)
+        for (int deleter_first = 0; deleter_first < 2; deleter_first++) {
+            mg_exec *ex = NULL;
+            ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
+            mg_saved *sv = NULL;
+            ck_assert(mg_exec_forward(ex, plan, b, 2, 0, &sv) == MG_OK);
+            DLManagedTensor *e = NULL;
+            ck_assert(mg_saved_export(sv, outs[k], &e) == MG_OK);
+            mg_exec_free(ex); /* the wrong order: saved and e still out */
+            /* both stay readable: the executor's pool is still there */
+            const void *d = NULL;
+            ck_assert(mg_saved_tensor_data(sv, p, &d) == MG_OK);
+            ck_assert_mem_eq(d, pw, sizeof pw);
+            const float *ev = e->dl_tensor.data;
+            ck_assert_float_eq_tol(ev[0], k == 0 ? tanhf(pw[0]) : pw[0], 1e-6f);
+            if (deleter_first) {
+                e->deleter(e);
+                mg_saved_free(sv); /* the executor goes here */
+            } else {
+                mg_saved_free(sv);
+                e->deleter(e); /* or here */
+            }
+        }
+    mg_plan_free(plan);
+    mg_graph_free(g);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("dlpack");
     th_add_tcase(s, "dlpack", 60,
                  TH_TESTS(test_bind_checks, test_export_held_across_runs,
                           test_export_errors_and_phases, test_saved_export,
-                          test_saved_export_written));
+                          test_saved_export_written, test_saved_outlives_exec));
     return th_run_suite(s);
 }

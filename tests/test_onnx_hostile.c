@@ -635,6 +635,47 @@ START_TEST(test_cast_target_type) {
 }
 END_TEST
 
+/* Relu of a graph input x of the declared dims, imported with batch_size
+ * (0: none). */
+static mg_status relu_of_input(int ndim, const int64_t *dims,
+                               int64_t batch_size) {
+    model md;
+    model_init(&md, 8, 13);
+    input(&md, "x", ndim, dims);
+    node(&md, "Relu", "r", "x", NULL, NULL, "y");
+    output(&md, "y");
+    mg_onnx_options o;
+    mg_onnx_options_init(&o);
+    o.batch_size = batch_size;
+    return import_opts(&md, &o, NULL);
+}
+
+/* A declared dim_value 0 is a size (a zero-size tensor), not a dynamic
+ * dimension: it was given the batch size ([0, 4] ran as [2, 4]) or called
+ * dynamic. memgrad's tensors have no zero-size dimension, so it is refused,
+ * naming the input and the dimension, with or without a batch size; a
+ * negative dim_value is no size at all. */
+START_TEST(test_zero_size_dim_refused) {
+    const int64_t zero_first[2] = {0, 4}, zero_last[2] = {3, 0};
+    const int64_t batches[2] = {0, 2};
+    for (int b = 0; b < 2; b++) {
+        ck_assert_int_eq(relu_of_input(2, zero_first, batches[b]),
+                         MG_ERR_UNSUPPORTED);
+        ERR_HAS("input 'x' dim 0", "declared zero-size");
+        ck_assert_ptr_null(strstr(mg_last_error(), "dynamic"));
+        ck_assert_int_eq(relu_of_input(2, zero_last, batches[b]),
+                         MG_ERR_UNSUPPORTED);
+        ERR_HAS("input 'x' dim 1", "declared zero-size");
+    }
+    const int64_t negative[2] = {-3, 4};
+    ck_assert_int_eq(relu_of_input(2, negative, 2), MG_ERR_INVALID_ARG);
+    ERR_HAS("input 'x' dim 0", "-3");
+    /* a declared size still imports, and a batch size leaves it alone */
+    const int64_t good[2] = {3, 4};
+    ck_assert_msg(relu_of_input(2, good, 2) == MG_OK, "%s", mg_last_error());
+}
+END_TEST
+
 /* An attribute of the wrong type, or an int flag out of {0, 1}. */
 START_TEST(test_attribute_types) {
     model md;
@@ -838,7 +879,7 @@ int main(void) {
     th_add_tcase(s, "attributes", 120,
                  TH_TESTS(test_concat_axis_range, test_cast_target_type,
                           test_attribute_types, test_opset_and_ir_version,
-                          test_error_prefix_once));
+                          test_error_prefix_once, test_zero_size_dim_refused));
     th_add_tcase(s, "op_table", 120, TH_TESTS(test_op_table_dispatch));
     return th_run_suite(s);
 }

@@ -42,6 +42,7 @@
 #include <memgrad_onnx.h>
 
 #include "../src/common/proc_status.h"
+#include "cli_policy.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -68,17 +69,6 @@ static int usage(void) {
 static int fail(const char *what) {
     fprintf(stderr, "memgrad-onnx: %s: %s\n", what, mg_last_error());
     return 1;
-}
-
-/* The policies this tool runs: none, memory, speed and budget. */
-static int parse_policy(const char *s, mg_ckpt_policy *p) {
-    mg_ckpt_policy q;
-    if (mg_ckpt_policy_parse(s, &q) != MG_OK ||
-        (q != MG_CKPT_NONE && q != MG_CKPT_MEMORY && q != MG_CKPT_SPEED &&
-         q != MG_CKPT_BUDGET))
-        return -1;
-    *p = q;
-    return 0;
 }
 
 /* A deterministic generator for the random data (xorshift64*). */
@@ -616,25 +606,12 @@ int main(int argc, char **argv) {
         return usage();
     mg_ckpt_policy pols[MAX_POLICIES];
     int npol = 0;
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", policy);
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (npol == MAX_POLICIES) {
-            fprintf(stderr,
-                    "memgrad-onnx: --policy names more than %d "
-                    "policies\n",
-                    MAX_POLICIES);
-            return 2;
-        }
-        if (parse_policy(tok, &pols[npol++])) {
-            fprintf(stderr,
-                    "memgrad-onnx: bad policy '%s' (none, memory, speed, "
-                    "budget)\n",
-                    tok);
-            return 2;
-        }
+    char why[256];
+    if (mg_cli_policy_list(policy, pols, is_step ? 1 : MAX_POLICIES, &npol, why,
+                           sizeof why)) {
+        fprintf(stderr, "memgrad-onnx: --policy: %s\n", why);
+        return 2;
     }
-    if (npol == 0 || (is_step && npol != 1)) return usage();
     int with_budget = 0;
     for (int q = 0; q < npol; q++) with_budget |= pols[q] == MG_CKPT_BUDGET;
     if (with_budget != (budget_text != NULL)) {

@@ -250,6 +250,14 @@ class Graph:
         return self._t(_lib.layernorm(self._g, x.id, gamma.id, beta.id,
                                       n_norm_axes, eps))
 
+    def cast(self, x, dtype):
+        """x converted to dtype ("float32", "float64", ...; mg_cast)."""
+        return self._t(_lib.cast(self._g, x.id, _DTYPES[dtype]))
+
+    def embedding(self, table, indices):
+        """Rows of table [V, D] picked by integer indices (mg_embedding)."""
+        return self._t(_lib.embedding(self._g, table.id, indices.id))
+
     def causal_mask(self, x, value):
         return self._t(_lib.causal_mask(self._g, x.id, float(value)))
 

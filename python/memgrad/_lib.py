@@ -198,6 +198,8 @@ binary = {n: _fn("mg_" + n, T, G, T, T) for n in
            "logical_or")}
 matmul = _fn("mg_matmul", T, G, T, T, c_int, c_int)
 scale = _fn("mg_scale", T, G, T, c_double)
+embedding = _fn("mg_embedding", T, G, T, T)
+cast = _fn("mg_cast", T, G, T, c_int)
 sum_ = _fn("mg_sum", T, G, T, c_int, POINTER(c_int), c_int)
 mean = _fn("mg_mean", T, G, T, c_int, POINTER(c_int), c_int)
 reshape = _fn("mg_reshape", T, G, T, c_int, POINTER(c_int64))

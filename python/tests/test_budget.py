@@ -2,7 +2,7 @@
 Graph.compile(budget_bytes=N) carries the budget into the plan's summary
 and report, whose budget line compares it with budget_peak (the peak with
 the outputs and gradients counted as caller memory), and
-memgrad.torch.Module(policy="budget", budget_bytes=N).report() shows that
+memgrad.torch.fx.Module(policy="budget", budget_bytes=N).report() shows that
 line with a budget_peak within N, also at the smallest budget that fits,
 which the planning error names."""
 import copy
@@ -89,10 +89,10 @@ def _model():
 def test_module_report_shows_the_budget():
     ref = _model()
     x = torch.randn(256, 64, dtype=torch.float64)
-    none = mgt.Module(copy.deepcopy(ref), (x,), policy="none")
+    none = mgt.fx.Module(copy.deepcopy(ref), (x,), policy="none")
     assert "budget:" not in none.report()
     budget = none._cap.plan.summary()["budget_peak"] * 6 // 10
-    mine = mgt.Module(copy.deepcopy(ref), (x,), policy="budget",
+    mine = mgt.fx.Module(copy.deepcopy(ref), (x,), policy="budget",
                       budget_bytes=budget)
     got, peak, word = budget_line(mine.report())
     assert (got, word) == (budget, "within") and 0 < peak <= budget
@@ -108,9 +108,9 @@ def test_module_at_the_smallest_budget():
     ref = _model()
     x = torch.randn(256, 64, dtype=torch.float64)
     with pytest.raises(mgt.MemgradError) as e:
-        mgt.Module(copy.deepcopy(ref), (x,), policy="budget",
+        mgt.fx.Module(copy.deepcopy(ref), (x,), policy="budget",
                    budget_bytes=1000)
     minimum = int(re.search(r"fits is (\d+) bytes", str(e.value)).group(1))
-    mine = mgt.Module(copy.deepcopy(ref), (x,), policy="budget",
+    mine = mgt.fx.Module(copy.deepcopy(ref), (x,), policy="budget",
                       budget_bytes=minimum)
     assert budget_line(mine.report()) == (minimum, minimum, "within")

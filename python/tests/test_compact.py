@@ -1,5 +1,5 @@
 """Keeping compact (issue 29 item 2) from Python: Graph.gradients(...,
-compact=True) and memgrad.torch.Module(..., compact=True) keep a relu's
+compact=True) and memgrad.torch.fx.Module(..., compact=True) keep a relu's
 sign as a bit mask and a max pool's argmax as a byte per output where the
 backward pass reads nothing more; the gradients are the same bits and the
 bytes kept for the backward pass are fewer. (The peak of so small a net is
@@ -64,7 +64,7 @@ def test_module_compact_is_lower_and_bit_equal():
     res = {}
     for compact in (False, True):
         state = {k: v.clone() for k, v in net.state_dict().items()}
-        m = mt.Module(net, (x,), policy="none", compact=compact)
+        m = mt.fx.Module(net, (x,), policy="none", compact=compact)
         net.zero_grad(set_to_none=True)
         m.executor.reset_peak()
         m(x).backward(gy)

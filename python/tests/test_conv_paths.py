@@ -61,7 +61,7 @@ def grads(m, xx):
     return [p.grad.double() for p in m.parameters()]
 g64 = grads(copy.deepcopy(net).double(), x.double())
 g32 = grads(copy.deepcopy(net), x)
-gmg = grads(mgt.Module(copy.deepcopy(net), (x,), policy="none"), x)
+gmg = grads(mgt.fx.Module(copy.deepcopy(net), (x,), policy="none"), x)
 rel = lambda a, b: float((a - b).norm() / b.norm())
 print(json.dumps([[rel(m, r), rel(t, r)] for m, t, r in zip(gmg, g32, g64)]))
 """

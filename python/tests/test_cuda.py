@@ -1,6 +1,6 @@
 """memgrad on CUDA from Python: Executor(device="cuda") with torch's CUDA
 tensors in and out through DLPack (no copy through the host), and
-memgrad.torch.Module on a .cuda() module, against PyTorch on the same GPU.
+memgrad.torch.fx.Module on a .cuda() module, against PyTorch on the same GPU.
 Without a CUDA device the GPU tests skip with "skipped: no CUDA device", and
 the error a user gets is checked instead."""
 import copy
@@ -127,7 +127,7 @@ def test_gpt_on_cuda_matches_torch(policy):
 
 def mg_torch_module(model, x, policy):
     import memgrad.torch as mgt
-    return mgt.Module(model, (x,), policy=policy)
+    return mgt.fx.Module(model, (x,), policy=policy)
 
 
 @needs_gpu
@@ -136,8 +136,8 @@ def test_checkpointed_equals_plain_on_cuda_bit_for_bit():
     ref = _resnet18(torch.float32).cuda()
     x = torch.randn(4, 3, 32, 32).cuda()
     target = torch.randint(0, 10, (4,)).cuda()
-    plain = mgt.Module(copy.deepcopy(ref), (x,), policy="none")
-    ckpt = mgt.Module(copy.deepcopy(ref), (x,), policy="memory")
+    plain = mgt.fx.Module(copy.deepcopy(ref), (x,), policy="none")
+    ckpt = mgt.fx.Module(copy.deepcopy(ref), (x,), policy="memory")
     assert torch.equal(_grads(plain, x, target), _grads(ckpt, x, target))
     # resnet18 at batch 4 and 32x32: its gradients of the parameters
     # dominate, and the memory policy finds no smaller peak (46054912 bytes
@@ -147,12 +147,12 @@ def test_checkpointed_equals_plain_on_cuda_bit_for_bit():
 
 @needs_gpu
 def test_module_follows_cuda_and_back():
-    """The same memgrad.torch.Module runs where its parameters are."""
+    """The same memgrad.torch.fx.Module runs where its parameters are."""
     import memgrad.torch as mgt
     torch.manual_seed(0)
     ref = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(),
                               torch.nn.Linear(8, 2))
-    m = mgt.Module(copy.deepcopy(ref), (torch.zeros(3, 6),))
+    m = mgt.fx.Module(copy.deepcopy(ref), (torch.zeros(3, 6),))
     x = torch.randn(3, 6)
     cpu_out = m(x)
     m.cuda()

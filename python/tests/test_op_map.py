@@ -273,7 +273,7 @@ def test_row_lowers_the_same_both_ways(row, monkeypatch):
         opset, attrs = ONE_NODE[row]
         om = memgrad.onnx_import(one_node_model(r.onnx, attrs, shape, opset))
         ops_onnx = graph_ops(om.graph, len(om.graph.tensors()))
-        by_fx = mgt.Module(model, (x,), policy="none")
+        by_fx = mgt.fx.Module(model, (x,), policy="none")
         ops_fx = forward_ops(by_fx)
         check_ops(r, ops_fx, ops_onnx)
         want = model(x)
@@ -284,10 +284,10 @@ def test_row_lowers_the_same_both_ways(row, monkeypatch):
         "torch.onnx.export does not write %s for this row's example" % r.onnx)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        by_fx = mgt.Module(model, (x,), policy="none")
+        by_fx = mgt.fx.Module(model, (x,), policy="none")
         with monkeypatch.context() as mp:
             forced_onnx(mp)
-            by_onnx = mgt.Module(model, (x,), policy="none")
+            by_onnx = mgt.fx.Module(model, (x,), policy="none")
     assert by_fx._cap.captured_by == "torch.fx"
     assert by_onnx._cap.captured_by == "torch.onnx.export"
     check_ops(r, forward_ops(by_fx), forward_ops(by_onnx))
@@ -374,7 +374,7 @@ def test_torch_row_lowers_to_its_ops(row):
     x = torch.randn(*shape)
     if domain == "pos":
         x = x.abs() + 0.5
-    m = mgt.Module(model, (x,), policy="none")
+    m = mgt.fx.Module(model, (x,), policy="none")
     assert m._cap.captured_by == "torch.fx"
     ops, allowed = forward_ops(m), set(r.mg_ops)
     for other in ALSO.get(row, ()):

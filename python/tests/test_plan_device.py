@@ -96,7 +96,7 @@ def test_module_plans_per_device():
     model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.Tanh(),
                                 torch.nn.Linear(32, 4))
     x = torch.randn(256, 64)
-    m = mt.Module(model, (x,), policy="none")
+    m = mt.fx.Module(model, (x,), policy="none")
     m(x).sum().backward()
     cap = m._cap
     assert cap.plan is cap.plan_for("cpu") and cap.plan.device == "cpu"

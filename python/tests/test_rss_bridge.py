@@ -60,11 +60,11 @@ def test_first_step_rss_within_plan(policy):
     # load the kernels' lazy state (oneDNN's primitives, OpenBLAS's
     # buffers) with a small model of the same layers
     small = _net(4)
-    _step(mt.Module(small, (torch.randn(2, 3, 32, 32),), policy=policy),
+    _step(mt.fx.Module(small, (torch.randn(2, 3, 32, 32),), policy=policy),
           torch.randn(2, 3, 32, 32))
     model = _net(32)
     x = torch.randn(16, 3, 32, 32)
-    mg = mt.Module(model, (x,), policy=policy)
+    mg = mt.fx.Module(model, (x,), policy=policy)
     r = mg.memory_report()
     predicted = (r["pool_arena"] + r["pool_outputs"] + r["grads_torch"])
     if not _reset_peak():

@@ -1,5 +1,5 @@
 """16-bit storage (issue 29 item 2) from Python: Graph.gradients(...,
-store16=True) and memgrad.torch.Module(..., store16=True) keep the float32 activations the backward pass reads as
+store16=True) and memgrad.torch.fx.Module(..., store16=True) keep the float32 activations the backward pass reads as
 bfloat16: the predicted peak is lower, the loss is the same bits, and the
 gradients are close to, but not, the exact ones."""
 import memgrad as mg
@@ -49,7 +49,7 @@ def test_module_store16_is_lower_and_close():
     x = torch.randn(512, 64)
     grads, peaks = [], []
     for store16 in (False, True):
-        m = mt.Module(copy.deepcopy(net), (x,), policy="none",
+        m = mt.fx.Module(copy.deepcopy(net), (x,), policy="none",
                       store16=store16)
         m(x).square().mean().backward()
         grads.append(torch.cat([p.grad.reshape(-1)

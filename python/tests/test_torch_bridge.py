@@ -1,4 +1,4 @@
-"""memgrad.torch.Module against plain PyTorch: gradients within 1e-4 under
+"""memgrad.torch.fx.Module against plain PyTorch: gradients within 1e-4 under
 every policy, a loss computed in torch, several calls before one backward,
 and SGD steps through torch.optim that follow PyTorch's."""
 import copy
@@ -27,7 +27,7 @@ def close(a, b):
 @pytest.mark.parametrize("policy", POLICIES)
 def test_gradients_match_torch(policy):
     ref = net()
-    mine = mgt.Module(copy.deepcopy(ref), (torch.zeros(8, 6),), policy=policy)
+    mine = mgt.fx.Module(copy.deepcopy(ref), (torch.zeros(8, 6),), policy=policy)
     x1, x2 = torch.randn(8, 6), torch.randn(8, 6)
     target = torch.randn(8, 3)
     # two calls before one backward, loss computed in torch
@@ -44,7 +44,7 @@ def F_mse(a, b):
 
 def test_input_gradient():
     ref = net()
-    mine = mgt.Module(copy.deepcopy(ref), (torch.zeros(8, 6),))
+    mine = mgt.fx.Module(copy.deepcopy(ref), (torch.zeros(8, 6),))
     x = torch.randn(8, 6, requires_grad=True)
     xm = x.detach().clone().requires_grad_(True)
     ref(x).sum().backward()
@@ -54,7 +54,7 @@ def test_input_gradient():
 
 def test_sgd_steps_follow_torch():
     ref = net()
-    mine = mgt.Module(copy.deepcopy(ref), (torch.zeros(8, 6),),
+    mine = mgt.fx.Module(copy.deepcopy(ref), (torch.zeros(8, 6),),
                       policy="memory")
     opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (ref, mine)]
     x, target = torch.randn(8, 6), torch.randn(8, 3)
@@ -72,7 +72,7 @@ def test_sgd_steps_follow_torch():
 
 def test_unmapped_module_is_an_error():
     with pytest.raises(NotImplementedError, match="Softplus"):
-        mgt.Module(torch.nn.Sequential(torch.nn.Softplus()),
+        mgt.fx.Module(torch.nn.Sequential(torch.nn.Softplus()),
                    (torch.zeros(2, 2),))
 
 
@@ -94,7 +94,7 @@ def test_small_cnn_matches_torch(policy):
     ref = small_cnn()
     x = torch.randn(4, 3, 16, 16)
     labels = torch.randint(0, 5, (4,))
-    mine = mgt.Module(copy.deepcopy(ref), (x,), policy=policy)
+    mine = mgt.fx.Module(copy.deepcopy(ref), (x,), policy=policy)
     for m in (ref, mine):
         torch.nn.functional.cross_entropy(m(x), labels).backward()
     for p, q in zip(ref.parameters(), mine.parameters()):
@@ -111,7 +111,7 @@ def test_batchnorm_running_stats_and_eval():
         torch.nn.AdaptiveAvgPool2d((1, 1)), torch.nn.Flatten(),
         torch.nn.Linear(8, 5))
     x = torch.randn(4, 3, 16, 16) * 3 + 1
-    mine = mgt.Module(copy.deepcopy(ref), (x,), policy="memory")
+    mine = mgt.fx.Module(copy.deepcopy(ref), (x,), policy="memory")
     for step in range(3):
         for m in (ref, mine):
             m(x * (step + 1)).sum().backward()
@@ -147,7 +147,7 @@ def test_float64_module_matches_torch_closely(policy):
     ref = small_cnn().double()
     x = torch.randn(4, 3, 16, 16, dtype=torch.float64)
     labels = torch.randint(0, 5, (4,))
-    mine = mgt.Module(copy.deepcopy(ref), (x,), policy=policy)
+    mine = mgt.fx.Module(copy.deepcopy(ref), (x,), policy=policy)
     opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (ref, mine)]
     for step in range(3):
         losses = []
@@ -168,7 +168,7 @@ def test_float64_module_matches_torch_closely(policy):
 def test_mixed_dtypes_are_an_error():
     m = torch.nn.Linear(3, 2).double()
     with pytest.raises(TypeError, match="all be float32 or all float64"):
-        mgt.Module(m, (torch.zeros(2, 3),))
+        mgt.fx.Module(m, (torch.zeros(2, 3),))
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -185,7 +185,7 @@ def test_ceil_mode_pooling_matches_torch(policy):
                            count_include_pad=False),
         torch.nn.Flatten(), torch.nn.Linear(6 * 4 * 4, 5))
     x = torch.randn(2, 3, 14, 14)
-    mine = mgt.Module(copy.deepcopy(ref), (x,), policy=policy)
+    mine = mgt.fx.Module(copy.deepcopy(ref), (x,), policy=policy)
     yr, ym = ref(x), mine(x)
     close(ym, yr)
     yr.square().sum().backward()
@@ -197,7 +197,7 @@ def test_ceil_mode_pooling_matches_torch(policy):
 def _relu_inputs_memgrad(module, x):
     """The input of every ReLU of module's forward, as memgrad computes it
     (through the bridge's captured graph, in creation order)."""
-    m = mgt.Module(copy.deepcopy(module), (x,), policy="none")
+    m = mgt.fx.Module(copy.deepcopy(module), (x,), policy="none")
     cap = m._cap
     ts = [cap.graph.input_of(t) for t in cap.graph.tensors("relu")]
     outs = cap.executor_for("cpu").run(cap.graph.compile(ts), cap.feeds(
@@ -312,7 +312,7 @@ def test_gradient_that_is_the_seed(make):
     .grad); the seed was once unbound in the forward phase, or overwritten
     by the parameter's gradient buffer."""
     ref, model = make(), make()
-    mine = mgt.Module(model, (torch.zeros(2, 3),), policy="none")
+    mine = mgt.fx.Module(model, (torch.zeros(2, 3),), policy="none")
     gy = torch.tensor([[1.0, -2.0, 0.5], [3.0, 0.25, -1.0]])
     xr = torch.randn(2, 3, requires_grad=True)
     xm = xr.detach().clone().requires_grad_(True)

@@ -28,7 +28,7 @@ def test_output_written_in_place_raises_where_backward_reads_it():
     raises too."""
     torch.manual_seed(0)
     ref = nn.Sequential(nn.Linear(4, 3), nn.Tanh()).double()
-    mine = mgt.Module(copy.deepcopy(ref), (_x(5, 4),))
+    mine = mgt.fx.Module(copy.deepcopy(ref), (_x(5, 4),))
     x = _x(5, 4)
     y = ref(x)
     y.mul_(2)
@@ -54,7 +54,7 @@ def test_output_written_in_place_is_fine_where_backward_does_not_read_it():
     y.mul_(2) there too): the gradients are y.mul_'s."""
     torch.manual_seed(0)
     ref = nn.Linear(4, 3).double()
-    mine = mgt.Module(copy.deepcopy(ref), (_x(5, 4),))
+    mine = mgt.fx.Module(copy.deepcopy(ref), (_x(5, 4),))
     x = _x(5, 4)
     for m in (ref, mine):
         y = m(x)
@@ -69,7 +69,7 @@ def test_input_written_in_place_raises():
     silently; PyTorch raises (Linear's backward reads x)."""
     torch.manual_seed(0)
     ref = nn.Sequential(nn.Linear(4, 3), nn.Tanh()).double()
-    mine = mgt.Module(copy.deepcopy(ref), (_x(5, 4),))
+    mine = mgt.fx.Module(copy.deepcopy(ref), (_x(5, 4),))
     for m, msg in ((ref, "modified by an inplace"),
                    (mine, r"memgrad.torch: input 0 \('input_1'\) of "
                           r"Sequential was modified by an in-place")):
@@ -83,7 +83,7 @@ def test_input_written_in_place_raises():
 def test_parameter_written_before_backward_raises():
     """An optimizer step between a call and its backward."""
     torch.manual_seed(0)
-    mine = mgt.Module(nn.Sequential(nn.Linear(4, 3), nn.Tanh()).double(),
+    mine = mgt.fx.Module(nn.Sequential(nn.Linear(4, 3), nn.Tanh()).double(),
                       (_x(5, 4),))
     y = mine(_x(5, 4))
     torch.optim.SGD(mine.parameters(), lr=0.1, momentum=0.0)
@@ -97,7 +97,7 @@ def test_a_copy_may_be_written():
     """Writing into a clone of the output or the input is fine."""
     torch.manual_seed(0)
     ref = nn.Sequential(nn.Linear(4, 3), nn.Tanh()).double()
-    mine = mgt.Module(copy.deepcopy(ref), (_x(5, 4),))
+    mine = mgt.fx.Module(copy.deepcopy(ref), (_x(5, 4),))
     for m in (ref, mine):
         x = _x(5, 4)
         y = m(x)
@@ -162,7 +162,7 @@ class _Chain(nn.Module):
 def test_inplace_in_forward_gives_eager_values(cls):
     torch.manual_seed(0)
     ref = cls().double()
-    mine = mgt.Module(copy.deepcopy(ref), (_x(3, 4),))
+    mine = mgt.fx.Module(copy.deepcopy(ref), (_x(3, 4),))
     xr = _x(3, 4).requires_grad_(True)
     xm = _x(3, 4).requires_grad_(True)
     yr, ym = ref(xr), mine(xm)
@@ -226,8 +226,8 @@ def test_inplace_that_cannot_match_eager_is_refused(cls, why):
     m = cls().double()
     state = copy.deepcopy(m.state_dict())
     with pytest.raises(mgt.UnsupportedModelError, match=why):
-        mgt.Module(m, (x,))
-    report = mgt.check(m, (x,))
+        mgt.fx.Module(m, (x,))
+    report = mgt.fx.check(m, (x,))
     assert not report.ok and why in str(report)
     assert torch.equal(x, keep)  # the example was not written
     for k, v in m.state_dict().items():  # nor the parameters

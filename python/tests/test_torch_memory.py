@@ -36,7 +36,7 @@ def _grads(m):
 def test_accumulates_as_pytorch(policy):
     model = _model()
     xa, xb = _batches()
-    mg = mt.Module(model, (xa,), policy=policy)
+    mg = mt.fx.Module(model, (xa,), policy=policy)
     state = {k: v.clone() for k, v in model.state_dict().items()}
 
     def one(x):
@@ -74,7 +74,7 @@ def test_accumulates_as_pytorch(policy):
 def test_pool_holds_no_gradient(set_to_none, in_place):
     model = _model()
     xa, _ = _batches()
-    mg = mt.Module(model, (xa,), policy="memory", grads_in_place=in_place)
+    mg = mt.fx.Module(model, (xa,), policy="memory", grads_in_place=in_place)
     plan = mg._cap.plan
     ex = mg.executor
     n_in = len(mg._cap.inputs)
@@ -121,7 +121,7 @@ def test_slot_only_for_a_nonzero_grad():
     plan's arena, and what memory_report() says; the sum is PyTorch's."""
     model = _model()
     xa, xb = _batches()
-    mg = mt.Module(model, (xa,), policy="memory")
+    mg = mt.fx.Module(model, (xa,), policy="memory")
     params = list(model.parameters())
     n_in = len(mg._cap.inputs)
     want = mg._cap.plan.arena(bound=mg._cap.grads[n_in:])["reserved"]
@@ -168,7 +168,7 @@ def test_slot_only_for_a_nonzero_grad():
 def test_hooked_parameter_goes_through_autograd():
     model = _model()
     xa, xb = _batches()
-    mg = mt.Module(model, (xa,), policy="none")
+    mg = mt.fx.Module(model, (xa,), policy="none")
     w = model[0].weight
     seen = []
     w.register_hook(lambda g: seen.append(g.clone()))
@@ -185,7 +185,7 @@ def test_hooked_parameter_goes_through_autograd():
 def test_memory_report_adds_up():
     model = _model()
     xa, _ = _batches()
-    mg = mt.Module(model, (xa,), policy="memory")
+    mg = mt.fx.Module(model, (xa,), policy="memory")
     r = mg.memory_report()
     n = sum(p.numel() * p.element_size() for p in model.parameters())
     assert r["grads_torch"] == r["params_torch"] == n
@@ -209,7 +209,7 @@ def test_input_gradient_only_when_required():
     model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4),
                           nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 3))
     x = torch.randn(2, 3, 6, 6)
-    mg = mt.Module(model, (x,), policy="none")
+    mg = mt.fx.Module(model, (x,), policy="none")
     cap = mg._cap
     assert cap.grads[0] is None
     mg(x).square().sum().backward()

@@ -60,7 +60,7 @@ def test_fx_cannot_trace_it():
 def test_captured_through_onnx_and_gradients_match(policy):
     ref = model()
     with pytest.warns(UserWarning, match="torch.onnx.export"):
-        mine = mgt.Module(copy.deepcopy(ref), (torch.zeros(8, 8),),
+        mine = mgt.fx.Module(copy.deepcopy(ref), (torch.zeros(8, 8),),
                           policy=policy)
     assert mine._cap.captured_by == "torch.onnx.export"
     x = torch.randn(8, 8)
@@ -78,7 +78,7 @@ def test_parameters_stay_the_modules_own():
     ref = model()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        mine = mgt.Module(copy.deepcopy(ref), (torch.zeros(8, 8),))
+        mine = mgt.fx.Module(copy.deepcopy(ref), (torch.zeros(8, 8),))
     opts = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (ref, mine)]
     x = torch.randn(8, 8)
     for _ in range(3):  # SGD writes the module's tensors; memgrad reads them
@@ -94,7 +94,7 @@ def test_a_new_shape_captures_again():
     ref = model()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        mine = mgt.Module(copy.deepcopy(ref), (torch.zeros(8, 8),))
+        mine = mgt.fx.Module(copy.deepcopy(ref), (torch.zeros(8, 8),))
         x = torch.randn(12, 8)  # three passes of the loop instead of two
         close(mine(x), ref(x))
 
@@ -106,7 +106,7 @@ def test_export_leaves_buffers_and_rng_alone():
     state = torch.random.get_rng_state()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        mgt.Module(m, (x,))
+        mgt.fx.Module(m, (x,))
     for a, b in zip(before, m.buffers()):
         assert torch.equal(a, b)
     assert torch.equal(state, torch.random.get_rng_state())
@@ -128,7 +128,7 @@ class Untraceable(torch.nn.Module):
 
 def test_neither_way_names_both():
     with pytest.raises(mgt.UnsupportedModelError) as e:
-        mgt.Module(Untraceable(), (torch.zeros(3, 4),))
+        mgt.fx.Module(Untraceable(), (torch.zeros(3, 4),))
     msg = str(e.value)
     assert "torch.fx could not trace" in msg
     assert "torch.onnx.export" in msg and "CumSum" in msg, msg
@@ -136,9 +136,9 @@ def test_neither_way_names_both():
 
 def test_float64_is_refused_clearly():
     with pytest.raises(mgt.UnsupportedModelError) as e:
-        mgt.Module(model().double(), (torch.zeros(8, 8, dtype=torch.float64),))
+        mgt.fx.Module(model().double(), (torch.zeros(8, 8, dtype=torch.float64),))
     assert "float32" in str(e.value)
 
 
 def test_check_reports_it_can_capture():
-    assert mgt.check(model(), (torch.zeros(8, 8),)).ok
+    assert mgt.fx.check(model(), (torch.zeros(8, 8),)).ok

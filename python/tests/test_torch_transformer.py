@@ -24,7 +24,7 @@ def _rand(*shape, seed=0):
 
 def _compare(ref, xs, policy="memory"):
     """Outputs and gradients of a random projection of the output."""
-    mine = mgt.Module(copy.deepcopy(ref), xs, policy=policy)
+    mine = mgt.fx.Module(copy.deepcopy(ref), xs, policy=policy)
     xr = [x.clone().requires_grad_(True) for x in xs]
     xm = [x.clone().requires_grad_(True) for x in xs]
     yr, ym = ref(*xr), mine(*xm)
@@ -126,14 +126,14 @@ def test_dropout_in_layers_equal_under_every_policy_and_off_in_eval():
     x = _rand(2, 4, 8)
     grads = {}
     for policy in POLICIES:
-        mine = mgt.Module(copy.deepcopy(ref), (x,), policy=policy)
+        mine = mgt.fx.Module(copy.deepcopy(ref), (x,), policy=policy)
         torch.manual_seed(5)
         mine(x).square().sum().backward()
         grads[policy] = [p.grad.clone() for p in mine.parameters()]
     for policy in POLICIES[1:]:
         for a, b in zip(grads["none"], grads[policy]):
             assert torch.equal(a, b)
-    mine = mgt.Module(copy.deepcopy(ref), (x,))
+    mine = mgt.fx.Module(copy.deepcopy(ref), (x,))
     torch.manual_seed(5)
     y1 = mine(x)
     y2 = mine(x)
@@ -156,7 +156,7 @@ def test_unmapped_attention_features_are_named():
         def forward(self, x):
             return self.attn(x, x, x, key_padding_mask=self.pad)[0]
 
-    report = mgt.check(KPM(), (_rand(3, 5, 8),))
+    report = mgt.fx.check(KPM(), (_rand(3, 5, 8),))
     assert not report.ok
     assert "torch.nn.MultiheadAttention (module) x1: key_padding_mask" in \
         str(report)
@@ -181,7 +181,7 @@ def test_causal_mask_made_from_the_sequence_length():
     torch.manual_seed(0)
     ref = _MaskFromLength().double()
     _compare(ref, (_rand(5, 3, 8),))
-    mine = mgt.Module(copy.deepcopy(ref), (_rand(5, 3, 8),))
+    mine = mgt.fx.Module(copy.deepcopy(ref), (_rand(5, 3, 8),))
     x = _rand(7, 3, 8, seed=3)
     assert torch.allclose(mine(x), ref(x), rtol=1e-12, atol=1e-12)
     assert nn.Transformer.generate_square_subsequent_mask(3).shape == (3, 3)

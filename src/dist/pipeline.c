@@ -459,8 +459,202 @@ void mg_pipe_free(mg_pipe *p) {
     free(p);
 }
 
-/* This rank's share of mg_pipe_new, up to the agreement. */
-static mg_status pipe_make(mg_pipe *p, const mg_graph *g, mg_tensor loss,
+/* ------------------------------------------------------------ agreeing
+ * What makes two ranks' pipelines one: every rank must split the same
+ * graph at the same cuts, with the same options, or the stages do not fit
+ * together and the gradients are silently another graph's (a relu on one
+ * rank and a tanh on another trained, issue 49). Each rank fingerprints
+ * its arguments in parts; the parts' hash goes into the agreement, and
+ * where it differs the parts themselves are exchanged, so that the
+ * refusal names what differs. The scalar parts are the values themselves,
+ * printed as they are. Not in it: max_bytes and num_threads, which bound
+ * or speed one rank's executor without changing what it computes (ranks
+ * may have different memory: each stage's peak is its own). */
+enum {
+    FP_N_MICRO,   /* value */
+    FP_SCHEDULE,  /* value */
+    FP_POLICY,    /* value */
+    FP_BUDGET,    /* value */
+    FP_CKPT,      /* hash: the policy's other options, the tagged tensors */
+    FP_CUTS,      /* hash: the cut tensors and the loss */
+    FP_N_TENSORS, /* value */
+    FP_OPS,       /* hash: per tensor, its op kind */
+    FP_ATTRS,     /* hash: per tensor, its op's attributes */
+    FP_DTYPES,    /* hash: per tensor */
+    FP_SHAPES,    /* hash: per tensor */
+    FP_EDGES,     /* hash: per tensor, its inputs' ids */
+    FP_N
+};
+
+static const char *const fp_names[FP_N] = {
+    [FP_N_MICRO] = "the microbatch count (n_micro)",
+    [FP_SCHEDULE] = "the schedule",
+    [FP_POLICY] = "the checkpoint policy",
+    [FP_BUDGET] = "the budget (checkpoints.budget_bytes)",
+    [FP_CKPT] = "the checkpoint options (min_bytes, compact, store16, the "
+                "listed tensors or the graph's tagged ones)",
+    [FP_CUTS] = "the cut tensors or the loss",
+    [FP_N_TENSORS] = "the graph's tensor count",
+    [FP_OPS] = "the graph's op kinds",
+    [FP_ATTRS] = "the graph's op attributes",
+    [FP_DTYPES] = "the graph's dtypes",
+    [FP_SHAPES] = "the graph's shapes",
+    [FP_EDGES] = "the graph's edges (which tensors each op reads)"};
+
+static uint64_t hash_str(uint64_t h, const char *str) {
+    for (const char *c = str ? str : ""; *c; c++)
+        h = mgi_dist_hash(h, (uint64_t)(unsigned char)*c);
+    return mgi_dist_hash(h, 0); /* the end: "ab","c" is not "a","bc" */
+}
+
+static mg_status pipe_fingerprint(const mg_graph *g, mg_tensor loss,
+                                  const mg_tensor *cuts, int n_cuts,
+                                  const mg_pipe_options *o, uint64_t *fp) {
+    const uint64_t seed = 0xcbf29ce484222325ULL;
+    const mg_checkpoints *ck = &o->checkpoints;
+    fp[FP_N_MICRO] = (uint64_t)o->n_micro;
+    fp[FP_SCHEDULE] = (uint64_t)o->schedule;
+    fp[FP_POLICY] = (uint64_t)ck->policy;
+    fp[FP_BUDGET] = (uint64_t)ck->budget_bytes;
+    uint64_t h = mgi_dist_hash(seed, (uint64_t)ck->min_bytes);
+    h = mgi_dist_hash(h, (uint64_t)ck->compact);
+    h = mgi_dist_hash(h, (uint64_t)ck->store16);
+    h = mgi_dist_hash(h, (uint64_t)ck->n_tensors);
+    for (int i = 0; i < ck->n_tensors; i++)
+        h = mgi_dist_hash(h, (uint64_t)ck->tensors[i]);
+    const int32_t n = mg_graph_num_tensors(g);
+    for (int32_t t = 0; t < n; t++)
+        if (mg_tensor_is_checkpoint(g, t)) h = mgi_dist_hash(h, (uint64_t)t);
+    fp[FP_CKPT] = h;
+    h = mgi_dist_hash(seed, (uint64_t)loss);
+    h = mgi_dist_hash(h, (uint64_t)n_cuts);
+    for (int k = 0; k < n_cuts; k++) h = mgi_dist_hash(h, (uint64_t)cuts[k]);
+    fp[FP_CUTS] = h;
+    fp[FP_N_TENSORS] = (uint64_t)n;
+    uint64_t ops = seed, attrs = seed, dts = seed, shapes = seed, edges = seed;
+    for (int32_t t = 0; t < n; t++) {
+        ops = hash_str(ops, mg_tensor_op_name(g, t));
+        uint64_t a;
+        mg_status s = mg_tensor_attrs_hash(g, t, &a);
+        if (s != MG_OK) return s;
+        attrs = mgi_dist_hash(attrs, a);
+        mg_dtype dt;
+        int nd;
+        int64_t shape[MG_MAX_DIMS];
+        if ((s = mg_tensor_dtype(g, t, &dt)) != MG_OK ||
+            (s = mg_tensor_shape(g, t, &nd, shape)) != MG_OK)
+            return s;
+        dts = mgi_dist_hash(dts, (uint64_t)dt);
+        shapes = mgi_dist_hash(shapes, (uint64_t)nd);
+        for (int d = 0; d < nd; d++)
+            shapes = mgi_dist_hash(shapes, (uint64_t)shape[d]);
+        const int n_in = mg_tensor_num_inputs(g, t);
+        edges = mgi_dist_hash(edges, (uint64_t)n_in);
+        for (int k = 0; k < n_in; k++)
+            edges = mgi_dist_hash(edges, (uint64_t)mg_tensor_input(g, t, k));
+    }
+    fp[FP_OPS] = ops;
+    fp[FP_ATTRS] = attrs;
+    fp[FP_DTYPES] = dts;
+    fp[FP_SHAPES] = shapes;
+    fp[FP_EDGES] = edges;
+    return MG_OK;
+}
+
+static uint64_t fp_combine(const uint64_t *fp) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (int k = 0; k < FP_N; k++) h = mgi_dist_hash(h, fp[k]);
+    return h;
+}
+
+/* A scalar part's value as the refusal prints it. */
+static void fp_value(int k, uint64_t v, char *buf, size_t len) {
+    switch (k) {
+    case FP_SCHEDULE:
+        snprintf(buf, len, "%s",
+                 v == MG_PIPE_GPIPE  ? "gpipe"
+                 : v == MG_PIPE_1F1B ? "1f1b"
+                                     : "?");
+        break;
+    case FP_POLICY:
+        snprintf(buf, len, "%s", mg_ckpt_policy_name((mg_ckpt_policy)v));
+        break;
+    case FP_N_MICRO:
+    case FP_BUDGET:
+    case FP_N_TENSORS: snprintf(buf, len, "%llu", (unsigned long long)v); break;
+    default: buf[0] = '\0';
+    }
+}
+
+/* The ranks' fingerprints differ (rank `differs` first): exchange the
+ * parts and say, on every rank alike, what the first rank that differs
+ * from rank 0 was given otherwise. Collective. */
+static mg_status pipe_explain(mg_dist_comm *c, const uint64_t *fp, int differs,
+                              const char *who) {
+    uint64_t *all = malloc((size_t)c->size * FP_N * sizeof *all);
+    if (!all) {
+        /* the others are in the exchange below: they time out */
+        mgi_dist_break(c, "out of memory in %s", who);
+        return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
+    }
+    MPI_Request req;
+    int rc = MPI_Iallgather(fp, FP_N, MPI_UINT64_T, all, FP_N, MPI_UINT64_T,
+                            c->comm, &req);
+    if (rc != MPI_SUCCESS) {
+        free(all);
+        return mgi_dist_mpi_fail(c, who, "MPI_Iallgather", rc);
+    }
+    mg_status s = mgi_dist_wait(c, who, &req, 1);
+    if (s != MG_OK) {
+        free(all);
+        return s;
+    }
+    int r = 1, n_other = 0;
+    while (r < c->size &&
+           !memcmp(all + (size_t)r * FP_N, all, FP_N * sizeof *all))
+        r++;
+    for (int q = r + 1; q < c->size; q++)
+        n_other += memcmp(all + (size_t)q * FP_N, all, FP_N * sizeof *all) != 0;
+    if (r == c->size) { /* cannot be: the hash is of these words */
+        free(all);
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "%s: rank %d: rank %d was given other arguments "
+                            "than rank 0",
+                            who, c->rank, differs);
+    }
+    char what[1024] = "";
+    size_t len = 0;
+    int n_parts = 0;
+    for (int k = 0; k < FP_N && len < sizeof what; k++) {
+        const uint64_t mine = all[k], theirs = all[(size_t)r * FP_N + k];
+        if (mine == theirs) continue;
+        char a[32], b[32];
+        fp_value(k, mine, a, sizeof a);
+        fp_value(k, theirs, b, sizeof b);
+        if (a[0])
+            len += (size_t)snprintf(what + len, sizeof what - len,
+                                    "%s%s (%s on rank 0, %s on rank %d)",
+                                    n_parts ? "; " : "", fp_names[k], a, b, r);
+        else
+            len += (size_t)snprintf(what + len, sizeof what - len, "%s%s",
+                                    n_parts ? "; " : "", fp_names[k]);
+        n_parts++;
+    }
+    free(all);
+    char others[64] = "";
+    if (n_other)
+        snprintf(others, sizeof others, " (and %d more rank%s)", n_other,
+                 n_other == 1 ? "" : "s");
+    return mg_set_error(MG_ERR_INVALID_ARG,
+                        "%s: rank %d: rank %d%s was given other arguments "
+                        "than rank 0: %s differ%s; g, loss, cuts and opts "
+                        "must be the same on every rank",
+                        who, c->rank, r, others, what, n_parts == 1 ? "s" : "");
+}
+
+/* This rank's arguments checked, its cuts and its fingerprint made: its
+ * share of mg_pipe_new up to the first agreement. */
+static mg_status pipe_args(mg_pipe *p, const mg_graph *g, mg_tensor loss,
                            const mg_tensor *cuts, int n_cuts,
                            const mg_pipe_options *o, uint64_t *fp,
                            const char *who) {
@@ -518,17 +712,13 @@ static mg_status pipe_make(mg_pipe *p, const mg_graph *g, mg_tensor loss,
     p->in_flight = o->schedule == MG_PIPE_GPIPE
                        ? o->n_micro
                        : (ahead < o->n_micro ? ahead : o->n_micro);
-    uint64_t h =
-        mgi_dist_hash(0xcbf29ce484222325ULL, (uint64_t)mg_graph_num_tensors(g));
-    h = mgi_dist_hash(h, (uint64_t)loss);
-    for (int k = 0; k < p->n_cuts; k++)
-        h = mgi_dist_hash(h, (uint64_t)p->cuts[k]);
-    h = mgi_dist_hash(h, (uint64_t)o->n_micro);
-    h = mgi_dist_hash(h, (uint64_t)o->schedule);
-    h = mgi_dist_hash(h, (uint64_t)o->checkpoints.policy);
-    h = mgi_dist_hash(h, (uint64_t)o->checkpoints.budget_bytes);
-    *fp = h;
+    return pipe_fingerprint(g, loss, p->cuts, p->n_cuts, o, fp);
+}
 
+/* This rank's stage: its graph, plan, executor and buffers, once every
+ * rank agrees on the arguments. */
+static mg_status pipe_build(mg_pipe *p, const mg_graph *g, mg_tensor loss,
+                            const mg_pipe_options *o, const char *who) {
     mgi_pipe_split sp;
     mg_status s = mgi_pipe_split_make(g, loss, p->cuts, p->n_cuts, who, &sp);
     if (s != MG_OK) return s;
@@ -582,7 +772,7 @@ mg_status mg_pipe_new(mg_dist_comm *c, const mg_graph *g, mg_tensor loss,
     mg_pipe_options defaults = {.schedule = MG_PIPE_1F1B, .n_micro = 1};
     const mg_pipe_options *o = opts ? opts : &defaults;
     mg_pipe *p = calloc(1, sizeof *p);
-    uint64_t fp = 0;
+    uint64_t fp[FP_N] = {0};
     mg_status local;
     if (!out) local = mg_set_error(MG_ERR_INVALID_ARG, "%s: out is NULL", who);
     else if (!p) local = mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
@@ -590,9 +780,20 @@ mg_status mg_pipe_new(mg_dist_comm *c, const mg_graph *g, mg_tensor loss,
         p->c = c;
         p->abort_req = MPI_REQUEST_NULL;
         p->gact_req[0] = p->gact_req[1] = MPI_REQUEST_NULL;
-        local = pipe_make(p, g, loss, cuts, n_cuts, o, &fp, who);
+        local = pipe_args(p, g, loss, cuts, n_cuts, o, fp, who);
     }
-    s = mgi_dist_agree(c, who, local, fp, local != MG_OK ? local : MG_ERR_COMM);
+    /* Two agreements: on the arguments first, so that ranks given other
+     * graphs or options are told what differs before any of them plans a
+     * stage of a pipeline that cannot be; then on the stages made. */
+    int differs = -1;
+    s = mgi_dist_agree_which(c, who, local, fp_combine(fp),
+                             local != MG_OK ? local : MG_ERR_COMM, &differs);
+    if (s == MG_OK && differs >= 0) s = pipe_explain(c, fp, differs, who);
+    if (s == MG_OK) {
+        local = pipe_build(p, g, loss, o, who);
+        s = mgi_dist_agree(c, who, local, 0,
+                           local != MG_OK ? local : MG_ERR_COMM);
+    }
     if (s == MG_OK) {
         int rc = MPI_Irecv(&p->abort_in, 1, MPI_INT, MPI_ANY_SOURCE, TAG_ABORT,
                            c->comm, &p->abort_req);

@@ -39,8 +39,10 @@ struct mg_exec {
     mg_kept *kept;
     int32_t n_kept;
     mgi_observers obs; /* observe.c */
-    int32_t n_refs;    /* shared blocks still held (dlpack.c) */
-    bool dying;        /* mg_exec_free waits for the last of them */
+    /* holders that keep it alive: shared blocks still held (dlpack.c)
+     * and saved states not yet freed (phase.c) */
+    int32_t n_refs;
+    bool dying; /* mg_exec_free waits for the last of them */
     mg_device device;
     const mg_backend_reg *reg; /* its row of registry.c */
     int num_threads;           /* mg_exec_options.num_threads (threads.c) */
@@ -122,8 +124,9 @@ static void exec_destroy(mg_exec *ex) {
     free(ex);
 }
 
-/* An exported block keeps its executor's pool and backend alive: the
- * executor goes when the last holder lets go. */
+/* An exported block, or a saved state of a forward phase, keeps its
+ * executor's pool and backend alive: the executor goes when the last
+ * holder lets go. */
 void mg_exec_free(mg_exec *ex) {
     if (!ex) return;
     mg_exec_release(ex);
@@ -605,6 +608,12 @@ void mgi_block_ref_drop(mgi_block_ref *r) {
     ex->pool.stats.exported_blocks--;
     ex->pool.stats.exported_bytes -= mg_pool_size_class(r->nbytes);
     free(r);
+    mgi_exec_unhold(ex);
+}
+
+void mgi_exec_hold(mg_exec *ex) { ex->n_refs++; }
+
+void mgi_exec_unhold(mg_exec *ex) {
     if (--ex->n_refs == 0 && ex->dying) exec_destroy(ex);
 }
 

@@ -43,6 +43,11 @@ mg_status mgi_exec_share(mg_exec *ex, mg_tensor t, mgi_block_ref **out);
 mgi_block_ref *mgi_block_ref_new(mg_exec *ex, void *data, size_t nbytes,
                                  const mg_tdesc *d);
 void mgi_block_ref_drop(mgi_block_ref *r);
+/* A holder of ex other than a block reference (an mg_saved): ex outlives
+ * mg_exec_free until every holder is let go; the last unhold after
+ * mg_exec_free destroys it. */
+void mgi_exec_hold(mg_exec *ex);
+void mgi_exec_unhold(mg_exec *ex);
 /* A DLManagedTensor holding a new reference on r (dlpack.c). */
 struct DLManagedTensor;
 mg_status mgi_dlpack_export_ref(mg_exec *ex, mgi_block_ref *r,

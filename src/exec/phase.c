@@ -227,6 +227,10 @@ mg_status mg_exec_forward(mg_exec *ex, const mg_plan *p,
         return s;
     }
     sv->ex = ex;
+    /* saved gives blocks back to ex's pool in mg_saved_free, which may
+     * come after mg_exec_free: hold ex until then, as an export does (a
+     * use-after-free of the pool before, issue 49) */
+    mgi_exec_hold(ex);
     sv->p = p;
     sv->seed = seed;
     sv->n = mgi_exec_take_kept(ex, sv->t, sv->data, sv->nbytes, sv->pooled);
@@ -352,5 +356,7 @@ void mg_saved_free(mg_saved *sv) {
     free(sv->data);
     free(sv->nbytes);
     free(sv->pooled);
+    /* last: with mg_exec_free done, this lets the executor go */
+    if (sv->ex) mgi_exec_unhold(sv->ex);
     free(sv);
 }

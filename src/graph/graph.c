@@ -624,6 +624,70 @@ const char *mg_tensor_op_name(const mg_graph *g, mg_tensor t) {
     return mgi_op_str(g->nodes[t].op);
 }
 
+/* FNV-1a over the bytes of a 64-bit word, low byte first: the same on
+ * every host of one byte order, which is what ranks that compare hashes
+ * share. */
+static uint64_t attrs_mix(uint64_t h, uint64_t w) {
+    for (int i = 0; i < 8; i++) {
+        h ^= (w >> (8 * i)) & 0xff;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static uint64_t attrs_mix_f(uint64_t h, double v) {
+    uint64_t w;
+    memcpy(&w, &v, sizeof w);
+    return attrs_mix(h, w);
+}
+
+/* Field by field, never the struct's bytes: its padding is not part of
+ * the value and need not be equal between two equal attribute sets. Every
+ * field of mg_attrs (src/common/ir.h) is here; a field added there must be
+ * added here too, or pipeline ranks whose ops differ only in it would
+ * agree (issue 49). */
+mg_status mg_tensor_attrs_hash(const mg_graph *g, mg_tensor t, uint64_t *out) {
+    mg_status s = mgi_graph_check_id(g, t, "mg_tensor_attrs_hash");
+    if (s != MG_OK) return s;
+    if (!out)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_tensor_attrs_hash: out is NULL");
+    const mg_attrs *a = g->nodes[t].attrs;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    h = attrs_mix(h, (uint64_t)a->trans_a);
+    h = attrs_mix(h, (uint64_t)a->trans_b);
+    h = attrs_mix(h, (uint64_t)a->naxes);
+    h = attrs_mix(h, (uint64_t)a->keepdims);
+    h = attrs_mix(h, (uint64_t)a->axis);
+    h = attrs_mix(h, (uint64_t)a->ndim);
+    h = attrs_mix(h, (uint64_t)a->dtype);
+    for (int i = 0; i < MG_MAX_DIMS; i++) {
+        h = attrs_mix(h, (uint64_t)a->axes[i]);
+        h = attrs_mix(h, (uint64_t)a->perm[i]);
+        h = attrs_mix(h, (uint64_t)a->shape[i]);
+        h = attrs_mix(h, (uint64_t)a->start[i]);
+    }
+    h = attrs_mix_f(h, a->alpha);
+    h = attrs_mix_f(h, a->p);
+    h = attrs_mix(h, a->seed);
+    h = attrs_mix(h, a->offset);
+    h = attrs_mix(h, (uint64_t)a->causal);
+    for (int i = 0; i < 2; i++) {
+        h = attrs_mix(h, (uint64_t)a->stride[i]);
+        h = attrs_mix(h, (uint64_t)a->pad[i]);
+        h = attrs_mix(h, (uint64_t)a->dilation[i]);
+        h = attrs_mix(h, (uint64_t)a->kernel[i]);
+        h = attrs_mix(h, (uint64_t)a->pad_end[i]);
+    }
+    h = attrs_mix(h, (uint64_t)a->ceil_mode);
+    h = attrs_mix(h, (uint64_t)a->count_include_pad);
+    h = attrs_mix(h, (uint64_t)a->groups);
+    h = attrs_mix_f(h, a->eps);
+    h = attrs_mix(h, (uint64_t)a->n_norm_axes);
+    *out = h;
+    return MG_OK;
+}
+
 mg_tensor mg_tensor_find(const mg_graph *g, const char *name) {
     if (!g || !name) {
         mg_set_error(MG_ERR_INVALID_ARG, "mg_tensor_find: %s is NULL",

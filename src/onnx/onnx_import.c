@@ -547,8 +547,23 @@ static mg_status import_inputs(mgi_octx *c, const Onnx__GraphProto *gp) {
             int64_t v = -1;
             const char *pname = NULL;
             if (dm->value_case ==
-                    ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
-                dm->dim_value > 0) {
+                ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
+                /* A declared size, never replaced: 0 is a zero-size
+                 * dimension, not a dynamic one (it was given the batch
+                 * size, issue 49), and memgrad's tensors have none. */
+                if (dm->dim_value == 0)
+                    return mg_set_error(MG_ERR_UNSUPPORTED,
+                                        "onnx: input '%s' dim %zu has the "
+                                        "declared zero-size dim_value 0: "
+                                        "zero-size tensors are not "
+                                        "supported (every dimension must "
+                                        "be >= 1)",
+                                        name, d);
+                if (dm->dim_value < 0)
+                    return mg_set_error(MG_ERR_INVALID_ARG,
+                                        "onnx: input '%s' dim %zu has "
+                                        "dim_value %lld, no size",
+                                        name, d, (long long)dm->dim_value);
                 v = dm->dim_value;
             } else {
                 if (dm->value_case ==

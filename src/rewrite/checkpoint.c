@@ -16,6 +16,7 @@
 #include "rewrite.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -96,11 +97,54 @@ mg_status mg_budget_parse(const char *text, size_t *bytes, double *fraction) {
             shift = 10 * (u + 1);
     if (shift < 0)
         return bad_budget(text, "the suffix is none of K, M, G or x");
-    const double b = floor(ldexp(v, shift));
-    if (!(b < ldexp(1.0, 8 * (int)sizeof(size_t))))
+    /* Exactly, not through a double: budgets round down, and a double
+     * rounds to nearest ("1.99999999999999999999999999999G" became 2^31,
+     * above the text's value; "9007199254740993K" lost its last unit).
+     * The whole part times 2^shift, plus the first `shift` binary digits
+     * of the fraction. */
+    const size_t n_int = point ? (size_t)(point - text) : num;
+    unsigned long long whole = 0;
+    for (size_t i = 0; i < n_int; i++) {
+        const unsigned d = (unsigned)(text[i] - '0');
+        if (whole > (ULLONG_MAX - d) / 10) return bad_budget(text, "too large");
+        whole = whole * 10 + d;
+    }
+    if (whole > (unsigned long long)(SIZE_MAX >> shift))
         return bad_budget(text, "too large");
-    if (!(b >= 1)) return bad_budget(text, "a budget must be above 0");
-    *bytes = (size_t)b;
+    size_t frac_bits = 0;
+    if (point) {
+        /* Trailing zeros add nothing; the other digits all may (0.99...9
+         * stays below 1 however many 9s), so double them in place, in a
+         * copy: each doubling's carry out of the first digit is the next
+         * binary digit. */
+        size_t n_frac = num - n_int - 1;
+        while (n_frac && point[n_frac] == '0') n_frac--;
+        if (n_frac) {
+            char *f = malloc(n_frac);
+            if (!f)
+                return mg_set_error(MG_ERR_NOMEM,
+                                    "mg_budget_parse: out of memory for "
+                                    "%zu digits",
+                                    n_frac);
+            for (size_t i = 0; i < n_frac; i++)
+                f[i] = (char)(point[1 + i] - '0');
+            for (int bit = 0; bit < shift; bit++) {
+                int carry = 0;
+                for (size_t i = n_frac; i-- > 0;) {
+                    const int d = 2 * f[i] + carry;
+                    f[i] = (char)(d % 10);
+                    carry = d / 10;
+                }
+                frac_bits = 2 * frac_bits + (size_t)carry;
+            }
+            free(f);
+        }
+    }
+    /* whole << shift has `shift` zero bits below, frac_bits < 2^shift:
+     * the sum cannot overflow. */
+    const size_t b = ((size_t)whole << shift) + frac_bits;
+    if (b == 0) return bad_budget(text, "a budget must be above 0");
+    *bytes = b;
     *fraction = 0;
     return MG_OK;
 }

@@ -103,6 +103,12 @@ expect_fail "'h' is named twice" step "$tmp/none.onnx" --batch 3 --policy none \
 # nine policies: the count is the problem, not the ninth's name
 expect_fail "more than 8 policies" plan "$data/mlp.onnx" --batch 3 \
     --policy none,none,none,none,none,none,none,none,none
+# empty entries are refused, as memgrad-plan refuses them (one parser,
+# tools/cli_policy.h): strtok skipped them and ran the rest (issue 49)
+expect_fail "entry 2 is empty" plan "$data/mlp.onnx" --batch 3 --policy "memory,"
+expect_fail "entry 2 is empty" plan "$data/mlp.onnx" --batch 3 --policy "none,,memory"
+expect_fail "entry 1 is empty" plan "$data/mlp.onnx" --batch 3 --policy ","
+expect_fail "one policy only" step "$data/mlp.onnx" --batch 3 --policy "none,memory"
 
 # policy budget (--budget B: bytes, K/M/G, or a fraction of plain
 # backprop's peak): gradients bit-equal to policy none's, the measured

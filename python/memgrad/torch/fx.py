@@ -116,7 +116,7 @@ import torch.fx
 import torch.nn.functional as F
 from torch.fx.node import map_aggregate, map_arg
 
-from . import Executor, Graph, MemgradError, Tensor, onnx_import, size_class
+from .. import Executor, Graph, MemgradError, Tensor, onnx_import, size_class
 
 __all__ = ["Module", "check", "CheckReport", "UnsupportedModelError",
            "SUPPORTED"]
@@ -1667,7 +1667,7 @@ def _f_swin_window_attention(cx, input, qkv_weight, proj_weight,
                              relative_position_bias, window_size, num_heads,
                              shift_size, attention_dropout=0.0, dropout=0.0,
                              qkv_bias=None, proj_bias=None,
-                             logit_scale=None):
+                             logit_scale=None, training=None):
     """torchvision's (shifted) window attention: pad to whole windows,
     roll, partition into windows, attention per head with the relative
     position bias (and, shifted, the mask between the rolled regions, a
@@ -1724,12 +1724,15 @@ def _f_swin_window_attention(cx, input, qkv_weight, proj_weight,
                                     "window_mask"))
         attn = g.reshape(attn, (b * n_win, heads, n, n))
     attn = g.softmax(attn, 3)
-    if cx.training:
+    # torchvision >= 0.20 passes the module's training flag; older
+    # versions leave it to the mode the plan was made in
+    train = cx.training if training is None else bool(training)
+    if train:
         attn = cx.dropout(attn, attention_dropout)
     x = g.reshape(g.transpose(g.matmul(attn, v), 1, 2), (b * n_win, n, c))
     x = _linear(cx, x, cx.tensor(proj_weight),
                 cx.tensor(proj_bias) if proj_bias is not None else None)
-    if cx.training:
+    if train:
         x = cx.dropout(x, dropout)
     x = g.reshape(x, (b, nh, nw, ws[0], ws[1], c))
     x = g.reshape(g.permute(x, (0, 1, 3, 2, 4, 5)), (b, ph, pw, c))

@@ -1,0 +1,411 @@
+"""The capture: a PyTorch 2 module (or a dynamo graph) into a memgrad graph,
+through torch.export and the core ATen decompositions.
+
+torch.export traces the module's Python once, on the example inputs, into
+a graph of core ATen ops (aten.py maps each onto memgrad's builder). The
+graph is split in two:
+
+- the prologue: every node that reads no parameter and no float input
+  (position ids, causal and padding masks, rotary tables, integer
+  buffers). It runs in PyTorch on every call, so buffers and integer
+  inputs are read anew each time, and its results are fed to memgrad as
+  inputs. It costs little and nothing in it needs a gradient.
+- the body: everything that reads a parameter or a float input. It is
+  mapped to one memgrad graph, differentiated, checkpointed and planned.
+
+Nothing is refused silently: a body node with no table entry makes
+Unsupported, which names every such op and where it is (the compile
+backend then runs the graph, or that piece of it, in eager PyTorch).
+"""
+import contextlib
+import inspect
+import logging
+import operator
+import warnings
+
+import torch
+from torch.export.graph_signature import InputKind, OutputKind
+from torch.utils import _pytree as pytree
+
+from .. import Graph, Tensor
+from . import aten
+
+_FLOAT = {torch.float32: "float32", torch.float64: "float64"}
+
+
+class Unsupported(NotImplementedError):
+    """The body holds nodes memgrad cannot map; rows: [(op, count, where,
+    reason)]."""
+
+    def __init__(self, what, rows):
+        self.rows = rows
+        lines = ["memgrad.torch cannot capture %s:" % what]
+        for op, n, where, reason in rows:
+            lines.append("  %s x%d at %s%s" % (op, n, ", ".join(where[:3]),
+                                               (": " + reason) if reason
+                                               else ""))
+        super().__init__("\n".join(lines))
+
+
+@contextlib.contextmanager
+def quiet():
+    """torch.export's progress lines off; warnings stay warnings."""
+    names = ("torch._export", "torch.export", "torch._dynamo",
+             "torch.fx.experimental.symbolic_shapes", "torch._subclasses",
+             "torch._functorch", "torch._inductor")
+    saved = [(logging.getLogger(n), logging.getLogger(n).level)
+             for n in names]
+    for lg, _ in saved:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in saved:
+            lg.setLevel(level)
+
+
+def decomposition_table():
+    """Core ATen decompositions, less the ops memgrad maps whole
+    (scaled_dot_product_attention onto its fused attention)."""
+    tab = torch.export.default_decompositions()
+    for op in (torch.ops.aten.scaled_dot_product_attention.default,):
+        tab.pop(op, None)
+    return tab
+
+
+def export(module, args, kwargs):
+    """torch.export of module(*args, **kwargs), decomposed to core ATen.
+    A Hugging Face model that returns its key/value cache (which export
+    cannot return) is captured with use_cache=False, as it trains."""
+    with quiet(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module="torch")
+        try:
+            ep = torch.export.export(module, tuple(args), dict(kwargs),
+                                     strict=False)
+        except Exception as e:  # noqa: BLE001
+            accepts = "use_cache" in _params_of(module)
+            if not accepts or "use_cache" in kwargs or \
+                    "not a known type" not in str(e):
+                raise
+            kwargs = dict(kwargs, use_cache=False)
+            ep = torch.export.export(module, tuple(args), kwargs,
+                                     strict=False)
+        return ep.run_decompositions(decomposition_table()), kwargs
+
+
+def _params_of(module):
+    try:
+        return inspect.signature(module.forward).parameters
+    except (TypeError, ValueError):
+        return {}
+
+
+class _Leaf:
+    """Where a placeholder's value comes from on each call."""
+
+    def __init__(self, kind, name, get):
+        self.kind, self.name, self.get = kind, name, get
+
+
+class Captured:
+    """One module's memgrad graph and plan for one input signature and
+    mode. Built from an ExportedProgram's graph module (gm), its input
+    leaves and output kinds."""
+
+    def __init__(self, name, gm, leaves, out_kinds, out_spec, policy="none",
+                 budget_bytes=0, compact=False, store16=False):
+        self.module_name = name
+        self.gm, self.leaves = gm, leaves
+        self.out_kinds, self.out_spec = out_kinds, out_spec
+        self.policy, self.budget_bytes = policy, int(budget_bytes or 0)
+        self._compact, self._store16 = compact, store16
+        self.n_random = 0
+        self.plans, self.executors = {}, {}
+        self._build()
+
+    # ---------------------------------------------------------- building
+    def _build(self):
+        nodes = list(self.gm.graph.nodes)
+        ph = [n for n in nodes if n.op == "placeholder"]
+        ex = self.example = [lf.get() for lf in self.leaves]
+        if len(ph) != len(ex):
+            raise RuntimeError("memgrad.torch: %d placeholders and %d inputs"
+                               % (len(ph), len(ex)))
+        floats = [v for v in ex if torch.is_tensor(v) and
+                  v.dtype in _FLOAT]
+        if not floats:
+            raise Unsupported(self.module_name, [(
+                "inputs", 1, ["forward"],
+                "no float32 or float64 parameter or input to compute in")])
+        dts = {v.dtype for v in floats if v.is_floating_point()}
+        self.torch_dtype = floats[0].dtype
+        if len(dts) > 1:
+            raise Unsupported(self.module_name, [(
+                "dtypes", 1, ["forward"],
+                "float32 and float64 mixed; memgrad's graph computes in "
+                "one float dtype (convert the model and inputs with "
+                ".float() or .double())")])
+        other = [v.dtype for v in ex if torch.is_tensor(v) and
+                 v.is_floating_point() and v.dtype not in _FLOAT]
+        if other:
+            raise Unsupported(self.module_name, [(
+                "dtype %s" % other[0], 1, ["forward"],
+                "memgrad computes in float32 and float64 (16-bit dtypes "
+                "are not supported yet)")])
+        self.dtype = _FLOAT[self.torch_dtype]
+        # body: reads a float placeholder, transitively
+        body = set()
+        for n, v, lf in zip(ph, ex, self.leaves):
+            # parameters and float inputs; buffers and constants are
+            # read by the prologue, anew on every call
+            if torch.is_tensor(v) and v.dtype in _FLOAT and \
+                    lf.kind in ("param", "input"):
+                body.add(n)
+        for n in nodes:
+            if n.op == "call_function" and any(
+                    a in body for a in n.all_input_nodes):
+                body.add(n)
+        self._body = body
+        out_node = nodes[-1]
+        outs = list(out_node.args[0])
+        # which body nodes the outputs need
+        need, todo = set(), [a for a in outs
+                             if isinstance(a, torch.fx.Node) and a in body]
+        while todo:
+            n = todo.pop()
+            if n in need:
+                continue
+            need.add(n)
+            todo.extend(a for a in n.all_input_nodes if a in body)
+        bad = {}
+        for n in nodes:
+            if n in need and n.op == "call_function" and \
+                    not aten.supported(n):
+                key = str(n.target)
+                bad.setdefault(key, []).append(_where(n))
+        if bad:
+            raise Unsupported(self.module_name, [
+                (k, len(v), v, "no memgrad mapping") for k, v in bad.items()])
+        g = self.graph = Graph()
+        self.feeds_from = []  # (memgrad tensor, fn(env) -> torch tensor)
+        self._origin = {}  # id(torch value) -> prologue node
+        env = {}
+        self.prologue = []  # prologue nodes, in order
+        prologue_need = set()
+        self.leaf_tensors = {}  # placeholder index -> memgrad tensor
+        for i, (n, v) in enumerate(zip(ph, ex)):
+            env[n] = v
+            if n in body:
+                t = (g.param if self.leaves[i].kind == "param" else
+                     g.input)(_clean(self.leaves[i].name), self.dtype,
+                              tuple(v.shape))
+                self.leaf_tensors[i] = t
+                env[n] = t
+            elif torch.is_tensor(v):
+                self._origin[id(v)] = (v, lambda env, n=n: env[n])
+        self._env_example = env
+        for n in nodes:
+            if n.op != "call_function":
+                continue
+            if n not in body:
+                self.prologue.append(n)
+                args, kwargs = _lookup(n, env)
+                with torch.no_grad():
+                    v = n.target(*args, **kwargs)
+                env[n] = v
+                if torch.is_tensor(v):
+                    self._origin[id(v)] = (v, lambda env, n=n: env[n])
+                elif isinstance(v, (tuple, list)):
+                    for k, leaf in enumerate(v):
+                        if torch.is_tensor(leaf):
+                            self._origin[id(leaf)] = (
+                                leaf, lambda env, n=n, k=k: env[n][k])
+                continue
+            if n not in need:
+                continue
+            args, kwargs = _lookup(n, env)
+            try:
+                if n.target is operator.getitem:
+                    env[n] = args[0][args[1]]
+                else:
+                    env[n] = aten.TABLE[n.target](self, n, *args, **kwargs)
+            except aten.Unmapped as e:
+                raise Unsupported(self.module_name, [
+                    (str(n.target), 1, [_where(n)], str(e))]) from None
+        # outputs
+        self.ys, self.extra = [], []  # body outputs: differentiable, not
+        self.out_plan = []  # per output: ("y", k) ("extra", k) ("torch", fn)
+        self.mutations = []  # (kind, target, slot)
+        for v, (kind, target) in zip(outs, self.out_kinds):
+            val = env[v] if isinstance(v, torch.fx.Node) else v
+            if isinstance(val, aten._Transposed):
+                val = self.t(val)
+            if isinstance(val, Tensor):
+                slot = ("y", len(self.ys)) if kind == "user" else \
+                    ("extra", len(self.extra))
+                if kind == "user":
+                    self.ys.append(val)
+                else:
+                    self.extra.append(val)
+            else:
+                slot = ("torch", self._torch_getter(v))
+            if kind == "user":
+                self.out_plan.append(slot)
+            else:
+                self.mutations.append((kind, target, slot))
+        self._plan()
+
+    def _torch_getter(self, v):
+        """A function of the prologue env giving output v (a prologue
+        node's value, a placeholder's, or a constant)."""
+        if isinstance(v, torch.fx.Node):
+            return lambda env: env[v]
+        return lambda env: v
+
+    def _plan(self):
+        g = self.graph
+        self.seeds = [g.input("grad_output.%d" % i, self.dtype, y.shape)
+                      for i, y in enumerate(self.ys)]
+        # gradients: parameters that require grad, float inputs that do
+        self.grad_leaves = [
+            i for i, t in self.leaf_tensors.items()
+            if self.example[i].requires_grad and self.ys]
+        xs = [self.leaf_tensors[i] for i in self.grad_leaves]
+        self.grads = []
+        if xs:
+            self.grads = g.gradients(self.ys, xs, policy=self.policy,
+                                     grad_ys=self.seeds,
+                                     budget_bytes=self.budget_bytes,
+                                     compact=self._compact,
+                                     store16=self._store16)
+        self.plan_outputs = list(self.ys) + list(self.extra) + \
+            [t for t in self.grads if t not in self.seeds]
+        self.plan_for("cpu")
+
+    # ---------------------------------------------------------- for aten.py
+    def t(self, v, float_dtype=True, like=None):
+        """v as a memgrad tensor: itself, a lazy transpose built, a torch
+        tensor fed as an input (refed on every call from the prologue
+        node it came from, else a constant), or a number."""
+        g = self.graph
+        if isinstance(v, aten._Transposed):
+            return g.permute(v.src, [1, 0])
+        if isinstance(v, Tensor):
+            return v
+        if isinstance(v, bool):
+            v = float(v)
+        if isinstance(v, (int, float)):
+            return g.fill(like.dtype if like is not None else self.dtype,
+                          (), float(v))
+        if not torch.is_tensor(v):
+            raise aten.Unmapped("an operand of type %s" % type(v).__name__)
+        origin = self._origin.get(id(v))
+        if origin is None:  # a constant: made by a handler, or folded
+            self._origin[id(v)] = origin = (v, lambda env, c=v: c)
+        return self._feed(v, origin[1], float_dtype, "prologue")
+
+    def derived_value(self, v, fn, what):
+        """fn(v) computed in PyTorch on every call (a mask from a
+        prologue value): returns the example's value, remembered so that
+        t() feeds it anew each call."""
+        origin = self._origin.get(id(v))
+        out = fn(v)
+        if origin is not None:
+            self._origin[id(out)] = (out, lambda env, get=origin[1]:
+                                     fn(get(env)))
+        return out
+
+    def alias_input(self, param_tensor):
+        """An input bound to the same data as leaf param_tensor, through
+        which no gradient flows."""
+        for i, t in self.leaf_tensors.items():
+            if t == param_tensor:
+                return self._feed(self.example[i], lambda env, i=i:
+                                  env[("leaf", i)], True,
+                                  "nograd." + _clean(self.leaves[i].name))
+        raise aten.Unmapped("alias of a tensor that is not a leaf")
+
+    def _feed(self, v, get, float_dtype, name):
+        g = self.graph
+        if v.dtype in _FLOAT:
+            # its own float dtype (a float32 rotary table in a float64
+            # model stays float32, as in eager)
+            dt = _FLOAT[v.dtype]
+            conv = lambda a, d=v.dtype: a.to(d)  # noqa: E731
+        elif float_dtype or v.is_floating_point():
+            dt = self.dtype
+            conv = lambda a: a.to(self.torch_dtype)  # noqa: E731
+        elif v.dtype in (torch.int64, torch.int32):
+            dt = "int64" if v.dtype == torch.int64 else "int32"
+            conv = lambda a: a  # noqa: E731
+        elif v.dtype == torch.bool:
+            dt = "int32"
+            conv = lambda a: a.to(torch.int32)  # noqa: E731
+        else:
+            raise aten.Unmapped("a %s operand" % v.dtype)
+        t = g.input("%s.%d" % (name, len(self.feeds_from)), dt,
+                    tuple(v.shape))
+        self.feeds_from.append((t, lambda env: conv(get(env))))
+        return t
+
+    def dtype_name(self, dtype):
+        return _FLOAT.get(dtype, str(dtype))
+
+    def dropout(self, x, p):
+        self.n_random += 1
+        return self.graph.dropout(x, p, seed=self.n_random)
+
+    def next_seed(self):
+        self.n_random += 1
+        return self.n_random
+
+    # ---------------------------------------------------------- running
+    def executor_for(self, device):
+        from .. import Executor
+        kind = torch.device(device).type
+        if kind not in self.executors:
+            if kind not in ("cpu", "cuda"):
+                raise NotImplementedError(
+                    "memgrad.torch: tensors on %s; memgrad runs on the CPU "
+                    "and on CUDA" % kind)
+            self.executors[kind] = Executor(wrap=torch.from_dlpack,
+                                            device=kind)
+        return self.executors[kind]
+
+    def plan_for(self, device):
+        kind = torch.device(device).type
+        if kind not in self.plans:
+            self.plans[kind] = self.graph.compile(
+                self.plan_outputs, budget_bytes=self.budget_bytes,
+                device=kind)
+        return self.plans[kind]
+
+    def run_prologue(self, values):
+        """The prologue on this call's leaf values: env for the feeds."""
+        env = {}
+        ph = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        for i, (n, v) in enumerate(zip(ph, values)):
+            env[n] = v
+            env[("leaf", i)] = v
+        with torch.no_grad():
+            for n in self.prologue:
+                args, kwargs = _lookup(n, env)
+                env[n] = n.target(*args, **kwargs)
+        return env
+
+
+def _lookup(n, env):
+    return (torch.fx.node.map_arg(n.args, lambda a: env[a]),
+            torch.fx.node.map_arg(n.kwargs, lambda a: env[a]))
+
+
+def _clean(name):
+    return str(name).replace("/", ".")
+
+
+def _where(n):
+    st = n.meta.get("nn_module_stack")
+    if st:
+        path = list(st.values())[-1][0]
+        return "%s (%s)" % (path or "forward", n.name)
+    return n.name

@@ -1,0 +1,326 @@
+"""memgrad.torch.Module on the ATen capture: a PyTorch 2 module whose
+forward and backward run in memgrad, behaving as the module does in eager
+PyTorch (train/eval, requires_grad, buffers written in forward, keyword
+arguments, dict and ModelOutput outputs).
+
+A call runs the capture's prologue in PyTorch, memgrad's forward phase,
+and leaves memgrad's saved state to a torch.autograd.Function whose
+backward runs memgrad's backward phase. Plans are cached per input
+signature, mode, and which parameters require grad.
+"""
+import collections
+import copy
+
+import torch
+from torch.export.graph_signature import InputKind, OutputKind
+import torch.fx._pytree as fx_pytree
+from torch.utils import _pytree as pytree
+
+from .. import MemgradError
+from .capture import Captured, Unsupported, _Leaf, export
+
+
+class _Run(torch.autograd.Function):
+    """One call: memgrad's forward phase now, its backward phase when
+    autograd reaches it. Inputs: the capture, the run seed, the call's
+    leaf values (parameters, buffers and input tensors, in placeholder
+    order; only tensors). Outputs: the body's user outputs, then its
+    mutation outputs (no gradient)."""
+
+    @staticmethod
+    def forward(ctx, cap, seed, *values):
+        values = list(values)
+        device = _device_of(values)
+        env = cap.run_prologue(values)
+        feeds = {}
+        for i, t in cap.leaf_tensors.items():
+            feeds[t] = values[i].detach().contiguous()
+        for t, get in cap.feeds_from:
+            feeds[t] = get(env).detach().to(device).contiguous()
+        ex, plan = cap.executor_for(device), cap.plan_for(device)
+        outs, saved = ex.forward(plan, feeds, seed)
+        ctx.cap, ctx.feeds, ctx.saved, ctx.ex, ctx.plan = \
+            cap, feeds, saved, ex, plan
+        ctx.env_outputs = env
+        # parameters and inputs: a write into one after the call (an
+        # optimizer step before backward) is refused as PyTorch refuses
+        # it; buffers are the module's to update (running statistics)
+        written = {target for kind, target, _ in cap.mutations}
+        ctx.versions = [(t, feeds[t]._version)
+                        for i, t in cap.leaf_tensors.items()
+                        if cap.leaves[i].name not in written]
+        ys = [outs[y] for y in cap.ys]
+        extra = [outs[e] for e in cap.extra]
+        ctx.mark_non_differentiable(*extra)
+        ctx.n_values = len(values)
+        return tuple(ys + extra)
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        cap = ctx.cap
+        if ctx.saved is None:
+            raise RuntimeError(
+                "memgrad.torch: backward through %s a second time; memgrad "
+                "freed what the forward kept at the first backward (as "
+                "PyTorch does without retain_graph=True). Call the module "
+                "again for a second backward." % cap.module_name)
+        for t, v in ctx.versions:
+            if ctx.feeds[t]._version != v:
+                raise RuntimeError(
+                    "memgrad.torch: a tensor %s reads in backward (%s) was "
+                    "modified in place after the forward call; the "
+                    "gradients would be wrong" % (cap.module_name, t.name))
+        feeds = dict(ctx.feeds)
+        for s, y, gy in zip(cap.seeds, cap.ys, grad_outputs):
+            feeds[s] = (gy if gy is not None else
+                        torch.zeros(y.shape, dtype=cap.torch_dtype)) \
+                .detach().contiguous()
+        grads_t = {}
+        for i, gt in zip(cap.grad_leaves, cap.grads):
+            if ctx.needs_input_grad[2 + i] and gt not in cap.seeds:
+                v = cap.example_like(i, feeds)
+                feeds[gt] = grads_t[i] = torch.empty_like(v)
+        grads = ctx.ex.backward(ctx.plan, ctx.saved, feeds)
+        ctx.saved.free()
+        ctx.saved = None
+        out = [None] * ctx.n_values
+        for i, gt in zip(cap.grad_leaves, cap.grads):
+            if not ctx.needs_input_grad[2 + i]:
+                continue
+            if gt in cap.seeds:  # y is the leaf itself
+                k = cap.seeds.index(gt)
+                out[i] = grad_outputs[k]
+            else:
+                out[i] = grads_t.get(i, grads.get(gt))
+        return (None, None) + tuple(out)
+
+
+def _device_of(values):
+    devs = {v.device for v in values if torch.is_tensor(v)}
+    if len(devs) > 1:
+        raise RuntimeError("memgrad.torch: inputs and parameters must be on "
+                           "one device, not %s" % sorted(map(str, devs)))
+    return next(iter(devs)) if devs else torch.device("cpu")
+
+
+def _hooks(module):
+    """The first module with a hook memgrad would not run, or None."""
+    for name, m in module.named_modules():
+        for attr in ("_forward_hooks", "_forward_pre_hooks",
+                     "_backward_hooks", "_backward_pre_hooks"):
+            if getattr(m, attr, None):
+                return name or type(module).__name__, attr.strip("_")
+    return None
+
+
+def capture_module(module, args, kwargs, policy="memory", budget_bytes=0,
+                   compact=False, store16=False):
+    """A Captured of module(*args, **kwargs) in its current mode, and the
+    kwargs it was captured with."""
+    ep, kwargs = export(module, args, kwargs)
+    flat_user = flatten_inputs(ep.call_spec.in_spec, args, kwargs)
+    sig = ep.graph_signature
+    leaves, k = [], 0
+    for spec in sig.input_specs:
+        name = spec.target or spec.arg.name
+        if spec.kind == InputKind.PARAMETER:
+            leaves.append(_Leaf("param", name,
+                                lambda n=name: module.get_parameter(n)))
+        elif spec.kind == InputKind.BUFFER:
+            leaves.append(_Leaf("buffer", name,
+                                lambda n=name: module.get_buffer(n)))
+        elif spec.kind == InputKind.CONSTANT_TENSOR:
+            c = ep.constants[spec.target]
+            leaves.append(_Leaf("const", name, lambda c=c: c))
+        elif spec.kind == InputKind.USER_INPUT:
+            leaves.append(_Leaf("input", spec.arg.name,
+                                lambda k=k: _UserInputs.current[k]))
+            k += 1
+        else:
+            raise Unsupported(type(module).__name__, [(
+                "input kind %s" % spec.kind, 1, [name], "not supported")])
+    out_kinds = []
+    for spec in sig.output_specs:
+        if spec.kind == OutputKind.USER_OUTPUT:
+            out_kinds.append(("user", None))
+        elif spec.kind == OutputKind.BUFFER_MUTATION:
+            out_kinds.append(("buffer", spec.target))
+        elif spec.kind == OutputKind.USER_INPUT_MUTATION:
+            out_kinds.append(("input", spec.target))
+        else:
+            raise Unsupported(type(module).__name__, [(
+                "output kind %s" % spec.kind, 1, [str(spec.target)],
+                "not supported")])
+    _UserInputs.current = flat_user
+    try:
+        cap = Captured(type(module).__name__, ep.graph_module, leaves,
+                       out_kinds, ep.call_spec.out_spec, policy,
+                       budget_bytes, compact, store16)
+    finally:
+        _UserInputs.current = None
+    cap.in_spec = ep.call_spec.in_spec
+    cap.user_input_names = [s.arg.name for s in sig.input_specs
+                            if s.kind == InputKind.USER_INPUT]
+    return cap, kwargs
+
+
+def flatten_inputs(spec, args, kwargs):
+    """The call's inputs flattened as export flattened the example's."""
+    return fx_pytree.tree_flatten_spec((tuple(args), dict(kwargs)), spec)
+
+
+class _UserInputs:
+    """The flat user inputs of the call being captured or run (the
+    leaves read them through this, so a Captured serves every call)."""
+    current = None
+
+
+def _example_like(cap, i, feeds):
+    return feeds[cap.leaf_tensors[i]]
+
+
+Captured.example_like = _example_like
+
+
+def call(cap, values, seed):
+    """Run cap on this call's leaf values; returns (user outputs in the
+    module's structure, and applies buffer and input mutations)."""
+    res = _Run.apply(cap, seed, *values)
+    ny = len(cap.ys)
+    ys, extra = res[:ny], res[ny:]
+    env = None
+    if any(slot[0] == "torch" for slot in cap.out_plan) or any(
+            slot[0] == "torch" for _, _, slot in cap.mutations):
+        env = cap.run_prologue(values)
+    outs = []
+    for slot in cap.out_plan:
+        outs.append(ys[slot[1]] if slot[0] == "y" else
+                    extra[slot[1]] if slot[0] == "extra" else slot[1](env))
+    return outs, extra, env
+
+
+class Module(torch.nn.Module):
+    """`module` run through memgrad's ATen capture; its parameters and
+    buffers stay its own. policy: "none", "memory", "speed" or "budget"
+    (with budget_bytes, mg_checkpoints.budget_bytes). example_inputs
+    (and example_kwargs) are captured at construction so that an error
+    shows here; any later call with other shapes, another mode
+    (train/eval) or other parameters requiring grad plans again."""
+
+    MAX_PLANS = 8
+
+    def __init__(self, module, example_inputs=(), policy="memory",
+                 budget_bytes=None, compact=False, store16=False,
+                 example_kwargs=None):
+        super().__init__()
+        if policy == "budget" and not budget_bytes:
+            raise ValueError("memgrad.torch.Module: policy='budget' needs "
+                             "budget_bytes")
+        if budget_bytes and policy != "budget":
+            raise ValueError("memgrad.torch.Module: budget_bytes goes with "
+                             "policy='budget', not %r" % policy)
+        self.module = module
+        self._opts = dict(policy=policy, budget_bytes=int(budget_bytes or 0),
+                          compact=bool(compact), store16=bool(store16))
+        self._plans = collections.OrderedDict()
+        self._example = (tuple(example_inputs), dict(example_kwargs or {}))
+        self._cap = self._plan_for(*self._example)
+
+    def _key(self, args, kwargs):
+        flat = pytree.tree_leaves((args, kwargs))
+        sig = tuple((tuple(v.shape), v.dtype, v.requires_grad, v.device.type)
+                    if torch.is_tensor(v) else ("const", repr(v))
+                    for v in flat)
+        modes = tuple(m.training for m in self.module.modules())
+        grads = tuple(p.requires_grad for p in self.module.parameters())
+        dts = tuple({p.dtype for p in self.module.parameters()})
+        return (sig, tuple(sorted(kwargs)), modes, grads, dts)
+
+    def _plan_for(self, args, kwargs):
+        hook = _hooks(self.module)
+        if hook is not None:
+            raise NotImplementedError(
+                "memgrad.torch: %s has a %s; memgrad runs the captured "
+                "graph, not Python hooks, so it would not run. Remove the "
+                "hook, or run that module outside memgrad.torch.Module"
+                % hook)
+        key = self._key(args, kwargs)
+        cap = self._plans.get(key)
+        if cap is None:
+            cap, fixed = capture_module(self.module, args, kwargs,
+                                        **self._opts)
+            cap.extra_kwargs = {k: v for k, v in fixed.items()
+                                if k not in kwargs}
+            self._plans[key] = cap
+            while len(self._plans) > self.MAX_PLANS:
+                self._plans.popitem(last=False)
+        else:
+            self._plans.move_to_end(key)
+        return cap
+
+    # the plan of the last call (the example's until the first call)
+    @property
+    def plan(self):
+        return self._cap.plan_for(self._device())
+
+    @property
+    def executor(self):
+        return self._cap.executor_for(self._device())
+
+    def _device(self):
+        for p in self.module.parameters():
+            return p.device
+        return torch.device("cpu")
+
+    @property
+    def predicted_peak(self):
+        """The pool peak a training step is predicted to reach, with the
+        gradients in PyTorch's memory (as the call binds them)."""
+        cap = self._cap
+        bound = [t for t in cap.grads if t not in cap.seeds]
+        pk = self.plan.phase_peaks(bound=bound)
+        return max(pk["forward"], pk["backward"])
+
+    def report(self):
+        return self.plan.report()
+
+    def forward(self, *args, **kwargs):
+        cap = self._plan_for(args, kwargs)
+        self._cap = cap
+        kwargs = dict(kwargs, **cap.extra_kwargs)
+        flat = flatten_inputs(cap.in_spec, args, kwargs)
+        _UserInputs.current = flat
+        try:
+            values = [lf.get() for lf in cap.leaves]
+        finally:
+            _UserInputs.current = None
+        seed = 0
+        if cap.n_random:
+            seed = int(torch.randint(0, 2 ** 62, (1,)).item())
+        outs, extra, env = call(cap, values, seed)
+        with torch.no_grad():
+            for kind, target, slot in cap.mutations:
+                v = (extra[slot[1]] if slot[0] == "extra" else slot[1](env))
+                if kind == "buffer":
+                    self.module.get_buffer(target).copy_(v)
+                else:
+                    i = cap.user_input_names.index(target)
+                    flat_inputs = [v for v in flat]
+                    flat_inputs[i].copy_(v)
+        return pytree.tree_unflatten(outs, cap.out_spec)
+
+    def __deepcopy__(self, memo):
+        # a copy of the wrapped module, captured anew (plans and
+        # executors hold memgrad memory of their own and are not copied)
+        args, kwargs = self._example
+        return Module(copy.deepcopy(self.module, memo), args,
+                      example_kwargs=kwargs, **self._opts)
+
+    def __getstate__(self):
+        raise TypeError(
+            "memgrad.torch.Module cannot be pickled (it holds memgrad plans "
+            "and executors); save the wrapped module's state_dict() "
+            "(wrapper.module.state_dict()) and wrap it again after loading")
+
+
+__all__ = ["Module", "MemgradError"]
