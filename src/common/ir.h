@@ -132,7 +132,8 @@ typedef struct mg_tdesc {
     int64_t shape[MG_MAX_DIMS];
 } mg_tdesc;
 
-/* Attributes of every op in one flat struct; each op reads its own fields. */
+/* Attributes of every op in one flat struct; each op reads its own fields.
+ * A field added here must be added to mg_tensor_attrs_hash (graph.c). */
 typedef struct mg_attrs {
     int trans_a, trans_b; /* matmul */
     int naxes;            /* sum, mean: sorted, non-negative, unique */

@@ -379,6 +379,37 @@ START_TEST(test_compare_is_constant) {
 }
 END_TEST
 
+/* mg_tensor_attrs_hash sees the new attributes: clamp's bounds, and
+ * cumsum's direction (a forward cumsum and its gradient's reversed one),
+ * so pipeline ranks whose ops differ only in them do not agree. */
+START_TEST(test_new_attrs_hashed) {
+    mg_graph *g = mg_graph_new();
+    mg_tensor x = mg_param(g, "x", MG_F32, 2, S(2, 3));
+    mg_tensor c[3] = {mg_clamp(g, x, 0, 1), mg_clamp(g, x, 0, 2),
+                      mg_clamp(g, x, -1, 1)};
+    uint64_t h[3];
+    for (int k = 0; k < 3; k++)
+        ck_assert_int_eq(mg_tensor_attrs_hash(g, c[k], &h[k]), MG_OK);
+    ck_assert_msg(h[0] != h[1] && h[0] != h[2] && h[1] != h[2],
+                  "clamp bounds not hashed: %llx %llx %llx",
+                  (unsigned long long)h[0], (unsigned long long)h[1],
+                  (unsigned long long)h[2]);
+    mg_tensor y = mg_cumsum(g, x, 1), gx;
+    mg_tensor loss = mg_sum(g, mg_mul(g, y, y), 0, NULL, 0);
+    ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, &x, 1, NULL, &gx), MG_OK);
+    int n = 0;
+    uint64_t hc[2] = {0, 0};
+    for (mg_tensor t = 0; t < mg_graph_num_tensors(g); t++)
+        if (!strcmp(mg_tensor_op_name(g, t), "cumsum")) {
+            ck_assert_int_lt(n, 2);
+            ck_assert_int_eq(mg_tensor_attrs_hash(g, t, &hc[n++]), MG_OK);
+        }
+    ck_assert_int_eq(n, 2);
+    ck_assert_msg(hc[0] != hc[1], "cumsum's direction is not hashed");
+    mg_graph_free(g);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ errors */
 
 START_TEST(test_compare_errors) {
@@ -431,5 +462,5 @@ void ops_compare_tcase(Suite *s) {
                           test_where_inf_nan_exact,
                           test_where_gradient_broadcast, test_clamp,
                           test_maximum_minimum, test_compare_is_constant,
-                          test_compare_errors));
+                          test_new_attrs_hashed, test_compare_errors));
 }
