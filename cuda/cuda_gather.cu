@@ -9,7 +9,10 @@
  * the axis that could point at it, in order, and adds the gy of those that
  * do; for index_select, whose index may be long, it reads only the
  * positions that name its slice, bucketed on the host (cu_index_csr, as
- * embedding_grad's).
+ * embedding_grad's). gather's walk costs numel(dx) times the index's
+ * length along axis: nothing for the usual pick of one element per row
+ * (an index of length 1), slow for long ones, where bucketing per row as
+ * index_select does would cost a workspace of dx's size.
  */
 #include "cuda_internal.h"
 
