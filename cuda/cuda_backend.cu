@@ -101,6 +101,16 @@ static void kernels_init(void) {
     t[MG_OP_MAX_POOL2D_GRAD_ARGMAX] = cu_max_pool2d_grad_argmax;
     t[MG_OP_LINEAR_CROSS_ENTROPY] = cu_linear_cross_entropy;
     t[MG_OP_LINEAR_CROSS_ENTROPY_GRAD] = cu_linear_cross_entropy_grad;
+#define COMPARE_ENTRY(name, OP, expr) t[MG_OP_##OP] = cu_compare;
+    MG_COMPARE_OPS(COMPARE_ENTRY)
+#undef COMPARE_ENTRY
+    t[MG_OP_LOGICAL_NOT] = cu_logical_not;
+    t[MG_OP_WHERE] = cu_where;
+    t[MG_OP_CLAMP] = cu_clamp_op;
+    t[MG_OP_CLAMP_GRAD] = cu_clamp_grad_op;
+    t[MG_OP_GATHER] = t[MG_OP_INDEX_SELECT] = cu_gather;
+    t[MG_OP_GATHER_GRAD] = t[MG_OP_INDEX_SELECT_GRAD] = cu_gather_grad;
+    t[MG_OP_CUMSUM] = cu_cumsum;
     kernels_ready = 1;
 }
 
@@ -134,6 +144,7 @@ extern "C" size_t mgi_cuda_workspace(const mg_kargs *a) {
         return mg_reduce_workspace(&a->in[0].d, a->attrs,
                                    mgi_tdesc_numel(&a->out.d));
     case MG_OP_EMBEDDING_GRAD: return cu_embedding_grad_workspace(a);
+    case MG_OP_INDEX_SELECT_GRAD: return cu_index_select_grad_workspace(a);
     case MG_OP_ATTENTION: return cu_attention_workspace(a);
     case MG_OP_ATTENTION_GRAD:
     case MG_OP_ATTENTION_GRAD_MASK: return cu_attention_grad_workspace(a);

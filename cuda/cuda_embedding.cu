@@ -12,10 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Host copy of the n indices in a->in[1] (as their dtype stores them),
- * checked against bound. */
-static mg_status host_indices(cu_ctx *c, const mg_kargs *a, int64_t bound,
-                              void **out) {
+mg_status cu_host_indices(cu_ctx *c, const mg_kargs *a, int64_t bound,
+                          void **out) {
     const int64_t n = mgi_tdesc_numel(&a->in[1].d);
     const mg_dtype it = a->in[1].d.dtype;
     const size_t es = mg_dtype_size(it);
@@ -50,7 +48,7 @@ mg_status cu_embedding(cu_ctx *c, const mg_kargs *a) {
     const mg_tdesc *td = &a->in[0].d;
     const int64_t n = mgi_tdesc_numel(&a->in[1].d), dim = td->shape[1];
     void *h = NULL;
-    mg_status s = host_indices(c, a, td->shape[0], &h);
+    mg_status s = cu_host_indices(c, a, td->shape[0], &h);
     if (s != MG_OK) return s;
     free(h);
     const void *idx = a->in[1].data;
@@ -95,13 +93,12 @@ size_t cu_embedding_grad_workspace(const mg_kargs *a) {
            sizeof(int64_t);
 }
 
-mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
-    const mg_tdesc *td = &a->out.d;
+mg_status cu_index_csr(cu_ctx *c, const mg_kargs *a, int64_t rows,
+                       int64_t **out) {
     const int64_t n = mgi_tdesc_numel(&a->in[1].d);
-    const int64_t rows = td->shape[0], dim = td->shape[1];
     void *h = NULL;
     const mg_dtype it = a->in[1].d.dtype;
-    mg_status s = host_indices(c, a, rows, &h);
+    mg_status s = cu_host_indices(c, a, rows, &h);
     if (s != MG_OK) return s;
     /* CSR by a stable counting sort: start[rows + 1], then order[n] */
     const size_t words = (size_t)(rows + 1 + n);
@@ -139,6 +136,15 @@ mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
     if (s == MG_OK)
         s = cu_check(a, cudaStreamSynchronize(c->stream), "index upload");
     free(csr);
+    if (s == MG_OK) *out = d;
+    return s;
+}
+
+mg_status cu_embedding_grad(cu_ctx *c, const mg_kargs *a) {
+    const mg_tdesc *td = &a->out.d;
+    const int64_t rows = td->shape[0], dim = td->shape[1];
+    int64_t *d = NULL;
+    mg_status s = cu_index_csr(c, a, rows, &d);
     if (s != MG_OK) return s;
     CU_BY_FLOAT(a, td->dtype,
                 k_embedding_grad<T>

@@ -217,9 +217,33 @@ mg_status cu_norm_grad_input(cu_ctx *, const mg_kargs *);
 mg_status cu_norm_grad_gamma(cu_ctx *, const mg_kargs *);
 size_t cu_norm_grad_gamma_workspace(const mg_kargs *);
 /* cuda_embedding.cu */
+/* Host copy (malloc'd, in *out) of the indices in a->in[1], as their dtype
+ * stores them, checked against bound with the CPU's own check and
+ * message; the caller frees it. */
+mg_status cu_host_indices(cu_ctx *c, const mg_kargs *a, int64_t bound,
+                          void **out);
+/* The same indices checked against [0, rows) and bucketed by value into
+ * the lent workspace: rows + 1 starts, then the positions of each value in
+ * order (a stable counting sort), as int64 at *out, so that a kernel can
+ * sum each value's terms in position order, as the CPU's scatter does. The
+ * workspace must hold rows + 1 + n int64. */
+mg_status cu_index_csr(cu_ctx *c, const mg_kargs *a, int64_t rows,
+                       int64_t **out);
 mg_status cu_embedding(cu_ctx *, const mg_kargs *);
 mg_status cu_embedding_grad(cu_ctx *, const mg_kargs *);
 size_t cu_embedding_grad_workspace(const mg_kargs *);
+/* cuda_compare.cu */
+mg_status cu_compare(cu_ctx *, const mg_kargs *); /* reads a->op */
+mg_status cu_logical_not(cu_ctx *, const mg_kargs *);
+mg_status cu_where(cu_ctx *, const mg_kargs *);
+mg_status cu_clamp_op(cu_ctx *, const mg_kargs *);
+mg_status cu_clamp_grad_op(cu_ctx *, const mg_kargs *);
+/* cuda_gather.cu: gather, index_select and their gradients (read a->op) */
+mg_status cu_gather(cu_ctx *, const mg_kargs *);
+mg_status cu_gather_grad(cu_ctx *, const mg_kargs *);
+size_t cu_index_select_grad_workspace(const mg_kargs *);
+/* cuda_scan.cu */
+mg_status cu_cumsum(cu_ctx *, const mg_kargs *);
 /* cuda_attention.cu */
 mg_status cu_causal_mask(cu_ctx *, const mg_kargs *);
 mg_status cu_attention(cu_ctx *, const mg_kargs *);

@@ -271,6 +271,70 @@ mg_tensor mg_is_nonzero(mg_graph *g, mg_tensor x);
 MG_API
 mg_tensor mg_cast(mg_graph *g, mg_tensor x, mg_dtype dtype);
 
+/* More float maths, elementwise (f32 or f64), each with its gradient:
+ * 1/x; 1/sqrt(x); sin; cos; |x| (gradient gy sign(x), 0 at x = 0, as
+ * PyTorch's). */
+MG_API
+mg_tensor mg_reciprocal(mg_graph *g, mg_tensor x);
+MG_API
+mg_tensor mg_rsqrt(mg_graph *g, mg_tensor x);
+MG_API
+mg_tensor mg_sin(mg_graph *g, mg_tensor x);
+MG_API
+mg_tensor mg_cos(mg_graph *g, mg_tensor x);
+MG_API
+mg_tensor mg_abs(mg_graph *g, mg_tensor x);
+/* min(max(x, lo), hi), elementwise on a float x, as torch.clamp: either
+ * bound may be -INFINITY or INFINITY for none (a NaN bound is
+ * MG_ERR_INVALID_ARG); hi wins where lo > hi, and a NaN x stays NaN. The
+ * gradient is gy where lo <= x <= hi, 0 elsewhere. */
+MG_API
+mg_tensor mg_clamp(mg_graph *g, mg_tensor x, double lo, double hi);
+/* The larger / smaller of a and b elementwise, with add's broadcasting
+ * and float dtypes; a NaN in either gives NaN (torch.maximum). The
+ * gradient goes to the operand chosen, half to each on a tie, as
+ * PyTorch's. */
+MG_API
+mg_tensor mg_maximum(mg_graph *g, mg_tensor a, mg_tensor b);
+MG_API
+mg_tensor mg_minimum(mg_graph *g, mg_tensor a, mg_tensor b);
+
+/* Comparisons a == b, a != b, a < b, a <= b, a > b, a >= b and the
+ * logical ops, elementwise with add's broadcasting. a and b must have one
+ * dtype, any of the four: mixed ones (f32 with i32, say) are
+ * MG_ERR_DTYPE; cast one first. memgrad has no bool dtype: the result is 1
+ * where the test holds and 0 elsewhere, in the inputs' dtype. NaN compares
+ * as IEEE 754 has it (only != holds). The logical ops read nonzero as true
+ * (NaN included). None of them passes a gradient: mg_gradients treats
+ * their results as constants, as PyTorch treats its bool tensors. */
+MG_API
+mg_tensor mg_eq(mg_graph *g, mg_tensor a, mg_tensor b);
+MG_API
+mg_tensor mg_ne(mg_graph *g, mg_tensor a, mg_tensor b);
+MG_API
+mg_tensor mg_lt(mg_graph *g, mg_tensor a, mg_tensor b);
+MG_API
+mg_tensor mg_le(mg_graph *g, mg_tensor a, mg_tensor b);
+MG_API
+mg_tensor mg_gt(mg_graph *g, mg_tensor a, mg_tensor b);
+MG_API
+mg_tensor mg_ge(mg_graph *g, mg_tensor a, mg_tensor b);
+MG_API
+mg_tensor mg_logical_and(mg_graph *g, mg_tensor a, mg_tensor b);
+MG_API
+mg_tensor mg_logical_or(mg_graph *g, mg_tensor a, mg_tensor b);
+MG_API
+mg_tensor mg_logical_not(mg_graph *g, mg_tensor x);
+/* a where cond is nonzero (NaN counts as nonzero), b elsewhere; the three
+ * shapes broadcast together (numpy rules). cond may have any dtype; a and
+ * b share one, any of the four, which y has. y takes each element from
+ * one side only, so an inf or NaN in the side not taken never reaches it
+ * (masked_fill with -inf). cond passes no gradient; a gets gy where cond
+ * holds and b where it does not (exact zeros elsewhere), each summed back
+ * to its own shape. */
+MG_API
+mg_tensor mg_where(mg_graph *g, mg_tensor cond, mg_tensor a, mg_tensor b);
+
 /* Reductions over the listed axes (negative axes count from the end; no
  * axes at all means every axis). keepdims keeps reduced axes as size 1. */
 MG_API
@@ -411,6 +475,25 @@ mg_tensor mg_pad(mg_graph *g, mg_tensor x, const int64_t *before,
  * MG_ERR_INVALID_ARG. */
 MG_API
 mg_tensor mg_embedding(mg_graph *g, mg_tensor table, mg_tensor indices);
+/* torch.gather: y has index's shape and x's dtype (any of the four), and
+ * y[..., j, ...] = x[..., index[..., j, ...], ...] along axis (negative
+ * counts from the end). index is MG_I32 or MG_I64 of x's rank, no larger
+ * than x in any dim but axis. x's gradient adds gy at the places the
+ * indices name, in index order, so repeated indices sum
+ * deterministically. An index outside [0, x's size along axis) makes the
+ * run fail with MG_ERR_INVALID_ARG. */
+MG_API
+mg_tensor mg_gather(mg_graph *g, mg_tensor x, int axis, mg_tensor index);
+/* torch.index_select: the slices of x along axis that a 1-D index
+ * (MG_I32 or MG_I64) picks, in its order; y is x with that axis resized
+ * to the index's length. Gradient and index errors as for mg_gather. */
+MG_API
+mg_tensor mg_index_select(mg_graph *g, mg_tensor x, int axis, mg_tensor index);
+/* Cumulative sum of a float x along axis (negative counts from the end),
+ * added in index order; the gradient is the cumulative sum of gy taken
+ * from the end of the axis. */
+MG_API
+mg_tensor mg_cumsum(mg_graph *g, mg_tensor x, int axis);
 
 /* Over the last two axes [L1, L2] of x, entries above the diagonal (column
  * j > row i) become `value`; the others are x's. The gradient is gy with

@@ -54,7 +54,10 @@
     X(norm)                                                                    \
     X(slice)                                                                   \
     X(embedding)                                                               \
-    X(attention)
+    X(attention)                                                               \
+    X(compare)                                                                 \
+    X(gather)                                                                  \
+    X(scan)
 
 /* The float dtypes every kernel exists in. */
 static const mg_dtype th_dtypes[2] = {MG_F32, MG_F64};

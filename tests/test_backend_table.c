@@ -46,7 +46,13 @@ static mg_plan *workspace_plan(mg_graph *g) {
     mg_tensor ids = mg_input(g, "ids", MG_I32, 1, idx);
     mg_tensor labels = mg_input(g, "labels", MG_I32, 1, lab);
     mg_tensor logits = mg_embedding(g, table, ids);
-    mg_tensor loss = mg_add(g, mg_cross_entropy(g, logits, labels), flat);
+    /* index_select's gradient borrows the CSR of its index for CUDA */
+    const int64_t sel[1] = {9};
+    mg_tensor cols = mg_input(g, "cols", MG_I64, 1, sel);
+    mg_tensor picked =
+        mg_sum(g, mg_index_select(g, table, 1, cols), 0, NULL, 0);
+    mg_tensor loss =
+        mg_add(g, mg_add(g, mg_cross_entropy(g, logits, labels), flat), picked);
     /* linear_cross_entropy in chunks of 4 of its 6 rows, both passes */
     const int64_t wv[2] = {9, 5};
     mg_tensor wout = mg_param(g, "wout", MG_F32, 2, wv);
@@ -98,7 +104,7 @@ START_TEST(test_workspace_within_plan) {
     mg_plan *p = workspace_plan(g);
     mg_backend cpu;
     ck_assert_int_eq(mgi_backend_cpu_init(&cpu), MG_OK);
-    int borrowing = 0, pool_grads = 0;
+    int borrowing = 0, pool_grads = 0, index_select_grads = 0;
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_kargs a = step_args(p, s);
         size_t need = cpu.workspace(cpu.ctx, &a);
@@ -115,6 +121,12 @@ START_TEST(test_workspace_within_plan) {
                               "%s asks workspace for %s, which its "
                               "plan_workspace_op leaves out",
                               r->name, mgi_op_str(a.op));
+        }
+        /* CSR of 9 positions into 5 columns: 5 + 1 + 9 int64 */
+        if (a.op == MG_OP_INDEX_SELECT_GRAD) {
+            index_select_grads++;
+            ck_assert_uint_ge(mg_plan_step_work(&p->step[s]),
+                              (5 + 1 + 9) * sizeof(int64_t));
         }
         /* oneDNN's max-pool backward keeps the forward's y and argmax */
         if (a.op == MG_OP_MAX_POOL2D_GRAD) {
@@ -136,6 +148,7 @@ START_TEST(test_workspace_within_plan) {
     /* the non-direct convolutions and their gradients borrow */
     ck_assert_int_ge(borrowing, 4);
     ck_assert_int_eq(pool_grads, 1);
+    ck_assert_int_eq(index_select_grads, 1);
     cpu.destroy(cpu.ctx);
     mg_plan_free(p);
     mg_graph_free(g);

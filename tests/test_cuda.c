@@ -513,6 +513,50 @@ START_TEST(test_every_op_matches_cpu) {
         }
         CASE("causal_mask") finish(c, mg_causal_mask(c->g, fin(c, 3, xm), 0.5));
     }
+    /* the ops of the ATen-level capture (issue 45) */
+    CASE("reciprocal") finish(c, mg_reciprocal(c->g, pos(c, 2, s35)));
+    CASE("rsqrt") finish(c, mg_rsqrt(c->g, pos(c, 2, s35)));
+    CASE("sin") finish(c, mg_sin(c->g, fin(c, 2, s35)));
+    CASE("cos") finish(c, mg_cos(c->g, fin(c, 2, s35)));
+    CASE("abs") finish(c, mg_abs(c->g, fin(c, 2, s35)));
+    CASE("clamp") finish(c, mg_clamp(c->g, fin(c, 2, s35), -0.5, INFINITY));
+    /* their gradients: where on eq, lt, gt */
+    CASE("maximum") finish(c, mg_maximum(c->g, fin(c, 2, s34), fin(c, 1, s4)));
+    CASE("minimum") finish(c, mg_minimum(c->g, fin(c, 2, s31), fin(c, 2, s14)));
+    CASE("comparisons and logical ops") {
+        mg_tensor a = fin(c, 2, s34), b = fin(c, 1, s4);
+        mg_tensor m = mg_logical_or(
+            c->g, mg_logical_and(c->g, mg_le(c->g, a, b), mg_ne(c->g, a, b)),
+            mg_logical_not(c->g, mg_ge(c->g, b, a)));
+        finish(c, mg_mul(c->g, mg_where(c->g, m, a, b), m));
+    }
+    CASE("comparisons of ints, where on an int cond") {
+        mg_tensor i = leaf(c, MG_I32, 2, s34, 0, 3);
+        mg_tensor j = leaf(c, MG_I64, 1, s4, 0, 3);
+        mg_tensor k = leaf(c, MG_I32, 1, s4, 0, 3);
+        mg_tensor lt = mg_cast(c->g, mg_lt(c->g, i, k), MG_F32);
+        mg_tensor w = mg_where(c->g, j, fin(c, 2, s34), lt);
+        finish(c, mg_add(c->g, w, mg_cast(c->g, mg_eq(c->g, i, k), MG_F32)));
+    }
+    {
+        const int64_t x3[] = {3, 4, 5}, i1[] = {3, 7, 5}, i0[] = {2, 3, 4},
+                      sel[] = {8};
+        CASE("gather") {
+            mg_tensor x = fin(c, 3, x3);
+            finish(c, mg_gather(c->g, x, 1, leaf(c, MG_I32, 3, i1, 0, 4)));
+        }
+        CASE("gather i64 axis 0") {
+            mg_tensor x = fin(c, 3, x3);
+            finish(c, mg_gather(c->g, x, 0, leaf(c, MG_I64, 3, i0, 0, 3)));
+        }
+        CASE("index_select") {
+            mg_tensor x = fin(c, 3, x3);
+            finish(c,
+                   mg_index_select(c->g, x, -1, leaf(c, MG_I64, 1, sel, 0, 5)));
+        }
+        CASE("cumsum") finish(c, mg_cumsum(c->g, fin(c, 3, x3), 1));
+        CASE("cumsum axis 0") finish(c, mg_cumsum(c->g, fin(c, 3, x3), 0));
+    }
     {
         /* Lq != Lk; by the GEMM form (6 batch entries in one chunk) */
         const int64_t qs[] = {2, 3, 70, 5}, ks[] = {2, 3, 300, 5},

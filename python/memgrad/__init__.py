@@ -7,6 +7,7 @@ zero-copy, and outputs come back as :class:`Array` objects that
 error raises :class:`MemgradError` carrying the C message.
 """
 import ctypes
+import math
 import os
 import tempfile
 
@@ -283,6 +284,29 @@ class Graph:
         logits are never whole. A label outside [0, V) fails the run."""
         return self._t(_lib.linear_cross_entropy(self._g, h.id, w.id,
                                                  labels.id, int(chunk_rows)))
+
+    def where(self, cond, a, b):
+        """a where cond is nonzero, b elsewhere (mg_where); the three
+        broadcast together, cond of any dtype, a and b of one."""
+        return self._t(_lib.where(self._g, cond.id, a.id, b.id))
+
+    def clamp(self, x, lo=None, hi=None):
+        """min(max(x, lo), hi) as torch.clamp; None: no bound."""
+        lo = -math.inf if lo is None else float(lo)
+        hi = math.inf if hi is None else float(hi)
+        return self._t(_lib.clamp(self._g, x.id, lo, hi))
+
+    def gather(self, x, axis, index):
+        """torch.gather(x, axis, index): index (int32 or int64) of x's
+        rank; the result has index's shape."""
+        return self._t(_lib.gather(self._g, x.id, int(axis), index.id))
+
+    def index_select(self, x, axis, index):
+        """torch.index_select(x, axis, index) with a 1-D int index."""
+        return self._t(_lib.index_select(self._g, x.id, int(axis), index.id))
+
+    def cumsum(self, x, axis):
+        return self._t(_lib.cumsum(self._g, x.id, int(axis)))
 
     def __getattr__(self, name):
         if name in _lib.unary:

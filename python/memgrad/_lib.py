@@ -189,9 +189,13 @@ saved_export = _fn("mg_saved_export", c_int, S, T, POINTER(c_void_p))
 # builders taking (g, x) / (g, a, b)
 unary = {n: _fn("mg_" + n, T, G, T) for n in
          ("relu", "tanh", "sigmoid", "exp", "log", "sqrt", "neg", "gelu",
-          "silu", "erf", "is_nonzero")}
+          "silu", "erf", "is_nonzero", "reciprocal", "rsqrt", "sin", "cos",
+          "abs", "logical_not")}
+# the comparisons and logical ops give 1/0 in their inputs' dtype
 binary = {n: _fn("mg_" + n, T, G, T, T) for n in
-          ("add", "sub", "mul", "div", "mse", "cross_entropy")}
+          ("add", "sub", "mul", "div", "mse", "cross_entropy", "maximum",
+           "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
+           "logical_or")}
 matmul = _fn("mg_matmul", T, G, T, T, c_int, c_int)
 scale = _fn("mg_scale", T, G, T, c_double)
 embedding = _fn("mg_embedding", T, G, T, T)
@@ -228,6 +232,11 @@ attention_ex = _fn("mg_attention_ex", T, G, T, T, T, T, POINTER(AttentionOpts))
 broadcast_to = _fn("mg_broadcast_to", T, G, T, c_int, POINTER(c_int64))
 linear_cross_entropy = _fn("mg_linear_cross_entropy", T, G, T, T, T,
                            c_int64)
+where = _fn("mg_where", T, G, T, T, T)
+clamp = _fn("mg_clamp", T, G, T, c_double, c_double)
+gather = _fn("mg_gather", T, G, T, c_int, T)
+index_select = _fn("mg_index_select", T, G, T, c_int, T)
+cumsum = _fn("mg_cumsum", T, G, T, c_int)
 
 
 class _OnnxLib:

@@ -332,3 +332,54 @@ def test_onnx_import_refuses_bad_bytes():
         mg.onnx_import(b"not a model")
     with pytest.raises(mg.MemgradError, match="onnx"):
         mg.onnx_import(b"")
+
+
+def test_aten_capture_ops_against_numpy():
+    """The ops of the ATen-level capture (issue 45) through the Graph
+    methods, against numpy: masked_fill with -inf (where) before a
+    softmax, gather (take_along_axis), index_select (take), cumsum,
+    clamp, a comparison as 1/0 floats, and the gradient of gather (a
+    scatter-add of repeated indices) and clamp."""
+    r = np.random.default_rng(45)
+    g = mg.Graph()
+    x = g.input("x", "float32", (3, 4))
+    m = g.input("m", "float32", (3, 4))
+    idx = g.input("idx", "int64", (3, 6))
+    sel = g.input("sel", "int32", (5,))
+    w = g.param("w", "float32", (3, 4))
+    xw = g.mul(x, w)
+    masked = g.where(m, g.fill("float32", (), -np.inf), xw)
+    sm = g.softmax(masked, -1)
+    gat = g.gather(xw, 1, idx)
+    isel = g.index_select(xw, -1, sel)
+    cs = g.cumsum(xw, 0)
+    cl = g.clamp(xw, -0.5)
+    lt = g.lt(x, w)
+    y = g.add(g.sum(gat), g.sum(cl))
+    (gw,) = g.gradients([y], [w])
+    plan = g.compile([masked, sm, gat, isel, cs, cl, lt, gw])
+    xv = r.standard_normal((3, 4)).astype(np.float32)
+    wv = r.standard_normal((3, 4)).astype(np.float32)
+    mv = (r.random((3, 4)) < 0.5).astype(np.float32)
+    mv[:, 0] = 0  # no row masked whole
+    iv = r.integers(0, 4, (3, 6)).astype(np.int64)
+    sv = r.integers(0, 4, (5,)).astype(np.int32)
+    out = mg.Executor().run(plan, {x: xv, m: mv, idx: iv, sel: sv, w: wv})
+    out = {k: np.asarray(v) for k, v in out.items()}
+    p = xv * wv
+    ref = np.where(mv != 0, -np.inf, p).astype(np.float32)
+    np.testing.assert_array_equal(out[masked], ref)
+    e = np.exp(ref - ref.max(-1, keepdims=True))
+    np.testing.assert_allclose(out[sm], e / e.sum(-1, keepdims=True),
+                               rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(out[gat], np.take_along_axis(p, iv, 1))
+    np.testing.assert_array_equal(out[isel], np.take(p, sv, axis=-1))
+    np.testing.assert_allclose(out[cs], np.cumsum(p, 0), rtol=1e-6)
+    np.testing.assert_array_equal(out[cl], np.maximum(p, np.float32(-0.5)))
+    np.testing.assert_array_equal(out[lt], (xv < wv).astype(np.float32))
+    count = np.zeros((3, 4), np.float32)
+    np.add.at(count, (np.arange(3)[:, None], iv), 1)
+    np.testing.assert_allclose(out[gw], xv * (count + (p >= -0.5)),
+                               rtol=1e-6)
+    with pytest.raises(mg.MemgradError, match="eq"):
+        g.eq(x, idx)

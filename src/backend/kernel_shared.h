@@ -722,13 +722,19 @@ MG_KFN int64_t mg_cast_saturate(double x, int64_t lo, int64_t hi) {
     X(erf, ERF, erf(x))                                                        \
     X(pow, POW, pow(x, (T)alpha))                                              \
     X(leaky_relu, LEAKY_RELU, x > 0 ? x : (T)alpha * x)                        \
+    X(reciprocal, RECIPROCAL, (T)1 / x)                                        \
+    X(rsqrt, RSQRT, (T)1 / sqrt(x))                                            \
+    X(sin, SIN, sin(x))                                                        \
+    X(cos, COS, cos(x))                                                        \
+    X(abs, ABS, fabs(x))                                                       \
     X(is_nonzero, IS_NONZERO, x != 0 ? (T)1 : (T)0)                            \
     /* in double, then rounded once, as for the fill value */                  \
     X(scale, SCALE, (T)(alpha * (double)x))
 
 /* Binary: expr of a and b, broadcast to y's shape (numpy rules). The
- * activation gradients take (gy, y), except gelu's and silu's, which take
- * (gy, x). */
+ * activation gradients take (gy, y), except gelu's, silu's and abs's, which
+ * take (gy, x). maximum and minimum pass a NaN of either operand on, as
+ * torch.maximum does (a != a is isnan without a type-generic isnan). */
 #define MG_BINARY_OPS(X)                                                       \
     X(add, ADD, a + b)                                                         \
     X(sub, SUB, a - b)                                                         \
@@ -738,6 +744,143 @@ MG_KFN int64_t mg_cast_saturate(double x, int64_t lo, int64_t hi) {
     X(gelu_grad, GELU_GRAD, a *mg_gelu_deriv(b))                               \
     X(silu_grad, SILU_GRAD, a *mg_silu_deriv(b))                               \
     X(tanh_grad, TANH_GRAD, a *((T)1 - b * b))                                 \
-    X(sigmoid_grad, SIGMOID_GRAD, a *b *((T)1 - b))
+    X(sigmoid_grad, SIGMOID_GRAD, a *b *((T)1 - b))                            \
+    X(abs_grad, ABS_GRAD, b > 0 ? a : b < 0 ? -a : (T)0)                       \
+    X(maximum, MAXIMUM, (a > b || a != a) ? a : b)                             \
+    X(minimum, MINIMUM, (a < b || a != a) ? a : b)
+
+/* Comparisons and logical ops: expr of a and b (broadcast as above), true
+ * or false, stored as 1 or 0 in the inputs' dtype, which may be any of the
+ * four (memgrad has no bool dtype). A NaN compares as IEEE 754 says (only
+ * != holds) and counts as true in the logical ops, as in PyTorch. */
+#define MG_COMPARE_OPS(X)                                                      \
+    X(eq, EQ, a == b)                                                          \
+    X(ne, NE, a != b)                                                          \
+    X(lt, LT, a < b)                                                           \
+    X(le, LE, a <= b)                                                          \
+    X(gt, GT, a > b)                                                           \
+    X(ge, GE, a >= b)                                                          \
+    X(logical_and, LOGICAL_AND, a != 0 && b != 0)                              \
+    X(logical_or, LOGICAL_OR, a != 0 || b != 0)
+
+/* ---- where, clamp, gather, index_select, cumsum -------------------------- */
+
+/* where (cond, a, b): the domain is y's shape and slot k walks input k
+ * broadcast to it (numpy rules), as mg_layout does for two operands. */
+typedef struct mg_bcast3 {
+    int ndim;
+    int64_t shape[MG_MAX_DIMS];
+    int64_t stride[3][MG_MAX_DIMS];
+} mg_bcast3;
+
+static inline void mg_bcast3_init(mg_bcast3 *l, const mg_kargs *a) {
+    const mg_tdesc *y = &a->out.d;
+    l->ndim = y->ndim;
+    for (int i = 0; i < y->ndim; i++) l->shape[i] = y->shape[i];
+    for (int k = 0; k < 3; k++) {
+        const mg_tdesc *in = &a->in[k].d;
+        const int lead = y->ndim - in->ndim;
+        int64_t step = 1;
+        for (int i = y->ndim - 1; i >= 0; i--) {
+            const int64_t n = i - lead >= 0 ? in->shape[i - lead] : 1;
+            l->stride[k][i] = n == 1 ? 0 : step;
+            step *= n;
+        }
+    }
+}
+
+/* Offsets in the three inputs of the i-th element of y (row-major). */
+MG_KFN void mg_bcast3_offsets(const mg_bcast3 *l, int64_t i, int64_t *o) {
+    o[0] = o[1] = o[2] = 0;
+    for (int d = l->ndim - 1; d >= 0; d--) {
+        const int64_t n = l->shape[d], k = i % n;
+        i /= n;
+        for (int s = 0; s < 3; s++) o[s] += k * l->stride[s][d];
+    }
+}
+
+/* Whether element p of data of dtype dt is nonzero (where's cond; a NaN
+ * is nonzero, so true, as PyTorch's bool conversion has it). */
+MG_KFN int mg_nonzero_at(const void *p, mg_dtype dt, int64_t i) {
+    switch (dt) {
+    case MG_F32: return ((const float *)p)[i] != 0;
+    case MG_F64: return ((const double *)p)[i] != 0;
+    case MG_I32: return ((const int32_t *)p)[i] != 0;
+    default: return ((const int64_t *)p)[i] != 0;
+    }
+}
+
+/* clamp: min(max(x, lo), hi) as torch.clamp computes it, so hi wins when
+ * lo > hi and a NaN x stays NaN; the bounds are rounded to T first. Its
+ * gradient passes gy where lo <= x <= hi (both ends included, as
+ * PyTorch's) and is 0 elsewhere, a NaN x included. */
+#define MG_CLAMP_DEF(T, SUF)                                                   \
+    MG_KFN T mg_clamp_##SUF(T x, T lo, T hi) {                                 \
+        const T t = x < lo ? lo : x;                                           \
+        return t > hi ? hi : t;                                                \
+    }                                                                          \
+    MG_KFN T mg_clamp_grad_##SUF(T gy, T x, T lo, T hi) {                      \
+        return x >= lo && x <= hi ? gy : (T)0;                                 \
+    }
+MG_CLAMP_DEF(float, f32)
+MG_CLAMP_DEF(double, f64)
+#undef MG_CLAMP_DEF
+
+/* gather (x, index) -> y and gather_grad (gy, index) -> dx, along axis:
+ * y has index's shape and y[..., j, ...] = x[..., index[..., j, ...], ...]
+ * (torch.gather); index has x's rank and no dim larger than x's, except
+ * along axis. index_select (x, index) -> y and index_select_grad (gy,
+ * index) -> dx, with a 1-D index: y is x with axis resized to the index's
+ * length, y[o, j, i] = x[o, index[j], i] in the [outer, n, inner] view. */
+typedef struct mg_gather_dims {
+    int ndim, axis;
+    int64_t xshape[MG_MAX_DIMS], ishape[MG_MAX_DIMS];
+    int64_t xstride[MG_MAX_DIMS], istride[MG_MAX_DIMS];
+    int64_t outer, inner, nx, ni; /* index_select's view */
+} mg_gather_dims;
+
+/* x is the forward input (for the gradient ops, the output); the index is
+ * input 1 of all four ops. Fails on an axis outside x's. */
+static inline mg_status mg_gather_dims_setup(const mg_kargs *a,
+                                             mg_gather_dims *d) {
+    const int grad =
+        a->op == MG_OP_GATHER_GRAD || a->op == MG_OP_INDEX_SELECT_GRAD;
+    const mg_tdesc *x = grad ? &a->out.d : &a->in[0].d, *ix = &a->in[1].d;
+    const int axis = a->attrs->axis;
+    if (axis < 0 || axis >= x->ndim)
+        return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
+                              "axis %d is outside [0, %d)", axis, x->ndim);
+    d->ndim = x->ndim;
+    d->axis = axis;
+    for (int i = 0; i < x->ndim; i++) {
+        d->xshape[i] = x->shape[i];
+        d->ishape[i] = i < ix->ndim ? ix->shape[i] : 1;
+    }
+    mg_dense_strides(x, d->xstride);
+    d->outer = d->inner = 1;
+    for (int i = 0; i < axis; i++) d->outer *= x->shape[i];
+    for (int i = axis + 1; i < x->ndim; i++) d->inner *= x->shape[i];
+    d->nx = x->shape[axis];
+    d->ni = mgi_tdesc_numel(ix);
+    /* gather's index has x's rank: its own dense strides */
+    int64_t step = 1;
+    for (int i = x->ndim - 1; i >= 0; i--) {
+        d->istride[i] = step;
+        step *= d->ishape[i];
+    }
+    return MG_OK;
+}
+
+/* gather: the offset in x of element o of the index (and of y), whose
+ * entry is v. */
+MG_KFN int64_t mg_gather_xoff(const mg_gather_dims *d, int64_t o, int64_t v) {
+    int64_t off = 0;
+    for (int i = d->ndim - 1; i >= 0; i--) {
+        const int64_t k = o % d->ishape[i];
+        o /= d->ishape[i];
+        off += (i == d->axis ? v : k) * d->xstride[i];
+    }
+    return off;
+}
 
 #endif

@@ -22,7 +22,8 @@
  * (op_table.h: mg_saved_form), built only by the compaction pass; the two
  * after them keep float32 activations in 16 bits (mg_checkpoints.store16),
  * built only by the recompute pass (src/rewrite/recompute.c). Ops added
- * later go at the end, whatever their kind. */
+ * later go at the end, whatever their kind, so that the codes above keep
+ * their values; their *_GRAD entries are backward helpers too. */
 #define MG_OP_LIST(X)                                                          \
     X(INPUT, "input")                                                          \
     X(PARAM, "param")                                                          \
@@ -92,7 +93,32 @@
     X(PACK_BF16, "pack_bf16")                                                  \
     X(UNPACK_BF16, "unpack_bf16")                                              \
     X(LINEAR_CROSS_ENTROPY, "linear_cross_entropy")                            \
-    X(LINEAR_CROSS_ENTROPY_GRAD, "linear_cross_entropy_grad")
+    X(LINEAR_CROSS_ENTROPY_GRAD, "linear_cross_entropy_grad")              \
+    X(RECIPROCAL, "reciprocal")                                                \
+    X(RSQRT, "rsqrt")                                                          \
+    X(SIN, "sin")                                                              \
+    X(COS, "cos")                                                              \
+    X(ABS, "abs")                                                              \
+    X(ABS_GRAD, "abs_grad")                                                    \
+    X(CLAMP, "clamp")                                                          \
+    X(CLAMP_GRAD, "clamp_grad")                                                \
+    X(MAXIMUM, "maximum")                                                      \
+    X(MINIMUM, "minimum")                                                      \
+    X(EQ, "eq")                                                                \
+    X(NE, "ne")                                                                \
+    X(LT, "lt")                                                                \
+    X(LE, "le")                                                                \
+    X(GT, "gt")                                                                \
+    X(GE, "ge")                                                                \
+    X(LOGICAL_AND, "logical_and")                                              \
+    X(LOGICAL_OR, "logical_or")                                                \
+    X(LOGICAL_NOT, "logical_not")                                              \
+    X(WHERE, "where")                                                          \
+    X(GATHER, "gather")                                                        \
+    X(GATHER_GRAD, "gather_grad")                                              \
+    X(INDEX_SELECT, "index_select")                                            \
+    X(INDEX_SELECT_GRAD, "index_select_grad")                                  \
+    X(CUMSUM, "cumsum")
 
 typedef enum mg_op {
 #define MG_OP_ENUM(e, s) MG_OP_##e,
@@ -108,14 +134,17 @@ typedef struct mg_tdesc {
     int64_t shape[MG_MAX_DIMS];
 } mg_tdesc;
 
-/* Attributes of every op in one flat struct; each op reads its own fields. */
+/* Attributes of every op in one flat struct; each op reads its own fields.
+ * A field added here must be added to mg_tensor_attrs_hash (graph.c). */
 typedef struct mg_attrs {
     int trans_a, trans_b; /* matmul */
     int naxes;            /* sum, mean: sorted, non-negative, unique */
     int axes[MG_MAX_DIMS];
     int keepdims;
     int perm[MG_MAX_DIMS]; /* permute */
-    int axis;              /* softmax, log_softmax: non-negative */
+    int axis;              /* softmax, gather, index_select, cumsum: >= 0 */
+    int reverse;           /* cumsum: sum from the end of the axis */
+    double lo, hi;         /* clamp, clamp_grad: bounds, may be infinite */
     int ndim;              /* reshape, broadcast_to, fill: target */
     mg_dtype dtype;        /* fill: element type */
     int64_t shape[MG_MAX_DIMS];

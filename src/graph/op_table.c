@@ -169,6 +169,65 @@ const mg_op_def mgi_op_table[MG_OP_COUNT] = {
     OP(LINEAR_CROSS_ENTROPY_GRAD, .n_inputs = 4,
        .infer = mgi_linear_ce_grad_infer, .flops = mgi_linear_ce_grad_flops,
        .workspace = mgi_linear_ce_grad_workspace),
+    /* for the ATen-level capture (issue 45): ops_elementwise.c */
+    OP(RECIPROCAL, .n_inputs = 1, .infer = mgi_unary_infer,
+       .grad = mgi_unary_grad, .flops_per_elem = 1),
+    OP(RSQRT, .n_inputs = 1, .infer = mgi_unary_infer, .grad = mgi_unary_grad,
+       .flops_per_elem = 5),
+    OP(SIN, .n_inputs = 1, .infer = mgi_unary_infer, .grad = mgi_unary_grad,
+       .flops_per_elem = 10),
+    OP(COS, .n_inputs = 1, .infer = mgi_unary_infer, .grad = mgi_unary_grad,
+       .flops_per_elem = 10),
+    OP(ABS, .n_inputs = 1, .infer = mgi_unary_infer, .grad = mgi_unary_grad,
+       .flops_per_elem = 1),
+    OP(ABS_GRAD, .n_inputs = 2, .infer = mgi_pair_infer, .flops_per_elem = 1),
+    /* ops_compare.c */
+    OP(CLAMP, .n_inputs = 1, .infer = mgi_unary_infer, .grad = mgi_clamp_grad,
+       .flops_per_elem = 2),
+    OP(CLAMP_GRAD, .n_inputs = 2, .infer = mgi_clamp_grad_infer,
+       .flops_per_elem = 2),
+    OP(MAXIMUM, .n_inputs = 2, .infer = mgi_binary_infer,
+       .grad = mgi_minmax_grad, .flops_per_elem = 1),
+    OP(MINIMUM, .n_inputs = 2, .infer = mgi_binary_infer,
+       .grad = mgi_minmax_grad, .flops_per_elem = 1),
+    /* Comparisons and logical ops pass no gradient: every input is in
+     * no_grad_inputs, so autodiff treats their 1/0 output as a constant
+     * (a PyTorch bool tensor has no gradient either) and never asks for
+     * the rule they do not have. */
+    OP(EQ, .n_inputs = 2, .infer = mgi_compare_infer, .flops_per_elem = 1,
+       .no_grad_inputs = 3u),
+    OP(NE, .n_inputs = 2, .infer = mgi_compare_infer, .flops_per_elem = 1,
+       .no_grad_inputs = 3u),
+    OP(LT, .n_inputs = 2, .infer = mgi_compare_infer, .flops_per_elem = 1,
+       .no_grad_inputs = 3u),
+    OP(LE, .n_inputs = 2, .infer = mgi_compare_infer, .flops_per_elem = 1,
+       .no_grad_inputs = 3u),
+    OP(GT, .n_inputs = 2, .infer = mgi_compare_infer, .flops_per_elem = 1,
+       .no_grad_inputs = 3u),
+    OP(GE, .n_inputs = 2, .infer = mgi_compare_infer, .flops_per_elem = 1,
+       .no_grad_inputs = 3u),
+    OP(LOGICAL_AND, .n_inputs = 2, .infer = mgi_compare_infer,
+       .flops_per_elem = 1, .no_grad_inputs = 3u),
+    OP(LOGICAL_OR, .n_inputs = 2, .infer = mgi_compare_infer,
+       .flops_per_elem = 1, .no_grad_inputs = 3u),
+    OP(LOGICAL_NOT, .n_inputs = 1, .infer = mgi_logical_not_infer,
+       .flops_per_elem = 1, .no_grad_inputs = 1u),
+    OP(WHERE, .n_inputs = 3, .infer = mgi_where_infer, .grad = mgi_where_grad,
+       .flops_per_elem = 1, .no_grad_inputs = 1u),
+    /* ops_gather.c: copies, like embedding; the gradients add once per
+     * element of gy */
+    OP(GATHER, .n_inputs = 2, .infer = mgi_gather_infer,
+       .grad = mgi_gather_grad, .no_grad_inputs = 1u << 1),
+    OP(GATHER_GRAD, .n_inputs = 2, .infer = mgi_gather_grad_infer,
+       .flops = mgi_embedding_grad_flops),
+    OP(INDEX_SELECT, .n_inputs = 2, .infer = mgi_index_select_infer,
+       .grad = mgi_index_select_grad, .no_grad_inputs = 1u << 1),
+    OP(INDEX_SELECT_GRAD, .n_inputs = 2, .infer = mgi_index_select_grad_infer,
+       .flops = mgi_embedding_grad_flops,
+       .workspace = mgi_index_select_grad_workspace),
+    /* ops_scan.c */
+    OP(CUMSUM, .n_inputs = 1, .infer = mgi_cumsum_infer,
+       .grad = mgi_cumsum_grad, .flops_per_elem = 1),
 };
 
 #undef OP

@@ -1,7 +1,9 @@
 /*
- * ops_elementwise.c - binary ops with numpy broadcasting, unary float ops,
- * the activation-gradient helper ops, cast between dtypes, and sum_to,
- * which undoes a broadcast on the way back.
+ * ops_elementwise.c - binary ops with numpy broadcasting (maximum and
+ * minimum among them; their gradients are in ops_compare.c, composed of
+ * where and comparisons), unary float ops, the activation-gradient helper
+ * ops, cast between dtypes, and sum_to, which undoes a broadcast on the
+ * way back.
  */
 #include "graph.h"
 #include "ops_internal.h"
@@ -20,29 +22,35 @@ bool mgi_shape_broadcasts_to(const mg_tdesc *from, const mg_tdesc *to) {
     return true;
 }
 
+mg_status mgi_broadcast_shape(const mg_tdesc *a, const char *a_what,
+                              const mg_tdesc *b, const char *b_what,
+                              mg_tdesc *out, char *why, size_t len) {
+    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    mg_tdesc r = {.dtype = a->dtype, .ndim = nd};
+    for (int i = 0; i < nd; i++) {
+        /* Aligned from the right; a missing leading dim counts as 1. */
+        int ia = i - (nd - a->ndim), ib = i - (nd - b->ndim);
+        int64_t da = ia >= 0 ? a->shape[ia] : 1;
+        int64_t db = ib >= 0 ? b->shape[ib] : 1;
+        if (da != db && da != 1 && db != 1) {
+            snprintf(why, len,
+                     "shapes do not broadcast: dim %d of the result would be "
+                     "%lld from %s and %lld from %s",
+                     i, (long long)da, a_what, (long long)db, b_what);
+            return MG_ERR_SHAPE;
+        }
+        r.shape[i] = da == 1 ? db : da;
+    }
+    *out = r; /* out may be a or b */
+    return MG_OK;
+}
+
 mg_status mgi_binary_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                            mg_tdesc *out, char *why, size_t len) {
     (void)n_in, (void)a;
     mg_status s = mgi_float_pair_check(&in[0], "a", &in[1], "b", why, len);
     if (s != MG_OK) return s;
-    int nd = in[0].ndim > in[1].ndim ? in[0].ndim : in[1].ndim;
-    out->dtype = in[0].dtype;
-    out->ndim = nd;
-    for (int i = 0; i < nd; i++) {
-        /* Aligned from the right; a missing leading dim counts as 1. */
-        int ia = i - (nd - in[0].ndim), ib = i - (nd - in[1].ndim);
-        int64_t da = ia >= 0 ? in[0].shape[ia] : 1;
-        int64_t db = ib >= 0 ? in[1].shape[ib] : 1;
-        if (da != db && da != 1 && db != 1) {
-            snprintf(why, len,
-                     "shapes do not broadcast: dim %d of the result would be "
-                     "%lld from a and %lld from b",
-                     i, (long long)da, (long long)db);
-            return MG_ERR_SHAPE;
-        }
-        out->shape[i] = da == 1 ? db : da;
-    }
-    return MG_OK;
+    return mgi_broadcast_shape(&in[0], "a", &in[1], "b", out, why, len);
 }
 
 mg_status mgi_unary_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
@@ -137,6 +145,27 @@ mg_tensor mg_pow(mg_graph *g, mg_tensor x, double p) {
         return MG_NO_TENSOR;
     }
     return unary_build(g, MG_OP_POW, x, p);
+}
+mg_tensor mg_reciprocal(mg_graph *g, mg_tensor x) {
+    return unary_build(g, MG_OP_RECIPROCAL, x, 0);
+}
+mg_tensor mg_rsqrt(mg_graph *g, mg_tensor x) {
+    return unary_build(g, MG_OP_RSQRT, x, 0);
+}
+mg_tensor mg_sin(mg_graph *g, mg_tensor x) {
+    return unary_build(g, MG_OP_SIN, x, 0);
+}
+mg_tensor mg_cos(mg_graph *g, mg_tensor x) {
+    return unary_build(g, MG_OP_COS, x, 0);
+}
+mg_tensor mg_abs(mg_graph *g, mg_tensor x) {
+    return unary_build(g, MG_OP_ABS, x, 0);
+}
+mg_tensor mg_maximum(mg_graph *g, mg_tensor a, mg_tensor b) {
+    return binary_build(g, MG_OP_MAXIMUM, a, b);
+}
+mg_tensor mg_minimum(mg_graph *g, mg_tensor a, mg_tensor b) {
+    return binary_build(g, MG_OP_MINIMUM, a, b);
 }
 mg_tensor mg_leaky_relu(mg_graph *g, mg_tensor x, double alpha) {
     if (!isfinite(alpha)) {
@@ -282,6 +311,20 @@ mg_status mgi_unary_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
             mg_add(g, pos, mg_scale(g, mg_sub(g, gy, pos), node->attrs->alpha));
         break;
     }
+    /* -1/x^2 = -y^2, from y alone */
+    case MG_OP_RECIPROCAL:
+        gin[0] = mg_neg(g, mg_mul(g, gy, mg_mul(g, y, y)));
+        break;
+    /* -x^(-3/2) / 2 = -y^3 / 2 */
+    case MG_OP_RSQRT:
+        gin[0] =
+            mg_mul(g, gy, mg_scale(g, mg_mul(g, y, mg_mul(g, y, y)), -0.5));
+        break;
+    case MG_OP_SIN: gin[0] = mg_mul(g, gy, mg_cos(g, x)); break;
+    case MG_OP_COS: gin[0] = mg_neg(g, mg_mul(g, gy, mg_sin(g, x))); break;
+    /* gy sign(x), 0 at x = 0 as PyTorch's: abs_grad reads x, not y, which
+     * has lost the sign */
+    case MG_OP_ABS: gin[0] = helper_build(g, MG_OP_ABS_GRAD, gy, x); break;
     /* a step function: its derivative is 0 wherever it has one */
     case MG_OP_IS_NONZERO:
         gin[0] = mg_fill(g, mgi_node_desc(g, node)->dtype,

@@ -45,8 +45,28 @@ static inline int mg_axis_wrap(int axis, int ndim) {
 
 /* ---- ops_elementwise.c --------------------------------------------------- */
 bool mgi_shape_broadcasts_to(const mg_tdesc *from, const mg_tdesc *to);
+/* The numpy broadcast of a's and b's shapes into out (dtype a's), or
+ * MG_ERR_SHAPE with a reason naming them as a_what and b_what. */
+mg_status mgi_broadcast_shape(const mg_tdesc *a, const char *a_what,
+                              const mg_tdesc *b, const char *b_what,
+                              mg_tdesc *out, char *why, size_t len);
 mg_infer_fn mgi_binary_infer, mgi_unary_infer, mgi_pair_infer, mgi_cast_infer;
 mg_grad_fn mgi_binary_grad, mgi_unary_grad, mgi_cast_grad;
+
+/* ---- ops_compare.c ------------------------------------------------------- */
+mg_infer_fn mgi_compare_infer, mgi_logical_not_infer, mgi_where_infer,
+    mgi_clamp_grad_infer;
+mg_grad_fn mgi_where_grad, mgi_clamp_grad, mgi_minmax_grad;
+
+/* ---- ops_gather.c -------------------------------------------------------- */
+mg_infer_fn mgi_gather_infer, mgi_gather_grad_infer, mgi_index_select_infer,
+    mgi_index_select_grad_infer;
+mg_grad_fn mgi_gather_grad, mgi_index_select_grad;
+mg_workspace_fn mgi_index_select_grad_workspace;
+
+/* ---- ops_scan.c ---------------------------------------------------------- */
+mg_infer_fn mgi_cumsum_infer;
+mg_grad_fn mgi_cumsum_grad;
 
 /* ---- ops_matmul.c -------------------------------------------------------- */
 mg_infer_fn mgi_matmul_infer;

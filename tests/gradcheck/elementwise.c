@@ -141,6 +141,39 @@ START_TEST(test_gc_unary_chain) {
 }
 END_TEST
 
+/* the unary ops of the ATen-level capture (issue 45); reciprocal and
+ * rsqrt on both sides of 0 (rsqrt on positive x only), away from 0, where
+ * central differences lose their accuracy; abs away from its kink */
+START_TEST(test_gc_unary_aten) {
+    static const char *names[7] = {"reciprocal(x > 0)",
+                                   "reciprocal(x < 0)",
+                                   "rsqrt",
+                                   "sin",
+                                   "cos",
+                                   "abs",
+                                   "abs(sin(x)) * cos(x)"};
+    for (int op = 0; op < 7; op++) {
+        gc_ctx c;
+        gc_begin(&c, names[op], 880 + op);
+        mg_tensor x = op == 0 || op == 2 ? gc_x_range(&c, 2, S(3, 4), 0.4, 3.0)
+                      : op == 1 ? gc_x_range(&c, 2, S(3, 4), -3.0, -0.4)
+                                : gc_x_range(&c, 2, S(3, 4), -3.0, 3.0);
+        mg_tensor y;
+        switch (op) {
+        case 0:
+        case 1: y = mg_reciprocal(c.g, x); break;
+        case 2: y = mg_rsqrt(c.g, x); break;
+        case 3: y = mg_sin(c.g, x); break;
+        case 4: y = mg_cos(c.g, x); break;
+        case 5: y = mg_abs(c.g, x); break;
+        default: y = mg_mul(c.g, mg_abs(c.g, mg_sin(c.g, x)), mg_cos(c.g, x));
+        }
+        gc_check(&c, y);
+        gc_end(&c);
+    }
+}
+END_TEST
+
 /* unary ops and reductions on a 0-d scalar */
 START_TEST(test_gc_scalar_ops) {
     for (int op = 0; op < 6; op++) {
@@ -171,5 +204,6 @@ void gradcheck_elementwise_tcase(Suite *s) {
     th_add_tcase(s, "elementwise", 120,
                  TH_TESTS(test_gc_add, test_gc_sub, test_gc_mul, test_gc_div,
                           test_gc_binary_same_operand, test_gc_unary,
-                          test_gc_unary_chain, test_gc_scalar_ops));
+                          test_gc_unary_chain, test_gc_scalar_ops,
+                          test_gc_unary_aten));
 }

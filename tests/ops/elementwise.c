@@ -203,6 +203,13 @@ START_TEST(test_unary_errors) {
             "leaky_relu", "not finite");
     TH_FAIL(mg_erf(l.g, 9999), MG_ERR_UNKNOWN_ID, "erf", "not in the graph");
     TH_FAIL(mg_erf(NULL, l.x4), MG_ERR_INVALID_ARG, "erf", "graph is NULL");
+    TH_FAIL(mg_reciprocal(l.g, l.xi), MG_ERR_DTYPE, "reciprocal(",
+            "x must be f32 or f64, not i32");
+    TH_FAIL(mg_rsqrt(l.g, l.xi), MG_ERR_DTYPE, "rsqrt(", "must be f32 or f64");
+    TH_FAIL(mg_sin(l.g, l.xi), MG_ERR_DTYPE, "sin(", "must be f32 or f64");
+    TH_FAIL(mg_cos(l.g, 9999), MG_ERR_UNKNOWN_ID, "cos", "not in the graph");
+    TH_FAIL(mg_abs(l.g, l.xi), MG_ERR_DTYPE, "abs(", "must be f32 or f64");
+    TH_FAIL(mg_abs(NULL, l.x4), MG_ERR_INVALID_ARG, "abs", "graph is NULL");
     mg_graph_free(l.g);
 }
 END_TEST
@@ -280,6 +287,40 @@ START_TEST(test_log_sqrt) {
         mg_tensor s = fw_in(&f, 1, S(5), D(0.25, 1, 2, 9, 0));
         fw_check(&f, "sqrt", mg_sqrt(f.g, s), 1, S(5),
                  D(0.5, 1, 1.4142135623730951, 3, 0));
+        fw_end(&f);
+    }
+}
+END_TEST
+
+/* reciprocal, rsqrt, sin, cos, abs against libm in double, and abs's
+ * gradient: the sign of x, 0 at 0 (PyTorch's). */
+START_TEST(test_unary_aten) {
+    const double xv[6] = {-2, -0.5, 0.25, 0.5, 1, 3};
+    const double pv[6] = {0.25, 0.5, 1, 2, 4, 9};
+    double r[6], q[6], sn[6], cs[6], ab[6];
+    for (int i = 0; i < 6; i++) {
+        r[i] = 1 / xv[i];
+        q[i] = 1 / sqrt(pv[i]);
+        sn[i] = sin(xv[i]);
+        cs[i] = cos(xv[i]);
+        ab[i] = fabs(xv[i]);
+    }
+    for (int di = 0; di < 2; di++) {
+        fw f;
+        fw_begin(&f, th_dtypes[di]);
+        mg_tensor x = fw_in(&f, 2, S(2, 3), xv);
+        mg_tensor p = fw_in(&f, 2, S(2, 3), pv);
+        fw_check(&f, "reciprocal", mg_reciprocal(f.g, x), 2, S(2, 3), r);
+        fw_check(&f, "rsqrt", mg_rsqrt(f.g, p), 2, S(2, 3), q);
+        fw_check(&f, "sin", mg_sin(f.g, x), 2, S(2, 3), sn);
+        fw_check(&f, "cos", mg_cos(f.g, x), 2, S(2, 3), cs);
+        fw_check(&f, "abs", mg_abs(f.g, x), 2, S(2, 3), ab);
+        mg_tensor z = fw_in(&f, 1, S(4), D(-3, 0, -0.0, 2));
+        mg_tensor gy = fw_in(&f, 1, S(4), D(1, 2, 3, 4));
+        mg_tensor y = mg_abs(f.g, z);
+        fw_check(&f, "abs of 0 and -0", y, 1, S(4), D(3, 0, 0, 2));
+        fw_check(&f, "abs gradient", fw_grad(&f, y, gy, z), 1, S(4),
+                 D(-1, 0, 0, 4));
         fw_end(&f);
     }
 }
@@ -445,7 +486,7 @@ void ops_elementwise_tcase(Suite *s) {
                           test_binary_3d_broadcast_ref,
                           test_binary_random_broadcast_ref, test_binary_errors,
                           test_unary, test_unary_errors, test_unary_extremes,
-                          test_log_sqrt, test_cast_values, test_cast_gradient,
-                          test_cast_errors, test_is_nonzero,
+                          test_unary_aten, test_log_sqrt, test_cast_values,
+                          test_cast_gradient, test_cast_errors, test_is_nonzero,
                           test_cast_is_nonzero_checkpointed_bits));
 }

@@ -11,8 +11,9 @@ const mg_kernel_fn mgi_cpu_kernels[MG_OP_COUNT] = {
     [MG_OP_PARAM] = NULL,
 #define ELEMENTWISE_ENTRY(name, OP, expr) [MG_OP_##OP] = mgi_cpu_##name,
     MG_UNARY_OPS(ELEMENTWISE_ENTRY) MG_BINARY_OPS(ELEMENTWISE_ENTRY)
+        MG_COMPARE_OPS(ELEMENTWISE_ENTRY)
 #undef ELEMENTWISE_ENTRY
-        [MG_OP_FILL] = mgi_cpu_fill,
+            [MG_OP_FILL] = mgi_cpu_fill,
     [MG_OP_MATMUL] = mgi_cpu_matmul,
     [MG_OP_SUM] = mgi_cpu_sum,
     [MG_OP_MEAN] = mgi_cpu_mean,
@@ -56,6 +57,15 @@ const mg_kernel_fn mgi_cpu_kernels[MG_OP_COUNT] = {
     [MG_OP_MAX_POOL2D_GRAD_ARGMAX] = mgi_cpu_max_pool2d_grad_argmax,
     [MG_OP_LINEAR_CROSS_ENTROPY] = mgi_cpu_linear_cross_entropy,
     [MG_OP_LINEAR_CROSS_ENTROPY_GRAD] = mgi_cpu_linear_cross_entropy_grad,
+    [MG_OP_LOGICAL_NOT] = mgi_cpu_logical_not,
+    [MG_OP_WHERE] = mgi_cpu_where,
+    [MG_OP_CLAMP] = mgi_cpu_clamp,
+    [MG_OP_CLAMP_GRAD] = mgi_cpu_clamp_grad,
+    [MG_OP_GATHER] = mgi_cpu_gather_axis,
+    [MG_OP_GATHER_GRAD] = mgi_cpu_gather_axis_grad,
+    [MG_OP_INDEX_SELECT] = mgi_cpu_index_select,
+    [MG_OP_INDEX_SELECT_GRAD] = mgi_cpu_index_select_grad,
+    [MG_OP_CUMSUM] = mgi_cpu_cumsum,
 };
 
 mg_status mgi_cpu_bad_dtype(const mg_kargs *a, mg_dtype d) {

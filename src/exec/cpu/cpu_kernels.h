@@ -114,6 +114,7 @@ MG_CPU_FLOAT_TYPES(MG_CPU_ROW_DECL)
     mg_status mgi_cpu_##name(const mg_kargs *a);
 MG_UNARY_OPS(MG_CPU_ELEMENTWISE_DECL)
 MG_BINARY_OPS(MG_CPU_ELEMENTWISE_DECL)
+MG_COMPARE_OPS(MG_CPU_ELEMENTWISE_DECL) /* cpu_compare.c */
 #undef MG_CPU_ELEMENTWISE_DECL
 mg_status mgi_cpu_fill(const mg_kargs *a);
 mg_status mgi_cpu_cast(const mg_kargs *a);
@@ -188,5 +189,17 @@ mg_status mgi_cpu_causal_mask(const mg_kargs *a);
 /* cpu_loss.c: linear + cross-entropy, chunked */
 mg_status mgi_cpu_linear_cross_entropy(const mg_kargs *a);
 mg_status mgi_cpu_linear_cross_entropy_grad(const mg_kargs *a);
+/* cpu_compare.c */
+mg_status mgi_cpu_logical_not(const mg_kargs *a);
+mg_status mgi_cpu_where(const mg_kargs *a);
+mg_status mgi_cpu_clamp(const mg_kargs *a);
+mg_status mgi_cpu_clamp_grad(const mg_kargs *a);
+/* cpu_gather.c (mgi_cpu_gather above is the strided copy of cpu_shape.c) */
+mg_status mgi_cpu_gather_axis(const mg_kargs *a);
+mg_status mgi_cpu_gather_axis_grad(const mg_kargs *a);
+mg_status mgi_cpu_index_select(const mg_kargs *a);
+mg_status mgi_cpu_index_select_grad(const mg_kargs *a);
+/* cpu_scan.c */
+mg_status mgi_cpu_cumsum(const mg_kargs *a);
 
 #endif
