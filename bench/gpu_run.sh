@@ -33,7 +33,15 @@
 # steps that would start too late, and says so. Exit status 0 only when
 # every step that ran passed and test_cuda ran on a real device.
 #
-# env: MG_BUILD_DIR (default build-gpu), CUDAARCHS (default 90),
+# The tree must be a commit (scripts/tree-provenance.sh): otherwise the run
+# is refused with exit status 3 before anything else, unless
+# MG_ALLOW_DIRTY=1, when the full diff goes into run.log. The summary's
+# first line names the commit.
+#
+# env: MG_ALLOW_DIRTY (1: run a tree that is not a commit, diff logged),
+#      MG_EXPECT_COMMIT, MG_EXPECT_TREE (the commit and `git rev-parse
+#      COMMIT^{tree}` made here, for a machine whose .git is another),
+#      MG_BUILD_DIR (default build-gpu), CUDAARCHS (default 90),
 #      PYTHON (default python3: one whose torch has CUDA),
 #      MG_GPU_MODELS (default "mlp resnet transformer": the bench and torch
 #      steps' models), MG_GPU_ATTENTION (explicit: compare the transformer
@@ -86,6 +94,26 @@ room() {
     fi
 }
 
+# Provenance first (issue 48 item 1): a run names the code it ran. A tree
+# that is not a commit (modified, staged or untracked files) is refused
+# before anything is built, unless MG_ALLOW_DIRTY=1, which records the full
+# diff, its sha256 and the untracked files with theirs in this log. Where
+# the machine's .git is not this tree's (the device tool's copy has named
+# an older commit), MG_EXPECT_COMMIT and MG_EXPECT_TREE check the tree by
+# content: scripts/tree-provenance.sh.
+step "provenance"
+prov_out=/tmp/mg-provenance.$$
+bash scripts/tree-provenance.sh . > "$prov_out" 2>&1
+prov_rc=$?
+cat "$prov_out"
+provenance=$(sed -n 's/^provenance: //p' "$prov_out" | tail -1)
+rm -f "$prov_out"
+if [ "$prov_rc" -ne 0 ]; then
+    echo "gpu_run: REFUSED: the tree is not a commit (tree-provenance.sh exited $prov_rc); nothing ran" |
+        tee "$out/summary.txt"
+    exit 3
+fi
+
 step "machine"
 date -u +%Y-%m-%dT%H:%M:%SZ
 uname -a
@@ -93,7 +121,6 @@ uname -a
 # the convolution path that loses precision there
 grep -m1 "model name" /proc/cpuinfo
 echo "avx512: $(grep -o -w 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
-git rev-parse HEAD 2>/dev/null && git status --short | head -20
 nvidia-smi || fail machine "nvidia-smi failed: no driver or no GPU"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
@@ -426,7 +453,7 @@ fi
 
 step "summary"
 {
-    echo "gpu_run.sh on ${gpu:-no GPU}, $(git rev-parse --short HEAD 2>/dev/null), $(($(date +%s) - t0)) s"
+    echo "gpu_run.sh on ${gpu:-no GPU}, at $provenance, $(($(date +%s) - t0)) s"
     printf '%s\n' "${summary[@]}"
     if [ "${#failed[@]}" -eq 0 ]; then echo "gpu_run: all passed"
     else echo "gpu_run: rerun with --only $(IFS=,; echo "${failed[*]}")"; fi
