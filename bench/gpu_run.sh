@@ -358,6 +358,16 @@ if room torch 150; then
         cat /tmp/mg-det.txt | tee -a "$out/torch-cuda.txt"
         note "torch: resnet d32 plain, cudnn.deterministic on/off $(sed -n 's/^deterministic\/default=//p' /tmp/mg-det.txt)"
     fi
+    # memgrad's rows carry the plan's predicted and the pool's measured
+    # peak (issue 48 item 2): equal on every one, or the step fails
+    if [ -f "$out/torch-cuda.csv" ]; then
+        if python3 scripts/check-peaks.py "$out/torch-cuda.csv" > /tmp/mg-peaks.txt 2>&1; then
+            note "torch: $(cat /tmp/mg-peaks.txt)"
+        else
+            cat /tmp/mg-peaks.txt
+            fail torch "a memgrad row's measured peak differs from its prediction, or lacks one (torch-cuda.csv)"
+        fi
+    fi
     if [ -f "$out/torch-cuda.csv" ]; then
         note "torch: $("$py" -c 'import csv, sys
 for r in csv.DictReader(open(sys.argv[1])):
