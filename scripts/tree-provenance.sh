@@ -75,7 +75,7 @@ fi
 
 untracked=$(git ls-files --others --exclude-standard)
 n_changed=$(git diff HEAD --name-only 2> /dev/null | wc -l || true)
-n_untracked=$( [ -z "$untracked" ] && echo 0 || wc -l <<< "$untracked")
+if [ -z "$untracked" ]; then n_untracked=0; else n_untracked=$(wc -l <<< "$untracked"); fi
 if [ "${MG_ALLOW_DIRTY:-0}" != 1 ]; then
     {
         echo "tree-provenance: REFUSED: the working tree is not commit $head:"

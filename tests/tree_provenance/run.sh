@@ -50,7 +50,7 @@ echo x > "$r/ignored.log"
 # a modified tracked file: refused, named, and the override variable told
 printf 'a changed\n' > "$r/a.txt"
 [ "$(prov_rc "$r" "$tmp/o")" = 3 ] || { cat "$tmp/o"; fail "a modified file was not refused"; }
-grep -q "REFUSED" "$tmp/o" && grep -q " M a.txt" "$tmp/o" && grep -q MG_ALLOW_DIRTY "$tmp/o" ||
+{ grep -q "REFUSED" "$tmp/o" && grep -q " M a.txt" "$tmp/o" && grep -q MG_ALLOW_DIRTY "$tmp/o"; } ||
     { cat "$tmp/o"; fail "refusal does not name a.txt or the override"; }
 # MG_ALLOW_DIRTY other than 1 does not override
 [ "$(prov_rc "$r" "$tmp/o" MG_ALLOW_DIRTY=yes)" = 3 ] || fail "MG_ALLOW_DIRTY=yes overrode"
@@ -120,7 +120,7 @@ echo untracked > "$g/new.c"
 rc=0
 PATH=/usr/bin:/bin timeout 60 bash "$g/bench/gpu_run.sh" "$tmp/out" > "$tmp/gpu.txt" 2>&1 || rc=$?
 [ "$rc" = 3 ] || { cat "$tmp/gpu.txt"; fail "gpu_run.sh on a dirty tree exited $rc, not 3"; }
-grep -q "REFUSED" "$tmp/out/run.log" && grep -q "new.c" "$tmp/out/run.log" ||
+{ grep -q "REFUSED" "$tmp/out/run.log" && grep -q "new.c" "$tmp/out/run.log"; } ||
     { cat "$tmp/out/run.log"; fail "gpu_run.sh's run.log does not hold the refusal"; }
 grep -q "== machine" "$tmp/out/run.log" && fail "gpu_run.sh went on past the refusal"
 grep -q "REFUSED" "$tmp/out/summary.txt" || fail "gpu_run.sh's summary does not say it refused"
