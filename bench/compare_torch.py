@@ -162,6 +162,12 @@ IEEE float32. The f64 reference runs on the GPU as well.
                     inputs (its caller memory, all cudaMalloc'ed by
                     mg-bench). Neither counts the CUDA context, cuBLAS
                     workspaces or the caching allocators' unused reserve.
+  predicted_peak_bytes, measured_peak_bytes
+                    memgrad's rows only (empty for PyTorch's): the plan's
+                    predicted pool peak and the pool's measured peak in the
+                    same step (mg-bench step's predicted_peak_bytes and
+                    peak_bytes); scripts/check-figures.sh requires them
+                    equal. Files made before 2026-11-29 lack both columns.
 
 The GPU CSV (default bench/results/torch-cuda.csv) has the CPU one's
 columns with threads and the RSS columns replaced by device, gpu,
@@ -970,7 +976,8 @@ def main():
                 "time_ratio_vs_torch", "activation_peak_bytes",
                 "act_ratio_vs_torch", "device_peak_bytes", "param_bytes",
                 "max_rel_grad_diff", "max_rel_grad_diff_f64",
-                "grad_diff_vs_own_plain"]
+                "grad_diff_vs_own_plain", "predicted_peak_bytes",
+                "measured_peak_bytes"]
     append = a.append and os.path.exists(a.csv) and os.path.getsize(a.csv)
     if append:
         with open(a.csv, newline="") as f:
@@ -1024,6 +1031,11 @@ def main():
                          "rss_before_bytes": int(kv["rss_before_bytes"]),
                          "rss_peak_bytes": int(kv["rss_peak_bytes"]),
                          "activation_peak_bytes": int(kv["peak_bytes"]),
+                         # the plan's prediction beside the pool's measured
+                         # peak, in every GPU row (issue 48 item 2)
+                         "predicted_peak_bytes":
+                             int(kv["predicted_peak_bytes"]),
+                         "measured_peak_bytes": int(kv["peak_bytes"]),
                          "segments": int(kv["segments"]),
                          "blas": kv["blas"]}
                     # Not a column: says how much of the RSS delta is
@@ -1098,6 +1110,11 @@ def main():
                         "max_rel_grad_diff_f64":
                             f"{max_rel_diff(np, r['grads'], ref64, shapes):.3g}",
                         "grad_diff_vs_own_plain": f"{max_rel_diff(np, r['grads'], own, shapes):.3g}",
+                        # memgrad's rows only: PyTorch has no prediction
+                        "predicted_peak_bytes":
+                            r.get("predicted_peak_bytes", ""),
+                        "measured_peak_bytes":
+                            r.get("measured_peak_bytes", ""),
                     })
                     continue
                 rows.append({

@@ -21,7 +21,8 @@
 # needs 2 GPUs).
 # The bench step also times a ResNet step with cuDNN's convolutions against
 # the backend's own im2col kernels (MG_CUDA_CONV=im2col).
-# The build always runs. The summary's last line names the steps that
+# The build runs when a chosen step needs it (all but python with a
+# wheel, and conv25, which builds its own). The summary's last line names the steps that
 # failed, as the argument of --only that reruns just those.
 #
 # OUTDIR gets at most 8 files: run.log (everything, the machine's
@@ -33,7 +34,19 @@
 # steps that would start too late, and says so. Exit status 0 only when
 # every step that ran passed and test_cuda ran on a real device.
 #
-# env: MG_BUILD_DIR (default build-gpu), CUDAARCHS (default 90),
+# The tree must be a commit (scripts/tree-provenance.sh): otherwise the run
+# is refused with exit status 3 before anything else, unless
+# MG_ALLOW_DIRTY=1, when the full diff goes into run.log. The summary's
+# first line names the commit.
+#
+# env: MG_ALLOW_DIRTY (1: run a tree that is not a commit, diff logged),
+#      MG_EXPECT_COMMIT, MG_EXPECT_TREE (the commit and `git rev-parse
+#      COMMIT^{tree}` made here, for a machine whose .git is another),
+#      MG_GPU_WHEEL (the memgrad wheel for the python step; default
+#      dist/memgrad-*manylinux*.whl where one is carried: then that step
+#      builds nothing and needs no Debian package, and `--only python`
+#      builds nothing at all),
+#      MG_BUILD_DIR (default build-gpu), CUDAARCHS (default 90),
 #      PYTHON (default python3: one whose torch has CUDA),
 #      MG_GPU_MODELS (default "mlp resnet transformer": the bench and torch
 #      steps' models), MG_GPU_ATTENTION (explicit: compare the transformer
@@ -86,6 +99,26 @@ room() {
     fi
 }
 
+# Provenance first (issue 48 item 1): a run names the code it ran. A tree
+# that is not a commit (modified, staged or untracked files) is refused
+# before anything is built, unless MG_ALLOW_DIRTY=1, which records the full
+# diff, its sha256 and the untracked files with theirs in this log. Where
+# the machine's .git is not this tree's (the device tool's copy has named
+# an older commit), MG_EXPECT_COMMIT and MG_EXPECT_TREE check the tree by
+# content: scripts/tree-provenance.sh.
+step "provenance"
+prov_out=/tmp/mg-provenance.$$
+bash scripts/tree-provenance.sh . > "$prov_out" 2>&1
+prov_rc=$?
+cat "$prov_out"
+provenance=$(sed -n 's/^provenance: //p' "$prov_out" | tail -1)
+rm -f "$prov_out"
+if [ "$prov_rc" -ne 0 ]; then
+    echo "gpu_run: REFUSED: the tree is not a commit (tree-provenance.sh exited $prov_rc); nothing ran" |
+        tee "$out/summary.txt"
+    exit 3
+fi
+
 step "machine"
 date -u +%Y-%m-%dT%H:%M:%SZ
 uname -a
@@ -93,65 +126,84 @@ uname -a
 # the convolution path that loses precision there
 grep -m1 "model name" /proc/cpuinfo
 echo "avx512: $(grep -o -w 'avx512[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
-git rev-parse HEAD 2>/dev/null && git status --short | head -20
 nvidia-smi || fail machine "nvidia-smi failed: no driver or no GPU"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv
 nvcc --version | tail -2
 
-if ! pkg-config --exists igraph check 2>/dev/null && [ -f .gpu-debs/unpack.sh ]; then
+# The Python package from a wheel (issue 48 item 3): scripts/build-wheel.sh's,
+# built on the lead's machine and carried in dist/ (the device tool's carry
+# list), or MG_GPU_WHEEL. With one, the python step installs it and needs
+# neither Debian's packages nor a build; the build and .gpu-debs/ (the
+# fallback, ../shared/gpu/README.md) serve only the steps that run the C
+# programs (test_cuda, mg-bench, ctest, test_dist_nccl) and conv25.
+wheel=${MG_GPU_WHEEL:-$(ls dist/memgrad-*manylinux*.whl 2>/dev/null | head -1)}
+need_build=0
+for s in test_cuda memcheck split bench profile torch ctest nccl; do
+    wanted "$s" && need_build=1
+done
+wanted python && [ -z "$wheel" ] && need_build=1
+need_debs=$need_build
+wanted conv25 && need_debs=1
+
+if [ "$need_debs" = 1 ] && ! pkg-config --exists igraph check 2>/dev/null &&
+   [ -f .gpu-debs/unpack.sh ]; then
     step "Debian libraries from .gpu-debs/"
     # shellcheck disable=SC1091
     source .gpu-debs/unpack.sh /tmp/mg-sysroot
 fi
 
-step "configure and build ($build, CUDA architectures $arch, $jobs jobs)"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMG_WITH_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES="$arch" -DMG_WERROR=OFF > /tmp/mg-configure.log 2>&1 ||
-    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMG_WITH_CUDA=ON \
-        -DCMAKE_CUDA_ARCHITECTURES="$arch" -DMG_WERROR=OFF > /tmp/mg-configure.log 2>&1
-# cuDNN from PyTorch's wheel (nvidia-cudnn) where the system has none:
-# its library has no unversioned name, so CMake is told the file itself.
-dnn_args=()
-if grep -q "cuDNN convolutions OFF" /tmp/mg-configure.log; then
-    d=$("$py" -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
-    lib=$(ls "$d"/lib/libcudnn.so* 2>/dev/null | head -1)
-    if [ -n "$d" ] && [ -f "$d/include/cudnn.h" ] && [ -n "$lib" ]; then
-        dnn_args=(-DMG_CUDNN_INCLUDE_DIR="$d/include" -DMG_CUDNN_LIBRARY="$lib")
-        cmake -S . -B "$build" "${dnn_args[@]}" >> /tmp/mg-configure.log 2>&1
-        export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if [ "$need_build" = 0 ]; then
+    step "no build: no step asked for needs one (the python step installs $wheel)"
+else
+    step "configure and build ($build, CUDA architectures $arch, $jobs jobs)"
+    cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMG_WITH_CUDA=ON \
+        -DCMAKE_CUDA_ARCHITECTURES="$arch" -DMG_WERROR=OFF > /tmp/mg-configure.log 2>&1 ||
+        cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DMG_WITH_CUDA=ON \
+            -DCMAKE_CUDA_ARCHITECTURES="$arch" -DMG_WERROR=OFF > /tmp/mg-configure.log 2>&1
+    # cuDNN from PyTorch's wheel (nvidia-cudnn) where the system has none:
+    # its library has no unversioned name, so CMake is told the file itself.
+    dnn_args=()
+    if grep -q "cuDNN convolutions OFF" /tmp/mg-configure.log; then
+        d=$("$py" -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null)
+        lib=$(ls "$d"/lib/libcudnn.so* 2>/dev/null | head -1)
+        if [ -n "$d" ] && [ -f "$d/include/cudnn.h" ] && [ -n "$lib" ]; then
+            dnn_args=(-DMG_CUDNN_INCLUDE_DIR="$d/include" -DMG_CUDNN_LIBRARY="$lib")
+            cmake -S . -B "$build" "${dnn_args[@]}" >> /tmp/mg-configure.log 2>&1
+            export LD_LIBRARY_PATH="$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        fi
     fi
-fi
-grep -E "memgrad:|Could NOT|Error|not found" /tmp/mg-configure.log
-if ! grep -q "memgrad: CUDA backend ON" /tmp/mg-configure.log; then
-    tail -30 /tmp/mg-configure.log
-    fail build "CMake did not enable the CUDA backend"
-fi
-# Only what the chosen steps run, unless ctest is among them.
-targets=()
-if ! wanted ctest; then
-    targets=(--target test_cuda mg-bench)
-    wanted nccl && grep -q "test_dist_nccl" "$build/build.ninja" 2>/dev/null &&
-        targets+=(test_dist_nccl)
-fi
-if ! cmake --build "$build" -j"$jobs" "${targets[@]}" > /tmp/mg-build.log 2>&1; then
-    grep -E "error|Error" /tmp/mg-build.log | head -40
-    tail -20 /tmp/mg-build.log
-    fail build "the build failed"
-    printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
-    exit 1
-fi
-echo "built in $(($(date +%s) - t0)) s"
-# The Python package loads a shared libmemgrad; build it while the GPU
-# tests run, on cores that would otherwise wait.
-if wanted python; then
-    { cmake -S . -B "$build-py" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-          -DBUILD_SHARED_LIBS=ON -DMG_WITH_CUDA=ON -DMG_WERROR=OFF \
-          -DCMAKE_CUDA_ARCHITECTURES="$arch" -DMG_BUILD_TESTS=OFF \
-          -DMG_BUILD_EXAMPLES=OFF -DMG_BUILD_BENCH=OFF "${dnn_args[@]}" &&
-      nice cmake --build "$build-py" -j"$jobs" --target memgrad; } \
-        > /tmp/mg-build-py.log 2>&1 &
-    py_build_pid=$!
+    grep -E "memgrad:|Could NOT|Error|not found" /tmp/mg-configure.log
+    if ! grep -q "memgrad: CUDA backend ON" /tmp/mg-configure.log; then
+        tail -30 /tmp/mg-configure.log
+        fail build "CMake did not enable the CUDA backend"
+    fi
+    # Only what the chosen steps run, unless ctest is among them.
+    targets=()
+    if ! wanted ctest; then
+        targets=(--target test_cuda mg-bench)
+        wanted nccl && grep -q "test_dist_nccl" "$build/build.ninja" 2>/dev/null &&
+            targets+=(test_dist_nccl)
+    fi
+    if ! cmake --build "$build" -j"$jobs" "${targets[@]}" > /tmp/mg-build.log 2>&1; then
+        grep -E "error|Error" /tmp/mg-build.log | head -40
+        tail -20 /tmp/mg-build.log
+        fail build "the build failed"
+        printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+        exit 1
+    fi
+    echo "built in $(($(date +%s) - t0)) s"
+    # The Python package loads a shared libmemgrad; build it while the GPU
+    # tests run, on cores that would otherwise wait.
+    if wanted python && [ -z "$wheel" ]; then
+        { cmake -S . -B "$build-py" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+              -DBUILD_SHARED_LIBS=ON -DMG_WITH_CUDA=ON -DMG_WERROR=OFF \
+              -DCMAKE_CUDA_ARCHITECTURES="$arch" -DMG_BUILD_TESTS=OFF \
+              -DMG_BUILD_EXAMPLES=OFF -DMG_BUILD_BENCH=OFF "${dnn_args[@]}" &&
+          nice cmake --build "$build-py" -j"$jobs" --target memgrad; } \
+            > /tmp/mg-build-py.log 2>&1 &
+        py_build_pid=$!
+    fi
 fi
 
 cases="exec_new kernel_table every_op checkpointed steps_1000 out_of_memory max_bytes bigger_than_gpu bad_label bad_label_i64"
@@ -331,6 +383,16 @@ if room torch 150; then
         cat /tmp/mg-det.txt | tee -a "$out/torch-cuda.txt"
         note "torch: resnet d32 plain, cudnn.deterministic on/off $(sed -n 's/^deterministic\/default=//p' /tmp/mg-det.txt)"
     fi
+    # memgrad's rows carry the plan's predicted and the pool's measured
+    # peak (issue 48 item 2): equal on every one, or the step fails
+    if [ -f "$out/torch-cuda.csv" ]; then
+        if python3 scripts/check-peaks.py "$out/torch-cuda.csv" > /tmp/mg-peaks.txt 2>&1; then
+            note "torch: $(cat /tmp/mg-peaks.txt)"
+        else
+            cat /tmp/mg-peaks.txt
+            fail torch "a memgrad row's measured peak differs from its prediction, or lacks one (torch-cuda.csv)"
+        fi
+    fi
     if [ -f "$out/torch-cuda.csv" ]; then
         note "torch: $("$py" -c 'import csv, sys
 for r in csv.DictReader(open(sys.argv[1])):
@@ -345,12 +407,41 @@ if room python 60; then
     # On an AVX-512 host, also every CPU convolution path against float64
     # (issue 25 item 10: oneDNN's AVX-512 path lost precision on
     # squeezenet, and the lead's machines have AVX2 only).
-    pytests=(python/tests/test_cuda.py)
+    # test_plan_device.py (plans made for the device) has never run on a
+    # GPU (issue 48 item 4).
+    pytests=(python/tests/test_cuda.py python/tests/test_plan_device.py)
     grep -qw avx512f /proc/cpuinfo && pytests+=(python/tests/test_conv_paths.py)
     [ -n "${MG_GPU_PYTESTS:-}" ] && read -ra pytests <<< "$MG_GPU_PYTESTS"
     step "python package on CUDA (pytest ${pytests[*]})"
     wait "${py_build_pid:-0}" 2>/dev/null
-    if [ -f "$build-py/libmemgrad.so" ]; then
+    if [ -n "$wheel" ]; then
+        # The wheel as a user installs it: scripts/check-wheel.sh in a
+        # fresh environment outside the tree (this machine's torch, numpy
+        # and pytest seen through --system-site-packages; no index here),
+        # the plan on the GPU through the wheel's CUDA module; then the
+        # tests against an environment with the wheel installed, with no
+        # MEMGRAD_LIBRARY and no PYTHONPATH into python/.
+        echo "wheel: $wheel ($(stat -c %s "$wheel") bytes, sha256 $(sha256sum < "$wheel" | cut -d' ' -f1))" |
+            tee "$out/python.log"
+        MG_WHEEL_OFFLINE=1 PYTHON="$py" timeout "$(cap 180)" bash scripts/check-wheel.sh \
+            "$wheel" --cuda >> "$out/python.log" 2>&1 ||
+            fail python "the wheel's check (scripts/check-wheel.sh --cuda) failed (python.log)"
+        venv=/tmp/mg-wheel-venv
+        rm -rf "$venv"
+        if "$py" -m venv --system-site-packages "$venv" >> "$out/python.log" 2>&1 &&
+           "$venv/bin/python" -m pip install -q --no-index --no-deps \
+               --disable-pip-version-check "$wheel" >> "$out/python.log" 2>&1; then
+            env -u MEMGRAD_LIBRARY -u PYTHONPATH "$venv/bin/python" -c \
+                'import memgrad; print("pytest with memgrad from", memgrad.__file__)' \
+                >> "$out/python.log" 2>&1
+            env -u MEMGRAD_LIBRARY -u PYTHONPATH timeout "$(cap 300)" \
+                "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider \
+                "${pytests[@]}" >> "$out/python.log" 2>&1 ||
+                fail python "pytest failed (python.log)"
+        else
+            fail python "the wheel did not install (python.log)"
+        fi
+    elif [ -f "$build-py/libmemgrad.so" ]; then
         MEMGRAD_LIBRARY=$PWD/$build-py/libmemgrad.so PYTHONPATH=$PWD/python \
             timeout "$(cap 300)" "$py" -m pytest -q -rs \
             -p no:cacheprovider "${pytests[@]}" > "$out/python.log" 2>&1 ||
@@ -426,7 +517,7 @@ fi
 
 step "summary"
 {
-    echo "gpu_run.sh on ${gpu:-no GPU}, $(git rev-parse --short HEAD 2>/dev/null), $(($(date +%s) - t0)) s"
+    echo "gpu_run.sh on ${gpu:-no GPU}, at $provenance, $(($(date +%s) - t0)) s"
     printf '%s\n' "${summary[@]}"
     if [ "${#failed[@]}" -eq 0 ]; then echo "gpu_run: all passed"
     else echo "gpu_run: rerun with --only $(IFS=,; echo "${failed[*]}")"; fi

@@ -22,6 +22,9 @@
 #
 # 2c. compact.txt and store16.txt: see below.
 #
+# 1b. The same in the GPU runs' CSVs (bench/results/gpu-*), where they have
+#     the columns: see below.
+#
 # Not yet recomputed here (only checked for 1.): the budget, ONNX, DDP,
 # timeline and Pareto runs, whose plans come from other commands; nor the
 # PyTorch comparisons (torch-cpu, gpt-cpu) and the GPU runs' CSVs.
@@ -50,6 +53,17 @@ for f in $res/timeline-*.csv; do
     equal_columns "$f" predicted_bytes_before measured_bytes_before
     equal_columns "$f" predicted_bytes_after measured_bytes_after
 done
+
+# 1b. The GPU runs (issue 48 item 2): in every CSV under bench/results/gpu-*,
+#     each memgrad row's predicted pool peak equals its measured one
+#     (scripts/check-peaks.py: depth-cuda.csv's predicted_peak_bytes and
+#     peak_bytes; torch-cuda.csv's predicted_peak_bytes and
+#     measured_peak_bytes, which compare_torch.py writes since 2026-11-29).
+#     Files made before then without the columns are named as skipped.
+mapfile -t gpu_csvs < <(find $res -path "$res/gpu-*" -name '*.csv' | sort)
+if [ "${#gpu_csvs[@]}" -gt 0 ]; then
+    python3 scripts/check-peaks.py "${gpu_csvs[@]}" || status=1
+fi
 
 # The depth sweep, planned again: its parameters from the committed CSV.
 args=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
