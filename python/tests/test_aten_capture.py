@@ -448,3 +448,28 @@ def test_activation_float64_gradients(act):
         assert (xe.grad[inside] - 1.0 / 6.0).abs().max() > 1e-9
     assert torch.allclose(y, fn(x), rtol=1e-15, atol=1e-15)
     assert (got - want).abs().max().item() <= 1e-14, act
+
+
+def test_loss_inside_the_model_with_ignored_labels():
+    """A Hugging Face model given labels computes its own loss (log
+    softmax, gather of the labels' entries, -100 ignored through where):
+    the ops come from the ATen table, and the loss and gradients are
+    eager's. Hugging Face upcasts the logits to float32 for the loss, so
+    a float64 model's loss is float32 in eager and in memgrad alike."""
+    torch.manual_seed(0)
+    base, (ids,) = gpt2()
+    base = base.double()
+    labels = ids.clone()
+    labels[0, :3] = -100
+    ref = copy.deepcopy(base)
+    w = mt.Module(base, (ids,), example_kwargs={"labels": labels},
+                  policy="memory")
+    out = w(ids, labels=labels)
+    want = ref(ids, labels=labels, use_cache=False)
+    assert out.loss.dtype == want.loss.dtype == torch.float32
+    assert abs(out.loss.item() - want.loss.item()) <= 1e-6 * abs(
+        want.loss.item())
+    out.loss.backward()
+    want.loss.backward()
+    _compare("gpt2 loss", [p.grad for p in base.parameters()],
+             [p.grad for p in ref.parameters()], 1e-5)

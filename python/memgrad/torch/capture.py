@@ -269,7 +269,9 @@ class Captured:
 
     def _plan(self):
         g = self.graph
-        self.seeds = [g.input("grad_output.%d" % i, self.dtype, y.shape)
+        # each y's own dtype: a float64 model's loss may be float32, as
+        # Hugging Face's upcast (logits.float()) makes it in eager too
+        self.seeds = [g.input("grad_output.%d" % i, y.dtype, y.shape)
                       for i, y in enumerate(self.ys)]
         # gradients: parameters that require grad, float inputs that do
         self.grad_leaves = [

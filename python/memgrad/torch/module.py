@@ -72,9 +72,9 @@ class _Run(torch.autograd.Function):
                     "gradients would be wrong" % (cap.module_name, t.name))
         feeds = dict(ctx.feeds)
         for s, y, gy in zip(cap.seeds, cap.ys, grad_outputs):
-            feeds[s] = (gy if gy is not None else
-                        torch.zeros(y.shape, dtype=cap.torch_dtype)) \
-                .detach().contiguous()
+            dt = getattr(torch, y.dtype)
+            feeds[s] = (gy.to(dt) if gy is not None else
+                        torch.zeros(y.shape, dtype=dt)).detach().contiguous()
         grads_t = {}
         for i, gt in zip(cap.grad_leaves, cap.grads):
             if ctx.needs_input_grad[2 + i] and gt not in cap.seeds:
