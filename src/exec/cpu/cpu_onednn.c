@@ -319,6 +319,7 @@ static bool od_conv_pd(const od_key *k, od_conv_md *m,
                        dnnl_primitive_desc_t *fpd, dnnl_primitive_desc_t *pd,
                        od_operands *o) {
     dnnl_convolution_desc_t fd, bd;
+    bool ok;
     if (dnnl_dilated_convolution_forward_desc_init(
             &fd, dnnl_forward_training, dnnl_convolution_direct, &m->x, &m->w,
             NULL, &m->y, m->st, m->dil, m->pl, m->pr) != dnnl_success ||
@@ -340,24 +341,25 @@ static bool od_conv_pd(const od_key *k, od_conv_md *m,
             {dnnl_query_diff_dst_md, dnnl_query_weights_md,
              dnnl_query_diff_src_md},
             {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC}};
-        return dnnl_dilated_convolution_backward_data_desc_init(
-                   &bd, dnnl_convolution_direct, &m->x, &m->w, &m->y, m->st,
-                   m->dil, m->pl, m->pr) == dnnl_success &&
-               dnnl_primitive_desc_create(pd, &bd, attr, od_engine, *fpd) ==
-                   dnnl_success;
+        ok = dnnl_dilated_convolution_backward_data_desc_init(
+                 &bd, dnnl_convolution_direct, &m->x, &m->w, &m->y, m->st,
+                 m->dil, m->pl, m->pr) == dnnl_success;
+        break;
     case MG_OP_CONV2D_GRAD_WEIGHT: /* (gy, x) -> gw */
         *o = (od_operands){
             {&m->yu, &m->xu, &m->wu},
             {dnnl_query_diff_dst_md, dnnl_query_src_md,
              dnnl_query_diff_weights_md},
             {DNNL_ARG_DIFF_DST, DNNL_ARG_SRC, DNNL_ARG_DIFF_WEIGHTS}};
-        return dnnl_dilated_convolution_backward_weights_desc_init(
-                   &bd, dnnl_convolution_direct, &m->x, &m->w, NULL, &m->y,
-                   m->st, m->dil, m->pl, m->pr) == dnnl_success &&
-               dnnl_primitive_desc_create(pd, &bd, attr, od_engine, *fpd) ==
-                   dnnl_success;
+        ok = dnnl_dilated_convolution_backward_weights_desc_init(
+                 &bd, dnnl_convolution_direct, &m->x, &m->w, NULL, &m->y, m->st,
+                 m->dil, m->pl, m->pr) == dnnl_success;
+        break;
     default: return false;
     }
+    /* a backward primitive, hinted with the forward one */
+    return ok && dnnl_primitive_desc_create(pd, &bd, attr, od_engine, *fpd) ==
+                     dnnl_success;
 }
 
 /* The primitive of pd into e, with a reorder for each operand whose
