@@ -900,6 +900,208 @@ static int schedule_op(const mg_pipe *p, int i, int *m) {
     return 0;
 }
 
+/* One step's state across its 2M operations. A rank's own error (local,
+ * with its message in own) does not stop the schedule: the rank keeps
+ * sending zeros so that its peers are not left waiting, and every rank
+ * learns of the error in the agreement at the end. rc is the first MPI
+ * call that failed; s from pipe_wait (a peer gave up, or the deadline)
+ * stops the schedule at once. */
+typedef struct {
+    const mg_binding *binds;
+    int n_binds;
+    uint64_t seed;
+    mg_status local;
+    char own[512];
+    int rc;
+    const char *who;
+} step_state;
+
+/* Keep this rank's error message: later calls may overwrite mg_last_error
+ * before the agreement reports it. */
+static void keep_own(step_state *x) {
+    snprintf(x->own, sizeof x->own, "%s", mg_last_error());
+}
+
+/* The caller's gradient buffer of each stage parameter into gout, after
+ * checking the argument lists; every microbatch's bindings checked too. */
+static mg_status step_check_args(mg_pipe *p, const step_state *x,
+                                 const mg_binding *grads, int n_grads,
+                                 void **gout) {
+    const mgi_pipe_stage_graph *st = &p->st;
+    const char *who = x->who;
+    if (x->n_binds < 0 || (x->n_binds > 0 && !x->binds) || n_grads < 0 ||
+        (n_grads > 0 && !grads))
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "%s: %d bindings (list %s), %d gradients (list "
+                            "%s)",
+                            who, x->n_binds, x->binds ? "given" : "NULL",
+                            n_grads, grads ? "given" : "NULL");
+    for (int i = 0; i < st->n_params; i++) {
+        for (int j = 0; j < n_grads; j++)
+            if (grads[j].tensor == st->p_src[i]) gout[i] = grads[j].data;
+        if (!gout[i]) {
+            const char *name = mg_tensor_name(st->g, st->p_st[i]);
+            return mg_set_error(MG_ERR_UNBOUND,
+                                "%s: stage %d: parameter '%s' (tensor %d) "
+                                "has no gradient buffer",
+                                who, p->stage, name ? name : "?",
+                                (int)st->p_src[i]);
+        }
+    }
+    for (int m = 0; m < p->n_micro; m++) {
+        int nb;
+        mg_status s = micro_binds(p, x->binds, x->n_binds, m, &nb, who);
+        if (s != MG_OK) return s;
+    }
+    return MG_OK;
+}
+
+/* Microbatch m's forward on this stage; its output y stays in the saved
+ * state. Sets x->local on this rank's error. */
+static void forward_compute(mg_pipe *p, step_state *x, int m, int slot) {
+    const mgi_pipe_stage_graph *st = &p->st;
+    int nb;
+    micro_binds(p, x->binds, x->n_binds, m, &nb, x->who);
+    if (st->act_in != MG_NO_TENSOR)
+        p->sb[nb++] = (mg_binding){st->act_in, p->act[slot]};
+    double tc = mgi_dist_now();
+    x->local = mg_exec_forward(p->ex, p->plan, p->sb, nb, x->seed + (uint64_t)m,
+                               &p->saved[m]);
+    p->stats.compute_seconds += mgi_dist_now() - tc;
+    if (x->local != MG_OK) keep_own(x);
+}
+
+/* A forward operation: wait for microbatch m's activation, run the stage,
+ * then record the loss (last stage) or send y on and post the receive of
+ * its gradient. */
+static mg_status step_forward(mg_pipe *p, step_state *x, int m,
+                              double *losses) {
+    const mgi_pipe_stage_graph *st = &p->st;
+    mg_dist_comm *c = p->c;
+    const int last = p->stage == p->n_stages - 1;
+    int slot = p->n_act ? m % p->n_act : 0;
+    if (p->n_act) {
+        mg_status s = pipe_wait(p, x->who, &p->act_req[slot], 1,
+                                "an activation", p->stage - 1);
+        if (s != MG_OK) return s;
+    }
+    if (x->local == MG_OK) forward_compute(p, x, m, slot);
+    const void *y = NULL;
+    if (x->local == MG_OK &&
+        mg_saved_tensor_data(p->saved[m], st->y, &y) != MG_OK) {
+        x->local = mg_last_status();
+        keep_own(x);
+    }
+    if (last) {
+        if (x->local == MG_OK && losses) {
+            mg_dtype dt;
+            mg_tensor_dtype(st->g, st->y, &dt);
+            losses[m] =
+                dt == MG_F32 ? (double)*(const float *)y : *(const double *)y;
+        }
+        return MG_OK;
+    }
+    int next = p->stage + 1;
+    x->rc = MPI_Isend(x->local == MG_OK ? y : p->zeros, (int)p->y_bytes,
+                      MPI_BYTE, next, 2 * m, c->comm, &p->y_req[m]);
+    if (x->rc == MPI_SUCCESS)
+        x->rc = MPI_Irecv(p->gin_buf[m % p->n_gin], (int)p->y_bytes, MPI_BYTE,
+                          next, 2 * m + 1, c->comm, &p->gin_req[m % p->n_gin]);
+    p->stats.bytes_sent += p->y_bytes;
+    return MG_OK;
+}
+
+/* Microbatch m's backward on this stage into p->gtmp, added to p->gacc.
+ * The gradient of act_in goes to gact_buf[gs]. Sets x->local on this
+ * rank's error. */
+static void backward_compute(mg_pipe *p, step_state *x, int m, int gs) {
+    const mgi_pipe_stage_graph *st = &p->st;
+    const int last = p->stage == p->n_stages - 1;
+    int nb;
+    micro_binds(p, x->binds, x->n_binds, m, &nb, x->who);
+    if (st->act_in != MG_NO_TENSOR)
+        p->sb[nb++] = (mg_binding){st->act_in, p->act[m % p->n_act]};
+    if (!last) p->sb[nb++] = (mg_binding){p->gin, p->gin_buf[m % p->n_gin]};
+    if (p->gact != MG_NO_TENSOR)
+        p->sb[nb++] = (mg_binding){p->gact, p->gact_buf[gs]};
+    double tc = mgi_dist_now();
+    /* the gradients: one binding each, appended after the leaves (sb has
+     * room for params + inputs + 8) */
+    mg_binding *gb = malloc(((size_t)st->n_params + (size_t)nb) * sizeof *gb);
+    if (!gb) {
+        x->local = mg_set_error(MG_ERR_NOMEM, "%s: out of memory", x->who);
+    } else {
+        memcpy(gb, p->sb, (size_t)nb * sizeof *gb);
+        for (int k = 0; k < st->n_params; k++)
+            gb[nb + k] = (mg_binding){p->p_grad[k], p->gtmp[k]};
+        x->local = mg_exec_backward(p->ex, p->plan, p->saved[m], gb,
+                                    nb + st->n_params);
+        free(gb);
+    }
+    p->stats.compute_seconds += mgi_dist_now() - tc;
+    if (x->local == MG_OK) accumulate(p);
+    else keep_own(x);
+}
+
+/* A backward operation: wait for microbatch m's gradient from the next
+ * stage and for the send from two backwards ago out of the same gact
+ * buffer, run the stage's backward, send the gradient of the activation
+ * back, free the saved state and post the receive of the activation the
+ * freed slot is for next. */
+static mg_status step_backward(mg_pipe *p, step_state *x, int m) {
+    mg_dist_comm *c = p->c;
+    const int M = p->n_micro, last = p->stage == p->n_stages - 1;
+    const int prev = p->stage - 1, next = p->stage + 1;
+    mg_status s;
+    int gs = m % 2;
+    if (!last) {
+        s = pipe_wait(p, x->who, &p->gin_req[m % p->n_gin], 1, "a gradient",
+                      next);
+        if (s != MG_OK) return s;
+    }
+    if (p->act_bytes) {
+        s = pipe_wait(p, x->who, &p->gact_req[gs], 1,
+                      "an earlier gradient's send", prev);
+        if (s != MG_OK) return s;
+    }
+    if (x->local == MG_OK) backward_compute(p, x, m, gs);
+    if (p->act_bytes) {
+        x->rc = MPI_Isend(x->local == MG_OK ? p->gact_buf[gs] : p->zeros,
+                          (int)p->act_bytes, MPI_BYTE, prev, 2 * m + 1, c->comm,
+                          &p->gact_req[gs]);
+        p->stats.bytes_sent += p->act_bytes;
+    }
+    if (!last && x->rc == MPI_SUCCESS) {
+        /* the activation left from the saved state: wait for it before the
+         * saved state goes back to the pool */
+        s = pipe_wait(p, x->who, &p->y_req[m], 1, "an activation's send", next);
+        if (s != MG_OK) return s;
+    }
+    mg_saved_free(p->saved[m]);
+    p->saved[m] = NULL;
+    int nm = m + p->n_act;
+    if (p->n_act && nm < M && x->rc == MPI_SUCCESS)
+        x->rc = MPI_Irecv(p->act[nm % p->n_act], (int)p->act_bytes, MPI_BYTE,
+                          prev, 2 * nm, c->comm, &p->act_req[nm % p->n_act]);
+    return MG_OK;
+}
+
+/* The schedule's 2M operations, after posting the first activations'
+ * receives, k + 1 ahead. */
+static mg_status step_run_schedule(mg_pipe *p, step_state *x, double *losses) {
+    mg_status s = MG_OK;
+    for (int m = 0; m < p->n_act && x->rc == MPI_SUCCESS; m++)
+        x->rc = MPI_Irecv(p->act[m], (int)p->act_bytes, MPI_BYTE, p->stage - 1,
+                          2 * m, p->c->comm, &p->act_req[m]);
+    for (int i = 0; s == MG_OK && x->rc == MPI_SUCCESS && i < 2 * p->n_micro;
+         i++) {
+        int m;
+        if (schedule_op(p, i, &m)) s = step_forward(p, x, m, losses);
+        else s = step_backward(p, x, m);
+    }
+    return s;
+}
+
 mg_status mg_pipe_step(mg_pipe *p, const mg_binding *binds, int n_binds,
                        uint64_t seed, const mg_binding *grads, int n_grads,
                        double *losses) {
@@ -911,160 +1113,28 @@ mg_status mg_pipe_step(mg_pipe *p, const mg_binding *binds, int n_binds,
     double t0 = mgi_dist_now();
     p->stats.wait_seconds = p->stats.compute_seconds = 0;
     mgi_pipe_stage_graph *st = &p->st;
-    const int M = p->n_micro, last = p->stage == p->n_stages - 1;
-    const int prev = p->stage - 1, next = p->stage + 1;
-    mg_status local = MG_OK;
-    char own[512] = "";
+    step_state x = {.binds = binds,
+                    .n_binds = n_binds,
+                    .seed = seed,
+                    .local = MG_OK,
+                    .own = "",
+                    .rc = MPI_SUCCESS,
+                    .who = who};
     void **gout = calloc((size_t)st->n_params + 1, sizeof *gout);
-    if (!gout) local = mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
-    else if (n_binds < 0 || (n_binds > 0 && !binds) || n_grads < 0 ||
-             (n_grads > 0 && !grads))
-        local = mg_set_error(MG_ERR_INVALID_ARG,
-                             "%s: %d bindings (list %s), %d gradients (list "
-                             "%s)",
-                             who, n_binds, binds ? "given" : "NULL", n_grads,
-                             grads ? "given" : "NULL");
-    for (int i = 0; local == MG_OK && i < st->n_params; i++) {
-        for (int j = 0; j < n_grads; j++)
-            if (grads[j].tensor == st->p_src[i]) gout[i] = grads[j].data;
-        if (!gout[i]) {
-            const char *name = mg_tensor_name(st->g, st->p_st[i]);
-            local = mg_set_error(MG_ERR_UNBOUND,
-                                 "%s: stage %d: parameter '%s' (tensor %d) "
-                                 "has no gradient buffer",
-                                 who, p->stage, name ? name : "?",
-                                 (int)st->p_src[i]);
-        }
-    }
-    for (int m = 0; local == MG_OK && m < M; m++) {
-        int nb;
-        local = micro_binds(p, binds, n_binds, m, &nb, who);
-    }
-    if (local != MG_OK) snprintf(own, sizeof own, "%s", mg_last_error());
+    if (!gout) x.local = mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
+    else x.local = step_check_args(p, &x, grads, n_grads, gout);
+    if (x.local != MG_OK) keep_own(&x);
     for (int i = 0; i < st->n_params; i++) memset(p->gacc[i], 0, p->gbytes[i]);
     mg_exec_pool_reset_peak(p->ex);
 
-    int rc = MPI_SUCCESS;
-    /* Incoming activations, k + 1 ahead. */
-    for (int m = 0; m < p->n_act && rc == MPI_SUCCESS; m++)
-        rc = MPI_Irecv(p->act[m], (int)p->act_bytes, MPI_BYTE, prev, 2 * m,
-                       c->comm, &p->act_req[m]);
-    for (int i = 0; s == MG_OK && rc == MPI_SUCCESS && i < 2 * M; i++) {
-        int m;
-        int fwd = schedule_op(p, i, &m);
-        if (fwd) {
-            int slot = p->n_act ? m % p->n_act : 0;
-            if (p->n_act) {
-                s = pipe_wait(p, who, &p->act_req[slot], 1, "an activation",
-                              prev);
-                if (s != MG_OK) break;
-            }
-            if (local == MG_OK) {
-                int nb;
-                micro_binds(p, binds, n_binds, m, &nb, who);
-                if (st->act_in != MG_NO_TENSOR)
-                    p->sb[nb++] = (mg_binding){st->act_in, p->act[slot]};
-                double tc = mgi_dist_now();
-                local = mg_exec_forward(p->ex, p->plan, p->sb, nb,
-                                        seed + (uint64_t)m, &p->saved[m]);
-                p->stats.compute_seconds += mgi_dist_now() - tc;
-                if (local != MG_OK)
-                    snprintf(own, sizeof own, "%s", mg_last_error());
-            }
-            const void *y = NULL;
-            if (local == MG_OK &&
-                mg_saved_tensor_data(p->saved[m], st->y, &y) != MG_OK) {
-                local = mg_last_status();
-                snprintf(own, sizeof own, "%s", mg_last_error());
-            }
-            if (last) {
-                if (local == MG_OK && losses) {
-                    mg_dtype dt;
-                    mg_tensor_dtype(st->g, st->y, &dt);
-                    losses[m] = dt == MG_F32 ? (double)*(const float *)y
-                                             : *(const double *)y;
-                }
-            } else {
-                rc = MPI_Isend(local == MG_OK ? y : p->zeros, (int)p->y_bytes,
-                               MPI_BYTE, next, 2 * m, c->comm, &p->y_req[m]);
-                if (rc == MPI_SUCCESS)
-                    rc = MPI_Irecv(p->gin_buf[m % p->n_gin], (int)p->y_bytes,
-                                   MPI_BYTE, next, 2 * m + 1, c->comm,
-                                   &p->gin_req[m % p->n_gin]);
-                p->stats.bytes_sent += p->y_bytes;
-            }
-        } else {
-            int gs = m % 2;
-            if (!last) {
-                s = pipe_wait(p, who, &p->gin_req[m % p->n_gin], 1,
-                              "a gradient", next);
-                if (s != MG_OK) break;
-            }
-            if (p->act_bytes) {
-                s = pipe_wait(p, who, &p->gact_req[gs], 1,
-                              "an earlier gradient's send", prev);
-                if (s != MG_OK) break;
-            }
-            if (local == MG_OK) {
-                int nb;
-                micro_binds(p, binds, n_binds, m, &nb, who);
-                if (st->act_in != MG_NO_TENSOR)
-                    p->sb[nb++] =
-                        (mg_binding){st->act_in, p->act[m % p->n_act]};
-                if (!last)
-                    p->sb[nb++] =
-                        (mg_binding){p->gin, p->gin_buf[m % p->n_gin]};
-                if (p->gact != MG_NO_TENSOR)
-                    p->sb[nb++] = (mg_binding){p->gact, p->gact_buf[gs]};
-                double tc = mgi_dist_now();
-                /* the gradients: one binding each, appended after the
-                 * leaves (sb has room for params + inputs + 8) */
-                mg_binding *gb =
-                    malloc(((size_t)st->n_params + (size_t)nb) * sizeof *gb);
-                if (!gb) {
-                    local =
-                        mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
-                } else {
-                    memcpy(gb, p->sb, (size_t)nb * sizeof *gb);
-                    for (int k = 0; k < st->n_params; k++)
-                        gb[nb + k] = (mg_binding){p->p_grad[k], p->gtmp[k]};
-                    local = mg_exec_backward(p->ex, p->plan, p->saved[m], gb,
-                                             nb + st->n_params);
-                    free(gb);
-                }
-                p->stats.compute_seconds += mgi_dist_now() - tc;
-                if (local == MG_OK) accumulate(p);
-                else snprintf(own, sizeof own, "%s", mg_last_error());
-            }
-            if (p->act_bytes) {
-                rc = MPI_Isend(local == MG_OK ? p->gact_buf[gs] : p->zeros,
-                               (int)p->act_bytes, MPI_BYTE, prev, 2 * m + 1,
-                               c->comm, &p->gact_req[gs]);
-                p->stats.bytes_sent += p->act_bytes;
-            }
-            if (!last && rc == MPI_SUCCESS) {
-                /* the activation left from the saved state: wait for it
-                 * before the saved state goes back to the pool */
-                s = pipe_wait(p, who, &p->y_req[m], 1, "an activation's send",
-                              next);
-                if (s != MG_OK) break;
-            }
-            mg_saved_free(p->saved[m]);
-            p->saved[m] = NULL;
-            int nm = m + p->n_act;
-            if (p->n_act && nm < M && rc == MPI_SUCCESS)
-                rc = MPI_Irecv(p->act[nm % p->n_act], (int)p->act_bytes,
-                               MPI_BYTE, prev, 2 * nm, c->comm,
-                               &p->act_req[nm % p->n_act]);
-        }
-    }
-    if (s == MG_OK && rc != MPI_SUCCESS) {
-        s = mgi_dist_mpi_fail(c, who, "MPI point-to-point", rc);
+    s = step_run_schedule(p, &x, losses);
+    if (s == MG_OK && x.rc != MPI_SUCCESS) {
+        s = mgi_dist_mpi_fail(c, who, "MPI point-to-point", x.rc);
         pipe_give_up(p);
     }
     if (s == MG_OK)
-        s = pipe_wait(p, who, p->gact_req, 2, "the last sends", prev);
-    for (int m = 0; m < M; m++) {
+        s = pipe_wait(p, who, p->gact_req, 2, "the last sends", p->stage - 1);
+    for (int m = 0; m < p->n_micro; m++) {
         mg_saved_free(p->saved[m]);
         p->saved[m] = NULL;
     }
@@ -1072,8 +1142,8 @@ mg_status mg_pipe_step(mg_pipe *p, const mg_binding *binds, int n_binds,
     mg_exec_pool_stats(p->ex, &ps);
     p->stats.measured_peak = ps.peak_bytes_in_use;
     if (s == MG_OK) {
-        if (local != MG_OK) mg_set_error(local, "%s", own);
-        s = mgi_dist_agree(c, who, local, 0, MG_ERR_COMM);
+        if (x.local != MG_OK) mg_set_error(x.local, "%s", x.own);
+        s = mgi_dist_agree(c, who, x.local, 0, MG_ERR_COMM);
     }
     if (s == MG_OK) {
         for (int i = 0; i < st->n_params; i++)

@@ -162,6 +162,17 @@ static mg_status build_reads(mgi_octx *c, const Onnx__GraphProto *gp) {
 /* ------------------------------------------------------------------ constants
  */
 
+/* Room in c->consts for one more constant. */
+static mg_status consts_reserve(mgi_octx *c) {
+    if (c->n_consts < c->cap_consts) return MG_OK;
+    int cap = c->cap_consts ? 2 * c->cap_consts : 64;
+    mgi_oconst **p = realloc(c->consts, (size_t)cap * sizeof *p);
+    if (!p) return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
+    c->consts = p;
+    c->cap_consts = cap;
+    return MG_OK;
+}
+
 mgi_oconst *mgi_onnx_const_new(mgi_octx *c, int32_t onnx_type, bool is_float,
                                int ndim, const int64_t *shape) {
     if (ndim < 0 || ndim > MG_MAX_DIMS) {
@@ -180,16 +191,7 @@ mgi_oconst *mgi_onnx_const_new(mgi_octx *c, int32_t onnx_type, bool is_float,
         }
         n *= shape[d];
     }
-    if (c->n_consts == c->cap_consts) {
-        int cap = c->cap_consts ? 2 * c->cap_consts : 64;
-        mgi_oconst **p = realloc(c->consts, (size_t)cap * sizeof *p);
-        if (!p) {
-            mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
-            return NULL;
-        }
-        c->consts = p;
-        c->cap_consts = cap;
-    }
+    if (consts_reserve(c) != MG_OK) return NULL;
     mgi_oconst *k = calloc(1, sizeof *k);
     size_t es = is_float ? sizeof(double) : sizeof(int64_t);
     void *data = calloc(n ? (size_t)n : 1, es);
@@ -277,13 +279,13 @@ static void raw_elem(const uint8_t *p, int32_t t, double *f, int64_t *i) {
     }
 }
 
-mg_status mgi_onnx_decode_tensor(mgi_octx *c, const Onnx__TensorProto *tp,
-                                 mgi_oconst **out) {
-    *out = NULL;
-    const char *tname = S(tp->name);
-    int32_t t = tp->has_data_type ? tp->data_type : 0;
-    size_t es = type_size(t);
-    if (!es)
+/* Tensor tp's element size *es (its type t must be supported) and its
+ * element count *n from its dims. */
+static mg_status tensor_header(mgi_octx *c, const Onnx__TensorProto *tp,
+                               const char *tname, int32_t t, size_t *es,
+                               int64_t *n) {
+    *es = type_size(t);
+    if (!*es)
         return mgi_onnx_node_error(c, MG_ERR_DTYPE,
                                    "tensor '%s': data type %d is not "
                                    "supported (float, double and integer "
@@ -293,68 +295,149 @@ mg_status mgi_onnx_decode_tensor(mgi_octx *c, const Onnx__TensorProto *tp,
         return mgi_onnx_node_error(c, MG_ERR_SHAPE,
                                    "tensor '%s' has %zu dims (at most %d)",
                                    tname, tp->n_dims, MG_MAX_DIMS);
-    int64_t n = 1;
+    *n = 1;
     for (size_t d = 0; d < tp->n_dims; d++) {
         int64_t v = tp->dims[d];
-        if (v < 0 || (v > 0 && n > INT64_MAX / 16 / v))
+        if (v < 0 || (v > 0 && *n > INT64_MAX / 16 / v))
             return mgi_onnx_node_error(c, MG_ERR_INVALID_ARG,
                                        "tensor '%s': dim %lld is negative "
                                        "or makes it larger than any file",
                                        tname, (long long)v);
-        n *= v;
+        *n *= v;
     }
-    /* Where the elements are, and how many the file really holds. */
-    const uint8_t *raw = NULL;
-    uint8_t *ext = NULL;
-    int64_t have;
+    return MG_OK;
+}
+
+/* The raw bytes of an external tensor of n elements of es bytes, read into
+ * *ext (the caller's to free) from its location, offset and length, the
+ * length checked against the dims; *have the elements read. */
+static mg_status tensor_external(mgi_octx *c, const Onnx__TensorProto *tp,
+                                 const char *tname, int64_t n, size_t es,
+                                 uint8_t **ext, int64_t *have) {
+    const char *loc = NULL;
+    int64_t off = 0, len = -1;
+    for (size_t k = 0; k < tp->n_external_data; k++) {
+        const char *key = S(tp->external_data[k]->key);
+        const char *val = S(tp->external_data[k]->value);
+        char *end;
+        if (strcmp(key, "location") == 0) loc = val;
+        else if (strcmp(key, "offset") == 0 || strcmp(key, "length") == 0) {
+            errno = 0;
+            long long v = strtoll(val, &end, 10);
+            if (errno || *end || v < 0)
+                return mg_set_error(MG_ERR_INVALID_ARG,
+                                    "onnx: tensor '%s': bad external %s '%s'",
+                                    tname, key, val);
+            if (key[0] == 'o') off = v;
+            else len = v;
+        }
+    }
+    if (len >= 0 && len != n * (int64_t)es)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "onnx: tensor '%s': external length %lld, but its "
+                            "dims need %lld bytes",
+                            tname, (long long)len,
+                            (long long)(n * (int64_t)es));
+    if (len < 0) len = n * (int64_t)es;
+    mg_status s = mgi_onnx_read_external(c, tname, loc, off, len, ext);
+    if (s) return s;
+    *have = len / (int64_t)es;
+    return MG_OK;
+}
+
+/* Where tp's n elements are, and how many the file really holds (*have;
+ * -1 for raw bytes of another length): raw bytes (*raw; external ones in
+ * *ext, the caller's to free), or else (*raw NULL) the typed field of its
+ * type t. */
+static mg_status tensor_where(mgi_octx *c, const Onnx__TensorProto *tp,
+                              const char *tname, int32_t t, int64_t n,
+                              size_t es, const uint8_t **raw, uint8_t **ext,
+                              int64_t *have) {
+    *raw = NULL;
+    *ext = NULL;
     if (tp->has_data_location &&
         tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
-        const char *loc = NULL;
-        int64_t off = 0, len = -1;
-        for (size_t k = 0; k < tp->n_external_data; k++) {
-            const char *key = S(tp->external_data[k]->key);
-            const char *val = S(tp->external_data[k]->value);
-            char *end;
-            if (strcmp(key, "location") == 0) loc = val;
-            else if (strcmp(key, "offset") == 0 || strcmp(key, "length") == 0) {
-                errno = 0;
-                long long v = strtoll(val, &end, 10);
-                if (errno || *end || v < 0)
-                    return mg_set_error(MG_ERR_INVALID_ARG,
-                                        "onnx: tensor '%s': bad external "
-                                        "%s '%s'",
-                                        tname, key, val);
-                if (key[0] == 'o') off = v;
-                else len = v;
-            }
-        }
-        if (len >= 0 && len != n * (int64_t)es)
-            return mg_set_error(MG_ERR_INVALID_ARG,
-                                "onnx: tensor '%s': external length %lld, "
-                                "but its dims need %lld bytes",
-                                tname, (long long)len,
-                                (long long)(n * (int64_t)es));
-        if (len < 0) len = n * (int64_t)es;
-        mg_status s = mgi_onnx_read_external(c, tname, loc, off, len, &ext);
-        if (s) return s;
-        raw = ext;
-        have = len / (int64_t)es;
-    } else if (tp->has_raw_data) {
-        raw = tp->raw_data.data;
-        have = (int64_t)(tp->raw_data.len / es);
-        if ((int64_t)tp->raw_data.len != n * (int64_t)es) have = -1;
+        mg_status s = tensor_external(c, tp, tname, n, es, ext, have);
+        *raw = *ext;
+        return s;
+    }
+    if (tp->has_raw_data) {
+        *raw = tp->raw_data.data;
+        *have = (int64_t)(tp->raw_data.len / es);
+        if ((int64_t)tp->raw_data.len != n * (int64_t)es) *have = -1;
     } else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
-        have = (int64_t)tp->n_float_data;
+        *have = (int64_t)tp->n_float_data;
     } else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE) {
-        have = (int64_t)tp->n_double_data;
+        *have = (int64_t)tp->n_double_data;
     } else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
-        have = (int64_t)tp->n_int64_data;
+        *have = (int64_t)tp->n_int64_data;
     } else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32 ||
                t == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64) {
-        have = (int64_t)tp->n_uint64_data;
+        *have = (int64_t)tp->n_uint64_data;
     } else {
-        have = (int64_t)tp->n_int32_data;
+        *have = (int64_t)tp->n_int32_data;
     }
+    return MG_OK;
+}
+
+/* Element e of tp's typed field for its type t (no raw bytes). */
+static void field_elem(const Onnx__TensorProto *tp, int32_t t, int64_t e,
+                       double *fv, int64_t *iv) {
+    if (t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) *fv = tp->float_data[e];
+    else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE)
+        *fv = tp->double_data[e];
+    else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) *iv = tp->int64_data[e];
+    else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32 ||
+             t == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64)
+        *iv = (int64_t)tp->uint64_data[e];
+    else *iv = tp->int32_data[e];
+}
+
+/* A constant of tp's type t and dims with n zeroed elements, registered in
+ * c. Parameters may exceed the folding limit of mgi_onnx_const_new: the
+ * constant is built here. */
+static mg_status tensor_const_new(mgi_octx *c, const Onnx__TensorProto *tp,
+                                  const char *tname, int32_t t, int64_t n,
+                                  mgi_oconst **out) {
+    mgi_oconst *k = calloc(1, sizeof *k);
+    void *data = calloc(n ? (size_t)n : 1, 8);
+    if (!k || !data || c->n_consts == INT_MAX) {
+        free(k);
+        free(data);
+        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory for '%s'",
+                            tname);
+    }
+    mg_status s = consts_reserve(c);
+    if (s != MG_OK) {
+        free(k);
+        free(data);
+        return s;
+    }
+    c->consts[c->n_consts++] = k;
+    k->onnx_type = t;
+    k->ndim = (int)tp->n_dims;
+    for (size_t d = 0; d < tp->n_dims; d++) k->shape[d] = tp->dims[d];
+    k->n = n;
+    if (type_is_float(t)) k->f = data;
+    else k->i = data;
+    *out = k;
+    return MG_OK;
+}
+
+mg_status mgi_onnx_decode_tensor(mgi_octx *c, const Onnx__TensorProto *tp,
+                                 mgi_oconst **out) {
+    *out = NULL;
+    const char *tname = S(tp->name);
+    int32_t t = tp->has_data_type ? tp->data_type : 0;
+    size_t es = 0;
+    int64_t n = 0;
+    mg_status s = tensor_header(c, tp, tname, t, &es, &n);
+    if (s) return s;
+    const uint8_t *raw;
+    uint8_t *ext;
+    int64_t have = 0;
+    s = tensor_where(c, tp, tname, t, n, es, &raw, &ext, &have);
+    if (s) return s;
     if (have != n) {
         free(ext);
         return mgi_onnx_node_error(c, MG_ERR_INVALID_ARG,
@@ -369,55 +452,18 @@ mg_status mgi_onnx_decode_tensor(mgi_octx *c, const Onnx__TensorProto *tp,
         return mgi_onnx_node_error(c, MG_ERR_SHAPE, "tensor '%s' too large",
                                    tname);
     }
-    /* Parameters may exceed the folding limit: build the constant here. */
-    int64_t shape[MG_MAX_DIMS];
-    for (size_t d = 0; d < tp->n_dims; d++) shape[d] = tp->dims[d];
-    bool fl = type_is_float(t);
-    mgi_oconst *k = calloc(1, sizeof *k);
-    void *data = calloc(n ? (size_t)n : 1, 8);
-    if (!k || !data || c->n_consts == INT_MAX) {
-        free(k);
-        free(data);
+    mgi_oconst *k = NULL;
+    s = tensor_const_new(c, tp, tname, t, n, &k);
+    if (s) {
         free(ext);
-        return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory for '%s'",
-                            tname);
+        return s;
     }
-    if (c->n_consts == c->cap_consts) {
-        int cap = c->cap_consts ? 2 * c->cap_consts : 64;
-        mgi_oconst **p = realloc(c->consts, (size_t)cap * sizeof *p);
-        if (!p) {
-            free(k);
-            free(data);
-            free(ext);
-            return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
-        }
-        c->consts = p;
-        c->cap_consts = cap;
-    }
-    c->consts[c->n_consts++] = k;
-    k->onnx_type = t;
-    k->ndim = (int)tp->n_dims;
-    memcpy(k->shape, shape, sizeof(int64_t) * tp->n_dims);
-    k->n = n;
-    if (fl) k->f = data;
-    else k->i = data;
+    const bool fl = type_is_float(t);
     for (int64_t e = 0; e < n; e++) {
         double fv = 0;
         int64_t iv = 0;
-        if (raw) {
-            raw_elem(raw + (size_t)e * es, t, &fv, &iv);
-        } else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
-            fv = tp->float_data[e];
-        } else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE) {
-            fv = tp->double_data[e];
-        } else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
-            iv = tp->int64_data[e];
-        } else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32 ||
-                   t == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64) {
-            iv = (int64_t)tp->uint64_data[e];
-        } else {
-            iv = tp->int32_data[e];
-        }
+        if (raw) raw_elem(raw + (size_t)e * es, t, &fv, &iv);
+        else field_elem(tp, t, e, &fv, &iv);
         if (fl) k->f[e] = fv;
         else k->i[e] = iv;
     }

@@ -96,112 +96,153 @@ static mg_tensor where_mask(mgi_octx *c, const node_t *w, int score_side,
     return t;
 }
 
-/* The fused attention for MatMul node n, or MG_NO_TENSOR with no error set
- * when n does not close the pattern (n converts as a plain MatMul then);
- * *matched says which. */
-static mg_tensor try_attention(mgi_octx *c, const node_t *n, bool *matched) {
-    *matched = false;
-    if (n->n_input != 2) return MG_NO_TENSOR;
-    const node_t *sm = mgi_onnx_sole_producer(c, n->input[0]);
-    if (!is_op(sm, "Softmax") || sm->n_input != 1) return MG_NO_TENSOR;
-    /* x: the scores, with a mask added or not */
-    const char *x = sm->input[0], *mask = NULL, *s = x;
-    const node_t *xn = mgi_onnx_sole_producer(c, x);
-    /* a Where mask: the scores on one side (score_side 1 or 2), fill on
-     * the other */
-    int score_side = 0;
-    double fill = 0;
+/* The attention pattern's nodes and values as try_attention matches them,
+ * from the softmax back to q kt. */
+typedef struct attn_match {
+    const node_t *sm; /* the Softmax */
+    const node_t *xn; /* the producer of its input x */
+    const char *x;    /* the scores, with a mask added or not */
+    const char *s;    /* the scaled scores */
+    const char *mask; /* an Add's mask, or NULL */
+    int score_side;   /* a Where mask: the scores' side (1 or 2), or 0 */
+    double fill;      /* the Where's fill on the other side */
+    const char *t;    /* q kt */
+    const node_t *tn; /* its MatMul */
+    double scale;     /* a constant scale */
+    mg_tensor st;     /* a scale tensor, or MG_NO_TENSOR */
+    bool div;         /* s = Div(t, c) */
+} attn_match;
+
+/* The graph tensors of the pattern's values and their shapes. */
+typedef struct attn_operands {
+    mg_tensor q, kt, v, xt, m;
+    int nq, nkt, nv, nx, nm;
+    int64_t sq[MG_MAX_DIMS], skt[MG_MAX_DIMS], sv[MG_MAX_DIMS], sx[MG_MAX_DIMS],
+        smk[MG_MAX_DIMS];
+    mg_dtype dq;
+} attn_operands;
+
+/* The scores s under x: x itself, one side of an Add (the other the
+ * mask), or one side of a Where whose other side is one constant value
+ * not +inf or NaN. False when x's producer is such a node but does not
+ * match. */
+static bool match_mask(mgi_octx *c, attn_match *a) {
+    const node_t *xn = a->xn;
+    a->s = a->x;
     if (is_op(xn, "Where") && xn->n_input == 3) {
-        for (int i = 1; i <= 2 && !score_side; i++) {
+        for (int i = 1; i <= 2 && !a->score_side; i++) {
             const node_t *p = mgi_onnx_sole_producer(c, xn->input[i]);
             mgi_oval *f = mgi_onnx_lookup(c, xn->input[3 - i]);
             const mgi_oconst *fc = !f ? NULL : f->c ? f->c : f->init;
             if ((is_op(p, "Mul") || is_op(p, "Div") || is_op(p, "MatMul")) &&
                 fc && fc->n == 1 && fc->f) {
-                fill = fc->f[0];
-                if (isnan(fill) || fill == INFINITY) return MG_NO_TENSOR;
-                s = xn->input[i];
-                score_side = i;
+                a->fill = fc->f[0];
+                if (isnan(a->fill) || a->fill == INFINITY) return false;
+                a->s = xn->input[i];
+                a->score_side = i;
             }
         }
-        if (!score_side) return MG_NO_TENSOR;
-    } else if (is_op(xn, "Add") && xn->n_input == 2) {
-        for (int i = 0; i < 2 && !mask; i++) {
+        return a->score_side != 0;
+    }
+    if (is_op(xn, "Add") && xn->n_input == 2) {
+        for (int i = 0; i < 2 && !a->mask; i++) {
             const node_t *p = mgi_onnx_sole_producer(c, xn->input[i]);
             if (is_op(p, "Mul") || is_op(p, "Div") || is_op(p, "MatMul")) {
-                s = xn->input[i];
-                mask = xn->input[1 - i];
+                a->s = xn->input[i];
+                a->mask = xn->input[1 - i];
             }
         }
-        if (!mask) return MG_NO_TENSOR;
+        return a->mask != NULL;
     }
-    double scale = 1.0, cv;
-    mg_tensor st = MG_NO_TENSOR; /* a scale tensor */
-    const char *t = s;
-    const node_t *sn = mgi_onnx_sole_producer(c, s);
-    const bool div = is_op(sn, "Div");
-    if ((is_op(sn, "Mul") || div) && sn->n_input == 2) {
-        if (scalar_value(c, sn->input[1], &cv, &st)) {
-            t = sn->input[0];
-            scale = div ? 1.0 / cv : cv;
-        } else if (!div && scalar_value(c, sn->input[0], &cv, &st)) {
-            t = sn->input[1];
-            scale = cv;
-        } else {
-            return MG_NO_TENSOR;
-        }
-    }
-    if (!isfinite(scale) || scale == 0) return MG_NO_TENSOR;
-    const node_t *tn = mgi_onnx_sole_producer(c, t);
-    if (!is_op(tn, "MatMul") || tn->n_input != 2) return MG_NO_TENSOR;
+    return true;
+}
 
-    int nq, nkt, nv, nx, nm = 0;
-    int64_t sq[MG_MAX_DIMS], skt[MG_MAX_DIMS], sv[MG_MAX_DIMS], sx[MG_MAX_DIMS],
-        smk[MG_MAX_DIMS];
-    mg_tensor q = named_tensor(c, tn->input[0], &nq, sq);
-    mg_tensor kt = named_tensor(c, tn->input[1], &nkt, skt);
-    mg_tensor v = named_tensor(c, n->input[1], &nv, sv);
-    mg_tensor xt = named_tensor(c, x, &nx, sx);
-    mg_tensor m = mask ? named_tensor(c, mask, &nm, smk) : MG_NO_TENSOR;
-    if (score_side) {
-        m = where_mask(c, xn, score_side, fill, &nm, smk);
-        if (m == MG_NO_TENSOR) {
-            mg_clear_error();
-            return MG_NO_TENSOR;
+/* q kt under s: s itself, or Mul(t, c), Mul(c, t) or Div(t, c) with c a
+ * scale (scalar_value); the scale finite and not 0. */
+static bool match_scale(mgi_octx *c, attn_match *a) {
+    double cv;
+    a->scale = 1.0;
+    a->st = MG_NO_TENSOR;
+    a->t = a->s;
+    const node_t *sn = mgi_onnx_sole_producer(c, a->s);
+    a->div = is_op(sn, "Div");
+    if ((is_op(sn, "Mul") || a->div) && sn->n_input == 2) {
+        if (scalar_value(c, sn->input[1], &cv, &a->st)) {
+            a->t = sn->input[0];
+            a->scale = a->div ? 1.0 / cv : cv;
+        } else if (!a->div && scalar_value(c, sn->input[0], &cv, &a->st)) {
+            a->t = sn->input[1];
+            a->scale = cv;
+        } else {
+            return false;
         }
     }
-    if (q == MG_NO_TENSOR || kt == MG_NO_TENSOR || v == MG_NO_TENSOR ||
-        xt == MG_NO_TENSOR || (mask && m == MG_NO_TENSOR)) {
-        mg_clear_error();
-        return MG_NO_TENSOR;
+    return isfinite(a->scale) && a->scale != 0;
+}
+
+/* The graph tensors of q, kt, v (MatMul n's second input), x and the mask
+ * (a Where's made by where_mask); false, with no error left set, when one
+ * has none. */
+static bool attn_tensors(mgi_octx *c, const node_t *n, const attn_match *a,
+                         attn_operands *o) {
+    o->nm = 0;
+    o->q = named_tensor(c, a->tn->input[0], &o->nq, o->sq);
+    o->kt = named_tensor(c, a->tn->input[1], &o->nkt, o->skt);
+    o->v = named_tensor(c, n->input[1], &o->nv, o->sv);
+    o->xt = named_tensor(c, a->x, &o->nx, o->sx);
+    o->m = a->mask ? named_tensor(c, a->mask, &o->nm, o->smk) : MG_NO_TENSOR;
+    if (a->score_side) {
+        o->m = where_mask(c, a->xn, a->score_side, a->fill, &o->nm, o->smk);
+        if (o->m == MG_NO_TENSOR) {
+            mg_clear_error();
+            return false;
+        }
     }
-    const int nd = nq;
-    mg_dtype dq, dkt, dv;
-    mg_tensor_dtype(c->g, q, &dq);
-    mg_tensor_dtype(c->g, kt, &dkt);
-    mg_tensor_dtype(c->g, v, &dv);
-    if (nd < 2 || nkt != nd || nv != nd || nx != nd || nm > nd ||
-        skt[nd - 2] != sq[nd - 1] || sv[nd - 2] != skt[nd - 1] ||
-        memcmp(sq, skt, sizeof(int64_t) * (size_t)(nd - 2)) ||
-        memcmp(sq, sv, sizeof(int64_t) * (size_t)(nd - 2)) ||
-        !(dq == MG_F32 || dq == MG_F64) || dkt != dq || dv != dq)
-        return MG_NO_TENSOR;
+    if (o->q == MG_NO_TENSOR || o->kt == MG_NO_TENSOR || o->v == MG_NO_TENSOR ||
+        o->xt == MG_NO_TENSOR || (a->mask && o->m == MG_NO_TENSOR)) {
+        mg_clear_error();
+        return false;
+    }
+    return true;
+}
+
+/* q, kt, v and x of one rank nd >= 2 and one float dtype, with equal
+ * leading dims and matching inner ones; the softmax over the last axis;
+ * the mask of q's dtype, broadcasting to the scores. */
+static bool attn_operands_agree(mgi_octx *c, const attn_match *a,
+                                attn_operands *o) {
+    const int nd = o->nq;
+    mg_dtype dkt, dv;
+    mg_tensor_dtype(c->g, o->q, &o->dq);
+    mg_tensor_dtype(c->g, o->kt, &dkt);
+    mg_tensor_dtype(c->g, o->v, &dv);
+    if (nd < 2 || o->nkt != nd || o->nv != nd || o->nx != nd || o->nm > nd ||
+        o->skt[nd - 2] != o->sq[nd - 1] || o->sv[nd - 2] != o->skt[nd - 1] ||
+        memcmp(o->sq, o->skt, sizeof(int64_t) * (size_t)(nd - 2)) ||
+        memcmp(o->sq, o->sv, sizeof(int64_t) * (size_t)(nd - 2)) ||
+        !(o->dq == MG_F32 || o->dq == MG_F64) || dkt != o->dq || dv != o->dq)
+        return false;
     /* the softmax's axis must be the last (before opset 13 the input is
      * flattened at axis, the same only for the last) */
-    int64_t axis = mgi_onnx_attr_i(c, sm, "axis", c->opset >= 13 ? -1 : 1);
-    if (!mgi_onnx_norm_axis(&axis, nd) || axis != nd - 1) return MG_NO_TENSOR;
-    if (m != MG_NO_TENSOR) { /* q's dtype, broadcasting to the scores */
+    int64_t axis = mgi_onnx_attr_i(c, a->sm, "axis", c->opset >= 13 ? -1 : 1);
+    if (!mgi_onnx_norm_axis(&axis, nd) || axis != nd - 1) return false;
+    if (o->m != MG_NO_TENSOR) {
         mg_dtype dm;
-        mg_tensor_dtype(c->g, m, &dm);
-        if (dm != dq) return MG_NO_TENSOR;
-        for (int i = 0; i < nm; i++) {
-            const int64_t want = sx[nd - nm + i];
-            if (smk[i] != 1 && smk[i] != want) return MG_NO_TENSOR;
+        mg_tensor_dtype(c->g, o->m, &dm);
+        if (dm != o->dq) return false;
+        for (int i = 0; i < o->nm; i++) {
+            const int64_t want = o->sx[nd - o->nm + i];
+            if (o->smk[i] != 1 && o->smk[i] != want) return false;
         }
     }
-    /* k: kt's source if kt is a Transpose swapping the last two axes */
+    return true;
+}
+
+/* k: the source of kt (value `kt_name`, of rank nd) if kt is a Transpose
+ * swapping the last two axes, else MG_NO_TENSOR (no error left set). */
+static mg_tensor swapped_source(mgi_octx *c, const char *kt_name, int nd) {
     mg_tensor k = MG_NO_TENSOR;
-    const node_t *ktn = mgi_onnx_sole_producer(c, tn->input[1]);
+    const node_t *ktn = mgi_onnx_sole_producer(c, kt_name);
     int64_t perm[MG_MAX_DIMS];
     if (is_op(ktn, "Transpose") && ktn->n_input == 1 &&
         mgi_onnx_attr_ints(c, ktn, "perm", perm, MG_MAX_DIMS) == nd) {
@@ -212,18 +253,42 @@ static mg_tensor try_attention(mgi_octx *c, const node_t *n, bool *matched) {
         if (swap) k = named_tensor(c, ktn->input[0], &nk, sk);
         if (k == MG_NO_TENSOR) mg_clear_error();
     }
-    if (st != MG_NO_TENSOR) {
+    return k;
+}
+
+/* The fused attention for MatMul node n, or MG_NO_TENSOR with no error set
+ * when n does not close the pattern (n converts as a plain MatMul then);
+ * *matched says which. */
+static mg_tensor try_attention(mgi_octx *c, const node_t *n, bool *matched) {
+    *matched = false;
+    if (n->n_input != 2) return MG_NO_TENSOR;
+    attn_match a = {.sm = mgi_onnx_sole_producer(c, n->input[0])};
+    if (!is_op(a.sm, "Softmax") || a.sm->n_input != 1) return MG_NO_TENSOR;
+    a.x = a.sm->input[0];
+    a.xn = mgi_onnx_sole_producer(c, a.x);
+    if (!match_mask(c, &a) || !match_scale(c, &a)) return MG_NO_TENSOR;
+    a.tn = mgi_onnx_sole_producer(c, a.t);
+    if (!is_op(a.tn, "MatMul") || a.tn->n_input != 2) return MG_NO_TENSOR;
+    attn_operands o;
+    if (!attn_tensors(c, n, &a, &o) || !attn_operands_agree(c, &a, &o))
+        return MG_NO_TENSOR;
+    const int nd = o.nq;
+    mg_tensor k = swapped_source(c, a.tn->input[1], nd);
+    if (a.st != MG_NO_TENSOR) {
         mg_dtype ds;
-        mg_tensor_dtype(c->g, st, &ds);
+        mg_tensor_dtype(c->g, a.st, &ds);
         int64_t ss[MG_MAX_DIMS];
-        if (ds != dq || mgi_onnx_tshape(c, st, ss) > nd) return MG_NO_TENSOR;
+        if (ds != o.dq || mgi_onnx_tshape(c, a.st, ss) > nd)
+            return MG_NO_TENSOR;
     }
     *matched = true;
-    if (k == MG_NO_TENSOR) k = mg_transpose(c->g, kt, nd - 2, nd - 1);
+    if (k == MG_NO_TENSOR) k = mg_transpose(c->g, o.kt, nd - 2, nd - 1);
     /* (q s) k^T = (q k^T) s: a scale tensor goes onto q */
-    if (st != MG_NO_TENSOR) q = div ? mg_div(c->g, q, st) : mg_mul(c->g, q, st);
-    const mg_attention_opts o = {.scale = scale};
-    return mg_attention_ex(c->g, q, k, v, m, &o);
+    mg_tensor q = o.q;
+    if (a.st != MG_NO_TENSOR)
+        q = a.div ? mg_div(c->g, q, a.st) : mg_mul(c->g, q, a.st);
+    const mg_attention_opts ao = {.scale = a.scale};
+    return mg_attention_ex(c->g, q, k, o.v, o.m, &ao);
 }
 
 mg_status mgi_onnx_op_matmul(mgi_octx *c, const node_t *n) {

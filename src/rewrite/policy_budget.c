@@ -163,14 +163,37 @@ static mg_status evaluate(bsrch *b, bool *keep_set, size_t *peak,
     return evaluate_ml(b, keep_set, NULL, peak, rflops);
 }
 
-/* The forward positions of the plain build: the non-leaf ancestors of the
- * gradients among the tensors the caller made, what the backward ops read
- * of them, and the separator each cut would keep. The build is undone. */
-static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
+/* read_bwd[t] for each tensor t the caller made: -1 when a needed backward
+ * op reads it whole, else the bytes of the packs the backward pass reads
+ * it through (0: not read). */
+static void backward_reads(const mg_graph *g, int32_t nb, const bool *needed,
+                           double *read_bwd) {
+    for (int32_t t = nb; t < g->n; t++) {
+        const mg_node *nd = &g->nodes[t];
+        const bool pack = nd->flags & MG_NODE_PACK;
+        for (int k = 0; needed[t] && k < nd->n_in; k++) {
+            const mg_tensor in = nd->in[k];
+            if (in >= nb) continue;
+            if (!pack) read_bwd[in] = -1;
+            else if (read_bwd[in] >= 0)
+                read_bwd[in] +=
+                    (double)mg_pool_size_class(g->descs.nbytes[nd->desc]);
+        }
+    }
+}
+
+/* The plain build (everything kept), measured into *peak_none: the chain's
+ * positions (c->t, c->pos, c->n) are its non-leaf ancestors of the
+ * gradients among the tensors the caller made, and *read_bwd (the
+ * caller's to free) what its backward ops read of them. The build is
+ * undone. */
+static mg_status chain_positions(bsrch *b, size_t *peak_none,
+                                 double **read_bwd) {
     mg_graph *g = b->g;
     bchain *c = &b->ch;
     const int32_t nb = c->n_before;
     size_t sz = (size_t)(nb ? nb : 1);
+    *read_bwd = NULL;
     bool *all = malloc(sz * sizeof *all);
     if (!all) return oom();
     for (int32_t t = 0; t < nb; t++) all[t] = true;
@@ -181,32 +204,19 @@ static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
         s = trial_measure(g, nb, b->outs, b->n_ys + b->n_xs, &b->peak,
                           peak_none, &none_flops);
     bool *needed = NULL;
-    /* per tensor: -1 when a backward op reads it whole, else the bytes of
-     * the packs the backward pass reads it through (0: not read) */
-    double *read_bwd = NULL;
+    double *rb = NULL;
     if (s == MG_OK) {
         needed = calloc((size_t)g->n, sizeof *needed);
-        read_bwd = calloc(sz, sizeof *read_bwd);
+        rb = calloc(sz, sizeof *rb);
         c->t = malloc(sz * sizeof *c->t);
         c->pos = malloc(sz * sizeof *c->pos);
-        if (!needed || !read_bwd || !c->t || !c->pos) s = oom();
+        if (!needed || !rb || !c->t || !c->pos) s = oom();
     }
     if (s == MG_OK)
         s = mgi_graph_mark_ancestors(g, b->result, b->n_xs, NULL, needed,
                                      "mg_gradients");
     if (s == MG_OK) {
-        for (int32_t t = nb; t < g->n; t++) {
-            const mg_node *nd = &g->nodes[t];
-            const bool pack = nd->flags & MG_NODE_PACK;
-            for (int k = 0; needed[t] && k < nd->n_in; k++) {
-                const mg_tensor in = nd->in[k];
-                if (in >= nb) continue;
-                if (!pack) read_bwd[in] = -1;
-                else if (read_bwd[in] >= 0)
-                    read_bwd[in] +=
-                        (double)mg_pool_size_class(g->descs.nbytes[nd->desc]);
-            }
-        }
+        backward_reads(g, nb, needed, rb);
         for (int32_t t = 0; t < nb; t++) {
             c->pos[t] = -1;
             if (!needed[t] ||
@@ -221,24 +231,18 @@ static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
     free(needed);
     free(all);
     if (s != MG_OK) {
-        free(read_bwd);
+        free(rb);
         return s;
     }
-    int32_t n = c->n;
-    size_t szn = (size_t)(n ? n : 1);
-    c->last = malloc(szn * sizeof *c->last);
-    c->bytes = malloc(szn * sizeof *c->bytes);
-    c->sep = calloc(szn + 1, sizeof *c->sep);
-    c->rb_pre = calloc(szn + 1, sizeof *c->rb_pre);
-    c->rs_pre = calloc(szn + 1, sizeof *c->rs_pre);
-    c->fl_pre = calloc(szn + 1, sizeof *c->fl_pre);
-    c->cand = malloc((szn + 1) * sizeof *c->cand);
-    c->gap = calloc(szn + 1, sizeof *c->gap);
-    if (!c->last || !c->bytes || !c->sep || !c->rb_pre || !c->rs_pre ||
-        !c->fl_pre || !c->cand || !c->gap) {
-        free(read_bwd);
-        return oom();
-    }
+    *read_bwd = rb;
+    return MG_OK;
+}
+
+/* Per position: its bytes, its last forward reader, the prefix sums of
+ * flops and of the bytes backward reads (whole, and through packs), then
+ * the separator a cut at each position keeps. */
+static void chain_weigh(bchain *c, const mg_graph *g, const double *read_bwd) {
+    const int32_t n = c->n, nb = c->n_before;
     for (int32_t i = 0; i < n; i++) {
         const mg_node *nd = &g->nodes[c->t[i]];
         c->last[i] = i;
@@ -255,7 +259,6 @@ static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
             if (p >= 0 && c->last[p] < i) c->last[p] = i;
         }
     }
-    free(read_bwd);
     c->store_pre = c->rb_pre;
     /* sep[p]: bytes of positions q <= p with last[q] > p, and p itself */
     for (int32_t i = 0; i < n; i++) {
@@ -263,8 +266,13 @@ static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
         c->sep[c->last[i] > i ? c->last[i] : i + 1] -= c->bytes[i];
     }
     for (int32_t i = 1; i < n; i++) c->sep[i] += c->sep[i - 1];
-    /* Candidate cuts: every position on short chains; on long ones the
-     * smallest separator of each run. Position n ends the chain. */
+}
+
+/* Candidate cuts: every position on short chains; on long ones the
+ * smallest separator of each run. Position n ends the chain. Then each
+ * candidate's gap: the most bytes of one position since the one before. */
+static void chain_candidates(bchain *c) {
+    const int32_t n = c->n;
     int32_t run = (n + MG_BUDGET_MAX_CUTS - 1) / MG_BUDGET_MAX_CUTS;
     if (run < 1) run = 1;
     for (int32_t i = 0; i < n; i += run) {
@@ -282,6 +290,33 @@ static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
     for (int32_t j = 0; j < c->k; j++)
         for (int32_t q = j ? c->cand[j - 1] + 1 : 0; q < c->cand[j]; q++)
             if (c->bytes[q] > c->gap[j]) c->gap[j] = c->bytes[q];
+}
+
+/* The forward positions of the plain build: the non-leaf ancestors of the
+ * gradients among the tensors the caller made, what the backward ops read
+ * of them, and the separator each cut would keep. The build is undone. */
+static mg_status chain_analyse(bsrch *b, size_t *peak_none) {
+    bchain *c = &b->ch;
+    double *read_bwd;
+    mg_status s = chain_positions(b, peak_none, &read_bwd);
+    if (s != MG_OK) return s;
+    size_t szn = (size_t)(c->n ? c->n : 1);
+    c->last = malloc(szn * sizeof *c->last);
+    c->bytes = malloc(szn * sizeof *c->bytes);
+    c->sep = calloc(szn + 1, sizeof *c->sep);
+    c->rb_pre = calloc(szn + 1, sizeof *c->rb_pre);
+    c->rs_pre = calloc(szn + 1, sizeof *c->rs_pre);
+    c->fl_pre = calloc(szn + 1, sizeof *c->fl_pre);
+    c->cand = malloc((szn + 1) * sizeof *c->cand);
+    c->gap = calloc(szn + 1, sizeof *c->gap);
+    if (!c->last || !c->bytes || !c->sep || !c->rb_pre || !c->rs_pre ||
+        !c->fl_pre || !c->cand || !c->gap) {
+        free(read_bwd);
+        return oom();
+    }
+    chain_weigh(c, b->g, read_bwd);
+    free(read_bwd);
+    chain_candidates(c);
     return MG_OK;
 }
 
@@ -1004,6 +1039,106 @@ static bool same_sched(const mg_chain_sched *a, const mg_chain_sched *b,
                    (size_t)a->snap_start[l] * sizeof *a->snap);
 }
 
+/* A weight in the multi-level DP's slots: at least 1, and past the last
+ * slot (MG_BUDGET_ML_SLOTS + 1) for anything that cannot fit. */
+static int32_t ml_slots(double d) {
+    return d < 1                    ? 1
+           : d > MG_BUDGET_ML_SLOTS ? MG_BUDGET_ML_SLOTS + 1
+                                    : (int32_t)d;
+}
+
+/* ml_search's state across its memory parameters: the DP's weights, the
+ * keep set a trial builds with, and per variant (Revolve's options, then
+ * with Rotor's store-all) the last schedule, its chain's length and
+ * whether it fitted, so that a schedule met again is not built again. */
+typedef struct mlwork {
+    int32_t *w, *ts, *all;
+    bool *keep;
+    mg_chain_sched prevs[2];
+    int32_t prev_ls[2];
+    bool prevs_fit[2];
+} mlwork;
+
+/* The chains of 16, 32, .., 256 steps, up to the first that uses every
+ * candidate cut; *n_levels counts those to free, a failed one too. */
+static mg_status ml_chains_build(const bchain *ch, mlchain *chains,
+                                 int *n_levels) {
+    mg_status s = MG_OK;
+    *n_levels = 0;
+    for (int v = 0; s == MG_OK && v < MG_BUDGET_ML_LEVELS; v++) {
+        s = mlchain_build(ch,
+                          MG_BUDGET_ML_STEPS >> (MG_BUDGET_ML_LEVELS - 1 - v),
+                          &chains[v]);
+        (*n_levels)++;
+        if (s == MG_OK && chains[v].l >= ch->k) break; /* every cut used */
+    }
+    return s;
+}
+
+/* Chain mc's weights in slots of u bytes: each step's tape (ts), the state
+ * kept at each cut (w), and Rotor's store-all, a step's tape and the state
+ * it makes (all). */
+static void ml_weights(const bchain *ch, const mlchain *mc, double u,
+                       mlwork *wk) {
+    const int32_t l = mc->l;
+    for (int32_t i = 0; i < l; i++) wk->ts[i] = (int32_t)ceil(mc->tapes[i] / u);
+    wk->w[0] = wk->w[l] = 1;
+    for (int32_t i = 1; i < l; i++)
+        wk->w[i] = ml_slots(ceil(ch->sep[mc->cut[i]] / u));
+    for (int32_t i = 0; i < l; i++)
+        wk->all[i] = ml_slots(ceil(
+            (mc->tapes[i] + (i + 1 < l ? ch->sep[mc->cut[i + 1]] : 0)) / u));
+}
+
+/* Variant va's schedule on chain mc (its weights already in wk), built and
+ * judged by the exact peak unless it is the variant's last one again;
+ * *fits whether it fits the budget, and best takes it when it is the
+ * cheapest fitting plan so far. */
+static mg_status ml_try_variant(bsrch *b, const mlchain *mc, int va, mlwork *wk,
+                                bbest *best, bool *fits) {
+    const int32_t l = mc->l;
+    mg_chain_sched *prev = &wk->prevs[va];
+    mg_chain_dp c = {.l = l,
+                     .f = mc->f,
+                     .w = wk->w,
+                     .slots = MG_BUDGET_ML_SLOTS,
+                     .tape = wk->ts,
+                     .all = va ? wk->all : NULL};
+    mg_chain_sched q;
+    mg_status s = mgi_chain_schedule(&c, &q);
+    if (s != MG_OK) return s;
+    if (l == wk->prev_ls[va] && same_sched(&q, prev, l)) {
+        mgi_chain_sched_free(&q);
+        *fits = wk->prevs_fit[va];
+        return MG_OK;
+    }
+    mgi_chain_sched_free(prev);
+    *prev = q;
+    wk->prev_ls[va] = l;
+    mg_ml_plan ml;
+    if ((s = ml_to_plan(&b->ch, mc, &q, wk->keep, &ml)) != MG_OK) return s;
+    size_t peak = SIZE_MAX;
+    double fl;
+    s = evaluate_ml(b, wk->keep, &ml, &peak, &fl);
+    if (s == MG_OK && peak < best->ml_min_peak) best->ml_min_peak = peak;
+    *fits = s == MG_OK && peak <= b->c->budget_bytes;
+    if (*fits && (!best->found || fl < best->flops ||
+                  (fl == best->flops && peak < best->peak))) {
+        const size_t szt = (size_t)(b->ch.n_before ? b->ch.n_before : 1);
+        best->found = true;
+        best->flops = fl;
+        best->peak = peak;
+        memcpy(best->keep, wk->keep, szt * sizeof *wk->keep);
+        memset(best->remat, 0, szt);
+        best->lazy = false;
+        mgi_ml_plan_free(&best->ml);
+        best->ml = ml;
+    } else {
+        mgi_ml_plan_free(&ml);
+    }
+    return s;
+}
+
 static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
     const bchain *ch = &b->ch;
     if (ch->k < 3) return MG_OK; /* no chain to recompute in levels */
@@ -1015,25 +1150,16 @@ static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
     /* Finer chains cost a cubic DP but hold less per step: each M takes
      * the coarsest whose steps hold at most a third of it. */
     mlchain chains[MG_BUDGET_ML_LEVELS];
-    mg_status s = MG_OK;
-    int n_levels = 0;
-    for (int v = 0; s == MG_OK && v < MG_BUDGET_ML_LEVELS; v++) {
-        s = mlchain_build(ch,
-                          MG_BUDGET_ML_STEPS >> (MG_BUDGET_ML_LEVELS - 1 - v),
-                          &chains[v]);
-        n_levels++;
-        if (s == MG_OK && chains[v].l >= ch->k) break; /* every cut used */
-    }
+    int n_levels;
+    mg_status s = ml_chains_build(ch, chains, &n_levels);
     const size_t szt = (size_t)(ch->n_before ? ch->n_before : 1);
-    int32_t *w = malloc((size_t)(MG_BUDGET_ML_STEPS + 2) * sizeof *w);
-    int32_t *ts = malloc((size_t)(MG_BUDGET_ML_STEPS + 2) * sizeof *ts);
-    int32_t *all = malloc((size_t)(MG_BUDGET_ML_STEPS + 2) * sizeof *all);
-    bool *keep = malloc(szt * sizeof *keep);
-    if (s == MG_OK && (!w || !ts || !all || !keep)) s = oom();
-    mg_chain_sched prevs[2];
-    memset(prevs, 0, sizeof prevs);
-    int32_t prev_ls[2] = {-1, -1};
-    bool prevs_fit[2] = {false, false};
+    const size_t nw = (size_t)(MG_BUDGET_ML_STEPS + 2);
+    mlwork wk = {.w = malloc(nw * sizeof *wk.w),
+                 .ts = malloc(nw * sizeof *wk.ts),
+                 .all = malloc(nw * sizeof *wk.all),
+                 .keep = malloc(szt * sizeof *wk.keep),
+                 .prev_ls = {-1, -1}};
+    if (s == MG_OK && (!wk.w || !wk.ts || !wk.all || !wk.keep)) s = oom();
     const double lo = MG_BUDGET_GRID_LO * (double)peak_none;
     const double step = pow(MG_BUDGET_ML_GRID_HI / MG_BUDGET_GRID_LO,
                             1.0 / (MG_BUDGET_ML_GRID - 1));
@@ -1055,86 +1181,31 @@ static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
             break;
         }
         const double u = M / MG_BUDGET_ML_SLOTS;
-        bool fits = false;
         int v = 0;
         while (v + 1 < n_levels && chains[v].tape > M / 3) v++;
         const mlchain *mc = &chains[v];
-        const int32_t l = mc->l;
-        const double tape = ceil(mc->tape / u);
-        if (tape >= MG_BUDGET_ML_SLOTS) continue; /* fits at no M below */
-        for (int32_t i = 0; i < l; i++) ts[i] = (int32_t)ceil(mc->tapes[i] / u);
-        w[0] = w[l] = 1;
-        for (int32_t i = 1; i < l; i++) {
-            double d = ceil(ch->sep[mc->cut[i]] / u);
-            w[i] = d < 1                    ? 1
-                   : d > MG_BUDGET_ML_SLOTS ? MG_BUDGET_ML_SLOTS + 1
-                                            : (int32_t)d;
-        }
-        /* Rotor's store-all: a step's tape and the state it makes */
-        for (int32_t i = 0; i < l; i++) {
-            const double d = ceil(
-                (mc->tapes[i] + (i + 1 < l ? ch->sep[mc->cut[i + 1]] : 0)) / u);
-            all[i] = d < 1                    ? 1
-                     : d > MG_BUDGET_ML_SLOTS ? MG_BUDGET_ML_SLOTS + 1
-                                              : (int32_t)d;
-        }
+        if (ceil(mc->tape / u) >= MG_BUDGET_ML_SLOTS)
+            continue; /* fits at no M below */
+        ml_weights(ch, mc, u, &wk);
         /* Revolve's options, then with Rotor's store-all as well: the
          * DP's model ranks them, the exact peak judges each */
         bool fits_any = false;
         for (int va = 0; s == MG_OK && va < 2; va++) {
-            mg_chain_sched *prev = &prevs[va];
-            bool prev_fits = prevs_fit[va];
-            mg_chain_dp c = {.l = l,
-                             .f = mc->f,
-                             .w = w,
-                             .slots = MG_BUDGET_ML_SLOTS,
-                             .tape = ts,
-                             .all = va ? all : NULL};
-            mg_chain_sched q;
-            if ((s = mgi_chain_schedule(&c, &q)) != MG_OK) break;
-            if (l == prev_ls[va] && same_sched(&q, prev, l)) {
-                mgi_chain_sched_free(&q);
-                fits = prev_fits;
-            } else {
-                mgi_chain_sched_free(prev);
-                *prev = q;
-                prev_ls[va] = l;
-                mg_ml_plan ml;
-                if ((s = ml_to_plan(ch, mc, &q, keep, &ml)) != MG_OK) break;
-                size_t peak = SIZE_MAX;
-                double fl;
-                s = evaluate_ml(b, keep, &ml, &peak, &fl);
-                if (s == MG_OK && peak < best->ml_min_peak)
-                    best->ml_min_peak = peak;
-                fits = s == MG_OK && peak <= b->c->budget_bytes;
-                if (s == MG_OK && peak <= b->c->budget_bytes &&
-                    (!best->found || fl < best->flops ||
-                     (fl == best->flops && peak < best->peak))) {
-                    best->found = true;
-                    best->flops = fl;
-                    best->peak = peak;
-                    memcpy(best->keep, keep, szt * sizeof *keep);
-                    memset(best->remat, 0, szt);
-                    best->lazy = false;
-                    mgi_ml_plan_free(&best->ml);
-                    best->ml = ml;
-                } else {
-                    mgi_ml_plan_free(&ml);
-                }
-            }
-            prevs_fit[va] = fits;
+            bool fits = false;
+            if ((s = ml_try_variant(b, mc, va, &wk, best, &fits)) != MG_OK)
+                break;
+            wk.prevs_fit[va] = fits;
             fits_any = fits_any || fits;
         }
-        fits = fits_any;
-        grid_bracket(g >= MG_BUDGET_ML_GRID, fits, M, &fit_M, &above_M);
+        grid_bracket(g >= MG_BUDGET_ML_GRID, fits_any, M, &fit_M, &above_M);
     }
-    mgi_chain_sched_free(&prevs[0]);
-    mgi_chain_sched_free(&prevs[1]);
+    mgi_chain_sched_free(&wk.prevs[0]);
+    mgi_chain_sched_free(&wk.prevs[1]);
     for (int v = 0; v < n_levels; v++) mlchain_free(&chains[v]);
-    free(w);
-    free(ts);
-    free(all);
-    free(keep);
+    free(wk.w);
+    free(wk.ts);
+    free(wk.all);
+    free(wk.keep);
     return s;
 }
 

@@ -156,6 +156,15 @@ mg_status mgi_recompute_enter(mg_graph *g, mg_recompute *r, mg_tensor v) {
     return MG_OK;
 }
 
+/* A multi-level plan's list of the copies in force (r->made) loses the
+ * ones just forgotten. */
+static void drop_forgotten_made(mg_recompute *r) {
+    int32_t k = 0;
+    for (int32_t i = 0; i < r->n_made; i++)
+        if (r->copy[r->made[i]] != MG_NO_TENSOR) r->made[k++] = r->made[i];
+    r->n_made = k;
+}
+
 void mgi_recompute_forget_unread(mg_graph *g, mg_recompute *r,
                                  mg_tensor first_copy, mg_tensor first_rule) {
     if (!r || !(r->ml || r->lazy) || first_rule <= first_copy) return;
@@ -181,11 +190,7 @@ void mgi_recompute_forget_unread(mg_graph *g, mg_recompute *r,
             forgot = true;
         }
     }
-    if (!forgot || !r->ml) return;
-    int32_t k = 0;
-    for (int32_t i = 0; i < r->n_made; i++)
-        if (r->copy[r->made[i]] != MG_NO_TENSOR) r->made[k++] = r->made[i];
-    r->n_made = k;
+    if (forgot && r->ml) drop_forgotten_made(r);
 }
 
 void mgi_recompute_release_remat(const mg_graph *g, mg_recompute *r,
@@ -202,11 +207,7 @@ void mgi_recompute_release_remat(const mg_graph *g, mg_recompute *r,
         r->copy[c->orig] = MG_NO_TENSOR;
         forgot = true;
     }
-    if (!forgot || !r->ml) return;
-    int32_t k = 0;
-    for (int32_t i = 0; i < r->n_made; i++)
-        if (r->copy[r->made[i]] != MG_NO_TENSOR) r->made[k++] = r->made[i];
-    r->n_made = k;
+    if (forgot && r->ml) drop_forgotten_made(r);
 }
 
 void mgi_ml_plan_free(mg_ml_plan *p) {

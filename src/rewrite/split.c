@@ -114,49 +114,31 @@ static mg_status has_unread_kept_leaf(const mg_plan *p, bool *late) {
     return MG_OK;
 }
 
-mg_status mgi_plan_split(mg_plan *p, const bool *bwd, int32_t *last,
-                         int32_t *fill) {
-    const mg_graph *g = p->g;
-    size_t sz = (size_t)(p->n_tensors ? p->n_tensors : 1);
-    int32_t n_bwd = 0;
-    bool prefix = true; /* every forward step before every backward one */
-    for (int32_t i = 0; i < p->n_steps; i++) {
-        if (bwd[p->steps[i]]) n_bwd++;
-        else if (n_bwd) prefix = false;
-    }
-    /* A kept leaf that no forward step reads is bound when backward runs:
-     * a gradient that is the seed itself (y = f(x) + b: dL/db is dL/dy),
-     * which the caller has only then. It goes to the backward phase (the
-     * kept loop below), and a plan with one is phased even when it has no
-     * backward step (y = x + b), so that mg_exec_forward and
-     * mg_exec_backward still serve it. */
-    if (n_bwd == 0) {
-        bool late;
-        mg_status s = has_unread_kept_leaf(p, &late);
-        if (s != MG_OK || !late) return s;
-    }
-    const int32_t n_fwd = p->n_steps - n_bwd;
-    mg_plan *f = phase_alloc(p), *b = phase_alloc(p);
-    bool *saved = calloc(sz, sizeof *saved);
-    mg_status s = MG_OK;
-    if (f && b && prefix) { /* the phases are stretches of p's steps */
+/* The phases' step lists: stretches of p's when every forward step comes
+ * before every backward one (prefix), else arrays of their own, filled by
+ * phase_steps_fill. False when out of memory. */
+static bool phase_steps_alloc(const mg_plan *p, mg_plan *f, mg_plan *b,
+                              int32_t n_fwd, int32_t n_bwd, bool prefix) {
+    if (prefix) {
         f->steps = p->steps;
         f->step = p->step;
         b->steps = p->steps + n_fwd;
         b->step = p->step + n_fwd;
         f->n_steps = n_fwd; /* now, so that mgi_phase_unshare knows them */
         b->n_steps = n_bwd;
-    } else if (f && b) {
-        f->steps = malloc((size_t)(n_fwd ? n_fwd : 1) * sizeof *f->steps);
-        f->step = malloc((size_t)(n_fwd ? n_fwd : 1) * sizeof *f->step);
-        b->steps = malloc((size_t)(n_bwd ? n_bwd : 1) * sizeof *b->steps);
-        b->step = malloc((size_t)(n_bwd ? n_bwd : 1) * sizeof *b->step);
+        return true;
     }
-    if (!f || !b || !saved || !f->steps || !f->step || !b->steps || !b->step) {
-        s = mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
-                                       "the forward and backward phases");
-        goto done;
-    }
+    f->steps = malloc((size_t)(n_fwd ? n_fwd : 1) * sizeof *f->steps);
+    f->step = malloc((size_t)(n_fwd ? n_fwd : 1) * sizeof *f->step);
+    b->steps = malloc((size_t)(n_bwd ? n_bwd : 1) * sizeof *b->steps);
+    b->step = malloc((size_t)(n_bwd ? n_bwd : 1) * sizeof *b->step);
+    return f->steps && f->step && b->steps && b->step;
+}
+
+/* Each step of p, in order, computed in its phase (and copied there
+ * unless the phase is a stretch of p's). */
+static void phase_steps_fill(const mg_plan *p, const bool *bwd, bool prefix,
+                             mg_plan *f, mg_plan *b) {
     for (int32_t i = 0; i < p->n_steps; i++) {
         mg_tensor t = p->steps[i];
         mg_plan *q = bwd[t] ? b : f;
@@ -166,17 +148,23 @@ mg_status mgi_plan_split(mg_plan *p, const bool *bwd, int32_t *last,
             q->steps[q->n_steps++] = t;
         }
     }
+}
+
+/* The leaves each phase's steps read, and saved[t] for each forward tensor
+ * a backward step reads. A forward step that reads a backward tensor is
+ * the scheduler's error. */
+static mg_status phase_reads(const mg_plan *p, const bool *bwd, mg_plan *f,
+                             mg_plan *b, bool *saved) {
     for (int32_t i = 0; i < f->n_steps; i++)
         for (int k = 0; k < f->step[i].n_in; k++) {
             mg_tensor in = f->step[i].in[k];
             if (bwd[in]) {
                 char la[160];
-                s = mg_set_error(
+                return mg_set_error(
                     MG_ERR_INTERNAL,
                     "mg_plan_compile: forward op %s reads a "
                     "backward tensor",
-                    mgi_graph_tensor_label(g, f->steps[i], la, sizeof la));
-                goto done;
+                    mgi_graph_tensor_label(p->g, f->steps[i], la, sizeof la));
             }
             if (p->role[in] & MG_ROLE_LEAF) f->role[in] |= MG_ROLE_LEAF;
         }
@@ -186,6 +174,14 @@ mg_status mgi_plan_split(mg_plan *p, const bool *bwd, int32_t *last,
             if (p->role[in] & MG_ROLE_LEAF) b->role[in] |= MG_ROLE_LEAF;
             else if (!bwd[in]) saved[in] = true;
         }
+    return MG_OK;
+}
+
+/* p's kept tensors, each kept by the phase that computes it (a kept leaf
+ * by f when f's steps read it, else by b); the saved state kept by f and
+ * leaves of b; then each phase's list of leaves. */
+static void phase_kept(const mg_plan *p, const bool *bwd, const bool *saved,
+                       mg_plan *f, mg_plan *b) {
     for (int32_t k = 0; k < p->n_kept; k++) {
         mg_tensor t = p->kept[k];
         if (p->role[t] & MG_ROLE_LEAF) {
@@ -207,6 +203,42 @@ mg_status mgi_plan_split(mg_plan *p, const bool *bwd, int32_t *last,
         if (f->role[t] & MG_ROLE_LEAF) f->leaves[f->n_leaves++] = t;
         if (b->role[t] & MG_ROLE_LEAF) b->leaves[b->n_leaves++] = t;
     }
+}
+
+mg_status mgi_plan_split(mg_plan *p, const bool *bwd, int32_t *last,
+                         int32_t *fill) {
+    size_t sz = (size_t)(p->n_tensors ? p->n_tensors : 1);
+    int32_t n_bwd = 0;
+    bool prefix = true; /* every forward step before every backward one */
+    for (int32_t i = 0; i < p->n_steps; i++) {
+        if (bwd[p->steps[i]]) n_bwd++;
+        else if (n_bwd) prefix = false;
+    }
+    /* A kept leaf that no forward step reads is bound when backward runs:
+     * a gradient that is the seed itself (y = f(x) + b: dL/db is dL/dy),
+     * which the caller has only then. It goes to the backward phase
+     * (phase_kept), and a plan with one is phased even when it has no
+     * backward step (y = x + b), so that mg_exec_forward and
+     * mg_exec_backward still serve it. */
+    if (n_bwd == 0) {
+        bool late;
+        mg_status s = has_unread_kept_leaf(p, &late);
+        if (s != MG_OK || !late) return s;
+    }
+    const int32_t n_fwd = p->n_steps - n_bwd;
+    mg_plan *f = phase_alloc(p), *b = phase_alloc(p);
+    bool *saved = calloc(sz, sizeof *saved);
+    mg_status s = MG_OK;
+    if (!f || !b || !saved ||
+        !phase_steps_alloc(p, f, b, n_fwd, n_bwd, prefix)) {
+        s = mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
+                                       "the forward and backward phases");
+        goto done;
+    }
+    phase_steps_fill(p, bwd, prefix, f, b);
+    s = phase_reads(p, bwd, f, b, saved);
+    if (s != MG_OK) goto done;
+    phase_kept(p, bwd, saved, f, b);
     build_releases(f, p, last, fill);
     build_releases(b, p, last, fill);
     p->phase[0] = f;

@@ -36,57 +36,56 @@ static void conv_valid_cols(const mg_conv_dims *d, int j, int64_t *lo,
     *hi = b;
 }
 
+/* The walk im2col and col2im share, over col in order: for each (c, i, j)
+ * its valid output columns [lo, hi) and x's column offset off, then for
+ * each output row oy the input row iy (inside x or not); the statements
+ * given last run there, col at that row's OW entries. A macro, not a
+ * function taking the row's work, so that the inner loops compile as they
+ * did written out. */
+#define CONV_COL_ROWS(d, col, ...)                                             \
+    for (int64_t c = 0; c < (d)->cg; c++)                                      \
+        for (int i = 0; i < (d)->kh; i++)                                      \
+            for (int j = 0; j < (d)->kw; j++) {                                \
+                int64_t lo, hi;                                                \
+                conv_valid_cols(d, j, &lo, &hi);                               \
+                const int64_t off = (int64_t)j * (d)->dw - (d)->pw;            \
+                for (int64_t oy = 0; oy < (d)->oh; oy++, col += (d)->ow) {     \
+                    const int64_t iy =                                         \
+                        oy * (d)->sh - (d)->ph + (int64_t)i * (d)->dh;         \
+                    __VA_ARGS__                                                \
+                }                                                              \
+            }
+
 #define CONV_DEF(T, SUF, GEMM)                                                 \
     static void im2col_##SUF(const T *restrict x, T *restrict col,             \
                              const mg_conv_dims *d) {                          \
-        for (int64_t c = 0; c < d->cg; c++)                                    \
-            for (int i = 0; i < d->kh; i++)                                    \
-                for (int j = 0; j < d->kw; j++) {                              \
-                    int64_t lo, hi;                                            \
-                    conv_valid_cols(d, j, &lo, &hi);                           \
-                    const int64_t off = (int64_t)j * d->dw - d->pw;            \
-                    for (int64_t oy = 0; oy < d->oh; oy++, col += d->ow) {     \
-                        const int64_t iy =                                     \
-                            oy * d->sh - d->ph + (int64_t)i * d->dh;           \
-                        if (iy < 0 || iy >= d->h || lo == hi) {                \
-                            memset(col, 0, (size_t)d->ow * sizeof(T));         \
-                            continue;                                          \
-                        }                                                      \
-                        const T *row = x + (c * d->h + iy) * d->w + off;       \
-                        if (lo > 0) memset(col, 0, (size_t)lo * sizeof(T));    \
-                        if (d->sw == 1)                                        \
-                            memcpy(col + lo, row + lo,                         \
-                                   (size_t)(hi - lo) * sizeof(T));             \
-                        else                                                   \
-                            for (int64_t ox = lo; ox < hi; ox++)               \
-                                col[ox] = row[ox * d->sw];                     \
-                        if (hi < d->ow)                                        \
-                            memset(col + hi, 0,                                \
-                                   (size_t)(d->ow - hi) * sizeof(T));          \
-                    }                                                          \
-                }                                                              \
+        CONV_COL_ROWS(d, col, {                                                \
+            if (iy < 0 || iy >= d->h || lo == hi) {                            \
+                memset(col, 0, (size_t)d->ow * sizeof(T));                     \
+                continue;                                                      \
+            }                                                                  \
+            const T *row = x + (c * d->h + iy) * d->w + off;                   \
+            if (lo > 0) memset(col, 0, (size_t)lo * sizeof(T));                \
+            if (d->sw == 1)                                                    \
+                memcpy(col + lo, row + lo, (size_t)(hi - lo) * sizeof(T));     \
+            else                                                               \
+                for (int64_t ox = lo; ox < hi; ox++)                           \
+                    col[ox] = row[ox * d->sw];                                 \
+            if (hi < d->ow)                                                    \
+                memset(col + hi, 0, (size_t)(d->ow - hi) * sizeof(T));         \
+        })                                                                     \
     }                                                                          \
     static void col2im_##SUF(const T *restrict col, T *restrict x,             \
                              const mg_conv_dims *d) {                          \
-        for (int64_t c = 0; c < d->cg; c++)                                    \
-            for (int i = 0; i < d->kh; i++)                                    \
-                for (int j = 0; j < d->kw; j++) {                              \
-                    int64_t lo, hi;                                            \
-                    conv_valid_cols(d, j, &lo, &hi);                           \
-                    const int64_t off = (int64_t)j * d->dw - d->pw;            \
-                    for (int64_t oy = 0; oy < d->oh; oy++, col += d->ow) {     \
-                        const int64_t iy =                                     \
-                            oy * d->sh - d->ph + (int64_t)i * d->dh;           \
-                        if (iy < 0 || iy >= d->h) continue;                    \
-                        T *row = x + (c * d->h + iy) * d->w + off;             \
-                        if (d->sw == 1) /* unit stride: vectorises */          \
-                            for (int64_t ox = lo; ox < hi; ox++)               \
-                                row[ox] += col[ox];                            \
-                        else                                                   \
-                            for (int64_t ox = lo; ox < hi; ox++)               \
-                                row[ox * d->sw] += col[ox];                    \
-                    }                                                          \
-                }                                                              \
+        CONV_COL_ROWS(d, col, {                                                \
+            if (iy < 0 || iy >= d->h) continue;                                \
+            T *row = x + (c * d->h + iy) * d->w + off;                         \
+            if (d->sw == 1) /* unit stride: vectorises */                      \
+                for (int64_t ox = lo; ox < hi; ox++) row[ox] += col[ox];       \
+            else                                                               \
+                for (int64_t ox = lo; ox < hi; ox++)                           \
+                    row[ox * d->sw] += col[ox];                                \
+        })                                                                     \
     }                                                                          \
     /* (a, b) are (x, w), (gy, w) or (gy, x) by mode; out is y, dx or dw. */   \
     static mg_status conv_##SUF(const T *a, const T *b, T *out, T *col,        \

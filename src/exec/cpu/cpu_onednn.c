@@ -259,9 +259,24 @@ static bool od_reorder(const dnnl_memory_desc_t *src,
     return ok;
 }
 
-/* Build the convolution primitive (and reorders) for k into e; false if
- * oneDNN refuses the geometry. */
-static bool od_build_conv(const od_key *k, od_entry *e) {
+/* A convolution's memory descriptors: x, y and w as the primitive may
+ * choose them (any layout on MGI_CONV_ONEDNN), their plain forms (NCHW,
+ * OIHW or GOIHW), and its strides, dilations and paddings. */
+typedef struct od_conv_md {
+    dnnl_memory_desc_t x, y, w, xu, yu, wu;
+    dnnl_dims_t st, dil, pl, pr;
+} od_conv_md;
+
+/* A primitive's operands in mg_kargs order: the plain descriptor of each,
+ * the query for the primitive's own, and its DNNL_ARG. */
+typedef struct od_operands {
+    const dnnl_memory_desc_t *user[OD_NARGS];
+    dnnl_query_t q[OD_NARGS];
+    int args[OD_NARGS];
+} od_operands;
+
+static bool od_conv_md_init(const od_key *k, od_conv_md *m) {
+    memset(m, 0, sizeof *m);
     const bool any = k->path == MGI_CONV_ONEDNN;
     const dnnl_format_tag_t act = any ? dnnl_format_tag_any : dnnl_nchw;
     /* Ungrouped weights as 4-D OIHW, not 5-D GOIHW with one group: the
@@ -277,85 +292,92 @@ static bool od_build_conv(const od_key *k, od_entry *e) {
     dnnl_dims_t wd = {k->groups, k->o / k->groups, k->c / k->groups, k->kh,
                       k->kw};
     if (!grouped) memmove(wd, wd + 1, 4 * sizeof wd[0]);
-    dnnl_memory_desc_t x, y, w, xu, yu, wu;
-    if (dnnl_memory_desc_init_by_tag(&x, 4, xd, dnnl_f32, act) ||
-        dnnl_memory_desc_init_by_tag(&y, 4, yd, dnnl_f32, act) ||
-        dnnl_memory_desc_init_by_tag(&w, wnd, wd, dnnl_f32, wtag) ||
-        dnnl_memory_desc_init_by_tag(&xu, 4, xd, dnnl_f32, dnnl_nchw) ||
-        dnnl_memory_desc_init_by_tag(&yu, 4, yd, dnnl_f32, dnnl_nchw) ||
-        dnnl_memory_desc_init_by_tag(&wu, wnd, wd, dnnl_f32, wplain))
+    if (dnnl_memory_desc_init_by_tag(&m->x, 4, xd, dnnl_f32, act) ||
+        dnnl_memory_desc_init_by_tag(&m->y, 4, yd, dnnl_f32, act) ||
+        dnnl_memory_desc_init_by_tag(&m->w, wnd, wd, dnnl_f32, wtag) ||
+        dnnl_memory_desc_init_by_tag(&m->xu, 4, xd, dnnl_f32, dnnl_nchw) ||
+        dnnl_memory_desc_init_by_tag(&m->yu, 4, yd, dnnl_f32, dnnl_nchw) ||
+        dnnl_memory_desc_init_by_tag(&m->wu, wnd, wd, dnnl_f32, wplain))
         return false;
     /* memgrad pads both sides alike; oneDNN's right padding is whatever
      * makes its output size formula give OH, OW: negative where the last
      * window stops short of x's edge (a 1x1 stride-2 shortcut on an even
      * size), which oneDNN accepts. */
-    dnnl_dims_t st = {k->sh, k->sw}, dil = {k->dh - 1, k->dw - 1};
-    dnnl_dims_t pl = {k->ph, k->pw};
-    dnnl_dims_t pr = {
-        (k->oh - 1) * k->sh + (int64_t)(k->kh - 1) * k->dh + 1 - k->h - k->ph,
-        (k->ow - 1) * k->sw + (int64_t)(k->kw - 1) * k->dw + 1 - k->w - k->pw};
-    dnnl_primitive_attr_t attr = NULL;
-    if (dnnl_primitive_attr_create(&attr) != dnnl_success) return false;
-    bool ok = dnnl_primitive_attr_set_scratchpad_mode(
-                  attr, dnnl_scratchpad_mode_user) == dnnl_success;
+    m->st[0] = k->sh, m->st[1] = k->sw;
+    m->dil[0] = k->dh - 1, m->dil[1] = k->dw - 1;
+    m->pl[0] = k->ph, m->pl[1] = k->pw;
+    m->pr[0] = od_pad_r(k->oh, k->sh, k->kh, k->dh, k->h, k->ph);
+    m->pr[1] = od_pad_r(k->ow, k->sw, k->kw, k->dw, k->w, k->pw);
+    return true;
+}
+
+/* The primitive descriptor of k's op into *pd (the forward one, which a
+ * backward one is hinted with, into *fpd unless it is *pd), and its
+ * operands; the caller destroys both descriptors. */
+static bool od_conv_pd(const od_key *k, od_conv_md *m,
+                       const_dnnl_primitive_attr_t attr,
+                       dnnl_primitive_desc_t *fpd, dnnl_primitive_desc_t *pd,
+                       od_operands *o) {
     dnnl_convolution_desc_t fd, bd;
-    dnnl_primitive_desc_t fpd = NULL, pd = NULL;
-    ok = ok && dnnl_dilated_convolution_forward_desc_init(
-                   &fd, dnnl_forward_training, dnnl_convolution_direct, &x, &w,
-                   NULL, &y, st, dil, pl, pr) == dnnl_success;
-    ok = ok && dnnl_primitive_desc_create(&fpd, &fd, attr, od_engine, NULL) ==
-                   dnnl_success;
-    /* operands in mg_kargs order, with the plain descriptor of each */
-    const dnnl_memory_desc_t *user[OD_NARGS];
-    dnnl_query_t q[OD_NARGS];
-    int args[OD_NARGS];
-    if (ok) switch (k->op) {
-        case MG_OP_CONV2D: /* (x, w) -> y */
-            pd = fpd;
-            fpd = NULL;
-            user[0] = &xu, q[0] = dnnl_query_src_md, args[0] = DNNL_ARG_SRC;
-            user[1] = &wu, q[1] = dnnl_query_weights_md,
-            args[1] = DNNL_ARG_WEIGHTS;
-            user[2] = &yu, q[2] = dnnl_query_dst_md, args[2] = DNNL_ARG_DST;
-            break;
-        case MG_OP_CONV2D_GRAD_INPUT: /* (gy, w) -> gx */
-            ok = dnnl_dilated_convolution_backward_data_desc_init(
-                     &bd, dnnl_convolution_direct, &x, &w, &y, st, dil, pl,
-                     pr) == dnnl_success &&
-                 dnnl_primitive_desc_create(&pd, &bd, attr, od_engine, fpd) ==
-                     dnnl_success;
-            user[0] = &yu, q[0] = dnnl_query_diff_dst_md,
-            args[0] = DNNL_ARG_DIFF_DST;
-            user[1] = &wu, q[1] = dnnl_query_weights_md,
-            args[1] = DNNL_ARG_WEIGHTS;
-            user[2] = &xu, q[2] = dnnl_query_diff_src_md,
-            args[2] = DNNL_ARG_DIFF_SRC;
-            break;
-        case MG_OP_CONV2D_GRAD_WEIGHT: /* (gy, x) -> gw */
-            ok = dnnl_dilated_convolution_backward_weights_desc_init(
-                     &bd, dnnl_convolution_direct, &x, &w, NULL, &y, st, dil,
-                     pl, pr) == dnnl_success &&
-                 dnnl_primitive_desc_create(&pd, &bd, attr, od_engine, fpd) ==
-                     dnnl_success;
-            user[0] = &yu, q[0] = dnnl_query_diff_dst_md,
-            args[0] = DNNL_ARG_DIFF_DST;
-            user[1] = &xu, q[1] = dnnl_query_src_md, args[1] = DNNL_ARG_SRC;
-            user[2] = &wu, q[2] = dnnl_query_diff_weights_md,
-            args[2] = DNNL_ARG_DIFF_WEIGHTS;
-            break;
-        default: ok = false;
-        }
-    size_t scratch = 0, copies = 0;
-    if (ok) {
-        scratch = dnnl_memory_desc_get_size(
-            dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
-        ok = dnnl_primitive_create(&e->prim, pd) == dnnl_success;
+    bool ok;
+    if (dnnl_dilated_convolution_forward_desc_init(
+            &fd, dnnl_forward_training, dnnl_convolution_direct, &m->x, &m->w,
+            NULL, &m->y, m->st, m->dil, m->pl, m->pr) != dnnl_success ||
+        dnnl_primitive_desc_create(fpd, &fd, attr, od_engine, NULL) !=
+            dnnl_success)
+        return false;
+    switch (k->op) {
+    case MG_OP_CONV2D: /* (x, w) -> y */
+        *pd = *fpd;
+        *fpd = NULL;
+        *o = (od_operands){
+            {&m->xu, &m->wu, &m->yu},
+            {dnnl_query_src_md, dnnl_query_weights_md, dnnl_query_dst_md},
+            {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST}};
+        return true;
+    case MG_OP_CONV2D_GRAD_INPUT: /* (gy, w) -> gx */
+        *o = (od_operands){
+            {&m->yu, &m->wu, &m->xu},
+            {dnnl_query_diff_dst_md, dnnl_query_weights_md,
+             dnnl_query_diff_src_md},
+            {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC}};
+        ok = dnnl_dilated_convolution_backward_data_desc_init(
+                 &bd, dnnl_convolution_direct, &m->x, &m->w, &m->y, m->st,
+                 m->dil, m->pl, m->pr) == dnnl_success;
+        break;
+    case MG_OP_CONV2D_GRAD_WEIGHT: /* (gy, x) -> gw */
+        *o = (od_operands){
+            {&m->yu, &m->xu, &m->wu},
+            {dnnl_query_diff_dst_md, dnnl_query_src_md,
+             dnnl_query_diff_weights_md},
+            {DNNL_ARG_DIFF_DST, DNNL_ARG_SRC, DNNL_ARG_DIFF_WEIGHTS}};
+        ok = dnnl_dilated_convolution_backward_weights_desc_init(
+                 &bd, dnnl_convolution_direct, &m->x, &m->w, NULL, &m->y, m->st,
+                 m->dil, m->pl, m->pr) == dnnl_success;
+        break;
+    default: return false;
     }
+    /* a backward primitive, hinted with the forward one */
+    return ok && dnnl_primitive_desc_create(pd, &bd, attr, od_engine, *fpd) ==
+                     dnnl_success;
+}
+
+/* The primitive of pd into e, with a reorder for each operand whose
+ * layout the primitive chose differently from the plain one (inputs into
+ * its layout, the output back), and e's workspace: the scratchpad the
+ * primitive and the reorders share, then the operands' copies. */
+static bool od_conv_finish(od_entry *e, const_dnnl_primitive_desc_t pd,
+                           const_dnnl_primitive_attr_t attr,
+                           const od_operands *o) {
+    size_t scratch = dnnl_memory_desc_get_size(
+        dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0));
+    size_t copies = 0;
+    bool ok = dnnl_primitive_create(&e->prim, pd) == dnnl_success;
     for (int i = 0; ok && i < OD_NARGS; i++) {
         od_arg *g = &e->args[i];
-        g->arg = args[i];
-        g->user = *user[i];
-        g->prim = *dnnl_primitive_desc_query_md(pd, q[i], 0);
+        g->arg = o->args[i];
+        g->user = *o->user[i];
+        g->prim = *dnnl_primitive_desc_query_md(pd, o->q[i], 0);
         if (dnnl_memory_desc_equal(&g->user, &g->prim)) continue;
         ok = i < 2
                  ? od_reorder(&g->user, &g->prim, attr, &g->reorder, &scratch)
@@ -368,6 +390,22 @@ static bool od_build_conv(const od_key *k, od_entry *e) {
         for (int i = 0; i < OD_NARGS; i++) e->args[i].off += e->scratch;
         e->total = e->scratch + copies;
     }
+    return ok;
+}
+
+/* Build the convolution primitive (and reorders) for k into e; false if
+ * oneDNN refuses the geometry. */
+static bool od_build_conv(const od_key *k, od_entry *e) {
+    od_conv_md m;
+    if (!od_conv_md_init(k, &m)) return false;
+    dnnl_primitive_attr_t attr = NULL;
+    if (dnnl_primitive_attr_create(&attr) != dnnl_success) return false;
+    bool ok = dnnl_primitive_attr_set_scratchpad_mode(
+                  attr, dnnl_scratchpad_mode_user) == dnnl_success;
+    dnnl_primitive_desc_t fpd = NULL, pd = NULL;
+    od_operands o;
+    ok = ok && od_conv_pd(k, &m, attr, &fpd, &pd, &o);
+    ok = ok && od_conv_finish(e, pd, attr, &o);
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (fpd) dnnl_primitive_desc_destroy(fpd);
     dnnl_primitive_attr_destroy(attr);

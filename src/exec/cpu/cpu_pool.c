@@ -40,76 +40,78 @@ POOL_ARGMAX_DEF(float, f32)
 POOL_ARGMAX_DEF(double, f64)
 #undef POOL_ARGMAX_DEF
 
+/* A pooling kernel's frame: each plane p (hw inputs, ohw outputs) whole
+ * on one thread, by PLANE, a call of the kernel's plane function. */
+#define POOL_PLANES(d, PLANE)                                                  \
+    do {                                                                       \
+        const int64_t hw = (d)->h * (d)->w, ohw = (d)->oh * (d)->ow;           \
+        MG_CPU_PAR_LOOP((d)->planes *hw,                                       \
+                        for (int64_t p = 0; p < (d)->planes; p++),             \
+                        { PLANE; });                                           \
+    } while (0)
+
 #define POOL_DEF(T, SUF)                                                       \
+    static void max_pool_plane_##SUF(const T *xp, T *yp,                       \
+                                     const mg_pool2d_dims *d) {                \
+        for (int64_t oy = 0; oy < d->oh; oy++)                                 \
+            for (int64_t ox = 0; ox < d->ow; ox++)                             \
+                pool_argmax_##SUF(xp, d->w, mg_pool2d_window(d, oy, ox),       \
+                                  yp++);                                       \
+    }                                                                          \
+    static void max_pool_grad_plane_##SUF(const T *gyp, const T *xp, T *gxp,   \
+                                          const mg_pool2d_dims *d) {           \
+        memset(gxp, 0, (size_t)(d->h * d->w) * sizeof(T));                     \
+        for (int64_t oy = 0; oy < d->oh; oy++)                                 \
+            for (int64_t ox = 0; ox < d->ow; ox++) {                           \
+                T v;                                                           \
+                gxp[pool_argmax_##SUF(xp, d->w, mg_pool2d_window(d, oy, ox),   \
+                                      &v)] += *gyp++;                          \
+            }                                                                  \
+    }                                                                          \
+    static void avg_pool_plane_##SUF(const T *xp, T *yp,                       \
+                                     const mg_pool2d_dims *d) {                \
+        for (int64_t oy = 0; oy < d->oh; oy++)                                 \
+            for (int64_t ox = 0; ox < d->ow; ox++) {                           \
+                const mg_pool2d_win r = mg_pool2d_window(d, oy, ox);           \
+                T s = 0;                                                       \
+                for (int64_t iy = r.y0; iy < r.y1; iy++)                       \
+                    for (int64_t ix = r.x0; ix < r.x1; ix++)                   \
+                        s += xp[iy * d->w + ix];                               \
+                *yp++ = s / (T)mg_pool2d_divisor(d, oy, ox, r);                \
+            }                                                                  \
+    }                                                                          \
+    static void avg_pool_grad_plane_##SUF(const T *gyp, T *gxp,                \
+                                          const mg_pool2d_dims *d) {           \
+        memset(gxp, 0, (size_t)(d->h * d->w) * sizeof(T));                     \
+        for (int64_t oy = 0; oy < d->oh; oy++)                                 \
+            for (int64_t ox = 0; ox < d->ow; ox++) {                           \
+                const mg_pool2d_win r = mg_pool2d_window(d, oy, ox);           \
+                const T v = *gyp++ / (T)mg_pool2d_divisor(d, oy, ox, r);       \
+                for (int64_t iy = r.y0; iy < r.y1; iy++)                       \
+                    for (int64_t ix = r.x0; ix < r.x1; ix++)                   \
+                        gxp[iy * d->w + ix] += v;                              \
+            }                                                                  \
+    }                                                                          \
     static mg_status max_pool_##SUF(const T *x, T *y,                          \
                                     const mg_pool2d_dims *d) {                 \
-        const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                   \
-        MG_CPU_PAR_LOOP(                                                       \
-            d->planes *hw, for (int64_t p = 0; p < d->planes; p++), {          \
-                const T *xp = x + p * hw;                                      \
-                T *yp = y + p * ohw;                                           \
-                for (int64_t oy = 0; oy < d->oh; oy++)                         \
-                    for (int64_t ox = 0; ox < d->ow; ox++)                     \
-                        pool_argmax_##SUF(xp, d->w,                            \
-                                          mg_pool2d_window(d, oy, ox), yp++);  \
-            });                                                                \
+        POOL_PLANES(d, max_pool_plane_##SUF(x + p * hw, y + p * ohw, d));      \
         return MG_OK;                                                          \
     }                                                                          \
     static mg_status max_pool_grad_##SUF(const T *gy, const T *x, T *gx,       \
                                          const mg_pool2d_dims *d) {            \
-        const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                   \
-        MG_CPU_PAR_LOOP(                                                       \
-            d->planes *hw, for (int64_t p = 0; p < d->planes; p++), {          \
-                const T *xp = x + p * hw, *gyp = gy + p * ohw;                 \
-                T *gxp = gx + p * hw;                                          \
-                memset(gxp, 0, (size_t)hw * sizeof(T));                        \
-                for (int64_t oy = 0; oy < d->oh; oy++)                         \
-                    for (int64_t ox = 0; ox < d->ow; ox++) {                   \
-                        T v;                                                   \
-                        gxp[pool_argmax_##SUF(                                 \
-                            xp, d->w, mg_pool2d_window(d, oy, ox), &v)] +=     \
-                            *gyp++;                                            \
-                    }                                                          \
-            });                                                                \
+        POOL_PLANES(d, max_pool_grad_plane_##SUF(gy + p * ohw, x + p * hw,     \
+                                                 gx + p * hw, d));             \
         return MG_OK;                                                          \
     }                                                                          \
     static mg_status avg_pool_##SUF(const T *x, T *y,                          \
                                     const mg_pool2d_dims *d) {                 \
-        const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                   \
-        MG_CPU_PAR_LOOP(                                                       \
-            d->planes *hw, for (int64_t p = 0; p < d->planes; p++), {          \
-                const T *xp = x + p * hw;                                      \
-                T *yp = y + p * ohw;                                           \
-                for (int64_t oy = 0; oy < d->oh; oy++)                         \
-                    for (int64_t ox = 0; ox < d->ow; ox++) {                   \
-                        const mg_pool2d_win r = mg_pool2d_window(d, oy, ox);   \
-                        T s = 0;                                               \
-                        for (int64_t iy = r.y0; iy < r.y1; iy++)               \
-                            for (int64_t ix = r.x0; ix < r.x1; ix++)           \
-                                s += xp[iy * d->w + ix];                       \
-                        *yp++ = s / (T)mg_pool2d_divisor(d, oy, ox, r);        \
-                    }                                                          \
-            });                                                                \
+        POOL_PLANES(d, avg_pool_plane_##SUF(x + p * hw, y + p * ohw, d));      \
         return MG_OK;                                                          \
     }                                                                          \
     static mg_status avg_pool_grad_##SUF(const T *gy, T *gx,                   \
                                          const mg_pool2d_dims *d) {            \
-        const int64_t hw = d->h * d->w, ohw = d->oh * d->ow;                   \
-        MG_CPU_PAR_LOOP(                                                       \
-            d->planes *hw, for (int64_t p = 0; p < d->planes; p++), {          \
-                const T *gyp = gy + p * ohw;                                   \
-                T *gxp = gx + p * hw;                                          \
-                memset(gxp, 0, (size_t)hw * sizeof(T));                        \
-                for (int64_t oy = 0; oy < d->oh; oy++)                         \
-                    for (int64_t ox = 0; ox < d->ow; ox++) {                   \
-                        const mg_pool2d_win r = mg_pool2d_window(d, oy, ox);   \
-                        const T v =                                            \
-                            *gyp++ / (T)mg_pool2d_divisor(d, oy, ox, r);       \
-                        for (int64_t iy = r.y0; iy < r.y1; iy++)               \
-                            for (int64_t ix = r.x0; ix < r.x1; ix++)           \
-                                gxp[iy * d->w + ix] += v;                      \
-                    }                                                          \
-            });                                                                \
+        POOL_PLANES(d,                                                         \
+                    avg_pool_grad_plane_##SUF(gy + p * ohw, gx + p * hw, d));  \
         return MG_OK;                                                          \
     }
 MG_CPU_FLOAT_TYPES(POOL_DEF)
