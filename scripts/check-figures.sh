@@ -25,13 +25,18 @@
 # 1b. The same in the GPU runs' CSVs (bench/results/gpu-*), where they have
 #     the columns: see below.
 #
+# 2d. The PyTorch comparisons on the CPU (torch-cpu, gpt-cpu): their ratio
+#     columns from the rows, their tables, memgrad's peaks planned again:
+#     see below.
+#
 # Not yet recomputed here (only checked for 1.): the budget, ONNX, DDP,
 # timeline and Pareto runs, whose plans come from other commands; nor the
-# PyTorch comparisons (torch-cpu, gpt-cpu) and the GPU runs' CSVs.
+# GPU runs' CSVs.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:?usage: check-figures.sh BUILD_DIR}
-res=bench/results
+# MG_FIGURES_RESULTS: another results folder (a copy, to see a check fail)
+res=${MG_FIGURES_RESULTS:-bench/results}
 status=0
 
 # equal_columns FILE PREDICTED_COLUMN MEASURED_COLUMN: every row equal
@@ -43,13 +48,13 @@ equal_columns() {
         $(col[p]) != $(col[m]) { print f ":" NR ": " p " " $(col[p]) " but " m " " $(col[m]); bad = 1 }
         END { exit bad }' "$1" >&2 || status=1
 }
-equal_columns $res/depth-mlp.csv predicted_peak_bytes peak_bytes
-equal_columns $res/budget-mlp.csv predicted_peak_bytes peak_bytes
-equal_columns $res/onnx.csv predicted_peak_bytes measured_peak_bytes
-equal_columns $res/onnx-torch.csv predicted_peak_bytes measured_peak_bytes
-equal_columns $res/ddp.csv predicted_peak_mb pool_peak_mb
-equal_columns $res/ddp-overlap.csv predicted_peak_mb pool_peak_mb
-for f in $res/timeline-*.csv; do
+equal_columns "$res"/depth-mlp.csv predicted_peak_bytes peak_bytes
+equal_columns "$res"/budget-mlp.csv predicted_peak_bytes peak_bytes
+equal_columns "$res"/onnx.csv predicted_peak_bytes measured_peak_bytes
+equal_columns "$res"/onnx-torch.csv predicted_peak_bytes measured_peak_bytes
+equal_columns "$res"/ddp.csv predicted_peak_mb pool_peak_mb
+equal_columns "$res"/ddp-overlap.csv predicted_peak_mb pool_peak_mb
+for f in "$res"/timeline-*.csv; do
     equal_columns "$f" predicted_bytes_before measured_bytes_before
     equal_columns "$f" predicted_bytes_after measured_bytes_after
 done
@@ -60,7 +65,7 @@ done
 #     peak_bytes; torch-cuda.csv's predicted_peak_bytes and
 #     measured_peak_bytes, which compare_torch.py writes since 2026-11-29).
 #     Files made before then without the columns are named as skipped.
-mapfile -t gpu_csvs < <(find $res -path "$res/gpu-*" -name '*.csv' | sort)
+mapfile -t gpu_csvs < <(find "$res" -path "$res/gpu-*" -name '*.csv' | sort)
 if [ "${#gpu_csvs[@]}" -gt 0 ]; then
     python3 scripts/check-peaks.py "${gpu_csvs[@]}" || status=1
 fi
@@ -71,14 +76,14 @@ args=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
       if (!(($(col["depth"])) in seen)) { seen[$(col["depth"])] = 1; d = d (d ? "," : "") $(col["depth"]) }
       if (!(($(col["policy"])) in seenp)) { seenp[$(col["policy"])] = 1; p = p (p ? "," : "") $(col["policy"]) } }
     END { print "--model " m " --batch " b " --width " w " --depths " d " --policy " p }' \
-    $res/depth-mlp.csv)
+    "$res"/depth-mlp.csv)
 # shellcheck disable=SC2086 # word splitting of args is meant
 now=$("$build/mg-bench" depth $args --plan-only yes 2> /dev/null)
 want=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i
         print "model,policy,depth,batch,width,predicted_peak_bytes,recompute_flops_ratio"; next }
     { print $(col["model"]) "," $(col["policy"]) "," $(col["depth"]) "," $(col["batch"]) "," \
             $(col["width"]) "," $(col["predicted_peak_bytes"]) "," $(col["recompute_flops_ratio"]) }' \
-    $res/depth-mlp.csv)
+    "$res"/depth-mlp.csv)
 if [ "$now" != "$want" ]; then
     echo "check-figures: $res/depth-mlp.csv: planned again ($build/mg-bench depth $args --plan-only yes), predicted peaks or recomputed flops differ (< committed, > now):" >&2
     diff <(echo "$want") <(echo "$now") >&2 || true
@@ -90,12 +95,12 @@ args=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
     { f = f (f ? "," : "") $(col["budget_fraction"])
       a = "--model " $(col["model"]) " --depth " $(col["depth"]) " --batch " $(col["batch"]) \
           " --width " $(col["width"]) " --dropout " $(col["dropout"]) }
-    END { print a " --fractions " f }' $res/compact-budget.csv)
+    END { print a " --fractions " f }' "$res"/compact-budget.csv)
 # shellcheck disable=SC2086 # word splitting of args is meant
 now=$("$build/mg-bench" budget $args --plan-only yes 2> /dev/null)
-if [ "$now" != "$(cat $res/compact-budget.csv)" ]; then
+if [ "$now" != "$(cat "$res"/compact-budget.csv)" ]; then
     echo "check-figures: $res/compact-budget.csv: planned again ($build/mg-bench budget $args --plan-only yes), rows differ (< committed, > now):" >&2
-    diff $res/compact-budget.csv <(echo "$now") >&2 || true
+    diff "$res"/compact-budget.csv <(echo "$now") >&2 || true
     status=1
 fi
 # 2c. The step results of compaction and 16-bit storage (bench/compact.sh,
@@ -246,6 +251,147 @@ for line in open(path).read().splitlines():
 if len(rows) != 12:
     fail("%s: %d rows, not 12" % (path, len(rows)))
 rederive(path, rows, bench + "/store16.sh")
+sys.exit(bad)
+PY
+# 2d. The PyTorch comparisons (bench/compare_torch.py's CPU CSVs:
+#     bench/results/torch-cpu.csv from bench/run.sh torch, gpt-cpu.csv from
+#     bench/gpt.sh; issue 49 item 6): in every row time_ratio_vs_torch is
+#     time_ms_median over the 'vs' row's (same model, depth, threads and
+#     OMP_WAIT_POLICY), within the printed rounding (times 0.1 ms, ratios
+#     0.001), and rss_ratio_vs_torch is rss_delta_bytes over the 'vs' row's,
+#     exactly as compare_torch.py rounds it; the .txt's tables print the
+#     CSV's rows (same order, MiB from the bytes, the same ratios) under
+#     headers naming their model, batch, width and threads; and each memgrad
+#     row's activation_peak_bytes (the pool's measured peak, which equals the
+#     plan's prediction) is planned again: mg-bench step --model M --depth D
+#     --batch B --width W --policy none|memory --plan-only yes. ResNet rows
+#     (convolutions: oneDNN's workspaces depend on the CPU) are planned again
+#     only on a CPU of the model the .txt names, else reported as skipped.
+python3 - "$build" "$res" <<'PY' || status=1
+import csv, re, subprocess, sys
+build, res = sys.argv[1:3]
+bad = 0
+CONV = {"resnet", "unet"}
+MIB = 1024.0 * 1024.0
+
+def fail(msg):
+    global bad
+    print("check-figures: " + msg, file=sys.stderr)
+    bad = 1
+
+def cpu_here():
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "?"
+
+def made_on(path):
+    # bench/gpt.sh's "# machine: AMD EPYC, 2 cores; ..." or torch-cpu.txt's
+    # "... on a 2-core Intel Xeon VM ..."
+    for line in open(path).read().splitlines()[:24]:
+        m = re.match(r"# machine: (.*?), \d+ cores\b", line) or \
+            re.search(r"\bon an? \d+-core (.*?) VM\b", line)
+        if m:
+            return m.group(1).strip()
+    return None
+
+def planned(model, depth, batch, width, policy):
+    cmd = [build + "/mg-bench", "step", "--model", model, "--depth", depth,
+           "--batch", batch, "--width", width, "--policy", policy,
+           "--repeat", "1", "--plan-only", "yes"]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        fail("%s: %s" % (" ".join(cmd), e))
+        return None, cmd
+    m = re.search(r"^predicted_peak_bytes=(\d+)$", out, re.M)
+    return (int(m.group(1)) if m else None), cmd
+
+def check(csv_path, txt_path, source):
+    rows = list(csv.DictReader(open(csv_path, newline="")))
+    if not rows:
+        fail("%s: no rows" % csv_path)
+        return
+    key = lambda r: (r["model"], r["depth"], r["batch"], r["width"],
+                     r["threads"], r["omp_wait_policy"])
+    by = {}
+    for n, r in enumerate(rows, 2):
+        if (key(r), r["case"]) in by:
+            fail("%s:%d: a second %s row for %s" % (csv_path, n, r["case"], key(r)))
+        by[(key(r), r["case"])] = r
+    here, there = cpu_here(), made_on(txt_path)
+    skipped, planned_n = {}, 0
+    for n, r in enumerate(rows, 2):
+        label = "%s:%d (%s %s depth %s, %s threads)" % (
+            csv_path, n, r["model"], r["case"], r["depth"], r["threads"])
+        v = by.get((key(r), r["vs"]))
+        if v is None:
+            fail("%s: no '%s' row to be compared with" % (label, r["vs"]))
+            continue
+        # time: both medians printed to 0.1 ms, the ratio of the unrounded
+        # ones to 0.001: the printed ratio must lie in the range the
+        # printed times allow
+        t, tv, q = float(r["time_ms_median"]), float(v["time_ms_median"]), \
+            float(r["time_ratio_vs_torch"])
+        if r is v:
+            ok = r["time_ratio_vs_torch"] == "1.000"
+        else:
+            lo, hi = (t - 0.05) / (tv + 0.05), (t + 0.05) / (tv - 0.05)
+            ok = lo - 0.0005 <= q <= hi + 0.0005
+        if not ok:
+            fail("%s: time_ratio_vs_torch %s, but %s / %s ms (%s) = %.4f" % (
+                label, r["time_ratio_vs_torch"], r["time_ms_median"],
+                v["time_ms_median"], r["vs"], t / tv))
+        want = "%.3f" % (max(1, int(r["rss_delta_bytes"])) /
+                         max(1, int(v["rss_delta_bytes"])))
+        if r["rss_ratio_vs_torch"] != want:
+            fail("%s: rss_ratio_vs_torch %s, but %s / %s bytes (%s) gives %s" % (
+                label, r["rss_ratio_vs_torch"], r["rss_delta_bytes"],
+                v["rss_delta_bytes"], r["vs"], want))
+        if not r["case"].startswith("memgrad-"):
+            continue
+        if r["model"] in CONV and there != here:
+            skipped[r["model"]] = skipped.get(r["model"], 0) + 1
+            continue
+        now, cmd = planned(r["model"], r["depth"], r["batch"], r["width"],
+                           r["case"].split("-", 1)[1])
+        planned_n += 1
+        if now != int(r["activation_peak_bytes"]):
+            fail("%s: activation_peak_bytes %s committed, %s planned again "
+                 "(%s): stale, make it again with %s" % (
+                     label, r["activation_peak_bytes"], now, " ".join(cmd), source))
+    # the .txt's tables: compare_torch.py's print of the same rows
+    txt, hdr = [], None
+    for n, line in enumerate(open(txt_path).read().splitlines(), 1):
+        m = re.match(r"# (\w+), batch (\d+), width (\d+), .*?(\d+) threads;", line)
+        if m:
+            hdr = m.groups()
+        if re.match(r"(torch|memgrad)-\w+\s+\d+\s", line):
+            txt.append((n, line.split(), hdr))
+    if len(txt) != len(rows):
+        fail("%s: %d table rows, %s has %d" % (txt_path, len(txt), csv_path, len(rows)))
+    for (n, got, h), r in zip(txt, rows):
+        want = [r["case"], r["depth"], r["time_ms_median"], r["time_ratio_vs_torch"],
+                "%.1f" % (int(r["activation_peak_bytes"]) / MIB),
+                "%.1f" % (int(r["rss_delta_bytes"]) / MIB), r["rss_ratio_vs_torch"],
+                r["max_rel_grad_diff"], r["max_rel_grad_diff_f64"],
+                r["grad_diff_vs_own_plain"]]
+        if got != want:
+            fail("%s:%d: '%s', the CSV's row gives '%s'" % (
+                txt_path, n, " ".join(got), " ".join(want)))
+        if h != (r["model"], r["batch"], r["width"], r["threads"]):
+            fail("%s:%d: under the header '%s', the CSV's row is %s batch %s "
+                 "width %s, %s threads" % (txt_path, n, h, r["model"],
+                                           r["batch"], r["width"], r["threads"]))
+    print("check-figures: %s: %d rows' ratios, %d memgrad peaks planned again, "
+          "%s's tables" % (csv_path, len(rows), planned_n, txt_path), file=sys.stderr)
+    for model, k in sorted(skipped.items()):
+        print("check-figures: %s: %d %s memgrad rows not planned again: made on "
+              "'%s', this host is '%s' (oneDNN's convolution workspaces depend "
+              "on the CPU)" % (csv_path, k, model, there, here), file=sys.stderr)
+
+check(res + "/torch-cpu.csv", res + "/torch-cpu.txt", "bash bench/run.sh torch")
+check(res + "/gpt-cpu.csv", res + "/gpt-cpu.txt", "bash bench/gpt.sh")
 sys.exit(bad)
 PY
 # 3. provenance of every results file
