@@ -29,6 +29,7 @@ from torch.utils import _pytree as pytree
 
 from .. import Graph, Tensor
 from . import aten
+from ._devices import PerDevice
 
 _FLOAT = {torch.float32: "float32", torch.float64: "float64"}
 
@@ -110,7 +111,7 @@ class _Leaf:
         self.kind, self.name, self.get = kind, name, get
 
 
-class Captured:
+class Captured(PerDevice):
     """One module's memgrad graph and plan for one input signature and
     mode. Built from an ExportedProgram's graph module (gm), where each
     placeholder's value comes from (leaves), the kind of each output, and
@@ -367,26 +368,6 @@ class Captured:
         return self.n_random
 
     # ---------------------------------------------------------- running
-    def executor_for(self, device):
-        from .. import Executor
-        kind = torch.device(device).type
-        if kind not in self.executors:
-            if kind not in ("cpu", "cuda"):
-                raise NotImplementedError(
-                    "memgrad.torch: tensors on %s; memgrad runs on the CPU "
-                    "and on CUDA" % kind)
-            self.executors[kind] = Executor(wrap=torch.from_dlpack,
-                                            device=kind)
-        return self.executors[kind]
-
-    def plan_for(self, device):
-        kind = torch.device(device).type
-        if kind not in self.plans:
-            self.plans[kind] = self.graph.compile(
-                self.plan_outputs, budget_bytes=self.budget_bytes,
-                device=kind)
-        return self.plans[kind]
-
     @property
     def plan(self):
         """The plan for the device of the example's float leaves."""

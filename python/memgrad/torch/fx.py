@@ -116,7 +116,8 @@ import torch.fx
 import torch.nn.functional as F
 from torch.fx.node import map_aggregate, map_arg
 
-from .. import Executor, Graph, MemgradError, Tensor, onnx_import, size_class
+from .. import Graph, MemgradError, Tensor, onnx_import, size_class
+from ._devices import PerDevice
 
 __all__ = ["Module", "check", "CheckReport", "UnsupportedModelError",
            "SUPPORTED"]
@@ -584,7 +585,7 @@ def _onnx_export(module, example_inputs, training):
     return f.getvalue()
 
 
-class _Captured:
+class _Captured(PerDevice):
     """The memgrad graph and plan of one traced module, for one input
     signature and one mode."""
 
@@ -740,9 +741,9 @@ class _Captured:
                                "policy %r failed: %s" % (
                                    type(module).__name__, policy, e)) from None
         stat_ts = [t for _, mean, var, _ in self.stats for t in (mean, var)]
-        self._plan_outputs = [self.y] + stat_ts + \
+        self.plan_outputs = [self.y] + stat_ts + \
             [t for t in self.grads if t is not None]
-        self._plan_budget = budget_bytes or 0
+        self.budget_bytes = budget_bytes or 0
         # one plan and one executor per device the module has run on (a
         # CUDA plan lends cuBLAS a workspace a CPU plan does not); the
         # plan for the parameters' device now, so that errors show here
@@ -1019,27 +1020,6 @@ class _Captured:
         return self.graph.dropout(x, p, seed=self.n_random)
 
     # ------------------------------------------------------------ running
-    def executor_for(self, device):
-        """The executor for torch device `device` ("cpu" or "cuda")."""
-        kind = torch.device(device).type
-        if kind not in self.executors:
-            if kind not in ("cpu", "cuda"):
-                raise NotImplementedError(
-                    "memgrad.torch: tensors on %s; memgrad runs on the CPU "
-                    "and on CUDA" % kind)
-            self.executors[kind] = Executor(wrap=torch.from_dlpack,
-                                            device=kind)
-        return self.executors[kind]
-
-    def plan_for(self, device):
-        """The plan for torch device `device`, compiled on first use."""
-        kind = torch.device(device).type
-        if kind not in self.plans:
-            self.plans[kind] = self.graph.compile(
-                self._plan_outputs, budget_bytes=self._plan_budget,
-                device=kind if kind in ("cpu", "cuda") else "cpu")
-        return self.plans[kind]
-
     def _home_device(self):
         return self.params[0].device if self.params else "cpu"
 
