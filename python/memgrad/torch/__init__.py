@@ -38,4 +38,5 @@ from .fx import (_Captured, _FUNCTIONS, _FUNCTIONS_BY_NAME, _METHODS,  # noqa
                  _MODULES, _class_name, _fn_name, _onnx_export)
 
 __all__ = ["Module", "check", "CheckReport", "UnsupportedModelError",
-           "Unsupported", "SUPPORTED", "MemgradError", "HAS_EXPORT"]
+           "Unsupported", "SUPPORTED", "MemgradError", "HAS_EXPORT", "fx",
+           "size_class", "backend", "compile_report"]

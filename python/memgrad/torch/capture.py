@@ -24,8 +24,6 @@ import operator
 import warnings
 
 import torch
-from torch.export.graph_signature import InputKind, OutputKind
-from torch.utils import _pytree as pytree
 
 from .. import Graph, Tensor
 from . import aten
