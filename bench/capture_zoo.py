@@ -45,6 +45,7 @@ def _header(argv):
                     break
     except OSError:
         pass
+    print("# date: %s" % time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     print("# command: OMP_NUM_THREADS=%s python %s"
           % (os.environ.get("OMP_NUM_THREADS", "(unset)"), " ".join(argv)))
     print("# commit: %s%s" % (commit, " (DIRTY TREE)" if dirty else ""))
