@@ -13,27 +13,30 @@
 /* ---- losses -----------------------------------------------------------------
  */
 
-/* Per row: logsumexp(row) - row[label] as (m - v) + log s; a bad label
- * records its row in *flag (the smallest such row) and contributes 0. */
+/* Per row r of the m rows of x: logsumexp(row) - row[label of row r0 + r]
+ * as (mx - v) + log s, into part[r]; a bad label records its row (r0 + r)
+ * in *flag (the smallest such row) and contributes 0. cross_entropy runs
+ * it on all its rows (r0 0), linear_cross_entropy on each chunk. */
 template <typename T>
 __global__ void k_ce_rows(const T *x, const void *labels, mg_dtype lt, T *part,
-                          int64_t rows, int64_t cl, int *flag) {
+                          int64_t m, int64_t r0, int64_t cl, int *flag) {
     CU_SHARED(T, sh);
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    for (int64_t r = blockIdx.x; r < m; r += gridDim.x) {
         const T *px = x + r * cl;
-        const int64_t lab = mg_index_at(labels, lt, r);
+        const int64_t row = r0 + r;
+        const int64_t lab = mg_index_at(labels, lt, row);
         const bool bad = lab < 0 || lab >= cl;
         if (bad && threadIdx.x == 0)
-            atomicMin(flag, (int)(r < INT_MAX ? r : INT_MAX - 1));
-        T m = px[0];
+            atomicMin(flag, (int)(row < INT_MAX ? row : INT_MAX - 1));
+        T mx = px[0];
         for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
-            if (px[i] > m) m = px[i];
-        m = cu_block_max(m, sh);
+            if (px[i] > mx) mx = px[i];
+        mx = cu_block_max(mx, sh);
         T s = 0;
         for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
-            s += exp(px[i] - m);
+            s += exp(px[i] - mx);
         s = cu_block_sum(s, sh);
-        if (threadIdx.x == 0) part[r] = bad ? (T)0 : (m - px[lab]) + log(s);
+        if (threadIdx.x == 0) part[r] = bad ? (T)0 : (mx - px[lab]) + log(s);
     }
 }
 
@@ -131,7 +134,7 @@ mg_status cu_cross_entropy(cu_ctx *c, const mg_kargs *a) {
         if (s != MG_OK) return s;
         T *part = (T *)w; /* one partial loss per row */
         k_ce_rows<T><<<cu_grid_rows(rows), t, t * sizeof(T), c->stream>>>(
-            (const T *)a->in[0].data, labels, lt, part, rows, cl, c->flag);
+            (const T *)a->in[0].data, labels, lt, part, rows, 0, cl, c->flag);
         s = cu_check_launch(a, "cross_entropy rows");
         if (s != MG_OK) return s;
         k_mean_of<T><<<1, 1024, 1024 * sizeof(T), c->stream>>>(
@@ -175,31 +178,6 @@ mg_status cu_mse(cu_ctx *c, const mg_kargs *a) {
  * and adds dw (chunk 0 writes it) with two more GEMMs. Everything is on
  * one stream in chunk order, with no atomics on floats, so the bits are
  * the same on every run. */
-
-/* part[r] = logsumexp(row r) - row r[label of row r0 + r] for the m rows
- * of the chunk x; a bad label records its row (r0 + r) in *flag. */
-template <typename T>
-__global__ void k_lce_rows(const T *x, const void *labels, mg_dtype lt, T *part,
-                           int64_t m, int64_t r0, int64_t cl, int *flag) {
-    CU_SHARED(T, sh);
-    for (int64_t r = blockIdx.x; r < m; r += gridDim.x) {
-        const T *px = x + r * cl;
-        const int64_t row = r0 + r;
-        const int64_t lab = mg_index_at(labels, lt, row);
-        const bool bad = lab < 0 || lab >= cl;
-        if (bad && threadIdx.x == 0)
-            atomicMin(flag, (int)(row < INT_MAX ? row : INT_MAX - 1));
-        T mx = px[0];
-        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
-            if (px[i] > mx) mx = px[i];
-        mx = cu_block_max(mx, sh);
-        T s = 0;
-        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
-            s += exp(px[i] - mx);
-        s = cu_block_sum(s, sh);
-        if (threadIdx.x == 0) part[r] = bad ? (T)0 : (mx - px[lab]) + log(s);
-    }
-}
 
 /* x row r becomes (softmax(row) - onehot(label)) * gy / rows, in place:
  * each thread writes only the elements it read, after the block's max
@@ -254,7 +232,7 @@ static mg_status lce_forward(cu_ctx *c, const mg_kargs *a,
         mg_status s = cu_gemm<T>(c, a, 0, 1, m, v, dim, h + r0 * dim, dim, 0, w,
                                  dim, 0, (T)0, lg, v, 0, 1);
         if (s != MG_OK) return s;
-        k_lce_rows<T><<<cu_grid_rows(m), t, t * sizeof(T), c->stream>>>(
+        k_ce_rows<T><<<cu_grid_rows(m), t, t * sizeof(T), c->stream>>>(
             lg, labels, lt, part + r0, m, r0, v, c->flag);
         s = cu_check_launch(a, "linear_cross_entropy rows");
         if (s != MG_OK) return s;
