@@ -787,6 +787,29 @@ typedef struct mg_plan_options {
      * checkpointed and plain gradients stay bit-equal. An unknown device
      * is MG_ERR_INVALID_ARG. */
     mg_device device;
+    /* Host offload (issue 51; docs/offload.md): saved tensors to move out
+     * of the device arena between the forward and the backward pass.
+     * Each is copied to a host tier outside the arena after its producer,
+     * its arena block is freed once that copy completes (and its last
+     * forward reader is done), and it is copied back into a fresh arena
+     * block before its first backward reader. Every copy, the thread it
+     * runs on and the event it waits for are fixed at compile time
+     * (mg_plan_dump lists them); the predicted peak counts the prefetch
+     * blocks, and mg_plan_offload_info the host bytes. Each must be a
+     * tensor the plan computes and releases (not an output or retained
+     * tensor), read by some backward step and by no forward step after
+     * the first backward reader; otherwise MG_ERR_INVALID_ARG naming it.
+     * Such a plan runs in one call (mg_exec_run): mg_exec_forward
+     * refuses it. The bits read back are the bits written. */
+    const mg_tensor *offload;
+    int n_offload;
+    /* Host copy bandwidth (bytes/s) and compute rate (flops/s) the plan
+     * assumes to place each copy back early enough to hide it behind the
+     * steps before its reader, and to predict how much of the copies is
+     * hidden; 0 for either: copies back are issued one step before their
+     * reader and the overlap is reported in steps and flops only. */
+    double host_bandwidth;
+    double compute_rate;
 } mg_plan_options;
 
 /* Compile a linear schedule that computes `outputs` (and opts->retain).
@@ -838,6 +861,30 @@ typedef struct mg_plan_arena {
 MG_API
 mg_status mg_plan_arena_info(const mg_plan *p, const mg_binding *binds,
                              int n_binds, mg_plan_arena *out);
+/* What a plan offloads (mg_plan_options.offload). Host bytes are counted
+ * in mg_pool_size_class units, as the pool counts device bytes. */
+typedef struct mg_plan_offload {
+    int n_offloaded;        /* tensors copied out and back */
+    size_t offloaded_bytes; /* their bytes */
+    size_t host_bytes;      /* the host tier's size: what a run reserves */
+    size_t host_peak;       /* the most host bytes in use at once
+                               (mg_host_stats.peak_bytes_in_use) */
+    /* The compute the copies run beside, summed over every copy: steps
+     * between a copy's issue and the wait on its event, and their flops
+     * (mgi_graph_op_cost's). */
+    int overlap_steps;
+    double overlap_flops;
+    /* With host_bandwidth and compute_rate: the copies' predicted seconds,
+     * and how many of them the steps beside them hide (each copy alone;
+     * the worker thread runs copies one at a time). 0 without them. */
+    double copy_seconds, hidden_seconds;
+} mg_plan_offload;
+
+/* MG_ERR_INVALID_ARG for a NULL p or out; a plan without offload gives
+ * zeros. */
+MG_API
+mg_status mg_plan_offload_info(const mg_plan *p, mg_plan_offload *out);
+
 /* The plan's ops in order with the buffers each step releases. */
 MG_API
 mg_status mg_plan_dump(const mg_plan *p, FILE *out);
@@ -1020,6 +1067,19 @@ typedef struct mg_pool_stats {
 
 MG_API
 mg_status mg_exec_pool_stats(const mg_exec *ex, mg_pool_stats *out);
+
+/* The executor's host tier: where offloaded tensors wait between their
+ * copies (mg_plan_options.offload), in mg_pool_size_class units. On the
+ * CPU it is malloc'd memory and the copies run on a worker thread. */
+typedef struct mg_host_stats {
+    size_t bytes_in_use;      /* held now (0 between runs) */
+    size_t peak_bytes_in_use; /* since creation or mg_exec_pool_reset_peak */
+    size_t bytes_reserved;    /* its size: the largest plan's host_bytes */
+    uint64_t copies_out, copies_in; /* copies completed, all runs */
+} mg_host_stats;
+
+MG_API
+mg_status mg_exec_host_stats(const mg_exec *ex, mg_host_stats *out);
 MG_API
 void mg_exec_pool_reset_peak(mg_exec *ex);
 /* Give cached free blocks back to the system, and the arena (the next run

@@ -3,7 +3,7 @@
  * recompute and backward steps with their flops, the checkpoints and the
  * recompute segments, and the predicted peak beside plain backprop's.
  */
-#include "schedule.h"
+#include "offload.h"
 
 #include <stdlib.h>
 
@@ -151,6 +151,7 @@ mg_status mg_plan_report(const mg_plan *p, const mg_binding *binds, int n_binds,
             mib(a.bytes),
             a.live_peak ? (double)a.bytes / (double)a.live_peak : 1.0,
             mib(a.reserved));
+    mgi_offload_report(p, out);
     if (s.budget_bytes)
         fprintf(out,
                 "budget: %.3f MiB (%zu bytes); budget peak %.3f MiB (%zu "
