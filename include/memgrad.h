@@ -646,6 +646,20 @@ typedef struct mg_checkpoints {
      * 0 (the default under every policy): off; exact gradients
      * (docs/checkpointing.md#16-bit-storage). */
     int store16;
+    /* 1, MG_CKPT_BUDGET only: host offload (issue 51, docs/offload.md) is
+     * a choice beside recomputation. The policy takes the plan with the
+     * least predicted step time that fits: recomputed flops at
+     * compute_rate, against keeping every activation and offloading the
+     * fewest saved tensors that make the step fit, in a fixed order
+     * (least exposed copy time first), where a copy costs nothing while
+     * the steps beside it hide it at host_bandwidth and its seconds count
+     * past that. mg_graph_offloads lists the tensors it chose: compile
+     * the step with them as mg_plan_options.offload and the same two
+     * rates, every output bound, and its predicted peak is within the
+     * budget. Both rates must be > 0 (bytes/s, flops/s). */
+    int offload;
+    double host_bandwidth;
+    double compute_rate;
 } mg_checkpoints;
 
 /* A policy's name: "none", "collection", "memory", "speed" or "budget";
@@ -694,6 +708,12 @@ int mg_tensor_is_pack(const mg_graph *g, mg_tensor t);
  * there are, or -1 if g is NULL. */
 MG_API
 int mg_graph_checkpoints(const mg_graph *g, mg_tensor *out, int cap);
+/* The tensors the last MG_CKPT_BUDGET mg_gradients call with offload
+ * chose to offload (mg_checkpoints.offload), in id order, as
+ * mg_graph_checkpoints lists its checkpoints: up to cap into out, the
+ * count returned; -1 for a NULL g. */
+MG_API
+int mg_graph_offloads(const mg_graph *g, mg_tensor *out, int cap);
 
 /*
  * Append the gradient graph of ys with respect to xs and store in

@@ -15,9 +15,19 @@
 
 #include "memgrad_models.h"
 
-static mg_model *make(mg_model_kind kind) {
+/* big: longer sequences and larger images, where activations rather
+ * than gradient buffers make policy none's peak (the budget sweeps) */
+static mg_model *make_sized(mg_model_kind kind, int big) {
     mg_model *m = NULL;
-    switch (kind) {
+    if (big) switch (kind) {
+    case MG_MODEL_RESNET: m = mg_model_resnet(4, 4, 4, 16, 5, MG_F32, 7); break;
+    case MG_MODEL_TRANSFORMER:
+        m = mg_model_transformer(3, 16, 2, 32, 4, 11, 0.1, 1, MG_F32, 7);
+        break;
+    case MG_MODEL_GPT: m = mg_model_gpt(3, 16, 2, 32, 4, 11, 0.1, MG_F32, 7); break;
+    default: break;
+    }
+    if (!m) switch (kind) {
     case MG_MODEL_MLP: m = mg_model_mlp(6, 32, 8, 16, 5, 0.1, MG_F32, 7); break;
     case MG_MODEL_RESNET: m = mg_model_resnet(4, 4, 4, 8, 5, MG_F32, 7); break;
     case MG_MODEL_TRANSFORMER:
@@ -30,6 +40,8 @@ static mg_model *make(mg_model_kind kind) {
                   mg_last_error());
     return m;
 }
+
+static mg_model *make(mg_model_kind kind) { return make_sized(kind, 0); }
 
 /* Caller memory: input, target, parameters, loss and gradients. */
 typedef struct mdata {
@@ -278,6 +290,126 @@ END_TEST
 START_TEST(test_gpt) { check_model(MG_MODEL_GPT); }
 END_TEST
 
+/* ------------------------------------------------------------ budget
+ * MG_CKPT_BUDGET with offload allowed, over a sweep of budgets: each
+ * plan's predicted peak (every output bound, the budget's measure) is
+ * within its budget, and its predicted step time (recomputed flops at the
+ * compute rate plus the copies' exposed seconds) never rises as the
+ * budget grows. Where copies are cheap offload is chosen; the lowest
+ * budget's step runs with gradients bit-equal to policy none's and
+ * measured peaks equal to the predicted ones. */
+#define SWEEP 7
+static const double sweep[SWEEP] = {0.12, 0.2, 0.3, 0.4, 0.55, 0.7, 0.9};
+
+static void check_budget(mg_model_kind kind, double bw, double rate,
+                         int want_offload) {
+    const char *k = mg_model_kind_name(kind);
+    mg_model *m0 = make_sized(kind, 1);
+    ck_assert(mg_model_gradients(m0, NULL) == MG_OK);
+    mdata d0;
+    md_init(&d0, m0);
+    step_out none;
+    run_step(m0, &d0, NULL, &none);
+    void **ref = calloc((size_t)m0->n_params, sizeof *ref);
+    ck_assert(ref);
+    grads_copy(m0, &d0, ref);
+    const size_t b_none = none.predicted; /* every output is bound */
+    double prev_time = INFINITY;
+    int fitted = 0, offloaded = 0, ran = 0;
+    for (int i = 0; i < SWEEP; i++) {
+        const size_t budget = (size_t)(sweep[i] * (double)b_none);
+        mg_model *m = make_sized(kind, 1);
+        mg_checkpoints ck = {.policy = MG_CKPT_BUDGET,
+                             .budget_bytes = budget,
+                             .offload = 1,
+                             .host_bandwidth = bw,
+                             .compute_rate = rate};
+        const mg_status st = mg_model_gradients(m, &ck);
+        if (st == MG_ERR_NOMEM) {
+            ck_assert_msg(!fitted, "%s: budget %zu fails after a smaller one "
+                          "fitted: %s", k, budget, mg_last_error());
+            mg_model_free(m);
+            continue;
+        }
+        ck_assert_msg(st == MG_OK, "%s: %s", k, mg_last_error());
+        fitted++;
+        const int n_off = mg_graph_offloads(m->g, NULL, 0);
+        ck_assert_int_ge(n_off, 0);
+        mg_tensor *off = malloc((size_t)(n_off ? n_off : 1) * sizeof *off);
+        ck_assert(off);
+        ck_assert_int_eq(mg_graph_offloads(m->g, off, n_off), n_off);
+        mdata d;
+        md_init(&d, m);
+        const mg_plan_options po = {.offload = off, .n_offload = n_off,
+                                    .host_bandwidth = bw,
+                                    .compute_rate = rate};
+        mg_plan *p = NULL;
+        ck_assert_msg(mg_plan_compile(m->g, d.outs, d.n_outs, &po, &p) == MG_OK,
+                      "%s: %s", k, mg_last_error());
+        const size_t peak = mg_plan_predicted_peak(p, d.b, d.nb);
+        ck_assert_msg(peak <= budget, "%s: budget %zu, predicted peak %zu", k,
+                      budget, peak);
+        mg_plan_summary sum;
+        mg_plan_offload info;
+        ck_assert(mg_plan_summarize(p, d.b, d.nb, &sum) == MG_OK);
+        ck_assert(mg_plan_offload_info(p, &info) == MG_OK);
+        ck_assert_int_eq(info.n_offloaded, n_off);
+        const double time = sum.recompute_flops / rate +
+                            (info.copy_seconds - info.hidden_seconds);
+        ck_assert_msg(time <= prev_time * (1 + 1e-12),
+                      "%s: step time %g s at budget %zu, %g s at a smaller "
+                      "one",
+                      k, time, budget, prev_time);
+        prev_time = time;
+        if (n_off > 0) offloaded++;
+        mg_plan_free(p);
+        if (!ran) { /* the lowest budget that fits: run it */
+            ran = 1;
+            step_out o;
+            run_step(m, &d, &po, &o);
+            grads_equal(m, &d, ref, "budget with offload");
+            check_measured(m, &o, n_off, "budget with offload");
+        }
+        free(off);
+        md_free(&d, m);
+        mg_model_free(m);
+    }
+    ck_assert_msg(fitted > 0, "%s: no budget of the sweep fits", k);
+    if (want_offload)
+        ck_assert_msg(offloaded > 0, "%s: offload never chosen", k);
+    for (int i = 0; i < m0->n_params; i++) free(ref[i]);
+    free(ref);
+    md_free(&d0, m0);
+    mg_model_free(m0);
+}
+
+/* copies hidden (fast host, slow compute): offload is chosen; copies
+ * exposed (a slow host): recompute wins where it fits */
+START_TEST(test_budget_mlp) {
+    check_budget(MG_MODEL_MLP, 1e9, 1e8, 1);
+    check_budget(MG_MODEL_MLP, 1e3, 1e9, 0);
+    check_budget(MG_MODEL_MLP, 1e8, 1e9, 0);
+}
+END_TEST
+START_TEST(test_budget_resnet) {
+    check_budget(MG_MODEL_RESNET, 1e9, 1e8, 1);
+    check_budget(MG_MODEL_RESNET, 1e3, 1e9, 0);
+    check_budget(MG_MODEL_RESNET, 1e8, 1e9, 0);
+}
+END_TEST
+START_TEST(test_budget_transformer) {
+    check_budget(MG_MODEL_TRANSFORMER, 1e9, 1e8, 1);
+    check_budget(MG_MODEL_TRANSFORMER, 1e3, 1e9, 0);
+    check_budget(MG_MODEL_TRANSFORMER, 1e8, 1e9, 0);
+}
+END_TEST
+START_TEST(test_budget_gpt) {
+    check_budget(MG_MODEL_GPT, 1e9, 1e8, 1);
+    check_budget(MG_MODEL_GPT, 1e3, 1e9, 0);
+    check_budget(MG_MODEL_GPT, 1e8, 1e9, 0);
+}
+END_TEST
+
 /* compile must fail with status st and a message containing want */
 static void expect_fail(const mg_model *m, const mdata *d,
                         const mg_plan_options *o, mg_status st,
@@ -319,6 +451,21 @@ START_TEST(test_errors) {
     o = (mg_plan_options){.offload = saved, .n_offload = 1,
                           .host_bandwidth = -1};
     expect_fail(m, &d, &o, MG_ERR_INVALID_ARG, "host_bandwidth");
+    /* mg_checkpoints.offload: budget policy only, with both rates */
+    mg_model *m2 = make(MG_MODEL_MLP);
+    mg_checkpoints ck = {.policy = MG_CKPT_MEMORY, .offload = 1,
+                         .host_bandwidth = 1, .compute_rate = 1};
+    ck_assert_int_eq(mg_model_gradients(m2, &ck), MG_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(mg_last_error(), "budget policy"));
+    ck = (mg_checkpoints){.policy = MG_CKPT_BUDGET, .budget_bytes = 1 << 20,
+                          .offload = 1, .host_bandwidth = 0,
+                          .compute_rate = 1};
+    ck_assert_int_eq(mg_model_gradients(m2, &ck), MG_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(mg_last_error(), "host_bandwidth"));
+    ck.offload = 2;
+    ck_assert_int_eq(mg_model_gradients(m2, &ck), MG_ERR_INVALID_ARG);
+    ck_assert_int_eq(mg_graph_offloads(NULL, NULL, 0), -1);
+    mg_model_free(m2);
     /* the two-call run refuses an offloading plan */
     o = (mg_plan_options){.offload = saved, .n_offload = n};
     mg_plan *p = NULL;
@@ -370,6 +517,9 @@ int main(void) {
     Suite *s = suite_create("offload");
     th_add_tcase(s, "models", 600,
                  TH_TESTS(test_mlp, test_resnet, test_transformer, test_gpt));
+    th_add_tcase(s, "budget", 600,
+                 TH_TESTS(test_budget_mlp, test_budget_resnet,
+                          test_budget_transformer, test_budget_gpt));
     th_add_tcase(s, "errors", 300, TH_TESTS(test_errors));
     return th_run_suite(s);
 }

@@ -116,6 +116,57 @@ static int32_t hide_before(const mg_plan *p, int32_t from, int32_t to,
     return from;
 }
 
+void mgi_offload_readers(const mg_plan *p, const int32_t *idx, int32_t n,
+                         int32_t *prod, int32_t *f_last, int32_t *b_first,
+                         int32_t *rel) {
+    for (int32_t k = 0; k < n; k++)
+        prod[k] = f_last[k] = b_first[k] = rel[k] = -1;
+    for (int32_t st = 0; st < p->n_steps; st++) {
+        if (idx[p->steps[st]] >= 0) prod[idx[p->steps[st]]] = st;
+        const bool bwd = is_bwd_step(p, st);
+        for (int k = 0; k < p->step[st].n_in; k++) {
+            const int32_t c = idx[p->step[st].in[k]];
+            if (c < 0) continue;
+            if (!bwd) f_last[c] = st;
+            else if (b_first[c] < 0) b_first[c] = st;
+        }
+        for (int32_t r = p->release_start[st]; r < p->release_start[st + 1];
+             r++)
+            if (idx[p->release[r]] >= 0) rel[idx[p->release[r]]] = st;
+    }
+}
+
+void mgi_offload_place(const mg_plan *p, mg_tensor t, int32_t prod,
+                       int32_t f_last, int32_t b_first, int32_t rel, double bw,
+                       double rate, mg_offload_copy *c) {
+    const double secs = bw > 0 ? (double)mg_plan_nbytes(p, t) / bw : 0;
+    if (!(bw > 0)) rate = 0;
+    *c = (mg_offload_copy){.t = t,
+                           .bytes = mg_pool_size_class(mg_plan_nbytes(p, t)),
+                           .out_issue = prod,
+                           .in_wait = b_first,
+                           .release = rel,
+                           .in_off = SIZE_MAX,
+                           .host_off = SIZE_MAX};
+    int32_t out_free = hide_after(p, prod, b_first - 1, secs, rate);
+    if (out_free < f_last) out_free = f_last;
+    if (out_free < prod) out_free = prod;
+    c->out_free = out_free;
+    c->in_issue = hide_before(p, out_free + 1, b_first, secs, rate);
+}
+
+double mgi_offload_exposed(const mg_plan *p, const mg_offload_copy *c,
+                           double bw, double rate) {
+    if (!(bw > 0) || !(rate > 0)) return 0;
+    double f_out = 0, f_in = 0;
+    for (int32_t s = c->out_issue + 1; s <= c->out_free; s++)
+        f_out += step_flops(p, s);
+    for (int32_t s = c->in_issue; s < c->in_wait; s++) f_in += step_flops(p, s);
+    const double secs = (double)mg_plan_nbytes(p, c->t) / bw;
+    return (secs > f_out / rate ? secs - f_out / rate : 0) +
+           (secs > f_in / rate ? secs - f_in / rate : 0);
+}
+
 /* Count the overlap of copy c into info. */
 static void count_overlap(const mg_plan *p, const mg_offload_copy *c,
                           double bw, double rate, mg_plan_offload *info) {
@@ -148,26 +199,13 @@ mg_status mgi_offload_plan(mg_plan *p, const mg_plan_options *opts,
     }
     o->n = n;
     /* producer, last forward reader, first backward reader, release */
-    int32_t *f_last = o->copy ? malloc((size_t)n * 4 * sizeof *f_last) : NULL;
+    int32_t *f_last = malloc((size_t)n * 4 * sizeof *f_last);
     if (!f_last) {
         mgi_offload_free(o);
         return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory");
     }
     int32_t *prod = f_last + n, *b_first = prod + n, *rel = b_first + n;
-    for (int32_t k = 0; k < n; k++) f_last[k] = b_first[k] = rel[k] = -1;
-    for (int32_t st = 0; st < p->n_steps; st++) {
-        if (idx[p->steps[st]] >= 0) prod[idx[p->steps[st]]] = st;
-        const bool bwd = is_bwd_step(p, st);
-        for (int k = 0; k < p->step[st].n_in; k++) {
-            const int32_t c = idx[p->step[st].in[k]];
-            if (c < 0) continue;
-            if (!bwd) f_last[c] = st;
-            else if (b_first[c] < 0) b_first[c] = st;
-        }
-        for (int32_t r = p->release_start[st]; r < p->release_start[st + 1];
-             r++)
-            if (idx[p->release[r]] >= 0) rel[idx[p->release[r]]] = st;
-    }
+    mgi_offload_readers(p, idx, n, prod, f_last, b_first, rel);
     const double bw = opts->host_bandwidth, rate = opts->compute_rate;
     char label[160], lb[160];
     for (int32_t k = 0; k < n && s == MG_OK; k++) {
@@ -190,21 +228,8 @@ mg_status mgi_offload_plan(mg_plan *p, const mg_plan_options *opts,
                                        sizeof lb));
             break;
         }
-        const double secs = bw > 0 ? (double)mg_plan_nbytes(p, t) / bw : 0;
-        mg_offload_copy *c = &o->copy[k];
-        c->t = t;
-        c->bytes = mg_pool_size_class(mg_plan_nbytes(p, t));
-        c->out_issue = prod[k];
-        int32_t out_free =
-            hide_after(p, prod[k], b_first[k] - 1, secs, bw > 0 ? rate : 0);
-        if (out_free < f_last[k]) out_free = f_last[k];
-        if (out_free < prod[k]) out_free = prod[k];
-        c->out_free = out_free;
-        c->in_wait = b_first[k];
-        c->in_issue = hide_before(p, out_free + 1, b_first[k], secs,
-                                  bw > 0 ? rate : 0);
-        c->release = rel[k];
-        c->in_off = c->host_off = SIZE_MAX;
+        mgi_offload_place(p, t, prod[k], f_last[k], b_first[k], rel[k], bw,
+                          rate, &o->copy[k]);
     }
     free(f_last);
     if (s != MG_OK) {

@@ -52,6 +52,43 @@ mg_status mgi_offload_plan(mg_plan *p, const mg_plan_options *opts,
                            int32_t *last);
 void mgi_offload_free(mg_offload_plan *o);
 
+/* For the n tensors t with idx[t] = k >= 0 (idx: per tensor, else -1):
+ * the step of its producer, its last forward reader, its first backward
+ * (or recompute) reader and the step after which p releases it, each -1
+ * for none. */
+void mgi_offload_readers(const mg_plan *p, const int32_t *idx, int32_t n,
+                         int32_t *prod, int32_t *f_last, int32_t *b_first,
+                         int32_t *rel);
+/* The steps of t's copies (c's but its events and offsets), from those,
+ * for host bandwidth bw and compute rate (0: one step each side);
+ * f_last < b_first. */
+void mgi_offload_place(const mg_plan *p, mg_tensor t, int32_t prod,
+                       int32_t f_last, int32_t b_first, int32_t rel, double bw,
+                       double rate, mg_offload_copy *c);
+/* The seconds of c's two copies that the steps beside them do not hide
+ * (0 without both rates). */
+double mgi_offload_exposed(const mg_plan *p, const mg_offload_copy *c,
+                           double bw, double rate);
+
+/* The budget policy's offload stage (offload_price.c), on the graph built
+ * keeping every forward tensor: the plan of outs (all bound to caller
+ * memory, the budget's measure) offloading a prefix of its saved tensors
+ * (ids below n_before) in a fixed order, least exposed copy time first,
+ * the shortest prefix whose exact predicted peak fits budget. *fits says
+ * whether one does; then *chosen (per tensor id below n_before, malloc'd,
+ * the caller frees it) marks it, *peak is its peak and *exposed the
+ * seconds its copies add to the step. *min_peak: the peak with every
+ * saved tensor offloaded, the least this stage reaches. */
+typedef struct mg_offload_price {
+    bool fits;
+    bool *chosen;
+    size_t peak, min_peak;
+    double exposed;
+} mg_offload_price;
+mg_status mgi_offload_price(const mg_graph *g, const mg_tensor *outs,
+                            int n_outs, int32_t n_before, size_t budget,
+                            double bw, double rate, mg_offload_price *out);
+
 /* Lay out p's arena with the prefetch blocks, in place of arena.c's
  * layout of p (its phases keep theirs: they do not offload), and the host
  * tier. */
