@@ -42,13 +42,16 @@ class Checkpoints(ctypes.Structure):
     _fields_ = [("policy", c_int), ("tensors", POINTER(c_int32)),
                 ("n_tensors", c_int), ("min_bytes", c_size_t),
                 ("budget_bytes", c_size_t), ("compact", c_int),
-                ("store16", c_int)]
+                ("store16", c_int), ("offload", c_int),
+                ("host_bandwidth", c_double), ("compute_rate", c_double)]
 
 
 class PlanOptions(ctypes.Structure):
     _fields_ = [("retain", POINTER(c_int32)), ("n_retain", c_int),
                 ("no_grad", c_int), ("without_recompute", c_int),
-                ("budget_bytes", c_size_t), ("device", c_int)]
+                ("budget_bytes", c_size_t), ("device", c_int),
+                ("offload", POINTER(c_int32)), ("n_offload", c_int),
+                ("host_bandwidth", c_double), ("compute_rate", c_double)]
 
 
 class PlanSummary(ctypes.Structure):
