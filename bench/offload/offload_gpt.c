@@ -55,11 +55,22 @@ typedef struct row {
     size_t budget_peak, predicted, measured, host_pred, host_meas;
     int n_off;
     double flops, rflops, exposed, t_pred, t_meas;
+    /* the prepared step */
+    mg_model *m;
+    mg_plan *p;
+    mg_exec *ex;
+    mg_binding *b;
+    int nb;
+    void **w, **gr;
+    void *in, *tg;
+    mg_tensor *outs, *off;
+    double loss;
+    double *t; /* per round */
 } row;
 
 /* Build, differentiate under ck (NULL: none), compile (offload as the
- * policy chose, at bw and rate), run repeat times. */
-static void measure(const cfg *c, const mg_checkpoints *ck, double bw,
+ * policy chose, at bw and rate) and warm up. */
+static void prepare(const cfg *c, const mg_checkpoints *ck, double bw,
                     double rate, row *r) {
     mg_model *m =
         mg_model_gpt(c->layers, c->d, 4, c->seq, c->batch, c->vocab, 0.0,
@@ -74,40 +85,42 @@ static void measure(const cfg *c, const mg_checkpoints *ck, double bw,
     }
     CHECK(st);
     r->ok = 1;
+    r->m = m;
     const int np = m->n_params;
-    void **w = calloc((size_t)np, sizeof *w), **gr = calloc((size_t)np, sizeof *gr);
-    mg_binding *b = calloc((size_t)(2 * np + 4), sizeof *b);
-    mg_tensor *outs = calloc((size_t)(np + 1), sizeof *outs);
-    void *in = malloc(mg_tensor_nbytes(m->g, m->input));
-    void *tg = malloc(mg_tensor_nbytes(m->g, m->target));
-    double loss = 0;
-    int nb = 0, no = 0;
+    r->w = calloc((size_t)np, sizeof *r->w);
+    r->gr = calloc((size_t)np, sizeof *r->gr);
+    r->b = calloc((size_t)(2 * np + 4), sizeof *r->b);
+    r->outs = calloc((size_t)(np + 1), sizeof *r->outs);
+    r->in = malloc(mg_tensor_nbytes(m->g, m->input));
+    r->tg = malloc(mg_tensor_nbytes(m->g, m->target));
+    r->t = calloc((size_t)c->repeat, sizeof *r->t);
+    int no = 0;
     for (int i = 0; i < np; i++) {
-        w[i] = malloc(mg_tensor_nbytes(m->g, m->params[i]));
-        gr[i] = malloc(mg_tensor_nbytes(m->g, m->params[i]));
+        r->w[i] = malloc(mg_tensor_nbytes(m->g, m->params[i]));
+        r->gr[i] = malloc(mg_tensor_nbytes(m->g, m->params[i]));
     }
-    CHECK(mg_model_init_params(m, 1, w));
-    CHECK(mg_model_init_data(m, 2, in, tg));
-    b[nb++] = (mg_binding){m->input, in};
-    b[nb++] = (mg_binding){m->target, tg};
-    for (int i = 0; i < np; i++) b[nb++] = (mg_binding){m->params[i], w[i]};
-    b[nb++] = (mg_binding){m->loss, &loss};
-    outs[no++] = m->loss;
+    CHECK(mg_model_init_params(m, 1, r->w));
+    CHECK(mg_model_init_data(m, 2, r->in, r->tg));
+    r->b[r->nb++] = (mg_binding){m->input, r->in};
+    r->b[r->nb++] = (mg_binding){m->target, r->tg};
+    for (int i = 0; i < np; i++)
+        r->b[r->nb++] = (mg_binding){m->params[i], r->w[i]};
+    r->b[r->nb++] = (mg_binding){m->loss, &r->loss};
+    r->outs[no++] = m->loss;
     for (int i = 0; i < np; i++) {
-        b[nb++] = (mg_binding){m->grads[i], gr[i]};
-        outs[no++] = m->grads[i];
+        r->b[r->nb++] = (mg_binding){m->grads[i], r->gr[i]};
+        r->outs[no++] = m->grads[i];
     }
     const int n_off = mg_graph_offloads(m->g, NULL, 0);
-    mg_tensor *off = malloc((size_t)(n_off + 1) * sizeof *off);
-    mg_graph_offloads(m->g, off, n_off);
-    const mg_plan_options po = {.offload = off, .n_offload = n_off,
+    r->off = malloc((size_t)(n_off + 1) * sizeof *r->off);
+    mg_graph_offloads(m->g, r->off, n_off);
+    const mg_plan_options po = {.offload = r->off, .n_offload = n_off,
                                 .host_bandwidth = bw, .compute_rate = rate};
-    mg_plan *p = NULL;
-    CHECK(mg_plan_compile(m->g, outs, no, &po, &p));
+    CHECK(mg_plan_compile(m->g, r->outs, no, &po, &r->p));
     mg_plan_summary s;
     mg_plan_offload info;
-    CHECK(mg_plan_summarize(p, b, nb, &s));
-    CHECK(mg_plan_offload_info(p, &info));
+    CHECK(mg_plan_summarize(r->p, r->b, r->nb, &s));
+    CHECK(mg_plan_offload_info(r->p, &info));
     r->n_off = n_off;
     r->budget_peak = s.budget_peak;
     r->predicted = s.predicted_peak;
@@ -116,37 +129,43 @@ static void measure(const cfg *c, const mg_checkpoints *ck, double bw,
     r->rflops = s.recompute_flops;
     r->exposed = info.copy_seconds - info.hidden_seconds;
     r->t_pred = rate > 0 ? (r->flops + r->rflops) / rate + r->exposed : 0;
-    mg_exec *ex = NULL;
-    CHECK(mg_exec_new(&(mg_exec_options){.num_threads = 1}, &ex));
-    CHECK(mg_exec_run(ex, p, b, nb, 3)); /* warm-up */
-    double *t = calloc((size_t)c->repeat, sizeof *t);
-    for (int k = 0; k < c->repeat; k++) {
-        const double t0 = now();
-        CHECK(mg_exec_run(ex, p, b, nb, 3));
-        t[k] = now() - t0;
-    }
-    r->t_meas = median(t, c->repeat);
+    CHECK(mg_exec_new(&(mg_exec_options){.num_threads = 1}, &r->ex));
+    CHECK(mg_exec_run(r->ex, r->p, r->b, r->nb, 3)); /* warm-up */
+}
+
+/* One timed step of r, into round k. */
+static void time_step(row *r, int k) {
+    if (!r->ok) return;
+    const double t0 = now();
+    CHECK(mg_exec_run(r->ex, r->p, r->b, r->nb, 3));
+    r->t[k] = now() - t0;
+}
+
+/* The median step, the peaks measured, and everything freed. */
+static void finish(const cfg *c, row *r) {
+    if (!r->ok) return;
+    r->t_meas = median(r->t, c->repeat);
     mg_pool_stats ps;
     mg_host_stats hs;
-    CHECK(mg_exec_pool_stats(ex, &ps));
-    CHECK(mg_exec_host_stats(ex, &hs));
+    CHECK(mg_exec_pool_stats(r->ex, &ps));
+    CHECK(mg_exec_host_stats(r->ex, &hs));
     r->measured = ps.peak_bytes_in_use;
     r->host_meas = hs.peak_bytes_in_use;
-    free(t);
-    mg_exec_free(ex);
-    mg_plan_free(p);
-    free(off);
-    for (int i = 0; i < np; i++) {
-        free(w[i]);
-        free(gr[i]);
+    mg_exec_free(r->ex);
+    mg_plan_free(r->p);
+    for (int i = 0; i < r->m->n_params; i++) {
+        free(r->w[i]);
+        free(r->gr[i]);
     }
-    free(w);
-    free(gr);
-    free(b);
-    free(outs);
-    free(in);
-    free(tg);
-    mg_model_free(m);
+    free(r->w);
+    free(r->gr);
+    free(r->b);
+    free(r->outs);
+    free(r->off);
+    free(r->in);
+    free(r->tg);
+    free(r->t);
+    mg_model_free(r->m);
 }
 
 /* memcpy's bandwidth on this machine: the host tier's copies */
@@ -190,9 +209,11 @@ int main(int argc, char **argv) {
     const double frac = atof(argv[6]);
     if (c.repeat < 1 || !(frac > 0)) return 2;
     const double bw = host_bandwidth();
+    /* the compute rate from policy none's own steps, first */
     row none = {.name = "none"};
-    measure(&c, NULL, 0, 0, &none);
-    const double rate = none.flops / none.t_meas; /* measured, one thread */
+    prepare(&c, NULL, 0, 0, &none);
+    for (int k = 0; k < c.repeat; k++) time_step(&none, k);
+    const double rate = none.flops / median(none.t, c.repeat);
     none.t_pred = none.flops / rate;
     const size_t budget = (size_t)(frac * (double)none.budget_peak);
     printf("# GPT %d layers, d_model %d, 4 heads, seq %d, batch %d, vocab %d, "
@@ -200,11 +221,14 @@ int main(int argc, char **argv) {
            c.layers, c.d, c.seq, c.batch, c.vocab);
     printf("# host bandwidth (memcpy, 64 MiB, median of 7): %.3g bytes/s\n",
            bw);
-    printf("# compute rate (policy none's flops / its median step): %.3g "
-           "flops/s\n",
-           rate);
+    printf("# compute rate (policy none's flops / its median step, first "
+           "%d steps): %.3g flops/s\n",
+           c.repeat, rate);
     printf("# budget: %.2f x none's budget peak %zu = %zu bytes\n", frac,
            none.budget_peak, budget);
+    printf("# step times: medians of %d rounds, each round one step of each "
+           "plan in turn\n",
+           c.repeat);
     row rec = {.name = "recompute only"}, off = {.name = "recompute+offload"};
     const mg_checkpoints ck_rec = {.policy = MG_CKPT_BUDGET,
                                    .budget_bytes = budget};
@@ -213,8 +237,16 @@ int main(int argc, char **argv) {
                                    .offload = 1,
                                    .host_bandwidth = bw,
                                    .compute_rate = rate};
-    measure(&c, &ck_rec, bw, rate, &rec);
-    measure(&c, &ck_off, bw, rate, &off);
+    prepare(&c, &ck_rec, bw, rate, &rec);
+    prepare(&c, &ck_off, bw, rate, &off);
+    for (int k = 0; k < c.repeat; k++) {
+        time_step(&none, k);
+        time_step(&rec, k);
+        time_step(&off, k);
+    }
+    finish(&c, &none);
+    finish(&c, &rec);
+    finish(&c, &off);
     printf("%-22s %8s %10s %10s %9s %9s %5s %9s %8s %9s %9s %6s\n", "plan",
            "budget_pk", "pred_peak", "meas_peak", "host_pred", "host_meas",
            "n_off", "rflops", "exposed_s", "pred_s", "meas_s", "meas/pred");

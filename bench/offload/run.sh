@@ -22,17 +22,15 @@ libs="$(pkg-config --libs igraph openblas 2>/dev/null || echo -ligraph -lopenbla
 # shellcheck disable=SC2086
 cc -O2 -I"$root/include" "$here/offload_gpt.c" "$build/libmemgrad.a" $libs \
     -o "$tmp/offload_gpt"
-args=(8 64 64 4 128 0.3 11)
+args=(8 64 64 4 128 0.3 21)
+# the tree's state before this run writes its results file
+if [ -n "$(git -C "$root" status --porcelain)" ]; then tree="NOT CLEAN"; else tree=clean; fi
 {
     echo "# bench/offload/run.sh: offload_gpt ${args[*]}"
     echo "# (LAYERS D_MODEL SEQ BATCH VOCAB FRACTION REPEAT)"
     echo "# date: $(date -u +%FT%TZ)"
     echo "# commit: $(git -C "$root" log --oneline -1)"
-    if [ -n "$(git -C "$root" status --porcelain)" ]; then
-        echo "# tree: NOT CLEAN"
-    else
-        echo "# tree: clean"
-    fi
+    echo "# tree: $tree"
     echo "# machine: $(nproc)-core CPU VM ($(uname -m)), load $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "# env: OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1"
     rc=0
