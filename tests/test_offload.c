@@ -20,22 +20,32 @@
 static mg_model *make_sized(mg_model_kind kind, int big) {
     mg_model *m = NULL;
     if (big) switch (kind) {
-    case MG_MODEL_RESNET: m = mg_model_resnet(4, 4, 4, 16, 5, MG_F32, 7); break;
-    case MG_MODEL_TRANSFORMER:
-        m = mg_model_transformer(3, 16, 2, 32, 4, 11, 0.1, 1, MG_F32, 7);
-        break;
-    case MG_MODEL_GPT: m = mg_model_gpt(3, 16, 2, 32, 4, 11, 0.1, MG_F32, 7); break;
-    default: break;
-    }
+        case MG_MODEL_RESNET:
+            m = mg_model_resnet(4, 4, 4, 16, 5, MG_F32, 7);
+            break;
+        case MG_MODEL_TRANSFORMER:
+            m = mg_model_transformer(3, 16, 2, 32, 4, 11, 0.1, 1, MG_F32, 7);
+            break;
+        case MG_MODEL_GPT:
+            m = mg_model_gpt(3, 16, 2, 32, 4, 11, 0.1, MG_F32, 7);
+            break;
+        default: break;
+        }
     if (!m) switch (kind) {
-    case MG_MODEL_MLP: m = mg_model_mlp(6, 32, 8, 16, 5, 0.1, MG_F32, 7); break;
-    case MG_MODEL_RESNET: m = mg_model_resnet(4, 4, 4, 8, 5, MG_F32, 7); break;
-    case MG_MODEL_TRANSFORMER:
-        m = mg_model_transformer(3, 16, 2, 8, 2, 11, 0.1, 1, MG_F32, 7);
-        break;
-    case MG_MODEL_GPT: m = mg_model_gpt(3, 16, 2, 8, 2, 11, 0.1, MG_F32, 7); break;
-    default: break;
-    }
+        case MG_MODEL_MLP:
+            m = mg_model_mlp(6, 32, 8, 16, 5, 0.1, MG_F32, 7);
+            break;
+        case MG_MODEL_RESNET:
+            m = mg_model_resnet(4, 4, 4, 8, 5, MG_F32, 7);
+            break;
+        case MG_MODEL_TRANSFORMER:
+            m = mg_model_transformer(3, 16, 2, 8, 2, 11, 0.1, 1, MG_F32, 7);
+            break;
+        case MG_MODEL_GPT:
+            m = mg_model_gpt(3, 16, 2, 8, 2, 11, 0.1, MG_F32, 7);
+            break;
+        default: break;
+        }
     ck_assert_msg(m != NULL, "building %s failed: %s", mg_model_kind_name(kind),
                   mg_last_error());
     return m;
@@ -219,7 +229,8 @@ static void check_model(mg_model_kind kind) {
     run_step(m, &d, NULL, &none);
     ck_assert_uint_eq(none.peak, none.predicted);
     grads_copy(m, &d, ref);
-    mg_tensor *saved = malloc((size_t)mg_graph_num_tensors(m->g) * sizeof *saved);
+    mg_tensor *saved =
+        malloc((size_t)mg_graph_num_tensors(m->g) * sizeof *saved);
     ck_assert(saved);
     const int n_saved = saved_tensors(m, saved);
     ck_assert_int_gt(n_saved, 2);
@@ -326,8 +337,10 @@ static void check_budget(mg_model_kind kind, double bw, double rate,
                              .compute_rate = rate};
         const mg_status st = mg_model_gradients(m, &ck);
         if (st == MG_ERR_NOMEM) {
-            ck_assert_msg(!fitted, "%s: budget %zu fails after a smaller one "
-                          "fitted: %s", k, budget, mg_last_error());
+            ck_assert_msg(!fitted,
+                          "%s: budget %zu fails after a smaller one "
+                          "fitted: %s",
+                          k, budget, mg_last_error());
             mg_model_free(m);
             continue;
         }
@@ -340,7 +353,8 @@ static void check_budget(mg_model_kind kind, double bw, double rate,
         ck_assert_int_eq(mg_graph_offloads(m->g, off, n_off), n_off);
         mdata d;
         md_init(&d, m);
-        const mg_plan_options po = {.offload = off, .n_offload = n_off,
+        const mg_plan_options po = {.offload = off,
+                                    .n_offload = n_off,
                                     .host_bandwidth = bw,
                                     .compute_rate = rate};
         mg_plan *p = NULL;
@@ -448,17 +462,21 @@ START_TEST(test_errors) {
     const mg_tensor bad[] = {99999};
     o = (mg_plan_options){.offload = bad, .n_offload = 1};
     expect_fail(m, &d, &o, MG_ERR_UNKNOWN_ID, "offload");
-    o = (mg_plan_options){.offload = saved, .n_offload = 1,
-                          .host_bandwidth = -1};
+    o = (mg_plan_options){
+        .offload = saved, .n_offload = 1, .host_bandwidth = -1};
     expect_fail(m, &d, &o, MG_ERR_INVALID_ARG, "host_bandwidth");
     /* mg_checkpoints.offload: budget policy only, with both rates */
     mg_model *m2 = make(MG_MODEL_MLP);
-    mg_checkpoints ck = {.policy = MG_CKPT_MEMORY, .offload = 1,
-                         .host_bandwidth = 1, .compute_rate = 1};
+    mg_checkpoints ck = {.policy = MG_CKPT_MEMORY,
+                         .offload = 1,
+                         .host_bandwidth = 1,
+                         .compute_rate = 1};
     ck_assert_int_eq(mg_model_gradients(m2, &ck), MG_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "budget policy"));
-    ck = (mg_checkpoints){.policy = MG_CKPT_BUDGET, .budget_bytes = 1 << 20,
-                          .offload = 1, .host_bandwidth = 0,
+    ck = (mg_checkpoints){.policy = MG_CKPT_BUDGET,
+                          .budget_bytes = 1 << 20,
+                          .offload = 1,
+                          .host_bandwidth = 0,
                           .compute_rate = 1};
     ck_assert_int_eq(mg_model_gradients(m2, &ck), MG_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(mg_last_error(), "host_bandwidth"));
@@ -496,7 +514,8 @@ START_TEST(test_errors) {
     /* a pool too small for the plan: a clear error, and nothing of the
      * run is left in use on the device or the host */
     mg_exec *small = NULL;
-    const mg_exec_options eo = {.max_bytes = mg_plan_predicted_peak(p, d.b, d.nb) - 256};
+    const mg_exec_options eo = {.max_bytes =
+                                    mg_plan_predicted_peak(p, d.b, d.nb) - 256};
     ck_assert(mg_exec_new(&eo, &small) == MG_OK);
     ck_assert_int_eq(mg_exec_run(small, p, d.b, d.nb, 1), MG_ERR_NOMEM);
     mg_host_stats hs;
@@ -505,6 +524,19 @@ START_TEST(test_errors) {
     mg_pool_stats ps;
     ck_assert(mg_exec_pool_stats(small, &ps) == MG_OK);
     ck_assert_uint_eq(ps.bytes_in_use, 0);
+    mg_exec_free(small);
+    /* a pool bound at the predicted peak: the run fits it exactly, its
+     * prefetch blocks included (from the arena, or from the cache where
+     * the arena's layout is larger than the peak) */
+    const mg_exec_options eb = {.max_bytes =
+                                    mg_plan_predicted_peak(p, d.b, d.nb)};
+    ck_assert(mg_exec_new(&eb, &small) == MG_OK);
+    ck_assert_msg(mg_exec_run(small, p, d.b, d.nb, 1) == MG_OK, "%s",
+                  mg_last_error());
+    ck_assert(mg_exec_pool_stats(small, &ps) == MG_OK);
+    ck_assert_uint_eq(ps.peak_bytes_in_use, eb.max_bytes);
+    ck_assert(mg_exec_host_stats(small, &hs) == MG_OK);
+    ck_assert_uint_eq(hs.copies_in, (uint64_t)n);
     mg_exec_free(small);
     mg_exec_free(ex);
     mg_plan_free(p);

@@ -72,9 +72,8 @@ typedef struct row {
  * policy chose, at bw and rate) and warm up. */
 static void prepare(const cfg *c, const mg_checkpoints *ck, double bw,
                     double rate, row *r) {
-    mg_model *m =
-        mg_model_gpt(c->layers, c->d, 4, c->seq, c->batch, c->vocab, 0.0,
-                     MG_F32, 7);
+    mg_model *m = mg_model_gpt(c->layers, c->d, 4, c->seq, c->batch, c->vocab,
+                               0.0, MG_F32, 7);
     if (!m) CHECK(mg_last_status());
     mg_status st = mg_model_gradients(m, ck);
     if (st == MG_ERR_NOMEM) {
@@ -114,8 +113,10 @@ static void prepare(const cfg *c, const mg_checkpoints *ck, double bw,
     const int n_off = mg_graph_offloads(m->g, NULL, 0);
     r->off = malloc((size_t)(n_off + 1) * sizeof *r->off);
     mg_graph_offloads(m->g, r->off, n_off);
-    const mg_plan_options po = {.offload = r->off, .n_offload = n_off,
-                                .host_bandwidth = bw, .compute_rate = rate};
+    const mg_plan_options po = {.offload = r->off,
+                                .n_offload = n_off,
+                                .host_bandwidth = bw,
+                                .compute_rate = rate};
     CHECK(mg_plan_compile(m->g, r->outs, no, &po, &r->p));
     mg_plan_summary s;
     mg_plan_offload info;
@@ -194,8 +195,8 @@ static void print_row(const row *r) {
     printf("%-22s %8zu %10zu %10zu %9zu %9zu %5d %9.3g %8.3g %9.4f %9.4f "
            "%6.3f\n",
            r->name, r->budget_peak, r->predicted, r->measured, r->host_pred,
-           r->host_meas, r->n_off, r->rflops, r->exposed, r->t_pred,
-           r->t_meas, r->t_pred > 0 ? r->t_meas / r->t_pred : 0.0);
+           r->host_meas, r->n_off, r->rflops, r->exposed, r->t_pred, r->t_meas,
+           r->t_pred > 0 ? r->t_meas / r->t_pred : 0.0);
 }
 
 int main(int argc, char **argv) {

@@ -183,7 +183,8 @@ void mgi_host_tier_end(mgi_host_tier *h, const mg_plan *p, mg_pool *pool) {
     const mg_offload_plan *o = p->offload;
     for (int32_t k = 0; k < o->n; k++)
         if (h->prefetch[k]) {
-            mgi_pool_free(pool, h->prefetch[k], mg_plan_nbytes(p, o->copy[k].t));
+            mgi_pool_free(pool, h->prefetch[k],
+                          mg_plan_nbytes(p, o->copy[k].t));
             h->prefetch[k] = NULL;
         }
     h->stats.bytes_in_use = 0;

@@ -28,13 +28,13 @@ typedef struct mgi_host_tier {
     pthread_t worker;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    mgi_host_job *jobs; /* queued in plan order; the worker runs them in
-                           that order */
+    mgi_host_job *jobs;   /* queued in plan order; the worker runs them in
+                             that order */
     int32_t n_jobs, next; /* queued; the worker's next */
     bool stop;
-    uint8_t *done;    /* per event: set by the worker */
-    void **prefetch;  /* per copy: its prefetch block, until handed over */
-    int32_t cap;      /* copies the arrays hold */
+    uint8_t *done;   /* per event: set by the worker */
+    void **prefetch; /* per copy: its prefetch block, until handed over */
+    int32_t cap;     /* copies the arrays hold */
 } mgi_host_tier;
 
 /* Start a run of p (p->offload non-NULL) on an executor of device dev. */

@@ -43,7 +43,8 @@ static double step_flops(const mg_plan *p, int32_t s) {
 
 static int by_out_issue(const void *x, const void *y) {
     const mg_offload_copy *a = x, *b = y;
-    if (a->out_issue != b->out_issue) return a->out_issue < b->out_issue ? -1 : 1;
+    if (a->out_issue != b->out_issue)
+        return a->out_issue < b->out_issue ? -1 : 1;
     return (a->t > b->t) - (a->t < b->t);
 }
 
@@ -52,10 +53,9 @@ static mg_status check_targets(const mg_plan *p, const mg_plan_options *opts,
                                int32_t *idx) {
     char label[160];
     if (opts->n_offload < 0 || (opts->n_offload > 0 && !opts->offload))
-        return mg_set_error(MG_ERR_INVALID_ARG,
-                            "mg_plan_compile: %d offloaded tensors%s",
-                            opts->n_offload,
-                            opts->n_offload < 0 ? "" : " with a NULL list");
+        return mg_set_error(
+            MG_ERR_INVALID_ARG, "mg_plan_compile: %d offloaded tensors%s",
+            opts->n_offload, opts->n_offload < 0 ? "" : " with a NULL list");
     if (!(opts->host_bandwidth >= 0) || !(opts->compute_rate >= 0))
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_plan_compile: host_bandwidth %g and "
@@ -168,8 +168,8 @@ double mgi_offload_exposed(const mg_plan *p, const mg_offload_copy *c,
 }
 
 /* Count the overlap of copy c into info. */
-static void count_overlap(const mg_plan *p, const mg_offload_copy *c,
-                          double bw, double rate, mg_plan_offload *info) {
+static void count_overlap(const mg_plan *p, const mg_offload_copy *c, double bw,
+                          double rate, mg_plan_offload *info) {
     double f_out = 0, f_in = 0;
     for (int32_t s = c->out_issue + 1; s <= c->out_free; s++)
         f_out += step_flops(p, s);
@@ -304,15 +304,16 @@ mg_status mgi_offload_lay_out(mg_plan *p) {
     const size_t cap = 2 * (size_t)p->n_steps + (size_t)o->n + 1;
     dev_req *rq = malloc(cap * sizeof *rq);
     size_t *size = calloc(cap, sizeof *size), *off = calloc(cap, sizeof *off);
-    int64_t *born = calloc(cap, sizeof *born), *dead = calloc(cap, sizeof *dead);
+    int64_t *born = calloc(cap, sizeof *born),
+            *dead = calloc(cap, sizeof *dead);
     if (!died || !in_at || !in_ord || !rq || !size || !off || !born || !dead)
         s = nomem();
     size_t n = 0;
     if (s == MG_OK) {
         for (int32_t t = 0; t < p->n_tensors; t++) died[t] = -1;
         for (int32_t st = 0; st < p->n_steps; st++)
-            for (int32_t r = p->release_start[st];
-                 r < p->release_start[st + 1]; r++)
+            for (int32_t r = p->release_start[st]; r < p->release_start[st + 1];
+                 r++)
                 died[p->release[r]] = st;
         for (int32_t k = 0; k < o->n; k++) {
             died[o->copy[k].t] = o->copy[k].out_free;
@@ -342,8 +343,9 @@ mg_status mgi_offload_lay_out(mg_plan *p) {
             rq[n++] = (dev_req){mg_pool_size_class(mg_plan_nbytes(p, t)), tick,
                                 2 * (int64_t)died[t] + 2, &p->out_off[st]};
         if (p->step[st].work_units)
-            rq[n++] = (dev_req){mg_pool_size_class(mg_plan_step_work(&p->step[st])),
-                                tick + 1, tick + 2, &p->work_off[st]};
+            rq[n++] =
+                (dev_req){mg_pool_size_class(mg_plan_step_work(&p->step[st])),
+                          tick + 1, tick + 2, &p->work_off[st]};
     }
     if (s == MG_OK) {
         for (size_t i = 0; i < n; i++) {
@@ -408,8 +410,8 @@ void mgi_offload_dump(const mg_plan *p, FILE *out) {
                 "arena+%zu, event %d, waited before step %d\n",
                 mgi_graph_tensor_label(p->g, c->t, label, sizeof label),
                 c->bytes, (int)c->out_issue, c->host_off, (int)c->event_out,
-                (int)c->out_free, (int)c->in_issue, c->in_off,
-                (int)c->event_in, (int)c->in_wait);
+                (int)c->out_free, (int)c->in_issue, c->in_off, (int)c->event_in,
+                (int)c->in_wait);
     }
 }
 

@@ -25,16 +25,16 @@
  * back when the copy in is waited for. */
 typedef struct mg_offload_copy {
     mg_tensor t;
-    size_t bytes;       /* its size class, in the arena and on the host */
-    int32_t out_issue;  /* its producer's step */
-    int32_t out_free;   /* >= out_issue and >= its last forward reader */
-    int32_t in_issue;   /* > out_free */
-    int32_t in_wait;    /* its first backward reader, >= in_issue */
-    int32_t release;    /* the step after which its prefetch block goes */
-    int32_t event_out;  /* 2k: set by the worker when the copy out is done */
-    int32_t event_in;   /* 2k + 1: the same for the copy in */
-    size_t in_off;      /* the prefetch block's arena offset */
-    size_t host_off;    /* its block in the host tier */
+    size_t bytes;      /* its size class, in the arena and on the host */
+    int32_t out_issue; /* its producer's step */
+    int32_t out_free;  /* >= out_issue and >= its last forward reader */
+    int32_t in_issue;  /* > out_free */
+    int32_t in_wait;   /* its first backward reader, >= in_issue */
+    int32_t release;   /* the step after which its prefetch block goes */
+    int32_t event_out; /* 2k: set by the worker when the copy out is done */
+    int32_t event_in;  /* 2k + 1: the same for the copy in */
+    size_t in_off;     /* the prefetch block's arena offset */
+    size_t host_off;   /* its block in the host tier */
 } mg_offload_copy;
 
 typedef struct mg_offload_plan {
