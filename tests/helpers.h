@@ -240,6 +240,26 @@ static inline void th_add_tcase(Suite *s, const char *name, double timeout,
     suite_add_tcase(s, tc);
 }
 
+/* Loop tests for th_add_tcase_loops: each runs with _i from start to
+ * end - 1, TH_LOOPS({test_a, 0, 4}, {test_b, 0, n}, ...). */
+typedef struct th_loop {
+    const TTest *test;
+    int start, end;
+} th_loop;
+#define TH_LOOPS(...) ((const th_loop[]){__VA_ARGS__, {NULL, 0, 0}})
+
+/* th_add_tcase with loop tests first; loops or tests may be NULL. */
+static inline void th_add_tcase_loops(Suite *s, const char *name,
+                                      double timeout, const th_loop *loops,
+                                      const TTest **tests) {
+    TCase *tc = tcase_create(name);
+    if (timeout > 0) tcase_set_timeout(tc, timeout);
+    for (int i = 0; loops && loops[i].test; i++)
+        tcase_add_loop_test(tc, loops[i].test, loops[i].start, loops[i].end);
+    for (int i = 0; tests && tests[i]; i++) tcase_add_test(tc, tests[i]);
+    suite_add_tcase(s, tc);
+}
+
 /* Run a suite the way every test program does; the exit status. */
 static inline int th_run_suite(Suite *s) {
     SRunner *sr = srunner_create(s);
@@ -247,6 +267,13 @@ static inline int th_run_suite(Suite *s) {
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+/* The executor's pool statistics; fails the test if they cannot be read. */
+static inline mg_pool_stats th_pool_stats(const mg_exec *ex) {
+    mg_pool_stats s;
+    ck_assert(mg_exec_pool_stats(ex, &s) == MG_OK);
+    return s;
 }
 
 /* ------------------------------------------------------------------ checks */
