@@ -219,12 +219,10 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("bindings");
-    TCase *tc = tcase_create("bindings");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_misaligned_bindings_are_refused);
-    tcase_add_test(tc, test_unread_leaves_are_ignored);
-    tcase_add_test(tc, test_binding_lists_agree);
-    tcase_add_test(tc, test_unknown_ids_refused_alike);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "bindings", 120,
+                 TH_TESTS(test_misaligned_bindings_are_refused,
+                          test_unread_leaves_are_ignored,
+                          test_binding_lists_agree,
+                          test_unknown_ids_refused_alike));
     return th_run_suite(s);
 }

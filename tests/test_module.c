@@ -101,10 +101,9 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("module");
-    TCase *tc = tcase_create("module");
-    tcase_add_test(tc, test_cpu_work_maps_no_cuda);
-    tcase_add_test(tc, test_cuda_asked_without_gpu);
-    tcase_add_test(tc, test_rows_have_properties);
-    suite_add_tcase(s, tc);
+    th_add_tcase(s, "module", 0,
+                 TH_TESTS(test_cpu_work_maps_no_cuda,
+                          test_cuda_asked_without_gpu,
+                          test_rows_have_properties));
     return th_run_suite(s);
 }
