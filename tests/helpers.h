@@ -269,6 +269,15 @@ static inline int th_run_suite(Suite *s) {
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
+/* The main() of a test program of one case: suite `suite`, case `name`
+ * with a timeout in seconds (0: Check's default), the tests listed. */
+#define TH_MAIN(suite, name, timeout, ...)                                     \
+    int main(void) {                                                           \
+        Suite *th_suite_ = suite_create(suite);                                \
+        th_add_tcase(th_suite_, name, timeout, TH_TESTS(__VA_ARGS__));         \
+        return th_run_suite(th_suite_);                                        \
+    }
+
 /* The executor's pool statistics; fails the test if they cannot be read. */
 static inline mg_pool_stats th_pool_stats(const mg_exec *ex) {
     mg_pool_stats s;

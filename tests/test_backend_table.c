@@ -398,12 +398,7 @@ START_TEST(test_short_workspace_refused) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("backend_table");
-    th_add_tcase(s, "core", 0,
-                 TH_TESTS(test_table_finds_cpu, test_workspace_within_plan,
-                          test_chunked_reductions_lent, test_attention_lent,
-                          test_short_workspace_refused, test_gemm_split_rule,
-                          test_cuda_plan_lends_gemm_split));
-    return th_run_suite(s);
-}
+TH_MAIN("backend_table", "core", 0, test_table_finds_cpu,
+        test_workspace_within_plan, test_chunked_reductions_lent,
+        test_attention_lent, test_short_workspace_refused, test_gemm_split_rule,
+        test_cuda_plan_lends_gemm_split)

@@ -217,12 +217,6 @@ START_TEST(test_unknown_ids_refused_alike) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("bindings");
-    th_add_tcase(s, "bindings", 120,
-                 TH_TESTS(test_misaligned_bindings_are_refused,
-                          test_unread_leaves_are_ignored,
-                          test_binding_lists_agree,
-                          test_unknown_ids_refused_alike));
-    return th_run_suite(s);
-}
+TH_MAIN("bindings", "bindings", 120, test_misaligned_bindings_are_refused,
+        test_unread_leaves_are_ignored, test_binding_lists_agree,
+        test_unknown_ids_refused_alike)

@@ -430,11 +430,6 @@ START_TEST(test_saved_outlives_exec) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("dlpack");
-    th_add_tcase(s, "dlpack", 60,
-                 TH_TESTS(test_bind_checks, test_export_held_across_runs,
-                          test_export_errors_and_phases, test_saved_export,
-                          test_saved_export_written, test_saved_outlives_exec));
-    return th_run_suite(s);
-}
+TH_MAIN("dlpack", "dlpack", 60, test_bind_checks, test_export_held_across_runs,
+        test_export_errors_and_phases, test_saved_export,
+        test_saved_export_written, test_saved_outlives_exec)

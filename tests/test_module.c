@@ -99,11 +99,5 @@ START_TEST(test_rows_have_properties) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("module");
-    th_add_tcase(s, "module", 0,
-                 TH_TESTS(test_cpu_work_maps_no_cuda,
-                          test_cuda_asked_without_gpu,
-                          test_rows_have_properties));
-    return th_run_suite(s);
-}
+TH_MAIN("module", "module", 0, test_cpu_work_maps_no_cuda,
+        test_cuda_asked_without_gpu, test_rows_have_properties)

@@ -321,10 +321,5 @@ START_TEST(test_error_stops_run) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("observe");
-    th_add_tcase(s, "observers", 120,
-                 TH_TESTS(test_order_and_counts, test_phases, test_detach,
-                          test_error_stops_run));
-    return th_run_suite(s);
-}
+TH_MAIN("observe", "observers", 120, test_order_and_counts, test_phases,
+        test_detach, test_error_stops_run)

@@ -217,12 +217,7 @@ START_TEST(test_model_arguments) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("overflow");
-    th_add_tcase(s, "overflow", 120,
-                 TH_TESTS(test_numel_is_checked, test_leaves_and_fill,
-                          test_broadcast_reshape_flatten, test_pad_and_slice,
-                          test_concat, test_products_of_fitting_inputs,
-                          test_windows, test_model_arguments));
-    return th_run_suite(s);
-}
+TH_MAIN("overflow", "overflow", 120, test_numel_is_checked,
+        test_leaves_and_fill, test_broadcast_reshape_flatten,
+        test_pad_and_slice, test_concat, test_products_of_fitting_inputs,
+        test_windows, test_model_arguments)
