@@ -11,28 +11,15 @@
 #include "helpers/model_step.h"
 #include "memgrad_models.h"
 
-typedef struct acc_case {
-    mg_model *m;
-    mg_plan *p;
-    th_step_data d; /* the gradients bound */
-} acc_case;
+/* A ResNet's training step with every gradient bound (seeds 5 and 6). */
+typedef th_train acc_case;
 
 static void case_init(acc_case *c, mg_ckpt_policy pol) {
-    c->m = mg_model_resnet(3, 4, 2, 8, 10, MG_F32, 3);
-    ck_assert(c->m != NULL);
-    mg_checkpoints ck = {.policy = pol};
-    ck_assert(mg_model_gradients(c->m, &ck) == MG_OK);
-    const mg_model *m = c->m;
-    th_step_data_init(&c->d, m, 5, 6, true);
-    ck_assert(mg_plan_compile(m->g, c->d.outs, c->d.n_outs, NULL, &c->p) ==
-              MG_OK);
+    const mg_checkpoints ck = {.policy = pol};
+    th_train_open(c, th_small_model(MG_MODEL_RESNET), "resnet", &ck, true);
 }
 
-static void case_free(acc_case *c) {
-    th_step_data_free(&c->d);
-    mg_plan_free(c->p);
-    mg_model_free(c->m);
-}
+static void case_free(acc_case *c) { th_train_close(c); }
 
 static float *grad_buf(const acc_case *c, int i) {
     return th_step_grad(&c->d, i);

@@ -11,10 +11,8 @@
 #include "memgrad_models.h"
 
 typedef struct tail_case {
-    mg_model *m;
-    mg_plan *p;
+    th_train t; /* the gradients bound: after one run */
     mg_plan_summary s;
-    th_step_data d; /* the gradients bound: after one run */
 } tail_case;
 
 static mg_model *make(int kind) {
@@ -28,34 +26,25 @@ static mg_model *make(int kind) {
 /* Build kind's model, differentiate it under ck, compile, summarize and
  * run one training step; ck NULL: plain backprop. */
 static void case_run(tail_case *c, int kind, const mg_checkpoints *ck) {
-    c->m = make(kind);
-    ck_assert_msg(c->m != NULL, "%s", mg_last_error());
-    mg_model *m = c->m;
-    ck_assert_msg(mg_model_gradients(m, ck) == MG_OK, "%s", mg_last_error());
-    th_step_data_init(&c->d, m, 5, 6, true);
-    ck_assert_msg(mg_plan_compile(m->g, c->d.outs, c->d.n_outs, NULL, &c->p) ==
-                      MG_OK,
-                  "%s", mg_last_error());
-    ck_assert(mg_plan_summarize(c->p, NULL, 0, &c->s) == MG_OK);
+    th_train_open(&c->t, make(kind), "model", ck, true);
+    ck_assert(mg_plan_summarize(c->t.p, NULL, 0, &c->s) == MG_OK);
     mg_exec *ex = NULL;
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
-    ck_assert_msg(mg_exec_run(ex, c->p, c->d.binds, c->d.n_binds, 1) == MG_OK,
+    ck_assert_msg(mg_exec_run(ex, c->t.p, c->t.d.binds, c->t.d.n_binds, 1) ==
+                      MG_OK,
                   "%s", mg_last_error());
     mg_exec_free(ex);
 }
 
-static void case_free(tail_case *c) {
-    th_step_data_free(&c->d);
-    mg_plan_free(c->p);
-    mg_model_free(c->m);
-}
+static void case_free(tail_case *c) { th_train_close(&c->t); }
 
 static void same_grads(const tail_case *a, const tail_case *b,
                        const char *what) {
-    ck_assert_int_eq(a->m->n_params, b->m->n_params);
-    for (int i = 0; i < a->m->n_params; i++)
-        ck_assert_msg(memcmp(th_step_grad(&a->d, i), th_step_grad(&b->d, i),
-                             mg_tensor_nbytes(a->m->g, a->m->grads[i])) == 0,
+    ck_assert_int_eq(a->t.m->n_params, b->t.m->n_params);
+    for (int i = 0; i < a->t.m->n_params; i++)
+        ck_assert_msg(memcmp(th_step_grad(&a->t.d, i), th_step_grad(&b->t.d, i),
+                             mg_tensor_nbytes(a->t.m->g, a->t.m->grads[i])) ==
+                          0,
                       "%s: gradient %d differs from plain backprop", what, i);
 }
 
@@ -68,12 +57,12 @@ START_TEST(test_tail_not_recomputed) {
     case_run(&mem, kind, &ckm);
     /* the memory policy's own checkpoints, given as a collection */
     mg_tensor chosen[1024];
-    const int nc = mg_graph_checkpoints(mem.m->g, chosen, 1024);
+    const int nc = mg_graph_checkpoints(mem.t.m->g, chosen, 1024);
     ck_assert(nc > 0 && nc <= 1024);
     const mg_checkpoints ckc = {
         .policy = MG_CKPT_COLLECTION, .tensors = chosen, .n_tensors = nc};
     case_run(&col, kind, &ckc);
-    ck_assert_int_eq(mg_graph_checkpoints(col.m->g, NULL, 0), nc);
+    ck_assert_int_eq(mg_graph_checkpoints(col.t.m->g, NULL, 0), nc);
     printf("%-6s %d checkpoints: memory peak %zu, recomputed %.4g flops; "
            "collection peak %zu, recomputed %.4g flops\n",
            name[kind], nc, mem.s.budget_peak, mem.s.recompute_flops,

@@ -55,15 +55,13 @@ START_TEST(test_steady_state) {
     const mg_ckpt_policy pol = policies[(_i / 2) % N_POLICIES].policy;
     const int compact = policies[(_i / 2) % N_POLICIES].compact;
     const bool bind_grads = _i % 2;
-    mg_model *m = th_small_model(c->kind);
-    ck_assert_msg(m != NULL, "%s: %s", c->name, mg_last_error());
-    mg_checkpoints ck = {.policy = pol, .compact = compact};
-    ck_assert_msg(mg_model_gradients(m, &ck) == MG_OK, "%s", mg_last_error());
-    th_step_data d;
-    th_step_data_init(&d, m, 5, 6, bind_grads);
-    mg_plan *p = NULL;
+    const mg_checkpoints ck = {.policy = pol, .compact = compact};
+    th_train t;
+    th_train_open(&t, th_small_model(c->kind), c->name, &ck, bind_grads);
+    const mg_model *m = t.m;
+    const th_step_data d = t.d;
+    mg_plan *p = t.p;
     mg_exec *ex = NULL;
-    ck_assert(mg_plan_compile(m->g, d.outs, d.n_outs, NULL, &p) == MG_OK);
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
     const size_t predicted = mg_plan_predicted_peak(p, d.binds, d.n_binds);
     mg_plan_arena arena;
@@ -108,9 +106,7 @@ START_TEST(test_steady_state) {
     mg_exec_pool_trim(ex);
     ck_assert_uint_eq(th_pool_stats(ex).bytes_reserved, 0);
     mg_exec_free(ex);
-    mg_plan_free(p);
-    th_step_data_free(&d);
-    mg_model_free(m);
+    th_train_close(&t);
 }
 END_TEST
 
@@ -126,15 +122,13 @@ START_TEST(test_steady_state_phased) {
     const mg_ckpt_policy pol = policies[(_i / 2) % N_POLICIES].policy;
     const int compact = policies[(_i / 2) % N_POLICIES].compact;
     const bool bind_grads = _i % 2;
-    mg_model *m = th_small_model(c->kind);
-    ck_assert_msg(m != NULL, "%s: %s", c->name, mg_last_error());
-    mg_checkpoints ck = {.policy = pol, .compact = compact};
-    ck_assert_msg(mg_model_gradients(m, &ck) == MG_OK, "%s", mg_last_error());
-    th_step_data d;
-    th_step_data_init(&d, m, 5, 6, bind_grads);
-    mg_plan *p = NULL;
+    const mg_checkpoints ck = {.policy = pol, .compact = compact};
+    th_train t;
+    th_train_open(&t, th_small_model(c->kind), c->name, &ck, bind_grads);
+    const mg_model *m = t.m;
+    const th_step_data d = t.d;
+    mg_plan *p = t.p;
     mg_exec *ex = NULL, *ref = NULL;
-    ck_assert(mg_plan_compile(m->g, d.outs, d.n_outs, NULL, &p) == MG_OK);
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
     ck_assert(mg_exec_new(NULL, &ref) == MG_OK);
     mg_plan_arena arena;
@@ -201,9 +195,7 @@ START_TEST(test_steady_state_phased) {
     ck_assert_uint_eq(th_pool_stats(ex).bytes_in_use, 0);
     mg_exec_free(ref);
     mg_exec_free(ex);
-    mg_plan_free(p);
-    th_step_data_free(&d);
-    mg_model_free(m);
+    th_train_close(&t);
 }
 END_TEST
 
@@ -213,14 +205,12 @@ END_TEST
  * is the one-call run's. Once both are done the arena is free again and
  * a step takes nothing from the system. */
 START_TEST(test_phased_two_outstanding) {
-    mg_model *m = th_small_model(MG_MODEL_RESNET);
-    ck_assert(m != NULL);
-    mg_checkpoints ck = {.policy = _i ? MG_CKPT_MEMORY : MG_CKPT_NONE};
-    ck_assert(mg_model_gradients(m, &ck) == MG_OK);
-    th_step_data d;
-    th_step_data_init(&d, m, 5, 6, false);
-    mg_plan *p = NULL;
-    ck_assert(mg_plan_compile(m->g, d.outs, d.n_outs, NULL, &p) == MG_OK);
+    const mg_checkpoints ck = {.policy = _i ? MG_CKPT_MEMORY : MG_CKPT_NONE};
+    th_train t;
+    th_train_open(&t, th_small_model(MG_MODEL_RESNET), "resnet", &ck, false);
+    const mg_model *m = t.m;
+    const th_step_data d = t.d;
+    mg_plan *p = t.p;
     mg_exec *ex = NULL, *ref = NULL;
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
     ck_assert(mg_exec_new(NULL, &ref) == MG_OK);
@@ -258,9 +248,7 @@ START_TEST(test_phased_two_outstanding) {
     ck_assert_uint_eq(th_pool_stats(ex).bytes_in_use, 0);
     mg_exec_free(ref);
     mg_exec_free(ex);
-    mg_plan_free(p);
-    th_step_data_free(&d);
-    mg_model_free(m);
+    th_train_close(&t);
 }
 END_TEST
 
@@ -318,13 +306,10 @@ END_TEST
 /* A limit below the arena's size: the pool runs from its cache as before
  * (the arena is never allocated past max_bytes) and the results hold. */
 START_TEST(test_limit_below_arena) {
-    mg_model *m = th_small_model(MG_MODEL_UNET);
-    ck_assert(m != NULL);
-    ck_assert(mg_model_gradients(m, NULL) == MG_OK);
-    th_step_data d;
-    th_step_data_init(&d, m, 5, 6, true);
-    mg_plan *p = NULL;
-    ck_assert(mg_plan_compile(m->g, d.outs, d.n_outs, NULL, &p) == MG_OK);
+    th_train t;
+    th_train_open(&t, th_small_model(MG_MODEL_UNET), "unet", NULL, true);
+    const th_step_data d = t.d;
+    mg_plan *p = t.p;
     const size_t peak = mg_plan_predicted_peak(p, d.binds, d.n_binds);
     mg_exec *ex = NULL;
     mg_exec_options eo = {.device = MG_DEVICE_CPU, .max_bytes = peak};
@@ -335,9 +320,7 @@ START_TEST(test_limit_below_arena) {
         ck_assert_uint_eq(th_pool_stats(ex).peak_bytes_in_use, peak);
     }
     mg_exec_free(ex);
-    mg_plan_free(p);
-    th_step_data_free(&d);
-    mg_model_free(m);
+    th_train_close(&t);
 }
 END_TEST
 
@@ -346,15 +329,13 @@ END_TEST
  * small block, never the arena: every run after the first takes one
  * system allocation (the new loss's block) and reserves that much more. */
 START_TEST(test_held_output_does_not_pin) {
-    mg_model *m = th_small_model(MG_MODEL_MLP);
-    ck_assert(m != NULL);
-    mg_checkpoints ck = {.policy = MG_CKPT_MEMORY};
-    ck_assert(mg_model_gradients(m, &ck) == MG_OK);
-    th_step_data d;
-    th_step_data_init(&d, m, 5, 6, true);
-    mg_plan *p = NULL;
+    const mg_checkpoints ck = {.policy = MG_CKPT_MEMORY};
+    th_train t;
+    th_train_open(&t, th_small_model(MG_MODEL_MLP), "mlp", &ck, true);
+    const mg_model *m = t.m;
+    const th_step_data d = t.d;
+    mg_plan *p = t.p;
     mg_exec *ex = NULL;
-    ck_assert(mg_plan_compile(m->g, d.outs, d.n_outs, NULL, &p) == MG_OK);
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
     mg_plan_arena arena;
     ck_assert(mg_plan_arena_info(p, d.binds, d.n_binds, &arena) == MG_OK);
@@ -379,9 +360,7 @@ START_TEST(test_held_output_does_not_pin) {
     mg_exec_release(ex);
     ck_assert_uint_eq(th_pool_stats(ex).bytes_in_use, 0);
     mg_exec_free(ex);
-    mg_plan_free(p);
-    th_step_data_free(&d);
-    mg_model_free(m);
+    th_train_close(&t);
 }
 END_TEST
 

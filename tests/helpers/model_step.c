@@ -1,13 +1,13 @@
 /*
- * helpers/model_step.c - the caller memory of a model's training step and
- * the small models the pool and arena tests share (helpers/model_step.h).
+ * helpers/model_step.c - the caller memory of a model's training step, the
+ * step made ready to run, and the small models the pool and arena tests
+ * share (helpers/model_step.h).
  */
-#include "../helpers.h"
 #include "model_step.h"
+#include "../helpers.h"
 
-void th_step_data_init(th_step_data *d, const mg_model *m,
-                       uint64_t param_seed, uint64_t data_seed,
-                       bool bind_grads) {
+void th_step_data_init(th_step_data *d, const mg_model *m, uint64_t param_seed,
+                       uint64_t data_seed, bool bind_grads) {
     const int n = m->n_params;
     d->n_params = n;
     d->binds = calloc((size_t)(2 * n + 2), sizeof *d->binds);
@@ -47,6 +47,25 @@ void th_step_data_free(th_step_data *d) {
     free(d->bufs);
     free(d->binds);
     free(d->outs);
+}
+
+void th_train_open(th_train *t, mg_model *m, const char *what,
+                   const mg_checkpoints *ck, bool bind_grads) {
+    ck_assert_msg(m != NULL, "%s: %s", what, mg_last_error());
+    t->m = m;
+    ck_assert_msg(mg_model_gradients(m, ck) == MG_OK, "%s: %s", what,
+                  mg_last_error());
+    th_step_data_init(&t->d, m, 5, 6, bind_grads);
+    t->p = NULL;
+    ck_assert_msg(mg_plan_compile(m->g, t->d.outs, t->d.n_outs, NULL, &t->p) ==
+                      MG_OK,
+                  "%s: %s", what, mg_last_error());
+}
+
+void th_train_close(th_train *t) {
+    mg_plan_free(t->p);
+    th_step_data_free(&t->d);
+    mg_model_free(t->m);
 }
 
 mg_model *th_small_model(mg_model_kind k) {
