@@ -269,6 +269,11 @@ static inline int th_run_suite(Suite *s) {
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
 
+/* A part of a test program (tests/ops/<family>.c for test_ops): the
+ * function fn, which adds case `name` of the tests listed to the suite. */
+#define TH_PART(fn, name, timeout, ...)                                        \
+    void fn(Suite *s) { th_add_tcase(s, name, timeout, TH_TESTS(__VA_ARGS__)); }
+
 /* The main() of a test program of one case: suite `suite`, case `name`
  * with a timeout in seconds (0: Check's default), the tests listed. */
 #define TH_MAIN(suite, name, timeout, ...)                                     \
