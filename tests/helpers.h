@@ -10,6 +10,9 @@
  *   th_run          compile a plan for some outputs, bind inputs, run once
  *                   with the outputs bound to caller memory, free everything
  *   th_check_*      element-wise comparisons that fail with index and values
+ *   th_pool_stats   an executor's pool statistics
+ *   TH_MAIN TH_PART th_add_tcase[_loops]
+ *                   a test program's main(), a part's case, a case's tests
  *   TH_FAIL         a builder call failed with a status and a message
  *                   naming the op and the reason (th_bad_leaves: bad input)
  *   fw_*            helpers/forward.h: one op's forward values against
@@ -18,6 +21,10 @@
  *                   checker (MG_F64) that records which ops it checked
  *                   (the record is helpers/record.c, in the support library)
  *   tm_*            helpers/model.h: a small MLP with its data
+ *   th_step_data th_train th_small_model
+ *                   helpers/model_step.h (include it): a memgrad_models.h
+ *                   model's training step, its memory and plan
+ *   mpi_run_suite   helpers/mpi_main.h (include it): the MPI tests' main()
  *
  * Errors of one op's builder are tested with that op, in tests/ops/.
  */
