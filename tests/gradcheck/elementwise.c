@@ -200,10 +200,7 @@ START_TEST(test_gc_scalar_ops) {
 }
 END_TEST
 
-void gradcheck_elementwise_tcase(Suite *s) {
-    th_add_tcase(s, "elementwise", 120,
-                 TH_TESTS(test_gc_add, test_gc_sub, test_gc_mul, test_gc_div,
-                          test_gc_binary_same_operand, test_gc_unary,
-                          test_gc_unary_chain, test_gc_scalar_ops,
-                          test_gc_unary_aten));
-}
+TH_PART(gradcheck_elementwise_tcase, "elementwise", 120, test_gc_add,
+        test_gc_sub, test_gc_mul, test_gc_div, test_gc_binary_same_operand,
+        test_gc_unary, test_gc_unary_chain, test_gc_scalar_ops,
+        test_gc_unary_aten)

@@ -479,14 +479,10 @@ START_TEST(test_cast_is_nonzero_checkpointed_bits) {
 }
 END_TEST
 
-void ops_elementwise_tcase(Suite *s) {
-    th_add_tcase(s, "elementwise", 0,
-                 TH_TESTS(test_binary_row_broadcast,
-                          test_binary_outer_broadcast, test_binary_scalar,
-                          test_binary_3d_broadcast_ref,
-                          test_binary_random_broadcast_ref, test_binary_errors,
-                          test_unary, test_unary_errors, test_unary_extremes,
-                          test_unary_aten, test_log_sqrt, test_cast_values,
-                          test_cast_gradient, test_cast_errors, test_is_nonzero,
-                          test_cast_is_nonzero_checkpointed_bits));
-}
+TH_PART(ops_elementwise_tcase, "elementwise", 0, test_binary_row_broadcast,
+        test_binary_outer_broadcast, test_binary_scalar,
+        test_binary_3d_broadcast_ref, test_binary_random_broadcast_ref,
+        test_binary_errors, test_unary, test_unary_errors, test_unary_extremes,
+        test_unary_aten, test_log_sqrt, test_cast_values, test_cast_gradient,
+        test_cast_errors, test_is_nonzero,
+        test_cast_is_nonzero_checkpointed_bits)
