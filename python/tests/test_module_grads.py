@@ -133,3 +133,20 @@ def test_create_graph_gets_a_differentiable_gradient():
     want = g0 + _alone(_model(), _x(1))[0]
     assert torch.allclose(model[0].weight.grad, want, rtol=1e-6, atol=1e-7)
     model.zero_grad(set_to_none=True)
+
+
+def test_tied_weights_accumulate_both_uses():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(),
+                                torch.nn.Linear(8, 8))
+    model[2].weight = model[0].weight  # tied
+    ref = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(),
+                              torch.nn.Linear(8, 8))
+    ref.load_state_dict(model.state_dict())
+    ref[2].weight = ref[0].weight
+    mg = mt.Module(model, (_x(0),), policy="none")
+    for k in (0, 1):
+        _step(mg, _x(k))
+        ref(_x(k)).square().sum().backward()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            assert torch.allclose(p.grad, q.grad, rtol=1e-5, atol=1e-6)

@@ -139,10 +139,14 @@ def _into_grad(ctx):
     and shape, not itself part of a graph)."""
     if torch.is_grad_enabled():
         return {}
-    into = {}
+    into, seen, tied = {}, set(), set()
+    for p in ctx.leaf_grads.values():
+        (tied if id(p) in seen else seen).add(id(p))
     for i, p in ctx.leaf_grads.items():
         g = p.grad
-        if g is None or p._backward_hooks or \
+        # a parameter at two leaves (tied weights, as export may lift
+        # them) gets two gradients, which autograd sums
+        if g is None or id(p) in tied or p._backward_hooks or \
                 getattr(p, "_post_accumulate_grad_hooks", None):
             continue
         if not (g.layout == torch.strided and g.is_contiguous() and
