@@ -172,6 +172,7 @@ exec_run = _fn("mg_exec_run", c_int, E, P, POINTER(Binding), c_int, c_uint64)
 exec_release = _fn("mg_exec_release", None, E)
 exec_pool_stats = _fn("mg_exec_pool_stats", c_int, E, POINTER(PoolStats))
 exec_pool_reset_peak = _fn("mg_exec_pool_reset_peak", None, E)
+exec_pool_trim = _fn("mg_exec_pool_trim", None, E)
 exec_accumulate = _fn("mg_exec_accumulate", c_int, E, POINTER(T), c_int)
 pool_size_class = _fn("mg_pool_size_class", c_size_t, c_size_t)
 exec_forward = _fn("mg_exec_forward", c_int, E, P, POINTER(Binding), c_int,
