@@ -150,3 +150,17 @@ def test_tied_weights_accumulate_both_uses():
         ref(_x(k)).square().sum().backward()
         for p, q in zip(model.parameters(), ref.parameters()):
             assert torch.allclose(p.grad, q.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_compile_backend_accumulates_as_eager():
+    """torch.compile(backend="memgrad") runs its pieces through the same
+    call: two backward passes without zero_grad add up as in eager."""
+    torch._dynamo.reset()
+    model = _model()
+    ref = _model()
+    comp = torch.compile(model, backend="memgrad")
+    for k in (0, 1):
+        comp(_x(k)).square().sum().backward()
+        ref(_x(k)).square().sum().backward()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert torch.allclose(p.grad, q.grad, rtol=1e-5, atol=1e-6)
