@@ -5,9 +5,12 @@ PyTorch's own points: eager, per-block torch.utils.checkpoint
 checkpoint with torch's SAC policy API saving the matmuls' and the
 attention's outputs and recomputing the rest), and torch.compile (Inductor)
 at its default partitioner and at activation_memory_budget 0.5. One thread,
-float32; the loss (logsumexp of the logits, mean) runs in PyTorch for all.
+float32. The loss: by default logsumexp of the logits (mean), in PyTorch
+for all; with --loss labels the model's own (labels given: Hugging Face's
+shifted cross-entropy), inside what memgrad and torch.compile capture.
 
     OMP_NUM_THREADS=1 python bench/gpt2_hf.py [--steps 5] [--runs a,b]
+        [--loss logsumexp|labels]
 
 bench/results/gpt2-hf.txt is its output (date, command line, machine and
 commit in its header).
@@ -77,24 +80,28 @@ def _sac_policy():
     return policy
 
 
-def make(name, base, ids):
+def make(name, base, ids, labels=False):
     """(step function, module whose .grad it fills, memgrad wrapper or
-    None) for run `name`."""
+    None) for run `name`; labels: the model computes the loss."""
     m = copy.deepcopy(base)
+    kw = {"labels": ids} if labels else {}
+
+    def out(o):
+        return o.loss if labels else loss_of(o.logits)
     if name == "eager":
         def fwd(x):
-            return m(x, use_cache=False).logits
+            return out(m(x, use_cache=False, **kw))
     elif name in ("per-block checkpoint", "selective checkpoint"):
-        kw = {"use_reentrant": False}
+        ck = {"use_reentrant": False}
         if name == "selective checkpoint":
             from torch.utils.checkpoint import \
                 create_selective_checkpoint_contexts
-            kw["context_fn"] = functools.partial(
+            ck["context_fn"] = functools.partial(
                 create_selective_checkpoint_contexts, _sac_policy())
-        m.activation_checkpointing_enable(activation_checkpointing_kwargs=kw)
+        m.activation_checkpointing_enable(activation_checkpointing_kwargs=ck)
 
         def fwd(x):
-            return m(x, use_cache=False).logits
+            return out(m(x, use_cache=False, **kw))
     elif name.startswith("torch.compile"):
         c = torch.compile(m)
         budget = 0.5 if name.endswith("0.5") else 1.0
@@ -104,12 +111,13 @@ def make(name, base, ids):
             # first call); later calls run what it made
             with torch._functorch.config.patch(
                     activation_memory_budget=budget):
-                return c(x, use_cache=False).logits
+                return out(c(x, use_cache=False, **kw))
     elif name.startswith("memgrad "):
-        w = mt.Module(m, (ids,), policy=name.split()[1])
+        w = mt.Module(m, (ids,), policy=name.split()[1],
+                      example_kwargs=kw)
 
         def fwd(x):
-            return w(x).logits
+            return out(w(x, **kw))
         return _step(fwd, m, ids), m, w
     else:
         raise ValueError("no run %r" % name)
@@ -119,7 +127,7 @@ def make(name, base, ids):
 def _step(fwd, m, ids):
     def step():
         m.zero_grad(set_to_none=True)
-        loss_of(fwd(ids)).backward()
+        fwd(ids).backward()
     return step
 
 
@@ -131,13 +139,13 @@ def _trim():
         pass
 
 
-def one(name):
+def one(name, labels):
     """A fresh process's run: its peak RSS increase over two steps."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
     base = model()
     ids = torch.randint(0, 8192, (4, 256))
-    step, m, w = make(name, base, ids)
+    step, m, w = make(name, base, ids, labels)
     del base
     step()  # compiles, for torch.compile
     m.zero_grad(set_to_none=True)
@@ -180,10 +188,13 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--runs", default=",".join(RUNS),
                     help="comma-separated, of: " + ", ".join(RUNS))
+    ap.add_argument("--loss", choices=("logsumexp", "labels"),
+                    default="logsumexp")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     opt = ap.parse_args()
+    labels = opt.loss == "labels"
     if opt.one:
-        return one(opt.one)
+        return one(opt.one, labels)
     names = opt.runs.split(",")
     torch.set_num_threads(1)
     _header(sys.argv)
@@ -192,7 +203,7 @@ def main():
     ids = torch.randint(0, 8192, (4, 256))
     runs, pool = {}, {}
     for name in names:
-        step, m, w = make(name, base, ids)
+        step, m, w = make(name, base, ids, labels)
         if w is not None:
             w.executor.reset_peak()
         step()  # compiles, for torch.compile
@@ -213,7 +224,8 @@ def main():
     for k in names:
         try:
             parts[k] = json.loads(subprocess.check_output(
-                [sys.executable, __file__, "--one", k]).decode()
+                [sys.executable, __file__, "--one", k, "--loss",
+                 opt.loss]).decode()
                 .splitlines()[-1])
         except (subprocess.CalledProcessError, ValueError, IndexError):
             parts[k] = {"rss": 0, "pool": 0, "grads": 0, "malloc_free": 0,
@@ -223,7 +235,9 @@ def main():
           " RSS: peak increase over two steps after a first one, fresh "
           "process per run; SAC saves mm, addmm, bmm and SDPA outputs; "
           "torch.compile budget: torch._functorch.config."
-          "activation_memory_budget" % opt.steps)
+          "activation_memory_budget; loss: %s" % (
+              opt.steps, "the model's own (labels)" if labels else
+              "logsumexp of the logits, mean, in PyTorch"))
     print("# of RSS, after the steps: pool MiB: memgrad's pool reserved; "
           ".grad MiB: the gradients; malloc free MiB: freed heap malloc "
           "keeps (mallinfo2 fordblks; part of the RSS, or not, as pages "
