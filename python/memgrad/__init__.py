@@ -579,6 +579,12 @@ class Executor:
     def reset_peak(self):
         _lib.exec_pool_reset_peak(self._e)
 
+    def pool_trim(self):
+        """Give the pool's cached free blocks, and the arena, back to the
+        system (mg_exec_pool_trim); the next run takes new ones. Blocks
+        still in use (outputs held through DLPack) stay."""
+        _lib.exec_pool_trim(self._e)
+
     def accumulate(self, tensors):
         """From now on, each of these outputs that a run computes into
         an array fed for it gets its value added into that array (+=, as

@@ -191,6 +191,7 @@ exec_pool_reset_peak = _fn("mg_exec_pool_reset_peak", None, E)
 exec_host_stats = _fn("mg_exec_host_stats", c_int, E, POINTER(HostStats))
 plan_offload_info = _fn("mg_plan_offload_info", c_int, P, POINTER(PlanOffload))
 graph_offloads = _fn("mg_graph_offloads", c_int, G, POINTER(T), c_int)
+exec_pool_trim = _fn("mg_exec_pool_trim", None, E)
 exec_accumulate = _fn("mg_exec_accumulate", c_int, E, POINTER(T), c_int)
 pool_size_class = _fn("mg_pool_size_class", c_size_t, c_size_t)
 exec_forward = _fn("mg_exec_forward", c_int, E, P, POINTER(Binding), c_int,
