@@ -1,7 +1,9 @@
 /*
  * ops_shape.c - ops that only move or relabel elements (reshape, permute
  * and transpose, which is a permute) and fill, which makes a constant.
- * Tensors are always dense, so each of these is a copy at run time.
+ * Tensors are always dense, so each of these is a copy at run time, but
+ * for a reshape, which a plan makes a view of its input's block where it
+ * can (MG_OPF_VIEW, src/rewrite/schedule.c).
  */
 #include "graph.h"
 #include "ops_internal.h"

@@ -127,11 +127,53 @@ static mg_status step_record(const mg_plan *p, mg_tensor t,
     return MG_OK;
 }
 
+/* Which steps are views (mg_plan_step.view; issue 46), before the release
+ * lists are made. A step whose node may be one (mgi_node_viewable: a
+ * reshape) becomes a view of its input's block, or of the block its input
+ * is itself a view of, unless
+ * - the plan keeps it (an output, or retained): the caller is handed a
+ *   block of its own, which it may hold past the run and write into;
+ * - it is a forward tensor that a backward step reads, and the block is
+ *   caller memory (a leaf, or an output, which the caller may bind): a
+ *   forward phase's saved state would hold the caller's memory, which the
+ *   caller may change or free before the backward phase (memgrad.h asks
+ *   only that bound forward outputs that backward reads stay unchanged).
+ * mgi_graph_peak applies the same rule. n_cand: the steps that may be
+ * views; bwd as plan_build's. */
+static mg_status plan_views(mg_plan *p, const bool *bwd, int32_t n_cand) {
+    if (n_cand == 0) return MG_OK;
+    /* per tensor: >= 0 the block a view reads; -2 a forward tensor that a
+     * backward step reads; -1 neither */
+    mg_tensor *root = malloc((size_t)p->n_tensors * sizeof *root);
+    if (!root)
+        return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory");
+    for (int32_t t = 0; t < p->n_tensors; t++) root[t] = -1;
+    for (int32_t s = 0; s < p->n_steps; s++)
+        for (int k = 0; bwd[p->steps[s]] && k < p->step[s].n_in; k++)
+            if (!bwd[p->step[s].in[k]]) root[p->step[s].in[k]] = -2;
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        const mg_tensor t = p->steps[s];
+        if ((p->role[t] & MG_ROLE_KEPT) || !mgi_node_viewable(p->g, t))
+            continue;
+        const mg_tensor in = p->step[s].in[0];
+        const mg_tensor block = root[in] >= 0 ? root[in] : in;
+        if (root[t] == -2 &&
+            (mg_plan_leaf(p, block) || (p->role[block] & MG_ROLE_KEPT)))
+            continue;
+        p->step[s].view = 1;
+        p->step[s].in[0] = block;
+        root[t] = block;
+    }
+    free(root);
+    return MG_OK;
+}
+
 /* Fill steps, leaves and release lists from a topological order, and
  * bwd (for mgi_plan_split) for the tensors in it. */
 static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
                             int32_t *last_read, bool *bwd) {
     const mg_backend_reg *extra = extra_row(p->device);
+    int32_t n_cand = 0; /* steps that may be views */
     for (int32_t k = 0; k < n_order; k++) {
         mg_tensor t = order[k];
         bwd[t] = (p->g->nodes[t].flags &
@@ -144,17 +186,27 @@ static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
             mg_status s = step_record(p, t, extra, &p->step[p->n_steps]);
             if (s != MG_OK) return s;
             p->steps[p->n_steps++] = t;
+            n_cand += mgi_node_viewable(p->g, t);
         }
     }
+    mg_status st = plan_views(p, bwd, n_cand);
+    if (st != MG_OK) return st;
     for (int32_t i = 0; i < p->n_tensors; i++) last_read[i] = -1;
     for (int32_t s = 0; s < p->n_steps; s++)
         for (int k = 0; k < p->step[s].n_in; k++)
             last_read[p->step[s].in[k]] = s;
+    /* A view's block lives until the view's last reader: counted once, as
+     * the block's, and released by the block's owner. */
+    for (int32_t s = 0; n_cand && s < p->n_steps; s++) {
+        const mg_tensor v = p->steps[s], block = p->step[s].in[0];
+        if (p->step[s].view && last_read[v] > last_read[block])
+            last_read[block] = last_read[v];
+    }
     /* Bucket releases by step: count, prefix-sum, then place. */
     memset(p->release_start, 0, ((size_t)p->n_steps + 1) * sizeof(int32_t));
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_tensor t = p->steps[s];
-        if (p->role[t] & MG_ROLE_KEPT) continue;
+        if ((p->role[t] & MG_ROLE_KEPT) || p->step[s].view) continue;
         if (last_read[t] < 0) /* read by no one: nothing else needs it */
             last_read[t] = s;
         p->release_start[last_read[t] + 1]++;
@@ -167,7 +219,7 @@ static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
     memcpy(fill, p->release_start, ((size_t)p->n_steps + 1) * sizeof *fill);
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_tensor t = p->steps[s];
-        if (p->role[t] & MG_ROLE_KEPT) continue;
+        if ((p->role[t] & MG_ROLE_KEPT) || p->step[s].view) continue;
         p->release[fill[last_read[t]]++] = t;
     }
     free(fill);
@@ -318,7 +370,8 @@ mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
     size_t in_use = 0, peak = 0;
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_tensor t = p->steps[s];
-        if (!bound[t]) in_use += mg_pool_size_class(mg_plan_nbytes(p, t));
+        if (!bound[t] && !p->step[s].view)
+            in_use += mg_pool_size_class(mg_plan_nbytes(p, t));
         /* the workspace is lent after the output and returned at once */
         const size_t w = mg_plan_step_work(&p->step[s]);
         size_t work = w ? mg_pool_size_class(w) : 0;
@@ -340,6 +393,8 @@ void mgi_peak_scratch_free(mg_peak_scratch *sc) {
     free(sc->work);
     free(sc->freed);
     free(sc->remap);
+    free(sc->root);
+    free(sc->vmark);
     memset(sc, 0, sizeof *sc);
 }
 
@@ -364,9 +419,44 @@ static mg_status scratch_reserve(mg_peak_scratch *sc, int32_t n,
     SCRATCH_GROW(work);
     SCRATCH_GROW(freed);
     SCRATCH_GROW(remap);
+    SCRATCH_GROW(root);
+    SCRATCH_GROW(vmark);
     if (!ok) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", what);
     sc->cap = n;
     return MG_OK;
+}
+
+/* mgi_graph_peak's marks per tensor (mg_peak_scratch.vmark) */
+enum {
+    VM_BACK = 1,    /* a backward or recompute tensor */
+    VM_CROSSED = 2, /* a forward tensor that a backward step reads */
+    VM_CAND = 4,    /* its node may be a view (mgi_node_viewable) */
+    VM_OUT = 8,     /* an output */
+    VM_VIEW = 16    /* a view of the block sc->root names */
+};
+
+/* plan_views' rule on sc's schedule of n steps: each view's bytes to 0,
+ * and its block's last reader extended to the view's. */
+static void graph_views(const mg_graph *g, const mg_peak_query *q,
+                        const mg_tensor *remap, mg_peak_scratch *sc,
+                        int32_t n) {
+    for (int i = 0; i < q->n_outputs; i++) sc->vmark[q->outputs[i]] |= VM_OUT;
+    for (int32_t k = 0; k < n; k++) {
+        const mg_tensor t = sc->steps[k];
+        const uint8_t m = sc->vmark[t];
+        if (!(m & VM_CAND) || (m & VM_OUT)) continue;
+        const mg_tensor in =
+            remap ? remap[g->nodes[t].in[0]] : g->nodes[t].in[0];
+        const mg_tensor block = (sc->vmark[in] & VM_VIEW) ? sc->root[in] : in;
+        if ((m & VM_CROSSED) &&
+            ((mgi_op_table[g->nodes[block].op].flags & MG_OPF_LEAF) ||
+             (sc->vmark[block] & VM_OUT)))
+            continue;
+        sc->vmark[t] |= VM_VIEW;
+        sc->root[t] = block;
+        sc->bytes[k] = 0;
+        if (sc->last[t] > sc->last[block]) sc->last[block] = sc->last[t];
+    }
 }
 
 /* As plan_build and mgi_plan_peak: a computed tensor is freed after its
@@ -398,14 +488,23 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
     s = mgi_graph_ancestors_order(g, q->outputs, q->n_outputs, remap,
                                   sc->needed, sc->order, &sc->n_order, what);
     if (s != MG_OK) return s;
-    int32_t n = 0; /* steps */
+    int32_t n = 0, n_cand = 0; /* steps, and those that may be views */
     for (int32_t k = 0; k < sc->n_order; k++) {
         const mg_tensor t = sc->order[k];
         const mg_node *nd = &g->nodes[t];
+        const bool back = nd->flags & (MG_NODE_BACKWARD | MG_NODE_RECOMPUTE);
         sc->last[t] = -1;
+        sc->vmark[t] = back ? VM_BACK : 0;
         if (mgi_op_table[nd->op].flags & MG_OPF_LEAF) continue;
-        for (int i = 0; i < nd->n_in; i++)
-            sc->last[remap ? remap[nd->in[i]] : nd->in[i]] = n;
+        for (int i = 0; i < nd->n_in; i++) {
+            const mg_tensor in = remap ? remap[nd->in[i]] : nd->in[i];
+            sc->last[in] = n;
+            if (back && !(sc->vmark[in] & VM_BACK)) sc->vmark[in] |= VM_CROSSED;
+        }
+        if (mgi_node_viewable(g, t)) {
+            sc->vmark[t] |= VM_CAND;
+            n_cand++;
+        }
         const size_t work = step_workspace(g, t, NULL);
         sc->steps[n] = t;
         sc->bytes[n] = mg_pool_size_class(g->descs.nbytes[nd->desc]);
@@ -413,6 +512,7 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
         sc->freed[n++] = 0;
     }
     sc->n_steps = n;
+    if (n_cand) graph_views(g, q, remap, sc, n);
     /* outputs: kept in the pool, or bound to caller memory */
     const int32_t KEPT = INT32_MAX, BOUND = INT32_MAX - 1;
     for (int i = 0; i < q->n_outputs; i++)
@@ -451,6 +551,8 @@ mg_status mg_plan_dump(const mg_plan *p, FILE *out) {
     for (int32_t s = 0; s < p->n_steps; s++) {
         fprintf(out, "%5d  %s", (int)s,
                 mgi_graph_tensor_label(p->g, p->steps[s], label, sizeof label));
+        if (p->step[s].view)
+            fprintf(out, "  view of %%%d", (int)p->step[s].in[0]);
         if (p->release_start[s] < p->release_start[s + 1]) {
             fprintf(out, "  release");
             for (int32_t r = p->release_start[s]; r < p->release_start[s + 1];
