@@ -461,11 +461,49 @@ START_TEST(test_views_and_hooks) {
 }
 END_TEST
 
+/* A permute of a permute is built as one permute of the first's input
+ * (an importer's Transpose of a Transpose): one copy, the same values. */
+START_TEST(test_permute_of_permute) {
+    mg_graph *g = mg_graph_new();
+    mg_tensor x = mg_input(g, "x", MG_F32, 4, S(2, 3, 4, 5));
+    mg_tensor kt = mg_permute(g, x, AX(0, 2, 3, 1)); /* (2, 4, 5, 3) */
+    mg_tensor k = mg_transpose(g, kt, 2, 3);         /* (2, 4, 3, 5) */
+    TH_OK_T("permute", k);
+    ck_assert_int_eq(g->nodes[k].in[0], x);
+    const int want[4] = {0, 2, 1, 3};
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(g->nodes[k].attrs->perm[i], want[i]);
+    /* a bad perm is the shape rule's error, not composed */
+    ck_assert(mg_permute(g, kt, AX(0, 0, 1, 2)) == MG_NO_TENSOR);
+    ck_assert_msg(strstr(mg_last_error(), "not a permutation"), "%s",
+                  mg_last_error());
+    float xv[120], kv[120];
+    for (int i = 0; i < 120; i++) xv[i] = (float)i;
+    mg_binding b[2] = {{x, xv}, {k, kv}};
+    mg_plan *p = NULL;
+    ck_assert(mg_plan_compile(g, &k, 1, NULL, &p) == MG_OK);
+    ck_assert_int_eq(p->n_steps, 1);
+    mg_exec *ex = NULL;
+    ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
+    ck_assert(mg_exec_run(ex, p, b, 2, 0) == MG_OK);
+    /* k[a][c][b][d] = x[a][b][c][d] */
+    for (int a = 0; a < 2; a++)
+        for (int bb = 0; bb < 3; bb++)
+            for (int c = 0; c < 4; c++)
+                for (int d = 0; d < 5; d++)
+                    ck_assert(kv[((a * 4 + c) * 3 + bb) * 5 + d] ==
+                              xv[((a * 3 + bb) * 4 + c) * 5 + d]);
+    mg_exec_free(ex);
+    mg_plan_free(p);
+    mg_graph_free(g);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("views");
     th_add_tcase(s, "views", 120,
                  TH_TESTS(test_views_bit_equal_every_policy,
                           test_views_lower_peak, test_views_of_caller_memory,
-                          test_views_and_hooks));
+                          test_views_and_hooks, test_permute_of_permute));
     return th_run_suite(s);
 }
