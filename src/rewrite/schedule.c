@@ -127,10 +127,9 @@ static mg_status step_record(const mg_plan *p, mg_tensor t,
     return MG_OK;
 }
 
-/* Which steps are views (mg_plan_step.view; issue 46), before the release
- * lists are made. A step whose node may be one (mgi_node_viewable: a
- * reshape) becomes a view of its input's block, or of the block its input
- * is itself a view of, unless
+/* Which steps are views (mg_plan_step.view; issue 46). A step whose node
+ * may be one (mgi_node_viewable: a reshape) becomes a view of its input's
+ * block, or of the block its input is itself a view of, unless
  * - the plan keeps it (an output, or retained): the caller is handed a
  *   block of its own, which it may hold past the run and write into;
  * - it is a forward tensor that a backward step reads, and the block is
@@ -138,33 +137,45 @@ static mg_status step_record(const mg_plan *p, mg_tensor t,
  *   forward phase's saved state would hold the caller's memory, which the
  *   caller may change or free before the backward phase (memgrad.h asks
  *   only that bound forward outputs that backward reads stay unchanged).
- * mgi_graph_peak applies the same rule. n_cand: the steps that may be
- * views; bwd as plan_build's. */
-static mg_status plan_views(mg_plan *p, const bool *bwd, int32_t n_cand) {
-    if (n_cand == 0) return MG_OK;
-    /* per tensor: >= 0 the block a view reads; -2 a forward tensor that a
-     * backward step reads; -1 neither */
-    mg_tensor *root = malloc((size_t)p->n_tensors * sizeof *root);
-    if (!root)
-        return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory");
-    for (int32_t t = 0; t < p->n_tensors; t++) root[t] = -1;
-    for (int32_t s = 0; s < p->n_steps; s++)
-        for (int k = 0; bwd[p->steps[s]] && k < p->step[s].n_in; k++)
-            if (!bwd[p->step[s].in[k]]) root[p->step[s].in[k]] = -2;
-    for (int32_t s = 0; s < p->n_steps; s++) {
-        const mg_tensor t = p->steps[s];
-        if ((p->role[t] & MG_ROLE_KEPT) || !mgi_node_viewable(p->g, t))
-            continue;
-        const mg_tensor in = p->step[s].in[0];
-        const mg_tensor block = root[in] >= 0 ? root[in] : in;
-        if (root[t] == -2 &&
+ * mgi_graph_peak applies the same rule. cand: the n_cand steps that may
+ * be views, in order; last_read: per tensor its last reader's step, read
+ * through the steps' inputs as recorded. A view's block then lives until
+ * the view's last reader (counted once, as the block's, and released by
+ * its owner), and the view's own entry holds -2 - its block. interleaved:
+ * some forward step comes after a backward one, so a forward tensor's
+ * last reader does not tell whether a backward step reads it. Passes
+ * over the candidates only, which kept compiling within issue 32's
+ * instruction guard (scripts/icount.sh). */
+static mg_status plan_views(mg_plan *p, const bool *bwd, const int32_t *cand,
+                            int32_t n_cand, bool interleaved,
+                            int32_t *last_read) {
+    uint8_t *crossed = NULL; /* per tensor, for an interleaved schedule */
+    if (interleaved) {
+        crossed = calloc((size_t)p->n_tensors, 1);
+        if (!crossed)
+            return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory");
+        for (int32_t s = 0; s < p->n_steps; s++)
+            for (int k = 0; bwd[p->steps[s]] && k < p->step[s].n_in; k++)
+                crossed[p->step[s].in[k]] = !bwd[p->step[s].in[k]];
+    }
+    for (int32_t c = 0; c < n_cand; c++) {
+        const int32_t s = cand[c];
+        const mg_tensor t = p->steps[s], in = p->step[s].in[0];
+        if (p->role[t] & MG_ROLE_KEPT) continue;
+        const mg_tensor block = last_read[in] <= -2 ? -2 - last_read[in] : in;
+        const bool read_back =
+            !bwd[t] &&
+            (crossed ? crossed[t] != 0
+                     : last_read[t] >= 0 && bwd[p->steps[last_read[t]]]);
+        if (read_back &&
             (mg_plan_leaf(p, block) || (p->role[block] & MG_ROLE_KEPT)))
             continue;
         p->step[s].view = 1;
         p->step[s].in[0] = block;
-        root[t] = block;
+        if (last_read[t] > last_read[block]) last_read[block] = last_read[t];
+        last_read[t] = -2 - block;
     }
-    free(root);
+    free(crossed);
     return MG_OK;
 }
 
@@ -173,7 +184,8 @@ static mg_status plan_views(mg_plan *p, const bool *bwd, int32_t n_cand) {
 static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
                             int32_t *last_read, bool *bwd) {
     const mg_backend_reg *extra = extra_row(p->device);
-    int32_t n_cand = 0; /* steps that may be views */
+    int32_t *cand = NULL, n_cand = 0; /* steps that may be views */
+    bool back = false, interleaved = false;
     for (int32_t k = 0; k < n_order; k++) {
         mg_tensor t = order[k];
         bwd[t] = (p->g->nodes[t].flags &
@@ -184,24 +196,29 @@ static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
         } else {
             p->role[t] |= MG_ROLE_COMPUTED;
             mg_status s = step_record(p, t, extra, &p->step[p->n_steps]);
-            if (s != MG_OK) return s;
+            if (s == MG_OK && mgi_node_viewable(p->g, t) && !cand &&
+                !(cand = malloc((size_t)n_order * sizeof *cand)))
+                s = mg_set_error(MG_ERR_NOMEM,
+                                 "mg_plan_compile: out of memory");
+            if (s != MG_OK) {
+                free(cand);
+                return s;
+            }
+            if (cand && mgi_node_viewable(p->g, t)) cand[n_cand++] = p->n_steps;
+            interleaved = interleaved || (back && !bwd[t]);
+            back = back || bwd[t];
             p->steps[p->n_steps++] = t;
-            n_cand += mgi_node_viewable(p->g, t);
         }
     }
-    mg_status st = plan_views(p, bwd, n_cand);
-    if (st != MG_OK) return st;
     for (int32_t i = 0; i < p->n_tensors; i++) last_read[i] = -1;
     for (int32_t s = 0; s < p->n_steps; s++)
         for (int k = 0; k < p->step[s].n_in; k++)
             last_read[p->step[s].in[k]] = s;
-    /* A view's block lives until the view's last reader: counted once, as
-     * the block's, and released by the block's owner. */
-    for (int32_t s = 0; n_cand && s < p->n_steps; s++) {
-        const mg_tensor v = p->steps[s], block = p->step[s].in[0];
-        if (p->step[s].view && last_read[v] > last_read[block])
-            last_read[block] = last_read[v];
-    }
+    mg_status st =
+        n_cand ? plan_views(p, bwd, cand, n_cand, interleaved, last_read)
+               : MG_OK;
+    free(cand);
+    if (st != MG_OK) return st;
     /* Bucket releases by step: count, prefix-sum, then place. */
     memset(p->release_start, 0, ((size_t)p->n_steps + 1) * sizeof(int32_t));
     for (int32_t s = 0; s < p->n_steps; s++) {
@@ -393,8 +410,7 @@ void mgi_peak_scratch_free(mg_peak_scratch *sc) {
     free(sc->work);
     free(sc->freed);
     free(sc->remap);
-    free(sc->root);
-    free(sc->vmark);
+    free(sc->cand);
     memset(sc, 0, sizeof *sc);
 }
 
@@ -419,44 +435,56 @@ static mg_status scratch_reserve(mg_peak_scratch *sc, int32_t n,
     SCRATCH_GROW(work);
     SCRATCH_GROW(freed);
     SCRATCH_GROW(remap);
-    SCRATCH_GROW(root);
-    SCRATCH_GROW(vmark);
+    SCRATCH_GROW(cand);
     if (!ok) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", what);
     sc->cap = n;
     return MG_OK;
 }
 
-/* mgi_graph_peak's marks per tensor (mg_peak_scratch.vmark) */
-enum {
-    VM_BACK = 1,    /* a backward or recompute tensor */
-    VM_CROSSED = 2, /* a forward tensor that a backward step reads */
-    VM_CAND = 4,    /* its node may be a view (mgi_node_viewable) */
-    VM_OUT = 8,     /* an output */
-    VM_VIEW = 16    /* a view of the block sc->root names */
-};
-
-/* plan_views' rule on sc's schedule of n steps: each view's bytes to 0,
- * and its block's last reader extended to the view's. */
-static void graph_views(const mg_graph *g, const mg_peak_query *q,
-                        const mg_tensor *remap, mg_peak_scratch *sc,
-                        int32_t n) {
-    for (int i = 0; i < q->n_outputs; i++) sc->vmark[q->outputs[i]] |= VM_OUT;
-    for (int32_t k = 0; k < n; k++) {
-        const mg_tensor t = sc->steps[k];
-        const uint8_t m = sc->vmark[t];
-        if (!(m & VM_CAND) || (m & VM_OUT)) continue;
-        const mg_tensor in =
-            remap ? remap[g->nodes[t].in[0]] : g->nodes[t].in[0];
-        const mg_tensor block = (sc->vmark[in] & VM_VIEW) ? sc->root[in] : in;
-        if ((m & VM_CROSSED) &&
-            ((mgi_op_table[g->nodes[block].op].flags & MG_OPF_LEAF) ||
-             (sc->vmark[block] & VM_OUT)))
-            continue;
-        sc->vmark[t] |= VM_VIEW;
-        sc->root[t] = block;
-        sc->bytes[k] = 0;
-        if (sc->last[t] > sc->last[block]) sc->last[block] = sc->last[t];
+/* plan_views' rule on sc's schedule of n steps, after the outputs' last
+ * readers are set to kept or bound: each view's bytes to 0, its block's
+ * last reader extended to the view's, and the view's own entry -2 - its
+ * block. cand: the n_cand steps that may be views; interleaved as for
+ * plan_views. */
+static mg_status graph_views(const mg_graph *g, const mg_tensor *remap,
+                             mg_peak_scratch *sc, int32_t n_cand,
+                             bool interleaved, int32_t kept, int32_t bound,
+                             const char *what) {
+    const unsigned back = MG_NODE_BACKWARD | MG_NODE_RECOMPUTE;
+    uint8_t *crossed = NULL; /* per tensor, for an interleaved schedule */
+    if (interleaved) {
+        if (!(crossed = calloc((size_t)g->n, 1)))
+            return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", what);
+        for (int32_t k = 0; k < sc->n_steps; k++) {
+            const mg_node *nd = &g->nodes[sc->steps[k]];
+            for (int i = 0; (nd->flags & back) && i < nd->n_in; i++) {
+                const mg_tensor in = remap ? remap[nd->in[i]] : nd->in[i];
+                crossed[in] = !(g->nodes[in].flags & back);
+            }
+        }
     }
+    for (int32_t c = 0; c < n_cand; c++) {
+        const int32_t k = sc->cand[c];
+        const mg_tensor t = sc->steps[k];
+        const int32_t last = sc->last[t];
+        if (last == kept || last == bound) continue; /* an output */
+        const mg_tensor in0 = g->nodes[t].in[0];
+        const mg_tensor in = remap ? remap[in0] : in0;
+        const mg_tensor block = sc->last[in] <= -2 ? -2 - sc->last[in] : in;
+        const bool read_back =
+            !(g->nodes[t].flags & back) &&
+            (crossed ? crossed[t] != 0
+                     : last >= 0 && (g->nodes[sc->steps[last]].flags & back));
+        if (read_back &&
+            ((mgi_op_table[g->nodes[block].op].flags & MG_OPF_LEAF) ||
+             sc->last[block] == kept || sc->last[block] == bound))
+            continue;
+        sc->bytes[k] = 0;
+        if (last > sc->last[block]) sc->last[block] = last;
+        sc->last[t] = -2 - block;
+    }
+    free(crossed);
+    return MG_OK;
 }
 
 /* As plan_build and mgi_plan_peak: a computed tensor is freed after its
@@ -489,22 +517,18 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
                                   sc->needed, sc->order, &sc->n_order, what);
     if (s != MG_OK) return s;
     int32_t n = 0, n_cand = 0; /* steps, and those that may be views */
+    bool back = false, interleaved = false;
     for (int32_t k = 0; k < sc->n_order; k++) {
         const mg_tensor t = sc->order[k];
         const mg_node *nd = &g->nodes[t];
-        const bool back = nd->flags & (MG_NODE_BACKWARD | MG_NODE_RECOMPUTE);
         sc->last[t] = -1;
-        sc->vmark[t] = back ? VM_BACK : 0;
         if (mgi_op_table[nd->op].flags & MG_OPF_LEAF) continue;
-        for (int i = 0; i < nd->n_in; i++) {
-            const mg_tensor in = remap ? remap[nd->in[i]] : nd->in[i];
-            sc->last[in] = n;
-            if (back && !(sc->vmark[in] & VM_BACK)) sc->vmark[in] |= VM_CROSSED;
-        }
-        if (mgi_node_viewable(g, t)) {
-            sc->vmark[t] |= VM_CAND;
-            n_cand++;
-        }
+        for (int i = 0; i < nd->n_in; i++)
+            sc->last[remap ? remap[nd->in[i]] : nd->in[i]] = n;
+        if (mgi_node_viewable(g, t)) sc->cand[n_cand++] = n;
+        const bool b = nd->flags & (MG_NODE_BACKWARD | MG_NODE_RECOMPUTE);
+        interleaved = interleaved || (back && !b);
+        back = back || b;
         const size_t work = step_workspace(g, t, NULL);
         sc->steps[n] = t;
         sc->bytes[n] = mg_pool_size_class(g->descs.nbytes[nd->desc]);
@@ -512,7 +536,6 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
         sc->freed[n++] = 0;
     }
     sc->n_steps = n;
-    if (n_cand) graph_views(g, q, remap, sc, n);
     /* outputs: kept in the pool, or bound to caller memory */
     const int32_t KEPT = INT32_MAX, BOUND = INT32_MAX - 1;
     for (int i = 0; i < q->n_outputs; i++)
@@ -522,6 +545,9 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
         if (t >= 0 && t < g->n && sc->needed[t] && sc->last[t] == KEPT)
             sc->last[t] = BOUND;
     }
+    if (n_cand)
+        s = graph_views(g, remap, sc, n_cand, interleaved, KEPT, BOUND, what);
+    if (s != MG_OK) return s;
     size_t in_use = 0, peak = 0;
     for (int32_t k = 0; k < n; k++) {
         const int32_t last = sc->last[sc->steps[k]];

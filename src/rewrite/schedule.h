@@ -161,9 +161,7 @@ typedef struct mg_peak_scratch {
     size_t *work;     /* per step: its workspace's pool bytes */
     size_t *freed;    /* per step: pool bytes freed after it */
     mg_tensor *remap; /* per tensor, with without_recompute */
-    /* per tensor: the block a view reads (plan_views' rule), and marks */
-    mg_tensor *root;
-    uint8_t *vmark;
+    int32_t *cand;    /* the steps that may be views (plan_views' rule) */
 } mg_peak_scratch;
 
 void mgi_peak_scratch_free(mg_peak_scratch *sc);
