@@ -353,6 +353,10 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p, int32_t si,
     const size_t work = mg_plan_step_work(st);
     char label[160];
     size_t nbytes = mg_plan_nbytes(p, t);
+    if (st->view) { /* no buffer, no kernel: in[0]'s block (plan_views) */
+        ex->buf[t] = ex->buf[st->in[0]];
+        return MG_OK;
+    }
     if (!ex->backend.supports_op(ex->backend.ctx, st->op))
         return mg_set_error(
             MG_ERR_UNSUPPORTED,

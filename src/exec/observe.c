@@ -133,6 +133,21 @@ mg_status mgi_observe_after(mgi_observers *o, const mg_plan *p, int32_t step,
      * hook reads the value, so a device must have finished computing it. */
     mg_status s = MG_OK;
     if (mgi_hooks_on(p->g, p->steps[step])) {
+        /* A gradient hook may write into its tensor: into a view, that
+         * would write into the block of another (plan_views in
+         * src/rewrite/schedule.c makes no view of a hooked tensor). */
+        const mg_tensor t = p->steps[step];
+        if (p->step[step].view && (p->g->nodes[t].flags & MG_NODE_BACKWARD)) {
+            char lt[160], lb[160];
+            return mg_set_error(
+                MG_ERR_INVALID_ARG,
+                "mg_exec_run: %s has a hook added after the plan was "
+                "compiled, which made it a view of the memory of %s; a "
+                "gradient hook may write into it, so compile the plan again",
+                mgi_graph_tensor_label(p->g, t, lt, sizeof lt),
+                mgi_graph_tensor_label(p->g, p->step[step].in[0], lb,
+                                       sizeof lb));
+        }
         s = pool->backend->synchronize(pool->backend->ctx);
         if (s == MG_OK) s = mgi_hooks_call(p->g, p->steps[step], data);
     }

@@ -62,7 +62,7 @@ const mg_op_def mgi_op_table[MG_OP_COUNT] = {
        .flops = mgi_reduce_flops, .workspace = mgi_reduce_workspace),
     OP(BROADCAST_TO, .n_inputs = 1, .infer = mgi_broadcast_to_infer,
        .grad = mgi_broadcast_to_grad),
-    OP(RESHAPE, .n_inputs = 1, .infer = mgi_reshape_infer,
+    OP(RESHAPE, .n_inputs = 1, .flags = MG_OPF_VIEW, .infer = mgi_reshape_infer,
        .grad = mgi_reshape_grad),
     OP(PERMUTE, .n_inputs = 1, .infer = mgi_permute_infer,
        .grad = mgi_permute_grad),

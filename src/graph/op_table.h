@@ -25,7 +25,12 @@ enum {
      * compaction, where a READS_WHOLE op reads it and its inputs are kept
      * anyway, it is made again for the backward pass rather than kept
      * (relu, batch norm: src/rewrite/autodiff.c, rebuild_cheap) */
-    MG_OPF_CHEAP = 1u << 5
+    MG_OPF_CHEAP = 1u << 5,
+    /* Its output is its input 0's bytes, unchanged (a reshape): a plan
+     * makes it a view of that input's block, with no buffer and no
+     * kernel, where nothing can write through it into memory it must not
+     * (src/rewrite/schedule.c, plan_views; issue 46) */
+    MG_OPF_VIEW = 1u << 6
 };
 
 /* The rules are function types, so that ops_internal.h declares each rule

@@ -1,7 +1,9 @@
 /*
  * ops_shape.c - ops that only move or relabel elements (reshape, permute
  * and transpose, which is a permute) and fill, which makes a constant.
- * Tensors are always dense, so each of these is a copy at run time.
+ * Tensors are always dense, so each of these is a copy at run time, but
+ * for a reshape, which a plan makes a view of its input's block where it
+ * can (MG_OPF_VIEW, src/rewrite/schedule.c).
  */
 #include "graph.h"
 #include "ops_internal.h"
@@ -90,6 +92,22 @@ mg_tensor mg_permute(mg_graph *g, mg_tensor x, const int *perm) {
     }
     mg_attrs at = {0};
     for (int i = 0; i < xd->ndim; i++) at.perm[i] = perm[i];
+    /* A permute of a permute is one permute of the first's input: one copy
+     * where there were two (an importer's Transpose of a Transpose, issue
+     * 46), the same elements in the same places. Only a valid perm is
+     * composed; the shape rule words the error for any other. */
+    const mg_node *xn = &g->nodes[x];
+    bool valid = xn->op == MG_OP_PERMUTE;
+    bool seen[MG_MAX_DIMS] = {false};
+    for (int i = 0; valid && i < xd->ndim; i++) {
+        valid = perm[i] >= 0 && perm[i] < xd->ndim && !seen[perm[i]];
+        if (valid) seen[perm[i]] = true;
+    }
+    if (valid) {
+        for (int i = 0; i < xd->ndim; i++)
+            at.perm[i] = xn->attrs->perm[perm[i]];
+        x = xn->in[0];
+    }
     return mgi_graph_add_node(g, MG_OP_PERMUTE, 1, &x, &at);
 }
 

@@ -129,11 +129,65 @@ static mg_status step_record(const mg_plan *p, mg_tensor t,
     return MG_OK;
 }
 
+/* Which steps are views (mg_plan_step.view; issue 46). A step whose node
+ * may be one (mgi_node_viewable: a reshape) becomes a view of its input's
+ * block, or of the block its input is itself a view of, unless
+ * - the plan keeps it (an output, or retained): the caller is handed a
+ *   block of its own, which it may hold past the run and write into;
+ * - it is a forward tensor that a backward step reads, and the block is
+ *   caller memory (a leaf, or an output, which the caller may bind): a
+ *   forward phase's saved state would hold the caller's memory, which the
+ *   caller may change or free before the backward phase (memgrad.h asks
+ *   only that bound forward outputs that backward reads stay unchanged).
+ * mgi_graph_peak applies the same rule. cand: the n_cand steps that may
+ * be views, in order; last_read: per tensor its last reader's step, read
+ * through the steps' inputs as recorded. A view's block then lives until
+ * the view's last reader (counted once, as the block's, and released by
+ * its owner), and the view's own entry holds -2 - its block. interleaved:
+ * some forward step comes after a backward one, so a forward tensor's
+ * last reader does not tell whether a backward step reads it. Passes
+ * over the candidates only, which kept compiling within issue 32's
+ * instruction guard (scripts/icount.sh). */
+static mg_status plan_views(mg_plan *p, const bool *bwd, const int32_t *cand,
+                            int32_t n_cand, bool interleaved,
+                            int32_t *last_read) {
+    uint8_t *crossed = NULL; /* per tensor, for an interleaved schedule */
+    if (interleaved) {
+        crossed = calloc((size_t)p->n_tensors, 1);
+        if (!crossed)
+            return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory");
+        for (int32_t s = 0; s < p->n_steps; s++)
+            for (int k = 0; bwd[p->steps[s]] && k < p->step[s].n_in; k++)
+                crossed[p->step[s].in[k]] = !bwd[p->step[s].in[k]];
+    }
+    for (int32_t c = 0; c < n_cand; c++) {
+        const int32_t s = cand[c];
+        const mg_tensor t = p->steps[s], in = p->step[s].in[0];
+        if (p->role[t] & MG_ROLE_KEPT) continue;
+        const mg_tensor block = last_read[in] <= -2 ? -2 - last_read[in] : in;
+        const bool read_back =
+            !bwd[t] &&
+            (crossed ? crossed[t] != 0
+                     : last_read[t] >= 0 && bwd[p->steps[last_read[t]]]);
+        if (read_back &&
+            (mg_plan_leaf(p, block) || (p->role[block] & MG_ROLE_KEPT)))
+            continue;
+        p->step[s].view = 1;
+        p->step[s].in[0] = block;
+        if (last_read[t] > last_read[block]) last_read[block] = last_read[t];
+        last_read[t] = -2 - block;
+    }
+    free(crossed);
+    return MG_OK;
+}
+
 /* Fill steps, leaves and release lists from a topological order, and
  * bwd (for mgi_plan_split) for the tensors in it. */
 static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
                             int32_t *last_read, bool *bwd) {
     const mg_backend_reg *extra = extra_row(p->device);
+    int32_t *cand = NULL, n_cand = 0; /* steps that may be views */
+    bool back = false, interleaved = false;
     for (int32_t k = 0; k < n_order; k++) {
         mg_tensor t = order[k];
         bwd[t] = (p->g->nodes[t].flags &
@@ -144,7 +198,17 @@ static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
         } else {
             p->role[t] |= MG_ROLE_COMPUTED;
             mg_status s = step_record(p, t, extra, &p->step[p->n_steps]);
-            if (s != MG_OK) return s;
+            if (s == MG_OK && mgi_node_viewable(p->g, t) && !cand &&
+                !(cand = malloc((size_t)n_order * sizeof *cand)))
+                s = mg_set_error(MG_ERR_NOMEM,
+                                 "mg_plan_compile: out of memory");
+            if (s != MG_OK) {
+                free(cand);
+                return s;
+            }
+            if (cand && mgi_node_viewable(p->g, t)) cand[n_cand++] = p->n_steps;
+            interleaved = interleaved || (back && !bwd[t]);
+            back = back || bwd[t];
             p->steps[p->n_steps++] = t;
         }
     }
@@ -152,11 +216,16 @@ static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
     for (int32_t s = 0; s < p->n_steps; s++)
         for (int k = 0; k < p->step[s].n_in; k++)
             last_read[p->step[s].in[k]] = s;
+    mg_status st =
+        n_cand ? plan_views(p, bwd, cand, n_cand, interleaved, last_read)
+               : MG_OK;
+    free(cand);
+    if (st != MG_OK) return st;
     /* Bucket releases by step: count, prefix-sum, then place. */
     memset(p->release_start, 0, ((size_t)p->n_steps + 1) * sizeof(int32_t));
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_tensor t = p->steps[s];
-        if (p->role[t] & MG_ROLE_KEPT) continue;
+        if ((p->role[t] & MG_ROLE_KEPT) || p->step[s].view) continue;
         if (last_read[t] < 0) /* read by no one: nothing else needs it */
             last_read[t] = s;
         p->release_start[last_read[t] + 1]++;
@@ -169,7 +238,7 @@ static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
     memcpy(fill, p->release_start, ((size_t)p->n_steps + 1) * sizeof *fill);
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_tensor t = p->steps[s];
-        if (p->role[t] & MG_ROLE_KEPT) continue;
+        if ((p->role[t] & MG_ROLE_KEPT) || p->step[s].view) continue;
         p->release[fill[last_read[t]]++] = t;
     }
     free(fill);
@@ -322,7 +391,8 @@ mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
     size_t in_use = 0, peak = 0;
     for (int32_t s = 0; !p->offload && s < p->n_steps; s++) {
         mg_tensor t = p->steps[s];
-        if (!bound[t]) in_use += mg_pool_size_class(mg_plan_nbytes(p, t));
+        if (!bound[t] && !p->step[s].view)
+            in_use += mg_pool_size_class(mg_plan_nbytes(p, t));
         /* the workspace is lent after the output and returned at once */
         const size_t w = mg_plan_step_work(&p->step[s]);
         size_t work = w ? mg_pool_size_class(w) : 0;
@@ -345,6 +415,7 @@ void mgi_peak_scratch_free(mg_peak_scratch *sc) {
     free(sc->work);
     free(sc->freed);
     free(sc->remap);
+    free(sc->cand);
     memset(sc, 0, sizeof *sc);
 }
 
@@ -369,8 +440,55 @@ static mg_status scratch_reserve(mg_peak_scratch *sc, int32_t n,
     SCRATCH_GROW(work);
     SCRATCH_GROW(freed);
     SCRATCH_GROW(remap);
+    SCRATCH_GROW(cand);
     if (!ok) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", what);
     sc->cap = n;
+    return MG_OK;
+}
+
+/* plan_views' rule on sc's schedule of n steps, after the outputs' last
+ * readers are set to kept or bound: each view's bytes to 0, its block's
+ * last reader extended to the view's, and the view's own entry -2 - its
+ * block. cand: the n_cand steps that may be views; interleaved as for
+ * plan_views. */
+static mg_status graph_views(const mg_graph *g, const mg_tensor *remap,
+                             mg_peak_scratch *sc, int32_t n_cand,
+                             bool interleaved, int32_t kept, int32_t bound,
+                             const char *what) {
+    const unsigned back = MG_NODE_BACKWARD | MG_NODE_RECOMPUTE;
+    uint8_t *crossed = NULL; /* per tensor, for an interleaved schedule */
+    if (interleaved) {
+        if (!(crossed = calloc((size_t)g->n, 1)))
+            return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", what);
+        for (int32_t k = 0; k < sc->n_steps; k++) {
+            const mg_node *nd = &g->nodes[sc->steps[k]];
+            for (int i = 0; (nd->flags & back) && i < nd->n_in; i++) {
+                const mg_tensor in = remap ? remap[nd->in[i]] : nd->in[i];
+                crossed[in] = !(g->nodes[in].flags & back);
+            }
+        }
+    }
+    for (int32_t c = 0; c < n_cand; c++) {
+        const int32_t k = sc->cand[c];
+        const mg_tensor t = sc->steps[k];
+        const int32_t last = sc->last[t];
+        if (last == kept || last == bound) continue; /* an output */
+        const mg_tensor in0 = g->nodes[t].in[0];
+        const mg_tensor in = remap ? remap[in0] : in0;
+        const mg_tensor block = sc->last[in] <= -2 ? -2 - sc->last[in] : in;
+        const bool read_back =
+            !(g->nodes[t].flags & back) &&
+            (crossed ? crossed[t] != 0
+                     : last >= 0 && (g->nodes[sc->steps[last]].flags & back));
+        if (read_back &&
+            ((mgi_op_table[g->nodes[block].op].flags & MG_OPF_LEAF) ||
+             sc->last[block] == kept || sc->last[block] == bound))
+            continue;
+        sc->bytes[k] = 0;
+        if (last > sc->last[block]) sc->last[block] = last;
+        sc->last[t] = -2 - block;
+    }
+    free(crossed);
     return MG_OK;
 }
 
@@ -403,7 +521,8 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
     s = mgi_graph_ancestors_order(g, q->outputs, q->n_outputs, remap,
                                   sc->needed, sc->order, &sc->n_order, what);
     if (s != MG_OK) return s;
-    int32_t n = 0; /* steps */
+    int32_t n = 0, n_cand = 0; /* steps, and those that may be views */
+    bool back = false, interleaved = false;
     for (int32_t k = 0; k < sc->n_order; k++) {
         const mg_tensor t = sc->order[k];
         const mg_node *nd = &g->nodes[t];
@@ -411,6 +530,10 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
         if (mgi_op_table[nd->op].flags & MG_OPF_LEAF) continue;
         for (int i = 0; i < nd->n_in; i++)
             sc->last[remap ? remap[nd->in[i]] : nd->in[i]] = n;
+        if (mgi_node_viewable(g, t)) sc->cand[n_cand++] = n;
+        const bool b = nd->flags & (MG_NODE_BACKWARD | MG_NODE_RECOMPUTE);
+        interleaved = interleaved || (back && !b);
+        back = back || b;
         const size_t work = step_workspace(g, t, NULL);
         sc->steps[n] = t;
         sc->bytes[n] = mg_pool_size_class(g->descs.nbytes[nd->desc]);
@@ -427,6 +550,9 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
         if (t >= 0 && t < g->n && sc->needed[t] && sc->last[t] == KEPT)
             sc->last[t] = BOUND;
     }
+    if (n_cand)
+        s = graph_views(g, remap, sc, n_cand, interleaved, KEPT, BOUND, what);
+    if (s != MG_OK) return s;
     size_t in_use = 0, peak = 0;
     for (int32_t k = 0; k < n; k++) {
         const int32_t last = sc->last[sc->steps[k]];
@@ -456,6 +582,8 @@ mg_status mg_plan_dump(const mg_plan *p, FILE *out) {
     for (int32_t s = 0; s < p->n_steps; s++) {
         fprintf(out, "%5d  %s", (int)s,
                 mgi_graph_tensor_label(p->g, p->steps[s], label, sizeof label));
+        if (p->step[s].view)
+            fprintf(out, "  view of %%%d", (int)p->step[s].in[0]);
         if (p->release_start[s] < p->release_start[s + 1]) {
             fprintf(out, "  release");
             for (int32_t r = p->release_start[s]; r < p->release_start[s + 1];

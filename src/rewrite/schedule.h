@@ -30,12 +30,18 @@ typedef struct mg_plan_step {
     mg_tensor in[MG_MAX_INPUTS]; /* as this plan reads them (remapped) */
     uint16_t op;                 /* an mg_op */
     uint8_t n_in;
+    /* 1: a view (schedule.c, plan_views): its output is the block of
+     * in[0], which names the block's owner (never itself a view); no
+     * buffer, no kernel, and that block lives until the view's last
+     * reader. It fits in the record's padding: still 32 bytes. */
+    uint8_t view;
     /* Its attributes are its node's (p->g->nodes[t].attrs), read there:
      * a copy here made every step 368 bytes, and paging in a 10^6-op
      * plan's records cost more than computing them (issue 32). */
 } mg_plan_step;
 _Static_assert(MG_OP_COUNT <= UINT16_MAX && MG_MAX_INPUTS <= UINT8_MAX,
                "mg_plan_step's op and n_in fields are too narrow");
+_Static_assert(sizeof(mg_plan_step) <= 32, "mg_plan_step grew past 32 bytes");
 
 /* The workspace bytes of step st (a multiple of MG_STEP_WORK_UNIT). */
 static inline size_t mg_plan_step_work(const mg_plan_step *st) {
@@ -107,6 +113,17 @@ static inline bool mg_plan_leaf(const mg_plan *p, mg_tensor t) {
     return (mgi_op_table[p->g->nodes[t].op].flags & MG_OPF_LEAF) != 0;
 }
 
+/* Whether t's node may be a view of its input 0's block (MG_OPF_VIEW,
+ * the same bytes) and carries no hook, which may write into a gradient
+ * (memgrad_observe.h): whether it is one also depends on the plan
+ * (schedule.c, plan_views). */
+static inline bool mgi_node_viewable(const mg_graph *g, mg_tensor t) {
+    const mg_node *n = &g->nodes[t];
+    return (mgi_op_table[n->op].flags & MG_OPF_VIEW) &&
+           mgi_graph_nbytes(g, t) == mgi_graph_nbytes(g, n->in[0]) &&
+           !mgi_hooks_on(g, t);
+}
+
 /* Input k of the node of tensor t, as this plan reads it. */
 static inline mg_tensor mg_plan_input(const mg_plan *p, mg_tensor t, int k) {
     const mg_tensor in = p->g->nodes[t].in[k];
@@ -146,6 +163,7 @@ typedef struct mg_peak_scratch {
     size_t *work;     /* per step: its workspace's pool bytes */
     size_t *freed;    /* per step: pool bytes freed after it */
     mg_tensor *remap; /* per tensor, with without_recompute */
+    int32_t *cand;    /* the steps that may be views (plan_views' rule) */
 } mg_peak_scratch;
 
 void mgi_peak_scratch_free(mg_peak_scratch *sc);

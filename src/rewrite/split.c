@@ -66,35 +66,54 @@ static void add_kept(mg_plan *q, mg_tensor t) {
     q->kept[q->n_kept++] = t;
 }
 
+/* Whether saved tensor t is released by the backward phase: not when
+ * the training plan keeps it (it stays with the saved state until the
+ * caller frees it), nor when it is a view (its block's owner is released). */
+static bool saved_released(const mg_plan *p, const mg_tensor *view_of,
+                           mg_tensor t) {
+    return !(p->role[t] & MG_ROLE_KEPT) && !(view_of && view_of[t] >= 0);
+}
+
 /* Release lists of phase q: each of its computed tensors that is not kept
- * goes after its last reader in q, and so does each saved tensor that the
- * training plan p does not keep (those stay with the saved state until
- * the caller frees it). */
-static void build_releases(mg_plan *q, const mg_plan *p, int32_t *last,
+ * goes after its last reader in q, and so does each saved tensor that
+ * saved_released says goes. A view (plan_views in schedule.c) is released
+ * by its block's owner, after the view's last reader too. view_of: per
+ * tensor, the block a view of p reads, else -1; NULL when p has no view. */
+static void build_releases(mg_plan *q, const mg_plan *p,
+                           const mg_tensor *view_of, int32_t *last,
                            int32_t *fill) {
     for (int32_t t = 0; t < q->n_tensors; t++) last[t] = -1;
     for (int32_t s = 0; s < q->n_steps; s++)
         for (int k = 0; k < q->step[s].n_in; k++) last[q->step[s].in[k]] = s;
+    for (int32_t s = 0; view_of && s < q->n_steps; s++) {
+        const mg_tensor v = q->steps[s], block = q->step[s].in[0];
+        if (q->step[s].view && last[v] > last[block]) last[block] = last[v];
+    }
+    for (int32_t i = 0; view_of && i < q->n_saved; i++) {
+        const mg_tensor v = q->saved[i];
+        if (view_of[v] >= 0 && last[v] > last[view_of[v]])
+            last[view_of[v]] = last[v];
+    }
     memset(q->release_start, 0, ((size_t)q->n_steps + 1) * sizeof(int32_t));
     for (int32_t s = 0; s < q->n_steps; s++) {
         mg_tensor t = q->steps[s];
-        if (q->role[t] & MG_ROLE_KEPT) continue;
+        if ((q->role[t] & MG_ROLE_KEPT) || q->step[s].view) continue;
         if (last[t] < 0) last[t] = s;
         q->release_start[last[t] + 1]++;
     }
     for (int32_t i = 0; i < q->n_saved; i++)
-        if (!(p->role[q->saved[i]] & MG_ROLE_KEPT))
+        if (saved_released(p, view_of, q->saved[i]))
             q->release_start[last[q->saved[i]] + 1]++;
     for (int32_t s = 0; s < q->n_steps; s++)
         q->release_start[s + 1] += q->release_start[s];
     memcpy(fill, q->release_start, ((size_t)q->n_steps + 1) * sizeof *fill);
     for (int32_t s = 0; s < q->n_steps; s++) {
         mg_tensor t = q->steps[s];
-        if (q->role[t] & MG_ROLE_KEPT) continue;
+        if ((q->role[t] & MG_ROLE_KEPT) || q->step[s].view) continue;
         q->release[fill[last[t]]++] = t;
     }
     for (int32_t i = 0; i < q->n_saved; i++)
-        if (!(p->role[q->saved[i]] & MG_ROLE_KEPT))
+        if (saved_released(p, view_of, q->saved[i]))
             q->release[fill[last[q->saved[i]]]++] = q->saved[i];
 }
 
@@ -177,6 +196,32 @@ static mg_status phase_reads(const mg_plan *p, const bool *bwd, mg_plan *f,
     return MG_OK;
 }
 
+/* The views of p (plan_views in schedule.c): *view_of per tensor, the
+ * block a view reads, else -1; left NULL when p has none. A view that the
+ * backward phase reads is saved with its block, which the saved state
+ * then owns (plan_views leaves no such view of caller memory): saved
+ * gets the block too. */
+static mg_status phase_views(const mg_plan *p, bool *saved,
+                             mg_tensor **view_of) {
+    *view_of = NULL;
+    int32_t n = 0;
+    for (int32_t s = 0; s < p->n_steps; s++) n += p->step[s].view;
+    if (n == 0) return MG_OK;
+    mg_tensor *v = malloc((size_t)p->n_tensors * sizeof *v);
+    if (!v)
+        return mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
+                                          "the forward and backward phases");
+    for (int32_t t = 0; t < p->n_tensors; t++) v[t] = -1;
+    for (int32_t s = 0; s < p->n_steps; s++) {
+        if (!p->step[s].view) continue;
+        const mg_tensor t = p->steps[s], block = p->step[s].in[0];
+        v[t] = block;
+        if (saved[t]) saved[block] = true;
+    }
+    *view_of = v;
+    return MG_OK;
+}
+
 /* p's kept tensors, each kept by the phase that computes it (a kept leaf
  * by f when f's steps read it, else by b); the saved state kept by f and
  * leaves of b; then each phase's list of leaves. */
@@ -228,6 +273,7 @@ mg_status mgi_plan_split(mg_plan *p, const bool *bwd, int32_t *last,
     const int32_t n_fwd = p->n_steps - n_bwd;
     mg_plan *f = phase_alloc(p), *b = phase_alloc(p);
     bool *saved = calloc(sz, sizeof *saved);
+    mg_tensor *view_of = NULL;
     mg_status s = MG_OK;
     if (!f || !b || !saved ||
         !phase_steps_alloc(p, f, b, n_fwd, n_bwd, prefix)) {
@@ -237,10 +283,11 @@ mg_status mgi_plan_split(mg_plan *p, const bool *bwd, int32_t *last,
     }
     phase_steps_fill(p, bwd, prefix, f, b);
     s = phase_reads(p, bwd, f, b, saved);
+    if (s == MG_OK) s = phase_views(p, saved, &view_of);
     if (s != MG_OK) goto done;
     phase_kept(p, bwd, saved, f, b);
-    build_releases(f, p, last, fill);
-    build_releases(b, p, last, fill);
+    build_releases(f, p, view_of, last, fill);
+    build_releases(b, p, view_of, last, fill);
     p->phase[0] = f;
     p->phase[1] = b;
     f = b = NULL;
@@ -248,6 +295,7 @@ done:
     phase_free(f, p);
     phase_free(b, p);
     free(saved);
+    free(view_of);
     return s;
 }
 
@@ -258,7 +306,8 @@ static size_t phase_peak(const mg_plan *q, const bool *bound, size_t base,
     size_t in_use = base, peak = base;
     for (int32_t s = 0; s < q->n_steps; s++) {
         mg_tensor t = q->steps[s];
-        if (!bound[t]) in_use += mg_pool_size_class(mg_plan_nbytes(q, t));
+        if (!bound[t] && !q->step[s].view)
+            in_use += mg_pool_size_class(mg_plan_nbytes(q, t));
         const size_t w = mg_plan_step_work(&q->step[s]);
         size_t work = w ? mg_pool_size_class(w) : 0;
         if (in_use + work > peak) peak = in_use + work;

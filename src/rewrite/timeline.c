@@ -39,7 +39,8 @@ int mg_plan_timeline(const mg_plan *p, const mg_binding *binds, int n_binds,
     for (int32_t s = 0; s < p->n_steps; s++) {
         mg_tensor t = p->steps[s];
         size_t before = in_use;
-        if (!bound[t]) in_use += mg_pool_size_class(mg_plan_nbytes(p, t));
+        if (!bound[t] && !p->step[s].view)
+            in_use += mg_pool_size_class(mg_plan_nbytes(p, t));
         if (s < cap) {
             mgi_plan_step_info(p, s, &out[s]);
             out[s].bytes_before = before;
