@@ -65,7 +65,8 @@ mg_status mgi_offload_price(const mg_graph *g, const mg_tensor *outs,
                             double bw, double rate, mg_offload_price *out) {
     memset(out, 0, sizeof *out);
     mg_plan *p = NULL;
-    mg_status s = mg_plan_compile(g, outs, n_outs, NULL, &p);
+    /* without views, as a plan that offloads is compiled (schedule.c) */
+    mg_status s = mgi_plan_compile_copies(g, outs, n_outs, &p);
     if (s != MG_OK) return s;
     const int32_t nt = p->n_tensors ? p->n_tensors : 1;
     int32_t *idx = malloc((size_t)nt * sizeof *idx);

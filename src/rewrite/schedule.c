@@ -184,7 +184,7 @@ static mg_status plan_views(mg_plan *p, const bool *bwd, const int32_t *cand,
 /* Fill steps, leaves and release lists from a topological order, and
  * bwd (for mgi_plan_split) for the tensors in it. */
 static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
-                            int32_t *last_read, bool *bwd) {
+                            int32_t *last_read, bool *bwd, bool views) {
     const mg_backend_reg *extra = extra_row(p->device);
     int32_t *cand = NULL, n_cand = 0; /* steps that may be views */
     bool back = false, interleaved = false;
@@ -198,7 +198,8 @@ static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
         } else {
             p->role[t] |= MG_ROLE_COMPUTED;
             mg_status s = step_record(p, t, extra, &p->step[p->n_steps]);
-            if (s == MG_OK && mgi_node_viewable(p->g, t) && !cand &&
+            const bool viewable = views && mgi_node_viewable(p->g, t);
+            if (s == MG_OK && viewable && !cand &&
                 !(cand = malloc((size_t)n_order * sizeof *cand)))
                 s = mg_set_error(MG_ERR_NOMEM,
                                  "mg_plan_compile: out of memory");
@@ -206,7 +207,7 @@ static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
                 free(cand);
                 return s;
             }
-            if (cand && mgi_node_viewable(p->g, t)) cand[n_cand++] = p->n_steps;
+            if (cand && viewable) cand[n_cand++] = p->n_steps;
             interleaved = interleaved || (back && !bwd[t]);
             back = back || bwd[t];
             p->steps[p->n_steps++] = t;
@@ -257,9 +258,30 @@ static mg_status check_no_grad(const mg_plan *p) {
     return MG_OK;
 }
 
+/* mg_plan_compile, with views (plan_views) or with every reshape a copy.
+ * A plan that offloads has no views: an offloaded tensor's arena block is
+ * freed once its copy-out completes and a prefetch block takes its place
+ * (offload.c), so it cannot also be the block a view reads; and the
+ * offload pricer (offload_price.c) prices copies on such a plan. */
+static mg_status plan_compile(const mg_graph *g, const mg_tensor *outputs,
+                              int n_outputs, const mg_plan_options *opts,
+                              bool views, mg_plan **out);
+
 mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
                           int n_outputs, const mg_plan_options *opts,
                           mg_plan **out) {
+    return plan_compile(g, outputs, n_outputs, opts,
+                        !(opts && opts->n_offload > 0), out);
+}
+
+mg_status mgi_plan_compile_copies(const mg_graph *g, const mg_tensor *outputs,
+                                  int n_outputs, mg_plan **out) {
+    return plan_compile(g, outputs, n_outputs, NULL, false, out);
+}
+
+static mg_status plan_compile(const mg_graph *g, const mg_tensor *outputs,
+                              int n_outputs, const mg_plan_options *opts,
+                              bool views, mg_plan **out) {
     if (!out)
         return mg_set_error(MG_ERR_INVALID_ARG, "mg_plan_compile: out is NULL");
     *out = NULL;
@@ -324,7 +346,7 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
         plan_add_kept(p, outputs, n_outputs);
         plan_add_kept(p, retain, n_retain);
         /* needed is done with: it holds bwd now */
-        s = plan_build(p, order, n_order, last_read, needed);
+        s = plan_build(p, order, n_order, last_read, needed, views);
     }
     if (s == MG_OK) s = mgi_offload_plan(p, opts, last_read);
     if (s == MG_OK && opts && opts->no_grad) s = check_no_grad(p);

@@ -190,6 +190,11 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
 /* Lay out the arena of p and of its phases (arena.c). */
 /* last: scratch of p->n_tensors entries (the caller's, reused: a fresh
  * array per pass pages in again what the last pass paged in). */
+/* mg_plan_compile without options and without views: every reshape a
+ * copy with a block of its own, as in a plan that offloads (the offload
+ * pricer's reference plan). */
+mg_status mgi_plan_compile_copies(const mg_graph *g, const mg_tensor *outputs,
+                                  int n_outputs, mg_plan **out);
 mg_status mgi_plan_lay_out(mg_plan *p, int32_t *last);
 
 /* The layout arena.c gives a plan's buffers, for n buffers of size[i]
