@@ -108,7 +108,11 @@ typedef enum mg_dtype {
     MG_F32 = 0,
     MG_F64 = 1,
     MG_I32 = 2, /* integer labels and indices; not differentiable */
-    MG_I64 = 3  /* the same, as int64 (how PyTorch and ONNX hand them) */
+    MG_I64 = 3, /* the same, as int64 (how PyTorch and ONNX hand them) */
+    /* 16-bit floats, stored in 2 bytes (src/common/half.h). On the CPU an
+     * op computes in float32 and rounds its output once (docs/half.md). */
+    MG_BF16 = 4, /* bfloat16: float32's exponent, 8 significant bits */
+    MG_F16 = 5   /* IEEE 754 binary16 (float16, "half") */
 } mg_dtype;
 
 #define MG_MAX_DIMS 8
