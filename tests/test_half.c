@@ -22,7 +22,9 @@
  */
 #include "helpers.h"
 
+#include "backend/kernel_shared.h" /* the elementwise op lists */
 #include "common/half.h"
+#include "common/widen.h"
 
 #include <float.h>
 #include <math.h>
@@ -659,6 +661,31 @@ START_TEST(test_sum_accumulates_in_f32) {
 }
 END_TEST
 
+/* Every op of kernel_shared.h's elementwise lists runs block-wise (no
+ * workspace, so mg_exec_accumulate's add borrows none), a broadcast one
+ * and any other op on copies the plan counts. */
+START_TEST(test_widen_lists) {
+    const mg_tdesc a = {MG_BF16, 2, {3, 5}}, in[3] = {a, a, a};
+#define BLOCKWISE(name, OP, expr)                                              \
+    ck_assert_msg(mgi_widen_blockwise(MG_OP_##OP, 2, in, &a) &&                \
+                      mgi_widen_bytes(MG_OP_##OP, 2, in, &a) == 0,             \
+                  #name " is not block-wise");
+    MG_UNARY_OPS(BLOCKWISE) MG_BINARY_OPS(BLOCKWISE) MG_COMPARE_OPS(BLOCKWISE)
+#undef BLOCKWISE
+    const mg_tdesc row = {MG_BF16, 1, {5}}, bc[2] = {a, row};
+    ck_assert(!mgi_widen_blockwise(MG_OP_ADD, 2, bc, &a));
+    /* [3,5] and [5] and the output [3,5], each as float32 in 64-byte lines */
+    ck_assert_uint_eq(mgi_widen_bytes(MG_OP_ADD, 2, bc, &a), 64 + 64 + 64);
+    const mg_tdesc w = {MG_F16, 2, {5, 100}}, mm[2] = {a, w},
+                   y = {MG_F16, 2, {3, 100}};
+    ck_assert_uint_eq(mgi_widen_bytes(MG_OP_MATMUL, 2, mm, &y),
+                      64 + 2048 + 1216);
+    const mg_tdesc f = {MG_F32, 2, {3, 5}}, ff[2] = {f, f};
+    ck_assert(!mgi_widen_needed(MG_OP_ADD, 2, ff, &f));
+    ck_assert(!mgi_widen_needed(MG_OP_CAST, 1, ff, &a));
+}
+END_TEST
+
 /* ---------------------------------------------------------------- errors */
 
 START_TEST(test_mixed_dtypes_refused) {
@@ -694,6 +721,7 @@ int main(void) {
     tcase_add_loop_test(tc, test_op_f16, 0, N_CASES);
     tcase_add_test(tc, test_sum_accumulates_in_f32);
     tcase_add_test(tc, test_mixed_dtypes_refused);
+    tcase_add_test(tc, test_widen_lists);
     suite_add_tcase(s, tc);
     return th_run_suite(s);
 }
