@@ -270,8 +270,9 @@ mg_tensor mg_is_nonzero(mg_graph *g, mg_tensor x);
 /* x converted to dtype, elementwise, same shape (torch's .to(dtype), ONNX
  * Cast). A float becomes an integer truncated toward zero and saturated at
  * the integer's range, NaN becoming 0; int64 to int32 keeps the low bits.
- * Between float dtypes the gradient is gy cast back; integer tensors get
- * none. */
+ * To bf16 or f16 a value rounds once, to nearest, ties to even (overflow
+ * to infinity). Between float dtypes the gradient is gy cast back; integer
+ * tensors get none. */
 MG_API
 mg_tensor mg_cast(mg_graph *g, mg_tensor x, mg_dtype dtype);
 
