@@ -21,22 +21,28 @@
 
 /* ---- conversions of whole arrays ----------------------------------------- */
 
+/* Elementwise, so on OpenMP's threads where the count pays for them
+ * (MG_CPU_PAR_LOOP) with the same bits. */
 static void widen_array(const void *src, mg_dtype dt, float *restrict dst,
                         int64_t n) {
     const uint16_t *restrict s = (const uint16_t *)src;
     if (dt == MG_BF16)
-        for (int64_t i = 0; i < n; i++) dst[i] = mg_f32_from_bf16(s[i]);
+        MG_CPU_PAR_LOOP(n, for (int64_t i = 0; i < n; i++),
+                        { dst[i] = mg_f32_from_bf16(s[i]); });
     else
-        for (int64_t i = 0; i < n; i++) dst[i] = mg_f32_from_f16(s[i]);
+        MG_CPU_PAR_LOOP(n, for (int64_t i = 0; i < n; i++),
+                        { dst[i] = mg_f32_from_f16(s[i]); });
 }
 
 static void narrow_array(const float *restrict src, void *dst_, mg_dtype dt,
                          int64_t n) {
     uint16_t *restrict d = (uint16_t *)dst_;
     if (dt == MG_BF16)
-        for (int64_t i = 0; i < n; i++) d[i] = mg_bf16_from_f32(src[i]);
+        MG_CPU_PAR_LOOP(n, for (int64_t i = 0; i < n; i++),
+                        { d[i] = mg_bf16_from_f32(src[i]); });
     else
-        for (int64_t i = 0; i < n; i++) d[i] = mg_f16_from_f32(src[i]);
+        MG_CPU_PAR_LOOP(n, for (int64_t i = 0; i < n; i++),
+                        { d[i] = mg_f16_from_f32(src[i]); });
 }
 
 /* ---- cast ---------------------------------------------------------------- */
