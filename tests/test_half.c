@@ -686,6 +686,53 @@ START_TEST(test_widen_lists) {
 }
 END_TEST
 
+/* mg_exec_accumulate into a bf16 gradient: the sum rounded once, and the
+ * add borrows no workspace (block-wise), so the pool reserves the plan's
+ * arena and the accumulation slot, nothing more. */
+START_TEST(test_accumulate_bf16) {
+    enum { N = 64, K = 32, M = 16 };
+    mg_graph *g = mg_graph_new();
+    mg_tensor x = mg_input(g, "x", MG_BF16, 2, S(N, K));
+    mg_tensor w = mg_param(g, "w", MG_BF16, 2, S(K, M)), gw;
+    mg_tensor loss = mg_mean(g, mg_relu(g, mg_matmul(g, x, w, 0, 0)), 0, NULL,
+                             0);
+    ck_assert(mg_gradients(g, &loss, 1, NULL, &w, 1, NULL, &gw) == MG_OK);
+    uint16_t *xb = malloc(N * K * 2), *wb = malloc(K * M * 2);
+    uint16_t *gb = malloc(K * M * 2), *first = malloc(K * M * 2), lb;
+    th_rng r;
+    th_rng_init(&r, 8);
+    for (int i = 0; i < N * K; i++)
+        xb[i] = mg_bf16_from_f64(th_rng_range(&r, -1, 1, 0));
+    for (int i = 0; i < K * M; i++)
+        wb[i] = mg_bf16_from_f64(th_rng_range(&r, -1, 1, 0));
+    const mg_tensor outs[2] = {loss, gw};
+    mg_binding b[4] = {{x, xb}, {w, wb}, {loss, &lb}, {gw, gb}};
+    mg_plan *p = NULL;
+    mg_exec *ex = NULL;
+    ck_assert(mg_plan_compile(g, outs, 2, NULL, &p) == MG_OK);
+    ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
+    ck_assert_msg(mg_exec_run(ex, p, b, 4, 1) == MG_OK, "%s", mg_last_error());
+    memcpy(first, gb, K * M * 2);
+    ck_assert(mg_exec_accumulate(ex, &gw, 1) == MG_OK);
+    ck_assert_msg(mg_exec_run(ex, p, b, 4, 1) == MG_OK, "%s", mg_last_error());
+    for (int i = 0; i < K * M; i++) {
+        const float f = mg_f32_from_bf16(first[i]);
+        ck_assert_msg(gb[i] == mg_bf16_from_f32(f + f), "[%d]: %g, want %g", i,
+                      mg_f32_from_bf16(gb[i]), (double)(f + f));
+    }
+    mg_plan_arena a;
+    ck_assert(mg_plan_arena_info(p, b, 4, &a) == MG_OK);
+    mg_pool_stats ps;
+    ck_assert(mg_exec_pool_stats(ex, &ps) == MG_OK);
+    ck_assert_uint_eq(ps.bytes_reserved,
+                      a.reserved + mg_pool_size_class(K * M * 2));
+    mg_exec_free(ex);
+    mg_plan_free(p);
+    free(xb), free(wb), free(gb), free(first);
+    mg_graph_free(g);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- errors */
 
 START_TEST(test_mixed_dtypes_refused) {
@@ -722,6 +769,7 @@ int main(void) {
     tcase_add_test(tc, test_sum_accumulates_in_f32);
     tcase_add_test(tc, test_mixed_dtypes_refused);
     tcase_add_test(tc, test_widen_lists);
+    tcase_add_test(tc, test_accumulate_bf16);
     suite_add_tcase(s, tc);
     return th_run_suite(s);
 }
