@@ -683,6 +683,11 @@ START_TEST(test_widen_lists) {
     const mg_tdesc f = {MG_F32, 2, {3, 5}}, ff[2] = {f, f};
     ck_assert(!mgi_widen_needed(MG_OP_ADD, 2, ff, &f));
     ck_assert(!mgi_widen_needed(MG_OP_CAST, 1, ff, &a));
+    /* byte movers run on the 16-bit data as it is */
+    const mg_tdesc aa[2] = {a, a};
+    ck_assert(!mgi_widen_needed(MG_OP_RESHAPE, 1, aa, &a));
+    ck_assert(!mgi_widen_needed(MG_OP_CONCAT, 2, aa, &a));
+    ck_assert(mgi_widen_needed(MG_OP_PERMUTE, 1, aa, &a));
 }
 END_TEST
 

@@ -11,10 +11,21 @@ static bool any_half(int n_in, const mg_tdesc *in, const mg_tdesc *out) {
     return false;
 }
 
+/* Ops whose CPU kernels move bytes by the element size, whatever the
+ * dtype (cpu_slice.c, cpu_shape.c's reshape, cpu_embedding.c's forward):
+ * they run on the 16-bit data as it is, bits kept exactly. */
+static bool moves_bytes(mg_op op) {
+    switch (op) {
+    case MG_OP_RESHAPE: case MG_OP_SLICE: case MG_OP_PAD: case MG_OP_CONCAT:
+    case MG_OP_EMBEDDING: return true;
+    default: return false;
+    }
+}
+
 bool mgi_widen_needed(mg_op op, int n_in, const mg_tdesc *in,
                       const mg_tdesc *out) {
     return op != MG_OP_CAST && op != MG_OP_INPUT && op != MG_OP_PARAM &&
-           any_half(n_in, in, out);
+           !moves_bytes(op) && any_half(n_in, in, out);
 }
 
 /* Ops whose value at an element depends on the inputs at that element

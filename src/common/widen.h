@@ -23,7 +23,9 @@
 #define MGI_WIDEN_ALIGN ((size_t)64)
 
 /* True when an input or the output of the op is bf16 or f16, and the op
- * is not cast (which converts itself, needing no copies). */
+ * is not cast (which converts itself, needing no copies) nor one that
+ * moves bytes whatever the dtype (reshape, slice, pad, concat, embedding:
+ * they run on the 16-bit data as it is). */
 bool mgi_widen_needed(mg_op op, int n_in, const mg_tdesc *in,
                       const mg_tdesc *out);
 /* True for an elementwise op whose inputs all have the output's shape: it
