@@ -21,7 +21,7 @@ py=${PYTHON:-python3}
 txt=bench/results/half.txt
 {
     echo "# half.txt - bash bench/half.sh ${1:-build} ${2:-build-so}: bfloat16 and float16 on the CPU"
-    echo "# commit:  $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- src include python bench || echo ' (modified)')"
+    echo "# commit:  $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet HEAD -- src include python bench ':(exclude)bench/results' || echo ' (modified)')"
     echo "# date:    $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "# machine: $(nproc)-core $(uname -m) VM, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
     echo "# 16-bit path: float32 kernels on widened copies (no avx512_bf16 or amx in /proc/cpuinfo: $(grep -o -m1 'avx512_bf16\|amx_bf16' /proc/cpuinfo || echo none))"
