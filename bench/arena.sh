@@ -8,10 +8,8 @@
 #
 #   usage: bench/arena.sh [BUILD_DIR]     (default: build)
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/.." && pwd)"
-build=${1:-build}
-case $build in /*) ;; *) build="$root/$build" ;; esac
+. "$(dirname "${BASH_SOURCE[0]}")/paths.sh"
+build=$(bench_build "${1:-build}")
 out="$here/results/arena.txt"
 models=(mlp:64 resnet:16 unet:4 transformer:8) # model:depth
 policies=(none memory speed)

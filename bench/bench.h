@@ -41,6 +41,10 @@ typedef struct common_opts {
     int store16;      /* --store16 yes|no: mg_checkpoints.store16 */
     double dropout;   /* --dropout P: the model's dropout (mlp, transformer,
                          gpt); 0, none, by default */
+    /* --model NAME and --depth N (1 .. 2^20): read only by the commands
+     * that set a default (a name, a depth > 0); the others refuse them */
+    const char *model;
+    long depth;
 } common_opts;
 
 /* ------------------------------------------------------------ the commands */
@@ -78,10 +82,15 @@ enum { BENCH_OPT_DONE = -1, BENCH_OPT_OWN = -2 };
 int bench_opt_next(int argc, char **argv, int i, struct common_opts *o,
                    const char **opt, const char **value);
 /* The options depth and step share (--batch, --width, --repeat, --device,
- * --max-bytes): 1 if `opt` was one of them and `value` parsed into o, 0 if
- * `opt` is not one of them, or the exit code 2 after a usage error. */
+ * --max-bytes, --compact, --dropout, --store16, and --model and --depth
+ * where o has defaults for them): 1 if `opt` was one of them and `value` parsed
+ * into o, 0 if `opt` is not one of them, or the exit code 2 after a usage
+ * error. */
 int bench_common_opt_parse(const char *opt, const char *value,
                            struct common_opts *o);
+/* --opt yes|no into *flag (1, 0): 0, or the exit code 2 after a usage
+ * error naming opt. */
+int bench_yes_no_parse(const char *opt, const char *value, int *flag);
 /* "8,16,1e4" -> up to cap integers in [lo, hi]; their count, or -1. */
 int bench_int_list_parse(const char *s, long lo, long hi, long *out, int cap);
 /* "512M", "2GiB", "1e9" -> bytes; 0 if not a positive size. */

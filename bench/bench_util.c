@@ -314,9 +314,7 @@ int bench_common_opt_parse(const char *opt, const char *value, common_opts *o) {
         if (!bench_bytes_parse(value, &o->max_bytes))
             return bench_usage_error("bad --max-bytes '%s'", value);
     } else if (!strcmp(opt, "--compact")) {
-        if (strcmp(value, "yes") && strcmp(value, "no"))
-            return bench_usage_error("bad --compact '%s' (yes or no)", value);
-        o->compact = !strcmp(value, "yes");
+        if (bench_yes_no_parse(opt, value, &o->compact)) return 2;
     } else if (!strcmp(opt, "--dropout")) {
         char *end;
         errno = 0;
@@ -325,13 +323,23 @@ int bench_common_opt_parse(const char *opt, const char *value, common_opts *o) {
             return bench_usage_error("bad --dropout '%s' (0 <= p < 1)", value);
         o->dropout = p;
     } else if (!strcmp(opt, "--store16")) {
-        if (strcmp(value, "yes") && strcmp(value, "no"))
-            return bench_usage_error("bad --store16 '%s' (yes or no)", value);
-        o->store16 = !strcmp(value, "yes");
+        if (bench_yes_no_parse(opt, value, &o->store16)) return 2;
+    } else if (o->model && !strcmp(opt, "--model")) {
+        o->model = value;
+    } else if (o->depth > 0 && !strcmp(opt, "--depth")) {
+        if (!bench_long_parse(value, 1, 1L << 20, &o->depth))
+            return bench_usage_error("bad --depth '%s'", value);
     } else {
         return 0;
     }
     return 1;
+}
+
+int bench_yes_no_parse(const char *opt, const char *value, int *flag) {
+    if (strcmp(value, "yes") && strcmp(value, "no"))
+        return bench_usage_error("bad %s '%s' (yes or no)", opt, value);
+    *flag = !strcmp(value, "yes");
+    return 0;
 }
 
 /* "8,16,1e4" -> up to cap positive integers (1e4-style accepted). */

@@ -10,11 +10,9 @@
 #
 #   usage: bench/blas_flavor.sh [BUILD_DIR] [REPEAT]   (build-bench, 9)
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/.." && pwd)"
-build=${1:-build-bench}
+. "$(dirname "${BASH_SOURCE[0]}")/paths.sh"
+build=$(bench_build "${1:-build-bench}")
 repeat=${2:-9}
-case $build in /*) ;; *) build="$root/$build" ;; esac
 arch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 source "$root/scripts/blas-env.sh"
 {

@@ -12,10 +12,8 @@
 #
 #   usage: bench/budget.sh [BUILD_DIR]     (default: build)
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/.." && pwd)"
-build=${1:-build}
-case $build in /*) ;; *) build="$root/$build" ;; esac
+. "$(dirname "${BASH_SOURCE[0]}")/paths.sh"
+build=$(bench_build "${1:-build}")
 csv="$here/results/budget-mlp.csv"
 txt="$here/results/budget-mlp.txt"
 cmd=("$build/mg-bench" budget --model mlp --depth 1024 --batch 1024

@@ -8,10 +8,8 @@
 #
 #   usage: bench/budget_speed.sh [BUILD_DIR]     (default: build)
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/.." && pwd)"
-build=${1:-build}
-case $build in /*) ;; *) build="$root/$build" ;; esac
+. "$(dirname "${BASH_SOURCE[0]}")/paths.sh"
+build=$(bench_build "${1:-build}")
 {
     echo "# bench/budget_speed.sh $*: $(git -C "$root" log --oneline -1 | cut -c1-60)"
     echo "# machine: $(nproc)-core CPU VM ($(uname -m)), $(date -u '+%F %H:%M UTC'), load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -18,10 +18,8 @@
 #   usage: [SOLVER=glpk|cbc] [CPU_LIMIT=S] bench/checkmate_compact.sh [BUILD_DIR]
 #   (default: build)
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/.." && pwd)"
-build=${1:-build}
-case $build in /*) ;; *) build="$root/$build" ;; esac
+. "$(dirname "${BASH_SOURCE[0]}")/paths.sh"
+build=$(bench_build "${1:-build}")
 cpu=${CPU_LIMIT:-15}
 solver=${SOLVER:-glpk}
 tmp=$(mktemp -d)

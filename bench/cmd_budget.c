@@ -164,28 +164,22 @@ static mg_status time_row(bench_case *none, step_result *rn, fwd_plan *f,
 }
 
 int bench_cmd_budget(int argc, char **argv) {
-    const char *model = "mlp", *fr_s = "0.02,0.05,0.1,0.2,0.3,0.5,1.0";
-    long depth = 1024, memory_point = 0;
+    const char *fr_s = "0.02,0.05,0.1,0.2,0.3,0.5,1.0";
+    long memory_point = 0;
     int plan_only = 0;
-    common_opts o = {.repeat = 3};
+    common_opts o = {.repeat = 3, .model = "mlp", .depth = 1024};
     for (int i = 0; i < argc; i += 2) {
         const char *a, *v;
         int r = bench_opt_next(argc, argv, i, &o, &a, &v);
         if (r == BENCH_OPT_DONE) continue;
         if (r != BENCH_OPT_OWN) return r;
-        if (!strcmp(a, "--model")) model = v;
-        else if (!strcmp(a, "--depth")) {
-            if (!bench_long_parse(v, 1, 1L << 20, &depth))
-                return bench_usage_error("bad --depth '%s'", v);
-        } else if (!strcmp(a, "--fractions")) fr_s = v;
+        if (!strcmp(a, "--fractions")) fr_s = v;
         else if (!strcmp(a, "--csv")) o.csv = v;
         else if (!strcmp(a, "--memory-point")) {
             if (!bench_long_parse(v, 0, 1, &memory_point))
                 return bench_usage_error("bad --memory-point '%s' (0 or 1)", v);
         } else if (!strcmp(a, "--plan-only")) {
-            if (strcmp(v, "yes") && strcmp(v, "no"))
-                return bench_usage_error("bad --plan-only '%s' (yes, no)", v);
-            plan_only = !strcmp(v, "yes");
+            if (bench_yes_no_parse(a, v, &plan_only)) return 2;
         } else return bench_usage_error("unknown option '%s' for budget", a);
     }
     double fr[MAX_FRACTIONS + 1];
@@ -195,17 +189,17 @@ int bench_cmd_budget(int argc, char **argv) {
                                  fr_s);
     if (o.device != MG_DEVICE_CPU)
         return bench_usage_error("budget runs on the CPU only");
-    int rc = bench_case_setup(model, &o);
+    int rc = bench_case_setup(o.model, &o);
     if (rc) return rc;
     const int repeat = (int)o.repeat;
-    bench_model_cfg cfg = bench_case_cfg(&o, depth);
+    bench_model_cfg cfg = bench_case_cfg(&o, o.depth);
     FILE *out = stdout;
     if (o.csv && !(out = fopen(o.csv, "w"))) {
         fprintf(stderr, "mg-bench: cannot write %s\n", o.csv);
         return 1;
     }
     if (plan_only) {
-        rc = budget_plan_only(&o, &cfg, depth, fr, n_fr, out);
+        rc = budget_plan_only(&o, &cfg, o.depth, fr, n_fr, out);
         if (out != stdout) fclose(out);
         return rc;
     }
@@ -274,7 +268,7 @@ int bench_cmd_budget(int argc, char **argv) {
             fprintf(stderr, "mg-bench: budget %.3f (%zu bytes): %s: %s\n",
                     fr[i], ck.budget_bytes, mg_status_str(s), mg_last_error());
             fprintf(out, "%s,%ld,%ld,%ld,%g,%zu,,,,%.4f,,,,\n", o.spec->name,
-                    depth, o.batch, o.width, fr[i], ck.budget_bytes,
+                    o.depth, o.batch, o.width, fr[i], ck.budget_bytes,
                     rt.fwd_ms / rt.none_ms);
             bench_case_free(&c);
             continue;
@@ -296,7 +290,7 @@ int bench_cmd_budget(int argc, char **argv) {
             fprintf(out,
                     "%s,%ld,%ld,%ld,%g,%zu,%zu,%zu,%.4f,%.4f,%.3f,%.4f,%.4f,"
                     "%s\n",
-                    o.spec->name, depth, o.batch, o.width, fr[i],
+                    o.spec->name, o.depth, o.batch, o.width, fr[i],
                     ck.budget_bytes, c.sum.predicted_peak, r.peak_bytes, ratio,
                     share, r.time_ms_median, time, limit,
                     time <= limit ? "pass" : "fail");

@@ -201,25 +201,22 @@ done:
 }
 
 int bench_cmd_depth(int argc, char **argv) {
-    const char *model = "mlp", *depths_s = "8,16,32,64,128,256,512,1024",
+    const char *depths_s = "8,16,32,64,128,256,512,1024",
                *policy_s = "none,memory,speed";
-    common_opts o = {.batch = 0, .width = 0, .repeat = 5};
+    common_opts o = {.batch = 0, .width = 0, .repeat = 5, .model = "mlp"};
     for (int i = 0; i < argc; i += 2) { /* --option value pairs */
         const char *a, *v;
         int r = bench_opt_next(argc, argv, i, &o, &a, &v);
         if (r == BENCH_OPT_DONE) continue;
         if (r != BENCH_OPT_OWN) return r;
-        if (!strcmp(a, "--model")) model = v;
-        else if (!strcmp(a, "--depths")) depths_s = v;
+        if (!strcmp(a, "--depths")) depths_s = v;
         else if (!strcmp(a, "--policy")) policy_s = v;
         else if (!strcmp(a, "--csv")) o.csv = v;
         else if (!strcmp(a, "--plan-only")) {
-            if (strcmp(v, "yes") && strcmp(v, "no"))
-                return bench_usage_error("bad --plan-only '%s' (yes, no)", v);
-            plan_only = !strcmp(v, "yes");
+            if (bench_yes_no_parse(a, v, &plan_only)) return 2;
         } else return bench_usage_error("unknown option '%s' for depth", a);
     }
-    int rc = bench_case_setup(model, &o);
+    int rc = bench_case_setup(o.model, &o);
     if (rc) return rc;
     long depths[BENCH_MAX_LIST];
     mg_ckpt_policy pol[8];

@@ -156,34 +156,29 @@ static int live_report(const bench_case *c, const char *label) {
 }
 
 int bench_cmd_live(int argc, char **argv) {
-    const char *model = "resnet", *policy_s = "none";
-    long depth = 32;
-    common_opts o = {.repeat = 1};
+    const char *policy_s = "none";
+    common_opts o = {.repeat = 1, .model = "resnet", .depth = 32};
     for (int i = 0; i < argc; i += 2) { /* --option value pairs */
         const char *a, *v;
         int r = bench_opt_next(argc, argv, i, &o, &a, &v);
         if (r == BENCH_OPT_DONE) continue;
         if (r != BENCH_OPT_OWN) return r;
-        if (!strcmp(a, "--model")) model = v;
-        else if (!strcmp(a, "--depth")) {
-            if (!bench_long_parse(v, 1, 1L << 20, &depth))
-                return bench_usage_error("bad --depth '%s'", v);
-        } else if (!strcmp(a, "--policy")) policy_s = v;
+        if (!strcmp(a, "--policy")) policy_s = v;
         else return bench_usage_error("unknown option '%s' for live", a);
     }
-    int rc = bench_case_setup(model, &o);
+    int rc = bench_case_setup(o.model, &o);
     if (rc) return rc;
     mg_ckpt_policy pol;
     if (bench_policy_list_parse(policy_s, &pol, 1) != 1)
         return bench_usage_error("bad --policy '%s'", policy_s);
-    bench_model_cfg cfg = bench_case_cfg(&o, depth);
+    bench_model_cfg cfg = bench_case_cfg(&o, o.depth);
     bench_case c;
     bench_memory mem;
     if ((rc = bench_case_open(&o, &cfg, pol, NULL, 0, &c, &mem))) return rc;
     char label[160];
     snprintf(label, sizeof label,
              "%s depth %ld batch %ld width %ld, policy %s, compact %s",
-             o.spec->name, depth, o.batch, o.width, mg_ckpt_policy_name(pol),
+             o.spec->name, o.depth, o.batch, o.width, mg_ckpt_policy_name(pol),
              o.compact ? "yes" : "no");
     /* the caller memory of mg-bench step: inputs, parameters, gradients
      * and the loss bound (bench_case_warm_up's binding, without a run) */

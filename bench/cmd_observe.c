@@ -30,9 +30,12 @@ static const char *const variant_name[N_VARIANTS] = {"none", "empty", "count",
                                                      "profiler"};
 
 int bench_cmd_observe(int argc, char **argv) {
-    common_opts o = {
-        .batch = 4, .width = 0, .repeat = 50, .device = MG_DEVICE_CPU};
-    const char *model = "mlp", *trace = NULL;
+    common_opts o = {.batch = 4,
+                     .width = 0,
+                     .repeat = 50,
+                     .device = MG_DEVICE_CPU,
+                     .model = "mlp"};
+    const char *trace = NULL;
     long depth = 64;
     mg_ckpt_policy pol = MG_CKPT_MEMORY;
     for (int i = 0; i < argc; i += 2) {
@@ -40,8 +43,7 @@ int bench_cmd_observe(int argc, char **argv) {
         int r = bench_opt_next(argc, argv, i, &o, &a, &v);
         if (r == BENCH_OPT_DONE) continue;
         if (r != BENCH_OPT_OWN) return r;
-        if (!strcmp(a, "--model")) model = v;
-        else if (!strcmp(a, "--trace")) trace = v;
+        if (!strcmp(a, "--trace")) trace = v;
         else if (!strcmp(a, "--depth")) {
             if (!bench_long_parse(v, 1, 100000, &depth))
                 return bench_usage_error("bad --depth '%s'", v);
@@ -50,7 +52,7 @@ int bench_cmd_observe(int argc, char **argv) {
                 return bench_usage_error("bad --policy '%s'", v);
         } else return bench_usage_error("unknown option '%s'", a);
     }
-    int rc = bench_case_setup(model, &o);
+    int rc = bench_case_setup(o.model, &o);
     if (rc) return rc;
     bench_model_cfg cfg = bench_case_cfg(&o, depth);
     bench_case c;

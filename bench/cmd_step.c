@@ -54,36 +54,29 @@ static int write_grads(const char *path, const bench_case *c,
 }
 
 int bench_cmd_step(int argc, char **argv) {
-    const char *model = "mlp", *load = NULL, *save = NULL, *policy_s = "none";
-    long depth = 64;
+    const char *load = NULL, *save = NULL, *policy_s = "none";
     int plan_only = 0;
-    common_opts o = {.repeat = 5};
+    common_opts o = {.repeat = 5, .model = "mlp", .depth = 64};
     for (int i = 0; i < argc; i += 2) { /* --option value pairs */
         const char *a, *v;
         int r = bench_opt_next(argc, argv, i, &o, &a, &v);
         if (r == BENCH_OPT_DONE) continue;
         if (r != BENCH_OPT_OWN) return r;
-        if (!strcmp(a, "--model")) model = v;
-        else if (!strcmp(a, "--depth")) {
-            if (!bench_long_parse(v, 1, 1L << 20, &depth))
-                return bench_usage_error("bad --depth '%s'", v);
-        } else if (!strcmp(a, "--policy")) policy_s = v;
+        if (!strcmp(a, "--policy")) policy_s = v;
         else if (!strcmp(a, "--load")) load = v;
         else if (!strcmp(a, "--save-grads")) save = v;
         else if (!strcmp(a, "--plan-only")) {
-            if (strcmp(v, "yes") && strcmp(v, "no"))
-                return bench_usage_error("bad --plan-only '%s' (yes, no)", v);
-            plan_only = !strcmp(v, "yes");
+            if (bench_yes_no_parse(a, v, &plan_only)) return 2;
         } else return bench_usage_error("unknown option '%s' for step", a);
     }
-    int rc = bench_case_setup(model, &o);
+    int rc = bench_case_setup(o.model, &o);
     if (rc) return rc;
     mg_ckpt_policy pol;
     if (bench_policy_list_parse(policy_s, &pol, 1) != 1)
         return bench_usage_error("bad --policy '%s' (one of none, memory, "
                                  "speed, collection)",
                                  policy_s);
-    bench_model_cfg cfg = bench_case_cfg(&o, depth);
+    bench_model_cfg cfg = bench_case_cfg(&o, o.depth);
     bench_case c;
     bench_memory mem;
     if ((rc = bench_case_open(&o, &cfg, pol, load, o.max_bytes, &c, &mem)))
@@ -98,7 +91,7 @@ int bench_cmd_step(int argc, char **argv) {
                "predicted_peak_without_recompute=%zu\n"
                "recompute_flops_ratio=%.6f\nsegments=%d\ncheckpoints=%d\n",
                o.spec->name, mg_ckpt_policy_name(pol), o.compact ? "yes" : "no",
-               o.store16 ? "yes" : "no", depth, o.batch, o.width,
+               o.store16 ? "yes" : "no", o.depth, o.batch, o.width,
                c.sum.predicted_peak, c.sum.predicted_peak_without_recompute,
                c.sum.forward_flops > 0
                    ? c.sum.recompute_flops / c.sum.forward_flops
@@ -131,7 +124,7 @@ int bench_cmd_step(int argc, char **argv) {
         printf("model=%s\npolicy=%s\ncompact=%s\nstore16=%s\ndepth=%ld\n"
                "batch=%ld\nwidth=%ld\ndevice=%s\nblas=%s\n",
                o.spec->name, mg_ckpt_policy_name(pol), o.compact ? "yes" : "no",
-               o.store16 ? "yes" : "no", depth, o.batch, o.width,
+               o.store16 ? "yes" : "no", o.depth, o.batch, o.width,
                bench_device_str(o.device), blas);
         if (o.device != MG_DEVICE_CPU) {
             char gpu[256];

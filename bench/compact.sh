@@ -12,10 +12,8 @@
 # The bridge needs PyTorch and torchvision, and libmemgrad: MEMGRAD_LIBRARY
 # (default: BUILD_DIR/libmemgrad_shared_check.so) and python/ on PYTHONPATH.
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/.." && pwd)"
-build=${1:-build}
-case $build in /*) ;; *) build="$root/$build" ;; esac
+. "$(dirname "${BASH_SOURCE[0]}")/paths.sh"
+build=$(bench_build "${1:-build}")
 out="$here/results/compact.txt"
 py=${PYTHON:-python3}
 tmp=$(mktemp -d)

@@ -11,10 +11,8 @@
 #
 #   usage: bench/compact_budget.sh [BUILD_DIR]     (default: build)
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/.." && pwd)"
-build=${1:-build}
-case $build in /*) ;; *) build="$root/$build" ;; esac
+. "$(dirname "${BASH_SOURCE[0]}")/paths.sh"
+build=$(bench_build "${1:-build}")
 cd "$root"
 txt=bench/results/compact-budget.txt
 csv=bench/results/compact-budget.csv

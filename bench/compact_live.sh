@@ -9,10 +9,8 @@
 #
 #   usage: bench/compact_live.sh [BUILD_DIR]     (default: build)
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/.." && pwd)"
-build=${1:-build}
-case $build in /*) ;; *) build="$root/$build" ;; esac
+. "$(dirname "${BASH_SOURCE[0]}")/paths.sh"
+build=$(bench_build "${1:-build}")
 out="$here/results/compact-live.txt"
 {
     echo "# bench/compact_live.sh: mg-bench live --model M --depth D [--batch B] --policy none --compact no|yes"

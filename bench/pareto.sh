@@ -13,10 +13,8 @@
 #   usage: bench/pareto.sh [BUILD_DIR]     (default: build-bench, the
 #          Release build bench/run.sh makes; this script builds mg-bench there)
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/.." && pwd)"
-build=${1:-build-bench}
-case $build in /*) ;; *) build="$root/$build" ;; esac
+. "$(dirname "${BASH_SOURCE[0]}")/paths.sh"
+build=$(bench_build "${1:-build-bench}")
 txt="$here/results/pareto.txt"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DMG_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)" --target mg-bench >/dev/null

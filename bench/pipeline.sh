@@ -10,10 +10,8 @@
 #
 #   usage: bench/pipeline.sh [BUILD_DIR]     (default: build)
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/.." && pwd)"
-build=${1:-build}
-case $build in /*) ;; *) build="$root/$build" ;; esac
+. "$(dirname "${BASH_SOURCE[0]}")/paths.sh"
+build=$(bench_build "${1:-build}")
 out="$here/results/pipeline.txt"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 mpirun=(mpirun --allow-run-as-root --oversubscribe)

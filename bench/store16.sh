@@ -9,10 +9,8 @@
 #
 #   usage: bench/store16.sh [BUILD_DIR]     (default: build)
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/.." && pwd)"
-build=${1:-build}
-case $build in /*) ;; *) build="$root/$build" ;; esac
+. "$(dirname "${BASH_SOURCE[0]}")/paths.sh"
+build=$(bench_build "${1:-build}")
 out="$here/results/store16.txt"
 py=${PYTHON:-python3}
 tmp=$(mktemp -d)

@@ -13,6 +13,29 @@
 /* ---- losses -----------------------------------------------------------------
  */
 
+/* The shared start of a cross-entropy row (row `row` of the batch, its
+ * cl logits at px): its label, a bad one's row recorded in *flag (the
+ * smallest such row), and the block's max *mx and sum of exp(x - max) *s,
+ * which every thread gets. */
+template <typename T>
+__device__ int64_t ce_row_start(const T *px, int64_t cl, const void *labels,
+                                mg_dtype lt, int64_t row, int *flag, T *sh,
+                                T *mx, T *s) {
+    const int64_t lab = mg_index_at(labels, lt, row);
+    if ((lab < 0 || lab >= cl) && threadIdx.x == 0)
+        atomicMin(flag, (int)(row < INT_MAX ? row : INT_MAX - 1));
+    T m = px[0];
+    for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
+        if (px[i] > m) m = px[i];
+    m = cu_block_max(m, sh);
+    T sum = 0;
+    for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
+        sum += exp(px[i] - m);
+    *s = cu_block_sum(sum, sh);
+    *mx = m;
+    return lab;
+}
+
 /* Per row r of the m rows of x: logsumexp(row) - row[label of row r0 + r]
  * as (mx - v) + log s, into part[r]; a bad label records its row (r0 + r)
  * in *flag (the smallest such row) and contributes 0. cross_entropy runs
@@ -23,19 +46,10 @@ __global__ void k_ce_rows(const T *x, const void *labels, mg_dtype lt, T *part,
     CU_SHARED(T, sh);
     for (int64_t r = blockIdx.x; r < m; r += gridDim.x) {
         const T *px = x + r * cl;
-        const int64_t row = r0 + r;
-        const int64_t lab = mg_index_at(labels, lt, row);
+        T mx, s;
+        const int64_t lab =
+            ce_row_start(px, cl, labels, lt, r0 + r, flag, sh, &mx, &s);
         const bool bad = lab < 0 || lab >= cl;
-        if (bad && threadIdx.x == 0)
-            atomicMin(flag, (int)(row < INT_MAX ? row : INT_MAX - 1));
-        T mx = px[0];
-        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
-            if (px[i] > mx) mx = px[i];
-        mx = cu_block_max(mx, sh);
-        T s = 0;
-        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
-            s += exp(px[i] - mx);
-        s = cu_block_sum(s, sh);
         if (threadIdx.x == 0) part[r] = bad ? (T)0 : (mx - px[lab]) + log(s);
     }
 }
@@ -57,29 +71,26 @@ __global__ void k_mean_of(const T *v, const T *w, T *y, int64_t n) {
     if (threadIdx.x == 0) y[0] = s / (T)n;
 }
 
-/* grad row = (softmax(row) - onehot(label)) * gy / rows */
+/* Rows r0 .. r0 + m - 1 of the batch (rows in all): g row r = (softmax(x
+ * row r) - onehot(label of row r0 + r)) * gy / rows; a bad label records
+ * its row in *flag (the smallest such row). g may be x (in place): each
+ * thread writes only the elements it read, after the block's max and sum
+ * are complete. cross_entropy_grad runs it on all its rows (r0 0),
+ * linear_cross_entropy's gradient on each chunk's logits, in place. */
 template <typename T>
-__global__ void k_ce_grad(const T *gy, const T *x, const void *labels,
-                          mg_dtype lt, T *g, int64_t rows, int64_t cl,
-                          int *flag) {
+__global__ void
+k_ce_grad_rows(const T *x, T *g, const T *gy, const void *labels, mg_dtype lt,
+               int64_t m, int64_t r0, int64_t cl, int64_t rows, int *flag) {
     CU_SHARED(T, sh);
     const T scale = gy[0] / (T)rows;
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    for (int64_t r = blockIdx.x; r < m; r += gridDim.x) {
         const T *px = x + r * cl;
         T *pg = g + r * cl;
-        const int64_t lab = mg_index_at(labels, lt, r);
-        if ((lab < 0 || lab >= cl) && threadIdx.x == 0)
-            atomicMin(flag, (int)(r < INT_MAX ? r : INT_MAX - 1));
-        T m = px[0];
-        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
-            if (px[i] > m) m = px[i];
-        m = cu_block_max(m, sh);
-        T s = 0;
-        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
-            s += exp(px[i] - m);
-        s = cu_block_sum(s, sh);
+        T mx, s;
+        const int64_t lab =
+            ce_row_start(px, cl, labels, lt, r0 + r, flag, sh, &mx, &s);
         for (int64_t i = threadIdx.x; i < cl; i += blockDim.x) {
-            T v = exp(px[i] - m) / s;
+            T v = exp(px[i] - mx) / s;
             if (i == lab) v -= 1;
             pg[i] = v * scale;
         }
@@ -154,9 +165,9 @@ mg_status cu_cross_entropy_grad(cu_ctx *c, const mg_kargs *a) {
     const unsigned t = cu_row_threads(cl);
     CU_BY_FLOAT(
         a, a->out.d.dtype,
-        (k_ce_grad<T><<<cu_grid_rows(rows), t, t * sizeof(T), c->stream>>>(
-            (const T *)a->in[0].data, (const T *)a->in[1].data, labels, lt,
-            (T *)a->out.data, rows, cl, c->flag)));
+        (k_ce_grad_rows<T><<<cu_grid_rows(rows), t, t * sizeof(T), c->stream>>>(
+            (const T *)a->in[1].data, (T *)a->out.data,
+            (const T *)a->in[0].data, labels, lt, rows, 0, cl, rows, c->flag)));
     s = cu_check_launch(a, "cross_entropy_grad");
     return s != MG_OK ? s : flag_check(c, a, labels, lt, cl);
 }
@@ -178,37 +189,6 @@ mg_status cu_mse(cu_ctx *c, const mg_kargs *a) {
  * and adds dw (chunk 0 writes it) with two more GEMMs. Everything is on
  * one stream in chunk order, with no atomics on floats, so the bits are
  * the same on every run. */
-
-/* x row r becomes (softmax(row) - onehot(label)) * gy / rows, in place:
- * each thread writes only the elements it read, after the block's max
- * and sum are complete. */
-template <typename T>
-__global__ void k_lce_grad_rows(T *x, const T *gy, const void *labels,
-                                mg_dtype lt, int64_t m, int64_t r0, int64_t cl,
-                                int64_t rows, int *flag) {
-    CU_SHARED(T, sh);
-    const T scale = gy[0] / (T)rows;
-    for (int64_t r = blockIdx.x; r < m; r += gridDim.x) {
-        T *px = x + r * cl;
-        const int64_t row = r0 + r;
-        const int64_t lab = mg_index_at(labels, lt, row);
-        if ((lab < 0 || lab >= cl) && threadIdx.x == 0)
-            atomicMin(flag, (int)(row < INT_MAX ? row : INT_MAX - 1));
-        T mx = px[0];
-        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
-            if (px[i] > mx) mx = px[i];
-        mx = cu_block_max(mx, sh);
-        T s = 0;
-        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x)
-            s += exp(px[i] - mx);
-        s = cu_block_sum(s, sh);
-        for (int64_t i = threadIdx.x; i < cl; i += blockDim.x) {
-            T v = exp(px[i] - mx) / s;
-            if (i == lab) v -= 1;
-            px[i] = v * scale;
-        }
-    }
-}
 
 size_t cu_linear_ce_workspace(const mg_kargs *a) {
     const int grad = a->op == MG_OP_LINEAR_CROSS_ENTROPY_GRAD;
@@ -257,8 +237,8 @@ static mg_status lce_backward(cu_ctx *c, const mg_kargs *a,
         mg_status s = cu_gemm<T>(c, a, 0, 1, m, v, dim, h + r0 * dim, dim, 0, w,
                                  dim, 0, (T)0, lg, v, 0, 1);
         if (s != MG_OK) return s;
-        k_lce_grad_rows<T><<<cu_grid_rows(m), t, t * sizeof(T), c->stream>>>(
-            lg, gy, labels, lt, m, r0, v, n, c->flag);
+        k_ce_grad_rows<T><<<cu_grid_rows(m), t, t * sizeof(T), c->stream>>>(
+            lg, lg, gy, labels, lt, m, r0, v, n, c->flag);
         s = cu_check_launch(a, "linear_cross_entropy_grad rows");
         /* dh rows r0.. = dlogits w; dw (+)= dlogits^T h rows r0.. */
         if (s == MG_OK)
@@ -272,24 +252,25 @@ static mg_status lce_backward(cu_ctx *c, const mg_kargs *a,
     return MG_OK;
 }
 
-mg_status cu_linear_cross_entropy(cu_ctx *c, const mg_kargs *a) {
+/* linear_cross_entropy (grad 0) or its gradient (grad 1): the labels are
+ * input 2 + grad, checked on the device as the chunks run. */
+static mg_status lce_run(cu_ctx *c, const mg_kargs *a, int grad) {
     mg_lce_dims d = {0}; /* set by setup; zero for -O3 flow analysis */
-    mg_status s = mg_lce_dims_setup(a, 0, 1, &d);
+    mg_status s = mg_lce_dims_setup(a, grad, !grad, &d);
     if (s == MG_OK) s = flag_reset(c, a);
     if (s != MG_OK) return s;
-    CU_BY_FLOAT(a, a->out.d.dtype, s = lce_forward<T>(c, a, &d));
+    if (grad) CU_BY_FLOAT(a, a->out.d.dtype, s = lce_backward<T>(c, a, &d));
+    else CU_BY_FLOAT(a, a->out.d.dtype, s = lce_forward<T>(c, a, &d));
+    const mg_kbuf *labels = &a->in[2 + grad];
     return s != MG_OK
                ? s
-               : flag_check(c, a, a->in[2].data, a->in[2].d.dtype, d.vocab);
+               : flag_check(c, a, labels->data, labels->d.dtype, d.vocab);
+}
+
+mg_status cu_linear_cross_entropy(cu_ctx *c, const mg_kargs *a) {
+    return lce_run(c, a, 0);
 }
 
 mg_status cu_linear_cross_entropy_grad(cu_ctx *c, const mg_kargs *a) {
-    mg_lce_dims d = {0}; /* set by setup; zero for -O3 flow analysis */
-    mg_status s = mg_lce_dims_setup(a, 1, 0, &d);
-    if (s == MG_OK) s = flag_reset(c, a);
-    if (s != MG_OK) return s;
-    CU_BY_FLOAT(a, a->out.d.dtype, s = lce_backward<T>(c, a, &d));
-    return s != MG_OK
-               ? s
-               : flag_check(c, a, a->in[3].data, a->in[3].d.dtype, d.vocab);
+    return lce_run(c, a, 1);
 }

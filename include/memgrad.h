@@ -651,6 +651,20 @@ typedef struct mg_checkpoints {
      * 0 (the default under every policy): off; exact gradients
      * (docs/checkpointing.md#16-bit-storage). */
     int store16;
+    /* 1, MG_CKPT_BUDGET only: host offload (issue 51, docs/offload.md) is
+     * a choice beside recomputation. The policy takes the plan with the
+     * least predicted step time that fits: recomputed flops at
+     * compute_rate, against keeping every activation and offloading the
+     * fewest saved tensors that make the step fit, in a fixed order
+     * (least exposed copy time first), where a copy costs nothing while
+     * the steps beside it hide it at host_bandwidth and its seconds count
+     * past that. mg_graph_offloads lists the tensors it chose: compile
+     * the step with them as mg_plan_options.offload and the same two
+     * rates, every output bound, and its predicted peak is within the
+     * budget. Both rates must be > 0 (bytes/s, flops/s). */
+    int offload;
+    double host_bandwidth;
+    double compute_rate;
 } mg_checkpoints;
 
 /* A policy's name: "none", "collection", "memory", "speed" or "budget";
@@ -699,6 +713,12 @@ int mg_tensor_is_pack(const mg_graph *g, mg_tensor t);
  * there are, or -1 if g is NULL. */
 MG_API
 int mg_graph_checkpoints(const mg_graph *g, mg_tensor *out, int cap);
+/* The tensors the last MG_CKPT_BUDGET mg_gradients call with offload
+ * chose to offload (mg_checkpoints.offload), in id order, as
+ * mg_graph_checkpoints lists its checkpoints: up to cap into out, the
+ * count returned; -1 for a NULL g. */
+MG_API
+int mg_graph_offloads(const mg_graph *g, mg_tensor *out, int cap);
 
 /*
  * Append the gradient graph of ys with respect to xs and store in
@@ -792,6 +812,29 @@ typedef struct mg_plan_options {
      * checkpointed and plain gradients stay bit-equal. An unknown device
      * is MG_ERR_INVALID_ARG. */
     mg_device device;
+    /* Host offload (issue 51; docs/offload.md): saved tensors to move out
+     * of the device arena between the forward and the backward pass.
+     * Each is copied to a host tier outside the arena after its producer,
+     * its arena block is freed once that copy completes (and its last
+     * forward reader is done), and it is copied back into a fresh arena
+     * block before its first backward reader. Every copy, the thread it
+     * runs on and the event it waits for are fixed at compile time
+     * (mg_plan_dump lists them); the predicted peak counts the prefetch
+     * blocks, and mg_plan_offload_info the host bytes. Each must be a
+     * tensor the plan computes and releases (not an output or retained
+     * tensor), read by some backward step and by no forward step after
+     * the first backward reader; otherwise MG_ERR_INVALID_ARG naming it.
+     * Such a plan runs in one call (mg_exec_run): mg_exec_forward
+     * refuses it. The bits read back are the bits written. */
+    const mg_tensor *offload;
+    int n_offload;
+    /* Host copy bandwidth (bytes/s) and compute rate (flops/s) the plan
+     * assumes to place each copy back early enough to hide it behind the
+     * steps before its reader, and to predict how much of the copies is
+     * hidden; 0 for either: copies back are issued one step before their
+     * reader and the overlap is reported in steps and flops only. */
+    double host_bandwidth;
+    double compute_rate;
 } mg_plan_options;
 
 /* Compile a linear schedule that computes `outputs` (and opts->retain).
@@ -843,6 +886,30 @@ typedef struct mg_plan_arena {
 MG_API
 mg_status mg_plan_arena_info(const mg_plan *p, const mg_binding *binds,
                              int n_binds, mg_plan_arena *out);
+/* What a plan offloads (mg_plan_options.offload). Host bytes are counted
+ * in mg_pool_size_class units, as the pool counts device bytes. */
+typedef struct mg_plan_offload {
+    int n_offloaded;        /* tensors copied out and back */
+    size_t offloaded_bytes; /* their bytes */
+    size_t host_bytes;      /* the host tier's size: what a run reserves */
+    size_t host_peak;       /* the most host bytes in use at once
+                               (mg_host_stats.peak_bytes_in_use) */
+    /* The compute the copies run beside, summed over every copy: steps
+     * between a copy's issue and the wait on its event, and their flops
+     * (mgi_graph_op_cost's). */
+    int overlap_steps;
+    double overlap_flops;
+    /* With host_bandwidth and compute_rate: the copies' predicted seconds,
+     * and how many of them the steps beside them hide (each copy alone;
+     * the worker thread runs copies one at a time). 0 without them. */
+    double copy_seconds, hidden_seconds;
+} mg_plan_offload;
+
+/* MG_ERR_INVALID_ARG for a NULL p or out; a plan without offload gives
+ * zeros. */
+MG_API
+mg_status mg_plan_offload_info(const mg_plan *p, mg_plan_offload *out);
+
 /* The plan's ops in order with the buffers each step releases. */
 MG_API
 mg_status mg_plan_dump(const mg_plan *p, FILE *out);
@@ -1025,6 +1092,19 @@ typedef struct mg_pool_stats {
 
 MG_API
 mg_status mg_exec_pool_stats(const mg_exec *ex, mg_pool_stats *out);
+
+/* The executor's host tier: where offloaded tensors wait between their
+ * copies (mg_plan_options.offload), in mg_pool_size_class units. On the
+ * CPU it is malloc'd memory and the copies run on a worker thread. */
+typedef struct mg_host_stats {
+    size_t bytes_in_use;      /* held now (0 between runs) */
+    size_t peak_bytes_in_use; /* since creation or mg_exec_pool_reset_peak */
+    size_t bytes_reserved;    /* its size: the largest plan's host_bytes */
+    uint64_t copies_out, copies_in; /* copies completed, all runs */
+} mg_host_stats;
+
+MG_API
+mg_status mg_exec_host_stats(const mg_exec *ex, mg_host_stats *out);
 MG_API
 void mg_exec_pool_reset_peak(mg_exec *ex);
 /* Give cached free blocks back to the system, and the arena (the next run

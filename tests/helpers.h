@@ -10,6 +10,9 @@
  *   th_run          compile a plan for some outputs, bind inputs, run once
  *                   with the outputs bound to caller memory, free everything
  *   th_check_*      element-wise comparisons that fail with index and values
+ *   th_pool_stats   an executor's pool statistics
+ *   TH_MAIN TH_PART th_add_tcase[_loops]
+ *                   a test program's main(), a part's case, a case's tests
  *   TH_FAIL         a builder call failed with a status and a message
  *                   naming the op and the reason (th_bad_leaves: bad input)
  *   fw_*            helpers/forward.h: one op's forward values against
@@ -18,6 +21,10 @@
  *                   checker (MG_F64) that records which ops it checked
  *                   (the record is helpers/record.c, in the support library)
  *   tm_*            helpers/model.h: a small MLP with its data
+ *   th_step_data th_train th_small_model
+ *                   helpers/model_step.h (include it): a memgrad_models.h
+ *                   model's training step, its memory and plan
+ *   mpi_run_suite   helpers/mpi_main.h (include it): the MPI tests' main()
  *
  * Errors of one op's builder are tested with that op, in tests/ops/.
  */
@@ -240,6 +247,26 @@ static inline void th_add_tcase(Suite *s, const char *name, double timeout,
     suite_add_tcase(s, tc);
 }
 
+/* Loop tests for th_add_tcase_loops: each runs with _i from start to
+ * end - 1, TH_LOOPS({test_a, 0, 4}, {test_b, 0, n}, ...). */
+typedef struct th_loop {
+    const TTest *test;
+    int start, end;
+} th_loop;
+#define TH_LOOPS(...) ((const th_loop[]){__VA_ARGS__, {NULL, 0, 0}})
+
+/* th_add_tcase with loop tests first; loops or tests may be NULL. */
+static inline void th_add_tcase_loops(Suite *s, const char *name,
+                                      double timeout, const th_loop *loops,
+                                      const TTest **tests) {
+    TCase *tc = tcase_create(name);
+    if (timeout > 0) tcase_set_timeout(tc, timeout);
+    for (int i = 0; loops && loops[i].test; i++)
+        tcase_add_loop_test(tc, loops[i].test, loops[i].start, loops[i].end);
+    for (int i = 0; tests && tests[i]; i++) tcase_add_test(tc, tests[i]);
+    suite_add_tcase(s, tc);
+}
+
 /* Run a suite the way every test program does; the exit status. */
 static inline int th_run_suite(Suite *s) {
     SRunner *sr = srunner_create(s);
@@ -247,6 +274,27 @@ static inline int th_run_suite(Suite *s) {
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+/* A part of a test program (tests/ops/<family>.c for test_ops): the
+ * function fn, which adds case `name` of the tests listed to the suite. */
+#define TH_PART(fn, name, timeout, ...)                                        \
+    void fn(Suite *s) { th_add_tcase(s, name, timeout, TH_TESTS(__VA_ARGS__)); }
+
+/* The main() of a test program of one case: suite `suite`, case `name`
+ * with a timeout in seconds (0: Check's default), the tests listed. */
+#define TH_MAIN(suite, name, timeout, ...)                                     \
+    int main(void) {                                                           \
+        Suite *th_suite_ = suite_create(suite);                                \
+        th_add_tcase(th_suite_, name, timeout, TH_TESTS(__VA_ARGS__));         \
+        return th_run_suite(th_suite_);                                        \
+    }
+
+/* The executor's pool statistics; fails the test if they cannot be read. */
+static inline mg_pool_stats th_pool_stats(const mg_exec *ex) {
+    mg_pool_stats s;
+    ck_assert(mg_exec_pool_stats(ex, &s) == MG_OK);
+    return s;
 }
 
 /* ------------------------------------------------------------------ checks */

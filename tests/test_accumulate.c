@@ -8,85 +8,42 @@
  * accumulated output; and what cannot be accumulated is refused.
  */
 #include "helpers.h"
+#include "helpers/model_step.h"
 #include "memgrad_models.h"
 
-typedef struct acc_case {
-    mg_model *m;
-    mg_plan *p;
-    mg_binding *b; /* params, input, target, then the gradients */
-    void **buf;
-    int nb, ng;
-    mg_tensor *outs;
-} acc_case;
+/* A ResNet's training step with every gradient bound (seeds 5 and 6). */
+typedef th_train acc_case;
 
 static void case_init(acc_case *c, mg_ckpt_policy pol) {
-    c->m = mg_model_resnet(3, 4, 2, 8, 10, MG_F32, 3);
-    ck_assert(c->m != NULL);
-    mg_checkpoints ck = {.policy = pol};
-    ck_assert(mg_model_gradients(c->m, &ck) == MG_OK);
-    const mg_model *m = c->m;
-    c->ng = m->n_params;
-    c->b = calloc((size_t)(2 * c->ng + 2), sizeof *c->b);
-    c->buf = calloc((size_t)(2 * c->ng + 2), sizeof *c->buf);
-    c->outs = calloc((size_t)(c->ng + 1), sizeof *c->outs);
-    ck_assert(c->b && c->buf && c->outs);
-    int k = 0;
-    for (int i = 0; i < c->ng; i++, k++) {
-        c->buf[k] = calloc(1, mg_tensor_nbytes(m->g, m->params[i]));
-        c->b[k] = (mg_binding){m->params[i], c->buf[k]};
-    }
-    ck_assert(mg_model_init_params(m, 5, c->buf) == MG_OK);
-    c->buf[k] = calloc(1, mg_tensor_nbytes(m->g, m->input));
-    c->b[k] = (mg_binding){m->input, c->buf[k]};
-    c->buf[k + 1] = calloc(1, mg_tensor_nbytes(m->g, m->target));
-    c->b[k + 1] = (mg_binding){m->target, c->buf[k + 1]};
-    ck_assert(mg_model_init_data(m, 6, c->buf[k], c->buf[k + 1]) == MG_OK);
-    k += 2;
-    c->outs[0] = m->loss;
-    for (int i = 0; i < c->ng; i++, k++) {
-        c->outs[1 + i] = m->grads[i];
-        c->buf[k] = calloc(1, mg_tensor_nbytes(m->g, m->grads[i]));
-        c->b[k] = (mg_binding){m->grads[i], c->buf[k]};
-    }
-    c->nb = k;
-    ck_assert(mg_plan_compile(m->g, c->outs, c->ng + 1, NULL, &c->p) == MG_OK);
+    const mg_checkpoints ck = {.policy = pol};
+    th_train_open(c, th_small_model(MG_MODEL_RESNET), "resnet", &ck, true);
 }
 
-static void case_free(acc_case *c) {
-    for (int i = 0; i < c->nb; i++) free(c->buf[i]);
-    free(c->buf);
-    free(c->b);
-    free(c->outs);
-    mg_plan_free(c->p);
-    mg_model_free(c->m);
-}
+static void case_free(acc_case *c) { th_train_close(c); }
 
 static float *grad_buf(const acc_case *c, int i) {
-    return c->buf[c->nb - c->ng + i];
+    return th_step_grad(&c->d, i);
 }
 
 static int64_t grad_n(const acc_case *c, int i) {
     return (int64_t)(mg_tensor_nbytes(c->m->g, c->m->grads[i]) / sizeof(float));
 }
 
-static mg_pool_stats stats(const mg_exec *ex) {
-    mg_pool_stats s;
-    ck_assert(mg_exec_pool_stats(ex, &s) == MG_OK);
-    return s;
-}
-
 /* One step, through mg_exec_run or through the phases. */
 static void step(mg_exec *ex, const acc_case *c, bool phased) {
     if (!phased) {
-        ck_assert_msg(mg_exec_run(ex, c->p, c->b, c->nb, 1) == MG_OK, "%s",
-                      mg_last_error());
+        ck_assert_msg(mg_exec_run(ex, c->p, c->d.binds, c->d.n_binds, 1) ==
+                          MG_OK,
+                      "%s", mg_last_error());
         return;
     }
     mg_saved *sv = NULL;
-    ck_assert_msg(mg_exec_forward(ex, c->p, c->b, c->nb, 1, &sv) == MG_OK, "%s",
-                  mg_last_error());
-    ck_assert_msg(mg_exec_backward(ex, c->p, sv, c->b, c->nb) == MG_OK, "%s",
-                  mg_last_error());
+    ck_assert_msg(mg_exec_forward(ex, c->p, c->d.binds, c->d.n_binds, 1, &sv) ==
+                      MG_OK,
+                  "%s", mg_last_error());
+    ck_assert_msg(mg_exec_backward(ex, c->p, sv, c->d.binds, c->d.n_binds) ==
+                      MG_OK,
+                  "%s", mg_last_error());
     mg_saved_free(sv);
 }
 
@@ -101,13 +58,13 @@ START_TEST(test_accumulates_bits) {
     mg_exec *ex = NULL;
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
     step(ex, &c, phased);
-    float **g = calloc((size_t)c.ng, sizeof *g),
-          **want = calloc((size_t)c.ng, sizeof *want);
+    float **g = calloc((size_t)c.d.n_params, sizeof *g),
+          **want = calloc((size_t)c.d.n_params, sizeof *want);
     ck_assert(g && want);
     th_rng r;
     th_rng_init(&r, 11);
     size_t slot = 0;
-    for (int i = 0; i < c.ng; i++) {
+    for (int i = 0; i < c.d.n_params; i++) {
         const int64_t n = grad_n(&c, i);
         g[i] = malloc((size_t)n * sizeof(float));
         want[i] = malloc((size_t)n * sizeof(float));
@@ -120,28 +77,28 @@ START_TEST(test_accumulates_bits) {
         const size_t cls = mg_pool_size_class((size_t)n * sizeof(float));
         if (cls > slot) slot = cls;
     }
-    ck_assert(mg_exec_accumulate(ex, c.m->grads, c.ng) == MG_OK);
+    ck_assert(mg_exec_accumulate(ex, c.m->grads, c.d.n_params) == MG_OK);
     step(ex, &c, phased);
-    const mg_pool_stats first = stats(ex);
+    const mg_pool_stats first = th_pool_stats(ex);
     step(ex, &c, phased);
-    for (int i = 0; i < c.ng; i++)
+    for (int i = 0; i < c.d.n_params; i++)
         ck_assert_msg(memcmp(grad_buf(&c, i), want[i],
                              (size_t)grad_n(&c, i) * sizeof(float)) == 0,
                       "gradient %d: not the float sum", i);
     mg_plan_arena a;
-    ck_assert(mg_plan_arena_info(c.p, c.b, c.nb, &a) == MG_OK);
-    const mg_pool_stats s = stats(ex);
+    ck_assert(mg_plan_arena_info(c.p, c.d.binds, c.d.n_binds, &a) == MG_OK);
+    const mg_pool_stats s = th_pool_stats(ex);
     ck_assert_uint_eq(s.bytes_reserved, a.reserved + slot);
     ck_assert_uint_eq(s.system_allocs, first.system_allocs);
-    const size_t pred = mg_plan_predicted_peak(c.p, c.b, c.nb);
+    const size_t pred = mg_plan_predicted_peak(c.p, c.d.binds, c.d.n_binds);
     ck_assert(s.peak_bytes_in_use <= pred + slot);
     /* accumulation off: the next step writes the gradients again */
     ck_assert(mg_exec_accumulate(ex, NULL, 0) == MG_OK);
     step(ex, &c, phased);
-    for (int i = 0; i < c.ng; i++)
+    for (int i = 0; i < c.d.n_params; i++)
         ck_assert(memcmp(grad_buf(&c, i), g[i],
                          (size_t)grad_n(&c, i) * sizeof(float)) == 0);
-    for (int i = 0; i < c.ng; i++) {
+    for (int i = 0; i < c.d.n_params; i++) {
         free(g[i]);
         free(want[i]);
     }
@@ -159,15 +116,15 @@ START_TEST(test_unbound_not_accumulated) {
     case_init(&c, MG_CKPT_NONE);
     mg_exec *ex = NULL;
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
-    const int n_leaves = c.nb - c.ng;
-    ck_assert(mg_exec_run(ex, c.p, c.b, n_leaves, 1) == MG_OK);
+    const int n_leaves = c.d.n_binds - c.d.n_params;
+    ck_assert(mg_exec_run(ex, c.p, c.d.binds, n_leaves, 1) == MG_OK);
     const void *g0 = NULL;
     ck_assert(mg_exec_tensor_data(ex, c.m->grads[0], &g0) == MG_OK);
     const size_t nb = mg_tensor_nbytes(c.m->g, c.m->grads[0]);
     void *want = malloc(nb);
     memcpy(want, g0, nb);
-    ck_assert(mg_exec_accumulate(ex, c.m->grads, c.ng) == MG_OK);
-    ck_assert(mg_exec_run(ex, c.p, c.b, n_leaves, 1) == MG_OK);
+    ck_assert(mg_exec_accumulate(ex, c.m->grads, c.d.n_params) == MG_OK);
+    ck_assert(mg_exec_run(ex, c.p, c.d.binds, n_leaves, 1) == MG_OK);
     ck_assert(mg_exec_tensor_data(ex, c.m->grads[0], &g0) == MG_OK);
     ck_assert(memcmp(g0, want, nb) == 0);
     free(want);
@@ -220,11 +177,8 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("accumulate");
-    TCase *tc = tcase_create("accumulate");
-    tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_accumulates_bits, 0, 4);
-    tcase_add_test(tc, test_unbound_not_accumulated);
-    tcase_add_test(tc, test_accumulate_errors);
-    suite_add_tcase(s, tc);
+    th_add_tcase_loops(
+        s, "accumulate", 120, TH_LOOPS({test_accumulates_bits, 0, 4}),
+        TH_TESTS(test_unbound_not_accumulated, test_accumulate_errors));
     return th_run_suite(s);
 }

@@ -456,11 +456,9 @@ int main(void) {
     if (!dladdr((void *)&main, &info)) return 1;
     fa_exe_base = info.dli_fbase;
     Suite *s = suite_create("alloc_fail");
-    TCase *tc = tcase_create("alloc_fail");
-    tcase_set_timeout(tc, 600);
     const int n = (int)(sizeof cases / sizeof *cases);
-    tcase_add_loop_test(tc, test_sweep_once, 0, n);
-    tcase_add_loop_test(tc, test_sweep_persist, 0, n);
-    suite_add_tcase(s, tc);
+    th_add_tcase_loops(
+        s, "alloc_fail", 600,
+        TH_LOOPS({test_sweep_once, 0, n}, {test_sweep_persist, 0, n}), NULL);
     return th_run_suite(s);
 }

@@ -73,9 +73,7 @@ static void random_op(mg_graph *g) {
         BUILT(mg_concat(g, pick(4), xs, pick(3) - 1));
         break;
     }
-    case 9:
-        BUILT(mg_slice(g, a, pick(3) - 1, pick(5) - 1, pick(5) - 1));
-        break;
+    case 9: BUILT(mg_slice(g, a, pick(3) - 1, pick(5) - 1, pick(5) - 1)); break;
     case 10: STATUS(mg_tensor_set_name(g, a, pick(2) ? "nm" : NULL)); break;
     case 11: {
         /* a miss is an error too, with its message */
@@ -145,8 +143,8 @@ static void plan_and_run(const mg_graph *g, const mg_tensor *outs, int n) {
 
 static void one_graph(void) {
     static const int64_t shapes[8][4] = {
-        {4, 3}, {3, 4}, {4, 4}, {1, 3}, {2, 3, 5, 5}, {4, 3, 3, 3},
-        {2, 2, 4, 3}, {3}};
+        {4, 3},       {3, 4},       {4, 4},       {1, 3},
+        {2, 3, 5, 5}, {4, 3, 3, 3}, {2, 2, 4, 3}, {3}};
     static const int nds[8] = {2, 2, 2, 2, 4, 4, 4, 1};
     mg_graph *g = mg_graph_new();
     const int nl = 1 + pick(5);
@@ -167,8 +165,8 @@ static void one_graph(void) {
     const int32_t n = mg_graph_num_tensors(g);
     mg_tensor y = any_t(g);
     if (pick(4) && n > 0)
-        y = mg_sum(g, pick(3) ? n - 1 - pick(n < 3 ? 1 : 3) : any_t(g), 0,
-                   NULL, 0);
+        y = mg_sum(g, pick(3) ? n - 1 - pick(n < 3 ? 1 : 3) : any_t(g), 0, NULL,
+                   0);
     mg_tensor xs[3], grads[3];
     for (int i = 0; i < 3; i++) xs[i] = pick(4) ? pick(nl) : any_t(g);
     const int nx = pick(4);
@@ -212,8 +210,4 @@ START_TEST(test_random_sequences) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("api_sequences");
-    th_add_tcase(s, "sequences", 300, TH_TESTS(test_random_sequences));
-    return th_run_suite(s);
-}
+TH_MAIN("api_sequences", "sequences", 300, test_random_sequences)

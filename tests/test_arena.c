@@ -15,6 +15,7 @@
 #include "helpers.h"
 
 #include "memgrad_models.h"
+#include "helpers/model_step.h"
 #include "rewrite/schedule.h"
 
 /* Buffers as the test sees them: bytes, [born, died), offset. */
@@ -150,25 +151,13 @@ static size_t check_plan(const char *what, const mg_plan *p) {
     return sweep;
 }
 
-static mg_model *build(mg_model_kind k) {
-    switch (k) {
-    case MG_MODEL_MLP: return mg_model_mlp(3, 48, 8, 20, 5, 0.1, MG_F32, 3);
-    case MG_MODEL_RESNET: return mg_model_resnet(3, 4, 2, 8, 10, MG_F32, 3);
-    case MG_MODEL_UNET: return mg_model_unet(2, 4, 2, 16, MG_F32, 3);
-    case MG_MODEL_TRANSFORMER:
-        return mg_model_transformer(2, 16, 2, 8, 2, 11, 0.1, 1, MG_F32, 3);
-    case MG_MODEL_GPT: return mg_model_gpt(2, 16, 2, 8, 2, 11, 0.1, MG_F32, 3);
-    }
-    return NULL;
-}
-
 /* The training plan (loss and every gradient) of model _i / 3 under
  * policy none, memory or speed: its layout and that of its phases. */
 START_TEST(test_model_layouts) {
     static const char *names[] = {"mlp", "resnet", "unet", "transformer",
                                   "gpt"};
     const mg_ckpt_policy pols[] = {MG_CKPT_NONE, MG_CKPT_MEMORY, MG_CKPT_SPEED};
-    mg_model *m = build((mg_model_kind)(_i / 3));
+    mg_model *m = th_small_model((mg_model_kind)(_i / 3));
     ck_assert_msg(m != NULL, "%s", mg_last_error());
     mg_checkpoints ck = {.policy = pols[_i % 3]};
     ck_assert_msg(mg_model_gradients(m, &ck) == MG_OK, "%s", mg_last_error());
@@ -194,7 +183,7 @@ END_TEST
 /* The checker fails a layout that puts two live buffers on the same
  * bytes, and one whose size is not its highest end. */
 START_TEST(test_checker_catches_overlap) {
-    mg_model *m = build(MG_MODEL_RESNET);
+    mg_model *m = th_small_model(MG_MODEL_RESNET);
     ck_assert_ptr_nonnull(m);
     ck_assert(mg_model_gradients(m, &(mg_checkpoints){0}) == MG_OK);
     mg_plan *p = NULL;
@@ -424,11 +413,10 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("arena");
-    TCase *tc = tcase_create("models");
-    tcase_set_timeout(tc, 300);
-    tcase_add_loop_test(tc, test_model_layouts, 0, 15);
-    tcase_add_loop_test(tc, test_random_layouts, 0, 8);
-    suite_add_tcase(s, tc);
+    th_add_tcase_loops(
+        s, "models", 300,
+        TH_LOOPS({test_model_layouts, 0, 15}, {test_random_layouts, 0, 8}),
+        NULL);
     th_add_tcase(s, "cases", 300,
                  TH_TESTS(test_checker_catches_overlap, test_small_sweep_worse,
                           test_onnx_resnet_layout, test_lay_out_refuses,

@@ -386,11 +386,10 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("attention");
-    TCase *tc = tcase_create("fused vs composed");
-    tcase_set_timeout(tc, 300);
-    tcase_add_loop_test(tc, test_fused_matches_composed, 0,
-                        (int)(sizeof cases / sizeof cases[0]));
-    suite_add_tcase(s, tc);
+    th_add_tcase_loops(s, "fused vs composed", 300,
+                       TH_LOOPS({test_fused_matches_composed, 0,
+                                 (int)(sizeof cases / sizeof cases[0])}),
+                       NULL);
     th_add_tcase(s, "checkpoint", 120,
                  TH_TESTS(test_checkpointed_bits_equal_plain,
                           test_peak_has_no_scores, test_attention_ex_errors));

@@ -11,8 +11,8 @@
 #include "helpers.h"
 
 #include "backend/backend.h"
-#include "common/attn_tiles.h"
 #include "backend/gemm_split.h"
+#include "common/attn_tiles.h"
 #include "exec/cpu/cpu_kernels.h"
 #include "rewrite/schedule.h"
 
@@ -398,20 +398,7 @@ START_TEST(test_short_workspace_refused) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("backend_table");
-    TCase *tc = tcase_create("core");
-    tcase_add_test(tc, test_table_finds_cpu);
-    tcase_add_test(tc, test_workspace_within_plan);
-    tcase_add_test(tc, test_chunked_reductions_lent);
-    tcase_add_test(tc, test_attention_lent);
-    tcase_add_test(tc, test_short_workspace_refused);
-    tcase_add_test(tc, test_gemm_split_rule);
-    tcase_add_test(tc, test_cuda_plan_lends_gemm_split);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+TH_MAIN("backend_table", "core", 0, test_table_finds_cpu,
+        test_workspace_within_plan, test_chunked_reductions_lent,
+        test_attention_lent, test_short_workspace_refused, test_gemm_split_rule,
+        test_cuda_plan_lends_gemm_split)

@@ -217,14 +217,6 @@ START_TEST(test_unknown_ids_refused_alike) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("bindings");
-    TCase *tc = tcase_create("bindings");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_misaligned_bindings_are_refused);
-    tcase_add_test(tc, test_unread_leaves_are_ignored);
-    tcase_add_test(tc, test_binding_lists_agree);
-    tcase_add_test(tc, test_unknown_ids_refused_alike);
-    suite_add_tcase(s, tc);
-    return th_run_suite(s);
-}
+TH_MAIN("bindings", "bindings", 120, test_misaligned_bindings_are_refused,
+        test_unread_leaves_are_ignored, test_binding_lists_agree,
+        test_unknown_ids_refused_alike)

@@ -836,18 +836,16 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("budget");
-    TCase *tc = tcase_create("exhaustive");
-    tcase_set_timeout(tc, 300);
-    tcase_add_loop_test(tc, test_exhaustive_chain, 0,
-                        2 * (int)(sizeof ch_configs / sizeof *ch_configs));
-    suite_add_tcase(s, tc);
-    TCase *sw = tcase_create("monotone");
-    tcase_set_timeout(sw, 300);
-    tcase_add_loop_test(sw, test_sweep_monotone, 0, SWEEP_MODELS);
-    tcase_add_loop_test(sw, test_compact_never_worse, 0, SWEEP_MODELS);
-    tcase_add_test(sw, test_compact_dp_counts_packs);
-    tcase_add_loop_test(sw, test_remat_bit_exact, 0, 2);
-    suite_add_tcase(s, sw);
+    th_add_tcase_loops(
+        s, "exhaustive", 300,
+        TH_LOOPS({test_exhaustive_chain, 0,
+                  2 * (int)(sizeof ch_configs / sizeof *ch_configs)}),
+        NULL);
+    th_add_tcase_loops(s, "monotone", 300,
+                       TH_LOOPS({test_sweep_monotone, 0, SWEEP_MODELS},
+                                {test_compact_never_worse, 0, SWEEP_MODELS},
+                                {test_remat_bit_exact, 0, 2}),
+                       TH_TESTS(test_compact_dp_counts_packs));
     th_add_tcase(s, "budget", 300,
                  TH_TESTS(test_budget_parse, test_infeasible_names_minimum,
                           test_nomem_figures_are_budget_peaks,

@@ -282,11 +282,6 @@ START_TEST(test_bad_chain) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("chain_dp");
-    th_add_tcase(s, "chain_dp", 300,
-                 TH_TESTS(test_revolve_table, test_revolve_general_table,
-                          test_schedule_replay, test_dp_vs_brute_force,
-                          test_bad_chain));
-    return th_run_suite(s);
-}
+TH_MAIN("chain_dp", "chain_dp", 300, test_revolve_table,
+        test_revolve_general_table, test_schedule_replay,
+        test_dp_vs_brute_force, test_bad_chain)

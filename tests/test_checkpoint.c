@@ -589,15 +589,8 @@ START_TEST(test_aten_ops_bit_exact) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("checkpoint");
-    th_add_tcase(s, "checkpoint", 300,
-                 TH_TESTS(test_policies_bit_exact, test_memory_against_depth,
-                          test_speed_recomputes_no_matmul,
-                          test_collection_keeps_exactly_listed,
-                          test_tagged_checkpoints,
-                          test_unet_without_articulation_points,
-                          test_bad_checkpoints, test_policy_names,
-                          test_dot_and_report, test_aten_ops_bit_exact));
-    return th_run_suite(s);
-}
+TH_MAIN("checkpoint", "checkpoint", 300, test_policies_bit_exact,
+        test_memory_against_depth, test_speed_recomputes_no_matmul,
+        test_collection_keeps_exactly_listed, test_tagged_checkpoints,
+        test_unet_without_articulation_points, test_bad_checkpoints,
+        test_policy_names, test_dot_and_report, test_aten_ops_bit_exact)

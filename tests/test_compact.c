@@ -17,6 +17,7 @@
  *   elements, a tensor a conv reads), and a bad flag is refused.
  */
 #include "helpers.h"
+#include "helpers/model_step.h"
 #include "memgrad_models.h"
 
 #include <math.h>
@@ -28,6 +29,7 @@ typedef struct step_out {
     int n;
     void **grads;
     size_t *bytes;
+    th_step_data d; /* the step's memory; grads point into it */
     size_t predicted, measured;
     int n_packs; /* pack_sign and max_pool2d_argmax nodes */
 } step_out;
@@ -53,57 +55,36 @@ static int count_packs(const mg_graph *g) {
  * memory: the loss, copies of the gradients, predicted and measured peak. */
 static void run_step(mg_model *m, step_out *o) {
     const int n = m->n_params;
-    void **params = calloc((size_t)n, sizeof *params);
-    mg_binding *b = calloc((size_t)(2 * n + 2), sizeof *b);
-    mg_tensor *outs = calloc((size_t)(n + 1), sizeof *outs);
-    ck_assert(params && b && outs);
     o->n = n;
+    th_step_data_init(&o->d, m, 11, 12, true);
     o->grads = calloc((size_t)n, sizeof *o->grads);
     o->bytes = calloc((size_t)n, sizeof *o->bytes);
-    int k = 0;
+    ck_assert(o->grads && o->bytes);
     for (int i = 0; i < n; i++) {
-        params[i] = calloc(1, mg_tensor_nbytes(m->g, m->params[i]));
-        b[k++] = (mg_binding){m->params[i], params[i]};
-    }
-    ck_assert(mg_model_init_params(m, 11, params) == MG_OK);
-    void *x = calloc(1, mg_tensor_nbytes(m->g, m->input));
-    void *y = calloc(1, mg_tensor_nbytes(m->g, m->target));
-    ck_assert(mg_model_init_data(m, 12, x, y) == MG_OK);
-    b[k++] = (mg_binding){m->input, x};
-    b[k++] = (mg_binding){m->target, y};
-    outs[0] = m->loss;
-    for (int i = 0; i < n; i++) {
-        outs[1 + i] = m->grads[i];
         o->bytes[i] = mg_tensor_nbytes(m->g, m->grads[i]);
-        o->grads[i] = calloc(1, o->bytes[i]);
-        b[k++] = (mg_binding){m->grads[i], o->grads[i]};
+        o->grads[i] = th_step_grad(&o->d, i);
     }
+    const mg_binding *b = o->d.binds;
+    const int k = o->d.n_binds;
     mg_plan *p = NULL;
     mg_exec *ex = NULL;
-    ck_assert_msg(mg_plan_compile(m->g, outs, n + 1, NULL, &p) == MG_OK, "%s",
-                  mg_last_error());
+    ck_assert_msg(mg_plan_compile(m->g, o->d.outs, o->d.n_outs, NULL, &p) ==
+                      MG_OK,
+                  "%s", mg_last_error());
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
     o->predicted = mg_plan_predicted_peak(p, b, k);
     ck_assert_msg(mg_exec_run(ex, p, b, k, 7) == MG_OK, "%s", mg_last_error());
-    mg_pool_stats st;
-    ck_assert(mg_exec_pool_stats(ex, &st) == MG_OK);
-    o->measured = st.peak_bytes_in_use;
+    o->measured = th_pool_stats(ex).peak_bytes_in_use;
     const void *lv = NULL;
     ck_assert(mg_exec_tensor_data(ex, m->loss, &lv) == MG_OK);
     o->loss = *(const float *)lv;
     o->n_packs = count_packs(m->g);
     mg_exec_free(ex);
     mg_plan_free(p);
-    for (int i = 0; i < n; i++) free(params[i]);
-    free(params);
-    free(x);
-    free(y);
-    free(b);
-    free(outs);
 }
 
 static void step_free(step_out *o) {
-    for (int i = 0; i < o->n; i++) free(o->grads[i]);
+    th_step_data_free(&o->d);
     free(o->grads);
     free(o->bytes);
 }
@@ -596,20 +577,16 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("compact");
-    TCase *tc = tcase_create("models");
-    tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, test_models_bit_equal, 0,
-                        (int)(sizeof models / sizeof *models) * N_POLICIES);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("pool_net");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_pool_net_gradcheck);
-    tcase_add_loop_test(tc, test_pool_net_bit_equal, 0, 12);
-    tcase_add_test(tc, test_stem_bit_equal);
-    tcase_add_test(tc, test_bn_into_conv_rebuilt);
-    tcase_add_loop_test(tc, test_rules_read_no_input, 0, 7);
-    tcase_add_test(tc, test_left_whole);
-    tcase_add_test(tc, test_bad_flag);
-    suite_add_tcase(s, tc);
+    th_add_tcase_loops(
+        s, "models", 600,
+        TH_LOOPS({test_models_bit_equal, 0,
+                  (int)(sizeof models / sizeof *models) * N_POLICIES}),
+        NULL);
+    th_add_tcase_loops(s, "pool_net", 300,
+                       TH_LOOPS({test_pool_net_bit_equal, 0, 12},
+                                {test_rules_read_no_input, 0, 7}),
+                       TH_TESTS(test_pool_net_gradcheck, test_stem_bit_equal,
+                                test_bn_into_conv_rebuilt, test_left_whole,
+                                test_bad_flag));
     return th_run_suite(s);
 }

@@ -34,6 +34,7 @@
 #include <memgrad_models.h>
 
 #include <check.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,7 @@
 #include <time.h>
 
 #include "helpers/dist_check.h"
+#include "helpers/mpi_main.h"
 
 static int rank, size;
 
@@ -844,18 +846,9 @@ int main(int argc, char **argv) {
     }
 #endif
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    int failed = 0;
-    if (size < 2) {
-        fprintf(stderr, PROGRAM ": needs at least 2 ranks (mpirun -np 2)\n");
-        failed = 1;
-    } else {
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-    }
-    srunner_free(sr);
-    MPI_Finalize();
+    const int failed =
+        mpi_run_suite(su, size, 2, INT_MAX,
+                      PROGRAM ": needs at least 2 ranks (mpirun -np 2)");
 #ifdef MG_TEST_DIST_NCCL
     /* 77: ctest's SKIP_RETURN_CODE (cmake/nccl.cmake). run is the same on
      * every rank (an MPI_MIN over them), so every rank exits alike and

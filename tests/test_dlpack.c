@@ -306,28 +306,53 @@ START_TEST(test_saved_export) {
 }
 END_TEST
 
+/* y = tanh(p), p = x * w with w broadcast over x's rows, each seeded
+ * (gy, gp) and differentiated for w (gw), planned for y, p and gw: two
+ * exportable forward outputs, one of which (y) backward reads. */
+typedef struct pair_net {
+    mg_graph *g;
+    mg_tensor x, w, gy, gp, p, y, gw;
+    mg_tensor outs[3]; /* y, p, gw */
+    mg_plan *plan;
+} pair_net;
+
+static void pair_net_make(pair_net *n) {
+    mg_graph *g = n->g = mg_graph_new();
+    n->x = mg_input(g, "x", MG_F32, 2, S(2, 3));
+    n->w = mg_param(g, "w", MG_F32, 1, S(3));
+    n->gy = mg_input(g, "gy", MG_F32, 2, S(2, 3));
+    n->gp = mg_input(g, "gp", MG_F32, 2, S(2, 3));
+    n->p = mg_mul(g, n->x, n->w);
+    TH_OK_T("p", n->p);
+    ck_assert(mg_tensor_set_name(g, n->p, "p") == MG_OK);
+    n->y = mg_tanh(g, n->p);
+    TH_OK_T("y", n->y);
+    ck_assert(mg_tensor_set_name(g, n->y, "y") == MG_OK);
+    mg_tensor ys[2] = {n->y, n->p}, seeds[2] = {n->gy, n->gp};
+    ck_assert(mg_gradients(g, ys, 2, seeds, &n->w, 1, NULL, &n->gw) == MG_OK);
+    n->outs[0] = n->y;
+    n->outs[1] = n->p;
+    n->outs[2] = n->gw;
+    n->plan = NULL;
+    ck_assert(mg_plan_compile(g, n->outs, 3, NULL, &n->plan) == MG_OK);
+}
+
+static void pair_net_free(pair_net *n) {
+    mg_plan_free(n->plan);
+    mg_graph_free(n->g);
+}
+
 /* A write into an exported forward output that the backward phase reads
  * (tanh's output) makes mg_exec_backward fail, naming it, and leaves
  * saved usable: with the bytes restored the backward phase gives the
  * gradients of an untouched run. An output backward does not read (the
  * product x * w, whose gradient reads only x) may be written freely. */
 START_TEST(test_saved_export_written) {
-    mg_graph *g = mg_graph_new();
-    mg_tensor x = mg_input(g, "x", MG_F32, 2, S(2, 3));
-    mg_tensor w = mg_param(g, "w", MG_F32, 1, S(3));
-    mg_tensor gy = mg_input(g, "gy", MG_F32, 2, S(2, 3));
-    mg_tensor gp = mg_input(g, "gp", MG_F32, 2, S(2, 3));
-    mg_tensor p = mg_mul(g, x, w);
-    TH_OK_T("p", p);
-    ck_assert(mg_tensor_set_name(g, p, "p") == MG_OK);
-    mg_tensor y = mg_tanh(g, p);
-    TH_OK_T("y", y);
-    ck_assert(mg_tensor_set_name(g, y, "y") == MG_OK);
-    mg_tensor ys[2] = {y, p}, seeds[2] = {gy, gp}, gw;
-    ck_assert(mg_gradients(g, ys, 2, seeds, &w, 1, NULL, &gw) == MG_OK);
-    mg_tensor outs[3] = {y, p, gw};
-    mg_plan *plan = NULL;
-    ck_assert(mg_plan_compile(g, outs, 3, NULL, &plan) == MG_OK);
+    pair_net n;
+    pair_net_make(&n);
+    const mg_tensor x = n.x, w = n.w, gy = n.gy, gp = n.gp, p = n.p, y = n.y,
+                    gw = n.gw;
+    mg_plan *plan = n.plan;
     mg_exec *ex = NULL;
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
     float xv[6] = {1, -2, 3, -4, 5, -6}, wv[3] = {0.1f, 0.2f, 0.3f};
@@ -370,8 +395,7 @@ START_TEST(test_saved_export_written) {
     mg_exec_pool_stats(ex, &st);
     ck_assert_uint_eq(st.bytes_in_use, 0);
     mg_exec_free(ex);
-    mg_plan_free(plan);
-    mg_graph_free(g);
+    pair_net_free(&n);
 }
 END_TEST
 
@@ -385,19 +409,10 @@ END_TEST
  * gives back after the exported one's is always there, whatever order it
  * holds them in. */
 START_TEST(test_saved_outlives_exec) {
-    mg_graph *g = mg_graph_new();
-    mg_tensor x = mg_input(g, "x", MG_F32, 2, S(2, 3));
-    mg_tensor w = mg_param(g, "w", MG_F32, 1, S(3));
-    mg_tensor gy = mg_input(g, "gy", MG_F32, 2, S(2, 3));
-    mg_tensor gp = mg_input(g, "gp", MG_F32, 2, S(2, 3));
-    mg_tensor p = mg_mul(g, x, w);
-    mg_tensor y = mg_tanh(g, p);
-    TH_OK_T("y", y);
-    mg_tensor ys[2] = {y, p}, seeds[2] = {gy, gp}, gw;
-    ck_assert(mg_gradients(g, ys, 2, seeds, &w, 1, NULL, &gw) == MG_OK);
-    mg_tensor outs[3] = {y, p, gw};
-    mg_plan *plan = NULL;
-    ck_assert(mg_plan_compile(g, outs, 3, NULL, &plan) == MG_OK);
+    pair_net n;
+    pair_net_make(&n);
+    const mg_tensor x = n.x, w = n.w, p = n.p, *outs = n.outs;
+    mg_plan *plan = n.plan;
     float xv[6] = {1, -2, 3, -4, 5, -6}, wv[3] = {0.1f, 0.2f, 0.3f};
     float pw[6];
     for (int i = 0; i < 6; i++) pw[i] = xv[i] * wv[i % 3];
@@ -425,16 +440,10 @@ START_TEST(test_saved_outlives_exec) {
                 e->deleter(e); /* or here */
             }
         }
-    mg_plan_free(plan);
-    mg_graph_free(g);
+    pair_net_free(&n);
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("dlpack");
-    th_add_tcase(s, "dlpack", 60,
-                 TH_TESTS(test_bind_checks, test_export_held_across_runs,
-                          test_export_errors_and_phases, test_saved_export,
-                          test_saved_export_written, test_saved_outlives_exec));
-    return th_run_suite(s);
-}
+TH_MAIN("dlpack", "dlpack", 60, test_bind_checks, test_export_held_across_runs,
+        test_export_errors_and_phases, test_saved_export,
+        test_saved_export_written, test_saved_outlives_exec)

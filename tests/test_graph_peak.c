@@ -184,10 +184,5 @@ START_TEST(test_rewired_and_odd_outputs) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("graph_peak");
-    th_add_tcase(s, "peaks", 300,
-                 TH_TESTS(test_mlp_policies, test_resnet_workspaces,
-                          test_rewired_and_odd_outputs));
-    return th_run_suite(s);
-}
+TH_MAIN("graph_peak", "peaks", 300, test_mlp_policies, test_resnet_workspaces,
+        test_rewired_and_odd_outputs)

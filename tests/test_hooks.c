@@ -256,11 +256,5 @@ START_TEST(test_hook_error_stops_run) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("hooks");
-    th_add_tcase(s, "hooks", 120,
-                 TH_TESTS(test_gradient_hook_clips_downstream,
-                          test_forward_hook_once_under_recompute,
-                          test_hook_error_stops_run));
-    return th_run_suite(s);
-}
+TH_MAIN("hooks", "hooks", 120, test_gradient_hook_clips_downstream,
+        test_forward_hook_once_under_recompute, test_hook_error_stops_run)

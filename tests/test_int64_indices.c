@@ -217,13 +217,7 @@ START_TEST(test_bind_checks_dtype) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("int64_indices");
-    th_add_tcase(s, "int64_indices", 60,
-                 TH_TESTS(test_dtype_helpers, test_labels_read_as_int64,
-                          test_embedding_reads_int64,
-                          test_int64_out_of_range_not_truncated,
-                          test_gradients_equal_int32_bitwise,
-                          test_bind_checks_dtype));
-    return th_run_suite(s);
-}
+TH_MAIN("int64_indices", "int64_indices", 60, test_dtype_helpers,
+        test_labels_read_as_int64, test_embedding_reads_int64,
+        test_int64_out_of_range_not_truncated,
+        test_gradients_equal_int32_bitwise, test_bind_checks_dtype)

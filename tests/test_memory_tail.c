@@ -7,13 +7,12 @@
  * strictly fewer; the gradients stay those of plain backprop, bit for bit.
  */
 #include "helpers.h"
+#include "helpers/model_step.h"
 #include "memgrad_models.h"
 
 typedef struct tail_case {
-    mg_model *m;
-    mg_plan *p;
+    th_train t; /* the gradients bound: after one run */
     mg_plan_summary s;
-    float **grads; /* after one run */
 } tail_case;
 
 static mg_model *make(int kind) {
@@ -27,63 +26,25 @@ static mg_model *make(int kind) {
 /* Build kind's model, differentiate it under ck, compile, summarize and
  * run one training step; ck NULL: plain backprop. */
 static void case_run(tail_case *c, int kind, const mg_checkpoints *ck) {
-    c->m = make(kind);
-    ck_assert_msg(c->m != NULL, "%s", mg_last_error());
-    mg_model *m = c->m;
-    ck_assert_msg(mg_model_gradients(m, ck) == MG_OK, "%s", mg_last_error());
-    const int np = m->n_params;
-    mg_tensor *outs = malloc((size_t)(np + 1) * sizeof *outs);
-    mg_binding *b = calloc((size_t)(2 * np + 2), sizeof *b);
-    void **buf = calloc((size_t)(2 * np + 2), sizeof *buf);
-    ck_assert(outs && b && buf);
-    outs[0] = m->loss;
-    for (int i = 0; i < np; i++) outs[1 + i] = m->grads[i];
-    ck_assert_msg(mg_plan_compile(m->g, outs, np + 1, NULL, &c->p) == MG_OK,
-                  "%s", mg_last_error());
-    int k = 0;
-    for (int i = 0; i < np; i++, k++) {
-        buf[k] = calloc(1, mg_tensor_nbytes(m->g, m->params[i]));
-        b[k] = (mg_binding){m->params[i], buf[k]};
-    }
-    ck_assert(mg_model_init_params(m, 5, buf) == MG_OK);
-    buf[k] = calloc(1, mg_tensor_nbytes(m->g, m->input));
-    b[k] = (mg_binding){m->input, buf[k]};
-    buf[k + 1] = calloc(1, mg_tensor_nbytes(m->g, m->target));
-    b[k + 1] = (mg_binding){m->target, buf[k + 1]};
-    ck_assert(mg_model_init_data(m, 6, buf[k], buf[k + 1]) == MG_OK);
-    k += 2;
-    c->grads = calloc((size_t)np, sizeof *c->grads);
-    ck_assert(c->grads != NULL);
-    for (int i = 0; i < np; i++, k++) {
-        buf[k] = calloc(1, mg_tensor_nbytes(m->g, m->grads[i]));
-        b[k] = (mg_binding){m->grads[i], buf[k]};
-        c->grads[i] = buf[k];
-    }
-    ck_assert(mg_plan_summarize(c->p, NULL, 0, &c->s) == MG_OK);
+    th_train_open(&c->t, make(kind), "model", ck, true);
+    ck_assert(mg_plan_summarize(c->t.p, NULL, 0, &c->s) == MG_OK);
     mg_exec *ex = NULL;
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
-    ck_assert_msg(mg_exec_run(ex, c->p, b, k, 1) == MG_OK, "%s",
-                  mg_last_error());
+    ck_assert_msg(mg_exec_run(ex, c->t.p, c->t.d.binds, c->t.d.n_binds, 1) ==
+                      MG_OK,
+                  "%s", mg_last_error());
     mg_exec_free(ex);
-    for (int i = 0; i < k - np; i++) free(buf[i]);
-    free(buf);
-    free(b);
-    free(outs);
 }
 
-static void case_free(tail_case *c) {
-    for (int i = 0; i < c->m->n_params; i++) free(c->grads[i]);
-    free(c->grads);
-    mg_plan_free(c->p);
-    mg_model_free(c->m);
-}
+static void case_free(tail_case *c) { th_train_close(&c->t); }
 
 static void same_grads(const tail_case *a, const tail_case *b,
                        const char *what) {
-    ck_assert_int_eq(a->m->n_params, b->m->n_params);
-    for (int i = 0; i < a->m->n_params; i++)
-        ck_assert_msg(memcmp(a->grads[i], b->grads[i],
-                             mg_tensor_nbytes(a->m->g, a->m->grads[i])) == 0,
+    ck_assert_int_eq(a->t.m->n_params, b->t.m->n_params);
+    for (int i = 0; i < a->t.m->n_params; i++)
+        ck_assert_msg(memcmp(th_step_grad(&a->t.d, i), th_step_grad(&b->t.d, i),
+                             mg_tensor_nbytes(a->t.m->g, a->t.m->grads[i])) ==
+                          0,
                       "%s: gradient %d differs from plain backprop", what, i);
 }
 
@@ -96,12 +57,12 @@ START_TEST(test_tail_not_recomputed) {
     case_run(&mem, kind, &ckm);
     /* the memory policy's own checkpoints, given as a collection */
     mg_tensor chosen[1024];
-    const int nc = mg_graph_checkpoints(mem.m->g, chosen, 1024);
+    const int nc = mg_graph_checkpoints(mem.t.m->g, chosen, 1024);
     ck_assert(nc > 0 && nc <= 1024);
     const mg_checkpoints ckc = {
         .policy = MG_CKPT_COLLECTION, .tensors = chosen, .n_tensors = nc};
     case_run(&col, kind, &ckc);
-    ck_assert_int_eq(mg_graph_checkpoints(col.m->g, NULL, 0), nc);
+    ck_assert_int_eq(mg_graph_checkpoints(col.t.m->g, NULL, 0), nc);
     printf("%-6s %d checkpoints: memory peak %zu, recomputed %.4g flops; "
            "collection peak %zu, recomputed %.4g flops\n",
            name[kind], nc, mem.s.budget_peak, mem.s.recompute_flops,
@@ -123,9 +84,7 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("memory_tail");
-    TCase *tc = tcase_create("memory_tail");
-    tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_tail_not_recomputed, 0, 3);
-    suite_add_tcase(s, tc);
+    th_add_tcase_loops(s, "memory_tail", 120,
+                       TH_LOOPS({test_tail_not_recomputed, 0, 3}), NULL);
     return th_run_suite(s);
 }

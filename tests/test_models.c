@@ -525,18 +525,10 @@ END_TEST
 START_TEST(test_policies_half_gpt) { check_policies_half(MG_MODEL_GPT); }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("models");
-    th_add_tcase(s, "models", 300,
-                 TH_TESTS(test_bad_arguments, test_init_is_seeded, test_sgd_mlp,
-                          test_sgd_resnet, test_sgd_unet, test_sgd_transformer,
-                          test_fd_mlp, test_fd_resnet, test_fd_unet,
-                          test_fd_transformer, test_policies_mlp,
-                          test_policies_resnet, test_policies_unet,
-                          test_policies_transformer, test_sgd_gpt, test_fd_gpt,
-                          test_policies_gpt));
-    th_add_tcase(s, "models_half", 300,
-                 TH_TESTS(test_policies_half_mlp, test_policies_half_resnet,
-                          test_policies_half_gpt));
-    return th_run_suite(s);
-}
+TH_MAIN("models", "models", 300, test_bad_arguments, test_init_is_seeded,
+        test_sgd_mlp, test_sgd_resnet, test_sgd_unet, test_sgd_transformer,
+        test_fd_mlp, test_fd_resnet, test_fd_unet, test_fd_transformer,
+        test_policies_mlp, test_policies_resnet, test_policies_unet,
+        test_policies_transformer, test_sgd_gpt, test_fd_gpt, test_policies_gpt,
+        test_policies_half_mlp, test_policies_half_resnet,
+        test_policies_half_gpt)

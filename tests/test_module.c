@@ -99,12 +99,5 @@ START_TEST(test_rows_have_properties) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("module");
-    TCase *tc = tcase_create("module");
-    tcase_add_test(tc, test_cpu_work_maps_no_cuda);
-    tcase_add_test(tc, test_cuda_asked_without_gpu);
-    tcase_add_test(tc, test_rows_have_properties);
-    suite_add_tcase(s, tc);
-    return th_run_suite(s);
-}
+TH_MAIN("module", "module", 0, test_cpu_work_maps_no_cuda,
+        test_cuda_asked_without_gpu, test_rows_have_properties)

@@ -491,13 +491,10 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("multilevel");
-    TCase *tc = tcase_create("plans");
-    tcase_set_timeout(tc, 300);
-    tcase_add_loop_test(tc, test_hand_plan_bit_exact, 0, 3 * 2 * 5);
-    tcase_add_test(tc, test_no_plan_single_level);
-    tcase_add_test(tc, test_chain_store_all);
-    tcase_add_test(tc, test_budget_below_single_level);
-    tcase_add_loop_test(tc, test_budget_minimum_multilevel, 0, 2);
-    suite_add_tcase(s, tc);
+    th_add_tcase_loops(s, "plans", 300,
+                       TH_LOOPS({test_hand_plan_bit_exact, 0, 3 * 2 * 5},
+                                {test_budget_minimum_multilevel, 0, 2}),
+                       TH_TESTS(test_no_plan_single_level, test_chain_store_all,
+                                test_budget_below_single_level));
     return th_run_suite(s);
 }

@@ -63,12 +63,6 @@ static mg_observer observer_of(rec *r) {
                          .after_op = on_after};
 }
 
-static mg_pool_stats stats(const mg_exec *ex) {
-    mg_pool_stats s;
-    ck_assert(mg_exec_pool_stats(ex, &s) == MG_OK);
-    return s;
-}
-
 typedef struct fixture {
     tm_mlp m;
     tm_mlp_data d;
@@ -143,8 +137,8 @@ START_TEST(test_order_and_counts) {
         }
         /* outputs stay in the pool after the run; the last step's
          * releases come after its callback */
-        ck_assert_uint_ge(prev_after, stats(f.ex).bytes_in_use);
-        ck_assert_uint_gt(stats(f.ex).bytes_in_use, 0);
+        ck_assert_uint_ge(prev_after, th_pool_stats(f.ex).bytes_in_use);
+        ck_assert_uint_gt(th_pool_stats(f.ex).bytes_in_use, 0);
         ck_assert_uint_eq(peak,
                           mg_plan_predicted_peak(f.p, f.d.binds, f.d.n_binds));
     }
@@ -295,7 +289,7 @@ START_TEST(test_error_stops_run) {
         ck_assert_msg(strstr(mg_last_error(), "observer") &&
                           strstr(mg_last_error(), "test observer says no"),
                       "%s", mg_last_error());
-        ck_assert_uint_eq(stats(f.ex).bytes_in_use, 0);
+        ck_assert_uint_eq(th_pool_stats(f.ex).bytes_in_use, 0);
         /* the loss (bound, float) is its sentinel or its final value */
         float loss_now;
         memcpy(&loss_now, &f.d.loss, sizeof loss_now);
@@ -327,10 +321,5 @@ START_TEST(test_error_stops_run) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("observe");
-    th_add_tcase(s, "observers", 120,
-                 TH_TESTS(test_order_and_counts, test_phases, test_detach,
-                          test_error_stops_run));
-    return th_run_suite(s);
-}
+TH_MAIN("observe", "observers", 120, test_order_and_counts, test_phases,
+        test_detach, test_error_stops_run)

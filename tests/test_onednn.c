@@ -549,18 +549,14 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("onednn");
-    TCase *tc = tcase_create("paths");
-    tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_paths_agree, 0,
-                        (int)(sizeof geoms / sizeof geoms[0]));
-    tcase_add_test(tc, test_onednn_taken);
-    suite_add_tcase(s, tc);
-    TCase *tp = tcase_create("pool");
-    tcase_set_timeout(tp, 120);
-    tcase_add_loop_test(tp, test_pool_paths_agree, 0,
-                        (int)(sizeof pgeoms / sizeof pgeoms[0]));
-    tcase_add_test(tp, test_pool_onednn_taken);
-    tcase_add_test(tp, test_pool_checkpoint_bits);
-    suite_add_tcase(s, tp);
+    th_add_tcase_loops(
+        s, "paths", 120,
+        TH_LOOPS({test_paths_agree, 0, (int)(sizeof geoms / sizeof geoms[0])}),
+        TH_TESTS(test_onednn_taken));
+    th_add_tcase_loops(
+        s, "pool", 120,
+        TH_LOOPS({test_pool_paths_agree, 0,
+                  (int)(sizeof pgeoms / sizeof pgeoms[0])}),
+        TH_TESTS(test_pool_onednn_taken, test_pool_checkpoint_bits));
     return th_run_suite(s);
 }

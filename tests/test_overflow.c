@@ -217,18 +217,7 @@ START_TEST(test_model_arguments) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("overflow");
-    TCase *tc = tcase_create("overflow");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_numel_is_checked);
-    tcase_add_test(tc, test_leaves_and_fill);
-    tcase_add_test(tc, test_broadcast_reshape_flatten);
-    tcase_add_test(tc, test_pad_and_slice);
-    tcase_add_test(tc, test_concat);
-    tcase_add_test(tc, test_products_of_fitting_inputs);
-    tcase_add_test(tc, test_windows);
-    tcase_add_test(tc, test_model_arguments);
-    suite_add_tcase(s, tc);
-    return th_run_suite(s);
-}
+TH_MAIN("overflow", "overflow", 120, test_numel_is_checked,
+        test_leaves_and_fill, test_broadcast_reshape_flatten,
+        test_pad_and_slice, test_concat, test_products_of_fitting_inputs,
+        test_windows, test_model_arguments)

@@ -27,6 +27,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "helpers/dist_check.h"
+#include "helpers/mpi_main.h"
 #pragma GCC diagnostic pop
 
 static int rank, size;
@@ -792,17 +793,7 @@ int main(int argc, char **argv) {
                size);
     tcase_add_test(tc, test_late_rank_times_out); /* last */
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    int failed = 0;
-    if (size < 2 || size > 8) {
-        fprintf(stderr, "test_pipeline: needs 2 to 8 ranks (mpirun -np 2)\n");
-        failed = 1;
-    } else {
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-    }
-    srunner_free(sr);
-    MPI_Finalize();
+    const int failed = mpi_run_suite(
+        su, size, 2, 8, "test_pipeline: needs 2 to 8 ranks (mpirun -np 2)");
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "helpers/mpi_main.h"
+
 static int rank, size;
 
 enum { B = 4, IN = 6, H = 8, OUT = 3, MAX_CUTS = 8 };
@@ -230,17 +232,7 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, test_each_difference_named);
     tcase_add_test(tc, test_two_ranks_differ);
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_set_fork_status(sr, CK_NOFORK);
-    int failed = 0;
-    if (size < 2 || size > 4) {
-        fprintf(stderr, "test_pipeline_agree: needs 2 to 4 ranks\n");
-        failed = 1;
-    } else {
-        srunner_run_all(sr, CK_NORMAL);
-        failed = srunner_ntests_failed(sr);
-    }
-    srunner_free(sr);
-    MPI_Finalize();
+    const int failed = mpi_run_suite(su, size, 2, 4,
+                                     "test_pipeline_agree: needs 2 to 4 ranks");
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -302,12 +302,11 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("policy_bounds");
-    TCase *tc = tcase_create("policy_bounds");
-    tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_min_bytes_honoured, 0, 2 * N_MIN_BYTES_KINDS);
-    tcase_add_loop_test(tc, test_never_above_none, 0, 3 * N_KINDS);
-    tcase_add_test(tc, test_speed_falls_back_on_mixing);
-    tcase_add_test(tc, test_cuts_choose_without_min_bytes);
-    suite_add_tcase(s, tc);
+    th_add_tcase_loops(
+        s, "policy_bounds", 120,
+        TH_LOOPS({test_min_bytes_honoured, 0, 2 * N_MIN_BYTES_KINDS},
+                 {test_never_above_none, 0, 3 * N_KINDS}),
+        TH_TESTS(test_speed_falls_back_on_mixing,
+                 test_cuts_choose_without_min_bytes));
     return th_run_suite(s);
 }

@@ -6,12 +6,6 @@
  */
 #include "helpers.h"
 
-static mg_pool_stats stats(const mg_exec *ex) {
-    mg_pool_stats s;
-    ck_assert(mg_exec_pool_stats(ex, &s) == MG_OK);
-    return s;
-}
-
 /* Peak equals the prediction with outputs in the pool and with outputs
  * bound to caller memory; nothing stays in use after release. */
 START_TEST(test_peak_equals_prediction) {
@@ -31,7 +25,7 @@ START_TEST(test_peak_equals_prediction) {
             mg_exec_pool_reset_peak(ex);
             ck_assert_msg(mg_exec_run(ex, p, d.binds, d.n_binds, 7) == MG_OK,
                           "%s", mg_last_error());
-            mg_pool_stats s = stats(ex);
+            mg_pool_stats s = th_pool_stats(ex);
             ck_assert_msg(s.peak_bytes_in_use == predicted,
                           "bind_grads %d run %d: peak %zu, predicted %zu",
                           bind_grads, run, s.peak_bytes_in_use, predicted);
@@ -46,7 +40,7 @@ START_TEST(test_peak_equals_prediction) {
                               s.bytes_in_use);
             }
             mg_exec_release(ex);
-            ck_assert_uint_eq(stats(ex).bytes_in_use, 0);
+            ck_assert_uint_eq(th_pool_stats(ex).bytes_in_use, 0);
         }
         mg_exec_free(ex);
         mg_plan_free(p);
@@ -73,7 +67,7 @@ START_TEST(test_cache_reuse_and_trim) {
         ck_assert(mg_plan_compile(m.g, d.outs, d.n_outs, NULL, &p) == MG_OK);
         ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
         ck_assert(mg_exec_run(ex, p, d.binds, d.n_binds, 0) == MG_OK);
-        mg_pool_stats s1 = stats(ex);
+        mg_pool_stats s1 = th_pool_stats(ex);
         ck_assert(s1.alloc_calls ==
                   (uint64_t)mg_plan_num_steps(p) - (uint64_t)(d.n_outs));
         ck_assert(s1.system_allocs <= s1.alloc_calls);
@@ -82,7 +76,7 @@ START_TEST(test_cache_reuse_and_trim) {
                       "reserved %zu > peak in use %zu", s1.bytes_reserved,
                       s1.peak_bytes_in_use);
         ck_assert(mg_exec_run(ex, p, d.binds, d.n_binds, 0) == MG_OK);
-        mg_pool_stats s2 = stats(ex);
+        mg_pool_stats s2 = th_pool_stats(ex);
         uint64_t again = s2.system_allocs - s1.system_allocs;
         ck_assert_msg(uniform ? again == 0 : again < s1.system_allocs,
                       "uniform %d: second run went to the system %llu times "
@@ -92,7 +86,7 @@ START_TEST(test_cache_reuse_and_trim) {
         ck_assert(s2.cache_hits - s1.cache_hits == s1.alloc_calls - again);
         ck_assert(s2.bytes_reserved <= s2.peak_bytes_in_use);
         mg_exec_pool_trim(ex);
-        ck_assert_uint_eq(stats(ex).bytes_reserved, 0);
+        ck_assert_uint_eq(th_pool_stats(ex).bytes_reserved, 0);
         mg_exec_free(ex);
         mg_plan_free(p);
         tm_mlp_data_free(&d, &m);
@@ -169,7 +163,7 @@ START_TEST(test_no_grad_keeps_nothing) {
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
     ck_assert_msg(mg_exec_run(ex, fwd, b, nb, 0) == MG_OK, "%s",
                   mg_last_error());
-    mg_pool_stats s = stats(ex);
+    mg_pool_stats s = th_pool_stats(ex);
     size_t layer = mg_pool_size_class(sizeof(float) * 8 * 64);
     ck_assert_msg(s.peak_bytes_in_use <= 2 * layer,
                   "forward-only peak %zu > two layers (%zu)",
@@ -215,7 +209,7 @@ START_TEST(test_retain_grad) {
     ck_assert(mg_exec_run(ex, plain, b, 2, 0) == MG_OK);
     const void *ptr = NULL;
     ck_assert_int_eq(mg_exec_tensor_data(ex, gh, &ptr), MG_ERR_UNKNOWN_ID);
-    ck_assert_uint_eq(stats(ex).bytes_in_use, 0);
+    ck_assert_uint_eq(th_pool_stats(ex).bytes_in_use, 0);
 
     mg_plan_options o = {.retain = &gh, .n_retain = 1};
     mg_plan *kept = NULL;
@@ -229,9 +223,10 @@ START_TEST(test_retain_grad) {
                       ghv[i]);
         ck_assert(fabs(gxv[i] - 2 * t * (1 - t * t)) < 1e-12);
     }
-    ck_assert_uint_eq(stats(ex).bytes_in_use, mg_pool_size_class(3 * 8));
+    ck_assert_uint_eq(th_pool_stats(ex).bytes_in_use,
+                      mg_pool_size_class(3 * 8));
     mg_exec_release(ex);
-    ck_assert_uint_eq(stats(ex).bytes_in_use, 0);
+    ck_assert_uint_eq(th_pool_stats(ex).bytes_in_use, 0);
     mg_exec_free(ex);
     mg_plan_free(plain);
     mg_plan_free(kept);

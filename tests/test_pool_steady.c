@@ -10,6 +10,7 @@
  * ResNet step, 18 per U-Net step, 2 per MLP step.
  */
 #include "helpers.h"
+#include "helpers/model_step.h"
 #include "memgrad_dlpack.h"
 #include "memgrad_models.h"
 
@@ -40,71 +41,6 @@ static const struct {
                 {MG_CKPT_SPEED, 1}};
 #define N_POLICIES (int)(sizeof policies / sizeof *policies)
 
-static mg_model *build(mg_model_kind k) {
-    switch (k) {
-    case MG_MODEL_MLP: return mg_model_mlp(3, 48, 8, 20, 5, 0.1, MG_F32, 3);
-    case MG_MODEL_RESNET: return mg_model_resnet(3, 4, 2, 8, 10, MG_F32, 3);
-    case MG_MODEL_UNET: return mg_model_unet(2, 4, 2, 16, MG_F32, 3);
-    case MG_MODEL_TRANSFORMER:
-        return mg_model_transformer(2, 16, 2, 8, 2, 11, 0.1, 1, MG_F32, 3);
-    case MG_MODEL_GPT: return mg_model_gpt(2, 16, 2, 8, 2, 11, 0.1, MG_F32, 3);
-    }
-    return NULL;
-}
-
-/* Caller memory for a model's leaves, and for its gradients when bound. */
-typedef struct step_data {
-    mg_binding *binds;
-    int n_binds;
-    void **bufs;
-    mg_tensor *outs;
-    int n_outs;
-} step_data;
-
-static void data_init(step_data *d, const mg_model *m, bool bind_grads) {
-    const int n = m->n_params;
-    d->binds = calloc((size_t)(2 * n + 2), sizeof *d->binds);
-    d->bufs = calloc((size_t)(2 * n + 2), sizeof *d->bufs);
-    d->outs = calloc((size_t)(n + 1), sizeof *d->outs);
-    ck_assert(d->binds && d->bufs && d->outs);
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        d->bufs[k] = calloc(1, mg_tensor_nbytes(m->g, m->params[i]));
-        d->binds[k] = (mg_binding){m->params[i], d->bufs[k]};
-        k++;
-    }
-    ck_assert(mg_model_init_params(m, 5, d->bufs) == MG_OK);
-    d->bufs[k] = calloc(1, mg_tensor_nbytes(m->g, m->input));
-    d->binds[k] = (mg_binding){m->input, d->bufs[k]};
-    d->bufs[k + 1] = calloc(1, mg_tensor_nbytes(m->g, m->target));
-    d->binds[k + 1] = (mg_binding){m->target, d->bufs[k + 1]};
-    ck_assert(mg_model_init_data(m, 6, d->bufs[k], d->bufs[k + 1]) == MG_OK);
-    k += 2;
-    d->outs[0] = m->loss;
-    for (int i = 0; i < n; i++) {
-        d->outs[1 + i] = m->grads[i];
-        if (!bind_grads) continue;
-        d->bufs[k] = calloc(1, mg_tensor_nbytes(m->g, m->grads[i]));
-        d->binds[k] = (mg_binding){m->grads[i], d->bufs[k]};
-        k++;
-    }
-    d->n_binds = k;
-    d->n_outs = n + 1;
-}
-
-static void data_free(step_data *d) {
-    for (int i = 0; i < d->n_binds; i++) free(d->bufs[i]);
-    free(d->bufs);
-    free(d->binds);
-    free(d->outs);
-}
-
-static mg_pool_stats stats(const mg_exec *ex) {
-    mg_pool_stats s;
-    ck_assert(mg_exec_pool_stats(ex, &s) == MG_OK);
-    return s;
-}
-
 static double loss_of(mg_exec *ex, const mg_model *m) {
     const void *v = NULL;
     ck_assert(mg_exec_tensor_data(ex, m->loss, &v) == MG_OK);
@@ -119,15 +55,13 @@ START_TEST(test_steady_state) {
     const mg_ckpt_policy pol = policies[(_i / 2) % N_POLICIES].policy;
     const int compact = policies[(_i / 2) % N_POLICIES].compact;
     const bool bind_grads = _i % 2;
-    mg_model *m = build(c->kind);
-    ck_assert_msg(m != NULL, "%s: %s", c->name, mg_last_error());
-    mg_checkpoints ck = {.policy = pol, .compact = compact};
-    ck_assert_msg(mg_model_gradients(m, &ck) == MG_OK, "%s", mg_last_error());
-    step_data d;
-    data_init(&d, m, bind_grads);
-    mg_plan *p = NULL;
+    const mg_checkpoints ck = {.policy = pol, .compact = compact};
+    th_train t;
+    th_train_open(&t, th_small_model(c->kind), c->name, &ck, bind_grads);
+    const mg_model *m = t.m;
+    const th_step_data d = t.d;
+    mg_plan *p = t.p;
     mg_exec *ex = NULL;
-    ck_assert(mg_plan_compile(m->g, d.outs, d.n_outs, NULL, &p) == MG_OK);
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
     const size_t predicted = mg_plan_predicted_peak(p, d.binds, d.n_binds);
     mg_plan_arena arena;
@@ -138,7 +72,7 @@ START_TEST(test_steady_state) {
     ck_assert(arena.live_peak <= predicted);
     ck_assert_msg(mg_exec_run(ex, p, d.binds, d.n_binds, 1) == MG_OK, "%s",
                   mg_last_error());
-    const mg_pool_stats first = stats(ex);
+    const mg_pool_stats first = th_pool_stats(ex);
     ck_assert_msg(first.bytes_reserved == arena.reserved,
                   "%s, policy %d, grads %s: run 1 reserved %zu, the plan "
                   "says %zu",
@@ -149,7 +83,7 @@ START_TEST(test_steady_state) {
     for (int run = 2; run <= 5; run++) {
         ck_assert_msg(mg_exec_run(ex, p, d.binds, d.n_binds, 1) == MG_OK, "%s",
                       mg_last_error());
-        const mg_pool_stats s = stats(ex);
+        const mg_pool_stats s = th_pool_stats(ex);
         ck_assert_msg(
             s.system_allocs == first.system_allocs,
             "%s, policy %d, grads %s: run %d went to the system "
@@ -168,13 +102,11 @@ START_TEST(test_steady_state) {
            (double)arena.bytes / (double)arena.live_peak, first.bytes_reserved,
            (unsigned long long)first.system_allocs);
     mg_exec_release(ex);
-    ck_assert_uint_eq(stats(ex).bytes_in_use, 0);
+    ck_assert_uint_eq(th_pool_stats(ex).bytes_in_use, 0);
     mg_exec_pool_trim(ex);
-    ck_assert_uint_eq(stats(ex).bytes_reserved, 0);
+    ck_assert_uint_eq(th_pool_stats(ex).bytes_reserved, 0);
     mg_exec_free(ex);
-    mg_plan_free(p);
-    data_free(&d);
-    mg_model_free(m);
+    th_train_close(&t);
 }
 END_TEST
 
@@ -190,15 +122,13 @@ START_TEST(test_steady_state_phased) {
     const mg_ckpt_policy pol = policies[(_i / 2) % N_POLICIES].policy;
     const int compact = policies[(_i / 2) % N_POLICIES].compact;
     const bool bind_grads = _i % 2;
-    mg_model *m = build(c->kind);
-    ck_assert_msg(m != NULL, "%s: %s", c->name, mg_last_error());
-    mg_checkpoints ck = {.policy = pol, .compact = compact};
-    ck_assert_msg(mg_model_gradients(m, &ck) == MG_OK, "%s", mg_last_error());
-    step_data d;
-    data_init(&d, m, bind_grads);
-    mg_plan *p = NULL;
+    const mg_checkpoints ck = {.policy = pol, .compact = compact};
+    th_train t;
+    th_train_open(&t, th_small_model(c->kind), c->name, &ck, bind_grads);
+    const mg_model *m = t.m;
+    const th_step_data d = t.d;
+    mg_plan *p = t.p;
     mg_exec *ex = NULL, *ref = NULL;
-    ck_assert(mg_plan_compile(m->g, d.outs, d.n_outs, NULL, &p) == MG_OK);
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
     ck_assert(mg_exec_new(NULL, &ref) == MG_OK);
     mg_plan_arena arena;
@@ -215,7 +145,7 @@ START_TEST(test_steady_state_phased) {
     ck_assert(gwant && gat);
     for (int i = 0; i < ng; i++) {
         const size_t nb = mg_tensor_nbytes(m->g, m->grads[i]);
-        if (bind_grads) gat[i] = d.bufs[d.n_binds - ng + i];
+        if (bind_grads) gat[i] = th_step_grad(&d, i);
         else ck_assert(mg_exec_tensor_data(ref, m->grads[i], &gat[i]) == MG_OK);
         gwant[i] = malloc(nb);
         ck_assert(gwant[i] != NULL);
@@ -241,7 +171,7 @@ START_TEST(test_steady_state_phased) {
                 memcmp(gv, gwant[i], mg_tensor_nbytes(m->g, m->grads[i])) == 0);
         }
         mg_saved_free(sv);
-        const mg_pool_stats s = stats(ex);
+        const mg_pool_stats s = th_pool_stats(ex);
         ck_assert_msg(s.bytes_reserved == arena.reserved,
                       "%s, policy %d, grads %s: step %d reserved %zu, the "
                       "plan says %zu",
@@ -262,12 +192,10 @@ START_TEST(test_steady_state_phased) {
     free(gwant);
     free(gat);
     mg_exec_release(ex);
-    ck_assert_uint_eq(stats(ex).bytes_in_use, 0);
+    ck_assert_uint_eq(th_pool_stats(ex).bytes_in_use, 0);
     mg_exec_free(ref);
     mg_exec_free(ex);
-    mg_plan_free(p);
-    data_free(&d);
-    mg_model_free(m);
+    th_train_close(&t);
 }
 END_TEST
 
@@ -277,14 +205,12 @@ END_TEST
  * is the one-call run's. Once both are done the arena is free again and
  * a step takes nothing from the system. */
 START_TEST(test_phased_two_outstanding) {
-    mg_model *m = build(MG_MODEL_RESNET);
-    ck_assert(m != NULL);
-    mg_checkpoints ck = {.policy = _i ? MG_CKPT_MEMORY : MG_CKPT_NONE};
-    ck_assert(mg_model_gradients(m, &ck) == MG_OK);
-    step_data d;
-    data_init(&d, m, false);
-    mg_plan *p = NULL;
-    ck_assert(mg_plan_compile(m->g, d.outs, d.n_outs, NULL, &p) == MG_OK);
+    const mg_checkpoints ck = {.policy = _i ? MG_CKPT_MEMORY : MG_CKPT_NONE};
+    th_train t;
+    th_train_open(&t, th_small_model(MG_MODEL_RESNET), "resnet", &ck, false);
+    const mg_model *m = t.m;
+    const th_step_data d = t.d;
+    mg_plan *p = t.p;
     mg_exec *ex = NULL, *ref = NULL;
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
     ck_assert(mg_exec_new(NULL, &ref) == MG_OK);
@@ -313,18 +239,16 @@ START_TEST(test_phased_two_outstanding) {
     ck_assert(mg_exec_forward(ex, p, d.binds, d.n_binds, 1, &sv) == MG_OK);
     ck_assert(mg_exec_backward(ex, p, sv, d.binds, d.n_binds) == MG_OK);
     mg_saved_free(sv);
-    const uint64_t before = stats(ex).system_allocs;
+    const uint64_t before = th_pool_stats(ex).system_allocs;
     ck_assert(mg_exec_forward(ex, p, d.binds, d.n_binds, 1, &sv) == MG_OK);
     ck_assert(mg_exec_backward(ex, p, sv, d.binds, d.n_binds) == MG_OK);
     mg_saved_free(sv);
-    ck_assert_uint_eq(stats(ex).system_allocs, before);
+    ck_assert_uint_eq(th_pool_stats(ex).system_allocs, before);
     mg_exec_release(ex);
-    ck_assert_uint_eq(stats(ex).bytes_in_use, 0);
+    ck_assert_uint_eq(th_pool_stats(ex).bytes_in_use, 0);
     mg_exec_free(ref);
     mg_exec_free(ex);
-    mg_plan_free(p);
-    data_free(&d);
-    mg_model_free(m);
+    th_train_close(&t);
 }
 END_TEST
 
@@ -333,12 +257,12 @@ END_TEST
  * takes at most one system allocation (a larger arena), and every run
  * gives the bits a fresh executor gives. */
 START_TEST(test_plans_taking_turns) {
-    mg_model *m = build(MG_MODEL_RESNET);
+    mg_model *m = th_small_model(MG_MODEL_RESNET);
     ck_assert(m != NULL);
     mg_checkpoints ck = {.policy = MG_CKPT_MEMORY};
     ck_assert(mg_model_gradients(m, &ck) == MG_OK);
-    step_data d;
-    data_init(&d, m, false);
+    th_step_data d;
+    th_step_data_init(&d, m, 5, 6, false);
     mg_plan *train = NULL, *fwd = NULL;
     mg_plan_options o = {.no_grad = 1};
     ck_assert(mg_plan_compile(m->g, d.outs, d.n_outs, NULL, &train) == MG_OK);
@@ -355,13 +279,14 @@ START_TEST(test_plans_taking_turns) {
     memcpy(gref, g0, gbytes);
     for (int run = 0; run < 6; run++) {
         const bool t = run % 2 == 0;
-        const uint64_t before = stats(ex).system_allocs;
+        const uint64_t before = th_pool_stats(ex).system_allocs;
         ck_assert_msg(mg_exec_run(ex, t ? train : fwd, d.binds, d.n_binds, 1) ==
                           MG_OK,
                       "%s", mg_last_error());
-        ck_assert_msg(run == 0 || stats(ex).system_allocs - before <= 1,
-                      "run %d: %llu system allocations", run,
-                      (unsigned long long)(stats(ex).system_allocs - before));
+        ck_assert_msg(
+            run == 0 || th_pool_stats(ex).system_allocs - before <= 1,
+            "run %d: %llu system allocations", run,
+            (unsigned long long)(th_pool_stats(ex).system_allocs - before));
         ck_assert(loss_of(ex, m) == want);
         if (t) {
             ck_assert(mg_exec_tensor_data(ex, m->grads[0], &g0) == MG_OK);
@@ -373,7 +298,7 @@ START_TEST(test_plans_taking_turns) {
     mg_exec_free(ex);
     mg_plan_free(fwd);
     mg_plan_free(train);
-    data_free(&d);
+    th_step_data_free(&d);
     mg_model_free(m);
 }
 END_TEST
@@ -381,13 +306,10 @@ END_TEST
 /* A limit below the arena's size: the pool runs from its cache as before
  * (the arena is never allocated past max_bytes) and the results hold. */
 START_TEST(test_limit_below_arena) {
-    mg_model *m = build(MG_MODEL_UNET);
-    ck_assert(m != NULL);
-    ck_assert(mg_model_gradients(m, NULL) == MG_OK);
-    step_data d;
-    data_init(&d, m, true);
-    mg_plan *p = NULL;
-    ck_assert(mg_plan_compile(m->g, d.outs, d.n_outs, NULL, &p) == MG_OK);
+    th_train t;
+    th_train_open(&t, th_small_model(MG_MODEL_UNET), "unet", NULL, true);
+    const th_step_data d = t.d;
+    mg_plan *p = t.p;
     const size_t peak = mg_plan_predicted_peak(p, d.binds, d.n_binds);
     mg_exec *ex = NULL;
     mg_exec_options eo = {.device = MG_DEVICE_CPU, .max_bytes = peak};
@@ -395,12 +317,10 @@ START_TEST(test_limit_below_arena) {
     for (int run = 0; run < 3; run++) {
         ck_assert_msg(mg_exec_run(ex, p, d.binds, d.n_binds, 1) == MG_OK, "%s",
                       mg_last_error());
-        ck_assert_uint_eq(stats(ex).peak_bytes_in_use, peak);
+        ck_assert_uint_eq(th_pool_stats(ex).peak_bytes_in_use, peak);
     }
     mg_exec_free(ex);
-    mg_plan_free(p);
-    data_free(&d);
-    mg_model_free(m);
+    th_train_close(&t);
 }
 END_TEST
 
@@ -409,15 +329,13 @@ END_TEST
  * small block, never the arena: every run after the first takes one
  * system allocation (the new loss's block) and reserves that much more. */
 START_TEST(test_held_output_does_not_pin) {
-    mg_model *m = build(MG_MODEL_MLP);
-    ck_assert(m != NULL);
-    mg_checkpoints ck = {.policy = MG_CKPT_MEMORY};
-    ck_assert(mg_model_gradients(m, &ck) == MG_OK);
-    step_data d;
-    data_init(&d, m, true);
-    mg_plan *p = NULL;
+    const mg_checkpoints ck = {.policy = MG_CKPT_MEMORY};
+    th_train t;
+    th_train_open(&t, th_small_model(MG_MODEL_MLP), "mlp", &ck, true);
+    const mg_model *m = t.m;
+    const th_step_data d = t.d;
+    mg_plan *p = t.p;
     mg_exec *ex = NULL;
-    ck_assert(mg_plan_compile(m->g, d.outs, d.n_outs, NULL, &p) == MG_OK);
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
     mg_plan_arena arena;
     ck_assert(mg_plan_arena_info(p, d.binds, d.n_binds, &arena) == MG_OK);
@@ -427,11 +345,11 @@ START_TEST(test_held_output_does_not_pin) {
     enum { RUNS = 4 };
     DLManagedTensor *held[RUNS] = {0};
     for (int run = 0; run < RUNS; run++) {
-        const uint64_t before = stats(ex).system_allocs;
+        const uint64_t before = th_pool_stats(ex).system_allocs;
         ck_assert_msg(mg_exec_run(ex, p, d.binds, d.n_binds, 1) == MG_OK, "%s",
                       mg_last_error());
         ck_assert(mg_exec_export(ex, m->loss, &held[run]) == MG_OK);
-        const mg_pool_stats s = stats(ex);
+        const mg_pool_stats s = th_pool_stats(ex);
         ck_assert_uint_eq(s.system_allocs - before, run == 0 ? 2 : 1);
         ck_assert_uint_eq(s.bytes_reserved,
                           arena.reserved + (size_t)run * loss_block);
@@ -440,18 +358,16 @@ START_TEST(test_held_output_does_not_pin) {
     }
     for (int run = 0; run < RUNS; run++) held[run]->deleter(held[run]);
     mg_exec_release(ex);
-    ck_assert_uint_eq(stats(ex).bytes_in_use, 0);
+    ck_assert_uint_eq(th_pool_stats(ex).bytes_in_use, 0);
     mg_exec_free(ex);
-    mg_plan_free(p);
-    data_free(&d);
-    mg_model_free(m);
+    th_train_close(&t);
 }
 END_TEST
 
 /* mg_plan_arena_info refuses what it cannot read, with a status and a
  * message naming itself, and writes nothing to out. */
 START_TEST(test_arena_info_errors) {
-    mg_model *m = build(MG_MODEL_MLP);
+    mg_model *m = th_small_model(MG_MODEL_MLP);
     ck_assert(m != NULL);
     mg_plan *p = NULL;
     ck_assert(mg_plan_compile(m->g, &m->loss, 1, NULL, &p) == MG_OK);
@@ -484,17 +400,14 @@ END_TEST
 
 int main(void) {
     Suite *s = suite_create("pool_steady");
-    TCase *tc = tcase_create("pool_steady");
-    tcase_set_timeout(tc, 300);
-    tcase_add_loop_test(tc, test_steady_state, 0,
-                        (int)(sizeof cases / sizeof *cases) * 2 * N_POLICIES);
-    tcase_add_loop_test(tc, test_steady_state_phased, 0,
-                        (int)(sizeof cases / sizeof *cases) * 2 * N_POLICIES);
-    tcase_add_loop_test(tc, test_phased_two_outstanding, 0, 2);
-    tcase_add_test(tc, test_plans_taking_turns);
-    tcase_add_test(tc, test_limit_below_arena);
-    tcase_add_test(tc, test_held_output_does_not_pin);
-    tcase_add_test(tc, test_arena_info_errors);
-    suite_add_tcase(s, tc);
+    th_add_tcase_loops(
+        s, "pool_steady", 300,
+        TH_LOOPS({test_steady_state, 0,
+                  (int)(sizeof cases / sizeof *cases) * 2 * N_POLICIES},
+                 {test_steady_state_phased, 0,
+                  (int)(sizeof cases / sizeof *cases) * 2 * N_POLICIES},
+                 {test_phased_two_outstanding, 0, 2}),
+        TH_TESTS(test_plans_taking_turns, test_limit_below_arena,
+                 test_held_output_does_not_pin, test_arena_info_errors));
     return th_run_suite(s);
 }

@@ -85,8 +85,4 @@ START_TEST(test_profile_and_trace) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("profiler");
-    th_add_tcase(s, "profiler", 120, TH_TESTS(test_profile_and_trace));
-    return th_run_suite(s);
-}
+TH_MAIN("profiler", "profiler", 120, test_profile_and_trace)

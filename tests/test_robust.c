@@ -176,10 +176,5 @@ START_TEST(test_threads_agree_with_one_thread) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("robust");
-    th_add_tcase(s, "robust", 300,
-                 TH_TESTS(test_random_builder_calls,
-                          test_threads_agree_with_one_thread));
-    return th_run_suite(s);
-}
+TH_MAIN("robust", "robust", 300, test_random_builder_calls,
+        test_threads_agree_with_one_thread)

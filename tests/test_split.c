@@ -356,10 +356,5 @@ START_TEST(test_seed_gradient) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("split");
-    th_add_tcase(s, "split", 120,
-                 TH_TESTS(test_split_equals_one_call, test_two_outstanding,
-                          test_phase_peaks, test_misuse, test_seed_gradient));
-    return th_run_suite(s);
-}
+TH_MAIN("split", "split", 120, test_split_equals_one_call, test_two_outstanding,
+        test_phase_peaks, test_misuse, test_seed_gradient)

@@ -303,13 +303,7 @@ START_TEST(test_f64_untouched_and_bad_flag) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("store16");
-    th_add_tcase(s, "store16", 60,
-                 TH_TESTS(test_bf16_rounding,
-                          test_none_halves_saved_and_stays_close,
-                          test_backward_reads_bf16_of_forward,
-                          test_memory_policy_predicted,
-                          test_f64_untouched_and_bad_flag));
-    return th_run_suite(s);
-}
+TH_MAIN("store16", "store16", 60, test_bf16_rounding,
+        test_none_halves_saved_and_stays_close,
+        test_backward_reads_bf16_of_forward, test_memory_policy_predicted,
+        test_f64_untouched_and_bad_flag)

@@ -412,14 +412,7 @@ START_TEST(test_vmath_position_and_accuracy) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("threads");
-    th_add_tcase(s, "threads", 120,
-                 TH_TESTS(test_bits_independent_of_threads,
-                          test_softmax_reduce_loss_bits, test_pool_bits,
-                          test_attention_bits, test_exec_num_threads_option,
-                          test_conv_plan_covers_more_threads,
-                          test_vmath_ops_bits,
-                          test_vmath_position_and_accuracy));
-    return th_run_suite(s);
-}
+TH_MAIN("threads", "threads", 120, test_bits_independent_of_threads,
+        test_softmax_reduce_loss_bits, test_pool_bits, test_attention_bits,
+        test_exec_num_threads_option, test_conv_plan_covers_more_threads,
+        test_vmath_ops_bits, test_vmath_position_and_accuracy)

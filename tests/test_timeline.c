@@ -153,10 +153,5 @@ START_TEST(test_resnet_measured_equals_predicted) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("timeline");
-    th_add_tcase(s, "timeline", 120,
-                 TH_TESTS(test_mlp_measured_equals_predicted,
-                          test_resnet_measured_equals_predicted));
-    return th_run_suite(s);
-}
+TH_MAIN("timeline", "timeline", 120, test_mlp_measured_equals_predicted,
+        test_resnet_measured_equals_predicted)

@@ -104,11 +104,6 @@ START_TEST(test_softmax_classifier_matches_cross_entropy) {
 }
 END_TEST
 
-int main(void) {
-    Suite *s = suite_create("train");
-    th_add_tcase(s, "sgd", 120,
-                 TH_TESTS(test_mlp_regression_f32, test_classifier_f64,
-                          test_classifier_dropout_f32,
-                          test_softmax_classifier_matches_cross_entropy));
-    return th_run_suite(s);
-}
+TH_MAIN("train", "sgd", 120, test_mlp_regression_f32, test_classifier_f64,
+        test_classifier_dropout_f32,
+        test_softmax_classifier_matches_cross_entropy)

@@ -317,7 +317,8 @@ class Graph:
         raise AttributeError(name)
 
     def gradients(self, ys, xs, policy="none", grad_ys=None, checkpoints=(),
-                  budget_bytes=0, compact=False, store16=False):
+                  budget_bytes=0, compact=False, store16=False,
+                  offload=False, host_bandwidth=0.0, compute_rate=0.0):
         """d(sum <grad_ys, ys>)/d xs under a checkpoint policy ("none",
         "collection", "memory", "speed", "budget": the least recomputation
         whose peak fits budget_bytes); grad_ys None means ones.
@@ -338,7 +339,13 @@ class Graph:
         store16 is mg_checkpoints.store16: keep the float32 activations
         the backward pass reads in 16 bits (bfloat16). LOSSY: the
         gradients differ from exact ones (bench/results/store16.txt); off
-        by default."""
+        by default.
+
+        offload, host_bandwidth (bytes/s), compute_rate (flops/s) are
+        mg_checkpoints.offload and its rates (policy "budget" only): host
+        offload of saved tensors is priced beside recomputation, and
+        offloads() lists the tensors chosen; compile with them and the
+        same rates (docs/offload.md)."""
         if policy not in POLICIES:
             raise ValueError("policy must be one of %s" % sorted(POLICIES))
         ny, yid = _ids(ys)
@@ -349,24 +356,38 @@ class Graph:
                 *[-1 if t is None else t.id for t in grad_ys])
         nck, ckid = _ids(checkpoints)
         ck = _lib.Checkpoints(POLICIES[policy], ckid, nck, 0, budget_bytes,
-                              1 if compact else 0, 1 if store16 else 0)
+                              1 if compact else 0, 1 if store16 else 0,
+                              1 if offload else 0, float(host_bandwidth),
+                              float(compute_rate))
         out = (ctypes.c_int32 * nx)()
         _lib.check(_lib.gradients(self._g, yid, ny, gid, xid, nx,
                                   ctypes.byref(ck), out))
         return [Tensor(self, out[i]) for i in range(nx)]
 
+    def offloads(self):
+        """The tensors the last budget gradients() call with offload
+        chose to offload (mg_graph_offloads)."""
+        n = _lib.graph_offloads(self._g, None, 0)
+        ids = (ctypes.c_int32 * max(n, 1))()
+        _lib.graph_offloads(self._g, ids, n)
+        return [Tensor(self, ids[i]) for i in range(n)]
+
     def dot(self):
         """Graphviz DOT text of the graph."""
         return _via_file(lambda f: _lib.graph_write_dot(self._g, f))
 
-    def compile(self, outputs, budget_bytes=0, device="cpu"):
+    def compile(self, outputs, budget_bytes=0, device="cpu", offload=(),
+                host_bandwidth=0.0, compute_rate=0.0):
         """A Plan of `outputs`; budget_bytes: the budget the gradients
         were made for (mg_plan_options.budget_bytes), carried into
         summary() and report(); device: where it will run, "cpu" or
         "cuda" (mg_plan_options.device: a CUDA plan lends cuBLAS a
         workspace on long products, counted in its predictions; any plan
-        runs on any Executor)."""
-        return Plan(self, outputs, budget_bytes, device)
+        runs on any Executor); offload: saved tensors to copy to the host
+        tier and back (mg_plan_options.offload, with its two rates;
+        docs/offload.md)."""
+        return Plan(self, outputs, budget_bytes, device, offload,
+                    host_bandwidth, compute_rate)
 
 
 def size_class(nbytes):
@@ -392,7 +413,8 @@ def _device_kind(device, who):
 class Plan:
     """A compiled schedule of `outputs` (mg_plan_compile) for a device."""
 
-    def __init__(self, graph, outputs, budget_bytes=0, device="cpu"):
+    def __init__(self, graph, outputs, budget_bytes=0, device="cpu",
+                 offload=(), host_bandwidth=0.0, compute_rate=0.0):
         self.graph, self.outputs = graph, list(outputs)
         n, ids = _ids(self.outputs)
         budget_bytes = int(budget_bytes or 0)
@@ -400,8 +422,12 @@ class Plan:
             raise ValueError("memgrad: budget_bytes must be >= 0, not %d"
                              % budget_bytes)
         self.device = _device_kind(device, "memgrad.Plan")
+        n_off, off = _ids(offload)
         opts = _lib.PlanOptions(budget_bytes=budget_bytes,
-                                device=_DEVICES[self.device])
+                                device=_DEVICES[self.device], offload=off,
+                                n_offload=n_off,
+                                host_bandwidth=float(host_bandwidth),
+                                compute_rate=float(compute_rate))
         p = ctypes.c_void_p()
         _lib.check(_lib.plan_compile(graph._g, ids, n, ctypes.byref(opts),
                                      ctypes.byref(p)))
@@ -435,6 +461,12 @@ class Plan:
         _lib.check(_lib.plan_phase_peaks(self._p, binds, n, pk))
         return {"forward": pk.forward, "backward": pk.backward,
                 "pair": pk.pair, "saved": pk.saved}
+
+    def offload(self):
+        """What the plan offloads (mg_plan_offload_info) as a dict."""
+        o = _lib.PlanOffload()
+        _lib.check(_lib.plan_offload_info(self._p, o))
+        return {name: getattr(o, name) for name, _ in o._fields_}
 
     def summary(self):
         """mg_plan_summary as a dict, with nothing bound: predicted_peak
@@ -539,8 +571,20 @@ class Executor:
         _lib.check(_lib.exec_pool_stats(self._e, st))
         return {name: getattr(st, name) for name, _ in st._fields_}
 
+    def host_stats(self):
+        """The host tier's counters (mg_exec_host_stats) as a dict."""
+        st = _lib.HostStats()
+        _lib.check(_lib.exec_host_stats(self._e, st))
+        return {name: getattr(st, name) for name, _ in st._fields_}
+
     def reset_peak(self):
         _lib.exec_pool_reset_peak(self._e)
+
+    def pool_trim(self):
+        """Give the pool's cached free blocks, and the arena, back to the
+        system (mg_exec_pool_trim); the next run takes new ones. Blocks
+        still in use (outputs held through DLPack) stay."""
+        _lib.exec_pool_trim(self._e)
 
     def accumulate(self, tensors):
         """From now on, each of these outputs that a run computes into

@@ -42,13 +42,16 @@ class Checkpoints(ctypes.Structure):
     _fields_ = [("policy", c_int), ("tensors", POINTER(c_int32)),
                 ("n_tensors", c_int), ("min_bytes", c_size_t),
                 ("budget_bytes", c_size_t), ("compact", c_int),
-                ("store16", c_int)]
+                ("store16", c_int), ("offload", c_int),
+                ("host_bandwidth", c_double), ("compute_rate", c_double)]
 
 
 class PlanOptions(ctypes.Structure):
     _fields_ = [("retain", POINTER(c_int32)), ("n_retain", c_int),
                 ("no_grad", c_int), ("without_recompute", c_int),
-                ("budget_bytes", c_size_t), ("device", c_int)]
+                ("budget_bytes", c_size_t), ("device", c_int),
+                ("offload", POINTER(c_int32)), ("n_offload", c_int),
+                ("host_bandwidth", c_double), ("compute_rate", c_double)]
 
 
 class PlanSummary(ctypes.Structure):
@@ -102,6 +105,19 @@ class PoolStats(ctypes.Structure):
                 ("bytes_reserved", c_size_t), ("alloc_calls", c_uint64),
                 ("cache_hits", c_uint64), ("system_allocs", c_uint64),
                 ("exported_blocks", c_uint64), ("exported_bytes", c_size_t)]
+
+
+class PlanOffload(ctypes.Structure):
+    _fields_ = [("n_offloaded", c_int), ("offloaded_bytes", c_size_t),
+                ("host_bytes", c_size_t), ("host_peak", c_size_t),
+                ("overlap_steps", c_int), ("overlap_flops", c_double),
+                ("copy_seconds", c_double), ("hidden_seconds", c_double)]
+
+
+class HostStats(ctypes.Structure):
+    _fields_ = [("bytes_in_use", c_size_t), ("peak_bytes_in_use", c_size_t),
+                ("bytes_reserved", c_size_t), ("copies_out", c_uint64),
+                ("copies_in", c_uint64)]
 
 
 class DLDevice(ctypes.Structure):
@@ -172,6 +188,10 @@ exec_run = _fn("mg_exec_run", c_int, E, P, POINTER(Binding), c_int, c_uint64)
 exec_release = _fn("mg_exec_release", None, E)
 exec_pool_stats = _fn("mg_exec_pool_stats", c_int, E, POINTER(PoolStats))
 exec_pool_reset_peak = _fn("mg_exec_pool_reset_peak", None, E)
+exec_host_stats = _fn("mg_exec_host_stats", c_int, E, POINTER(HostStats))
+plan_offload_info = _fn("mg_plan_offload_info", c_int, P, POINTER(PlanOffload))
+graph_offloads = _fn("mg_graph_offloads", c_int, G, POINTER(T), c_int)
+exec_pool_trim = _fn("mg_exec_pool_trim", None, E)
 exec_accumulate = _fn("mg_exec_accumulate", c_int, E, POINTER(T), c_int)
 pool_size_class = _fn("mg_pool_size_class", c_size_t, c_size_t)
 exec_forward = _fn("mg_exec_forward", c_int, E, P, POINTER(Binding), c_int,

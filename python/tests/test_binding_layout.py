@@ -27,6 +27,8 @@ STRUCTS = {
     "mg_pool2d_opts": (_lib.Pool2dOpts, "memgrad.h"),
     "mg_attention_opts": (_lib.AttentionOpts, "memgrad.h"),
     "mg_pool_stats": (_lib.PoolStats, "memgrad.h"),
+    "mg_plan_offload": (_lib.PlanOffload, "memgrad.h"),
+    "mg_host_stats": (_lib.HostStats, "memgrad.h"),
     "mg_onnx_options": (_lib.OnnxOptions, "memgrad_onnx.h"),
     "DLDevice": (_lib.DLDevice, "dlpack/dlpack.h"),
     "DLDataType": (_lib.DLDataType, "dlpack/dlpack.h"),

@@ -162,6 +162,42 @@ static void stage_plan_free(mg_pipe *p) {
     p->p_grad = NULL;
 }
 
+/* Under MG_CKPT_COLLECTION, the listed tensors of g that this stage
+ * computes, as the stage graph's tensors: *coll (the caller frees it)
+ * becomes k's list. */
+static mg_status stage_collection(const mg_pipe *p, const mgi_pipe_split *sp,
+                                  const mg_checkpoints *ck, const char *who,
+                                  mg_tensor **coll, mg_checkpoints *k) {
+    const mgi_pipe_stage_graph *st = &p->st;
+    *coll = malloc(((size_t)ck->n_tensors + 1) * sizeof **coll);
+    if (!*coll) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
+    int nc = 0;
+    for (int i = 0; i < ck->n_tensors; i++) {
+        mg_tensor t = ck->tensors[i];
+        if (t >= 0 && t < sp->n && st->map[t] != MG_NO_TENSOR &&
+            (p->stage == 0 || t != p->cuts[p->stage - 1]) &&
+            st->map[t] != st->y && !sp->is_leaf[t])
+            (*coll)[nc++] = st->map[t];
+    }
+    k->tensors = *coll;
+    k->n_tensors = nc;
+    return MG_OK;
+}
+
+/* The stage plan's phase peaks into p->pk with the gradients (outs[1..])
+ * bound, as the pipeline's buffers are, and the outgoing cut (outs[0]) in
+ * the pool: the data pointers are not read. */
+static mg_status stage_peaks(mg_pipe *p, const mg_tensor *outs, int n_out,
+                             const char *who) {
+    static char dummy[8];
+    mg_binding *b = malloc((size_t)n_out * sizeof *b);
+    if (!b) return mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
+    for (int i = 1; i < n_out; i++) b[i - 1] = (mg_binding){outs[i], dummy};
+    mg_status s = mg_plan_phase_peaks(p->plan, b, n_out - 1, &p->pk);
+    free(b);
+    return s;
+}
+
 /* Build stage s's graph, its gradients (with micro_budget for
  * MG_CKPT_BUDGET), its plan and its phase peaks; p->predicted gets the
  * stage's peak with p->in_flight microbatches. */
@@ -202,24 +238,9 @@ static mg_status stage_plan(mg_pipe *p, const mg_graph *g,
     for (int i = 0; i < st->n_params; i++) xs[i] = st->p_st[i];
     if (st->act_in != MG_NO_TENSOR) xs[st->n_params] = st->act_in;
     mg_checkpoints k = *ck;
-    if (k.policy == MG_CKPT_COLLECTION) {
-        /* The listed tensors of g that this stage computes. */
-        coll = malloc(((size_t)k.n_tensors + 1) * sizeof *coll);
-        if (!coll) {
-            s = mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
-            goto done;
-        }
-        int nc = 0;
-        for (int i = 0; i < ck->n_tensors; i++) {
-            mg_tensor t = ck->tensors[i];
-            if (t >= 0 && t < sp->n && st->map[t] != MG_NO_TENSOR &&
-                (p->stage == 0 || t != p->cuts[p->stage - 1]) &&
-                st->map[t] != st->y && !sp->is_leaf[t])
-                coll[nc++] = st->map[t];
-        }
-        k.tensors = coll;
-        k.n_tensors = nc;
-    }
+    if (k.policy == MG_CKPT_COLLECTION &&
+        (s = stage_collection(p, sp, ck, who, &coll, &k)) != MG_OK)
+        goto done;
     if (k.policy == MG_CKPT_BUDGET) k.budget_bytes = micro_budget;
     mg_tensor ys[1] = {st->y}, gys[1] = {p->gin};
     s = mg_gradients(st->g, ys, 1, last ? NULL : gys, xs, n_xs, &k, gout);
@@ -243,18 +264,7 @@ static mg_status stage_plan(mg_pipe *p, const mg_graph *g,
                               k.policy == MG_CKPT_BUDGET ? micro_budget : 0};
     s = mg_plan_compile(st->g, outs, n_out, &po, &p->plan);
     if (s != MG_OK) goto done;
-    /* The peaks with the gradients bound (the pipeline's buffers), the
-     * outgoing cut in the pool: the data pointers are not read. */
-    static char dummy[8];
-    mg_binding *b = malloc((size_t)n_out * sizeof *b);
-    if (!b) {
-        s = mg_set_error(MG_ERR_NOMEM, "%s: out of memory", who);
-        goto done;
-    }
-    for (int i = 1; i < n_out; i++) b[i - 1] = (mg_binding){outs[i], dummy};
-    s = mg_plan_phase_peaks(p->plan, b, n_out - 1, &p->pk);
-    free(b);
-    if (s != MG_OK) goto done;
+    if ((s = stage_peaks(p, outs, n_out, who)) != MG_OK) goto done;
     p->predicted = (size_t)(p->in_flight - 1) * p->pk.saved + p->pk.pair;
 done:
     free(xs);

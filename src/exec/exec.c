@@ -15,6 +15,7 @@
 #include "../rewrite/schedule.h"
 #include "buffer_pool.h"
 #include "exec_internal.h"
+#include "host_tier.h"
 #include "observe.h"
 
 #include <stdio.h>
@@ -51,6 +52,7 @@ struct mg_exec {
     mg_tensor *acc;
     int n_acc;
     bool *acc_on;
+    mgi_host_tier host; /* offloaded tensors' tier (host_tier.c) */
 };
 
 mgi_observers *mgi_exec_observers(mg_exec *ex) { return &ex->obs; }
@@ -115,6 +117,7 @@ void mg_exec_release(mg_exec *ex) {
 
 static void exec_destroy(mg_exec *ex) {
     mgi_pool_destroy(&ex->pool);
+    mgi_host_tier_destroy(&ex->host);
     if (ex->backend.destroy) ex->backend.destroy(ex->backend.ctx);
     free(ex->buf);
     free(ex->pooled);
@@ -453,8 +456,13 @@ static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed,
     const bool watch = mgi_observe_wanted(&ex->obs, p);
     mg_status s = watch ? mgi_observe_run_start(&ex->obs, p) : MG_OK;
     mgi_pool_arena_begin(&ex->pool, p->arena_bytes, owner);
+    if (s == MG_OK && p->offload)
+        s = mgi_host_tier_begin(&ex->host, p, ex->device);
     for (int32_t st = 0; st < p->n_steps && s == MG_OK; st++) {
         size_t before = 0;
+        if (p->offload &&
+            (s = mgi_host_tier_before(&ex->host, p, st, ex->buf, &ex->pool)))
+            break;
         if (watch && (s = mgi_observe_before(&ex->obs, p, st, &ex->pool,
                                              &before)) != MG_OK)
             break;
@@ -469,7 +477,11 @@ static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed,
             mgi_pool_free(&ex->pool, ex->buf[dead], mg_plan_nbytes(p, dead));
             ex->buf[dead] = NULL;
         }
+        if (p->offload)
+            s = mgi_host_tier_after(&ex->host, p, st, ex->buf, &ex->pool);
     }
+    /* no copy may touch a block once the run gives it back */
+    if (p->offload) mgi_host_tier_end(&ex->host, p, &ex->pool);
     if (s == MG_OK) s = ex->backend.synchronize(ex->backend.ctx);
     if (watch) s = mgi_observe_run_end(&ex->obs, p, s);
     if (s == MG_OK) s = keep_outputs(ex, p);
@@ -539,7 +551,18 @@ mg_status mg_exec_pool_stats(const mg_exec *ex, mg_pool_stats *out) {
 }
 
 void mg_exec_pool_reset_peak(mg_exec *ex) {
-    if (ex) ex->pool.stats.peak_bytes_in_use = ex->pool.stats.bytes_in_use;
+    if (!ex) return;
+    ex->pool.stats.peak_bytes_in_use = ex->pool.stats.bytes_in_use;
+    ex->host.stats.peak_bytes_in_use = ex->host.stats.bytes_in_use;
+}
+
+mg_status mg_exec_host_stats(const mg_exec *ex, mg_host_stats *out) {
+    if (!ex || !out)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_exec_host_stats: %s is NULL",
+                            ex ? "out" : "executor");
+    *out = ex->host.stats;
+    return MG_OK;
 }
 
 void mg_exec_pool_trim(mg_exec *ex) {

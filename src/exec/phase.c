@@ -191,6 +191,12 @@ static mg_status check_phased(const mg_exec *ex, const mg_plan *p,
                             "%s: the plan has no gradient steps; run it with "
                             "mg_exec_run",
                             what);
+    if (p->offload)
+        return mg_set_error(MG_ERR_UNSUPPORTED,
+                            "%s: the plan offloads saved tensors "
+                            "(mg_plan_options.offload), which runs in one "
+                            "call: mg_exec_run",
+                            what);
     return MG_OK;
 }
 

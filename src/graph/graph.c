@@ -782,6 +782,20 @@ int mg_graph_checkpoints(const mg_graph *g, mg_tensor *out, int cap) {
     return n;
 }
 
+int mg_graph_offloads(const mg_graph *g, mg_tensor *out, int cap) {
+    if (!g) {
+        mg_set_error(MG_ERR_INVALID_ARG, "mg_graph_offloads: graph is NULL");
+        return -1;
+    }
+    int n = 0;
+    for (int32_t i = 0; i < g->n; i++) {
+        if (!(g->nodes[i].flags & MG_NODE_OFFLOAD)) continue;
+        if (out && n < cap) out[n] = i;
+        n++;
+    }
+    return n;
+}
+
 mg_status mg_tensor_set_input(mg_graph *g, mg_tensor t, int slot,
                               mg_tensor src) {
     mg_status s = mgi_graph_check_id(g, t, "mg_tensor_set_input");

@@ -20,7 +20,9 @@ enum {
     MG_NODE_OWN_ATTRS = 1u << 4,  /* attrs is its own, in g's blocks */
     /* a compact saved form's pack (src/rewrite/compact.c): scheduled right
      * after its input, though made after the backward ops that read it */
-    MG_NODE_PACK = 1u << 5
+    MG_NODE_PACK = 1u << 5,
+    /* chosen by MG_CKPT_BUDGET to be offloaded (mg_graph_offloads) */
+    MG_NODE_OFFLOAD = 1u << 6
 };
 
 typedef struct mg_node {

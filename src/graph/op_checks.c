@@ -48,6 +48,22 @@ mg_status mgi_float_check(const mg_tdesc *d, const char *what, char *why,
     return MG_ERR_DTYPE;
 }
 
+/* Softmax, log softmax and cumsum: a float x, an axis inside its dims,
+ * the result shaped like x. */
+mg_status mgi_float_axis_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
+                               mg_tdesc *out, char *why, size_t len) {
+    (void)n_in;
+    mg_status s = mgi_float_check(&in[0], "x", why, len);
+    if (s != MG_OK) return s;
+    if (a->axis < 0 || a->axis >= in[0].ndim) {
+        snprintf(why, len, "axis %d is out of range for %d dims", a->axis,
+                 in[0].ndim);
+        return MG_ERR_INVALID_ARG;
+    }
+    *out = in[0];
+    return MG_OK;
+}
+
 mg_status mgi_index_check(const mg_tdesc *d, const char *what, char *why,
                           size_t len) {
     if (d->dtype == MG_I32 || d->dtype == MG_I64) return MG_OK;

@@ -66,9 +66,9 @@ const mg_op_def mgi_op_table[MG_OP_COUNT] = {
        .grad = mgi_reshape_grad),
     OP(PERMUTE, .n_inputs = 1, .infer = mgi_permute_infer,
        .grad = mgi_permute_grad),
-    OP(SOFTMAX, .n_inputs = 1, .infer = mgi_softmax_infer,
+    OP(SOFTMAX, .n_inputs = 1, .infer = mgi_float_axis_infer,
        .grad = mgi_softmax_grad, .flops_per_elem = 5),
-    OP(LOG_SOFTMAX, .n_inputs = 1, .infer = mgi_softmax_infer,
+    OP(LOG_SOFTMAX, .n_inputs = 1, .infer = mgi_float_axis_infer,
        .grad = mgi_softmax_grad, .flops_per_elem = 5),
     OP(DROPOUT, .n_inputs = 1, .flags = MG_OPF_RANDOM,
        .infer = mgi_dropout_infer, .grad = mgi_dropout_grad,
@@ -226,7 +226,7 @@ const mg_op_def mgi_op_table[MG_OP_COUNT] = {
        .flops = mgi_embedding_grad_flops,
        .workspace = mgi_index_select_grad_workspace),
     /* ops_scan.c */
-    OP(CUMSUM, .n_inputs = 1, .infer = mgi_cumsum_infer,
+    OP(CUMSUM, .n_inputs = 1, .infer = mgi_float_axis_infer,
        .grad = mgi_cumsum_grad, .flops_per_elem = 1),
 };
 

@@ -27,6 +27,9 @@ mg_status mgi_float_check(const mg_tdesc *d, const char *what, char *why,
 /* Labels and indices: MG_I32 or MG_I64. */
 mg_status mgi_index_check(const mg_tdesc *d, const char *what, char *why,
                           size_t len);
+/* The rule of ops along one axis of a float x (softmax, cumsum): the axis
+ * inside x's dims, the result shaped like x. */
+mg_infer_fn mgi_float_axis_infer;
 mg_status mgi_float_pair_check(const mg_tdesc *a, const char *a_what,
                                const mg_tdesc *b, const char *b_what, char *why,
                                size_t len);
@@ -65,7 +68,6 @@ mg_grad_fn mgi_gather_grad, mgi_index_select_grad;
 mg_workspace_fn mgi_index_select_grad_workspace;
 
 /* ---- ops_scan.c ---------------------------------------------------------- */
-mg_infer_fn mgi_cumsum_infer;
 mg_grad_fn mgi_cumsum_grad;
 
 /* ---- ops_matmul.c -------------------------------------------------------- */
@@ -86,7 +88,6 @@ mg_infer_fn mgi_reshape_infer, mgi_permute_infer, mgi_fill_infer;
 mg_grad_fn mgi_reshape_grad, mgi_permute_grad;
 
 /* ---- ops_softmax.c ------------------------------------------------------- */
-mg_infer_fn mgi_softmax_infer;
 mg_grad_fn mgi_softmax_grad;
 
 /* ---- ops_random.c -------------------------------------------------------- */

@@ -5,22 +5,6 @@
 #include "graph.h"
 #include "ops_internal.h"
 
-#include <stdio.h>
-
-mg_status mgi_softmax_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
-                            mg_tdesc *out, char *why, size_t len) {
-    (void)n_in;
-    mg_status s = mgi_float_check(&in[0], "x", why, len);
-    if (s != MG_OK) return s;
-    if (a->axis < 0 || a->axis >= in[0].ndim) {
-        snprintf(why, len, "axis %d is out of range for %d dims", a->axis,
-                 in[0].ndim);
-        return MG_ERR_INVALID_ARG;
-    }
-    *out = in[0];
-    return MG_OK;
-}
-
 static mg_tensor softmax_build(mg_graph *g, mg_op op, mg_tensor x, int axis) {
     const mg_tdesc *xd = mgi_arg_desc(g, x, mgi_op_str(op));
     if (!xd) return MG_NO_TENSOR;

@@ -571,6 +571,8 @@ static void budget_point_free(mg_budget_point *m) {
     mgi_ml_plan_free(m->ml);
     free(m->ml);
     free(m->search.bwd_reads);
+    free(m->offload);
+    m->offload = NULL;
     m->keep_set = m->remat = NULL;
     m->ml = NULL;
     m->search.bwd_reads = NULL;
@@ -665,8 +667,13 @@ mg_status mg_gradients(mg_graph *g, const mg_tensor *ys, int n_ys,
                : mg_set_error(MG_ERR_NOMEM, "mg_gradients: out of memory");
     if (s == MG_OK) {
         memcpy(grads_out, result, (size_t)n_xs * sizeof *result);
-        for (int32_t t = 0; t < n_before; t++)
+        for (int32_t t = 0; t < n_before; t++) {
             if (w.chosen[t]) g->nodes[t].flags |= MG_NODE_CHOSEN;
+            /* the last budget call's choice only */
+            if (budget) g->nodes[t].flags &= (uint8_t)~MG_NODE_OFFLOAD;
+            if (m.offload && m.offload[t])
+                g->nodes[t].flags |= MG_NODE_OFFLOAD;
+        }
     } else {
         /* Leave the graph as the caller had it. */
         mgi_graph_truncate(g, n_before);

@@ -160,6 +160,25 @@ mg_status mgi_checkpoints_check(const mg_graph *g, const mg_checkpoints *c) {
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_gradients: store16 = %d must be 0 or 1",
                             c->store16);
+    if (c->offload != 0 && c->offload != 1)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_gradients: offload = %d must be 0 or 1",
+                            c->offload);
+    if (c->offload && c->policy != MG_CKPT_BUDGET)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_gradients: offload is a choice of the budget "
+                            "policy; policy %s does not take it",
+                            mg_ckpt_policy_name(c->policy));
+    if (c->offload && (!(c->host_bandwidth > 0) || !(c->compute_rate > 0) ||
+                       c->host_bandwidth > 1e300 || c->compute_rate > 1e300))
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_gradients: offload needs host_bandwidth and "
+                            "compute_rate > 0 (got %g and %g)",
+                            c->host_bandwidth, c->compute_rate);
+    if (c->offload && (c->compact || c->store16))
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_gradients: offload with %s is not supported",
+                            c->compact ? "compact" : "store16");
     switch (c->policy) {
     case MG_CKPT_NONE:
     case MG_CKPT_MEMORY:

@@ -30,6 +30,7 @@
  * the exact predicted peak like the rest. They are tried only when no
  * single-level plan fits the budget.
  */
+#include "offload.h"
 #include "rewrite.h"
 #include "schedule.h"
 
@@ -1209,6 +1210,44 @@ static mg_status ml_search(bsrch *b, size_t peak_none, bbest *best) {
     return s;
 }
 
+/* mg_checkpoints.offload (offload_price.c): keeping every forward tensor
+ * and offloading the fewest saved tensors that fit, where that predicts a
+ * shorter step than the plan the search chose (its recomputed flops at
+ * compute_rate), or where nothing else fits. Builds the graph that keeps
+ * everything and leaves g as it was. */
+static mg_status offload_stage(bsrch *b, bbest *bb, bool **offload) {
+    const mg_checkpoints *c = b->c;
+    const size_t szt = (size_t)(b->ch.n_before ? b->ch.n_before : 1);
+    bool *all = malloc(szt * sizeof *all);
+    if (!all) return oom();
+    for (size_t t = 0; t < szt; t++) all[t] = true;
+    mg_budget_point m = {.search = {.segment_factor = 1.0}, .keep_set = all};
+    mg_offload_price pr = {0};
+    mg_status s = b->build(b->g, b->ctx, &m.search, b->result);
+    if (s == MG_OK)
+        s = mgi_offload_price(b->g, b->outs, b->n_ys + b->n_xs, b->ch.n_before,
+                              c->budget_bytes, c->host_bandwidth,
+                              c->compute_rate, &pr);
+    mgi_graph_truncate(b->g, b->ch.n_before);
+    b->g->rng_offset = b->rng_before;
+    if (s == MG_OK && pr.min_peak < bb->min_peak) bb->min_peak = pr.min_peak;
+    if (s == MG_OK && pr.fits &&
+        (!bb->found || pr.exposed < bb->flops / c->compute_rate)) {
+        bb->found = true;
+        bb->flops = 0;
+        bb->peak = pr.peak;
+        memcpy(bb->keep, all, szt * sizeof *all);
+        memset(bb->remat, 0, szt);
+        bb->lazy = false;
+        mgi_ml_plan_free(&bb->ml);
+        *offload = pr.chosen;
+        pr.chosen = NULL;
+    }
+    free(pr.chosen);
+    free(all);
+    return s;
+}
+
 mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c,
                             const mg_tensor *ys, int n_ys, int n_xs,
                             mg_memory_build_fn build, const void *ctx,
@@ -1216,6 +1255,7 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c,
     best->keep_set = NULL;
     best->ml = NULL;
     best->remat = NULL;
+    best->offload = NULL;
     bsrch b = {.g = g,
                .c = c,
                .n_ys = n_ys,
@@ -1258,6 +1298,8 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c,
         if (s == MG_OK) s = ml_search(&b, peak_none, &bb);
         if (bb.ml_min_peak < bb.min_peak) bb.min_peak = bb.ml_min_peak;
         if (peak_none < bb.min_peak) bb.min_peak = peak_none;
+        if (s == MG_OK && c->offload)
+            s = offload_stage(&b, &bb, &best->offload);
     }
     best->flops = bb.found ? bb.flops : 0;
     best->peak = bb.found ? bb.peak : 0;
@@ -1290,6 +1332,8 @@ mg_status mgi_budget_search(mg_graph *g, const mg_checkpoints *c,
         mgi_ml_plan_free(&bb.ml);
         free(bb.keep);
         free(bb.remat);
+        free(best->offload);
+        best->offload = NULL;
         best->ml = NULL;
         return s;
     }

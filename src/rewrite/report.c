@@ -3,7 +3,7 @@
  * recompute and backward steps with their flops, the checkpoints and the
  * recompute segments, and the predicted peak beside plain backprop's.
  */
-#include "schedule.h"
+#include "offload.h"
 
 #include <stdlib.h>
 
@@ -70,6 +70,15 @@ mg_status mg_plan_summarize(const mg_plan *p, const mg_binding *binds,
             mgi_graph_peak(p->g, &qb, &sc, "mg_plan_summarize", &s.budget_peak);
     mgi_peak_scratch_free(&sc);
     if (st != MG_OK) return st;
+    if (p->offload) { /* its copies move the peak: the plan's own count */
+        bool *all = calloc((size_t)(p->n_tensors ? p->n_tensors : 1), 1);
+        if (!all)
+            return mg_set_error(MG_ERR_NOMEM,
+                                "mg_plan_summarize: out of memory");
+        for (int32_t k = 0; k < p->n_kept; k++) all[p->kept[k]] = true;
+        s.budget_peak = mgi_offload_peak(p, all);
+        free(all);
+    }
     *out = s;
     return MG_OK;
 }
@@ -151,6 +160,7 @@ mg_status mg_plan_report(const mg_plan *p, const mg_binding *binds, int n_binds,
             mib(a.bytes),
             a.live_peak ? (double)a.bytes / (double)a.live_peak : 1.0,
             mib(a.reserved));
+    mgi_offload_report(p, out);
     if (s.budget_bytes)
         fprintf(out,
                 "budget: %.3f MiB (%zu bytes); budget peak %.3f MiB (%zu "

@@ -96,6 +96,9 @@ typedef struct mg_budget_point {
      * it built reached and policy none's. */
     double flops;
     size_t peak, min_peak, peak_none;
+    /* NULL, or per tensor id below the graph size before mg_gradients:
+     * chosen to be offloaded (mg_checkpoints.offload); malloc'd. */
+    bool *offload;
 } mg_budget_point;
 
 /* mg_gradients under a given budget point, without the budget search:

@@ -11,6 +11,7 @@
  */
 #include "schedule.h"
 #include "backend/backend.h"
+#include "offload.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,7 @@ void mg_plan_free(mg_plan *p) {
     free(p->saved);
     free(p->out_off);
     free(p->work_off);
+    mgi_offload_free(p->offload);
     mg_plan_free(p->phase[0]);
     mg_plan_free(p->phase[1]);
     free(p);
@@ -255,9 +257,11 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
         /* needed is done with: it holds bwd now */
         s = plan_build(p, order, n_order, last_read, needed);
     }
+    if (s == MG_OK) s = mgi_offload_plan(p, opts, last_read);
     if (s == MG_OK && opts && opts->no_grad) s = check_no_grad(p);
     if (s == MG_OK) s = mgi_plan_split(p, needed, last_read, order);
     if (s == MG_OK) s = mgi_plan_lay_out(p, last_read);
+    if (s == MG_OK && p->offload) s = mgi_offload_lay_out(p);
     free(needed);
     free(order);
     free(last_read);
@@ -316,7 +320,7 @@ mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
     mg_status st = mgi_plan_bound(p, binds, n_binds, what, &bound);
     if (st != MG_OK) return st;
     size_t in_use = 0, peak = 0;
-    for (int32_t s = 0; s < p->n_steps; s++) {
+    for (int32_t s = 0; !p->offload && s < p->n_steps; s++) {
         mg_tensor t = p->steps[s];
         if (!bound[t]) in_use += mg_pool_size_class(mg_plan_nbytes(p, t));
         /* the workspace is lent after the output and returned at once */
@@ -326,6 +330,7 @@ mg_status mgi_plan_peak(const mg_plan *p, const mg_binding *binds, int n_binds,
         for (int32_t r = p->release_start[s]; r < p->release_start[s + 1]; r++)
             in_use -= mg_pool_size_class(mg_plan_nbytes(p, p->release[r]));
     }
+    if (p->offload) peak = mgi_offload_peak(p, bound);
     free(bound);
     *peak_out = peak;
     return MG_OK;
@@ -459,5 +464,6 @@ mg_status mg_plan_dump(const mg_plan *p, FILE *out) {
         }
         fputc('\n', out);
     }
+    mgi_offload_dump(p, out);
     return MG_OK;
 }

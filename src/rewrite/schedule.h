@@ -88,6 +88,8 @@ struct mg_plan {
     /* mg_plan_options.device: the device whose kernels' scratch the steps'
      * workspace was sized for (a CUDA plan lends cuBLAS some, gemm_split.h). */
     mg_device device;
+    /* mg_plan_options.offload's copies (offload.h), or NULL */
+    struct mg_offload_plan *offload;
 };
 
 /* The descriptor of tensor t (its node's). */

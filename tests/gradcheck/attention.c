@@ -96,8 +96,5 @@ START_TEST(test_gc_small_builders) {
 }
 END_TEST
 
-void gradcheck_attention_tcase(Suite *s) {
-    th_add_tcase(s, "attention", 120,
-                 TH_TESTS(test_gc_attention, test_gc_attention_fused,
-                          test_gc_attention_lse, test_gc_small_builders));
-}
+TH_PART(gradcheck_attention_tcase, "attention", 120, test_gc_attention,
+        test_gc_attention_fused, test_gc_attention_lse, test_gc_small_builders)

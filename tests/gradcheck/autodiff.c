@@ -272,11 +272,7 @@ START_TEST(test_gc_errors) {
 }
 END_TEST
 
-void gradcheck_autodiff_tcase(Suite *s) {
-    th_add_tcase(s, "autodiff", 120,
-                 TH_TESTS(test_gc_fan_out, test_gc_unused_x,
-                          test_gc_intermediate_x, test_gc_two_ys,
-                          test_gc_grad_ys_seed,
-                          test_gc_checkpoints_none_identical,
-                          test_gc_checkpoints_same_graph, test_gc_errors));
-}
+TH_PART(gradcheck_autodiff_tcase, "autodiff", 120, test_gc_fan_out,
+        test_gc_unused_x, test_gc_intermediate_x, test_gc_two_ys,
+        test_gc_grad_ys_seed, test_gc_checkpoints_none_identical,
+        test_gc_checkpoints_same_graph, test_gc_errors)

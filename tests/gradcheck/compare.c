@@ -134,8 +134,5 @@ START_TEST(test_gc_comparisons) {
 }
 END_TEST
 
-void gradcheck_compare_tcase(Suite *s) {
-    th_add_tcase(s, "compare", 120,
-                 TH_TESTS(test_gc_where, test_gc_clamp, test_gc_maximum_minimum,
-                          test_gc_comparisons));
-}
+TH_PART(gradcheck_compare_tcase, "compare", 120, test_gc_where, test_gc_clamp,
+        test_gc_maximum_minimum, test_gc_comparisons)

@@ -51,7 +51,4 @@ START_TEST(test_gc_conv2d_chain) {
 }
 END_TEST
 
-void gradcheck_conv_tcase(Suite *s) {
-    th_add_tcase(s, "conv", 120,
-                 TH_TESTS(test_gc_conv2d, test_gc_conv2d_chain));
-}
+TH_PART(gradcheck_conv_tcase, "conv", 120, test_gc_conv2d, test_gc_conv2d_chain)

@@ -83,12 +83,13 @@ END_TEST
 /* ------------------------------------------------------------------ unary */
 
 START_TEST(test_gc_unary) {
-    static const char *names[15] = {
+    static const char *names[17] = {
         "neg",         "relu",      "gelu",     "tanh",
         "sigmoid",     "exp",       "log",      "sqrt",
         "scale(-1.7)", "erf",       "pow(2.5)", "leaky_relu(0.1)",
-        "is_nonzero",  "cast(f64)", "silu"};
-    for (int op = 0; op < 15; op++) {
+        "is_nonzero",  "cast(f64)", "silu",     "pow(3)",
+        "pow(2)"};
+    for (int op = 0; op < 17; op++) {
         gc_ctx c;
         gc_begin(&c, names[op], 800 + op);
         /* log, sqrt and a fractional power need positive inputs */
@@ -112,6 +113,9 @@ START_TEST(test_gc_unary) {
         case 12: y = mg_mul(c.g, mg_is_nonzero(c.g, x), x); break;
         case 13: y = mg_cast(c.g, x, MG_F64); break;
         case 14: y = mg_silu(c.g, x); break;
+        /* the multiplied-out powers, negative bases included */
+        case 15: y = mg_pow(c.g, x, 3.0); break;
+        case 16: y = mg_pow(c.g, x, 2.0); break;
         default: y = mg_scale(c.g, x, -1.7); break;
         }
         gc_check(&c, y);
@@ -200,10 +204,7 @@ START_TEST(test_gc_scalar_ops) {
 }
 END_TEST
 
-void gradcheck_elementwise_tcase(Suite *s) {
-    th_add_tcase(s, "elementwise", 120,
-                 TH_TESTS(test_gc_add, test_gc_sub, test_gc_mul, test_gc_div,
-                          test_gc_binary_same_operand, test_gc_unary,
-                          test_gc_unary_chain, test_gc_scalar_ops,
-                          test_gc_unary_aten));
-}
+TH_PART(gradcheck_elementwise_tcase, "elementwise", 120, test_gc_add,
+        test_gc_sub, test_gc_mul, test_gc_div, test_gc_binary_same_operand,
+        test_gc_unary, test_gc_unary_chain, test_gc_scalar_ops,
+        test_gc_unary_aten)

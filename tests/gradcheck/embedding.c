@@ -24,6 +24,4 @@ START_TEST(test_gc_embedding) {
 }
 END_TEST
 
-void gradcheck_embedding_tcase(Suite *s) {
-    th_add_tcase(s, "embedding", 0, TH_TESTS(test_gc_embedding));
-}
+TH_PART(gradcheck_embedding_tcase, "embedding", 0, test_gc_embedding)

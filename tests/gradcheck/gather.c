@@ -77,7 +77,5 @@ START_TEST(test_gc_index_select) {
 }
 END_TEST
 
-void gradcheck_gather_tcase(Suite *s) {
-    th_add_tcase(s, "gather", 120,
-                 TH_TESTS(test_gc_gather, test_gc_index_select));
-}
+TH_PART(gradcheck_gather_tcase, "gather", 120, test_gc_gather,
+        test_gc_index_select)

@@ -69,8 +69,5 @@ START_TEST(test_gc_linear_cross_entropy) {
 }
 END_TEST
 
-void gradcheck_loss_tcase(Suite *s) {
-    th_add_tcase(s, "loss", 120,
-                 TH_TESTS(test_gc_cross_entropy, test_gc_mse,
-                          test_gc_linear_cross_entropy));
-}
+TH_PART(gradcheck_loss_tcase, "loss", 120, test_gc_cross_entropy, test_gc_mse,
+        test_gc_linear_cross_entropy)

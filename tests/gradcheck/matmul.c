@@ -93,9 +93,6 @@ START_TEST(test_gc_matmul_4d) {
 }
 END_TEST
 
-void gradcheck_matmul_tcase(Suite *s) {
-    th_add_tcase(s, "matmul", 120,
-                 TH_TESTS(test_gc_matmul_2d, test_gc_matmul_batched,
-                          test_gc_matmul_shared_b, test_gc_matmul_shared_a,
-                          test_gc_matmul_4d));
-}
+TH_PART(gradcheck_matmul_tcase, "matmul", 120, test_gc_matmul_2d,
+        test_gc_matmul_batched, test_gc_matmul_shared_b,
+        test_gc_matmul_shared_a, test_gc_matmul_4d)

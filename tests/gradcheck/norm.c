@@ -55,7 +55,4 @@ START_TEST(test_gc_layernorm) {
 }
 END_TEST
 
-void gradcheck_norm_tcase(Suite *s) {
-    th_add_tcase(s, "norm", 120,
-                 TH_TESTS(test_gc_batchnorm, test_gc_layernorm));
-}
+TH_PART(gradcheck_norm_tcase, "norm", 120, test_gc_batchnorm, test_gc_layernorm)

@@ -89,7 +89,5 @@ START_TEST(test_gc_pool2d_compact) {
 }
 END_TEST
 
-void gradcheck_pool_tcase(Suite *s) {
-    th_add_tcase(s, "pool", 120,
-                 TH_TESTS(test_gc_pool2d, test_gc_pool2d_compact));
-}
+TH_PART(gradcheck_pool_tcase, "pool", 120, test_gc_pool2d,
+        test_gc_pool2d_compact)

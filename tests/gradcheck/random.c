@@ -31,6 +31,4 @@ START_TEST(test_gc_dropout) {
 }
 END_TEST
 
-void gradcheck_random_tcase(Suite *s) {
-    th_add_tcase(s, "random", 120, TH_TESTS(test_gc_dropout));
-}
+TH_PART(gradcheck_random_tcase, "random", 120, test_gc_dropout)

@@ -74,7 +74,5 @@ START_TEST(test_gc_broadcast_to) {
 }
 END_TEST
 
-void gradcheck_reduce_tcase(Suite *s) {
-    th_add_tcase(s, "reduce", 120,
-                 TH_TESTS(test_gc_sum, test_gc_mean, test_gc_broadcast_to));
-}
+TH_PART(gradcheck_reduce_tcase, "reduce", 120, test_gc_sum, test_gc_mean,
+        test_gc_broadcast_to)

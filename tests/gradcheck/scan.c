@@ -24,6 +24,4 @@ START_TEST(test_gc_cumsum) {
 }
 END_TEST
 
-void gradcheck_scan_tcase(Suite *s) {
-    th_add_tcase(s, "scan", 120, TH_TESTS(test_gc_cumsum));
-}
+TH_PART(gradcheck_scan_tcase, "scan", 120, test_gc_cumsum)

@@ -77,8 +77,5 @@ START_TEST(test_gc_transpose) {
 }
 END_TEST
 
-void gradcheck_shape_tcase(Suite *s) {
-    th_add_tcase(s, "shape", 120,
-                 TH_TESTS(test_gc_reshape, test_gc_permute, test_gc_permute_4d,
-                          test_gc_transpose));
-}
+TH_PART(gradcheck_shape_tcase, "shape", 120, test_gc_reshape, test_gc_permute,
+        test_gc_permute_4d, test_gc_transpose)

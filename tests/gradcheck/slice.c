@@ -35,6 +35,4 @@ START_TEST(test_gc_slice_pad_concat) {
 }
 END_TEST
 
-void gradcheck_slice_tcase(Suite *s) {
-    th_add_tcase(s, "slice", 0, TH_TESTS(test_gc_slice_pad_concat));
-}
+TH_PART(gradcheck_slice_tcase, "slice", 0, test_gc_slice_pad_concat)

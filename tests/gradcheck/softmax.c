@@ -24,6 +24,4 @@ START_TEST(test_gc_softmax) {
 }
 END_TEST
 
-void gradcheck_softmax_tcase(Suite *s) {
-    th_add_tcase(s, "softmax", 120, TH_TESTS(test_gc_softmax));
-}
+TH_PART(gradcheck_softmax_tcase, "softmax", 120, test_gc_softmax)

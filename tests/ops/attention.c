@@ -111,8 +111,5 @@ START_TEST(test_attention_errors) {
 }
 END_TEST
 
-void ops_attention_tcase(Suite *s) {
-    th_add_tcase(s, "attention", 0,
-                 TH_TESTS(test_causal_mask_and_builders, test_attention_ref,
-                          test_attention_errors));
-}
+TH_PART(ops_attention_tcase, "attention", 0, test_causal_mask_and_builders,
+        test_attention_ref, test_attention_errors)

@@ -455,12 +455,8 @@ START_TEST(test_compare_errors) {
 }
 END_TEST
 
-void ops_compare_tcase(Suite *s) {
-    th_add_tcase(s, "compare", 0,
-                 TH_TESTS(test_compare_all_dtypes, test_compare_i64_exact,
-                          test_compare_nan, test_where_all_dtypes,
-                          test_where_inf_nan_exact,
-                          test_where_gradient_broadcast, test_clamp,
-                          test_maximum_minimum, test_compare_is_constant,
-                          test_new_attrs_hashed, test_compare_errors));
-}
+TH_PART(ops_compare_tcase, "compare", 0, test_compare_all_dtypes,
+        test_compare_i64_exact, test_compare_nan, test_where_all_dtypes,
+        test_where_inf_nan_exact, test_where_gradient_broadcast, test_clamp,
+        test_maximum_minimum, test_compare_is_constant, test_new_attrs_hashed,
+        test_compare_errors)

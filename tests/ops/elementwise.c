@@ -245,6 +245,13 @@ START_TEST(test_unary) {
                    0.5204998778130465, 0.8427007929497149, 0.9999779095030014));
         fw_check(&f, "pow 2", mg_pow(f.g, t, 2.0), 2, S(2, 3),
                  D(4, 0.25, 0, 0.25, 1, 9));
+        fw_check(&f, "pow 3", mg_pow(f.g, t, 3.0), 2, S(2, 3),
+                 D(-8, -0.125, 0, 0.125, 1, 27));
+        fw_check_tol(&f, "pow 1.5 of |x|", mg_pow(f.g, mg_abs(f.g, t), 1.5),
+                     2, S(2, 3),
+                     D(2.8284271247461903, 0.3535533905932738, 0,
+                       0.3535533905932738, 1, 5.196152422706632),
+                     4);
         fw_check(&f, "leaky_relu 0.1", mg_leaky_relu(f.g, t, 0.1), 2, S(2, 3),
                  D(-0.2, -0.05, 0, 0.5, 1, 3));
         fw_check(&f, "scale -1.5", mg_scale(f.g, t, -1.5), 2, S(2, 3),
@@ -479,14 +486,10 @@ START_TEST(test_cast_is_nonzero_checkpointed_bits) {
 }
 END_TEST
 
-void ops_elementwise_tcase(Suite *s) {
-    th_add_tcase(s, "elementwise", 0,
-                 TH_TESTS(test_binary_row_broadcast,
-                          test_binary_outer_broadcast, test_binary_scalar,
-                          test_binary_3d_broadcast_ref,
-                          test_binary_random_broadcast_ref, test_binary_errors,
-                          test_unary, test_unary_errors, test_unary_extremes,
-                          test_unary_aten, test_log_sqrt, test_cast_values,
-                          test_cast_gradient, test_cast_errors, test_is_nonzero,
-                          test_cast_is_nonzero_checkpointed_bits));
-}
+TH_PART(ops_elementwise_tcase, "elementwise", 0, test_binary_row_broadcast,
+        test_binary_outer_broadcast, test_binary_scalar,
+        test_binary_3d_broadcast_ref, test_binary_random_broadcast_ref,
+        test_binary_errors, test_unary, test_unary_errors, test_unary_extremes,
+        test_unary_aten, test_log_sqrt, test_cast_values, test_cast_gradient,
+        test_cast_errors, test_is_nonzero,
+        test_cast_is_nonzero_checkpointed_bits)

@@ -74,8 +74,5 @@ START_TEST(test_embedding_errors) {
 }
 END_TEST
 
-void ops_embedding_tcase(Suite *s) {
-    th_add_tcase(s, "embedding", 0,
-                 TH_TESTS(test_embedding, test_embedding_bad_index,
-                          test_embedding_errors));
-}
+TH_PART(ops_embedding_tcase, "embedding", 0, test_embedding,
+        test_embedding_bad_index, test_embedding_errors)

@@ -236,9 +236,5 @@ START_TEST(test_gather_errors) {
 }
 END_TEST
 
-void ops_gather_tcase(Suite *s) {
-    th_add_tcase(s, "gather", 0,
-                 TH_TESTS(test_gather_values, test_gather_int_x,
-                          test_index_select_values, test_gather_bad_index,
-                          test_gather_errors));
-}
+TH_PART(ops_gather_tcase, "gather", 0, test_gather_values, test_gather_int_x,
+        test_index_select_values, test_gather_bad_index, test_gather_errors)

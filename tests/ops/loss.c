@@ -86,8 +86,5 @@ START_TEST(test_mse) {
 }
 END_TEST
 
-void ops_loss_tcase(Suite *s) {
-    th_add_tcase(s, "loss", 0,
-                 TH_TESTS(test_cross_entropy, test_cross_entropy_bad_label,
-                          test_cross_entropy_errors, test_mse));
-}
+TH_PART(ops_loss_tcase, "loss", 0, test_cross_entropy,
+        test_cross_entropy_bad_label, test_cross_entropy_errors, test_mse)

@@ -149,8 +149,5 @@ START_TEST(test_matmul_random_ref) {
 }
 END_TEST
 
-void ops_matmul_tcase(Suite *s) {
-    th_add_tcase(s, "matmul", 0,
-                 TH_TESTS(test_matmul_2d, test_matmul_batched,
-                          test_matmul_shared, test_matmul_random_ref));
-}
+TH_PART(ops_matmul_tcase, "matmul", 0, test_matmul_2d, test_matmul_batched,
+        test_matmul_shared, test_matmul_random_ref)

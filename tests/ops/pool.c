@@ -238,9 +238,6 @@ START_TEST(test_pool_errors) {
 }
 END_TEST
 
-void ops_pool_tcase(Suite *s) {
-    th_add_tcase(s, "pool", 0,
-                 TH_TESTS(test_pool_hand, test_max_pool_ties,
-                          test_pool_random_ref, test_pool_torch,
-                          test_pool_ex_defaults, test_pool_errors));
-}
+TH_PART(ops_pool_tcase, "pool", 0, test_pool_hand, test_max_pool_ties,
+        test_pool_random_ref, test_pool_torch, test_pool_ex_defaults,
+        test_pool_errors)

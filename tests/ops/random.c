@@ -220,10 +220,7 @@ START_TEST(test_dropout_bad_p) {
 }
 END_TEST
 
-void ops_random_tcase(Suite *s) {
-    th_add_tcase(s, "random", 60,
-                 TH_TESTS(test_dropout_p0_identity, test_dropout_scale_and_rate,
-                          test_dropout_seeds, test_dropout_two_ops_one_graph,
-                          test_dropout_keep_threshold_exact,
-                          test_dropout_matches_spec, test_dropout_bad_p));
-}
+TH_PART(ops_random_tcase, "random", 60, test_dropout_p0_identity,
+        test_dropout_scale_and_rate, test_dropout_seeds,
+        test_dropout_two_ops_one_graph, test_dropout_keep_threshold_exact,
+        test_dropout_matches_spec, test_dropout_bad_p)

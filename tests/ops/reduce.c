@@ -173,9 +173,6 @@ START_TEST(test_broadcast_to) {
 }
 END_TEST
 
-void ops_reduce_tcase(Suite *s) {
-    th_add_tcase(s, "reduce", 0,
-                 TH_TESTS(test_sum_axes, test_sum_axes_unsorted, test_mean_axes,
-                          test_reduce_random_ref, test_reduce_errors,
-                          test_broadcast_to));
-}
+TH_PART(ops_reduce_tcase, "reduce", 0, test_sum_axes, test_sum_axes_unsorted,
+        test_mean_axes, test_reduce_random_ref, test_reduce_errors,
+        test_broadcast_to)

@@ -81,7 +81,4 @@ START_TEST(test_cumsum_errors) {
 }
 END_TEST
 
-void ops_scan_tcase(Suite *s) {
-    th_add_tcase(s, "scan", 0,
-                 TH_TESTS(test_cumsum_values, test_cumsum_errors));
-}
+TH_PART(ops_scan_tcase, "scan", 0, test_cumsum_values, test_cumsum_errors)

@@ -115,8 +115,5 @@ START_TEST(test_fill) {
 }
 END_TEST
 
-void ops_shape_tcase(Suite *s) {
-    th_add_tcase(s, "shape", 0,
-                 TH_TESTS(test_reshape, test_permute_transpose,
-                          test_permute_random_ref, test_fill));
-}
+TH_PART(ops_shape_tcase, "shape", 0, test_reshape, test_permute_transpose,
+        test_permute_random_ref, test_fill)

@@ -116,8 +116,5 @@ START_TEST(test_slice_errors) {
 }
 END_TEST
 
-void ops_slice_tcase(Suite *s) {
-    th_add_tcase(s, "slice", 0,
-                 TH_TESTS(test_concat_hand, test_slice_pad_hand,
-                          test_slice_pad_random_ref, test_slice_errors));
-}
+TH_PART(ops_slice_tcase, "slice", 0, test_concat_hand, test_slice_pad_hand,
+        test_slice_pad_random_ref, test_slice_errors)

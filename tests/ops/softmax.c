@@ -109,9 +109,6 @@ START_TEST(test_softmax_large_inputs) {
 }
 END_TEST
 
-void ops_softmax_tcase(Suite *s) {
-    th_add_tcase(s, "softmax", 0,
-                 TH_TESTS(test_softmax_last_axis, test_softmax_first_axis,
-                          test_softmax_middle_axis_ref, test_softmax_size1_axis,
-                          test_softmax_large_inputs));
-}
+TH_PART(ops_softmax_tcase, "softmax", 0, test_softmax_last_axis,
+        test_softmax_first_axis, test_softmax_middle_axis_ref,
+        test_softmax_size1_axis, test_softmax_large_inputs)

@@ -16,7 +16,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 import torch.fx._pytree as fx_pytree
 from torch.utils import _pytree as pytree
 
-from .. import MemgradError
+from .. import MemgradError, size_class
 from .capture import Captured, Unsupported, _Leaf, export
 
 
@@ -42,6 +42,10 @@ class _Run(torch.autograd.Function):
         ctx.cap, ctx.feeds, ctx.saved, ctx.ex, ctx.plan = \
             cap, feeds, saved, ex, plan
         ctx.env_outputs = env
+        # the leaves whose gradient autograd would add into their .grad
+        # (parameters and leaf inputs): backward may write it there itself
+        ctx.leaf_grads = {i: values[i] for i in cap.grad_leaves
+                          if values[i].is_leaf and values[i].requires_grad}
         # parameters and inputs: a write into one after the call (an
         # optimizer step before backward) is refused as PyTorch refuses
         # it; buffers are the module's to update (running statistics)
@@ -75,24 +79,88 @@ class _Run(torch.autograd.Function):
             dt = getattr(torch, y.dtype)
             feeds[s] = (gy.to(dt) if gy is not None else
                         torch.zeros(y.shape, dtype=dt)).detach().contiguous()
-        grads_t = {}
+        # Gradients land in torch's memory, never copied. A leaf with no
+        # .grad gets a fresh tensor that memgrad writes and AccumulateGrad
+        # then takes as .grad as it is. A leaf with a .grad gets its
+        # gradient in that .grad and None from here (see _into_grad):
+        # written over it where it is all zeros, else added into it
+        # (mg_exec_accumulate, the one float addition AccumulateGrad does,
+        # through one pool slot the size of the largest such gradient)
+        # instead of a second gradient buffer that AccumulateGrad would
+        # add and drop.
+        grads_t, in_place, acc = {}, set(), []
+        into = _into_grad(ctx) if getattr(cap, "grads_in_place", True) \
+            else {}
         for i, gt in zip(cap.grad_leaves, cap.grads):
-            if ctx.needs_input_grad[2 + i] and gt not in cap.seeds:
+            if not ctx.needs_input_grad[2 + i] or gt in cap.seeds:
+                continue
+            g = into.get(i)
+            if g is not None:
+                feeds[gt] = g
+                in_place.add(i)
+                if g.any():  # a read costs less than the addition saved
+                    acc.append(gt)
+                    slot = size_class(g.numel() * g.element_size())
+                    ctx.ex.accumulation_slot = max(
+                        slot, getattr(ctx.ex, "accumulation_slot", 0))
+            else:
                 v = feeds[cap.leaf_tensors[i]]
                 feeds[gt] = grads_t[i] = torch.empty_like(v)
-        grads = ctx.ex.backward(ctx.plan, ctx.saved, feeds)
+        if acc:
+            ctx.ex.accumulate(acc)
+        try:
+            grads = ctx.ex.backward(ctx.plan, ctx.saved, feeds)
+        finally:
+            if acc:
+                ctx.ex.accumulate([])
         ctx.saved.free()
         ctx.saved = None
         out = [None] * ctx.n_values
         for i, gt in zip(cap.grad_leaves, cap.grads):
-            if not ctx.needs_input_grad[2 + i]:
+            if not ctx.needs_input_grad[2 + i] or i in in_place:
                 continue
             if gt in cap.seeds:  # y is the leaf itself
                 k = cap.seeds.index(gt)
                 out[i] = grad_outputs[k]
             else:
                 out[i] = grads_t.get(i, grads.get(gt))
+        # AccumulateGrad takes a gradient nobody else holds as .grad
+        del grads, grads_t, feeds
         return (None, None) + tuple(out)
+
+
+def _into_grad(ctx):
+    """{leaf index: its .grad} for the leaves whose gradient backward may
+    write into .grad itself, as AccumulateGrad would: a .backward() that
+    runs the leaf's AccumulateGrad (not torch.autograd.grad, not a
+    backward(inputs=...) leaving it out), no create_graph (grad mode on
+    in backward), no hook on the leaf to see the gradient first, and a
+    .grad memgrad can write (dense, contiguous, the leaf's dtype, device
+    and shape, not itself part of a graph)."""
+    if torch.is_grad_enabled():
+        return {}
+    into, seen, tied = {}, set(), set()
+    for p in ctx.leaf_grads.values():
+        (tied if id(p) in seen else seen).add(id(p))
+    for i, p in ctx.leaf_grads.items():
+        g = p.grad
+        # a parameter at two leaves (tied weights, as export may lift
+        # them) gets two gradients, which autograd sums
+        if g is None or id(p) in tied or p._backward_hooks or \
+                getattr(p, "_post_accumulate_grad_hooks", None):
+            continue
+        if not (g.layout == torch.strided and g.is_contiguous() and
+                g.dtype == p.dtype and g.device == p.device and
+                g.shape == p.shape and not g.requires_grad):
+            continue
+        try:
+            node = torch.autograd.graph.get_gradient_edge(p).node
+            runs = torch._C._will_engine_execute_node(node)
+        except RuntimeError:  # torch.autograd.grad: .grad is not written
+            return {}
+        if runs:
+            into[i] = g
+    return into
 
 
 def _device_of(values):
@@ -188,13 +256,19 @@ class Module(torch.nn.Module):
     (with budget_bytes, mg_checkpoints.budget_bytes). example_inputs
     (and example_kwargs) are captured at construction so that an error
     shows here; any later call with other shapes, another mode
-    (train/eval) or other parameters requiring grad plans again."""
+    (train/eval) or other parameters requiring grad plans again.
+
+    A parameter's gradient is computed into torch memory that becomes its
+    .grad, or into its .grad itself where it has one (added into it, as
+    autograd would). grads_in_place=False hands every gradient to
+    autograd's AccumulateGrad instead (hooks on AccumulateGrad nodes,
+    which memgrad cannot see, then see a gradient: DDP's do)."""
 
     MAX_PLANS = 8
 
     def __init__(self, module, example_inputs=(), policy="memory",
                  budget_bytes=None, compact=False, store16=False,
-                 example_kwargs=None):
+                 example_kwargs=None, grads_in_place=True):
         super().__init__()
         if policy == "budget" and not budget_bytes:
             raise ValueError("memgrad.torch.Module: policy='budget' needs "
@@ -205,6 +279,7 @@ class Module(torch.nn.Module):
         self.module = module
         self._opts = dict(policy=policy, budget_bytes=int(budget_bytes or 0),
                           compact=bool(compact), store16=bool(store16))
+        self._grads_in_place = bool(grads_in_place)
         self._plans = collections.OrderedDict()
         self._example = (tuple(example_inputs), dict(example_kwargs or {}))
         self._cap = self._plan_for(*self._example)
@@ -234,6 +309,7 @@ class Module(torch.nn.Module):
                                         **self._opts)
             cap.extra_kwargs = {k: v for k, v in fixed.items()
                                 if k not in kwargs}
+            cap.grads_in_place = self._grads_in_place
             self._plans[key] = cap
             while len(self._plans) > self.MAX_PLANS:
                 self._plans.popitem(last=False)
@@ -258,11 +334,22 @@ class Module(torch.nn.Module):
     @property
     def predicted_peak(self):
         """The pool peak a training step is predicted to reach, with the
-        gradients in PyTorch's memory (as the call binds them)."""
+        gradients in PyTorch's memory (as the call binds them). A step
+        that adds a gradient into a .grad holding other values than zeros
+        also uses the executor's accumulation slot (accumulation_slot
+        bytes, in use only while such a gradient is computed)."""
         cap = self._cap
         bound = [t for t in cap.grads if t not in cap.seeds]
         pk = self.plan.phase_peaks(bound=bound)
         return max(pk["forward"], pk["backward"])
+
+    @property
+    def accumulation_slot(self):
+        """The pool block gradients are added into .grad through: the
+        size class of the largest gradient so added by this module's
+        executor (0 while none was: a .grad that is None or all zeros is
+        written, not added into)."""
+        return getattr(self.executor, "accumulation_slot", 0)
 
     def report(self):
         return self.plan.report()
@@ -293,7 +380,8 @@ class Module(torch.nn.Module):
         # executors hold memgrad memory of their own and are not copied)
         args, kwargs = self._example
         return Module(copy.deepcopy(self.module, memo), args,
-                      example_kwargs=kwargs, **self._opts)
+                      example_kwargs=kwargs,
+                      grads_in_place=self._grads_in_place, **self._opts)
 
     def __getstate__(self):
         raise TypeError(

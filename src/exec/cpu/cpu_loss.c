@@ -169,13 +169,21 @@ mg_status mgi_cpu_mse(const mg_kargs *ka) {
 LCE_DEF(float, f32, cblas_sgemm)
 LCE_DEF(double, f64, cblas_dgemm)
 
+/* linear_cross_entropy's dims (grad 0) or its gradient's (grad 1), and
+ * every label (input 2 + grad) checked before any is read, as
+ * cross_entropy does. */
+static mg_status lce_setup(const mg_kargs *ka, int grad, mg_lce_dims *d) {
+    mg_status s = mg_lce_dims_setup(ka, grad, !grad, d);
+    const mg_kbuf *labels = &ka->in[2 + grad];
+    if (s == MG_OK)
+        s = mg_kernel_check_indices(ka, labels->data, labels->d.dtype, d->rows,
+                                    d->vocab, "label", "row");
+    return s;
+}
+
 mg_status mgi_cpu_linear_cross_entropy(const mg_kargs *ka) {
     mg_lce_dims d = {0}; /* set by setup; zero for -O3 flow analysis */
-    mg_status s = mg_lce_dims_setup(ka, 0, 1, &d);
-    /* every label checked before any is read, as cross_entropy does */
-    if (s == MG_OK)
-        s = mg_kernel_check_indices(ka, ka->in[2].data, ka->in[2].d.dtype,
-                                    d.rows, d.vocab, "label", "row");
+    mg_status s = lce_setup(ka, 0, &d);
     if (s != MG_OK) return s;
     return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, lce, ka->in[0].data,
                            ka->in[1].data, ka->in[2].data, ka->in[2].d.dtype,
@@ -184,10 +192,7 @@ mg_status mgi_cpu_linear_cross_entropy(const mg_kargs *ka) {
 
 mg_status mgi_cpu_linear_cross_entropy_grad(const mg_kargs *ka) {
     mg_lce_dims d = {0}; /* set by setup; zero for -O3 flow analysis */
-    mg_status s = mg_lce_dims_setup(ka, 1, 0, &d);
-    if (s == MG_OK)
-        s = mg_kernel_check_indices(ka, ka->in[3].data, ka->in[3].d.dtype,
-                                    d.rows, d.vocab, "label", "row");
+    mg_status s = lce_setup(ka, 1, &d);
     if (s != MG_OK) return s;
     return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, lce_grad, ka->in[0].data,
                            ka->in[1].data, ka->in[2].data, ka->in[3].data,
