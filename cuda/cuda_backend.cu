@@ -215,6 +215,16 @@ static mg_status cuda_run_op(void *ctx, const mg_kargs *a) {
         return mg_set_error(MG_ERR_UNSUPPORTED,
                             "cuda backend: no kernel for op %s",
                             mgi_op_str(a->op));
+    /* No CUDA kernel computes in bfloat16 or float16 yet (issue 47): the
+     * float ones would read 2-byte elements as 4-byte ones. */
+    for (int i = -1; i < a->n_in; i++) {
+        const mg_dtype d = i < 0 ? a->out.d.dtype : a->in[i].d.dtype;
+        if (d == MG_BF16 || d == MG_F16)
+            return mg_kernel_fail(a, MG_ERR_DTYPE,
+                                  "cuda backend: %s has no %s kernel yet "
+                                  "(16-bit ops run on the CPU)",
+                                  mgi_op_str(a->op), mg_dtype_name(d));
+    }
     /* A plan for this device lent cuBLAS room to split K after the op's
      * own workspace (backend/gemm_split.h); it is the step's only while the
      * step runs, so cuBLAS gets it for this op and then none again. */

@@ -108,7 +108,11 @@ typedef enum mg_dtype {
     MG_F32 = 0,
     MG_F64 = 1,
     MG_I32 = 2, /* integer labels and indices; not differentiable */
-    MG_I64 = 3  /* the same, as int64 (how PyTorch and ONNX hand them) */
+    MG_I64 = 3, /* the same, as int64 (how PyTorch and ONNX hand them) */
+    /* 16-bit floats, stored in 2 bytes (src/common/half.h). On the CPU an
+     * op computes in float32 and rounds its output once (docs/half.md). */
+    MG_BF16 = 4, /* bfloat16: float32's exponent, 8 significant bits */
+    MG_F16 = 5   /* IEEE 754 binary16 (float16, "half") */
 } mg_dtype;
 
 #define MG_MAX_DIMS 8
@@ -266,8 +270,9 @@ mg_tensor mg_is_nonzero(mg_graph *g, mg_tensor x);
 /* x converted to dtype, elementwise, same shape (torch's .to(dtype), ONNX
  * Cast). A float becomes an integer truncated toward zero and saturated at
  * the integer's range, NaN becoming 0; int64 to int32 keeps the low bits.
- * Between float dtypes the gradient is gy cast back; integer tensors get
- * none. */
+ * To bf16 or f16 a value rounds once, to nearest, ties to even (overflow
+ * to infinity). Between float dtypes the gradient is gy cast back; integer
+ * tensors get none. */
 MG_API
 mg_tensor mg_cast(mg_graph *g, mg_tensor x, mg_dtype dtype);
 

@@ -442,7 +442,7 @@ START_TEST(test_bad_inputs) {
     TH_FAIL(mg_linear_cross_entropy(g, h, w64, lab, 0), MG_ERR_DTYPE, op,
             "h is f32 but w is f64");
     TH_FAIL(mg_linear_cross_entropy(g, lab, w, lab, 0), MG_ERR_DTYPE, op,
-            "h must be f32 or f64");
+            "h must be f32, f64, bf16 or f16");
     TH_FAIL(mg_linear_cross_entropy(g, h, w, lab, -2), MG_ERR_INVALID_ARG, op,
             "chunk_rows -2");
     TH_FAIL(mg_linear_cross_entropy(g, h, w, 12345, 0), MG_ERR_UNKNOWN_ID, op,

@@ -11,6 +11,8 @@
 #include "helpers.h"
 #include "memgrad_models.h"
 
+#include "common/half.h"
+
 /* ------------------------------------------------------------------ configs */
 
 /* tiny: for finite differences in f64; else small enough for ASan. */
@@ -332,6 +334,12 @@ static void check_policies_dt(mg_model_kind kind, mg_dtype dt) {
             if (dt == MG_F64) {
                 memcpy(&va, a + j * es, es);
                 memcpy(&ve, e + j * es, es);
+            } else if (es == 2) { /* bf16 or f16 */
+                uint16_t ha, he;
+                memcpy(&ha, a + j * es, es);
+                memcpy(&he, e + j * es, es);
+                va = dt == MG_BF16 ? mg_f32_from_bf16(ha) : mg_f32_from_f16(ha);
+                ve = dt == MG_BF16 ? mg_f32_from_bf16(he) : mg_f32_from_f16(he);
             } else {
                 float fa, fe;
                 memcpy(&fa, a + j * es, es);
@@ -504,8 +512,23 @@ START_TEST(test_bad_arguments) {
 }
 END_TEST
 
+/* The same in bfloat16 and float16 (issue 47): every op widened to float32
+ * on the CPU and rounded once, recomputed ops bit for bit. */
+static void check_policies_half(mg_model_kind kind) {
+    check_policies_dt(kind, MG_BF16);
+    check_policies_dt(kind, MG_F16);
+}
+START_TEST(test_policies_half_mlp) { check_policies_half(MG_MODEL_MLP); }
+END_TEST
+START_TEST(test_policies_half_resnet) { check_policies_half(MG_MODEL_RESNET); }
+END_TEST
+START_TEST(test_policies_half_gpt) { check_policies_half(MG_MODEL_GPT); }
+END_TEST
+
 TH_MAIN("models", "models", 300, test_bad_arguments, test_init_is_seeded,
         test_sgd_mlp, test_sgd_resnet, test_sgd_unet, test_sgd_transformer,
         test_fd_mlp, test_fd_resnet, test_fd_unet, test_fd_transformer,
         test_policies_mlp, test_policies_resnet, test_policies_unet,
-        test_policies_transformer, test_sgd_gpt, test_fd_gpt, test_policies_gpt)
+        test_policies_transformer, test_sgd_gpt, test_fd_gpt, test_policies_gpt,
+        test_policies_half_mlp, test_policies_half_resnet,
+        test_policies_half_gpt)

@@ -18,7 +18,8 @@ __all__ = ["Graph", "Tensor", "Plan", "Executor", "Array", "Saved",
            "OnnxModel", "onnx_import", "onnx_op_types", "MemgradError",
            "POLICIES"]
 
-_DTYPES = {"float32": 0, "float64": 1, "int32": 2, "int64": 3}
+_DTYPES = {"float32": 0, "float64": 1, "int32": 2, "int64": 3,
+           "bfloat16": 4, "float16": 5}
 _DTYPE_NAMES = {v: k for k, v in _DTYPES.items()}
 POLICIES = {"none": 0, "collection": 1, "memory": 2, "speed": 3, "budget": 4}
 
@@ -668,7 +669,7 @@ class Executor:
 
 
 _CTYPES = {0: ctypes.c_float, 1: ctypes.c_double, 2: ctypes.c_int32,
-           3: ctypes.c_int64}
+           3: ctypes.c_int64, 4: ctypes.c_uint16, 5: ctypes.c_uint16}
 
 
 class OnnxModel:

@@ -38,7 +38,8 @@ STRUCTS = {
 
 ENUMS = dict(
     [("MG_" + {"float32": "F32", "float64": "F64", "int32": "I32",
-               "int64": "I64"}[k], v) for k, v in memgrad._DTYPES.items()]
+               "int64": "I64", "bfloat16": "BF16", "float16": "F16"}[k], v)
+      for k, v in memgrad._DTYPES.items()]
     + [("MG_CKPT_" + k.upper(), v) for k, v in memgrad.POLICIES.items()]
     + [("MG_DEVICE_" + k.upper(), v) for k, v in memgrad._DEVICES.items()])
 

@@ -26,6 +26,7 @@ extern "C" {
 #ifdef __cplusplus
 }
 #endif
+#include "../common/half.h"
 #include "../common/linear_ce.h"
 
 #include <inttypes.h>
@@ -601,25 +602,8 @@ static inline mg_status mg_norm_dims_setup(const mg_kargs *a, const mg_tdesc *x,
     return MG_OK;
 }
 
-/* ---- 16-bit storage (pack_bf16, unpack_bf16) ----------------------------- */
-
-/* x as bfloat16: its top 16 bits, rounded to nearest, ties to even (a
- * value past the largest bfloat16 becomes infinity); a NaN stays a quiet
- * NaN of its sign. The same bits on every device. */
-MG_KFN uint16_t mg_bf16_from_f32(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-MG_KFN float mg_f32_from_bf16(uint16_t h) {
-    const uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
+/* ---- 16-bit storage (pack_bf16, unpack_bf16): mg_bf16_from_f32 and
+ * mg_f32_from_bf16 are in common/half.h, with float16's -------------- */
 
 /* ---- elementwise formulas ------------------------------------------------ */
 

@@ -188,6 +188,13 @@ size_t mgi_tdesc_nbytes(const mg_tdesc *d);
 bool mgi_tdesc_same_shape(const mg_tdesc *a, const mg_tdesc *b);
 /* Writes "[2,3,4]" into buf. Returns buf. */
 char *mgi_shape_str(const mg_tdesc *d, char *buf, size_t len);
+/* The float dtypes (f32, f64, bf16, f16), and the 16-bit ones among them. */
+static inline bool mgi_dtype_is_float(mg_dtype d) {
+    return d == MG_F32 || d == MG_F64 || d == MG_BF16 || d == MG_F16;
+}
+static inline bool mgi_dtype_is_half(mg_dtype d) {
+    return d == MG_BF16 || d == MG_F16;
+}
 const char *mgi_op_str(mg_op op);
 
 /* mg_set_error, which records a message for mg_last_error(), is public

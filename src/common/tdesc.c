@@ -13,6 +13,8 @@ const char *mg_dtype_name(mg_dtype d) {
     case MG_F64: return "f64";
     case MG_I32: return "i32";
     case MG_I64: return "i64";
+    case MG_BF16: return "bf16";
+    case MG_F16: return "f16";
     }
     return "?";
 }
@@ -23,6 +25,8 @@ size_t mg_dtype_size(mg_dtype d) {
     case MG_F64: return 8;
     case MG_I32: return 4;
     case MG_I64: return 8;
+    case MG_BF16: return 2;
+    case MG_F16: return 2;
     }
     return 0;
 }

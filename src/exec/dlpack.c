@@ -19,6 +19,8 @@ static bool dtype_matches(mg_dtype d, DLDataType t) {
     case MG_F64: return t.code == kDLFloat && t.bits == 64;
     case MG_I32: return t.code == kDLInt && t.bits == 32;
     case MG_I64: return t.code == kDLInt && t.bits == 64;
+    case MG_BF16: return t.code == kDLBfloat && t.bits == 16;
+    case MG_F16: return t.code == kDLFloat && t.bits == 16;
     }
     return false;
 }
@@ -136,6 +138,7 @@ mg_status mgi_dlpack_export_ref(mg_exec *ex, mgi_block_ref *r,
     const mg_tdesc *d = &r->d;
     memcpy(e->shape, d->shape, sizeof e->shape);
     DLDataType dt = {d->dtype == MG_I32 || d->dtype == MG_I64 ? kDLInt
+                     : d->dtype == MG_BF16                    ? kDLBfloat
                                                               : kDLFloat,
                      (uint8_t)(8 * mg_dtype_size(d->dtype)), 1};
     e->m.dl_tensor =

@@ -907,6 +907,8 @@ void mgi_graph_op_cost(const mg_graph *g, mg_tensor t, double *flops,
 size_t mgi_graph_op_workspace(const mg_graph *g, mg_tensor t) {
     const mg_node *n = &g->nodes[t];
     mg_workspace_fn *ws = mgi_op_table[n->op].workspace;
+    size_t widened; /* a bfloat16 or float16 op: ops_widen.c */
+    if (mgi_graph_widen_workspace(g, t, ws, &widened)) return widened;
     if (!ws) return 0;
     mg_tdesc in[MG_MAX_INPUTS];
     for (int i = 0; i < n->n_in; i++) in[i] = *mgi_graph_desc(g, n->in[i]);

@@ -155,6 +155,11 @@ void mgi_graph_op_cost(const mg_graph *g, mg_tensor t, double *flops,
                        double *bytes);
 /* Workspace bytes the kernels computing t need (0 for most ops). */
 size_t mgi_graph_op_workspace(const mg_graph *g, mg_tensor t);
+/* For a step on bfloat16 or float16 tensors (common/widen.h): true, with
+ * *bytes its float32 copies plus its rule ws (NULL: none) on the float32
+ * descriptors. False for any other step. (ops_widen.c) */
+bool mgi_graph_widen_workspace(const mg_graph *g, mg_tensor t,
+                               mg_workspace_fn *ws, size_t *bytes);
 
 /* ---- analysis (igraph) --------------------------------------------------- */
 

@@ -42,8 +42,8 @@ mg_status mgi_shape_check(int ndim, const int64_t *shape, char *why,
 
 mg_status mgi_float_check(const mg_tdesc *d, const char *what, char *why,
                           size_t len) {
-    if (d->dtype == MG_F32 || d->dtype == MG_F64) return MG_OK;
-    snprintf(why, len, "%s must be f32 or f64, not %s", what,
+    if (mgi_dtype_is_float(d->dtype)) return MG_OK;
+    snprintf(why, len, "%s must be f32, f64, bf16 or f16, not %s", what,
              mg_dtype_name(d->dtype));
     return MG_ERR_DTYPE;
 }

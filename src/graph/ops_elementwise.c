@@ -176,7 +176,7 @@ mg_tensor mg_leaky_relu(mg_graph *g, mg_tensor x, double alpha) {
     return unary_build(g, MG_OP_LEAKY_RELU, x, alpha);
 }
 mg_tensor mg_cast(mg_graph *g, mg_tensor x, mg_dtype dtype) {
-    if (dtype < MG_F32 || dtype > MG_I64) {
+    if (mg_dtype_size(dtype) == 0) {
         mg_set_error(MG_ERR_DTYPE, "cast: unknown target dtype %d", (int)dtype);
         return MG_NO_TENSOR;
     }

@@ -145,8 +145,8 @@ mg_status mgi_fill_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                          mg_tdesc *out, char *why, size_t len) {
     (void)in, (void)n_in;
     int dtype = a->dtype;
-    if (dtype != MG_F32 && dtype != MG_F64) {
-        snprintf(why, len, "dtype must be f32 or f64, not %s",
+    if (!mgi_dtype_is_float((mg_dtype)dtype)) {
+        snprintf(why, len, "dtype must be f32, f64, bf16 or f16, not %s",
                  mg_dtype_name((mg_dtype)dtype));
         return MG_ERR_DTYPE;
     }

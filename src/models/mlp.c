@@ -19,8 +19,8 @@ mg_model *mg_model_mlp(int depth, int width, int batch, int in_features,
         !mgm_check(classes >= 1, who, "classes = %d must be >= 1", classes) ||
         !mgm_check(dropout >= 0 && dropout < 1, who,
                    "dropout = %g must be in [0, 1)", dropout) ||
-        !mgm_check(dtype == MG_F32 || dtype == MG_F64, who,
-                   "dtype = %s must be f32 or f64", mg_dtype_name(dtype)))
+        !mgm_check(mgi_dtype_is_float(dtype), who,
+                   "dtype = %s must be f32, f64, bf16 or f16", mg_dtype_name(dtype)))
         return NULL;
     mg_model *m = mgm_new(MG_MODEL_MLP, dtype, seed);
     if (!m) return NULL;

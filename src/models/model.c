@@ -4,6 +4,7 @@
  * mg_model_gradients, and seeded initialisation of parameters and data.
  */
 #include "models_internal.h"
+#include "common/half.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -174,6 +175,8 @@ static void fill(mg_dtype dt, void *p, int64_t n, uint64_t *rng, mgm_init init,
         if (init == MGM_INIT_CONST) v = a;
         else v = lo + (hi - lo) * mgm_rng_uniform(rng);
         if (dt == MG_F64) ((double *)p)[k] = v;
+        else if (dt == MG_BF16) ((uint16_t *)p)[k] = mg_bf16_from_f64(v);
+        else if (dt == MG_F16) ((uint16_t *)p)[k] = mg_f16_from_f64(v);
         else ((float *)p)[k] = (float)v;
     }
 }

@@ -45,8 +45,8 @@ mg_model *mg_model_resnet(int depth, int width, int batch, int image,
         !mgm_check(batch >= 1, who, "batch = %d must be >= 1", batch) ||
         !mgm_check(image >= 1, who, "image = %d must be >= 1", image) ||
         !mgm_check(classes >= 1, who, "classes = %d must be >= 1", classes) ||
-        !mgm_check(dtype == MG_F32 || dtype == MG_F64, who,
-                   "dtype = %s must be f32 or f64", mg_dtype_name(dtype)))
+        !mgm_check(mgi_dtype_is_float(dtype), who,
+                   "dtype = %s must be f32, f64, bf16 or f16", mg_dtype_name(dtype)))
         return NULL;
     mg_model *m = mgm_new(MG_MODEL_RESNET, dtype, seed);
     if (!m) return NULL;

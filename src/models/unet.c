@@ -52,8 +52,8 @@ mg_model *mg_model_unet(int depth, int channels, int batch, int image,
         !mgm_check(((int64_t)channels << depth) <= (1 << 24), who,
                    "channels << depth = %lld is too large",
                    (long long)((int64_t)channels << depth)) ||
-        !mgm_check(dtype == MG_F32 || dtype == MG_F64, who,
-                   "dtype = %s must be f32 or f64", mg_dtype_name(dtype)))
+        !mgm_check(mgi_dtype_is_float(dtype), who,
+                   "dtype = %s must be f32, f64, bf16 or f16", mg_dtype_name(dtype)))
         return NULL;
     mg_model *m = mgm_new(MG_MODEL_UNET, dtype, seed);
     if (!m) return NULL;

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool is_float(mg_dtype d) { return d == MG_F32 || d == MG_F64; }
+static bool is_float(mg_dtype d) { return mgi_dtype_is_float(d); }
 
 static mg_status check_args(const mg_graph *g, const mg_tensor *ys, int n_ys,
                             const mg_tensor *grad_ys, const mg_tensor *xs,

@@ -444,11 +444,11 @@ START_TEST(test_compare_errors) {
     TH_FAIL(mg_clamp(g, l.x4, 0, NAN), MG_ERR_INVALID_ARG, "clamp",
             "bound hi is NaN");
     TH_FAIL(mg_clamp(g, l.xi, 0, 1), MG_ERR_DTYPE, "clamp(",
-            "x must be f32 or f64, not i32");
+            "x must be f32, f64, bf16 or f16, not i32");
     TH_FAIL(mg_clamp(g, 9999, 0, 1), MG_ERR_UNKNOWN_ID, "clamp",
             "not in the graph");
     TH_FAIL(mg_maximum(g, l.xi, l.xi), MG_ERR_DTYPE, "maximum(",
-            "must be f32 or f64");
+            "must be f32, f64, bf16 or f16");
     TH_FAIL(mg_minimum(g, l.x4, l.v3), MG_ERR_SHAPE, "minimum(",
             "do not broadcast");
     mg_graph_free(g);

@@ -194,21 +194,21 @@ END_TEST
 START_TEST(test_unary_errors) {
     th_bad_leaves l;
     th_bad_leaves_make(&l);
-    TH_FAIL(mg_erf(l.g, l.xi), MG_ERR_DTYPE, "erf", "must be f32 or f64");
-    TH_FAIL(mg_pow(l.g, l.xi, 2.0), MG_ERR_DTYPE, "pow", "must be f32 or f64");
+    TH_FAIL(mg_erf(l.g, l.xi), MG_ERR_DTYPE, "erf", "must be f32, f64, bf16 or f16");
+    TH_FAIL(mg_pow(l.g, l.xi, 2.0), MG_ERR_DTYPE, "pow", "must be f32, f64, bf16 or f16");
     TH_FAIL(mg_leaky_relu(l.g, l.xi, 0.1), MG_ERR_DTYPE, "leaky_relu",
-            "must be f32 or f64");
+            "must be f32, f64, bf16 or f16");
     TH_FAIL(mg_pow(l.g, l.x4, NAN), MG_ERR_INVALID_ARG, "pow", "not finite");
     TH_FAIL(mg_leaky_relu(l.g, l.x4, INFINITY), MG_ERR_INVALID_ARG,
             "leaky_relu", "not finite");
     TH_FAIL(mg_erf(l.g, 9999), MG_ERR_UNKNOWN_ID, "erf", "not in the graph");
     TH_FAIL(mg_erf(NULL, l.x4), MG_ERR_INVALID_ARG, "erf", "graph is NULL");
     TH_FAIL(mg_reciprocal(l.g, l.xi), MG_ERR_DTYPE, "reciprocal(",
-            "x must be f32 or f64, not i32");
-    TH_FAIL(mg_rsqrt(l.g, l.xi), MG_ERR_DTYPE, "rsqrt(", "must be f32 or f64");
-    TH_FAIL(mg_sin(l.g, l.xi), MG_ERR_DTYPE, "sin(", "must be f32 or f64");
+            "x must be f32, f64, bf16 or f16, not i32");
+    TH_FAIL(mg_rsqrt(l.g, l.xi), MG_ERR_DTYPE, "rsqrt(", "must be f32, f64, bf16 or f16");
+    TH_FAIL(mg_sin(l.g, l.xi), MG_ERR_DTYPE, "sin(", "must be f32, f64, bf16 or f16");
     TH_FAIL(mg_cos(l.g, 9999), MG_ERR_UNKNOWN_ID, "cos", "not in the graph");
-    TH_FAIL(mg_abs(l.g, l.xi), MG_ERR_DTYPE, "abs(", "must be f32 or f64");
+    TH_FAIL(mg_abs(l.g, l.xi), MG_ERR_DTYPE, "abs(", "must be f32, f64, bf16 or f16");
     TH_FAIL(mg_abs(NULL, l.x4), MG_ERR_INVALID_ARG, "abs", "graph is NULL");
     mg_graph_free(l.g);
 }
@@ -432,7 +432,7 @@ START_TEST(test_cast_errors) {
     TH_FAIL(mg_cast(NULL, l.x4, MG_F32), MG_ERR_INVALID_ARG, "cast",
             "graph is NULL");
     TH_FAIL(mg_is_nonzero(l.g, l.xi), MG_ERR_DTYPE, "is_nonzero",
-            "must be f32 or f64");
+            "must be f32, f64, bf16 or f16");
     mg_graph_free(l.g);
 }
 END_TEST

@@ -67,7 +67,7 @@ START_TEST(test_embedding_errors) {
     TH_FAIL(mg_embedding(g, l.x4, idx), MG_ERR_SHAPE, "embedding",
             "table must be 2-D");
     TH_FAIL(mg_embedding(g, itab, idx), MG_ERR_DTYPE, "embedding",
-            "table must be f32 or f64");
+            "table must be f32, f64, bf16 or f16");
     TH_FAIL(mg_embedding(g, table, deep), MG_ERR_SHAPE, "embedding",
             "at most 7 dims");
     mg_graph_free(g);

@@ -66,7 +66,7 @@ START_TEST(test_cumsum_errors) {
     th_bad_leaves_make(&l);
     mg_tensor s = mg_input(l.g, "s", MG_F32, 0, NULL);
     TH_FAIL(mg_cumsum(l.g, l.xi, 0), MG_ERR_DTYPE, "cumsum(",
-            "x must be f32 or f64, not i32");
+            "x must be f32, f64, bf16 or f16, not i32");
     TH_FAIL(mg_cumsum(l.g, l.x4, 4), MG_ERR_INVALID_ARG, "cumsum(",
             "axis 4 is out of range for 4 dims");
     TH_FAIL(mg_cumsum(l.g, l.x4, -5), MG_ERR_INVALID_ARG, "cumsum(",

@@ -132,7 +132,8 @@ def _to_copy(cx, node, x, dtype=None, **kwargs):
     t = cx.t(x)
     if dtype is None or cx.dtype_name(dtype) == t.dtype:
         return t
-    if cx.dtype_name(dtype) not in ("float32", "float64"):
+    if cx.dtype_name(dtype) not in ("float32", "float64", "bfloat16",
+                                    "float16"):
         raise Unmapped("a cast of %s to %s inside the computation (memgrad "
                        "computes in float32 and float64)" % (t.dtype, dtype))
     # RMSNorm's float32 upcast, say: in a float64 model it rounds to

@@ -29,7 +29,8 @@ from .. import Graph, Tensor
 from . import aten
 from ._devices import PerDevice
 
-_FLOAT = {torch.float32: "float32", torch.float64: "float64"}
+_FLOAT = {torch.float32: "float32", torch.float64: "float64",
+          torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
 class Unsupported(NotImplementedError):
@@ -142,15 +143,16 @@ class Captured(PerDevice):
         if not floats:
             raise Unsupported(self.module_name, [(
                 "inputs", 1, ["forward"],
-                "no float32 or float64 parameter or input to compute in")])
+                "no float parameter or input to compute in")])
         dts = {v.dtype for v in floats if v.is_floating_point()}
         self.torch_dtype = floats[0].dtype
         if len(dts) > 1:
             raise Unsupported(self.module_name, [(
                 "dtypes", 1, ["forward"],
-                "float32 and float64 mixed; memgrad's graph computes in "
+                "%s mixed; memgrad's graph computes in "
                 "one float dtype (convert the model and inputs with "
-                ".float() or .double())")])
+                ".float() or .double())"
+                % " and ".join(sorted(str(d) for d in dts)))])
         other = [v.dtype for v in ex if torch.is_tensor(v) and
                  v.is_floating_point() and v.dtype not in _FLOAT]
         if other:

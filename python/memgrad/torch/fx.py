@@ -196,7 +196,8 @@ def _class_name(cls):
     return cls.__module__ + "." + cls.__qualname__
 
 
-_DTYPE_NAMES = {torch.float32: "float32", torch.float64: "float64"}
+_DTYPE_NAMES = {torch.float32: "float32", torch.float64: "float64",
+                torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
 def _dtype_of(module, example_inputs):
@@ -206,7 +207,8 @@ def _dtype_of(module, example_inputs):
     dts |= {x.dtype for x in example_inputs if torch.is_tensor(x)}
     if len(dts) != 1 or next(iter(dts)) not in _DTYPE_NAMES:
         raise TypeError("memgrad.torch: parameters and inputs must all be "
-                        "float32 or all float64, not %s (convert the model "
+                        "float32 or all float64 (or all bfloat16, or all "
+                        "float16), not %s (convert the model "
                         "with .float() or .double() and the inputs alike)"
                         % sorted(str(d) for d in dts))
     return _DTYPE_NAMES[next(iter(dts))]

@@ -36,7 +36,15 @@ static mg_status cpu_copy(void *ctx, void *dst, const void *src, size_t n) {
     return MG_OK;
 }
 
+static mg_status cpu_run_f32(void *ctx, const mg_kargs *a);
+
 static mg_status cpu_run_op(void *ctx, const mg_kargs *a) {
+    mg_status s; /* bfloat16 and float16 run widened (cpu_widen.c) */
+    if (mgi_cpu_widen_run(ctx, a, cpu_run_f32, &s)) return s;
+    return cpu_run_f32(ctx, a);
+}
+
+static mg_status cpu_run_f32(void *ctx, const mg_kargs *a) {
     mg_status s;
     /* f32 convolutions and pools go to oneDNN where it is built in and
      * takes them (cpu_onednn.c), with this executor's cached primitives */
@@ -72,7 +80,20 @@ static bool cpu_supports_op(void *ctx, mg_op op) {
     return cpu_has_kernel(op);
 }
 
+static size_t cpu_f32_workspace(const mg_kargs *a);
+static bool cpu_plan_workspace_op(mg_op op);
+
+/* A 16-bit op's float32 copies are in the op table's workspace rule
+ * (src/graph/ops_widen.c), so the plan query asks only what the float32
+ * query asks for the ops it answers for, with the copies ahead of it. */
 static size_t cpu_plan_workspace(const mg_kargs *a) {
+    bool widened;
+    const size_t w = mgi_cpu_widen_workspace(a, cpu_f32_workspace, &widened);
+    if (!widened) return cpu_f32_workspace(a);
+    return cpu_plan_workspace_op(a->op) ? w : 0;
+}
+
+static size_t cpu_f32_workspace(const mg_kargs *a) {
     switch (a->op) {
     case MG_OP_CONV2D:
     case MG_OP_CONV2D_GRAD_INPUT:
@@ -106,9 +127,12 @@ static bool cpu_plan_workspace_op(mg_op op) {
     }
 }
 
+/* What a step really borrows, copies included, for the executor's check. */
 static size_t cpu_workspace(void *ctx, const mg_kargs *a) {
     (void)ctx;
-    return cpu_plan_workspace(a);
+    bool widened;
+    const size_t w = mgi_cpu_widen_workspace(a, cpu_f32_workspace, &widened);
+    return widened ? w : cpu_f32_workspace(a);
 }
 
 static int cpu_device_count(void) { return 1; }

@@ -202,4 +202,17 @@ mg_status mgi_cpu_index_select_grad(const mg_kargs *a);
 /* cpu_scan.c */
 mg_status mgi_cpu_cumsum(const mg_kargs *a);
 
+/* cpu_widen.c: ops on bfloat16 and float16 (common/widen.h). run is the
+ * backend's float32 dispatch. True when a is such an op, with *s its
+ * status; false for every other op. */
+typedef mg_status (*mgi_cpu_run_fn)(void *ctx, const mg_kargs *a);
+bool mgi_cpu_widen_run(void *ctx, const mg_kargs *a, mgi_cpu_run_fn run,
+                       mg_status *s);
+/* The workspace of a 16-bit op: its float32 copies plus what f32_query
+ * asks for the float32 op; *widened says whether a is such an op (else 0
+ * and the caller asks f32_query itself). */
+size_t mgi_cpu_widen_workspace(const mg_kargs *a,
+                               size_t (*f32_query)(const mg_kargs *a),
+                               bool *widened);
+
 #endif
