@@ -41,6 +41,7 @@ typedef struct common_opts {
     int store16;      /* --store16 yes|no: mg_checkpoints.store16 */
     double dropout;   /* --dropout P: the model's dropout (mlp, transformer,
                          gpt); 0, none, by default */
+    int no_fusion;    /* --fusion no: mg_plan_options.no_fusion */
 } common_opts;
 
 /* ------------------------------------------------------------ the commands */

@@ -787,6 +787,17 @@ typedef struct mg_plan_options {
      * checkpointed and plain gradients stay bit-equal. An unknown device
      * is MG_ERR_INVALID_ARG. */
     mg_device device;
+    /* 0 (the default): where the device's backend has a fused kernel
+     * (the CPU's), each chain of element-wise ops (bias add, activation,
+     * residual add, their gradients; recomputed copies alike) runs as one
+     * step that makes the chain's last tensor, and the chain's other
+     * tensors, which nothing else reads, get no buffer. Same bits as the
+     * unfused ops; the predicted peak is never higher. The plan then
+     * runs only on an executor of a device whose backend fuses (a
+     * CPU-compiled plan on a CUDA executor fails with MG_ERR_UNSUPPORTED:
+     * compile it for MG_DEVICE_CUDA, or with no_fusion). 1: one step per
+     * op (docs/design.md, fusion). */
+    int no_fusion;
 } mg_plan_options;
 
 /* Compile a linear schedule that computes `outputs` (and opts->retain).

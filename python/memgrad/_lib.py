@@ -48,7 +48,8 @@ class Checkpoints(ctypes.Structure):
 class PlanOptions(ctypes.Structure):
     _fields_ = [("retain", POINTER(c_int32)), ("n_retain", c_int),
                 ("no_grad", c_int), ("without_recompute", c_int),
-                ("budget_bytes", c_size_t), ("device", c_int)]
+                ("budget_bytes", c_size_t), ("device", c_int),
+                ("no_fusion", c_int)]
 
 
 class PlanSummary(ctypes.Structure):

@@ -25,7 +25,12 @@ enum {
      * compaction, where a READS_WHOLE op reads it and its inputs are kept
      * anyway, it is made again for the backward pass rather than kept
      * (relu, batch norm: src/rewrite/autodiff.c, rebuild_cheap) */
-    MG_OPF_CHEAP = 1u << 5
+    MG_OPF_CHEAP = 1u << 5,
+    /* One value per output element from the inputs' values at that
+     * element (broadcast), by a body of MG_UNARY_OPS or MG_BINARY_OPS
+     * (backend/kernel_shared.h): a compiled plan may run a chain of such
+     * ops as one fused kernel (src/rewrite/fuse.c) */
+    MG_OPF_ELEMENTWISE = 1u << 6
 };
 
 /* The rules are function types, so that ops_internal.h declares each rule

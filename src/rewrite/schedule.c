@@ -43,6 +43,7 @@ void mg_plan_free(mg_plan *p) {
     free(p->saved);
     free(p->out_off);
     free(p->work_off);
+    mgi_fusion_free(p->fusion);
     mg_plan_free(p->phase[0]);
     mg_plan_free(p->phase[1]);
     free(p);
@@ -110,6 +111,15 @@ static const mg_backend_reg *extra_row(mg_device dev) {
 static mg_status step_record(const mg_plan *p, mg_tensor t,
                              const mg_backend_reg *extra, mg_plan_step *r) {
     const mg_node *n = &p->g->nodes[t];
+    if (p->fusion && p->fusion->mark[t] == 2) {
+        /* a fused chain (fuse.c): its external inputs, no workspace */
+        const mgi_fusion *f = p->fusion;
+        const int32_t c = mgi_fusion_chain(f, t);
+        *r = (mg_plan_step){.op = MG_STEP_FUSED, .n_in = f->n_ext[c]};
+        memcpy(r->in, f->ext + (size_t)c * MG_MAX_INPUTS,
+               (size_t)f->n_ext[c] * sizeof *r->in);
+        return MG_OK;
+    }
     const size_t work = step_workspace(p->g, t, extra);
     const size_t units =
         work / MG_STEP_WORK_UNIT + (work % MG_STEP_WORK_UNIT != 0);
@@ -136,6 +146,7 @@ static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
         mg_tensor t = order[k];
         bwd[t] = (p->g->nodes[t].flags &
                   (MG_NODE_BACKWARD | MG_NODE_RECOMPUTE)) != 0;
+        if (p->fusion && p->fusion->mark[t] == 1) continue; /* absorbed */
         if (mg_plan_leaf(p, t)) {
             p->role[t] |= MG_ROLE_LEAF;
             p->leaves[p->n_leaves++] = t;
@@ -252,8 +263,19 @@ mg_status mg_plan_compile(const mg_graph *g, const mg_tensor *outputs,
     if (s == MG_OK) {
         plan_add_kept(p, outputs, n_outputs);
         plan_add_kept(p, retain, n_retain);
+        /* chains of element-wise ops, where the device's backend runs
+         * them fused (fuse.c) */
+        const mg_backend_reg *reg = mgi_backend_find(p->device);
+        p->fuses = !(opts && opts->no_fusion) && reg && reg->runs_fused;
+        if (p->fuses) s = mgi_plan_fuse(p, order, n_order, &p->fusion);
+    }
+    if (s == MG_OK) {
         /* needed is done with: it holds bwd now */
         s = plan_build(p, order, n_order, last_read, needed);
+        if (p->fusion) {
+            free(p->fusion->mark);
+            p->fusion->mark = NULL;
+        }
     }
     if (s == MG_OK && opts && opts->no_grad) s = check_no_grad(p);
     if (s == MG_OK) s = mgi_plan_split(p, needed, last_read, order);
@@ -398,12 +420,25 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
     s = mgi_graph_ancestors_order(g, q->outputs, q->n_outputs, remap,
                                   sc->needed, sc->order, &sc->n_order, what);
     if (s != MG_OK) return s;
+    /* as mgi_plan_fuse: an absorbed op's inputs are read by its chain's
+     * step, the next one that is not absorbed */
+    uint8_t *absorbed = NULL;
+    if (q->fuse) {
+        s = mgi_fuse_absorbed(g, remap, q->outputs, q->n_outputs, sc->order,
+                              sc->n_order, &absorbed);
+        if (s != MG_OK) return s;
+    }
     int32_t n = 0; /* steps */
     for (int32_t k = 0; k < sc->n_order; k++) {
         const mg_tensor t = sc->order[k];
         const mg_node *nd = &g->nodes[t];
         sc->last[t] = -1;
         if (mgi_op_table[nd->op].flags & MG_OPF_LEAF) continue;
+        if (absorbed && absorbed[t]) {
+            for (int i = 0; i < nd->n_in; i++)
+                sc->last[remap ? remap[nd->in[i]] : nd->in[i]] = n;
+            continue;
+        }
         for (int i = 0; i < nd->n_in; i++)
             sc->last[remap ? remap[nd->in[i]] : nd->in[i]] = n;
         const size_t work = step_workspace(g, t, NULL);
@@ -413,6 +448,7 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
         sc->freed[n++] = 0;
     }
     sc->n_steps = n;
+    free(absorbed);
     /* outputs: kept in the pool, or bound to caller memory */
     const int32_t KEPT = INT32_MAX, BOUND = INT32_MAX - 1;
     for (int i = 0; i < q->n_outputs; i++)
