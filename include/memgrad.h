@@ -866,7 +866,10 @@ typedef struct mg_plan_summary {
     /* The peak in the budget's measure (mg_checkpoints.budget_bytes): every
      * output and retained tensor bound to caller memory, whatever binds
      * says. For a plan of the ys and the gradients of a MG_CKPT_BUDGET
-     * mg_gradients call, at most its budget. */
+     * mg_gradients call, at most its budget. Counted one step per op, as
+     * the budget policy counts on every device: a plan that fuses
+     * element-wise chains (mg_plan_options.no_fusion) peaks at most at
+     * this figure with those bindings. */
     size_t budget_peak;
 } mg_plan_summary;
 

@@ -62,7 +62,7 @@ static void run_plan(const mg_graph *g, const mg_tensor *outs, int n_outs,
 
 /* ------------------------------------------------------------ every op */
 
-#define N_UNARY 19
+#define N_UNARY 20
 static mg_tensor unary(mg_graph *g, int k, mg_tensor x) {
     switch (k) {
     case 0: return mg_neg(g, x);
@@ -83,6 +83,7 @@ static mg_tensor unary(mg_graph *g, int k, mg_tensor x) {
     case 15: return mg_cos(g, x);
     case 16: return mg_abs(g, x);
     case 17: return mg_is_nonzero(g, x);
+    case 18: return mg_dropout(g, x, 0.3, 77);
     default: return mg_scale(g, x, 0.3);
     }
 }
@@ -309,7 +310,12 @@ START_TEST(test_policies_bit_equal_fused) {
                 ck_assert_msg(fused.peak <= plain.peak,
                               "%s %s: fused peak %zu above unfused %zu", what,
                               pol, fused.peak, plain.peak);
-                ck_assert(fused.steps <= plain.steps);
+                /* every model has chains: bias add and relu (MLP),
+                 * bias and residual adds (transformers), and gradients
+                 * summed where a tensor has two readers */
+                ck_assert_msg(fused.steps < plain.steps,
+                              "%s %s: %d steps fused, %d unfused", what, pol,
+                              fused.steps, plain.steps);
                 /* the summary's budget figure is the fused plan's own */
                 if (pols[pi] == MG_CKPT_BUDGET)
                     ck_assert(fused.sum.budget_peak <= c.budget_bytes);
@@ -371,8 +377,9 @@ END_TEST
 
 /* The fused kernel checks the chain it is handed before touching memory:
  * an input of another dtype, an input that does not broadcast, an op
- * without a fused body, an operand read before it is made, and an empty
- * chain each fail with a status and a reason. */
+ * without a fused body, an operand read before it is made, dropout with p
+ * outside [0, 1), and an empty or overlong chain each fail with a status
+ * and a reason. */
 START_TEST(test_bad_chains) {
     float x[8] = {1, 2, 3, 4, 5, 6, 7, 8}, y[8];
     double xd[8] = {0};
@@ -421,6 +428,16 @@ START_TEST(test_bad_chains) {
     bad.fused = ext;
     ck_assert_int_eq(mgi_cpu_fused(&bad), MG_ERR_INVALID_ARG);
     ck_assert_msg(strstr(why, "input 2"), "%s", why);
+
+    mg_attrs p_bad = {0};
+    p_bad.p = 1.5;
+    mg_fused_instr drop[2] = {ins[0], ins[1]};
+    drop[0].op = MG_OP_DROPOUT;
+    drop[0].attrs = &p_bad;
+    bad = a;
+    bad.fused = drop;
+    ck_assert_int_eq(mgi_cpu_fused(&bad), MG_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(why, "dropout") && strstr(why, "1.5"), "%s", why);
 
     bad = a;
     bad.n_fused = 0;

@@ -73,7 +73,7 @@ const mg_op_def mgi_op_table[MG_OP_COUNT] = {
        .grad = mgi_softmax_grad, .flops_per_elem = 5),
     OP(LOG_SOFTMAX, .n_inputs = 1, .infer = mgi_softmax_infer,
        .grad = mgi_softmax_grad, .flops_per_elem = 5),
-    OP(DROPOUT, .n_inputs = 1, .flags = MG_OPF_RANDOM,
+    OP(DROPOUT, .n_inputs = 1, .flags = MG_OPF_RANDOM | EW,
        .infer = mgi_dropout_infer, .grad = mgi_dropout_grad,
        .flops_per_elem = 2),
     OP(CROSS_ENTROPY, .n_inputs = 2, .infer = mgi_cross_entropy_infer,

@@ -28,8 +28,9 @@ enum {
     MG_OPF_CHEAP = 1u << 5,
     /* One value per output element from the inputs' values at that
      * element (broadcast), by a body of MG_UNARY_OPS or MG_BINARY_OPS
-     * (backend/kernel_shared.h): a compiled plan may run a chain of such
-     * ops as one fused kernel (src/rewrite/fuse.c) */
+     * (backend/kernel_shared.h), or dropout's (from the element's index
+     * too): a compiled plan may run a chain of such ops as one fused
+     * kernel (src/rewrite/fuse.c) */
     MG_OPF_ELEMENTWISE = 1u << 6
 };
 

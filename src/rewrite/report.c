@@ -62,12 +62,11 @@ mg_status mg_plan_summarize(const mg_plan *p, const mg_binding *binds,
     st = mgi_graph_peak(p->g, &q, &sc, "mg_plan_summarize",
                         &s.predicted_peak_without_recompute);
     /* The budget's measure (mg_checkpoints.budget_bytes): every output
-     * and retained tensor in caller memory, as the budget policy's search
-     * measures its trials. */
-    const mg_peak_query qb = {.outputs = p->kept,
-                              .n_outputs = p->n_kept,
-                              .all_bound = true,
-                              .fuse = p->fuses};
+     * and retained tensor in caller memory, unfused, as the budget
+     * policy's search measures its trials whatever device the plan is
+     * for; fusion never raises a plan's peak above it (fuse.c). */
+    const mg_peak_query qb = {
+        .outputs = p->kept, .n_outputs = p->n_kept, .all_bound = true};
     if (st == MG_OK)
         st =
             mgi_graph_peak(p->g, &qb, &sc, "mg_plan_summarize", &s.budget_peak);

@@ -146,7 +146,10 @@ static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
         mg_tensor t = order[k];
         bwd[t] = (p->g->nodes[t].flags &
                   (MG_NODE_BACKWARD | MG_NODE_RECOMPUTE)) != 0;
-        if (p->fusion && p->fusion->mark[t] == 1) continue; /* absorbed */
+        if (p->fusion && p->fusion->mark[t] == 1) { /* in a fused step */
+            p->role[t] |= MG_ROLE_ABSORBED;
+            continue;
+        }
         if (mg_plan_leaf(p, t)) {
             p->role[t] |= MG_ROLE_LEAF;
             p->leaves[p->n_leaves++] = t;
@@ -487,6 +490,15 @@ mg_status mg_plan_dump(const mg_plan *p, FILE *out) {
     for (int32_t s = 0; s < p->n_steps; s++) {
         fprintf(out, "%5d  %s", (int)s,
                 mgi_graph_tensor_label(p->g, p->steps[s], label, sizeof label));
+        /* a fused chain: its ops in the order it runs them */
+        const mg_fused_instr *chain;
+        int n_chain;
+        if (p->step[s].op == MG_STEP_FUSED &&
+            mgi_fusion_find(p, p->steps[s], &chain, NULL, &n_chain)) {
+            fprintf(out, "  fused");
+            for (int k = 0; k < n_chain; k++)
+                fprintf(out, " %s", mgi_op_str(chain[k].op));
+        }
         if (p->release_start[s] < p->release_start[s + 1]) {
             fprintf(out, "  release");
             for (int32_t r = p->release_start[s]; r < p->release_start[s + 1];

@@ -16,7 +16,10 @@ enum {
     MG_ROLE_NONE = 0,     /* not read or computed by the plan */
     MG_ROLE_LEAF = 1,     /* caller memory, read by some step */
     MG_ROLE_COMPUTED = 2, /* written by a step */
-    MG_ROLE_KEPT = 4      /* output or retained: not released by the run */
+    MG_ROLE_KEPT = 4,     /* output or retained: not released by the run */
+    /* computed inside a fused step (fuse.c): an intermediate without a
+     * buffer */
+    MG_ROLE_ABSORBED = 8
 };
 
 /* A step's workspace is counted in units of this many bytes, the pool's

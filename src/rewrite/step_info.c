@@ -20,8 +20,9 @@ void mgi_plan_step_info(const mg_plan *p, int32_t step, mg_step_info *info) {
         .plan = p,
         .step = (int)step,
         .n_steps = (int)p->n_steps,
-        .op = p->step[step].op == MG_STEP_FUSED ? "fused"
-                                                : mgi_op_str(p->step[step].op),
+        /* a fused step's: its tensor's, the chain's last op (its flops
+         * and bytes are the chain's) */
+        .op = mgi_op_str((mg_op)n->op),
         .tensor = t,
         .tensor_name = mgi_graph_name(p->g, t),
         .phase = mgi_plan_step_phase(p, step),

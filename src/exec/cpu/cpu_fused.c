@@ -9,13 +9,15 @@
  * (MG_UNARY_OPS and MG_BINARY_OPS, kernel_shared.h), and the float32 ops
  * that go through cpu_vmath call the same block functions as the unfused
  * kernels (mgi_cpu_unary_tile_vec_f32, mgi_cpu_binary_tile_vec_f32) under
- * the same conditions: every element is the same scalar operations in the
+ * the same conditions (dropout's mask, keyed by the element's index, is
+ * cpu_random.c's): every element is the same scalar operations in the
  * same order as in the unfused chain, so the bits are the same, whatever
  * the tile or the thread count.
  */
 #include "cpu_kernels.h"
 #include "cpu_vmath.h"
 
+#include <string.h>
 #include <tgmath.h> /* tanh/exp/... pick the float or double version */
 
 #define TILE MG_VMATH_BLOCK
@@ -26,7 +28,7 @@ static int fused_arity(int op) {
 #define ONE(name, OP, expr) case MG_OP_##OP:
         MG_UNARY_OPS(ONE)
 #undef ONE
-        return 1;
+    case MG_OP_DROPOUT: return 1;
 #define TWO(name, OP, expr) case MG_OP_##OP:
         MG_BINARY_OPS(TWO)
 #undef TWO
@@ -47,8 +49,9 @@ typedef struct fused_ext {
     mg_layout l;
 } fused_ext;
 
-/* src[0..m) = the elements i0 .. i0 + m of x broadcast to the domain of
- * l, walking the domain's odometer from i0. */
+/* dst[0..m) = the elements i0 .. i0 + m of x broadcast to the domain of
+ * l, a run along the last dim at a time (a copy where x is contiguous
+ * there, a fill where it repeats), walking the other dims' odometer. */
 #define GATHER_DEF(T, SUF)                                                     \
     static void gather_##SUF(T *restrict dst, const T *restrict x,             \
                              const mg_layout *l, int64_t i0, int64_t m) {      \
@@ -59,29 +62,58 @@ typedef struct fused_ext {
             off += idx[d] * l->stride[0][d];                                   \
         }                                                                      \
         const int last = l->ndim - 1;                                          \
-        for (int64_t j = 0; j < m; j++) {                                      \
-            dst[j] = x[off];                                                   \
-            off += l->stride[0][last];                                         \
-            for (int d = last; d >= 0 && ++idx[d] == l->shape[d]; d--) {       \
+        const int64_t n = l->shape[last], st = l->stride[0][last];             \
+        for (int64_t j = 0; j < m;) {                                          \
+            const int64_t run = n - idx[last] < m - j ? n - idx[last] : m - j; \
+            if (st == 1)                                                       \
+                for (int64_t q = 0; q < run; q++) dst[j + q] = x[off + q];     \
+            else if (st == 0)                                                  \
+                for (int64_t q = 0; q < run; q++) dst[j + q] = x[off];         \
+            else                                                               \
+                for (int64_t q = 0; q < run; q++)                              \
+                    dst[j + q] = x[off + q * st];                              \
+            j += run;                                                          \
+            idx[last] += run;                                                  \
+            off += run * st;                                                   \
+            for (int d = last; d > 0 && idx[d] == l->shape[d]; d--) {          \
                 off -= l->stride[0][d] * l->shape[d];                          \
                 idx[d] = 0;                                                    \
-                if (d > 0) off += l->stride[0][d - 1];                         \
+                idx[d - 1]++;                                                  \
+                off += l->stride[0][d - 1];                                    \
             }                                                                  \
         }                                                                      \
     }
 MG_CPU_FLOAT_TYPES(GATHER_DEF)
 #undef GATHER_DEF
 
-/* One op over one tile: y[j] = body(a[j]) or body(a[j], b[j]). full:
- * neither operand is broadcast, the condition under which the unfused
- * binary kernels take their vector path. */
+/* One op over one tile: y[j] = body(a[j]) or body(a[j], b[j]); element
+ * j is element i0 + j of the output, which dropout's mask is keyed by.
+ * full: neither operand is broadcast, the condition under which the
+ * unfused binary kernels take their vector path. Dropout is cpu_random.c's
+ * formula: a copy at p = 0, else the kept elements scaled. */
 #define TILE_OP_DEF(TYPE, SUF, VEC_U, VEC_B)                                   \
     static void tile_op_##SUF(const mg_fused_instr *in, const TYPE *as,        \
                               const TYPE *bs, TYPE *restrict ys, int64_t m,    \
-                              bool full) {                                     \
+                              bool full, int64_t i0, uint64_t run_seed) {      \
         typedef TYPE T;                                                        \
         const double alpha = in->attrs ? in->attrs->alpha : 0.0;               \
         (void)alpha;                                                           \
+        if (in->op == MG_OP_DROPOUT) {                                         \
+            const mg_attrs *at = in->attrs;                                    \
+            if (at->p == 0.0) {                                                \
+                memcpy(ys, as, (size_t)m * sizeof *ys);                        \
+                return;                                                        \
+            }                                                                  \
+            const T keep_scale = (T)(1.0 / (1.0 - at->p));                     \
+            const uint64_t thr = mg_rng_keep_threshold(at->p);                 \
+            const uint64_t key = mg_rng_key(run_seed, at->seed);               \
+            for (int64_t j = 0; j < m; j++) {                                  \
+                const uint64_t h =                                             \
+                    mg_rng_hash(key, at->offset + (uint64_t)(i0 + j));         \
+                ys[j] = mg_rng_keep(h, thr) ? as[j] * keep_scale : (T)0;       \
+            }                                                                  \
+            return;                                                            \
+        }                                                                      \
         if (VEC_U(in->op, as, ys, m)) return;                                  \
         if (full && VEC_B(in->op, as, bs, ys, m)) return;                      \
         switch (in->op) {                                                      \
@@ -141,7 +173,8 @@ TILE_OP_DEF(double, f64, NO_VEC_U, NO_VEC_B)
                     op[q] = in->src[q] >= 0 ? buf[in->src[q]]                  \
                                             : ep[-1 - in->src[q]];             \
                 TYPE *y = j == k - 1 ? (TYPE *)a->out.data + i0 : buf[j];      \
-                tile_op_##SUF(in, op[0], op[1], y, m, full[j]);                \
+                tile_op_##SUF(in, op[0], op[1], y, m, full[j], i0,             \
+                              a->run_seed);                                    \
             }                                                                  \
         });                                                                    \
     }
@@ -193,6 +226,12 @@ static mg_status check_chain(const mg_kargs *a) {
                                   "operands, which the fused kernel does "
                                   "not run",
                                   j, mgi_op_str((mg_op)in->op), in->n_in);
+        if (in->op == MG_OP_DROPOUT &&
+            !(in->attrs && in->attrs->p >= 0.0 && in->attrs->p < 1.0))
+            return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
+                                  "op %d of a fused chain is dropout with "
+                                  "p = %g, outside [0, 1)",
+                                  j, in->attrs ? in->attrs->p : NAN);
         for (int q = 0; q < n; q++) {
             const int s = in->src[q];
             if (s >= j || (s < 0 && -1 - s >= a->n_in))
