@@ -358,14 +358,16 @@ class Graph:
         """Graphviz DOT text of the graph."""
         return _via_file(lambda f: _lib.graph_write_dot(self._g, f))
 
-    def compile(self, outputs, budget_bytes=0, device="cpu"):
+    def compile(self, outputs, budget_bytes=0, device="cpu", fusion=True):
         """A Plan of `outputs`; budget_bytes: the budget the gradients
         were made for (mg_plan_options.budget_bytes), carried into
         summary() and report(); device: where it will run, "cpu" or
         "cuda" (mg_plan_options.device: a CUDA plan lends cuBLAS a
-        workspace on long products, counted in its predictions; any plan
-        runs on any Executor)."""
-        return Plan(self, outputs, budget_bytes, device)
+        workspace on long products, counted in its predictions); fusion:
+        False for one step per op (mg_plan_options.no_fusion; a CPU plan
+        fuses chains of element-wise ops by default, and then runs only on
+        an Executor whose device fuses)."""
+        return Plan(self, outputs, budget_bytes, device, fusion)
 
 
 def size_class(nbytes):
@@ -391,7 +393,8 @@ def _device_kind(device, who):
 class Plan:
     """A compiled schedule of `outputs` (mg_plan_compile) for a device."""
 
-    def __init__(self, graph, outputs, budget_bytes=0, device="cpu"):
+    def __init__(self, graph, outputs, budget_bytes=0, device="cpu",
+                 fusion=True):
         self.graph, self.outputs = graph, list(outputs)
         n, ids = _ids(self.outputs)
         budget_bytes = int(budget_bytes or 0)
@@ -400,7 +403,8 @@ class Plan:
                              % budget_bytes)
         self.device = _device_kind(device, "memgrad.Plan")
         opts = _lib.PlanOptions(budget_bytes=budget_bytes,
-                                device=_DEVICES[self.device])
+                                device=_DEVICES[self.device],
+                                no_fusion=0 if fusion else 1)
         p = ctypes.c_void_p()
         _lib.check(_lib.plan_compile(graph._g, ids, n, ctypes.byref(opts),
                                      ctypes.byref(p)))
