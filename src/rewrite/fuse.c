@@ -66,8 +66,10 @@ static bool is_leaf(const fuse_ctx *p, mg_tensor t) {
     return (mgi_op_table[p->g->nodes[t].op].flags & MG_OPF_LEAF) != 0;
 }
 
-static bool is_bwd(const mg_graph *g, mg_tensor t) {
-    return (g->nodes[t].flags & (MG_NODE_BACKWARD | MG_NODE_RECOMPUTE)) != 0;
+/* Forward, recomputed or backward: a chain keeps to one, so that the
+ * summary counts its flops where the unfused ops' were counted. */
+static unsigned kind_of(const mg_graph *g, mg_tensor t) {
+    return g->nodes[t].flags & (MG_NODE_BACKWARD | MG_NODE_RECOMPUTE);
 }
 
 /* Whether step t can be an op of a chain: element-wise, float, with
@@ -231,7 +233,7 @@ static mg_status fuse_mark(const fuse_ctx *p, int32_t n_tensors,
             const mg_tensor x = input_of(p, t, k);
             if (is_leaf(p, x) || readers[x] != 1 ||
                 (p->flags[x] & p->kept_mask) || mgi_hooks_on(g, x) ||
-                !fusable(p, x) || is_bwd(g, x) != is_bwd(g, t) ||
+                !fusable(p, x) || kind_of(g, x) != kind_of(g, t) ||
                 !mgi_tdesc_same_shape(mgi_graph_desc(g, x), d) ||
                 mgi_graph_desc(g, x)->dtype != d->dtype)
                 continue;

@@ -234,7 +234,7 @@ int32_t mgi_fusion_chain(const mgi_fusion *f, mg_tensor t);
  * tensors), into *out (NULL when there are none). A chain is a tree of
  * ops flagged MG_OPF_ELEMENTWISE, of one dtype and the root's shape, on
  * consecutive steps, each but the root read by one op alone, which is in
- * the chain, and neither kept nor hooked; all forward or all backward;
+ * the chain, and neither kept nor hooked; all forward, all recomputed or all backward;
  * at most MG_FUSE_MAX ops and MG_MAX_INPUTS external inputs. Since every
  * absorbed tensor has the root's size and the chain's steps were
  * consecutive, the fused plan's peak is never above the unfused one's. */
