@@ -45,6 +45,7 @@ typedef struct common_opts {
      * that set a default (a name, a depth > 0); the others refuse them */
     const char *model;
     long depth;
+    int no_fusion;    /* --fusion no: mg_plan_options.no_fusion */
 } common_opts;
 
 /* ------------------------------------------------------------ the commands */

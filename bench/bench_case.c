@@ -37,7 +37,7 @@ int bench_case_setup(const char *model, common_opts *o) {
 
 bench_model_cfg bench_case_cfg(const common_opts *o, long depth) {
     return (bench_model_cfg){(int)depth, (int)o->batch, (int)o->width,
-                             o->dropout, o->device};
+                             o->dropout, o->device,     o->no_fusion};
 }
 
 void bench_case_refusal_print(const char *prefix, const bench_case *c,
@@ -221,7 +221,8 @@ mg_status bench_case_prepare_ckpt(const bench_model_spec *spec,
     if (!outs) return MG_ERR_NOMEM;
     outs[0] = m->loss;
     memcpy(outs + 1, m->grads, (size_t)m->n_params * sizeof *outs);
-    const mg_plan_options po = {.device = cfg->device};
+    const mg_plan_options po = {.device = cfg->device,
+                                .no_fusion = cfg->no_fusion};
     s = mg_plan_compile(g, outs, m->n_params + 1, &po, &c->plan);
     free(outs);
     if (s != MG_OK) return s;

@@ -37,6 +37,7 @@ void bench_usage_print(FILE *out) {
         "                        [--save-grads FILE] [--max-bytes BYTES]\n"
         "                        [--device cpu|cuda] [--compact yes|no]\n"
         "                        [--store16 yes|no] [--plan-only yes|no]\n"
+        "                        [--fusion yes|no]\n"
         "       mg-bench observe [--model NAME] [--depth N] [--policy P] "
         "[--batch B]\n"
         "                        [--width W] [--repeat K] [--trace FILE]\n"
@@ -101,6 +102,8 @@ void bench_usage_print(FILE *out) {
         "relu\n"
         "              output read only by its own gradient: --compact keeps\n"
         "              its sign bits\n"
+        "  --fusion    no: mg_plan_options.no_fusion, one step per op\n"
+        "              (chains of element-wise ops unfused). Default: yes\n"
         "  --store16   yes: mg_checkpoints.store16, float32 activations kept\n"
         "              in 16 bits (bfloat16; LOSSY gradients) (depth, step,\n"
         "              budget).\n"
@@ -322,6 +325,10 @@ int bench_common_opt_parse(const char *opt, const char *value, common_opts *o) {
         if (errno || end == value || *end || !(p >= 0 && p < 1))
             return bench_usage_error("bad --dropout '%s' (0 <= p < 1)", value);
         o->dropout = p;
+    } else if (!strcmp(opt, "--fusion")) {
+        if (strcmp(value, "yes") && strcmp(value, "no"))
+            return bench_usage_error("bad --fusion '%s' (yes or no)", value);
+        o->no_fusion = !strcmp(value, "no");
     } else if (!strcmp(opt, "--store16")) {
         if (bench_yes_no_parse(opt, value, &o->store16)) return 2;
     } else if (o->model && !strcmp(opt, "--model")) {

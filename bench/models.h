@@ -24,6 +24,7 @@ typedef struct bench_model_cfg {
     int depth, batch, width;
     double dropout;   /* the MLP's and transformers' dropout p (--dropout) */
     mg_device device; /* the plan's (mg_plan_options.device): --device */
+    int no_fusion;    /* mg_plan_options.no_fusion: --fusion no */
 } bench_model_cfg;
 
 typedef struct bench_model_spec {

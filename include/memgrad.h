@@ -835,6 +835,17 @@ typedef struct mg_plan_options {
      * reader and the overlap is reported in steps and flops only. */
     double host_bandwidth;
     double compute_rate;
+    /* 0 (the default): where the device's backend has a fused kernel
+     * (the CPU's), each chain of element-wise ops (bias add, activation,
+     * residual add, their gradients; recomputed copies alike) runs as one
+     * step that makes the chain's last tensor, and the chain's other
+     * tensors, which nothing else reads, get no buffer. Same bits as the
+     * unfused ops; the predicted peak is never higher. The plan then
+     * runs only on an executor of a device whose backend fuses (a
+     * CPU-compiled plan on a CUDA executor fails with MG_ERR_UNSUPPORTED:
+     * compile it for MG_DEVICE_CUDA, or with no_fusion). 1: one step per
+     * op (docs/design.md, fusion). */
+    int no_fusion;
 } mg_plan_options;
 
 /* Compile a linear schedule that computes `outputs` (and opts->retain).
@@ -927,7 +938,10 @@ typedef struct mg_plan_summary {
     /* The peak in the budget's measure (mg_checkpoints.budget_bytes): every
      * output and retained tensor bound to caller memory, whatever binds
      * says. For a plan of the ys and the gradients of a MG_CKPT_BUDGET
-     * mg_gradients call, at most its budget. */
+     * mg_gradients call, at most its budget. Counted one step per op, as
+     * the budget policy counts on every device: a plan that fuses
+     * element-wise chains (mg_plan_options.no_fusion) peaks at most at
+     * this figure with those bindings. */
     size_t budget_peak;
 } mg_plan_summary;
 

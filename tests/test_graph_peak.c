@@ -16,11 +16,24 @@
 #include "rewrite/schedule.h"
 
 /* Both peaks of q's plan, through one scratch reused across calls as the
- * budget search reuses its own. */
+ * budget search reuses its own: unfused (the search's measure) and with
+ * q->fuse, of the plan that fuses element-wise chains. */
+static void check_query_fused(const char *what, const mg_graph *g,
+                              const mg_peak_query *q, mg_peak_scratch *sc);
 static void check_query(const char *what, const mg_graph *g,
-                        const mg_peak_query *q, mg_peak_scratch *sc) {
+                        const mg_peak_query *q0, mg_peak_scratch *sc) {
+    mg_peak_query qf = *q0;
+    qf.fuse = true;
+    check_query_fused(what, g, &qf, sc);
+    qf.fuse = false;
+    check_query_fused(what, g, &qf, sc);
+}
+
+static void check_query_fused(const char *what, const mg_graph *g,
+                              const mg_peak_query *q, mg_peak_scratch *sc) {
     mg_plan *p = NULL;
-    mg_plan_options o = {.without_recompute = q->without_recompute};
+    mg_plan_options o = {.without_recompute = q->without_recompute,
+                         .no_fusion = !q->fuse};
     mg_status s = mg_plan_compile(g, q->outputs, q->n_outputs, &o, &p);
     ck_assert_msg(s == MG_OK, "%s: compile: %s", what, mg_last_error());
     const int n = q->all_bound ? q->n_outputs : q->n_binds;
@@ -33,12 +46,15 @@ static void check_query(const char *what, const mg_graph *g,
     ck_assert(mgi_plan_peak(p, b, n, "test", &want) == MG_OK);
     s = mgi_graph_peak(g, q, sc, "test", &got);
     ck_assert_msg(s == MG_OK, "%s: %s", what, mg_last_error());
-    ck_assert_msg(got == want, "%s%s%s: mgi_graph_peak %zu, compiled plan %zu",
-                  what, q->without_recompute ? ", without recompute" : "",
-                  q->all_bound ? "" : ", some bound", got, want);
+    ck_assert_msg(got == want,
+                  "%s%s%s%s: mgi_graph_peak %zu, compiled plan %zu", what,
+                  q->without_recompute ? ", without recompute" : "",
+                  q->all_bound ? "" : ", some bound", q->fuse ? ", fused" : "",
+                  got, want);
     ck_assert_int_gt((int)want, 0);
-    /* the schedule it leaves: the plan's steps and leaves, in order */
-    ck_assert_int_eq(sc->n_order, p->n_steps + p->n_leaves);
+    /* the schedule it leaves: the plan's steps and leaves, in order (and
+     * the fused plan's absorbed ops, which are no steps) */
+    if (!q->fuse) ck_assert_int_eq(sc->n_order, p->n_steps + p->n_leaves);
     ck_assert_int_eq(sc->n_steps, p->n_steps);
     for (int32_t i = 0; i < p->n_steps; i++)
         ck_assert_int_eq(sc->steps[i], p->steps[i]);
@@ -84,7 +100,8 @@ static void check_model(const char *what, mg_model *m, const mg_checkpoints *ck,
         q.n_binds = n;
         check_query(what, m->g, &q, sc);
     }
-    /* mg_plan_summarize's figure for plain backprop is the same */
+    /* mg_plan_summarize's figure for plain backprop is the same, fused as
+     * the plan is (compiled with the defaults) */
     mg_plan *p = NULL;
     ck_assert(mg_plan_compile(m->g, outs, n, NULL, &p) == MG_OK);
     mg_plan_summary sum;
@@ -93,7 +110,8 @@ static void check_model(const char *what, mg_model *m, const mg_checkpoints *ck,
                              .n_outputs = n,
                              .without_recompute = true,
                              .binds = b + 1,
-                             .n_binds = n - 1};
+                             .n_binds = n - 1,
+                             .fuse = true};
     size_t plain = 0;
     ck_assert(mgi_graph_peak(m->g, &q, sc, "test", &plain) == MG_OK);
     ck_assert_uint_eq(sum.predicted_peak_without_recompute, plain);

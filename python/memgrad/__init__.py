@@ -377,17 +377,19 @@ class Graph:
         return _via_file(lambda f: _lib.graph_write_dot(self._g, f))
 
     def compile(self, outputs, budget_bytes=0, device="cpu", offload=(),
-                host_bandwidth=0.0, compute_rate=0.0):
+                host_bandwidth=0.0, compute_rate=0.0, fusion=True):
         """A Plan of `outputs`; budget_bytes: the budget the gradients
         were made for (mg_plan_options.budget_bytes), carried into
         summary() and report(); device: where it will run, "cpu" or
         "cuda" (mg_plan_options.device: a CUDA plan lends cuBLAS a
-        workspace on long products, counted in its predictions; any plan
-        runs on any Executor); offload: saved tensors to copy to the host
-        tier and back (mg_plan_options.offload, with its two rates;
-        docs/offload.md)."""
+        workspace on long products, counted in its predictions);
+        offload: saved tensors to copy to the host tier and back
+        (mg_plan_options.offload, with its two rates; docs/offload.md);
+        fusion: False for one step per op (mg_plan_options.no_fusion; a
+        CPU plan fuses chains of element-wise ops by default, and then runs
+        only on an Executor whose device fuses)."""
         return Plan(self, outputs, budget_bytes, device, offload,
-                    host_bandwidth, compute_rate)
+                    host_bandwidth, compute_rate, fusion)
 
 
 def size_class(nbytes):
@@ -414,7 +416,8 @@ class Plan:
     """A compiled schedule of `outputs` (mg_plan_compile) for a device."""
 
     def __init__(self, graph, outputs, budget_bytes=0, device="cpu",
-                 offload=(), host_bandwidth=0.0, compute_rate=0.0):
+                 offload=(), host_bandwidth=0.0, compute_rate=0.0,
+                 fusion=True):
         self.graph, self.outputs = graph, list(outputs)
         n, ids = _ids(self.outputs)
         budget_bytes = int(budget_bytes or 0)
@@ -427,7 +430,8 @@ class Plan:
                                 device=_DEVICES[self.device], offload=off,
                                 n_offload=n_off,
                                 host_bandwidth=float(host_bandwidth),
-                                compute_rate=float(compute_rate))
+                                compute_rate=float(compute_rate),
+                                no_fusion=0 if fusion else 1)
         p = ctypes.c_void_p()
         _lib.check(_lib.plan_compile(graph._g, ids, n, ctypes.byref(opts),
                                      ctypes.byref(p)))

@@ -51,7 +51,8 @@ class PlanOptions(ctypes.Structure):
                 ("no_grad", c_int), ("without_recompute", c_int),
                 ("budget_bytes", c_size_t), ("device", c_int),
                 ("offload", POINTER(c_int32)), ("n_offload", c_int),
-                ("host_bandwidth", c_double), ("compute_rate", c_double)]
+                ("host_bandwidth", c_double), ("compute_rate", c_double),
+                ("no_fusion", c_int)]
 
 
 class PlanSummary(ctypes.Structure):

@@ -36,6 +36,11 @@ typedef struct mg_kargs {
     /* A kernel that fails (a label out of range, say) writes why here. */
     char *why;
     size_t why_len;
+    /* A fused step (MG_STEP_FUSED): its chain, in evaluation order, the
+     * last instruction making out; in[] are its external inputs. NULL and
+     * 0 for every other step. */
+    const struct mg_fused_instr *fused;
+    int n_fused;
 } mg_kargs;
 
 typedef mg_status (*mg_kernel_fn)(const mg_kargs *a);
@@ -63,6 +68,10 @@ typedef struct mg_backend {
      * it rather than allocate behind the pool's back. */
     size_t (*workspace)(void *ctx, const mg_kargs *a);
     void *ctx;
+    /* Run a fused chain of element-wise ops (a->fused, mg_fused_instr
+     * below) as one kernel, or NULL: the backend has none, and plans for
+     * its device are not fused (mg_backend_reg.runs_fused). */
+    mg_status (*run_fused)(void *ctx, const mg_kargs *a);
 } mg_backend;
 
 /* One row of the backend table: a device kind the executor can open. */
@@ -95,12 +104,39 @@ typedef struct mg_backend_reg {
      * follows the step's own workspace, rounded up to 256 bytes. NULL:
      * none. */
     size_t (*plan_extra)(const mg_kargs *a);
+    /* Nonzero when its backend has run_fused: a plan compiled for this
+     * device fuses chains of element-wise ops (mg_plan_options.no_fusion). */
+    int runs_fused;
 } mg_backend_reg;
 
 /* Where plan_extra's bytes start in a step's workspace: after the `own`
  * bytes its kernel needs, rounded up to 256 (cublasSetWorkspace's
  * alignment; the pool's blocks are aligned to it). */
 #define MGI_PLAN_EXTRA_ALIGN 256
+
+/* ---- fused element-wise chains (src/rewrite/fuse.c) ---------------------- */
+
+/* The step code of a fused chain: one past the op codes, so no op table or
+ * kernel table has an entry for it; the executor hands such a step to the
+ * backend's run_fused. */
+#define MG_STEP_FUSED MG_OP_COUNT
+
+/* Most ops in one fused chain. */
+#define MG_FUSE_MAX 16
+
+/* One op of a fused chain: an op flagged MG_OPF_ELEMENTWISE in the op
+ * table (its per-element body is one line of MG_UNARY_OPS or
+ * MG_BINARY_OPS, kernel_shared.h) with its attributes; operand k is the
+ * result of instruction src[k] when src[k] >= 0, else external input
+ * -1 - src[k] (mg_kargs.in). Every instruction's result has the chain
+ * output's dtype and shape; an external input has the same dtype and
+ * broadcasts to that shape. */
+typedef struct mg_fused_instr {
+    uint16_t op;
+    uint8_t n_in;
+    int8_t src[2];
+    const mg_attrs *attrs;
+} mg_fused_instr;
 static inline size_t mgi_plan_extra_offset(size_t own) {
     return (own + MGI_PLAN_EXTRA_ALIGN - 1) / MGI_PLAN_EXTRA_ALIGN *
            MGI_PLAN_EXTRA_ALIGN;

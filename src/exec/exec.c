@@ -357,7 +357,24 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p, int32_t si,
         ex->buf[t] = ex->buf[st->in[0]];
         return MG_OK;
     }
-    if (!ex->backend.supports_op(ex->backend.ctx, st->op))
+    /* a fused chain of element-wise ops (src/rewrite/fuse.c) */
+    const mg_fused_instr *chain = NULL;
+    int n_chain = 0;
+    if (st->op == MG_STEP_FUSED) {
+        if (!mgi_fusion_find(p, t, &chain, NULL, &n_chain))
+            return mg_set_error(
+                MG_ERR_INTERNAL, "mg_exec_run: %s: the plan lost its chain",
+                mgi_graph_tensor_label(p->g, t, label, sizeof label));
+        if (!ex->backend.run_fused)
+            return mg_set_error(
+                MG_ERR_UNSUPPORTED,
+                "mg_exec_run: %s failed: the plan runs it as a fused chain "
+                "of %d element-wise ops, and the %s backend has no fused "
+                "kernel; compile the plan for this device "
+                "(mg_plan_options.device) or with no_fusion",
+                mgi_graph_tensor_label(p->g, t, label, sizeof label), n_chain,
+                ex->backend.name);
+    } else if (!ex->backend.supports_op(ex->backend.ctx, st->op))
         return mg_set_error(
             MG_ERR_UNSUPPORTED,
             "mg_exec_run: %s failed: %s backend: no "
@@ -393,11 +410,14 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p, int32_t si,
                   .run_seed = seed,
                   .work_bytes = work,
                   .why = why,
-                  .why_len = sizeof why};
+                  .why_len = sizeof why,
+                  .fused = chain,
+                  .n_fused = n_chain};
     for (int i = 0; i < st->n_in; i++)
         a.in[i] = (mg_kbuf){ex->buf[st->in[i]], *mg_plan_desc(p, st->in[i])};
-    /* Scratch only ever comes from the pool, as much as the plan counted. */
-    size_t need = ex->backend.workspace(ex->backend.ctx, &a);
+    /* Scratch only ever comes from the pool, as much as the plan counted
+     * (a fused chain's tiles are on the stack). */
+    size_t need = chain ? 0 : ex->backend.workspace(ex->backend.ctx, &a);
     if (need > work) {
         if (acc) mgi_pool_slot_give(&ex->pool, nbytes);
         return mg_set_error(
@@ -416,7 +436,8 @@ static mg_status run_step(mg_exec *ex, const mg_plan *p, int32_t si,
             work, mgi_graph_tensor_label(p->g, t, label, sizeof label),
             ex->pool.stats.bytes_in_use, ex->pool.max_bytes);
     }
-    mg_status s = ex->backend.run_op(ex->backend.ctx, &a);
+    mg_status s = chain ? ex->backend.run_fused(ex->backend.ctx, &a)
+                        : ex->backend.run_op(ex->backend.ctx, &a);
     if (a.work) mgi_pool_free(&ex->pool, a.work, work);
     if (acc && s == MG_OK) {
         s = accumulate_into(ex, p, t, ex->buf[t], out);

@@ -30,7 +30,13 @@ enum {
      * makes it a view of that input's block, with no buffer and no
      * kernel, where nothing can write through it into memory it must not
      * (src/rewrite/schedule.c, plan_views; issue 46) */
-    MG_OPF_VIEW = 1u << 6
+    MG_OPF_VIEW = 1u << 6,
+    /* One value per output element from the inputs' values at that
+     * element (broadcast), by a body of MG_UNARY_OPS or MG_BINARY_OPS
+     * (backend/kernel_shared.h), or dropout's (from the element's index
+     * too): a compiled plan may run a chain of such ops as one fused
+     * kernel (src/rewrite/fuse.c) */
+    MG_OPF_ELEMENTWISE = 1u << 7
 };
 
 /* The rules are function types, so that ops_internal.h declares each rule

@@ -30,7 +30,7 @@ mg_status mg_plan_summarize(const mg_plan *p, const mg_binding *binds,
     for (int32_t i = 0; i < p->n_steps; i++) {
         const mg_node *n = &p->g->nodes[p->steps[i]];
         double flops = 0;
-        mgi_graph_op_cost(p->g, p->steps[i], &flops, NULL);
+        mgi_plan_step_cost(p, i, &flops, NULL);
         step_kind k = kind_of(n);
         if (k == STEP_RECOMPUTE) {
             s.n_recompute++;
@@ -57,12 +57,14 @@ mg_status mg_plan_summarize(const mg_plan *p, const mg_binding *binds,
                              .n_outputs = p->n_kept,
                              .without_recompute = true,
                              .binds = binds,
-                             .n_binds = n_binds};
+                             .n_binds = n_binds,
+                             .fuse = p->fuses};
     st = mgi_graph_peak(p->g, &q, &sc, "mg_plan_summarize",
                         &s.predicted_peak_without_recompute);
     /* The budget's measure (mg_checkpoints.budget_bytes): every output
-     * and retained tensor in caller memory, as the budget policy's search
-     * measures its trials. */
+     * and retained tensor in caller memory, unfused, as the budget
+     * policy's search measures its trials whatever device the plan is
+     * for; fusion never raises a plan's peak above it (fuse.c). */
     const mg_peak_query qb = {
         .outputs = p->kept, .n_outputs = p->n_kept, .all_bound = true};
     if (st == MG_OK)
@@ -116,7 +118,7 @@ static void report_segments(const mg_plan *p, FILE *out) {
         for (; j < p->n_steps &&
                kind_of(&p->g->nodes[p->steps[j]]) == STEP_RECOMPUTE;
              j++) {
-            mgi_graph_op_cost(p->g, p->steps[j], &f, NULL);
+            mgi_plan_step_cost(p, j, &f, NULL);
             flops += f;
         }
         if (seg++ < shown_max)

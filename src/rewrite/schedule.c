@@ -45,6 +45,7 @@ void mg_plan_free(mg_plan *p) {
     free(p->out_off);
     free(p->work_off);
     mgi_offload_free(p->offload);
+    mgi_fusion_free(p->fusion);
     mg_plan_free(p->phase[0]);
     mg_plan_free(p->phase[1]);
     free(p);
@@ -112,6 +113,15 @@ static const mg_backend_reg *extra_row(mg_device dev) {
 static mg_status step_record(const mg_plan *p, mg_tensor t,
                              const mg_backend_reg *extra, mg_plan_step *r) {
     const mg_node *n = &p->g->nodes[t];
+    if (p->fusion && p->fusion->mark[t] == 2) {
+        /* a fused chain (fuse.c): its external inputs, no workspace */
+        const mgi_fusion *f = p->fusion;
+        const int32_t c = mgi_fusion_chain(f, t);
+        *r = (mg_plan_step){.op = MG_STEP_FUSED, .n_in = f->n_ext[c]};
+        memcpy(r->in, f->ext + (size_t)c * MG_MAX_INPUTS,
+               (size_t)f->n_ext[c] * sizeof *r->in);
+        return MG_OK;
+    }
     const size_t work = step_workspace(p->g, t, extra);
     const size_t units =
         work / MG_STEP_WORK_UNIT + (work % MG_STEP_WORK_UNIT != 0);
@@ -192,6 +202,10 @@ static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
         mg_tensor t = order[k];
         bwd[t] = (p->g->nodes[t].flags &
                   (MG_NODE_BACKWARD | MG_NODE_RECOMPUTE)) != 0;
+        if (p->fusion && p->fusion->mark[t] == 1) { /* in a fused step */
+            p->role[t] |= MG_ROLE_ABSORBED;
+            continue;
+        }
         if (mg_plan_leaf(p, t)) {
             p->role[t] |= MG_ROLE_LEAF;
             p->leaves[p->n_leaves++] = t;
@@ -345,8 +359,19 @@ static mg_status plan_compile(const mg_graph *g, const mg_tensor *outputs,
     if (s == MG_OK) {
         plan_add_kept(p, outputs, n_outputs);
         plan_add_kept(p, retain, n_retain);
+        /* chains of element-wise ops, where the device's backend runs
+         * them fused (fuse.c) */
+        const mg_backend_reg *reg = mgi_backend_find(p->device);
+        p->fuses = !(opts && opts->no_fusion) && reg && reg->runs_fused;
+        if (p->fuses) s = mgi_plan_fuse(p, order, n_order, &p->fusion);
+    }
+    if (s == MG_OK) {
         /* needed is done with: it holds bwd now */
         s = plan_build(p, order, n_order, last_read, needed, views);
+        if (p->fusion) {
+            free(p->fusion->mark);
+            p->fusion->mark = NULL;
+        }
     }
     if (s == MG_OK) s = mgi_offload_plan(p, opts, last_read);
     if (s == MG_OK && opts && opts->no_grad) s = check_no_grad(p);
@@ -543,6 +568,14 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
     s = mgi_graph_ancestors_order(g, q->outputs, q->n_outputs, remap,
                                   sc->needed, sc->order, &sc->n_order, what);
     if (s != MG_OK) return s;
+    /* as mgi_plan_fuse: an absorbed op's inputs are read by its chain's
+     * step, the next one that is not absorbed */
+    uint8_t *absorbed = NULL;
+    if (q->fuse) {
+        s = mgi_fuse_absorbed(g, remap, q->outputs, q->n_outputs, sc->order,
+                              sc->n_order, &absorbed);
+        if (s != MG_OK) return s;
+    }
     int32_t n = 0, n_cand = 0; /* steps, and those that may be views */
     bool back = false, interleaved = false;
     for (int32_t k = 0; k < sc->n_order; k++) {
@@ -550,6 +583,11 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
         const mg_node *nd = &g->nodes[t];
         sc->last[t] = -1;
         if (mgi_op_table[nd->op].flags & MG_OPF_LEAF) continue;
+        if (absorbed && absorbed[t]) {
+            for (int i = 0; i < nd->n_in; i++)
+                sc->last[remap ? remap[nd->in[i]] : nd->in[i]] = n;
+            continue;
+        }
         for (int i = 0; i < nd->n_in; i++)
             sc->last[remap ? remap[nd->in[i]] : nd->in[i]] = n;
         if (mgi_node_viewable(g, t)) sc->cand[n_cand++] = n;
@@ -563,6 +601,7 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
         sc->freed[n++] = 0;
     }
     sc->n_steps = n;
+    free(absorbed);
     /* outputs: kept in the pool, or bound to caller memory */
     const int32_t KEPT = INT32_MAX, BOUND = INT32_MAX - 1;
     for (int i = 0; i < q->n_outputs; i++)
@@ -606,6 +645,15 @@ mg_status mg_plan_dump(const mg_plan *p, FILE *out) {
                 mgi_graph_tensor_label(p->g, p->steps[s], label, sizeof label));
         if (p->step[s].view)
             fprintf(out, "  view of %%%d", (int)p->step[s].in[0]);
+        /* a fused chain: its ops in the order it runs them */
+        const mg_fused_instr *chain;
+        int n_chain;
+        if (p->step[s].op == MG_STEP_FUSED &&
+            mgi_fusion_find(p, p->steps[s], &chain, NULL, &n_chain)) {
+            fprintf(out, "  fused");
+            for (int k = 0; k < n_chain; k++)
+                fprintf(out, " %s", mgi_op_str(chain[k].op));
+        }
         if (p->release_start[s] < p->release_start[s + 1]) {
             fprintf(out, "  release");
             for (int32_t r = p->release_start[s]; r < p->release_start[s + 1];

@@ -9,13 +9,17 @@
 #ifndef MG_SCHEDULE_H
 #define MG_SCHEDULE_H
 
+#include "../backend/backend.h"
 #include "../graph/graph.h"
 
 enum {
     MG_ROLE_NONE = 0,     /* not read or computed by the plan */
     MG_ROLE_LEAF = 1,     /* caller memory, read by some step */
     MG_ROLE_COMPUTED = 2, /* written by a step */
-    MG_ROLE_KEPT = 4      /* output or retained: not released by the run */
+    MG_ROLE_KEPT = 4,     /* output or retained: not released by the run */
+    /* computed inside a fused step (fuse.c): an intermediate without a
+     * buffer */
+    MG_ROLE_ABSORBED = 8
 };
 
 /* A step's workspace is counted in units of this many bytes, the pool's
@@ -96,6 +100,12 @@ struct mg_plan {
     mg_device device;
     /* mg_plan_options.offload's copies (offload.h), or NULL */
     struct mg_offload_plan *offload;
+    /* The fused chains of its MG_STEP_FUSED steps (fuse.c), or NULL for
+     * none; its phases share it, and mg_plan_free frees it once. */
+    struct mgi_fusion *fusion;
+    /* whether it was compiled to fuse (the device's backend fuses, and
+     * mg_plan_options.no_fusion was 0), chains or not */
+    bool fuses;
 };
 
 /* The descriptor of tensor t (its node's). */
@@ -178,6 +188,8 @@ typedef struct mg_peak_query {
     bool all_bound;
     const mg_binding *binds; /* when not all_bound */
     int n_binds;
+    /* the plan fuses element-wise chains (mgi_plan_fuse) */
+    bool fuse;
 } mg_peak_query;
 
 /* The peak that mgi_plan_peak predicts for q's plan, without building
@@ -219,5 +231,54 @@ mg_status mgi_plan_split(mg_plan *p, const bool *bwd, int32_t *last,
  * and its step arrays where they are a stretch of p's), so that
  * mg_plan_free(q) frees only q's own. */
 void mgi_phase_unshare(mg_plan *q, const mg_plan *p);
+
+/* ---- fused element-wise chains (fuse.c) ---------------------------------- */
+
+/* The chains a plan runs as one step each: the chain's last op makes its
+ * tensor (the root), which the step computes; the other ops' tensors
+ * (absorbed) get no buffer and no step. */
+typedef struct mgi_fusion {
+    int32_t n;           /* chains */
+    mg_tensor *root;     /* per chain, sorted by id */
+    int32_t *start;      /* per chain + 1: its ops are [start[c], start[c+1]) */
+    mg_fused_instr *ins; /* the ops, each chain's in evaluation order */
+    mg_tensor *member;   /* per op: the tensor it computes in the graph */
+    /* during compilation, per tensor id: 1 absorbed, 2 the root of a
+     * chain; then freed */
+    uint8_t *mark;
+    /* per chain, as the marks' roots: its external inputs */
+    uint8_t *n_ext;
+    mg_tensor *ext; /* MG_MAX_INPUTS per chain */
+} mgi_fusion;
+
+void mgi_fusion_free(mgi_fusion *f);
+/* The index of the chain whose root is t, or -1 (a binary search). */
+int32_t mgi_fusion_chain(const mgi_fusion *f, mg_tensor t);
+/* Find the chains of element-wise ops among the computed tensors of
+ * order[0..n_order) (p's topological order; p->role has its kept
+ * tensors), into *out (NULL when there are none). A chain is a tree of
+ * ops flagged MG_OPF_ELEMENTWISE, of one dtype and the root's shape, on
+ * consecutive steps, each but the root read by one op alone, which is in
+ * the chain, and neither kept nor hooked; all forward, all recomputed or all backward;
+ * at most MG_FUSE_MAX ops and MG_MAX_INPUTS external inputs. Since every
+ * absorbed tensor has the root's size and the chain's steps were
+ * consecutive, the fused plan's peak is never above the unfused one's. */
+mg_status mgi_plan_fuse(const mg_plan *p, const mg_tensor *order,
+                        int32_t n_order, mgi_fusion **out);
+/* The tensors fusion absorbs in the plan of order[0..n_order) that keeps
+ * kept[0..n_kept), reading inputs through remap (NULL: none): a calloc'ed
+ * array of g->n flags into *absorbed, for mgi_graph_peak. */
+mg_status mgi_fuse_absorbed(const mg_graph *g, const mg_tensor *remap,
+                            const mg_tensor *kept, int n_kept,
+                            const mg_tensor *order, int32_t n_order,
+                            uint8_t **absorbed);
+/* The chain of fused step t of p (an MG_STEP_FUSED step's tensor):
+ * *ins and *n, or false when p has no chain rooted at t. */
+bool mgi_fusion_find(const mg_plan *p, mg_tensor t, const mg_fused_instr **ins,
+                     const mg_tensor **members, int *n);
+/* Flops and bytes moved of step s: its op's, or for a fused step the sum
+ * of its ops' flops and the bytes of its inputs and output. */
+void mgi_plan_step_cost(const mg_plan *p, int32_t s, double *flops,
+                        double *bytes);
 
 #endif

@@ -38,11 +38,13 @@ static mg_plan *phase_alloc(const mg_plan *p) {
     /* p's, not a copy: a saved tensor is a leaf of the backward phase by
      * its role (schedule.h) */
     q->remap = p->remap;
+    q->fusion = p->fusion;
     return q;
 }
 
 void mgi_phase_unshare(mg_plan *q, const mg_plan *p) {
     q->remap = NULL;
+    q->fusion = NULL;
     if (q->steps && (q->steps == p->steps ||
                      q->steps == p->steps + (p->n_steps - q->n_steps))) {
         q->steps = NULL;

@@ -20,7 +20,9 @@ void mgi_plan_step_info(const mg_plan *p, int32_t step, mg_step_info *info) {
         .plan = p,
         .step = (int)step,
         .n_steps = (int)p->n_steps,
-        .op = mgi_op_str(p->step[step].op),
+        /* a fused step's: its tensor's, the chain's last op (its flops
+         * and bytes are the chain's) */
+        .op = mgi_op_str((mg_op)n->op),
         .tensor = t,
         .tensor_name = mgi_graph_name(p->g, t),
         .phase = mgi_plan_step_phase(p, step),
@@ -31,7 +33,7 @@ void mgi_plan_step_info(const mg_plan *p, int32_t step, mg_step_info *info) {
                 ? mg_pool_size_class(mg_plan_step_work(&p->step[step]))
                 : 0,
     };
-    mgi_graph_op_cost(p->g, t, &info->flops, &info->bytes_moved);
+    mgi_plan_step_cost(p, step, &info->flops, &info->bytes_moved);
 }
 
 const char *mg_phase_name(mg_phase phase) {

@@ -1271,7 +1271,10 @@ mg_status mgi_ckm_net_plan(const mgi_ckm_net *net, mg_plan **p,
     int n = 0;
     for (int i = 0; i < net->n_grads; i++) outs[n++] = net->grads[i];
     outs[n++] = net->loss;
-    mg_status s = mg_plan_compile(net->g, outs, n, NULL, p);
+    /* unfused: the MILP's memory model has one op a step, as the budget
+     * policy's search and its measure (mg_plan_summary.budget_peak) do */
+    const mg_plan_options unfused = {.no_fusion = 1};
+    mg_status s = mg_plan_compile(net->g, outs, n, &unfused, p);
     if (s != MG_OK) return ckm_mg(s, "mg_plan_compile");
     *n_binds = 0;
     for (int i = 0; i < net->n_leaves; i++)

@@ -62,6 +62,11 @@ static mg_status cpu_run_f32(void *ctx, const mg_kargs *a) {
     return k(a);
 }
 
+static mg_status cpu_run_fused(void *ctx, const mg_kargs *a) {
+    (void)ctx;
+    return mgi_cpu_fused(a);
+}
+
 /* Kernels run to completion before run_op returns. */
 static mg_status cpu_synchronize(void *ctx) {
     (void)ctx;
@@ -147,6 +152,7 @@ const mg_backend_reg mgi_backend_cpu_reg = {
     .has_kernel = cpu_has_kernel,
     .kernel_workspace = cpu_plan_workspace,
     .plan_workspace_op = cpu_plan_workspace_op,
+    .runs_fused = 1,
 };
 
 mg_status mgi_backend_cpu_init(mg_backend *out) {
@@ -169,6 +175,7 @@ mg_status mgi_backend_cpu_init(mg_backend *out) {
         .supports_op = cpu_supports_op,
         .workspace = cpu_workspace,
         .ctx = cache,
+        .run_fused = cpu_run_fused,
     };
     return MG_OK;
 }

@@ -31,6 +31,39 @@
         return MG_OK;                                                          \
     }
 
+/* The block functions fill their stack buffer's first m elements before
+ * the vector call reads those m; GCC cannot see that the call reads no
+ * more, and warns about the rest. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+bool mgi_cpu_unary_tile_vec_f32(mg_op op, const float *restrict x,
+                                float *restrict y, int64_t m) {
+    float u[MG_VMATH_BLOCK];
+    if (m < 1 || m > MG_VMATH_BLOCK) return false; /* the scalar loop's */
+    switch (op) {
+    case MG_OP_GELU:
+        for (int64_t j = 0; j < m; j++) u[j] = MG_GELU_U(float, x[j]);
+        mgi_cpu_vtanhf(u, u, m);
+        for (int64_t j = 0; j < m; j++) y[j] = 0.5f * x[j] * (1.0f + u[j]);
+        return true;
+    case MG_OP_SIGMOID:
+        for (int64_t j = 0; j < m; j++) u[j] = -x[j];
+        mgi_cpu_vexpf(u, u, m);
+        for (int64_t j = 0; j < m; j++) y[j] = 1.0f / (1.0f + u[j]);
+        return true;
+    case MG_OP_SILU:
+        for (int64_t j = 0; j < m; j++) u[j] = -x[j];
+        mgi_cpu_vexpf(u, u, m);
+        for (int64_t j = 0; j < m; j++) y[j] = x[j] / (1.0f + u[j]);
+        return true;
+    case MG_OP_TANH: mgi_cpu_vtanhf(y, x, m); return true;
+    case MG_OP_EXP: mgi_cpu_vexpf(y, x, m); return true;
+    default: return false;
+    }
+}
+
+#pragma GCC diagnostic pop
+
 /* The float32 ops that spend their time in exp or tanh, computed a block
  * at a time with the vector routines; false for any other op. The
  * formulas are MG_UNARY_OPS', in the same order of operations. */
@@ -43,27 +76,7 @@ static bool unary_vec_f32(mg_op op, const float *restrict xs,
     MG_CPU_PAR_LOOP(n, for (int64_t b = 0; b < nb; b++), {
         const int64_t i0 = b * MG_VMATH_BLOCK;
         const int64_t m = n - i0 < MG_VMATH_BLOCK ? n - i0 : MG_VMATH_BLOCK;
-        const float *x = xs + i0;
-        float *y = ys + i0, u[MG_VMATH_BLOCK];
-        switch (op) {
-        case MG_OP_GELU:
-            for (int64_t j = 0; j < m; j++) u[j] = MG_GELU_U(float, x[j]);
-            mgi_cpu_vtanhf(u, u, m);
-            for (int64_t j = 0; j < m; j++) y[j] = 0.5f * x[j] * (1.0f + u[j]);
-            break;
-        case MG_OP_SIGMOID:
-            for (int64_t j = 0; j < m; j++) u[j] = -x[j];
-            mgi_cpu_vexpf(u, u, m);
-            for (int64_t j = 0; j < m; j++) y[j] = 1.0f / (1.0f + u[j]);
-            break;
-        case MG_OP_SILU:
-            for (int64_t j = 0; j < m; j++) u[j] = -x[j];
-            mgi_cpu_vexpf(u, u, m);
-            for (int64_t j = 0; j < m; j++) y[j] = x[j] / (1.0f + u[j]);
-            break;
-        case MG_OP_TANH: mgi_cpu_vtanhf(y, x, m); break;
-        default: mgi_cpu_vexpf(y, x, m); break;
-        }
+        mgi_cpu_unary_tile_vec_f32(op, xs + i0, ys + i0, m);
     });
     return true;
 }
@@ -119,6 +132,36 @@ static void binary_layout(const mg_kargs *ka, mg_layout *l) {
     mg_layout_coalesce(l);
 }
 
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+bool mgi_cpu_binary_tile_vec_f32(mg_op op, const float *restrict a,
+                                 const float *restrict x, float *restrict y,
+                                 int64_t m) {
+    float t[MG_VMATH_BLOCK];
+    if (m < 1 || m > MG_VMATH_BLOCK) return false; /* the scalar loop's */
+    if (op == MG_OP_SILU_GRAD) {
+        for (int64_t j = 0; j < m; j++) t[j] = -x[j];
+        mgi_cpu_vexpf(t, t, m);
+        for (int64_t j = 0; j < m; j++) {
+            const float s = 1.0f / (1.0f + t[j]);
+            y[j] = a[j] * (s * (1.0f + x[j] * (1.0f - s)));
+        }
+        return true;
+    }
+    if (op != MG_OP_GELU_GRAD) return false;
+    for (int64_t j = 0; j < m; j++) t[j] = MG_GELU_U(float, x[j]);
+    mgi_cpu_vtanhf(t, t, m);
+    for (int64_t j = 0; j < m; j++) {
+        const float du =
+            (float)MG_GELU_C * (1.0f + (float)(3 * MG_GELU_K) * x[j] * x[j]);
+        y[j] = a[j] *
+               (0.5f * (1.0f + t[j]) + 0.5f * x[j] * (1.0f - t[j] * t[j]) * du);
+    }
+    return true;
+}
+
+#pragma GCC diagnostic pop
+
 /* gelu's and silu's gradients gy * f'(x) in float32 over equal shapes (one
  * flat row), their tanh or exp a block at a time; false for any other op or
  * layout. The formulas are mg_gelu_deriv's and mg_silu_deriv's, in the same
@@ -133,25 +176,7 @@ static bool binary_vec_f32(mg_op op, const float *as, const float *bs,
     MG_CPU_PAR_LOOP(n, for (int64_t b = 0; b < nb; b++), {
         const int64_t i0 = b * MG_VMATH_BLOCK;
         const int64_t m = n - i0 < MG_VMATH_BLOCK ? n - i0 : MG_VMATH_BLOCK;
-        const float *a = as + i0, *x = bs + i0;
-        float *y = ys + i0, t[MG_VMATH_BLOCK];
-        if (op == MG_OP_SILU_GRAD) {
-            for (int64_t j = 0; j < m; j++) t[j] = -x[j];
-            mgi_cpu_vexpf(t, t, m);
-            for (int64_t j = 0; j < m; j++) {
-                const float s = 1.0f / (1.0f + t[j]);
-                y[j] = a[j] * (s * (1.0f + x[j] * (1.0f - s)));
-            }
-            continue;
-        }
-        for (int64_t j = 0; j < m; j++) t[j] = MG_GELU_U(float, x[j]);
-        mgi_cpu_vtanhf(t, t, m);
-        for (int64_t j = 0; j < m; j++) {
-            const float du = (float)MG_GELU_C *
-                             (1.0f + (float)(3 * MG_GELU_K) * x[j] * x[j]);
-            y[j] = a[j] * (0.5f * (1.0f + t[j]) +
-                           0.5f * x[j] * (1.0f - t[j] * t[j]) * du);
-        }
+        mgi_cpu_binary_tile_vec_f32(op, as + i0, bs + i0, ys + i0, m);
     });
     return true;
 }

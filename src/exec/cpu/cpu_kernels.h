@@ -214,5 +214,21 @@ bool mgi_cpu_widen_run(void *ctx, const mg_kargs *a, mgi_cpu_run_fn run,
 size_t mgi_cpu_widen_workspace(const mg_kargs *a,
                                size_t (*f32_query)(const mg_kargs *a),
                                bool *widened);
+/* The float32 bodies that compute through cpu_vmath, over one block of
+ * m <= MG_VMATH_BLOCK elements (cpu_elementwise.c): gelu, silu, tanh, exp
+ * and sigmoid of x, and gelu's and silu's gradients a * f'(x) over equal
+ * shapes; false (nothing written) for any other op. The unfused kernels and
+ * the fused chains (cpu_fused.c) both compute through them, so they give
+ * the same bits. */
+bool mgi_cpu_unary_tile_vec_f32(mg_op op, const float *restrict x,
+                                float *restrict y, int64_t m);
+bool mgi_cpu_binary_tile_vec_f32(mg_op op, const float *restrict a,
+                                 const float *restrict x, float *restrict y,
+                                 int64_t m);
+/* Runs a fused chain of element-wise ops (mg_kargs.fused): the CPU
+ * backend's run_fused (cpu_fused.c). */
+mg_status mgi_cpu_fused(const mg_kargs *a);
+/* Whether the fused kernel has a body for op. */
+bool mgi_cpu_fused_has(mg_op op);
 
 #endif
