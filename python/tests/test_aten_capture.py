@@ -18,7 +18,7 @@ if not mt.HAS_EXPORT:
 
 nn = torch.nn
 
-from aten_models import gpt2  # noqa: E402
+from aten_models import V, _hf, _ids, gpt2  # noqa: E402
 from test_aten_zoo import assert_close  # noqa: E402
 
 
@@ -48,6 +48,21 @@ def test_compile_backend_runs_what_it_cannot_map_in_eager():
     # one graph: the mapped runs of nodes in memgrad, the rest in eager
     assert [r["ran"] for r in rows] == ["pieces"], rows
     assert rows[0]["pieces"] >= 1 and "argmax" in rows[0]["reason"]
+
+
+def test_mixture_of_experts_is_refused_clearly():
+    """Mixtral as transformers builds it by default (its experts through
+    torch._grouped_mm, float32 only): Module names the routing ops it
+    cannot map. test_aten_zoo has the same model with its experts as a
+    loop (float64), refused as data-dependent control flow."""
+    T = pytest.importorskip("transformers")
+    cfg = _hf("Mixtral", num_hidden_layers=1, hidden_size=32,
+              intermediate_size=64, num_attention_heads=4,
+              num_key_value_heads=2, vocab_size=V, num_local_experts=4,
+              num_experts_per_tok=2, max_position_embeddings=32)
+    model = T.MixtralForCausalLM(cfg)
+    with pytest.raises(mt.Unsupported, match="topk|sort|histc"):
+        mt.Module(model, _ids())
 
 
 # ------------------------------------------------------------ behaviour

@@ -14,7 +14,9 @@ both, is judged against the model's scale):
     rounding there, summed in other orders, so they are judged within
     1e-5 instead.
   - float32, Module, step 1 (both from the same weights): within
-    max(1e-4, 2x eager float32's own distance from eager float64).
+    max(1e-4, 2x eager float32's own distance from eager float64). CI
+    runs it on one model of each family (FLOAT32_IN_CI); the rest with
+    MEMGRAD_SLOW_TESTS=1, skipped otherwise with that reason.
   - every policy (memory, speed, and budget halfway between memory's
     budget peak and none's) gives
     gradients bit-equal to policy none's, at both steps. The other
@@ -29,6 +31,7 @@ fixture) and shared by the Module and torch.compile tests.
 """
 import copy
 import inspect
+import os
 
 import pytest
 
@@ -44,16 +47,25 @@ import aten_models as am  # noqa: E402
 _T = am._timm
 # batch norms see batch x H x W values per channel; where a last stage
 # normalises only a few values, float64's rounding grows by the 1/std
-# they divide by, so the BatchNorm models keep >= 8 values there
+# they divide by, so efficientnet, regnet and levit keep 8 values there
+# (a batch of 8 at 32 x 32, which costs eager float64's slow depthwise
+# convolutions a quarter of 4 at 64 x 64; levit's BatchNorm1d at batch 2
+# and 64 x 64 normalised 2 tokens and missed 1e-9 by 1.6x at step 2)
 NAMED = [am.gpt2, am.llama, am.qwen2, am.bert, am.bart, am.vit, am.mixtral,
-         _T("efficientnet_b0", 64, 4), _T("regnety_002", 64, 4),
-         _T("levit_128s", 224), _T("vit_tiny_patch16_224", 32, img_size=32),
+         _T("efficientnet_b0", 32, 8), _T("regnety_002", 32, 8),
+         _T("levit_128s", 64, 8, img_size=64),
+         _T("vit_tiny_patch16_224", 32, img_size=32),
          _T("convnext_atto"), _T("resnest14d"),
          _T("mixer_s32_224", 64, img_size=64)]
 UNNAMED = [am.gpt_neox, am.phi]
 # models whose routing memgrad's static graph cannot hold
 REFUSED = {"mixtral": "data-dependent control flow"}
 FLOAT32_INSIDE = {"llama", "qwen2", "mixtral"}
+# the float32 check on the others is run with MEMGRAD_SLOW_TESTS=1 (each
+# is one more export of the model: CI time); these cover each family
+FLOAT32_IN_CI = {"gpt2", "llama", "bert", "vit", "convnext_atto",
+                 "resnest14d", "mixer_s32_224", "phi"}
+SLOW = os.environ.get("MEMGRAD_SLOW_TESTS") == "1"
 
 
 def _first(out):
@@ -183,6 +195,10 @@ def test_module_float64_and_every_policy(case):
 def test_module_float32(case):
     """Module in float32, step 1: within max(1e-4, 2x eager float32's own
     distance from eager float64); step 2 runs."""
+    if case.name not in FLOAT32_IN_CI and not SLOW:
+        pytest.skip("float32 check of %s: MEMGRAD_SLOW_TESTS=1 (CI runs "
+                    "it on %s)" % (case.name, ", ".join(sorted(
+                        FLOAT32_IN_CI))))
     args = case.args(torch.float32)
     mine = case.model(torch.float32)
     got = steps(mine, _wrap(case, mine, args), args)
