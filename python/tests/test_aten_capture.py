@@ -115,6 +115,24 @@ def test_frozen_parameters_get_no_gradient():
     assert not any(n.startswith("0.") for n in names), names
 
 
+def test_every_parameter_frozen_runs_forward_only():
+    """No leaf needs a gradient: the plan has no gradient steps and the
+    call runs memgrad's forward alone (before, mg_exec_forward refused
+    such a plan); an input that requires grad still gets one."""
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3))
+    net.requires_grad_(False)
+    x = torch.randn(4, 6)
+    w = mt.Module(net, (x,))
+    assert not w._cap.differentiable
+    assert torch.allclose(w(x), net(x), atol=1e-6)
+    xr = x.clone().requires_grad_(True)
+    w(xr).sum().backward()
+    xe = x.clone().requires_grad_(True)
+    net(xe).sum().backward()
+    assert torch.allclose(xr.grad, xe.grad, atol=1e-6)
+
+
 def test_hooks_are_refused():
     net = nn.Sequential(nn.Linear(4, 4))
     net[0].register_forward_hook(lambda m, i, o: o * 2)
