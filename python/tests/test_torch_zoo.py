@@ -151,7 +151,7 @@ def rel_errors(mine, ref):
             / max(float(b.abs().max()), floor) for a, b in zip(mine, ref)]
 
 
-def two_steps(model, x, labels, policy="memory"):
+def two_steps(model, x, labels, policy="memory", wrap=None):
     """Gradients of both of two SGD steps (lr 0.1) for torch's model and
     memgrad's copy: {"torch": [[grads step 1], [step 2]], "memgrad": ...}.
 
@@ -162,9 +162,11 @@ def two_steps(model, x, labels, policy="memory"):
     1e-12 relative perturbation of PyTorch's own weights after step 1 moves
     its step-2 gradients by 1.5e-10, and memgrad's step-1 weights moved
     them by 8.3e-9; from the same weights they agree to 3.7e-13
-    (bench/zoo_step2.py, bench/results/zoo-step2.txt)."""
+    (bench/zoo_step2.py, bench/results/zoo-step2.txt). wrap: the
+    wrapper class (memgrad.torch.fx.Module, the torch.fx capture, unless
+    given; test_aten_torchvision passes the ATen capture's Module)."""
     ref = _exact_reference(copy.deepcopy(model))
-    mine = mgt.fx.Module(copy.deepcopy(model), (x,), policy=policy)
+    mine = (wrap or mgt.fx.Module)(copy.deepcopy(model), (x,), policy=policy)
     opts = {key: torch.optim.SGD(m.parameters(), lr=0.1)
             for key, m in (("torch", ref), ("memgrad", mine))}
     out = {"torch": [], "memgrad": []}

@@ -696,6 +696,20 @@ def _gather(cx, node, x, dim, index, sparse_grad=False):
                     cx.t(index, float_dtype=False))
 
 
+@_op(*_ov(aten.index_select, "default"))
+def _index_select(cx, node, x, dim, index):
+    # Swin's relative position bias: a 1-D index buffer into a table
+    g = cx.graph
+    if not hasattr(g, "index_select"):
+        raise Unmapped("this libmemgrad has no index_select op")
+    x = cx.t(x)
+    idx = cx.t(index, float_dtype=False)
+    if len(idx.shape) != 1:
+        raise Unmapped("index_select with an index of %d dims"
+                       % len(idx.shape))
+    return g.index_select(x, _axis(dim, len(x.shape)), idx)
+
+
 @_op(*_ov(aten.scaled_dot_product_attention, "default"))
 def _sdpa(cx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False,
           scale=None, enable_gqa=False):

@@ -76,7 +76,49 @@ def decomposition_table():
 def export(module, args, kwargs):
     """torch.export of module(*args, **kwargs), decomposed to core ATen.
     A Hugging Face model that returns its key/value cache (which export
-    cannot return) is captured with use_cache=False, as it trains."""
+    cannot return) is captured with use_cache=False, as it trains. A
+    model torch.export cannot trace raises Unsupported, which says why
+    and where in the model's own code (the exporter's error is its
+    __cause__)."""
+    try:
+        return _export(module, args, kwargs)
+    except Unsupported:
+        raise
+    except Exception as e:  # noqa: BLE001 - said again in memgrad's terms
+        raise Unsupported(type(module).__name__, [_export_failure(e)]) \
+            from e
+
+
+def _export_failure(e):
+    """(what, 1, [where], why) for an exception from torch.export: where
+    is the innermost frame of the traceback outside torch itself (the
+    model's line that export could not trace)."""
+    import traceback
+    from torch.fx.experimental.symbolic_shapes import \
+        GuardOnDataDependentSymNode
+    where, cause, err = "forward", None, e
+    while err is not None:
+        frames = [f for f in traceback.extract_tb(err.__traceback__)
+                  if "/torch/" not in f.filename.replace("\\", "/")]
+        if frames:
+            f = frames[-1]
+            where = "%s:%d (%s)" % (f.filename.rsplit("/", 1)[-1], f.lineno,
+                                    f.line or f.name)
+        if isinstance(err, GuardOnDataDependentSymNode):
+            cause = err
+        err = err.__cause__ or err.__context__
+    if cause is not None or "data-dependent" in str(e):
+        return ("data-dependent control flow", 1, [where],
+                "a branch or a shape decided by a tensor's values (a "
+                "mixture of experts' routing, say) cannot be one static "
+                "memgrad graph; torch.compile(model, backend=\"memgrad\") "
+                "runs such parts in eager PyTorch and the rest in memgrad")
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return ("torch.export", 1, [where], "%s: %s" % (type(e).__name__,
+                                                    first[:300]))
+
+
+def _export(module, args, kwargs):
     with quiet(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", module="torch")
         try:
@@ -118,8 +160,11 @@ class Captured(PerDevice):
 
     def __init__(self, name, gm, leaves, out_kinds, out_spec, inputs,
                  policy="none", budget_bytes=0, compact=False,
-                 store16=False):
+                 store16=False, example=None):
         self.module_name = name
+        # example: the leaf values themselves (with_options), in place of
+        # inputs to read them from
+        self._example_values = example
         self.gm, self.leaves = gm, leaves
         self._inputs = inputs
         self.out_kinds, self.out_spec = out_kinds, out_spec
@@ -133,7 +178,10 @@ class Captured(PerDevice):
     def _build(self):
         nodes = list(self.gm.graph.nodes)
         ph = [n for n in nodes if n.op == "placeholder"]
-        ex = self.example = [lf.get(self._inputs) for lf in self.leaves]
+        ex = self.example = list(self._example_values) \
+            if self._example_values is not None else \
+            [lf.get(self._inputs) for lf in self.leaves]
+        self._example_values = None
         self._inputs = None
         if len(ph) != len(ex):
             raise RuntimeError("memgrad.torch: %d placeholders and %d inputs"
@@ -288,7 +336,29 @@ class Captured(PerDevice):
                                      store16=self._store16)
         self.plan_outputs = list(self.ys) + list(self.extra) + \
             [t for t in self.grads if t not in self.seeds]
+        # whether the plan has gradient steps (a y that is a leaf itself
+        # takes its gradient straight from the seed)
+        self.differentiable = any(t not in self.seeds for t in self.grads)
+        if not self.plan_outputs:
+            raise Unsupported(self.module_name, [(
+                "outputs", 1, ["forward"],
+                "nothing for memgrad to compute: every output comes from "
+                "buffers, constants or integer inputs, which run in "
+                "PyTorch")])
         self.plan_for("cpu")
+
+    def with_options(self, policy, budget_bytes=0):
+        """This capture again under another policy and budget: the same
+        ATen graph mapped and planned anew, without a second
+        torch.export (which takes seconds to a minute on a model)."""
+        other = Captured(self.module_name, self.gm, self.leaves,
+                         self.out_kinds, self.out_spec, None, policy,
+                         budget_bytes, self._compact, self._store16,
+                         example=self.example)
+        for attr in ("in_spec", "user_input_names", "extra_kwargs"):
+            if hasattr(self, attr):
+                setattr(other, attr, getattr(self, attr))
+        return other
 
     # ---------------------------------------------------------- for aten.py
     def t(self, v, float_dtype=True, like=None):

@@ -38,7 +38,10 @@ class _Run(torch.autograd.Function):
         for t, get in cap.feeds_from:
             feeds[t] = get(env).detach().to(device).contiguous()
         ex, plan = cap.executor_for(device), cap.plan_for(device)
-        outs, saved = ex.forward(plan, feeds, seed)
+        if cap.differentiable:
+            outs, saved = ex.forward(plan, feeds, seed)
+        else:  # no gradient steps (every leaf frozen, say): no backward
+            outs, saved = ex.run(plan, feeds, seed), None
         ctx.cap, ctx.feeds, ctx.saved, ctx.ex, ctx.plan = \
             cap, feeds, saved, ex, plan
         ctx.env_outputs = env
@@ -62,6 +65,12 @@ class _Run(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grad_outputs):
         cap = ctx.cap
+        if not cap.differentiable:  # only ys that are leaves themselves
+            out = [None] * ctx.n_values
+            for i, gt in zip(cap.grad_leaves, cap.grads):
+                if ctx.needs_input_grad[2 + i]:
+                    out[i] = grad_outputs[cap.seeds.index(gt)]
+            return (None, None) + tuple(out)
         if ctx.saved is None:
             raise RuntimeError(
                 "memgrad.torch: backward through %s a second time; memgrad "
@@ -268,7 +277,7 @@ class Module(torch.nn.Module):
 
     def __init__(self, module, example_inputs=(), policy="memory",
                  budget_bytes=None, compact=False, store16=False,
-                 example_kwargs=None, grads_in_place=True):
+                 example_kwargs=None, grads_in_place=True, _captures=()):
         super().__init__()
         if policy == "budget" and not budget_bytes:
             raise ValueError("memgrad.torch.Module: policy='budget' needs "
@@ -280,7 +289,7 @@ class Module(torch.nn.Module):
         self._opts = dict(policy=policy, budget_bytes=int(budget_bytes or 0),
                           compact=bool(compact), store16=bool(store16))
         self._grads_in_place = bool(grads_in_place)
-        self._plans = collections.OrderedDict()
+        self._plans = collections.OrderedDict(_captures)
         self._example = (tuple(example_inputs), dict(example_kwargs or {}))
         self._cap = self._plan_for(*self._example)
 
@@ -374,6 +383,20 @@ class Module(torch.nn.Module):
                     flat_inputs = [v for v in flat]
                     flat_inputs[i].copy_(v)
         return pytree.tree_unflatten(outs, cap.out_spec)
+
+    def with_policy(self, policy, budget_bytes=None):
+        """Another wrapper of the same module (its parameters shared)
+        under another policy and budget, planned from this wrapper's
+        captures instead of a new torch.export: comparing policies on
+        one model costs one export."""
+        caps = [(key, cap.with_options(policy, int(budget_bytes or 0)))
+                for key, cap in self._plans.items()]
+        args, kwargs = self._example
+        return Module(self.module, args, example_kwargs=kwargs,
+                      grads_in_place=self._grads_in_place,
+                      **dict(self._opts, policy=policy,
+                             budget_bytes=budget_bytes),
+                      _captures=caps)
 
     def __deepcopy__(self, memo):
         # a copy of the wrapped module, captured anew (plans and
