@@ -11,22 +11,26 @@ jobs=2
 # idle machine; they are there to catch a hang, not to time a test. On a
 # shared machine a case gets a fraction of a core: at a load average of
 # 23 on 2 cores, test_gradcheck's fused-attention case ran past its 120 s.
-# So every limit is scaled by the load per core when the run starts (at
+# So before each ctest every limit is scaled by the load per core then (at
 # least 1), unless MG_TEST_TIMEOUT_MULTIPLIER is set. The sanitizer build
 # multiplies that by its own factor of 5 (cmake/test_timeouts.cmake).
-if [ -z "${MG_TEST_TIMEOUT_MULTIPLIER:-}" ]; then
-    MG_TEST_TIMEOUT_MULTIPLIER=$(awk -v n="$(nproc)" \
+# usage: time_limits BUILD_DIR FACTOR (reconfigures BUILD_DIR)
+time_limits() {
+    local m=${MG_TEST_TIMEOUT_MULTIPLIER:-}
+    [ -n "$m" ] || m=$(awk -v n="$(nproc)" \
         '{ f = int($1 / n) + 1; print (f < 1 ? 1 : f) }' /proc/loadavg)
-fi
-echo "== test time limits x$MG_TEST_TIMEOUT_MULTIPLIER (load $(cut -d' ' -f1 /proc/loadavg) on $(nproc) cores)"
+    m=$((m * $2))
+    echo "== $1: test time limits x$m (load $(cut -d' ' -f1 /proc/loadavg) on $(nproc) cores)"
+    cmake -S . -B "$1" -DMG_TEST_TIMEOUT_MULTIPLIER="$m" > /dev/null
+}
 
 bash scripts/install-deps.sh
 
 echo "== build/ (RelWithDebInfo)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DMG_BUILD_TESTS=ON -DMG_BUILD_EXAMPLES=ON -DMG_SANITIZE=OFF \
-    -DMG_TEST_TIMEOUT_MULTIPLIER="$MG_TEST_TIMEOUT_MULTIPLIER"
+    -DMG_BUILD_TESTS=ON -DMG_BUILD_EXAMPLES=ON -DMG_SANITIZE=OFF
 cmake --build build -j"$jobs"
+time_limits build 1
 ctest --test-dir build --output-on-failure -j"$jobs"
 # Instructions of differentiating, rewriting and planning 10^4 ops against
 # the committed baseline (bench/results/icount-baseline.txt): +10% fails.
@@ -59,9 +63,9 @@ py=build-py/venv-pt2/bin/python
 
 echo "== build-asan/ (Debug, -fsanitize=address,undefined)"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug \
-    -DMG_BUILD_TESTS=ON -DMG_BUILD_EXAMPLES=ON -DMG_SANITIZE=ON \
-    -DMG_TEST_TIMEOUT_MULTIPLIER=$((5 * MG_TEST_TIMEOUT_MULTIPLIER))
+    -DMG_BUILD_TESTS=ON -DMG_BUILD_EXAMPLES=ON -DMG_SANITIZE=ON
 cmake --build build-asan -j"$jobs"
+time_limits build-asan 5
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:allocator_may_return_null=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs"
