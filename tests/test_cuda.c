@@ -88,6 +88,10 @@ static void *dev_copy(const void *host, size_t n) {
     return d;
 }
 
+/* Plans for the GPU are compiled for it: a CPU plan may fuse chains of
+ * element-wise ops, which the CUDA backend has no kernel for. */
+static const mg_plan_options cuda_po = {.device = MG_DEVICE_CUDA};
+
 static mg_exec *cuda_exec(size_t max_bytes) {
     mg_exec *ex = NULL;
     mg_exec_options o = {.device = MG_DEVICE_CUDA, .max_bytes = max_bytes};
@@ -677,7 +681,11 @@ static mg_plan *mlp_plan(const mlp *m, int without_recompute, mg_device d) {
     int n = 0;
     outs[n++] = m->loss;
     for (int i = 0; i < m->n_params; i++) outs[n++] = m->grads[i];
-    mg_plan_options o = {.without_recompute = without_recompute, .device = d};
+    /* A CPU plan run on the GPU must not fuse: the CUDA backend has no
+     * fused kernel and refuses such a plan (mg_plan_options.no_fusion). */
+    mg_plan_options o = {.without_recompute = without_recompute,
+                         .device = d,
+                         .no_fusion = d == MG_DEVICE_CPU};
     mg_plan *p = NULL;
     ck_assert_msg(mg_plan_compile(m->g, outs, n, &o, &p) == MG_OK, "%s",
                   mg_last_error());
@@ -815,7 +823,7 @@ START_TEST(test_cuda_out_of_memory) {
     mg_tensor y = mg_sum(g, mg_fill(g, MG_F32, 1, huge, 1.0), 0, NULL, 0);
     TH_OK_T("huge", y);
     mg_plan *p = NULL;
-    ck_assert(mg_plan_compile(g, &y, 1, NULL, &p) == MG_OK);
+    ck_assert(mg_plan_compile(g, &y, 1, &cuda_po, &p) == MG_OK);
     mg_exec *ex = cuda_exec(0);
     mg_status s = mg_exec_run(ex, p, NULL, 0, 0);
     ck_assert_int_eq(s, MG_ERR_NOMEM);
@@ -830,7 +838,7 @@ START_TEST(test_cuda_out_of_memory) {
     const int64_t sh[] = {1000};
     mg_tensor y2 = mg_sum(g2, mg_fill(g2, MG_F32, 1, sh, 0.5), 0, NULL, 0);
     mg_plan *p2 = NULL;
-    ck_assert(mg_plan_compile(g2, &y2, 1, NULL, &p2) == MG_OK);
+    ck_assert(mg_plan_compile(g2, &y2, 1, &cuda_po, &p2) == MG_OK);
     ck_assert_msg(mg_exec_run(ex, p2, NULL, 0, 0) == MG_OK, "%s",
                   mg_last_error());
     const void *dy = NULL;
@@ -903,8 +911,8 @@ START_TEST(test_cuda_model_bigger_than_gpu) {
     mg_graph *g = deep_chain(depth, NULL, &x, &w, outs);
     mg_graph *g2 = deep_chain(depth, &mem, &x2, &w2, outs2);
     mg_plan *p = NULL, *p2 = NULL;
-    ck_assert(mg_plan_compile(g, outs, 2, NULL, &p) == MG_OK);
-    ck_assert(mg_plan_compile(g2, outs2, 2, NULL, &p2) == MG_OK);
+    ck_assert(mg_plan_compile(g, outs, 2, &cuda_po, &p) == MG_OK);
+    ck_assert(mg_plan_compile(g2, outs2, 2, &cuda_po, &p2) == MG_OK);
     void *dx = NULL, *dw = NULL, *dloss = NULL, *dgw = NULL;
     CU_OK(cudaMalloc(&dx, act));
     CU_OK(cudaMalloc(&dw, 256 * 256 * 4));
@@ -956,7 +964,7 @@ START_TEST(test_cuda_bad_label) {
     mg_tensor l = mg_input(g, "labels", MG_I32, 1, lb);
     mg_tensor y = mg_cross_entropy(g, x, l);
     mg_plan *p = NULL;
-    ck_assert(mg_plan_compile(g, &y, 1, NULL, &p) == MG_OK);
+    ck_assert(mg_plan_compile(g, &y, 1, &cuda_po, &p) == MG_OK);
     float hx[15] = {0};
     int32_t hl[3] = {1, 7, 2};
     void *dx = dev_copy(hx, sizeof hx), *dl = dev_copy(hl, sizeof hl);
@@ -989,7 +997,7 @@ START_TEST(test_cuda_bad_label_linear_ce) {
         if (backward)
             ck_assert(mg_gradients(g, &y, 1, NULL, &w, 1, NULL, &out) == MG_OK);
         mg_plan *p = NULL;
-        ck_assert(mg_plan_compile(g, &out, 1, NULL, &p) == MG_OK);
+        ck_assert(mg_plan_compile(g, &out, 1, &cuda_po, &p) == MG_OK);
         float hh[12] = {0}, hw[15] = {0};
         int32_t hl[4] = {1, 0, 4, -100};
         void *dh = dev_copy(hh, sizeof hh), *dw = dev_copy(hw, sizeof hw),
@@ -1018,7 +1026,7 @@ START_TEST(test_cuda_bad_label_i64) {
     mg_tensor l = mg_input(g, "labels", MG_I64, 1, lb);
     mg_tensor y = mg_cross_entropy(g, x, l);
     mg_plan *p = NULL;
-    ck_assert(mg_plan_compile(g, &y, 1, NULL, &p) == MG_OK);
+    ck_assert(mg_plan_compile(g, &y, 1, &cuda_po, &p) == MG_OK);
     float hx[15] = {0};
     int64_t hl[3] = {1, ((int64_t)1 << 32) + 1, 2};
     void *dx = dev_copy(hx, sizeof hx), *dl = dev_copy(hl, sizeof hl);
@@ -1048,7 +1056,7 @@ START_TEST(test_cuda_half_refused) {
         mg_tensor b = mg_input(g, "b", dts[k], 2, bs);
         mg_tensor y = mg_matmul(g, a, b, 0, 0);
         mg_plan *p = NULL;
-        ck_assert(mg_plan_compile(g, &y, 1, NULL, &p) == MG_OK);
+        ck_assert(mg_plan_compile(g, &y, 1, &cuda_po, &p) == MG_OK);
         uint16_t ha[32] = {0}, hb[24] = {0};
         void *da = dev_copy(ha, sizeof ha), *db = dev_copy(hb, sizeof hb);
         mg_binding bd[] = {{a, da}, {b, db}};
