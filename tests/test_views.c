@@ -172,7 +172,11 @@ static void run_checked(const rnet *m, const mg_plan *p, float **out,
                   st.peak_bytes_in_use, predicted);
     mg_peak_scratch sc = {0};
     const mg_peak_query q = {
-        .outputs = p->kept, .n_outputs = p->n_kept, .binds = b, .n_binds = nb};
+        .outputs = p->kept,
+        .n_outputs = p->n_kept,
+        .binds = b,
+        .n_binds = nb,
+        .fuse = p->fuses}; /* the plan fuses element-wise chains, or not */
     size_t graph_peak = 0;
     ck_assert(mgi_graph_peak(p->g, &q, &sc, "test", &graph_peak) == MG_OK);
     mgi_peak_scratch_free(&sc);
