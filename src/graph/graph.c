@@ -216,6 +216,7 @@ static mg_status descs_add(mg_graph *g, const mg_tdesc *d, uint32_t slot,
     for (int k = 0; k < d->ndim; k++) c.shape[k] = d->shape[k];
     t->d[t->n] = c;
     t->nbytes[t->n] = mgi_tdesc_nbytes(&c);
+    t->has_half = t->has_half || mgi_dtype_is_half(c.dtype);
     t->slot[slot] = t->n + 1;
     *out = t->n++;
     if ((uint32_t)t->n * 2 > t->n_slots) {

@@ -60,6 +60,10 @@ typedef struct mgi_desc_table {
     int32_t n, cap;
     int32_t *slot; /* hash slots: a descriptor's index + 1, or 0 if empty */
     uint32_t n_slots;
+    /* whether any descriptor is bfloat16 or float16: planning asks every
+     * step whether it runs widened (ops_widen.c), and a graph without
+     * 16-bit tensors answers no at once */
+    bool has_half;
 } mgi_desc_table;
 
 struct mgi_hooks;       /* hooks.c */

@@ -12,6 +12,7 @@
 
 bool mgi_graph_widen_workspace(const mg_graph *g, mg_tensor t,
                                mg_workspace_fn *ws, size_t *bytes) {
+    if (!g->descs.has_half) return false; /* no 16-bit tensor at all */
     const mg_node *n = &g->nodes[t];
     const mg_tdesc *out = mgi_node_desc(g, n);
     /* the common case first, without copying descriptors (planning asks
