@@ -338,7 +338,7 @@ static void run_case(const op_case *c, mg_dtype dt, double *const *vals,
     mg_graph *g = mg_graph_new();
     mg_tensor x[3], gx[3];
     for (int k = 0; k < c->n_in; k++) {
-        char nm[8];
+        char nm[16];
         snprintf(nm, sizeof nm, "x%d", k);
         x[k] = mg_param(g, nm, dt, c->ndim[k], c->shape[k]);
     }
