@@ -34,8 +34,10 @@
 /* The block functions fill their stack buffer's first m elements before
  * the vector call reads those m; GCC cannot see that the call reads no
  * more, and warns about the rest. */
+#if defined(__GNUC__) && !defined(__clang__) /* clang has no such warning */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 bool mgi_cpu_unary_tile_vec_f32(mg_op op, const float *restrict x,
                                 float *restrict y, int64_t m) {
     float u[MG_VMATH_BLOCK];
@@ -62,7 +64,9 @@ bool mgi_cpu_unary_tile_vec_f32(mg_op op, const float *restrict x,
     }
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 /* The float32 ops that spend their time in exp or tanh, computed a block
  * at a time with the vector routines; false for any other op. The
@@ -132,8 +136,10 @@ static void binary_layout(const mg_kargs *ka, mg_layout *l) {
     mg_layout_coalesce(l);
 }
 
+#if defined(__GNUC__) && !defined(__clang__) /* clang has no such warning */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 bool mgi_cpu_binary_tile_vec_f32(mg_op op, const float *restrict a,
                                  const float *restrict x, float *restrict y,
                                  int64_t m) {
@@ -160,7 +166,9 @@ bool mgi_cpu_binary_tile_vec_f32(mg_op op, const float *restrict a,
     return true;
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 /* gelu's and silu's gradients gy * f'(x) in float32 over equal shapes (one
  * flat row), their tanh or exp a block at a time; false for any other op or
