@@ -399,29 +399,21 @@ static void check_budget(mg_model_kind kind, double bw, double rate,
 
 /* copies hidden (fast host, slow compute): offload is chosen; copies
  * exposed (a slow host): recompute wins where it fits */
-START_TEST(test_budget_mlp) {
-    check_budget(MG_MODEL_MLP, 1e9, 1e8, 1);
-    check_budget(MG_MODEL_MLP, 1e3, 1e9, 0);
-    check_budget(MG_MODEL_MLP, 1e8, 1e9, 0);
+static void check_budget_rates(mg_model_kind kind) {
+    check_budget(kind, 1e9, 1e8, 1);
+    check_budget(kind, 1e3, 1e9, 0);
+    check_budget(kind, 1e8, 1e9, 0);
 }
+
+START_TEST(test_budget_mlp) { check_budget_rates(MG_MODEL_MLP); }
 END_TEST
-START_TEST(test_budget_resnet) {
-    check_budget(MG_MODEL_RESNET, 1e9, 1e8, 1);
-    check_budget(MG_MODEL_RESNET, 1e3, 1e9, 0);
-    check_budget(MG_MODEL_RESNET, 1e8, 1e9, 0);
-}
+START_TEST(test_budget_resnet) { check_budget_rates(MG_MODEL_RESNET); }
 END_TEST
 START_TEST(test_budget_transformer) {
-    check_budget(MG_MODEL_TRANSFORMER, 1e9, 1e8, 1);
-    check_budget(MG_MODEL_TRANSFORMER, 1e3, 1e9, 0);
-    check_budget(MG_MODEL_TRANSFORMER, 1e8, 1e9, 0);
+    check_budget_rates(MG_MODEL_TRANSFORMER);
 }
 END_TEST
-START_TEST(test_budget_gpt) {
-    check_budget(MG_MODEL_GPT, 1e9, 1e8, 1);
-    check_budget(MG_MODEL_GPT, 1e3, 1e9, 0);
-    check_budget(MG_MODEL_GPT, 1e8, 1e9, 0);
-}
+START_TEST(test_budget_gpt) { check_budget_rates(MG_MODEL_GPT); }
 END_TEST
 
 /* compile must fail with status st and a message containing want */
