@@ -598,6 +598,33 @@ START_TEST(test_errors) {
     ck_assert(mg_exec_pool_stats(small, &ps) == MG_OK);
     ck_assert_uint_eq(ps.bytes_in_use, 0);
     mg_exec_free(small);
+    /* the same in two calls, a pool the forward phase fits and the
+     * backward phase does not: a clear error; the failed backward phase
+     * leaves its saved state whole (the host copies with it: tried again,
+     * it fails the same way), and once it is freed nothing is in use */
+    mg_phase_peaks pk;
+    ck_assert(mg_plan_phase_peaks(p, d.b, d.nb, &pk) == MG_OK);
+    ck_assert_uint_gt(pk.backward, pk.forward + 256);
+    const mg_exec_options ebk = {.max_bytes = pk.backward - 256};
+    ck_assert(mg_exec_new(&ebk, &small) == MG_OK);
+    mg_saved *sv = NULL;
+    ck_assert_msg(mg_exec_forward(small, p, d.b, d.nb, 1, &sv) == MG_OK, "%s",
+                  mg_last_error());
+    mg_plan_offload oi;
+    ck_assert(mg_plan_offload_info(p, &oi) == MG_OK);
+    for (int again = 0; again < 2; again++) {
+        ck_assert_int_eq(mg_exec_backward(small, p, sv, d.b, d.nb),
+                         MG_ERR_NOMEM);
+        ck_assert_ptr_nonnull(strstr(mg_last_error(), "out of memory"));
+        ck_assert(mg_exec_host_stats(small, &hs) == MG_OK);
+        ck_assert_uint_eq(hs.bytes_in_use, oi.offloaded_bytes);
+    }
+    mg_saved_free(sv);
+    ck_assert(mg_exec_host_stats(small, &hs) == MG_OK);
+    ck_assert_uint_eq(hs.bytes_in_use, 0);
+    ck_assert(mg_exec_pool_stats(small, &ps) == MG_OK);
+    ck_assert_uint_eq(ps.bytes_in_use, 0);
+    mg_exec_free(small);
     /* a pool bound at the predicted peak: the run fits it exactly, its
      * prefetch blocks included (from the arena, or from the cache where
      * the arena's layout is larger than the peak) */
@@ -610,6 +637,15 @@ START_TEST(test_errors) {
     ck_assert_uint_eq(ps.peak_bytes_in_use, eb.max_bytes);
     ck_assert(mg_exec_host_stats(small, &hs) == MG_OK);
     ck_assert_uint_eq(hs.copies_in, (uint64_t)n);
+    /* and in two calls */
+    ck_assert_msg(mg_exec_forward(small, p, d.b, d.nb, 1, &sv) == MG_OK,
+                  "%s", mg_last_error());
+    ck_assert_msg(mg_exec_backward(small, p, sv, d.b, d.nb) == MG_OK, "%s",
+                  mg_last_error());
+    mg_saved_free(sv);
+    ck_assert(mg_exec_pool_stats(small, &ps) == MG_OK);
+    ck_assert_uint_eq(ps.peak_bytes_in_use, eb.max_bytes);
+    ck_assert_uint_eq(ps.bytes_in_use, 0);
     mg_exec_free(small);
     mg_exec_free(ex);
     mg_plan_free(p);
