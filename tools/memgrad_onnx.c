@@ -345,16 +345,17 @@ static void print_budget(const mg_plan_summary *s) {
 /* What the plan offloads (nothing without offload): the tensors, their
  * bytes, the host tier and the overlap the plan predicts. */
 static void print_offload(const mg_plan *p, const char *indent) {
-    mg_plan_offload o;
+    mg_plan_offload o = {0};
     if (mg_plan_offload_info(p, &o) != MG_OK || o.n_offloaded == 0) return;
-    printf("%soffloaded: %d tensors, %zu bytes; host tier %zu bytes (peak "
-           "%zu); copies beside %d steps (%.4g flops)",
-           indent, o.n_offloaded, o.offloaded_bytes, o.host_bytes, o.host_peak,
-           o.overlap_steps, o.overlap_flops);
+    /* one printf: GCC 12 at -O3 saw a dangling pointer to o in a second */
+    char secs[96] = "";
     if (o.copy_seconds > 0)
-        printf("; %.4g s of copies, %.4g s hidden", o.copy_seconds,
-               o.hidden_seconds);
-    printf("\n");
+        snprintf(secs, sizeof secs, "; %.4g s of copies, %.4g s hidden",
+                 o.copy_seconds, o.hidden_seconds);
+    printf("%soffloaded: %d tensors, %zu bytes; host tier %zu bytes (peak "
+           "%zu); copies beside %d steps (%.4g flops)%s\n",
+           indent, o.n_offloaded, o.offloaded_bytes, o.host_bytes, o.host_peak,
+           o.overlap_steps, o.overlap_flops, secs);
 }
 
 static int cmd_plan(const char *path, int64_t batch, mg_ckpt_policy *pols,
