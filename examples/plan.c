@@ -21,8 +21,16 @@
  * compares the plan's peak in that measure with it. If nothing fits, the
  * message names the smallest budget that does.
  *
+ * --offload BW,RATE (with --policy budget) lets the budget policy offload
+ * saved tensors to the host tier as well as recompute (issue 51,
+ * docs/offload.md), pricing copies at BW bytes/s beside compute at RATE
+ * flops/s; the step is compiled offloading the tensors it chose, with the
+ * same rates, and the report lists them, their bytes and the overlap the
+ * plan predicts.
+ *
  *   usage: memgrad-plan [--model mlp|resnet|unet|transformer]
  *                       [--policy none|memory|speed|budget] [--budget B]
+ *                       [--offload BW,RATE]
  *                       [--depth N] [--width W] [--batch B] [--dot FILE]
  *                       [--dump] [--timeline FILE.svg] [--csv PREFIX]
  */
@@ -42,11 +50,13 @@ static int usage(void) {
     fprintf(stderr,
             "usage: memgrad-plan [--model mlp|resnet|unet|transformer] "
             "[--policy none|memory|speed|budget] [--budget BYTES|BYTES{K,M,G}|"
-            "FRACTIONx] [--depth N] [--width W] [--batch B] [--dot FILE] "
+            "FRACTIONx] [--offload BW,RATE] [--depth N] [--width W] [--batch B] [--dot FILE] "
             "[--dump] [--timeline FILE.svg] [--csv PREFIX]\n"
             "  --budget goes with --policy budget (not --timeline): bytes of "
             "memgrad's pool, K/M/G = 2^10/2^20/2^30, or a fraction of plain "
-            "backprop's peak, e.g. 0.25x\n");
+            "backprop's peak, e.g. 0.25x\n"
+            "  --offload goes with --policy budget: host copy bytes/s and "
+            "compute flops/s, e.g. 12e9,5e11\n");
     return 2;
 }
 
@@ -375,7 +385,7 @@ static int timeline(const char *model, int depth, int width, int batch,
  * the parameters, gradients and loss as caller memory, as in training (the
  * addresses are never used, nothing runs). budget goes into the plan. */
 typedef struct step_plan {
-    mg_tensor *outs;
+    mg_tensor *outs, *offload;
     mg_binding *binds;
     int n_binds;
     mg_plan *plan;
@@ -384,10 +394,14 @@ typedef struct step_plan {
 static void step_plan_free(step_plan *sp) {
     mg_plan_free(sp->plan);
     free(sp->outs);
+    free(sp->offload);
     free(sp->binds);
 }
 
-static int step_plan_compile(const mg_model *m, size_t budget, step_plan *sp) {
+/* ck: the policy the gradients were made under; with offload, the plan
+ * offloads the tensors it chose, at its rates. */
+static int step_plan_compile(const mg_model *m, size_t budget,
+                             const mg_checkpoints *ck, step_plan *sp) {
     static char placeholder;
     int n = m->n_params;
     memset(sp, 0, sizeof *sp);
@@ -405,7 +419,16 @@ static int step_plan_compile(const mg_model *m, size_t budget, step_plan *sp) {
     sp->outs[n] = m->loss;
     sp->binds[2 * n] = (mg_binding){m->loss, &placeholder};
     sp->n_binds = 2 * n + 1;
-    const mg_plan_options o = {.budget_bytes = budget};
+    mg_plan_options o = {.budget_bytes = budget};
+    if (ck && ck->offload) {
+        if (mg_cli_offloads(m->g, &sp->offload, &o.n_offload)) {
+            fprintf(stderr, "memgrad-plan: out of memory\n");
+            return 1;
+        }
+        o.offload = sp->offload;
+        o.host_bandwidth = ck->host_bandwidth;
+        o.compute_rate = ck->compute_rate;
+    }
     if (mg_plan_compile(m->g, sp->outs, n + 1, &o, &sp->plan) != MG_OK)
         return fail("mg_plan_compile");
     return 0;
@@ -420,7 +443,7 @@ static int budget_of_fraction(const char *model, int depth, int width,
     step_plan sp = {0};
     mg_plan_summary s;
     int rc = mg_model_gradients(m, &none) != MG_OK ? fail("mg_gradients")
-             : step_plan_compile(m, 0, &sp)        ? 1
+             : step_plan_compile(m, 0, NULL, &sp)  ? 1
              : mg_plan_summarize(sp.plan, NULL, 0, &s) != MG_OK
                  ? fail("mg_plan_summarize")
                  : 0;
@@ -446,7 +469,7 @@ static int budget_of_fraction(const char *model, int depth, int width,
 int main(int argc, char **argv) {
     int depth = 16, width = 64, batch = 32, dump = 0;
     const char *model = "mlp", *policy = "memory", *dot = NULL;
-    const char *svg = NULL, *csv = NULL, *budget = NULL;
+    const char *svg = NULL, *csv = NULL, *budget = NULL, *offload = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--dump")) {
@@ -457,6 +480,7 @@ int main(int argc, char **argv) {
         if (!strcmp(a, "--model")) model = v;
         else if (!strcmp(a, "--policy")) policy = v;
         else if (!strcmp(a, "--budget")) budget = v;
+        else if (!strcmp(a, "--offload")) offload = v;
         else if (!strcmp(a, "--depth")) depth = atoi(v);
         else if (!strcmp(a, "--width")) width = atoi(v);
         else if (!strcmp(a, "--batch")) batch = atoi(v);
@@ -479,6 +503,16 @@ int main(int argc, char **argv) {
                        : "--policy budget needs --budget");
         return usage();
     }
+    if (offload && ck.policy != MG_CKPT_BUDGET) {
+        fprintf(stderr, "memgrad-plan: --offload goes with --policy budget\n");
+        return usage();
+    }
+    if (offload && mg_cli_offload_rates(offload, &ck.host_bandwidth,
+                                        &ck.compute_rate, why, sizeof why)) {
+        fprintf(stderr, "memgrad-plan: --offload: %s\n", why);
+        return usage();
+    }
+    ck.offload = offload != NULL;
     size_t budget_bytes = 0;
     double fraction = 0;
     if (budget && mg_budget_parse(budget, &budget_bytes, &fraction) != MG_OK) {
@@ -508,7 +542,7 @@ int main(int argc, char **argv) {
     step_plan sp = {0};
     int rc = 0;
     if (mg_model_gradients(m, &ck) != MG_OK) rc = fail("mg_gradients");
-    else if (step_plan_compile(m, budget_bytes, &sp)) rc = 1;
+    else if (step_plan_compile(m, budget_bytes, &ck, &sp)) rc = 1;
     if (rc) goto done;
     printf("%s depth %d, width %d, batch %d, f32, policy %s\n", model, depth,
            width, batch, policy);

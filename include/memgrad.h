@@ -824,8 +824,13 @@ typedef struct mg_plan_options {
      * tensor the plan computes and releases (not an output or retained
      * tensor), read by some backward step and by no forward step after
      * the first backward reader; otherwise MG_ERR_INVALID_ARG naming it.
-     * Such a plan runs in one call (mg_exec_run): mg_exec_forward
-     * refuses it. The bits read back are the bits written. */
+     * No copy crosses the boundary between the forward and the backward
+     * steps, so such a plan runs in one call (mg_exec_run) or in two
+     * (mg_exec_forward, mg_exec_backward: the saved state holds the host
+     * copies) with the same copies and the same device peak; one whose
+     * forward steps do not all come first runs in one call only
+     * (mg_exec_forward: MG_ERR_UNSUPPORTED). The bits read back are the
+     * bits written. */
     const mg_tensor *offload;
     int n_offload;
     /* Host copy bandwidth (bytes/s) and compute rate (flops/s) the plan
@@ -1111,9 +1116,13 @@ mg_status mg_exec_pool_stats(const mg_exec *ex, mg_pool_stats *out);
  * copies (mg_plan_options.offload), in mg_pool_size_class units. On the
  * CPU it is malloc'd memory and the copies run on a worker thread. */
 typedef struct mg_host_stats {
-    size_t bytes_in_use;      /* held now (0 between runs) */
+    size_t bytes_in_use;      /* held now (0 between runs but for the
+                                 forward phases whose saved state holds
+                                 offloaded tensors) */
     size_t peak_bytes_in_use; /* since creation or mg_exec_pool_reset_peak */
-    size_t bytes_reserved;    /* its size: the largest plan's host_bytes */
+    size_t bytes_reserved;    /* its size: the largest plan's host_bytes,
+                                 plus a block per outstanding forward
+                                 phase beyond the first that offloads */
     uint64_t copies_out, copies_in; /* copies completed, all runs */
 } mg_host_stats;
 

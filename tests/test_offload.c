@@ -8,8 +8,11 @@
  * blocks included) and the host tier's measured peak and size equal the
  * plan's; the plan's arena holds the prefetch blocks (the pool reserves
  * what mg_plan_arena_info says); offloading every saved tensor lowers the
- * device peak. Bad requests fail with a message naming the tensor, and
- * the two-call run refuses such a plan.
+ * device peak. The same plan run in two calls (mg_exec_forward, then
+ * mg_exec_backward) gives the same gradient bits, the same measured
+ * device peak (== predicted, and == its phase peaks) and host peak, with
+ * two forward phases outstanding at once too. Bad requests fail with a
+ * message naming the tensor.
  */
 #include "helpers.h"
 
@@ -137,6 +140,88 @@ typedef struct step_out {
     mg_host_stats host;
 } step_out;
 
+/* p in two calls on a new executor: gradients bit-equal to the one-call
+ * run's (in d on entry), pool peak == predicted == the phase peaks' pair,
+ * host peak == the plan's; then two forward phases outstanding at once,
+ * each with its own host copies, their backward phases in reverse order
+ * (the same bits), and a forward phase freed without its backward. */
+static void run_two_call(const mg_model *m, mdata *d, const mg_plan *p,
+                         size_t predicted, const mg_plan_offload *info) {
+    const char *k = mg_model_kind_name(m->kind);
+    void **one = calloc((size_t)m->n_params, sizeof *one);
+    ck_assert(one);
+    for (int i = 0; i < m->n_params; i++) {
+        ck_assert(one[i] = malloc(d->pbytes[i]));
+        memcpy(one[i], d->grads[i], d->pbytes[i]);
+        memset(d->grads[i], 0x5A, d->pbytes[i]);
+    }
+    mg_exec *ex = NULL;
+    ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
+    mg_phase_peaks pk;
+    ck_assert_msg(mg_plan_phase_peaks(p, d->b, d->nb, &pk) == MG_OK, "%s: %s",
+                  k, mg_last_error());
+    mg_saved *sv = NULL, *sv2 = NULL;
+    ck_assert_msg(mg_exec_forward(ex, p, d->b, d->nb, 5, &sv) == MG_OK,
+                  "%s: forward: %s", k, mg_last_error());
+    mg_host_stats h;
+    ck_assert(mg_exec_host_stats(ex, &h) == MG_OK);
+    ck_assert_uint_eq(h.bytes_in_use, info->offloaded_bytes);
+    ck_assert_uint_eq(h.copies_out, (uint64_t)info->n_offloaded);
+    ck_assert_msg(mg_exec_backward(ex, p, sv, d->b, d->nb) == MG_OK,
+                  "%s: backward: %s", k, mg_last_error());
+    mg_saved_free(sv);
+    mg_pool_stats ps;
+    ck_assert(mg_exec_pool_stats(ex, &ps) == MG_OK);
+    ck_assert(mg_exec_host_stats(ex, &h) == MG_OK);
+    ck_assert_msg(ps.peak_bytes_in_use == predicted,
+                  "%s two calls: measured pool peak %zu != predicted %zu", k,
+                  ps.peak_bytes_in_use, predicted);
+    ck_assert_msg(pk.pair == predicted,
+                  "%s: phase peaks %zu/%zu, the plan's peak %zu", k,
+                  pk.forward, pk.backward, predicted);
+    ck_assert_uint_eq(h.peak_bytes_in_use, info->host_peak);
+    ck_assert_uint_eq(h.bytes_in_use, 0);
+    ck_assert_uint_eq(h.copies_in, (uint64_t)info->n_offloaded);
+    ck_assert_uint_eq(h.bytes_reserved, info->host_bytes);
+    for (int i = 0; i < m->n_params; i++)
+        ck_assert_msg(!memcmp(d->grads[i], one[i], d->pbytes[i]),
+                      "%s two calls: gradient of %s differs from one call's",
+                      k, mg_tensor_name(m->g, m->params[i]));
+    /* two outstanding: the second lends another host block */
+    ck_assert(mg_exec_forward(ex, p, d->b, d->nb, 5, &sv) == MG_OK);
+    ck_assert(mg_exec_forward(ex, p, d->b, d->nb, 5, &sv2) == MG_OK);
+    ck_assert(mg_exec_host_stats(ex, &h) == MG_OK);
+    ck_assert_uint_eq(h.bytes_in_use, 2 * info->offloaded_bytes);
+    ck_assert_uint_eq(h.bytes_reserved, 2 * info->host_bytes);
+    for (int r = 0; r < 2; r++) {
+        for (int i = 0; i < m->n_params; i++)
+            memset(d->grads[i], 0x5A, d->pbytes[i]);
+        ck_assert_msg(mg_exec_backward(ex, p, r ? sv : sv2, d->b, d->nb) ==
+                          MG_OK,
+                      "%s: backward %d: %s", k, r, mg_last_error());
+        for (int i = 0; i < m->n_params; i++)
+            ck_assert_msg(!memcmp(d->grads[i], one[i], d->pbytes[i]),
+                          "%s two outstanding: gradient of %s differs", k,
+                          mg_tensor_name(m->g, m->params[i]));
+    }
+    mg_saved_free(sv2);
+    mg_saved_free(sv);
+    /* a forward phase dropped: its host bytes are no longer in use */
+    ck_assert(mg_exec_forward(ex, p, d->b, d->nb, 5, &sv) == MG_OK);
+    mg_saved_free(sv);
+    ck_assert(mg_exec_host_stats(ex, &h) == MG_OK);
+    ck_assert_uint_eq(h.bytes_in_use, 0);
+    ck_assert_uint_eq(h.bytes_reserved, info->host_bytes);
+    ck_assert(mg_exec_pool_stats(ex, &ps) == MG_OK);
+    ck_assert_uint_eq(ps.bytes_in_use, 0);
+    mg_exec_free(ex);
+    for (int i = 0; i < m->n_params; i++) {
+        memcpy(d->grads[i], one[i], d->pbytes[i]);
+        free(one[i]);
+    }
+    free(one);
+}
+
 /* One training step with opts, the gradients into d. */
 static void run_step(const mg_model *m, mdata *d, const mg_plan_options *opts,
                      step_out *o) {
@@ -169,6 +254,8 @@ static void run_step(const mg_model *m, mdata *d, const mg_plan_options *opts,
     ck_assert_uint_eq(h2.peak_bytes_in_use, o->info.host_peak);
     ck_assert_uint_eq(h2.copies_out, 2 * (uint64_t)o->info.n_offloaded);
     mg_exec_free(ex);
+    if (o->info.n_offloaded)
+        run_two_call(m, d, p, o->predicted, &o->info);
     mg_plan_free(p);
 }
 
@@ -476,17 +563,11 @@ START_TEST(test_errors) {
     ck_assert_int_eq(mg_model_gradients(m2, &ck), MG_ERR_INVALID_ARG);
     ck_assert_int_eq(mg_graph_offloads(NULL, NULL, 0), -1);
     mg_model_free(m2);
-    /* the two-call run refuses an offloading plan */
     o = (mg_plan_options){.offload = saved, .n_offload = n};
     mg_plan *p = NULL;
     ck_assert(mg_plan_compile(m->g, d.outs, d.n_outs, &o, &p) == MG_OK);
     mg_exec *ex = NULL;
     ck_assert(mg_exec_new(NULL, &ex) == MG_OK);
-    mg_saved *sv = NULL;
-    ck_assert_int_eq(mg_exec_forward(ex, p, d.b, d.nb, 1, &sv),
-                     MG_ERR_UNSUPPORTED);
-    ck_assert_ptr_null(sv);
-    ck_assert_ptr_nonnull(strstr(mg_last_error(), "mg_exec_run"));
     /* the dump states every copy, its thread and its event; the report
      * lists what is offloaded */
     char *buf = NULL;
@@ -517,6 +598,33 @@ START_TEST(test_errors) {
     ck_assert(mg_exec_pool_stats(small, &ps) == MG_OK);
     ck_assert_uint_eq(ps.bytes_in_use, 0);
     mg_exec_free(small);
+    /* the same in two calls, a pool the forward phase fits and the
+     * backward phase does not: a clear error; the failed backward phase
+     * leaves its saved state whole (the host copies with it: tried again,
+     * it fails the same way), and once it is freed nothing is in use */
+    mg_phase_peaks pk;
+    ck_assert(mg_plan_phase_peaks(p, d.b, d.nb, &pk) == MG_OK);
+    ck_assert_uint_gt(pk.backward, pk.forward + 256);
+    const mg_exec_options ebk = {.max_bytes = pk.backward - 256};
+    ck_assert(mg_exec_new(&ebk, &small) == MG_OK);
+    mg_saved *sv = NULL;
+    ck_assert_msg(mg_exec_forward(small, p, d.b, d.nb, 1, &sv) == MG_OK, "%s",
+                  mg_last_error());
+    mg_plan_offload oi;
+    ck_assert(mg_plan_offload_info(p, &oi) == MG_OK);
+    for (int again = 0; again < 2; again++) {
+        ck_assert_int_eq(mg_exec_backward(small, p, sv, d.b, d.nb),
+                         MG_ERR_NOMEM);
+        ck_assert_ptr_nonnull(strstr(mg_last_error(), "out of memory"));
+        ck_assert(mg_exec_host_stats(small, &hs) == MG_OK);
+        ck_assert_uint_eq(hs.bytes_in_use, oi.offloaded_bytes);
+    }
+    mg_saved_free(sv);
+    ck_assert(mg_exec_host_stats(small, &hs) == MG_OK);
+    ck_assert_uint_eq(hs.bytes_in_use, 0);
+    ck_assert(mg_exec_pool_stats(small, &ps) == MG_OK);
+    ck_assert_uint_eq(ps.bytes_in_use, 0);
+    mg_exec_free(small);
     /* a pool bound at the predicted peak: the run fits it exactly, its
      * prefetch blocks included (from the arena, or from the cache where
      * the arena's layout is larger than the peak) */
@@ -529,6 +637,15 @@ START_TEST(test_errors) {
     ck_assert_uint_eq(ps.peak_bytes_in_use, eb.max_bytes);
     ck_assert(mg_exec_host_stats(small, &hs) == MG_OK);
     ck_assert_uint_eq(hs.copies_in, (uint64_t)n);
+    /* and in two calls */
+    ck_assert_msg(mg_exec_forward(small, p, d.b, d.nb, 1, &sv) == MG_OK,
+                  "%s", mg_last_error());
+    ck_assert_msg(mg_exec_backward(small, p, sv, d.b, d.nb) == MG_OK, "%s",
+                  mg_last_error());
+    mg_saved_free(sv);
+    ck_assert(mg_exec_pool_stats(small, &ps) == MG_OK);
+    ck_assert_uint_eq(ps.peak_bytes_in_use, eb.max_bytes);
+    ck_assert_uint_eq(ps.bytes_in_use, 0);
     mg_exec_free(small);
     mg_exec_free(ex);
     mg_plan_free(p);

@@ -15,7 +15,9 @@
 
 #include <memgrad.h>
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Parse text into up to cap policies (*n gets the count). Every entry
@@ -76,6 +78,48 @@ static inline int mg_cli_policy_list(const char *text, mg_ckpt_policy *out,
         if (end == n_text) return 0;
         start = end + 1;
     }
+}
+
+/* The --offload argument (issue 51, docs/offload.md): "BW,RATE", the
+ * host copy bandwidth in bytes/s and the compute rate in flops/s that the
+ * budget policy prices offload with (mg_checkpoints.host_bandwidth and
+ * compute_rate), both finite and > 0 ("12e9,5e11"). Returns 0 with both
+ * set, or -1 with why saying what is wrong, quoting the text. */
+static inline int mg_cli_offload_rates(const char *text, double *bandwidth,
+                                       double *rate, char *why,
+                                       size_t why_len) {
+    char *end = NULL;
+    const double bw = text ? strtod(text, &end) : 0;
+    const int bw_ok = text && end != text && *end == ',' && isfinite(bw) &&
+                      bw > 0;
+    const char *second = bw_ok ? end + 1 : NULL;
+    const double r = second ? strtod(second, &end) : 0;
+    if (!bw_ok || end == second || *end != '\0' || !isfinite(r) || !(r > 0)) {
+        snprintf(why, why_len,
+                 "'%.64s' is no pair of rates: give BANDWIDTH,RATE, host "
+                 "copy bytes/s and compute flops/s, both > 0 (e.g. 12e9,5e11)",
+                 text ? text : "");
+        return -1;
+    }
+    *bandwidth = bw;
+    *rate = r;
+    return 0;
+}
+
+/* The tensors the last budget mg_gradients call with offload chose
+ * (mg_graph_offloads) into *out (malloc'd, the caller frees it; NULL when
+ * none) and their count into *n. Returns 0, or -1 when out of memory. */
+static inline int mg_cli_offloads(const mg_graph *g, mg_tensor **out, int *n) {
+    *out = NULL;
+    *n = mg_graph_offloads(g, NULL, 0);
+    if (*n <= 0) {
+        *n = 0;
+        return 0;
+    }
+    *out = malloc(sizeof **out * (size_t)*n);
+    if (!*out) return -1;
+    mg_graph_offloads(g, *out, *n);
+    return 0;
 }
 
 #endif

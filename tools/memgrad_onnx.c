@@ -5,13 +5,13 @@
  *
  *   memgrad-onnx plan MODEL.onnx [--batch N]
  *                     [--policy none,memory,speed,budget] [--budget B]
- *                     [--dot FILE]
+ *                     [--offload BW,RATE] [--dot FILE]
  *       for each policy: the checkpoints chosen, the predicted pool peak and
  *       the recompute fraction (recomputed flops / forward flops), and for
  *       budget the budget beside the plan's peak in the budget's measure;
  *       --dot writes the graph of the last policy
  *   memgrad-onnx step MODEL.onnx --batch N --policy P [--budget B]
- *                     [--input FILE] [--labels FILE] [--save-grads FILE]
+ *                     [--offload BW,RATE] [--input FILE] [--labels FILE] [--save-grads FILE]
  *                     [--repeat K]
  *       runs K training steps (default 1): the loss is the mean
  *       cross-entropy of the first output [N, C] against int32 labels. The
@@ -37,6 +37,13 @@
  * workspace), with the parameters, inputs, loss and gradients in caller
  * memory, as step binds them. If nothing fits, the message names the
  * smallest budget that does.
+ *
+ * --offload BW,RATE goes with policy budget too: the policy may then
+ * offload saved tensors to the host tier instead of recomputing them
+ * (issue 51, docs/offload.md), pricing copies at BW bytes/s beside compute
+ * at RATE flops/s, and the plan offloads the tensors it chose. plan prints
+ * what is offloaded, its bytes and the overlap predicted; step also the
+ * host tier's measured and predicted peak.
  */
 #include <memgrad.h>
 #include <memgrad_onnx.h>
@@ -56,9 +63,10 @@
 static int usage(void) {
     fprintf(stderr,
             "usage: memgrad-onnx plan MODEL.onnx [--batch N] "
-            "[--policy none,memory,speed,budget] [--budget B] [--dot FILE]\n"
+            "[--policy none,memory,speed,budget] [--budget B] "
+            "[--offload BW,RATE] [--dot FILE]\n"
             "       memgrad-onnx step MODEL.onnx --batch N --policy P "
-            "[--budget B] [--input FILE] [--labels FILE] [--save-grads FILE] "
+            "[--budget B] [--offload BW,RATE] [--input FILE] [--labels FILE] [--save-grads FILE] "
             "[--repeat K] [--tensors N,N,... --save-tensors FILE]\n"
             "  --budget goes with policy budget: bytes of memgrad's pool "
             "(BYTES, or with K/M/G = 2^10/2^20/2^30), or a fraction of plain "
@@ -99,6 +107,7 @@ typedef struct job {
     mg_tensor *grads;
     int n_params;
     mg_tensor *extra; /* --tensors, kept as outputs */
+    mg_tensor *offload; /* what the budget policy chose to offload */
     int n_extra;
     mg_plan *plan;
     int64_t n, classes;
@@ -107,6 +116,7 @@ typedef struct job {
 static void job_free(job *j) {
     mg_plan_free(j->plan);
     free(j->grads);
+    free(j->offload);
     free(j->extra);
     mg_onnx_model_free(j->m);
     mg_graph_free(j->g);
@@ -216,9 +226,11 @@ static int find_tensors(job *j, const name_list *names) {
     return 0;
 }
 
-/* budget: the budget's bytes under policy budget (else unused). */
+/* budget: the budget's bytes under policy budget (else unused). rates:
+ * NULL, or --offload's host bandwidth and compute rate, with which policy
+ * budget may offload (else unused). */
 static int job_build(job *j, const char *path, int64_t batch,
-                     mg_ckpt_policy pol, size_t budget,
+                     mg_ckpt_policy pol, size_t budget, const double *rates,
                      const name_list *names) {
     memset(j, 0, sizeof *j);
     mg_onnx_options o;
@@ -259,6 +271,11 @@ static int job_build(job *j, const char *path, int64_t batch,
     for (int k = 0; k < j->n_params; k++) ps[k] = mg_onnx_param(j->m, k);
     if (pol != MG_CKPT_BUDGET) budget = 0;
     mg_checkpoints ck = {.policy = pol, .budget_bytes = budget};
+    if (pol == MG_CKPT_BUDGET && rates) {
+        ck.offload = 1;
+        ck.host_bandwidth = rates[0];
+        ck.compute_rate = rates[1];
+    }
     mg_status s =
         mg_gradients(j->g, &j->loss, 1, NULL, ps, j->n_params, &ck, j->grads);
     free(ps);
@@ -271,7 +288,17 @@ static int job_build(job *j, const char *path, int64_t batch,
     if (j->n_extra)
         memcpy(outs + 1 + j->n_params, j->extra,
                sizeof *outs * (size_t)j->n_extra);
-    const mg_plan_options po = {.budget_bytes = budget};
+    mg_plan_options po = {.budget_bytes = budget};
+    if (ck.offload) {
+        if (mg_cli_offloads(j->g, &j->offload, &po.n_offload)) {
+            free(outs);
+            fprintf(stderr, "memgrad-onnx: out of memory\n");
+            return 1;
+        }
+        po.offload = j->offload;
+        po.host_bandwidth = ck.host_bandwidth;
+        po.compute_rate = ck.compute_rate;
+    }
     s = mg_plan_compile(j->g, outs, n_outs, &po, &j->plan);
     free(outs);
     if (s) return fail("compile");
@@ -315,11 +342,28 @@ static void print_budget(const mg_plan_summary *s) {
                s->budget_peak <= s->budget_bytes ? "within" : "ABOVE");
 }
 
+/* What the plan offloads (nothing without offload): the tensors, their
+ * bytes, the host tier and the overlap the plan predicts. */
+static void print_offload(const mg_plan *p, const char *indent) {
+    mg_plan_offload o = {0};
+    if (mg_plan_offload_info(p, &o) != MG_OK || o.n_offloaded == 0) return;
+    /* one printf: GCC 12 at -O3 saw a dangling pointer to o in a second */
+    char secs[96] = "";
+    if (o.copy_seconds > 0)
+        snprintf(secs, sizeof secs, "; %.4g s of copies, %.4g s hidden",
+                 o.copy_seconds, o.hidden_seconds);
+    printf("%soffloaded: %d tensors, %zu bytes; host tier %zu bytes (peak "
+           "%zu); copies beside %d steps (%.4g flops)%s\n",
+           indent, o.n_offloaded, o.offloaded_bytes, o.host_bytes, o.host_peak,
+           o.overlap_steps, o.overlap_flops, secs);
+}
+
 static int cmd_plan(const char *path, int64_t batch, mg_ckpt_policy *pols,
-                    int npol, size_t budget, const char *dot) {
+                    int npol, size_t budget, const double *rates,
+                    const char *dot) {
     for (int q = 0; q < npol; q++) {
         job j;
-        if (job_build(&j, path, batch, pols[q], budget, NULL)) {
+        if (job_build(&j, path, batch, pols[q], budget, rates, NULL)) {
             job_free(&j);
             return 1;
         }
@@ -358,6 +402,7 @@ static int cmd_plan(const char *path, int64_t batch, mg_ckpt_policy *pols,
             sum.n_recompute, sum.n_segments);
         if (sum.budget_bytes) printf("  ");
         print_budget(&sum);
+        print_offload(j.plan, "  ");
         if (dot && q == npol - 1) {
             FILE *f = fopen(dot, "w");
             if (!f || mg_graph_write_dot(j.g, f)) {
@@ -411,7 +456,7 @@ static int write_tensors(const char *path, const mg_graph *g,
 }
 
 static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
-                    size_t budget, const char *input, const char *labels_file,
+                    size_t budget, const double *rates, const char *input, const char *labels_file,
                     const char *save, int repeat, const name_list *names,
                     const char *save_tensors) {
     job j;
@@ -423,7 +468,7 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
     mg_binding *b = NULL;
     mg_exec *ex = NULL;
     double *times = NULL;
-    if (job_build(&j, path, batch, pol, budget, names)) goto done;
+    if (job_build(&j, path, batch, pol, budget, rates, names)) goto done;
     int ni = mg_onnx_num_inputs(j.m);
     inputs = calloc((size_t)ni + 1, sizeof *inputs);
     labels = malloc(sizeof *labels * (size_t)j.n);
@@ -526,6 +571,13 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
         goto done;
     }
     print_budget(&sum);
+    print_offload(j.plan, "");
+    mg_plan_offload off;
+    mg_host_stats hs;
+    if (mg_plan_offload_info(j.plan, &off) == MG_OK && off.n_offloaded &&
+        mg_exec_host_stats(ex, &hs) == MG_OK)
+        printf("host tier peak measured %zu bytes, predicted %zu bytes\n",
+               hs.peak_bytes_in_use, off.host_peak);
     if (save &&
         write_tensors(save, j.g, j.grads, (void *const *)grads, j.n_params))
         goto done;
@@ -557,7 +609,7 @@ static int budget_of_fraction(const char *path, int64_t batch, double fraction,
                               size_t *budget) {
     job j;
     mg_plan_summary s;
-    int rc = job_build(&j, path, batch, MG_CKPT_NONE, 0, NULL);
+    int rc = job_build(&j, path, batch, MG_CKPT_NONE, 0, NULL, NULL);
     if (!rc && mg_plan_summarize(j.plan, NULL, 0, &s)) rc = fail("summarize");
     job_free(&j);
     if (rc) return rc;
@@ -584,13 +636,15 @@ int main(int argc, char **argv) {
     int repeat = 1;
     const char *policy = is_plan ? "none,memory,speed" : NULL, *dot = NULL,
                *input = NULL, *labels = NULL, *save = NULL, *names = NULL,
-               *save_tensors = NULL, *budget_text = NULL;
+               *save_tensors = NULL, *budget_text = NULL,
+               *offload = NULL;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return usage();
         if (!strcmp(a, "--batch")) batch = atoll(v);
         else if (!strcmp(a, "--policy")) policy = v;
         else if (!strcmp(a, "--budget")) budget_text = v;
+        else if (!strcmp(a, "--offload")) offload = v;
         else if (is_plan && !strcmp(a, "--dot")) dot = v;
         else if (is_step && !strcmp(a, "--input")) input = v;
         else if (is_step && !strcmp(a, "--labels")) labels = v;
@@ -620,6 +674,17 @@ int main(int argc, char **argv) {
                             : "policy budget needs --budget");
         return usage();
     }
+    if (offload && !with_budget) {
+        fprintf(stderr, "memgrad-onnx: --offload goes with policy budget\n");
+        return usage();
+    }
+    double rates[2];
+    if (offload &&
+        mg_cli_offload_rates(offload, &rates[0], &rates[1], why, sizeof why)) {
+        fprintf(stderr, "memgrad-onnx: --offload: %s\n", why);
+        return usage();
+    }
+    const double *with_rates = offload ? rates : NULL;
     size_t budget = 0;
     double fraction = 0;
     if (budget_text &&
@@ -631,13 +696,15 @@ int main(int argc, char **argv) {
         int rc = budget_of_fraction(path, batch, fraction, &budget);
         if (rc) return rc;
     }
-    if (is_plan) return cmd_plan(path, batch, pols, npol, budget, dot);
+    if (is_plan)
+        return cmd_plan(path, batch, pols, npol, budget, with_rates, dot);
     name_list list = {NULL, 0};
     if (names && parse_names(names, &list)) {
         names_free(&list);
         return 2;
     }
-    int rc = cmd_step(path, batch, pols[0], budget, input, labels, save, repeat,
+    int rc = cmd_step(path, batch, pols[0], budget, with_rates, input, labels,
+                      save, repeat,
                       names ? &list : NULL, save_tensors);
     names_free(&list);
     return rc;

@@ -477,16 +477,21 @@ static mg_status keep_outputs(mg_exec *ex, const mg_plan *p) {
 }
 
 static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed,
-                          const void *owner) {
+                          const void *owner, char *host) {
     const bool watch = mgi_observe_wanted(&ex->obs, p);
     mg_status s = watch ? mgi_observe_run_start(&ex->obs, p) : MG_OK;
     mgi_pool_arena_begin(&ex->pool, p->arena_bytes, owner);
-    if (s == MG_OK && p->offload)
-        s = mgi_host_tier_begin(&ex->host, p, ex->device);
+    int32_t base = 0;
+    const mg_offload_plan *off = mgi_host_tier_copies(p, &base);
+    bool off_on = false;
+    if (s == MG_OK && off) {
+        s = mgi_host_tier_begin(&ex->host, off, ex->device, host);
+        off_on = s == MG_OK;
+    }
     for (int32_t st = 0; st < p->n_steps && s == MG_OK; st++) {
         size_t before = 0;
-        if (p->offload &&
-            (s = mgi_host_tier_before(&ex->host, p, st, ex->buf, &ex->pool)))
+        if (off && (s = mgi_host_tier_before(&ex->host, off, base, p, st,
+                                              ex->buf, &ex->pool)))
             break;
         if (watch && (s = mgi_observe_before(&ex->obs, p, st, &ex->pool,
                                              &before)) != MG_OK)
@@ -502,11 +507,12 @@ static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed,
             mgi_pool_free(&ex->pool, ex->buf[dead], mg_plan_nbytes(p, dead));
             ex->buf[dead] = NULL;
         }
-        if (p->offload)
-            s = mgi_host_tier_after(&ex->host, p, st, ex->buf, &ex->pool);
+        if (off)
+            s = mgi_host_tier_after(&ex->host, off, base, p, st, ex->buf,
+                                    &ex->pool);
     }
     /* no copy may touch a block once the run gives it back */
-    if (p->offload) mgi_host_tier_end(&ex->host, p, &ex->pool);
+    if (off_on) mgi_host_tier_end(&ex->host, off, p, &ex->pool, s == MG_OK);
     if (s == MG_OK) s = ex->backend.synchronize(ex->backend.ctx);
     if (watch) s = mgi_observe_run_end(&ex->obs, p, s);
     if (s == MG_OK) s = keep_outputs(ex, p);
@@ -517,12 +523,16 @@ static mg_status run_plan(mg_exec *ex, const mg_plan *p, uint64_t seed,
 
 mg_status mg_exec_run(mg_exec *ex, const mg_plan *p, const mg_binding *binds,
                       int n_binds, uint64_t seed) {
-    return mgi_exec_run_for(ex, p, binds, n_binds, seed, NULL);
+    if (p && !p->offload && p->phase_offload)
+        return mg_set_error(MG_ERR_INVALID_ARG,
+                            "mg_exec_run: the plan is a phase of a plan "
+                            "that offloads; run that plan");
+    return mgi_exec_run_for(ex, p, binds, n_binds, seed, NULL, NULL);
 }
 
 mg_status mgi_exec_run_for(mg_exec *ex, const mg_plan *p,
                            const mg_binding *binds, int n_binds, uint64_t seed,
-                           const void *owner) {
+                           const void *owner, char *host) {
     if (!ex || !p)
         return mg_set_error(MG_ERR_INVALID_ARG, "mg_exec_run: %s is NULL",
                             ex ? "plan" : "executor");
@@ -545,7 +555,7 @@ mg_status mgi_exec_run_for(mg_exec *ex, const mg_plan *p,
     if (s == MG_OK) s = mark_accumulated(ex, p);
     if (s != MG_OK) return s;
     const int prev = mgi_threads_enter(ex->num_threads);
-    s = run_plan(ex, p, seed, owner);
+    s = run_plan(ex, p, seed, owner, host);
     mgi_threads_leave(ex->num_threads, prev);
     return s;
 }
@@ -579,6 +589,15 @@ void mg_exec_pool_reset_peak(mg_exec *ex) {
     if (!ex) return;
     ex->pool.stats.peak_bytes_in_use = ex->pool.stats.bytes_in_use;
     ex->host.stats.peak_bytes_in_use = ex->host.stats.bytes_in_use;
+}
+
+char *mgi_exec_host_lend(mg_exec *ex, size_t bytes, size_t *size) {
+    return mgi_host_tier_lend(&ex->host, bytes, size);
+}
+
+void mgi_exec_host_give_back(mg_exec *ex, char *mem, size_t size,
+                             size_t in_use) {
+    mgi_host_tier_give_back(&ex->host, mem, size, in_use);
 }
 
 mg_status mg_exec_host_stats(const mg_exec *ex, mg_host_stats *out) {

@@ -12,10 +12,17 @@
 
 /* mg_exec_run on behalf of owner (a forward phase's saved state, or
  * NULL): arena blocks the run leaves in use are owner's, and a run for
- * the same owner may use the arena round them (buffer_pool.h). */
+ * the same owner may use the arena round them (buffer_pool.h). host: for
+ * a phase of a plan that offloads, the host memory its copies use (lent
+ * to owner, mgi_exec_host_lend); else NULL. */
 mg_status mgi_exec_run_for(mg_exec *ex, const mg_plan *p,
                            const mg_binding *binds, int n_binds, uint64_t seed,
-                           const void *owner);
+                           const void *owner, char *host);
+/* The host tier's mgi_host_tier_lend and mgi_host_tier_give_back
+ * (host_tier.h), for a forward phase's saved state. */
+char *mgi_exec_host_lend(mg_exec *ex, size_t bytes, size_t *size);
+void mgi_exec_host_give_back(mg_exec *ex, char *mem, size_t size,
+                             size_t in_use);
 /* Move the kept outputs of the last run out of ex into the arrays (room for
  * the plan's n_kept each): the caller now owns their pooled blocks and
  * gives them back with mgi_exec_pool_free. Returns how many. */

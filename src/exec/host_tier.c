@@ -54,21 +54,29 @@ static mg_status nomem(const char *what) {
                         what);
 }
 
-mg_status mgi_host_tier_begin(mgi_host_tier *h, const mg_plan *p,
-                              mg_device dev) {
-    const mg_offload_plan *o = p->offload;
+const mg_offload_plan *mgi_host_tier_copies(const mg_plan *p, int32_t *base) {
+    *base = p->offload ? 0 : p->phase_base;
+    return p->offload ? p->offload : p->phase_offload;
+}
+
+mg_status mgi_host_tier_begin(mgi_host_tier *h, const mg_offload_plan *o,
+                              mg_device dev, char *mem_lent) {
     if (dev != MG_DEVICE_CPU)
         return mg_set_error(MG_ERR_UNSUPPORTED,
                             "mg_exec_run: the plan offloads saved tensors, "
                             "and this build offloads on the CPU host tier "
                             "only (a CUDA copy stream is not written yet)");
-    if (o->host_bytes > h->stats.bytes_reserved) {
+    if (!mem_lent && o->host_bytes > h->mem_size) {
         char *mem = malloc(o->host_bytes);
         if (!mem) return nomem("the host tier");
         free(h->mem);
+        h->stats.bytes_reserved -= h->mem_size;
         h->mem = mem;
-        h->stats.bytes_reserved = o->host_bytes;
+        h->mem_size = o->host_bytes;
+        h->stats.bytes_reserved += o->host_bytes;
     }
+    h->use = mem_lent ? mem_lent : h->mem;
+    h->in_use_begin = h->stats.bytes_in_use;
     if (o->n > h->cap) {
         mgi_host_job *jobs = malloc(2 * (size_t)o->n * sizeof *jobs);
         uint8_t *done = malloc(2 * (size_t)o->n);
@@ -117,10 +125,11 @@ static void *take_block(mg_pool *pool, size_t off, size_t nbytes) {
     return mgi_pool_alloc(pool, nbytes);
 }
 
-mg_status mgi_host_tier_before(mgi_host_tier *h, const mg_plan *p, int32_t s,
+mg_status mgi_host_tier_before(mgi_host_tier *h, const mg_offload_plan *o,
+                               int32_t base, const mg_plan *p, int32_t s,
                                void **buf, mg_pool *pool) {
-    const mg_offload_plan *o = p->offload;
     char label[160];
+    s += base;
     for (int32_t k = 0; k < o->n; k++) {
         const mg_offload_copy *c = &o->copy[k];
         if (c->in_issue != s) continue;
@@ -132,7 +141,7 @@ mg_status mgi_host_tier_before(mgi_host_tier *h, const mg_plan *p, int32_t s,
                 "back (%zu in use, limit %zu)",
                 nbytes, mgi_graph_tensor_label(p->g, c->t, label, sizeof label),
                 pool->stats.bytes_in_use, pool->max_bytes);
-        queue(h, h->prefetch[k], h->mem + c->host_off, nbytes, c->event_in);
+        queue(h, h->prefetch[k], h->use + c->host_off, nbytes, c->event_in);
     }
     for (int32_t k = 0; k < o->n; k++) {
         const mg_offload_copy *c = &o->copy[k];
@@ -146,13 +155,14 @@ mg_status mgi_host_tier_before(mgi_host_tier *h, const mg_plan *p, int32_t s,
     return MG_OK;
 }
 
-mg_status mgi_host_tier_after(mgi_host_tier *h, const mg_plan *p, int32_t s,
+mg_status mgi_host_tier_after(mgi_host_tier *h, const mg_offload_plan *o,
+                              int32_t base, const mg_plan *p, int32_t s,
                               void **buf, mg_pool *pool) {
-    const mg_offload_plan *o = p->offload;
+    s += base;
     for (int32_t k = 0; k < o->n; k++) {
         const mg_offload_copy *c = &o->copy[k];
         if (c->out_issue != s) continue;
-        queue(h, h->mem + c->host_off, buf[c->t], mg_plan_nbytes(p, c->t),
+        queue(h, h->use + c->host_off, buf[c->t], mg_plan_nbytes(p, c->t),
               c->event_out);
         h->stats.bytes_in_use += c->bytes;
         if (h->stats.bytes_in_use > h->stats.peak_bytes_in_use)
@@ -169,7 +179,8 @@ mg_status mgi_host_tier_after(mgi_host_tier *h, const mg_plan *p, int32_t s,
     return MG_OK;
 }
 
-void mgi_host_tier_end(mgi_host_tier *h, const mg_plan *p, mg_pool *pool) {
+void mgi_host_tier_end(mgi_host_tier *h, const mg_offload_plan *o,
+                       const mg_plan *p, mg_pool *pool, bool ok) {
     if (!h->running) return;
     pthread_mutex_lock(&h->mu);
     h->stop = true;
@@ -179,15 +190,46 @@ void mgi_host_tier_end(mgi_host_tier *h, const mg_plan *p, mg_pool *pool) {
     pthread_cond_destroy(&h->cv);
     pthread_mutex_destroy(&h->mu);
     h->running = false;
+    h->use = NULL;
     /* after a failure: blocks and host bytes the run did not hand back */
-    const mg_offload_plan *o = p->offload;
     for (int32_t k = 0; k < o->n; k++)
         if (h->prefetch[k]) {
             mgi_pool_free(pool, h->prefetch[k],
                           mg_plan_nbytes(p, o->copy[k].t));
             h->prefetch[k] = NULL;
         }
-    h->stats.bytes_in_use = 0;
+    if (!ok) h->stats.bytes_in_use = h->in_use_begin;
+}
+
+char *mgi_host_tier_lend(mgi_host_tier *h, size_t bytes, size_t *size) {
+    if (h->mem && h->mem_size >= bytes) {
+        char *m = h->mem;
+        *size = h->mem_size;
+        h->mem = NULL;
+        h->mem_size = 0;
+        return m;
+    }
+    char *m = malloc(bytes ? bytes : 1);
+    if (!m) return NULL;
+    *size = bytes;
+    h->stats.bytes_reserved += bytes;
+    return m;
+}
+
+void mgi_host_tier_give_back(mgi_host_tier *h, char *mem, size_t size,
+                             size_t in_use) {
+    h->stats.bytes_in_use -= in_use;
+    if (!mem) return;
+    if (!h->running && size > h->mem_size) { /* the larger one stays */
+        char *old = h->mem;
+        const size_t old_size = h->mem_size;
+        h->mem = mem;
+        h->mem_size = size;
+        mem = old;
+        size = old_size;
+    }
+    free(mem);
+    h->stats.bytes_reserved -= size;
 }
 
 void mgi_host_tier_destroy(mgi_host_tier *h) {

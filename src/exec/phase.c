@@ -16,8 +16,17 @@
  * plan's arena layout (arena.c): the saved tensors stay at their offsets
  * between the calls, owned by saved (buffer_pool.h), and the backward
  * phase runs round them, so the pair reserves what one mg_exec_run does.
+ *
+ * A plan that offloads (issue 51) runs its phases with its copies
+ * (split.c): the forward phase copies each offloaded tensor out into host
+ * memory that the saved state holds (lent by the executor's host tier),
+ * and the backward phase copies it back from there, at the steps the
+ * plan fixed, so the pair makes the one-call run's copies and reaches its
+ * device peak. The host memory goes back to the tier when the backward
+ * phase has consumed the saved state, or with mg_saved_free.
  */
 #include "../graph/graph.h"
+#include "../rewrite/offload.h"
 #include "../rewrite/schedule.h"
 #include "exec_internal.h"
 #include "memgrad_dlpack.h"
@@ -42,6 +51,11 @@ struct mg_saved {
      * exported and read by the backward phase, and then its fingerprint */
     bool *guarded;
     uint64_t *sum;
+    /* A plan that offloads: the host memory its offloaded tensors wait in
+     * (lent by the host tier, host_size bytes), and how many of its bytes
+     * are counted in use in mg_host_stats (0 once copied back). */
+    char *host;
+    size_t host_size, host_in_use;
 };
 
 /* ------------------------------------------------ guarding saved exports
@@ -191,11 +205,13 @@ static mg_status check_phased(const mg_exec *ex, const mg_plan *p,
                             "%s: the plan has no gradient steps; run it with "
                             "mg_exec_run",
                             what);
-    if (p->offload)
+    if (p->offload && !p->phase[0]->phase_offload)
         return mg_set_error(MG_ERR_UNSUPPORTED,
                             "%s: the plan offloads saved tensors "
-                            "(mg_plan_options.offload), which runs in one "
-                            "call: mg_exec_run",
+                            "(mg_plan_options.offload) and runs forward "
+                            "steps after backward ones, so its copies have "
+                            "no phase boundary; run it in one call: "
+                            "mg_exec_run",
                             what);
     return MG_OK;
 }
@@ -223,15 +239,24 @@ mg_status mg_exec_forward(mg_exec *ex, const mg_plan *p,
     int nb = 0;
     if (!sv || !sv->t || !sv->data || !sv->nbytes || !sv->pooled || !sv->ref)
         s = mg_set_error(MG_ERR_NOMEM, "mg_exec_forward: out of memory");
+    if (s == MG_OK && p->offload &&
+        !(sv->host =
+              mgi_exec_host_lend(ex, p->offload->host_bytes, &sv->host_size)))
+        s = mg_set_error(MG_ERR_NOMEM,
+                         "mg_exec_forward: out of memory for the host tier");
     if (s == MG_OK)
         s = phase_bindings(p, f, NULL, binds, n_binds, "mg_exec_forward", &b,
                            &nb);
-    if (s == MG_OK) s = mgi_exec_run_for(ex, f, b, nb, seed, sv);
+    if (s == MG_OK) s = mgi_exec_run_for(ex, f, b, nb, seed, sv, sv->host);
     free(b);
     if (s != MG_OK) {
+        if (sv && sv->host) /* sv->ex is not set yet: give it back here */
+            mgi_exec_host_give_back(ex, sv->host, sv->host_size, 0);
+        if (sv) sv->host = NULL;
         mg_saved_free(sv);
         return s;
     }
+    if (p->offload) sv->host_in_use = p->offload->info.offloaded_bytes;
     sv->ex = ex;
     /* saved gives blocks back to ex's pool in mg_saved_free, which may
      * come after mg_exec_free: hold ex until then, as an export does (a
@@ -271,8 +296,16 @@ mg_status mg_exec_backward(mg_exec *ex, const mg_plan *p, mg_saved *sv,
     int nb = 0;
     s = phase_bindings(p, bw, sv, binds, n_binds, "mg_exec_backward", &b, &nb);
     if (s != MG_OK) return s;
-    s = mgi_exec_run_for(ex, bw, b, nb, sv->seed, sv);
+    s = mgi_exec_run_for(ex, bw, b, nb, sv->seed, sv, sv->host);
     free(b);
+    if (s == MG_OK) sv->host_in_use = 0; /* every copy came back */
+    /* after a failure: prefetch blocks handed to tensors the phase did
+     * not release yet (the host copies stay with saved) */
+    for (int32_t k = 0; s != MG_OK && p->offload && k < p->offload->n; k++) {
+        const mg_tensor t = p->offload->copy[k].t;
+        void *blk = mgi_exec_buf(ex, t);
+        if (blk) mgi_exec_pool_free(ex, blk, mg_plan_nbytes(p, t));
+    }
     /* The backward phase releases the saved tensors the training plan does
      * not keep. If it failed before releasing any, saved stays whole. */
     bool released = false;
@@ -287,6 +320,12 @@ mg_status mg_exec_backward(mg_exec *ex, const mg_plan *p, mg_saved *sv,
             sv->data[i] = NULL;
         }
         sv->consumed = true;
+        if (sv->host) {
+            mgi_exec_host_give_back(ex, sv->host, sv->host_size,
+                                    sv->host_in_use);
+            sv->host = NULL;
+            sv->host_in_use = 0;
+        }
     }
     return s;
 }
@@ -362,6 +401,9 @@ void mg_saved_free(mg_saved *sv) {
     free(sv->data);
     free(sv->nbytes);
     free(sv->pooled);
+    if (sv->host && sv->ex)
+        mgi_exec_host_give_back(sv->ex, sv->host, sv->host_size,
+                                sv->host_in_use);
     /* last: with mg_exec_free done, this lets the executor go */
     if (sv->ex) mgi_exec_unhold(sv->ex);
     free(sv);

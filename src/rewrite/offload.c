@@ -136,9 +136,15 @@ void mgi_offload_readers(const mg_plan *p, const int32_t *idx, int32_t n,
     }
 }
 
+int32_t mgi_offload_boundary(const mg_plan *p) {
+    for (int32_t s = 0; s < p->n_steps; s++)
+        if (is_bwd_step(p, s)) return s;
+    return p->n_steps;
+}
+
 void mgi_offload_place(const mg_plan *p, mg_tensor t, int32_t prod,
                        int32_t f_last, int32_t b_first, int32_t rel, double bw,
-                       double rate, mg_offload_copy *c) {
+                       double rate, int32_t bnd, mg_offload_copy *c) {
     const double secs = bw > 0 ? (double)mg_plan_nbytes(p, t) / bw : 0;
     if (!(bw > 0)) rate = 0;
     *c = (mg_offload_copy){.t = t,
@@ -148,11 +154,17 @@ void mgi_offload_place(const mg_plan *p, mg_tensor t, int32_t prod,
                            .release = rel,
                            .in_off = SIZE_MAX,
                            .host_off = SIZE_MAX};
-    int32_t out_free = hide_after(p, prod, b_first - 1, secs, rate);
+    /* neither copy crosses the boundary between the forward and the
+     * backward steps: the forward phase ends with every copy out done and
+     * the backward phase starts every copy back (mg_exec_forward) */
+    const int32_t out_last = bnd - 1 < b_first - 1 ? bnd - 1 : b_first - 1;
+    int32_t out_free =
+        hide_after(p, prod, out_last > prod ? out_last : prod, secs, rate);
     if (out_free < f_last) out_free = f_last;
     if (out_free < prod) out_free = prod;
     c->out_free = out_free;
-    c->in_issue = hide_before(p, out_free + 1, b_first, secs, rate);
+    const int32_t in_first = out_free + 1 > bnd ? out_free + 1 : bnd;
+    c->in_issue = hide_before(p, in_first, b_first, secs, rate);
 }
 
 double mgi_offload_exposed(const mg_plan *p, const mg_offload_copy *c,
@@ -206,6 +218,7 @@ mg_status mgi_offload_plan(mg_plan *p, const mg_plan_options *opts,
     }
     int32_t *prod = f_last + n, *b_first = prod + n, *rel = b_first + n;
     mgi_offload_readers(p, idx, n, prod, f_last, b_first, rel);
+    const int32_t bnd = mgi_offload_boundary(p);
     const double bw = opts->host_bandwidth, rate = opts->compute_rate;
     char label[160], lb[160];
     for (int32_t k = 0; k < n && s == MG_OK; k++) {
@@ -229,7 +242,7 @@ mg_status mgi_offload_plan(mg_plan *p, const mg_plan_options *opts,
             break;
         }
         mgi_offload_place(p, t, prod[k], f_last[k], b_first[k], rel[k], bw,
-                          rate, &o->copy[k]);
+                          rate, bnd, &o->copy[k]);
     }
     free(f_last);
     if (s != MG_OK) {

@@ -59,12 +59,19 @@ void mgi_offload_free(mg_offload_plan *o);
 void mgi_offload_readers(const mg_plan *p, const int32_t *idx, int32_t n,
                          int32_t *prod, int32_t *f_last, int32_t *b_first,
                          int32_t *rel);
+/* The first backward (or recompute) step of p, p->n_steps for none: no
+ * copy crosses it (mgi_offload_place), so that a plan run in two calls
+ * (mg_exec_forward, mg_exec_backward) makes the same copies at the same
+ * steps as in one. */
+int32_t mgi_offload_boundary(const mg_plan *p);
 /* The steps of t's copies (c's but its events and offsets), from those,
  * for host bandwidth bw and compute rate (0: one step each side);
- * f_last < b_first. */
+ * f_last < b_first. bnd: mgi_offload_boundary(p). The copy out is waited
+ * for before bnd where its last forward reader allows, and the copy back
+ * is queued at bnd or later. */
 void mgi_offload_place(const mg_plan *p, mg_tensor t, int32_t prod,
                        int32_t f_last, int32_t b_first, int32_t rel, double bw,
-                       double rate, mg_offload_copy *c);
+                       double rate, int32_t bnd, mg_offload_copy *c);
 /* The seconds of c's two copies that the steps beside them do not hide
  * (0 without both rates). */
 double mgi_offload_exposed(const mg_plan *p, const mg_offload_copy *c,

@@ -88,12 +88,13 @@ mg_status mgi_offload_price(const mg_graph *g, const mg_tensor *outs,
         int32_t *prod = rd, *f_last = rd + n, *b_first = f_last + n,
                 *rel = b_first + n;
         mgi_offload_readers(p, idx, n, prod, f_last, b_first, rel);
+        const int32_t bnd = mgi_offload_boundary(p);
         int32_t m = 0;
         for (int32_t t = 0; t < p->n_tensors; t++) {
             const int32_t k = idx[t];
             if (k < 0 || b_first[k] < 0 || f_last[k] > b_first[k]) continue;
             mgi_offload_place(p, t, prod[k], f_last[k], b_first[k], rel[k], bw,
-                              rate, &pr[m].c);
+                              rate, bnd, &pr[m].c);
             pr[m].exposed = mgi_offload_exposed(p, &pr[m].c, bw, rate);
             m++;
         }

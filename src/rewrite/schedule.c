@@ -378,6 +378,13 @@ static mg_status plan_compile(const mg_graph *g, const mg_tensor *outputs,
     if (s == MG_OK) s = mgi_plan_split(p, needed, last_read, order);
     if (s == MG_OK) s = mgi_plan_lay_out(p, last_read);
     if (s == MG_OK && p->offload) s = mgi_offload_lay_out(p);
+    /* phases that share p's offsets (arena.c) share the arena the
+     * prefetch blocks made */
+    for (int k = 0; s == MG_OK && p->offload && k < 2; k++)
+        if (p->phase[k] && p->phase[k]->phase_offload) {
+            p->phase[k]->arena_bytes = p->arena_bytes;
+            p->phase[k]->arena_live_peak = p->arena_live_peak;
+        }
     free(needed);
     free(order);
     free(last_read);

@@ -100,6 +100,12 @@ struct mg_plan {
     mg_device device;
     /* mg_plan_options.offload's copies (offload.h), or NULL */
     struct mg_offload_plan *offload;
+    /* In a phase of a plan that offloads (split.c): that plan's copies
+     * (not the phase's own: mg_plan_free leaves them to the plan), and
+     * the index in that plan of the phase's first step, which the copies'
+     * step numbers count from. NULL elsewhere. */
+    const struct mg_offload_plan *phase_offload;
+    int32_t phase_base;
     /* The fused chains of its MG_STEP_FUSED steps (fuse.c), or NULL for
      * none; its phases share it, and mg_plan_free frees it once. */
     struct mgi_fusion *fusion;

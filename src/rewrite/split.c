@@ -12,7 +12,17 @@
  * the saved tensors as if they were leaves, releasing each after its last
  * backward reader, as the one-call run does. Steps run in the same order
  * with the same inputs as in one call, so the gradients are the same bits.
+ *
+ * A plan that offloads (offload.c) and whose forward steps all come first
+ * is split the same way, with its copies shared by both phases
+ * (phase_offload): no copy crosses the boundary (mgi_offload_place), so
+ * an offloaded tensor is computed and copied out by the forward phase,
+ * which neither keeps nor releases it (the copy out frees its block), and
+ * its copy back in the backward phase gives it the block that phase
+ * releases after its last reader. The saved state holds its host copy in
+ * between (phase.c).
  */
+#include "offload.h"
 #include "schedule.h"
 
 #include <stdlib.h>
@@ -82,8 +92,8 @@ static bool saved_released(const mg_plan *p, const mg_tensor *view_of,
  * by its block's owner, after the view's last reader too. view_of: per
  * tensor, the block a view of p reads, else -1; NULL when p has no view. */
 static void build_releases(mg_plan *q, const mg_plan *p,
-                           const mg_tensor *view_of, int32_t *last,
-                           int32_t *fill) {
+                           const mg_tensor *view_of, const bool *off,
+                           int32_t *last, int32_t *fill) {
     for (int32_t t = 0; t < q->n_tensors; t++) last[t] = -1;
     for (int32_t s = 0; s < q->n_steps; s++)
         for (int k = 0; k < q->step[s].n_in; k++) last[q->step[s].in[k]] = s;
@@ -99,7 +109,8 @@ static void build_releases(mg_plan *q, const mg_plan *p,
     memset(q->release_start, 0, ((size_t)q->n_steps + 1) * sizeof(int32_t));
     for (int32_t s = 0; s < q->n_steps; s++) {
         mg_tensor t = q->steps[s];
-        if ((q->role[t] & MG_ROLE_KEPT) || q->step[s].view) continue;
+        if ((q->role[t] & MG_ROLE_KEPT) || q->step[s].view || (off && off[t]))
+            continue;
         if (last[t] < 0) last[t] = s;
         q->release_start[last[t] + 1]++;
     }
@@ -111,7 +122,8 @@ static void build_releases(mg_plan *q, const mg_plan *p,
     memcpy(fill, q->release_start, ((size_t)q->n_steps + 1) * sizeof *fill);
     for (int32_t s = 0; s < q->n_steps; s++) {
         mg_tensor t = q->steps[s];
-        if ((q->role[t] & MG_ROLE_KEPT) || q->step[s].view) continue;
+        if ((q->role[t] & MG_ROLE_KEPT) || q->step[s].view || (off && off[t]))
+            continue;
         q->release[fill[last[t]]++] = t;
     }
     for (int32_t i = 0; i < q->n_saved; i++)
@@ -226,9 +238,10 @@ static mg_status phase_views(const mg_plan *p, bool *saved,
 
 /* p's kept tensors, each kept by the phase that computes it (a kept leaf
  * by f when f's steps read it, else by b); the saved state kept by f and
- * leaves of b; then each phase's list of leaves. */
+ * leaves of b, but offloaded tensors (off, or NULL), which reach b by
+ * their copies; then each phase's list of leaves. */
 static void phase_kept(const mg_plan *p, const bool *bwd, const bool *saved,
-                       mg_plan *f, mg_plan *b) {
+                       const bool *off, mg_plan *f, mg_plan *b) {
     for (int32_t k = 0; k < p->n_kept; k++) {
         mg_tensor t = p->kept[k];
         if (p->role[t] & MG_ROLE_LEAF) {
@@ -242,8 +255,10 @@ static void phase_kept(const mg_plan *p, const bool *bwd, const bool *saved,
     }
     for (int32_t t = 0; t < p->n_tensors; t++) {
         if (!saved[t]) continue;
-        add_kept(f, t);
-        b->role[t] |= MG_ROLE_LEAF;
+        if (!(off && off[t])) {
+            add_kept(f, t);
+            b->role[t] |= MG_ROLE_LEAF;
+        }
         b->saved[b->n_saved++] = t;
     }
     for (int32_t t = 0; t < p->n_tensors; t++) {
@@ -275,9 +290,14 @@ mg_status mgi_plan_split(mg_plan *p, const bool *bwd, int32_t *last,
     const int32_t n_fwd = p->n_steps - n_bwd;
     mg_plan *f = phase_alloc(p), *b = phase_alloc(p);
     bool *saved = calloc(sz, sizeof *saved);
+    /* an offloading plan is phased with its copies only when its forward
+     * steps come first (the copies' boundary, offload.h); otherwise
+     * mg_exec_forward refuses it */
+    const bool offloads = p->offload && prefix;
+    bool *off = offloads ? calloc(sz, sizeof *off) : NULL;
     mg_tensor *view_of = NULL;
     mg_status s = MG_OK;
-    if (!f || !b || !saved ||
+    if (!f || !b || !saved || (offloads && !off) ||
         !phase_steps_alloc(p, f, b, n_fwd, n_bwd, prefix)) {
         s = mg_set_error(MG_ERR_NOMEM, "mg_plan_compile: out of memory for "
                                        "the forward and backward phases");
@@ -287,9 +307,16 @@ mg_status mgi_plan_split(mg_plan *p, const bool *bwd, int32_t *last,
     s = phase_reads(p, bwd, f, b, saved);
     if (s == MG_OK) s = phase_views(p, saved, &view_of);
     if (s != MG_OK) goto done;
-    phase_kept(p, bwd, saved, f, b);
-    build_releases(f, p, view_of, last, fill);
-    build_releases(b, p, view_of, last, fill);
+    for (int32_t k = 0; offloads && k < p->offload->n; k++)
+        off[p->offload->copy[k].t] = true;
+    if (offloads) {
+        f->phase_offload = b->phase_offload = p->offload;
+        f->phase_base = 0;
+        b->phase_base = n_fwd;
+    }
+    phase_kept(p, bwd, saved, off, f, b);
+    build_releases(f, p, view_of, off, last, fill);
+    build_releases(b, p, view_of, NULL, last, fill);
     p->phase[0] = f;
     p->phase[1] = b;
     f = b = NULL;
@@ -297,16 +324,23 @@ done:
     phase_free(f, p);
     phase_free(b, p);
     free(saved);
+    free(off);
     free(view_of);
     return s;
 }
 
 /* Peak of pool bytes in use over phase q's steps, starting from base;
- * *end gets what is in use after its last step. */
+ * *end gets what is in use after its last step. With its plan's copies,
+ * as the host tier makes them: a prefetch block from its copy back's
+ * queueing, a forward block until its copy out's wait. */
 static size_t phase_peak(const mg_plan *q, const bool *bound, size_t base,
                          size_t *end) {
     size_t in_use = base, peak = base;
+    const mg_offload_plan *o = q->phase_offload;
     for (int32_t s = 0; s < q->n_steps; s++) {
+        const int32_t at = s + q->phase_base;
+        for (int32_t k = 0; o && k < o->n; k++)
+            if (o->copy[k].in_issue == at) in_use += o->copy[k].bytes;
         mg_tensor t = q->steps[s];
         if (!bound[t] && !q->step[s].view)
             in_use += mg_pool_size_class(mg_plan_nbytes(q, t));
@@ -315,6 +349,8 @@ static size_t phase_peak(const mg_plan *q, const bool *bound, size_t base,
         if (in_use + work > peak) peak = in_use + work;
         for (int32_t r = q->release_start[s]; r < q->release_start[s + 1]; r++)
             in_use -= mg_pool_size_class(mg_plan_nbytes(q, q->release[r]));
+        for (int32_t k = 0; o && k < o->n; k++)
+            if (o->copy[k].out_free == at) in_use -= o->copy[k].bytes;
     }
     *end = in_use;
     return peak;
@@ -336,6 +372,13 @@ mg_status mg_plan_phase_peaks(const mg_plan *p, const mg_binding *binds,
         return mg_set_error(MG_ERR_INVALID_ARG,
                             "mg_plan_phase_peaks: the plan has no backward "
                             "steps, so no phases");
+    }
+    if (p->offload && !p->phase[0]->phase_offload) {
+        free(bound);
+        return mg_set_error(MG_ERR_UNSUPPORTED,
+                            "mg_plan_phase_peaks: the plan offloads and has "
+                            "forward steps after backward ones, so it runs "
+                            "in one call only (mg_exec_run)");
     }
     size_t end;
     out->forward = phase_peak(p->phase[0], bound, 0, &out->saved);

@@ -146,6 +146,28 @@ done
 expect_fail "policy budget needs --budget" plan "$data/mlp.onnx" --batch 3 --policy none,budget
 expect_fail "goes with policy budget" step "$data/mlp.onnx" --batch 3 --policy memory --budget 1M
 
+# --offload BW,RATE (issue 51): at 0.7x with copies cheap beside compute
+# the budget policy offloads; gradients bit-equal to policy none's,
+# device and host peaks measured = predicted, and plan lists the copies
+"$tool" step "$data/resnet.onnx" --batch 8 --policy none --save-grads "$tmp/resnet8.none.bin" >/dev/null
+"$tool" step "$data/resnet.onnx" --batch 8 --policy budget --budget 0.7x --offload 12e9,5e11 \
+    --repeat 2 --save-grads "$tmp/resnet8.off.bin" >"$tmp/off.txt"
+cat "$tmp/off.txt"
+cmp "$tmp/resnet8.none.bin" "$tmp/resnet8.off.bin"
+grep -q '^offloaded: [1-9][0-9]* tensors, [0-9]* bytes; host tier [0-9]* bytes (peak [0-9]*); copies beside [1-9][0-9]* steps' "$tmp/off.txt"
+grep -q '^budget [0-9]* bytes, budget peak [0-9]* bytes: within$' "$tmp/off.txt"
+hpeak=$(sed -n 's/^offloaded: .* (peak \([0-9]*\)); .*/\1/p' "$tmp/off.txt")
+grep -q "^host tier peak measured $hpeak bytes, predicted $hpeak bytes$" "$tmp/off.txt"
+ppeak=$(sed -n 's/^pool peak measured \([0-9]*\) bytes, predicted [0-9]* bytes$/\1/p' "$tmp/off.txt")
+grep -q "^pool peak measured $ppeak bytes, predicted $ppeak bytes$" "$tmp/off.txt"
+"$tool" plan "$data/resnet.onnx" --batch 8 --policy none,budget --budget 0.7x --offload 12e9,5e11 >"$tmp/offplan.txt"
+cat "$tmp/offplan.txt"
+[ "$(grep -c '^  offloaded: [1-9][0-9]* tensors' "$tmp/offplan.txt")" -eq 1 ]
+expect_fail "goes with policy budget" step "$data/mlp.onnx" --batch 3 --policy memory --offload 12e9,5e11
+for bad in 12e9 0,1 1,-1 a,b "1,2,3"; do
+    expect_fail "is no pair of rates" step "$data/mlp.onnx" --batch 3 --policy budget --budget 0.9x --offload "$bad"
+done
+
 # labels from a file change the loss; a file of the wrong size is refused
 printf '\x01\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00' >"$tmp/labels.bin"
 "$tool" step "$data/mlp.onnx" --batch 3 --policy none --input "$data/mlp.input.bin" \

@@ -84,6 +84,26 @@ expect_usage "entry 1 is empty" "${model[@]}" --policy ",memory"
 expect_usage "one policy only" "${model[@]}" --policy "none,memory"
 expect_usage "bad policy 'collection'" "${model[@]}" --policy collection
 
+# --offload BW,RATE: the budget policy may offload saved tensors (issue
+# 51); at 0.3x with copies cheap beside compute it does, the report lists
+# them, their bytes and the overlap predicted, and the plan fits its budget
+"$tool" "${model[@]}" --policy budget --budget 0.3x --offload 12e9,5e11 >"$tmp/off.txt"
+cat "$tmp/off.txt"
+grep -q '^offloaded: [1-9][0-9]* tensors, [0-9.]* MiB; host tier [0-9.]* MiB$' "$tmp/off.txt" ||
+    fail "--offload: no offloaded line"
+grep -q '^  copies beside [1-9][0-9]* steps of compute .* s hidden' "$tmp/off.txt" ||
+    fail "--offload: no overlap line"
+grep -q '^  #[0-9]* (.*) [0-9]* bytes: out at step [0-9]*, back at step [0-9]*$' "$tmp/off.txt" ||
+    fail "--offload: no offloaded tensor listed"
+read -r b p <<<"$(budget_line "$tmp/off.txt")"
+{ [ -n "$b" ] && [ "$p" -le "$b" ]; } || fail "--offload: budget line"
+# without --offload nothing is offloaded (0.6x above recomputes)
+grep -q '^offloaded:' "$tmp/frac.txt" && fail "offloaded without --offload"
+expect_usage "goes with --policy budget" "${model[@]}" --policy memory --offload 12e9,5e11
+for bad in 12e9 0,5e11 12e9,0 -1,5 x,1 "12e9,5e11,1" "12e9,"; do
+    expect_usage "is no pair of rates" "${model[@]}" --policy budget --budget 0.3x --offload "$bad"
+done
+
 # A budget nothing fits is an error (exit 1) that frees what it made:
 # LeakSanitizer saw the model leak on this path (issue 49). Under ASan the
 # exit status says it (LeakSanitizer exits 23); elsewhere valgrind, when

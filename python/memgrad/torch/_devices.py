@@ -27,7 +27,13 @@ class PerDevice:
         """The plan for torch device `device`, compiled on first use."""
         kind = torch.device(device).type
         if kind not in self.plans:
+            # what policy budget chose to offload, at its rates (a
+            # capture without offload has none)
+            off = getattr(self, "offload", None)
+            bw, rate = off or (0.0, 0.0)
             self.plans[kind] = self.graph.compile(
                 self.plan_outputs, budget_bytes=self.budget_bytes,
-                device=kind if kind in ("cpu", "cuda") else "cpu")
+                device=kind if kind in ("cpu", "cuda") else "cpu",
+                offload=getattr(self, "offload_tensors", ()),
+                host_bandwidth=bw, compute_rate=rate)
         return self.plans[kind]

@@ -21,7 +21,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from torch.utils import _pytree as pytree
 
 from .capture import Captured, Unsupported, export
-from .module import call
+from .module import call, offload_rates
 
 _REPORT = []
 
@@ -32,7 +32,9 @@ def report():
     "eager", "nodes": the ATen nodes memgrad runs,
     "reason": why it ran in eager (None when in memgrad),
     "saved_bytes": what memgrad's forward keeps for the backward (0 in
-    eager), "policy"}."""
+    eager), "policy", "offloaded": with offload, what the plan offloads
+    (Plan.offload(): tensors, bytes, host tier and the overlap
+    predicted), else None}."""
     return [dict(r) for r in _REPORT]
 
 
@@ -40,29 +42,39 @@ def reset_report():
     del _REPORT[:]
 
 
-def make(policy="memory", budget_bytes=0, compact=False):
+def make(policy="memory", budget_bytes=0, compact=False, offload=False,
+         host_bandwidth=None, compute_rate=None):
     """A backend function with these options, for torch.compile's
-    backend= argument."""
+    backend= argument. offload=True (policy "budget", with host_bandwidth
+    in bytes/s and compute_rate in flops/s) lets the budget offload saved
+    tensors to the host tier as well as recompute them, as
+    memgrad.torch.Module takes it (docs/offload.md)."""
+    rates = offload_rates(policy, offload, host_bandwidth, compute_rate,
+                          "memgrad.torch.backend.make")
+
     def memgrad_backend(gm, example_inputs, **kwargs):
-        return _compile(gm, example_inputs, policy, budget_bytes, compact)
+        return _compile(gm, example_inputs, policy, budget_bytes, compact,
+                        rates)
     return memgrad_backend
 
 
-def _compile(gm, example_inputs, policy, budget_bytes, compact):
+def _compile(gm, example_inputs, policy, budget_bytes, compact,
+             offload=None):
     row = {"graph": len(_REPORT), "ran": "eager", "nodes": 0,
-           "reason": None, "saved_bytes": 0, "policy": policy}
+           "reason": None, "saved_bytes": 0, "policy": policy,
+           "offloaded": None}
     _REPORT.append(row)
     if not all(torch.is_tensor(x) for x in example_inputs):
         row["reason"] = "inputs other than tensors (symbolic sizes)"
         return gm.forward
     try:
         cap = _capture(gm, list(example_inputs), policy, budget_bytes,
-                       compact)
+                       compact, offload)
     except Unsupported as e:
         row["reason"] = str(e)
         try:
             return _pieces(gm, list(example_inputs), policy, budget_bytes,
-                           compact, row)
+                           compact, row, offload)
         except Exception as e2:  # noqa: BLE001 - eager is always correct
             row["reason"] += "\n(in pieces: %s: %s)" % (type(e2).__name__,
                                                          e2)
@@ -81,6 +93,8 @@ def _compile(gm, example_inputs, policy, budget_bytes, compact):
             bound=[t for t in cap.grads if t not in cap.seeds])["saved"]
     except Exception:  # noqa: BLE001 - a figure for the report only
         pass
+    if offload is not None:
+        row["offloaded"] = cap.plan_for("cpu").offload()
 
     def run(*args):
         values = [lf.get(args) for lf in cap.leaves]
@@ -139,7 +153,8 @@ class _Piece(torch.nn.Module):
         return outs[0] if self.single else tuple(outs)
 
 
-def _pieces(gm, example_inputs, policy, budget_bytes, compact, row):
+def _pieces(gm, example_inputs, policy, budget_bytes, compact, row,
+            offload=None):
     """The graph in pieces: the ATen nodes memgrad maps, in runs that
     torch.fx's capability partitioner finds, each run captured on its
     own; the nodes between them run in eager PyTorch (ATen ops under
@@ -182,7 +197,7 @@ def _pieces(gm, example_inputs, policy, budget_bytes, compact, row):
         try:
             cap = Captured("piece %s" % name, _as_tuple_out(sub), pleaves,
                            kinds, None, list(args), policy, budget_bytes,
-                           compact)
+                           compact, offload=offload)
         except Exception:  # noqa: BLE001 - the piece stays in eager
             continue
         setattr(fused, name, _Piece(cap, single))
@@ -248,7 +263,8 @@ class _ConstLeaf:
         return self.c
 
 
-def _capture(gm, example_inputs, policy, budget_bytes, compact):
+def _capture(gm, example_inputs, policy, budget_bytes, compact,
+             offload=None):
     ep, _ = export(gm, example_inputs, {})
     sig = ep.graph_signature
     leaves = _leaves(gm, ep, example_inputs)
@@ -264,7 +280,7 @@ def _capture(gm, example_inputs, policy, budget_bytes, compact):
                 "not supported")])
     cap = Captured("a dynamo graph", ep.graph_module, leaves, out_kinds,
                    ep.call_spec.out_spec, example_inputs, policy,
-                   budget_bytes, compact)
+                   budget_bytes, compact, offload=offload)
     cap.user_input_names = [s.arg.name for s in sig.input_specs
                             if s.kind == InputKind.USER_INPUT]
     return cap

@@ -160,7 +160,7 @@ class Captured(PerDevice):
 
     def __init__(self, name, gm, leaves, out_kinds, out_spec, inputs,
                  policy="none", budget_bytes=0, compact=False,
-                 store16=False, example=None):
+                 store16=False, example=None, offload=None):
         self.module_name = name
         # example: the leaf values themselves (with_options), in place of
         # inputs to read them from
@@ -170,6 +170,11 @@ class Captured(PerDevice):
         self.out_kinds, self.out_spec = out_kinds, out_spec
         self.policy, self.budget_bytes = policy, int(budget_bytes or 0)
         self._compact, self._store16 = compact, store16
+        # None, or (host_bandwidth, compute_rate): policy "budget" may
+        # offload saved tensors (mg_checkpoints.offload), and the plans
+        # offload what it chose at these rates (plan_for)
+        self.offload = offload
+        self.offload_tensors = []
         self.n_random = 0
         self.plans, self.executors = {}, {}
         self._build()
@@ -329,11 +334,16 @@ class Captured(PerDevice):
         xs = [self.leaf_tensors[i] for i in self.grad_leaves]
         self.grads = []
         if xs:
+            bw, rate = self.offload or (0.0, 0.0)
             self.grads = g.gradients(self.ys, xs, policy=self.policy,
                                      grad_ys=self.seeds,
                                      budget_bytes=self.budget_bytes,
                                      compact=self._compact,
-                                     store16=self._store16)
+                                     store16=self._store16,
+                                     offload=self.offload is not None,
+                                     host_bandwidth=bw, compute_rate=rate)
+            if self.offload is not None:
+                self.offload_tensors = g.offloads()
         self.plan_outputs = list(self.ys) + list(self.extra) + \
             [t for t in self.grads if t not in self.seeds]
         # whether the plan has gradient steps (a y that is a leaf itself
@@ -347,14 +357,15 @@ class Captured(PerDevice):
                 "PyTorch")])
         self.plan_for("cpu")
 
-    def with_options(self, policy, budget_bytes=0):
-        """This capture again under another policy and budget: the same
-        ATen graph mapped and planned anew, without a second
-        torch.export (which takes seconds to a minute on a model)."""
+    def with_options(self, policy, budget_bytes=0, offload=None):
+        """This capture again under another policy and budget (and
+        offload rates, or None): the same ATen graph mapped and planned
+        anew, without a second torch.export (which takes seconds to a
+        minute on a model)."""
         other = Captured(self.module_name, self.gm, self.leaves,
                          self.out_kinds, self.out_spec, None, policy,
                          budget_bytes, self._compact, self._store16,
-                         example=self.example)
+                         example=self.example, offload=offload)
         for attr in ("in_spec", "user_input_names", "extra_kwargs"):
             if hasattr(self, attr):
                 setattr(other, attr, getattr(self, attr))

@@ -191,7 +191,7 @@ def _hooks(module):
 
 
 def capture_module(module, args, kwargs, policy="memory", budget_bytes=0,
-                   compact=False, store16=False):
+                   compact=False, store16=False, offload=None):
     """A Captured of module(*args, **kwargs) in its current mode, and the
     kwargs it was captured with."""
     ep, kwargs = export(module, args, kwargs)
@@ -230,11 +230,34 @@ def capture_module(module, args, kwargs, policy="memory", budget_bytes=0,
                 "not supported")])
     cap = Captured(type(module).__name__, ep.graph_module, leaves,
                    out_kinds, ep.call_spec.out_spec, flat_user, policy,
-                   budget_bytes, compact, store16)
+                   budget_bytes, compact, store16, offload=offload)
     cap.in_spec = ep.call_spec.in_spec
     cap.user_input_names = [s.arg.name for s in sig.input_specs
                             if s.kind == InputKind.USER_INPUT]
     return cap, kwargs
+
+
+def offload_rates(policy, offload, host_bandwidth, compute_rate, what):
+    """None, or (host_bandwidth, compute_rate) for offload=True under
+    policy "budget" (both rates > 0); ValueError naming what is wrong."""
+    if not offload:
+        if host_bandwidth or compute_rate:
+            raise ValueError("%s: host_bandwidth and compute_rate go with "
+                             "offload=True" % what)
+        return None
+    if policy != "budget":
+        raise ValueError("%s: offload=True goes with policy='budget', not "
+                         "%r" % (what, policy))
+    rates = []
+    for name, v in (("host_bandwidth", host_bandwidth),
+                    ("compute_rate", compute_rate)):
+        v = float(v or 0)
+        if not v > 0 or v == float("inf"):
+            raise ValueError("%s: offload=True needs %s > 0 (%s), not %r"
+                             % (what, name, "bytes/s" if name[0] == "h"
+                                else "flops/s", v))
+        rates.append(v)
+    return tuple(rates)
 
 
 def flatten_inputs(spec, args, kwargs):
@@ -262,7 +285,13 @@ def call(cap, values, seed):
 class Module(torch.nn.Module):
     """`module` run through memgrad's ATen capture; its parameters and
     buffers stay its own. policy: "none", "memory", "speed" or "budget"
-    (with budget_bytes, mg_checkpoints.budget_bytes). example_inputs
+    (with budget_bytes, mg_checkpoints.budget_bytes). offload=True, with
+    policy "budget", host_bandwidth (bytes/s) and compute_rate (flops/s),
+    lets the budget choose host offload of saved tensors beside
+    recomputation (mg_checkpoints.offload, docs/offload.md): the plan
+    copies the chosen tensors to the host tier after their producer and
+    back before their first backward reader, and report() lists them, their
+    bytes and the overlap predicted (CPU only for now). example_inputs
     (and example_kwargs) are captured at construction so that an error
     shows here; any later call with other shapes, another mode
     (train/eval) or other parameters requiring grad plans again.
@@ -277,7 +306,8 @@ class Module(torch.nn.Module):
 
     def __init__(self, module, example_inputs=(), policy="memory",
                  budget_bytes=None, compact=False, store16=False,
-                 example_kwargs=None, grads_in_place=True, _captures=()):
+                 example_kwargs=None, grads_in_place=True, offload=False,
+                 host_bandwidth=None, compute_rate=None, _captures=()):
         super().__init__()
         if policy == "budget" and not budget_bytes:
             raise ValueError("memgrad.torch.Module: policy='budget' needs "
@@ -285,9 +315,12 @@ class Module(torch.nn.Module):
         if budget_bytes and policy != "budget":
             raise ValueError("memgrad.torch.Module: budget_bytes goes with "
                              "policy='budget', not %r" % policy)
+        rates = offload_rates(policy, offload, host_bandwidth, compute_rate,
+                              "memgrad.torch.Module")
         self.module = module
         self._opts = dict(policy=policy, budget_bytes=int(budget_bytes or 0),
-                          compact=bool(compact), store16=bool(store16))
+                          compact=bool(compact), store16=bool(store16),
+                          offload=rates)
         self._grads_in_place = bool(grads_in_place)
         self._plans = collections.OrderedDict(_captures)
         self._example = (tuple(example_inputs), dict(example_kwargs or {}))
@@ -384,19 +417,35 @@ class Module(torch.nn.Module):
                     flat_inputs[i].copy_(v)
         return pytree.tree_unflatten(outs, cap.out_spec)
 
-    def with_policy(self, policy, budget_bytes=None):
+    def with_policy(self, policy, budget_bytes=None, offload=False,
+                    host_bandwidth=None, compute_rate=None):
         """Another wrapper of the same module (its parameters shared)
-        under another policy and budget, planned from this wrapper's
-        captures instead of a new torch.export: comparing policies on
-        one model costs one export."""
-        caps = [(key, cap.with_options(policy, int(budget_bytes or 0)))
+        under another policy and budget (and offload, as the
+        constructor takes it), planned from this wrapper's captures
+        instead of a new torch.export: comparing policies on one model
+        costs one export."""
+        rates = offload_rates(policy, offload, host_bandwidth, compute_rate,
+                              "memgrad.torch.Module.with_policy")
+        caps = [(key, cap.with_options(policy, int(budget_bytes or 0),
+                                       rates))
                 for key, cap in self._plans.items()]
         args, kwargs = self._example
         return Module(self.module, args, example_kwargs=kwargs,
                       grads_in_place=self._grads_in_place,
-                      **dict(self._opts, policy=policy,
-                             budget_bytes=budget_bytes),
+                      **dict(self._wrapper_opts(), policy=policy,
+                             budget_bytes=budget_bytes, offload=offload,
+                             host_bandwidth=host_bandwidth,
+                             compute_rate=compute_rate),
                       _captures=caps)
+
+    def _wrapper_opts(self):
+        """The constructor's options this wrapper was made with."""
+        o = dict(self._opts)
+        rates = o.pop("offload")
+        if rates:
+            o.update(offload=True, host_bandwidth=rates[0],
+                     compute_rate=rates[1])
+        return o
 
     def __deepcopy__(self, memo):
         # a copy of the wrapped module, captured anew (plans and
@@ -404,7 +453,8 @@ class Module(torch.nn.Module):
         args, kwargs = self._example
         return Module(copy.deepcopy(self.module, memo), args,
                       example_kwargs=kwargs,
-                      grads_in_place=self._grads_in_place, **self._opts)
+                      grads_in_place=self._grads_in_place,
+                      **self._wrapper_opts())
 
     def __getstate__(self):
         raise TypeError(
