@@ -75,9 +75,10 @@ def _header(argv):
     print("# command: OMP_NUM_THREADS=%s python %s"
           % (os.environ.get("OMP_NUM_THREADS", "(unset)"), " ".join(argv)))
     print("# commit: %s%s" % (commit, " (DIRTY TREE)" if dirty else ""))
-    print("# machine: %s, %d CPUs, %s; torch %s, python %s"
-          % (cpu, os.cpu_count(), platform.platform(), torch.__version__,
-             platform.python_version()))
+    print("# machine: %s, %d CPUs, %s; torch %s, python %s; load average "
+          "at the start %.1f" % (cpu, os.cpu_count(), platform.platform(),
+                                 torch.__version__, platform.python_version(),
+                                 os.getloadavg()[0]))
 
 
 def _makers():
@@ -130,7 +131,10 @@ def _sac_context():
     def policy(ctx, op, *args, **kwargs):
         return (CheckpointPolicy.MUST_SAVE if op in save else
                 CheckpointPolicy.PREFER_RECOMPUTE)
-    return functools.partial(create_selective_checkpoint_contexts, policy)
+    # timm's in-place activations write into a convolution's saved output;
+    # PyTorch refuses that unless told the mutation is allowed
+    return functools.partial(create_selective_checkpoint_contexts, policy,
+                             allow_cache_entry_mutation=True)
 
 
 def _checkpoint_blocks(model, selective):
@@ -322,7 +326,8 @@ def _row(name, r):
              "%s (%s)" % (r.get("mem_peak_meas", "-"),
                           r.get("mem_peak_pred", "-"))]
     te, re_ = r.get("time eager"), r.get("rss eager")
-    cells.append("-" if te is None else "%.1f" % (1e3 * te))
+    cells.append(r["speed"] if "speed" in r else
+                 "-" if te is None else "%.1f" % (1e3 * te))
     cells.append("-" if re_ is None else "%.2f" % (re_ / 2 ** 20))
     for k in RUNS[1:]:
         t, m = r.get("time " + k), r.get("rss " + k)
