@@ -18,6 +18,8 @@ import operator
 
 import torch
 
+from ._pooling import adaptive_avg_pool2d
+
 aten = torch.ops.aten
 
 
@@ -778,16 +780,10 @@ def _max_pool(cx, node, x, kernel, stride=(), padding=(0, 0),
 @_op(*_ov(aten._adaptive_avg_pool2d, "default"))
 def _adaptive_avg_pool(cx, node, x, out):
     x = cx.t(x)
-    h, w = x.shape[-2:]
-    oh, ow = _pair(out)
-    if h % oh or w % ow:
-        raise Unmapped("adaptive pooling of %dx%d to %dx%d (not a divisor)"
-                       % (h, w, oh, ow))
-    if (oh, ow) == (1, 1):
-        return cx.graph.mean(x, (len(x.shape) - 2, len(x.shape) - 1),
-                             keepdims=True)
-    k = (h // oh, w // ow)
-    return cx.graph.avg_pool2d(x, k, k)
+    if len(x.shape) != 4:
+        raise Unmapped("adaptive pooling of a %d-dim input (memgrad pools "
+                       "NCHW)" % len(x.shape))
+    return adaptive_avg_pool2d(cx.graph, x, *_pair(out))
 
 
 def _pair(v):

@@ -118,6 +118,7 @@ from torch.fx.node import map_aggregate, map_arg
 
 from .. import Graph, MemgradError, Tensor, onnx_import, size_class
 from ._devices import PerDevice
+from ._pooling import adaptive_avg_pool2d
 
 __all__ = ["Module", "check", "CheckReport", "UnsupportedModelError",
            "SUPPORTED"]
@@ -1503,37 +1504,13 @@ def _f_avg_pool(cx, input, kernel_size, stride=None, padding=0,
 
 
 def _adaptive_avg_pool(cx, x, output_size):
-    """PyTorch's adaptive average pooling: output bin i along H covers rows
-    floor(i H / OH) to ceil((i + 1) H / OH). Where OH divides H (and OW W)
-    that is one avg_pool2d with kernel = stride = H / OH; otherwise, as a
-    composition: each bin's rows sliced and averaged, concatenated, then
-    the same along W (the mean over a bin is the mean of its rows'
-    means)."""
-    g = cx.graph
     if len(x.shape) != 4:
         raise _Unsupported("input of %d dims (memgrad pools NCHW)"
                            % len(x.shape))
-    n, c, h, w = x.shape
     oh, ow = _pair(output_size)
-    oh = h if oh is None else int(oh)
-    ow = w if ow is None else int(ow)
-    if (oh, ow) == (1, 1):
-        return g.reshape(g.global_avg_pool2d(x), (n, c, 1, 1))
-    if h % oh == 0 and w % ow == 0:
-        k = (h // oh, w // ow)
-        return g.avg_pool2d(x, k, k)
-    for axis, size, out in ((2, h, oh), (3, w, ow)):
-        if size == out:
-            continue
-        parts = []
-        for i in range(out):
-            s, e = (i * size) // out, -((-(i + 1) * size) // out)
-            part = g.slice(x, axis, s, e - s)
-            if e - s > 1:
-                part = g.mean(part, (axis,), keepdims=True)
-            parts.append(part)
-        x = g.concat(parts, axis)
-    return x
+    oh = x.shape[2] if oh is None else int(oh)
+    ow = x.shape[3] if ow is None else int(ow)
+    return adaptive_avg_pool2d(cx.graph, x, oh, ow)
 
 
 @_module(torch.nn.AdaptiveAvgPool2d)
