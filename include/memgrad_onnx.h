@@ -88,8 +88,8 @@ MG_API
 const char *const *mg_onnx_op_types(void);
 
 /* The graph inputs (those that are not initializers), in the model's order,
- * as mg_input tensors: float inputs are MG_F32, integer ones (token ids)
- * MG_I32. Out of range: MG_NO_TENSOR. */
+ * as mg_input tensors: float inputs are MG_F32 (FLOAT16 and BFLOAT16 ones
+ * MG_F16 and MG_BF16), integer ones (token ids) MG_I32. Out of range: MG_NO_TENSOR. */
 MG_API
 int mg_onnx_num_inputs(const mg_onnx_model *m);
 MG_API
@@ -106,7 +106,8 @@ int mg_onnx_num_params(const mg_onnx_model *m);
 MG_API
 mg_tensor mg_onnx_param(const mg_onnx_model *m, int i);
 /* Bindings for every parameter, followed by those for the constant tensors
- * the graph reads as inputs: their data, in f32, owned by the model and
+ * the graph reads as inputs: their data, in the tensor's dtype (f32, or
+ * 2-byte f16/bf16 for 16-bit initializers), owned by the model and
  * valid until mg_onnx_model_free. Add bindings for the model's inputs and
  * pass them all to mg_exec_run. */
 MG_API

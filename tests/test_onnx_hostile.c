@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/half.h"
 #include "helpers.h"
 #include "memgrad_onnx.h"
 #include "onnx.pb-c.h"
@@ -194,8 +195,17 @@ static void output(model *md, const char *name) {
     PUSH(&md->a, md->g.output, md->g.n_output, value_info(md, name));
 }
 
+/* A graph input of element type et and a static shape. */
+static void typed_input(model *md, const char *name, int32_t et, int ndim,
+                        const int64_t *dims);
+
 /* A float graph input of a static shape. */
 static void input(model *md, const char *name, int ndim, const int64_t *dims) {
+    typed_input(md, name, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, ndim, dims);
+}
+
+static void typed_input(model *md, const char *name, int32_t et, int ndim,
+                        const int64_t *dims) {
     Onnx__ValueInfoProto *v = value_info(md, name);
     Onnx__TypeProto *tp = A(&md->a, sizeof *tp);
     Onnx__TypeProto__Tensor *tt = A(&md->a, sizeof *tt);
@@ -211,7 +221,7 @@ static void input(model *md, const char *name, int ndim, const int64_t *dims) {
         PUSH(&md->a, sp->dim, sp->n_dim, dm);
     }
     tt->has_elem_type = 1;
-    tt->elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    tt->elem_type = et;
     tt->shape = sp;
     tp->value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
     tp->tensor_type = tt;
@@ -624,13 +634,253 @@ START_TEST(test_cast_target_type) {
         ck_assert_int_eq(cast_to(q, ONNX__TENSOR_PROTO__DATA_TYPE__STRING),
                          MG_ERR_UNSUPPORTED);
         ERR_HAS("'cast'", "STRING");
-        ck_assert_int_eq(cast_to(q, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16),
+        ck_assert_int_eq(cast_to(q, ONNX__TENSOR_PROTO__DATA_TYPE__COMPLEX64),
                          MG_ERR_UNSUPPORTED);
+        ERR_HAS("'cast'", "COMPLEX64");
+        ck_assert_msg(cast_to(q, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16) ==
+                          MG_OK,
+                      "%s", mg_last_error());
+        ck_assert_msg(cast_to(q, ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16) ==
+                          MG_OK,
+                      "%s", mg_last_error());
         ck_assert_int_eq(cast_to(q, -1), MG_ERR_INVALID_ARG);
         ck_assert_msg(cast_to(q, ONNX__TENSOR_PROTO__DATA_TYPE__INT64) == MG_OK,
                       "%s", mg_last_error());
         ck_assert_msg(cast_to(q, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) == MG_OK,
                       "%s", mg_last_error());
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------ 16-bit floats
+ * (issue 47) */
+
+enum { HALF_OK, HALF_SHORT_RAW, HALF_WIDE_FIELD, HALF_EXTRA_FIELD };
+
+static uint16_t half_bits(int32_t t, double v) {
+    return t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 ? mg_f16_from_f64(v)
+                                                       : mg_bf16_from_f64(v);
+}
+
+/* y = Cast<FLOAT>(Relu(MatMul(x, W) + B)) with x [2, 3] an input of type t,
+ * W [3, 4] an initializer of type t in raw bytes (W[k] = (k - 6) / 4) and
+ * B [4] one in int32_data as bit patterns (B[j] = j / 2 - 3/4), as ONNX
+ * stores 16-bit floats; then Cast<t>(y) as a second output z. how spoils
+ * one tensor: W's raw bytes one element short, a B element beyond 16
+ * bits, or one B element too many. Imported into g (kept), the handle in
+ * *out. */
+static mg_status half_model(int32_t t, int how, mg_graph *g,
+                            mg_onnx_model **out) {
+    model md;
+    model_init(&md, 8, 13);
+    const int64_t xd[2] = {2, 3}, wd[2] = {3, 4}, bd[1] = {4};
+    typed_input(&md, "x", t, 2, xd);
+    Onnx__TensorProto *w = tensor(&md, "W", t, 2, wd);
+    size_t wn = how == HALF_SHORT_RAW ? 11 : 12;
+    w->has_raw_data = 1;
+    w->raw_data.len = 2 * wn;
+    w->raw_data.data = A(&md.a, 2 * wn);
+    for (size_t k = 0; k < wn; k++) {
+        uint16_t h = half_bits(t, ((double)k - 6) / 4);
+        memcpy(w->raw_data.data + 2 * k, &h, 2); /* little-endian host */
+    }
+    Onnx__TensorProto *b = tensor(&md, "B", t, 1, bd);
+    size_t bn = how == HALF_EXTRA_FIELD ? 5 : 4;
+    b->int32_data = A(&md.a, sizeof(int32_t) * bn);
+    for (size_t j = 0; j < bn; j++)
+        b->int32_data[j] = half_bits(t, (double)j / 2 - 0.75);
+    if (how == HALF_WIDE_FIELD) b->int32_data[2] = 0x10000;
+    b->n_int32_data = bn;
+    PUSH(&md.a, md.g.initializer, md.g.n_initializer, w);
+    PUSH(&md.a, md.g.initializer, md.g.n_initializer, b);
+    node(&md, "MatMul", "mm", "x", "W", NULL, "h");
+    node(&md, "Add", "add", "h", "B", NULL, "a");
+    node(&md, "Relu", "relu", "a", NULL, NULL, "r");
+    attr_int(&md, node(&md, "Cast", "to_float", "r", NULL, NULL, "y"), "to",
+             ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    attr_int(&md, node(&md, "Cast", "back", "y", NULL, NULL, "z"), "to", t);
+    output(&md, "y");
+    output(&md, "z");
+    size_t len;
+    uint8_t *buf = pack(&md, &len);
+    *out = NULL;
+    mg_status s = mg_onnx_import_buffer(buf, len, NULL, g, out);
+    free(buf);
+    return s;
+}
+
+/* float16 and bfloat16 initializers and inputs import as MG_F16 and
+ * MG_BF16 tensors (parameters train in their own dtype), Cast converts to
+ * and from them, and the model computes: every value here is exact in
+ * both formats, so y equals the float64 result. Gradients come out in the
+ * parameters' dtype: dsum(y)/dB[j] counts the rows where column j is
+ * positive. */
+START_TEST(test_half_tensors_import) {
+    const int32_t types[2] = {ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16,
+                              ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16};
+    const mg_dtype dts[2] = {MG_F16, MG_BF16};
+    for (int q = 0; q < 2; q++) {
+        const int32_t t = types[q];
+        mg_graph *g = mg_graph_new();
+        mg_onnx_model *m = NULL;
+        ck_assert_msg(half_model(t, HALF_OK, g, &m) == MG_OK, "%s",
+                      mg_last_error());
+        mg_dtype dt;
+        ck_assert_int_eq(mg_onnx_num_params(m), 2);
+        for (int k = 0; k < 2; k++) {
+            ck_assert(mg_tensor_dtype(g, mg_onnx_param(m, k), &dt) == MG_OK);
+            ck_assert_int_eq(dt, dts[q]);
+        }
+        ck_assert(mg_tensor_dtype(g, mg_onnx_input(m, 0), &dt) == MG_OK);
+        ck_assert_int_eq(dt, dts[q]);
+        mg_tensor y = mg_onnx_output(m, 0), z = mg_onnx_output(m, 1);
+        ck_assert(mg_tensor_dtype(g, y, &dt) == MG_OK);
+        ck_assert_int_eq(dt, MG_F32);
+        ck_assert(mg_tensor_dtype(g, z, &dt) == MG_OK);
+        ck_assert_int_eq(dt, dts[q]);
+        /* gradients of sum(y) */
+        mg_tensor loss = mg_sum(g, y, 0, NULL, 0);
+        TH_OK_T("sum", loss);
+        mg_tensor xs[2] = {mg_onnx_param(m, 0), mg_onnx_param(m, 1)}, gr[2];
+        ck_assert_msg(mg_gradients(g, &loss, 1, NULL, xs, 2, NULL, gr) == MG_OK,
+                      "%s", mg_last_error());
+        for (int k = 0; k < 2; k++) {
+            ck_assert(mg_tensor_dtype(g, gr[k], &dt) == MG_OK);
+            ck_assert_int_eq(dt, dts[q]);
+        }
+        double xv[6], want[8];
+        uint16_t xb[6];
+        for (int i = 0; i < 6; i++) {
+            xv[i] = 0.5 * i - 1;
+            xb[i] = half_bits(t, xv[i]);
+        }
+        int pos[4] = {0, 0, 0, 0};
+        for (int r = 0; r < 2; r++)
+            for (int j = 0; j < 4; j++) {
+                double a = (double)j / 2 - 0.75;
+                for (int k = 0; k < 3; k++)
+                    a += xv[3 * r + k] * (((double)(4 * k + j)) - 6) / 4;
+                want[4 * r + j] = a > 0 ? a : 0;
+                pos[j] += a > 0;
+            }
+        int n;
+        mg_binding *bind = NULL;
+        {
+            int nb;
+            const mg_binding *mb = mg_onnx_bindings(m, &nb);
+            bind = malloc(sizeof *bind * (size_t)(nb + 1));
+            ck_assert_ptr_nonnull(bind);
+            memcpy(bind, mb, sizeof *bind * (size_t)nb);
+            bind[nb] = (mg_binding){mg_onnx_input(m, 0), xb};
+            n = nb + 1;
+        }
+        float got[8];
+        uint16_t zb[8], gw[12], gb[4];
+        mg_tensor outs[4] = {y, z, gr[0], gr[1]};
+        void *bufs[4] = {got, zb, gw, gb};
+        TH_RUN_OK("half model", g, 4, outs, bufs, n, bind, 0);
+        for (int k = 0; k < 8; k++) {
+            ck_assert_msg(got[k] == (float)want[k], "%s y[%d] = %g, want %g",
+                          q ? "bf16" : "f16", k, (double)got[k], want[k]);
+            ck_assert_uint_eq(zb[k], half_bits(t, want[k]));
+        }
+        for (int j = 0; j < 4; j++)
+            ck_assert_uint_eq(gb[j], half_bits(t, pos[j]));
+        free(bind);
+        mg_onnx_model_free(m);
+        mg_graph_free(g);
+    }
+}
+END_TEST
+
+/* half_model spoilt by how, in a graph of its own: its status (the
+ * handle must come back NULL). */
+static mg_status half_refused(int32_t t, int how) {
+    mg_graph *g = mg_graph_new();
+    mg_onnx_model *m = (mg_onnx_model *)g;
+    mg_status s = half_model(t, how, g, &m);
+    ck_assert_ptr_null(m);
+    mg_graph_free(g);
+    return s;
+}
+
+/* x [2, 4] of type t through LayerNormalization with a scale of type t
+ * and no bias, and BatchNormalization in inference (its epsilon), or
+ * (mixed) x plus a FLOAT constant. */
+static mg_status half_norms(int32_t t, bool mixed, mg_dtype *out_dt) {
+    model md;
+    model_init(&md, 8, 13);
+    const int64_t xd[2] = {2, 4}, sd[1] = {4};
+    typed_input(&md, "x", t, 2, xd);
+    if (mixed) {
+        const_f32(&md, "one", 1, sd, 1.0f);
+        node(&md, "Add", "mixed_add", "x", "one", NULL, "y");
+    } else {
+        const char *names[5] = {"s", "bs", "bb", "bm", "bv"};
+        for (int k = 0; k < 5; k++) {
+            Onnx__TensorProto *w = tensor(&md, names[k], t, 1, sd);
+            w->int32_data = A(&md.a, sizeof(int32_t) * 4);
+            for (int j = 0; j < 4; j++)
+                w->int32_data[j] = half_bits(t, 0.5 + 0.25 * j);
+            w->n_int32_data = 4;
+            PUSH(&md.a, md.g.initializer, md.g.n_initializer, w);
+        }
+        node(&md, "LayerNormalization", "ln", "x", "s", NULL, "h");
+        Onnx__NodeProto *bn =
+            node(&md, "BatchNormalization", "bn", "h", "bs", "bb", "y");
+        PUSH(&md.a, bn->input, bn->n_input, As(&md.a, "bm"));
+        PUSH(&md.a, bn->input, bn->n_input, As(&md.a, "bv"));
+    }
+    output(&md, "y");
+    size_t len;
+    uint8_t *buf = pack(&md, &len);
+    mg_graph *g = mg_graph_new();
+    mg_onnx_model *m = NULL;
+    mg_onnx_options o;
+    mg_onnx_options_init(&o);
+    o.training = 0;
+    mg_status s = mg_onnx_import_buffer(buf, len, &o, g, &m);
+    free(buf);
+    if (!s) ck_assert(mg_tensor_dtype(g, mg_onnx_output(m, 0), out_dt) == 0);
+    mg_onnx_model_free(m);
+    mg_graph_free(g);
+    return s;
+}
+
+/* The converters' own constants (LayerNormalization's missing bias,
+ * BatchNormalization's epsilon) take the 16-bit operand's dtype; a
+ * float16 or bfloat16 tensor added to a FLOAT one (invalid ONNX) is
+ * MG_ERR_DTYPE naming the node. */
+START_TEST(test_half_norms_and_mixed) {
+    const int32_t types[2] = {ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16,
+                              ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16};
+    const mg_dtype dts[2] = {MG_F16, MG_BF16};
+    for (int q = 0; q < 2; q++) {
+        mg_dtype dt = MG_F32;
+        ck_assert_msg(half_norms(types[q], false, &dt) == MG_OK, "%s",
+                      mg_last_error());
+        ck_assert_int_eq(dt, dts[q]);
+        ck_assert_int_eq(half_norms(types[q], true, &dt), MG_ERR_DTYPE);
+        ERR_HAS("mixed_add");
+    }
+}
+END_TEST
+
+/* A 16-bit tensor whose data is not its dims' worth of 2-byte elements,
+ * or whose int32_data holds more than 16 bits, is refused naming it. */
+START_TEST(test_half_tensors_hostile) {
+    const int32_t types[2] = {ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16,
+                              ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16};
+    for (int q = 0; q < 2; q++) {
+        ck_assert_int_eq(half_refused(types[q], HALF_SHORT_RAW),
+                         MG_ERR_INVALID_ARG);
+        ERR_HAS("tensor 'W'", "12 elements", "byte count");
+        ck_assert_int_eq(half_refused(types[q], HALF_WIDE_FIELD),
+                         MG_ERR_INVALID_ARG);
+        ERR_HAS("tensor 'B'", "element 2", "65536", "16-bit");
+        ck_assert_int_eq(half_refused(types[q], HALF_EXTRA_FIELD),
+                         MG_ERR_INVALID_ARG);
+        ERR_HAS("tensor 'B'", "4 elements");
     }
 }
 END_TEST
@@ -878,8 +1128,10 @@ int main(void) {
     th_add_tcase(s, "scale", 120, TH_TESTS(test_many_matmuls_import_linear));
     th_add_tcase(s, "attributes", 120,
                  TH_TESTS(test_concat_axis_range, test_cast_target_type,
-                          test_attribute_types, test_opset_and_ir_version,
-                          test_error_prefix_once, test_zero_size_dim_refused));
+                          test_half_tensors_import, test_half_tensors_hostile,
+                          test_half_norms_and_mixed, test_attribute_types,
+                          test_opset_and_ir_version, test_error_prefix_once,
+                          test_zero_size_dim_refused));
     th_add_tcase(s, "op_table", 120, TH_TESTS(test_op_table_dispatch));
     return th_run_suite(s);
 }

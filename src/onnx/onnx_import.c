@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../common/half.h"
 #include "onnx_internal.h"
 
 #define S(x) ((x) ? (x) : "")
@@ -213,7 +214,20 @@ mgi_oconst *mgi_onnx_const_new(mgi_octx *c, int32_t onnx_type, bool is_float,
 
 static bool type_is_float(int32_t t) {
     return t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
-           t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+           t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE ||
+           t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 ||
+           t == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
+}
+
+static bool type_is_16bit_float(int32_t t) {
+    return t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 ||
+           t == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
+}
+
+/* The value of 16-bit float bits h of ONNX type t (exact). */
+static double half_value(int32_t t, uint16_t h) {
+    return t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 ? mg_f32_from_f16(h)
+                                                       : mg_f32_from_bf16(h);
 }
 
 static size_t type_size(int32_t t) {
@@ -225,11 +239,13 @@ static size_t type_size(int32_t t) {
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
     case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: return 8;
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT16:
-    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: return 2;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16: return 2;
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT8:
     case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
     case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: return 1;
-    default: return 0; /* strings, float16, complex: not supported */
+    default: return 0; /* strings, complex: not supported */
     }
 }
 
@@ -243,6 +259,13 @@ static void raw_elem(const uint8_t *p, int32_t t, double *f, int64_t *i) {
         return;
     }
     case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: memcpy(f, p, 8); return;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16: {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        *f = half_value(t, h);
+        return;
+    }
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: {
         int32_t v;
         memcpy(&v, p, 4);
@@ -288,8 +311,8 @@ static mg_status tensor_header(mgi_octx *c, const Onnx__TensorProto *tp,
     if (!*es)
         return mgi_onnx_node_error(c, MG_ERR_DTYPE,
                                    "tensor '%s': data type %d is not "
-                                   "supported (float, double and integer "
-                                   "types are)",
+                                   "supported (float, double, float16, "
+                                   "bfloat16 and integer types are)",
                                    tname, (int)t);
     if (tp->n_dims > MG_MAX_DIMS)
         return mgi_onnx_node_error(c, MG_ERR_SHAPE,
@@ -380,10 +403,14 @@ static mg_status tensor_where(mgi_octx *c, const Onnx__TensorProto *tp,
     return MG_OK;
 }
 
-/* Element e of tp's typed field for its type t (no raw bytes). */
+/* Element e of tp's typed field for its type t (no raw bytes). float16
+ * and bfloat16 elements are bit patterns in int32_data (the caller has
+ * checked that each fits 16 bits). */
 static void field_elem(const Onnx__TensorProto *tp, int32_t t, int64_t e,
                        double *fv, int64_t *iv) {
-    if (t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) *fv = tp->float_data[e];
+    if (type_is_16bit_float(t))
+        *fv = half_value(t, (uint16_t)tp->int32_data[e]);
+    else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) *fv = tp->float_data[e];
     else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE)
         *fv = tp->double_data[e];
     else if (t == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) *iv = tp->int64_data[e];
@@ -462,6 +489,18 @@ mg_status mgi_onnx_decode_tensor(mgi_octx *c, const Onnx__TensorProto *tp,
     for (int64_t e = 0; e < n; e++) {
         double fv = 0;
         int64_t iv = 0;
+        if (!raw && type_is_16bit_float(t) &&
+            (tp->int32_data[e] < 0 || tp->int32_data[e] > 0xffff)) {
+            free(ext);
+            return mgi_onnx_node_error(
+                c, MG_ERR_INVALID_ARG,
+                "tensor '%s': %s element %lld is %d, "
+                "not a 16-bit pattern",
+                tname,
+                t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 ? "float16"
+                                                            : "bfloat16",
+                (long long)e, (int)tp->int32_data[e]);
+        }
         if (raw) raw_elem(raw + (size_t)e * es, t, &fv, &iv);
         else field_elem(tp, t, e, &fv, &iv);
         if (fl) k->f[e] = fv;
@@ -500,6 +539,28 @@ static float *to_f32(const mgi_oconst *k) {
     return p;
 }
 
+/* The dtype a float constant or initializer of ONNX type t becomes:
+ * float16 and bfloat16 keep their 16 bits (MG_F16, MG_BF16); float and
+ * double are float32, as memgrad's ONNX graphs compute. */
+static mg_dtype float_dtype_of(int32_t t) {
+    if (t == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16) return MG_F16;
+    if (t == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16) return MG_BF16;
+    return MG_F32;
+}
+
+/* k's values as a new buffer of dtype dt (MG_F32, MG_F16 or MG_BF16),
+ * each rounded once to it (exact for values decoded from that type). */
+static void *to_dtype(const mgi_oconst *k, mg_dtype dt) {
+    if (dt == MG_F32) return to_f32(k);
+    uint16_t *p = malloc(k->n ? (size_t)k->n * sizeof *p : sizeof *p);
+    if (!p) return NULL;
+    for (int64_t e = 0; e < k->n; e++) {
+        double x = k->f ? k->f[e] : (double)k->i[e];
+        p[e] = dt == MG_F16 ? mg_f16_from_f64(x) : mg_bf16_from_f64(x);
+    }
+    return p;
+}
+
 mg_tensor mgi_onnx_tensor(mgi_octx *c, mgi_oval *v) {
     if (!v) return MG_NO_TENSOR;
     if (v->t != MG_NO_TENSOR) return v->t;
@@ -511,20 +572,21 @@ mg_tensor mgi_onnx_tensor(mgi_octx *c, mgi_oval *v) {
     }
     mg_tensor t;
     if (k->f) {
+        const mg_dtype dt = float_dtype_of(k->onnx_type);
         bool uniform = true;
         for (int64_t e = 1; e < k->n && uniform; e++)
             uniform = (float)k->f[e] == (float)k->f[0];
         if (uniform) {
-            t = mg_fill(c->g, MG_F32, k->ndim, k->shape, (float)k->f[0]);
+            t = mg_fill(c->g, dt, k->ndim, k->shape, (float)k->f[0]);
         } else {
-            float *p = to_f32(k);
+            void *p = to_dtype(k, dt);
             if (!p) {
                 mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
                 return MG_NO_TENSOR;
             }
             char nm[64];
             snprintf(nm, sizeof nm, "onnx_const_%d", c->model->n_binds);
-            t = mg_input(c->g, nm, MG_F32, k->ndim, k->shape);
+            t = mg_input(c->g, nm, dt, k->ndim, k->shape);
             if (t == MG_NO_TENSOR || add_binding(c, t, p)) {
                 free(p);
                 return MG_NO_TENSOR;
@@ -635,14 +697,16 @@ static mg_status import_inputs(mgi_octx *c, const Onnx__GraphProto *gp) {
         mg_dtype dt;
         if (et == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) dt = MG_F32;
         else if (et == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE) dt = MG_F64;
+        else if (et == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16) dt = MG_F16;
+        else if (et == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16) dt = MG_BF16;
         else if (et == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ||
                  et == ONNX__TENSOR_PROTO__DATA_TYPE__INT32)
             dt = MG_I32;
         else
             return mg_set_error(MG_ERR_DTYPE,
                                 "onnx: input '%s' has element "
-                                "type %d (float, double, int32 and int64 "
-                                "are supported)",
+                                "type %d (float, double, float16, "
+                                "bfloat16, int32 and int64 are supported)",
                                 name, (int)et);
         mg_tensor t = mg_input(c->g, name, dt, (int)sp->n_dim, shape);
         if (t == MG_NO_TENSOR) return builder_error("input", name);
@@ -664,12 +728,15 @@ static mg_status import_initializers(mgi_octx *c, const Onnx__GraphProto *gp) {
         mg_status s = mgi_onnx_decode_tensor(c, tp, &kc);
         if (s) return s;
         mg_tensor t = MG_NO_TENSOR;
-        if (tp->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT &&
+        if ((tp->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
+             type_is_16bit_float(tp->data_type)) &&
             kc->n > 0) {
-            t = mg_param(c->g, S(tp->name), MG_F32, kc->ndim, kc->shape);
+            /* float16 and bfloat16 weights train in their own dtype */
+            const mg_dtype dt = float_dtype_of(tp->data_type);
+            t = mg_param(c->g, S(tp->name), dt, kc->ndim, kc->shape);
             if (t == MG_NO_TENSOR)
                 return builder_error("initializer", S(tp->name));
-            float *p = to_f32(kc);
+            void *p = to_dtype(kc, dt);
             if (!p) return mg_set_error(MG_ERR_NOMEM, "onnx: out of memory");
             if ((s = add_binding(c, t, p))) {
                 free(p);

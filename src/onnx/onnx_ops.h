@@ -54,6 +54,9 @@ mg_tensor mgi_onnx_as_float(mgi_octx *c, mg_tensor t);
 mg_tensor mgi_onnx_float_in(mgi_octx *c, const node_t *n, size_t k);
 /* 1 - x, for a 0/1 mask x: logical not. */
 mg_tensor mgi_onnx_one_minus(mgi_octx *c, mg_tensor x);
+/* t's dtype (MG_F32 for an invalid t): the converters' own constants
+ * (an epsilon, a missing bias) take their operand's, 16-bit ones too. */
+mg_dtype mgi_onnx_dtype_of(mgi_octx *c, mg_tensor t);
 /* Output k is tensor t; a builder's MG_NO_TENSOR becomes an error naming
  * the node. */
 mg_status mgi_onnx_out(mgi_octx *c, const node_t *n, size_t k, mg_tensor t);

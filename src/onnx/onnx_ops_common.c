@@ -66,9 +66,20 @@ mg_tensor mgi_onnx_float_in(mgi_octx *c, const node_t *n, size_t k) {
     return mgi_onnx_as_float(c, mgi_onnx_tensor(c, v));
 }
 
-/* 1 - x, for a 0/1 mask x: logical not. */
+/* t's dtype; MG_F32 for an invalid t (the builder call it feeds then
+ * reports it). */
+mg_dtype mgi_onnx_dtype_of(mgi_octx *c, mg_tensor t) {
+    mg_dtype dt;
+    if (t == MG_NO_TENSOR || mg_tensor_dtype(c->g, t, &dt) != MG_OK)
+        return MG_F32;
+    return dt;
+}
+
+/* 1 - x, for a 0/1 mask x: logical not (in x's dtype: a 16-bit mask
+ * stays 16-bit). */
 mg_tensor mgi_onnx_one_minus(mgi_octx *c, mg_tensor x) {
-    return mg_sub(c->g, mg_fill(c->g, MG_F32, 0, NULL, 1.0), x);
+    return mg_sub(c->g, mg_fill(c->g, mgi_onnx_dtype_of(c, x), 0, NULL, 1.0),
+                  x);
 }
 
 /* A builder's MG_NO_TENSOR becomes an error naming the node. */

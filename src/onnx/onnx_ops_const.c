@@ -5,6 +5,7 @@
  */
 #include <math.h>
 
+#include "../common/half.h"
 #include "onnx_ops.h"
 
 mg_status mgi_onnx_op_constant(mgi_octx *c, const node_t *n) {
@@ -105,10 +106,10 @@ mg_status mgi_onnx_op_range(mgi_octx *c, const node_t *n) {
     return mgi_onnx_out_const(c, n, 0, k);
 }
 
-/* The Cast targets memgrad implements: f32 and f64, and the integers it
- * keeps as int64 constants or int32 tensors (see as_float). Narrower and
- * unsigned integers would need their wrap-around, strings and float16 a
- * representation memgrad does not have. */
+/* The Cast targets memgrad implements: f32, f64, float16 and bfloat16, and
+ * the integers it keeps as int64 constants or int32 tensors (see
+ * as_float). Narrower and unsigned integers would need their wrap-around,
+ * strings and complex numbers a representation memgrad does not have. */
 static mg_status cast_target(mgi_octx *c, const node_t *n, int64_t *to) {
     if (!mgi_onnx_attr(c, n, "to", AT(INT)))
         return BAD_ATTR("Cast needs its 'to' attribute");
@@ -120,12 +121,14 @@ static mg_status cast_target(mgi_octx *c, const node_t *n, int64_t *to) {
     switch (*to) {
     case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT:
     case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16:
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT32:
     case ONNX__TENSOR_PROTO__DATA_TYPE__INT64:
     case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: return MG_OK;
     default:
-        return UNSUP("Cast to %s (FLOAT, DOUBLE, INT32, INT64 and BOOL are "
-                     "supported)",
+        return UNSUP("Cast to %s (FLOAT, DOUBLE, FLOAT16, BFLOAT16, INT32, "
+                     "INT64 and BOOL are supported)",
                      name);
     }
 }
@@ -135,8 +138,11 @@ mg_status mgi_onnx_op_cast(mgi_octx *c, const node_t *n) {
     TRY(cast_target(c, n, &to));
     mgi_oval *v = mgi_onnx_in(c, n, 0);
     if (!v) return BAD_ATTR("input 0 is missing");
+    const bool to_f16 = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16,
+               to_bf16 = to == ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16;
     bool to_float = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ||
-                    to == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+                    to == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE || to_f16 ||
+                    to_bf16;
     if (!v->c) {
         /* Booleans are f32 0/1 (see as_float), so a cast to bool is
          * is_nonzero and one from bool to float is nothing. */
@@ -145,6 +151,17 @@ mg_status mgi_onnx_op_cast(mgi_octx *c, const node_t *n) {
         bool is_int = dt == MG_I32 || dt == MG_I64;
         if (to == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE && dt != MG_F64)
             return UNSUP("a cast of a float tensor to double");
+        /* to and from the 16-bit floats: mg_cast, rounding once (its
+         * gradient casts back) */
+        if (to_f16 || to_bf16) {
+            mg_dtype want = to_f16 ? MG_F16 : MG_BF16;
+            mg_tensor f = mgi_onnx_as_float(c, v->t);
+            return mgi_onnx_out(c, n, 0,
+                                dt == want ? f : mg_cast(c->g, f, want));
+        }
+        if (to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT &&
+            (dt == MG_F16 || dt == MG_BF16))
+            return mgi_onnx_out(c, n, 0, mg_cast(c->g, v->t, MG_F32));
         if (to == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL)
             return mgi_onnx_out(
                 c, n, 0, mg_is_nonzero(c->g, mgi_onnx_as_float(c, v->t)));
@@ -157,7 +174,9 @@ mg_status mgi_onnx_op_cast(mgi_octx *c, const node_t *n) {
     if (!k) return mg_last_status();
     for (int64_t e = 0; e < k->n; e++) {
         double x = mgi_onnx_cval(v->c, e);
-        if (to_float)
+        if (to_f16) k->f[e] = mg_f32_from_f16(mg_f16_from_f64(x));
+        else if (to_bf16) k->f[e] = mg_f32_from_bf16(mg_bf16_from_f64(x));
+        else if (to_float)
             k->f[e] = to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? (float)x : x;
         else if (to == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL) k->i[e] = x != 0;
         else k->i[e] = v->c->i ? v->c->i[e] : mgi_onnx_d2i(x);

@@ -32,8 +32,11 @@ mg_status mgi_onnx_op_batchnorm(mgi_octx *c, const node_t *n) {
     int64_t cs[MG_MAX_DIMS];
     cs[0] = xs[1];
     for (int d = 1; d < nd - 1; d++) cs[d] = 1;
-    mg_tensor s = mg_div(
-        g, sc, mg_sqrt(g, mg_add(g, var, mg_fill(g, MG_F32, 0, NULL, eps))));
+    /* eps in var's dtype: a float16 or bfloat16 model's own */
+    mg_tensor s = mg_div(g, sc,
+                         mg_sqrt(g, mg_add(g, var,
+                                           mg_fill(g, mgi_onnx_dtype_of(c, var),
+                                                   0, NULL, eps))));
     mg_tensor sh = mg_sub(g, b, mg_mul(g, mean, s));
     mg_tensor y = mg_add(g, mg_mul(g, x, mg_reshape(g, s, nd - 1, cs)),
                          mg_reshape(g, sh, nd - 1, cs));
@@ -55,7 +58,7 @@ mg_status mgi_onnx_op_layernorm(mgi_octx *c, const node_t *n) {
         b = mgi_onnx_float_in(c, n, 2);
     } else {
         int ns = mgi_onnx_tshape(c, sc, ss);
-        b = mg_fill(c->g, MG_F32, ns, ss, 0.0);
+        b = mg_fill(c->g, mgi_onnx_dtype_of(c, sc), ns, ss, 0.0);
     }
     if (b == MG_NO_TENSOR) return mgi_onnx_out(c, n, 0, b);
     return mgi_onnx_out(

@@ -108,3 +108,22 @@ for _ in range(5000):
 graph = wrap(b"\x0a\x01x" + wrap(t, 2), 11)
 with open(os.path.join(OUT, "nesting_5000.onnx"), "wb") as f:
     f.write(b"\x08\x08\x42\x02\x10\x0d" + wrap(graph, 7))
+
+# 16-bit floats (issue 47): a bfloat16 input times a bfloat16 initializer
+# in raw bytes, Cast to FLOAT; a float16 initializer as bit patterns in
+# int32_data, added and cast back to FLOAT16
+w = TensorProto(name="w", data_type=TensorProto.BFLOAT16, dims=[3, 2],
+                raw_data=np.array([0x3f80, 0xbf80, 0x4000, 0, 0x3f00, 0x7f80],
+                                  "<u2").tobytes())
+save(model([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+            helper.make_node("Cast", ["h"], ["y"], name="cast",
+                             to=TensorProto.FLOAT)],
+           [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2, 3])],
+           [out("y")], [w]), "half_raw.onnx")
+b = TensorProto(name="b", data_type=TensorProto.FLOAT16, dims=[2],
+                int32_data=[0x3c00, 0xfc00])
+save(model([helper.make_node("Add", ["x", "b"], ["h"], name="add"),
+            helper.make_node("Cast", ["h"], ["y"], name="cast",
+                             to=TensorProto.FLOAT16)],
+           [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 2])],
+           [out("y")], [b]), "half_field.onnx")

@@ -105,21 +105,61 @@ def _scale(cx, x, alpha):
     float32 tensor's dtype before it multiplies, and memgrad's scale
     multiplies in double and rounds once, which is then the same."""
     alpha = float(alpha)
-    if x.dtype == "float32":
+    # a 16-bit tensor's kernel multiplies in float32 too (PyTorch's
+    # opmath type), so the number is a float32 one there as well
+    if x.dtype in ("float32", "bfloat16", "float16"):
         alpha = float(torch.tensor(alpha, dtype=torch.float32))
     return cx.graph.scale(x, alpha)
 
 
+_RANK = {"bfloat16": 1, "float16": 1, "float32": 2, "float64": 3}
+
+
+def _wider(da, db):
+    """PyTorch's promotion of two float dtypes: the wider one, and
+    float32 for bfloat16 with float16."""
+    if da == db:
+        return da
+    if _RANK[da] == _RANK[db]:
+        return "float32"
+    return da if _RANK[da] > _RANK[db] else db
+
+
 def _promote(cx, a, b):
-    """PyTorch's type promotion between float32 and float64 tensors: the
-    float32 one is cast up (the mixed case comes from a float32 table or
-    upcast inside a float64 model)."""
-    if a.dtype == b.dtype or "float64" not in (a.dtype, b.dtype) or \
-            "float32" not in (a.dtype, b.dtype):
+    """PyTorch's type promotion between two float tensors: the narrower
+    one is cast to the wider (a float32 table in a float64 model; a
+    bfloat16 result of an autocast region added to a float32 residual).
+    A 0-dim tensor beside one with dimensions takes the other's dtype, as
+    in PyTorch (its value is rounded to it, where PyTorch's CPU kernels
+    read it in float32)."""
+    if a.dtype == b.dtype or a.dtype not in _RANK or b.dtype not in _RANK:
         return a, b
-    if a.dtype == "float32":
-        return cx.graph.cast(a, "float64"), b
-    return a, cx.graph.cast(b, "float64")
+    if len(a.shape) == 0 and len(b.shape) != 0:
+        return cx.graph.cast(a, b.dtype), b
+    if len(b.shape) == 0 and len(a.shape) != 0:
+        return a, cx.graph.cast(b, a.dtype)
+    d = _wider(a.dtype, b.dtype)
+    g = cx.graph
+    return (a if a.dtype == d else g.cast(a, d),
+            b if b.dtype == d else g.cast(b, d))
+
+
+def _mixed_norm(cx, x, *params):
+    """A normalization whose parameters have another dtype than x (under
+    torch.autocast a bfloat16 activation meets float32 weights; PyTorch's
+    mixed-type kernel computes in float32 and rounds its output once to
+    x's dtype): (x in the computing dtype, the params in it, a function
+    casting the result back to x's dtype)."""
+    dts = {p.dtype for p in params if p is not None}
+    if not dts or dts == {x.dtype}:
+        return x, params, lambda y: y
+    d = x.dtype
+    for p in dts:
+        d = _wider(d, p)
+    g, orig = cx.graph, x.dtype
+    up = [p if p is None or p.dtype == d else g.cast(p, d) for p in params]
+    return (g.cast(x, d) if x.dtype != d else x, up,
+            lambda y: g.cast(y, orig) if y.dtype != orig else y)
 
 
 # ------------------------------------------------------------- identity
@@ -137,9 +177,12 @@ def _to_copy(cx, node, x, dtype=None, **kwargs):
     if cx.dtype_name(dtype) not in ("float32", "float64", "bfloat16",
                                     "float16"):
         raise Unmapped("a cast of %s to %s inside the computation (memgrad "
-                       "computes in float32 and float64)" % (t.dtype, dtype))
+                       "computes in float32, float64, bfloat16 and "
+                       "float16)" % (t.dtype, dtype))
     # RMSNorm's float32 upcast, say: in a float64 model it rounds to
-    # float32 and back, as in eager
+    # float32 and back, as in eager; torch.autocast's casts of weights
+    # and activations to bfloat16 (export writes them as _to_copy), whose
+    # gradient mg_cast casts back, so .grad keeps the parameter's dtype
     return cx.graph.cast(t, cx.dtype_name(dtype))
 
 
@@ -255,7 +298,8 @@ def _where(cx, node, cond, a, b):
     g = cx.graph
     if not hasattr(g, "where"):
         raise Unmapped("this libmemgrad has no where op")
-    return g.where(cx.t(cond, float_dtype=False), cx.t(a), cx.t(b))
+    a, b = _promote(cx, cx.t(a), cx.t(b))
+    return g.where(cx.t(cond, float_dtype=False), a, b)
 
 
 # ------------------------------------------------------------- matmul
@@ -477,13 +521,13 @@ def _dims(x, dim):
 
 @_op(*_ov(aten.sum, "dim_IntList", "default"))
 def _sum(cx, node, x, dim=None, keepdim=False, dtype=None):
-    x = cx.t(x)
+    x = _to_copy(cx, node, x, dtype=dtype)  # sum(dtype=) accumulates in it
     return cx.graph.sum(x, _dims(x, dim), keepdims=bool(keepdim))
 
 
 @_op(*_ov(aten.mean, "dim", "default"))
 def _mean(cx, node, x, dim=None, keepdim=False, dtype=None):
-    x = cx.t(x)
+    x = _to_copy(cx, node, x, dtype=dtype)
     return cx.graph.mean(x, _dims(x, dim), keepdims=bool(keepdim))
 
 
@@ -530,10 +574,13 @@ def _layer_norm(cx, node, x, shape, w, b, eps):
     g = cx.graph
     x = cx.t(x)
     shape = tuple(int(s) for s in shape)
-    w = cx.t(w) if w is not None else cx.t(torch.ones(shape))
-    b = cx.t(b) if b is not None else cx.t(torch.zeros(shape))
+    w = cx.t(w) if w is not None else \
+        cx.t(torch.ones(shape, dtype=getattr(torch, x.dtype)))
+    b = cx.t(b) if b is not None else \
+        cx.t(torch.zeros(shape, dtype=getattr(torch, x.dtype)))
+    x, (w, b), back = _mixed_norm(cx, x, w, b)
     # mean and rstd are outputs too; nothing we map reads them
-    return (g.layernorm(x, w, b, len(shape), float(eps)), None, None)
+    return (back(g.layernorm(x, w, b, len(shape), float(eps))), None, None)
 
 
 def _bn_stats(cx, x):
@@ -570,12 +617,16 @@ def _batch_norm_train(cx, node, x, w, b, rmean, rvar, training, momentum,
     if not training:
         return _batch_norm_eval(cx, node, x, w, b, rmean, rvar, momentum,
                                 eps) + (rmean, rvar)
+    w = cx.t(w) if w is not None else \
+        cx.t(torch.ones(c, dtype=getattr(torch, x.dtype)))
+    b = cx.t(b) if b is not None else \
+        cx.t(torch.zeros(c, dtype=getattr(torch, x.dtype)))
+    x, (w, b), back = _mixed_norm(cx, x, w, b)
     x4, orig = _bn_4d(cx, x)
-    w = cx.t(w) if w is not None else cx.t(torch.ones(c))
-    b = cx.t(b) if b is not None else cx.t(torch.zeros(c))
     y = g.batchnorm(x4, w, b, float(eps))
     if orig is not None:
         y = g.reshape(y, orig)
+    y = back(y)
     new_rm, new_rv = rmean, rvar
     if rmean is not None:
         # PyTorch's update: running = (1 - m) running + m batch, with the
@@ -598,32 +649,38 @@ def _batch_norm_eval(cx, node, x, w, b, rmean, rvar, momentum, eps):
     x = cx.t(x)
     c = x.shape[1]
     bshape = (c,) + (1,) * (len(x.shape) - 2)
-    y = g.div(g.sub(x, g.reshape(cx.t(rmean), bshape)),
-              g.sqrt(g.add(g.reshape(cx.t(rvar), bshape), cx.t(float(eps)))))
+    x, (rm, rv, w, b), back = _mixed_norm(
+        cx, x, cx.t(rmean), cx.t(rvar), None if w is None else cx.t(w),
+        None if b is None else cx.t(b))
+    y = g.div(g.sub(x, g.reshape(rm, bshape)),
+              g.sqrt(g.add(g.reshape(rv, bshape),
+                           cx.t(float(eps), like=rv))))
     if w is not None:
-        y = g.mul(y, g.reshape(cx.t(w), bshape))
+        y = g.mul(y, g.reshape(w, bshape))
     if b is not None:
-        y = g.add(y, g.reshape(cx.t(b), bshape))
-    return (y, None, None)
+        y = g.add(y, g.reshape(b, bshape))
+    return (back(y), None, None)
 
 
 @_op(*_ov(aten.native_group_norm, "default"))
 def _group_norm(cx, node, x, w, b, n, c, hw, groups, eps):
     g = cx.graph
-    x = cx.t(x)
+    x, (w, b), back = _mixed_norm(cx, cx.t(x),
+                                  None if w is None else cx.t(w),
+                                  None if b is None else cx.t(b))
     s = x.shape
     xg = g.reshape(x, (s[0], int(groups), (int(c) // int(groups)) * int(hw)))
     mean = g.mean(xg, (2,), keepdims=True)
     d = g.sub(xg, mean)
     var = g.mean(g.mul(d, d), (2,), keepdims=True)
-    y = g.mul(d, g.pow(g.add(var, cx.t(float(eps))), -0.5))
+    y = g.mul(d, g.pow(g.add(var, cx.t(float(eps), like=var)), -0.5))
     y = g.reshape(y, s)
     bshape = (int(c),) + (1,) * (len(s) - 2)
     if w is not None:
-        y = g.mul(y, g.reshape(cx.t(w), bshape))
+        y = g.mul(y, g.reshape(w, bshape))
     if b is not None:
-        y = g.add(y, g.reshape(cx.t(b), bshape))
-    return (y, None, None)
+        y = g.add(y, g.reshape(b, bshape))
+    return (back(y), None, None)
 
 
 @_op(*_ov(aten.native_dropout, "default"))
@@ -733,7 +790,8 @@ def _sdpa(cx, node, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False,
             # a boolean mask (True: attend) becomes the additive one
             # PyTorch's math path uses
             mask = cx.t(cx.derived_value(
-                attn_mask, lambda m: torch.zeros((), dtype=cx.torch_dtype)
+                attn_mask, lambda m: torch.zeros(
+                    (), dtype=getattr(torch, q.dtype))
                 .masked_fill(~m, -math.inf).expand(m.shape)
                 if m.dtype == torch.bool else m, "attention mask"))
         else:

@@ -64,6 +64,30 @@ def quiet():
             lg.setLevel(level)
 
 
+_AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+def autocast_state():
+    """torch.autocast's state where a capture is made: (device, dtype)
+    of each device it is on for. A forward called under autocast exports
+    to another graph (its casts written out), so plans are kept per
+    state."""
+    return tuple((d, torch.get_autocast_dtype(d))
+                 for d in _AUTOCAST_DEVICES if torch.is_autocast_enabled(d))
+
+
+@contextlib.contextmanager
+def no_autocast():
+    """Autocast off while PyTorch runs nodes of a captured graph (the
+    prologue): the graph has autocast's casts written out already, and
+    autocast would cast its nodes' operands a second time."""
+    with contextlib.ExitStack() as stack:
+        for d in _AUTOCAST_DEVICES:
+            if torch.is_autocast_enabled(d):
+                stack.enter_context(torch.autocast(d, enabled=False))
+        yield
+
+
 def decomposition_table():
     """Core ATen decompositions, less the ops memgrad maps whole
     (scaled_dot_product_attention onto its fused attention)."""
@@ -118,7 +142,42 @@ def _export_failure(e):
                                                     first[:300]))
 
 
+def _enter_autocast(*vals):
+    """torch.amp.autocast_mode._enter_autocast as a `with torch.autocast`
+    statement enters: the state is set and export's tracer told. (The
+    function itself, as dynamo writes it into its graphs, only tells the
+    tracer, which then records a float32 graph that the autocast region
+    export makes of it contradicts.)"""
+    mode = torch.autocast(*vals)
+    mode.__enter__()
+    return mode
+
+
+def _exit_autocast(mode):
+    mode.__exit__(None, None, None)
+
+
+def _with_autocast_statements(module):
+    """A dynamo graph whose autocast regions (_enter_autocast and
+    _exit_autocast nodes) export can trace: a copy calling the functions
+    above; module itself where it has none (or is no graph module)."""
+    from torch.amp import autocast_mode as am
+    swap = {am._enter_autocast: _enter_autocast,
+            am._exit_autocast: _exit_autocast}
+    if not isinstance(module, torch.fx.GraphModule) or not any(
+            n.op == "call_function" and n.target in swap
+            for n in module.graph.nodes):
+        return module
+    import copy
+    graph = copy.deepcopy(module.graph)
+    for n in graph.nodes:
+        if n.op == "call_function" and n.target in swap:
+            n.target = swap[n.target]
+    return torch.fx.GraphModule(module, graph)
+
+
 def _export(module, args, kwargs):
+    module = _with_autocast_statements(module)
     with quiet(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", module="torch")
         try:
@@ -214,6 +273,7 @@ class Captured(PerDevice):
                 "memgrad computes in float32 and float64 (16-bit dtypes "
                 "are not supported yet)")])
         self.dtype = _FLOAT[self.torch_dtype]
+        self._number_dtype = self.dtype
         # body: reads a float placeholder, transitively
         body = set()
         for n, v, lf in zip(ph, ex, self.leaves):
@@ -269,7 +329,7 @@ class Captured(PerDevice):
             if n not in body:
                 self.prologue.append(n)
                 args, kwargs = _lookup(n, env)
-                with torch.no_grad():
+                with torch.no_grad(), no_autocast():
                     v = n.target(*args, **kwargs)
                 env[n] = v
                 if torch.is_tensor(v):
@@ -283,6 +343,10 @@ class Captured(PerDevice):
             if n not in need:
                 continue
             args, kwargs = _lookup(n, env)
+            # a number or a non-float tensor a handler makes a float of
+            # takes the node's own float dtype: under torch.autocast a
+            # float32 model computes some nodes in bfloat16
+            self._number_dtype = _float_dtype_of(n, args, self.dtype)
             try:
                 if n.target is operator.getitem:
                     env[n] = args[0][args[1]]
@@ -384,7 +448,8 @@ class Captured(PerDevice):
         if isinstance(v, bool):
             v = float(v)
         if isinstance(v, (int, float)):
-            return g.fill(like.dtype if like is not None else self.dtype,
+            return g.fill(like.dtype if like is not None else
+                          self._number_dtype,
                           (), float(v))
         if not torch.is_tensor(v):
             raise aten.Unmapped("an operand of type %s" % type(v).__name__)
@@ -422,8 +487,8 @@ class Captured(PerDevice):
             dt = _FLOAT[v.dtype]
             conv = lambda a, d=v.dtype: a.to(d)  # noqa: E731
         elif float_dtype or v.is_floating_point():
-            dt = self.dtype
-            conv = lambda a: a.to(self.torch_dtype)  # noqa: E731
+            dt = self._number_dtype
+            conv = lambda a, d=getattr(torch, dt): a.to(d)  # noqa: E731
         elif v.dtype in (torch.int64, torch.int32):
             dt = "int64" if v.dtype == torch.int64 else "int32"
             conv = lambda a: a  # noqa: E731
@@ -470,11 +535,28 @@ class Captured(PerDevice):
         for i, (n, v) in enumerate(zip(ph, values)):
             env[n] = v
             env[("leaf", i)] = v
-        with torch.no_grad():
+        with torch.no_grad(), no_autocast():
             for n in self.prologue:
                 args, kwargs = _lookup(n, env)
                 env[n] = n.target(*args, **kwargs)
         return env
+
+
+def _float_dtype_of(n, args, default):
+    """The memgrad float dtype node n computes in: its output's (from
+    torch.export's metadata), else its first float tensor operand's, else
+    default (the model's)."""
+    val = n.meta.get("val")
+    if isinstance(val, (tuple, list)) and val:
+        val = val[0]
+    if torch.is_tensor(val) and val.dtype in _FLOAT:
+        return _FLOAT[val.dtype]
+    for a in args:
+        if isinstance(a, aten._Transposed):
+            a = a.src
+        if isinstance(a, Tensor) and a.dtype in _FLOAT.values():
+            return a.dtype
+    return default
 
 
 def _lookup(n, env):

@@ -17,7 +17,7 @@ import torch.fx._pytree as fx_pytree
 from torch.utils import _pytree as pytree
 
 from .. import MemgradError, size_class
-from .capture import Captured, Unsupported, _Leaf, export
+from .capture import Captured, Unsupported, _Leaf, autocast_state, export
 
 
 class _Run(torch.autograd.Function):
@@ -334,7 +334,8 @@ class Module(torch.nn.Module):
         modes = tuple(m.training for m in self.module.modules())
         grads = tuple(p.requires_grad for p in self.module.parameters())
         dts = tuple({p.dtype for p in self.module.parameters()})
-        return (sig, tuple(sorted(kwargs)), modes, grads, dts)
+        return (sig, tuple(sorted(kwargs)), modes, grads, dts,
+                autocast_state())
 
     def _plan_for(self, args, kwargs):
         hook = _hooks(self.module)
