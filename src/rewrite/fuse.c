@@ -28,6 +28,22 @@
 
 enum { MARK_ABSORBED = 1, MARK_ROOT = 2 };
 
+/* What the marking knows per tensor id, in one byte (an array per fact
+ * was most of the pages a 10^6-op plan's fusion touched): bits 0-1 how
+ * many distinct steps read it (2: two or more); FUSABLE, the step's op
+ * may be in a chain (fusable_op), cleared when its inputs' dtypes rule it
+ * out; CHECKED, its inputs' dtypes were checked and do not (fusable); its
+ * kind (forward, recomputed or backward; 2 bits); and from bit MARK_SHIFT
+ * its mark. */
+enum {
+    READERS = 3,
+    FUSABLE = 1 << 2,
+    CHECKED = 1 << 3,
+    KIND_SHIFT = 4,
+    KIND = 3 << KIND_SHIFT,
+    MARK_SHIFT = 6
+};
+
 void mgi_fusion_free(mgi_fusion *f) {
     if (!f) return;
     free(f->root);
@@ -39,14 +55,6 @@ void mgi_fusion_free(mgi_fusion *f) {
     free(f->ext);
     free(f);
 }
-
-/* The tree ending at a step: its first step, its op count and its
- * external inputs. */
-typedef struct tree {
-    int32_t start;
-    uint8_t n_mem, n_ext;
-    mg_tensor ext[MG_MAX_INPUTS];
-} tree;
 
 /* What the marking reads: the graph, the plan's remap (NULL: none), and
  * per tensor id whether it is kept (flags[t] & kept_mask). */
@@ -68,21 +76,37 @@ static bool is_leaf(const fuse_ctx *p, mg_tensor t) {
 
 /* Forward, recomputed or backward: a chain keeps to one, so that the
  * summary counts its flops where the unfused ops' were counted. */
-static unsigned kind_of(const mg_graph *g, mg_tensor t) {
-    return g->nodes[t].flags & (MG_NODE_BACKWARD | MG_NODE_RECOMPUTE);
+static uint8_t kind_of(const mg_graph *g, mg_tensor t) {
+    const unsigned f = g->nodes[t].flags;
+    return (uint8_t)((((f & MG_NODE_BACKWARD) != 0) |
+                      ((f & MG_NODE_RECOMPUTE) != 0) << 1)
+                     << KIND_SHIFT);
 }
 
-/* Whether step t can be an op of a chain: element-wise, float, with
- * inputs of its dtype. */
-static bool fusable(const fuse_ctx *p, mg_tensor t) {
-    const mg_node *n = &p->g->nodes[t];
+/* Whether step t's op can be in a chain: element-wise, of at most two
+ * inputs, float. */
+static bool fusable_op(const mg_graph *g, const mg_node *n) {
     if (!(mgi_op_table[n->op].flags & MG_OPF_ELEMENTWISE) || n->n_in > 2)
         return false;
-    const mg_tdesc *d = mgi_node_desc(p->g, n);
-    if (d->dtype != MG_F32 && d->dtype != MG_F64) return false;
+    const mg_dtype dt = mgi_node_desc(g, n)->dtype;
+    return dt == MG_F32 || dt == MG_F64;
+}
+
+/* Whether step t can be an op of a chain: fusable_op, with inputs of its
+ * dtype. Asked only of steps that may join a chain, and answered once
+ * (bits[t]): an input's node is often far from t's, and reading it for
+ * every step was much of the pass. */
+static bool fusable(const fuse_ctx *p, uint8_t *bits, mg_tensor t) {
+    if (!(bits[t] & FUSABLE)) return false;
+    if (bits[t] & CHECKED) return true;
+    const mg_node *n = &p->g->nodes[t];
+    const mg_dtype dt = mgi_node_desc(p->g, n)->dtype;
     for (int k = 0; k < n->n_in; k++)
-        if (mgi_graph_desc(p->g, input_of(p, t, k))->dtype != d->dtype)
+        if (mgi_graph_desc(p->g, input_of(p, t, k))->dtype != dt) {
+            bits[t] &= (uint8_t)~FUSABLE;
             return false;
+        }
+    bits[t] |= CHECKED;
     return true;
 }
 
@@ -96,11 +120,48 @@ static bool ext_add(mg_tensor *ext, int *n, mg_tensor x) {
     return true;
 }
 
+static mg_status nomem(void) {
+    return mg_set_error(MG_ERR_NOMEM,
+                        "out of memory fusing element-wise chains");
+}
+
+/* The marking's scratch and results. Each fusable step is the root of a
+ * tree, the ops it would fuse: its own inputs (tree[s] = -1), or the
+ * pool's slot tree[s], {first step, n external inputs, the n inputs}. A
+ * tree's steps are consecutive (fuse_mark absorbs only trees that end
+ * right below the cursor), so it holds s - its first step + 1 ops. Only
+ * trees that absorbed something have a slot, and a tree absorbed into
+ * another hands its slot on: the pool holds about as many slots as there
+ * are chains, where one per absorbing step (most of them absorbed again
+ * in turn) grew it to tens of MB at 10^6 ops. Free slots are listed
+ * through their first int, from free_slot (-1: none). */
+enum { SLOT = 2 + MG_MAX_INPUTS };
+typedef struct fuse_work {
+    uint8_t *bits; /* per tensor id, as the enum above */
+    mg_tensor *steps;
+    int32_t *tree;
+    int32_t *pool;
+    int32_t n_pool, cap_pool, free_slot;
+    int32_t n_steps, n_roots;
+} fuse_work;
+
+static void work_free(fuse_work *w) {
+    free(w->bits);
+    free(w->steps);
+    free(w->tree);
+    free(w->pool);
+}
+
+static int32_t tree_start(const fuse_work *w, int32_t s) {
+    return w->tree[s] < 0 ? s : w->pool[w->tree[s]];
+}
+
 /* The external inputs of step t if it absorbs the trees of the n_a
- * tensors abs[] (at positions pos of those tensors): false when more
- * than MG_MAX_INPUTS. */
-static bool chain_ext(const fuse_ctx *p, mg_tensor t, const mg_tensor *abs,
-                      int n_a, const tree *trees, const int32_t *pos,
+ * tensors abs[] (those of steps sub[]): false when more than
+ * MG_MAX_INPUTS. A tree alone (no pool entry) adds its op's inputs: as a
+ * set, the same as adding them without repeats. */
+static bool chain_ext(const fuse_ctx *p, const fuse_work *w, mg_tensor t,
+                      const mg_tensor *abs, const int32_t *sub, int n_a,
                       mg_tensor *ext, int *n_ext) {
     *n_ext = 0;
     const mg_node *n = &p->g->nodes[t];
@@ -112,15 +173,171 @@ static bool chain_ext(const fuse_ctx *p, mg_tensor t, const mg_tensor *abs,
         if (!ext_add(ext, n_ext, x)) return false;
     }
     for (int i = 0; i < n_a; i++) {
-        const tree *tr = &trees[pos[abs[i]]];
-        for (int e = 0; e < tr->n_ext; e++)
-            if (!ext_add(ext, n_ext, tr->ext[e])) return false;
+        const int32_t at = w->tree[sub[i]];
+        if (at < 0) {
+            for (int k = 0; k < p->g->nodes[abs[i]].n_in; k++)
+                if (!ext_add(ext, n_ext, input_of(p, abs[i], k))) return false;
+            continue;
+        }
+        const int32_t *e = w->pool + at;
+        for (int j = 0; j < e[1]; j++)
+            if (!ext_add(ext, n_ext, e[2 + j])) return false;
     }
     return true;
 }
 
+/* Record the tree of step s, which absorbed the trees of steps sub[0..n_a):
+ * its first step and its n_ext inputs, in the first of their slots, or
+ * a free one; their other slots are freed. */
+static mg_status tree_set(fuse_work *w, int32_t s, const int32_t *sub,
+                          int n_a, int32_t first, const mg_tensor *ext,
+                          int n_ext) {
+    int32_t at = -1;
+    for (int i = 0; i < n_a; i++) {
+        const int32_t own = w->tree[sub[i]];
+        if (own < 0) continue;
+        if (at < 0) {
+            at = own;
+        } else {
+            w->pool[own] = w->free_slot;
+            w->free_slot = own;
+        }
+    }
+    if (at < 0 && w->free_slot >= 0) {
+        at = w->free_slot;
+        w->free_slot = w->pool[at];
+    }
+    if (at < 0) {
+        if (w->n_pool + SLOT > w->cap_pool) {
+            const int32_t cap = w->cap_pool ? 2 * w->cap_pool : 64 * SLOT;
+            int32_t *pool = realloc(w->pool, (size_t)cap * sizeof *pool);
+            if (!pool) return nomem();
+            w->pool = pool;
+            w->cap_pool = cap;
+        }
+        at = w->n_pool;
+        w->n_pool += SLOT;
+    }
+    int32_t *e = w->pool + at;
+    e[0] = first;
+    e[1] = n_ext;
+    memcpy(e + 2, ext, (size_t)n_ext * sizeof *ext);
+    w->tree[s] = at;
+    return MG_OK;
+}
+
+/* Whether step x (an input of fusable step t, of descriptor d) may be
+ * absorbed into t's chain: fusable, of t's kind, read by t alone, neither
+ * kept nor hooked, of t's shape and dtype. */
+static bool absorbable(const fuse_ctx *p, uint8_t *bits, mg_tensor t,
+                       mg_tensor x, const mg_tdesc *d) {
+    const mg_graph *g = p->g;
+    if ((bits[x] & READERS) != 1 || ((bits[x] ^ bits[t]) & KIND) ||
+        (p->flags[x] & p->kept_mask) || !fusable(p, bits, x))
+        return false;
+    if (g->nodes[x].desc != g->nodes[t].desc) {
+        const mg_tdesc *dx = mgi_graph_desc(g, x);
+        if (!mgi_tdesc_same_shape(dx, d) || dx->dtype != d->dtype)
+            return false;
+    }
+    return !mgi_hooks_on(g, x);
+}
+
+/* Mark the chains among the computed tensors of order[0..n_order), as
+ * mgi_plan_fuse describes them, into w: the marks in bits[], from bit
+ * MARK_SHIFT. */
+static mg_status fuse_mark(const fuse_ctx *p, int32_t n_tensors,
+                           const mg_tensor *order, int32_t n_order,
+                           fuse_work *w) {
+    const mg_graph *g = p->g;
+    memset(w, 0, sizeof *w);
+    w->free_slot = -1;
+    w->bits = calloc((size_t)(n_tensors ? n_tensors : 1), 1);
+    w->steps = malloc((size_t)(n_order ? n_order : 1) * sizeof *w->steps);
+    w->tree = malloc((size_t)(n_order ? n_order : 1) * sizeof *w->tree);
+    if (!w->bits || !w->steps || !w->tree) return nomem();
+    uint8_t *bits = w->bits;
+    mg_tensor *steps = w->steps;
+    /* the steps, what each one is, and how many distinct steps read each
+     * tensor */
+    int32_t n_steps = 0;
+    for (int32_t i = 0; i < n_order; i++) {
+        const mg_tensor t = order[i];
+        if (is_leaf(p, t)) continue;
+        steps[n_steps++] = t;
+        const mg_node *n = &g->nodes[t];
+        bits[t] |= (uint8_t)(kind_of(g, t) | (fusable_op(g, n) ? FUSABLE : 0));
+        for (int k = 0; k < n->n_in; k++) {
+            const mg_tensor x = input_of(p, t, k);
+            bool seen = false;
+            for (int j = 0; j < k; j++) seen |= input_of(p, t, j) == x;
+            if (!seen && (bits[x] & READERS) < 2) bits[x]++;
+        }
+    }
+    int32_t n_roots = 0;
+    for (int32_t s_ = 0; s_ < n_steps; s_++) {
+        const mg_tensor t = steps[s_];
+        if (!(bits[t] & FUSABLE)) continue;
+        w->tree[s_] = -1;
+        /* The inputs it may absorb: the step right below it first, then
+         * its other input, if that one's tree ends right below the first
+         * one's. Without an input right below it, it absorbs nothing. */
+        const mg_node *n = &g->nodes[t];
+        mg_tensor cand[2];
+        int n_c = 0;
+        for (int k = 0; s_ > 0 && k < n->n_in; k++)
+            if (input_of(p, t, k) == steps[s_ - 1]) {
+                cand[n_c++] = steps[s_ - 1];
+                if (n->n_in == 2 && input_of(p, t, 1 - k) != cand[0])
+                    cand[n_c++] = input_of(p, t, 1 - k);
+                break;
+            }
+        if (!n_c || !fusable(p, bits, t)) continue;
+        const mg_tdesc *d = mgi_node_desc(g, n);
+        /* take them while their trees end right below the cursor */
+        mg_tensor abs[2];
+        int32_t sub[2];
+        int n_a = 0, n_mem = 1;
+        int32_t cursor = s_ - 1;
+        /* ext: the inputs with the n_a taken; more: with one more */
+        mg_tensor ext[MG_MAX_INPUTS], more[MG_MAX_INPUTS];
+        int n_ext = 0, n_more;
+        for (int c = 0; c < n_c; c++) {
+            if (cursor < 0 || steps[cursor] != cand[c] ||
+                !absorbable(p, bits, t, cand[c], d))
+                break;
+            const int32_t first = tree_start(w, cursor);
+            if (n_mem + (cursor - first + 1) > MG_FUSE_MAX) break;
+            abs[n_a] = cand[c];
+            sub[n_a] = cursor;
+            if (!chain_ext(p, w, t, abs, sub, n_a + 1, more, &n_more)) break;
+            memcpy(ext, more, (size_t)n_more * sizeof *ext);
+            n_ext = n_more;
+            n_a++;
+            n_mem += cursor - first + 1;
+            cursor = first - 1;
+        }
+        if (!n_a) continue; /* the step alone: its own inputs */
+        mg_status s = tree_set(w, s_, sub, n_a, cursor + 1, ext, n_ext);
+        if (s != MG_OK) return s;
+        for (int i = 0; i < n_a; i++) {
+            const mg_tensor x = abs[i];
+            if (bits[x] >> MARK_SHIFT == MARK_ROOT) n_roots--;
+            bits[x] = (uint8_t)((bits[x] & ((1 << MARK_SHIFT) - 1)) |
+                                MARK_ABSORBED << MARK_SHIFT);
+        }
+        bits[t] |= MARK_ROOT << MARK_SHIFT;
+        n_roots++;
+    }
+    w->n_steps = n_steps;
+    w->n_roots = n_roots;
+    return MG_OK;
+}
+
 /* Emit the ops of the tree rooted at t into ins/member from *k on, in
- * evaluation order (inputs first); returns t's index. */
+ * evaluation order (inputs first); returns t's index. mark: per tensor
+ * id, its mark. An absorbed input is read by t alone, so it is emitted
+ * here, once: t's second input is its first again, or not yet emitted. */
 static int emit(const fuse_ctx *p, const uint8_t *mark, mg_tensor t,
                 const mg_tensor *ext, int n_ext, mg_fused_instr *ins,
                 mg_tensor *member, int *k, int base) {
@@ -128,13 +345,12 @@ static int emit(const fuse_ctx *p, const uint8_t *mark, mg_tensor t,
     int8_t src[2] = {0, 0};
     for (int q = 0; q < n->n_in; q++) {
         const mg_tensor x = input_of(p, t, q);
-        int found = -1;
-        for (int j = base; j < *k && found < 0; j++)
-            if (member[j] == x) found = j - base;
-        if (found < 0 && mark[x] == MARK_ABSORBED)
-            found = emit(p, mark, x, ext, n_ext, ins, member, k, base);
-        if (found >= 0) {
-            src[q] = (int8_t)found;
+        if (q == 1 && input_of(p, t, 0) == x) {
+            src[1] = src[0];
+            continue;
+        }
+        if (mark[x] == MARK_ABSORBED) {
+            src[q] = (int8_t)emit(p, mark, x, ext, n_ext, ins, member, k, base);
             continue;
         }
         for (int e = 0; e < n_ext; e++)
@@ -149,10 +365,10 @@ static int emit(const fuse_ctx *p, const uint8_t *mark, mg_tensor t,
     return at;
 }
 
-/* A chain's root and its index in schedule order, sorted by root. */
+/* A chain's root and its step, sorted by root. */
 typedef struct root_at {
     mg_tensor root;
-    int32_t c;
+    int32_t s;
 } root_at;
 
 static int compare_root_at(const void *a, const void *b) {
@@ -161,212 +377,80 @@ static int compare_root_at(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static mg_status nomem(void) {
-    return mg_set_error(MG_ERR_NOMEM,
-                        "out of memory fusing element-wise chains");
-}
-
-/* The marking's scratch and results: the steps in order, each one's
- * position and tree, and mark[] per tensor id. */
-typedef struct fuse_work {
-    int32_t *pos;
-    uint8_t *readers, *mark;
-    mg_tensor *steps;
-    tree *trees;
-    int32_t n_steps, n_roots, n_ins;
-} fuse_work;
-
-static void work_free(fuse_work *w) {
-    free(w->pos);
-    free(w->readers);
-    free(w->mark);
-    free(w->steps);
-    free(w->trees);
-}
-
-/* Mark the chains among the computed tensors of order[0..n_order), as
- * mgi_plan_fuse describes them, into w. */
-static mg_status fuse_mark(const fuse_ctx *p, int32_t n_tensors,
-                           const mg_tensor *order, int32_t n_order,
-                           fuse_work *w) {
-    const mg_graph *g = p->g;
-    const size_t nt = (size_t)(n_tensors ? n_tensors : 1);
-    memset(w, 0, sizeof *w);
-    w->pos = malloc(nt * sizeof *w->pos);
-    w->readers = calloc(nt, 1);
-    w->mark = calloc(nt, 1);
-    w->steps = malloc((size_t)(n_order ? n_order : 1) * sizeof *w->steps);
-    w->trees = malloc((size_t)(n_order ? n_order : 1) * sizeof *w->trees);
-    if (!w->pos || !w->readers || !w->mark || !w->steps || !w->trees)
-        return nomem();
-    int32_t *pos = w->pos;
-    uint8_t *readers = w->readers, *mark = w->mark;
-    mg_tensor *steps = w->steps;
-    tree *trees = w->trees;
-    /* the steps, and how many distinct steps read each tensor */
-    int32_t n_steps = 0;
-    for (int32_t i = 0; i < n_order; i++) {
-        const mg_tensor t = order[i];
-        if (is_leaf(p, t)) continue;
-        pos[t] = n_steps;
-        steps[n_steps++] = t;
-        const mg_node *n = &g->nodes[t];
-        for (int k = 0; k < n->n_in; k++) {
-            const mg_tensor x = input_of(p, t, k);
-            bool seen = false;
-            for (int j = 0; j < k; j++) seen |= input_of(p, t, j) == x;
-            if (!seen && readers[x] < 255) readers[x]++;
-        }
+/* The chains of w's marks into f, sorted by root, each one's ops written
+ * where it goes. */
+static mg_status fusion_fill(const fuse_ctx *p, const fuse_work *w,
+                             mgi_fusion *f) {
+    const int32_t n_roots = w->n_roots;
+    const uint8_t *mark = f->mark;
+    root_at *idx = malloc((size_t)n_roots * sizeof *idx);
+    if (!idx) return nomem();
+    int32_t c = 0;
+    bool sorted = true;
+    for (int32_t s_ = 0; s_ < w->n_steps; s_++) {
+        const mg_tensor t = w->steps[s_];
+        if (mark[t] != MARK_ROOT) continue;
+        sorted = sorted && (c == 0 || idx[c - 1].root < t);
+        idx[c++] = (root_at){t, s_};
     }
-    int32_t n_roots = 0, n_ins = 0;
-    for (int32_t s_ = 0; s_ < n_steps; s_++) {
-        const mg_tensor t = steps[s_];
-        tree *tr = &trees[s_];
-        *tr = (tree){.start = s_, .n_mem = 1, .n_ext = 0};
-        if (!fusable(p, t)) continue;
-        const mg_node *n = &g->nodes[t];
-        const mg_tdesc *d = mgi_node_desc(g, n);
-        /* the inputs it may absorb, latest step first */
-        mg_tensor cand[2];
-        int n_c = 0;
-        for (int k = 0; k < n->n_in; k++) {
-            const mg_tensor x = input_of(p, t, k);
-            if (is_leaf(p, x) || readers[x] != 1 ||
-                (p->flags[x] & p->kept_mask) || mgi_hooks_on(g, x) ||
-                !fusable(p, x) || kind_of(g, x) != kind_of(g, t) ||
-                !mgi_tdesc_same_shape(mgi_graph_desc(g, x), d) ||
-                mgi_graph_desc(g, x)->dtype != d->dtype)
-                continue;
-            if (n_c == 1 && cand[0] == x) continue;
-            cand[n_c++] = x;
-        }
-        if (n_c == 2 && pos[cand[1]] > pos[cand[0]]) {
-            const mg_tensor x = cand[0];
-            cand[0] = cand[1];
-            cand[1] = x;
-        }
-        /* take them while their trees end right below the cursor */
-        mg_tensor abs[2];
-        int n_a = 0, n_mem = 1;
-        int32_t cursor = s_ - 1;
-        mg_tensor ext[MG_MAX_INPUTS];
-        int n_ext = 0;
-        for (int c = 0; c < n_c; c++) {
-            const tree *sub = &trees[pos[cand[c]]];
-            if (pos[cand[c]] != cursor || n_mem + sub->n_mem > MG_FUSE_MAX)
-                break;
-            abs[n_a] = cand[c];
-            if (!chain_ext(p, t, abs, n_a + 1, trees, pos, ext, &n_ext)) break;
-            n_a++;
-            n_mem += sub->n_mem;
-            cursor = sub->start - 1;
-        }
-        if (!chain_ext(p, t, abs, n_a, trees, pos, ext, &n_ext)) {
-            /* its own inputs always fit: an op has at most 2 */
-            return mg_set_error(MG_ERR_INTERNAL,
-                                "mg_plan_compile: fusion lost track of a "
-                                "chain's inputs");
-        }
-        tr->start = cursor + 1;
-        tr->n_mem = (uint8_t)n_mem;
-        tr->n_ext = (uint8_t)n_ext;
-        memcpy(tr->ext, ext, (size_t)n_ext * sizeof *ext);
-        for (int i = 0; i < n_a; i++) {
-            const mg_tensor x = abs[i];
-            if (mark[x] == MARK_ROOT) n_roots--;
-            else n_ins++; /* a lone op joins: itself, plus t below */
-            mark[x] = MARK_ABSORBED;
-        }
-        if (n_a) {
-            mark[t] = MARK_ROOT;
-            n_roots++;
-            n_ins++;
-        }
+    if (!sorted) qsort(idx, (size_t)n_roots, sizeof *idx, compare_root_at);
+    int32_t at = 0;
+    for (int32_t i = 0; i < n_roots; i++) {
+        f->root[i] = idx[i].root;
+        f->start[i] = at;
+        at += idx[i].s - tree_start(w, idx[i].s) + 1;
     }
-    w->n_steps = n_steps;
-    w->n_roots = n_roots;
-    w->n_ins = n_ins;
-    return MG_OK;
+    f->start[n_roots] = at;
+    f->ins = malloc((size_t)(at ? at : 1) * sizeof *f->ins);
+    f->member = malloc((size_t)(at ? at : 1) * sizeof *f->member);
+    mg_status s = f->ins && f->member ? MG_OK : nomem();
+    for (int32_t i = 0; s == MG_OK && i < n_roots; i++) {
+        const int32_t *e = w->pool + w->tree[idx[i].s];
+        mg_tensor *ext = f->ext + (size_t)i * MG_MAX_INPUTS;
+        f->n_ext[i] = (uint8_t)e[1];
+        memcpy(ext, e + 2, (size_t)e[1] * sizeof *ext);
+        int k = f->start[i];
+        emit(p, mark, idx[i].root, ext, e[1], f->ins, f->member, &k, k);
+        if (k != f->start[i + 1])
+            s = mg_set_error(MG_ERR_INTERNAL,
+                             "mg_plan_compile: fusion counted %d ops in a "
+                             "chain, emitted %d",
+                             (int)(f->start[i + 1] - f->start[i]),
+                             (int)(k - f->start[i]));
+    }
+    free(idx);
+    return s;
 }
 
 mg_status mgi_plan_fuse(const mg_plan *p_, const mg_tensor *order,
                         int32_t n_order, mgi_fusion **out) {
     *out = NULL;
     const fuse_ctx ctx = {p_->g, p_->remap, p_->role, MG_ROLE_KEPT};
-    const fuse_ctx *p = &ctx;
     fuse_work w;
     mgi_fusion *f = NULL;
-    mg_status s = fuse_mark(p, p_->n_tensors, order, n_order, &w);
-    int32_t n_roots = w.n_roots, n_ins = w.n_ins, n_steps = w.n_steps;
-    uint8_t *mark = w.mark;
-    const mg_tensor *steps = w.steps;
-    const tree *trees = w.trees;
-    const int32_t *pos = w.pos;
-    if (s != MG_OK) goto done;
-    if (n_roots == 0) goto done;
-    /* n_ins counted each absorbed op once and each root once: the total */
+    mg_status s = fuse_mark(&ctx, p_->n_tensors, order, n_order, &w);
+    if (s != MG_OK || w.n_roots == 0) goto done;
     f = calloc(1, sizeof *f);
     if (!f) {
         s = nomem();
         goto done;
     }
-    f->root = malloc((size_t)n_roots * sizeof *f->root);
-    f->start = malloc(((size_t)n_roots + 1) * sizeof *f->start);
-    f->ins = malloc((size_t)n_ins * sizeof *f->ins);
-    f->member = malloc((size_t)n_ins * sizeof *f->member);
-    f->n_ext = malloc((size_t)n_roots * sizeof *f->n_ext);
-    f->ext = malloc((size_t)n_roots * MG_MAX_INPUTS * sizeof *f->ext);
-    mg_fused_instr *ins = malloc((size_t)n_ins * sizeof *ins);
-    mg_tensor *member = malloc((size_t)n_ins * sizeof *member);
-    root_at *idx = malloc((size_t)n_roots * sizeof *idx);
-    mg_tensor *roots = malloc((size_t)n_roots * sizeof *roots);
-    int32_t *first = malloc((size_t)n_roots * sizeof *first);
-    if (!f->root || !f->start || !f->ins || !f->member || !f->n_ext ||
-        !f->ext || !ins || !member || !idx || !roots || !first) {
-        free(ins), free(member), free(idx), free(roots), free(first);
+    const size_t n_roots = (size_t)w.n_roots;
+    f->n = w.n_roots;
+    f->root = malloc(n_roots * sizeof *f->root);
+    f->start = malloc((n_roots + 1) * sizeof *f->start);
+    f->n_ext = malloc(n_roots * sizeof *f->n_ext);
+    f->ext = malloc(n_roots * MG_MAX_INPUTS * sizeof *f->ext);
+    if (!f->root || !f->start || !f->n_ext || !f->ext) {
         s = nomem();
         goto done;
     }
-    /* each chain's ops in schedule order of roots, then sorted by root id */
-    int k = 0;
-    int32_t c = 0;
-    for (int32_t s_ = 0; s_ < n_steps; s_++) {
-        const mg_tensor t = steps[s_];
-        if (mark[t] != MARK_ROOT) continue;
-        const tree *tr = &trees[s_];
-        roots[c] = t;
-        first[c] = k;
-        idx[c] = (root_at){t, c};
-        emit(p, mark, t, tr->ext, tr->n_ext, ins, member, &k, k);
-        c++;
-    }
-    qsort(idx, (size_t)n_roots, sizeof *idx, compare_root_at);
-    int32_t at = 0;
-    for (int32_t i = 0; i < n_roots; i++) {
-        const int32_t ci = idx[i].c;
-        const int32_t len = (ci + 1 < n_roots ? first[ci + 1] : k) - first[ci];
-        const tree *tr = &trees[pos[roots[ci]]];
-        f->root[i] = roots[ci];
-        f->start[i] = at;
-        memcpy(f->ins + at, ins + first[ci], (size_t)len * sizeof *ins);
-        memcpy(f->member + at, member + first[ci],
-               (size_t)len * sizeof *member);
-        f->n_ext[i] = tr->n_ext;
-        memcpy(f->ext + (size_t)i * MG_MAX_INPUTS, tr->ext,
-               (size_t)tr->n_ext * sizeof *tr->ext);
-        at += len;
-    }
-    f->start[n_roots] = at;
-    f->n = n_roots;
-    f->mark = mark;
-    w.mark = NULL;
-    free(ins), free(member), free(idx), free(roots), free(first);
-    if (at != n_ins) {
-        s = mg_set_error(MG_ERR_INTERNAL,
-                         "mg_plan_compile: fusion counted %d ops, emitted %d",
-                         (int)n_ins, (int)at);
-        goto done;
-    }
+    /* the marks alone, as the plan reads them */
+    for (int32_t t = 0; t < p_->n_tensors; t++) w.bits[t] >>= MARK_SHIFT;
+    f->mark = w.bits;
+    w.bits = NULL;
+    s = fusion_fill(&ctx, &w, f);
+    if (s != MG_OK) goto done;
     *out = f;
     f = NULL;
 done:
@@ -389,9 +473,9 @@ mg_status mgi_fuse_absorbed(const mg_graph *g, const mg_tensor *remap,
     free(flags);
     if (s == MG_OK) {
         for (int32_t t = 0; t < g->n; t++)
-            w.mark[t] = w.mark[t] == MARK_ABSORBED;
-        *absorbed = w.mark;
-        w.mark = NULL;
+            w.bits[t] = w.bits[t] >> MARK_SHIFT == MARK_ABSORBED;
+        *absorbed = w.bits;
+        w.bits = NULL;
     }
     work_free(&w);
     return s;
