@@ -125,35 +125,48 @@ static mg_status nomem(void) {
                         "out of memory fusing element-wise chains");
 }
 
-/* The marking's scratch and results. Each fusable step is the root of a
- * tree, the ops it would fuse: its own inputs (tree[s] = -1), or the
- * pool's slot tree[s], {first step, n external inputs, the n inputs}. A
- * tree's steps are consecutive (fuse_mark absorbs only trees that end
- * right below the cursor), so it holds s - its first step + 1 ops. Only
+/* The marking's scratch and results, per position i of the order:
+ * tree[i] is TREE_LEAF for a leaf, else step order[i] is the root of a
+ * tree, the ops it would fuse: itself alone (TREE_ALONE), or as the
+ * pool's slot tree[i] says, {its first step's position, its op count, n
+ * external inputs, the n inputs}. A tree's steps are consecutive steps
+ * (fuse_mark absorbs only trees that end right below the cursor). Only
  * trees that absorbed something have a slot, and a tree absorbed into
  * another hands its slot on: the pool holds about as many slots as there
  * are chains, where one per absorbing step (most of them absorbed again
  * in turn) grew it to tens of MB at 10^6 ops. Free slots are listed
- * through their first int, from free_slot (-1: none). */
-enum { SLOT = 2 + MG_MAX_INPUTS };
+ * through their first int, from free_slot (-1: none). tree is the
+ * caller's scratch where it has one: a plan's last_read, which its next
+ * pass writes over anyway, so that no fresh pages are touched for it. */
+enum { TREE_LEAF = -2, TREE_ALONE = -1, SLOT = 3 + MG_MAX_INPUTS };
 typedef struct fuse_work {
     uint8_t *bits; /* per tensor id, as the enum above */
-    mg_tensor *steps;
     int32_t *tree;
+    bool own_tree; /* allocated here, to be freed */
     int32_t *pool;
     int32_t n_pool, cap_pool, free_slot;
-    int32_t n_steps, n_roots;
+    int32_t n_roots;
 } fuse_work;
 
 static void work_free(fuse_work *w) {
     free(w->bits);
-    free(w->steps);
-    free(w->tree);
+    if (w->own_tree) free(w->tree);
     free(w->pool);
 }
 
-static int32_t tree_start(const fuse_work *w, int32_t s) {
-    return w->tree[s] < 0 ? s : w->pool[w->tree[s]];
+static int32_t tree_start(const fuse_work *w, int32_t i) {
+    return w->tree[i] < 0 ? i : w->pool[w->tree[i]];
+}
+
+static int32_t tree_ops(const fuse_work *w, int32_t i) {
+    return w->tree[i] < 0 ? 1 : w->pool[w->tree[i] + 1];
+}
+
+/* The position of the step before position i, or -1. */
+static int32_t step_below(const fuse_work *w, int32_t i) {
+    do i--;
+    while (i >= 0 && w->tree[i] == TREE_LEAF);
+    return i;
 }
 
 /* The external inputs of step t if it absorbs the trees of the n_a
@@ -180,21 +193,22 @@ static bool chain_ext(const fuse_ctx *p, const fuse_work *w, mg_tensor t,
             continue;
         }
         const int32_t *e = w->pool + at;
-        for (int j = 0; j < e[1]; j++)
-            if (!ext_add(ext, n_ext, e[2 + j])) return false;
+        for (int j = 0; j < e[2]; j++)
+            if (!ext_add(ext, n_ext, e[3 + j])) return false;
     }
     return true;
 }
 
-/* Record the tree of step s, which absorbed the trees of steps sub[0..n_a):
- * its first step and its n_ext inputs, in the first of their slots, or
- * a free one; their other slots are freed. */
-static mg_status tree_set(fuse_work *w, int32_t s, const int32_t *sub,
-                          int n_a, int32_t first, const mg_tensor *ext,
-                          int n_ext) {
+/* Record the tree at position i, which absorbed the trees at positions
+ * sub[0..n_a): its first step's position, its n_ops ops and its n_ext
+ * inputs, in the first of their slots, or a free one; their other slots
+ * are freed. */
+static mg_status tree_set(fuse_work *w, int32_t i, const int32_t *sub,
+                          int n_a, int32_t first, int n_ops,
+                          const mg_tensor *ext, int n_ext) {
     int32_t at = -1;
-    for (int i = 0; i < n_a; i++) {
-        const int32_t own = w->tree[sub[i]];
+    for (int a = 0; a < n_a; a++) {
+        const int32_t own = w->tree[sub[a]];
         if (own < 0) continue;
         if (at < 0) {
             at = own;
@@ -220,9 +234,10 @@ static mg_status tree_set(fuse_work *w, int32_t s, const int32_t *sub,
     }
     int32_t *e = w->pool + at;
     e[0] = first;
-    e[1] = n_ext;
-    memcpy(e + 2, ext, (size_t)n_ext * sizeof *ext);
-    w->tree[s] = at;
+    e[1] = n_ops;
+    e[2] = n_ext;
+    memcpy(e + 3, ext, (size_t)n_ext * sizeof *ext);
+    w->tree[i] = at;
     return MG_OK;
 }
 
@@ -245,26 +260,31 @@ static bool absorbable(const fuse_ctx *p, uint8_t *bits, mg_tensor t,
 
 /* Mark the chains among the computed tensors of order[0..n_order), as
  * mgi_plan_fuse describes them, into w: the marks in bits[], from bit
- * MARK_SHIFT. */
+ * MARK_SHIFT. scratch: n_order ints for w->tree, or NULL. */
 static mg_status fuse_mark(const fuse_ctx *p, int32_t n_tensors,
                            const mg_tensor *order, int32_t n_order,
-                           fuse_work *w) {
+                           int32_t *scratch, fuse_work *w) {
     const mg_graph *g = p->g;
     memset(w, 0, sizeof *w);
     w->free_slot = -1;
     w->bits = calloc((size_t)(n_tensors ? n_tensors : 1), 1);
-    w->steps = malloc((size_t)(n_order ? n_order : 1) * sizeof *w->steps);
-    w->tree = malloc((size_t)(n_order ? n_order : 1) * sizeof *w->tree);
-    if (!w->bits || !w->steps || !w->tree) return nomem();
+    w->tree = scratch;
+    if (!scratch) {
+        w->tree = malloc((size_t)(n_order ? n_order : 1) * sizeof *w->tree);
+        w->own_tree = true;
+    }
+    if (!w->bits || !w->tree) return nomem();
     uint8_t *bits = w->bits;
-    mg_tensor *steps = w->steps;
+    int32_t *tree = w->tree;
     /* the steps, what each one is, and how many distinct steps read each
      * tensor */
-    int32_t n_steps = 0;
     for (int32_t i = 0; i < n_order; i++) {
         const mg_tensor t = order[i];
-        if (is_leaf(p, t)) continue;
-        steps[n_steps++] = t;
+        if (is_leaf(p, t)) {
+            tree[i] = TREE_LEAF;
+            continue;
+        }
+        tree[i] = TREE_ALONE;
         const mg_node *n = &g->nodes[t];
         bits[t] |= (uint8_t)(kind_of(g, t) | (fusable_op(g, n) ? FUSABLE : 0));
         for (int k = 0; k < n->n_in; k++) {
@@ -274,21 +294,24 @@ static mg_status fuse_mark(const fuse_ctx *p, int32_t n_tensors,
             if (!seen && (bits[x] & READERS) < 2) bits[x]++;
         }
     }
-    int32_t n_roots = 0;
-    for (int32_t s_ = 0; s_ < n_steps; s_++) {
-        const mg_tensor t = steps[s_];
-        if (!(bits[t] & FUSABLE)) continue;
-        w->tree[s_] = -1;
+    int32_t n_roots = 0, below = -1; /* the last step's position */
+    for (int32_t i = 0; i < n_order; i++) {
+        if (tree[i] == TREE_LEAF) continue;
+        const mg_tensor t = order[i];
+        const int32_t cursor0 = below;
+        below = i;
+        if (!(bits[t] & FUSABLE) || cursor0 < 0) continue;
         /* The inputs it may absorb: the step right below it first, then
          * its other input, if that one's tree ends right below the first
          * one's. Without an input right below it, it absorbs nothing. */
         const mg_node *n = &g->nodes[t];
+        const mg_tensor under = order[cursor0];
         mg_tensor cand[2];
         int n_c = 0;
-        for (int k = 0; s_ > 0 && k < n->n_in; k++)
-            if (input_of(p, t, k) == steps[s_ - 1]) {
-                cand[n_c++] = steps[s_ - 1];
-                if (n->n_in == 2 && input_of(p, t, 1 - k) != cand[0])
+        for (int k = 0; k < n->n_in; k++)
+            if (input_of(p, t, k) == under) {
+                cand[n_c++] = under;
+                if (n->n_in == 2 && input_of(p, t, 1 - k) != under)
                     cand[n_c++] = input_of(p, t, 1 - k);
                 break;
             }
@@ -297,31 +320,32 @@ static mg_status fuse_mark(const fuse_ctx *p, int32_t n_tensors,
         /* take them while their trees end right below the cursor */
         mg_tensor abs[2];
         int32_t sub[2];
-        int n_a = 0, n_mem = 1;
-        int32_t cursor = s_ - 1;
+        int n_a = 0, n_ops = 1;
+        int32_t cursor = cursor0, first = i;
         /* ext: the inputs with the n_a taken; more: with one more */
         mg_tensor ext[MG_MAX_INPUTS], more[MG_MAX_INPUTS];
         int n_ext = 0, n_more;
         for (int c = 0; c < n_c; c++) {
-            if (cursor < 0 || steps[cursor] != cand[c] ||
+            if (cursor < 0 || order[cursor] != cand[c] ||
                 !absorbable(p, bits, t, cand[c], d))
                 break;
-            const int32_t first = tree_start(w, cursor);
-            if (n_mem + (cursor - first + 1) > MG_FUSE_MAX) break;
+            const int32_t sub_ops = tree_ops(w, cursor);
+            if (n_ops + sub_ops > MG_FUSE_MAX) break;
             abs[n_a] = cand[c];
             sub[n_a] = cursor;
             if (!chain_ext(p, w, t, abs, sub, n_a + 1, more, &n_more)) break;
             memcpy(ext, more, (size_t)n_more * sizeof *ext);
             n_ext = n_more;
             n_a++;
-            n_mem += cursor - first + 1;
-            cursor = first - 1;
+            n_ops += sub_ops;
+            first = tree_start(w, cursor);
+            cursor = step_below(w, first);
         }
         if (!n_a) continue; /* the step alone: its own inputs */
-        mg_status s = tree_set(w, s_, sub, n_a, cursor + 1, ext, n_ext);
+        mg_status s = tree_set(w, i, sub, n_a, first, n_ops, ext, n_ext);
         if (s != MG_OK) return s;
-        for (int i = 0; i < n_a; i++) {
-            const mg_tensor x = abs[i];
+        for (int a = 0; a < n_a; a++) {
+            const mg_tensor x = abs[a];
             if (bits[x] >> MARK_SHIFT == MARK_ROOT) n_roots--;
             bits[x] = (uint8_t)((bits[x] & ((1 << MARK_SHIFT) - 1)) |
                                 MARK_ABSORBED << MARK_SHIFT);
@@ -329,7 +353,6 @@ static mg_status fuse_mark(const fuse_ctx *p, int32_t n_tensors,
         bits[t] |= MARK_ROOT << MARK_SHIFT;
         n_roots++;
     }
-    w->n_steps = n_steps;
     w->n_roots = n_roots;
     return MG_OK;
 }
@@ -365,10 +388,10 @@ static int emit(const fuse_ctx *p, const uint8_t *mark, mg_tensor t,
     return at;
 }
 
-/* A chain's root and its step, sorted by root. */
+/* A chain's root and its position in the order, sorted by root. */
 typedef struct root_at {
     mg_tensor root;
-    int32_t s;
+    int32_t i;
 } root_at;
 
 static int compare_root_at(const void *a, const void *b) {
@@ -379,7 +402,8 @@ static int compare_root_at(const void *a, const void *b) {
 
 /* The chains of w's marks into f, sorted by root, each one's ops written
  * where it goes. */
-static mg_status fusion_fill(const fuse_ctx *p, const fuse_work *w,
+static mg_status fusion_fill(const fuse_ctx *p, const mg_tensor *order,
+                             int32_t n_order, const fuse_work *w,
                              mgi_fusion *f) {
     const int32_t n_roots = w->n_roots;
     const uint8_t *mark = f->mark;
@@ -387,30 +411,30 @@ static mg_status fusion_fill(const fuse_ctx *p, const fuse_work *w,
     if (!idx) return nomem();
     int32_t c = 0;
     bool sorted = true;
-    for (int32_t s_ = 0; s_ < w->n_steps; s_++) {
-        const mg_tensor t = w->steps[s_];
+    for (int32_t i = 0; i < n_order; i++) {
+        const mg_tensor t = order[i];
         if (mark[t] != MARK_ROOT) continue;
         sorted = sorted && (c == 0 || idx[c - 1].root < t);
-        idx[c++] = (root_at){t, s_};
+        idx[c++] = (root_at){t, i};
     }
     if (!sorted) qsort(idx, (size_t)n_roots, sizeof *idx, compare_root_at);
     int32_t at = 0;
     for (int32_t i = 0; i < n_roots; i++) {
         f->root[i] = idx[i].root;
         f->start[i] = at;
-        at += idx[i].s - tree_start(w, idx[i].s) + 1;
+        at += tree_ops(w, idx[i].i);
     }
     f->start[n_roots] = at;
     f->ins = malloc((size_t)(at ? at : 1) * sizeof *f->ins);
     f->member = malloc((size_t)(at ? at : 1) * sizeof *f->member);
     mg_status s = f->ins && f->member ? MG_OK : nomem();
     for (int32_t i = 0; s == MG_OK && i < n_roots; i++) {
-        const int32_t *e = w->pool + w->tree[idx[i].s];
+        const int32_t *e = w->pool + w->tree[idx[i].i];
         mg_tensor *ext = f->ext + (size_t)i * MG_MAX_INPUTS;
-        f->n_ext[i] = (uint8_t)e[1];
-        memcpy(ext, e + 2, (size_t)e[1] * sizeof *ext);
+        f->n_ext[i] = (uint8_t)e[2];
+        memcpy(ext, e + 3, (size_t)e[2] * sizeof *ext);
         int k = f->start[i];
-        emit(p, mark, idx[i].root, ext, e[1], f->ins, f->member, &k, k);
+        emit(p, mark, idx[i].root, ext, e[2], f->ins, f->member, &k, k);
         if (k != f->start[i + 1])
             s = mg_set_error(MG_ERR_INTERNAL,
                              "mg_plan_compile: fusion counted %d ops in a "
@@ -423,12 +447,12 @@ static mg_status fusion_fill(const fuse_ctx *p, const fuse_work *w,
 }
 
 mg_status mgi_plan_fuse(const mg_plan *p_, const mg_tensor *order,
-                        int32_t n_order, mgi_fusion **out) {
+                        int32_t n_order, int32_t *scratch, mgi_fusion **out) {
     *out = NULL;
     const fuse_ctx ctx = {p_->g, p_->remap, p_->role, MG_ROLE_KEPT};
     fuse_work w;
     mgi_fusion *f = NULL;
-    mg_status s = fuse_mark(&ctx, p_->n_tensors, order, n_order, &w);
+    mg_status s = fuse_mark(&ctx, p_->n_tensors, order, n_order, scratch, &w);
     if (s != MG_OK || w.n_roots == 0) goto done;
     f = calloc(1, sizeof *f);
     if (!f) {
@@ -449,7 +473,7 @@ mg_status mgi_plan_fuse(const mg_plan *p_, const mg_tensor *order,
     for (int32_t t = 0; t < p_->n_tensors; t++) w.bits[t] >>= MARK_SHIFT;
     f->mark = w.bits;
     w.bits = NULL;
-    s = fusion_fill(&ctx, &w, f);
+    s = fusion_fill(&ctx, order, n_order, &w, f);
     if (s != MG_OK) goto done;
     *out = f;
     f = NULL;
@@ -462,14 +486,14 @@ done:
 mg_status mgi_fuse_absorbed(const mg_graph *g, const mg_tensor *remap,
                             const mg_tensor *kept, int n_kept,
                             const mg_tensor *order, int32_t n_order,
-                            uint8_t **absorbed) {
+                            int32_t *scratch, uint8_t **absorbed) {
     *absorbed = NULL;
     uint8_t *flags = calloc((size_t)(g->n ? g->n : 1), 1);
     if (!flags) return nomem();
     for (int i = 0; i < n_kept; i++) flags[kept[i]] = 1;
     const fuse_ctx ctx = {g, remap, flags, 1};
     fuse_work w;
-    mg_status s = fuse_mark(&ctx, g->n, order, n_order, &w);
+    mg_status s = fuse_mark(&ctx, g->n, order, n_order, scratch, &w);
     free(flags);
     if (s == MG_OK) {
         for (int32_t t = 0; t < g->n; t++)

@@ -363,7 +363,9 @@ static mg_status plan_compile(const mg_graph *g, const mg_tensor *outputs,
          * them fused (fuse.c) */
         const mg_backend_reg *reg = mgi_backend_find(p->device);
         p->fuses = !(opts && opts->no_fusion) && reg && reg->runs_fused;
-        if (p->fuses) s = mgi_plan_fuse(p, order, n_order, &p->fusion);
+        /* last_read is scratch until plan_build */
+        if (p->fuses)
+            s = mgi_plan_fuse(p, order, n_order, last_read, &p->fusion);
     }
     if (s == MG_OK) {
         /* needed is done with: it holds bwd now */
@@ -573,7 +575,7 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
     uint8_t *absorbed = NULL;
     if (q->fuse) {
         s = mgi_fuse_absorbed(g, remap, q->outputs, q->n_outputs, sc->order,
-                              sc->n_order, &absorbed);
+                              sc->n_order, sc->last, &absorbed);
         if (s != MG_OK) return s;
     }
     int32_t n = 0, n_cand = 0; /* steps, and those that may be views */
