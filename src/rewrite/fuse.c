@@ -128,14 +128,17 @@ static mg_status nomem(void) {
 /* The marking's scratch and results, per position i of the order:
  * tree[i] is TREE_LEAF for a leaf, else step order[i] is the root of a
  * tree, the ops it would fuse: itself alone (TREE_ALONE), or as the
- * pool's slot tree[i] says, {its first step's position, its op count, n
- * external inputs, the n inputs}. A tree's steps are consecutive steps
- * (fuse_mark absorbs only trees that end right below the cursor). Only
- * trees that absorbed something have a slot, and a tree absorbed into
- * another hands its slot on: the pool holds about as many slots as there
- * are chains, where one per absorbing step (most of them absorbed again
- * in turn) grew it to tens of MB at 10^6 ops. Free slots are listed
- * through their first int, from free_slot (-1: none). tree is the
+ * pool's slot number tree[i] says, {its first step's position, its op
+ * count, n external inputs, the n inputs}. A tree's steps are
+ * consecutive steps (fuse_mark absorbs only trees that end right below
+ * the cursor). Only trees that absorbed something have a slot, and a tree
+ * absorbed into another hands its slot on: the pool holds about as many
+ * slots as there are chains, where one per absorbing step (most of them
+ * absorbed again in turn) grew it to tens of MB at 10^6 ops. Free slots
+ * are listed through their first int, from free_slot (-1: none). The
+ * pool is sized once, for n_order / 2 + 1 slots, and never grows: a slot
+ * is taken only when none is free, so it belongs to a tree then live,
+ * and live trees are disjoint and of two ops or more. tree is the
  * caller's scratch where it has one: a plan's last_read, which its next
  * pass writes over anyway, so that no fresh pages are touched for it. */
 enum { TREE_LEAF = -2, TREE_ALONE = -1, SLOT = 3 + MG_MAX_INPUTS };
@@ -143,8 +146,8 @@ typedef struct fuse_work {
     uint8_t *bits; /* per tensor id, as the enum above */
     int32_t *tree;
     bool own_tree; /* allocated here, to be freed */
-    int32_t *pool;
-    int32_t n_pool, cap_pool, free_slot;
+    int32_t *pool; /* SLOT ints a slot */
+    int32_t n_slots, cap_slots, free_slot;
     int32_t n_roots;
 } fuse_work;
 
@@ -154,12 +157,16 @@ static void work_free(fuse_work *w) {
     free(w->pool);
 }
 
+static int32_t *slot_at(const fuse_work *w, int32_t slot) {
+    return w->pool + (size_t)slot * SLOT;
+}
+
 static int32_t tree_start(const fuse_work *w, int32_t i) {
-    return w->tree[i] < 0 ? i : w->pool[w->tree[i]];
+    return w->tree[i] < 0 ? i : slot_at(w, w->tree[i])[0];
 }
 
 static int32_t tree_ops(const fuse_work *w, int32_t i) {
-    return w->tree[i] < 0 ? 1 : w->pool[w->tree[i] + 1];
+    return w->tree[i] < 0 ? 1 : slot_at(w, w->tree[i])[1];
 }
 
 /* The position of the step before position i, or -1. */
@@ -192,7 +199,7 @@ static bool chain_ext(const fuse_ctx *p, const fuse_work *w, mg_tensor t,
                 if (!ext_add(ext, n_ext, input_of(p, abs[i], k))) return false;
             continue;
         }
-        const int32_t *e = w->pool + at;
+        const int32_t *e = slot_at(w, at);
         for (int j = 0; j < e[2]; j++)
             if (!ext_add(ext, n_ext, e[3 + j])) return false;
     }
@@ -203,9 +210,9 @@ static bool chain_ext(const fuse_ctx *p, const fuse_work *w, mg_tensor t,
  * sub[0..n_a): its first step's position, its n_ops ops and its n_ext
  * inputs, in the first of their slots, or a free one; their other slots
  * are freed. */
-static mg_status tree_set(fuse_work *w, int32_t i, const int32_t *sub,
-                          int n_a, int32_t first, int n_ops,
-                          const mg_tensor *ext, int n_ext) {
+static mg_status tree_set(fuse_work *w, int32_t i, const int32_t *sub, int n_a,
+                          int32_t first, int n_ops, const mg_tensor *ext,
+                          int n_ext) {
     int32_t at = -1;
     for (int a = 0; a < n_a; a++) {
         const int32_t own = w->tree[sub[a]];
@@ -213,30 +220,27 @@ static mg_status tree_set(fuse_work *w, int32_t i, const int32_t *sub,
         if (at < 0) {
             at = own;
         } else {
-            w->pool[own] = w->free_slot;
+            slot_at(w, own)[0] = w->free_slot;
             w->free_slot = own;
         }
     }
     if (at < 0 && w->free_slot >= 0) {
         at = w->free_slot;
-        w->free_slot = w->pool[at];
+        w->free_slot = slot_at(w, at)[0];
     }
     if (at < 0) {
-        if (w->n_pool + SLOT > w->cap_pool) {
-            const int32_t cap = w->cap_pool ? 2 * w->cap_pool : 64 * SLOT;
-            int32_t *pool = realloc(w->pool, (size_t)cap * sizeof *pool);
-            if (!pool) return nomem();
-            w->pool = pool;
-            w->cap_pool = cap;
-        }
-        at = w->n_pool;
-        w->n_pool += SLOT;
+        if (w->n_slots == w->cap_slots)
+            return mg_set_error(MG_ERR_INTERNAL,
+                                "mg_plan_compile: fusion ran out of the "
+                                "%d tree slots it counted on",
+                                (int)w->cap_slots);
+        at = w->n_slots++;
     }
-    int32_t *e = w->pool + at;
+    int32_t *e = slot_at(w, at);
     e[0] = first;
     e[1] = n_ops;
     e[2] = n_ext;
-    memcpy(e + 3, ext, (size_t)n_ext * sizeof *ext);
+    for (int k = 0; k < n_ext; k++) e[3 + k] = ext[k];
     w->tree[i] = at;
     return MG_OK;
 }
@@ -252,8 +256,7 @@ static bool absorbable(const fuse_ctx *p, uint8_t *bits, mg_tensor t,
         return false;
     if (g->nodes[x].desc != g->nodes[t].desc) {
         const mg_tdesc *dx = mgi_graph_desc(g, x);
-        if (!mgi_tdesc_same_shape(dx, d) || dx->dtype != d->dtype)
-            return false;
+        if (!mgi_tdesc_same_shape(dx, d) || dx->dtype != d->dtype) return false;
     }
     return !mgi_hooks_on(g, x);
 }
@@ -273,7 +276,9 @@ static mg_status fuse_mark(const fuse_ctx *p, int32_t n_tensors,
         w->tree = malloc((size_t)(n_order ? n_order : 1) * sizeof *w->tree);
         w->own_tree = true;
     }
-    if (!w->bits || !w->tree) return nomem();
+    w->cap_slots = n_order / 2 + 1;
+    w->pool = malloc((size_t)w->cap_slots * SLOT * sizeof *w->pool);
+    if (!w->bits || !w->tree || !w->pool) return nomem();
     uint8_t *bits = w->bits;
     int32_t *tree = w->tree;
     /* the steps, what each one is, and how many distinct steps read each
@@ -429,7 +434,7 @@ static mg_status fusion_fill(const fuse_ctx *p, const mg_tensor *order,
     f->member = malloc((size_t)(at ? at : 1) * sizeof *f->member);
     mg_status s = f->ins && f->member ? MG_OK : nomem();
     for (int32_t i = 0; s == MG_OK && i < n_roots; i++) {
-        const int32_t *e = w->pool + w->tree[idx[i].i];
+        const int32_t *e = slot_at(w, w->tree[idx[i].i]);
         mg_tensor *ext = f->ext + (size_t)i * MG_MAX_INPUTS;
         f->n_ext[i] = (uint8_t)e[2];
         memcpy(ext, e + 3, (size_t)e[2] * sizeof *ext);
