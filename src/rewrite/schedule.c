@@ -109,14 +109,20 @@ static const mg_backend_reg *extra_row(mg_device dev) {
     return r && r->plan_extra ? r : NULL;
 }
 
-/* The executor's copy of step t into *r; extra as for step_workspace. */
+/* The executor's copy of step t into *r; extra as for step_workspace.
+ * next_chain: the chain after the last one met, which is most often the
+ * next one (chains are sorted by root, and orders mostly by id). */
 static mg_status step_record(const mg_plan *p, mg_tensor t,
-                             const mg_backend_reg *extra, mg_plan_step *r) {
+                             const mg_backend_reg *extra, int32_t *next_chain,
+                             mg_plan_step *r) {
     const mg_node *n = &p->g->nodes[t];
     if (p->fusion && p->fusion->mark[t] == 2) {
         /* a fused chain (fuse.c): its external inputs, no workspace */
         const mgi_fusion *f = p->fusion;
-        const int32_t c = mgi_fusion_chain(f, t);
+        const int32_t c = *next_chain < f->n && f->root[*next_chain] == t
+                              ? *next_chain
+                              : mgi_fusion_chain(f, t);
+        *next_chain = c + 1;
         *r = (mg_plan_step){.op = MG_STEP_FUSED, .n_in = f->n_ext[c]};
         memcpy(r->in, f->ext + (size_t)c * MG_MAX_INPUTS,
                (size_t)f->n_ext[c] * sizeof *r->in);
@@ -197,6 +203,7 @@ static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
                             int32_t *last_read, bool *bwd, bool views) {
     const mg_backend_reg *extra = extra_row(p->device);
     int32_t *cand = NULL, n_cand = 0; /* steps that may be views */
+    int32_t next_chain = 0;
     bool back = false, interleaved = false;
     for (int32_t k = 0; k < n_order; k++) {
         mg_tensor t = order[k];
@@ -211,7 +218,8 @@ static mg_status plan_build(mg_plan *p, const mg_tensor *order, int32_t n_order,
             p->leaves[p->n_leaves++] = t;
         } else {
             p->role[t] |= MG_ROLE_COMPUTED;
-            mg_status s = step_record(p, t, extra, &p->step[p->n_steps]);
+            mg_status s =
+                step_record(p, t, extra, &next_chain, &p->step[p->n_steps]);
             const bool viewable = views && mgi_node_viewable(p->g, t);
             if (s == MG_OK && viewable && !cand &&
                 !(cand = malloc((size_t)n_order * sizeof *cand)))
@@ -363,7 +371,9 @@ static mg_status plan_compile(const mg_graph *g, const mg_tensor *outputs,
          * them fused (fuse.c) */
         const mg_backend_reg *reg = mgi_backend_find(p->device);
         p->fuses = !(opts && opts->no_fusion) && reg && reg->runs_fused;
-        if (p->fuses) s = mgi_plan_fuse(p, order, n_order, &p->fusion);
+        /* last_read is scratch until plan_build */
+        if (p->fuses)
+            s = mgi_plan_fuse(p, order, n_order, last_read, &p->fusion);
     }
     if (s == MG_OK) {
         /* needed is done with: it holds bwd now */
@@ -580,7 +590,7 @@ mg_status mgi_graph_peak(const mg_graph *g, const mg_peak_query *q,
     uint8_t *absorbed = NULL;
     if (q->fuse) {
         s = mgi_fuse_absorbed(g, remap, q->outputs, q->n_outputs, sc->order,
-                              sc->n_order, &absorbed);
+                              sc->n_order, sc->last, &absorbed);
         if (s != MG_OK) return s;
     }
     int32_t n = 0, n_cand = 0; /* steps, and those that may be views */

@@ -269,15 +269,18 @@ int32_t mgi_fusion_chain(const mgi_fusion *f, mg_tensor t);
  * at most MG_FUSE_MAX ops and MG_MAX_INPUTS external inputs. Since every
  * absorbed tensor has the root's size and the chain's steps were
  * consecutive, the fused plan's peak is never above the unfused one's. */
+/* scratch: n_order ints it may write over, or NULL (it allocates its
+ * own): the caller's, where it has some whose pages it touches anyway. */
 mg_status mgi_plan_fuse(const mg_plan *p, const mg_tensor *order,
-                        int32_t n_order, mgi_fusion **out);
+                        int32_t n_order, int32_t *scratch, mgi_fusion **out);
 /* The tensors fusion absorbs in the plan of order[0..n_order) that keeps
  * kept[0..n_kept), reading inputs through remap (NULL: none): a calloc'ed
- * array of g->n flags into *absorbed, for mgi_graph_peak. */
+ * array of g->n flags into *absorbed, for mgi_graph_peak; scratch as for
+ * mgi_plan_fuse. */
 mg_status mgi_fuse_absorbed(const mg_graph *g, const mg_tensor *remap,
                             const mg_tensor *kept, int n_kept,
                             const mg_tensor *order, int32_t n_order,
-                            uint8_t **absorbed);
+                            int32_t *scratch, uint8_t **absorbed);
 /* The chain of fused step t of p (an MG_STEP_FUSED step's tensor):
  * *ins and *n, or false when p has no chain rooted at t. */
 bool mgi_fusion_find(const mg_plan *p, mg_tensor t, const mg_fused_instr **ins,
