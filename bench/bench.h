@@ -46,6 +46,7 @@ typedef struct common_opts {
     const char *model;
     long depth;
     int no_fusion;    /* --fusion no: mg_plan_options.no_fusion */
+    long seq;         /* --seq T: the gpt's sequence length; 0, its default */
 } common_opts;
 
 /* ------------------------------------------------------------ the commands */

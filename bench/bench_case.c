@@ -28,6 +28,8 @@ int bench_case_setup(const char *model, common_opts *o) {
     if (o->dropout > 0 && !o->spec->has_dropout)
         return bench_usage_error("--dropout: the %s model has no dropout",
                                  o->spec->name);
+    if (o->seq && strcmp(o->spec->name, "gpt"))
+        return bench_usage_error("--seq: only the gpt model takes it");
     if (!o->batch) o->batch = o->spec->default_batch;
     if (!o->width) o->width = o->spec->default_width;
     if ((rc = bench_device_check(o->device))) return rc;
@@ -37,7 +39,8 @@ int bench_case_setup(const char *model, common_opts *o) {
 
 bench_model_cfg bench_case_cfg(const common_opts *o, long depth) {
     return (bench_model_cfg){(int)depth, (int)o->batch, (int)o->width,
-                             o->dropout, o->device,     o->no_fusion};
+                             o->dropout, o->device,     o->no_fusion,
+                             (int)o->seq};
 }
 
 void bench_case_refusal_print(const char *prefix, const bench_case *c,

@@ -26,6 +26,9 @@
  *       that order, raw in their dtype: a caller can then check its own
  *       reference on the same side of every ReLU's kink as memgrad's
  *       float32 forward (tests/onnx_torch_crosscheck.py does).
+ *       --profile FILE writes the profiler's table (mg_profiler_print:
+ *       time by op kind and phase) over the steps after the first, which
+ *       warms the pool and the kernels, to FILE ("-": standard output).
  *
  * Integer inputs (token ids) without a file get random ids in [0, 4).
  *
@@ -39,6 +42,7 @@
  * smallest budget that does.
  */
 #include <memgrad.h>
+#include <memgrad_observe.h>
 #include <memgrad_onnx.h>
 
 #include "../src/common/proc_status.h"
@@ -59,7 +63,8 @@ static int usage(void) {
             "[--policy none,memory,speed,budget] [--budget B] [--dot FILE]\n"
             "       memgrad-onnx step MODEL.onnx --batch N --policy P "
             "[--budget B] [--input FILE] [--labels FILE] [--save-grads FILE] "
-            "[--repeat K] [--tensors N,N,... --save-tensors FILE]\n"
+            "[--repeat K] [--tensors N,N,... --save-tensors FILE] "
+            "[--profile FILE]\n"
             "  --budget goes with policy budget: bytes of memgrad's pool "
             "(BYTES, or with K/M/G = 2^10/2^20/2^30), or a fraction of plain "
             "backprop's peak, e.g. 0.25x\n");
@@ -413,7 +418,7 @@ static int write_tensors(const char *path, const mg_graph *g,
 static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
                     size_t budget, const char *input, const char *labels_file,
                     const char *save, int repeat, const name_list *names,
-                    const char *save_tensors) {
+                    const char *save_tensors, const char *profile) {
     job j;
     int rc = 1;
     void **inputs = NULL;
@@ -423,6 +428,8 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
     mg_binding *b = NULL;
     mg_exec *ex = NULL;
     double *times = NULL;
+    mg_profiler *prof = NULL;
+    FILE *prof_out = NULL;
     if (job_build(&j, path, batch, pol, budget, names)) goto done;
     int ni = mg_onnx_num_inputs(j.m);
     inputs = calloc((size_t)ni + 1, sizeof *inputs);
@@ -490,7 +497,20 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
         memset(extra[k], 0, mg_tensor_nbytes(j.g, j.extra[k]));
     const bool have_hwm = mgi_proc_peak_reset();
     const size_t rss_before = mgi_proc_status_bytes("VmRSS");
+    if (profile && mg_profiler_new(&prof)) {
+        fail("profiler");
+        goto done;
+    }
     for (int r = 0; r < repeat; r++) {
+        /* the first step warms the pool and the kernels: not profiled
+         * unless it is the only one */
+        if (prof && r == (repeat > 1)) {
+            const mg_observer obs = mg_profiler_observer(prof);
+            if (mg_exec_observer_attach(ex, &obs, NULL)) {
+                fail("profiler");
+                goto done;
+            }
+        }
         double t0 = now_s();
         if (mg_exec_run(ex, j.plan, b, nb, (uint64_t)r)) {
             fail("run");
@@ -526,6 +546,17 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
         goto done;
     }
     print_budget(&sum);
+    if (prof) {
+        prof_out = strcmp(profile, "-") ? fopen(profile, "w") : stdout;
+        if (!prof_out) {
+            fprintf(stderr, "memgrad-onnx: cannot write %s\n", profile);
+            goto done;
+        }
+        if (mg_profiler_print(prof, prof_out)) {
+            fail("profile");
+            goto done;
+        }
+    }
     if (save &&
         write_tensors(save, j.g, j.grads, (void *const *)grads, j.n_params))
         goto done;
@@ -537,7 +568,9 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
 nomem:
     fprintf(stderr, "memgrad-onnx: out of memory\n");
 done:
+    if (prof_out && prof_out != stdout) fclose(prof_out);
     mg_exec_free(ex);
+    mg_profiler_free(prof);
     free(b);
     for (int i = 0; inputs && i < mg_onnx_num_inputs(j.m); i++) free(inputs[i]);
     free(inputs);
@@ -584,7 +617,7 @@ int main(int argc, char **argv) {
     int repeat = 1;
     const char *policy = is_plan ? "none,memory,speed" : NULL, *dot = NULL,
                *input = NULL, *labels = NULL, *save = NULL, *names = NULL,
-               *save_tensors = NULL, *budget_text = NULL;
+               *save_tensors = NULL, *budget_text = NULL, *profile = NULL;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return usage();
@@ -598,6 +631,7 @@ int main(int argc, char **argv) {
         else if (is_step && !strcmp(a, "--tensors")) names = v;
         else if (is_step && !strcmp(a, "--save-tensors")) save_tensors = v;
         else if (is_step && !strcmp(a, "--repeat")) repeat = atoi(v);
+        else if (is_step && !strcmp(a, "--profile")) profile = v;
         else return usage();
         i++;
     }
@@ -638,7 +672,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     int rc = cmd_step(path, batch, pols[0], budget, input, labels, save, repeat,
-                      names ? &list : NULL, save_tensors);
+                      names ? &list : NULL, save_tensors, profile);
     names_free(&list);
     return rc;
 }
