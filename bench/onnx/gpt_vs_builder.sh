@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # A GPT that arrives through the ONNX importer beside memgrad's own GPT
-# builder of the same shape (issue 46, "views, not copies"): the model of
-# bench/onnx/gpt_export.py (torch.onnx.export, training mode, opset 17:
+# builder of the same shape (issue 46, "views, not copies"). The imported
+# model is bench/onnx/gpt_export.py's (torch.onnx.export, training mode:
 # one qkv Linear split three ways, heads by view/transpose, masked_fill of
-# a triu buffer, exact GELU, tied head) through `memgrad-onnx step`, and
-# `mg-bench step --model gpt` (mg_model_gpt: q, k and v Linears, the fused
-# causal attention, tanh GELU, tied head) at 4 layers, d 256, 8 heads,
-# T 256, batch 8, vocabulary 256, policy none, one thread. The two run in
-# turn, ROUNDS times (A B A B ...), each a fresh process timing 3 steps
-# after a warm-up one; a row per round has both medians and their ratio,
-# so that load from other processes falls on both alike, and the last
-# line the median of the ratios. With --profile, each memgrad-onnx run's
-# profile table (time by op kind and phase) goes to the raw log too.
-# Writes bench/results/gpt-import-vs-builder.txt.
+# a triu buffer, tied head), through `memgrad-onnx step`, twice:
+#   exact  nn.GELU's default (erf) at opset 17, which exports the erf
+#          formula (Div, Erf, Add, Mul, Mul);
+#   tanh   GELU's tanh form at opset 20, one Gelu node: mg_gelu, the
+#          builder's, so the two graphs differ only in how the model
+#          arrived (layout ops, one qkv product split, the mask).
+# The builder is `mg-bench step --model gpt` (mg_model_gpt: q, k and v
+# Linears, the fused causal attention, mg_gelu, tied head). All at 4
+# layers, d 256, 8 heads, T 256, batch 8, vocabulary 256, policy none, one
+# thread. The three run in turn, ROUNDS times, each a fresh process timing
+# 3 steps after a warm-up one; a row per round has the medians and the
+# ratios to the builder's of the same round, so that load from other
+# processes falls on all alike, and the last lines the median ratios. The
+# last exact run's profile table (mg_profiler_print, time by op kind and
+# phase) closes the file. Writes bench/results/gpt-import-vs-builder.txt.
 #
 #   usage: bash bench/onnx/gpt_vs_builder.sh [BUILD_DIR] [PYTHON] [ROUNDS]
 #          (defaults: build, python3, 5; BUILD_DIR has memgrad-onnx and
@@ -27,42 +32,54 @@ work=$build/onnx-gpt-vs-builder
 mkdir -p "$work"
 out=bench/results/gpt-import-vs-builder.txt
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-"$py" bench/onnx/gpt_export.py "$work/gpt.onnx" $layers $d $seq $batch $vocab
-imp="$build/memgrad-onnx step $work/gpt.onnx --batch $batch --policy none --repeat 3 --profile $work/profile.txt"
+"$py" bench/onnx/gpt_export.py "$work/gpt-exact.onnx" $layers $d $seq $batch $vocab exact 17
+"$py" bench/onnx/gpt_export.py "$work/gpt-tanh.onnx" $layers $d $seq $batch $vocab tanh 20
+step="$build/memgrad-onnx step --batch $batch --policy none --repeat 3"
+exact="$step $work/gpt-exact.onnx --profile $work/profile.txt"
+tanh="$step $work/gpt-tanh.onnx"
 bld="$build/mg-bench step --model gpt --depth $layers --batch $batch --width $d --seq $seq --policy none --repeat 3"
 {
     echo "# bash bench/onnx/gpt_vs_builder.sh $build $py $rounds   ($(date -u +%Y-%m-%d))"
     echo "# commit: $(git rev-parse HEAD)$(git diff --quiet HEAD -- src include tools bench || echo ' (modified)')"
     echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "# torch $("$py" -c 'import torch; print(torch.__version__)') exported the model; one thread (OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=1)"
-    echo "# imported: \$ $imp"
-    echo "# builder:  \$ $bld"
+    echo "# torch $("$py" -c 'import torch; print(torch.__version__)') exported the models; one thread (OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=1)"
+    echo "# exact:   \$ $exact   (gpt_export.py ... exact 17)"
+    echo "# tanh:    \$ $tanh   (gpt_export.py ... tanh 20)"
+    echo "# builder: \$ $bld"
     echo "# shape: $layers layers, d $d, $((d / 32)) heads, T $seq, batch $batch, vocabulary $vocab; policy none"
-    echo "# times: each run's median of 3 steps (ms); ratio = imported / builder, same round"
-    echo "# peaks: the pool's measured and predicted peak (bytes)"
-    printf '%-6s %12s %12s %8s %12s %12s %12s %12s\n' round import_ms builder_ms ratio \
-        imp_measured imp_predicted bld_measured bld_predicted
+    echo "# times: each run's median of 3 steps (ms); ratios to the builder's time of the same round"
+    echo "# peaks: the pool's measured and predicted peak (bytes); they must be equal"
+    printf '%-5s %9s %9s %9s %7s %7s %10s %10s %10s %10s %10s %10s\n' round exact_ms tanh_ms bld_ms \
+        exact/b tanh/b ex_meas ex_pred tanh_meas tanh_pred bld_meas bld_pred
 } >"$out"
-ratios=()
+onnx_row() { # FILE: median ms, measured, predicted
+    local s m p
+    s=$(sed -n 's/^median step \([0-9.]*\) s.*/\1/p' "$1")
+    m=$(sed -n 's/^pool peak measured \([0-9]*\) bytes, predicted \([0-9]*\) bytes/\1/p' "$1")
+    p=$(sed -n 's/^pool peak measured \([0-9]*\) bytes, predicted \([0-9]*\) bytes/\2/p' "$1")
+    echo "$(awk -v s="$s" 'BEGIN { printf "%.1f", s * 1000 }') $m $p"
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+rex=() rta=()
 for r in $(seq 1 "$rounds"); do
-    $imp >"$work/imp.txt"
+    $exact >"$work/exact.txt"
+    $tanh >"$work/tanh.txt"
     $bld >"$work/bld.txt" 2>/dev/null
-    it=$(sed -n 's/^median step \([0-9.]*\) s.*/\1/p' "$work/imp.txt")
-    it=$(awk -v s="$it" 'BEGIN { printf "%.1f", s * 1000 }')
-    im=$(sed -n 's/^pool peak measured \([0-9]*\) bytes, predicted \([0-9]*\) bytes/\1/p' "$work/imp.txt")
-    ip=$(sed -n 's/^pool peak measured \([0-9]*\) bytes, predicted \([0-9]*\) bytes/\2/p' "$work/imp.txt")
+    read -r et em ep < <(onnx_row "$work/exact.txt")
+    read -r tt tm tp < <(onnx_row "$work/tanh.txt")
     bt=$(sed -n 's/^time_ms_median=//p' "$work/bld.txt")
     bm=$(sed -n 's/^peak_bytes=//p' "$work/bld.txt")
     bp=$(sed -n 's/^predicted_peak_bytes=//p' "$work/bld.txt")
-    ratio=$(awk -v a="$it" -v b="$bt" 'BEGIN { printf "%.3f", a / b }')
-    ratios+=("$ratio")
-    printf '%-6s %12s %12.1f %8s %12s %12s %12s %12s\n' "$r" "$it" "$bt" "$ratio" \
-        "$im" "$ip" "$bm" "$bp" >>"$out"
+    re=$(awk -v a="$et" -v b="$bt" 'BEGIN { printf "%.3f", a / b }')
+    rt=$(awk -v a="$tt" -v b="$bt" 'BEGIN { printf "%.3f", a / b }')
+    rex+=("$re") rta+=("$rt")
+    printf '%-5s %9s %9s %9.1f %7s %7s %10s %10s %10s %10s %10s %10s\n' "$r" "$et" "$tt" "$bt" \
+        "$re" "$rt" "$em" "$ep" "$tm" "$tp" "$bm" "$bp" >>"$out"
 done
-med=$(printf '%s\n' "${ratios[@]}" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
-echo "median ratio imported / builder: $med over $rounds rounds" >>"$out"
 {
-    echo "# the last imported run's profile (steps after its warm-up):"
+    echo "median ratio exact / builder: $(printf '%s\n' "${rex[@]}" | median) over $rounds rounds"
+    echo "median ratio tanh / builder: $(printf '%s\n' "${rta[@]}" | median) over $rounds rounds"
+    echo "# the last exact run's profile (the steps after its warm-up):"
     sed 's/^/# /' "$work/profile.txt"
 } >>"$out"
 cat "$out"
