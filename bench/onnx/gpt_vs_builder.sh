@@ -34,9 +34,9 @@ out=bench/results/gpt-import-vs-builder.txt
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 "$py" bench/onnx/gpt_export.py "$work/gpt-exact.onnx" $layers $d $seq $batch $vocab exact 17
 "$py" bench/onnx/gpt_export.py "$work/gpt-tanh.onnx" $layers $d $seq $batch $vocab tanh 20
-step="$build/memgrad-onnx step --batch $batch --policy none --repeat 3"
-exact="$step $work/gpt-exact.onnx --profile $work/profile.txt"
-tanh="$step $work/gpt-tanh.onnx"
+opts="--batch $batch --policy none --repeat 3"
+exact="$build/memgrad-onnx step $work/gpt-exact.onnx $opts --profile $work/profile.txt"
+tanh="$build/memgrad-onnx step $work/gpt-tanh.onnx $opts"
 bld="$build/mg-bench step --model gpt --depth $layers --batch $batch --width $d --seq $seq --policy none --repeat 3"
 {
     echo "# bash bench/onnx/gpt_vs_builder.sh $build $py $rounds   ($(date -u +%Y-%m-%d))"
