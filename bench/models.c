@@ -19,7 +19,8 @@
  *                at batch 8, d_model 128) against 12 d_model^2 weights
  *                (768 KiB).
  *   gpt          the transformer with a tied head at sequence 512 (issue
- *                30's size: 6 layers, d_model 256, 8 heads, batch 8).
+ *                30's size: 6 layers, d_model 256, 8 heads, batch 8), or
+ *                --seq T (issue 46: an imported GPT's T, to compare).
  */
 #include "models.h"
 
