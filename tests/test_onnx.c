@@ -213,6 +213,30 @@ START_TEST(test_attention_where_fused) {
 }
 END_TEST
 
+/* Constant masks as the fused op's causal flag (issue 46): Where(triu(T,
+ * 1), -inf, s) and Add(s, constant 0 / -inf above the diagonal) are; a
+ * triangle that keeps the first superdiagonal (triu(T, 2)) is not, and
+ * stays an additive mask. The forward matches the reference evaluator's
+ * either way. */
+START_TEST(test_attention_causal_mask) {
+    check_forward("attention_causal", 2);
+    mg_graph *g = mg_graph_new();
+    mg_onnx_model *m = import("attention_causal.onnx", g, 1, 2);
+    int fused = 0, causal = 0, masked = 0;
+    for (mg_tensor t = 0; t < (mg_tensor)mg_graph_num_tensors(g); t++) {
+        if (strcmp(mg_tensor_op_name(g, t), "attention")) continue;
+        fused++;
+        causal += g->nodes[t].attrs->causal != 0 && g->nodes[t].n_in == 3;
+        masked += g->nodes[t].attrs->causal == 0 && g->nodes[t].n_in == 4;
+    }
+    ck_assert_int_eq(fused, 3);
+    ck_assert_int_eq(causal, 2);
+    ck_assert_int_eq(masked, 1);
+    mg_onnx_model_free(m);
+    mg_graph_free(g);
+}
+END_TEST
+
 START_TEST(test_mlp_forward) { check_forward("mlp", 3); }
 END_TEST
 START_TEST(test_cnn_forward) { check_forward("cnn", 2); }
@@ -731,9 +755,10 @@ int main(void) {
         s, "import", 300,
         TH_TESTS(
             test_mlp_forward, test_cnn_forward, test_ops_forward,
-            test_attention_fused, test_attention_where_fused, test_gpt_forward,
-            test_resnet_forward, test_mobilenet_forward, test_unet_forward,
-            test_bert_forward, test_where_init_forward, test_bert_mask_forward,
+            test_attention_fused, test_attention_where_fused,
+            test_attention_causal_mask, test_gpt_forward, test_resnet_forward,
+            test_mobilenet_forward, test_unet_forward, test_bert_forward,
+            test_where_init_forward, test_bert_mask_forward,
             test_bool_ops_forward, test_int_input_cast_once,
             test_pool_attrs_forward, test_model_handle,
             test_mlp_grads_match_hand_built, test_cnn_grads_finite_difference,
