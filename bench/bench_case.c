@@ -346,9 +346,10 @@ mg_status bench_case_timed_step(bench_case *c, int k, step_result *r) {
      * before mg_exec_run returns. On a device CUDA events on the default
      * stream time it again on the GPU's clock. */
     int ev = r->event_times && bench_device_timer_start();
-    double t0 = bench_now_ms();
+    double t0 = bench_now_ms(), c0 = bench_process_cpu_ms();
     mg_status s = mg_exec_run(c->ex, c->plan, c->binds, c->n_binds, 0);
     r->times[k] = bench_now_ms() - t0;
+    r->cpu_ms_total += bench_process_cpu_ms() - c0;
     if (r->event_times)
         r->event_times[k] = ev ? bench_device_timer_stop() : NAN;
     mg_pool_stats st;

@@ -16,10 +16,10 @@
 # 3 steps after a warm-up one; a row per round has the medians and the
 # ratios to the builder's of the same round, so that load from other
 # processes falls on all alike, and the last lines the median ratios. On a
-# loaded machine a step's wall time includes waiting for a core, so each
-# process's CPU time (user + system, /usr/bin/time; the import or build and
-# the planning included, the same four steps) and its ratio to the
-# builder's are in the row too. The
+# loaded machine a step's wall time includes waiting for a core, so the
+# mean CPU time of the process over the timed steps (memgrad-onnx's "mean
+# step cpu", mg-bench's cpu_ms_mean: CLOCK_PROCESS_CPUTIME_ID around each
+# mg_exec_run) and its ratio to the builder's are in the row too. The
 # last exact run's profile table (mg_profiler_print, time by op kind and
 # phase) closes the file. Writes bench/results/gpt-import-vs-builder.txt.
 #
@@ -53,9 +53,9 @@ bld="$build/mg-bench step --model gpt --depth $layers --batch $batch --width $d 
     echo "# shape: $layers layers, d $d, $((d / 32)) heads, T $seq, batch $batch, vocabulary $vocab; policy none"
     echo "# times: each run's median of 3 steps (ms); ratios to the builder's time of the same round"
     echo "# peaks: the pool's measured and predicted peak (bytes); they must be equal"
-    echo "# cpu: each process's user + system seconds; cpu ratios to the builder's"
-    printf '%-5s %9s %9s %9s %7s %7s %7s %7s %7s %7s %7s %10s %10s %10s %10s %10s %10s\n' round exact_ms \
-        tanh_ms bld_ms exact/b tanh/b ex_cpu ta_cpu bl_cpu ex/b_cpu ta/b_cpu ex_meas ex_pred tanh_meas \
+    echo "# cpu: the process's mean CPU ms per timed step; cpu ratios to the builder's"
+    printf '%-5s %9s %9s %9s %7s %7s %9s %9s %9s %8s %8s %10s %10s %10s %10s %10s %10s\n' round exact_ms \
+        tanh_ms bld_ms exact/b tanh/b ex_cpu_ms ta_cpu_ms bl_cpu_ms ex/b_cpu ta/b_cpu ex_meas ex_pred tanh_meas \
         tanh_pred bld_meas bld_pred
 } >"$out"
 onnx_row() { # FILE: median ms, measured, predicted
@@ -65,14 +65,15 @@ onnx_row() { # FILE: median ms, measured, predicted
     p=$(sed -n 's/^pool peak measured \([0-9]*\) bytes, predicted \([0-9]*\) bytes/\2/p' "$1")
     echo "$(awk -v s="$s" 'BEGIN { printf "%.1f", s * 1000 }') $m $p"
 }
-cpu() { awk '{ printf "%.2f", $1 + $2 }' "$1"; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 rex=() rta=() cex=() cta=()
 for r in $(seq 1 "$rounds"); do
-    /usr/bin/time -f '%U %S' -o "$work/exact.time" $exact >"$work/exact.txt"
-    /usr/bin/time -f '%U %S' -o "$work/tanh.time" $tanh >"$work/tanh.txt"
-    /usr/bin/time -f '%U %S' -o "$work/bld.time" $bld >"$work/bld.txt" 2>/dev/null
-    ec=$(cpu "$work/exact.time") tc=$(cpu "$work/tanh.time") bc=$(cpu "$work/bld.time")
+    $exact >"$work/exact.txt"
+    $tanh >"$work/tanh.txt"
+    $bld >"$work/bld.txt" 2>/dev/null
+    ec=$(sed -n 's/^mean step cpu \([0-9.]*\) s/\1/p' "$work/exact.txt" | awk '{ printf "%.1f", $1 * 1000 }')
+    tc=$(sed -n 's/^mean step cpu \([0-9.]*\) s/\1/p' "$work/tanh.txt" | awk '{ printf "%.1f", $1 * 1000 }')
+    bc=$(sed -n 's/^cpu_ms_mean=//p' "$work/bld.txt" | awk '{ printf "%.1f", $1 }')
     read -r et em ep < <(onnx_row "$work/exact.txt")
     read -r tt tm tp < <(onnx_row "$work/tanh.txt")
     bt=$(sed -n 's/^time_ms_median=//p' "$work/bld.txt")
@@ -83,7 +84,7 @@ for r in $(seq 1 "$rounds"); do
     rce=$(awk -v a="$ec" -v b="$bc" 'BEGIN { printf "%.3f", a / b }')
     rct=$(awk -v a="$tc" -v b="$bc" 'BEGIN { printf "%.3f", a / b }')
     rex+=("$re") rta+=("$rt") cex+=("$rce") cta+=("$rct")
-    printf '%-5s %9s %9s %9.1f %7s %7s %7s %7s %7s %7s %7s %10s %10s %10s %10s %10s %10s\n' "$r" "$et" \
+    printf '%-5s %9s %9s %9.1f %7s %7s %9s %9s %9s %8s %8s %10s %10s %10s %10s %10s %10s\n' "$r" "$et" \
         "$tt" "$bt" "$re" "$rt" "$ec" "$tc" "$bc" "$rce" "$rct" "$em" "$ep" "$tm" "$tp" "$bm" "$bp" >>"$out"
 done
 {
