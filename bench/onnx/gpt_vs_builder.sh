@@ -44,7 +44,7 @@ tanh="$build/memgrad-onnx step $work/gpt-tanh.onnx $opts"
 bld="$build/mg-bench step --model gpt --depth $layers --batch $batch --width $d --seq $seq --policy none --repeat 3"
 {
     echo "# bash bench/onnx/gpt_vs_builder.sh $build $py $rounds   ($(date -u +%Y-%m-%d))"
-    echo "# commit: $(git rev-parse HEAD)$(git diff --quiet HEAD -- src include tools bench || echo ' (modified)')"
+    echo "# commit: $(git rev-parse HEAD)$(git diff --quiet HEAD -- src include tools bench ':!bench/results' || echo ' (modified)')"
     echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "# torch $("$py" -c 'import torch; print(torch.__version__)') exported the models; one thread (OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=1)"
     echo "# exact:   \$ $exact   (gpt_export.py ... exact 17)"
