@@ -46,6 +46,7 @@ typedef struct common_opts {
     const char *model;
     long depth;
     int no_fusion;    /* --fusion no: mg_plan_options.no_fusion */
+    long seq;         /* --seq T: the gpt's sequence length; 0, its default */
 } common_opts;
 
 /* ------------------------------------------------------------ the commands */
@@ -104,6 +105,8 @@ int bench_policy_list_parse(const char *s, mg_ckpt_policy *out, int cap);
 
 void bench_blas_info(char *buf, size_t len);
 double bench_now_ms(void);
+/* CPU time of the whole process (every thread), in ms. */
+double bench_process_cpu_ms(void);
 /* CPU time of the calling thread (user and system), in ms: on a loaded
  * machine, what one core spent, where wall time also counts waiting. */
 double bench_cpu_ms(void);
@@ -180,6 +183,9 @@ typedef struct step_result {
     double time_ms_median;
     double *times;       /* repeat entries, wall clock around mg_exec_run */
     double *event_times; /* on a CUDA device: CUDA events, else NULL */
+    double cpu_ms_total; /* the process's CPU time over the timed steps:
+                          * on a loaded machine wall time includes waiting
+                          * for a core */
     size_t peak_bytes;
     size_t reserved_bytes; /* the pool's reservation after the first step */
     size_t rss_before, rss_peak;

@@ -28,6 +28,8 @@ int bench_case_setup(const char *model, common_opts *o) {
     if (o->dropout > 0 && !o->spec->has_dropout)
         return bench_usage_error("--dropout: the %s model has no dropout",
                                  o->spec->name);
+    if (o->seq && strcmp(o->spec->name, "gpt"))
+        return bench_usage_error("--seq: only the gpt model takes it");
     if (!o->batch) o->batch = o->spec->default_batch;
     if (!o->width) o->width = o->spec->default_width;
     if ((rc = bench_device_check(o->device))) return rc;
@@ -37,7 +39,8 @@ int bench_case_setup(const char *model, common_opts *o) {
 
 bench_model_cfg bench_case_cfg(const common_opts *o, long depth) {
     return (bench_model_cfg){(int)depth, (int)o->batch, (int)o->width,
-                             o->dropout, o->device,     o->no_fusion};
+                             o->dropout, o->device,     o->no_fusion,
+                             (int)o->seq};
 }
 
 void bench_case_refusal_print(const char *prefix, const bench_case *c,
@@ -343,9 +346,10 @@ mg_status bench_case_timed_step(bench_case *c, int k, step_result *r) {
      * before mg_exec_run returns. On a device CUDA events on the default
      * stream time it again on the GPU's clock. */
     int ev = r->event_times && bench_device_timer_start();
-    double t0 = bench_now_ms();
+    double t0 = bench_now_ms(), c0 = bench_process_cpu_ms();
     mg_status s = mg_exec_run(c->ex, c->plan, c->binds, c->n_binds, 0);
     r->times[k] = bench_now_ms() - t0;
+    r->cpu_ms_total += bench_process_cpu_ms() - c0;
     if (r->event_times)
         r->event_times[k] = ev ? bench_device_timer_stop() : NAN;
     mg_pool_stats st;

@@ -37,7 +37,7 @@ void bench_usage_print(FILE *out) {
         "                        [--save-grads FILE] [--max-bytes BYTES]\n"
         "                        [--device cpu|cuda] [--compact yes|no]\n"
         "                        [--store16 yes|no] [--plan-only yes|no]\n"
-        "                        [--fusion yes|no]\n"
+        "                        [--fusion yes|no] [--seq T]\n"
         "       mg-bench observe [--model NAME] [--depth N] [--policy P] "
         "[--batch B]\n"
         "                        [--width W] [--repeat K] [--trace FILE]\n"
@@ -102,6 +102,7 @@ void bench_usage_print(FILE *out) {
         "relu\n"
         "              output read only by its own gradient: --compact keeps\n"
         "              its sign bits\n"
+        "  --seq       T: the gpt's sequence length (default 512)\n"
         "  --fusion    no: mg_plan_options.no_fusion, one step per op\n"
         "              (chains of element-wise ops unfused). Default: yes\n"
         "  --store16   yes: mg_checkpoints.store16, float32 activations kept\n"
@@ -325,6 +326,9 @@ int bench_common_opt_parse(const char *opt, const char *value, common_opts *o) {
         if (errno || end == value || *end || !(p >= 0 && p < 1))
             return bench_usage_error("bad --dropout '%s' (0 <= p < 1)", value);
         o->dropout = p;
+    } else if (!strcmp(opt, "--seq")) {
+        if (!bench_long_parse(value, 1, 1L << 20, &o->seq))
+            return bench_usage_error("bad --seq '%s'", value);
     } else if (!strcmp(opt, "--fusion")) {
         if (strcmp(value, "yes") && strcmp(value, "no"))
             return bench_usage_error("bad --fusion '%s' (yes or no)", value);
@@ -430,6 +434,12 @@ void bench_blas_info(char *buf, size_t len) {
 double bench_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+double bench_process_cpu_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 

@@ -131,8 +131,9 @@ int bench_cmd_step(int argc, char **argv) {
             bench_device_info(gpu, sizeof gpu);
             printf("gpu=%s\n", gpu);
         }
-        printf("loss=%.9g\ntime_ms_median=%.3f\ntime_ms=", (double)r.loss,
-               r.time_ms_median);
+        printf("loss=%.9g\ntime_ms_median=%.3f\ncpu_ms_mean=%.3f\ntime_ms=",
+               (double)r.loss, r.time_ms_median,
+               r.cpu_ms_total / (double)o.repeat);
         for (int k = 0; k < o.repeat; k++)
             printf("%s%.3f", k ? "," : "", r.times[k]);
         if (r.event_times) { /* CUDA events around each step */

@@ -19,7 +19,8 @@
  *                at batch 8, d_model 128) against 12 d_model^2 weights
  *                (768 KiB).
  *   gpt          the transformer with a tied head at sequence 512 (issue
- *                30's size: 6 layers, d_model 256, 8 heads, batch 8).
+ *                30's size: 6 layers, d_model 256, 8 heads, batch 8), or
+ *                --seq T (issue 46: an imported GPT's T, to compare).
  */
 #include "models.h"
 
@@ -66,8 +67,9 @@ static mg_model *build_transformer(const bench_model_cfg *c, size_t *act) {
 #define GPT_SEQ 512
 static mg_model *build_gpt(const bench_model_cfg *c, size_t *act) {
     int heads = c->width >= 32 && c->width % 32 == 0 ? c->width / 32 : 1;
-    *act = (size_t)c->batch * GPT_SEQ * (size_t)c->width * sizeof(float);
-    return mg_model_gpt(c->depth, c->width, heads, GPT_SEQ, c->batch,
+    const int seq = c->seq ? c->seq : GPT_SEQ;
+    *act = (size_t)c->batch * (size_t)seq * (size_t)c->width * sizeof(float);
+    return mg_model_gpt(c->depth, c->width, heads, seq, c->batch,
                         TRANSFORMER_VOCAB, c->dropout, MG_F32, BENCH_SEED);
 }
 

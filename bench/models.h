@@ -25,6 +25,7 @@ typedef struct bench_model_cfg {
     double dropout;   /* the MLP's and transformers' dropout p (--dropout) */
     mg_device device; /* the plan's (mg_plan_options.device): --device */
     int no_fusion;    /* mg_plan_options.no_fusion: --fusion no */
+    int seq;          /* the gpt's sequence length (--seq); 0: GPT_SEQ */
 } bench_model_cfg;
 
 typedef struct bench_model_spec {

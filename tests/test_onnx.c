@@ -8,6 +8,7 @@
  */
 #include <dirent.h>
 
+#include "graph/graph.h"
 #include "helpers.h"
 #include "memgrad_onnx.h"
 
@@ -188,18 +189,49 @@ END_TEST
 /* The masks as torch's masked_fill exports them: Where(causal, -inf,
  * scores) with a constant condition, and Where(keep, scores, -1e9) with a
  * condition computed from an input padding mask. Both blocks become the
- * fused attention op with an additive mask, the forward matches the
- * reference evaluator's, and the Where nodes' composed T x T products are
- * left unread by the plan. */
+ * fused attention op, the first with its causal flag and no mask tensor
+ * (issue 46: the kernel skips the masked tiles), the second with an
+ * additive mask; the forward matches the reference evaluator's, and the
+ * Where nodes' composed T x T products are left unread by the plan. */
 START_TEST(test_attention_where_fused) {
     check_forward("attention_where", 2);
     mg_graph *g = mg_graph_new();
     mg_onnx_model *m = import("attention_where.onnx", g, 1, 2);
-    int fused = 0;
-    for (mg_tensor t = 0; t < (mg_tensor)mg_graph_num_tensors(g); t++)
-        fused += !strcmp(mg_tensor_op_name(g, t), "attention");
+    int fused = 0, causal = 0, masked = 0;
+    for (mg_tensor t = 0; t < (mg_tensor)mg_graph_num_tensors(g); t++) {
+        if (strcmp(mg_tensor_op_name(g, t), "attention")) continue;
+        fused++;
+        causal += g->nodes[t].attrs->causal != 0;
+        masked += g->nodes[t].n_in == 4;
+    }
     ck_assert_int_eq(fused, 2);
+    ck_assert_int_eq(causal, 1);
+    ck_assert_int_eq(masked, 1);
     assert_plan_fused(g, mg_onnx_output(m, 0));
+    mg_onnx_model_free(m);
+    mg_graph_free(g);
+}
+END_TEST
+
+/* Constant masks as the fused op's causal flag (issue 46): Where(triu(T,
+ * 1), -inf, s) and Add(s, constant 0 / -inf above the diagonal) are; a
+ * triangle that keeps the first superdiagonal (triu(T, 2)) is not, and
+ * stays an additive mask. The forward matches the reference evaluator's
+ * either way. */
+START_TEST(test_attention_causal_mask) {
+    check_forward("attention_causal", 2);
+    mg_graph *g = mg_graph_new();
+    mg_onnx_model *m = import("attention_causal.onnx", g, 1, 2);
+    int fused = 0, causal = 0, masked = 0;
+    for (mg_tensor t = 0; t < (mg_tensor)mg_graph_num_tensors(g); t++) {
+        if (strcmp(mg_tensor_op_name(g, t), "attention")) continue;
+        fused++;
+        causal += g->nodes[t].attrs->causal != 0 && g->nodes[t].n_in == 3;
+        masked += g->nodes[t].attrs->causal == 0 && g->nodes[t].n_in == 4;
+    }
+    ck_assert_int_eq(fused, 3);
+    ck_assert_int_eq(causal, 2);
+    ck_assert_int_eq(masked, 1);
     mg_onnx_model_free(m);
     mg_graph_free(g);
 }
@@ -723,9 +755,10 @@ int main(void) {
         s, "import", 300,
         TH_TESTS(
             test_mlp_forward, test_cnn_forward, test_ops_forward,
-            test_attention_fused, test_attention_where_fused, test_gpt_forward,
-            test_resnet_forward, test_mobilenet_forward, test_unet_forward,
-            test_bert_forward, test_where_init_forward, test_bert_mask_forward,
+            test_attention_fused, test_attention_where_fused,
+            test_attention_causal_mask, test_gpt_forward, test_resnet_forward,
+            test_mobilenet_forward, test_unet_forward, test_bert_forward,
+            test_where_init_forward, test_bert_mask_forward,
             test_bool_ops_forward, test_int_input_cast_once,
             test_pool_attrs_forward, test_model_handle,
             test_mlp_grads_match_hand_built, test_cnn_grads_finite_difference,

@@ -26,6 +26,9 @@
  *       that order, raw in their dtype: a caller can then check its own
  *       reference on the same side of every ReLU's kink as memgrad's
  *       float32 forward (tests/onnx_torch_crosscheck.py does).
+ *       --profile FILE writes the profiler's table (mg_profiler_print:
+ *       time by op kind and phase) over the steps after the first, which
+ *       warms the pool and the kernels, to FILE ("-": standard output).
  *
  * Integer inputs (token ids) without a file get random ids in [0, 4).
  *
@@ -46,6 +49,7 @@
  * host tier's measured and predicted peak.
  */
 #include <memgrad.h>
+#include <memgrad_observe.h>
 #include <memgrad_onnx.h>
 
 #include "../src/common/proc_status.h"
@@ -66,8 +70,9 @@ static int usage(void) {
             "[--policy none,memory,speed,budget] [--budget B] "
             "[--offload BW,RATE] [--dot FILE]\n"
             "       memgrad-onnx step MODEL.onnx --batch N --policy P "
-            "[--budget B] [--offload BW,RATE] [--input FILE] [--labels FILE] [--save-grads FILE] "
-            "[--repeat K] [--tensors N,N,... --save-tensors FILE]\n"
+            "[--budget B] [--offload BW,RATE] [--input FILE] [--labels FILE] "
+            "[--save-grads FILE] [--repeat K] "
+            "[--tensors N,N,... --save-tensors FILE] [--profile FILE]\n"
             "  --budget goes with policy budget: bytes of memgrad's pool "
             "(BYTES, or with K/M/G = 2^10/2^20/2^30), or a fraction of plain "
             "backprop's peak, e.g. 0.25x\n");
@@ -90,6 +95,13 @@ static uint64_t rng_next(uint64_t *s) {
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU seconds of the whole process (every thread). */
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -456,9 +468,10 @@ static int write_tensors(const char *path, const mg_graph *g,
 }
 
 static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
-                    size_t budget, const double *rates, const char *input, const char *labels_file,
+                    size_t budget, const double *rates, const char *input,
+                    const char *labels_file,
                     const char *save, int repeat, const name_list *names,
-                    const char *save_tensors) {
+                    const char *save_tensors, const char *profile) {
     job j;
     int rc = 1;
     void **inputs = NULL;
@@ -468,6 +481,8 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
     mg_binding *b = NULL;
     mg_exec *ex = NULL;
     double *times = NULL;
+    mg_profiler *prof = NULL;
+    FILE *prof_out = NULL;
     if (job_build(&j, path, batch, pol, budget, rates, names)) goto done;
     int ni = mg_onnx_num_inputs(j.m);
     inputs = calloc((size_t)ni + 1, sizeof *inputs);
@@ -535,13 +550,28 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
         memset(extra[k], 0, mg_tensor_nbytes(j.g, j.extra[k]));
     const bool have_hwm = mgi_proc_peak_reset();
     const size_t rss_before = mgi_proc_status_bytes("VmRSS");
+    if (profile && mg_profiler_new(&prof)) {
+        fail("profiler");
+        goto done;
+    }
+    double cpu = 0; /* the process's CPU seconds over the steps */
     for (int r = 0; r < repeat; r++) {
-        double t0 = now_s();
+        /* the first step warms the pool and the kernels: not profiled
+         * unless it is the only one */
+        if (prof && r == (repeat > 1)) {
+            const mg_observer obs = mg_profiler_observer(prof);
+            if (mg_exec_observer_attach(ex, &obs, NULL)) {
+                fail("profiler");
+                goto done;
+            }
+        }
+        double t0 = now_s(), c0 = cpu_s();
         if (mg_exec_run(ex, j.plan, b, nb, (uint64_t)r)) {
             fail("run");
             goto done;
         }
         times[r] = now_s() - t0;
+        cpu += cpu_s() - c0;
     }
     const size_t rss_peak = have_hwm ? mgi_proc_status_bytes("VmHWM") : 0;
     mg_pool_stats st;
@@ -551,6 +581,8 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
            "pool peak measured %zu bytes, predicted %zu bytes\n",
            mg_ckpt_policy_name(pol), (double)loss, times[repeat / 2], repeat,
            st.peak_bytes_in_use, predicted);
+    /* on a loaded machine the wall time includes waiting for a core */
+    printf("mean step cpu %.6f s\n", cpu / repeat);
     printf("rss increase over the steps %zu bytes, pool reserved %zu bytes\n",
            rss_peak > rss_before ? rss_peak - rss_before : 0,
            st.bytes_reserved);
@@ -578,6 +610,17 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
         mg_exec_host_stats(ex, &hs) == MG_OK)
         printf("host tier peak measured %zu bytes, predicted %zu bytes\n",
                hs.peak_bytes_in_use, off.host_peak);
+    if (prof) {
+        prof_out = strcmp(profile, "-") ? fopen(profile, "w") : stdout;
+        if (!prof_out) {
+            fprintf(stderr, "memgrad-onnx: cannot write %s\n", profile);
+            goto done;
+        }
+        if (mg_profiler_print(prof, prof_out)) {
+            fail("profile");
+            goto done;
+        }
+    }
     if (save &&
         write_tensors(save, j.g, j.grads, (void *const *)grads, j.n_params))
         goto done;
@@ -589,7 +632,9 @@ static int cmd_step(const char *path, int64_t batch, mg_ckpt_policy pol,
 nomem:
     fprintf(stderr, "memgrad-onnx: out of memory\n");
 done:
+    if (prof_out && prof_out != stdout) fclose(prof_out);
     mg_exec_free(ex);
+    mg_profiler_free(prof);
     free(b);
     for (int i = 0; inputs && i < mg_onnx_num_inputs(j.m); i++) free(inputs[i]);
     free(inputs);
@@ -637,7 +682,7 @@ int main(int argc, char **argv) {
     const char *policy = is_plan ? "none,memory,speed" : NULL, *dot = NULL,
                *input = NULL, *labels = NULL, *save = NULL, *names = NULL,
                *save_tensors = NULL, *budget_text = NULL,
-               *offload = NULL;
+               *offload = NULL, *profile = NULL;
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return usage();
@@ -652,6 +697,7 @@ int main(int argc, char **argv) {
         else if (is_step && !strcmp(a, "--tensors")) names = v;
         else if (is_step && !strcmp(a, "--save-tensors")) save_tensors = v;
         else if (is_step && !strcmp(a, "--repeat")) repeat = atoi(v);
+        else if (is_step && !strcmp(a, "--profile")) profile = v;
         else return usage();
         i++;
     }
@@ -704,8 +750,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     int rc = cmd_step(path, batch, pols[0], budget, with_rates, input, labels,
-                      save, repeat,
-                      names ? &list : NULL, save_tensors);
+                      save, repeat, names ? &list : NULL, save_tensors,
+                      profile);
     names_free(&list);
     return rc;
 }

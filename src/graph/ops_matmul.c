@@ -6,6 +6,7 @@
 #include "graph.h"
 #include "ops_internal.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 
 /* Rows and columns of an operand after its optional transpose. */
@@ -63,11 +64,34 @@ double mgi_matmul_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
            (double)mat_cols(&in[0], a->trans_a);
 }
 
+/* An operand that is a permute swapping only its last two axes is read
+ * from the permute's input with its transpose flag flipped (issue 46): the
+ * GEMM reads the transposed layout in place, so the permute's copy and its
+ * buffer go (no plan computes a permute nobody else reads), and so does
+ * its gradient's, as the matmul's own gradient is written with flags too.
+ * An importer's MatMul(x, Transpose(W)) and the ATen capture's mm(x, t(w))
+ * become one GEMM, in the forward and the backward graph alike. A node
+ * the graph does not hold is left for the shape rule to report. */
+static mg_tensor untransposed(const mg_graph *g, mg_tensor t, bool *trans) {
+    if (!g || t < 0 || t >= g->n || g->nodes[t].op != MG_OP_PERMUTE) return t;
+    const mg_node *n = &g->nodes[t];
+    const int nd = mgi_node_desc(g, n)->ndim;
+    bool swap = nd >= 2 && n->attrs->perm[nd - 2] == nd - 1 &&
+                n->attrs->perm[nd - 1] == nd - 2;
+    for (int i = 0; swap && i < nd - 2; i++) swap = n->attrs->perm[i] == i;
+    if (!swap) return t;
+    *trans = !*trans;
+    return n->in[0];
+}
+
 mg_tensor mg_matmul(mg_graph *g, mg_tensor a, mg_tensor b, int trans_a,
                     int trans_b) {
     mg_attrs at = {0};
-    at.trans_a = trans_a != 0;
-    at.trans_b = trans_b != 0;
+    bool ta = trans_a != 0, tb = trans_b != 0;
+    a = untransposed(g, a, &ta);
+    b = untransposed(g, b, &tb);
+    at.trans_a = ta;
+    at.trans_b = tb;
     const mg_tensor in[2] = {a, b};
     return mgi_graph_add_node(g, MG_OP_MATMUL, 2, in, &at);
 }

@@ -96,6 +96,33 @@ static mg_tensor where_mask(mgi_octx *c, const node_t *w, int score_side,
     return t;
 }
 
+/* Whether constant k, broadcast to the scores [..., lq, lk], is the causal
+ * mask: a value that removes a key (-inf, or the lowest float and below,
+ * which exp takes to 0 beside any finite score) exactly where column j >
+ * row i, and 0 elsewhere, the same in every leading entry. The fused op's
+ * causal flag then does the masking and skips the removed tiles, where a
+ * mask tensor would be read for every score (issue 46: torch's
+ * masked_fill of a triu buffer, the causal mask of every exported GPT).
+ * where_side: k is a Where's condition whose scores are on that side (1
+ * or 2: a nonzero entry picks input 1), fill its other value; 0: k is an
+ * additive mask. */
+static bool causal_const(const mgi_oconst *k, int where_side, double fill,
+                         int64_t lq, int64_t lk) {
+    const double lowest = -3.4028234663852886e38;
+    if (!k || k->ndim < 2 || lq != lk || k->shape[k->ndim - 2] != lq ||
+        k->shape[k->ndim - 1] != lk || (where_side && !(fill <= lowest)))
+        return false;
+    for (int64_t e = 0; e < k->n; e++) {
+        const int64_t i = e / lk % lq, j = e % lk;
+        const double v = mgi_onnx_cval(k, e);
+        const bool removed =
+            where_side ? (v != 0) == (where_side == 2) : v <= lowest;
+        if (removed != (j > i) || (!where_side && !removed && v != 0))
+            return false;
+    }
+    return true;
+}
+
 /* The attention pattern's nodes and values as try_attention matches them,
  * from the softmax back to q kt. */
 typedef struct attn_match {
@@ -116,6 +143,7 @@ typedef struct attn_match {
 /* The graph tensors of the pattern's values and their shapes. */
 typedef struct attn_operands {
     mg_tensor q, kt, v, xt, m;
+    bool causal; /* the mask is the causal one (causal_const): no m */
     int nq, nkt, nv, nx, nm;
     int64_t sq[MG_MAX_DIMS], skt[MG_MAX_DIMS], sv[MG_MAX_DIMS], sx[MG_MAX_DIMS],
         smk[MG_MAX_DIMS];
@@ -186,12 +214,22 @@ static bool match_scale(mgi_octx *c, attn_match *a) {
 static bool attn_tensors(mgi_octx *c, const node_t *n, const attn_match *a,
                          attn_operands *o) {
     o->nm = 0;
+    o->causal = false;
     o->q = named_tensor(c, a->tn->input[0], &o->nq, o->sq);
     o->kt = named_tensor(c, a->tn->input[1], &o->nkt, o->skt);
     o->v = named_tensor(c, n->input[1], &o->nv, o->sv);
     o->xt = named_tensor(c, a->x, &o->nx, o->sx);
-    o->m = a->mask ? named_tensor(c, a->mask, &o->nm, o->smk) : MG_NO_TENSOR;
-    if (a->score_side) {
+    if (o->nx >= 2 && (a->mask || a->score_side)) {
+        const mgi_oval *mv = a->mask ? mgi_onnx_lookup(c, a->mask) : NULL;
+        const mgi_oconst *k =
+            a->mask ? (mv ? mv->c : NULL) : mgi_onnx_in_const(c, a->xn, 0);
+        o->causal = k && k->ndim <= o->nx &&
+                    causal_const(k, a->score_side, a->fill, o->sx[o->nx - 2],
+                                 o->sx[o->nx - 1]);
+    }
+    o->m = a->mask && !o->causal ? named_tensor(c, a->mask, &o->nm, o->smk)
+                                 : MG_NO_TENSOR;
+    if (a->score_side && !o->causal) {
         o->m = where_mask(c, a->xn, a->score_side, a->fill, &o->nm, o->smk);
         if (o->m == MG_NO_TENSOR) {
             mg_clear_error();
@@ -199,7 +237,8 @@ static bool attn_tensors(mgi_octx *c, const node_t *n, const attn_match *a,
         }
     }
     if (o->q == MG_NO_TENSOR || o->kt == MG_NO_TENSOR || o->v == MG_NO_TENSOR ||
-        o->xt == MG_NO_TENSOR || (a->mask && o->m == MG_NO_TENSOR)) {
+        o->xt == MG_NO_TENSOR ||
+        (a->mask && !o->causal && o->m == MG_NO_TENSOR)) {
         mg_clear_error();
         return false;
     }
@@ -287,7 +326,7 @@ static mg_tensor try_attention(mgi_octx *c, const node_t *n, bool *matched) {
     mg_tensor q = o.q;
     if (a.st != MG_NO_TENSOR)
         q = a.div ? mg_div(c->g, q, a.st) : mg_mul(c->g, q, a.st);
-    const mg_attention_opts ao = {.scale = a.scale};
+    const mg_attention_opts ao = {.causal = o.causal, .scale = a.scale};
     return mg_attention_ex(c->g, q, k, o.v, o.m, &ao);
 }
 

@@ -702,4 +702,47 @@ w_keep.astype("<i4").tofile(os.path.join(OUT, "attention_where.input1.bin"))
 np.asarray(ReferenceEvaluator(attn_where).run(None, {"x": w_x, "keep": w_keep})[0],
            dtype="<f4").tofile(os.path.join(OUT, "attention_where.output.bin"))
 
+
+# attention_causal: constant masks the importer may take as the fused op's
+# causal flag (issue 46) and one it must not: block 0 Where(triu(T, 1),
+# -inf, scores), causal; block 1 Add(scores, constant 0 / -inf above the
+# diagonal) from a Constant node (a float initializer would be a trained
+# parameter), causal; block 2 Where(triu(T, 2), -inf, scores), which keeps
+# the first superdiagonal: a mask tensor
+crng = np.random.default_rng(4646)
+cnodes, cinits = [], [
+    numpy_helper.from_array(np.triu(np.ones((5, 5), dtype=bool), 1), "ccausal"),
+    numpy_helper.from_array(np.triu(np.ones((5, 5), dtype=bool), 2), "cshift"),
+    numpy_helper.from_array(np.array(-np.inf, np.float32), "cninf"),
+    numpy_helper.from_array(np.array(0.5, np.float32), "cscale")]
+cnodes.append(helper.make_node(
+    "Constant", [], ["cadd"],
+    value=numpy_helper.from_array(
+        np.triu(np.full((5, 5), -np.inf, dtype=np.float32), 1), "cadd_v")))
+src = "x"
+for b in range(3):
+    for part in "qkv":
+        cinits.append(numpy_helper.from_array(
+            (crng.standard_normal((4, 4)) * 0.5).astype(np.float32), f"c{part}{b}"))
+        cnodes.append(helper.make_node("MatMul", [src, f"c{part}{b}"],
+                                       [f"{part}{b}"]))
+    cnodes.append(helper.make_node("Transpose", [f"k{b}"], [f"kt{b}"],
+                                   perm=[0, 1, 3, 2]))
+    cnodes.append(helper.make_node("MatMul", [f"q{b}", f"kt{b}"], [f"s{b}"]))
+    cnodes.append(helper.make_node("Mul", [f"s{b}", "cscale"], [f"ss{b}"]))
+    if b == 1:
+        cnodes.append(helper.make_node("Add", [f"ss{b}", "cadd"], [f"sm{b}"]))
+    else:
+        cnodes.append(helper.make_node(
+            "Where", ["ccausal" if b == 0 else "cshift", "cninf", f"ss{b}"],
+            [f"sm{b}"]))
+    cnodes.append(helper.make_node("Softmax", [f"sm{b}"], [f"p{b}"], axis=-1))
+    cnodes.append(helper.make_node("MatMul", [f"p{b}", f"v{b}"], [f"o{b}"]))
+    src = f"o{b}"
+cnodes.append(helper.make_node("Identity", [src], ["y"]))
+attn_causal = model(cnodes, [vi("x", ["N", 2, 5, 4])], [vi("y", ["N", 2, 5, 4])],
+                    cinits, opset=13)
+save(attn_causal, "attention_causal",
+     crng.standard_normal((2, 2, 5, 4)).astype(np.float32))
+
 print("wrote models to", OUT)

@@ -4,8 +4,8 @@
  * gradients): the loops that the expressions of MG_UNARY_OPS and
  * MG_BINARY_OPS (kernel_shared.h) are instantiated in, per dtype; and
  * cast, one loop per pair of MG_CAST_PAIRS. In float32, the ops whose
- * time is exp or tanh (gelu, silu and their gradients, tanh, exp, sigmoid)
- * compute
+ * time is exp, tanh or erf (gelu, silu and their gradients, tanh, exp,
+ * sigmoid, erf) compute
  * it over blocks through cpu_vmath.c instead of one scalar call a value.
  */
 #include "cpu_kernels.h"
@@ -60,6 +60,7 @@ bool mgi_cpu_unary_tile_vec_f32(mg_op op, const float *restrict x,
         return true;
     case MG_OP_TANH: mgi_cpu_vtanhf(y, x, m); return true;
     case MG_OP_EXP: mgi_cpu_vexpf(y, x, m); return true;
+    case MG_OP_ERF: mgi_cpu_verff(y, x, m); return true;
     default: return false;
     }
 }
@@ -68,13 +69,13 @@ bool mgi_cpu_unary_tile_vec_f32(mg_op op, const float *restrict x,
 #pragma GCC diagnostic pop
 #endif
 
-/* The float32 ops that spend their time in exp or tanh, computed a block
+/* The float32 ops that spend their time in exp, tanh or erf, computed a block
  * at a time with the vector routines; false for any other op. The
  * formulas are MG_UNARY_OPS', in the same order of operations. */
 static bool unary_vec_f32(mg_op op, const float *restrict xs,
                           float *restrict ys, int64_t n) {
     if (op != MG_OP_GELU && op != MG_OP_SILU && op != MG_OP_TANH &&
-        op != MG_OP_EXP && op != MG_OP_SIGMOID)
+        op != MG_OP_EXP && op != MG_OP_SIGMOID && op != MG_OP_ERF)
         return false;
     const int64_t nb = (n + MG_VMATH_BLOCK - 1) / MG_VMATH_BLOCK;
     MG_CPU_PAR_LOOP(n, for (int64_t b = 0; b < nb; b++), {

@@ -215,8 +215,8 @@ size_t mgi_cpu_widen_workspace(const mg_kargs *a,
                                size_t (*f32_query)(const mg_kargs *a),
                                bool *widened);
 /* The float32 bodies that compute through cpu_vmath, over one block of
- * m <= MG_VMATH_BLOCK elements (cpu_elementwise.c): gelu, silu, tanh, exp
- * and sigmoid of x, and gelu's and silu's gradients a * f'(x) over equal
+ * m <= MG_VMATH_BLOCK elements (cpu_elementwise.c): gelu, silu, tanh, exp,
+ * sigmoid and erf of x, and gelu's and silu's gradients a * f'(x) over equal
  * shapes; false (nothing written) for any other op. The unfused kernels and
  * the fused chains (cpu_fused.c) both compute through them, so they give
  * the same bits. */

@@ -1,16 +1,18 @@
 /*
- * cpu_vmath.c - float exp and tanh over arrays, through glibc's vector
+ * cpu_vmath.c - float exp, tanh and erf over arrays, through glibc's vector
  * maths library (libmvec), for the kernels whose time goes into them: the
- * tanh gelu and its gradient, tanh, exp and sigmoid, and the fused
- * attention's softmax weights. Scalar expf and tanhf were a third of a GPT
- * step on the CPU (issue 30).
+ * tanh gelu and its gradient, tanh, exp and sigmoid, the fused attention's
+ * softmax weights, and erf (the exact GELU an exported GPT composes from
+ * it). Scalar expf and tanhf were a third of a GPT step on the CPU (issue
+ * 30); scalar erff was the largest cost after the GEMMs and attention of a
+ * GPT imported from ONNX (issue 46).
  *
  * Every element goes through the same vector routine, a short tail as well
  * (it is padded to a full vector), so an element's bits depend on its value
  * alone: never on where a thread's chunk starts, so never on the thread
  * count. The AVX2 routines are used where the CPU has AVX2, the SSE ones
- * (part of x86-64's baseline) otherwise; without libmvec, the scalar
- * functions.
+ * (part of x86-64's baseline) otherwise; without libmvec (or, for erf,
+ * a libmvec older than glibc 2.35's), the scalar functions.
  */
 #include "cpu_vmath.h"
 
@@ -26,6 +28,10 @@ __m128 _ZGVbN4v_expf(__m128 x);
 __m128 _ZGVbN4v_tanhf(__m128 x);
 __attribute__((target("avx2"))) __m256 _ZGVdN8v_expf(__m256 x);
 __attribute__((target("avx2"))) __m256 _ZGVdN8v_tanhf(__m256 x);
+#ifdef MG_HAVE_LIBMVEC_ERF
+__m128 _ZGVbN4v_erff(__m128 x);
+__attribute__((target("avx2"))) __m256 _ZGVdN8v_erff(__m256 x);
+#endif
 
 #define VMATH_DEF(name, fn4, fn8)                                              \
     __attribute__((target("avx2"))) static void name##_avx2(                   \
@@ -57,6 +63,10 @@ __attribute__((target("avx2"))) __m256 _ZGVdN8v_tanhf(__m256 x);
     }
 VMATH_DEF(vexpf, _ZGVbN4v_expf, _ZGVdN8v_expf)
 VMATH_DEF(vtanhf, _ZGVbN4v_tanhf, _ZGVdN8v_tanhf)
+#ifdef MG_HAVE_LIBMVEC_ERF
+VMATH_DEF(verff, _ZGVbN4v_erff, _ZGVdN8v_erff)
+#define MG_HAVE_VERFF
+#endif
 #undef VMATH_DEF
 
 #else
@@ -69,4 +79,10 @@ void mgi_cpu_vtanhf(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = tanhf(x[i]);
 }
 
+#endif
+
+#ifndef MG_HAVE_VERFF
+void mgi_cpu_verff(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = erff(x[i]);
+}
 #endif
