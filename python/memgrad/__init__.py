@@ -276,15 +276,21 @@ class Graph:
     def broadcast_to(self, x, shape):
         return self._t(_lib.broadcast_to(self._g, x.id, *_shape(shape)))
 
-    def linear_cross_entropy(self, h, w, labels, chunk_rows=0):
+    def linear_cross_entropy(self, h, w, labels, chunk_rows=0,
+                             ignore_index=None):
         """Mean cross-entropy of the logits h w^T against integer labels
-        (mg_linear_cross_entropy): h [N, D], w [V, D] as a Linear layer's
-        weight, labels [N]; the value of cross_entropy(matmul(h, w,
+        (mg_linear_cross_entropy_ex): h [N, D], w [V, D] as a Linear
+        layer's weight, labels [N]; the value of cross_entropy(matmul(h, w,
         trans_b=True), labels), made chunk_rows rows of logits at a time
         in both passes (0: the default, 2^21 / V rows), so the [N, V]
-        logits are never whole. A label outside [0, V) fails the run."""
-        return self._t(_lib.linear_cross_entropy(self._g, h.id, w.id,
-                                                 labels.id, int(chunk_rows)))
+        logits are never whole. ignore_index (PyTorch's, e.g. -100): rows
+        with that label add nothing and the mean is over the others (NaN
+        when every row is ignored, as PyTorch's); None: none ignored. Any
+        other label outside [0, V) fails the run."""
+        o = _lib.LinearCEOpts(int(chunk_rows), int(ignore_index is not None),
+                              int(ignore_index or 0))
+        return self._t(_lib.linear_cross_entropy_ex(
+            self._g, h.id, w.id, labels.id, ctypes.byref(o)))
 
     def where(self, cond, a, b):
         """a where cond is nonzero, b elsewhere (mg_where); the three

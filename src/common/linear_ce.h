@@ -36,10 +36,14 @@ static inline int64_t mg_lce_chunk_rows(int64_t chunk_rows, int64_t rows,
 /* Workspace bytes for chunks of `chunk` rows of `vocab` logits of `elt`
  * bytes: the logits chunk, and for the forward op one loss per row after
  * it (`rows` more elements), which are summed in a fixed order so that
- * the loss does not depend on the thread count. SIZE_MAX (an allocation
- * that must fail) if it does not fit; the shape rule refuses those. */
+ * the loss does not depend on the thread count; with an ignore_index
+ * (`ignore`), one element more after those, where the CUDA kernels count
+ * the rows that are not ignored (the mean's divisor, which lives on the
+ * device with the labels). SIZE_MAX (an allocation that must fail) if it
+ * does not fit; the shape rule refuses those. */
 static inline size_t mg_lce_workspace(int64_t rows, int64_t vocab,
-                                      int64_t chunk, size_t elt, int forward) {
+                                      int64_t chunk, size_t elt, int forward,
+                                      int ignore) {
     if (rows < 1 || vocab < 1 || chunk < 1) return 0;
     const uint64_t max_elems = (uint64_t)PTRDIFF_MAX / elt;
     if ((uint64_t)chunk > max_elems / (uint64_t)vocab) return SIZE_MAX;
@@ -47,6 +51,10 @@ static inline size_t mg_lce_workspace(int64_t rows, int64_t vocab,
     if (forward) {
         if ((uint64_t)rows > max_elems - n) return SIZE_MAX;
         n += (uint64_t)rows;
+    }
+    if (ignore) {
+        if (n >= max_elems) return SIZE_MAX;
+        n += 1;
     }
     return (size_t)(n * elt);
 }

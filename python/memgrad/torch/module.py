@@ -57,14 +57,28 @@ class _Run(torch.autograd.Function):
                         for i, t in cap.leaf_tensors.items()
                         if cap.leaves[i].name not in written]
         ys = [outs[y] for y in cap.ys]
+        fwd = [outs[f] for f in getattr(cap, "forward_only", ())]
         extra = [outs[e] for e in cap.extra]
         ctx.mark_non_differentiable(*extra)
         ctx.n_values = len(values)
-        return tuple(ys + extra)
+        # an output nothing differentiates gets None in backward, not
+        # zeros: a forward-only output's gradient must be seen to be none
+        ctx.set_materialize_grads(False)
+        return tuple(ys + fwd + extra)
 
     @staticmethod
     def backward(ctx, *grad_outputs):
         cap = ctx.cap
+        ny, nf = len(cap.ys), len(getattr(cap, "forward_only", ()))
+        if any(g is not None for g in grad_outputs[ny:ny + nf]):
+            raise RuntimeError(
+                "memgrad.torch: a gradient reached the logits %s returns "
+                "beside its loss; memgrad fused the final projection with "
+                "the cross-entropy (linear_cross_entropy), so its plan "
+                "has no gradient path through the logits. Differentiate "
+                "the loss alone, or use the logits detached "
+                "(.detach())." % cap.module_name)
+        grad_outputs = grad_outputs[:ny]
         if not cap.differentiable:  # only ys that are leaves themselves
             out = [None] * ctx.n_values
             for i, gt in zip(cap.grad_leaves, cap.grads):
@@ -246,8 +260,8 @@ def call(cap, values, seed):
     """Run cap on this call's leaf values; returns (user outputs in the
     module's structure, and applies buffer and input mutations)."""
     res = _Run.apply(cap, seed, *values)
-    ny = len(cap.ys)
-    ys, extra = res[:ny], res[ny:]
+    ny, nf = len(cap.ys), len(getattr(cap, "forward_only", ()))
+    ys, fwd, extra = res[:ny], res[ny:ny + nf], res[ny + nf:]
     env = None
     if any(slot[0] == "torch" for slot in cap.out_plan) or any(
             slot[0] == "torch" for _, _, slot in cap.mutations):
@@ -255,6 +269,7 @@ def call(cap, values, seed):
     outs = []
     for slot in cap.out_plan:
         outs.append(ys[slot[1]] if slot[0] == "y" else
+                    fwd[slot[1]] if slot[0] == "fwd" else
                     extra[slot[1]] if slot[0] == "extra" else slot[1](env))
     return outs, extra, env
 
