@@ -637,7 +637,9 @@ class Executor:
         binds, n, keep = self._bind(plan, feeds)
         _lib.check(_lib.exec_run(self._e, plan._p, binds, n, seed))
         del keep
-        return self._export(plan.outputs)
+        # an output bound to the caller's memory is the caller's array
+        bound = {self._key(plan, k) for k in (feeds or {})}
+        return self._export([t for t in plan.outputs if t not in bound])
 
     def forward(self, plan, feeds, seed=0):
         """The forward phase: ({Tensor: array} of the forward outputs,
@@ -651,7 +653,11 @@ class Executor:
         del keep
         saved = Saved(self, s)
         outs = {}
+        # an output bound to the caller's memory is the caller's array
+        bound = {self._key(plan, k) for k in (feeds or {})}
         for t in plan.outputs:
+            if t in bound:
+                continue
             ptr = ctypes.c_void_p()
             if _lib.saved_tensor_data(s, t.id, ctypes.byref(ptr)) != 0:
                 continue  # a gradient: the backward phase computes it

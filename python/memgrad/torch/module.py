@@ -38,10 +38,20 @@ class _Run(torch.autograd.Function):
         for t, get in cap.feeds_from:
             feeds[t] = get(env).detach().to(device).contiguous()
         ex, plan = cap.executor_for(device), cap.plan_for(device)
+        # a fused loss's logits (forward-only outputs) are written into
+        # torch memory: they leave with the caller's last reference
+        # (before backward, when only the loss is used) instead of holding
+        # a pool block through the backward pass
+        fwd = [torch.empty(t.shape, dtype=getattr(torch, t.dtype),
+                           device=device)
+               for t in getattr(cap, "forward_only", ())]
+        run_feeds = dict(feeds)
+        run_feeds.update(zip(getattr(cap, "forward_only", ()), fwd))
         if cap.differentiable:
-            outs, saved = ex.forward(plan, feeds, seed)
+            outs, saved = ex.forward(plan, run_feeds, seed)
         else:  # no gradient steps (every leaf frozen, say): no backward
-            outs, saved = ex.run(plan, feeds, seed), None
+            outs, saved = ex.run(plan, run_feeds, seed), None
+        del run_feeds
         ctx.cap, ctx.feeds, ctx.saved, ctx.ex, ctx.plan = \
             cap, feeds, saved, ex, plan
         ctx.env_outputs = env
@@ -57,7 +67,6 @@ class _Run(torch.autograd.Function):
                         for i, t in cap.leaf_tensors.items()
                         if cap.leaves[i].name not in written]
         ys = [outs[y] for y in cap.ys]
-        fwd = [outs[f] for f in getattr(cap, "forward_only", ())]
         extra = [outs[e] for e in cap.extra]
         ctx.mark_non_differentiable(*extra)
         ctx.n_values = len(values)
