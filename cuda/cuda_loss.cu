@@ -233,9 +233,9 @@ size_t cu_linear_ce_workspace(const mg_kargs *a) {
     const int grad = a->op == MG_OP_LINEAR_CROSS_ENTROPY_GRAD;
     const mg_tdesc *h = &a->in[grad].d, *w = &a->in[grad + 1].d;
     if (h->ndim != 2 || w->ndim != 2) return 0;
-    return mg_lce_workspace(h->shape[0], w->shape[0], a->attrs->chunk_rows,
-                            mg_dtype_size(h->dtype), !grad,
-                            a->attrs->has_ignore_index);
+    return mg_lce_op_workspace(h->shape[0], w->shape[0], a->attrs->chunk_rows,
+                               mg_dtype_size(h->dtype), !grad,
+                               a->attrs->has_ignore_index, a->n_in > 3);
 }
 
 template <typename T>
@@ -245,7 +245,10 @@ static mg_status lce_forward(cu_ctx *c, const mg_kargs *a,
     const T *h = (const T *)a->in[0].data, *w = (const T *)a->in[1].data;
     const void *labels = a->in[2].data;
     const mg_dtype lt = a->in[2].d.dtype;
-    T *lg = (T *)a->work, *part = lg + d->chunk * v;
+    /* given logits (input 3): read in place of chunks made here */
+    const T *given = a->n_in > 3 ? (const T *)a->in[3].data : NULL;
+    T *lg = given ? NULL : (T *)a->work;
+    T *part = given ? (T *)a->work : lg + d->chunk * v;
     const ce_ignore ig = {a->attrs->has_ignore_index, a->attrs->ignore_index};
     T *kept = NULL; /* with an ignore_index: the mean's divisor, after part */
     if (ig.on) {
@@ -258,11 +261,14 @@ static mg_status lce_forward(cu_ctx *c, const mg_kargs *a,
     const unsigned t = cu_row_threads(v);
     for (int64_t r0 = 0; r0 < n; r0 += d->chunk) {
         const int64_t m = n - r0 < d->chunk ? n - r0 : d->chunk;
-        mg_status s = cu_gemm<T>(c, a, 0, 1, m, v, dim, h + r0 * dim, dim, 0, w,
-                                 dim, 0, (T)0, lg, v, 0, 1);
+        mg_status s = MG_OK;
+        if (!given)
+            s = cu_gemm<T>(c, a, 0, 1, m, v, dim, h + r0 * dim, dim, 0, w, dim,
+                           0, (T)0, lg, v, 0, 1);
         if (s != MG_OK) return s;
         k_ce_rows<T><<<cu_grid_rows(m), t, t * sizeof(T), c->stream>>>(
-            lg, labels, lt, part + r0, m, r0, v, ig, c->flag);
+            given ? given + r0 * v : lg, labels, lt, part + r0, m, r0, v, ig,
+            c->flag);
         s = cu_check_launch(a, "linear_cross_entropy rows");
         if (s != MG_OK) return s;
     }

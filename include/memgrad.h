@@ -574,11 +574,17 @@ typedef struct mg_linear_ce_opts {
  * ignore_index may lie inside [0, V) (then that class is never learnt);
  * any other label outside [0, V) fails the run with MG_ERR_INVALID_ARG.
  * With an ignore_index the op's workspace is one element larger (the
- * kept-row count, which the CUDA kernels keep on the device). opts NULL:
- * the defaults. */
+ * kept-row count, which the CUDA kernels keep on the device). logits:
+ * MG_NO_TENSOR, or mg_matmul(g, h, w, 0, 1) itself (anything else is
+ * refused with MG_ERR_INVALID_ARG), for a caller that makes the logits
+ * anyway (a model that returns them beside its loss): the forward op then
+ * reads their rows instead of making chunks (no GEMM, no chunk
+ * workspace); the gradient op still makes its chunks from h and w and
+ * never reads them, so they need not live into the backward pass, and no
+ * gradient flows into them from this op. opts NULL: the defaults. */
 MG_API
 mg_tensor mg_linear_cross_entropy_ex(mg_graph *g, mg_tensor h, mg_tensor w,
-                                     mg_tensor labels,
+                                     mg_tensor labels, mg_tensor logits,
                                      const mg_linear_ce_opts *opts);
 
 /* ------------------------------------------------------------------ gradients

@@ -606,7 +606,7 @@ START_TEST(test_every_op_matches_cpu) {
             mg_tensor l = leaf(c, MG_I64, 1, lb, 0, 3);
             const mg_linear_ce_opts o = {
                 .chunk_rows = 3, .has_ignore_index = 1, .ignore_index = 1};
-            finish(c, mg_linear_cross_entropy_ex(c->g, h, w, l, &o));
+            finish(c, mg_linear_cross_entropy_ex(c->g, h, w, l, MG_NO_TENSOR, &o));
         }
     }
     for (int k = MG_OP_PARAM + 1; k < MG_OP_COUNT; k++) /* leaves: none */

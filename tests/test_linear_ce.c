@@ -16,6 +16,8 @@
  *     [0, V) works, all rows ignored gives a NaN loss and zero gradients
  *     (as PyTorch), and a label that is neither in range nor ignored
  *     still fails the run;
+ *   - given its logits (the matmul a model returns anyway), the forward
+ *     reads them: the same loss to rounding, the same gradient bits;
  *   - bad shapes, dtypes, chunk sizes and labels are refused with the
  *     status and a message naming the op.
  * The finite-difference check of both gradients is in
@@ -439,7 +441,7 @@ static void lce_run_ign(const lce_data *x, mg_dtype dt, const double *hrows,
     mg_tensor w = mg_param(g, "w", dt, 2, S(x->v, x->d));
     mg_tensor lab = mg_input(g, "labels", MG_I64, 1, S(rows));
     mg_tensor loss =
-        opts ? mg_linear_cross_entropy_ex(g, h, w, lab, opts)
+        opts ? mg_linear_cross_entropy_ex(g, h, w, lab, MG_NO_TENSOR, opts)
              : mg_cross_entropy(g, mg_matmul(g, h, w, 0, 1), lab);
     TH_OK_T("loss", loss);
     const mg_tensor xs[2] = {h, w};
@@ -596,7 +598,7 @@ START_TEST(test_ignore_index_bad_label) {
             const mg_linear_ce_opts o = {.chunk_rows = 4,
                                          .has_ignore_index = 1,
                                          .ignore_index = -100};
-            mg_tensor y = mg_linear_cross_entropy_ex(g, h, w, lab, &o);
+            mg_tensor y = mg_linear_cross_entropy_ex(g, h, w, lab, MG_NO_TENSOR, &o);
             TH_OK_T("lce", y);
             mg_tensor out = y;
             if (backward)
@@ -627,7 +629,7 @@ START_TEST(test_ignore_index_bad_label) {
     mg_tensor lab = mg_input(g, "lab", MG_I32, 1, S(512));
     const mg_linear_ce_opts o = {.chunk_rows = 64, .has_ignore_index = 1,
                                  .ignore_index = -100};
-    mg_tensor y = mg_linear_cross_entropy_ex(g, h, w, lab, &o);
+    mg_tensor y = mg_linear_cross_entropy_ex(g, h, w, lab, MG_NO_TENSOR, &o);
     TH_OK_T("lce", y);
     mg_plan_options po = {.no_grad = 1};
     mg_plan *p = NULL;
@@ -644,12 +646,86 @@ START_TEST(test_ignore_index_bad_label) {
     h = mg_input(g, "h", MG_F32, 2, S(6, 4));
     w = mg_param(g, "w", MG_F32, 2, S(9, 4));
     lab = mg_input(g, "lab", MG_I32, 1, S(6));
-    TH_OK_T("lce opts NULL", mg_linear_cross_entropy_ex(g, h, w, lab, NULL));
+    TH_OK_T("lce opts NULL",
+            mg_linear_cross_entropy_ex(g, h, w, lab, MG_NO_TENSOR, NULL));
+    /* logits other than matmul(h, w, 0, 1) are refused */
+    const char *op = "linear_cross_entropy";
+    TH_FAIL(mg_linear_cross_entropy_ex(g, h, w, lab, mg_tanh(g, h), NULL),
+            MG_ERR_INVALID_ARG, op, "must be mg_matmul(g, h, w, 0, 1)");
+    mg_tensor h2 = mg_input(g, "h2", MG_F32, 2, S(6, 4));
+    TH_FAIL(mg_linear_cross_entropy_ex(g, h, w, lab,
+                                       mg_matmul(g, h2, w, 0, 1), NULL),
+            MG_ERR_INVALID_ARG, op, "must be mg_matmul(g, h, w, 0, 1)");
+    TH_FAIL(mg_linear_cross_entropy_ex(g, h, w, lab, 12345, NULL),
+            MG_ERR_UNKNOWN_ID, op, "12345");
     const mg_linear_ce_opts neg = {.chunk_rows = -3, .has_ignore_index = 1,
                                    .ignore_index = -100};
-    TH_FAIL(mg_linear_cross_entropy_ex(g, h, w, lab, &neg),
+    TH_FAIL(mg_linear_cross_entropy_ex(g, h, w, lab, MG_NO_TENSOR, &neg),
             MG_ERR_INVALID_ARG, "linear_cross_entropy", "chunk_rows -3");
     mg_graph_free(g);
+}
+END_TEST
+
+/* Given its logits (mg_matmul(h, w, 0, 1), which a model returning them
+ * makes anyway), the forward reads them instead of making chunks: the
+ * loss within 1e-12 (f64) / 2e-6 (f32) relative of the op making them
+ * (the matmul's GEMM may round differently from a chunk's), both
+ * gradients the same bits (the gradient op is the same), and the
+ * forward's cost without the GEMM; with and without an ignore_index. */
+START_TEST(test_given_logits) {
+    lce_data x;
+    lce_data_make(&x, 10, 6, 13, 12);
+    int64_t lab[10];
+    for (int i = 0; i < 10; i++) lab[i] = i % 3 ? x.lab64[i] : -100;
+    for (int dti = 0; dti < 2; dti++) {
+        const mg_dtype dt = th_dtypes[dti];
+        for (int ign = 0; ign < 2; ign++) {
+            double loss[2], *gh[2], *gw[2];
+            for (int given = 0; given < 2; given++) {
+                mg_graph *g = mg_graph_new();
+                mg_tensor h = mg_input(g, "h", dt, 2, S(10, 6));
+                mg_tensor w = mg_param(g, "w", dt, 2, S(13, 6));
+                mg_tensor l = mg_input(g, "labels", MG_I64, 1, S(10));
+                const mg_linear_ce_opts o = {.chunk_rows = 4,
+                                             .has_ignore_index = ign,
+                                             .ignore_index = -100};
+                mg_tensor lg = given ? mg_matmul(g, h, w, 0, 1) : MG_NO_TENSOR;
+                mg_tensor y = mg_linear_cross_entropy_ex(g, h, w, l, lg, &o);
+                TH_OK_T("lce", y);
+                ck_assert_double_eq(mg_tensor_flops(g, y),
+                                    (given ? 0 : 2.0 * 10 * 13 * 6) +
+                                        4.0 * 10 * 13);
+                const mg_tensor xs[2] = {h, w};
+                mg_tensor gr[2];
+                ck_assert(mg_gradients(g, &y, 1, NULL, xs, 2, NULL, gr) ==
+                          MG_OK);
+                void *hd = as_dtype(x.h, 60, dt), *wd = as_dtype(x.w, 78, dt);
+                int64_t lab_used[10];
+                for (int i = 0; i < 10; i++)
+                    lab_used[i] = ign ? lab[i] : x.lab64[i];
+                const mg_binding in[3] = {{h, hd}, {w, wd}, {l, lab_used}};
+                const size_t es = mg_dtype_size(dt);
+                void *ly = malloc(es), *bh = malloc(60 * es),
+                     *bw = malloc(78 * es);
+                const mg_tensor outs[3] = {y, gr[0], gr[1]};
+                void *bufs[3] = {ly, bh, bw};
+                TH_RUN_OK("given logits", g, 3, outs, bufs, 3, in, 1);
+                loss[given] = elem(ly, dt, 0);
+                gh[given] = malloc(60 * sizeof(double));
+                gw[given] = malloc(78 * sizeof(double));
+                for (int i = 0; i < 60; i++) gh[given][i] = elem(bh, dt, i);
+                for (int i = 0; i < 78; i++) gw[given][i] = elem(bw, dt, i);
+                free(ly), free(bh), free(bw), free(hd), free(wd);
+                mg_graph_free(g);
+            }
+            const double tol = dt == MG_F64 ? 1e-12 : 2e-6;
+            th_check_f64("given logits loss", &loss[1], &loss[0], 1, tol, tol);
+            ck_assert(memcmp(gh[0], gh[1], 60 * sizeof(double)) == 0);
+            ck_assert(memcmp(gw[0], gw[1], 78 * sizeof(double)) == 0);
+            for (int k = 0; k < 2; k++) free(gh[k]), free(gw[k]);
+        }
+    }
+    lce_data_free(&x);
 }
 END_TEST
 
@@ -760,7 +836,7 @@ int main(void) {
                  TH_TESTS(test_ignore_index_matches_kept_rows,
                           test_ignore_index_unused_same_bits,
                           test_ignore_index_all_ignored,
-                          test_ignore_index_bad_label));
+                          test_ignore_index_bad_label, test_given_logits));
     th_add_tcase(s, "errors", 60,
                  TH_TESTS(test_bad_inputs, test_bad_label_at_run, test_flops));
     return th_run_suite(s);

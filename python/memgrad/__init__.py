@@ -277,7 +277,7 @@ class Graph:
         return self._t(_lib.broadcast_to(self._g, x.id, *_shape(shape)))
 
     def linear_cross_entropy(self, h, w, labels, chunk_rows=0,
-                             ignore_index=None):
+                             ignore_index=None, logits=None):
         """Mean cross-entropy of the logits h w^T against integer labels
         (mg_linear_cross_entropy_ex): h [N, D], w [V, D] as a Linear
         layer's weight, labels [N]; the value of cross_entropy(matmul(h, w,
@@ -286,11 +286,14 @@ class Graph:
         logits are never whole. ignore_index (PyTorch's, e.g. -100): rows
         with that label add nothing and the mean is over the others (NaN
         when every row is ignored, as PyTorch's); None: none ignored. Any
-        other label outside [0, V) fails the run."""
+        other label outside [0, V) fails the run. logits: None, or
+        matmul(h, w, trans_b=True) itself, made anyway (returned by the
+        model): the forward reads its rows instead of making them."""
         o = _lib.LinearCEOpts(int(chunk_rows), int(ignore_index is not None),
                               int(ignore_index or 0))
+        lg = logits.id if logits is not None else -1
         return self._t(_lib.linear_cross_entropy_ex(
-            self._g, h.id, w.id, labels.id, ctypes.byref(o)))
+            self._g, h.id, w.id, labels.id, lg, ctypes.byref(o)))
 
     def where(self, cond, a, b):
         """a where cond is nonzero, b elsewhere (mg_where); the three

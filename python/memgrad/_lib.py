@@ -259,7 +259,7 @@ broadcast_to = _fn("mg_broadcast_to", T, G, T, c_int, POINTER(c_int64))
 linear_cross_entropy = _fn("mg_linear_cross_entropy", T, G, T, T, T,
                            c_int64)
 linear_cross_entropy_ex = _fn("mg_linear_cross_entropy_ex", T, G, T, T, T,
-                              POINTER(LinearCEOpts))
+                              T, POINTER(LinearCEOpts))
 where = _fn("mg_where", T, G, T, T, T)
 clamp = _fn("mg_clamp", T, G, T, c_double, c_double)
 gather = _fn("mg_gather", T, G, T, c_int, T)

@@ -10,7 +10,8 @@ with -100 positions.
 - float32 with Hugging Face's own loss: fused too, within float32
   accuracy of eager, and the plan's peak far below the unfused capture's
   (the logits, their log-softmax and their gradient are not in it);
-- the logits are returned and equal eager's; a gradient through them is
+- the logits are returned and equal eager's (the fused op's forward
+  reads them rather than making them again); a gradient through them is
   refused clearly (the fused plan has no path for it);
 - a float64 model with Hugging Face's float32 upcast is left unfused,
   since eager then computes the loss in float32 (test_aten_capture.py
@@ -75,6 +76,9 @@ def test_float64_fused_equals_eager_and_every_policy_bit_equal():
                   policy="none")
     cap = w._cap
     assert len(cap.fused_losses) == 1 and len(cap.forward_only) == 1
+    # the fused op reads the returned logits' matmul (no second GEMM)
+    lce, = cap.graph.tensors("linear_cross_entropy")
+    assert cap.graph.input_of(lce, 3) in cap.graph.tensors("matmul")
     got = _steps(base, w, ids, labels)
     want = _steps(ref, lambda i, labels: ref(i, labels=labels,
                                               use_cache=False), ids, labels)

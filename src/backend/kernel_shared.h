@@ -316,9 +316,14 @@ static inline mg_status mg_lce_dims_setup(const mg_kargs *a, int lo,
     if (d->chunk > INT32_MAX || d->dim > INT32_MAX || d->vocab > INT32_MAX)
         return mg_kernel_fail(a, MG_ERR_UNSUPPORTED,
                               "chunk, D or V exceeds the BLAS int range");
-    const size_t need =
-        mg_lce_workspace(d->rows, d->vocab, d->chunk, mg_dtype_size(h->dtype),
-                         forward, a->attrs->has_ignore_index);
+    /* a forward op given its logits (input 3) reads them, of [N, V] */
+    const int given = forward && a->n_in > 3;
+    if (given && (a->in[3].d.ndim != 2 || a->in[3].d.shape[0] != d->rows ||
+                  a->in[3].d.shape[1] != d->vocab))
+        return mg_kernel_fail(a, MG_ERR_SHAPE, "logits must be [N, V]");
+    const size_t need = mg_lce_op_workspace(
+        d->rows, d->vocab, d->chunk, mg_dtype_size(h->dtype), forward,
+        a->attrs->has_ignore_index, given);
     if (a->work_bytes < need || !a->work)
         return mg_kernel_fail(a, MG_ERR_INTERNAL,
                               "needs %zu bytes of workspace, got %zu", need,

@@ -59,4 +59,18 @@ static inline size_t mg_lce_workspace(int64_t rows, int64_t vocab,
     return (size_t)(n * elt);
 }
 
+/* The op's workspace: mg_lce_workspace, but for a forward op given its
+ * logits (a fourth input: the matmul the caller keeps anyway), which
+ * makes no chunk, only the row losses (and the kept count). */
+static inline size_t mg_lce_op_workspace(int64_t rows, int64_t vocab,
+                                         int64_t chunk, size_t elt,
+                                         int forward, int ignore,
+                                         int logits_given) {
+    if (!(forward && logits_given))
+        return mg_lce_workspace(rows, vocab, chunk, elt, forward, ignore);
+    if (rows < 1) return 0;
+    if ((uint64_t)rows >= (uint64_t)PTRDIFF_MAX / elt) return SIZE_MAX;
+    return (size_t)((uint64_t)(rows + (ignore ? 1 : 0)) * elt);
+}
+
 #endif

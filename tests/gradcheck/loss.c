@@ -71,8 +71,9 @@ END_TEST
 
 /* With an ignore_index (mg_linear_cross_entropy_ex): rows 1 and 4 of 6
  * labelled -100, then the ignore_index 2, a class inside [0, V), for
- * chunks of 6 and 4 rows: both gradients against finite differences,
- * which see the mean over the kept rows only. */
+ * chunks of 6 and 4 rows, the second given its logits (matmul(h, w, 0,
+ * 1)): both gradients against finite differences, which see the mean
+ * over the kept rows only. */
 START_TEST(test_gc_linear_cross_entropy_ignore) {
     const int64_t ignores[2] = {-100, 2};
     for (int k = 0; k < 2; k++) {
@@ -93,7 +94,10 @@ START_TEST(test_gc_linear_cross_entropy_ignore) {
         const mg_linear_ce_opts o = {.chunk_rows = k ? 4 : 6,
                                      .has_ignore_index = 1,
                                      .ignore_index = ignores[k]};
-        gc_check(&c, mg_linear_cross_entropy_ex(c.g, h, w, y, &o));
+        /* k 1: given its logits, which the forward reads */
+        const mg_tensor lg =
+            k ? mg_matmul(c.g, h, w, 0, 1) : MG_NO_TENSOR;
+        gc_check(&c, mg_linear_cross_entropy_ex(c.g, h, w, y, lg, &o));
         gc_end(&c);
     }
 }

@@ -25,7 +25,7 @@ import warnings
 
 import torch
 
-from .. import Graph, Tensor
+from .. import Graph, Tensor, _lib
 from . import aten, fuse_loss
 from ._devices import PerDevice
 
@@ -329,9 +329,23 @@ class Captured(PerDevice):
 
     def _fused_loss(self, m, env):
         """linear_cross_entropy for a fuse_loss.Match: h [N, D], w
-        [V, D] and the prologue's labels, fed as integers."""
+        [V, D] and the prologue's labels, fed as integers; given the
+        logits' matmul when the model returns them (made anyway), so that
+        the forward reads them rather than making them again."""
         h, w = self.t(env[m.h]), self.t(env[m.w])
         labels = self.t(env[m.labels], float_dtype=False)
+        logits = env.get(m.mm) if m.outputs else None
+        if isinstance(logits, Tensor) and logits in \
+                self.graph.tensors("matmul") and \
+                self.graph.input_of(logits, 0) == h and \
+                self.graph.input_of(logits, 1) == w:
+            # the builder checks it is matmul(h, w, 0, 1) (transposes)
+            try:
+                return self.graph.linear_cross_entropy(
+                    h, w, labels, ignore_index=m.ignore_index,
+                    logits=logits)
+            except _lib.MemgradError:  # transposed: not h w^T
+                _lib.clear_error()
         return self.graph.linear_cross_entropy(
             h, w, labels, ignore_index=m.ignore_index)
 

@@ -112,18 +112,22 @@ mg_status mgi_cpu_mse(const mg_kargs *ka) {
  * what OpenBLAS's own GEMM does (matmul shares that). */
 #define LCE_DEF(T, SUF, GEMM)                                                  \
     static mg_status lce_##SUF(const T *h, const T *w, const void *labels,     \
-                               mg_dtype lt, T *y, T *work,                     \
+                               mg_dtype lt, const T *given, T *y, T *work,     \
                                const mg_lce_dims *d, const mg_attrs *at,       \
                                int64_t kept) {                                 \
         const int64_t n = d->rows, v = d->vocab, dim = d->dim;                 \
         const int ign = at->has_ignore_index;                                  \
         const int64_t ii = at->ignore_index;                                   \
-        T *lg = work, *row_loss = work + d->chunk * v;                         \
+        /* given: the logits, read in place of a chunk made here */           \
+        T *chunk = given ? NULL : work;                                        \
+        T *row_loss = given ? work : work + d->chunk * v;                      \
         for (int64_t r0 = 0; r0 < n; r0 += d->chunk) {                         \
             const int64_t m = n - r0 < d->chunk ? n - r0 : d->chunk;           \
-            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)v,      \
-                 (int)dim, 1, h + r0 * dim, (int)dim, w, (int)dim, 0, lg,      \
-                 (int)v);                                                      \
+            const T *lg = given ? given + r0 * v : chunk;                      \
+            if (!given)                                                        \
+                GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)v,  \
+                     (int)dim, 1, h + r0 * dim, (int)dim, w, (int)dim, 0,      \
+                     chunk, (int)v);                                           \
             MG_CPU_PAR_LOOP(m *v, for (int64_t r = 0; r < m; r++), {           \
                 const T *x = lg + r * v;                                       \
                 const int64_t lab = mg_index_at(labels, lt, r0 + r);           \
@@ -203,9 +207,10 @@ mg_status mgi_cpu_linear_cross_entropy(const mg_kargs *ka) {
     int64_t kept = 0;
     mg_status s = lce_setup(ka, 0, &d, &kept);
     if (s != MG_OK) return s;
+    const void *given = ka->n_in > 3 ? ka->in[3].data : NULL;
     return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, lce, ka->in[0].data,
                            ka->in[1].data, ka->in[2].data, ka->in[2].d.dtype,
-                           ka->out.data, ka->work, &d, ka->attrs, kept);
+                           given, ka->out.data, ka->work, &d, ka->attrs, kept);
 }
 
 mg_status mgi_cpu_linear_cross_entropy_grad(const mg_kargs *ka) {
