@@ -108,7 +108,10 @@ def test_float32_hugging_face_loss_fused_and_peak_lower():
     w = mt.Module(base, (ids,), example_kwargs={"labels": labels},
                   policy="none")
     assert len(w._cap.fused_losses) == 1
+    w.executor.reset_peak()
     got = _steps(base, w, ids, labels, n=1)[0]
+    # the logits are in torch memory, and the prediction knows it
+    assert w.executor.pool_stats()["peak_bytes_in_use"] == w.predicted_peak
     want = _steps(ref, lambda i, labels: ref(i, labels=labels,
                                               use_cache=False), ids,
                   labels, n=1)[0]

@@ -370,9 +370,12 @@ class Module(torch.nn.Module):
         gradients in PyTorch's memory (as the call binds them). A step
         that adds a gradient into a .grad holding other values than zeros
         also uses the executor's accumulation slot (accumulation_slot
-        bytes, in use only while such a gradient is computed)."""
+        bytes, in use only while such a gradient is computed). A fused
+        loss's logits are in PyTorch's memory too (bound as the call binds
+        them)."""
         cap = self._cap
-        bound = [t for t in cap.grads if t not in cap.seeds]
+        bound = [t for t in cap.grads if t not in cap.seeds] + \
+            list(getattr(cap, "forward_only", ()))
         pk = self.plan.phase_peaks(bound=bound)
         return max(pk["forward"], pk["backward"])
 
