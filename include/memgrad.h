@@ -560,10 +560,38 @@ mg_tensor mg_flatten(mg_graph *g, mg_tensor x, int start_axis);
  * and w come from one backward op that adds w's over the chunks in a
  * fixed order, so they are the same bits on every run. A label outside
  * [0, V) makes the run fail with MG_ERR_INVALID_ARG, as mg_cross_entropy
- * does: PyTorch's ignore_index (-100) is not supported. */
+ * does; mg_linear_cross_entropy_ex takes PyTorch's ignore_index. */
 MG_API
 mg_tensor mg_linear_cross_entropy(mg_graph *g, mg_tensor h, mg_tensor w,
                                   mg_tensor labels, int64_t chunk_rows);
+/* Options of mg_linear_cross_entropy_ex; all-zero means
+ * mg_linear_cross_entropy's defaults (default chunk, no label ignored). */
+typedef struct mg_linear_ce_opts {
+    int64_t chunk_rows;   /* as mg_linear_cross_entropy's chunk_rows */
+    int has_ignore_index; /* nonzero: rows labelled ignore_index are left out */
+    int64_t ignore_index; /* PyTorch's default is -100 */
+} mg_linear_ce_opts;
+/* mg_linear_cross_entropy with PyTorch's ignore_index, as
+ * F.cross_entropy(h @ w.T, labels, ignore_index=i, reduction='mean'): a
+ * row whose label is ignore_index adds nothing to the loss, gets a zero
+ * gradient row in h and adds nothing to w's, and the mean is over the
+ * rows that are not ignored. When every row is ignored the loss is NaN
+ * (0 / 0, as PyTorch's) and both gradients are zero (as PyTorch's).
+ * ignore_index may lie inside [0, V) (then that class is never learnt);
+ * any other label outside [0, V) fails the run with MG_ERR_INVALID_ARG.
+ * With an ignore_index the op's workspace is one element larger (the
+ * kept-row count, which the CUDA kernels keep on the device). logits:
+ * MG_NO_TENSOR, or mg_matmul(g, h, w, 0, 1) itself (anything else is
+ * refused with MG_ERR_INVALID_ARG), for a caller that makes the logits
+ * anyway (a model that returns them beside its loss): the forward op then
+ * reads their rows instead of making chunks (no GEMM, no chunk
+ * workspace); the gradient op still makes its chunks from h and w and
+ * never reads them, so they need not live into the backward pass, and no
+ * gradient flows into them from this op. opts NULL: the defaults. */
+MG_API
+mg_tensor mg_linear_cross_entropy_ex(mg_graph *g, mg_tensor h, mg_tensor w,
+                                     mg_tensor labels, mg_tensor logits,
+                                     const mg_linear_ce_opts *opts);
 
 /* ------------------------------------------------------------------ gradients
  */

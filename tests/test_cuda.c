@@ -599,6 +599,15 @@ START_TEST(test_every_op_matches_cpu) {
             mg_tensor l = leaf(c, MG_I64, 1, lb, 0, 300);
             finish(c, mg_linear_cross_entropy(c->g, h, w, l, 0));
         }
+        CASE("linear_cross_entropy_ex ignore_index") {
+            /* labels in [0, 3) with class 1 ignored: about a third of
+             * the rows, the kept count and the zeroed rows on the device */
+            mg_tensor h = fin(c, 2, hs), w = fin(c, 2, ws);
+            mg_tensor l = leaf(c, MG_I64, 1, lb, 0, 3);
+            const mg_linear_ce_opts o = {
+                .chunk_rows = 3, .has_ignore_index = 1, .ignore_index = 1};
+            finish(c, mg_linear_cross_entropy_ex(c->g, h, w, l, MG_NO_TENSOR, &o));
+        }
     }
     for (int k = MG_OP_PARAM + 1; k < MG_OP_COUNT; k++) /* leaves: none */
         ck_assert_msg(ops_seen[k], "no case runs op %s on the GPU",

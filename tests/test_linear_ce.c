@@ -10,6 +10,14 @@
  *   - at N = 512, V = 8192, D = 64 its measured peak (= predicted) is far
  *     below the unfused pair's, which keeps [N, V] logits and their
  *     gradient, and shrinks with the chunk;
+ *   - with an ignore_index (mg_linear_cross_entropy_ex), the loss and
+ *     gradients equal the unfused pair on the rows not ignored (the mean
+ *     over those), ignored rows get zero gradient, an ignore_index inside
+ *     [0, V) works, all rows ignored gives a NaN loss and zero gradients
+ *     (as PyTorch), and a label that is neither in range nor ignored
+ *     still fails the run;
+ *   - given its logits (the matmul a model returns anyway), the forward
+ *     reads them: the same loss to rounding, the same gradient bits;
  *   - bad shapes, dtypes, chunk sizes and labels are refused with the
  *     status and a message naming the op.
  * The finite-difference check of both gradients is in
@@ -418,6 +426,309 @@ START_TEST(test_peak_below_unfused) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------ ignore
+ * index */
+
+/* Loss, dh and dw of mg_linear_cross_entropy_ex on n rows of x with the
+ * given int64 labels and opts (opts NULL and rows < x->n: the unfused
+ * pair on the first `rows` rows of hrows, the reference). */
+static void lce_run_ign(const lce_data *x, mg_dtype dt, const double *hrows,
+                        int64_t rows, const int64_t *labels,
+                        const mg_linear_ce_opts *opts, lce_out *o) {
+    mg_graph *g = mg_graph_new();
+    ck_assert(g != NULL);
+    mg_tensor h = mg_input(g, "h", dt, 2, S(rows, x->d));
+    mg_tensor w = mg_param(g, "w", dt, 2, S(x->v, x->d));
+    mg_tensor lab = mg_input(g, "labels", MG_I64, 1, S(rows));
+    mg_tensor loss =
+        opts ? mg_linear_cross_entropy_ex(g, h, w, lab, MG_NO_TENSOR, opts)
+             : mg_cross_entropy(g, mg_matmul(g, h, w, 0, 1), lab);
+    TH_OK_T("loss", loss);
+    const mg_tensor xs[2] = {h, w};
+    mg_tensor gr[2];
+    ck_assert_msg(mg_gradients(g, &loss, 1, NULL, xs, 2, NULL, gr) == MG_OK,
+                  "%s", mg_last_error());
+    void *hd = as_dtype(hrows, rows * x->d, dt);
+    void *wd = as_dtype(x->w, x->v * x->d, dt);
+    const mg_binding in[3] = {{h, hd}, {w, wd}, {lab, (void *)labels}};
+    const size_t es = mg_dtype_size(dt);
+    void *ly = malloc(es), *gh = malloc((size_t)(rows * x->d) * es),
+         *gw = malloc((size_t)(x->v * x->d) * es);
+    ck_assert(ly && gh && gw);
+    const mg_tensor outs[3] = {loss, gr[0], gr[1]};
+    void *bufs[3] = {ly, gh, gw};
+    TH_RUN_OK(opts ? "ignore_index" : "unfused kept rows", g, 3, outs, bufs, 3,
+              in, 1);
+    o->loss = elem(ly, dt, 0);
+    o->gh = malloc((size_t)(rows * x->d) * sizeof(double));
+    o->gw = malloc((size_t)(x->v * x->d) * sizeof(double));
+    ck_assert(o->gh && o->gw);
+    for (int64_t i = 0; i < rows * x->d; i++) o->gh[i] = elem(gh, dt, i);
+    for (int64_t i = 0; i < x->v * x->d; i++) o->gw[i] = elem(gw, dt, i);
+    free(ly), free(gh), free(gw), free(hd), free(wd);
+    mg_graph_free(g);
+}
+
+/* N = 12 rows, 5 of them labelled with the ignore_index: -100 (PyTorch's
+ * default) and 4 (a class inside [0, V), which is then never counted).
+ * Against the unfused pair on the 7 kept rows alone (the mean over those
+ * is PyTorch's reduction='mean' with ignore_index): the loss, dw, and dh
+ * on the kept rows agree (f64 1e-12, f32 2e-5), dh on ignored rows is
+ * exactly 0; for chunks 0, 1, 5 and 12. */
+START_TEST(test_ignore_index_matches_kept_rows) {
+    const int64_t ignores[2] = {-100, 4};
+    const int64_t chunks[4] = {0, 1, 5, 12};
+    const int is_ignored[12] = {0, 1, 0, 0, 1, 1, 0, 0, 0, 1, 0, 1};
+    lce_data x;
+    lce_data_make(&x, 12, 6, 11, 45);
+    for (int ig = 0; ig < 2; ig++) {
+        int64_t lab[12], kept_lab[12];
+        double kept_h[12 * 6];
+        int64_t kept = 0;
+        for (int64_t i = 0; i < 12; i++) {
+            lab[i] = is_ignored[i] ? ignores[ig] : x.lab64[i];
+            if (!is_ignored[i] && lab[i] == ignores[ig]) lab[i] = 0;
+            if (is_ignored[i]) continue;
+            kept_lab[kept] = lab[i];
+            memcpy(kept_h + kept * 6, x.h + i * 6, 6 * sizeof(double));
+            kept++;
+        }
+        for (int dti = 0; dti < 2; dti++) {
+            const mg_dtype dt = th_dtypes[dti];
+            const double tol = dt == MG_F64 ? 1e-12 : 2e-5;
+            lce_out ref;
+            lce_run_ign(&x, dt, kept_h, kept, kept_lab, NULL, &ref);
+            for (int c = 0; c < 4; c++) {
+                const mg_linear_ce_opts o = {.chunk_rows = chunks[c],
+                                             .has_ignore_index = 1,
+                                             .ignore_index = ignores[ig]};
+                lce_out got;
+                lce_run_ign(&x, dt, x.h, 12, lab, &o, &got);
+                char what[96];
+                snprintf(what, sizeof what, "%s ignore %lld chunk %lld loss",
+                         mg_dtype_name(dt), (long long)ignores[ig],
+                         (long long)chunks[c]);
+                th_check_f64(what, &got.loss, &ref.loss, 1, tol, tol);
+                snprintf(what, sizeof what, "%s ignore %lld chunk %lld dw",
+                         mg_dtype_name(dt), (long long)ignores[ig],
+                         (long long)chunks[c]);
+                th_check_f64(what, got.gw, ref.gw, x.v * x.d, tol, tol);
+                int64_t k = 0;
+                for (int64_t i = 0; i < 12; i++) {
+                    if (is_ignored[i]) {
+                        for (int j = 0; j < 6; j++)
+                            ck_assert_msg(got.gh[i * 6 + j] == 0.0,
+                                          "%s: ignored row %lld has dh %g",
+                                          what, (long long)i,
+                                          got.gh[i * 6 + j]);
+                        continue;
+                    }
+                    snprintf(what, sizeof what,
+                             "%s ignore %lld chunk %lld dh row %lld",
+                             mg_dtype_name(dt), (long long)ignores[ig],
+                             (long long)chunks[c], (long long)i);
+                    th_check_f64(what, got.gh + i * 6, ref.gh + k * 6, 6, tol,
+                                 tol);
+                    k++;
+                }
+                lce_out_free(&got);
+            }
+            lce_out_free(&ref);
+        }
+    }
+    lce_data_free(&x);
+}
+END_TEST
+
+/* With the ignore_index set but no row carrying it, the op is the plain
+ * one: the same bits as mg_linear_cross_entropy. */
+START_TEST(test_ignore_index_unused_same_bits) {
+    lce_data x;
+    lce_data_make(&x, 10, 5, 9, 8);
+    for (int dti = 0; dti < 2; dti++) {
+        lce_out a, b;
+        const mg_linear_ce_opts plain = {.chunk_rows = 3};
+        const mg_linear_ce_opts ign = {.chunk_rows = 3, .has_ignore_index = 1,
+                                       .ignore_index = -100};
+        lce_run_ign(&x, th_dtypes[dti], x.h, 10, x.lab64, &plain, &a);
+        lce_run_ign(&x, th_dtypes[dti], x.h, 10, x.lab64, &ign, &b);
+        ck_assert(memcmp(&a.loss, &b.loss, sizeof a.loss) == 0);
+        ck_assert(memcmp(a.gh, b.gh, (size_t)(x.n * x.d) * sizeof *a.gh) == 0);
+        ck_assert(memcmp(a.gw, b.gw, (size_t)(x.v * x.d) * sizeof *a.gw) == 0);
+        lce_out_free(&a);
+        lce_out_free(&b);
+    }
+    lce_data_free(&x);
+}
+END_TEST
+
+/* Every row ignored: the loss is NaN (0 / 0, as PyTorch's mean over no
+ * rows) and both gradients are exactly zero (as PyTorch's). */
+START_TEST(test_ignore_index_all_ignored) {
+    lce_data x;
+    lce_data_make(&x, 6, 4, 7, 9);
+    int64_t lab[6];
+    for (int i = 0; i < 6; i++) lab[i] = -100;
+    const mg_linear_ce_opts o = {.chunk_rows = 4, .has_ignore_index = 1,
+                                 .ignore_index = -100};
+    for (int dti = 0; dti < 2; dti++) {
+        lce_out got;
+        lce_run_ign(&x, th_dtypes[dti], x.h, 6, lab, &o, &got);
+        ck_assert_msg(isnan(got.loss), "all ignored: loss %g, want NaN",
+                      got.loss);
+        for (int64_t i = 0; i < 6 * 4; i++) ck_assert(got.gh[i] == 0.0);
+        for (int64_t i = 0; i < 7 * 4; i++) ck_assert(got.gw[i] == 0.0);
+        lce_out_free(&got);
+    }
+    lce_data_free(&x);
+}
+END_TEST
+
+/* With ignore_index -100, a label -5 or V is still refused at run time,
+ * forward and backward, naming the op, the label, its row and the
+ * ignore_index; the workspace is one element larger (the kept count). */
+START_TEST(test_ignore_index_bad_label) {
+    const int64_t bad[2] = {-5, 9};
+    for (int k = 0; k < 2; k++) {
+        for (int backward = 0; backward < 2; backward++) {
+            mg_graph *g = mg_graph_new();
+            mg_tensor h = mg_input(g, "h", MG_F64, 2, S(6, 4));
+            mg_tensor w = mg_param(g, "w", MG_F64, 2, S(9, 4));
+            mg_tensor lab = mg_input(g, "lab", MG_I64, 1, S(6));
+            const mg_linear_ce_opts o = {.chunk_rows = 4,
+                                         .has_ignore_index = 1,
+                                         .ignore_index = -100};
+            mg_tensor y = mg_linear_cross_entropy_ex(g, h, w, lab, MG_NO_TENSOR, &o);
+            TH_OK_T("lce", y);
+            mg_tensor out = y;
+            if (backward)
+                ck_assert(mg_gradients(g, &y, 1, NULL, &w, 1, NULL, &out) ==
+                          MG_OK);
+            double hd[24] = {0}, wd[36] = {0}, res[36];
+            int64_t labels[6] = {1, -100, 3, 4, 5, 6};
+            labels[4] = bad[k];
+            const mg_binding in[3] = {{h, hd}, {w, wd}, {lab, labels}};
+            void *bufs[1] = {res};
+            mg_status st = th_run(g, 1, &out, bufs, 3, in, 1);
+            ck_assert_int_eq(st, MG_ERR_INVALID_ARG);
+            char want[96];
+            snprintf(want, sizeof want,
+                     "label %lld at row 4 is outside [0, 9) and is not "
+                     "ignore_index -100",
+                     (long long)bad[k]);
+            ck_assert_msg(strstr(th_errmsg, want) &&
+                              strstr(th_errmsg, "linear_cross_entropy"),
+                          "message '%s' lacks '%s' or the op", th_errmsg, want);
+            mg_graph_free(g);
+        }
+    }
+    /* forward-only plan: the chunk, the row losses and the kept count */
+    mg_graph *g = mg_graph_new();
+    mg_tensor h = mg_input(g, "h", MG_F32, 2, S(512, 8));
+    mg_tensor w = mg_param(g, "w", MG_F32, 2, S(8192, 8));
+    mg_tensor lab = mg_input(g, "lab", MG_I32, 1, S(512));
+    const mg_linear_ce_opts o = {.chunk_rows = 64, .has_ignore_index = 1,
+                                 .ignore_index = -100};
+    mg_tensor y = mg_linear_cross_entropy_ex(g, h, w, lab, MG_NO_TENSOR, &o);
+    TH_OK_T("lce", y);
+    mg_plan_options po = {.no_grad = 1};
+    mg_plan *p = NULL;
+    ck_assert_int_eq(mg_plan_compile(g, &y, 1, &po, &p), MG_OK);
+    float res = 0;
+    const mg_binding b = {y, &res};
+    ck_assert_uint_eq(mg_plan_predicted_peak(p, &b, 1),
+                      mg_pool_size_class((size_t)(64 * 8192 + 512 + 1) *
+                                         sizeof(float)));
+    mg_plan_free(p);
+    mg_graph_free(g);
+    /* opts NULL: the defaults, no label ignored */
+    g = mg_graph_new();
+    h = mg_input(g, "h", MG_F32, 2, S(6, 4));
+    w = mg_param(g, "w", MG_F32, 2, S(9, 4));
+    lab = mg_input(g, "lab", MG_I32, 1, S(6));
+    TH_OK_T("lce opts NULL",
+            mg_linear_cross_entropy_ex(g, h, w, lab, MG_NO_TENSOR, NULL));
+    /* logits other than matmul(h, w, 0, 1) are refused */
+    const char *op = "linear_cross_entropy";
+    TH_FAIL(mg_linear_cross_entropy_ex(g, h, w, lab, mg_tanh(g, h), NULL),
+            MG_ERR_INVALID_ARG, op, "must be mg_matmul(g, h, w, 0, 1)");
+    mg_tensor h2 = mg_input(g, "h2", MG_F32, 2, S(6, 4));
+    TH_FAIL(mg_linear_cross_entropy_ex(g, h, w, lab,
+                                       mg_matmul(g, h2, w, 0, 1), NULL),
+            MG_ERR_INVALID_ARG, op, "must be mg_matmul(g, h, w, 0, 1)");
+    TH_FAIL(mg_linear_cross_entropy_ex(g, h, w, lab, 12345, NULL),
+            MG_ERR_UNKNOWN_ID, op, "12345");
+    const mg_linear_ce_opts neg = {.chunk_rows = -3, .has_ignore_index = 1,
+                                   .ignore_index = -100};
+    TH_FAIL(mg_linear_cross_entropy_ex(g, h, w, lab, MG_NO_TENSOR, &neg),
+            MG_ERR_INVALID_ARG, "linear_cross_entropy", "chunk_rows -3");
+    mg_graph_free(g);
+}
+END_TEST
+
+/* Given its logits (mg_matmul(h, w, 0, 1), which a model returning them
+ * makes anyway), the forward reads them instead of making chunks: the
+ * loss within 1e-12 (f64) / 2e-6 (f32) relative of the op making them
+ * (the matmul's GEMM may round differently from a chunk's), both
+ * gradients the same bits (the gradient op is the same), and the
+ * forward's cost without the GEMM; with and without an ignore_index. */
+START_TEST(test_given_logits) {
+    lce_data x;
+    lce_data_make(&x, 10, 6, 13, 12);
+    int64_t lab[10];
+    for (int i = 0; i < 10; i++) lab[i] = i % 3 ? x.lab64[i] : -100;
+    for (int dti = 0; dti < 2; dti++) {
+        const mg_dtype dt = th_dtypes[dti];
+        for (int ign = 0; ign < 2; ign++) {
+            double loss[2], *gh[2], *gw[2];
+            for (int given = 0; given < 2; given++) {
+                mg_graph *g = mg_graph_new();
+                mg_tensor h = mg_input(g, "h", dt, 2, S(10, 6));
+                mg_tensor w = mg_param(g, "w", dt, 2, S(13, 6));
+                mg_tensor l = mg_input(g, "labels", MG_I64, 1, S(10));
+                const mg_linear_ce_opts o = {.chunk_rows = 4,
+                                             .has_ignore_index = ign,
+                                             .ignore_index = -100};
+                mg_tensor lg = given ? mg_matmul(g, h, w, 0, 1) : MG_NO_TENSOR;
+                mg_tensor y = mg_linear_cross_entropy_ex(g, h, w, l, lg, &o);
+                TH_OK_T("lce", y);
+                ck_assert_double_eq(mg_tensor_flops(g, y),
+                                    (given ? 0 : 2.0 * 10 * 13 * 6) +
+                                        4.0 * 10 * 13);
+                const mg_tensor xs[2] = {h, w};
+                mg_tensor gr[2];
+                ck_assert(mg_gradients(g, &y, 1, NULL, xs, 2, NULL, gr) ==
+                          MG_OK);
+                void *hd = as_dtype(x.h, 60, dt), *wd = as_dtype(x.w, 78, dt);
+                int64_t lab_used[10];
+                for (int i = 0; i < 10; i++)
+                    lab_used[i] = ign ? lab[i] : x.lab64[i];
+                const mg_binding in[3] = {{h, hd}, {w, wd}, {l, lab_used}};
+                const size_t es = mg_dtype_size(dt);
+                void *ly = malloc(es), *bh = malloc(60 * es),
+                     *bw = malloc(78 * es);
+                const mg_tensor outs[3] = {y, gr[0], gr[1]};
+                void *bufs[3] = {ly, bh, bw};
+                TH_RUN_OK("given logits", g, 3, outs, bufs, 3, in, 1);
+                loss[given] = elem(ly, dt, 0);
+                gh[given] = malloc(60 * sizeof(double));
+                gw[given] = malloc(78 * sizeof(double));
+                for (int i = 0; i < 60; i++) gh[given][i] = elem(bh, dt, i);
+                for (int i = 0; i < 78; i++) gw[given][i] = elem(bw, dt, i);
+                free(ly), free(bh), free(bw), free(hd), free(wd);
+                mg_graph_free(g);
+            }
+            const double tol = dt == MG_F64 ? 1e-12 : 2e-6;
+            th_check_f64("given logits loss", &loss[1], &loss[0], 1, tol, tol);
+            ck_assert(memcmp(gh[0], gh[1], 60 * sizeof(double)) == 0);
+            ck_assert(memcmp(gw[0], gw[1], 78 * sizeof(double)) == 0);
+            for (int k = 0; k < 2; k++) free(gh[k]), free(gw[k]);
+        }
+    }
+    lce_data_free(&x);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ errors */
 
 START_TEST(test_bad_inputs) {
@@ -521,6 +832,11 @@ int main(void) {
     th_add_tcase(
         s, "model", 300,
         TH_TESTS(test_policies_bit_equal_and_peak, test_peak_below_unfused));
+    th_add_tcase(s, "ignore_index", 120,
+                 TH_TESTS(test_ignore_index_matches_kept_rows,
+                          test_ignore_index_unused_same_bits,
+                          test_ignore_index_all_ignored,
+                          test_ignore_index_bad_label, test_given_logits));
     th_add_tcase(s, "errors", 60,
                  TH_TESTS(test_bad_inputs, test_bad_label_at_run, test_flops));
     return th_run_suite(s);

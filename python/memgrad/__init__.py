@@ -276,15 +276,24 @@ class Graph:
     def broadcast_to(self, x, shape):
         return self._t(_lib.broadcast_to(self._g, x.id, *_shape(shape)))
 
-    def linear_cross_entropy(self, h, w, labels, chunk_rows=0):
+    def linear_cross_entropy(self, h, w, labels, chunk_rows=0,
+                             ignore_index=None, logits=None):
         """Mean cross-entropy of the logits h w^T against integer labels
-        (mg_linear_cross_entropy): h [N, D], w [V, D] as a Linear layer's
-        weight, labels [N]; the value of cross_entropy(matmul(h, w,
+        (mg_linear_cross_entropy_ex): h [N, D], w [V, D] as a Linear
+        layer's weight, labels [N]; the value of cross_entropy(matmul(h, w,
         trans_b=True), labels), made chunk_rows rows of logits at a time
         in both passes (0: the default, 2^21 / V rows), so the [N, V]
-        logits are never whole. A label outside [0, V) fails the run."""
-        return self._t(_lib.linear_cross_entropy(self._g, h.id, w.id,
-                                                 labels.id, int(chunk_rows)))
+        logits are never whole. ignore_index (PyTorch's, e.g. -100): rows
+        with that label add nothing and the mean is over the others (NaN
+        when every row is ignored, as PyTorch's); None: none ignored. Any
+        other label outside [0, V) fails the run. logits: None, or
+        matmul(h, w, trans_b=True) itself, made anyway (returned by the
+        model): the forward reads its rows instead of making them."""
+        o = _lib.LinearCEOpts(int(chunk_rows), int(ignore_index is not None),
+                              int(ignore_index or 0))
+        lg = logits.id if logits is not None else -1
+        return self._t(_lib.linear_cross_entropy_ex(
+            self._g, h.id, w.id, labels.id, lg, ctypes.byref(o)))
 
     def where(self, cond, a, b):
         """a where cond is nonzero, b elsewhere (mg_where); the three
@@ -631,7 +640,9 @@ class Executor:
         binds, n, keep = self._bind(plan, feeds)
         _lib.check(_lib.exec_run(self._e, plan._p, binds, n, seed))
         del keep
-        return self._export(plan.outputs)
+        # an output bound to the caller's memory is the caller's array
+        bound = {self._key(plan, k) for k in (feeds or {})}
+        return self._export([t for t in plan.outputs if t not in bound])
 
     def forward(self, plan, feeds, seed=0):
         """The forward phase: ({Tensor: array} of the forward outputs,
@@ -645,7 +656,11 @@ class Executor:
         del keep
         saved = Saved(self, s)
         outs = {}
+        # an output bound to the caller's memory is the caller's array
+        bound = {self._key(plan, k) for k in (feeds or {})}
         for t in plan.outputs:
+            if t in bound:
+                continue
             ptr = ctypes.c_void_p()
             if _lib.saved_tensor_data(s, t.id, ctypes.byref(ptr)) != 0:
                 continue  # a gradient: the backward phase computes it

@@ -101,6 +101,11 @@ class AttentionOpts(ctypes.Structure):
                 ("dropout_p", c_double), ("seed", c_uint64)]
 
 
+class LinearCEOpts(ctypes.Structure):
+    _fields_ = [("chunk_rows", c_int64), ("has_ignore_index", c_int),
+                ("ignore_index", c_int64)]
+
+
 class PoolStats(ctypes.Structure):
     _fields_ = [("bytes_in_use", c_size_t), ("peak_bytes_in_use", c_size_t),
                 ("bytes_reserved", c_size_t), ("alloc_calls", c_uint64),
@@ -253,6 +258,8 @@ attention_ex = _fn("mg_attention_ex", T, G, T, T, T, T, POINTER(AttentionOpts))
 broadcast_to = _fn("mg_broadcast_to", T, G, T, c_int, POINTER(c_int64))
 linear_cross_entropy = _fn("mg_linear_cross_entropy", T, G, T, T, T,
                            c_int64)
+linear_cross_entropy_ex = _fn("mg_linear_cross_entropy_ex", T, G, T, T, T,
+                              T, POINTER(LinearCEOpts))
 where = _fn("mg_where", T, G, T, T, T)
 clamp = _fn("mg_clamp", T, G, T, c_double, c_double)
 gather = _fn("mg_gather", T, G, T, c_int, T)

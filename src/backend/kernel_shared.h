@@ -316,12 +316,50 @@ static inline mg_status mg_lce_dims_setup(const mg_kargs *a, int lo,
     if (d->chunk > INT32_MAX || d->dim > INT32_MAX || d->vocab > INT32_MAX)
         return mg_kernel_fail(a, MG_ERR_UNSUPPORTED,
                               "chunk, D or V exceeds the BLAS int range");
-    const size_t need = mg_lce_workspace(d->rows, d->vocab, d->chunk,
-                                         mg_dtype_size(h->dtype), forward);
+    /* a forward op given its logits (input 3) reads them, of [N, V] */
+    const int given = forward && a->n_in > 3;
+    if (given && (a->in[3].d.ndim != 2 || a->in[3].d.shape[0] != d->rows ||
+                  a->in[3].d.shape[1] != d->vocab))
+        return mg_kernel_fail(a, MG_ERR_SHAPE, "logits must be [N, V]");
+    const size_t need = mg_lce_op_workspace(
+        d->rows, d->vocab, d->chunk, mg_dtype_size(h->dtype), forward,
+        a->attrs->has_ignore_index, given);
     if (a->work_bytes < need || !a->work)
         return mg_kernel_fail(a, MG_ERR_INTERNAL,
                               "needs %zu bytes of workspace, got %zu", need,
                               a->work_bytes);
+    return MG_OK;
+}
+
+/* Checks every label of linear_cross_entropy (n of them, host memory)
+ * before any is read: each is in [0, vocab) or, with has_ignore_index,
+ * the ignore_index; *kept gets the count of the rows not ignored (the
+ * mean's divisor). */
+static inline mg_status mg_lce_check_labels(const mg_kargs *a,
+                                            const void *labels, mg_dtype lt,
+                                            int64_t n, int64_t vocab,
+                                            int64_t *kept) {
+    const int ign = a->attrs->has_ignore_index;
+    const int64_t ii = a->attrs->ignore_index;
+    int64_t k = 0;
+    for (int64_t p = 0; p < n; p++) {
+        const int64_t v = mg_index_at(labels, lt, p);
+        if (ign && v == ii) continue;
+        if (v < 0 || v >= vocab) {
+            if (ign)
+                return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
+                                      "label %" PRId64 " at row %" PRId64
+                                      " is outside [0, %" PRId64
+                                      ") and is not ignore_index %" PRId64,
+                                      v, p, vocab, ii);
+            return mg_kernel_fail(a, MG_ERR_INVALID_ARG,
+                                  "label %" PRId64 " at row %" PRId64
+                                  " is outside [0, %" PRId64 ")",
+                                  v, p, vocab);
+        }
+        k++;
+    }
+    *kept = k;
     return MG_OK;
 }
 

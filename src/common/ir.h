@@ -172,8 +172,12 @@ typedef struct mg_attrs {
      * axis is in axis. */
     /* linear_cross_entropy and its gradient: rows of logits made at a time
      * (>= 1, at most the row count; the builder resolves 0 to its default),
-     * which sets the op's workspace */
+     * which sets the op's workspace; with has_ignore_index, rows labelled
+     * ignore_index add nothing and the mean is over the other rows
+     * (PyTorch's ignore_index) */
     int64_t chunk_rows;
+    int has_ignore_index;
+    int64_t ignore_index;
 } mg_attrs;
 
 /* The element count, or -1 when it does not fit int64_t (or a dim is

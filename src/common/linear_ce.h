@@ -36,10 +36,14 @@ static inline int64_t mg_lce_chunk_rows(int64_t chunk_rows, int64_t rows,
 /* Workspace bytes for chunks of `chunk` rows of `vocab` logits of `elt`
  * bytes: the logits chunk, and for the forward op one loss per row after
  * it (`rows` more elements), which are summed in a fixed order so that
- * the loss does not depend on the thread count. SIZE_MAX (an allocation
- * that must fail) if it does not fit; the shape rule refuses those. */
+ * the loss does not depend on the thread count; with an ignore_index
+ * (`ignore`), one element more after those, where the CUDA kernels count
+ * the rows that are not ignored (the mean's divisor, which lives on the
+ * device with the labels). SIZE_MAX (an allocation that must fail) if it
+ * does not fit; the shape rule refuses those. */
 static inline size_t mg_lce_workspace(int64_t rows, int64_t vocab,
-                                      int64_t chunk, size_t elt, int forward) {
+                                      int64_t chunk, size_t elt, int forward,
+                                      int ignore) {
     if (rows < 1 || vocab < 1 || chunk < 1) return 0;
     const uint64_t max_elems = (uint64_t)PTRDIFF_MAX / elt;
     if ((uint64_t)chunk > max_elems / (uint64_t)vocab) return SIZE_MAX;
@@ -48,7 +52,25 @@ static inline size_t mg_lce_workspace(int64_t rows, int64_t vocab,
         if ((uint64_t)rows > max_elems - n) return SIZE_MAX;
         n += (uint64_t)rows;
     }
+    if (ignore) {
+        if (n >= max_elems) return SIZE_MAX;
+        n += 1;
+    }
     return (size_t)(n * elt);
+}
+
+/* The op's workspace: mg_lce_workspace, but for a forward op given its
+ * logits (a fourth input: the matmul the caller keeps anyway), which
+ * makes no chunk, only the row losses (and the kept count). */
+static inline size_t mg_lce_op_workspace(int64_t rows, int64_t vocab,
+                                         int64_t chunk, size_t elt,
+                                         int forward, int ignore,
+                                         int logits_given) {
+    if (!(forward && logits_given))
+        return mg_lce_workspace(rows, vocab, chunk, elt, forward, ignore);
+    if (rows < 1) return 0;
+    if ((uint64_t)rows >= (uint64_t)PTRDIFF_MAX / elt) return SIZE_MAX;
+    return (size_t)((uint64_t)(rows + (ignore ? 1 : 0)) * elt);
 }
 
 #endif

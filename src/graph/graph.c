@@ -686,6 +686,8 @@ mg_status mg_tensor_attrs_hash(const mg_graph *g, mg_tensor t, uint64_t *out) {
     h = attrs_mix_f(h, a->eps);
     h = attrs_mix(h, (uint64_t)a->n_norm_axes);
     h = attrs_mix(h, (uint64_t)a->chunk_rows);
+    h = attrs_mix(h, (uint64_t)a->has_ignore_index);
+    h = attrs_mix(h, (uint64_t)a->ignore_index);
     h = attrs_mix(h, (uint64_t)a->reverse);
     h = attrs_mix_f(h, a->lo);
     h = attrs_mix_f(h, a->hi);

@@ -168,11 +168,11 @@ const mg_op_def mgi_op_table[MG_OP_COUNT] = {
        .flops_per_elem = 1),
     /* final projection + cross-entropy, chunked: ops_loss.c. Kept by
      * MG_CKPT_SPEED and read whole by its gradient, as matmul is. */
-    OP(LINEAR_CROSS_ENTROPY, .n_inputs = 3,
+    OP(LINEAR_CROSS_ENTROPY, .n_inputs = 4, .n_optional = 1,
        .flags = MG_OPF_EXPENSIVE | MG_OPF_READS_WHOLE,
        .infer = mgi_linear_ce_infer, .grad = mgi_linear_ce_grad,
        .flops = mgi_linear_ce_flops, .workspace = mgi_linear_ce_workspace,
-       .no_grad_inputs = 1u << 2),
+       .no_grad_inputs = (1u << 2) | (1u << 3)),
     OP(LINEAR_CROSS_ENTROPY_GRAD, .n_inputs = 4,
        .infer = mgi_linear_ce_grad_infer, .flops = mgi_linear_ce_grad_flops,
        .workspace = mgi_linear_ce_grad_workspace),

@@ -128,7 +128,8 @@ mg_status mgi_mse_grad(mg_graph *g, const mg_node *node, const mg_tensor *in,
 }
 
 /* ---- linear_cross_entropy ------------------------------------------------
- * mean_n(logsumexp(l_n) - l_n[label_n]) over the logits l = h w^T, made
+ * mean_n(logsumexp(l_n) - l_n[label_n]) over the logits l = h w^T (with an
+ * ignore_index: over the rows whose label is not it), made
  * a chunk of rows at a time in the op's workspace. Its gradient op makes
  * each chunk again and turns it into the logits' gradient in place, so
  * neither pass keeps [N, V] of anything, and nothing but h, w and the
@@ -169,7 +170,8 @@ static mg_status lce_check(const mg_tdesc *h, const mg_tdesc *w,
         return MG_ERR_INVALID_ARG;
     }
     if (mg_lce_workspace(h->shape[0], w->shape[0], a->chunk_rows,
-                         mg_dtype_size(h->dtype), 1) == SIZE_MAX) {
+                         mg_dtype_size(h->dtype), 1,
+                         a->has_ignore_index) == SIZE_MAX) {
         snprintf(why, len,
                  "a chunk of %lld rows of %lld logits has more bytes than "
                  "PTRDIFF_MAX",
@@ -179,10 +181,21 @@ static mg_status lce_check(const mg_tdesc *h, const mg_tdesc *w,
     return MG_OK;
 }
 
+/* A fourth input, the logits h w^T (the builder checks it is that
+ * matmul), [N, V] of h's dtype. */
 mg_status mgi_linear_ce_infer(const mg_tdesc *in, int n_in, const mg_attrs *a,
                               mg_tdesc *out, char *why, size_t len) {
-    (void)n_in;
+    char b1[128];
     mg_status s = lce_check(&in[0], &in[1], &in[2], a, why, len);
+    if (s == MG_OK && n_in > 3 &&
+        (in[3].dtype != in[0].dtype || in[3].ndim != 2 ||
+         in[3].shape[0] != in[0].shape[0] ||
+         in[3].shape[1] != in[1].shape[0])) {
+        snprintf(why, len, "logits must be [%lld, %lld] of h's dtype, not %s",
+                 (long long)in[0].shape[0], (long long)in[1].shape[0],
+                 mgi_shape_str(&in[3], b1, sizeof b1));
+        s = MG_ERR_SHAPE;
+    }
     if (s == MG_OK) scalar_desc(out, in[0].dtype);
     return s;
 }
@@ -221,10 +234,10 @@ static double lce_nvd(const mg_tdesc *h, const mg_tdesc *w, double *nv) {
 
 double mgi_linear_ce_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
                            const mg_tdesc *out) {
-    (void)n_in, (void)a, (void)out;
+    (void)a, (void)out;
     double nv = 0;
     const double nvd = lce_nvd(&in[0], &in[1], &nv);
-    return 2 * nvd + 4 * nv;
+    return (n_in > 3 ? 0 : 2 * nvd) + 4 * nv; /* given logits: no GEMM */
 }
 
 double mgi_linear_ce_grad_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
@@ -238,35 +251,68 @@ double mgi_linear_ce_grad_flops(const mg_tdesc *in, int n_in, const mg_attrs *a,
 /* The logits chunk, plus a loss per row in the forward op (linear_ce.h). */
 size_t mgi_linear_ce_workspace(const mg_tdesc *in, int n_in, const mg_attrs *a,
                                const mg_tdesc *out) {
-    (void)n_in, (void)out;
-    return mg_lce_workspace(in[0].shape[0], in[1].shape[0], a->chunk_rows,
-                            mg_dtype_size(in[0].dtype), 1);
+    (void)out;
+    return mg_lce_op_workspace(in[0].shape[0], in[1].shape[0], a->chunk_rows,
+                               mg_dtype_size(in[0].dtype), 1,
+                               a->has_ignore_index, n_in > 3);
 }
 
 size_t mgi_linear_ce_grad_workspace(const mg_tdesc *in, int n_in,
                                     const mg_attrs *a, const mg_tdesc *out) {
     (void)n_in, (void)out;
     return mg_lce_workspace(in[1].shape[0], in[2].shape[0], a->chunk_rows,
-                            mg_dtype_size(in[1].dtype), 0);
+                            mg_dtype_size(in[1].dtype), 0,
+                            a->has_ignore_index);
 }
 
-mg_tensor mg_linear_cross_entropy(mg_graph *g, mg_tensor h, mg_tensor w,
-                                  mg_tensor labels, int64_t chunk_rows) {
+/* Whether t is mg_matmul(h, w, 0, 1): the only logits the op may read. */
+static bool is_logits_of(const mg_graph *g, mg_tensor t, mg_tensor h,
+                         mg_tensor w) {
+    const mg_node *n = &g->nodes[t];
+    return n->op == MG_OP_MATMUL && n->n_in == 2 && n->in[0] == h &&
+           n->in[1] == w && n->attrs->trans_a == 0 && n->attrs->trans_b == 1;
+}
+
+mg_tensor mg_linear_cross_entropy_ex(mg_graph *g, mg_tensor h, mg_tensor w,
+                                     mg_tensor labels, mg_tensor logits,
+                                     const mg_linear_ce_opts *opts) {
+    const mg_linear_ce_opts defaults = {0};
+    if (!opts) opts = &defaults;
     const mg_tdesc *hd = mgi_arg_desc(g, h, "linear_cross_entropy (h)");
     if (!hd) return MG_NO_TENSOR;
     const mg_tdesc hc = *hd; /* the next call may move the descriptors */
     const mg_tdesc *wd = mgi_arg_desc(g, w, "linear_cross_entropy (w)");
     if (!wd) return MG_NO_TENSOR;
+    if (logits != MG_NO_TENSOR) {
+        if (!mgi_arg_desc(g, logits, "linear_cross_entropy (logits)"))
+            return MG_NO_TENSOR;
+        if (!is_logits_of(g, logits, h, w)) {
+            mg_set_error(MG_ERR_INVALID_ARG,
+                         "linear_cross_entropy: logits (tensor %d) must be "
+                         "mg_matmul(g, h, w, 0, 1) of this h and w",
+                         (int)logits);
+            return MG_NO_TENSOR;
+        }
+    }
     mg_attrs at = {0};
-    at.chunk_rows = chunk_rows;
+    at.chunk_rows = opts->chunk_rows;
+    at.has_ignore_index = opts->has_ignore_index != 0;
+    at.ignore_index = at.has_ignore_index ? opts->ignore_index : 0;
     /* Resolved here, not in the kernels, so that the workspace, and with
      * it the plan's peak, is fixed by the graph. Shapes the shape rule
      * will refuse keep the request as given. */
     if (hc.ndim == 2 && wd->ndim == 2)
         at.chunk_rows =
-            mg_lce_chunk_rows(chunk_rows, hc.shape[0], wd->shape[0]);
-    const mg_tensor in[3] = {h, w, labels};
-    return mgi_graph_add_node(g, MG_OP_LINEAR_CROSS_ENTROPY, 3, in, &at);
+            mg_lce_chunk_rows(opts->chunk_rows, hc.shape[0], wd->shape[0]);
+    const mg_tensor in[4] = {h, w, labels, logits};
+    return mgi_graph_add_node(g, MG_OP_LINEAR_CROSS_ENTROPY,
+                              logits != MG_NO_TENSOR ? 4 : 3, in, &at);
+}
+
+mg_tensor mg_linear_cross_entropy(mg_graph *g, mg_tensor h, mg_tensor w,
+                                  mg_tensor labels, int64_t chunk_rows) {
+    const mg_linear_ce_opts o = {.chunk_rows = chunk_rows};
+    return mg_linear_cross_entropy_ex(g, h, w, labels, MG_NO_TENSOR, &o);
 }
 
 /* One linear_cross_entropy_grad op writes both gradients packed; each is

@@ -69,5 +69,39 @@ START_TEST(test_gc_linear_cross_entropy) {
 }
 END_TEST
 
+/* With an ignore_index (mg_linear_cross_entropy_ex): rows 1 and 4 of 6
+ * labelled -100, then the ignore_index 2, a class inside [0, V), for
+ * chunks of 6 and 4 rows, the second given its logits (matmul(h, w, 0,
+ * 1)): both gradients against finite differences, which see the mean
+ * over the kept rows only. */
+START_TEST(test_gc_linear_cross_entropy_ignore) {
+    const int64_t ignores[2] = {-100, 2};
+    for (int k = 0; k < 2; k++) {
+        gc_ctx c;
+        char name[80];
+        snprintf(name, sizeof name,
+                 "linear_cross_entropy_ex ignore_index %lld chunk %d",
+                 (long long)ignores[k], k ? 4 : 6);
+        gc_begin(&c, name, 1810 + (uint64_t)k);
+        mg_tensor h = gc_x(&c, 2, S(6, 3));
+        mg_tensor w = gc_p(&c, 2, S(5, 3));
+        mg_tensor y = gc_labels(&c, 6, 5);
+        /* gc_labels' data: the last leaf's; rows 1 and 4 ignored */
+        int32_t *lab = (int32_t *)c.data[c.n - 1];
+        for (int i = 0; i < 6; i++)
+            if (lab[i] == ignores[k]) lab[i] = (int32_t)((ignores[k] + 1) % 5);
+        lab[1] = lab[4] = (int32_t)ignores[k];
+        const mg_linear_ce_opts o = {.chunk_rows = k ? 4 : 6,
+                                     .has_ignore_index = 1,
+                                     .ignore_index = ignores[k]};
+        /* k 1: given its logits, which the forward reads */
+        const mg_tensor lg =
+            k ? mg_matmul(c.g, h, w, 0, 1) : MG_NO_TENSOR;
+        gc_check(&c, mg_linear_cross_entropy_ex(c.g, h, w, y, lg, &o));
+        gc_end(&c);
+    }
+}
+END_TEST
+
 TH_PART(gradcheck_loss_tcase, "loss", 120, test_gc_cross_entropy, test_gc_mse,
-        test_gc_linear_cross_entropy)
+        test_gc_linear_cross_entropy, test_gc_linear_cross_entropy_ignore)

@@ -25,8 +25,8 @@ import warnings
 
 import torch
 
-from .. import Graph, Tensor
-from . import aten
+from .. import Graph, Tensor, _lib
+from . import aten, fuse_loss
 from ._devices import PerDevice
 
 _FLOAT = {torch.float32: "float32", torch.float64: "float64",
@@ -289,6 +289,11 @@ class Captured(PerDevice):
         self._body = body
         out_node = nodes[-1]
         outs = list(out_node.args[0])
+        # final projections with their cross-entropy: one fused op each,
+        # which reads h and w only (fuse_loss.py)
+        self.fused_losses = {m.loss: m for m in fuse_loss.find(nodes, body)}
+        forward_only = {o for m in self.fused_losses.values()
+                        for o in m.outputs}
         # which body nodes the outputs need
         need, todo = set(), [a for a in outs
                              if isinstance(a, torch.fx.Node) and a in body]
@@ -297,7 +302,9 @@ class Captured(PerDevice):
             if n in need:
                 continue
             need.add(n)
-            todo.extend(a for a in n.all_input_nodes if a in body)
+            m = self.fused_losses.get(n)
+            reads = [m.h, m.w] if m is not None else n.all_input_nodes
+            todo.extend(a for a in reads if a in body)
         bad = {}
         for n in nodes:
             if n in need and n.op == "call_function" and \
@@ -342,6 +349,9 @@ class Captured(PerDevice):
                 continue
             if n not in need:
                 continue
+            if n in self.fused_losses:
+                env[n] = self._fused_loss(self.fused_losses[n], env)
+                continue
             args, kwargs = _lookup(n, env)
             # a number or a non-float tensor a handler makes a float of
             # takes the node's own float dtype: under torch.autocast a
@@ -357,7 +367,12 @@ class Captured(PerDevice):
                     (str(n.target), 1, [_where(n)], str(e))]) from None
         # outputs
         self.ys, self.extra = [], []  # body outputs: differentiable, not
-        self.out_plan = []  # per output: ("y", k) ("extra", k) ("torch", fn)
+        # forward_only: the logits of a fused loss, made in the forward
+        # pass, with no gradient path in the plan (module.py refuses a
+        # gradient through them)
+        self.forward_only = []
+        # per output: ("y", k) ("fwd", k) ("extra", k) ("torch", fn)
+        self.out_plan = []
         self.mutations = []  # (kind, target, slot)
         for v, (kind, target) in zip(outs, self.out_kinds):
             val = env[v] if isinstance(v, torch.fx.Node) else v
@@ -366,7 +381,10 @@ class Captured(PerDevice):
             if isinstance(val, Tensor):
                 slot = ("y", len(self.ys)) if kind == "user" else \
                     ("extra", len(self.extra))
-                if kind == "user":
+                if kind == "user" and v in forward_only:
+                    slot = ("fwd", len(self.forward_only))
+                    self.forward_only.append(val)
+                elif kind == "user":
                     self.ys.append(val)
                 else:
                     self.extra.append(val)
@@ -377,6 +395,28 @@ class Captured(PerDevice):
             else:
                 self.mutations.append((kind, target, slot))
         self._plan()
+
+    def _fused_loss(self, m, env):
+        """linear_cross_entropy for a fuse_loss.Match: h [N, D], w
+        [V, D] and the prologue's labels, fed as integers; given the
+        logits' matmul when the model returns them (made anyway), so that
+        the forward reads them rather than making them again."""
+        h, w = self.t(env[m.h]), self.t(env[m.w])
+        labels = self.t(env[m.labels], float_dtype=False)
+        logits = env.get(m.mm) if m.outputs else None
+        if isinstance(logits, Tensor) and logits in \
+                self.graph.tensors("matmul") and \
+                self.graph.input_of(logits, 0) == h and \
+                self.graph.input_of(logits, 1) == w:
+            # the builder checks it is matmul(h, w, 0, 1) (transposes)
+            try:
+                return self.graph.linear_cross_entropy(
+                    h, w, labels, ignore_index=m.ignore_index,
+                    logits=logits)
+            except _lib.MemgradError:  # transposed: not h w^T
+                _lib.clear_error()
+        return self.graph.linear_cross_entropy(
+            h, w, labels, ignore_index=m.ignore_index)
 
     def _torch_getter(self, v):
         """A function of the prologue env giving output v (a prologue
@@ -408,7 +448,8 @@ class Captured(PerDevice):
                                      host_bandwidth=bw, compute_rate=rate)
             if self.offload is not None:
                 self.offload_tensors = g.offloads()
-        self.plan_outputs = list(self.ys) + list(self.extra) + \
+        self.plan_outputs = list(self.ys) + list(self.forward_only) + \
+            list(self.extra) + \
             [t for t in self.grads if t not in self.seeds]
         # whether the plan has gradient steps (a y that is a leaf itself
         # takes its gradient straight from the seed)

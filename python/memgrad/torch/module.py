@@ -38,10 +38,20 @@ class _Run(torch.autograd.Function):
         for t, get in cap.feeds_from:
             feeds[t] = get(env).detach().to(device).contiguous()
         ex, plan = cap.executor_for(device), cap.plan_for(device)
+        # a fused loss's logits (forward-only outputs) are written into
+        # torch memory: they leave with the caller's last reference
+        # (before backward, when only the loss is used) instead of holding
+        # a pool block through the backward pass
+        fwd = [torch.empty(t.shape, dtype=getattr(torch, t.dtype),
+                           device=device)
+               for t in getattr(cap, "forward_only", ())]
+        run_feeds = dict(feeds)
+        run_feeds.update(zip(getattr(cap, "forward_only", ()), fwd))
         if cap.differentiable:
-            outs, saved = ex.forward(plan, feeds, seed)
+            outs, saved = ex.forward(plan, run_feeds, seed)
         else:  # no gradient steps (every leaf frozen, say): no backward
-            outs, saved = ex.run(plan, feeds, seed), None
+            outs, saved = ex.run(plan, run_feeds, seed), None
+        del run_feeds
         ctx.cap, ctx.feeds, ctx.saved, ctx.ex, ctx.plan = \
             cap, feeds, saved, ex, plan
         ctx.env_outputs = env
@@ -60,11 +70,24 @@ class _Run(torch.autograd.Function):
         extra = [outs[e] for e in cap.extra]
         ctx.mark_non_differentiable(*extra)
         ctx.n_values = len(values)
-        return tuple(ys + extra)
+        # an output nothing differentiates gets None in backward, not
+        # zeros: a forward-only output's gradient must be seen to be none
+        ctx.set_materialize_grads(False)
+        return tuple(ys + fwd + extra)
 
     @staticmethod
     def backward(ctx, *grad_outputs):
         cap = ctx.cap
+        ny, nf = len(cap.ys), len(getattr(cap, "forward_only", ()))
+        if any(g is not None for g in grad_outputs[ny:ny + nf]):
+            raise RuntimeError(
+                "memgrad.torch: a gradient reached the logits %s returns "
+                "beside its loss; memgrad fused the final projection with "
+                "the cross-entropy (linear_cross_entropy), so its plan "
+                "has no gradient path through the logits. Differentiate "
+                "the loss alone, or use the logits detached "
+                "(.detach())." % cap.module_name)
+        grad_outputs = grad_outputs[:ny]
         if not cap.differentiable:  # only ys that are leaves themselves
             out = [None] * ctx.n_values
             for i, gt in zip(cap.grad_leaves, cap.grads):
@@ -269,8 +292,8 @@ def call(cap, values, seed):
     """Run cap on this call's leaf values; returns (user outputs in the
     module's structure, and applies buffer and input mutations)."""
     res = _Run.apply(cap, seed, *values)
-    ny = len(cap.ys)
-    ys, extra = res[:ny], res[ny:]
+    ny, nf = len(cap.ys), len(getattr(cap, "forward_only", ()))
+    ys, fwd, extra = res[:ny], res[ny:ny + nf], res[ny + nf:]
     env = None
     if any(slot[0] == "torch" for slot in cap.out_plan) or any(
             slot[0] == "torch" for _, _, slot in cap.mutations):
@@ -278,6 +301,7 @@ def call(cap, values, seed):
     outs = []
     for slot in cap.out_plan:
         outs.append(ys[slot[1]] if slot[0] == "y" else
+                    fwd[slot[1]] if slot[0] == "fwd" else
                     extra[slot[1]] if slot[0] == "extra" else slot[1](env))
     return outs, extra, env
 
@@ -380,9 +404,12 @@ class Module(torch.nn.Module):
         gradients in PyTorch's memory (as the call binds them). A step
         that adds a gradient into a .grad holding other values than zeros
         also uses the executor's accumulation slot (accumulation_slot
-        bytes, in use only while such a gradient is computed)."""
+        bytes, in use only while such a gradient is computed). A fused
+        loss's logits are in PyTorch's memory too (bound as the call binds
+        them)."""
         cap = self._cap
-        bound = [t for t in cap.grads if t not in cap.seeds]
+        bound = [t for t in cap.grads if t not in cap.seeds] + \
+            list(getattr(cap, "forward_only", ()))
         pk = self.plan.phase_peaks(bound=bound)
         return max(pk["forward"], pk["backward"])
 

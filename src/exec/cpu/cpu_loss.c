@@ -112,19 +112,29 @@ mg_status mgi_cpu_mse(const mg_kargs *ka) {
  * what OpenBLAS's own GEMM does (matmul shares that). */
 #define LCE_DEF(T, SUF, GEMM)                                                  \
     static mg_status lce_##SUF(const T *h, const T *w, const void *labels,     \
-                               mg_dtype lt, T *y, T *work,                     \
-                               const mg_lce_dims *d) {                         \
+                               mg_dtype lt, const T *given, T *y, T *work,     \
+                               const mg_lce_dims *d, const mg_attrs *at,       \
+                               int64_t kept) {                                 \
         const int64_t n = d->rows, v = d->vocab, dim = d->dim;                 \
-        T *lg = work, *row_loss = work + d->chunk * v;                         \
+        const int ign = at->has_ignore_index;                                  \
+        const int64_t ii = at->ignore_index;                                   \
+        /* given: the logits, read in place of a chunk made here */           \
+        T *chunk = given ? NULL : work;                                        \
+        T *row_loss = given ? work : work + d->chunk * v;                      \
         for (int64_t r0 = 0; r0 < n; r0 += d->chunk) {                         \
             const int64_t m = n - r0 < d->chunk ? n - r0 : d->chunk;           \
-            GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)v,      \
-                 (int)dim, 1, h + r0 * dim, (int)dim, w, (int)dim, 0, lg,      \
-                 (int)v);                                                      \
+            const T *lg = given ? given + r0 * v : chunk;                      \
+            if (!given)                                                        \
+                GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)v,  \
+                     (int)dim, 1, h + r0 * dim, (int)dim, w, (int)dim, 0,      \
+                     chunk, (int)v);                                           \
             MG_CPU_PAR_LOOP(m *v, for (int64_t r = 0; r < m; r++), {           \
                 const T *x = lg + r * v;                                       \
-                row_loss[r0 + r] = mgi_cpu_logsumexp_minus_##SUF(              \
-                    x, v, 1, x[mg_index_at(labels, lt, r0 + r)]);              \
+                const int64_t lab = mg_index_at(labels, lt, r0 + r);           \
+                row_loss[r0 + r] =                                             \
+                    ign && lab == ii                                           \
+                        ? (T)0                                                 \
+                        : mgi_cpu_logsumexp_minus_##SUF(x, v, 1, x[lab]);      \
             });                                                                \
         }                                                                      \
         /* the rows summed as cross_entropy sums them: the fixed split */      \
@@ -137,14 +147,19 @@ mg_status mgi_cpu_mse(const mg_kargs *ka) {
             for (int64_t r = k * ch; r < hi; r++) part += row_loss[r];         \
             s += part;                                                         \
         }                                                                      \
-        y[0] = s / (T)n;                                                       \
+        /* every row ignored: 0 / 0, NaN, as PyTorch's mean */                 \
+        y[0] = s / (T)kept;                                                    \
         return MG_OK;                                                          \
     }                                                                          \
     static mg_status lce_grad_##SUF(const T *gy, const T *h, const T *w,       \
                                     const void *labels, mg_dtype lt, T *out,   \
-                                    T *work, const mg_lce_dims *d) {           \
+                                    T *work, const mg_lce_dims *d,             \
+                                    const mg_attrs *at, int64_t kept) {        \
         const int64_t n = d->rows, v = d->vocab, dim = d->dim;                 \
-        const T scale = gy[0] / (T)n;                                          \
+        const int ign = at->has_ignore_index;                                  \
+        const int64_t ii = at->ignore_index;                                   \
+        /* kept 0: every row is zeroed below and the scale is never used */    \
+        const T scale = kept > 0 ? gy[0] / (T)kept : (T)0;                     \
         T *lg = work, *dh = out, *dw = out + n * dim;                          \
         for (int64_t r0 = 0; r0 < n; r0 += d->chunk) {                         \
             const int64_t m = n - r0 < d->chunk ? n - r0 : d->chunk;           \
@@ -153,9 +168,14 @@ mg_status mgi_cpu_mse(const mg_kargs *ka) {
                  (int)v);                                                      \
             MG_CPU_PAR_LOOP(m *v, for (int64_t r = 0; r < m; r++), {           \
                 T *gr = lg + r * v;                                            \
-                mgi_cpu_softmax_row_##SUF(gr, gr, v, 1, 0);                    \
-                gr[mg_index_at(labels, lt, r0 + r)] -= 1;                      \
-                for (int64_t i = 0; i < v; i++) gr[i] *= scale;                \
+                const int64_t lab = mg_index_at(labels, lt, r0 + r);           \
+                if (ign && lab == ii) {                                        \
+                    for (int64_t i = 0; i < v; i++) gr[i] = 0;                 \
+                } else {                                                       \
+                    mgi_cpu_softmax_row_##SUF(gr, gr, v, 1, 0);                \
+                    gr[lab] -= 1;                                              \
+                    for (int64_t i = 0; i < v; i++) gr[i] *= scale;            \
+                }                                                              \
             });                                                                \
             GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)dim,  \
                  (int)v, 1, lg, (int)v, w, (int)dim, 0, dh + r0 * dim,         \
@@ -171,30 +191,35 @@ LCE_DEF(double, f64, cblas_dgemm)
 
 /* linear_cross_entropy's dims (grad 0) or its gradient's (grad 1), and
  * every label (input 2 + grad) checked before any is read, as
- * cross_entropy does. */
-static mg_status lce_setup(const mg_kargs *ka, int grad, mg_lce_dims *d) {
+ * cross_entropy does; *kept: the rows not ignored. */
+static mg_status lce_setup(const mg_kargs *ka, int grad, mg_lce_dims *d,
+                           int64_t *kept) {
     mg_status s = mg_lce_dims_setup(ka, grad, !grad, d);
     const mg_kbuf *labels = &ka->in[2 + grad];
     if (s == MG_OK)
-        s = mg_kernel_check_indices(ka, labels->data, labels->d.dtype, d->rows,
-                                    d->vocab, "label", "row");
+        s = mg_lce_check_labels(ka, labels->data, labels->d.dtype, d->rows,
+                                d->vocab, kept);
     return s;
 }
 
 mg_status mgi_cpu_linear_cross_entropy(const mg_kargs *ka) {
     mg_lce_dims d = {0}; /* set by setup; zero for -O3 flow analysis */
-    mg_status s = lce_setup(ka, 0, &d);
+    int64_t kept = 0;
+    mg_status s = lce_setup(ka, 0, &d, &kept);
     if (s != MG_OK) return s;
+    const void *given = ka->n_in > 3 ? ka->in[3].data : NULL;
     return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, lce, ka->in[0].data,
                            ka->in[1].data, ka->in[2].data, ka->in[2].d.dtype,
-                           ka->out.data, ka->work, &d);
+                           given, ka->out.data, ka->work, &d, ka->attrs, kept);
 }
 
 mg_status mgi_cpu_linear_cross_entropy_grad(const mg_kargs *ka) {
     mg_lce_dims d = {0}; /* set by setup; zero for -O3 flow analysis */
-    mg_status s = lce_setup(ka, 1, &d);
+    int64_t kept = 0;
+    mg_status s = lce_setup(ka, 1, &d, &kept);
     if (s != MG_OK) return s;
     return MG_CPU_BY_DTYPE(ka, ka->out.d.dtype, lce_grad, ka->in[0].data,
                            ka->in[1].data, ka->in[2].data, ka->in[3].data,
-                           ka->in[3].d.dtype, ka->out.data, ka->work, &d);
+                           ka->in[3].d.dtype, ka->out.data, ka->work, &d,
+                           ka->attrs, kept);
 }
