@@ -289,8 +289,12 @@ def test_grad_scaler_float16_skips_the_overflow_step():
     assert logs["memgrad"] == logs["eager"], logs
     assert (True, False, 2.0 ** 19) in logs["memgrad"]
     assert sum(moved for _, moved, _ in logs["memgrad"]) == 7
+    # float16 keeps 11 bits: the gradients, summed in another order than
+    # eager's (memgrad folds transposes into its matmuls), differ in their
+    # last bits, and seven steps at lr 0.1 carry that into the weights
+    # (2.3e-4 measured); a skipped or doubled step would move them by ~1e-2
     for a, b in zip(params["memgrad"], params["eager"]):
-        assert torch.allclose(a, b, atol=2e-4), (a - b).abs().max()
+        assert torch.allclose(a, b, atol=5e-4), (a - b).abs().max()
 
 
 def test_grad_scaler_keeps_float16_gradients_from_underflowing():
