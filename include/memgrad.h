@@ -221,9 +221,8 @@ double mg_tensor_flops(const mg_graph *g, mg_tensor t);
  * that is a permute swapping only its last two axes (mg_transpose(x, -2,
  * -1)) is read as x with its flag flipped: the GEMM reads x in place, and
  * the permute is computed only for its other readers, if any. The product
- * then does not read the permute, so a gradient with respect to it (the
- * permute listed among mg_gradients' xs) gets nothing from the product:
- * list x instead. */
+ * then does not read the permute, so mg_gradients refuses such a permute
+ * as an x (MG_ERR_INVALID_ARG, naming x): list x instead. */
 MG_API
 mg_tensor mg_matmul(mg_graph *g, mg_tensor a, mg_tensor b, int trans_a,
                     int trans_b);

@@ -245,5 +245,30 @@ START_TEST(test_fold_policies) {
 }
 END_TEST
 
+/* A transpose the product reads in place has no gradient from that
+ * product; asked for as an x it is refused, naming it, where a zero would
+ * be silently wrong. Its input's gradient is there. */
+START_TEST(test_folded_transpose_as_x_is_refused) {
+    mg_graph *g = mg_graph_new();
+    mg_tensor a = mg_input(g, "a", MG_F64, 2, S(3, 4));
+    mg_tensor b = mg_input(g, "b", MG_F64, 2, S(3, 5));
+    mg_tensor at = mg_transpose(g, a, 0, 1);
+    mg_tensor loss = mg_sum(g, mg_matmul(g, at, b, 0, 0), 0, NULL, 0);
+    ck_assert_msg(loss != MG_NO_TENSOR, "%s", mg_last_error());
+    const int32_t n = mg_graph_num_tensors(g);
+    mg_tensor grad = MG_NO_TENSOR;
+    ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, &at, 1, NULL, &grad),
+                     MG_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(mg_last_error(), "transpose that mg_matmul reads"),
+                  "%s", mg_last_error());
+    ck_assert_int_eq(mg_graph_num_tensors(g), n); /* the graph untouched */
+    mg_clear_error();
+    ck_assert_int_eq(mg_gradients(g, &loss, 1, NULL, &a, 1, NULL, &grad),
+                     MG_OK);
+    ck_assert(grad != MG_NO_TENSOR);
+    mg_graph_free(g);
+}
+END_TEST
+
 TH_MAIN("matview", "core", 120, test_fold_structure, test_fold_gradcheck,
-        test_fold_policies)
+        test_fold_policies, test_folded_transpose_as_x_is_refused)

@@ -22,7 +22,11 @@ enum {
      * after its input, though made after the backward ops that read it */
     MG_NODE_PACK = 1u << 5,
     /* chosen by MG_CKPT_BUDGET to be offloaded (mg_graph_offloads) */
-    MG_NODE_OFFLOAD = 1u << 6
+    MG_NODE_OFFLOAD = 1u << 6,
+    /* a transpose some matmul reads in place (ops_matmul.c): that product
+     * contributes nothing to a gradient with respect to it, so
+     * mg_gradients refuses it as an x */
+    MG_NODE_FOLDED = 1u << 7
 };
 
 typedef struct mg_node {
@@ -48,7 +52,7 @@ typedef struct mg_node {
     int32_t name;
 } mg_node;
 _Static_assert(MG_OP_COUNT <= UINT16_MAX && MG_MAX_INPUTS <= UINT8_MAX &&
-                   MG_NODE_PACK <= UINT8_MAX,
+                   MG_NODE_FOLDED <= UINT8_MAX,
                "mg_node's op, n_in or flags field is too narrow");
 
 /* The distinct descriptors of a graph's tensors, each with its byte

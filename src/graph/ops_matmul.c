@@ -88,12 +88,18 @@ mg_tensor mg_matmul(mg_graph *g, mg_tensor a, mg_tensor b, int trans_a,
                     int trans_b) {
     mg_attrs at = {0};
     bool ta = trans_a != 0, tb = trans_b != 0;
+    const mg_tensor a0 = a, b0 = b;
     a = untransposed(g, a, &ta);
     b = untransposed(g, b, &tb);
     at.trans_a = ta;
     at.trans_b = tb;
     const mg_tensor in[2] = {a, b};
-    return mgi_graph_add_node(g, MG_OP_MATMUL, 2, in, &at);
+    const mg_tensor out = mgi_graph_add_node(g, MG_OP_MATMUL, 2, in, &at);
+    if (out >= 0) {
+        if (a != a0) g->nodes[a0].flags |= MG_NODE_FOLDED;
+        if (b != b0) g->nodes[b0].flags |= MG_NODE_FOLDED;
+    }
+    return out;
 }
 
 /* A 2-D operand shared across the batch gets the sum of its per-entry

@@ -89,6 +89,17 @@ static mg_status check_args(const mg_graph *g, const mg_tensor *ys, int n_ys,
                 "tensors",
                 mgi_graph_tensor_label(g, xs[i], label, sizeof label),
                 mg_dtype_name(mgi_graph_desc(g, xs[i])->dtype));
+        /* mg_matmul read this transpose's input in place: the product's
+         * gradient flows to the input, not through it, so a gradient with
+         * respect to it would silently miss that product */
+        if (g->nodes[xs[i]].flags & MG_NODE_FOLDED)
+            return mg_set_error(
+                MG_ERR_INVALID_ARG,
+                "mg_gradients: x %s is a transpose that mg_matmul reads in "
+                "place (its input, tensor %d, is what the product reads); "
+                "ask for the gradient of tensor %d and transpose it",
+                mgi_graph_tensor_label(g, xs[i], label, sizeof label),
+                (int)g->nodes[xs[i]].in[0], (int)g->nodes[xs[i]].in[0]);
     }
     return MG_OK;
 }
