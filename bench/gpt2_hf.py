@@ -27,9 +27,7 @@ import argparse
 import copy
 import ctypes
 import functools
-import gc
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -38,7 +36,8 @@ import time
 import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from capture_zoo import _header  # noqa: E402
+from capture_zoo import (_header, _rss_bytes as rss_bytes,  # noqa: E402
+                         _trim)
 import memgrad.torch as mt  # noqa: E402
 
 RUNS = ["eager", "per-block checkpoint", "selective checkpoint",
@@ -57,11 +56,6 @@ def model():
 
 def loss_of(logits):
     return logits.logsumexp(-1).mean()
-
-
-def rss_bytes():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize()
 
 
 def _sac_policy():
@@ -129,14 +123,6 @@ def _step(fwd, m, ids):
         m.zero_grad(set_to_none=True)
         fwd(ids).backward()
     return step
-
-
-def _trim():
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def one(name, labels):
